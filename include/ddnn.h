@@ -1,0 +1,7 @@
+/*
+  ddnn.h - umbrella header of ddnn: domain-decomposed neural networks on PETSc and MPI.
+*/
+#pragma once
+#include <ddsys.h>
+#include <ddpartition.h>
+#include <ddtensor.h>

@@ -1,0 +1,88 @@
+/*
+  ddnn/private/ddimpl.h - class structs of ddnn's core objects (partition, tensor) and the
+  package's log events.  For implementers of new primitive and layer types; applications
+  use the public headers only.
+*/
+#pragma once
+#include <petsc/private/petscimpl.h>
+#include <ddtensor.h>
+
+PETSC_EXTERN PetscBool DDPackageInitialized;
+
+/* ------------------------------------------------------------------------ */
+struct _DDPartitionOps {
+  int dummy;
+};
+
+struct _p_DDPartition {
+  PETSCHEADER(struct _DDPartitionOps);
+  PetscInt     order;
+  PetscInt     shape[DD_MAX_DIM];
+  PetscInt     size;               /* number of workers, the product of shape */
+  PetscInt     nranksset;          /* ranks given by DDPartitionSetRanks(), or -1 */
+  PetscMPIInt *ranks;              /* comm rank of each worker, in worker (C-order) numbering */
+  PetscInt     index;              /* this rank's worker index, -1 when idle */
+  PetscInt     coords[DD_MAX_DIM]; /* this rank's coordinates (valid when index >= 0) */
+  MPI_Comm     subcomm;            /* the workers, ranked by worker index; MPI_COMM_NULL on idle ranks */
+  PetscBool    setupcalled;
+};
+
+/* ------------------------------------------------------------------------ */
+/*
+  DDLayout - the local storage of one rank's piece of a tensor.
+
+  Coordinates j in [0, alloc[k]) of the local storage map to global index start[k] - lo[k] + j.
+  For strided formats offset(j) = sum_k stride[k] j[k].  For the blocked format, dimension
+  bdim is split into blocks of bs: offset(j) = sum_{k != bdim} stride[k] j[k]
+  + stride[bdim] (j[bdim] / bs) + j[bdim] % bs.
+*/
+typedef struct {
+  PetscInt order;
+  PetscInt n[DD_MAX_DIM];     /* bulk sizes */
+  PetscInt start[DD_MAX_DIM]; /* global index of the first bulk entry */
+  PetscInt lo[DD_MAX_DIM];    /* halo widths before the bulk */
+  PetscInt hi[DD_MAX_DIM];    /* halo widths after the bulk */
+  PetscInt alloc[DD_MAX_DIM]; /* lo + n + hi */
+  PetscInt perm[DD_MAX_DIM];  /* storage order of the logical dimensions, outermost first */
+  PetscInt stride[DD_MAX_DIM];
+  PetscInt bdim, bs;          /* blocked dimension and block size; bdim = -1 when not blocked */
+  PetscInt size;              /* entries in the storage */
+  PetscInt bulksize;          /* entries in the bulk */
+} DDLayout;
+
+struct _DDTensorOps {
+  int dummy;
+};
+
+struct _p_DDTensor {
+  PETSCHEADER(struct _DDTensorOps);
+  DDPartition    part;
+  PetscInt       order;
+  PetscInt       shape[DD_MAX_DIM];
+  DDDataType     dtype;
+  PetscInt      *ranges[DD_MAX_DIM]; /* ownership offsets, P_k + 1 entries (split dims) */
+  PetscInt      *userlx[DD_MAX_DIM]; /* sizes given by DDTensorSetOwnershipRanges() */
+  PetscBool      replicated[DD_MAX_DIM];
+  PetscBool      emptyok;
+  DDTensorFormat format;
+  PetscInt       bs;
+  PetscInt       lo[DD_MAX_DIM], hi[DD_MAX_DIM]; /* halo widths of this rank */
+  DDLayout       layout;
+  PetscBool      active; /* this rank is a worker of the partition */
+  void          *array;
+  PetscBool      ownsarray;
+  Vec            placedvec;
+  void          *savedarray;
+  PetscInt64     layouthash; /* identical on every rank; changes with any rank's layout */
+  PetscBool      setupcalled;
+};
+
+/* log events */
+PETSC_EXTERN PetscLogEvent DD_TensorScatter, DD_TensorGather, DD_TensorSetUp;
+
+/* internal helpers shared by the implementation */
+PETSC_EXTERN PetscErrorCode DDTensorCheckSetUp_Private(DDTensor, const char[]);
+PETSC_EXTERN PetscErrorCode DDTensorCheckSameType_Private(DDTensor, DDTensor, const char[]);
+PETSC_EXTERN PetscErrorCode DDTensorCheckCompatible_Private(DDTensor, DDTensor, const char[]);
+PETSC_EXTERN PetscErrorCode DDSplitOwnership_Private(PetscInt, PetscInt, PetscInt[]);
+PETSC_EXTERN PetscErrorCode DDShapeToString_Private(PetscInt, const PetscInt[], char[], size_t);

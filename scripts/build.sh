@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Configures and builds ddnn in ./build (Release). Extra arguments go to cmake's configure step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" > build.log 2>&1 || { cat build.log; exit 1; }
+cmake --build build -j "$(nproc)" >> build.log 2>&1 || { tail -50 build.log; exit 1; }
+echo "build: ok (log in build.log)"

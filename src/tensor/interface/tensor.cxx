@@ -1,0 +1,799 @@
+/*
+  DDTensor: creation, layout, halos and formats (paper 000, sec. 3.1).
+*/
+#include <tensor/layout.hpp>
+#include <cstring>
+
+using namespace ddnn;
+
+namespace ddnn
+{
+PetscErrorCode LayoutBuild(DDLayout *L, PetscInt order, const PetscInt n[], const PetscInt start[], const PetscInt lo[], const PetscInt hi[], DDTensorFormat fmt, PetscInt bs)
+{
+  PetscFunctionBegin;
+  PetscCall(PetscMemzero(L, sizeof(*L)));
+  L->order    = order;
+  L->bdim     = -1;
+  L->bs       = 1;
+  L->bulksize = 1;
+  for (PetscInt k = 0; k < order; k++) {
+    L->n[k]     = n[k];
+    L->start[k] = start[k];
+    L->lo[k]    = lo[k];
+    L->hi[k]    = hi[k];
+    L->alloc[k] = lo[k] + n[k] + hi[k];
+    L->perm[k]  = k;
+    L->bulksize *= n[k];
+  }
+  if (fmt == DD_FORMAT_CHANNELS_LAST) ChannelsLastOrder(order, L->perm);
+  if (fmt == DD_FORMAT_BLOCKED && order >= 2) {
+    L->bdim = 1;
+    L->bs   = bs;
+  }
+  PetscInt s = (L->bdim >= 0) ? L->bs : 1;
+  for (PetscInt p = order - 1; p >= 0; p--) {
+    PetscInt k   = L->perm[p];
+    L->stride[k] = s;
+    s *= (k == L->bdim) ? (L->alloc[k] + L->bs - 1) / L->bs : L->alloc[k];
+  }
+  L->size = s;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+} // namespace ddnn
+
+/*@
+  DDTensorCreate - Creates an empty distributed tensor
+
+  Collective
+
+  Input Parameter:
+. comm - the communicator; it must be the communicator of the partition given later
+
+  Output Parameter:
+. t - the tensor; set its partition, shape and data type, then call `DDTensorSetUp()`
+
+  Level: beginner
+
+.seealso: `DDTensorCreateFromPartition()`, `DDTensorSetPartition()`, `DDTensorSetShape()`, `DDTensorSetUp()`
+@*/
+PetscErrorCode DDTensorCreate(MPI_Comm comm, DDTensor *t)
+{
+  DDTensor x;
+
+  PetscFunctionBegin;
+  PetscValidPointer(t, 2);
+  PetscCall(DDInitializePackage());
+  PetscCall(PetscHeaderCreate(x, DD_TENSOR_CLASSID, "DDTensor", "Distributed tensor", "DDTensor", comm, DDTensorDestroy, DDTensorView));
+  x->dtype   = DD_FLOAT64;
+  x->format  = DD_FORMAT_PLAIN;
+  x->bs      = 8;
+  x->emptyok = PETSC_TRUE;
+  *t         = x;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDTensorCheckNotSetUp(DDTensor t, const char what[])
+{
+  PetscFunctionBegin;
+  PetscCheck(!t->setupcalled, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "Cannot set the %s of a tensor after DDTensorSetUp()", what);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorSetPartition - Sets the partition of the tensor's workers
+
+  Logically collective
+
+  Input Parameters:
++ t    - the tensor
+- part - a set-up partition on the tensor's communicator; its order must equal the tensor's
+
+  Level: beginner
+
+.seealso: `DDPartitionCreate()`, `DDTensorSetShape()`
+@*/
+PetscErrorCode DDTensorSetPartition(DDTensor t, DDPartition part)
+{
+  PetscMPIInt cmp;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 2);
+  PetscCall(DDTensorCheckNotSetUp(t, "partition"));
+  PetscCheck(part->setupcalled, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "Call DDPartitionSetUp() before giving the partition to a tensor");
+  PetscCallMPI(MPI_Comm_compare(PetscObjectComm((PetscObject)t), PetscObjectComm((PetscObject)part), &cmp));
+  PetscCheck(cmp == MPI_IDENT || cmp == MPI_CONGRUENT, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_NOTSAMECOMM, "The partition must live on the tensor's communicator");
+  PetscCall(PetscObjectReference((PetscObject)part));
+  PetscCall(DDPartitionDestroy(&t->part));
+  t->part = part;
+  for (PetscInt k = 0; k < DD_MAX_DIM; k++) PetscCall(PetscFree(t->userlx[k]));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorSetShape - Sets the global shape of the tensor
+
+  Logically collective
+
+  Input Parameters:
++ t     - the tensor
+. order - number of dimensions (1 to DD_MAX_DIM)
+- shape - global size of each dimension in C order, e.g. (N, C, H, W)
+
+  Level: beginner
+
+.seealso: `DDTensorSetPartition()`
+@*/
+PetscErrorCode DDTensorSetShape(DDTensor t, PetscInt order, const PetscInt shape[])
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  PetscCall(DDTensorCheckNotSetUp(t, "shape"));
+  PetscCheck(order >= 1 && order <= DD_MAX_DIM, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Tensor order %" PetscInt_FMT " must be between 1 and %d", order, DD_MAX_DIM);
+  for (PetscInt k = 0; k < order; k++) PetscCheck(shape[k] >= 1, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Tensor shape entry %" PetscInt_FMT " is %" PetscInt_FMT "; sizes must be positive", k, shape[k]);
+  t->order = order;
+  for (PetscInt k = 0; k < order; k++) t->shape[k] = shape[k];
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorSetDataType - Sets the element type (float32 or float64, the default)
+
+  Logically collective
+
+  Options Database Key:
+. -tensor_dtype <float32,float64> - the type
+
+  Level: beginner
+
+.seealso: `DDDataType`
+@*/
+PetscErrorCode DDTensorSetDataType(DDTensor t, DDDataType dt)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  PetscCall(DDTensorCheckNotSetUp(t, "data type"));
+  PetscCheck(dt == DD_FLOAT32 || dt == DD_FLOAT64, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Unknown data type %d", (int)dt);
+  t->dtype = dt;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorSetOwnershipRanges - Gives the size of every worker's piece along one dimension
+
+  Logically collective
+
+  Input Parameters:
++ t   - the tensor (its partition must be set)
+. dim - the dimension
+- lx  - P_dim sizes, one per coordinate along dim (like DMDA's lx/ly/lz); they must sum to the
+        global size. NULL restores the balanced default (`PetscSplitOwnership()`'s rule:
+        the first n mod P pieces get one more entry). Zero sizes are allowed unless
+        `DDTensorSetEmptyPiecesAllowed()` forbids them.
+
+  Level: intermediate
+
+.seealso: `DDTensorGetOwnershipRanges()`, `DMDACreate2d()`
+@*/
+PetscErrorCode DDTensorSetOwnershipRanges(DDTensor t, PetscInt dim, const PetscInt lx[])
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  PetscCall(DDTensorCheckNotSetUp(t, "ownership ranges"));
+  PetscCheck(t->part, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "Set the partition before the ownership ranges");
+  PetscCheck(dim >= 0 && dim < t->part->order, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Dimension %" PetscInt_FMT " is outside [0, %" PetscInt_FMT ")", dim, t->part->order);
+  PetscCall(PetscFree(t->userlx[dim]));
+  if (lx) {
+    PetscCall(PetscMalloc1(t->part->shape[dim], &t->userlx[dim]));
+    for (PetscInt p = 0; p < t->part->shape[dim]; p++) t->userlx[dim][p] = lx[p];
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorSetReplicated - Makes a dimension replicated instead of split over the partition
+
+  Logically collective
+
+  Input Parameters:
++ t   - the tensor
+. dim - the dimension
+- flg - `PETSC_TRUE`: every worker along dim holds the whole extent of dim (a copy)
+
+  Notes:
+  This is the layout of a broadcast's output (paper 000, sec. 3.2.1) and of a sum-reduce's
+  input: the workers along dim hold copies (or partial sums) of the same sub-tensor.
+  `DDTensorDot()` and `DDTensorNorm()` count every copy, as the inner product of the whole
+  distributed memory must for the adjoint test.
+
+  Level: intermediate
+
+.seealso: `DDPrimitive`, `DDTensorSetOwnershipRanges()`
+@*/
+PetscErrorCode DDTensorSetReplicated(DDTensor t, PetscInt dim, PetscBool flg)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  PetscCall(DDTensorCheckNotSetUp(t, "replication"));
+  PetscCheck(dim >= 0 && dim < DD_MAX_DIM, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Dimension %" PetscInt_FMT " out of range", dim);
+  t->replicated[dim] = flg;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorSetEmptyPiecesAllowed - Whether workers may own zero entries along a dimension
+
+  Logically collective
+
+  Input Parameters:
++ t   - the tensor
+- flg - `PETSC_FALSE` makes `DDTensorSetUp()` fail when a dimension has fewer entries than
+        workers (or given ownership ranges contain a zero); default `PETSC_TRUE`
+
+  Level: intermediate
+
+.seealso: `DDTensorSetOwnershipRanges()`
+@*/
+PetscErrorCode DDTensorSetEmptyPiecesAllowed(DDTensor t, PetscBool flg)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  t->emptyok = flg;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const PetscInt hi[], DDTensorFormat fmt, PetscInt bs);
+
+/*@
+  DDTensorSetFormat - Sets the local storage format
+
+  Collective
+
+  Input Parameters:
++ t   - the tensor
+- fmt - `DD_FORMAT_PLAIN` (default), `DD_FORMAT_CHANNELS_LAST` or `DD_FORMAT_BLOCKED`
+
+  Notes:
+  May be called after `DDTensorSetUp()`; the values are kept (reordered). The global index
+  space does not change.
+
+  Options Database Key:
+. -tensor_format <plain,channels_last,blocked> - the format
+
+  Level: intermediate
+
+.seealso: `DDTensorFormat`, `DDTensorSetBlockSize()`
+@*/
+PetscErrorCode DDTensorSetFormat(DDTensor t, DDTensorFormat fmt)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  PetscCheck(fmt >= DD_FORMAT_PLAIN && fmt <= DD_FORMAT_BLOCKED, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Unknown tensor format %d", (int)fmt);
+  if (t->setupcalled && fmt != t->format) PetscCall(DDTensorRelayout(t, t->lo, t->hi, fmt, t->bs));
+  t->format = fmt;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorSetBlockSize - Sets the channel block of `DD_FORMAT_BLOCKED` (8 or 16 for oneDNN)
+
+  Collective
+
+  Level: advanced
+
+.seealso: `DDTensorSetFormat()`
+@*/
+PetscErrorCode DDTensorSetBlockSize(DDTensor t, PetscInt bs)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  PetscCheck(bs >= 1, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Block size %" PetscInt_FMT " must be positive", bs);
+  if (t->setupcalled && t->format == DD_FORMAT_BLOCKED && bs != t->bs) PetscCall(DDTensorRelayout(t, t->lo, t->hi, t->format, bs));
+  t->bs = bs;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorSetHalo - Sets the halo widths of this rank's piece
+
+  Collective
+
+  Input Parameters:
++ t  - the tensor
+. lo - widths before the bulk, one per dimension (NULL for zeros)
+- hi - widths after the bulk, one per dimension (NULL for zeros)
+
+  Notes:
+  Widths may differ between ranks and between sides (paper 000, Appendix B); they must not
+  be negative. After `DDTensorSetUp()` the bulk values are kept and the new halo is zeroed.
+  The halo exchange (`DDPRIMITIVEHALO`) fills halos from the neighbors' bulk.
+
+  Level: intermediate
+
+.seealso: `DDTensorEnsureHalo()`, `DDTensorGetHalo()`
+@*/
+PetscErrorCode DDTensorSetHalo(DDTensor t, const PetscInt lo[], const PetscInt hi[])
+{
+  PetscInt  nlo[DD_MAX_DIM] = {0}, nhi[DD_MAX_DIM] = {0};
+  PetscInt  d = t->order, bad = -1;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  PetscCheck(d > 0, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "Set the tensor's shape before its halo");
+  for (PetscInt k = 0; k < d; k++) {
+    nlo[k] = lo ? lo[k] : 0;
+    nhi[k] = hi ? hi[k] : 0;
+    if ((nlo[k] < 0 || nhi[k] < 0) && bad < 0) bad = k;
+  }
+  DDCheckAll(PetscObjectComm((PetscObject)t), bad < 0, PETSC_ERR_ARG_OUTOFRANGE, "Negative halo width in dimension %" PetscInt_FMT " (lo %" PetscInt_FMT ", hi %" PetscInt_FMT ")", bad, bad >= 0 ? nlo[bad] : 0, bad >= 0 ? nhi[bad] : 0);
+  if (t->setupcalled && !t->active)
+    for (PetscInt k = 0; k < d; k++) nlo[k] = nhi[k] = 0; /* idle ranks hold nothing */
+  if (t->setupcalled) PetscCall(DDTensorRelayout(t, nlo, nhi, t->format, t->bs));
+  for (PetscInt k = 0; k < d; k++) {
+    t->lo[k] = nlo[k];
+    t->hi[k] = nhi[k];
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorEnsureHalo - Grows the halo widths to at least the given ones
+
+  Collective
+
+  Input Parameters:
++ t  - the tensor
+. lo - minimum widths before the bulk (NULL: no requirement)
+- hi - minimum widths after the bulk (NULL: no requirement)
+
+  Notes:
+  Layers call this in their set-up so that a tensor consumed by several layers gets the
+  largest halo any of them needs. Nothing is reallocated when the halo is wide enough.
+
+  Level: developer
+
+.seealso: `DDTensorSetHalo()`
+@*/
+PetscErrorCode DDTensorEnsureHalo(DDTensor t, const PetscInt lo[], const PetscInt hi[])
+{
+  PetscInt  nlo[DD_MAX_DIM], nhi[DD_MAX_DIM];
+  PetscBool grow = PETSC_FALSE, any;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  for (PetscInt k = 0; k < t->order; k++) {
+    nlo[k] = PetscMax(t->lo[k], lo ? lo[k] : 0);
+    nhi[k] = PetscMax(t->hi[k], hi ? hi[k] : 0);
+    if (nlo[k] != t->lo[k] || nhi[k] != t->hi[k]) grow = PETSC_TRUE;
+  }
+  PetscCall(MPIU_Allreduce(&grow, &any, 1, MPIU_BOOL, MPI_LOR, PetscObjectComm((PetscObject)t)));
+  if (any) PetscCall(DDTensorSetHalo(t, nlo, nhi));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorSetFromOptions - Sets the data type and format from the options database
+
+  Collective
+
+  Options Database Keys:
++ -tensor_dtype <float32,float64> - element type
+. -tensor_format <plain,channels_last,blocked> - local storage format
+- -tensor_view - view the tensor after set-up
+
+  Level: beginner
+
+.seealso: `DDTensorSetDataType()`, `DDTensorSetFormat()`
+@*/
+PetscErrorCode DDTensorSetFromOptions(DDTensor t)
+{
+  PetscEnum dt, fmt;
+  PetscBool flg;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  PetscObjectOptionsBegin((PetscObject)t);
+  dt = (PetscEnum)t->dtype;
+  PetscCall(PetscOptionsEnum("-tensor_dtype", "Element type", "DDTensorSetDataType", DDDataTypes, dt, &dt, &flg));
+  if (flg) PetscCall(DDTensorSetDataType(t, (DDDataType)dt));
+  fmt = (PetscEnum)t->format;
+  PetscCall(PetscOptionsEnum("-tensor_format", "Local storage format", "DDTensorSetFormat", DDTensorFormats, fmt, &fmt, &flg));
+  if (flg) PetscCall(DDTensorSetFormat(t, (DDTensorFormat)fmt));
+  PetscOptionsEnd();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDTensorComputeLayoutHash(DDTensor t)
+{
+  uint64_t    h = 1469598103934665603ull, g;
+  PetscMPIInt rank;
+  auto        mix = [&](uint64_t v) { h = SplitMix64(h ^ v); };
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_rank(PetscObjectComm((PetscObject)t), &rank));
+  mix((uint64_t)t->dtype);
+  mix((uint64_t)t->layout.order);
+  mix((uint64_t)t->layout.bdim);
+  mix((uint64_t)t->layout.bs);
+  for (PetscInt k = 0; k < t->layout.order; k++) {
+    mix((uint64_t)t->layout.n[k]);
+    mix((uint64_t)t->layout.start[k]);
+    mix((uint64_t)t->layout.lo[k]);
+    mix((uint64_t)t->layout.hi[k]);
+    mix((uint64_t)t->layout.perm[k]);
+  }
+  h = SplitMix64(h + (uint64_t)rank);
+  PetscCallMPI(MPI_Allreduce(&h, &g, 1, MPI_UINT64_T, MPI_BXOR, PetscObjectComm((PetscObject)t)));
+  t->layouthash = (PetscInt64)g;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Reallocate with new halos/format, keeping the bulk values */
+static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const PetscInt hi[], DDTensorFormat fmt, PetscInt bs)
+{
+  DDLayout L;
+  void    *arr;
+  size_t   es;
+
+  PetscFunctionBegin;
+  PetscCheck(!t->placedvec, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "Cannot change the halo or format of a tensor that wraps a Vec; call DDTensorResetVec() first");
+  PetscCall(LayoutBuild(&L, t->order, t->layout.n, t->layout.start, lo, hi, fmt, bs));
+  PetscCall(DDDataTypeGetSize(t->dtype, &es));
+  PetscCall(PetscCalloc1(L.size * es + 1, (char **)&arr));
+  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+    using T      = decltype(z);
+    const T *src = (const T *)t->array;
+    T       *dst = (T *)arr;
+    ForEachBulkRunPair(t->layout, L, [&](PetscInt a, PetscInt b, PetscInt len) {
+      for (PetscInt i = 0; i < len; i++) dst[b + i] = src[a + i];
+    });
+    return PETSC_SUCCESS;
+  }));
+  if (t->ownsarray) PetscCall(PetscFree(t->array));
+  t->array     = arr;
+  t->ownsarray = PETSC_TRUE;
+  t->layout    = L;
+  PetscCall(DDTensorComputeLayoutHash(t));
+  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorSetUp - Computes the ownership of every worker and allocates the local storage
+
+  Collective
+
+  Notes:
+  Errors, on every rank, when the tensor's order differs from its partition's, when given
+  ownership sizes do not sum to the global size or are negative, or when a dimension has
+  fewer entries than workers while empty pieces are not allowed. The storage (bulk and
+  halo) is zeroed.
+
+  Level: beginner
+
+.seealso: `DDTensorCreate()`, `DDTensorSetShape()`, `DDTensorSetPartition()`
+@*/
+PetscErrorCode DDTensorSetUp(DDTensor t)
+{
+  MPI_Comm comm;
+  PetscInt n[DD_MAX_DIM], start[DD_MAX_DIM];
+  size_t   es;
+  char     sh[128];
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  if (t->setupcalled) PetscFunctionReturn(PETSC_SUCCESS);
+  comm = PetscObjectComm((PetscObject)t);
+  PetscCheck(t->part, comm, PETSC_ERR_ARG_WRONGSTATE, "Tensor has no partition: call DDTensorSetPartition()");
+  PetscCheck(t->order > 0, comm, PETSC_ERR_ARG_WRONGSTATE, "Tensor has no shape: call DDTensorSetShape()");
+  PetscCheck(t->order == t->part->order, comm, PETSC_ERR_ARG_INCOMP, "Tensor of order %" PetscInt_FMT " cannot live on a partition of order %" PetscInt_FMT " (add size-1 dimensions to one of them)", t->order, t->part->order);
+  PetscCall(PetscLogEventBegin(DD_TensorSetUp, t, 0, 0, 0));
+  PetscCall(DDShapeToString_Private(t->order, t->shape, sh, sizeof(sh)));
+  for (PetscInt k = 0; k < t->order; k++) {
+    PetscInt P = t->part->shape[k];
+    PetscCall(PetscFree(t->ranges[k]));
+    PetscCall(PetscMalloc1(P + 1, &t->ranges[k]));
+    if (t->replicated[k]) {
+      for (PetscInt p = 0; p <= P; p++) t->ranges[k][p] = p ? t->shape[k] : 0; /* unused: every coordinate owns [0, n) */
+      continue;
+    }
+    if (t->userlx[k]) {
+      t->ranges[k][0] = 0;
+      for (PetscInt p = 0; p < P; p++) {
+        PetscCheck(t->userlx[k][p] >= 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "Ownership size %" PetscInt_FMT " of coordinate %" PetscInt_FMT " in dimension %" PetscInt_FMT " is negative", t->userlx[k][p], p, k);
+        PetscCheck(t->emptyok || t->userlx[k][p] > 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "Ownership size of coordinate %" PetscInt_FMT " in dimension %" PetscInt_FMT " is zero, and empty pieces are not allowed", p, k);
+        t->ranges[k][p + 1] = t->ranges[k][p] + t->userlx[k][p];
+      }
+      PetscCheck(t->ranges[k][P] == t->shape[k], comm, PETSC_ERR_ARG_SIZ, "Ownership sizes in dimension %" PetscInt_FMT " sum to %" PetscInt_FMT " but the tensor (shape %s) has %" PetscInt_FMT " entries there", k, t->ranges[k][P], sh, t->shape[k]);
+    } else {
+      PetscCheck(t->emptyok || t->shape[k] >= P, comm, PETSC_ERR_ARG_SIZ, "Dimension %" PetscInt_FMT " of the tensor (shape %s) has %" PetscInt_FMT " entries but %" PetscInt_FMT " workers, and empty pieces are not allowed", k, sh, t->shape[k], P);
+      PetscCall(DDSplitOwnership_Private(t->shape[k], P, t->ranges[k]));
+    }
+  }
+  t->active = t->part->index >= 0 ? PETSC_TRUE : PETSC_FALSE;
+  for (PetscInt k = 0; k < t->order; k++) {
+    if (!t->active) {
+      n[k]     = 0;
+      start[k] = 0;
+    } else if (t->replicated[k]) {
+      n[k]     = t->shape[k];
+      start[k] = 0;
+    } else {
+      PetscInt c = t->part->coords[k];
+      start[k]   = t->ranges[k][c];
+      n[k]       = t->ranges[k][c + 1] - start[k];
+    }
+  }
+  if (!t->active)
+    for (PetscInt k = 0; k < t->order; k++) t->lo[k] = t->hi[k] = 0;
+  PetscCall(LayoutBuild(&t->layout, t->order, n, start, t->lo, t->hi, t->format, t->bs));
+  PetscCall(DDDataTypeGetSize(t->dtype, &es));
+  PetscCall(PetscCalloc1(t->layout.size * es + 1, (char **)&t->array));
+  t->ownsarray   = PETSC_TRUE;
+  t->setupcalled = PETSC_TRUE;
+  PetscCall(DDTensorComputeLayoutHash(t));
+  PetscCall(PetscLogEventEnd(DD_TensorSetUp, t, 0, 0, 0));
+  PetscCall(DDTensorViewFromOptions(t, NULL, "-tensor_view"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorCreateFromPartition - Creates and sets up a balanced, halo-free tensor in one call
+
+  Collective
+
+  Input Parameters:
++ part  - the partition (its order is the tensor's order)
+. dt    - element type
+. order - number of dimensions (must equal the partition's)
+- shape - global shape
+
+  Output Parameter:
+. t - the tensor, zeroed
+
+  Level: beginner
+
+.seealso: `DDTensorCreate()`
+@*/
+PetscErrorCode DDTensorCreateFromPartition(DDPartition part, DDDataType dt, PetscInt order, const PetscInt shape[], DDTensor *t)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 1);
+  PetscCall(DDTensorCreate(PetscObjectComm((PetscObject)part), t));
+  PetscCall(DDTensorSetPartition(*t, part));
+  PetscCall(DDTensorSetShape(*t, order, shape));
+  PetscCall(DDTensorSetDataType(*t, dt));
+  PetscCall(DDTensorSetUp(*t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorDuplicateLayout - Creates a tensor with the same partition, shape, ownership, halos and format, possibly another type
+
+  Collective
+
+  Input Parameters:
++ t  - the model tensor (set up)
+- dt - the element type of the new tensor
+
+  Output Parameter:
+. y - the new tensor, zeroed
+
+  Level: intermediate
+
+.seealso: `DDTensorDuplicate()`
+@*/
+PetscErrorCode DDTensorDuplicateLayout(DDTensor t, DDDataType dt, DDTensor *y)
+{
+  DDTensor x;
+
+  PetscFunctionBegin;
+  PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorDuplicateLayout"));
+  PetscCall(DDTensorCreate(PetscObjectComm((PetscObject)t), &x));
+  PetscCall(DDTensorSetPartition(x, t->part));
+  PetscCall(DDTensorSetShape(x, t->order, t->shape));
+  PetscCall(DDTensorSetDataType(x, dt));
+  for (PetscInt k = 0; k < t->order; k++) {
+    x->replicated[k] = t->replicated[k];
+    if (!t->replicated[k]) {
+      PetscInt P = t->part->shape[k];
+      PetscCall(PetscMalloc1(P, &x->userlx[k]));
+      for (PetscInt p = 0; p < P; p++) x->userlx[k][p] = t->ranges[k][p + 1] - t->ranges[k][p];
+    }
+    x->lo[k] = t->lo[k];
+    x->hi[k] = t->hi[k];
+  }
+  x->emptyok = PETSC_TRUE;
+  x->format  = t->format;
+  x->bs      = t->bs;
+  PetscCall(DDTensorSetUp(x));
+  *y = x;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorDuplicate - Creates a tensor with the same layout and type (values not copied)
+
+  Collective
+
+  Level: beginner
+
+.seealso: `DDTensorDuplicateLayout()`, `DDTensorCopy()`
+@*/
+PetscErrorCode DDTensorDuplicate(DDTensor t, DDTensor *y)
+{
+  PetscFunctionBegin;
+  PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorDuplicate"));
+  PetscCall(DDTensorDuplicateLayout(t, t->dtype, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorDestroy - Destroys a tensor
+
+  Collective
+
+  Level: beginner
+
+.seealso: `DDTensorCreate()`
+@*/
+PetscErrorCode DDTensorDestroy(DDTensor *t)
+{
+  PetscFunctionBegin;
+  if (!*t) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscValidHeaderSpecific(*t, DD_TENSOR_CLASSID, 1);
+  if (--((PetscObject)(*t))->refct > 0) {
+    *t = NULL;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscCheck(!(*t)->placedvec, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "Tensor still wraps a Vec; call DDTensorResetVec() before destroying it");
+  if ((*t)->ownsarray) PetscCall(PetscFree((*t)->array));
+  for (PetscInt k = 0; k < DD_MAX_DIM; k++) {
+    PetscCall(PetscFree((*t)->ranges[k]));
+    PetscCall(PetscFree((*t)->userlx[k]));
+  }
+  PetscCall(DDPartitionDestroy(&(*t)->part));
+  PetscCall(PetscHeaderDestroy(t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDTensorView - Prints the tensor's global shape, partition, type, format and every rank's piece
+
+  Collective
+
+  Input Parameters:
++ t      - the tensor
+- viewer - an ASCII viewer (with format `PETSC_VIEWER_ASCII_INFO_DETAIL` the local values are printed too)
+
+  Level: beginner
+
+.seealso: `DDTensorCreate()`
+@*/
+PetscErrorCode DDTensorView(DDTensor t, PetscViewer viewer)
+{
+  PetscBool         iascii;
+  PetscViewerFormat vf;
+  char              sh[128], ps[128];
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  if (!viewer) PetscCall(PetscViewerASCIIGetStdout(PetscObjectComm((PetscObject)t), &viewer));
+  PetscCall(PetscObjectTypeCompare((PetscObject)viewer, PETSCVIEWERASCII, &iascii));
+  if (!iascii) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscViewerGetFormat(viewer, &vf));
+  PetscCall(DDShapeToString_Private(t->order, t->shape, sh, sizeof(sh)));
+  if (t->part) PetscCall(DDShapeToString_Private(t->part->order, t->part->shape, ps, sizeof(ps)));
+  else PetscCall(PetscStrcpy(ps, "(none)"));
+  PetscCall(PetscObjectPrintClassNamePrefixType((PetscObject)t, viewer));
+  PetscCall(PetscViewerASCIIPushTab(viewer));
+  PetscCall(PetscViewerASCIIPrintf(viewer, "shape %s %s, partition %s, format %s\n", sh, DDDataTypes[t->dtype], ps, DDTensorFormats[t->format]));
+  if (t->setupcalled) {
+    PetscMPIInt rank;
+    PetscCallMPI(MPI_Comm_rank(PetscObjectComm((PetscObject)t), &rank));
+    PetscCall(PetscViewerASCIIPushSynchronized(viewer));
+    if (t->active) {
+      char st[128], n[128], lo[128], hi[128];
+      PetscCall(DDShapeToString_Private(t->order, t->layout.start, st, sizeof(st)));
+      PetscCall(DDShapeToString_Private(t->order, t->layout.n, n, sizeof(n)));
+      PetscCall(DDShapeToString_Private(t->order, t->layout.lo, lo, sizeof(lo)));
+      PetscCall(DDShapeToString_Private(t->order, t->layout.hi, hi, sizeof(hi)));
+      PetscCall(PetscViewerASCIISynchronizedPrintf(viewer, "[%d] piece %s at %s, halo lo %s hi %s\n", rank, n, st, lo, hi));
+      if (vf == PETSC_VIEWER_ASCII_INFO_DETAIL) {
+        PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+          using T    = decltype(z);
+          const T *a = (const T *)t->array;
+          PetscFunctionBegin;
+          ForEachBulkRun(t->layout, [&](PetscInt off, PetscInt len) {
+            for (PetscInt i = 0; i < len; i++) (void)PetscViewerASCIISynchronizedPrintf(viewer, " %g", (double)a[off + i]);
+          });
+          PetscCall(PetscViewerASCIISynchronizedPrintf(viewer, "\n"));
+          PetscFunctionReturn(PETSC_SUCCESS);
+        }));
+      }
+    } else PetscCall(PetscViewerASCIISynchronizedPrintf(viewer, "[%d] idle\n", rank));
+    PetscCall(PetscViewerFlush(viewer));
+    PetscCall(PetscViewerASCIIPopSynchronized(viewer));
+  }
+  PetscCall(PetscViewerASCIIPopTab(viewer));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDTensorViewFromOptions - Views the tensor if an option asks for it
+
+  Collective
+
+  Level: intermediate
+
+.seealso: `DDTensorView()`
+@*/
+PetscErrorCode DDTensorViewFromOptions(DDTensor t, PetscObject obj, const char name[])
+{
+  PetscFunctionBegin;
+  PetscCall(PetscObjectViewFromOptions((PetscObject)t, obj, name));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode DDTensorCheckSetUp_Private(DDTensor t, const char fn[])
+{
+  PetscFunctionBegin;
+  PetscCheck(t, PETSC_COMM_SELF, PETSC_ERR_ARG_NULL, "%s: null tensor", fn);
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  PetscCheck(t->setupcalled, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "%s: call DDTensorSetUp() first", fn);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode DDTensorCheckSameType_Private(DDTensor x, DDTensor y, const char fn[])
+{
+  PetscFunctionBegin;
+  PetscCheck(x->dtype == y->dtype, PetscObjectComm((PetscObject)x), PETSC_ERR_ARG_INCOMP, "%s: data types differ (%s and %s)", fn, DDDataTypes[x->dtype], DDDataTypes[y->dtype]);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorCompatible - Whether two tensors are distributed alike
+
+  Not collective
+
+  Output Parameter:
+. flg - `PETSC_TRUE` when shape, partition, ownership ranges and replication agree (halos,
+        formats and data types may differ)
+
+  Level: intermediate
+
+.seealso: `DDTensorCopy()`
+@*/
+PetscErrorCode DDTensorCompatible(DDTensor x, DDTensor y, PetscBool *flg)
+{
+  PetscBool eq;
+
+  PetscFunctionBegin;
+  PetscCall(DDTensorCheckSetUp_Private(x, "DDTensorCompatible"));
+  PetscCall(DDTensorCheckSetUp_Private(y, "DDTensorCompatible"));
+  *flg = PETSC_FALSE;
+  if (x->order != y->order) PetscFunctionReturn(PETSC_SUCCESS);
+  for (PetscInt k = 0; k < x->order; k++)
+    if (x->shape[k] != y->shape[k] || x->replicated[k] != y->replicated[k]) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(DDPartitionEqual(x->part, y->part, &eq));
+  if (!eq) PetscFunctionReturn(PETSC_SUCCESS);
+  for (PetscInt k = 0; k < x->order; k++)
+    for (PetscInt p = 0; p <= x->part->shape[k]; p++)
+      if (x->ranges[k][p] != y->ranges[k][p]) PetscFunctionReturn(PETSC_SUCCESS);
+  *flg = PETSC_TRUE;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode DDTensorCheckCompatible_Private(DDTensor x, DDTensor y, const char fn[])
+{
+  PetscBool flg;
+  char      sx[128], sy[128];
+
+  PetscFunctionBegin;
+  PetscCall(DDTensorCompatible(x, y, &flg));
+  PetscCall(DDShapeToString_Private(x->order, x->shape, sx, sizeof(sx)));
+  PetscCall(DDShapeToString_Private(y->order, y->shape, sy, sizeof(sy)));
+  PetscCheck(flg, PetscObjectComm((PetscObject)x), PETSC_ERR_ARG_INCOMP, "%s: tensors are not distributed alike (shapes %s and %s; partitions, ownership ranges and replication must match too)", fn, sx, sy);
+  PetscCall(DDTensorCheckSameType_Private(x, y, fn));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}

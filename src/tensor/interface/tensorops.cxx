@@ -1,0 +1,1066 @@
+/*
+  DDTensor: accessors, arithmetic over the bulk, deterministic reductions, and scatter/gather.
+*/
+#include <tensor/layout.hpp>
+#include <vector>
+#include <cmath>
+
+using namespace ddnn;
+
+#define DDTensorCheck(t, fn) PetscCall(DDTensorCheckSetUp_Private(t, fn))
+
+/*@
+  DDTensorGetOrder - Number of dimensions
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDTensorGetShape()`
+@*/
+PetscErrorCode DDTensorGetOrder(DDTensor t, PetscInt *order)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  *order = t->order;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDTensorGetShape - Global shape (C order)
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDTensorGetOrder()`, `DDTensorGetCorners()`
+@*/
+PetscErrorCode DDTensorGetShape(DDTensor t, const PetscInt *shape[])
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  *shape = t->shape;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorGetSize - Number of entries of the global tensor
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDTensorGetLocalSize()`
+@*/
+PetscErrorCode DDTensorGetSize(DDTensor t, PetscInt *size)
+{
+  PetscInt64 s = 1;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  for (PetscInt k = 0; k < t->order; k++) s *= t->shape[k];
+  PetscCheck(s <= PETSC_MAX_INT, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Global size %" PetscInt64_FMT " does not fit a PetscInt", s);
+  *size = (PetscInt)s;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorGetDataType - Element type
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDTensorSetDataType()`
+@*/
+PetscErrorCode DDTensorGetDataType(DDTensor t, DDDataType *dt)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  *dt = t->dtype;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorGetPartition - The tensor's partition (not a new reference)
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDTensorSetPartition()`
+@*/
+PetscErrorCode DDTensorGetPartition(DDTensor t, DDPartition *part)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  *part = t->part;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorGetFormat - Local storage format
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDTensorSetFormat()`
+@*/
+PetscErrorCode DDTensorGetFormat(DDTensor t, DDTensorFormat *fmt)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  *fmt = t->format;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDTensorGetOwnershipRanges - Ownership offsets along one dimension
+
+  Not collective
+
+  Output Parameter:
+. ranges - P_dim + 1 offsets: coordinate p owns [ranges[p], ranges[p+1]) (for a replicated
+           dimension every coordinate owns the whole extent)
+
+  Level: intermediate
+
+.seealso: `DDTensorSetOwnershipRanges()`, `DMDAGetOwnershipRanges()`
+@*/
+PetscErrorCode DDTensorGetOwnershipRanges(DDTensor t, PetscInt dim, const PetscInt *ranges[])
+{
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorGetOwnershipRanges");
+  PetscCheck(dim >= 0 && dim < t->order, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Dimension %" PetscInt_FMT " outside [0, %" PetscInt_FMT ")", dim, t->order);
+  *ranges = t->ranges[dim];
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorGetReplicated - Whether a dimension is replicated
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDTensorSetReplicated()`
+@*/
+PetscErrorCode DDTensorGetReplicated(DDTensor t, PetscInt dim, PetscBool *flg)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  *flg = t->replicated[dim];
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorGetCorners - Global start and size of this rank's piece (its bulk), per dimension
+
+  Not collective
+
+  Notes:
+  Like `DMDAGetCorners()`. Idle ranks get zero sizes.
+
+  Level: beginner
+
+.seealso: `DDTensorGetHalo()`
+@*/
+PetscErrorCode DDTensorGetCorners(DDTensor t, PetscInt start[], PetscInt n[])
+{
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorGetCorners");
+  for (PetscInt k = 0; k < t->order; k++) {
+    if (start) start[k] = t->layout.start[k];
+    if (n) n[k] = t->layout.n[k];
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorGetLocalSize - Number of entries in this rank's bulk
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDTensorGetLocalStorageSize()`
+@*/
+PetscErrorCode DDTensorGetLocalSize(DDTensor t, PetscInt *n)
+{
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorGetLocalSize");
+  *n = t->layout.bulksize;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorGetHalo - This rank's halo widths
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDTensorSetHalo()`
+@*/
+PetscErrorCode DDTensorGetHalo(DDTensor t, PetscInt lo[], PetscInt hi[])
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  for (PetscInt k = 0; k < t->order; k++) {
+    if (lo) lo[k] = t->setupcalled ? t->layout.lo[k] : t->lo[k];
+    if (hi) hi[k] = t->setupcalled ? t->layout.hi[k] : t->hi[k];
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorGetLocalStorageSize - Number of entries of the local storage (bulk, halo and block padding)
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDTensorGetArray()`
+@*/
+PetscErrorCode DDTensorGetLocalStorageSize(DDTensor t, PetscInt *n)
+{
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorGetLocalStorageSize");
+  *n = t->layout.size;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorGetLocalStrides - Element strides of each dimension in the local storage
+
+  Not collective
+
+  Notes:
+  For plain and channels-last formats, entry j (local storage coordinates, halo included,
+  0 <= j[k] < lo[k] + n[k] + hi[k]) is at sum_k strides[k] j[k]. Errors for the blocked
+  format, whose offsets are not strided; use `DDTensorGetLocalOffset()`.
+
+  Level: intermediate
+
+.seealso: `DDTensorGetLocalOffset()`, `DDTensorGetArray()`
+@*/
+PetscErrorCode DDTensorGetLocalStrides(DDTensor t, PetscInt strides[])
+{
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorGetLocalStrides");
+  PetscCheck(t->layout.bdim < 0, PETSC_COMM_SELF, PETSC_ERR_SUP, "The blocked format has no strides; use DDTensorGetLocalOffset()");
+  for (PetscInt k = 0; k < t->order; k++) strides[k] = t->layout.stride[k];
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorGetLocalOffset - Offset in the local storage of a global index
+
+  Not collective
+
+  Input Parameters:
++ t - the tensor
+- g - global index (inside this rank's bulk or halo)
+
+  Output Parameter:
+. off - offset into the array of `DDTensorGetArray()`
+
+  Level: intermediate
+
+.seealso: `DDTensorGetLocalStrides()`
+@*/
+PetscErrorCode DDTensorGetLocalOffset(DDTensor t, const PetscInt g[], PetscInt *off)
+{
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorGetLocalOffset");
+  for (PetscInt k = 0; k < t->order; k++) {
+    PetscInt j = g[k] - t->layout.start[k] + t->layout.lo[k];
+    PetscCheck(j >= 0 && j < t->layout.alloc[k], PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Global index %" PetscInt_FMT " in dimension %" PetscInt_FMT " is outside this rank's storage [%" PetscInt_FMT ", %" PetscInt_FMT ")", g[k], k, t->layout.start[k] - t->layout.lo[k], t->layout.start[k] + t->layout.n[k] + t->layout.hi[k]);
+  }
+  *off = LayoutOffsetGlobal(t->layout, g);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorIsActive - Whether this rank holds a piece of the tensor
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDPartitionIsActive()`
+@*/
+PetscErrorCode DDTensorIsActive(DDTensor t, PetscBool *flg)
+{
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorIsActive");
+  *flg = t->active;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDTensorGetArray - Access to the local storage (bulk and halo), of the tensor's element type
+
+  Not collective
+
+  Notes:
+  The array is float* or double* as the data type says; index it with
+  `DDTensorGetLocalStrides()` / `DDTensorGetLocalOffset()`. Return it with `DDTensorRestoreArray()`.
+
+  Level: beginner
+
+.seealso: `DDTensorRestoreArray()`, `DDTensorGetArrayRead()`
+@*/
+PetscErrorCode DDTensorGetArray(DDTensor t, void **a)
+{
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorGetArray");
+  *a = t->array;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDTensorRestoreArray - Returns the array of `DDTensorGetArray()`
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDTensorGetArray()`
+@*/
+PetscErrorCode DDTensorRestoreArray(DDTensor t, void **a)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  *a = NULL;
+  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDTensorGetArrayRead - Read-only access to the local storage
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDTensorRestoreArrayRead()`
+@*/
+PetscErrorCode DDTensorGetArrayRead(DDTensor t, const void **a)
+{
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorGetArrayRead");
+  *a = t->array;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDTensorRestoreArrayRead - Returns the array of `DDTensorGetArrayRead()`
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDTensorGetArrayRead()`
+@*/
+PetscErrorCode DDTensorRestoreArrayRead(DDTensor t, const void **a)
+{
+  PetscFunctionBegin;
+  *a = NULL;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* ---------------------------------------------------------------------- */
+
+/*@
+  DDTensorZeroEntries - Zeros the whole local storage, bulk and halo
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDTensorSet()`, `DDTensorZeroHalo()`
+@*/
+PetscErrorCode DDTensorZeroEntries(DDTensor t)
+{
+  size_t es;
+
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorZeroEntries");
+  PetscCall(DDDataTypeGetSize(t->dtype, &es));
+  PetscCall(PetscMemzero(t->array, es * t->layout.size));
+  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorZeroHalo - Zeros the halo region, leaving the bulk as it is
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDTensorZeroEntries()`
+@*/
+PetscErrorCode DDTensorZeroHalo(DDTensor t)
+{
+  const DDLayout &L = t->layout;
+
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorZeroHalo");
+  if (L.size == L.bulksize) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    T *a    = (T *)t->array;
+    /* disjoint slabs: for dimension k, the halo sides, bulk in dims < k, everything in dims > k */
+    for (PetscInt k = 0; k < L.order; k++) {
+      for (int side = 0; side < 2; side++) {
+        PetscInt lo[DD_MAX_DIM], hi[DD_MAX_DIM];
+        for (PetscInt m = 0; m < L.order; m++) {
+          if (m < k) {
+            lo[m] = L.lo[m];
+            hi[m] = L.lo[m] + L.n[m];
+          } else {
+            lo[m] = 0;
+            hi[m] = L.alloc[m];
+          }
+        }
+        if (side == 0) hi[k] = L.lo[k];
+        else lo[k] = L.lo[k] + L.n[k];
+        ForEachRun(L, lo, hi, [&](PetscInt off, PetscInt len) {
+          for (PetscInt i = 0; i < len; i++) a[off + i] = 0;
+        });
+      }
+    }
+    return PETSC_SUCCESS;
+  }));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+template <class T, class F>
+static void BulkApply(DDTensor t, F &&f)
+{
+  T *a = (T *)t->array;
+  ForEachBulkRun(t->layout, [&](PetscInt off, PetscInt len) { f(a + off, len); });
+}
+
+/*@
+  DDTensorSet - Sets every bulk entry to a value
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDTensorZeroEntries()`
+@*/
+PetscErrorCode DDTensorSet(DDTensor t, PetscReal v)
+{
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorSet");
+  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    BulkApply<T>(t, [&](T *p, PetscInt n) {
+      for (PetscInt i = 0; i < n; i++) p[i] = (T)v;
+    });
+    return PETSC_SUCCESS;
+  }));
+  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorScale - Multiplies the bulk by a scalar
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDTensorAXPY()`
+@*/
+PetscErrorCode DDTensorScale(DDTensor t, PetscReal a)
+{
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorScale");
+  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    BulkApply<T>(t, [&](T *p, PetscInt n) {
+      for (PetscInt i = 0; i < n; i++) p[i] *= (T)a;
+    });
+    return PETSC_SUCCESS;
+  }));
+  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+template <class T, class F>
+static void PairApply(DDTensor x, DDTensor y, F &&f)
+{
+  T *a = (T *)x->array, *b = (T *)y->array;
+  ForEachBulkRunPair(x->layout, y->layout, [&](PetscInt ox, PetscInt oy, PetscInt len) { f(a + ox, b + oy, len); });
+}
+
+/*@
+  DDTensorCopy - Copies the bulk of x into y
+
+  Not collective
+
+  Input Parameters:
++ x - source
+- y - destination, distributed alike (`DDTensorCompatible()`); halos and formats may differ
+
+  Level: beginner
+
+.seealso: `DDTensorAXPY()`, `DDTensorCompatible()`
+@*/
+PetscErrorCode DDTensorCopy(DDTensor x, DDTensor y)
+{
+  PetscFunctionBegin;
+  DDTensorCheck(x, "DDTensorCopy");
+  DDTensorCheck(y, "DDTensorCopy");
+  if (x == y) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(DDTensorCheckCompatible_Private(x, y, "DDTensorCopy"));
+  PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    PairApply<T>(x, y, [&](const T *a, T *b, PetscInt n) { std::copy(a, a + n, b); });
+    return PETSC_SUCCESS;
+  }));
+  PetscCall(PetscObjectStateIncrease((PetscObject)y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorAXPY - y = y + a x on the bulk
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDTensorAXPBY()`
+@*/
+PetscErrorCode DDTensorAXPY(DDTensor y, PetscReal alpha, DDTensor x)
+{
+  PetscFunctionBegin;
+  DDTensorCheck(x, "DDTensorAXPY");
+  DDTensorCheck(y, "DDTensorAXPY");
+  PetscCall(DDTensorCheckCompatible_Private(x, y, "DDTensorAXPY"));
+  PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    PairApply<T>(x, y, [&](const T *a, T *b, PetscInt n) {
+      for (PetscInt i = 0; i < n; i++) b[i] += (T)alpha * a[i];
+    });
+    return PETSC_SUCCESS;
+  }));
+  PetscCall(PetscObjectStateIncrease((PetscObject)y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorAXPBY - y = a x + b y on the bulk
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDTensorAXPY()`
+@*/
+PetscErrorCode DDTensorAXPBY(DDTensor y, PetscReal alpha, PetscReal beta, DDTensor x)
+{
+  PetscFunctionBegin;
+  DDTensorCheck(x, "DDTensorAXPBY");
+  DDTensorCheck(y, "DDTensorAXPBY");
+  PetscCall(DDTensorCheckCompatible_Private(x, y, "DDTensorAXPBY"));
+  PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    PairApply<T>(x, y, [&](const T *a, T *b, PetscInt n) {
+      for (PetscInt i = 0; i < n; i++) b[i] = (T)alpha * a[i] + (T)beta * b[i];
+    });
+    return PETSC_SUCCESS;
+  }));
+  PetscCall(PetscObjectStateIncrease((PetscObject)y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Sum of per-rank partial values, added in rank order: the same result on every run */
+static PetscErrorCode DeterministicSum(MPI_Comm comm, PetscReal local, PetscReal *global)
+{
+  PetscMPIInt            size;
+  std::vector<PetscReal> all;
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  all.resize(size);
+  PetscCallMPI(MPI_Allgather(&local, 1, MPIU_REAL, all.data(), 1, MPIU_REAL, comm));
+  PetscReal s = 0;
+  for (PetscMPIInt r = 0; r < size; r++) s += all[r];
+  *global = s;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorDot - Inner product of two tensors over the whole distributed memory
+
+  Collective
+
+  Output Parameter:
+. d - sum over all ranks of the bulk entries' products (paper 000, eq. 2); copies on
+      replicated dimensions each count
+
+  Notes:
+  Accumulates in double precision; the per-rank sums are added in rank order so repeated
+  runs give the same bits.
+
+  Level: beginner
+
+.seealso: `DDTensorNorm()`
+@*/
+PetscErrorCode DDTensorDot(DDTensor x, DDTensor y, PetscReal *d)
+{
+  PetscReal local = 0;
+
+  PetscFunctionBegin;
+  DDTensorCheck(x, "DDTensorDot");
+  DDTensorCheck(y, "DDTensorDot");
+  PetscCall(DDTensorCheckCompatible_Private(x, y, "DDTensorDot"));
+  PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    PairApply<T>(x, y, [&](const T *a, const T *b, PetscInt n) {
+      for (PetscInt i = 0; i < n; i++) local += (PetscReal)a[i] * (PetscReal)b[i];
+    });
+    return PETSC_SUCCESS;
+  }));
+  PetscCall(DeterministicSum(PetscObjectComm((PetscObject)x), local, d));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorSum - Sum of all bulk entries over the distributed memory
+
+  Collective
+
+  Level: beginner
+
+.seealso: `DDTensorDot()`
+@*/
+PetscErrorCode DDTensorSum(DDTensor x, PetscReal *s)
+{
+  PetscReal local = 0;
+
+  PetscFunctionBegin;
+  DDTensorCheck(x, "DDTensorSum");
+  PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    BulkApply<T>(x, [&](const T *a, PetscInt n) {
+      for (PetscInt i = 0; i < n; i++) local += (PetscReal)a[i];
+    });
+    return PETSC_SUCCESS;
+  }));
+  PetscCall(DeterministicSum(PetscObjectComm((PetscObject)x), local, s));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorNorm - Norm of the tensor over the distributed memory
+
+  Collective
+
+  Input Parameters:
++ x    - the tensor
+- type - `NORM_1`, `NORM_2` or `NORM_INFINITY`
+
+  Level: beginner
+
+.seealso: `DDTensorDot()`
+@*/
+PetscErrorCode DDTensorNorm(DDTensor x, NormType type, PetscReal *nrm)
+{
+  PetscReal local = 0;
+
+  PetscFunctionBegin;
+  DDTensorCheck(x, "DDTensorNorm");
+  PetscCheck(type == NORM_1 || type == NORM_2 || type == NORM_INFINITY, PetscObjectComm((PetscObject)x), PETSC_ERR_SUP, "Norm type %s is not supported", NormTypes[type]);
+  PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    BulkApply<T>(x, [&](const T *a, PetscInt n) {
+      for (PetscInt i = 0; i < n; i++) {
+        PetscReal v = PetscAbsReal((PetscReal)a[i]);
+        if (type == NORM_INFINITY) local = PetscMax(local, v);
+        else if (type == NORM_1) local += v;
+        else local += v * v;
+      }
+    });
+    return PETSC_SUCCESS;
+  }));
+  if (type == NORM_INFINITY) PetscCall(MPIU_Allreduce(&local, nrm, 1, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)x)));
+  else PetscCall(DeterministicSum(PetscObjectComm((PetscObject)x), local, nrm));
+  if (type == NORM_2) *nrm = PetscSqrtReal(*nrm);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorMaxAbsDiff - max |x - y| over the bulk of all ranks
+
+  Collective
+
+  Level: intermediate
+
+.seealso: `DDTensorNorm()`
+@*/
+PetscErrorCode DDTensorMaxAbsDiff(DDTensor x, DDTensor y, PetscReal *diff)
+{
+  PetscReal local = 0;
+
+  PetscFunctionBegin;
+  DDTensorCheck(x, "DDTensorMaxAbsDiff");
+  DDTensorCheck(y, "DDTensorMaxAbsDiff");
+  PetscCall(DDTensorCheckCompatible_Private(x, y, "DDTensorMaxAbsDiff"));
+  PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    PairApply<T>(x, y, [&](const T *a, const T *b, PetscInt n) {
+      for (PetscInt i = 0; i < n; i++) {
+        PetscReal v = PetscAbsReal((PetscReal)a[i] - (PetscReal)b[i]);
+        if (!(v <= local)) local = v; /* NaN propagates */
+      }
+    });
+    return PETSC_SUCCESS;
+  }));
+  PetscCall(MPIU_Allreduce(&local, diff, 1, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)x)));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorSetRandom - Fills the bulk with values from a PetscRandom
+
+  Collective
+
+  Notes:
+  The values depend on the partition. For values that depend on the global index only
+  (the same tensor on any partition), use `DDTensorSetRandomGlobal()`.
+
+  Level: beginner
+
+.seealso: `DDTensorSetRandomGlobal()`
+@*/
+PetscErrorCode DDTensorSetRandom(DDTensor t, PetscRandom rnd)
+{
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorSetRandom");
+  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    T *a    = (T *)t->array;
+    PetscFunctionBegin;
+    PetscErrorCode ierr = PETSC_SUCCESS;
+    ForEachBulkRun(t->layout, [&](PetscInt off, PetscInt len) {
+      for (PetscInt i = 0; i < len && !ierr; i++) {
+        PetscScalar v;
+        ierr        = PetscRandomGetValue(rnd, &v);
+        a[off + i] = (T)PetscRealPart(v);
+      }
+    });
+    PetscCall(ierr);
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }));
+  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Calls f(offset, globalLinearIndex) for every bulk entry */
+template <class F>
+static void ForEachBulkGlobal(DDTensor t, F &&f)
+{
+  const DDLayout &L = t->layout;
+  PetscInt        a[DD_MAX_DIM], b[DD_MAX_DIM];
+  PetscInt64      gs[DD_MAX_DIM];
+  LayoutBulkBox(L, a, b);
+  gs[t->order - 1] = 1;
+  for (PetscInt k = t->order - 2; k >= 0; k--) gs[k] = gs[k + 1] * t->shape[k + 1];
+  ForEachIndex(L.order, a, b, L.perm, [&](const PetscInt *j) {
+    PetscInt64 g = 0;
+    for (PetscInt k = 0; k < L.order; k++) g += gs[k] * (j[k] - L.lo[k] + L.start[k]);
+    f(LayoutOffset(L, j), g);
+  });
+}
+
+/*@
+  DDTensorSetRandomGlobal - Fills the bulk with uniform values that depend only on the seed and the global index
+
+  Not collective
+
+  Input Parameters:
++ t    - the tensor
+. seed - the seed
+. a    - lower bound
+- b    - upper bound
+
+  Notes:
+  Entry g gets a + (b - a) u(seed, g) from a counter-based generator, so the same seed gives
+  the same global tensor on any partition (partition independence, DESIGN.md).
+
+  Level: intermediate
+
+.seealso: `DDTensorSetRandom()`
+@*/
+PetscErrorCode DDTensorSetRandomGlobal(DDTensor t, PetscInt64 seed, PetscReal a, PetscReal b)
+{
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorSetRandomGlobal");
+  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    T *arr  = (T *)t->array;
+    ForEachBulkGlobal(t, [&](PetscInt off, PetscInt64 g) { arr[off] = (T)(a + (b - a) * UniformFromCounter((uint64_t)seed, (uint64_t)g)); });
+    return PETSC_SUCCESS;
+  }));
+  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDTensorSetValuesGlobal - Sets the bulk from a global array that every rank holds
+
+  Not collective
+
+  Input Parameters:
++ t      - the tensor
+- global - the whole tensor in C order, of the tensor's element type, on every rank
+
+  Level: intermediate
+
+.seealso: `DDTensorScatterFromRoot()`
+@*/
+PetscErrorCode DDTensorSetValuesGlobal(DDTensor t, const void *global)
+{
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorSetValuesGlobal");
+  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+    using T    = decltype(z);
+    T       *a = (T *)t->array;
+    const T *g = (const T *)global;
+    ForEachBulkGlobal(t, [&](PetscInt off, PetscInt64 gi) { a[off] = g[gi]; });
+    return PETSC_SUCCESS;
+  }));
+  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Scatter from and gather to one rank.  Simple: root packs/unpacks every piece. */
+
+static PetscBool DDTensorIsPrimaryCopy(DDTensor t)
+{
+  if (!t->active) return PETSC_FALSE;
+  for (PetscInt k = 0; k < t->order; k++)
+    if (t->replicated[k] && t->part->coords[k] != 0) return PETSC_FALSE;
+  return PETSC_TRUE;
+}
+
+/* piece of every rank (start, n per dim) on root */
+static PetscErrorCode DDTensorGatherPieces(DDTensor t, PetscMPIInt root, std::vector<PetscInt> &pieces, PetscBool all)
+{
+  MPI_Comm    comm = PetscObjectComm((PetscObject)t);
+  PetscMPIInt size, rank;
+  PetscInt    mine[2 * DD_MAX_DIM], d = t->order;
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  PetscBool take = all ? t->active : DDTensorIsPrimaryCopy(t);
+  for (PetscInt k = 0; k < d; k++) {
+    mine[k]     = t->layout.start[k];
+    mine[d + k] = take ? t->layout.n[k] : 0;
+  }
+  if (rank == root) pieces.resize((size_t)size * 2 * d);
+  PetscCallMPI(MPI_Gather(mine, (PetscMPIInt)(2 * d), MPIU_INT, pieces.data(), (PetscMPIInt)(2 * d), MPIU_INT, root, comm));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Copies between the C-order global array and a packed piece (C order within the piece) */
+template <class T>
+static void GlobalPieceCopy(PetscInt d, const PetscInt shape[], const PetscInt start[], const PetscInt n[], T *global, T *piece, bool toPiece)
+{
+  PetscInt a[DD_MAX_DIM], b[DD_MAX_DIM], ord[DD_MAX_DIM];
+  PetscInt64 gs[DD_MAX_DIM];
+  PetscInt cnt = 0;
+  for (PetscInt k = 0; k < d; k++) {
+    a[k]   = 0;
+    b[k]   = n[k];
+    ord[k] = k;
+  }
+  if (d == 0) return;
+  gs[d - 1] = 1;
+  for (PetscInt k = d - 2; k >= 0; k--) gs[k] = gs[k + 1] * shape[k + 1];
+  b[d - 1] = n[d - 1] > 0 ? 1 : 0;
+  ForEachIndex(d, a, b, ord, [&](const PetscInt *j) {
+    PetscInt64 g = 0;
+    for (PetscInt k = 0; k < d; k++) g += gs[k] * (j[k] + start[k]);
+    for (PetscInt i = 0; i < n[d - 1]; i++) {
+      if (toPiece) piece[cnt + i] = global[g + i];
+      else global[g + i] = piece[cnt + i];
+    }
+    cnt += n[d - 1];
+  });
+}
+
+/* Copies between the tensor's bulk and a packed C-order buffer */
+template <class T>
+static void BulkPackCOrder(DDTensor t, T *buf, bool pack)
+{
+  const DDLayout &L = t->layout;
+  T              *a = (T *)t->array;
+  PetscInt        lo[DD_MAX_DIM], hi[DD_MAX_DIM], ord[DD_MAX_DIM], cnt = 0;
+  bool            plain = L.bdim < 0;
+  for (PetscInt k = 0; k < L.order; k++) {
+    ord[k] = k;
+    plain  = plain && L.perm[k] == k;
+  }
+  LayoutBulkBox(L, lo, hi);
+  if (plain) {
+    ForEachRun(L, lo, hi, [&](PetscInt off, PetscInt len) {
+      if (pack) std::copy(a + off, a + off + len, buf + cnt);
+      else std::copy(buf + cnt, buf + cnt + len, a + off);
+      cnt += len;
+    });
+  } else {
+    ForEachIndex(L.order, lo, hi, ord, [&](const PetscInt *j) {
+      PetscInt off = LayoutOffset(L, j);
+      if (pack) buf[cnt++] = a[off];
+      else a[off] = buf[cnt++];
+    });
+  }
+}
+
+/*@C
+  DDTensorGatherToRoot - Gathers the whole tensor, in C order, on one rank
+
+  Collective
+
+  Input Parameters:
++ t    - the tensor
+- root - the rank of the tensor's communicator that receives it
+
+  Output Parameter:
+. global - on root, an array of the global size and the tensor's element type (ignored elsewhere)
+
+  Notes:
+  For tests and serial I/O; the memory of the whole tensor is needed on root. Replicated
+  dimensions contribute the copy at coordinate 0.
+
+  Level: intermediate
+
+.seealso: `DDTensorScatterFromRoot()`
+@*/
+PetscErrorCode DDTensorGatherToRoot(DDTensor t, PetscMPIInt root, void *global)
+{
+  MPI_Comm              comm;
+  PetscMPIInt           size, rank;
+  std::vector<PetscInt> pieces;
+  MPI_Datatype          mt;
+
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorGatherToRoot");
+  comm = PetscObjectComm((PetscObject)t);
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  PetscCheck(root >= 0 && root < size, comm, PETSC_ERR_ARG_OUTOFRANGE, "Root rank %d is not in [0, %d)", root, size);
+  PetscCall(PetscLogEventBegin(DD_TensorGather, t, 0, 0, 0));
+  PetscCall(DDDataTypeGetMPIType(t->dtype, &mt));
+  PetscCall(DDTensorGatherPieces(t, root, pieces, PETSC_FALSE));
+  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    PetscFunctionBegin;
+    const PetscInt          d    = t->order;
+    PetscInt                mine = DDTensorIsPrimaryCopy(t) ? t->layout.bulksize : 0;
+    std::vector<T>          send(mine), recv;
+    std::vector<PetscMPIInt> counts, displs;
+    if (mine) BulkPackCOrder<T>(t, send.data(), true);
+    if (rank == root) {
+      counts.resize(size);
+      displs.resize(size);
+      PetscInt64 tot = 0;
+      for (PetscMPIInt r = 0; r < size; r++) {
+        PetscInt64 c = 1;
+        for (PetscInt k = 0; k < d; k++) c *= pieces[(size_t)r * 2 * d + d + k];
+        counts[r] = (PetscMPIInt)c;
+        displs[r] = (PetscMPIInt)tot;
+        tot += c;
+      }
+      recv.resize(tot);
+    }
+    PetscCallMPI(MPI_Gatherv(send.data(), (PetscMPIInt)mine, mt, recv.data(), counts.data(), displs.data(), mt, root, comm));
+    if (rank == root) {
+      for (PetscMPIInt r = 0; r < size; r++) {
+        const PetscInt *p = &pieces[(size_t)r * 2 * d];
+        if (counts[r]) GlobalPieceCopy<T>(d, t->shape, p, p + d, (T *)global, recv.data() + displs[r], false);
+      }
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }));
+  PetscCall(PetscLogEventEnd(DD_TensorGather, t, 0, 0, 0));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDTensorScatterFromRoot - Distributes a whole tensor held by one rank
+
+  Collective
+
+  Input Parameters:
++ t      - the tensor
+. root   - the rank holding the data
+- global - on root, the whole tensor in C order, of the tensor's element type (ignored elsewhere)
+
+  Notes:
+  Every worker receives its piece; replicated dimensions get a copy on every worker.
+  For tests and serial I/O; parallel HDF5 avoids the root bottleneck.
+
+  Level: intermediate
+
+.seealso: `DDTensorGatherToRoot()`
+@*/
+PetscErrorCode DDTensorScatterFromRoot(DDTensor t, PetscMPIInt root, const void *global)
+{
+  MPI_Comm              comm;
+  PetscMPIInt           size, rank;
+  std::vector<PetscInt> pieces;
+  MPI_Datatype          mt;
+
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorScatterFromRoot");
+  comm = PetscObjectComm((PetscObject)t);
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  PetscCheck(root >= 0 && root < size, comm, PETSC_ERR_ARG_OUTOFRANGE, "Root rank %d is not in [0, %d)", root, size);
+  PetscCall(PetscLogEventBegin(DD_TensorScatter, t, 0, 0, 0));
+  PetscCall(DDDataTypeGetMPIType(t->dtype, &mt));
+  PetscCall(DDTensorGatherPieces(t, root, pieces, PETSC_TRUE));
+  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    PetscFunctionBegin;
+    const PetscInt           d    = t->order;
+    PetscInt                 mine = t->active ? t->layout.bulksize : 0;
+    std::vector<T>           recv(mine), send;
+    std::vector<PetscMPIInt> counts, displs;
+    if (rank == root) {
+      counts.resize(size);
+      displs.resize(size);
+      PetscInt64 tot = 0;
+      for (PetscMPIInt r = 0; r < size; r++) {
+        PetscInt64 c = 1;
+        for (PetscInt k = 0; k < d; k++) c *= pieces[(size_t)r * 2 * d + d + k];
+        counts[r] = (PetscMPIInt)c;
+        displs[r] = (PetscMPIInt)tot;
+        tot += c;
+      }
+      send.resize(tot);
+      for (PetscMPIInt r = 0; r < size; r++) {
+        const PetscInt *p = &pieces[(size_t)r * 2 * d];
+        if (counts[r]) GlobalPieceCopy<T>(d, t->shape, p, p + d, (T *)global, send.data() + displs[r], true);
+      }
+    }
+    PetscCallMPI(MPI_Scatterv(send.data(), counts.data(), displs.data(), mt, recv.data(), (PetscMPIInt)mine, mt, root, comm));
+    BulkPackCOrder<T>(t, recv.data(), false);
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }));
+  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscCall(PetscLogEventEnd(DD_TensorScatter, t, 0, 0, 0));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}

@@ -1,0 +1,274 @@
+/*
+  DDTensor interoperability with PETSc's DMDA and Vec.
+
+  A DMDA Vec with dof components stores [z][y][x][dof] (channels last); a tensor made from a
+  DMDA has shape (1, dof, [Mz,] [My,] Mx), the DMDA's ownership ranges and the channels-last
+  format, so that its storage is byte for byte the Vec's local array (DESIGN.md, "Meeting a
+  PDE code").
+*/
+#include <tensor/layout.hpp>
+
+using namespace ddnn;
+
+/*@
+  DDTensorCreateFromDMDA - Creates a tensor with a DMDA's global shape, process grid and ownership ranges
+
+  Collective
+
+  Input Parameters:
++ da - the DMDA (1, 2 or 3-D)
+- dt - element type
+
+  Output Parameter:
+. t - a tensor of shape (1, dof, [Mz,] [My,] Mx) on the partition (1, 1, [pz,] [py,] px), with
+      the DMDA's ownership ranges and channels-last format, no halo. Its local storage has the
+      layout of the DMDA global Vec's local array, so `DDTensorPlaceVec()` wraps such a Vec
+      without a copy.
+
+  Level: beginner
+
+.seealso: `DDTensorPlaceVec()`, `DDTensorCopyFromVec()`, `DDPartitionCreateFromDMDA()`
+@*/
+PetscErrorCode DDTensorCreateFromDMDA(DM da, DDDataType dt, DDTensor *t)
+{
+  PetscInt        dim, M, N, P, dof, shape[5];
+  const PetscInt *lx, *ly, *lz;
+  DDPartition     part;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(da, DM_CLASSID, 1);
+  PetscCall(DMDAGetInfo(da, &dim, &M, &N, &P, NULL, NULL, NULL, &dof, NULL, NULL, NULL, NULL, NULL));
+  PetscCall(DMDAGetOwnershipRanges(da, &lx, &ly, &lz));
+  PetscCall(DDPartitionCreateFromDMDA(da, 2, &part));
+  shape[0] = 1;
+  shape[1] = dof;
+  if (dim == 1) shape[2] = M;
+  else if (dim == 2) {
+    shape[2] = N;
+    shape[3] = M;
+  } else {
+    shape[2] = P;
+    shape[3] = N;
+    shape[4] = M;
+  }
+  PetscCall(DDTensorCreate(PetscObjectComm((PetscObject)da), t));
+  PetscCall(DDTensorSetPartition(*t, part));
+  PetscCall(DDPartitionDestroy(&part));
+  PetscCall(DDTensorSetShape(*t, 2 + dim, shape));
+  PetscCall(DDTensorSetDataType(*t, dt));
+  if (dim == 1) PetscCall(DDTensorSetOwnershipRanges(*t, 2, lx));
+  else if (dim == 2) {
+    PetscCall(DDTensorSetOwnershipRanges(*t, 2, ly));
+    PetscCall(DDTensorSetOwnershipRanges(*t, 3, lx));
+  } else {
+    PetscCall(DDTensorSetOwnershipRanges(*t, 2, lz));
+    PetscCall(DDTensorSetOwnershipRanges(*t, 3, ly));
+    PetscCall(DDTensorSetOwnershipRanges(*t, 4, lx));
+  }
+  PetscCall(DDTensorSetFormat(*t, DD_FORMAT_CHANNELS_LAST));
+  PetscCall(DDTensorSetUp(*t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Whether the storage (halo included) is laid out as (N, spatial..., C) in C order, like a DMDA Vec */
+static PetscBool DDTensorStorageIsDofLast(DDTensor t)
+{
+  const DDLayout &L = t->layout;
+  PetscInt        perm[DD_MAX_DIM], s = 1;
+  if (L.bdim >= 0 && L.alloc[L.bdim] > 1) return PETSC_FALSE;
+  ChannelsLastOrder(L.order, perm);
+  for (PetscInt p = L.order - 1; p >= 0; p--) {
+    PetscInt k = perm[p];
+    if (L.alloc[k] > 1 && L.bdim != k && L.stride[k] != s) return PETSC_FALSE;
+    s *= L.alloc[k];
+  }
+  return PETSC_TRUE;
+}
+
+/*@
+  DDTensorPlaceVec - Makes the tensor use a Vec's local array as its storage, without a copy
+
+  Collective
+
+  Input Parameters:
++ t - a float64 tensor
+- v - a Vec whose local array has the tensor's storage layout: for a tensor from
+      `DDTensorCreateFromDMDA()`, the DMDA's global Vec (no halo), or its local (ghosted) Vec
+      when the tensor's halo widths equal the ghost widths (`DMDAGetGhostCorners()`)
+
+  Notes:
+  The tensor reads and writes the Vec's memory until `DDTensorResetVec()`. Errors, on every
+  rank, when the data type is not float64, when the local sizes differ, or when the storage
+  order is not (N, spatial..., C) (plain format with several components, blocked format);
+  use `DDTensorCopyFromVec()` for those.
+
+  Level: intermediate
+
+.seealso: `DDTensorResetVec()`, `DDTensorCopyFromVec()`, `DDTensorCreateFromDMDA()`
+@*/
+PetscErrorCode DDTensorPlaceVec(DDTensor t, Vec v)
+{
+  PetscInt     nv;
+  PetscScalar *a;
+  MPI_Comm     comm;
+
+  PetscFunctionBegin;
+  PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorPlaceVec"));
+  PetscValidHeaderSpecific(v, VEC_CLASSID, 2);
+  comm = PetscObjectComm((PetscObject)t);
+  PetscCheck(!t->placedvec, comm, PETSC_ERR_ARG_WRONGSTATE, "Tensor already wraps a Vec; call DDTensorResetVec() first");
+  PetscCheck(t->dtype == DD_FLOAT64, comm, PETSC_ERR_ARG_WRONG, "Only a float64 tensor can wrap a PETSc Vec (this one is %s); use DDTensorCopyFromVec()", DDDataTypes[t->dtype]);
+  PetscCall(VecGetLocalSize(v, &nv));
+  DDCheckAll(comm, nv == t->layout.size, PETSC_ERR_ARG_SIZ, "Vec local size %" PetscInt_FMT " differs from the tensor's local storage size %" PetscInt_FMT " (bulk %" PetscInt_FMT "): it cannot be wrapped", nv, t->layout.size, t->layout.bulksize);
+  DDCheckAll(comm, DDTensorStorageIsDofLast(t), PETSC_ERR_ARG_INCOMP, "The tensor's format (%s with %" PetscInt_FMT " local channels) does not store components last as a DMDA Vec does; set DD_FORMAT_CHANNELS_LAST or use DDTensorCopyFromVec()", DDTensorFormats[t->format], t->order > 1 ? t->layout.n[1] : 1);
+  PetscCall(VecGetArray(v, &a));
+  t->savedarray = t->array;
+  t->array      = (void *)a;
+  t->placedvec  = v;
+  PetscCall(PetscObjectReference((PetscObject)v));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorResetVec - Ends `DDTensorPlaceVec()`: the tensor returns to its own storage
+
+  Collective
+
+  Input Parameters:
++ t - the tensor
+- v - the Vec given to `DDTensorPlaceVec()`
+
+  Notes:
+  The Vec keeps the values the tensor wrote into it; the tensor's own storage is as it was
+  before `DDTensorPlaceVec()`.
+
+  Level: intermediate
+
+.seealso: `DDTensorPlaceVec()`
+@*/
+PetscErrorCode DDTensorResetVec(DDTensor t, Vec v)
+{
+  PetscScalar *a = (PetscScalar *)t->array;
+
+  PetscFunctionBegin;
+  PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorResetVec"));
+  PetscCheck(t->placedvec && t->placedvec == v, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONG, "This Vec is not the one placed in the tensor");
+  PetscCall(VecRestoreArray(v, &a));
+  t->array      = t->savedarray;
+  t->savedarray = NULL;
+  PetscCall(VecDestroy(&t->placedvec));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+template <class F>
+static PetscErrorCode DDTensorVecCopy(DDTensor t, Vec v, const char fn[], F &&f)
+{
+  PetscInt nv, perm[DD_MAX_DIM], a[DD_MAX_DIM], b[DD_MAX_DIM];
+
+  PetscFunctionBegin;
+  PetscCall(DDTensorCheckSetUp_Private(t, fn));
+  PetscValidHeaderSpecific(v, VEC_CLASSID, 2);
+  PetscCall(VecGetLocalSize(v, &nv));
+  DDCheckAll(PetscObjectComm((PetscObject)t), nv == t->layout.bulksize, PETSC_ERR_ARG_SIZ, "%s: Vec local size %" PetscInt_FMT " differs from the tensor's local bulk size %" PetscInt_FMT, fn, nv, t->layout.bulksize);
+  ChannelsLastOrder(t->order, perm);
+  LayoutBulkBox(t->layout, a, b);
+  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+    using T    = decltype(z);
+    T       *x = (T *)t->array;
+    PetscInt i = 0;
+    return f(x, perm, a, b, i);
+  }));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorCopyFromVec - Copies a DMDA-ordered Vec into the tensor's bulk
+
+  Collective
+
+  Input Parameters:
++ t - the tensor (any format, float32 or float64)
+- v - a Vec whose local part is this rank's bulk in (N, spatial..., C) C order, as the global
+      Vec of a DMDA with the tensor's ownership stores it
+
+  Level: intermediate
+
+.seealso: `DDTensorCopyToVec()`, `DDTensorPlaceVec()`
+@*/
+PetscErrorCode DDTensorCopyFromVec(DDTensor t, Vec v)
+{
+  const PetscScalar *va;
+
+  PetscFunctionBegin;
+  PetscCall(VecGetArrayRead(v, &va));
+  PetscCall(DDTensorVecCopy(t, v, "DDTensorCopyFromVec", [&](auto *x, const PetscInt *perm, const PetscInt *a, const PetscInt *b, PetscInt &i) -> PetscErrorCode {
+    using T = std::remove_pointer_t<decltype(x)>;
+    ForEachIndex(t->order, a, b, perm, [&](const PetscInt *j) { x[LayoutOffset(t->layout, j)] = (T)PetscRealPart(va[i++]); });
+    return PETSC_SUCCESS;
+  }));
+  PetscCall(VecRestoreArrayRead(v, &va));
+  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorCopyToVec - Copies the tensor's bulk into a DMDA-ordered Vec
+
+  Collective
+
+  Input Parameters:
++ t - the tensor
+- v - a Vec whose local part receives this rank's bulk in (N, spatial..., C) C order
+
+  Level: intermediate
+
+.seealso: `DDTensorCopyFromVec()`
+@*/
+PetscErrorCode DDTensorCopyToVec(DDTensor t, Vec v)
+{
+  PetscScalar *va;
+
+  PetscFunctionBegin;
+  PetscCall(VecGetArray(v, &va));
+  PetscCall(DDTensorVecCopy(t, v, "DDTensorCopyToVec", [&](auto *x, const PetscInt *perm, const PetscInt *a, const PetscInt *b, PetscInt &i) -> PetscErrorCode {
+    ForEachIndex(t->order, a, b, perm, [&](const PetscInt *j) { va[i++] = (PetscScalar)x[LayoutOffset(t->layout, j)]; });
+    return PETSC_SUCCESS;
+  }));
+  PetscCall(VecRestoreArray(v, &va));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorCreateVec - Creates a PETSc Vec that shares the tensor's bulk storage (no copy)
+
+  Collective
+
+  Input Parameter:
+. t - a float64 tensor without halo (its bulk is its whole storage)
+
+  Output Parameter:
+. v - an MPI Vec on the tensor's communicator whose local array is the tensor's storage, in
+      the tensor's storage order (for the channels-last format of `DDTensorCreateFromDMDA()`
+      this is the DMDA's order). The Vec holds a reference to the tensor.
+
+  Notes:
+  Changing the tensor's halo or format afterwards reallocates its storage and detaches it
+  from the Vec; destroy the Vec first.
+
+  Level: intermediate
+
+.seealso: `DDTensorPlaceVec()`, `DDTensorCopyToVec()`
+@*/
+PetscErrorCode DDTensorCreateVec(DDTensor t, Vec *v)
+{
+  MPI_Comm comm;
+
+  PetscFunctionBegin;
+  PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorCreateVec"));
+  comm = PetscObjectComm((PetscObject)t);
+  PetscCheck(t->dtype == DD_FLOAT64, comm, PETSC_ERR_ARG_WRONG, "Only a float64 tensor can share its storage with a PETSc Vec (this one is %s)", DDDataTypes[t->dtype]);
+  DDCheckAll(comm, LayoutBulkIsContiguous(t->layout), PETSC_ERR_ARG_INCOMP, "The tensor's storage has a halo or block padding (%" PetscInt_FMT " entries for a bulk of %" PetscInt_FMT "); a Vec cannot share it", t->layout.size, t->layout.bulksize);
+  PetscCall(VecCreateMPIWithArray(comm, 1, t->layout.bulksize, PETSC_DECIDE, (PetscScalar *)t->array, v));
+  PetscCall(PetscObjectCompose((PetscObject)*v, "DDTensor", (PetscObject)t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}

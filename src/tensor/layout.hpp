@@ -1,0 +1,210 @@
+/*
+  Local storage layout arithmetic shared by tensors, primitives and layers (C++ only).
+
+  Everything that walks a tensor's local storage goes through these helpers, so that the
+  storage format (plain, channels-last, blocked) is a property of the DDLayout and not of
+  hard-wired C-order strides.
+*/
+#pragma once
+#include <ddnn/private/ddimpl.h>
+#include <cstdint>
+
+namespace ddnn
+{
+
+/* Builds the local layout of a piece with bulk sizes n starting at global index start, halos lo/hi. */
+PetscErrorCode LayoutBuild(DDLayout *L, PetscInt order, const PetscInt n[], const PetscInt start[], const PetscInt lo[], const PetscInt hi[], DDTensorFormat fmt, PetscInt bs);
+
+/* Offset in the storage of local storage coordinates j (0 <= j[k] < alloc[k]). */
+inline PetscInt LayoutOffset(const DDLayout &L, const PetscInt j[])
+{
+  PetscInt off = 0;
+  for (PetscInt k = 0; k < L.order; k++) {
+    if (k == L.bdim) off += L.stride[k] * (j[k] / L.bs) + j[k] % L.bs;
+    else off += L.stride[k] * j[k];
+  }
+  return off;
+}
+
+/* Offset of a global index g (must be inside the storage box). */
+inline PetscInt LayoutOffsetGlobal(const DDLayout &L, const PetscInt g[])
+{
+  PetscInt j[DD_MAX_DIM];
+  for (PetscInt k = 0; k < L.order; k++) j[k] = g[k] - L.start[k] + L.lo[k];
+  return LayoutOffset(L, j);
+}
+
+/* True when the bulk occupies the whole storage contiguously (no halo, no block padding). */
+inline bool LayoutBulkIsContiguous(const DDLayout &L) { return L.size == L.bulksize; }
+
+/* Calls f(j) for every storage coordinate j in the box [a, b), the last dimension of `order` fastest. */
+template <class F>
+inline void ForEachIndex(PetscInt d, const PetscInt a[], const PetscInt b[], const PetscInt order[], F &&f)
+{
+  PetscInt j[DD_MAX_DIM];
+  for (PetscInt k = 0; k < d; k++) {
+    if (b[k] <= a[k]) return;
+    j[k] = a[k];
+  }
+  while (true) {
+    f((const PetscInt *)j);
+    PetscInt p = d - 1;
+    for (; p >= 0; p--) {
+      PetscInt k = order[p];
+      if (++j[k] < b[k]) break;
+      j[k] = a[k];
+    }
+    if (p < 0) break;
+  }
+}
+
+/*
+  Calls f(offset, len) for the contiguous runs of the storage box [a, b) (storage coordinates),
+  in storage order.  Runs merge across dimensions that the box covers fully.
+*/
+template <class F>
+inline void ForEachRun(const DDLayout &L, const PetscInt a[], const PetscInt b[], F &&f)
+{
+  const PetscInt d = L.order;
+  for (PetscInt k = 0; k < d; k++)
+    if (b[k] <= a[k]) return;
+  if (L.bdim < 0) {
+    PetscInt q = d - 1, len = b[L.perm[q]] - a[L.perm[q]];
+    while (q > 0 && a[L.perm[q]] == 0 && b[L.perm[q]] == L.alloc[L.perm[q]]) {
+      q--;
+      len *= b[L.perm[q]] - a[L.perm[q]];
+    }
+    PetscInt j[DD_MAX_DIM];
+    for (PetscInt k = 0; k < d; k++) j[k] = a[k];
+    while (true) {
+      f(LayoutOffset(L, j), len);
+      PetscInt p = q - 1;
+      for (; p >= 0; p--) {
+        PetscInt k = L.perm[p];
+        if (++j[k] < b[k]) break;
+        j[k] = a[k];
+      }
+      if (p < 0) break;
+    }
+  } else {
+    /* blocked: contiguous runs are pieces of one channel block at one position */
+    const PetscInt bd = L.bdim, bs = L.bs;
+    PetscInt       ob[DD_MAX_DIM];
+    for (PetscInt k = 0; k < d; k++) ob[k] = (k == bd) ? a[k] + 1 : b[k];
+    ForEachIndex(d, a, ob, L.perm, [&](const PetscInt *jj) {
+      PetscInt j[DD_MAX_DIM];
+      for (PetscInt k = 0; k < d; k++) j[k] = jj[k];
+      for (PetscInt c = a[bd]; c < b[bd];) {
+        PetscInt e = PetscMin(b[bd], (c / bs + 1) * bs);
+        j[bd]      = c;
+        f(LayoutOffset(L, j), e - c);
+        c = e;
+      }
+    });
+  }
+}
+
+/* The bulk box in storage coordinates */
+inline void LayoutBulkBox(const DDLayout &L, PetscInt a[], PetscInt b[])
+{
+  for (PetscInt k = 0; k < L.order; k++) {
+    a[k] = L.lo[k];
+    b[k] = L.lo[k] + L.n[k];
+  }
+}
+
+/* Calls f(offset, len) for the runs of the bulk. */
+template <class F>
+inline void ForEachBulkRun(const DDLayout &L, F &&f)
+{
+  if (L.bulksize == 0) return;
+  if (LayoutBulkIsContiguous(L)) {
+    f((PetscInt)0, L.size);
+    return;
+  }
+  PetscInt a[DD_MAX_DIM], b[DD_MAX_DIM];
+  LayoutBulkBox(L, a, b);
+  ForEachRun(L, a, b, f);
+}
+
+/* Whether two layouts store their bulk at the same offsets */
+inline bool LayoutSameStorage(const DDLayout &A, const DDLayout &B)
+{
+  if (A.order != B.order || A.bdim != B.bdim || A.bs != B.bs || A.size != B.size) return false;
+  for (PetscInt k = 0; k < A.order; k++)
+    if (A.n[k] != B.n[k] || A.lo[k] != B.lo[k] || A.alloc[k] != B.alloc[k] || A.perm[k] != B.perm[k]) return false;
+  return true;
+}
+
+/*
+  Calls f(offA, offB, len) for matching runs of the bulks of two layouts of the same piece.
+  Identical layouts use merged runs; otherwise the runs are as long as the common innermost
+  dimension allows (one element when the storage orders differ).
+*/
+template <class F>
+inline void ForEachBulkRunPair(const DDLayout &A, const DDLayout &B, F &&f)
+{
+  if (A.bulksize == 0) return;
+  if (LayoutSameStorage(A, B)) {
+    ForEachBulkRun(A, [&](PetscInt off, PetscInt len) { f(off, off, len); });
+    return;
+  }
+  const PetscInt d = A.order;
+  PetscInt       a[DD_MAX_DIM], b[DD_MAX_DIM], ja[DD_MAX_DIM], jb[DD_MAX_DIM];
+  for (PetscInt k = 0; k < d; k++) {
+    a[k] = 0;
+    b[k] = A.n[k];
+  }
+  const PetscInt inA = A.perm[d - 1], inB = B.perm[d - 1];
+  if (A.bdim < 0 && B.bdim < 0 && inA == inB) {
+    PetscInt ob[DD_MAX_DIM];
+    for (PetscInt k = 0; k < d; k++) ob[k] = (k == inA) ? 1 : b[k];
+    ForEachIndex(d, a, ob, A.perm, [&](const PetscInt *j) {
+      for (PetscInt k = 0; k < d; k++) {
+        ja[k] = j[k] + A.lo[k];
+        jb[k] = j[k] + B.lo[k];
+      }
+      f(LayoutOffset(A, ja), LayoutOffset(B, jb), A.n[inA]);
+    });
+  } else {
+    ForEachIndex(d, a, b, A.perm, [&](const PetscInt *j) {
+      for (PetscInt k = 0; k < d; k++) {
+        ja[k] = j[k] + A.lo[k];
+        jb[k] = j[k] + B.lo[k];
+      }
+      f(LayoutOffset(A, ja), LayoutOffset(B, jb), (PetscInt)1);
+    });
+  }
+}
+
+/* Storage order used by a DMDA Vec: (N, spatial..., C) */
+inline void ChannelsLastOrder(PetscInt d, PetscInt perm[])
+{
+  if (d < 3) {
+    for (PetscInt k = 0; k < d; k++) perm[k] = k;
+    return;
+  }
+  perm[0] = 0;
+  for (PetscInt k = 2; k < d; k++) perm[k - 1] = k;
+  perm[d - 1] = 1;
+}
+
+/* splitmix64: counter-based random numbers, identical on any partition */
+inline uint64_t SplitMix64(uint64_t x)
+{
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+inline double UniformFromCounter(uint64_t seed, uint64_t counter) { return (double)(SplitMix64(SplitMix64(seed) ^ counter) >> 11) * 0x1.0p-53; }
+
+/* dtype dispatch: calls f(T{}) with T = float or double */
+template <class F>
+inline PetscErrorCode DispatchType(DDDataType dt, F &&f)
+{
+  if (dt == DD_FLOAT32) return f(float{});
+  return f(double{});
+}
+
+} // namespace ddnn

@@ -1,0 +1,15 @@
+# Installs ddnn into a scratch prefix, builds tests/downstream against it with
+# find_package(DDNN), and runs the program on 4 ranks.
+set(prefix ${DDNN_BINARY_DIR}/downstream-test/install)
+set(build ${DDNN_BINARY_DIR}/downstream-test/build)
+file(REMOVE_RECURSE ${DDNN_BINARY_DIR}/downstream-test)
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}")
+  endif()
+endfunction()
+run(${CMAKE_COMMAND} --install ${DDNN_BINARY_DIR} --prefix ${prefix})
+run(${CMAKE_COMMAND} -S ${DDNN_SOURCE_DIR}/tests/downstream -B ${build} -DCMAKE_PREFIX_PATH=${prefix})
+run(${CMAKE_COMMAND} --build ${build})
+run(${MPIEXEC} -n 4 ${build}/downstream)

@@ -1,0 +1,560 @@
+/* DDTensor: ownership, orders 1-5, halos, formats, reductions, scatter/gather, DMDA/Vec interop, bad input. */
+#include "ddtest.hpp"
+#include <petscdmda.h>
+#include <cmath>
+#include <numeric>
+
+using namespace ddtest;
+
+/* A partition of all ranks with the given order: ranks spread over the trailing dims (round robin of factors) */
+static std::vector<std::vector<PetscInt>> AllShapes(int order)
+{
+  std::vector<std::vector<PetscInt>> s;
+  Factorizations(Size(), order, s);
+  return s;
+}
+
+static void GlobalValues(const std::vector<PetscInt> &shape, std::vector<double> &g)
+{
+  PetscInt64 n = 1;
+  for (auto v : shape) n *= v;
+  g.resize(n);
+  for (PetscInt64 i = 0; i < n; i++) g[i] = 0.5 + (double)i;
+}
+
+/* Scatter from root, gather back, compare; plus corners consistency */
+static void RoundTrip(DDTensor t, const std::vector<PetscInt> &shape)
+{
+  std::vector<double> g, back;
+  GlobalValues(shape, g);
+  back.assign(g.size(), -1);
+  DDDataType dt;
+  DDT(DDTensorGetDataType(t, &dt));
+  if (dt == DD_FLOAT64) {
+    DDT(DDTensorScatterFromRoot(t, 0, g.data()));
+    DDT(DDTensorGatherToRoot(t, 0, back.data()));
+    if (Rank() == 0) EXPECT_EQ(g, back);
+  } else {
+    std::vector<float> gf(g.begin(), g.end()), bf(g.size(), -1);
+    DDT(DDTensorScatterFromRoot(t, Size() - 1, gf.data()));
+    DDT(DDTensorGatherToRoot(t, Size() - 1, bf.data()));
+    if (Rank() == Size() - 1) EXPECT_EQ(gf, bf);
+  }
+  /* every bulk entry holds its own global linear index + 0.5 */
+  PetscInt start[DD_MAX_DIM], n[DD_MAX_DIM], order;
+  DDT(DDTensorGetOrder(t, &order));
+  DDT(DDTensorGetCorners(t, start, n));
+  PetscInt cnt = 1;
+  for (int k = 0; k < order; k++) cnt *= n[k];
+  if (cnt > 0 && dt == DD_FLOAT64) {
+    const void *a;
+    DDT(DDTensorGetArrayRead(t, &a));
+    PetscInt g0[DD_MAX_DIM], off;
+    for (int k = 0; k < order; k++) g0[k] = start[k] + n[k] - 1; /* last bulk entry */
+    DDT(DDTensorGetLocalOffset(t, g0, &off));
+    PetscInt64 lin = 0;
+    for (int k = 0; k < order; k++) lin = lin * shape[k] + g0[k];
+    EXPECT_EQ(((const double *)a)[off], 0.5 + (double)lin);
+    DDT(DDTensorRestoreArrayRead(t, &a));
+  }
+}
+
+TEST(Tensor, BalancedOwnershipMatchesPetscSplitOwnership)
+{
+  for (PetscInt N : {1, 2, 3, 7, 8, 13, 64, 100}) {
+    Vec v;
+    DDT(VecCreateMPI(PETSC_COMM_WORLD, PETSC_DECIDE, N, &v));
+    const PetscInt *vr;
+    DDT(VecGetOwnershipRanges(v, &vr));
+    DDPartition p;
+    PetscInt    s = Size();
+    DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 1, &s, PETSC_DECIDE, NULL, &p));
+    DDTensor t;
+    DDT(DDTensorCreateFromPartition(p, DD_FLOAT64, 1, &N, &t));
+    const PetscInt *tr;
+    DDT(DDTensorGetOwnershipRanges(t, 0, &tr));
+    for (int r = 0; r <= Size(); r++) EXPECT_EQ(tr[r], vr[r]) << "N=" << N << " r=" << r;
+    DDT(DDTensorDestroy(&t));
+    DDT(DDPartitionDestroy(&p));
+    DDT(VecDestroy(&v));
+  }
+}
+
+TEST(Tensor, OwnershipMatchesDMDA1D2D3D)
+{
+  for (int dim = 1; dim <= 3; dim++) {
+    for (auto &s : AllShapes(dim)) {
+      DM       da;
+      PetscInt M = 5 * s[dim - 1] + 2, N = dim > 1 ? 3 * s[dim - 2] + 1 : 1, P = dim > 2 ? 2 * s[0] + 3 : 1;
+      if (dim == 1) DDT(DMDACreate1d(PETSC_COMM_WORLD, DM_BOUNDARY_NONE, M, 2, 1, NULL, &da));
+      else if (dim == 2) DDT(DMDACreate2d(PETSC_COMM_WORLD, DM_BOUNDARY_NONE, DM_BOUNDARY_NONE, DMDA_STENCIL_BOX, M, N, s[1], s[0], 2, 1, NULL, NULL, &da));
+      else DDT(DMDACreate3d(PETSC_COMM_WORLD, DM_BOUNDARY_NONE, DM_BOUNDARY_NONE, DM_BOUNDARY_NONE, DMDA_STENCIL_BOX, M, N, P, s[2], s[1], s[0], 2, 1, NULL, NULL, NULL, &da));
+      DDT(DMSetUp(da));
+      /* a balanced tensor on the same grid has the DMDA's ranges */
+      DDPartition part;
+      DDT(DDPartitionCreateFromDMDA(da, 2, &part));
+      std::vector<PetscInt> shape = {1, 2};
+      if (dim == 3) shape.push_back(P);
+      if (dim >= 2) shape.push_back(N);
+      shape.push_back(M);
+      DDTensor t;
+      DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 2 + dim, shape.data(), &t));
+      PetscInt xs, ys, zs, xm, ym, zm, start[5], n[5];
+      DDT(DMDAGetCorners(da, &xs, &ys, &zs, &xm, &ym, &zm));
+      DDT(DDTensorGetCorners(t, start, n));
+      EXPECT_EQ(start[1 + dim], xs);
+      EXPECT_EQ(n[1 + dim], xm);
+      if (dim >= 2) {
+        EXPECT_EQ(start[dim], ys);
+        EXPECT_EQ(n[dim], ym);
+      }
+      if (dim == 3) {
+        EXPECT_EQ(start[2], zs);
+        EXPECT_EQ(n[2], zm);
+      }
+      RoundTrip(t, shape);
+      DDT(DDTensorDestroy(&t));
+      DDT(DDPartitionDestroy(&part));
+      DDT(DMDestroy(&da));
+    }
+  }
+}
+
+TEST(Tensor, Orders1To5BalancedUnbalancedEmpty)
+{
+  for (int order = 1; order <= 5; order++) {
+    for (auto &s : AllShapes(order)) {
+      for (int variant = 0; variant < 3; variant++) {
+        for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+          DDPartition p;
+          DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, order, s.data(), PETSC_DECIDE, NULL, &p));
+          std::vector<PetscInt> shape(order);
+          for (int k = 0; k < order; k++) shape[k] = (variant == 2) ? s[k] / 2 + 1 : 2 * s[k] + k + 1;
+          DDTensor t;
+          DDT(DDTensorCreate(PETSC_COMM_WORLD, &t));
+          DDT(DDTensorSetPartition(t, p));
+          DDT(DDTensorSetShape(t, order, shape.data()));
+          DDT(DDTensorSetDataType(t, dt));
+          if (variant == 1) { /* unbalanced: the first worker along each dim takes the most, one gets none */
+            for (int k = 0; k < order; k++) {
+              std::vector<PetscInt> lx(s[k], 1);
+              lx[0] = shape[k] - (s[k] - 1);
+              if (s[k] > 1) {
+                lx[0]++;
+                lx[s[k] - 1] = 0;
+              }
+              DDT(DDTensorSetOwnershipRanges(t, k, lx.data()));
+            }
+          }
+          DDT(DDTensorSetUp(t));
+          RoundTrip(t, shape);
+          /* the local sizes add up to the global size */
+          PetscInt n, N, sum;
+          DDT(DDTensorGetLocalSize(t, &n));
+          DDT(DDTensorGetSize(t, &N));
+          MPI_Allreduce(&n, &sum, 1, MPIU_INT, MPI_SUM, PETSC_COMM_WORLD);
+          EXPECT_EQ(sum, N);
+          DDT(DDTensorDestroy(&t));
+          DDT(DDPartitionDestroy(&p));
+        }
+      }
+    }
+  }
+}
+
+TEST(Tensor, HalosAndFormatsKeepValues)
+{
+  for (auto &s : AllShapes(4)) {
+    DDPartition p;
+    DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 4, s.data(), PETSC_DECIDE, NULL, &p));
+    std::vector<PetscInt> shape = {2 * s[0], 11 * s[1] + 3, 3 * s[2] + 2, 4 * s[3] + 1};
+    DDTensor t, ref;
+    DDT(DDTensorCreateFromPartition(p, DD_FLOAT64, 4, shape.data(), &t));
+    DDT(DDTensorSetRandomGlobal(t, 7, -1, 1));
+    DDT(DDTensorDuplicate(t, &ref));
+    DDT(DDTensorCopy(t, ref));
+    /* unequal per-rank halos */
+    PetscInt lo[4] = {0, 1, 2, (PetscInt)Rank() % 3}, hi[4] = {1, 0, 3, 1};
+    DDT(DDTensorSetHalo(t, lo, hi));
+    PetscReal diff;
+    DDT(DDTensorMaxAbsDiff(t, ref, &diff));
+    EXPECT_EQ(diff, 0);
+    /* the new halo is zero */
+    PetscInt ssize, bsize;
+    DDT(DDTensorGetLocalStorageSize(t, &ssize));
+    DDT(DDTensorGetLocalSize(t, &bsize));
+    {
+      const double *a;
+      DDT(DDTensorGetArrayRead(t, (const void **)&a));
+      double sumall = 0, sumbulk;
+      for (PetscInt i = 0; i < ssize; i++) sumall += std::fabs(a[i]);
+      DDT(DDTensorRestoreArrayRead(t, (const void **)&a));
+      DDTensor tt;
+      DDT(DDTensorDuplicate(ref, &tt));
+      DDT(DDTensorCopy(ref, tt));
+      const double *b;
+      DDT(DDTensorGetArrayRead(tt, (const void **)&b));
+      sumbulk = 0;
+      for (PetscInt i = 0; i < bsize; i++) sumbulk += std::fabs(b[i]);
+      DDT(DDTensorRestoreArrayRead(tt, (const void **)&b));
+      DDT(DDTensorDestroy(&tt));
+      EXPECT_NEAR(sumall, sumbulk, 1e-12 * (1 + sumbulk));
+    }
+    for (DDTensorFormat f : {DD_FORMAT_CHANNELS_LAST, DD_FORMAT_BLOCKED, DD_FORMAT_PLAIN, DD_FORMAT_BLOCKED}) {
+      DDT(DDTensorSetFormat(t, f));
+      DDT(DDTensorMaxAbsDiff(t, ref, &diff));
+      EXPECT_EQ(diff, 0) << DDTensorFormats[f];
+      /* arithmetic across formats */
+      PetscReal d1, d2;
+      DDT(DDTensorDot(t, ref, &d1));
+      DDT(DDTensorDot(ref, ref, &d2));
+      EXPECT_NEAR(d1, d2, 1e-12 * d2);
+    }
+    /* blocked with block 16 and a halo */
+    DDT(DDTensorSetBlockSize(t, 16));
+    DDT(DDTensorMaxAbsDiff(t, ref, &diff));
+    EXPECT_EQ(diff, 0);
+    std::vector<double> g1(shape[0] * shape[1] * shape[2] * shape[3]), g2(g1.size());
+    DDT(DDTensorGatherToRoot(t, 0, g1.data()));
+    DDT(DDTensorGatherToRoot(ref, 0, g2.data()));
+    if (Rank() == 0) EXPECT_EQ(g1, g2);
+    DDT(DDTensorZeroHalo(t));
+    DDT(DDTensorMaxAbsDiff(t, ref, &diff));
+    EXPECT_EQ(diff, 0);
+    DDT(DDTensorDestroy(&t));
+    DDT(DDTensorDestroy(&ref));
+    DDT(DDPartitionDestroy(&p));
+  }
+}
+
+TEST(Tensor, ReductionsAgreeWithSerialComputation)
+{
+  for (auto &s : AllShapes(3)) {
+    DDPartition p;
+    DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 3, s.data(), PETSC_DECIDE, NULL, &p));
+    std::vector<PetscInt> shape = {3, 5, 7};
+    DDTensor x, y;
+    DDT(DDTensorCreateFromPartition(p, DD_FLOAT64, 3, shape.data(), &x));
+    DDT(DDTensorDuplicate(x, &y));
+    std::vector<double> gx(105), gy(105);
+    for (int i = 0; i < 105; i++) {
+      gx[i] = std::sin(i + 1.0);
+      gy[i] = std::cos(2.0 * i);
+    }
+    DDT(DDTensorSetValuesGlobal(x, gx.data()));
+    DDT(DDTensorSetValuesGlobal(y, gy.data()));
+    double dot = 0, n1 = 0, n2 = 0, ninf = 0, sum = 0;
+    for (int i = 0; i < 105; i++) {
+      dot += gx[i] * gy[i];
+      n1 += std::fabs(gx[i]);
+      n2 += gx[i] * gx[i];
+      ninf = std::max(ninf, std::fabs(gx[i]));
+      sum += gx[i];
+    }
+    PetscReal v;
+    DDT(DDTensorDot(x, y, &v));
+    EXPECT_NEAR(v, dot, 1e-13 * 105);
+    DDT(DDTensorNorm(x, NORM_1, &v));
+    EXPECT_NEAR(v, n1, 1e-13 * 105);
+    DDT(DDTensorNorm(x, NORM_2, &v));
+    EXPECT_NEAR(v, std::sqrt(n2), 1e-13 * 105);
+    DDT(DDTensorNorm(x, NORM_INFINITY, &v));
+    EXPECT_EQ(v, ninf);
+    DDT(DDTensorSum(x, &v));
+    EXPECT_NEAR(v, sum, 1e-13 * 105);
+    /* axpy/axpby/scale/set */
+    DDT(DDTensorAXPY(y, 2.0, x)); /* y = cos + 2 sin */
+    DDT(DDTensorAXPBY(y, -1.0, 0.5, x)); /* y = 0.5 y - x = 0.5 cos */
+    DDT(DDTensorScale(y, 2.0));
+    std::vector<double> back(105);
+    DDT(DDTensorGatherToRoot(y, 0, back.data()));
+    if (Rank() == 0)
+      for (int i = 0; i < 105; i++) EXPECT_NEAR(back[i], gy[i], 1e-14);
+    DDT(DDTensorSet(y, 3.0));
+    DDT(DDTensorSum(y, &v));
+    EXPECT_EQ(v, 315.0);
+    /* deterministic: the same bits twice */
+    PetscReal a1, a2;
+    DDT(DDTensorDot(x, x, &a1));
+    DDT(DDTensorDot(x, x, &a2));
+    EXPECT_EQ(a1, a2);
+    DDT(DDTensorDestroy(&x));
+    DDT(DDTensorDestroy(&y));
+    DDT(DDPartitionDestroy(&p));
+  }
+}
+
+TEST(Tensor, RandomGlobalIsPartitionIndependent)
+{
+  std::vector<PetscInt> shape = {2, 3, 9, 10};
+  std::vector<double>   first;
+  for (auto &s : AllShapes(4)) {
+    DDPartition p;
+    DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 4, s.data(), PETSC_DECIDE, NULL, &p));
+    DDTensor t;
+    DDT(DDTensorCreateFromPartition(p, DD_FLOAT64, 4, shape.data(), &t));
+    DDT(DDTensorSetFormat(t, DD_FORMAT_CHANNELS_LAST));
+    DDT(DDTensorSetRandomGlobal(t, 42, -1, 1));
+    std::vector<double> g(540);
+    DDT(DDTensorGatherToRoot(t, 0, g.data()));
+    if (Rank() == 0) {
+      if (first.empty()) first = g;
+      else EXPECT_EQ(g, first);
+      double mn = *std::min_element(g.begin(), g.end()), mx = *std::max_element(g.begin(), g.end());
+      EXPECT_GE(mn, -1);
+      EXPECT_LT(mx, 1);
+      EXPECT_LT(mn, -0.9);
+      EXPECT_GT(mx, 0.9);
+    }
+    DDT(DDTensorDestroy(&t));
+    DDT(DDPartitionDestroy(&p));
+  }
+}
+
+TEST(Tensor, SubsetPartitionAndReplicatedDims)
+{
+  int size = Size(), n = (size + 1) / 2;
+  std::vector<PetscMPIInt> ranks(n);
+  for (int i = 0; i < n; i++) ranks[i] = 2 * i < size ? 2 * i : i;
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  n = (int)ranks.size();
+  PetscInt    ps[2] = {n, 1};
+  DDPartition p;
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 2, ps, n, ranks.data(), &p));
+  std::vector<PetscInt> shape = {3 * n + 1, 6};
+  DDTensor t;
+  DDT(DDTensorCreateFromPartition(p, DD_FLOAT64, 2, shape.data(), &t));
+  RoundTrip(t, shape);
+  PetscBool active;
+  DDT(DDTensorIsActive(t, &active));
+  bool expect = std::find(ranks.begin(), ranks.end(), Rank()) != ranks.end();
+  EXPECT_EQ((bool)active, expect);
+  DDT(DDTensorDestroy(&t));
+  /* replicated along dim 0: every worker holds all of dim 0 */
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &t));
+  DDT(DDTensorSetPartition(t, p));
+  DDT(DDTensorSetShape(t, 2, shape.data()));
+  DDT(DDTensorSetReplicated(t, 0, PETSC_TRUE));
+  DDT(DDTensorSetUp(t));
+  PetscInt start[2], nn[2];
+  DDT(DDTensorGetCorners(t, start, nn));
+  if (expect) {
+    EXPECT_EQ(start[0], 0);
+    EXPECT_EQ(nn[0], shape[0]);
+  }
+  RoundTrip(t, shape);
+  /* the inner product counts every copy */
+  DDT(DDTensorSet(t, 1.0));
+  PetscReal s;
+  DDT(DDTensorSum(t, &s));
+  EXPECT_EQ(s, (PetscReal)(n * shape[0] * shape[1]));
+  DDT(DDTensorDestroy(&t));
+  DDT(DDPartitionDestroy(&p));
+}
+
+TEST(Tensor, DMDAGlobalVecIsWrappedWithoutCopy)
+{
+  for (auto &s : AllShapes(2)) {
+    DM da;
+    DDT(DMDACreate2d(PETSC_COMM_WORLD, DM_BOUNDARY_NONE, DM_BOUNDARY_NONE, DMDA_STENCIL_BOX, 4 * s[1] + 1, 3 * s[0] + 2, s[1], s[0], 3, 1, NULL, NULL, &da));
+    DDT(DMSetUp(da));
+    Vec g;
+    DDT(DMCreateGlobalVector(da, &g));
+    DDTensor t;
+    DDT(DDTensorCreateFromDMDA(da, DD_FLOAT64, &t));
+    DDT(DDTensorPlaceVec(t, g));
+    void        *ta;
+    PetscScalar *va;
+    DDT(DDTensorGetArray(t, &ta));
+    DDT(VecGetArray(g, &va));
+    EXPECT_EQ((void *)va, ta); /* the same memory: no copy */
+    double *tarr = (double *)ta;
+    DDT(VecRestoreArray(g, &va));
+    DDT(DDTensorRestoreArray(t, &ta));
+    /* tensor entry (0, c, y, x) is the DMDA's u[y][x][c] */
+    DDT(DDTensorSetRandomGlobal(t, 3, 0, 1));
+    PetscScalar ***u;
+    PetscInt       xs, ys, xm, ym;
+    DDT(DMDAGetCorners(da, &xs, &ys, NULL, &xm, &ym, NULL));
+    DDT(DMDAVecGetArrayDOF(da, g, &u));
+    for (PetscInt y = ys; y < ys + ym; y++)
+      for (PetscInt x = xs; x < xs + xm; x++)
+        for (PetscInt c = 0; c < 3; c++) {
+          PetscInt gi[4] = {0, c, y, x}, off;
+          DDT(DDTensorGetLocalOffset(t, gi, &off));
+          EXPECT_EQ(tarr[off], u[y][x][c]);
+        }
+    DDT(DMDAVecRestoreArrayDOF(da, g, &u));
+    DDT(DDTensorResetVec(t, g));
+    /* copy path for a plain-format tensor with 3 components */
+    DDTensor tp;
+    DDT(DDTensorDuplicate(t, &tp));
+    DDT(DDTensorSetFormat(tp, DD_FORMAT_PLAIN));
+    DDT(DDTensorCopyFromVec(tp, g));
+    Vec g2;
+    DDT(VecDuplicate(g, &g2));
+    DDT(DDTensorCopyToVec(tp, g2));
+    PetscBool eq;
+    DDT(VecEqual(g, g2, &eq));
+    EXPECT_TRUE(eq);
+    /* a plain tensor with 3 components cannot wrap it */
+    DD_EXPECT_ERROR(DDTensorPlaceVec(tp, g), PETSC_ERR_ARG_INCOMP, "components last");
+    /* the ghosted local Vec is wrapped when the tensor's halo equals the ghost region */
+    Vec l;
+    DDT(DMGetLocalVector(da, &l));
+    DDT(DMGlobalToLocal(da, g, INSERT_VALUES, l));
+    PetscInt gxs, gys, gxm, gym;
+    DDT(DMDAGetGhostCorners(da, &gxs, &gys, NULL, &gxm, &gym, NULL));
+    PetscInt lo[4] = {0, 0, ys - gys, xs - gxs}, hi[4] = {0, 0, gys + gym - ys - ym, gxs + gxm - xs - xm};
+    DDTensor tl;
+    DDT(DDTensorCreateFromDMDA(da, DD_FLOAT64, &tl));
+    DDT(DDTensorSetHalo(tl, lo, hi));
+    DDT(DDTensorPlaceVec(tl, l));
+    PetscReal diff;
+    DDT(DDTensorMaxAbsDiff(tl, tp, &diff));
+    EXPECT_EQ(diff, 0);
+    DDT(DDTensorResetVec(tl, l));
+    DDT(DMRestoreLocalVector(da, &l));
+    /* a Vec sharing the tensor's storage */
+    Vec tv;
+    DDT(DDTensorCreateVec(t, &tv));
+    DDT(VecSet(tv, 2.0));
+    PetscReal sum;
+    DDT(DDTensorSum(t, &sum));
+    PetscInt N;
+    DDT(DDTensorGetSize(t, &N));
+    EXPECT_EQ(sum, 2.0 * N);
+    DDT(VecDestroy(&tv));
+    DDT(VecDestroy(&g2));
+    DDT(DDTensorDestroy(&tl));
+    DDT(DDTensorDestroy(&tp));
+    DDT(DDTensorDestroy(&t));
+    DDT(VecDestroy(&g));
+    DDT(DMDestroy(&da));
+  }
+}
+
+/* ---------------------------------------------------------------------- */
+static DDPartition LinePartition()
+{
+  DDPartition p;
+  PetscInt    s[2] = {1, Size()};
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 2, s, PETSC_DECIDE, NULL, &p));
+  return p;
+}
+
+TEST(TensorBadInput, OwnershipNotSummingToSize)
+{
+  DDPartition p = LinePartition();
+  DDTensor    t;
+  PetscInt    shape[2] = {2, 10};
+  std::vector<PetscInt> lx(Size(), 1);
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &t));
+  DDT(DDTensorSetPartition(t, p));
+  DDT(DDTensorSetShape(t, 2, shape));
+  DDT(DDTensorSetOwnershipRanges(t, 1, lx.data()));
+  DD_EXPECT_ERROR(DDTensorSetUp(t), PETSC_ERR_ARG_SIZ, "sum to");
+  DDT(DDTensorDestroy(&t));
+  lx[0] = -1;
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &t));
+  DDT(DDTensorSetPartition(t, p));
+  DDT(DDTensorSetShape(t, 2, shape));
+  DDT(DDTensorSetOwnershipRanges(t, 1, lx.data()));
+  DD_EXPECT_ERROR(DDTensorSetUp(t), PETSC_ERR_ARG_OUTOFRANGE, "negative");
+  DDT(DDTensorDestroy(&t));
+  DDT(DDPartitionDestroy(&p));
+}
+
+TEST(TensorBadInput, MorePiecesThanEntriesWhenEmptyForbidden)
+{
+  if (Size() < 2) GTEST_SKIP() << "needs two ranks";
+  DDPartition p = LinePartition();
+  DDTensor    t;
+  PetscInt    shape[2] = {2, Size() - 1};
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &t));
+  DDT(DDTensorSetPartition(t, p));
+  DDT(DDTensorSetShape(t, 2, shape));
+  DDT(DDTensorSetEmptyPiecesAllowed(t, PETSC_FALSE));
+  DD_EXPECT_ERROR(DDTensorSetUp(t), PETSC_ERR_ARG_SIZ, "empty pieces are not allowed");
+  DDT(DDTensorDestroy(&t));
+  /* allowed by default */
+  DDT(DDTensorCreateFromPartition(p, DD_FLOAT64, 2, shape, &t));
+  DDT(DDTensorDestroy(&t));
+  DDT(DDPartitionDestroy(&p));
+}
+
+TEST(TensorBadInput, NegativeHaloOnOneRankFailsEverywhere)
+{
+  DDPartition p = LinePartition();
+  DDTensor    t;
+  PetscInt    shape[2] = {2, 4 * Size()};
+  DDT(DDTensorCreateFromPartition(p, DD_FLOAT64, 2, shape, &t));
+  PetscInt lo[2] = {0, Rank() == Size() - 1 ? -2 : 1}, hi[2] = {0, 1};
+  DD_EXPECT_ERROR(DDTensorSetHalo(t, lo, hi), PETSC_ERR_ARG_OUTOFRANGE, "Negative halo width in dimension 1");
+  DDT(DDTensorDestroy(&t));
+  DDT(DDPartitionDestroy(&p));
+}
+
+TEST(TensorBadInput, DataTypeMismatch)
+{
+  DDPartition p = LinePartition();
+  DDTensor    a, b;
+  PetscInt    shape[2] = {2, 4 * Size()};
+  DDT(DDTensorCreateFromPartition(p, DD_FLOAT64, 2, shape, &a));
+  DDT(DDTensorCreateFromPartition(p, DD_FLOAT32, 2, shape, &b));
+  DD_EXPECT_ERROR(DDTensorAXPY(a, 1.0, b), PETSC_ERR_ARG_INCOMP, "data types differ (float32 and float64)");
+  PetscReal d;
+  DD_EXPECT_ERROR(DDTensorDot(a, b, &d), PETSC_ERR_ARG_INCOMP, "data types differ");
+  DDT(DDTensorDestroy(&a));
+  DDT(DDTensorDestroy(&b));
+  /* shapes differ */
+  PetscInt shape2[2] = {3, 4 * Size()};
+  DDT(DDTensorCreateFromPartition(p, DD_FLOAT64, 2, shape, &a));
+  DDT(DDTensorCreateFromPartition(p, DD_FLOAT64, 2, shape2, &b));
+  DD_EXPECT_ERROR(DDTensorCopy(a, b), PETSC_ERR_ARG_INCOMP, "not distributed alike");
+  DDT(DDTensorDestroy(&a));
+  DDT(DDTensorDestroy(&b));
+  DDT(DDPartitionDestroy(&p));
+}
+
+TEST(TensorBadInput, OrderDiffersFromPartition)
+{
+  DDPartition p = LinePartition();
+  DDTensor    t;
+  PetscInt    shape[3] = {1, 2, 4};
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &t));
+  DDT(DDTensorSetPartition(t, p));
+  DDT(DDTensorSetShape(t, 3, shape));
+  DD_EXPECT_ERROR(DDTensorSetUp(t), PETSC_ERR_ARG_INCOMP, "order 3 cannot live on a partition of order 2");
+  DDT(DDTensorDestroy(&t));
+  DDT(DDPartitionDestroy(&p));
+}
+
+TEST(TensorBadInput, DMDAVecThatCannotBeWrapped)
+{
+  DM da;
+  DDT(DMDACreate1d(PETSC_COMM_WORLD, DM_BOUNDARY_NONE, 8 * Size(), 2, 1, NULL, &da));
+  DDT(DMSetUp(da));
+  Vec g;
+  DDT(DMCreateGlobalVector(da, &g));
+  DDTensor t32, t;
+  DDT(DDTensorCreateFromDMDA(da, DD_FLOAT32, &t32));
+  DD_EXPECT_ERROR(DDTensorPlaceVec(t32, g), PETSC_ERR_ARG_WRONG, "Only a float64 tensor");
+  DDT(DDTensorCreateFromDMDA(da, DD_FLOAT64, &t));
+  DDT(DDTensorSetFormat(t, DD_FORMAT_PLAIN));
+  DD_EXPECT_ERROR(DDTensorPlaceVec(t, g), PETSC_ERR_ARG_INCOMP, "components last");
+  DDT(DDTensorSetFormat(t, DD_FORMAT_CHANNELS_LAST));
+  /* a Vec of another size: fails on every rank although only rank 0 differs */
+  Vec w;
+  DDT(VecCreateMPI(PETSC_COMM_WORLD, Rank() == 0 ? 2 : 16, PETSC_DETERMINE, &w));
+  DD_EXPECT_ERROR(DDTensorPlaceVec(t, w), PETSC_ERR_ARG_SIZ, "Vec local size");
+  DD_EXPECT_ERROR(DDTensorCopyFromVec(t, w), PETSC_ERR_ARG_SIZ, "Vec local size");
+  DDT(DDTensorPlaceVec(t, g));
+  DDT(DDTensorResetVec(t, g));
+  DDT(VecDestroy(&w));
+  DDT(DDTensorDestroy(&t));
+  DDT(DDTensorDestroy(&t32));
+  DDT(VecDestroy(&g));
+  DDT(DMDestroy(&da));
+}
