@@ -5,3 +5,4 @@
 #include <ddsys.h>
 #include <ddpartition.h>
 #include <ddtensor.h>
+#include <ddprimitive.h>

@@ -8,6 +8,7 @@
 #pragma once
 #include <ddnn/private/ddimpl.h>
 #include <cstdint>
+#include <algorithm>
 
 namespace ddnn
 {
@@ -173,6 +174,56 @@ inline void ForEachBulkRunPair(const DDLayout &A, const DDLayout &B, F &&f)
         jb[k] = j[k] + B.lo[k];
       }
       f(LayoutOffset(A, ja), LayoutOffset(B, jb), (PetscInt)1);
+    });
+  }
+}
+
+/* Whether the layout stores the bulk contiguously in C order (then packing is a memcpy) */
+inline bool LayoutIsPlainContiguous(const DDLayout &L)
+{
+  if (L.bdim >= 0 || L.size != L.bulksize) return false;
+  for (PetscInt k = 0; k < L.order; k++)
+    if (L.perm[k] != k && L.n[k] > 1) return false;
+  return true;
+}
+
+/*
+  Copies between the bulk and a buffer holding the bulk in C order of the logical dimensions
+  (the canonical message format of the primitives, independent of storage formats).
+  mode 0: pack (a -> buf), 1: unpack (buf -> a), 2: unpack adding (a += buf).
+*/
+template <class T>
+inline void BulkCOrderCopy(const DDLayout &L, T *a, T *buf, int mode)
+{
+  if (L.bulksize == 0) return;
+  if (LayoutIsPlainContiguous(L)) {
+    if (mode == 0) std::copy(a, a + L.size, buf);
+    else if (mode == 1) std::copy(buf, buf + L.size, a);
+    else
+      for (PetscInt i = 0; i < L.size; i++) a[i] += buf[i];
+    return;
+  }
+  PetscInt lo[DD_MAX_DIM], hi[DD_MAX_DIM], ord[DD_MAX_DIM], cnt = 0;
+  bool     plain = L.bdim < 0;
+  for (PetscInt k = 0; k < L.order; k++) {
+    ord[k] = k;
+    plain  = plain && L.perm[k] == k;
+  }
+  LayoutBulkBox(L, lo, hi);
+  if (plain) {
+    ForEachRun(L, lo, hi, [&](PetscInt off, PetscInt len) {
+      if (mode == 0) std::copy(a + off, a + off + len, buf + cnt);
+      else if (mode == 1) std::copy(buf + cnt, buf + cnt + len, a + off);
+      else
+        for (PetscInt i = 0; i < len; i++) a[off + i] += buf[cnt + i];
+      cnt += len;
+    });
+  } else {
+    ForEachIndex(L.order, lo, hi, ord, [&](const PetscInt *j) {
+      PetscInt off = LayoutOffset(L, j);
+      if (mode == 0) buf[cnt++] = a[off];
+      else if (mode == 1) a[off] = buf[cnt++];
+      else a[off] += buf[cnt++];
     });
   }
 }

@@ -900,34 +900,6 @@ static void GlobalPieceCopy(PetscInt d, const PetscInt shape[], const PetscInt s
   });
 }
 
-/* Copies between the tensor's bulk and a packed C-order buffer */
-template <class T>
-static void BulkPackCOrder(DDTensor t, T *buf, bool pack)
-{
-  const DDLayout &L = t->layout;
-  T              *a = (T *)t->array;
-  PetscInt        lo[DD_MAX_DIM], hi[DD_MAX_DIM], ord[DD_MAX_DIM], cnt = 0;
-  bool            plain = L.bdim < 0;
-  for (PetscInt k = 0; k < L.order; k++) {
-    ord[k] = k;
-    plain  = plain && L.perm[k] == k;
-  }
-  LayoutBulkBox(L, lo, hi);
-  if (plain) {
-    ForEachRun(L, lo, hi, [&](PetscInt off, PetscInt len) {
-      if (pack) std::copy(a + off, a + off + len, buf + cnt);
-      else std::copy(buf + cnt, buf + cnt + len, a + off);
-      cnt += len;
-    });
-  } else {
-    ForEachIndex(L.order, lo, hi, ord, [&](const PetscInt *j) {
-      PetscInt off = LayoutOffset(L, j);
-      if (pack) buf[cnt++] = a[off];
-      else a[off] = buf[cnt++];
-    });
-  }
-}
-
 /*@C
   DDTensorGatherToRoot - Gathers the whole tensor, in C order, on one rank
 
@@ -971,7 +943,7 @@ PetscErrorCode DDTensorGatherToRoot(DDTensor t, PetscMPIInt root, void *global)
     PetscInt                mine = DDTensorIsPrimaryCopy(t) ? t->layout.bulksize : 0;
     std::vector<T>          send(mine), recv;
     std::vector<PetscMPIInt> counts, displs;
-    if (mine) BulkPackCOrder<T>(t, send.data(), true);
+    if (mine) BulkCOrderCopy<T>(t->layout, (T *)t->array, send.data(), 0);
     if (rank == root) {
       counts.resize(size);
       displs.resize(size);
@@ -1057,7 +1029,7 @@ PetscErrorCode DDTensorScatterFromRoot(DDTensor t, PetscMPIInt root, const void 
       }
     }
     PetscCallMPI(MPI_Scatterv(send.data(), counts.data(), displs.data(), mt, recv.data(), (PetscMPIInt)mine, mt, root, comm));
-    BulkPackCOrder<T>(t, recv.data(), false);
+    BulkCOrderCopy<T>(t->layout, (T *)t->array, recv.data(), 1);
     PetscFunctionReturn(PETSC_SUCCESS);
   }));
   PetscCall(PetscObjectStateIncrease((PetscObject)t));

@@ -1,0 +1,799 @@
+/*
+  DDPrimitive: the object, its type registry, forward/adjoint application with log events,
+  the shell Mat and the adjoint test (paper 000, eq. 26).
+*/
+#include <ddnn/private/ddprimitiveimpl.h>
+#include <tensor/layout.hpp>
+#include <sys/ddsysimpl.h>
+#include <vector>
+#include <map>
+#include <string>
+
+using namespace ddnn;
+
+PetscClassId      DD_PRIMITIVE_CLASSID;
+PetscFunctionList DDPrimitiveList          = NULL;
+static PetscBool  DDPrimitiveRegisterAllCalled = PETSC_FALSE;
+const char *const DDPaddingModes[]         = {"zeros", "reflect", "replicate", "circular", "DDPaddingMode", "DD_PADDING_", nullptr};
+
+static std::map<std::string, std::pair<PetscLogEvent, PetscLogEvent>> &PrimitiveEvents()
+{
+  static std::map<std::string, std::pair<PetscLogEvent, PetscLogEvent>> m;
+  return m;
+}
+
+static PetscErrorCode DDPrimitiveInitializePackage(void)
+{
+  PetscFunctionBegin;
+  PetscCall(PetscClassIdRegister("DD Primitive", &DD_PRIMITIVE_CLASSID));
+  PrimitiveEvents().clear();
+  DDPrimitiveRegisterAllCalled = PETSC_FALSE;
+  PetscCall(DDPrimitiveRegisterAll());
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDPrimitiveFinalizePackage(void)
+{
+  PetscFunctionBegin;
+  PetscCall(PetscFunctionListDestroy(&DDPrimitiveList));
+  DDPrimitiveRegisterAllCalled = PETSC_FALSE;
+  PrimitiveEvents().clear();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static DDModuleRegistrar registrar(DDPrimitiveInitializePackage, DDPrimitiveFinalizePackage);
+
+/* One forward and one adjoint log event per primitive type: -log_view shows where time goes */
+PetscErrorCode DDPrimitiveGetEvents_Private(const char type[], PetscLogEvent *fwd, PetscLogEvent *adj)
+{
+  PetscFunctionBegin;
+  auto it = PrimitiveEvents().find(type);
+  if (it == PrimitiveEvents().end()) {
+    char          name[64];
+    PetscLogEvent f, a;
+    PetscCall(PetscSNPrintf(name, sizeof(name), "DDPrim%s", type));
+    name[6] = (char)toupper(name[6]);
+    PetscCall(PetscLogEventRegister(name, DD_PRIMITIVE_CLASSID, &f));
+    PetscCall(PetscStrlcat(name, "Adj", sizeof(name)));
+    PetscCall(PetscLogEventRegister(name, DD_PRIMITIVE_CLASSID, &a));
+    it = PrimitiveEvents().emplace(type, std::make_pair(f, a)).first;
+  }
+  *fwd = it->second.first;
+  *adj = it->second.second;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDPrimitiveRegister - Adds a primitive type
+
+  Not collective
+
+  Input Parameters:
++ name     - the type name, used with `DDPrimitiveSetType()` and -primitive_type
+- function - the constructor, which fills the ops table and data of a new primitive
+
+  Level: advanced
+
+.seealso: `DDPrimitiveSetType()`, `DDPrimitiveRegisterAll()`
+@*/
+PetscErrorCode DDPrimitiveRegister(const char name[], PetscErrorCode (*function)(DDPrimitive))
+{
+  PetscFunctionBegin;
+  PetscCall(DDInitializePackage());
+  PetscCall(PetscFunctionListAdd(&DDPrimitiveList, name, function));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_Broadcast(DDPrimitive);
+PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_SumReduce(DDPrimitive);
+PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_AllSumReduce(DDPrimitive);
+PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_Repartition(DDPrimitive);
+PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_Halo(DDPrimitive);
+
+/*@C
+  DDPrimitiveRegisterAll - Registers the built-in primitive types
+
+  Level: developer
+
+.seealso: `DDPrimitiveRegister()`
+@*/
+PetscErrorCode DDPrimitiveRegisterAll(void)
+{
+  PetscFunctionBegin;
+  if (DDPrimitiveRegisterAllCalled) PetscFunctionReturn(PETSC_SUCCESS);
+  DDPrimitiveRegisterAllCalled = PETSC_TRUE;
+  PetscCall(PetscFunctionListAdd(&DDPrimitiveList, DDPRIMITIVEBROADCAST, DDPrimitiveCreate_Broadcast));
+  PetscCall(PetscFunctionListAdd(&DDPrimitiveList, DDPRIMITIVESUMREDUCE, DDPrimitiveCreate_SumReduce));
+  PetscCall(PetscFunctionListAdd(&DDPrimitiveList, DDPRIMITIVEALLSUMREDUCE, DDPrimitiveCreate_AllSumReduce));
+  PetscCall(PetscFunctionListAdd(&DDPrimitiveList, DDPRIMITIVEREPARTITION, DDPrimitiveCreate_Repartition));
+  PetscCall(PetscFunctionListAdd(&DDPrimitiveList, DDPRIMITIVEHALO, DDPrimitiveCreate_Halo));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDPrimitiveCreate - Creates a data-movement primitive
+
+  Collective
+
+  Input Parameter:
+. comm - the communicator of the tensors it will move
+
+  Output Parameter:
+. prim - the primitive; choose its type with `DDPrimitiveSetType()` or -primitive_type
+
+  Level: beginner
+
+.seealso: `DDPrimitiveSetType()`, `DDPrimitiveSetUp()`, `DDPrimitiveApply()`
+@*/
+PetscErrorCode DDPrimitiveCreate(MPI_Comm comm, DDPrimitive *prim)
+{
+  DDPrimitive p;
+
+  PetscFunctionBegin;
+  PetscValidPointer(prim, 2);
+  PetscCall(DDInitializePackage());
+  PetscCall(PetscHeaderCreate(p, DD_PRIMITIVE_CLASSID, "DDPrimitive", "Data movement primitive", "DDPrimitive", comm, DDPrimitiveDestroy, DDPrimitiveView));
+  *prim = p;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDPrimitiveReset(DDPrimitive p)
+{
+  PetscFunctionBegin;
+  if (p->ops->reset) PetscCall((*p->ops->reset)(p));
+  PetscCall(DDTensorDestroy(&p->xtmpl));
+  PetscCall(DDTensorDestroy(&p->ytmpl));
+  PetscCall(DDTensorDestroy(&p->xref));
+  PetscCall(DDTensorDestroy(&p->yref));
+  PetscCall(MatDestroy(&p->mat));
+  p->setupcalled = PETSC_FALSE;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDPrimitiveSetType - Chooses the primitive's type
+
+  Collective
+
+  Input Parameters:
++ prim - the primitive
+- type - `DDPRIMITIVEBROADCAST`, `DDPRIMITIVESUMREDUCE`, `DDPRIMITIVEALLSUMREDUCE`,
+         `DDPRIMITIVEREPARTITION`, `DDPRIMITIVEHALO` or a registered type
+
+  Options Database Key:
+. -primitive_type <type> - the type
+
+  Level: beginner
+
+.seealso: `DDPrimitiveCreate()`, `DDPrimitiveRegister()`
+@*/
+PetscErrorCode DDPrimitiveSetType(DDPrimitive prim, DDPrimitiveType type)
+{
+  PetscErrorCode (*create)(DDPrimitive);
+  PetscBool match;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  PetscCall(PetscObjectTypeCompare((PetscObject)prim, type, &match));
+  if (match) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscFunctionListFind(DDPrimitiveList, type, &create));
+  PetscCheck(create, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_UNKNOWN_TYPE, "Unknown primitive type \"%s\" (known: broadcast, sumreduce, allsumreduce, repartition, halo, or registered ones)", type);
+  PetscCall(DDPrimitiveReset(prim));
+  if (prim->ops->destroy) PetscCall((*prim->ops->destroy)(prim));
+  PetscCall(PetscMemzero(prim->ops, sizeof(struct _DDPrimitiveOps)));
+  prim->data      = NULL;
+  prim->inplace   = PETSC_FALSE;
+  prim->allowsame = PETSC_FALSE;
+  PetscCall(PetscObjectChangeTypeName((PetscObject)prim, type));
+  PetscCall(DDPrimitiveGetEvents_Private(type, &prim->evfwd, &prim->evadj));
+  PetscCall((*create)(prim));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDPrimitiveGetType - The primitive's type
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDPrimitiveSetType()`
+@*/
+PetscErrorCode DDPrimitiveGetType(DDPrimitive prim, DDPrimitiveType *type)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  *type = ((PetscObject)prim)->type_name;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDPrimitiveSetOptionsPrefix - Sets the prefix of the primitive's options
+
+  Logically collective
+
+  Level: intermediate
+
+.seealso: `DDPrimitiveSetFromOptions()`
+@*/
+PetscErrorCode DDPrimitiveSetOptionsPrefix(DDPrimitive prim, const char prefix[])
+{
+  PetscFunctionBegin;
+  PetscCall(PetscObjectSetOptionsPrefix((PetscObject)prim, prefix));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDPrimitiveAppendOptionsPrefix - Appends to the prefix of the primitive's options
+
+  Logically collective
+
+  Level: intermediate
+
+.seealso: `DDPrimitiveSetOptionsPrefix()`
+@*/
+PetscErrorCode DDPrimitiveAppendOptionsPrefix(DDPrimitive prim, const char prefix[])
+{
+  PetscFunctionBegin;
+  PetscCall(PetscObjectAppendOptionsPrefix((PetscObject)prim, prefix));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDPrimitiveSetFromOptions - Configures the primitive from the options database
+
+  Collective
+
+  Options Database Keys:
++ -primitive_type <type> - the type
+- -primitive_view - view after set-up
+  and the type's own options (see the type's man page)
+
+  Level: beginner
+
+.seealso: `DDPrimitiveSetType()`
+@*/
+PetscErrorCode DDPrimitiveSetFromOptions(DDPrimitive prim)
+{
+  char      type[256];
+  PetscBool flg;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  PetscObjectOptionsBegin((PetscObject)prim);
+  PetscCall(PetscOptionsFList("-primitive_type", "Primitive type", "DDPrimitiveSetType", DDPrimitiveList, ((PetscObject)prim)->type_name ? ((PetscObject)prim)->type_name : DDPRIMITIVEREPARTITION, type, sizeof(type), &flg));
+  if (flg) PetscCall(DDPrimitiveSetType(prim, type));
+  else if (!((PetscObject)prim)->type_name) PetscCall(DDPrimitiveSetType(prim, DDPRIMITIVEREPARTITION));
+  if (prim->ops->setfromoptions) PetscCall((*prim->ops->setfromoptions)(prim, PetscOptionsObject));
+  PetscCall(PetscObjectProcessOptionsHandlers((PetscObject)prim, PetscOptionsObject));
+  PetscOptionsEnd();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDPrimitiveSetUp - Builds the communication pattern between the layouts of two tensors
+
+  Collective
+
+  Input Parameters:
++ prim - the primitive
+. x    - a tensor laid out as the inputs will be (partition, shape, ownership, halo, format, type)
+- y    - a tensor laid out as the outputs will be; NULL (or x) for the in-place halo exchange
+
+  Notes:
+  The primitive may be applied to any tensors with exactly these layouts. The halo
+  exchange grows x's halo if it is too narrow for the requested window
+  (`DDTensorEnsureHalo()`). Errors name the partition dimension, rank or shape at fault and
+  are raised on every rank.
+
+  Level: beginner
+
+.seealso: `DDPrimitiveApply()`, `DDPrimitiveApplyAdjoint()`
+@*/
+PetscErrorCode DDPrimitiveSetUp(DDPrimitive prim, DDTensor x, DDTensor y)
+{
+  MPI_Comm comm;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  comm = PetscObjectComm((PetscObject)prim);
+  PetscCheck(((PetscObject)prim)->type_name, comm, PETSC_ERR_ARG_WRONGSTATE, "Set the primitive's type first (DDPrimitiveSetType() or -primitive_type)");
+  PetscCall(DDTensorCheckSetUp_Private(x, "DDPrimitiveSetUp"));
+  if (prim->inplace) {
+    PetscCheck(!y || y == x, comm, PETSC_ERR_ARG_WRONG, "The %s primitive works in place: pass the same tensor (or NULL) as output", ((PetscObject)prim)->type_name);
+    y = x;
+  } else {
+    PetscCheck(y, comm, PETSC_ERR_ARG_NULL, "The %s primitive needs an output tensor", ((PetscObject)prim)->type_name);
+    PetscCall(DDTensorCheckSetUp_Private(y, "DDPrimitiveSetUp"));
+    PetscCheck(y != x || prim->allowsame, comm, PETSC_ERR_ARG_WRONG, "The %s primitive cannot work in place", ((PetscObject)prim)->type_name);
+    PetscCheck(x->dtype == y->dtype, comm, PETSC_ERR_ARG_INCOMP, "Input and output data types differ (%s and %s)", DDDataTypes[x->dtype], DDDataTypes[y->dtype]);
+  }
+  {
+    PetscMPIInt cmp;
+    PetscCallMPI(MPI_Comm_compare(comm, PetscObjectComm((PetscObject)x), &cmp));
+    PetscCheck(cmp == MPI_IDENT || cmp == MPI_CONGRUENT, comm, PETSC_ERR_ARG_NOTSAMECOMM, "The tensors must live on the primitive's communicator");
+  }
+  PetscCall(DDPrimitiveReset(prim));
+  PetscCall((*prim->ops->setup)(prim, x, y));
+  prim->xhash = x->layouthash;
+  prim->yhash = y->layouthash;
+  PetscCall(PetscObjectReference((PetscObject)x));
+  PetscCall(PetscObjectReference((PetscObject)y));
+  prim->xref        = x;
+  prim->yref        = y;
+  prim->setupcalled = PETSC_TRUE;
+  PetscCall(DDPrimitiveViewFromOptions(prim, NULL, "-primitive_view"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDPrimitiveCheckTensors(DDPrimitive prim, DDTensor in, DDTensor *out, PetscInt64 inhash, PetscInt64 outhash, const char fn[])
+{
+  MPI_Comm comm = PetscObjectComm((PetscObject)prim);
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  PetscCheck(prim->setupcalled, comm, PETSC_ERR_ARG_WRONGSTATE, "%s: call DDPrimitiveSetUp() first", fn);
+  PetscCall(DDTensorCheckSetUp_Private(in, fn));
+  if (prim->inplace) {
+    PetscCheck(!*out || *out == in, comm, PETSC_ERR_ARG_WRONG, "%s: the %s primitive works in place: pass the same tensor (or NULL) as output", fn, ((PetscObject)prim)->type_name);
+    *out = in;
+  }
+  PetscCall(DDTensorCheckSetUp_Private(*out, fn));
+  /* layout hashes are global: a mismatch on any rank is seen on every rank */
+  PetscCheck(in->layouthash == inhash, comm, PETSC_ERR_ARG_INCOMP, "%s: the input tensor is not laid out as the one given to DDPrimitiveSetUp() (partition, shape, ownership, halo, format or data type differ on some rank)", fn);
+  PetscCheck((*out)->layouthash == outhash, comm, PETSC_ERR_ARG_INCOMP, "%s: the output tensor is not laid out as the one given to DDPrimitiveSetUp() (partition, shape, ownership, halo, format or data type differ on some rank)", fn);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDPrimitiveApplyBegin - Starts y = F x
+
+  Collective
+
+  Notes:
+  With `DDPrimitiveApplyEnd()` this lets work that does not depend on the communicated
+  values run meanwhile: a convolution computes its interior while the halo is in flight
+  (paper 003, sec. IV-A). For primitives without a split implementation, Begin does all.
+
+  Level: intermediate
+
+.seealso: `DDPrimitiveApplyEnd()`, `DDPrimitiveApply()`
+@*/
+PetscErrorCode DDPrimitiveApplyBegin(DDPrimitive prim, DDTensor x, DDTensor y)
+{
+  PetscFunctionBegin;
+  PetscCall(DDPrimitiveCheckTensors(prim, x, &y, prim->xhash, prim->yhash, "DDPrimitiveApplyBegin"));
+  PetscCheck(!prim->inflight, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_WRONGSTATE, "A previous Begin of this primitive has not been ended");
+  PetscCall(PetscLogEventBegin(prim->evfwd, prim, x, y, 0));
+  PetscCall((*prim->ops->applybegin)(prim, x, y));
+  PetscCall(PetscLogEventEnd(prim->evfwd, prim, x, y, 0));
+  prim->inflight = 1;
+  PetscCall(PetscObjectStateIncrease((PetscObject)y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDPrimitiveApplyEnd - Completes y = F x started by `DDPrimitiveApplyBegin()`
+
+  Collective
+
+  Level: intermediate
+
+.seealso: `DDPrimitiveApplyBegin()`
+@*/
+PetscErrorCode DDPrimitiveApplyEnd(DDPrimitive prim, DDTensor x, DDTensor y)
+{
+  PetscFunctionBegin;
+  PetscCall(DDPrimitiveCheckTensors(prim, x, &y, prim->xhash, prim->yhash, "DDPrimitiveApplyEnd"));
+  PetscCheck(prim->inflight == 1, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_WRONGSTATE, "DDPrimitiveApplyEnd() without DDPrimitiveApplyBegin()");
+  PetscCall(PetscLogEventBegin(prim->evfwd, prim, x, y, 0));
+  if (prim->ops->applyend) PetscCall((*prim->ops->applyend)(prim, x, y));
+  PetscCall(PetscLogEventEnd(prim->evfwd, prim, x, y, 0));
+  prim->inflight = 0;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDPrimitiveApply - y = F x, the forward data movement
+
+  Collective
+
+  Input Parameters:
++ prim - the primitive
+. x    - input, laid out as at `DDPrimitiveSetUp()`
+- y    - output, laid out as at `DDPrimitiveSetUp()` (NULL or x for the in-place halo exchange)
+
+  Level: beginner
+
+.seealso: `DDPrimitiveApplyAdjoint()`, `DDPrimitiveGetMat()`
+@*/
+PetscErrorCode DDPrimitiveApply(DDPrimitive prim, DDTensor x, DDTensor y)
+{
+  PetscFunctionBegin;
+  PetscCall(DDPrimitiveApplyBegin(prim, x, y));
+  PetscCall(DDPrimitiveApplyEnd(prim, x, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDPrimitiveApplyAdjointBegin - Starts x = F* y
+
+  Collective
+
+  Level: intermediate
+
+.seealso: `DDPrimitiveApplyAdjointEnd()`, `DDPrimitiveApplyAdjoint()`
+@*/
+PetscErrorCode DDPrimitiveApplyAdjointBegin(DDPrimitive prim, DDTensor y, DDTensor x)
+{
+  PetscFunctionBegin;
+  PetscCall(DDPrimitiveCheckTensors(prim, y, &x, prim->yhash, prim->xhash, "DDPrimitiveApplyAdjointBegin"));
+  PetscCheck(!prim->inflight, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_WRONGSTATE, "A previous Begin of this primitive has not been ended");
+  PetscCall(PetscLogEventBegin(prim->evadj, prim, y, x, 0));
+  PetscCall((*prim->ops->adjointbegin)(prim, y, x));
+  PetscCall(PetscLogEventEnd(prim->evadj, prim, y, x, 0));
+  prim->inflight = 2;
+  PetscCall(PetscObjectStateIncrease((PetscObject)x));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDPrimitiveApplyAdjointEnd - Completes x = F* y
+
+  Collective
+
+  Level: intermediate
+
+.seealso: `DDPrimitiveApplyAdjointBegin()`
+@*/
+PetscErrorCode DDPrimitiveApplyAdjointEnd(DDPrimitive prim, DDTensor y, DDTensor x)
+{
+  PetscFunctionBegin;
+  PetscCall(DDPrimitiveCheckTensors(prim, y, &x, prim->yhash, prim->xhash, "DDPrimitiveApplyAdjointEnd"));
+  PetscCheck(prim->inflight == 2, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_WRONGSTATE, "DDPrimitiveApplyAdjointEnd() without DDPrimitiveApplyAdjointBegin()");
+  PetscCall(PetscLogEventBegin(prim->evadj, prim, y, x, 0));
+  if (prim->ops->adjointend) PetscCall((*prim->ops->adjointend)(prim, y, x));
+  PetscCall(PetscLogEventEnd(prim->evadj, prim, y, x, 0));
+  prim->inflight = 0;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDPrimitiveApplyAdjoint - x = F* y, the adjoint data movement
+
+  Collective
+
+  Input Parameters:
++ prim - the primitive
+. y    - a tensor laid out as the forward output
+- x    - receives the result, laid out as the forward input (for the in-place halo exchange,
+         NULL or y: the halo is added into its owners' bulk and cleared)
+
+  Notes:
+  The result overwrites x (out-of-place adjoint, paper 000 sec. 2.2); the halo exchange is
+  in place.
+
+  Level: beginner
+
+.seealso: `DDPrimitiveApply()`, `DDPrimitiveAdjointTest()`
+@*/
+PetscErrorCode DDPrimitiveApplyAdjoint(DDPrimitive prim, DDTensor y, DDTensor x)
+{
+  PetscFunctionBegin;
+  PetscCall(DDPrimitiveApplyAdjointBegin(prim, y, x));
+  PetscCall(DDPrimitiveApplyAdjointEnd(prim, y, x));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Work tensors with the set-up layouts, made when first needed */
+static PetscErrorCode DDPrimitiveGetWorkTensors(DDPrimitive prim)
+{
+  MPI_Comm comm = PetscObjectComm((PetscObject)prim);
+
+  PetscFunctionBegin;
+  if (prim->xtmpl) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCheck(prim->xref->layouthash == prim->xhash && prim->yref->layouthash == prim->yhash, comm, PETSC_ERR_ARG_WRONGSTATE, "The tensors given to DDPrimitiveSetUp() changed their layout since; set the primitive up again");
+  PetscCall(DDTensorDuplicate(prim->xref, &prim->xtmpl));
+  if (prim->inplace) {
+    PetscCall(PetscObjectReference((PetscObject)prim->xtmpl));
+    prim->ytmpl = prim->xtmpl;
+  } else PetscCall(DDTensorDuplicate(prim->yref, &prim->ytmpl));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The spaces the operator acts on: the bulk, or the whole storage for in-place primitives */
+
+template <class F>
+static void SpaceRuns(DDPrimitive prim, DDTensor t, F &&f)
+{
+  if (prim->inplace) {
+    if (t->layout.size) f((PetscInt)0, t->layout.size);
+  } else ForEachBulkRun(t->layout, f);
+}
+
+static PetscInt SpaceSize(DDPrimitive prim, DDTensor t) { return prim->inplace ? t->layout.size : t->layout.bulksize; }
+
+static PetscErrorCode SpaceFromVec(DDPrimitive prim, Vec v, DDTensor t)
+{
+  const PetscScalar *a;
+  double            *d = (double *)t->array;
+  PetscInt           c = 0;
+
+  PetscFunctionBegin;
+  PetscCall(VecGetArrayRead(v, &a));
+  SpaceRuns(prim, t, [&](PetscInt off, PetscInt len) {
+    for (PetscInt i = 0; i < len; i++) d[off + i] = a[c++];
+  });
+  PetscCall(VecRestoreArrayRead(v, &a));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode SpaceToVec(DDPrimitive prim, DDTensor t, Vec v)
+{
+  PetscScalar *a;
+  double      *d = (double *)t->array;
+  PetscInt     c = 0;
+
+  PetscFunctionBegin;
+  PetscCall(VecGetArray(v, &a));
+  SpaceRuns(prim, t, [&](PetscInt off, PetscInt len) {
+    for (PetscInt i = 0; i < len; i++) a[c++] = d[off + i];
+  });
+  PetscCall(VecRestoreArray(v, &a));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode MatMult_DDPrimitive(Mat A, Vec X, Vec Y)
+{
+  DDPrimitive prim;
+
+  PetscFunctionBegin;
+  PetscCall(MatShellGetContext(A, &prim));
+  PetscCall(SpaceFromVec(prim, X, prim->xtmpl));
+  PetscCall(DDPrimitiveApply(prim, prim->xtmpl, prim->ytmpl));
+  PetscCall(SpaceToVec(prim, prim->ytmpl, Y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode MatMultTranspose_DDPrimitive(Mat A, Vec Y, Vec X)
+{
+  DDPrimitive prim;
+
+  PetscFunctionBegin;
+  PetscCall(MatShellGetContext(A, &prim));
+  PetscCall(SpaceFromVec(prim, Y, prim->ytmpl));
+  PetscCall(DDPrimitiveApplyAdjoint(prim, prim->ytmpl, prim->xtmpl));
+  PetscCall(SpaceToVec(prim, prim->xtmpl, X));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDPrimitiveGetMat - The primitive as a PETSc shell Mat: MatMult = F, MatMultTranspose = F*
+
+  Collective
+
+  Input Parameter:
+. prim - a set-up primitive on float64 tensors
+
+  Output Parameter:
+. A - the shell matrix, owned by the primitive (do not destroy it)
+
+  Notes:
+  Vec entries are the bulk entries of this rank's piece in storage order (for the in-place
+  halo exchange, the whole local storage, halo included). Ranks that hold no piece have
+  zero local rows or columns.
+
+  Level: intermediate
+
+.seealso: `DDPrimitiveApply()`, `MATSHELL`
+@*/
+PetscErrorCode DDPrimitiveGetMat(DDPrimitive prim, Mat *A)
+{
+  MPI_Comm comm;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  comm = PetscObjectComm((PetscObject)prim);
+  PetscCheck(prim->setupcalled, comm, PETSC_ERR_ARG_WRONGSTATE, "Call DDPrimitiveSetUp() first");
+  PetscCall(DDPrimitiveGetWorkTensors(prim));
+  PetscCheck(prim->xtmpl->dtype == DD_FLOAT64, comm, PETSC_ERR_SUP, "The shell Mat needs float64 tensors (this primitive moves %s)", DDDataTypes[prim->xtmpl->dtype]);
+  if (!prim->mat) {
+    PetscCall(MatCreateShell(comm, SpaceSize(prim, prim->ytmpl), SpaceSize(prim, prim->xtmpl), PETSC_DETERMINE, PETSC_DETERMINE, prim, &prim->mat));
+    PetscCall(MatShellSetOperation(prim->mat, MATOP_MULT, (void (*)(void))MatMult_DDPrimitive));
+    PetscCall(MatShellSetOperation(prim->mat, MATOP_MULT_TRANSPOSE, (void (*)(void))MatMultTranspose_DDPrimitive));
+  }
+  *A = prim->mat;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* deterministic inner product over the operator's space */
+static PetscErrorCode SpaceDot(DDPrimitive prim, DDTensor a, DDTensor b, PetscReal *d)
+{
+  PetscReal                local = 0;
+  PetscMPIInt              size;
+  MPI_Comm                 comm = PetscObjectComm((PetscObject)a);
+  std::vector<PetscReal>   all;
+
+  PetscFunctionBegin;
+  PetscCall(DispatchType(a->dtype, [&](auto z) -> PetscErrorCode {
+    using T    = decltype(z);
+    const T *u = (const T *)a->array, *v = (const T *)b->array;
+    SpaceRuns(prim, a, [&](PetscInt off, PetscInt len) {
+      for (PetscInt i = 0; i < len; i++) local += (PetscReal)u[off + i] * (PetscReal)v[off + i];
+    });
+    return PETSC_SUCCESS;
+  }));
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  all.resize(size);
+  PetscCallMPI(MPI_Allgather(&local, 1, MPIU_REAL, all.data(), 1, MPIU_REAL, comm));
+  *d = 0;
+  for (auto v : all) *d += v;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode SpaceRandom(DDPrimitive prim, DDTensor t, PetscRandom r)
+{
+  PetscFunctionBegin;
+  PetscCall(DDTensorZeroEntries(t));
+  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+    using T             = decltype(z);
+    T             *a    = (T *)t->array;
+    PetscErrorCode ierr = PETSC_SUCCESS;
+    SpaceRuns(prim, t, [&](PetscInt off, PetscInt len) {
+      for (PetscInt i = 0; i < len && !ierr; i++) {
+        PetscScalar v;
+        ierr       = PetscRandomGetValue(r, &v);
+        a[off + i] = (T)PetscRealPart(v);
+      }
+    });
+    return ierr;
+  }));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDPrimitiveAdjointTest - Checks that ApplyAdjoint is the adjoint of Apply (paper 000, eq. 26)
+
+  Collective
+
+  Input Parameters:
++ prim - a set-up primitive
+. x    - work tensor with the input layout, or NULL to let the primitive make one
+. y    - work tensor with the output layout, or NULL (ignored for the in-place halo exchange)
+- seed - seed of the random x and y (each rank draws its own stream)
+
+  Output Parameter:
+. err - |<F x, y> - <x, F* y>| / max(||F x|| ||y||, ||x|| ||F* y||), which must be near
+        machine epsilon (about 1e-15 in float64)
+
+  Notes:
+  The inner products are those of the whole distributed memory (eq. 2): every rank's bulk,
+  and for the in-place halo exchange every rank's whole storage, halo included.
+
+  Level: intermediate
+
+.seealso: `DDPrimitiveApply()`, `DDPrimitiveApplyAdjoint()`
+@*/
+PetscErrorCode DDPrimitiveAdjointTest(DDPrimitive prim, DDTensor x, DDTensor y, PetscInt64 seed, PetscReal *err)
+{
+  DDTensor    xr, yr, Fx, Fty;
+  PetscRandom rnd;
+  PetscMPIInt rank;
+  PetscReal   a, b, nFx, ny, nx, nFty;
+  MPI_Comm    comm;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  comm = PetscObjectComm((PetscObject)prim);
+  PetscCheck(prim->setupcalled, comm, PETSC_ERR_ARG_WRONGSTATE, "Call DDPrimitiveSetUp() first");
+  PetscCall(DDPrimitiveGetWorkTensors(prim));
+  if (!x) x = prim->xtmpl;
+  if (!y || prim->inplace) y = prim->inplace ? x : prim->ytmpl;
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  PetscCall(PetscRandomCreate(PETSC_COMM_SELF, &rnd));
+  PetscCall(PetscRandomSetInterval(rnd, -1.0, 1.0));
+  PetscCall(PetscRandomSetSeed(rnd, (unsigned long)(seed * 7919 + rank * 104729 + 1)));
+  PetscCall(PetscRandomSeed(rnd));
+  PetscCall(DDTensorDuplicate(x, &xr));
+  PetscCall(DDTensorDuplicate(x, &Fty));
+  PetscCall(DDTensorDuplicate(y, &yr));
+  PetscCall(DDTensorDuplicate(y, &Fx));
+  PetscCall(SpaceRandom(prim, xr, rnd));
+  PetscCall(SpaceRandom(prim, yr, rnd));
+  if (prim->inplace) {
+    PetscCall(DDTensorCopy(xr, Fx)); /* bulk */
+    PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      std::copy((T *)xr->array, (T *)xr->array + xr->layout.size, (T *)Fx->array);
+      std::copy((T *)yr->array, (T *)yr->array + yr->layout.size, (T *)Fty->array);
+      return PETSC_SUCCESS;
+    }));
+    PetscCall(DDPrimitiveApply(prim, Fx, NULL));
+    PetscCall(DDPrimitiveApplyAdjoint(prim, Fty, NULL));
+  } else {
+    PetscCall(DDPrimitiveApply(prim, xr, Fx));
+    PetscCall(DDPrimitiveApplyAdjoint(prim, yr, Fty));
+  }
+  PetscCall(SpaceDot(prim, Fx, yr, &a));
+  PetscCall(SpaceDot(prim, xr, Fty, &b));
+  PetscCall(SpaceDot(prim, Fx, Fx, &nFx));
+  PetscCall(SpaceDot(prim, yr, yr, &ny));
+  PetscCall(SpaceDot(prim, xr, xr, &nx));
+  PetscCall(SpaceDot(prim, Fty, Fty, &nFty));
+  {
+    PetscReal den = PetscMax(PetscSqrtReal(nFx * ny), PetscSqrtReal(nx * nFty));
+    *err          = den > 0 ? PetscAbsReal(a - b) / den : PetscAbsReal(a - b);
+  }
+  PetscCall(DDTensorDestroy(&xr));
+  PetscCall(DDTensorDestroy(&yr));
+  PetscCall(DDTensorDestroy(&Fx));
+  PetscCall(DDTensorDestroy(&Fty));
+  PetscCall(PetscRandomDestroy(&rnd));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDPrimitiveView - Prints the primitive's type and communication pattern
+
+  Collective
+
+  Level: beginner
+
+.seealso: `DDPrimitiveCreate()`
+@*/
+PetscErrorCode DDPrimitiveView(DDPrimitive prim, PetscViewer viewer)
+{
+  PetscBool iascii;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  if (!viewer) PetscCall(PetscViewerASCIIGetStdout(PetscObjectComm((PetscObject)prim), &viewer));
+  PetscCall(PetscObjectTypeCompare((PetscObject)viewer, PETSCVIEWERASCII, &iascii));
+  if (!iascii) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscObjectPrintClassNamePrefixType((PetscObject)prim, viewer));
+  PetscCall(PetscViewerASCIIPushTab(viewer));
+  if (prim->ops->view) PetscCall((*prim->ops->view)(prim, viewer));
+  PetscCall(PetscViewerASCIIPopTab(viewer));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDPrimitiveViewFromOptions - Views the primitive if an option asks for it
+
+  Collective
+
+  Level: intermediate
+
+.seealso: `DDPrimitiveView()`
+@*/
+PetscErrorCode DDPrimitiveViewFromOptions(DDPrimitive prim, PetscObject obj, const char name[])
+{
+  PetscFunctionBegin;
+  PetscCall(PetscObjectViewFromOptions((PetscObject)prim, obj, name));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDPrimitiveDestroy - Destroys a primitive
+
+  Collective
+
+  Level: beginner
+
+.seealso: `DDPrimitiveCreate()`
+@*/
+PetscErrorCode DDPrimitiveDestroy(DDPrimitive *prim)
+{
+  PetscFunctionBegin;
+  if (!*prim) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscValidHeaderSpecific(*prim, DD_PRIMITIVE_CLASSID, 1);
+  if (--((PetscObject)(*prim))->refct > 0) {
+    *prim = NULL;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscCall(DDPrimitiveReset(*prim));
+  if ((*prim)->ops->destroy) PetscCall((*(*prim)->ops->destroy)(*prim));
+  PetscCall(PetscHeaderDestroy(prim));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}

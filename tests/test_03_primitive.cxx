@@ -1,0 +1,793 @@
+/*
+  DDPrimitive: adjoint tests (paper 000 eq. 26) in float64 for every primitive over a matrix of
+  partitions, the sequential meaning of each forward, Appendix B halo cases, a DMDA oracle,
+  the shell Mat, float32, and bad input.
+*/
+#include "ddtest.hpp"
+#include <ddnn/private/ddimpl.h>
+#include <petscdmda.h>
+#include <cmath>
+#include <numeric>
+#include <functional>
+
+using namespace ddtest;
+
+static const double ADJ_TOL = 1e-13;
+
+static DDPartition MakePart(std::vector<PetscInt> shape, std::vector<PetscMPIInt> ranks = {})
+{
+  DDPartition p;
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, (PetscInt)shape.size(), shape.data(), ranks.empty() ? PETSC_DECIDE : (PetscInt)ranks.size(), ranks.empty() ? NULL : ranks.data(), &p));
+  return p;
+}
+
+static DDPrimitive MakePrim(DDPrimitiveType type)
+{
+  DDPrimitive p;
+  DDT(DDPrimitiveCreate(PETSC_COMM_WORLD, &p));
+  DDT(DDPrimitiveSetType(p, type));
+  return p;
+}
+
+/* the global tensor on every rank (gather to 0, broadcast) */
+static std::vector<double> Global(DDTensor t)
+{
+  PetscInt N;
+  DDT(DDTensorGetSize(t, &N));
+  std::vector<double> g(N);
+  DDT(DDTensorGatherToRoot(t, 0, g.data()));
+  MPI_Bcast(g.data(), (int)N, MPI_DOUBLE, 0, PETSC_COMM_WORLD);
+  return g;
+}
+
+static std::vector<PetscMPIInt> RanksRange(int first, int n, bool reverse = false)
+{
+  std::vector<PetscMPIInt> r(n);
+  for (int i = 0; i < n; i++) r[i] = first + (reverse ? n - 1 - i : i);
+  return r;
+}
+
+/* ---------------------------------------------------------------------- */
+/* broadcast and sum-reduce */
+
+struct BRCase {
+  std::vector<PetscInt>    px, py;
+  std::vector<PetscMPIInt> rx, ry;
+  std::vector<PetscInt>    shape; /* of x */
+};
+
+static std::vector<BRCase> BroadcastCases()
+{
+  int                 W = Size();
+  std::vector<BRCase> cs;
+  /* 1x1 on rank 0 to all ranks as 2-D grids (Fig. 1a) */
+  std::vector<std::vector<PetscInt>> f2;
+  Factorizations(W, 2, f2);
+  for (auto &s : f2) cs.push_back({{1, 1}, s, {0}, {}, {5, 7}});
+  /* 1x1xq to pxq (Fig. 1b style, with an implicit leading dim) */
+  std::vector<std::vector<PetscInt>> f3;
+  Factorizations(W, 3, f3);
+  for (auto &s : f3) cs.push_back({{1, 1, s[2]}, s, RanksRange(0, (int)s[2]), {}, {3, 4, 2 * s[2] + 1}});
+  for (auto &s : f3) cs.push_back({{1, s[2]}, s, RanksRange(0, (int)s[2]), {}, {4, 3 * s[2]}}); /* implicit leading dimension */
+  /* disjoint rank sets: x on the last rank, y on the others */
+  if (W > 1) cs.push_back({{1, 1}, {1, (PetscInt)W - 1}, {(PetscMPIInt)W - 1}, RanksRange(0, W - 1), {3, 6}});
+  /* x on a subset in reverse order, y on all */
+  if (W % 2 == 0) cs.push_back({{1, 2}, {W / 2, 2}, RanksRange(W - 2, 2, true), {}, {3, 9}});
+  /* orders 1, 4, 5 */
+  cs.push_back({{1}, {(PetscInt)W}, {0}, {}, {11}});
+  cs.push_back({{1, 1, 1, 1}, {1, (PetscInt)W, 1, 1}, {(PetscMPIInt)(W / 2)}, {}, {2, 3, 4, 5}});
+  cs.push_back({{1, 1}, {1, 1, 1, (PetscInt)W, 1}, {0}, {}, {2, 3}});
+  return cs;
+}
+
+TEST(Broadcast, AdjointTestAndCopies)
+{
+  for (auto &c : BroadcastCases()) {
+    for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+      DDPartition Px = MakePart(c.px, c.rx), Py = MakePart(c.py, c.ry);
+      DDTensor    x, y, x2;
+      DDT(DDTensorCreateFromPartition(Px, dt, (PetscInt)c.shape.size(), c.shape.data(), &x));
+      DDT(DDTensorCreateBroadcast(x, Py, &y));
+      DDPrimitive B = MakePrim(DDPRIMITIVEBROADCAST), R = MakePrim(DDPRIMITIVESUMREDUCE);
+      DDT(DDPrimitiveSetUp(B, x, y));
+      DDT(DDPrimitiveSetUp(R, y, x));
+      PetscReal err;
+      if (dt == DD_FLOAT64) {
+        DDT(DDPrimitiveAdjointTest(B, NULL, NULL, 1, &err));
+        EXPECT_LT(err, ADJ_TOL) << "broadcast";
+        DDT(DDPrimitiveAdjointTest(R, NULL, NULL, 2, &err));
+        EXPECT_LT(err, ADJ_TOL) << "sumreduce";
+      }
+      /* B then R multiplies by the number of copies */
+      PetscInt copies = 1, lead = (PetscInt)c.py.size() - (PetscInt)c.px.size();
+      for (size_t k = 0; k < c.py.size(); k++) {
+        PetscInt pxk = (PetscInt)k < lead ? 1 : c.px[k - lead];
+        if (pxk == 1) copies *= c.py[k];
+      }
+      DDT(DDTensorSetRandomGlobal(x, 3, -1, 1));
+      DDT(DDTensorDuplicate(x, &x2));
+      DDT(DDPrimitiveApply(B, x, y));
+      DDT(DDPrimitiveApply(R, y, x2));
+      DDT(DDTensorAXPY(x2, -(PetscReal)copies, x));
+      PetscReal nrm, nx;
+      DDT(DDTensorNorm(x2, NORM_INFINITY, &nrm));
+      DDT(DDTensorNorm(x, NORM_INFINITY, &nx));
+      EXPECT_LT(nrm, (dt == DD_FLOAT64 ? 1e-14 : 1e-5) * copies * nx) << "copies " << copies;
+      /* every copy holds x: sum(y) = copies sum(x) */
+      PetscReal sy, sx;
+      DDT(DDTensorSum(y, &sy));
+      DDT(DDTensorSum(x, &sx));
+      EXPECT_NEAR(sy, copies * sx, (dt == DD_FLOAT64 ? 1e-12 : 1e-4) * (1 + std::fabs(sy)));
+      DDT(DDTensorDestroy(&x));
+      DDT(DDTensorDestroy(&x2));
+      DDT(DDTensorDestroy(&y));
+      DDT(DDPrimitiveDestroy(&B));
+      DDT(DDPrimitiveDestroy(&R));
+      DDT(DDPartitionDestroy(&Px));
+      DDT(DDPartitionDestroy(&Py));
+    }
+  }
+}
+
+TEST(Broadcast, ShellMatIsForwardAndAdjoint)
+{
+  int         W  = Size();
+  DDPartition Px = MakePart({1, 1}, {0}), Py = MakePart({1, (PetscInt)W});
+  PetscInt    shape[2] = {4, 6};
+  DDTensor    x, y;
+  DDT(DDTensorCreateFromPartition(Px, DD_FLOAT64, 2, shape, &x));
+  DDT(DDTensorCreateBroadcast(x, Py, &y));
+  DDPrimitive B = MakePrim(DDPRIMITIVEBROADCAST);
+  DDT(DDPrimitiveSetUp(B, x, y));
+  Mat A;
+  DDT(DDPrimitiveGetMat(B, &A));
+  Vec u, v, w, z;
+  DDT(MatCreateVecs(A, &u, &v));
+  DDT(VecDuplicate(u, &w));
+  DDT(VecDuplicate(v, &z));
+  DDT(VecSetRandom(u, NULL));
+  DDT(VecSetRandom(v, NULL));
+  DDT(MatMult(A, u, z));
+  DDT(MatMultTranspose(A, v, w));
+  PetscScalar a, b;
+  DDT(VecDot(z, v, &a));
+  DDT(VecDot(u, w, &b));
+  EXPECT_NEAR(a, b, 1e-12 * (1 + std::fabs(a)));
+  /* MatMult equals Apply */
+  DDT(DDTensorCopyFromVec(x, u)); /* plain order: x's bulk is contiguous */
+  DDT(DDPrimitiveApply(B, x, y));
+  Vec yv;
+  DDT(VecDuplicate(v, &yv));
+  DDT(DDTensorCopyToVec(y, yv));
+  PetscBool eq;
+  DDT(VecEqual(yv, z, &eq));
+  EXPECT_TRUE(eq);
+  DDT(VecDestroy(&u));
+  DDT(VecDestroy(&v));
+  DDT(VecDestroy(&w));
+  DDT(VecDestroy(&z));
+  DDT(VecDestroy(&yv));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&y));
+  DDT(DDPrimitiveDestroy(&B));
+  DDT(DDPartitionDestroy(&Px));
+  DDT(DDPartitionDestroy(&Py));
+}
+
+TEST(AllSumReduce, AdjointAndSums)
+{
+  int W = Size();
+  std::vector<std::vector<PetscInt>> f3;
+  Factorizations(W, 3, f3);
+  for (auto &s : f3) {
+    DDPartition P = MakePart(s);
+    for (std::vector<PetscInt> dims : {std::vector<PetscInt>{1, 2}, std::vector<PetscInt>{0}, std::vector<PetscInt>{0, 1, 2}}) {
+      PetscInt shape[3] = {1 + s[0], 3, 4};
+      DDTensor x;
+      DDT(DDTensorCreate(PETSC_COMM_WORLD, &x));
+      DDT(DDTensorSetPartition(x, P));
+      DDT(DDTensorSetShape(x, 3, shape));
+      for (auto k : dims) DDT(DDTensorSetReplicated(x, k, PETSC_TRUE));
+      DDT(DDTensorSetUp(x));
+      DDPrimitive A = MakePrim(DDPRIMITIVEALLSUMREDUCE);
+      DDT(DDPrimitiveAllSumReduceSetDimensions(A, (PetscInt)dims.size(), dims.data()));
+      DDT(DDPrimitiveSetUp(A, x, x));
+      PetscReal err;
+      DDT(DDPrimitiveAdjointTest(A, NULL, NULL, 5, &err));
+      EXPECT_LT(err, ADJ_TOL);
+      /* in place: ones become the group size */
+      PetscInt g = 1;
+      for (auto k : dims) g *= s[k];
+      DDT(DDTensorSet(x, 1.0));
+      DDT(DDPrimitiveApply(A, x, x));
+      PetscReal mx, mn;
+      DDT(DDTensorNorm(x, NORM_INFINITY, &mx));
+      DDT(DDTensorScale(x, -1.0));
+      DDT(DDTensorNorm(x, NORM_INFINITY, &mn));
+      EXPECT_EQ(mx, (PetscReal)g);
+      DDT(DDPrimitiveDestroy(&A));
+      DDT(DDTensorDestroy(&x));
+    }
+    DDT(DDPartitionDestroy(&P));
+  }
+}
+
+/* ---------------------------------------------------------------------- */
+/* repartition */
+
+struct RPCase {
+  std::vector<PetscInt>    px, py;
+  std::vector<PetscMPIInt> rx, ry;
+  bool                     unbalanced;
+};
+
+static std::vector<RPCase> RepartitionCases(int order)
+{
+  int                                W = Size();
+  std::vector<RPCase>                cs;
+  std::vector<std::vector<PetscInt>> f;
+  Factorizations(W, order, f);
+  std::vector<PetscInt> one(order, 1);
+  for (size_t i = 0; i < f.size(); i++) {
+    cs.push_back({f[i], f[(i + 1) % f.size()], {}, {}, false});  /* all-to-all */
+    cs.push_back({one, f[i], {0}, {}, i % 2 == 1});              /* scatter */
+    cs.push_back({f[i], one, {}, {(PetscMPIInt)(W - 1)}, false}); /* gather */
+    cs.push_back({f[i], f[f.size() - 1 - i], {}, {}, true});      /* unbalanced */
+  }
+  if (W >= 3) { /* partitions on subsets, different worker counts, disjoint sets */
+    std::vector<PetscInt> a(order, 1), b(order, 1);
+    a[order - 1] = 2;
+    b[0]         = W - 2;
+    cs.push_back({a, b, {(PetscMPIInt)W - 1, (PetscMPIInt)W - 2}, RanksRange(0, W - 2), true});
+    cs.push_back({b, a, RanksRange(1, W - 2, true), {0, 2}, false});
+  }
+  return cs;
+}
+
+static DDTensor MakeTensor(DDPartition P, DDDataType dt, const std::vector<PetscInt> &shape, bool unbalanced, int halo, DDTensorFormat fmt)
+{
+  DDTensor t;
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &t));
+  DDT(DDTensorSetPartition(t, P));
+  DDT(DDTensorSetShape(t, (PetscInt)shape.size(), shape.data()));
+  DDT(DDTensorSetDataType(t, dt));
+  const PetscInt *ps;
+  DDT(DDPartitionGetShape(P, &ps));
+  if (unbalanced)
+    for (size_t k = 0; k < shape.size(); k++) {
+      std::vector<PetscInt> lx(ps[k], 0);
+      /* put everything on the last coordinate but one entry per other coordinate, leaving one empty */
+      PetscInt rest = shape[k];
+      for (PetscInt p = 0; p + 1 < ps[k]; p++) {
+        lx[p] = (p == 0 || rest <= ps[k]) ? 0 : 1;
+        rest -= lx[p];
+      }
+      lx[ps[k] - 1] = rest;
+      DDT(DDTensorSetOwnershipRanges(t, (PetscInt)k, lx.data()));
+    }
+  std::vector<PetscInt> lo(shape.size(), 0), hi(shape.size(), 0);
+  for (size_t k = 0; k < shape.size(); k++) {
+    lo[k] = (halo + (PetscInt)k) % 3 == 0 ? 0 : halo;
+    hi[k] = halo % 2;
+  }
+  DDT(DDTensorSetHalo(t, lo.data(), hi.data()));
+  DDT(DDTensorSetFormat(t, fmt));
+  DDT(DDTensorSetUp(t));
+  return t;
+}
+
+TEST(Repartition, AdjointRoundTripAndSequentialMeaning)
+{
+  for (int order = 1; order <= 5; order++) {
+    auto cases = RepartitionCases(order);
+    int  idx   = 0;
+    for (auto &c : cases) {
+      idx++;
+      std::vector<PetscInt> shape(order);
+      for (int k = 0; k < order; k++) shape[k] = (order <= 3 ? 7 : 3) + k;
+      DDPartition Px = MakePart(c.px, c.rx), Py = MakePart(c.py, c.ry);
+      DDTensorFormat fx = (idx % 3 == 0) ? DD_FORMAT_CHANNELS_LAST : DD_FORMAT_PLAIN, fy = (idx % 4 == 1 && order >= 2) ? DD_FORMAT_BLOCKED : DD_FORMAT_PLAIN;
+      DDTensor x = MakeTensor(Px, DD_FLOAT64, shape, c.unbalanced, idx % 2, fx), y = MakeTensor(Py, DD_FLOAT64, shape, !c.unbalanced && idx % 3 == 0, (idx + 1) % 3, fy), x2;
+      DDPrimitive T = MakePrim(DDPRIMITIVEREPARTITION);
+      DDT(DDPrimitiveSetUp(T, x, y));
+      PetscReal err;
+      DDT(DDPrimitiveAdjointTest(T, NULL, NULL, idx, &err));
+      EXPECT_LT(err, ADJ_TOL) << "order " << order << " case " << idx;
+      DDT(DDTensorSetRandomGlobal(x, idx, -1, 1));
+      DDT(DDPrimitiveApply(T, x, y));
+      EXPECT_EQ(Global(x), Global(y)) << "order " << order << " case " << idx;
+      DDT(DDTensorDuplicate(x, &x2));
+      DDT(DDPrimitiveApplyAdjoint(T, y, x2));
+      PetscReal diff;
+      DDT(DDTensorMaxAbsDiff(x, x2, &diff));
+      EXPECT_EQ(diff, 0) << "round trip, order " << order << " case " << idx;
+      DDT(DDTensorDestroy(&x2));
+      DDT(DDTensorDestroy(&x));
+      DDT(DDTensorDestroy(&y));
+      DDT(DDPrimitiveDestroy(&T));
+      DDT(DDPartitionDestroy(&Px));
+      DDT(DDPartitionDestroy(&Py));
+    }
+  }
+}
+
+TEST(Repartition, Float32)
+{
+  int         W  = Size();
+  DDPartition Px = MakePart({1, (PetscInt)W}), Py = MakePart({(PetscInt)W, 1});
+  std::vector<PetscInt> shape = {5, 9};
+  DDTensor x = MakeTensor(Px, DD_FLOAT32, shape, false, 1, DD_FORMAT_PLAIN), y = MakeTensor(Py, DD_FLOAT32, shape, true, 0, DD_FORMAT_PLAIN);
+  DDPrimitive T = MakePrim(DDPRIMITIVEREPARTITION);
+  DDT(DDPrimitiveSetUp(T, x, y));
+  DDT(DDTensorSetRandomGlobal(x, 9, -1, 1));
+  DDT(DDPrimitiveApply(T, x, y));
+  std::vector<float> gx(45), gy(45);
+  DDT(DDTensorGatherToRoot(x, 0, gx.data()));
+  DDT(DDTensorGatherToRoot(y, 0, gy.data()));
+  if (Rank() == 0) EXPECT_EQ(gx, gy);
+  PetscReal err;
+  DDT(DDPrimitiveAdjointTest(T, NULL, NULL, 1, &err));
+  EXPECT_LT(err, 1e-6);
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&y));
+  DDT(DDPrimitiveDestroy(&T));
+  DDT(DDPartitionDestroy(&Px));
+  DDT(DDPartitionDestroy(&Py));
+}
+
+/* ---------------------------------------------------------------------- */
+/* halo exchange */
+
+/* After the forward exchange, every window entry equals the global tensor there (or the padding). */
+static void CheckWindow(DDPrimitive H, DDTensor x, const std::vector<double> &g, const std::vector<PetscInt> &shape, const std::vector<DDPaddingMode> &modes, const char *what)
+{
+  PetscInt d = (PetscInt)shape.size(), a[DD_MAX_DIM], b[DD_MAX_DIM], ord[DD_MAX_DIM];
+  PetscBool active;
+  DDT(DDTensorIsActive(x, &active));
+  if (!active) return;
+  DDT(DDPrimitiveHaloGetWindow(H, a, b));
+  for (PetscInt k = 0; k < d; k++) ord[k] = k;
+  const double *arr;
+  DDT(DDTensorGetArrayRead(x, (const void **)&arr));
+  int bad = 0;
+  std::function<void(PetscInt, PetscInt *)> rec = [&](PetscInt k, PetscInt *idx) {
+    if (k == d) {
+      PetscInt64 lin = 0;
+      bool       pad = false;
+      for (PetscInt m = 0; m < d; m++) {
+        PetscInt i = idx[m], n = shape[m], s = i;
+        if (i < 0 || i >= n) {
+          switch (modes[m]) {
+          case DD_PADDING_CIRCULAR: s = ((i % n) + n) % n; break;
+          case DD_PADDING_REPLICATE: s = i < 0 ? 0 : n - 1; break;
+          case DD_PADDING_REFLECT: s = i < 0 ? -i : 2 * (n - 1) - i; break;
+          default: pad = true;
+          }
+        }
+        lin = lin * n + s;
+      }
+      PetscInt off;
+      DDT(DDTensorGetLocalOffset(x, idx, &off));
+      double expect = pad ? 0.0 : g[lin];
+      if (arr[off] != expect && bad++ < 3) ADD_FAILURE() << what << ": window entry differs on rank " << Rank();
+      return;
+    }
+    for (idx[k] = a[k]; idx[k] < b[k]; idx[k]++) rec(k + 1, idx);
+  };
+  PetscInt idx[DD_MAX_DIM];
+  rec(0, idx);
+  DDT(DDTensorRestoreArrayRead(x, (const void **)&arr));
+}
+
+/* 1-D halo on P workers (on the first P ranks) with a kernel; returns this rank's widths */
+static bool Halo1D(PetscInt n, PetscInt P, PetscInt k, PetscInt s, PetscInt pad, PetscInt dil, std::vector<PetscInt> &lo, std::vector<PetscInt> &hi)
+{
+  if (Size() < P) return false;
+  DDPartition part = MakePart({P}, RanksRange(0, (int)P));
+  DDTensor    x;
+  DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 1, &n, &x));
+  DDPrimitive H = MakePrim(DDPRIMITIVEHALO);
+  DDT(DDPrimitiveHaloSetKernel(H, 0, k, s, dil, pad, PETSC_DECIDE));
+  DDT(DDPrimitiveSetUp(H, x, NULL));
+  PetscInt l = 0, h = 0;
+  PetscBool active;
+  DDT(DDTensorIsActive(x, &active));
+  if (active) DDT(DDPrimitiveHaloGetWidths(H, &l, &h));
+  lo.assign(P, 0);
+  hi.assign(P, 0);
+  PetscInt idx;
+  DDT(DDPartitionGetIndex(part, &idx));
+  std::vector<PetscInt> all(2 * Size());
+  PetscInt              mine[2] = {idx >= 0 ? l : 0, idx >= 0 ? h : 0};
+  MPI_Allgather(mine, 2, MPIU_INT, all.data(), 2, MPIU_INT, PETSC_COMM_WORLD);
+  for (PetscInt p = 0; p < P; p++) {
+    lo[p] = all[2 * p];
+    hi[p] = all[2 * p + 1];
+  }
+  PetscReal err;
+  DDT(DDPrimitiveAdjointTest(H, NULL, NULL, 3, &err));
+  EXPECT_LT(err, ADJ_TOL);
+  DDT(DDTensorSetRandomGlobal(x, 5, -1, 1));
+  auto g = Global(x);
+  DDT(DDPrimitiveApply(H, x, NULL));
+  CheckWindow(H, x, g, {n}, {DD_PADDING_ZEROS}, "1-D");
+  DDT(DDPrimitiveDestroy(&H));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDPartitionDestroy(&part));
+  return true;
+}
+
+TEST(HaloAppendixB, B2NormalConvolution)
+{
+  std::vector<PetscInt> lo, hi;
+  if (!Halo1D(11, 3, 5, 1, 2, 1, lo, hi)) GTEST_SKIP() << "needs 3 ranks";
+  EXPECT_EQ(lo, (std::vector<PetscInt>{2, 2, 2})); /* uniform, like a finite-difference stencil */
+  EXPECT_EQ(hi, (std::vector<PetscInt>{2, 2, 2}));
+}
+
+TEST(HaloAppendixB, B3UnbalancedConvolution)
+{
+  std::vector<PetscInt> lo, hi;
+  if (!Halo1D(11, 3, 5, 1, 0, 1, lo, hi)) GTEST_SKIP() << "needs 3 ranks";
+  /* output m = 7 split 3,2,2; input 4,4,3: large one-sided halos at the ends, small in the middle */
+  EXPECT_EQ(lo, (std::vector<PetscInt>{0, 1, 3}));
+  EXPECT_EQ(hi, (std::vector<PetscInt>{3, 1, 0}));
+}
+
+TEST(HaloAppendixB, B4SimpleUnbalancedPooling)
+{
+  std::vector<PetscInt> lo, hi;
+  if (!Halo1D(10, 3, 2, 2, 0, 1, lo, hi)) GTEST_SKIP() << "needs 3 ranks";
+  /* no halo, right halo 1, one extra input on the left of the last worker */
+  EXPECT_EQ(lo, (std::vector<PetscInt>{0, 0, -1}));
+  EXPECT_EQ(hi, (std::vector<PetscInt>{0, 1, 0}));
+}
+
+TEST(HaloAppendixB, B5ComplexUnbalancedPooling)
+{
+  std::vector<PetscInt> lo, hi;
+  if (!Halo1D(20, 6, 2, 2, 0, 1, lo, hi)) GTEST_SKIP() << "needs 6 ranks";
+  EXPECT_EQ(lo, (std::vector<PetscInt>{0, 0, 0, -1, -2, -1}));
+  EXPECT_EQ(hi, (std::vector<PetscInt>{0, 0, 1, 2, 1, 0}));
+}
+
+TEST(HaloAppendixB, B6GeneralizedOrder2On2x2)
+{
+  if (Size() < 4) GTEST_SKIP() << "needs 4 ranks";
+  /* rows (dimension 0): workers 0,1 need 2 rows from 2,3; workers 2,3 need 4 rows from 0,1.
+     columns (dimension 1): workers 0,2 need nothing from 1,3; workers 1,3 need 3 columns from 0,2. */
+  DDPartition part = MakePart({2, 2}, RanksRange(0, 4));
+  PetscInt    shape[2] = {13, 11};
+  DDTensor    x;
+  DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 2, shape, &x));
+  PetscInt st[2], n[2], c[2];
+  DDT(DDTensorGetCorners(x, st, n));
+  DDT(DDPartitionGetCoordinates(part, c));
+  DDPrimitive H = MakePrim(DDPRIMITIVEHALO);
+  if (c[0] >= 0) {
+    DDT(DDPrimitiveHaloSetWindow(H, 0, c[0] == 0 ? 0 : st[0] - 4, c[0] == 0 ? st[0] + n[0] + 2 : 13));
+    DDT(DDPrimitiveHaloSetWindow(H, 1, c[1] == 0 ? 0 : st[1] - 3, c[1] == 0 ? st[1] + n[1] : 11));
+  }
+  DDT(DDPrimitiveSetUp(H, x, NULL));
+  if (c[0] >= 0) {
+    PetscInt lo[2], hi[2];
+    DDT(DDPrimitiveHaloGetWidths(H, lo, hi));
+    EXPECT_EQ(lo[0], c[0] == 0 ? 0 : 4);
+    EXPECT_EQ(hi[0], c[0] == 0 ? 2 : 0);
+    EXPECT_EQ(lo[1], c[1] == 0 ? 0 : 3);
+    EXPECT_EQ(hi[1], 0);
+  }
+  PetscReal err;
+  DDT(DDPrimitiveAdjointTest(H, NULL, NULL, 1, &err));
+  EXPECT_LT(err, ADJ_TOL);
+  DDT(DDTensorSetRandomGlobal(x, 1, -1, 1));
+  auto g = Global(x);
+  DDT(DDPrimitiveApply(H, x, NULL));
+  CheckWindow(H, x, g, {13, 11}, {DD_PADDING_ZEROS, DD_PADDING_ZEROS}, "B.6 forward"); /* corners: worker 3 holds worker 0's corner */
+  /* adjoint of ones in the halo (bulk zero): owners' bulk receives the number of halo copies */
+  DDT(DDTensorZeroEntries(x));
+  {
+    double  *a;
+    PetscInt ssize;
+    DDT(DDTensorGetArray(x, (void **)&a));
+    DDT(DDTensorGetLocalStorageSize(x, &ssize));
+    for (PetscInt i = 0; i < ssize; i++) a[i] = 1.0;
+    DDT(DDTensorRestoreArray(x, (void **)&a));
+  }
+  DDT(DDPrimitiveApplyAdjoint(H, x, NULL));
+  auto ga = Global(x);
+  /* entry (i, j) gets 1 + number of workers whose window halo contains it */
+  if (Rank() == 0) {
+    EXPECT_EQ(ga[0 * 11 + 0], 1.0 + 0);          /* top-left interior of worker 0: nobody's halo */
+    PetscInt r0 = 7, c0 = 6;                      /* row split 7,6; column split 6,5 */
+    EXPECT_EQ(ga[(r0 - 1) * 11 + (c0 - 1)], 4.0); /* worker 0's corner: halo of workers 1, 2 and 3 */
+    EXPECT_EQ(ga[(r0 + 1) * 11 + (c0 - 1)], 4.0); /* worker 2's, near the corner: halo of workers 0, 1 and 3 */
+    EXPECT_EQ(ga[0 * 11 + (c0 - 1)], 2.0);        /* worker 0's top right: halo of worker 1 only */
+    EXPECT_EQ(ga[(r0 + 4) * 11 + 0], 1.0);        /* worker 2's, 4 rows down: in nobody's halo */
+  }
+  DDT(DDPrimitiveDestroy(&H));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDPartitionDestroy(&part));
+}
+
+/* parameter sweep: kernel 1-7, stride 1-3, dilation 1-2, padding 0-3 in 1, 2 and 3 dimensions */
+TEST(Halo, KernelSweep1D2D3D)
+{
+  int W = Size();
+  for (int nd = 1; nd <= 3; nd++) {
+    std::vector<std::vector<PetscInt>> f;
+    Factorizations(W, nd, f);
+    auto         ps   = f[f.size() / 2];
+    int          cnt  = 0;
+    for (PetscInt k = 1; k <= 7; k++)
+      for (PetscInt s = 1; s <= 3; s++)
+        for (PetscInt dil = 1; dil <= 2; dil++)
+          for (PetscInt pad = 0; pad <= 3; pad++) {
+            if (nd == 3 && (k + s + dil + pad) % 4) continue; /* a quarter of the combinations in 3-D */
+            if (nd == 2 && (k + s + pad) % 2) continue;
+            cnt++;
+            std::vector<PetscInt> shape(2 + nd), pshape(2 + nd, 1);
+            shape[0] = 1;
+            shape[1] = 2;
+            for (int m = 0; m < nd; m++) {
+              pshape[2 + m] = ps[m];
+              shape[2 + m]  = ps[m] * ((k - 1) * dil + 2 * s + pad + 3) + m; /* pieces wide enough for windows to stay with the neighbors */
+            }
+            DDPartition part = MakePart(pshape);
+            DDTensor    x;
+            DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 2 + nd, shape.data(), &x));
+            DDPrimitive H = MakePrim(DDPRIMITIVEHALO);
+            std::vector<DDPaddingMode> modes(2 + nd, DD_PADDING_ZEROS);
+            for (int m = 0; m < nd; m++) {
+              DDT(DDPrimitiveHaloSetKernel(H, 2 + m, k, s, dil, pad, PETSC_DECIDE));
+              modes[2 + m] = (DDPaddingMode)((cnt + m) % 4);
+              if (pad >= shape[2 + m]) modes[2 + m] = DD_PADDING_ZEROS;
+              DDT(DDPrimitiveHaloSetPadding(H, 2 + m, modes[2 + m]));
+            }
+            DDT(DDPrimitiveSetUp(H, x, NULL));
+            PetscReal err;
+            DDT(DDPrimitiveAdjointTest(H, NULL, NULL, cnt, &err));
+            EXPECT_LT(err, ADJ_TOL) << nd << "-D k" << k << " s" << s << " d" << dil << " p" << pad;
+            DDT(DDTensorSetRandomGlobal(x, cnt, -1, 1));
+            auto g = Global(x);
+            DDT(DDPrimitiveApply(H, x, NULL));
+            char what[64];
+            snprintf(what, sizeof(what), "%d-D k%d s%d d%d p%d", nd, (int)k, (int)s, (int)dil, (int)pad);
+            CheckWindow(H, x, g, shape, modes, what);
+            DDT(DDPrimitiveDestroy(&H));
+            DDT(DDTensorDestroy(&x));
+            DDT(DDPartitionDestroy(&part));
+          }
+  }
+}
+
+TEST(Halo, DMDAGhostUpdateOracle)
+{
+  for (PetscInt sw : {1, 2}) {
+    DM da;
+    DDT(DMDACreate2d(PETSC_COMM_WORLD, DM_BOUNDARY_NONE, DM_BOUNDARY_NONE, DMDA_STENCIL_BOX, 13, 10, PETSC_DECIDE, PETSC_DECIDE, 2, sw, NULL, NULL, &da));
+    DDT(DMSetUp(da));
+    Vec gv, lv;
+    DDT(DMCreateGlobalVector(da, &gv));
+    DDT(DMCreateLocalVector(da, &lv));
+    DDTensor x;
+    DDT(DDTensorCreateFromDMDA(da, DD_FLOAT64, &x));
+    DDT(DDTensorSetRandomGlobal(x, 11, -1, 1));
+    DDT(DDTensorCopyToVec(x, gv));
+    DDT(DMGlobalToLocal(da, gv, INSERT_VALUES, lv));
+    DDPrimitive H = MakePrim(DDPRIMITIVEHALO);
+    DDT(DDPrimitiveHaloSetKernel(H, 2, 2 * sw + 1, 1, 1, sw, PETSC_DECIDE));
+    DDT(DDPrimitiveHaloSetKernel(H, 3, 2 * sw + 1, 1, 1, sw, PETSC_DECIDE));
+    DDT(DDPrimitiveSetUp(H, x, NULL));
+    DDT(DDPrimitiveApply(H, x, NULL));
+    PetscScalar ***u;
+    PetscInt       gxs, gys, gxm, gym;
+    DDT(DMDAGetGhostCorners(da, &gxs, &gys, NULL, &gxm, &gym, NULL));
+    DDT(DMDAVecGetArrayDOFRead(da, lv, &u));
+    const double *a;
+    DDT(DDTensorGetArrayRead(x, (const void **)&a));
+    int bad = 0;
+    for (PetscInt j = gys; j < gys + gym; j++)
+      for (PetscInt i = gxs; i < gxs + gxm; i++)
+        for (PetscInt c = 0; c < 2; c++) {
+          PetscInt g[4] = {0, c, j, i}, off;
+          DDT(DDTensorGetLocalOffset(x, g, &off));
+          if (a[off] != u[j][i][c]) bad++;
+        }
+    EXPECT_EQ(bad, 0);
+    DDT(DDTensorRestoreArrayRead(x, (const void **)&a));
+    DDT(DMDAVecRestoreArrayDOFRead(da, lv, &u));
+    DDT(DDPrimitiveDestroy(&H));
+    DDT(DDTensorDestroy(&x));
+    DDT(VecDestroy(&gv));
+    DDT(VecDestroy(&lv));
+    DDT(DMDestroy(&da));
+  }
+}
+
+TEST(Halo, BeginEndAndFloat32AndShellMat)
+{
+  int         W    = Size();
+  DDPartition part = MakePart({1, 1, (PetscInt)W});
+  PetscInt    shape[3] = {2, 3, 5 * W};
+  for (DDDataType dt : {DD_FLOAT32, DD_FLOAT64}) {
+    DDTensor x;
+    DDT(DDTensorCreateFromPartition(part, dt, 3, shape, &x));
+    DDPrimitive H = MakePrim(DDPRIMITIVEHALO);
+    DDT(DDPrimitiveHaloSetKernel(H, 2, 3, 1, 1, 1, PETSC_DECIDE));
+    DDT(DDPrimitiveHaloSetPadding(H, 2, DD_PADDING_CIRCULAR));
+    DDT(DDPrimitiveSetUp(H, x, NULL));
+    DDT(DDTensorSetRandomGlobal(x, 2, -1, 1));
+    DDT(DDPrimitiveApplyBegin(H, x, NULL));
+    PetscReal n1;
+    DDT(DDTensorNorm(x, NORM_2, &n1)); /* interior work overlapping the exchange (a collective even) */
+    DDT(DDPrimitiveApplyEnd(H, x, NULL));
+    PetscReal err;
+    DDT(DDPrimitiveAdjointTest(H, NULL, NULL, 4, &err));
+    EXPECT_LT(err, dt == DD_FLOAT64 ? ADJ_TOL : 1e-6);
+    if (dt == DD_FLOAT64) {
+      Mat A;
+      DDT(DDPrimitiveGetMat(H, &A));
+      Vec u, v, w, z;
+      DDT(MatCreateVecs(A, &u, &v));
+      DDT(VecDuplicate(u, &w));
+      DDT(VecDuplicate(v, &z));
+      DDT(VecSetRandom(u, NULL));
+      DDT(VecSetRandom(v, NULL));
+      DDT(MatMult(A, u, z));
+      DDT(MatMultTranspose(A, v, w));
+      PetscScalar a, b;
+      DDT(VecDot(z, v, &a));
+      DDT(VecDot(u, w, &b));
+      EXPECT_NEAR(a, b, 1e-12 * (1 + std::fabs(a)));
+      DDT(VecDestroy(&u));
+      DDT(VecDestroy(&v));
+      DDT(VecDestroy(&w));
+      DDT(VecDestroy(&z));
+    }
+    DDT(DDPrimitiveDestroy(&H));
+    DDT(DDTensorDestroy(&x));
+  }
+  DDT(DDPartitionDestroy(&part));
+}
+
+TEST(Primitive, OptionsAndView)
+{
+  DDT(PetscOptionsSetValue(NULL, "-p1_primitive_type", "halo"));
+  DDT(PetscOptionsSetValue(NULL, "-p1_primitive_halo_kernel", "1,1,3"));
+  DDT(PetscOptionsSetValue(NULL, "-p1_primitive_halo_padding_width", "0,0,1"));
+  DDT(PetscOptionsSetValue(NULL, "-p1_primitive_halo_padding", "replicate"));
+  DDPrimitive H;
+  DDT(DDPrimitiveCreate(PETSC_COMM_WORLD, &H));
+  DDT(DDPrimitiveSetOptionsPrefix(H, "p1_"));
+  DDT(DDPrimitiveSetFromOptions(H));
+  DDPrimitiveType type;
+  DDT(DDPrimitiveGetType(H, &type));
+  EXPECT_STREQ(type, "halo");
+  DDPartition part = MakePart({1, 1, (PetscInt)Size()});
+  PetscInt    shape[3] = {1, 2, 4 * Size()};
+  DDTensor    x;
+  DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 3, shape, &x));
+  DDT(DDPrimitiveSetUp(H, x, NULL));
+  PetscInt lo[3], hi[3];
+  DDT(DDPrimitiveHaloGetWidths(H, lo, hi));
+  EXPECT_EQ(lo[2], 1);
+  EXPECT_EQ(hi[2], 1);
+  PetscViewer v;
+  DDT(PetscViewerASCIIOpen(PETSC_COMM_WORLD, "/dev/null", &v));
+  DDT(DDPrimitiveView(H, v));
+  DDT(PetscViewerDestroy(&v));
+  DDT(DDPrimitiveDestroy(&H));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDPartitionDestroy(&part));
+  for (auto o : {"-p1_primitive_type", "-p1_primitive_halo_kernel", "-p1_primitive_halo_padding_width", "-p1_primitive_halo_padding"}) DDT(PetscOptionsClearValue(NULL, o));
+}
+
+/* ---------------------------------------------------------------------- */
+/* bad input: clear errors on every rank */
+
+TEST(PrimitiveBadInput, BroadcastRuleViolationNamesDimension)
+{
+  int W = Size();
+  if (W < 2) GTEST_SKIP() << "needs 2 ranks";
+  DDPartition Px = MakePart({(PetscInt)W, 1}), Py = MakePart({1, (PetscInt)W});
+  PetscInt    shape[2] = {4, 4};
+  DDTensor    x, y;
+  DDT(DDTensorCreateFromPartition(Px, DD_FLOAT64, 2, shape, &x));
+  DDT(DDTensorCreateFromPartition(Py, DD_FLOAT64, 2, shape, &y));
+  DDPrimitive B = MakePrim(DDPRIMITIVEBROADCAST), R = MakePrim(DDPRIMITIVESUMREDUCE);
+  DD_EXPECT_ERROR(DDPrimitiveSetUp(B, x, y), PETSC_ERR_ARG_INCOMP, "dimension 0 has");
+  DD_EXPECT_ERROR(DDPrimitiveSetUp(R, x, y), PETSC_ERR_ARG_INCOMP, "dimension 1 has");
+  /* a broadcast output that is split where it must be replicated */
+  DDPartition P1 = MakePart({1, 1}, {0});
+  DDTensor    x1;
+  DDT(DDTensorCreateFromPartition(P1, DD_FLOAT64, 2, shape, &x1));
+  DD_EXPECT_ERROR(DDPrimitiveSetUp(B, x1, y), PETSC_ERR_ARG_INCOMP, "replicated along dimension 1");
+  DDT(DDTensorDestroy(&x1));
+  DDT(DDPartitionDestroy(&P1));
+  DDT(DDPrimitiveDestroy(&B));
+  DDT(DDPrimitiveDestroy(&R));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&y));
+  DDT(DDPartitionDestroy(&Px));
+  DDT(DDPartitionDestroy(&Py));
+}
+
+TEST(PrimitiveBadInput, TensorNotLaidOutAsAtSetUp)
+{
+  int         W  = Size();
+  DDPartition Px = MakePart({1, (PetscInt)W}), Py = MakePart({(PetscInt)W, 1});
+  PetscInt    shape[2] = {4, 6};
+  DDTensor    x, y, z;
+  DDT(DDTensorCreateFromPartition(Px, DD_FLOAT64, 2, shape, &x));
+  DDT(DDTensorCreateFromPartition(Py, DD_FLOAT64, 2, shape, &y));
+  DDT(DDTensorCreateFromPartition(Px, DD_FLOAT64, 2, shape, &z));
+  PetscInt zlo[2] = {1, 0};
+  DDT(DDTensorSetHalo(z, zlo, NULL));
+  DDPrimitive T = MakePrim(DDPRIMITIVEREPARTITION);
+  DDT(DDPrimitiveSetUp(T, x, y));
+  DD_EXPECT_ERROR(DDPrimitiveApply(T, z, y), PETSC_ERR_ARG_INCOMP, "input tensor is not laid out");
+  /* a halo added on one rank only changes the layout everywhere */
+  PetscInt lo[2] = {0, Rank() == 0 ? 1 : 0};
+  DDT(DDTensorSetHalo(y, lo, NULL));
+  DD_EXPECT_ERROR(DDPrimitiveApply(T, x, y), PETSC_ERR_ARG_INCOMP, "output tensor is not laid out");
+  /* dtype mismatch at set-up */
+  DDTensor y32;
+  DDT(DDTensorCreateFromPartition(Py, DD_FLOAT32, 2, shape, &y32));
+  DD_EXPECT_ERROR(DDPrimitiveSetUp(T, x, y32), PETSC_ERR_ARG_INCOMP, "data types differ");
+  /* shapes differ */
+  PetscInt shape2[2] = {4, 7};
+  DDTensor w;
+  DDT(DDTensorCreateFromPartition(Py, DD_FLOAT64, 2, shape2, &w));
+  DD_EXPECT_ERROR(DDPrimitiveSetUp(T, x, w), PETSC_ERR_ARG_INCOMP, "Cannot repartition");
+  DDT(DDTensorDestroy(&w));
+  DDT(DDTensorDestroy(&y32));
+  DDT(DDPrimitiveDestroy(&T));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&y));
+  DDT(DDTensorDestroy(&z));
+  DDT(DDPartitionDestroy(&Px));
+  DDT(DDPartitionDestroy(&Py));
+}
+
+TEST(PrimitiveBadInput, HaloWiderThanNeighborsPiece)
+{
+  int W = Size();
+  if (W < 3) GTEST_SKIP() << "needs 3 ranks";
+  DDPartition part = MakePart({1, (PetscInt)W});
+  PetscInt    shape[2] = {1, 2 * W}; /* pieces of 2: a kernel of 7 needs 3 from each side */
+  DDTensor    x;
+  DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 2, shape, &x));
+  DDPrimitive H = MakePrim(DDPRIMITIVEHALO);
+  DDT(DDPrimitiveHaloSetKernel(H, 1, 7, 1, 1, 3, PETSC_DECIDE));
+  DD_EXPECT_ERROR(DDPrimitiveSetUp(H, x, NULL), PETSC_ERR_ARG_INCOMP, "beyond its neighbors");
+  DD_EXPECT_ERROR(DDPrimitiveSetUp(H, x, NULL), PETSC_ERR_ARG_INCOMP, "along dimension 1");
+  /* kernel larger than the padded input */
+  DDPrimitive H2 = MakePrim(DDPRIMITIVEHALO);
+  DDT(DDPrimitiveHaloSetKernel(H2, 1, 4 * W, 1, 1, 0, PETSC_DECIDE));
+  DD_EXPECT_ERROR(DDPrimitiveSetUp(H2, x, NULL), PETSC_ERR_ARG_SIZ, "larger than the padded input");
+  DDT(DDPrimitiveDestroy(&H2));
+  DDT(DDPrimitiveDestroy(&H));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDPartitionDestroy(&part));
+}
+
+TEST(PrimitiveBadInput, AllSumReduceOverSplitDimensionAndUnknownType)
+{
+  int         W    = Size();
+  DDPartition part = MakePart({1, (PetscInt)W});
+  PetscInt    shape[2] = {2, 2 * W}, dims[1] = {1};
+  DDTensor    x;
+  DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 2, shape, &x));
+  DDPrimitive A = MakePrim(DDPRIMITIVEALLSUMREDUCE);
+  DDT(DDPrimitiveAllSumReduceSetDimensions(A, 1, dims));
+  if (W > 1) DD_EXPECT_ERROR(DDPrimitiveSetUp(A, x, x), PETSC_ERR_ARG_INCOMP, "split along partition dimension 1");
+  DDPrimitive P;
+  DDT(DDPrimitiveCreate(PETSC_COMM_WORLD, &P));
+  DD_EXPECT_ERROR(DDPrimitiveSetType(P, "teleport"), PETSC_ERR_ARG_UNKNOWN_TYPE, "teleport");
+  DD_EXPECT_ERROR(DDPrimitiveSetUp(P, x, x), PETSC_ERR_ARG_WRONGSTATE, "type");
+  DDT(DDPrimitiveDestroy(&P));
+  DDT(DDPrimitiveDestroy(&A));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDPartitionDestroy(&part));
+}
