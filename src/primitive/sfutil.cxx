@@ -27,6 +27,7 @@ PetscErrorCode BuildStorageSF(MPI_Comm comm, DDTensor owner, std::vector<PetscIn
   PetscCall(PetscSFDestroy(&sf1));
   for (PetscInt i = 0; i < nleaves; i++) iremote[i].index = remoteoff[i];
   PetscCall(PetscSFCreate(comm, sf));
+  PetscCall(PetscSFSetType(*sf, PETSCSFBASIC)); /* Exchange reads its rank lists */
   PetscCall(PetscSFSetGraph(*sf, L.size, nleaves, ilocal.data(), PETSC_COPY_VALUES, iremote.data(), PETSC_COPY_VALUES));
   PetscCall(PetscSFSetUp(*sf));
   PetscFunctionReturn(PETSC_SUCCESS);

@@ -122,6 +122,11 @@ static PetscErrorCode AS_Apply(DDPrimitive prim, DDTensor x, DDTensor y)
   PetscFunctionBegin;
   if (a->comm == MPI_COMM_NULL || !x->layout.bulksize) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(DDDataTypeGetMPIType(x->dtype, &mt));
+  if (LayoutIsPlainContiguous(x->layout) && LayoutIsPlainContiguous(y->layout)) { /* no copies */
+    if (a->gsize > 1) PetscCallMPI(MPI_Allreduce(x == y ? MPI_IN_PLACE : x->array, y->array, (PetscMPIInt)x->layout.bulksize, mt, MPI_SUM, a->comm));
+    else if (x != y) PetscCall(DDTensorCopy(x, y));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
     T *b    = (T *)a->buf.data();

@@ -181,11 +181,16 @@ static PetscErrorCode BR_SetUp(DDPrimitive prim, DDTensor x, DDTensor y)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* one -> many: copies of the one-side piece (a broadcast's forward, a sum-reduce's adjoint) */
+/*
+  one -> many: copies of the one-side piece (a broadcast's forward, a sum-reduce's adjoint).
+  Tensors whose bulk is their whole storage in C order are sent from and received into
+  directly; the root's own copy overlaps the non-blocking broadcast.
+*/
 static PetscErrorCode BR_Spread(DDPrimitive prim, DDTensor one, DDTensor many)
 {
   auto        *br = (BcastReduce *)prim->data;
   MPI_Datatype mt;
+  const bool   dOne = LayoutIsPlainContiguous(one->layout), dMany = LayoutIsPlainContiguous(many->layout);
 
   PetscFunctionBegin;
   PetscCall(DDDataTypeGetMPIType(one->dtype, &mt));
@@ -195,9 +200,20 @@ static PetscErrorCode BR_Spread(DDPrimitive prim, DDTensor one, DDTensor many)
     PetscFunctionBegin;
     for (auto &g : br->groups) {
       if (!g.count) continue;
-      if (g.root) BulkCOrderCopy<T>(one->layout, (T *)one->array, bo, 0);
-      if (g.comm != MPI_COMM_NULL) PetscCallMPI(MPI_Bcast(g.root ? bo : bm, (PetscMPIInt)g.count, mt, 0, g.comm));
-      if (g.member) BulkCOrderCopy<T>(many->layout, (T *)many->array, g.root ? bo : bm, 1);
+      MPI_Request req = MPI_REQUEST_NULL;
+      T          *src = nullptr;
+      if (g.root) {
+        src = dOne ? (T *)one->array : bo;
+        if (!dOne) BulkCOrderCopy<T>(one->layout, (T *)one->array, bo, 0);
+        if (g.comm != MPI_COMM_NULL) PetscCallMPI(MPI_Ibcast(src, (PetscMPIInt)g.count, mt, 0, g.comm, &req));
+        if (g.member) BulkCOrderCopy<T>(many->layout, (T *)many->array, src, 1);
+      } else {
+        T *dst = dMany ? (T *)many->array : bm; /* Ibcast: nonblocking collectives only match nonblocking ones */
+        PetscCallMPI(MPI_Ibcast(dst, (PetscMPIInt)g.count, mt, 0, g.comm, &req));
+        PetscCallMPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        if (!dMany) BulkCOrderCopy<T>(many->layout, (T *)many->array, bm, 1);
+      }
+      PetscCallMPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
     }
     PetscFunctionReturn(PETSC_SUCCESS);
   }));
@@ -209,6 +225,7 @@ static PetscErrorCode BR_Gather(DDPrimitive prim, DDTensor many, DDTensor one)
 {
   auto        *br = (BcastReduce *)prim->data;
   MPI_Datatype mt;
+  const bool   dOne = LayoutIsPlainContiguous(one->layout), dMany = LayoutIsPlainContiguous(many->layout);
 
   PetscFunctionBegin;
   PetscCall(DDDataTypeGetMPIType(one->dtype, &mt));
@@ -219,13 +236,19 @@ static PetscErrorCode BR_Gather(DDPrimitive prim, DDTensor many, DDTensor one)
     for (auto &g : br->groups) {
       if (!g.count) continue;
       if (g.root) {
-        if (g.member) BulkCOrderCopy<T>(many->layout, (T *)many->array, bo, 0);
-        else std::fill(bo, bo + g.count, (T)0);
-        if (g.comm != MPI_COMM_NULL) PetscCallMPI(MPI_Reduce(MPI_IN_PLACE, bo, (PetscMPIInt)g.count, mt, MPI_SUM, 0, g.comm));
-        BulkCOrderCopy<T>(one->layout, (T *)one->array, bo, 1);
+        T *dst = dOne ? (T *)one->array : bo;
+        if (g.member && dMany && g.comm != MPI_COMM_NULL) { /* the root's own piece goes straight into MPI */
+          PetscCallMPI(MPI_Reduce(many->array, dst, (PetscMPIInt)g.count, mt, MPI_SUM, 0, g.comm));
+        } else {
+          if (g.member) BulkCOrderCopy<T>(many->layout, (T *)many->array, dst, 0);
+          else std::fill(dst, dst + g.count, (T)0);
+          if (g.comm != MPI_COMM_NULL) PetscCallMPI(MPI_Reduce(MPI_IN_PLACE, dst, (PetscMPIInt)g.count, mt, MPI_SUM, 0, g.comm));
+        }
+        if (!dOne) BulkCOrderCopy<T>(one->layout, (T *)one->array, bo, 1);
       } else {
-        BulkCOrderCopy<T>(many->layout, (T *)many->array, bm, 0);
-        PetscCallMPI(MPI_Reduce(bm, NULL, (PetscMPIInt)g.count, mt, MPI_SUM, 0, g.comm));
+        T *src = dMany ? (T *)many->array : bm;
+        if (!dMany) BulkCOrderCopy<T>(many->layout, (T *)many->array, bm, 0);
+        PetscCallMPI(MPI_Reduce(src, NULL, (PetscMPIInt)g.count, mt, MPI_SUM, 0, g.comm));
       }
     }
     PetscFunctionReturn(PETSC_SUCCESS);

@@ -20,7 +20,9 @@
 #include <ddnn/private/ddprimitiveimpl.h>
 #include <tensor/layout.hpp>
 #include <primitive/sfutil.hpp>
+#include <primitive/exchange.hpp>
 #include <vector>
+#include <algorithm>
 
 using namespace ddnn;
 
@@ -43,8 +45,10 @@ struct Halo {
   PetscInt              wa[DD_MAX_DIM] = {0}, wb[DD_MAX_DIM] = {0};
   PetscInt              oa[DD_MAX_DIM] = {0}, on[DD_MAX_DIM] = {0};
   PetscInt              needlo[DD_MAX_DIM] = {0}, needhi[DD_MAX_DIM] = {0};
-  PetscSF               sf = NULL;
-  std::vector<PetscInt> leaves, pads;
+  PetscSF               sf = NULL; /* the graph: leaves are window entries outside the bulk, roots their sources */
+  Exchange             *ex = nullptr;
+  std::vector<PetscInt> pads;    /* storage offsets of constant padding */
+  Runs                  padruns;
   PetscInt              nremote = 0;
   bool                  active  = false;
 };
@@ -346,7 +350,8 @@ static PetscErrorCode HA_Reset(DDPrimitive prim)
 
   PetscFunctionBegin;
   PetscCall(PetscSFDestroy(&h->sf));
-  h->leaves.clear();
+  delete h->ex;
+  h->ex = nullptr;
   h->pads.clear();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -519,64 +524,63 @@ static PetscErrorCode HA_SetUp(DDPrimitive prim, DDTensor x, DDTensor y)
       }
     }
   }
-  h->leaves = ilocal;
+  std::sort(h->pads.begin(), h->pads.end());
+  h->padruns.Build(h->pads.data(), (PetscInt)h->pads.size());
   PetscCall(BuildStorageSF(comm, x, ilocal, iremote, &h->sf));
+  {
+    PetscMPIInt tag;
+    PetscCall(PetscObjectGetNewTag((PetscObject)prim, &tag));
+    h->ex = new Exchange;
+    PetscCall(h->ex->SetUp(h->sf, comm, tag, DDExchangeUseTypes()));
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 static PetscErrorCode HA_ApplyBegin(DDPrimitive prim, DDTensor x, DDTensor y)
 {
-  auto        *h = (Halo *)prim->data;
-  MPI_Datatype mt;
+  auto *h = (Halo *)prim->data;
 
   PetscFunctionBegin;
-  PetscCall(DDDataTypeGetMPIType(x->dtype, &mt));
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
     T *a    = (T *)x->array;
-    for (PetscInt off : h->pads) a[off] = (T)h->padvalue;
+    for (size_t i = 0; i < h->padruns.off.size(); i++) std::fill(a + h->padruns.off[i], a + h->padruns.off[i] + h->padruns.len[i], (T)h->padvalue);
     return PETSC_SUCCESS;
   }));
-  PetscCall(PetscSFBcastBegin(h->sf, mt, x->array, x->array, MPI_REPLACE));
+  PetscCall(h->ex->ForwardBegin(x->dtype, x->array, x->array));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 static PetscErrorCode HA_ApplyEnd(DDPrimitive prim, DDTensor x, DDTensor y)
 {
-  auto        *h = (Halo *)prim->data;
-  MPI_Datatype mt;
+  auto *h = (Halo *)prim->data;
 
   PetscFunctionBegin;
-  PetscCall(DDDataTypeGetMPIType(x->dtype, &mt));
-  PetscCall(PetscSFBcastEnd(h->sf, mt, x->array, x->array, MPI_REPLACE));
+  PetscCall(h->ex->ForwardEnd(x->dtype, x->array, x->array));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 static PetscErrorCode HA_AdjointBegin(DDPrimitive prim, DDTensor y, DDTensor x)
 {
-  auto        *h = (Halo *)prim->data;
-  MPI_Datatype mt;
+  auto *h = (Halo *)prim->data;
 
   PetscFunctionBegin;
-  PetscCall(DDDataTypeGetMPIType(x->dtype, &mt));
-  PetscCall(PetscSFReduceBegin(h->sf, mt, x->array, x->array, MPI_SUM));
+  PetscCall(h->ex->AdjointBegin(x->dtype, x->array, x->array, true));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 static PetscErrorCode HA_AdjointEnd(DDPrimitive prim, DDTensor y, DDTensor x)
 {
-  auto        *h = (Halo *)prim->data;
-  MPI_Datatype mt;
+  auto *h = (Halo *)prim->data;
 
   PetscFunctionBegin;
-  PetscCall(DDDataTypeGetMPIType(x->dtype, &mt));
-  PetscCall(PetscSFReduceEnd(h->sf, mt, x->array, x->array, MPI_SUM));
+  PetscCall(h->ex->AdjointEnd(x->dtype, x->array, x->array, true));
   /* clear the exchange's destinations (K_T of eq. 22): the halo and the padding */
+  PetscCall(h->ex->ZeroLeaves(x->dtype, x->array));
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
     T *a    = (T *)x->array;
-    for (PetscInt off : h->leaves) a[off] = 0;
-    for (PetscInt off : h->pads) a[off] = 0;
+    for (size_t i = 0; i < h->padruns.off.size(); i++) std::fill(a + h->padruns.off[i], a + h->padruns.off[i] + h->padruns.len[i], (T)0);
     return PETSC_SUCCESS;
   }));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -594,7 +598,7 @@ static PetscErrorCode HA_View(DDPrimitive prim, PetscViewer viewer)
   PetscCall(DDShapeToString_Private(h->order, h->needlo, lo, sizeof(lo)));
   PetscCall(DDShapeToString_Private(h->order, h->needhi, hi, sizeof(hi)));
   PetscCall(PetscViewerASCIIPushSynchronized(viewer));
-  PetscCall(PetscViewerASCIISynchronizedPrintf(viewer, "[%d] window [%s, %s), halo lo %s hi %s, %zu halo entries (%" PetscInt_FMT " remote), %zu padding\n", PetscGlobalRank, a, b, lo, hi, h->leaves.size(), h->nremote, h->pads.size()));
+  PetscCall(PetscViewerASCIISynchronizedPrintf(viewer, "[%d] window [%s, %s), halo lo %s hi %s, %" PetscInt_FMT " halo entries from %" PetscInt_FMT " other ranks, %zu padding\n", PetscGlobalRank, a, b, lo, hi, h->nremote, h->ex ? h->ex->NumPeers() : 0, h->pads.size()));
   PetscCall(PetscViewerFlush(viewer));
   PetscCall(PetscViewerASCIIPopSynchronized(viewer));
   PetscFunctionReturn(PETSC_SUCCESS);

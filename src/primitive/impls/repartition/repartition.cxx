@@ -10,6 +10,7 @@
 #include <ddnn/private/ddprimitiveimpl.h>
 #include <tensor/layout.hpp>
 #include <primitive/sfutil.hpp>
+#include <primitive/exchange.hpp>
 #include <vector>
 
 using namespace ddnn;
@@ -17,8 +18,9 @@ using namespace ddnn;
 namespace
 {
 struct Repart {
-  PetscSF  sf = NULL;
-  PetscInt nremote = 0; /* entries this rank receives from other ranks */
+  PetscSF   sf = NULL; /* the graph: leaves are y's bulk, roots x's bulk */
+  Exchange *ex = nullptr;
+  PetscInt  nremote = 0; /* entries this rank receives from other ranks */
 };
 } // namespace
 
@@ -28,6 +30,8 @@ static PetscErrorCode RP_Reset(DDPrimitive prim)
 
   PetscFunctionBegin;
   PetscCall(PetscSFDestroy(&r->sf));
+  delete r->ex;
+  r->ex = nullptr;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -85,51 +89,49 @@ static PetscErrorCode RP_SetUp(DDPrimitive prim, DDTensor x, DDTensor y)
       if (orank != rank) r->nremote++;
     });
   PetscCall(BuildStorageSF(comm, x, ilocal, iremote, &r->sf));
+  {
+    PetscMPIInt tag;
+    PetscCall(PetscObjectGetNewTag((PetscObject)prim, &tag));
+    r->ex = new Exchange;
+    PetscCall(r->ex->SetUp(r->sf, comm, tag, DDExchangeUseTypes()));
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 static PetscErrorCode RP_ApplyBegin(DDPrimitive prim, DDTensor x, DDTensor y)
 {
-  auto        *r = (Repart *)prim->data;
-  MPI_Datatype mt;
+  auto *r = (Repart *)prim->data;
 
   PetscFunctionBegin;
-  PetscCall(DDDataTypeGetMPIType(x->dtype, &mt));
-  PetscCall(PetscSFBcastBegin(r->sf, mt, x->array, y->array, MPI_REPLACE));
+  PetscCall(r->ex->ForwardBegin(x->dtype, x->array, y->array));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 static PetscErrorCode RP_ApplyEnd(DDPrimitive prim, DDTensor x, DDTensor y)
 {
-  auto        *r = (Repart *)prim->data;
-  MPI_Datatype mt;
+  auto *r = (Repart *)prim->data;
 
   PetscFunctionBegin;
-  PetscCall(DDDataTypeGetMPIType(x->dtype, &mt));
-  PetscCall(PetscSFBcastEnd(r->sf, mt, x->array, y->array, MPI_REPLACE));
+  PetscCall(r->ex->ForwardEnd(x->dtype, x->array, y->array));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* Adjoint of the copy: each root has exactly one leaf, so REPLACE equals the sum into a cleared x */
+/* Adjoint of the copy: each root has exactly one leaf, so the sum into a cleared x is a copy back */
 static PetscErrorCode RP_AdjointBegin(DDPrimitive prim, DDTensor y, DDTensor x)
 {
-  auto        *r = (Repart *)prim->data;
-  MPI_Datatype mt;
+  auto *r = (Repart *)prim->data;
 
   PetscFunctionBegin;
-  PetscCall(DDDataTypeGetMPIType(x->dtype, &mt));
-  PetscCall(PetscSFReduceBegin(r->sf, mt, y->array, x->array, MPI_REPLACE));
+  PetscCall(r->ex->AdjointBegin(x->dtype, y->array, x->array, false));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 static PetscErrorCode RP_AdjointEnd(DDPrimitive prim, DDTensor y, DDTensor x)
 {
-  auto        *r = (Repart *)prim->data;
-  MPI_Datatype mt;
+  auto *r = (Repart *)prim->data;
 
   PetscFunctionBegin;
-  PetscCall(DDDataTypeGetMPIType(x->dtype, &mt));
-  PetscCall(PetscSFReduceEnd(r->sf, mt, y->array, x->array, MPI_REPLACE));
+  PetscCall(r->ex->AdjointEnd(x->dtype, y->array, x->array, false));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

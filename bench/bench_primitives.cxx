@@ -1,0 +1,273 @@
+/*
+  bench_primitives: ddnn's primitives against the bare MPI call moving the same bytes, measured
+  in the same run (issue: primitives' performance goals).
+
+    mpiexec -n 2 ./bench_primitives [-n 512] [-c 16] [-reps 50] [-setup_only]
+
+  Reports, per primitive, the median time of ddnn and of the MPI baseline and their ratio:
+  - halo exchange (k=3, pad 1) of a 1 x C x n x n float32 tensor split along H (faces are
+    contiguous rows) and along W (faces are strided columns: packing included), against
+    MPI_Sendrecv of the same bytes from contiguous buffers;
+  - repartition H-split -> W-split against MPI_Alltoallv of the same data (already packed);
+  - broadcast from rank 0 against MPI_Bcast, allsumreduce against MPI_Allreduce;
+  - set-up (graph building) time of the halo and repartition primitives.
+*/
+#include <ddnn.h>
+#include <vector>
+#include <algorithm>
+#include <functional>
+
+static double Median(std::vector<double> v)
+{
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/* median over reps of the max-over-ranks time of f */
+static PetscErrorCode Time(MPI_Comm comm, int reps, const std::function<PetscErrorCode()> &f, double *t)
+{
+  std::vector<double> ts;
+
+  PetscFunctionBeginUser;
+  PetscCall(f()); /* warm-up */
+  PetscCall(f());
+  for (int r = 0; r < reps; r++) {
+    PetscCallMPI(MPI_Barrier(comm));
+    double t0 = MPI_Wtime();
+    PetscCall(f());
+    double dt = MPI_Wtime() - t0, mx;
+    PetscCallMPI(MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, comm));
+    ts.push_back(mx);
+  }
+  *t = Median(ts);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Report(const char *what, double tdd, double tmpi, double goal)
+{
+  PetscFunctionBeginUser;
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-44s ddnn %9.1f us   MPI %9.1f us   ratio %5.2f   (goal <= %.1f)\n", what, 1e6 * tdd, 1e6 * tmpi, tdd / tmpi, goal));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* halo exchange with a 3-wide kernel along dimension `dim` of a 1 x C x n x n tensor split there */
+static PetscErrorCode BenchHalo(PetscInt C, PetscInt n, PetscInt dim, int reps, const char *label, DDTensorFormat fmt = DD_FORMAT_PLAIN)
+{
+  MPI_Comm    comm = PETSC_COMM_WORLD;
+  PetscMPIInt size, rank;
+  PetscInt    pshape[4] = {1, 1, 1, 1}, shape[4] = {1, C, n, n};
+  DDPartition part;
+  DDTensor    x;
+  DDPrimitive H;
+  double      tdd, tmpi, tsetup;
+
+  PetscFunctionBeginUser;
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  pshape[dim] = size;
+  PetscCall(DDPartitionCreateCartesian(comm, 4, pshape, PETSC_DECIDE, NULL, &part));
+  PetscCall(DDTensorCreateFromPartition(part, DD_FLOAT32, 4, shape, &x));
+  PetscCall(DDTensorSetFormat(x, fmt));
+  PetscCall(DDTensorSetBlockSize(x, 16));
+  PetscInt lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, 0};
+  lo[dim] = hi[dim] = 1;
+  PetscCall(DDTensorSetHalo(x, lo, hi));
+  PetscCall(DDTensorSetRandomGlobal(x, 1, -1, 1));
+  PetscCall(DDPrimitiveCreate(comm, &H));
+  PetscCall(DDPrimitiveSetType(H, DDPRIMITIVEHALO));
+  PetscCall(DDPrimitiveHaloSetKernel(H, dim, 3, 1, 1, 1, PETSC_DECIDE));
+  PetscCallMPI(MPI_Barrier(comm));
+  double t0 = MPI_Wtime();
+  PetscCall(DDPrimitiveSetUp(H, x, NULL));
+  tsetup = MPI_Wtime() - t0;
+  PetscCall(Time(comm, reps, [&]() { return DDPrimitiveApply(H, x, NULL); }, &tdd));
+  /* baseline: the same bytes with MPI_Sendrecv to both neighbors, contiguous buffers */
+  PetscInt          face = C * n; /* one row or one column of every channel */
+  std::vector<float> sl(face, 1), sr(face, 1), rl(face), rr(face);
+  int               left = rank > 0 ? rank - 1 : MPI_PROC_NULL, right = rank < size - 1 ? rank + 1 : MPI_PROC_NULL;
+  PetscCall(Time(comm, reps, [&]() -> PetscErrorCode {
+    PetscCallMPI(MPI_Sendrecv(sl.data(), (int)face, MPI_FLOAT, left, 0, rr.data(), (int)face, MPI_FLOAT, right, 0, comm, MPI_STATUS_IGNORE));
+    PetscCallMPI(MPI_Sendrecv(sr.data(), (int)face, MPI_FLOAT, right, 1, rl.data(), (int)face, MPI_FLOAT, left, 1, comm, MPI_STATUS_IGNORE));
+    return PETSC_SUCCESS;
+  }, &tmpi));
+  PetscCall(Report(label, tdd, tmpi, (dim == 2 || fmt != DD_FORMAT_PLAIN) ? 1.2 : 2.0));
+  double adj;
+  PetscCall(Time(comm, reps, [&]() { return DDPrimitiveApplyAdjoint(H, x, NULL); }, &adj));
+  PetscCall(PetscPrintf(comm, "%-44s ddnn %9.1f us   (adjoint: add into owners + clear)   set-up %.1f ms\n", "  adjoint of the same", 1e6 * adj, 1e3 * tsetup));
+  PetscCall(DDPrimitiveDestroy(&H));
+  PetscCall(DDTensorDestroy(&x));
+  PetscCall(DDPartitionDestroy(&part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode BenchRepartition(PetscInt C, PetscInt n, int reps)
+{
+  MPI_Comm    comm = PETSC_COMM_WORLD;
+  PetscMPIInt size, rank;
+  DDPartition Px, Py;
+  DDTensor    x, y;
+  DDPrimitive T;
+  double      tdd, tmpi, tsetup;
+
+  PetscFunctionBeginUser;
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  PetscInt px[4] = {1, 1, size, 1}, py[4] = {1, 1, 1, size}, shape[4] = {1, C, n, n};
+  PetscCall(DDPartitionCreateCartesian(comm, 4, px, PETSC_DECIDE, NULL, &Px));
+  PetscCall(DDPartitionCreateCartesian(comm, 4, py, PETSC_DECIDE, NULL, &Py));
+  PetscCall(DDTensorCreateFromPartition(Px, DD_FLOAT32, 4, shape, &x));
+  PetscCall(DDTensorCreateFromPartition(Py, DD_FLOAT32, 4, shape, &y));
+  PetscCall(DDTensorSetRandomGlobal(x, 1, -1, 1));
+  PetscCall(DDPrimitiveCreate(comm, &T));
+  PetscCall(DDPrimitiveSetType(T, DDPRIMITIVEREPARTITION));
+  PetscCallMPI(MPI_Barrier(comm));
+  double t0 = MPI_Wtime();
+  PetscCall(DDPrimitiveSetUp(T, x, y));
+  tsetup = MPI_Wtime() - t0;
+  PetscCall(Time(comm, reps, [&]() { return DDPrimitiveApply(T, x, y); }, &tdd));
+  /* baseline: MPI_Alltoallv of the same counts, data already packed */
+  PetscInt                 local;
+  PetscCall(DDTensorGetLocalSize(x, &local));
+  std::vector<int>   cnt(size), dsp(size);
+  for (int r = 0; r < size; r++) {
+    cnt[r] = (int)(local / size);
+    dsp[r] = r * cnt[r];
+  }
+  std::vector<float> sb(local + 1, 1), rb(local + 1);
+  PetscCall(Time(comm, reps, [&]() -> PetscErrorCode {
+    PetscCallMPI(MPI_Alltoallv(sb.data(), cnt.data(), dsp.data(), MPI_FLOAT, rb.data(), cnt.data(), dsp.data(), MPI_FLOAT, comm));
+    return PETSC_SUCCESS;
+  }, &tmpi));
+  PetscCall(Report("repartition H-split -> W-split", tdd, tmpi, 1.3));
+  PetscCall(PetscPrintf(comm, "%-44s set-up %.1f ms\n", "", 1e3 * tsetup));
+  PetscCall(DDPrimitiveDestroy(&T));
+  PetscCall(DDTensorDestroy(&x));
+  PetscCall(DDTensorDestroy(&y));
+  PetscCall(DDPartitionDestroy(&Px));
+  PetscCall(DDPartitionDestroy(&Py));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode BenchCollectives(PetscInt count, int reps)
+{
+  MPI_Comm    comm = PETSC_COMM_WORLD;
+  PetscMPIInt size;
+  DDPartition P1, Pall;
+  DDTensor    x, y, z;
+  DDPrimitive B, A;
+  double      tdd, tmpi;
+
+  PetscFunctionBeginUser;
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  PetscInt s1[2] = {1, 1}, sa[2] = {size, 1}, shape[2] = {1, count}, dims[1] = {0};
+  PetscMPIInt zero = 0;
+  PetscCall(DDPartitionCreateCartesian(comm, 2, s1, 1, &zero, &P1));
+  PetscCall(DDPartitionCreateCartesian(comm, 2, sa, PETSC_DECIDE, NULL, &Pall));
+  PetscCall(DDTensorCreateFromPartition(P1, DD_FLOAT32, 2, shape, &x));
+  PetscCall(DDTensorCreateBroadcast(x, Pall, &y));
+  PetscCall(DDPrimitiveCreate(comm, &B));
+  PetscCall(DDPrimitiveSetType(B, DDPRIMITIVEBROADCAST));
+  PetscCall(DDPrimitiveSetUp(B, x, y));
+  std::vector<float> buf(count, 1);
+  PetscCall(Time(comm, reps, [&]() { return DDPrimitiveApply(B, x, y); }, &tdd));
+  PetscCall(Time(comm, reps, [&]() -> PetscErrorCode {
+    PetscCallMPI(MPI_Bcast(buf.data(), (int)count, MPI_FLOAT, 0, comm));
+    return PETSC_SUCCESS;
+  }, &tmpi));
+  PetscCall(Report("broadcast 1x1 -> Px1", tdd, tmpi, 1.1));
+  PetscCall(Time(comm, reps, [&]() { return DDPrimitiveApplyAdjoint(B, y, x); }, &tdd));
+  PetscCall(Time(comm, reps, [&]() -> PetscErrorCode {
+    PetscMPIInt rank;
+    PetscCallMPI(MPI_Comm_rank(comm, &rank));
+    if (rank == 0) PetscCallMPI(MPI_Reduce(MPI_IN_PLACE, buf.data(), (int)count, MPI_FLOAT, MPI_SUM, 0, comm));
+    else PetscCallMPI(MPI_Reduce(buf.data(), NULL, (int)count, MPI_FLOAT, MPI_SUM, 0, comm));
+    return PETSC_SUCCESS;
+  }, &tmpi));
+  PetscCall(Report("  its adjoint (sum-reduce) vs MPI_Reduce", tdd, tmpi, 1.1));
+  PetscCall(DDTensorDuplicate(y, &z));
+  PetscCall(DDPrimitiveCreate(comm, &A));
+  PetscCall(DDPrimitiveSetType(A, DDPRIMITIVEALLSUMREDUCE));
+  PetscCall(DDPrimitiveAllSumReduceSetDimensions(A, 1, dims));
+  PetscCall(DDPrimitiveSetUp(A, z, z));
+  PetscCall(Time(comm, reps, [&]() { return DDPrimitiveApply(A, z, z); }, &tdd));
+  PetscCall(Time(comm, reps, [&]() -> PetscErrorCode {
+    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, buf.data(), (int)count, MPI_FLOAT, MPI_SUM, comm));
+    return PETSC_SUCCESS;
+  }, &tmpi));
+  PetscCall(Report("allsumreduce over P", tdd, tmpi, 1.1));
+  PetscCall(DDPrimitiveDestroy(&A));
+  PetscCall(DDPrimitiveDestroy(&B));
+  PetscCall(DDTensorDestroy(&x));
+  PetscCall(DDTensorDestroy(&y));
+  PetscCall(DDTensorDestroy(&z));
+  PetscCall(DDPartitionDestroy(&P1));
+  PetscCall(DDPartitionDestroy(&Pall));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* set-up time for a fixed per-rank piece (weak scaling of graph building) */
+static PetscErrorCode BenchSetup(PetscInt C, PetscInt nloc)
+{
+  MPI_Comm    comm = PETSC_COMM_WORLD;
+  PetscMPIInt size;
+  DDPartition P, Q;
+  DDTensor    x, y;
+  DDPrimitive H, T;
+
+  PetscFunctionBeginUser;
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  PetscInt px = 1;
+  while (px * px < size) px++;
+  while (size % px) px--;
+  PetscInt pshape[4] = {1, 1, size / px, px}, qshape[4] = {1, 1, px, size / px}, shape[4] = {1, C, nloc * (size / px), nloc * px};
+  PetscCall(DDPartitionCreateCartesian(comm, 4, pshape, PETSC_DECIDE, NULL, &P));
+  PetscCall(DDPartitionCreateCartesian(comm, 4, qshape, PETSC_DECIDE, NULL, &Q));
+  PetscCall(DDTensorCreateFromPartition(P, DD_FLOAT32, 4, shape, &x));
+  PetscCall(DDTensorCreateFromPartition(Q, DD_FLOAT32, 4, shape, &y));
+  PetscCall(DDPrimitiveCreate(comm, &H));
+  PetscCall(DDPrimitiveSetType(H, DDPRIMITIVEHALO));
+  PetscCall(DDPrimitiveHaloSetKernel(H, 2, 3, 1, 1, 1, PETSC_DECIDE));
+  PetscCall(DDPrimitiveHaloSetKernel(H, 3, 3, 1, 1, 1, PETSC_DECIDE));
+  PetscCall(DDPrimitiveCreate(comm, &T));
+  PetscCall(DDPrimitiveSetType(T, DDPRIMITIVEREPARTITION));
+  PetscCallMPI(MPI_Barrier(comm));
+  double t0 = MPI_Wtime();
+  PetscCall(DDPrimitiveSetUp(H, x, NULL));
+  double t1 = MPI_Wtime();
+  PetscCall(DDPrimitiveSetUp(T, x, y));
+  double t2 = MPI_Wtime(), th = t1 - t0, tr = t2 - t1, mh, mr;
+  PetscCallMPI(MPI_Allreduce(&th, &mh, 1, MPI_DOUBLE, MPI_MAX, comm));
+  PetscCallMPI(MPI_Allreduce(&tr, &mr, 1, MPI_DOUBLE, MPI_MAX, comm));
+  PetscCall(PetscPrintf(comm, "set-up, %d ranks, %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " per rank: halo (2-D, k=3) %.2f ms, repartition %.2f ms\n", size, C, nloc, nloc, 1e3 * mh, 1e3 * mr));
+  PetscCall(DDPrimitiveDestroy(&H));
+  PetscCall(DDPrimitiveDestroy(&T));
+  PetscCall(DDTensorDestroy(&x));
+  PetscCall(DDTensorDestroy(&y));
+  PetscCall(DDPartitionDestroy(&P));
+  PetscCall(DDPartitionDestroy(&Q));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+int main(int argc, char **argv)
+{
+  PetscInt  n = 512, C = 16, reps = 50;
+  PetscBool setuponly = PETSC_FALSE;
+
+  PetscCall(DDInitialize(&argc, &argv, NULL, NULL));
+  PetscCall(PetscOptionsGetInt(NULL, NULL, "-n", &n, NULL));
+  PetscCall(PetscOptionsGetInt(NULL, NULL, "-c", &C, NULL));
+  PetscCall(PetscOptionsGetInt(NULL, NULL, "-reps", &reps, NULL));
+  PetscCall(PetscOptionsGetBool(NULL, NULL, "-setup_only", &setuponly, NULL));
+  if (!setuponly) {
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "tensor 1x%" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " float32, median of %" PetscInt_FMT " runs\n", C, n, n, reps));
+    PetscCall(BenchHalo(C, n, 2, (int)reps, "halo, H split (contiguous faces)"));
+    PetscCall(BenchHalo(C, n, 3, (int)reps, "halo, W split (strided faces)"));
+    PetscCall(BenchHalo(C, n, 3, (int)reps, "halo, W split, channels-last", DD_FORMAT_CHANNELS_LAST));
+    PetscCall(BenchHalo(C, n, 3, (int)reps, "halo, W split, blocked nChw16c", DD_FORMAT_BLOCKED));
+    PetscCall(BenchRepartition(C, n, (int)reps));
+    PetscCall(BenchCollectives(C * n * n / 4, (int)reps));
+  }
+  PetscCall(BenchSetup(C, 128));
+  PetscCall(DDFinalize());
+  return 0;
+}
