@@ -6,3 +6,4 @@
 #include <ddpartition.h>
 #include <ddtensor.h>
 #include <ddprimitive.h>
+#include <ddlayer.h>

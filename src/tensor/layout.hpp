@@ -14,7 +14,7 @@ namespace ddnn
 {
 
 /* Builds the local layout of a piece with bulk sizes n starting at global index start, halos lo/hi. */
-PetscErrorCode LayoutBuild(DDLayout *L, PetscInt order, const PetscInt n[], const PetscInt start[], const PetscInt lo[], const PetscInt hi[], DDTensorFormat fmt, PetscInt bs);
+PetscErrorCode LayoutBuild(DDLayout *L, PetscInt order, const PetscInt n[], const PetscInt start[], const PetscInt lo[], const PetscInt hi[], DDTensorFormat fmt, PetscInt bs, PetscInt bdim = 1);
 
 /* Offset in the storage of local storage coordinates j (0 <= j[k] < alloc[k]). */
 inline PetscInt LayoutOffset(const DDLayout &L, const PetscInt j[])

@@ -66,6 +66,7 @@ struct _p_DDTensor {
   PetscBool      emptyok;
   DDTensorFormat format;
   PetscInt       bs;
+  PetscInt       blockdim; /* the dimension the blocked format blocks (the channel: 1, or 1 + leading dims) */
   PetscInt       lo[DD_MAX_DIM], hi[DD_MAX_DIM]; /* halo widths of this rank */
   DDLayout       layout;
   PetscBool      active; /* this rank is a worker of the partition */
@@ -86,3 +87,4 @@ PETSC_EXTERN PetscErrorCode DDTensorCheckSameType_Private(DDTensor, DDTensor, co
 PETSC_EXTERN PetscErrorCode DDTensorCheckCompatible_Private(DDTensor, DDTensor, const char[]);
 PETSC_EXTERN PetscErrorCode DDSplitOwnership_Private(PetscInt, PetscInt, PetscInt[]);
 PETSC_EXTERN PetscErrorCode DDShapeToString_Private(PetscInt, const PetscInt[], char[], size_t);
+PETSC_EXTERN PetscErrorCode DDTensorSetBlockDimension_Private(DDTensor, PetscInt);

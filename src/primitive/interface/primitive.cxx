@@ -368,7 +368,7 @@ PetscErrorCode DDPrimitiveApplyBegin(DDPrimitive prim, DDTensor x, DDTensor y)
   PetscCall((*prim->ops->applybegin)(prim, x, y));
   PetscCall(PetscLogEventEnd(prim->evfwd, prim, x, y, 0));
   prim->inflight = 1;
-  PetscCall(PetscObjectStateIncrease((PetscObject)y));
+  if (!prim->inplace) PetscCall(PetscObjectStateIncrease((PetscObject)y)); /* a halo exchange leaves the bulk as it is */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -8,7 +8,7 @@ using namespace ddnn;
 
 namespace ddnn
 {
-PetscErrorCode LayoutBuild(DDLayout *L, PetscInt order, const PetscInt n[], const PetscInt start[], const PetscInt lo[], const PetscInt hi[], DDTensorFormat fmt, PetscInt bs)
+PetscErrorCode LayoutBuild(DDLayout *L, PetscInt order, const PetscInt n[], const PetscInt start[], const PetscInt lo[], const PetscInt hi[], DDTensorFormat fmt, PetscInt bs, PetscInt bdim)
 {
   PetscFunctionBegin;
   PetscCall(PetscMemzero(L, sizeof(*L)));
@@ -26,8 +26,8 @@ PetscErrorCode LayoutBuild(DDLayout *L, PetscInt order, const PetscInt n[], cons
     L->bulksize *= n[k];
   }
   if (fmt == DD_FORMAT_CHANNELS_LAST) ChannelsLastOrder(order, L->perm);
-  if (fmt == DD_FORMAT_BLOCKED && order >= 2) {
-    L->bdim = 1;
+  if (fmt == DD_FORMAT_BLOCKED && order > bdim) {
+    L->bdim = bdim;
     L->bs   = bs;
   }
   PetscInt s = (L->bdim >= 0) ? L->bs : 1;
@@ -67,6 +67,7 @@ PetscErrorCode DDTensorCreate(MPI_Comm comm, DDTensor *t)
   x->dtype   = DD_FLOAT64;
   x->format  = DD_FORMAT_PLAIN;
   x->bs      = 8;
+  x->blockdim = 1;
   x->emptyok = PETSC_TRUE;
   *t         = x;
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -293,6 +294,15 @@ PetscErrorCode DDTensorSetBlockSize(DDTensor t, PetscInt bs)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* The dimension the blocked format blocks (default 1, the channel of N x C x ...) */
+PetscErrorCode DDTensorSetBlockDimension_Private(DDTensor t, PetscInt dim)
+{
+  PetscFunctionBegin;
+  PetscCheck(!t->setupcalled || t->format != DD_FORMAT_BLOCKED, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "Set the block dimension before set-up");
+  t->blockdim = PetscMax(0, dim);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@
   DDTensorSetHalo - Sets the halo widths of this rank's piece
 
@@ -437,7 +447,7 @@ static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const Pe
 
   PetscFunctionBegin;
   PetscCheck(!t->placedvec, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "Cannot change the halo or format of a tensor that wraps a Vec; call DDTensorResetVec() first");
-  PetscCall(LayoutBuild(&L, t->order, t->layout.n, t->layout.start, lo, hi, fmt, bs));
+  PetscCall(LayoutBuild(&L, t->order, t->layout.n, t->layout.start, lo, hi, fmt, bs, t->blockdim));
   PetscCall(DDDataTypeGetSize(t->dtype, &es));
   PetscCall(PetscCalloc1(L.size * es + 1, (char **)&arr));
   PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
@@ -526,7 +536,7 @@ PetscErrorCode DDTensorSetUp(DDTensor t)
   }
   if (!t->active)
     for (PetscInt k = 0; k < t->order; k++) t->lo[k] = t->hi[k] = 0;
-  PetscCall(LayoutBuild(&t->layout, t->order, n, start, t->lo, t->hi, t->format, t->bs));
+  PetscCall(LayoutBuild(&t->layout, t->order, n, start, t->lo, t->hi, t->format, t->bs, t->blockdim));
   PetscCall(DDDataTypeGetSize(t->dtype, &es));
   PetscCall(PetscCalloc1(t->layout.size * es + 1, (char **)&t->array));
   t->ownsarray   = PETSC_TRUE;
@@ -604,8 +614,9 @@ PetscErrorCode DDTensorDuplicateLayout(DDTensor t, DDDataType dt, DDTensor *y)
     x->hi[k] = t->hi[k];
   }
   x->emptyok = PETSC_TRUE;
-  x->format  = t->format;
-  x->bs      = t->bs;
+  x->format   = t->format;
+  x->bs       = t->bs;
+  x->blockdim = t->blockdim;
   PetscCall(DDTensorSetUp(x));
   *y = x;
   PetscFunctionReturn(PETSC_SUCCESS);

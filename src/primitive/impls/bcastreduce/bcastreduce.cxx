@@ -396,6 +396,8 @@ PetscErrorCode DDTensorCreateBroadcast(DDTensor x, DDPartition part, DDTensor *y
     }
   }
   PetscCall(DDTensorSetFormat(t, x->format));
+  PetscCall(DDTensorSetBlockSize(t, x->bs));
+  PetscCall(DDTensorSetBlockDimension_Private(t, x->blockdim + lead));
   PetscCall(DDTensorSetUp(t));
   *y = t;
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -448,6 +450,8 @@ PetscErrorCode DDTensorCreateSumReduce(DDTensor x, DDPartition part, DDTensor *y
     }
   }
   PetscCall(DDTensorSetFormat(t, x->format));
+  PetscCall(DDTensorSetBlockSize(t, x->bs));
+  PetscCall(DDTensorSetBlockDimension_Private(t, x->blockdim - lead));
   PetscCall(DDTensorSetUp(t));
   *y = t;
   PetscFunctionReturn(PETSC_SUCCESS);

@@ -200,6 +200,8 @@ PetscErrorCode DDTensorCreateRepartition(DDTensor x, DDPartition part, DDTensor 
   PetscCall(DDTensorSetShape(*y, x->order, x->shape));
   PetscCall(DDTensorSetDataType(*y, x->dtype));
   PetscCall(DDTensorSetFormat(*y, x->format));
+  PetscCall(DDTensorSetBlockSize(*y, x->bs));
+  PetscCall(DDTensorSetBlockDimension_Private(*y, x->blockdim));
   PetscCall(DDTensorSetUp(*y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -1,0 +1,185 @@
+/*
+  oneDNN convolution (and deconvolution) kernels of the conv layers, float32.
+
+  The input descriptor is a window of the halo-padded storage (a sub-memory for the blocked
+  format), so the halo exchange's output is read in place; weights are PyTorch-ordered
+  (O, I, k...) and reordered into the primitive's format only when they changed.
+*/
+#include <backend/cpu/conv_dnnl.hpp>
+#include <unordered_map>
+#if DDNN_WITH_DNNL
+namespace ddnn
+{
+using md  = dnnl::memory::desc;
+using tag = dnnl::memory::format_tag;
+using dt  = dnnl::memory::data_type;
+
+static dnnl::memory::dims Spatial(const PetscInt v[3], PetscInt D, PetscInt add = 0)
+{
+  dnnl::memory::dims r;
+  for (PetscInt j = 3 - D; j < 3; j++) r.push_back(v[j] + add);
+  return r;
+}
+
+PetscErrorCode DnnlConv::Preferred(const ConvGeom &g, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs)
+{
+  PetscFunctionBegin;
+  *xf = *yf = DD_FORMAT_PLAIN;
+  *xbs = *ybs = 1;
+  DDDnnlCall({
+    dnnl::memory::dims xd = {g.N, g.Ci}, yd = {g.N, g.Co}, wd = {g.Co, g.Ci};
+    for (PetscInt j = 3 - g.D; j < 3; j++) {
+      xd.push_back(g.in[j]);
+      yd.push_back(g.out[j]);
+      wd.push_back(g.k[j]);
+    }
+    auto strides = Spatial(g.s, g.D), dil = Spatial(g.d, g.D, -1), pad = Spatial(g.s, g.D, 0);
+    for (auto &p : pad) p = 0;
+    md xa(xd, dt::f32, tag::any), ya(yd, dt::f32, tag::any), wa(wd, dt::f32, tag::any);
+    if (!transposed) {
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, xa, wa, ya, strides, dil, pad, pad);
+      dnnl::convolution_forward::primitive_desc pd(d, CpuEngine());
+      if (!FormatOfDesc(pd.src_desc(), g.D, xf, xbs)) *xf = DD_FORMAT_PLAIN;
+      if (!FormatOfDesc(pd.dst_desc(), g.D, yf, ybs)) *yf = DD_FORMAT_PLAIN;
+    } else {
+      /* deconvolution: its src is the small side (g.out), its dst the large one (g.in) */
+      md sa(yd, dt::f32, tag::any), da(xd, dt::f32, tag::any), w2({g.Co, g.Ci}, dt::f32, tag::any);
+      dnnl::memory::dims wdd = {g.Ci, g.Co};
+      for (PetscInt j = 3 - g.D; j < 3; j++) wdd.push_back(g.k[j]);
+      md wt(wdd, dt::f32, tag::any);
+      dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::deconvolution_direct, sa, wt, da, strides, dil, pad, pad);
+      dnnl::deconvolution_forward::primitive_desc pd(d, CpuEngine());
+      if (!FormatOfDesc(pd.src_desc(), g.D, yf, ybs)) *yf = DD_FORMAT_PLAIN;
+      if (!FormatOfDesc(pd.dst_desc(), g.D, xf, xbs)) *xf = DD_FORMAT_PLAIN;
+      (void)w2;
+    }
+  });
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode DnnlConv::SetUp(const ConvGeom &g, const md &x, const md &y, const md &dx, const md &dy, bool bias, bool transposed)
+{
+  PetscFunctionBegin;
+  geom    = g;
+  hasbias = bias;
+  deconv  = transposed;
+  xmd     = x;
+  ymd     = y;
+  dxmd    = dx;
+  dymd    = dy;
+  hasbwd  = dx.data.ndims > 0;
+  DDDnnlCall({
+    auto strides = Spatial(g.s, g.D), dil = Spatial(g.d, g.D, -1), pad = Spatial(g.s, g.D);
+    for (auto &p : pad) p = 0;
+    dnnl::memory::dims wd = transposed ? dnnl::memory::dims{g.Ci, g.Co} : dnnl::memory::dims{g.Co, g.Ci};
+    for (PetscInt j = 3 - g.D; j < 3; j++) wd.push_back(g.k[j]);
+    wplain = md(wd, dt::f32, g.D == 1 ? tag::oiw : g.D == 2 ? tag::oihw : tag::oidhw);
+    md wany(wd, dt::f32, tag::any);
+    bmd = md({transposed ? g.Ci : g.Co}, dt::f32, tag::x);
+    md none;
+    if (!transposed) {
+      dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, x, wany, bias ? bmd : none, y, strides, dil, pad, pad);
+      dnnl::convolution_forward::primitive_desc fpd(fd, CpuEngine());
+      impl = fpd.impl_info_str();
+      fwd  = dnnl::convolution_forward(fpd);
+      wfwd = fpd.weights_desc();
+      if (hasbwd) {
+        dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, dx, wany, dy, strides, dil, pad, pad);
+        dnnl::convolution_backward_data::primitive_desc bpd(bd, CpuEngine(), fpd);
+        bwdd = dnnl::convolution_backward_data(bpd);
+        wbwd = bpd.weights_desc();
+        dnnl::convolution_backward_weights::desc wdsc(dnnl::algorithm::convolution_direct, x, wany, bias ? bmd : none, dy, strides, dil, pad, pad);
+        dnnl::convolution_backward_weights::primitive_desc wpd(wdsc, CpuEngine(), fpd);
+        bwdw = dnnl::convolution_backward_weights(wpd);
+        dwmd = wpd.diff_weights_desc();
+      }
+    } else {
+      /* the deconvolution maps the small side y (g.out) to the large side x (g.in) */
+      dnnl::deconvolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::deconvolution_direct, y, wany, bias ? bmd : none, x, strides, dil, pad, pad);
+      dnnl::deconvolution_forward::primitive_desc fpd(fd, CpuEngine());
+      impl = fpd.impl_info_str();
+      fwd  = dnnl::deconvolution_forward(fpd);
+      wfwd = fpd.weights_desc();
+      if (hasbwd) {
+        dnnl::deconvolution_backward_data::desc bd(dnnl::algorithm::deconvolution_direct, dy, wany, dx, strides, dil, pad, pad);
+        dnnl::deconvolution_backward_data::primitive_desc bpd(bd, CpuEngine(), fpd);
+        bwdd = dnnl::deconvolution_backward_data(bpd);
+        wbwd = bpd.weights_desc();
+        dnnl::deconvolution_backward_weights::desc wdsc(dnnl::algorithm::deconvolution_direct, y, wany, bias ? bmd : none, dx, strides, dil, pad, pad);
+        dnnl::deconvolution_backward_weights::primitive_desc wpd(wdsc, CpuEngine(), fpd);
+        bwdw = dnnl::deconvolution_backward_weights(wpd);
+        dwmd = wpd.diff_weights_desc();
+      }
+    }
+    wfwd_plain = wfwd == wplain;
+    wbwd_plain = !hasbwd || wbwd == wplain;
+    dw_plain   = !hasbwd || dwmd == wplain;
+    if (!wfwd_plain) wbuf_fwd.resize(wfwd.get_size() / sizeof(float) + 1);
+    if (!wbwd_plain) wbuf_bwd.resize(wbwd.get_size() / sizeof(float) + 1);
+    if (!dw_plain) dwbuf.resize(dwmd.get_size() / sizeof(float) + 1);
+  });
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static void *Reordered(const md &plain, const md &want, const float *w, bool plainok, std::vector<float> &buf, bool changed)
+{
+  if (plainok) return (void *)w;
+  if (changed) {
+    dnnl::memory src(plain, CpuEngine(), (void *)w), dst(want, CpuEngine(), buf.data());
+    dnnl::reorder(src, dst).execute(CpuStream(), src, dst);
+  }
+  return buf.data();
+}
+
+PetscErrorCode DnnlConv::Forward(void *x, const float *w, bool wchanged, const float *b, void *y)
+{
+  PetscFunctionBegin;
+  DDDnnlCall({
+    void                              *wp = Reordered(wplain, wfwd, w, wfwd_plain, wbuf_fwd, wchanged);
+    std::unordered_map<int, dnnl::memory> args;
+    args.insert({deconv ? DNNL_ARG_SRC : DNNL_ARG_SRC, dnnl::memory(deconv ? ymd : xmd, CpuEngine(), deconv ? y : x)});
+    args.insert({DNNL_ARG_WEIGHTS, dnnl::memory(wfwd, CpuEngine(), wp)});
+    if (hasbias) args.insert({DNNL_ARG_BIAS, dnnl::memory(bmd, CpuEngine(), (void *)b)});
+    args.insert({DNNL_ARG_DST, dnnl::memory(deconv ? xmd : ymd, CpuEngine(), deconv ? x : y)});
+    fwd.execute(CpuStream(), args);
+    CpuStream().wait();
+  });
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode DnnlConv::BackwardData(void *dy, const float *w, bool wchanged, void *dx)
+{
+  PetscFunctionBegin;
+  DDDnnlCall({
+    void                              *wp = Reordered(wplain, wbwd, w, wbwd_plain, wbuf_bwd, wchanged);
+    std::unordered_map<int, dnnl::memory> args;
+    args.insert({DNNL_ARG_DIFF_DST, dnnl::memory(deconv ? dxmd : dymd, CpuEngine(), deconv ? dx : dy)});
+    args.insert({DNNL_ARG_WEIGHTS, dnnl::memory(wbwd, CpuEngine(), wp)});
+    args.insert({DNNL_ARG_DIFF_SRC, dnnl::memory(deconv ? dymd : dxmd, CpuEngine(), deconv ? dy : dx)});
+    bwdd.execute(CpuStream(), args);
+    CpuStream().wait();
+  });
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode DnnlConv::BackwardWeights(void *x, void *dy, float *dw, float *db)
+{
+  PetscFunctionBegin;
+  DDDnnlCall({
+    std::unordered_map<int, dnnl::memory> args;
+    args.insert({DNNL_ARG_SRC, dnnl::memory(deconv ? dymd : xmd, CpuEngine(), deconv ? dy : x)});
+    args.insert({DNNL_ARG_DIFF_DST, dnnl::memory(deconv ? xmd : dymd, CpuEngine(), deconv ? x : dy)});
+    dnnl::memory dwm(dwmd, CpuEngine(), dw_plain ? (void *)dw : (void *)dwbuf.data());
+    args.insert({DNNL_ARG_DIFF_WEIGHTS, dwm});
+    if (hasbias) args.insert({DNNL_ARG_DIFF_BIAS, dnnl::memory(bmd, CpuEngine(), db)});
+    bwdw.execute(CpuStream(), args);
+    if (!dw_plain) {
+      dnnl::memory dst(wplain, CpuEngine(), dw);
+      dnnl::reorder(dwm, dst).execute(CpuStream(), dwm, dst);
+    }
+    CpuStream().wait();
+  });
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+} // namespace ddnn
+#endif

@@ -1,0 +1,41 @@
+/* oneDNN convolution on windows of ddnn tensors (float32), forward and both backward passes. */
+#pragma once
+#include <backend/cpu/dnnl_util.hpp>
+#if DDNN_WITH_DNNL
+  #include <vector>
+  #include <string>
+
+namespace ddnn
+{
+class DnnlConv
+{
+public:
+  /*
+    g: local geometry (no padding: the window is already padded by the halo exchange).
+    x/y: descriptors of the input window and the output box; dx/dy: of the gradients (NULL
+    descriptors skip the backward primitives). transposed: a transposed convolution, i.e. the
+    deconvolution primitives (x is then the small side).
+  */
+  PetscErrorCode SetUp(const ConvGeom &g, const dnnl::memory::desc &x, const dnnl::memory::desc &y, const dnnl::memory::desc &dx, const dnnl::memory::desc &dy, bool bias, bool transposed);
+  /* y = conv(x, w) + b; w plain (O, I, k...), reordered when wchanged */
+  PetscErrorCode Forward(void *x, const float *w, bool wchanged, const float *b, void *y);
+  /* dx = conv_bwd_data(dy, w) (overwrites the window) */
+  PetscErrorCode BackwardData(void *dy, const float *w, bool wchanged, void *dx);
+  /* dw = conv_bwd_weights(x, dy) as plain (O, I, k...) (overwritten), db (overwritten) if bias */
+  PetscErrorCode BackwardWeights(void *x, void *dy, float *dw, float *db);
+  std::string Impl() const { return impl; }
+  /* the formats oneDNN prefers for the input and output of this geometry */
+  static PetscErrorCode Preferred(const ConvGeom &g, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs);
+
+private:
+  ConvGeom                                        geom;
+  bool                                            hasbias = false, hasbwd = false, deconv = false;
+  dnnl::memory::desc                              wplain, bmd;
+  dnnl::primitive                                 fwd, bwdd, bwdw;
+  dnnl::memory::desc                              xmd, ymd, dxmd, dymd, wfwd, wbwd, dwmd;
+  std::vector<float>                              wbuf_fwd, wbuf_bwd, dwbuf;
+  bool                                            wfwd_plain = true, wbwd_plain = true, dw_plain = true;
+  std::string                                     impl;
+};
+} // namespace ddnn
+#endif

@@ -1,0 +1,869 @@
+/*
+  DDLAYERCONV: distributed convolution, paper 000 sec. 4.1.2 and Fig. 4 (paper 003 sec. III-A, III-D).
+
+  Partitions (D spatial dimensions, Ps = P_0 x ... x P_{D-1}):
+    x  on Px = Pn x Pci x Ps                 (the input's own partition)
+    y  on Py = Pn x Pco x Ps                 (the output)
+    w  on Pr = Pco x Pci x 1...1             (weights (Co, Ci, k...), on the workers with n = 0, s = 0)
+    b  on Pb = Pco                           (bias, on the workers with n = 0, ci = 0, s = 0: counted once)
+  and the work partition Pw = Pco x Pn x Pci x Ps of Pco Pn Pci |Ps| workers, numbered three
+  ways so that the broadcasts and sum-reductions align at the trailing dimension:
+    Pw_x = (Pco, Pn, Pci, Ps)  x^ = B x  (copies over co; x^ has shape (1, N, Ci, S))
+    Pw_y = (Pci, Pn, Pco, Ps)  y  = R y^ (sums over ci; y^ has shape (1, N, Co, S'))
+    Pw_w = (Pn Ps, Pco, Pci, 1...) w^ = B w (copies over n and s)
+  Forward:  x^ = B x; x^ = H x^; w^ = B w; b^ = B b; y^ = conv(x^, w^) + [ci = 0] b^; y = R y^
+  Backward: dy^ = R^* dy = B dy; dx^ = conv_x^*(dy^); dw^ = conv_w^*(x^, dy^); db^ = sum dy^;
+            dw += R dw^ (= B^* dw^); db += R db^; dx = B^* H^* dx^
+  Spatial-only (Pci = Pco = 1): no broadcasts of x or reductions of y; the weights are broadcast
+  from their owner. Channel-only (Ps = 1): no halo exchange (padding only).
+*/
+#include <ddnn/private/ddlayerimpl.h>
+#include <layer/impls/conv/convutil.hpp>
+#include <backend/kernels.hpp>
+#include <backend/cpu/conv_dnnl.hpp>
+#include <sys/ddsysimpl.h>
+#include <vector>
+#include <memory>
+
+using namespace ddnn;
+
+namespace
+{
+struct Conv {
+  /* hyper-parameters */
+  PetscInt      co = 0;
+  SpatialParam  kernel, stride, padding, dilation;
+  PetscBool     bias    = PETSC_TRUE;
+  DDPaddingMode padmode = DD_PADDING_ZEROS;
+  PetscInt      pco     = 1;
+  PetscBool     overlap = PETSC_FALSE;
+  /* set-up */
+  PetscInt    D = 0, lead = 0, So[3] = {1, 1, 1};
+  bool        bcastX = false, reduceY = false, bcastW = false, xdirect = false, usednnl = false;
+  PetscInt    Pn = 1, Pci = 1, Pss = 1, Ps[3] = {1, 1, 1};
+  DDPartition Pwx = NULL, Pwy = NULL, Py = NULL, Pr = NULL, Pww = NULL, Pb = NULL, Pwb = NULL;
+  DDTensor    xh = NULL, dxh = NULL, yh = NULL, dyh = NULL, dyin = NULL, w = NULL, b = NULL, wh = NULL, bh = NULL, dwh = NULL, dbh = NULL, dwr = NULL, dbr = NULL;
+  DDPrimitive Bx = NULL, Hx = NULL, Ry = NULL, Bw = NULL, Bb = NULL;
+  ConvGeom    g;
+  bool        active = false, hasout = false, biasworker = false;
+  PetscInt    xorg[DD_MAX_DIM] = {0}, yorg[DD_MAX_DIM] = {0};
+  std::unique_ptr<
+#if DDNN_WITH_DNNL
+    DnnlConv
+#else
+    int
+#endif
+    >
+                   dnnl;
+  PetscObjectState wstate = -1, wstate_bwd = -1;
+  Conv()
+  {
+    kernel.opt   = "layer_conv_kernel";
+    stride.opt   = "layer_conv_stride";
+    padding.opt  = "layer_conv_padding";
+    dilation.opt = "layer_conv_dilation";
+  }
+};
+} // namespace
+
+static PetscErrorCode ConvGet(DDLayer l, Conv **c, const char fn[])
+{
+  PetscFunctionBegin;
+  PetscCall(DDLayerCheckType_Private(l, DDLAYERCONV, fn));
+  *c = (Conv *)l->data;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerConvSetOutputChannels - Number of output channels of a convolution
+
+  Logically collective
+
+  Options Database Key:
+. -layer_conv_out_channels <n> - the number
+
+  Level: beginner
+
+.seealso: `DDLAYERCONV`, `DDLayerConvSetKernel()`
+@*/
+PetscErrorCode DDLayerConvSetOutputChannels(DDLayer l, PetscInt co)
+{
+  Conv *c;
+
+  PetscFunctionBegin;
+  PetscCall(ConvGet(l, &c, "DDLayerConvSetOutputChannels"));
+  PetscCheck(co >= 1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Output channels %" PetscInt_FMT " must be positive", co);
+  c->co = co;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerConvSetKernel - Kernel size per spatial dimension
+
+  Logically collective
+
+  Input Parameters:
++ l - the layer
+. n - 1 (the same size in every dimension) or the number of spatial dimensions
+- k - the sizes, outermost spatial dimension first (D, H, W)
+
+  Options Database Key:
+. -layer_conv_kernel <k0,k1,...> - the sizes
+
+  Level: beginner
+
+.seealso: `DDLAYERCONV`, `DDLayerConvSetStride()`
+@*/
+PetscErrorCode DDLayerConvSetKernel(DDLayer l, PetscInt n, const PetscInt k[])
+{
+  Conv *c;
+
+  PetscFunctionBegin;
+  PetscCall(ConvGet(l, &c, "DDLayerConvSetKernel"));
+  PetscCall(c->kernel.Set(PetscObjectComm((PetscObject)l), n, k, "The kernel"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerConvSetStride - Stride per spatial dimension (default 1)
+
+  Logically collective
+
+  Options Database Key:
+. -layer_conv_stride <s0,...> - the strides
+
+  Level: beginner
+
+.seealso: `DDLayerConvSetKernel()`
+@*/
+PetscErrorCode DDLayerConvSetStride(DDLayer l, PetscInt n, const PetscInt s[])
+{
+  Conv *c;
+
+  PetscFunctionBegin;
+  PetscCall(ConvGet(l, &c, "DDLayerConvSetStride"));
+  PetscCall(c->stride.Set(PetscObjectComm((PetscObject)l), n, s, "The stride"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerConvSetPadding - Padding per spatial dimension, added on both sides (default 0)
+
+  Logically collective
+
+  Options Database Key:
+. -layer_conv_padding <p0,...> - the paddings
+
+  Level: beginner
+
+.seealso: `DDLayerConvSetPaddingMode()`
+@*/
+PetscErrorCode DDLayerConvSetPadding(DDLayer l, PetscInt n, const PetscInt p[])
+{
+  Conv *c;
+
+  PetscFunctionBegin;
+  PetscCall(ConvGet(l, &c, "DDLayerConvSetPadding"));
+  PetscCall(c->padding.Set(PetscObjectComm((PetscObject)l), n, p, "The padding"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerConvSetDilation - Dilation per spatial dimension (default 1)
+
+  Logically collective
+
+  Options Database Key:
+. -layer_conv_dilation <d0,...> - the dilations
+
+  Level: intermediate
+
+.seealso: `DDLayerConvSetKernel()`
+@*/
+PetscErrorCode DDLayerConvSetDilation(DDLayer l, PetscInt n, const PetscInt d[])
+{
+  Conv *c;
+
+  PetscFunctionBegin;
+  PetscCall(ConvGet(l, &c, "DDLayerConvSetDilation"));
+  PetscCall(c->dilation.Set(PetscObjectComm((PetscObject)l), n, d, "The dilation"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerConvSetBias - Whether the convolution has a (learnable) bias (default true)
+
+  Logically collective
+
+  Options Database Key:
+. -layer_conv_bias <bool> - the flag
+
+  Level: beginner
+
+.seealso: `DDLAYERCONV`
+@*/
+PetscErrorCode DDLayerConvSetBias(DDLayer l, PetscBool flg)
+{
+  Conv *c;
+
+  PetscFunctionBegin;
+  PetscCall(ConvGet(l, &c, "DDLayerConvSetBias"));
+  c->bias = flg;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerConvSetPaddingMode - zeros (default), reflect, replicate or circular, all distributed
+
+  Logically collective
+
+  Options Database Key:
+. -layer_conv_padding_mode <zeros,reflect,replicate,circular> - the mode
+
+  Level: intermediate
+
+.seealso: `DDPaddingMode`, `DDLayerConvSetPadding()`
+@*/
+PetscErrorCode DDLayerConvSetPaddingMode(DDLayer l, DDPaddingMode mode)
+{
+  Conv *c;
+
+  PetscFunctionBegin;
+  PetscCall(ConvGet(l, &c, "DDLayerConvSetPaddingMode"));
+  c->padmode = mode;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerConvSetChannelWorkers - Number of workers the output channels are split over (Pco, default 1)
+
+  Logically collective
+
+  Notes:
+  With the input's channel split Pci (from its partition) this chooses the distribution of
+  paper 000 sec. 4.1.2: Pci = Pco = 1 is spatial-only, no spatial split is channel-only,
+  otherwise general. The layer needs Pn Pco Pci |Ps| ranks.
+
+  Options Database Key:
+. -layer_conv_channel_workers <n> - Pco
+
+  Level: intermediate
+
+.seealso: `DDLAYERCONV`
+@*/
+PetscErrorCode DDLayerConvSetChannelWorkers(DDLayer l, PetscInt n)
+{
+  Conv *c;
+
+  PetscFunctionBegin;
+  PetscCall(ConvGet(l, &c, "DDLayerConvSetChannelWorkers"));
+  PetscCheck(n >= 1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Channel workers %" PetscInt_FMT " must be positive", n);
+  c->pco = n;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerConvSetOverlap - Overlap the halo exchange with the interior convolution (paper 003, sec. IV-A)
+
+  Logically collective
+
+  Options Database Key:
+. -layer_conv_overlap <bool> - the flag
+
+  Level: advanced
+
+.seealso: `DDLAYERCONV`
+@*/
+PetscErrorCode DDLayerConvSetOverlap(DDLayer l, PetscBool flg)
+{
+  Conv *c;
+
+  PetscFunctionBegin;
+  PetscCall(ConvGet(l, &c, "DDLayerConvSetOverlap"));
+  c->overlap = flg;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Conv_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
+{
+  Conv     *c = (Conv *)l->data;
+  PetscEnum mode;
+  PetscBool set;
+
+  PetscFunctionBegin;
+  PetscOptionsHeadBegin(PetscOptionsObject, "DDLayer conv options");
+  PetscCall(PetscOptionsInt("-layer_conv_out_channels", "Output channels", "DDLayerConvSetOutputChannels", c->co, &c->co, NULL));
+  PetscCall(c->kernel.FromOptions(PetscOptionsObject, "-layer_conv_kernel", "Kernel size per spatial dimension", "DDLayerConvSetKernel"));
+  PetscCall(c->stride.FromOptions(PetscOptionsObject, "-layer_conv_stride", "Stride per spatial dimension", "DDLayerConvSetStride"));
+  PetscCall(c->padding.FromOptions(PetscOptionsObject, "-layer_conv_padding", "Padding per spatial dimension", "DDLayerConvSetPadding"));
+  PetscCall(c->dilation.FromOptions(PetscOptionsObject, "-layer_conv_dilation", "Dilation per spatial dimension", "DDLayerConvSetDilation"));
+  PetscCall(PetscOptionsBool("-layer_conv_bias", "Learnable bias", "DDLayerConvSetBias", c->bias, &c->bias, NULL));
+  mode = (PetscEnum)c->padmode;
+  PetscCall(PetscOptionsEnum("-layer_conv_padding_mode", "Padding mode", "DDLayerConvSetPaddingMode", DDPaddingModes, mode, &mode, &set));
+  if (set) c->padmode = (DDPaddingMode)mode;
+  PetscCall(PetscOptionsInt("-layer_conv_channel_workers", "Workers over the output channels", "DDLayerConvSetChannelWorkers", c->pco, &c->pco, NULL));
+  PetscCall(PetscOptionsBool("-layer_conv_overlap", "Overlap halo exchange and interior compute", "DDLayerConvSetOverlap", c->overlap, &c->overlap, NULL));
+  PetscOptionsHeadEnd();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Conv_Reset(DDLayer l)
+{
+  Conv *c = (Conv *)l->data;
+
+  PetscFunctionBegin;
+  for (DDPartition *p : {&c->Pwx, &c->Pwy, &c->Py, &c->Pr, &c->Pww, &c->Pb, &c->Pwb}) PetscCall(DDPartitionDestroy(p));
+  for (DDTensor *t : {&c->xh, &c->dxh, &c->yh, &c->dyh, &c->dyin, &c->wh, &c->bh, &c->dwh, &c->dbh, &c->dwr, &c->dbr}) PetscCall(DDTensorDestroy(t));
+  c->w = c->b = NULL; /* owned by the layer's parameter list */
+  for (DDPrimitive *p : {&c->Bx, &c->Hx, &c->Ry, &c->Bw, &c->Bb}) PetscCall(DDPrimitiveDestroy(p));
+  c->dnnl.reset();
+  c->wstate = c->wstate_bwd = -1;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Conv_Destroy(DDLayer l)
+{
+  PetscFunctionBegin;
+  PetscCall(Conv_Reset(l));
+  delete (Conv *)l->data;
+  l->data = NULL;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode MakePrim(MPI_Comm comm, DDPrimitiveType type, DDTensor x, DDTensor y, DDPrimitive *p)
+{
+  PetscFunctionBegin;
+  PetscCall(DDPrimitiveCreate(comm, p));
+  PetscCall(DDPrimitiveSetType(*p, type));
+  PetscCall(DDPrimitiveSetUp(*p, x, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode MakePart(MPI_Comm comm, const std::vector<PetscInt> &shape, const std::vector<PetscMPIInt> &ranks, DDPartition *p)
+{
+  PetscFunctionBegin;
+  PetscCall(DDPartitionCreateCartesian(comm, (PetscInt)shape.size(), shape.data(), (PetscInt)ranks.size(), ranks.data(), p));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* A tensor with the layout of t (the set-up layout), made once: where inputs with other halos are copied */
+static PetscErrorCode Conform(DDTensor x, DDTensor layout, DDTensor *cache, DDTensor *use, bool copy)
+{
+  PetscFunctionBegin;
+  if (x->layouthash == layout->layouthash) {
+    *use = x;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  if (!*cache) PetscCall(DDTensorDuplicate(layout, cache));
+  if (copy) PetscCall(DDTensorCopy(x, *cache));
+  *use = *cache;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
+{
+  Conv       *c    = (Conv *)l->data;
+  DDTensor    x    = xs[0];
+  MPI_Comm    comm = PetscObjectComm((PetscObject)l);
+  DDPartition Px   = x->part;
+  PetscMPIInt size;
+  const char *prefix;
+  PetscInt    k[3], s[3], p[3], d[3];
+
+  PetscFunctionBegin;
+  PetscCall(PetscObjectGetOptionsPrefix((PetscObject)l, &prefix));
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  PetscCheck(x->order >= 3 && x->order <= 5, comm, PETSC_ERR_ARG_INCOMP, "A convolution takes N x C x spatial tensors with 1 to 3 spatial dimensions; the input has order %" PetscInt_FMT, x->order);
+  const PetscInt D = x->order - 2;
+  c->D             = D;
+  PetscCheck(c->co > 0, comm, PETSC_ERR_ARG_WRONGSTATE, "Layer %s needs its number of output channels (-%slayer_conv_out_channels)", prefix ? prefix : "", prefix ? prefix : "");
+  PetscCall(c->kernel.Resolve(l, D, 1, true, 1, k));
+  PetscCall(c->stride.Resolve(l, D, 1, false, 1, s));
+  PetscCall(c->padding.Resolve(l, D, 0, false, 0, p));
+  PetscCall(c->dilation.Resolve(l, D, 1, false, 1, d));
+  for (PetscInt j = 0; j < x->order; j++) PetscCheck(!x->replicated[j], comm, PETSC_ERR_ARG_INCOMP, "A convolution's input cannot be replicated (dimension %" PetscInt_FMT ")", j);
+  for (PetscInt j = 3 - D; j < 3; j++) {
+    PetscInt n = x->shape[2 + j - (3 - D)], ext = d[j] * (k[j] - 1) + 1;
+    PetscCheck(n + 2 * p[j] >= ext, comm, PETSC_ERR_ARG_SIZ, "Kernel of extent %" PetscInt_FMT " is larger than the padded input (%" PetscInt_FMT " + 2 x %" PetscInt_FMT ") along spatial dimension %" PetscInt_FMT " (-%s%s)", ext, n, p[j], j - (3 - D), prefix ? prefix : "", c->kernel.opt);
+    c->So[j] = (n + 2 * p[j] - ext) / s[j] + 1;
+  }
+  /* the partitions */
+  c->Pn  = Px->shape[0];
+  c->Pci = Px->shape[1];
+  c->Pss = 1;
+  for (PetscInt j = 0; j < D; j++) {
+    c->Ps[j] = Px->shape[2 + j];
+    c->Pss *= c->Ps[j];
+  }
+  const PetscInt Pco = c->pco, Pn = c->Pn, Pci = c->Pci, Pss = c->Pss, W = Pco * Pn * Pci * Pss;
+  PetscCheck(W <= size, comm, PETSC_ERR_ARG_SIZ, "The convolution's work partition needs %" PetscInt_FMT " ranks (Pco %" PetscInt_FMT " x Pn %" PetscInt_FMT " x Pci %" PetscInt_FMT " x spatial %" PetscInt_FMT ") but the communicator has %d", W, Pco, Pn, Pci, Pss, size);
+  c->bcastX  = Pco > 1;
+  c->reduceY = Pci > 1;
+  c->bcastW  = Pn * Pss > 1;
+  /* ranks of the workers (co, n, ci, s): co = 0 are x's workers, the others the lowest free ranks */
+  std::vector<PetscMPIInt> wr((size_t)W);
+  {
+    std::vector<char> used(size, 0);
+    for (PetscInt i = 0; i < Px->size; i++) used[Px->ranks[i]] = 1;
+    PetscMPIInt next = 0;
+    for (PetscInt co = 0; co < Pco; co++)
+      for (PetscInt i = 0; i < Pn * Pci * Pss; i++) {
+        if (co == 0) wr[i] = Px->ranks[i];
+        else {
+          while (used[next]) next++;
+          used[next]                  = 1;
+          wr[co * Pn * Pci * Pss + i] = next;
+        }
+      }
+  }
+  auto rank = [&](PetscInt co, PetscInt n, PetscInt ci, PetscInt sl) { return wr[((co * Pn + n) * Pci + ci) * Pss + sl]; };
+  std::vector<PetscInt> ps(c->Ps, c->Ps + D), ones(D, 1);
+  auto cat = [](std::initializer_list<PetscInt> a, const std::vector<PetscInt> &b) {
+    std::vector<PetscInt> r(a);
+    r.insert(r.end(), b.begin(), b.end());
+    return r;
+  };
+  /* formats the kernels want */
+  DDTensorFormat xf = x->format, yf = DD_FORMAT_PLAIN;
+  PetscInt       xbs = x->bs, ybs = 1;
+  c->usednnl         = false;
+#if DDNN_WITH_DNNL
+  if (x->dtype == DD_FLOAT32) { /* a rank-independent geometry, so that every rank picks the same formats */
+    ConvGeom q;
+    q.D  = D;
+    q.N  = 2;
+    q.Ci = PetscMax(1, x->shape[1] / Pci);
+    q.Co = PetscMax(1, c->co / Pco);
+    for (PetscInt j = 0; j < 3; j++) {
+      q.k[j]   = k[j];
+      q.s[j]   = s[j];
+      q.d[j]   = d[j];
+      q.out[j] = j < 3 - D ? 1 : 8;
+      q.in[j]  = (q.out[j] - 1) * s[j] + (k[j] - 1) * d[j] + 1;
+    }
+    PetscCall(DnnlConv::Preferred(q, false, &xf, &xbs, &yf, &ybs));
+    c->usednnl = true;
+  }
+#endif
+  if (!c->usednnl) { /* the reference loops need strided formats */
+    if (xf == DD_FORMAT_BLOCKED) xf = DD_FORMAT_PLAIN;
+    yf = xf;
+  }
+  /* x^: the broadcast input, or x itself, or x in the kernel's format */
+  c->xdirect = false;
+  if (c->bcastX) {
+    std::vector<PetscMPIInt> r(wr);
+    PetscCall(MakePart(comm, cat({Pco, Pn, Pci}, ps), r, &c->Pwx));
+    PetscCall(DDTensorCreateBroadcast(x, c->Pwx, &c->xh));
+    PetscCall(DDTensorSetBlockSize(c->xh, xbs));
+    PetscCall(DDTensorSetFormat(c->xh, xf));
+    c->lead = 1;
+  } else if (x->format == xf && (xf != DD_FORMAT_BLOCKED || x->bs == xbs)) {
+    PetscCall(PetscObjectReference((PetscObject)x));
+    c->xh      = x;
+    c->xdirect = true;
+    c->lead    = 0;
+  } else {
+    PetscCall(DDTensorDuplicate(x, &c->xh));
+    PetscCall(DDTensorSetBlockSize(c->xh, xbs));
+    PetscCall(DDTensorSetFormat(c->xh, xf));
+    c->lead = 0;
+  }
+  const PetscInt lead = c->lead;
+  /* the halo exchange of x^ (App. B: windows from the output's balanced decomposition) */
+  PetscCall(DDPrimitiveCreate(comm, &c->Hx));
+  PetscCall(DDPrimitiveSetType(c->Hx, DDPRIMITIVEHALO));
+  for (PetscInt j = 0; j < D; j++) {
+    PetscInt jj = j + 3 - D;
+    PetscCall(DDPrimitiveHaloSetKernel(c->Hx, lead + 2 + j, k[jj], s[jj], d[jj], p[jj], c->So[jj]));
+    PetscCall(DDPrimitiveHaloSetPadding(c->Hx, lead + 2 + j, c->padmode));
+  }
+  PetscCall(DDPrimitiveSetUp(c->Hx, c->xh, NULL));
+  if (c->bcastX) PetscCall(MakePrim(comm, DDPRIMITIVEBROADCAST, x, c->xh, &c->Bx)); /* after the halo grew x^ */
+  /* the output y on Py = Pn x Pco x Ps (x's partition for spatial-only), x's batch ownership */
+  {
+    DDTensor              y;
+    std::vector<PetscInt> shape = cat({x->shape[0], c->co}, std::vector<PetscInt>(c->So + 3 - D, c->So + 3));
+    if (!c->bcastX && !c->reduceY) {
+      PetscCall(PetscObjectReference((PetscObject)Px));
+      c->Py = Px;
+    } else {
+      std::vector<PetscMPIInt> r;
+      for (PetscInt n = 0; n < Pn; n++)
+        for (PetscInt co = 0; co < Pco; co++)
+          for (PetscInt sl = 0; sl < Pss; sl++) r.push_back(rank(co, n, 0, sl));
+      PetscCall(MakePart(comm, cat({Pn, Pco}, ps), r, &c->Py));
+    }
+    std::vector<PetscInt> nl(Pn);
+    for (PetscInt n = 0; n < Pn; n++) nl[n] = x->ranges[0][n + 1] - x->ranges[0][n];
+    PetscCall(DDTensorCreate(comm, &y));
+    PetscCall(DDTensorSetPartition(y, c->Py));
+    PetscCall(DDTensorSetShape(y, 2 + D, shape.data()));
+    PetscCall(DDTensorSetDataType(y, x->dtype));
+    PetscCall(DDTensorSetOwnershipRanges(y, 0, nl.data()));
+    PetscCall(DDTensorSetBlockSize(y, ybs));
+    PetscCall(DDTensorSetFormat(y, yf));
+    PetscCall(DDTensorSetUp(y));
+    PetscCall(DDLayerSetOutput_Private(l, y));
+  }
+  if (c->reduceY) {
+    std::vector<PetscMPIInt> r;
+    for (PetscInt ci = 0; ci < Pci; ci++)
+      for (PetscInt n = 0; n < Pn; n++)
+        for (PetscInt co = 0; co < Pco; co++)
+          for (PetscInt sl = 0; sl < Pss; sl++) r.push_back(rank(co, n, ci, sl));
+    PetscCall(MakePart(comm, cat({Pci, Pn, Pco}, ps), r, &c->Pwy));
+    PetscCall(DDTensorCreateBroadcast(l->output, c->Pwy, &c->yh));
+    PetscCall(MakePrim(comm, DDPRIMITIVESUMREDUCE, c->yh, l->output, &c->Ry));
+  }
+  /* weights (Co, Ci, k...) on Pr = Pco x Pci x 1..., the bias (Co) on Pb = Pco */
+  {
+    std::vector<PetscMPIInt> r;
+    for (PetscInt co = 0; co < Pco; co++)
+      for (PetscInt ci = 0; ci < Pci; ci++) r.push_back(rank(co, 0, ci, 0));
+    PetscCall(MakePart(comm, cat({Pco, Pci}, ones), r, &c->Pr));
+    std::vector<PetscInt> shape = {c->co, x->shape[1]}, cl(Pci);
+    for (PetscInt j = 3 - D; j < 3; j++) shape.push_back(k[j]);
+    for (PetscInt ci = 0; ci < Pci; ci++) cl[ci] = x->ranges[1][ci + 1] - x->ranges[1][ci];
+    PetscCall(DDTensorCreate(comm, &c->w));
+    PetscCall(DDTensorSetPartition(c->w, c->Pr));
+    PetscCall(DDTensorSetShape(c->w, 2 + D, shape.data()));
+    PetscCall(DDTensorSetDataType(c->w, x->dtype));
+    PetscCall(DDTensorSetOwnershipRanges(c->w, 1, cl.data()));
+    PetscCall(DDTensorSetUp(c->w));
+    PetscCall(DDLayerAddParameter_Private(l, "weight", c->w));
+    if (c->bcastW) {
+      std::vector<PetscMPIInt> rw;
+      for (PetscInt n = 0; n < Pn; n++)
+        for (PetscInt sl = 0; sl < Pss; sl++)
+          for (PetscInt co = 0; co < Pco; co++)
+            for (PetscInt ci = 0; ci < Pci; ci++) rw.push_back(rank(co, n, ci, sl));
+      PetscCall(MakePart(comm, cat({Pn * Pss, Pco, Pci}, ones), rw, &c->Pww));
+      PetscCall(DDTensorCreateBroadcast(c->w, c->Pww, &c->wh));
+      PetscCall(MakePrim(comm, DDPRIMITIVEBROADCAST, c->w, c->wh, &c->Bw));
+    } else {
+      PetscCall(PetscObjectReference((PetscObject)c->w));
+      c->wh = c->w;
+    }
+    if (c->bias) {
+      std::vector<PetscMPIInt> rb;
+      for (PetscInt co = 0; co < Pco; co++) rb.push_back(rank(co, 0, 0, 0));
+      PetscCall(MakePart(comm, {Pco}, rb, &c->Pb));
+      PetscCall(DDTensorCreateFromPartition(c->Pb, x->dtype, 1, &c->co, &c->b));
+      PetscCall(DDLayerAddParameter_Private(l, "bias", c->b));
+      if (c->bcastW) {
+        std::vector<PetscMPIInt> rbw;
+        for (PetscInt n = 0; n < Pn; n++)
+          for (PetscInt sl = 0; sl < Pss; sl++)
+            for (PetscInt co = 0; co < Pco; co++) rbw.push_back(rank(co, n, 0, sl));
+        PetscCall(MakePart(comm, {Pn * Pss, Pco}, rbw, &c->Pwb));
+        PetscCall(DDTensorCreateBroadcast(c->b, c->Pwb, &c->bh));
+        PetscCall(MakePrim(comm, DDPRIMITIVEBROADCAST, c->b, c->bh, &c->Bb));
+      } else {
+        PetscCall(PetscObjectReference((PetscObject)c->b));
+        c->bh = c->b;
+      }
+    }
+  }
+  /* local geometry of the kernel */
+  DDTensor yt = c->reduceY ? c->yh : l->output;
+  c->active   = c->xh->active ? true : false;
+  c->biasworker = false;
+  if (c->active) c->biasworker = (c->bcastX ? c->xh->part->coords[2] : Px->coords[1]) == 0;
+  {
+    PetscInt wa[DD_MAX_DIM], wb[DD_MAX_DIM], os[DD_MAX_DIM], on[DD_MAX_DIM];
+    PetscCall(DDPrimitiveHaloGetWindow(c->Hx, wa, wb));
+    PetscCall(DDPrimitiveHaloGetOutputCorners(c->Hx, os, on));
+    const DDLayout &Lx = c->xh->layout, &Ly = yt->layout;
+    ConvGeom        &g  = c->g;
+    g.D                 = D;
+    g.N                 = Lx.n[lead];
+    g.Ci                = Lx.n[lead + 1];
+    g.Co                = Ly.n[(c->reduceY ? 1 : 0) + 1];
+    for (PetscInt j = 0; j < 3; j++) {
+      g.k[j] = k[j];
+      g.s[j] = s[j];
+      g.d[j] = d[j];
+    }
+    for (PetscInt j = 0; j < D; j++) {
+      PetscInt jj = j + 3 - D, dim = lead + 2 + j;
+      g.in[jj]    = wb[dim] - wa[dim];
+      g.out[jj]   = on[dim];
+      PetscCheck(!c->active || on[dim] == Ly.n[(c->reduceY ? 1 : 0) + 2 + j], PETSC_COMM_SELF, PETSC_ERR_PLIB, "Output decomposition mismatch");
+    }
+    for (PetscInt j = 0; j < Lx.order; j++) c->xorg[j] = Lx.lo[j];
+    for (PetscInt j = 0; j < D; j++) c->xorg[lead + 2 + j] = wa[lead + 2 + j] - Lx.start[lead + 2 + j] + Lx.lo[lead + 2 + j];
+    for (PetscInt j = 0; j < Ly.order; j++) c->yorg[j] = Ly.lo[j];
+    c->hasout = c->active && g.N > 0 && g.Ci > 0 && g.Co > 0 && g.out[0] > 0 && g.out[1] > 0 && g.out[2] > 0;
+  }
+#if DDNN_WITH_DNNL
+  if (c->usednnl && c->hasout) {
+    PetscInt                 nx[5] = {c->g.N, c->g.Ci, 0, 0, 0}, ny[5] = {c->g.N, c->g.Co, 0, 0, 0};
+    void                    *h;
+    for (PetscInt j = 0; j < D; j++) {
+      nx[2 + j] = c->g.in[j + 3 - D];
+      ny[2 + j] = c->g.out[j + 3 - D];
+    }
+    dnnl::memory::desc xm = WindowDesc(c->xh, lead, D, c->xorg, nx, &h), ym = WindowDesc(yt, c->reduceY ? 1 : 0, D, c->yorg, ny, &h);
+    c->dnnl.reset(new DnnlConv);
+    PetscCall(c->dnnl->SetUp(c->g, xm, ym, xm, ym, c->bias ? true : false, false));
+  }
+#endif
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Conv_InitParams(DDLayer l, PetscInt64 seed)
+{
+  Conv    *c      = (Conv *)l->data;
+  PetscInt fan_in = c->w->shape[1], fan_out = c->w->shape[0];
+
+  PetscFunctionBegin;
+  for (PetscInt j = 2; j < c->w->order; j++) {
+    fan_in *= c->w->shape[j];
+    fan_out *= c->w->shape[j];
+  }
+  PetscCall(DDTensorInitialize_Private(c->w, l->inittype, l->initscale, 2 * seed + 1, fan_in, fan_out, 1.0 / PetscSqrtReal((PetscReal)fan_in)));
+  if (c->b) PetscCall(DDTensorInitialize_Private(c->b, l->inittype == DD_INIT_DEFAULT ? DD_INIT_DEFAULT : DD_INIT_ZEROS, l->initscale, 2 * seed + 2, fan_in, fan_out, 1.0 / PetscSqrtReal((PetscReal)fan_in)));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the local convolution y^ = conv(x^ window, w^) (+ b^ on the ci = 0 workers) */
+static PetscErrorCode Conv_Local(Conv *c, DDTensor xh, DDTensor yt)
+{
+  PetscFunctionBegin;
+  if (!c->hasout) PetscFunctionReturn(PETSC_SUCCESS);
+  const PetscInt ly = c->reduceY ? 1 : 0;
+#if DDNN_WITH_DNNL
+  if (c->usednnl) {
+    PetscObjectState st;
+    std::vector<float> zero;
+    PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
+    const float *bp = NULL;
+    if (c->bias) {
+      if (c->biasworker) bp = (const float *)c->bh->array;
+      else {
+        zero.assign(c->g.Co, 0.f);
+        bp = zero.data();
+      }
+    }
+    void *xp = (char *)xh->array + (xh->layout.bdim < 0 ? LayoutOffset(xh->layout, c->xorg) * 4 : 0);
+    void *yp = (char *)yt->array + (yt->layout.bdim < 0 ? LayoutOffset(yt->layout, c->yorg) * 4 : 0);
+    PetscCall(c->dnnl->Forward(xp, (const float *)c->wh->array, st != c->wstate, bp, yp));
+    c->wstate = st;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+#endif
+  PetscCall(DispatchType(xh->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    View<const T> xv = CView(MakeView<T>(xh, c->lead, c->xorg, c->D));
+    View<T>       yv = MakeView<T>(yt, ly, c->yorg, c->D);
+    const T      *bp = (c->bias && c->biasworker) ? (const T *)c->bh->array : nullptr;
+    ConvForwardRef<T>(c->g, xv, (const T *)c->wh->array, bp, yv);
+    return PETSC_SUCCESS;
+  }));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Conv_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTensor y)
+{
+  Conv    *c = (Conv *)l->data;
+  DDTensor x = xs[0], xh, yo;
+
+  PetscFunctionBegin;
+  /* x^ */
+  if (c->bcastX) {
+    DDTensor xin;
+    PetscCall(Conform(x, l->setupin[0], &c->dyin, &xin, true));
+    PetscCall(DDPrimitiveApply(c->Bx, xin, c->xh));
+    xh = c->xh;
+  } else if (c->xdirect) {
+    PetscCall(Conform(x, c->xh, &c->dxh, &xh, true)); /* x itself unless its halo changed */
+  } else {
+    PetscCall(DDTensorCopy(x, c->xh));
+    xh = c->xh;
+  }
+  /* w^, b^ */
+  if (c->bcastW) {
+    PetscCall(DDPrimitiveApply(c->Bw, c->w, c->wh));
+    if (c->bias) PetscCall(DDPrimitiveApply(c->Bb, c->b, c->bh));
+  }
+  /* the halo, then the local kernel */
+  PetscCall(DDPrimitiveApply(c->Hx, xh, NULL));
+  if (c->reduceY) {
+    PetscCall(Conv_Local(c, xh, c->yh));
+    PetscCall(Conform(y, l->output, &c->dyin, &yo, false));
+    PetscCall(DDPrimitiveApply(c->Ry, c->yh, yo));
+  } else {
+    yo = y->layouthash == l->output->layouthash ? y : l->output;
+    PetscCall(Conv_Local(c, xh, yo));
+  }
+  if (yo != y) PetscCall(DDTensorCopy(yo, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Conv_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTensor dxs[])
+{
+  Conv    *c  = (Conv *)l->data;
+  DDTensor dx = dxs ? dxs[0] : NULL, x = l->saved[0], xh, dyt, dxh;
+
+  PetscFunctionBegin;
+  /* x^ as the forward left it */
+  if (c->bcastX || !c->xdirect) xh = c->xh;
+  else xh = x->layouthash == c->xh->layouthash ? x : c->dxh;
+  /* dy^ = R^* dy */
+  {
+    DDTensor dyo;
+    PetscCall(Conform(dy, l->output, &c->dyin, &dyo, true));
+    if (c->reduceY) {
+      if (!c->dyh) PetscCall(DDTensorDuplicate(c->yh, &c->dyh));
+      PetscCall(DDPrimitiveApplyAdjoint(c->Ry, dyo, c->dyh));
+      dyt = c->dyh;
+    } else dyt = dyo;
+  }
+  const PetscInt ly = c->reduceY ? 1 : 0;
+  /* parameter gradients: dw^, db^ locally, then R = B^* onto the owners, added */
+  if (!c->dwh) PetscCall(DDTensorDuplicate(c->wh, &c->dwh));
+  if (c->bias && !c->dbh) PetscCall(DDTensorDuplicate(c->bh, &c->dbh));
+  PetscCall(DDTensorZeroEntries(c->dwh));
+  if (c->dbh) PetscCall(DDTensorZeroEntries(c->dbh));
+  if (c->hasout) {
+#if DDNN_WITH_DNNL
+    if (c->usednnl) {
+      std::vector<float> scratch;
+      float             *db = NULL;
+      if (c->bias) {
+        if (c->biasworker) db = (float *)c->dbh->array;
+        else {
+          scratch.resize(c->g.Co);
+          db = scratch.data();
+        }
+      }
+      void *xp = (char *)xh->array + (xh->layout.bdim < 0 ? LayoutOffset(xh->layout, c->xorg) * 4 : 0);
+      void *yp = (char *)dyt->array + (dyt->layout.bdim < 0 ? LayoutOffset(dyt->layout, c->yorg) * 4 : 0);
+      PetscCall(c->dnnl->BackwardWeights(xp, yp, (float *)c->dwh->array, db));
+    } else
+#endif
+      PetscCall(DispatchType(xh->dtype, [&](auto z) -> PetscErrorCode {
+        using T = decltype(z);
+        View<const T> xv = CView(MakeView<T>(xh, c->lead, c->xorg, c->D));
+        View<const T> yv = CView(MakeView<T>(dyt, ly, c->yorg, c->D));
+        ConvBackwardWeightsRef<T>(c->g, xv, yv, (T *)c->dwh->array, (c->bias && c->biasworker) ? (T *)c->dbh->array : nullptr);
+        return PETSC_SUCCESS;
+      }));
+  }
+  if (c->bcastW) {
+    if (!c->dwr) PetscCall(DDTensorDuplicate(c->w, &c->dwr));
+    PetscCall(DDPrimitiveApplyAdjoint(c->Bw, c->dwh, c->dwr));
+    PetscCall(DDTensorAXPY(l->grads[0], 1.0, c->dwr));
+    if (c->bias) {
+      if (!c->dbr) PetscCall(DDTensorDuplicate(c->b, &c->dbr));
+      PetscCall(DDPrimitiveApplyAdjoint(c->Bb, c->dbh, c->dbr));
+      PetscCall(DDTensorAXPY(l->grads[1], 1.0, c->dbr));
+    }
+  } else {
+    PetscCall(DDTensorAXPY(l->grads[0], 1.0, c->dwh));
+    if (c->bias) PetscCall(DDTensorAXPY(l->grads[1], 1.0, c->dbh));
+  }
+  if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
+  /* dx^ = conv_x^*(dy^) on the window, H^* adds its halo into the owners, B^* sums over co */
+  if (!c->bcastX && dx->layouthash == c->xh->layouthash) dxh = dx;
+  else {
+    if (!c->dxh) PetscCall(DDTensorDuplicate(c->xh, &c->dxh));
+    dxh = c->dxh;
+  }
+  PetscCall(DDTensorZeroEntries(dxh));
+  if (c->hasout) {
+#if DDNN_WITH_DNNL
+    if (c->usednnl) {
+      PetscObjectState st;
+      PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
+      void *xp = (char *)dxh->array + (dxh->layout.bdim < 0 ? LayoutOffset(dxh->layout, c->xorg) * 4 : 0);
+      void *yp = (char *)dyt->array + (dyt->layout.bdim < 0 ? LayoutOffset(dyt->layout, c->yorg) * 4 : 0);
+      PetscCall(c->dnnl->BackwardData(yp, (const float *)c->wh->array, st != c->wstate_bwd, xp));
+      c->wstate_bwd = st;
+    } else
+#endif
+      PetscCall(DispatchType(dxh->dtype, [&](auto z) -> PetscErrorCode {
+        using T = decltype(z);
+        View<T>       xv = MakeView<T>(dxh, c->lead, c->xorg, c->D);
+        View<const T> yv = CView(MakeView<T>(dyt, ly, c->yorg, c->D));
+        ConvBackwardDataRef<T>(c->g, yv, (const T *)c->wh->array, xv);
+        return PETSC_SUCCESS;
+      }));
+  }
+  PetscCall(DDPrimitiveApplyAdjoint(c->Hx, dxh, NULL));
+  if (c->bcastX) {
+    DDTensor dxo;
+    PetscCall(Conform(dx, l->setupin[0], &c->dyin, &dxo, false));
+    PetscCall(DDPrimitiveApplyAdjoint(c->Bx, dxh, dxo));
+    if (dxo != dx) PetscCall(DDTensorCopy(dxo, dx));
+  } else if (dxh != dx) PetscCall(DDTensorCopy(dxh, dx));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
+{
+  Conv *c = (Conv *)l->data;
+
+  PetscFunctionBegin;
+  PetscCall(PetscViewerASCIIPrintf(viewer, "out channels %" PetscInt_FMT ", bias %s, padding mode %s, channel workers %" PetscInt_FMT "\n", c->co, c->bias ? "yes" : "no", DDPaddingModes[c->padmode], c->pco));
+  if (l->setupcalled) {
+    const char *dist = (!c->bcastX && !c->reduceY) ? "spatial" : (c->Pss == 1 ? "channel" : "general");
+    PetscCall(PetscViewerASCIIPrintf(viewer, "kernel %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " stride %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT ", %s distribution (Pn %" PetscInt_FMT ", Pci %" PetscInt_FMT ", Pco %" PetscInt_FMT ", spatial %" PetscInt_FMT "), kernels: %s\n", c->g.k[0], c->g.k[1], c->g.k[2], c->g.s[0], c->g.s[1], c->g.s[2], dist, c->Pn, c->Pci, c->pco, c->Pss,
+#if DDNN_WITH_DNNL
+                                     c->dnnl ? c->dnnl->Impl().c_str() :
+#endif
+                                             (c->usednnl ? "oneDNN (no local output)" : "reference loops")));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*MC
+  DDLAYERCONV - "conv": distributed 1-, 2- and 3-D convolution (paper 000 sec. 4.1.2, Fig. 4)
+
+  Input N x C x spatial; output N x Co x spatial'; weights (Co, Ci, k...) as PyTorch stores them,
+  bias (Co). Stride, padding (zeros, reflect, replicate, circular), dilation and bias mean what
+  they mean in torch.nn.Conv1d/2d/3d.
+
+  Distributions: the input's partition Pn x Pci x Ps and -layer_conv_channel_workers Pco choose
+  spatial-only (Pci = Pco = 1: a halo exchange, and the weights broadcast from their owner),
+  channel-only (Ps = 1: Pco x Pci weight partition with broadcast and sum-reduce) or general.
+  Unbalanced halos follow the output's balanced decomposition (Appendix B).
+
+  Kernels: oneDNN (float32; activations in its preferred, usually blocked, format are written
+  and read without reorders) or the reference loops (float64).
+
+  Options Database Keys:
++ -layer_conv_out_channels <n> - output channels
+. -layer_conv_kernel <k,...> - kernel size (1 or D entries)
+. -layer_conv_stride <s,...> - stride
+. -layer_conv_padding <p,...> - padding
+. -layer_conv_dilation <d,...> - dilation
+. -layer_conv_bias <bool> - bias
+. -layer_conv_padding_mode <zeros,reflect,replicate,circular> - padding mode
+- -layer_conv_channel_workers <n> - Pco
+
+  Level: beginner
+
+.seealso: `DDLayerConvSetKernel()`, `DDLayerConvSetOutputChannels()`, `DDPRIMITIVEHALO`
+M*/
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Conv(DDLayer l)
+{
+  PetscFunctionBegin;
+  l->data                = new Conv;
+  l->ops->setfromoptions = Conv_SetFromOptions;
+  l->ops->setup          = Conv_SetUp;
+  l->ops->forward        = Conv_Forward;
+  l->ops->backward       = Conv_Backward;
+  l->ops->initparams     = Conv_InitParams;
+  l->ops->view           = Conv_View;
+  l->ops->reset          = Conv_Reset;
+  l->ops->destroy        = Conv_Destroy;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode RegisterConv(void)
+{
+  return DDLayerRegister(DDLAYERCONV, DDLayerCreate_Conv);
+}
+static DDModuleRegistrar conv_registrar(RegisterConv);

@@ -1,0 +1,1061 @@
+/*
+  DDLayer: the object, registry, life cycle, parameters, initialization and the adjoint test.
+*/
+#include <ddnn/private/ddlayerimpl.h>
+#include <tensor/layout.hpp>
+#include <sys/ddsysimpl.h>
+#include <map>
+#include <string>
+#include <vector>
+#include <cmath>
+
+using namespace ddnn;
+
+PetscClassId      DD_LAYER_CLASSID;
+PetscFunctionList DDLayerList = NULL;
+const char *const DDInitTypes[] = {"default", "kaiming_uniform", "kaiming_normal", "xavier_uniform", "xavier_normal", "uniform", "zeros", "DDInitType", "DD_INIT_", nullptr};
+const char *const DDPoolTypes[] = {"max", "avg", "DDPoolType", "DD_POOL_", nullptr};
+const char *const DDActivationTypes[] = {"relu", "leakyrelu", "tanh", "sigmoid", "gelu", "identity", "DDActivationType", "DD_ACT_", nullptr};
+const char *const DDUpsampleModes[]   = {"nearest", "linear", "DDUpsampleMode", "DD_UPSAMPLE_", nullptr};
+const char *const DDLossTypes[]       = {"mse", "l1", "crossentropy", "DDLossType", "DD_LOSS_", nullptr};
+const char *const DDReductions[]      = {"mean", "sum", "DDReduction", "DD_REDUCTION_", nullptr};
+
+static std::map<std::string, std::pair<PetscLogEvent, PetscLogEvent>> &LayerEvents()
+{
+  static std::map<std::string, std::pair<PetscLogEvent, PetscLogEvent>> m;
+  return m;
+}
+
+static PetscErrorCode DDLayerInitializePackage(void)
+{
+  PetscFunctionBegin;
+  PetscCall(PetscClassIdRegister("DD Layer", &DD_LAYER_CLASSID));
+  LayerEvents().clear();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDLayerFinalizePackage(void)
+{
+  PetscFunctionBegin;
+  PetscCall(PetscFunctionListDestroy(&DDLayerList));
+  LayerEvents().clear();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static DDModuleRegistrar registrar(DDLayerInitializePackage, DDLayerFinalizePackage);
+
+static PetscErrorCode DDLayerGetEvents(const char type[], PetscLogEvent *fwd, PetscLogEvent *bwd)
+{
+  PetscFunctionBegin;
+  auto it = LayerEvents().find(type);
+  if (it == LayerEvents().end()) {
+    char          name[64];
+    PetscLogEvent f, b;
+    PetscCall(PetscSNPrintf(name, sizeof(name), "DDLayer%sFwd", type));
+    name[7] = (char)toupper(name[7]);
+    PetscCall(PetscLogEventRegister(name, DD_LAYER_CLASSID, &f));
+    PetscCall(PetscSNPrintf(name, sizeof(name), "DDLayer%sBwd", type));
+    name[7] = (char)toupper(name[7]);
+    PetscCall(PetscLogEventRegister(name, DD_LAYER_CLASSID, &b));
+    it = LayerEvents().emplace(type, std::make_pair(f, b)).first;
+  }
+  *fwd = it->second.first;
+  *bwd = it->second.second;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDLayerRegister - Adds a layer type
+
+  Not collective
+
+  Input Parameters:
++ name     - the type name, used with `DDLayerSetType()` and -layer_type
+- function - the constructor that fills the ops table and data of a new layer
+
+  Notes:
+  Built-in types register themselves when the package initializes.
+
+  Level: advanced
+
+.seealso: `DDLayerSetType()`
+@*/
+PetscErrorCode DDLayerRegister(const char name[], PetscErrorCode (*function)(DDLayer))
+{
+  PetscFunctionBegin;
+  PetscCall(DDInitializePackage());
+  PetscCall(PetscFunctionListAdd(&DDLayerList, name, function));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerCreate - Creates a distributed layer
+
+  Collective
+
+  Input Parameter:
+. comm - the communicator of the tensors the layer will see
+
+  Output Parameter:
+. layer - the layer; choose its type with `DDLayerSetType()` or -layer_type
+
+  Level: beginner
+
+.seealso: `DDLayerSetType()`, `DDLayerSetUp()`, `DDLayerForward()`, `DDLayerBackward()`
+@*/
+PetscErrorCode DDLayerCreate(MPI_Comm comm, DDLayer *layer)
+{
+  DDLayer l;
+
+  PetscFunctionBegin;
+  PetscValidPointer(layer, 2);
+  PetscCall(DDInitializePackage());
+  PetscCall(PetscHeaderCreate(l, DD_LAYER_CLASSID, "DDLayer", "Distributed layer", "DDLayer", comm, DDLayerDestroy, DDLayerView));
+  l->training  = PETSC_TRUE;
+  l->minin     = 1;
+  l->maxin     = 1;
+  l->inittype  = DD_INIT_DEFAULT;
+  l->initscale = 1.0;
+  *layer       = l;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDLayerReleaseSaved(DDLayer l)
+{
+  PetscFunctionBegin;
+  for (PetscInt i = 0; i < DD_LAYER_MAX_INPUTS; i++) PetscCall(DDTensorDestroy(&l->saved[i]));
+  l->forwarddone = PETSC_FALSE;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode DDLayerClearParameters_Private(DDLayer l)
+{
+  PetscFunctionBegin;
+  for (PetscInt i = 0; i < l->nparams; i++) {
+    PetscCall(DDTensorDestroy(&l->params[i]));
+    PetscCall(DDTensorDestroy(&l->grads[i]));
+    PetscCall(PetscFree(l->paramnames[i]));
+  }
+  PetscCall(PetscFree(l->params));
+  PetscCall(PetscFree(l->grads));
+  PetscCall(PetscFree(l->paramnames));
+  l->nparams = 0;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDLayerReset(DDLayer l)
+{
+  PetscFunctionBegin;
+  if (l->ops->reset) PetscCall((*l->ops->reset)(l));
+  PetscCall(DDLayerReleaseSaved(l));
+  for (PetscInt i = 0; i < DD_LAYER_MAX_INPUTS; i++) PetscCall(DDTensorDestroy(&l->setupin[i]));
+  PetscCall(DDLayerClearParameters_Private(l));
+  PetscCall(DDTensorDestroy(&l->output));
+  l->setupcalled = PETSC_FALSE;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDLayerSetType - Chooses the layer's type
+
+  Collective
+
+  Input Parameters:
++ layer - the layer
+- type  - `DDLAYERCONV`, `DDLAYERPOOL`, `DDLAYERAFFINE`, ... or a registered type
+
+  Options Database Key:
+. -layer_type <type> - the type
+
+  Level: beginner
+
+.seealso: `DDLayerCreate()`, `DDLayerRegister()`
+@*/
+PetscErrorCode DDLayerSetType(DDLayer layer, DDLayerType type)
+{
+  PetscErrorCode (*create)(DDLayer);
+  PetscBool match;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCall(PetscObjectTypeCompare((PetscObject)layer, type, &match));
+  if (match) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscFunctionListFind(DDLayerList, type, &create));
+  PetscCheck(create, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_UNKNOWN_TYPE, "Unknown layer type \"%s\"%s%s", type, ((PetscObject)layer)->prefix ? " for the layer with prefix " : "", ((PetscObject)layer)->prefix ? ((PetscObject)layer)->prefix : "");
+  PetscCall(DDLayerReset(layer));
+  if (layer->ops->destroy) PetscCall((*layer->ops->destroy)(layer));
+  PetscCall(PetscMemzero(layer->ops, sizeof(struct _DDLayerOps)));
+  layer->data  = NULL;
+  layer->minin = layer->maxin = 1;
+  PetscCall(PetscObjectChangeTypeName((PetscObject)layer, type));
+  PetscCall(DDLayerGetEvents(type, &layer->evfwd, &layer->evbwd));
+  PetscCall((*create)(layer));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDLayerGetType - The layer's type
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDLayerSetType()`
+@*/
+PetscErrorCode DDLayerGetType(DDLayer layer, DDLayerType *type)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  *type = ((PetscObject)layer)->type_name;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDLayerSetOptionsPrefix - Sets the prefix of the layer's options (e.g. "conv1_" for -conv1_layer_conv_kernel)
+
+  Logically collective
+
+  Level: beginner
+
+.seealso: `DDLayerSetFromOptions()`
+@*/
+PetscErrorCode DDLayerSetOptionsPrefix(DDLayer layer, const char prefix[])
+{
+  PetscFunctionBegin;
+  PetscCall(PetscObjectSetOptionsPrefix((PetscObject)layer, prefix));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDLayerAppendOptionsPrefix - Appends to the prefix of the layer's options
+
+  Logically collective
+
+  Level: intermediate
+
+.seealso: `DDLayerSetOptionsPrefix()`
+@*/
+PetscErrorCode DDLayerAppendOptionsPrefix(DDLayer layer, const char prefix[])
+{
+  PetscFunctionBegin;
+  PetscCall(PetscObjectAppendOptionsPrefix((PetscObject)layer, prefix));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDLayerGetOptionsPrefix - The prefix of the layer's options
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDLayerSetOptionsPrefix()`
+@*/
+PetscErrorCode DDLayerGetOptionsPrefix(DDLayer layer, const char *prefix[])
+{
+  PetscFunctionBegin;
+  PetscCall(PetscObjectGetOptionsPrefix((PetscObject)layer, prefix));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerSetFromOptions - Configures the layer from the options database
+
+  Collective
+
+  Options Database Keys:
++ -layer_type <type> - the type
+. -layer_init <default,kaiming_uniform,...> - parameter initialization
+. -layer_init_scale <s> - scale of the uniform initialization
+. -layer_view - view the layer after set-up
+  and the type's own keys, derived from its setters (e.g. -layer_conv_kernel 3,3)
+
+  Level: beginner
+
+.seealso: `DDLayerSetType()`, `DDLayerSetOptionsPrefix()`
+@*/
+PetscErrorCode DDLayerSetFromOptions(DDLayer layer)
+{
+  char      type[256];
+  PetscBool flg;
+  PetscEnum it;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscObjectOptionsBegin((PetscObject)layer);
+  PetscCall(PetscOptionsFList("-layer_type", "Layer type", "DDLayerSetType", DDLayerList, ((PetscObject)layer)->type_name ? ((PetscObject)layer)->type_name : "", type, sizeof(type), &flg));
+  if (flg) PetscCall(DDLayerSetType(layer, type));
+  PetscCheck(((PetscObject)layer)->type_name, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONGSTATE, "Layer %s has no type: call DDLayerSetType() or give -%slayer_type", ((PetscObject)layer)->prefix ? ((PetscObject)layer)->prefix : "", ((PetscObject)layer)->prefix ? ((PetscObject)layer)->prefix : "");
+  it = (PetscEnum)layer->inittype;
+  PetscCall(PetscOptionsEnum("-layer_init", "Parameter initialization", "DDLayerSetInitType", DDInitTypes, it, &it, &flg));
+  if (flg) layer->inittype = (DDInitType)it;
+  PetscCall(PetscOptionsReal("-layer_init_scale", "Scale of the uniform initialization", "DDLayerSetInitScale", layer->initscale, &layer->initscale, NULL));
+  if (layer->ops->setfromoptions) PetscCall((*layer->ops->setfromoptions)(layer, PetscOptionsObject));
+  PetscCall(PetscObjectProcessOptionsHandlers((PetscObject)layer, PetscOptionsObject));
+  PetscOptionsEnd();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerSetUpMulti - Sets the layer up for inputs with the given layouts
+
+  Collective
+
+  Input Parameters:
++ layer - the layer
+. n     - number of inputs (add and concat take several; loss takes prediction and target)
+- xs    - tensors laid out as the inputs will be
+
+  Notes:
+  Computes the output layout (`DDLayerGetOutput()`), builds the primitives (halo widths
+  follow the kernel, and the inputs' halos may grow, `DDTensorEnsureHalo()`), creates and
+  initializes the parameters with the layer's seed (0 unless `DDLayerInitializeParameters()`
+  is called later). Errors name the option, shape or rank at fault on every rank.
+
+  Level: beginner
+
+.seealso: `DDLayerSetUp()`, `DDLayerForwardMulti()`
+@*/
+PetscErrorCode DDLayerSetUpMulti(DDLayer layer, PetscInt n, DDTensor xs[])
+{
+  MPI_Comm comm;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  comm = PetscObjectComm((PetscObject)layer);
+  PetscCheck(((PetscObject)layer)->type_name, comm, PETSC_ERR_ARG_WRONGSTATE, "Set the layer's type first (DDLayerSetType() or -layer_type)");
+  PetscCheck(n >= layer->minin && n <= layer->maxin, comm, PETSC_ERR_ARG_SIZ, "A %s layer takes %" PetscInt_FMT "%s%" PetscInt_FMT " input(s), not %" PetscInt_FMT, ((PetscObject)layer)->type_name, layer->minin, layer->maxin > layer->minin ? " to " : "", layer->maxin > layer->minin ? layer->maxin : (PetscInt)0, n);
+  for (PetscInt i = 0; i < n; i++) {
+    PetscCall(DDTensorCheckSetUp_Private(xs[i], "DDLayerSetUp"));
+    PetscMPIInt cmp;
+    PetscCallMPI(MPI_Comm_compare(comm, PetscObjectComm((PetscObject)xs[i]), &cmp));
+    PetscCheck(cmp == MPI_IDENT || cmp == MPI_CONGRUENT, comm, PETSC_ERR_ARG_NOTSAMECOMM, "Input %" PetscInt_FMT " lives on another communicator than the layer", i);
+  }
+  PetscCall(DDLayerReset(layer));
+  layer->nin = n;
+  PetscCall((*layer->ops->setup)(layer, n, xs));
+  PetscCheck(layer->output, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Layer type %s did not create its output", ((PetscObject)layer)->type_name);
+  for (PetscInt i = 0; i < n; i++) {
+    layer->inhash[i] = xs[i]->layouthash;
+    PetscCall(PetscObjectReference((PetscObject)xs[i]));
+    layer->setupin[i] = xs[i];
+  }
+  layer->setupcalled = PETSC_TRUE;
+  if (layer->nparams) PetscCall(DDLayerInitializeParameters(layer, 0));
+  PetscCall(DDLayerViewFromOptions(layer, NULL, "-layer_view"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerSetUp - Sets up a single-input layer for inputs laid out like x
+
+  Collective
+
+  Level: beginner
+
+.seealso: `DDLayerSetUpMulti()`
+@*/
+PetscErrorCode DDLayerSetUp(DDLayer layer, DDTensor x)
+{
+  PetscFunctionBegin;
+  PetscCall(DDLayerSetUpMulti(layer, 1, &x));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* For implementations: set the (owned) output tensor */
+PetscErrorCode DDLayerSetOutput_Private(DDLayer l, DDTensor y)
+{
+  PetscFunctionBegin;
+  PetscCall(DDTensorDestroy(&l->output));
+  l->output = y;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerGetOutput - The layer's own output tensor (not a new reference)
+
+  Not collective
+
+  Notes:
+  Forward may write into it or into any tensor distributed alike with the same format
+  (`DDLayerCreateOutput()`).
+
+  Level: beginner
+
+.seealso: `DDLayerCreateOutput()`
+@*/
+PetscErrorCode DDLayerGetOutput(DDLayer layer, DDTensor *y)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCheck(layer->setupcalled, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONGSTATE, "Call DDLayerSetUp() first");
+  *y = layer->output;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerCreateOutput - Creates a tensor laid out as the layer's output
+
+  Collective
+
+  Level: beginner
+
+.seealso: `DDLayerGetOutput()`
+@*/
+PetscErrorCode DDLayerCreateOutput(DDLayer layer, DDTensor *y)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCheck(layer->setupcalled, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONGSTATE, "Call DDLayerSetUp() first");
+  PetscCall(DDTensorDuplicate(layer->output, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* The output may have another halo than the layer's own output, but not another distribution or format */
+static PetscErrorCode DDLayerCheckOutput(DDLayer l, DDTensor y, const char fn[])
+{
+  PetscBool ok;
+
+  PetscFunctionBegin;
+  PetscCall(DDTensorCheckSetUp_Private(y, fn));
+  PetscCall(DDTensorCompatible(y, l->output, &ok));
+  PetscCheck(ok && y->dtype == l->output->dtype, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_INCOMP, "%s: the output tensor is not distributed as the layer's output (use DDLayerGetOutput() or DDLayerCreateOutput())", fn);
+  PetscCheck(y->format == l->output->format && (y->format != DD_FORMAT_BLOCKED || y->bs == l->output->bs), PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_INCOMP, "%s: the output tensor has format %s, the layer writes %s", fn, DDTensorFormats[y->format], DDTensorFormats[l->output->format]);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerForwardMulti - y = F(x_0, ..., x_{n-1})
+
+  Collective
+
+  Input Parameters:
++ layer - a set-up layer
+. n     - number of inputs
+. xs    - the inputs, laid out as at set-up (their halos may have grown since)
+- y     - the output (`DDLayerGetOutput()` or a tensor distributed alike)
+
+  Notes:
+  The inputs are kept (referenced) for `DDLayerBackwardMulti()`; they must not be modified
+  in between, or Backward raises an error.
+
+  Level: beginner
+
+.seealso: `DDLayerBackwardMulti()`, `DDLayerForward()`
+@*/
+PetscErrorCode DDLayerForwardMulti(DDLayer layer, PetscInt n, DDTensor xs[], DDTensor y)
+{
+  MPI_Comm comm;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  comm = PetscObjectComm((PetscObject)layer);
+  PetscCheck(layer->setupcalled, comm, PETSC_ERR_ARG_WRONGSTATE, "Call DDLayerSetUp() before DDLayerForward()");
+  PetscCheck(n == layer->nin, comm, PETSC_ERR_ARG_SIZ, "Layer was set up for %" PetscInt_FMT " input(s), %" PetscInt_FMT " given", layer->nin, n);
+  for (PetscInt i = 0; i < n; i++) {
+    PetscCall(DDTensorCheckSetUp_Private(xs[i], "DDLayerForward"));
+    if (xs[i]->layouthash != layer->inhash[i]) { /* a halo grew, or another tensor: it must be distributed alike */
+      PetscCall(DDTensorCheckCompatible_Private(xs[i], layer->setupin[i], "DDLayerForward"));
+    }
+  }
+  PetscCall(DDLayerCheckOutput(layer, y, "DDLayerForward"));
+  PetscCall(DDLayerReleaseSaved(layer));
+  PetscCall(PetscLogEventBegin(layer->evfwd, layer, 0, 0, 0));
+  PetscCall((*layer->ops->forward)(layer, n, xs, y));
+  PetscCall(PetscLogEventEnd(layer->evfwd, layer, 0, 0, 0));
+  for (PetscInt i = 0; i < n; i++) {
+    PetscCall(PetscObjectReference((PetscObject)xs[i]));
+    layer->saved[i] = xs[i];
+    PetscCall(PetscObjectStateGet((PetscObject)xs[i], &layer->savedstate[i]));
+  }
+  layer->forwarddone = PETSC_TRUE;
+  PetscCall(PetscObjectStateIncrease((PetscObject)y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerForward - y = F(x) for a single-input layer
+
+  Collective
+
+  Level: beginner
+
+.seealso: `DDLayerForwardMulti()`, `DDLayerBackward()`
+@*/
+PetscErrorCode DDLayerForward(DDLayer layer, DDTensor x, DDTensor y)
+{
+  PetscFunctionBegin;
+  PetscCall(DDLayerForwardMulti(layer, 1, &x, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerBackwardMulti - dx_i = J_i^* dy at the state of the last Forward; parameter gradients accumulate
+
+  Collective
+
+  Input Parameters:
++ layer - the layer, after `DDLayerForwardMulti()`
+. dy    - the gradient with respect to the output (distributed as the output); for a loss
+          layer, NULL means dL = 1
+. n     - number of inputs
+- dxs   - the gradients with respect to the inputs, distributed as the inputs (overwritten);
+          an entry may be NULL when that gradient is not needed
+
+  Notes:
+  This is the adjoint of the Jacobian (paper 000, sec. 2 and 4): the adjoints of the
+  layer's primitives compose with the adjoint of its local kernel. Parameter gradients are
+  added to `DDLayerGetGradients()`; call `DDLayerZeroGradients()` between steps.
+
+  Level: beginner
+
+.seealso: `DDLayerForwardMulti()`, `DDLayerZeroGradients()`
+@*/
+PetscErrorCode DDLayerBackwardMulti(DDLayer layer, DDTensor dy, PetscInt n, DDTensor dxs[])
+{
+  MPI_Comm comm;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  comm = PetscObjectComm((PetscObject)layer);
+  PetscCheck(layer->setupcalled, comm, PETSC_ERR_ARG_WRONGSTATE, "Call DDLayerSetUp() and DDLayerForward() before DDLayerBackward()");
+  PetscCheck(layer->forwarddone, comm, PETSC_ERR_ARG_WRONGSTATE, "DDLayerBackward() needs the state of a DDLayerForward() first (layer %s%s)", ((PetscObject)layer)->prefix ? ((PetscObject)layer)->prefix : "", ((PetscObject)layer)->type_name);
+  PetscCheck(n == layer->nin, comm, PETSC_ERR_ARG_SIZ, "Layer has %" PetscInt_FMT " input(s), %" PetscInt_FMT " gradients given", layer->nin, n);
+  for (PetscInt i = 0; i < n; i++) {
+    PetscObjectState st;
+    PetscCall(PetscObjectStateGet((PetscObject)layer->saved[i], &st));
+    PetscCheck(st == layer->savedstate[i], comm, PETSC_ERR_ARG_WRONGSTATE, "Input %" PetscInt_FMT " was modified after DDLayerForward(); its gradient would be wrong", i);
+    if (dxs && dxs[i]) {
+      PetscCall(DDTensorCheckSetUp_Private(dxs[i], "DDLayerBackward"));
+      PetscCall(DDTensorCheckCompatible_Private(dxs[i], layer->saved[i], "DDLayerBackward (input gradient)"));
+    }
+  }
+  if (dy) {
+    PetscBool ok;
+    PetscCall(DDTensorCheckSetUp_Private(dy, "DDLayerBackward"));
+    PetscCall(DDTensorCompatible(dy, layer->output, &ok));
+    PetscCheck(ok && dy->dtype == layer->output->dtype, comm, PETSC_ERR_ARG_INCOMP, "DDLayerBackward: the output gradient is not distributed as the layer's output");
+  }
+  PetscCall(PetscLogEventBegin(layer->evbwd, layer, 0, 0, 0));
+  PetscCall((*layer->ops->backward)(layer, dy, n, dxs));
+  PetscCall(PetscLogEventEnd(layer->evbwd, layer, 0, 0, 0));
+  for (PetscInt i = 0; i < n; i++) /* the primitives may touch the saved inputs' halos */
+    PetscCall(PetscObjectStateGet((PetscObject)layer->saved[i], &layer->savedstate[i]));
+  for (PetscInt i = 0; i < n && dxs; i++)
+    if (dxs[i]) PetscCall(PetscObjectStateIncrease((PetscObject)dxs[i]));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerBackward - dx = J^* dy for a single-input layer; parameter gradients accumulate
+
+  Collective
+
+  Level: beginner
+
+.seealso: `DDLayerBackwardMulti()`
+@*/
+PetscErrorCode DDLayerBackward(DDLayer layer, DDTensor dy, DDTensor dx)
+{
+  PetscFunctionBegin;
+  PetscCall(DDLayerBackwardMulti(layer, dy, 1, &dx));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* ---------------------------------------------------------------------- */
+/* parameters */
+
+PetscErrorCode DDLayerAddParameter_Private(DDLayer l, const char name[], DDTensor p)
+{
+  DDTensor g;
+
+  PetscFunctionBegin;
+  PetscCall(PetscRealloc(sizeof(DDTensor) * (l->nparams + 1), &l->params));
+  PetscCall(PetscRealloc(sizeof(DDTensor) * (l->nparams + 1), &l->grads));
+  PetscCall(PetscRealloc(sizeof(char *) * (l->nparams + 1), &l->paramnames));
+  PetscCall(DDTensorDuplicate(p, &g));
+  l->params[l->nparams] = p;
+  l->grads[l->nparams]  = g;
+  PetscCall(PetscStrallocpy(name, &l->paramnames[l->nparams]));
+  l->nparams++;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDLayerGetParameters - The layer's parameter tensors (weight, bias, ...)
+
+  Not collective
+
+  Output Parameters:
++ n      - number of parameters
+- params - array of tensors owned by the layer, distributed on the layer's parameter partitions
+
+  Level: intermediate
+
+.seealso: `DDLayerGetGradients()`, `DDLayerGetParameterName()`
+@*/
+PetscErrorCode DDLayerGetParameters(DDLayer layer, PetscInt *n, DDTensor *params[])
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCheck(layer->setupcalled, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONGSTATE, "Call DDLayerSetUp() first");
+  if (n) *n = layer->nparams;
+  if (params) *params = layer->params;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDLayerGetGradients - The gradients of the layer's parameters (accumulated by Backward)
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDLayerGetParameters()`, `DDLayerZeroGradients()`
+@*/
+PetscErrorCode DDLayerGetGradients(DDLayer layer, PetscInt *n, DDTensor *grads[])
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCheck(layer->setupcalled, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONGSTATE, "Call DDLayerSetUp() first");
+  if (n) *n = layer->nparams;
+  if (grads) *grads = layer->grads;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDLayerGetParameterName - Name of a parameter ("weight", "bias", ...)
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDLayerGetParameters()`
+@*/
+PetscErrorCode DDLayerGetParameterName(DDLayer layer, PetscInt i, const char *name[])
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCheck(i >= 0 && i < layer->nparams, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Parameter %" PetscInt_FMT " does not exist (the layer has %" PetscInt_FMT ")", i, layer->nparams);
+  *name = layer->paramnames[i];
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerGetNumParameters - Number of scalar parameters (global)
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDLayerGetParameters()`
+@*/
+PetscErrorCode DDLayerGetNumParameters(DDLayer layer, PetscInt64 *count)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  *count = 0;
+  for (PetscInt i = 0; i < layer->nparams; i++) {
+    PetscInt64 s = 1;
+    for (PetscInt k = 0; k < layer->params[i]->order; k++) s *= layer->params[i]->shape[k];
+    *count += s;
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerZeroGradients - Sets the parameters' gradients to zero
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDLayerGetGradients()`
+@*/
+PetscErrorCode DDLayerZeroGradients(DDLayer layer)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  for (PetscInt i = 0; i < layer->nparams; i++) PetscCall(DDTensorZeroEntries(layer->grads[i]));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerSetInitType - How `DDLayerInitializeParameters()` draws the parameters
+
+  Logically collective
+
+  Options Database Key:
+. -layer_init <type> - the scheme
+
+  Level: intermediate
+
+.seealso: `DDInitType`, `DDLayerInitializeParameters()`
+@*/
+PetscErrorCode DDLayerSetInitType(DDLayer layer, DDInitType type)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  layer->inittype = type;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerSetInitScale - Scale of `DD_INIT_UNIFORM`
+
+  Logically collective
+
+  Level: intermediate
+
+.seealso: `DDLayerSetInitType()`
+@*/
+PetscErrorCode DDLayerSetInitScale(DDLayer layer, PetscReal s)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  layer->initscale = s;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  Fills a parameter tensor from a counter-based generator keyed on the global index, so that
+  the same seed gives the same global tensor on any partition (DESIGN.md, partition
+  independence). bound_default is the PyTorch default's bound (for DD_INIT_DEFAULT).
+*/
+PetscErrorCode DDTensorInitialize_Private(DDTensor t, DDInitType type, PetscReal scale, PetscInt64 seed, PetscInt fan_in, PetscInt fan_out, PetscReal bound_default)
+{
+  const DDLayout &L = t->layout;
+  PetscInt        a[DD_MAX_DIM], b[DD_MAX_DIM];
+  PetscInt64      gs[DD_MAX_DIM];
+
+  PetscFunctionBegin;
+  LayoutBulkBox(L, a, b);
+  gs[t->order - 1] = 1;
+  for (PetscInt k = t->order - 2; k >= 0; k--) gs[k] = gs[k + 1] * t->shape[k + 1];
+  const PetscReal gain = PetscSqrtReal(2.0); /* ReLU */
+  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    T *arr  = (T *)t->array;
+    ForEachIndex(L.order, a, b, L.perm, [&](const PetscInt *j) {
+      PetscInt64 g = 0;
+      for (PetscInt k = 0; k < L.order; k++) g += gs[k] * (j[k] - L.lo[k] + L.start[k]);
+      double u = UniformFromCounter((uint64_t)seed, (uint64_t)(2 * g)), v = UniformFromCounter((uint64_t)seed, (uint64_t)(2 * g + 1)), val = 0;
+      double nrm = std::sqrt(-2.0 * std::log(1.0 - u)) * std::cos(2.0 * M_PI * v);
+      switch (type) {
+      case DD_INIT_DEFAULT:
+        val = bound_default * (2 * u - 1);
+        break;
+      case DD_INIT_KAIMING_UNIFORM:
+        val = gain * std::sqrt(3.0 / fan_in) * (2 * u - 1);
+        break;
+      case DD_INIT_KAIMING_NORMAL:
+        val = gain / std::sqrt((double)fan_in) * nrm;
+        break;
+      case DD_INIT_XAVIER_UNIFORM:
+        val = std::sqrt(6.0 / (fan_in + fan_out)) * (2 * u - 1);
+        break;
+      case DD_INIT_XAVIER_NORMAL:
+        val = std::sqrt(2.0 / (fan_in + fan_out)) * nrm;
+        break;
+      case DD_INIT_UNIFORM:
+        val = scale * (2 * u - 1);
+        break;
+      case DD_INIT_ZEROS:
+        val = 0;
+        break;
+      }
+      arr[LayoutOffset(L, j)] = (T)val;
+    });
+    return PETSC_SUCCESS;
+  }));
+  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerInitializeParameters - Draws the parameters, identically on any partition for a seed
+
+  Collective
+
+  Input Parameters:
++ layer - a set-up layer
+- seed  - the seed (each parameter tensor derives its own stream from it)
+
+  Notes:
+  Uses the scheme of `DDLayerSetInitType()`; the default follows PyTorch's defaults.
+  Also clears the gradients. `DDLayerSetUp()` calls it with seed 0.
+
+  Level: beginner
+
+.seealso: `DDLayerSetInitType()`
+@*/
+PetscErrorCode DDLayerInitializeParameters(DDLayer layer, PetscInt64 seed)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCheck(layer->setupcalled || layer->output, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONGSTATE, "Call DDLayerSetUp() first");
+  if (layer->ops->initparams) PetscCall((*layer->ops->initparams)(layer, seed));
+  PetscCall(DDLayerZeroGradients(layer));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerSetTraining - Training mode (batch statistics, dropout) or evaluation mode
+
+  Logically collective
+
+  Level: beginner
+
+.seealso: `DDLAYERBATCHNORM`, `DDLAYERDROPOUT`
+@*/
+PetscErrorCode DDLayerSetTraining(DDLayer layer, PetscBool flg)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  layer->training = flg;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerGetTraining - Whether the layer is in training mode
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDLayerSetTraining()`
+@*/
+PetscErrorCode DDLayerGetTraining(DDLayer layer, PetscBool *flg)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  *flg = layer->training;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerGetNumInputs - Number of inputs the layer was set up with
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDLayerSetUpMulti()`
+@*/
+PetscErrorCode DDLayerGetNumInputs(DDLayer layer, PetscInt *n)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  *n = layer->nin;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode DDLayerCheckType_Private(DDLayer l, DDLayerType type, const char fn[])
+{
+  PetscBool match;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(l, DD_LAYER_CLASSID, 1);
+  PetscCall(PetscObjectTypeCompare((PetscObject)l, type, &match));
+  PetscCheck(match, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_WRONG, "%s() needs a %s layer, this one is %s", fn, type, ((PetscObject)l)->type_name ? ((PetscObject)l)->type_name : "untyped");
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* An integer-array option; keeps its count so that set-up can check it against the dimensions */
+PetscErrorCode DDLayerGetArrayOption_Private(PetscOptionItems *PetscOptionsObject, const char opt[], const char text[], const char man[], PetscInt maxn, PetscInt *n, PetscInt v[], PetscBool *set)
+{
+  PetscInt cnt = maxn;
+
+  PetscFunctionBegin;
+  PetscCall(PetscOptionsIntArray(opt, text, man, v, &cnt, set));
+  if (*set) *n = cnt;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDLayerView - Prints the layer: type, options prefix, input and output shapes, partitions, parameters
+
+  Collective
+
+  Level: beginner
+
+.seealso: `DDLayerCreate()`
+@*/
+PetscErrorCode DDLayerView(DDLayer layer, PetscViewer viewer)
+{
+  PetscBool iascii;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  if (!viewer) PetscCall(PetscViewerASCIIGetStdout(PetscObjectComm((PetscObject)layer), &viewer));
+  PetscCall(PetscObjectTypeCompare((PetscObject)viewer, PETSCVIEWERASCII, &iascii));
+  if (!iascii) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscObjectPrintClassNamePrefixType((PetscObject)layer, viewer));
+  PetscCall(PetscViewerASCIIPushTab(viewer));
+  if (layer->ops->view) PetscCall((*layer->ops->view)(layer, viewer));
+  if (layer->setupcalled) {
+    char       s[128], p[128];
+    PetscInt64 np;
+    PetscCall(DDShapeToString_Private(layer->output->order, layer->output->shape, s, sizeof(s)));
+    PetscCall(DDShapeToString_Private(layer->output->part->order, layer->output->part->shape, p, sizeof(p)));
+    PetscCall(DDLayerGetNumParameters(layer, &np));
+    PetscCall(PetscViewerASCIIPrintf(viewer, "output %s %s on partition %s (%s); %" PetscInt64_FMT " parameters\n", s, DDDataTypes[layer->output->dtype], p, DDTensorFormats[layer->output->format], np));
+  }
+  PetscCall(PetscViewerASCIIPopTab(viewer));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDLayerViewFromOptions - Views the layer if an option asks for it
+
+  Collective
+
+  Level: intermediate
+
+.seealso: `DDLayerView()`
+@*/
+PetscErrorCode DDLayerViewFromOptions(DDLayer layer, PetscObject obj, const char name[])
+{
+  PetscFunctionBegin;
+  PetscCall(PetscObjectViewFromOptions((PetscObject)layer, obj, name));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerDestroy - Destroys a layer
+
+  Collective
+
+  Level: beginner
+
+.seealso: `DDLayerCreate()`
+@*/
+PetscErrorCode DDLayerDestroy(DDLayer *layer)
+{
+  PetscFunctionBegin;
+  if (!*layer) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscValidHeaderSpecific(*layer, DD_LAYER_CLASSID, 1);
+  if (--((PetscObject)(*layer))->refct > 0) {
+    *layer = NULL;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscCall(DDLayerReset(*layer));
+  if ((*layer)->ops->destroy) PetscCall((*(*layer)->ops->destroy)(*layer));
+  PetscCall(PetscHeaderDestroy(layer));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* ---------------------------------------------------------------------- */
+
+/*@
+  DDLayerAdjointTest - Checks Backward against Forward on the layer's linear part (paper 000, eq. 26)
+
+  Collective
+
+  Input Parameters:
++ layer     - a set-up layer that is affine in its inputs (wrt = PETSC_FALSE) or linear in its
+              parameters (wrt = PETSC_TRUE): conv, convtranspose, affine, average pooling,
+              upsampling, repartition, add, concat, flatten
+. wrtparams - test the Jacobian with respect to the parameters instead of the inputs
+- seed      - seed of the random vectors
+
+  Output Parameter:
+. err - |<J x, y> - <x, J^* y>| / max(||J x|| ||y||, ||x|| ||J^* y||); near 1e-15 in float64
+
+  Notes:
+  With respect to the inputs, J x = F(x) - F(0) removes a bias. With respect to the
+  parameters, J p = F(p) at fixed random inputs. The layer's parameters and gradients are
+  restored afterwards.
+
+  Level: intermediate
+
+.seealso: `DDPrimitiveAdjointTest()`
+@*/
+PetscErrorCode DDLayerAdjointTest(DDLayer layer, PetscBool wrtparams, PetscInt64 seed, PetscReal *err)
+{
+  PetscInt              n = layer->nin;
+  std::vector<DDTensor> xs(n), dxs(n), px, pg, saveP, saveG;
+  DDTensor              y, y0, ry;
+  PetscReal             a = 0, b = 0, nJx, ny, nx = 0, nJty = 0;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCheck(layer->setupcalled, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONGSTATE, "Call DDLayerSetUp() first");
+  for (PetscInt i = 0; i < n; i++) {
+    PetscCall(DDTensorDuplicate(layer->setupin[i], &xs[i]));
+    PetscCall(DDTensorDuplicate(layer->setupin[i], &dxs[i]));
+    PetscCall(DDTensorSetRandomGlobal(xs[i], seed + 17 * i + 1, -1, 1));
+  }
+  /* keep the parameters and gradients */
+  for (PetscInt i = 0; i < layer->nparams; i++) {
+    DDTensor p, g;
+    PetscCall(DDTensorDuplicate(layer->params[i], &p));
+    PetscCall(DDTensorCopy(layer->params[i], p));
+    PetscCall(DDTensorDuplicate(layer->grads[i], &g));
+    PetscCall(DDTensorCopy(layer->grads[i], g));
+    saveP.push_back(p);
+    saveG.push_back(g);
+  }
+  PetscCall(DDLayerCreateOutput(layer, &y));
+  PetscCall(DDLayerCreateOutput(layer, &y0));
+  PetscCall(DDLayerCreateOutput(layer, &ry));
+  PetscCall(DDTensorSetRandomGlobal(ry, seed + 7, -1, 1));
+  if (!wrtparams) {
+    std::vector<DDTensor> zs(n);
+    for (PetscInt i = 0; i < n; i++) {
+      PetscCall(DDTensorDuplicate(layer->setupin[i], &zs[i]));
+      PetscCall(DDTensorZeroEntries(zs[i]));
+    }
+    PetscCall(DDLayerForwardMulti(layer, n, zs.data(), y0));
+    PetscCall(DDLayerForwardMulti(layer, n, xs.data(), y));
+    PetscCall(DDTensorAXPY(y, -1.0, y0));
+    PetscCall(DDLayerZeroGradients(layer));
+    PetscCall(DDLayerBackwardMulti(layer, ry, n, dxs.data()));
+    for (PetscInt i = 0; i < n; i++) {
+      PetscReal t;
+      PetscCall(DDTensorDot(xs[i], dxs[i], &t));
+      b += t;
+      PetscCall(DDTensorDot(xs[i], xs[i], &t));
+      nx += t;
+      PetscCall(DDTensorDot(dxs[i], dxs[i], &t));
+      nJty += t;
+      PetscCall(DDTensorDestroy(&zs[i]));
+    }
+  } else {
+    for (PetscInt i = 0; i < layer->nparams; i++) PetscCall(DDTensorSetRandomGlobal(layer->params[i], seed + 31 * i + 3, -1, 1));
+    PetscCall(DDLayerForwardMulti(layer, n, xs.data(), y));
+    PetscCall(DDLayerZeroGradients(layer));
+    PetscCall(DDLayerBackwardMulti(layer, ry, n, NULL));
+    for (PetscInt i = 0; i < layer->nparams; i++) {
+      PetscReal t;
+      PetscCall(DDTensorDot(layer->params[i], layer->grads[i], &t));
+      b += t;
+      PetscCall(DDTensorDot(layer->params[i], layer->params[i], &t));
+      nx += t;
+      PetscCall(DDTensorDot(layer->grads[i], layer->grads[i], &t));
+      nJty += t;
+    }
+  }
+  PetscCall(DDTensorDot(y, ry, &a));
+  PetscCall(DDTensorDot(y, y, &nJx));
+  PetscCall(DDTensorDot(ry, ry, &ny));
+  {
+    PetscReal den = PetscMax(PetscSqrtReal(nJx * ny), PetscSqrtReal(nx * nJty));
+    *err          = den > 0 ? PetscAbsReal(a - b) / den : PetscAbsReal(a - b);
+  }
+  for (PetscInt i = 0; i < layer->nparams; i++) {
+    PetscCall(DDTensorCopy(saveP[i], layer->params[i]));
+    PetscCall(DDTensorCopy(saveG[i], layer->grads[i]));
+    PetscCall(DDTensorDestroy(&saveP[i]));
+    PetscCall(DDTensorDestroy(&saveG[i]));
+  }
+  for (PetscInt i = 0; i < n; i++) {
+    PetscCall(DDTensorDestroy(&xs[i]));
+    PetscCall(DDTensorDestroy(&dxs[i]));
+  }
+  PetscCall(DDTensorDestroy(&y));
+  PetscCall(DDTensorDestroy(&y0));
+  PetscCall(DDTensorDestroy(&ry));
+  PetscCall(DDLayerReleaseSaved(layer));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
