@@ -7,3 +7,6 @@
 #include <ddtensor.h>
 #include <ddprimitive.h>
 #include <ddlayer.h>
+#include <ddnet.h>
+#include <ddoptimizer.h>
+#include <dddataset.h>

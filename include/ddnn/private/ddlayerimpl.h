@@ -37,12 +37,18 @@ struct _p_DDLayer {
   DDInitType       inittype;
   PetscReal        initscale;
   PetscLogEvent    evfwd, evbwd;
+  /* halo widths the output must be created with (set by DDNet so that consumers find final layouts) */
+  PetscBool        hasouthalo;
+  PetscInt         outlo[DD_MAX_DIM], outhi[DD_MAX_DIM];
 };
 
 /* helpers for implementations */
 PETSC_EXTERN PetscErrorCode DDLayerAddParameter_Private(DDLayer, const char[], DDTensor);
 PETSC_EXTERN PetscErrorCode DDLayerClearParameters_Private(DDLayer);
+/* Sets the (owned) output tensor. Call it as soon as the output exists and before building
+   primitives or kernels on it: it gives the output the halo widths the network asked for. */
 PETSC_EXTERN PetscErrorCode DDLayerSetOutput_Private(DDLayer, DDTensor);
+PETSC_EXTERN PetscErrorCode DDLayerSetOutputHalo_Private(DDLayer, const PetscInt[], const PetscInt[]);
 PETSC_EXTERN PetscErrorCode DDLayerCheckType_Private(DDLayer, DDLayerType, const char[]);
 PETSC_EXTERN PetscErrorCode DDLayerGetArrayOption_Private(PetscOptionItems *, const char[], const char[], const char[], PetscInt, PetscInt *, PetscInt[], PetscBool *);
 PETSC_EXTERN PetscErrorCode DDTensorInitialize_Private(DDTensor, DDInitType, PetscReal, PetscInt64, PetscInt, PetscInt, PetscReal);

@@ -362,12 +362,25 @@ PetscErrorCode DDLayerSetUp(DDLayer layer, DDTensor x)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* For implementations: set the (owned) output tensor */
+/* For implementations: set the (owned) output tensor, with the halo the network asked for */
 PetscErrorCode DDLayerSetOutput_Private(DDLayer l, DDTensor y)
 {
   PetscFunctionBegin;
   PetscCall(DDTensorDestroy(&l->output));
   l->output = y;
+  if (l->hasouthalo) PetscCall(DDTensorEnsureHalo(y, l->outlo, l->outhi));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* The halo widths (this rank's) the output should be created with; NULL clears the request */
+PetscErrorCode DDLayerSetOutputHalo_Private(DDLayer l, const PetscInt lo[], const PetscInt hi[])
+{
+  PetscFunctionBegin;
+  l->hasouthalo = (lo && hi) ? PETSC_TRUE : PETSC_FALSE;
+  for (PetscInt k = 0; k < DD_MAX_DIM; k++) {
+    l->outlo[k] = lo ? lo[k] : 0;
+    l->outhi[k] = hi ? hi[k] : 0;
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -1,0 +1,43 @@
+/*
+  ddnet.h - DDNet: a network of DDLayers (a DAG: chains, residual adds, U-Net concatenations,
+  partition changes), built in code or from the options database / a YAML options file, and
+  the training loop.
+
+    DDNetCreate(comm, &net);
+    DDNetSetFromOptions(net);          -net_inputs x,target -net_layers c1,r1,c2,loss
+                                       -c1_layer_type conv -c1_layer_inputs x ...
+    DDNetSetUp(net, 2, (DDTensor[]){x, t});
+    DDNetForward(net, 2, (DDTensor[]){x, t});
+    DDNetBackward(net);                gradients of the last layer's output (a loss: dL = 1)
+*/
+#pragma once
+#include <ddlayer.h>
+
+typedef struct _p_DDNet *DDNet;
+PETSC_EXTERN PetscClassId DD_NET_CLASSID;
+
+PETSC_EXTERN PetscErrorCode DDNetCreate(MPI_Comm, DDNet *);
+PETSC_EXTERN PetscErrorCode DDNetSetOptionsPrefix(DDNet, const char[]);
+PETSC_EXTERN PetscErrorCode DDNetSetInputNames(DDNet, PetscInt, const char *const[]);
+PETSC_EXTERN PetscErrorCode DDNetAddLayer(DDNet, DDLayer, const char[], PetscInt, const char *const[]);
+PETSC_EXTERN PetscErrorCode DDNetSetOutput(DDNet, const char[]);
+PETSC_EXTERN PetscErrorCode DDNetSetFromOptions(DDNet);
+PETSC_EXTERN PetscErrorCode DDNetSetUp(DDNet, PetscInt, DDTensor[]);
+PETSC_EXTERN PetscErrorCode DDNetForward(DDNet, PetscInt, DDTensor[]);
+PETSC_EXTERN PetscErrorCode DDNetBackward(DDNet, DDTensor);
+PETSC_EXTERN PetscErrorCode DDNetGetOutput(DDNet, DDTensor *);
+PETSC_EXTERN PetscErrorCode DDNetGetLayer(DDNet, const char[], DDLayer *);
+PETSC_EXTERN PetscErrorCode DDNetGetNumLayers(DDNet, PetscInt *);
+PETSC_EXTERN PetscErrorCode DDNetGetLayerByIndex(DDNet, PetscInt, DDLayer *, const char *[]);
+PETSC_EXTERN PetscErrorCode DDNetGetLayerOutput(DDNet, const char[], DDTensor *);
+PETSC_EXTERN PetscErrorCode DDNetGetInputGradient(DDNet, PetscInt, DDTensor *);
+PETSC_EXTERN PetscErrorCode DDNetGetParameters(DDNet, PetscInt *, DDTensor *[], DDTensor *[]);
+PETSC_EXTERN PetscErrorCode DDNetGetParameterName(DDNet, PetscInt, const char *[]);
+PETSC_EXTERN PetscErrorCode DDNetGetNumParameters(DDNet, PetscInt64 *);
+PETSC_EXTERN PetscErrorCode DDNetZeroGradients(DDNet);
+PETSC_EXTERN PetscErrorCode DDNetInitializeParameters(DDNet, PetscInt64);
+PETSC_EXTERN PetscErrorCode DDNetSetTraining(DDNet, PetscBool);
+PETSC_EXTERN PetscErrorCode DDNetGetLoss(DDNet, PetscReal *);
+PETSC_EXTERN PetscErrorCode DDNetView(DDNet, PetscViewer);
+PETSC_EXTERN PetscErrorCode DDNetViewFromOptions(DDNet, PetscObject, const char[]);
+PETSC_EXTERN PetscErrorCode DDNetDestroy(DDNet *);

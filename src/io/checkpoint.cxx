@@ -1,0 +1,167 @@
+/*
+  Checkpoints: parameters and optimizer state in one HDF5 file, each tensor a dataset of its
+  global shape (so a checkpoint written on 4 ranks loads on 1, 2 or 3), with the network's
+  signature (parameter names and shapes) to refuse another network's file. Written to
+  "<file>.tmp" and renamed when complete, so an interrupted write leaves the previous
+  checkpoint intact.
+*/
+#include <io/h5util.hpp>
+#include <dddataset.h>
+#include <cstdio>
+
+using namespace ddnn;
+
+static PetscErrorCode Signature(DDNet net, std::string &sig)
+{
+  PetscInt  n;
+  DDTensor *ps;
+
+  PetscFunctionBegin;
+  PetscCall(DDNetGetParameters(net, &n, &ps, NULL));
+  sig.clear();
+  for (PetscInt i = 0; i < n; i++) {
+    const char *name;
+    PetscCall(DDNetGetParameterName(net, i, &name));
+    sig += name;
+    sig += ":";
+    for (PetscInt k = 0; k < ps[i]->order; k++) sig += (k ? "x" : "") + std::to_string(ps[i]->shape[k]);
+    sig += ";";
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDCheckpointSave - Writes the network's parameters and the optimizer's state to an HDF5 file
+
+  Collective
+
+  Input Parameters:
++ net  - a set-up network
+. opt  - its optimizer, or NULL
+- file - the checkpoint file
+
+  Notes:
+  The layout does not depend on the partition: every tensor is a dataset of its global shape
+  ("params/<layer>.<param>", "optimizer/<layer>.<param>/<state>"). The file is written as
+  "<file>.tmp" and renamed at the end.
+
+  Level: beginner
+
+.seealso: `DDCheckpointLoad()`
+@*/
+PetscErrorCode DDCheckpointSave(DDNet net, DDOptimizer opt, const char file[])
+{
+  MPI_Comm    comm = PetscObjectComm((PetscObject)net);
+  std::string tmp  = std::string(file) + ".tmp", sig;
+  hid_t       fid;
+  PetscInt    n;
+  DDTensor   *ps;
+  PetscMPIInt rank;
+  int         rc = 0;
+
+  PetscFunctionBegin;
+  PetscCall(Signature(net, sig));
+  PetscCall(DDNetGetParameters(net, &n, &ps, NULL));
+  PetscCall(H5Open(comm, tmp.c_str(), 'w', &fid));
+  for (PetscInt i = 0; i < n; i++) {
+    const char *name;
+    PetscCall(DDNetGetParameterName(net, i, &name));
+    PetscCall(H5WriteTensor(fid, (std::string("params/") + name).c_str(), ps[i]));
+  }
+  PetscCall(H5WriteStringAttribute(fid, "ddnn_signature", sig));
+  if (opt) {
+    PetscInt           ns, step, epoch;
+    DDTensor          *st;
+    const char *const *names;
+    DDOptimizerType    type;
+    PetscCall(DDOptimizerGetState(opt, &ns, &st, &names));
+    PetscCall(DDOptimizerGetType(opt, &type));
+    PetscCall(DDOptimizerGetStepCount(opt, &step, &epoch));
+    PetscCheck(n == 0 || ns % n == 0, comm, PETSC_ERR_ARG_INCOMP, "The optimizer was not set up with this network's parameters");
+    for (PetscInt i = 0; i < ns; i++) {
+      const char *pname;
+      PetscCall(DDNetGetParameterName(net, i / (ns / PetscMax(n, 1)), &pname));
+      PetscCall(H5WriteTensor(fid, (std::string("optimizer/") + pname + "/" + names[i]).c_str(), st[i]));
+    }
+    PetscCall(H5WriteStringAttribute(fid, "ddnn_optimizer", type));
+    PetscCall(H5WriteIntAttribute(fid, "ddnn_step", step));
+    PetscCall(H5WriteIntAttribute(fid, "ddnn_epoch", epoch));
+  } else PetscCall(H5WriteStringAttribute(fid, "ddnn_optimizer", "none"));
+  PetscCall(H5Close(comm, fid));
+  PetscCallMPI(MPI_Barrier(comm));
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  if (!rank) rc = std::rename(tmp.c_str(), file);
+  PetscCallMPI(MPI_Bcast(&rc, 1, MPI_INT, 0, comm));
+  PetscCheck(rc == 0, comm, PETSC_ERR_FILE_WRITE, "Cannot rename the checkpoint \"%s\" to \"%s\"", tmp.c_str(), file);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDCheckpointLoad - Restores the parameters (and optimizer state) from a checkpoint, on any partition
+
+  Collective
+
+  Input Parameters:
++ net  - a set-up network, the same architecture as the one saved (any partition)
+. opt  - its optimizer set up on the network's parameters, or NULL
+- file - the checkpoint
+
+  Notes:
+  Errors on every rank when the file is missing or truncated, when it comes from another
+  network (parameter names or shapes differ: both signatures are printed) or another optimizer.
+
+  Level: beginner
+
+.seealso: `DDCheckpointSave()`
+@*/
+PetscErrorCode DDCheckpointLoad(DDNet net, DDOptimizer opt, const char file[])
+{
+  MPI_Comm    comm = PetscObjectComm((PetscObject)net);
+  std::string sig, fsig, ftype;
+  hid_t       fid;
+  PetscInt    n;
+  DDTensor   *ps;
+
+  PetscFunctionBegin;
+  PetscCall(Signature(net, sig));
+  PetscCall(DDNetGetParameters(net, &n, &ps, NULL));
+  PetscCall(H5Open(comm, file, 'r', &fid));
+  PetscErrorCode ierr = PETSC_SUCCESS;
+  auto           body = [&]() -> PetscErrorCode {
+    PetscFunctionBegin;
+    PetscCall(H5ReadStringAttribute(comm, fid, file, "ddnn_signature", fsig));
+    DDCheckAll(comm, fsig == sig, PETSC_ERR_FILE_UNEXPECTED, "Checkpoint \"%s\" is from another network: it holds %.200s but this network has %.200s", file, fsig.c_str(), sig.c_str());
+    for (PetscInt i = 0; i < n; i++) {
+      const char *name;
+      PetscCall(DDNetGetParameterName(net, i, &name));
+      PetscCall(H5ReadTensor(fid, file, (std::string("params/") + name).c_str(), ps[i]));
+    }
+    if (opt) {
+      PetscInt           ns;
+      DDTensor          *st;
+      const char *const *names;
+      DDOptimizerType    type;
+      PetscInt64         step, epoch;
+      PetscCall(H5ReadStringAttribute(comm, fid, file, "ddnn_optimizer", ftype));
+      PetscCall(DDOptimizerGetType(opt, &type));
+      DDCheckAll(comm, ftype == type, PETSC_ERR_FILE_UNEXPECTED, "Checkpoint \"%s\" holds %s optimizer state, the optimizer is %s", file, ftype.c_str(), type);
+      PetscCall(DDOptimizerGetState(opt, &ns, &st, &names));
+      for (PetscInt i = 0; i < ns; i++) {
+        const char *pname;
+        PetscCall(DDNetGetParameterName(net, i / (ns / PetscMax(n, 1)), &pname));
+        PetscCall(H5ReadTensor(fid, file, (std::string("optimizer/") + pname + "/" + names[i]).c_str(), st[i]));
+      }
+      PetscCall(H5ReadIntAttribute(comm, fid, file, "ddnn_step", &step));
+      PetscCall(H5ReadIntAttribute(comm, fid, file, "ddnn_epoch", &epoch));
+      PetscCall(DDOptimizerSetStepCount(opt, (PetscInt)step, (PetscInt)epoch));
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  };
+  ierr = body();
+  if (ierr) {
+    H5Fclose(fid);
+    PetscCall(ierr);
+  }
+  PetscCall(H5Close(comm, fid));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}

@@ -1,0 +1,856 @@
+/*
+  DDNet: a directed acyclic graph of layers, evaluated in insertion order, with gradients
+  accumulated over the consumers of every tensor in the backward sweep.
+*/
+#include <ddnn/private/ddlayerimpl.h>
+#include <ddnet.h>
+#include <sys/ddsysimpl.h>
+#include <string>
+#include <vector>
+#include <map>
+
+PetscClassId DD_NET_CLASSID;
+
+namespace
+{
+struct Node {
+  std::string      name;
+  DDLayer          layer = NULL;
+  std::vector<int> inputs;   /* >= 0: node index; < 0: net input -1-k */
+  DDTensor         dy = NULL; /* gradient of the node's output */
+  int              consumers = 0;
+};
+
+struct NetImpl {
+  std::vector<std::string> innames;
+  std::vector<Node>        nodes;
+  int                      output = -1;
+  std::string              outname;
+  std::vector<DDTensor>    inputs;  /* references to the tensors of the last set-up/forward */
+  std::vector<DDTensor>    ingrads; /* gradients of the net inputs (made on request) */
+  std::vector<bool>        wantgrad;
+  std::vector<DDTensor>    params, grads;
+  std::vector<std::string> pnames;
+  std::vector<DDTensor>    scratch; /* per node: a buffer for one consumer's contribution */
+  bool                     forwarddone = false;
+};
+} // namespace
+
+struct _DDNetOps {
+  int dummy;
+};
+struct _p_DDNet {
+  PETSCHEADER(struct _DDNetOps);
+  NetImpl  *impl;
+  PetscBool setupcalled;
+};
+
+static PetscErrorCode DDNetInitializePackage(void)
+{
+  PetscFunctionBegin;
+  PetscCall(PetscClassIdRegister("DD Net", &DD_NET_CLASSID));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+static DDModuleRegistrar net_registrar(DDNetInitializePackage);
+
+/*@
+  DDNetCreate - Creates an empty network
+
+  Collective
+
+  Output Parameter:
+. net - the network; add layers with `DDNetAddLayer()` or `DDNetSetFromOptions()`
+
+  Level: beginner
+
+.seealso: `DDNetAddLayer()`, `DDNetSetFromOptions()`, `DDNetSetUp()`
+@*/
+PetscErrorCode DDNetCreate(MPI_Comm comm, DDNet *net)
+{
+  DDNet n;
+
+  PetscFunctionBegin;
+  PetscValidPointer(net, 2);
+  PetscCall(DDInitializePackage());
+  PetscCall(PetscHeaderCreate(n, DD_NET_CLASSID, "DDNet", "Network of distributed layers", "DDNet", comm, DDNetDestroy, DDNetView));
+  n->impl = new NetImpl;
+  *net    = n;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDNetSetOptionsPrefix - Prefix of the network's options (-net_...)
+
+  Logically collective
+
+  Level: intermediate
+
+.seealso: `DDNetSetFromOptions()`
+@*/
+PetscErrorCode DDNetSetOptionsPrefix(DDNet net, const char prefix[])
+{
+  PetscFunctionBegin;
+  PetscCall(PetscObjectSetOptionsPrefix((PetscObject)net, prefix));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDNetSetInputNames - Names of the network's inputs (e.g. "x", "target")
+
+  Logically collective
+
+  Options Database Key:
+. -net_inputs <a,b,...> - the names
+
+  Level: beginner
+
+.seealso: `DDNetAddLayer()`
+@*/
+PetscErrorCode DDNetSetInputNames(DDNet net, PetscInt n, const char *const names[])
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCheck(!net->impl->nodes.size(), PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Name the inputs before adding layers");
+  net->impl->innames.clear();
+  for (PetscInt i = 0; i < n; i++) net->impl->innames.push_back(names[i]);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDNetFind(DDNet net, const std::string &name, int *idx)
+{
+  NetImpl *I = net->impl;
+
+  PetscFunctionBegin;
+  for (size_t i = 0; i < I->innames.size(); i++)
+    if (I->innames[i] == name) {
+      *idx = -1 - (int)i;
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
+  for (size_t i = 0; i < I->nodes.size(); i++)
+    if (I->nodes[i].name == name) {
+      *idx = (int)i;
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
+  *idx = INT32_MIN;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDNetAddLayer - Appends a layer fed by named inputs
+
+  Collective
+
+  Input Parameters:
++ net     - the network
+. layer   - the layer (the network takes a reference)
+. name    - its name, unique in the network
+. n       - number of inputs
+- inputs  - names of network inputs or of earlier layers (n = 0: the previous layer, or the
+            first network input for the first layer)
+
+  Notes:
+  Layers are evaluated in the order they are added, so every input must be added before
+  its consumers (a topological order). A tensor may feed several layers (skip connections);
+  the backward sweep sums their gradients.
+
+  Level: beginner
+
+.seealso: `DDNetSetInputNames()`, `DDNetSetFromOptions()`
+@*/
+PetscErrorCode DDNetAddLayer(DDNet net, DDLayer layer, const char name[], PetscInt n, const char *const inputs[])
+{
+  NetImpl *I = net->impl;
+  Node     node;
+  int      idx;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 2);
+  PetscCall(DDNetFind(net, name, &idx));
+  PetscCheck(idx == INT32_MIN, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONG, "The network already has an input or layer named \"%s\"", name);
+  node.name = name;
+  if (n == 0) {
+    if (I->nodes.empty()) {
+      PetscCheck(!I->innames.empty(), PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Layer \"%s\" has no input: name the network's inputs first (DDNetSetInputNames() or -net_inputs)", name);
+      node.inputs.push_back(-1);
+    } else node.inputs.push_back((int)I->nodes.size() - 1);
+  }
+  for (PetscInt i = 0; i < n; i++) {
+    PetscCall(DDNetFind(net, inputs[i], &idx));
+    PetscCheck(idx != INT32_MIN, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONG, "Layer \"%s\" takes input \"%s\", which is neither a network input nor an earlier layer", name, inputs[i]);
+    node.inputs.push_back(idx);
+  }
+  PetscCall(PetscObjectReference((PetscObject)layer));
+  node.layer = layer;
+  I->nodes.push_back(node);
+  net->setupcalled = PETSC_FALSE;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDNetSetOutput - The layer whose output is the network's output (default: the last one)
+
+  Logically collective
+
+  Options Database Key:
+. -net_output <name> - the layer
+
+  Level: intermediate
+
+.seealso: `DDNetGetOutput()`
+@*/
+PetscErrorCode DDNetSetOutput(DDNet net, const char name[])
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  net->impl->outname = name;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetSetFromOptions - Builds the network from the options database (or a YAML options file)
+
+  Collective
+
+  Options Database Keys:
++ -net_inputs <x,target> - names of the network's inputs
+. -net_layers <a,b,...> - the layers, in evaluation order; layer a is configured by the options
+                          with prefix a_ (-a_layer_type conv -a_layer_conv_kernel 3,3 ...)
+. -<layer>_layer_inputs <p,q> - a layer's inputs (default: the previous layer)
+. -net_output <name> - the output layer (default: the last)
+- -net_view - view the network after set-up
+
+  Notes:
+  Layers already added in code come first. An options file given with -options_file, or a
+  YAML file with -options_file_yaml, can hold a whole network (see share/ddnn/).
+
+  Level: beginner
+
+.seealso: `DDNetAddLayer()`, `DDLayerSetFromOptions()`
+@*/
+PetscErrorCode DDNetSetFromOptions(DDNet net)
+{
+  char       *names[256];
+  PetscInt    n = 256, nin = 64;
+  PetscBool   flg, haslayers;
+  const char *prefix;
+  char       *innames[64];
+  char        out[256];
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCall(PetscObjectGetOptionsPrefix((PetscObject)net, &prefix));
+  PetscObjectOptionsBegin((PetscObject)net);
+  PetscCall(PetscOptionsStringArray("-net_inputs", "Names of the network inputs", "DDNetSetInputNames", innames, &nin, &flg));
+  if (flg) {
+    PetscCall(DDNetSetInputNames(net, nin, (const char *const *)innames));
+    for (PetscInt i = 0; i < nin; i++) PetscCall(PetscFree(innames[i]));
+  }
+  PetscCall(PetscOptionsStringArray("-net_layers", "Layers in evaluation order", "DDNetAddLayer", names, &n, &haslayers));
+  PetscCall(PetscOptionsString("-net_output", "Output layer", "DDNetSetOutput", net->impl->outname.c_str(), out, sizeof(out), &flg));
+  if (flg) net->impl->outname = out;
+  PetscOptionsEnd();
+  if (!haslayers) n = 0;
+  for (PetscInt i = 0; i < n; i++) {
+    DDLayer  l;
+    char     lp[256], *ins[DD_LAYER_MAX_INPUTS];
+    PetscInt ni = DD_LAYER_MAX_INPUTS;
+    PetscBool has;
+    PetscCall(PetscSNPrintf(lp, sizeof(lp), "%s%s_", prefix ? prefix : "", names[i]));
+    PetscCall(DDLayerCreate(PetscObjectComm((PetscObject)net), &l));
+    PetscCall(DDLayerSetOptionsPrefix(l, lp));
+    PetscCall(DDLayerSetFromOptions(l));
+    PetscCall(PetscOptionsGetStringArray(NULL, lp, "-layer_inputs", ins, &ni, &has));
+    if (!has) ni = 0;
+    PetscCall(DDNetAddLayer(net, l, names[i], ni, (const char *const *)ins));
+    for (PetscInt j = 0; j < ni; j++) PetscCall(PetscFree(ins[j]));
+    PetscCall(DDLayerDestroy(&l));
+    PetscCall(PetscFree(names[i]));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDNetInputsOf(DDNet net, const Node &node, const std::vector<DDTensor> &xin, std::vector<DDTensor> &xs)
+{
+  NetImpl *I = net->impl;
+
+  PetscFunctionBegin;
+  xs.clear();
+  for (int k : node.inputs) {
+    if (k < 0) xs.push_back(xin[-1 - k]);
+    else xs.push_back(I->nodes[k].layer->output);
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDNetFreeGradients(NetImpl *I)
+{
+  PetscFunctionBegin;
+  for (auto &nd : I->nodes) PetscCall(DDTensorDestroy(&nd.dy));
+  for (auto &t : I->scratch) PetscCall(DDTensorDestroy(&t));
+  for (auto &t : I->ingrads) PetscCall(DDTensorDestroy(&t));
+  I->scratch.clear();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetSetUp - Sets every layer up for inputs laid out like the given tensors
+
+  Collective
+
+  Input Parameters:
++ net - the network
+. n   - number of network inputs
+- xs  - tensors laid out as the inputs will be
+
+  Notes:
+  Runs two passes: the first discovers every tensor's final halo (all its consumers' needs),
+  the second sets the layers up with their outputs created with those halos, so that no
+  consumer's communication plan is invalidated by another's. Then initializes the parameters
+  (seed -net_seed, default 0) identically on any partition.
+
+  Options Database Keys:
++ -net_seed <s> - seed of the parameters
+- -net_view - view the network
+
+  Level: beginner
+
+.seealso: `DDNetForward()`, `DDNetBackward()`
+@*/
+PetscErrorCode DDNetSetUp(DDNet net, PetscInt n, DDTensor xs[])
+{
+  NetImpl *I    = net->impl;
+  MPI_Comm comm = PetscObjectComm((PetscObject)net);
+  PetscInt64 seed = 0;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCheck(!I->nodes.empty(), comm, PETSC_ERR_ARG_WRONGSTATE, "The network has no layers (DDNetAddLayer() or -net_layers)");
+  PetscCheck(n == (PetscInt)I->innames.size(), comm, PETSC_ERR_ARG_SIZ, "The network has %zu input(s), %" PetscInt_FMT " tensors given", I->innames.size(), n);
+  PetscCall(DDNetFreeGradients(I));
+  std::vector<DDTensor> xin(xs, xs + n), ins;
+  /* consumers of every node, and the output */
+  for (auto &nd : I->nodes) nd.consumers = 0;
+  for (auto &nd : I->nodes)
+    for (int k : nd.inputs)
+      if (k >= 0) I->nodes[k].consumers++;
+  I->output = (int)I->nodes.size() - 1;
+  if (!I->outname.empty()) {
+    int idx;
+    PetscCall(DDNetFind(net, I->outname, &idx));
+    PetscCheck(idx >= 0, comm, PETSC_ERR_ARG_WRONG, "The network output \"%s\" is not a layer", I->outname.c_str());
+    I->output = idx;
+  }
+  /* pass 1: discover the halos every tensor needs */
+  for (auto &nd : I->nodes) {
+    PetscCall(DDLayerSetOutputHalo_Private(nd.layer, NULL, NULL));
+    PetscCall(DDNetInputsOf(net, nd, xin, ins));
+    PetscCall(DDLayerSetUpMulti(nd.layer, (PetscInt)ins.size(), ins.data()));
+  }
+  /* pass 2: outputs created with their final halos */
+  std::vector<std::vector<PetscInt>> lo(I->nodes.size()), hi(I->nodes.size());
+  for (size_t i = 0; i < I->nodes.size(); i++) {
+    lo[i].assign(DD_MAX_DIM, 0);
+    hi[i].assign(DD_MAX_DIM, 0);
+    PetscCall(DDTensorGetHalo(I->nodes[i].layer->output, lo[i].data(), hi[i].data()));
+  }
+  for (size_t i = 0; i < I->nodes.size(); i++) {
+    Node &nd = I->nodes[i];
+    PetscCall(DDLayerSetOutputHalo_Private(nd.layer, lo[i].data(), hi[i].data()));
+    PetscCall(DDNetInputsOf(net, nd, xin, ins));
+    PetscCall(DDLayerSetUpMulti(nd.layer, (PetscInt)ins.size(), ins.data()));
+  }
+  for (auto &nd : I->nodes) {
+    PetscCall(DDNetInputsOf(net, nd, xin, ins));
+    for (size_t k = 0; k < ins.size(); k++) PetscCheck(ins[k]->layouthash == nd.layer->inhash[k], comm, PETSC_ERR_PLIB, "Layouts did not settle for layer \"%s\" input %zu", nd.name.c_str(), k);
+  }
+  /* the parameters, in layer order */
+  I->params.clear();
+  I->grads.clear();
+  I->pnames.clear();
+  for (auto &nd : I->nodes)
+    for (PetscInt k = 0; k < nd.layer->nparams; k++) {
+      I->params.push_back(nd.layer->params[k]);
+      I->grads.push_back(nd.layer->grads[k]);
+      I->pnames.push_back(nd.name + "." + nd.layer->paramnames[k]);
+    }
+  I->wantgrad.assign(n, false);
+  I->ingrads.assign(n, NULL);
+  I->inputs = xin;
+  net->setupcalled = PETSC_TRUE;
+  {
+    PetscInt s = 0;
+    PetscCall(PetscOptionsGetInt(NULL, ((PetscObject)net)->prefix, "-net_seed", &s, NULL));
+    seed = s;
+  }
+  PetscCall(DDNetInitializeParameters(net, seed));
+  PetscCall(DDNetViewFromOptions(net, NULL, "-net_view"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetForward - Evaluates every layer on the network's inputs
+
+  Collective
+
+  Input Parameters:
++ net - a set-up network
+. n   - number of inputs
+- xs  - the inputs, laid out as at set-up
+
+  Level: beginner
+
+.seealso: `DDNetBackward()`, `DDNetGetOutput()`, `DDNetGetLoss()`
+@*/
+PetscErrorCode DDNetForward(DDNet net, PetscInt n, DDTensor xs[])
+{
+  NetImpl              *I = net->impl;
+  std::vector<DDTensor> xin(xs, xs + n), ins;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCheck(net->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Call DDNetSetUp() first");
+  PetscCheck(n == (PetscInt)I->innames.size(), PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_SIZ, "The network has %zu input(s), %" PetscInt_FMT " given", I->innames.size(), n);
+  for (auto &nd : I->nodes) {
+    PetscCall(DDNetInputsOf(net, nd, xin, ins));
+    PetscCall(DDLayerForwardMulti(nd.layer, (PetscInt)ins.size(), ins.data(), nd.layer->output));
+  }
+  I->inputs      = xin;
+  I->forwarddone = true;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetGetInputGradient - The gradient of a network input, computed by the following Backward sweeps
+
+  Collective
+
+  Input Parameters:
++ net - a set-up network
+- i   - the input
+
+  Output Parameter:
+. dx - the gradient tensor (owned by the network), filled by `DDNetBackward()`
+
+  Notes:
+  Input gradients are not computed unless asked for, which saves the first layer's
+  backward-data pass in training.
+
+  Level: intermediate
+
+.seealso: `DDNetBackward()`
+@*/
+PetscErrorCode DDNetGetInputGradient(DDNet net, PetscInt i, DDTensor *dx)
+{
+  NetImpl *I = net->impl;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCheck(net->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Call DDNetSetUp() first");
+  PetscCheck(i >= 0 && i < (PetscInt)I->innames.size(), PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "Input %" PetscInt_FMT " does not exist", i);
+  if (!I->ingrads[i]) PetscCall(DDTensorDuplicate(I->inputs[i], &I->ingrads[i]));
+  I->wantgrad[i] = true;
+  *dx            = I->ingrads[i];
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetBackward - Backward sweep: gradients of every layer's parameters (accumulated) and of the requested inputs
+
+  Collective
+
+  Input Parameters:
++ net - a network after `DDNetForward()`
+- dy  - gradient of the network's output; NULL when the output layer is a loss (dL = 1)
+
+  Notes:
+  Layers run in reverse order; a tensor feeding several layers receives the sum of their
+  input gradients. Parameter gradients accumulate: call `DDNetZeroGradients()` between steps.
+
+  Level: beginner
+
+.seealso: `DDNetForward()`, `DDNetZeroGradients()`, `DDNetGetInputGradient()`
+@*/
+PetscErrorCode DDNetBackward(DDNet net, DDTensor dy)
+{
+  NetImpl *I    = net->impl;
+  MPI_Comm comm = PetscObjectComm((PetscObject)net);
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCheck(I->forwarddone, comm, PETSC_ERR_ARG_WRONGSTATE, "DDNetBackward() needs a DDNetForward() first");
+  const int nn = (int)I->nodes.size();
+  if (I->scratch.empty()) I->scratch.assign(nn, NULL);
+  /* which nodes need their output gradient: those upstream of the output */
+  std::vector<bool> live(nn, false);
+  live[I->output] = true;
+  for (int i = I->output; i >= 0; i--)
+    if (live[i])
+      for (int k : I->nodes[i].inputs)
+        if (k >= 0) live[k] = true;
+  for (int i = 0; i < nn; i++) {
+    Node &nd = I->nodes[i];
+    if (!live[i] || i == I->output) continue;
+    if (!nd.dy) PetscCall(DDTensorDuplicate(nd.layer->output, &nd.dy));
+    PetscCall(DDTensorZeroEntries(nd.dy));
+  }
+  for (size_t k = 0; k < I->ingrads.size(); k++)
+    if (I->wantgrad[k]) PetscCall(DDTensorZeroEntries(I->ingrads[k]));
+  for (int i = I->output; i >= 0; i--) {
+    Node &nd = I->nodes[i];
+    if (!live[i]) continue;
+    DDTensor              g = (i == I->output) ? dy : nd.dy;
+    std::vector<DDTensor> dxs, add;
+    for (int k : nd.inputs) {
+      DDTensor target = NULL;
+      if (k >= 0) target = I->nodes[k].dy;
+      else if (I->wantgrad[-1 - k]) target = I->ingrads[-1 - k];
+      if (!target) {
+        dxs.push_back(NULL);
+        add.push_back(NULL);
+        continue;
+      }
+      /* a tensor with one consumer takes the gradient directly; otherwise accumulate */
+      bool direct = (k >= 0 && I->nodes[k].consumers == 1);
+      if (direct) {
+        dxs.push_back(target);
+        add.push_back(NULL);
+      } else {
+        int s = k >= 0 ? k : -1;
+        DDTensor tmp;
+        if (s >= 0) {
+          if (!I->scratch[s]) PetscCall(DDTensorDuplicate(target, &I->scratch[s]));
+          tmp = I->scratch[s];
+        } else PetscCall(DDTensorDuplicate(target, &tmp));
+        dxs.push_back(tmp);
+        add.push_back(target);
+      }
+    }
+    PetscCall(DDLayerBackwardMulti(nd.layer, g, (PetscInt)dxs.size(), dxs.data()));
+    for (size_t j = 0; j < dxs.size(); j++)
+      if (add[j]) {
+        PetscCall(DDTensorAXPY(add[j], 1.0, dxs[j]));
+        if (nd.inputs[j] < 0) PetscCall(DDTensorDestroy(&dxs[j]));
+      }
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetGetOutput - The network's output tensor (the output layer's own output)
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDNetSetOutput()`
+@*/
+PetscErrorCode DDNetGetOutput(DDNet net, DDTensor *y)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCheck(net->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Call DDNetSetUp() first");
+  *y = net->impl->nodes[net->impl->output].layer->output;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDNetGetLayer - A layer by name (not a new reference)
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDNetAddLayer()`
+@*/
+PetscErrorCode DDNetGetLayer(DDNet net, const char name[], DDLayer *layer)
+{
+  int idx;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCall(DDNetFind(net, name, &idx));
+  PetscCheck(idx >= 0, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONG, "The network has no layer named \"%s\"", name);
+  *layer = net->impl->nodes[idx].layer;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetGetNumLayers - Number of layers
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDNetGetLayerByIndex()`
+@*/
+PetscErrorCode DDNetGetNumLayers(DDNet net, PetscInt *n)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  *n = (PetscInt)net->impl->nodes.size();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDNetGetLayerByIndex - The i-th layer and its name
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDNetGetNumLayers()`
+@*/
+PetscErrorCode DDNetGetLayerByIndex(DDNet net, PetscInt i, DDLayer *layer, const char *name[])
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCheck(i >= 0 && i < (PetscInt)net->impl->nodes.size(), PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Layer %" PetscInt_FMT " does not exist", i);
+  if (layer) *layer = net->impl->nodes[i].layer;
+  if (name) *name = net->impl->nodes[i].name.c_str();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDNetGetLayerOutput - The output tensor of a named layer
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDNetGetLayer()`
+@*/
+PetscErrorCode DDNetGetLayerOutput(DDNet net, const char name[], DDTensor *y)
+{
+  DDLayer l;
+
+  PetscFunctionBegin;
+  PetscCall(DDNetGetLayer(net, name, &l));
+  PetscCall(DDLayerGetOutput(l, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDNetGetParameters - All parameters and their gradients, in layer order
+
+  Not collective
+
+  Output Parameters:
++ n      - number of parameter tensors
+. params - the parameters (owned by the layers)
+- grads  - their gradients
+
+  Level: intermediate
+
+.seealso: `DDNetGetParameterName()`, `DDOptimizerSetUp()`
+@*/
+PetscErrorCode DDNetGetParameters(DDNet net, PetscInt *n, DDTensor *params[], DDTensor *grads[])
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCheck(net->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Call DDNetSetUp() first");
+  if (n) *n = (PetscInt)net->impl->params.size();
+  if (params) *params = net->impl->params.data();
+  if (grads) *grads = net->impl->grads.data();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDNetGetParameterName - "layer.param" name of the i-th parameter
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDNetGetParameters()`
+@*/
+PetscErrorCode DDNetGetParameterName(DDNet net, PetscInt i, const char *name[])
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCheck(i >= 0 && i < (PetscInt)net->impl->pnames.size(), PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Parameter %" PetscInt_FMT " does not exist", i);
+  *name = net->impl->pnames[i].c_str();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetGetNumParameters - Number of scalar parameters of the network
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDLayerGetNumParameters()`
+@*/
+PetscErrorCode DDNetGetNumParameters(DDNet net, PetscInt64 *count)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  *count = 0;
+  for (auto &nd : net->impl->nodes) {
+    PetscInt64 c;
+    PetscCall(DDLayerGetNumParameters(nd.layer, &c));
+    *count += c;
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetZeroGradients - Zeros every parameter gradient
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDNetBackward()`
+@*/
+PetscErrorCode DDNetZeroGradients(DDNet net)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  for (auto &nd : net->impl->nodes) PetscCall(DDLayerZeroGradients(nd.layer));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetInitializeParameters - Initializes every layer's parameters from one seed (partition independent)
+
+  Collective
+
+  Level: intermediate
+
+.seealso: `DDLayerInitializeParameters()`
+@*/
+PetscErrorCode DDNetInitializeParameters(DDNet net, PetscInt64 seed)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  for (size_t i = 0; i < net->impl->nodes.size(); i++) PetscCall(DDLayerInitializeParameters(net->impl->nodes[i].layer, seed * 1000003 + (PetscInt64)i));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetSetTraining - Training or evaluation mode for every layer
+
+  Logically collective
+
+  Level: beginner
+
+.seealso: `DDLayerSetTraining()`
+@*/
+PetscErrorCode DDNetSetTraining(DDNet net, PetscBool flg)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  for (auto &nd : net->impl->nodes) PetscCall(DDLayerSetTraining(nd.layer, flg));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetGetLoss - The value of the output layer when it is a loss, on every rank
+
+  Collective
+
+  Level: beginner
+
+.seealso: `DDLAYERLOSS`
+@*/
+PetscErrorCode DDNetGetLoss(DDNet net, PetscReal *v)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCheck(net->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Call DDNetSetUp() first");
+  PetscCall(DDLayerLossGetValue(net->impl->nodes[net->impl->output].layer, v));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDNetView - Prints the network: per layer its type, inputs, output shape, partition and parameter count
+
+  Collective
+
+  Level: beginner
+
+.seealso: `DDLayerView()`
+@*/
+PetscErrorCode DDNetView(DDNet net, PetscViewer viewer)
+{
+  NetImpl  *I = net->impl;
+  PetscBool iascii;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  if (!viewer) PetscCall(PetscViewerASCIIGetStdout(PetscObjectComm((PetscObject)net), &viewer));
+  PetscCall(PetscObjectTypeCompare((PetscObject)viewer, PETSCVIEWERASCII, &iascii));
+  if (!iascii) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscObjectPrintClassNamePrefixType((PetscObject)net, viewer));
+  PetscCall(PetscViewerASCIIPushTab(viewer));
+  std::string ins;
+  for (auto &s : I->innames) ins += (ins.empty() ? "" : ", ") + s;
+  PetscCall(PetscViewerASCIIPrintf(viewer, "inputs: %s; %zu layers\n", ins.c_str(), I->nodes.size()));
+  for (size_t i = 0; i < I->nodes.size(); i++) {
+    const Node &nd = I->nodes[i];
+    DDLayerType type;
+    std::string from;
+    for (int k : nd.inputs) from += (from.empty() ? "" : ",") + (k < 0 ? I->innames[-1 - k] : I->nodes[k].name);
+    PetscCall(DDLayerGetType(nd.layer, &type));
+    if (net->setupcalled) {
+      char       sh[128], ps[128];
+      PetscInt64 np;
+      DDTensor   y = nd.layer->output;
+      PetscCall(DDShapeToString_Private(y->order, y->shape, sh, sizeof(sh)));
+      PetscCall(DDShapeToString_Private(y->part->order, y->part->shape, ps, sizeof(ps)));
+      PetscCall(DDLayerGetNumParameters(nd.layer, &np));
+      PetscCall(PetscViewerASCIIPrintf(viewer, "%-12s %-13s <- %-16s out %-16s partition %-12s %-13s params %" PetscInt64_FMT "\n", nd.name.c_str(), type, from.c_str(), sh, ps, DDTensorFormats[y->format], np));
+    } else PetscCall(PetscViewerASCIIPrintf(viewer, "%-12s %-13s <- %s\n", nd.name.c_str(), type, from.c_str()));
+  }
+  if (net->setupcalled) {
+    PetscInt64 np;
+    PetscCall(DDNetGetNumParameters(net, &np));
+    PetscCall(PetscViewerASCIIPrintf(viewer, "total parameters: %" PetscInt64_FMT "\n", np));
+  }
+  PetscCall(PetscViewerASCIIPopTab(viewer));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDNetViewFromOptions - Views the network if an option asks for it
+
+  Collective
+
+  Level: intermediate
+
+.seealso: `DDNetView()`
+@*/
+PetscErrorCode DDNetViewFromOptions(DDNet net, PetscObject obj, const char name[])
+{
+  PetscFunctionBegin;
+  PetscCall(PetscObjectViewFromOptions((PetscObject)net, obj, name));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetDestroy - Destroys a network and its references to its layers
+
+  Collective
+
+  Level: beginner
+
+.seealso: `DDNetCreate()`
+@*/
+PetscErrorCode DDNetDestroy(DDNet *net)
+{
+  PetscFunctionBegin;
+  if (!*net) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscValidHeaderSpecific(*net, DD_NET_CLASSID, 1);
+  if (--((PetscObject)(*net))->refct > 0) {
+    *net = NULL;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  NetImpl *I = (*net)->impl;
+  PetscCall(DDNetFreeGradients(I));
+  for (auto &nd : I->nodes) PetscCall(DDLayerDestroy(&nd.layer));
+  delete I;
+  PetscCall(PetscHeaderDestroy(net));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}

@@ -1,0 +1,138 @@
+/*
+  The training loop: mini-batches from a DDDataset, forward, backward, optimizer step, with
+  -log_view stages for each phase.
+*/
+#include <ddnn/private/ddimpl.h>
+#include <dddataset.h>
+#include <sys/ddsysimpl.h>
+
+static PetscLogStage StageForward = -1, StageBackward = -1, StageUpdate = -1, StageData = -1;
+
+static PetscErrorCode Stages(void)
+{
+  PetscFunctionBegin;
+  if (StageForward < 0) {
+    PetscCall(PetscLogStageRegister("DD Data", &StageData));
+    PetscCall(PetscLogStageRegister("DD Forward", &StageForward));
+    PetscCall(PetscLogStageRegister("DD Backward", &StageBackward));
+    PetscCall(PetscLogStageRegister("DD Update", &StageUpdate));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+static PetscErrorCode ResetStages(void)
+{
+  StageForward = StageBackward = StageUpdate = StageData = -1;
+  return PETSC_SUCCESS;
+}
+static DDModuleRegistrar train_registrar(ResetStages, ResetStages);
+
+/*@
+  DDNetTrainEpoch - One epoch of mini-batch training
+
+  Collective
+
+  Input Parameters:
++ net   - a set-up network whose output is a loss
+. opt   - an optimizer set up on the network's parameters
+. ds    - the dataset, one field per network input (in order)
+. batch - the batch size (the inputs' leading dimension); the last partial batch is dropped
+. seed  - the shuffling seed of this epoch (the same on every partition)
+- xs    - the network's input tensors, filled batch by batch
+
+  Output Parameter:
+. stats - mean loss, wall time, samples per second, batches
+
+  Notes:
+  Each step zeroes the gradients, runs `DDNetForward()`, `DDNetBackward()` and
+  `DDOptimizerStep()`; -log_view reports the stages "DD Data", "DD Forward", "DD Backward",
+  "DD Update". Ends with `DDOptimizerEndEpoch()`.
+
+  Level: beginner
+
+.seealso: `DDNetEvaluate()`, `DDDatasetReadBatch()`
+@*/
+PetscErrorCode DDNetTrainEpoch(DDNet net, DDOptimizer opt, DDDataset ds, PetscInt batch, PetscInt64 seed, DDTensor xs[], DDTrainStats *stats)
+{
+  PetscInt  S, nb;
+  PetscReal sum = 0;
+  double    t0;
+
+  PetscFunctionBegin;
+  PetscCall(Stages());
+  PetscCall(DDDatasetGetNumSamples(ds, &S));
+  PetscCheck(batch > 0 && batch <= S, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "Batch size %" PetscInt_FMT " must be in [1, %" PetscInt_FMT "] (the dataset's samples)", batch, S);
+  PetscCall(DDNetSetTraining(net, PETSC_TRUE));
+  PetscCall(DDDatasetShuffle(ds, seed));
+  nb = S / batch;
+  PetscCallMPI(MPI_Barrier(PetscObjectComm((PetscObject)net)));
+  t0 = MPI_Wtime();
+  for (PetscInt b = 0; b < nb; b++) {
+    PetscReal loss;
+    PetscInt  nf = 0;
+    PetscCall(PetscLogStagePush(StageData));
+    for (DDTensor *x = xs; *x; x++) nf++;
+    for (PetscInt f = 0; f < nf; f++) PetscCall(DDDatasetReadBatch(ds, f, b * batch, batch, xs[f]));
+    PetscCall(PetscLogStagePop());
+    PetscCall(PetscLogStagePush(StageForward));
+    PetscCall(DDNetForward(net, nf, xs));
+    PetscCall(PetscLogStagePop());
+    PetscCall(DDNetGetLoss(net, &loss));
+    sum += loss;
+    PetscCall(PetscLogStagePush(StageBackward));
+    PetscCall(DDNetZeroGradients(net));
+    PetscCall(DDNetBackward(net, NULL));
+    PetscCall(PetscLogStagePop());
+    PetscCall(PetscLogStagePush(StageUpdate));
+    PetscCall(DDOptimizerStep(opt));
+    PetscCall(PetscLogStagePop());
+  }
+  PetscCall(DDOptimizerEndEpoch(opt));
+  PetscCallMPI(MPI_Barrier(PetscObjectComm((PetscObject)net)));
+  stats->seconds       = MPI_Wtime() - t0;
+  stats->batches       = nb;
+  stats->loss          = nb ? sum / nb : 0;
+  stats->samples_per_s = stats->seconds > 0 ? nb * batch / stats->seconds : 0;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetEvaluate - Mean loss over a dataset in evaluation mode (no gradients)
+
+  Collective
+
+  Input Parameters:
++ net   - the network
+. ds    - the dataset
+. batch - batch size (the last partial batch is dropped)
+- xs    - the network's input tensors (NULL-terminated array)
+
+  Output Parameter:
+. loss - the mean loss
+
+  Level: beginner
+
+.seealso: `DDNetTrainEpoch()`
+@*/
+PetscErrorCode DDNetEvaluate(DDNet net, DDDataset ds, PetscInt batch, DDTensor xs[], PetscReal *loss)
+{
+  PetscInt  S, nb, nf = 0;
+  PetscReal sum = 0;
+
+  PetscFunctionBegin;
+  PetscCall(DDDatasetGetNumSamples(ds, &S));
+  PetscCheck(batch > 0 && batch <= S, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "Batch size %" PetscInt_FMT " must be in [1, %" PetscInt_FMT "]", batch, S);
+  for (DDTensor *x = xs; *x; x++) nf++;
+  PetscCall(DDNetSetTraining(net, PETSC_FALSE));
+  PetscCall(DDDatasetShuffle(ds, 0));
+  nb = S / batch;
+  for (PetscInt b = 0; b < nb; b++) {
+    PetscReal l;
+    for (PetscInt f = 0; f < nf; f++) PetscCall(DDDatasetReadBatch(ds, f, b * batch, batch, xs[f]));
+    PetscCall(DDNetForward(net, nf, xs));
+    PetscCall(DDNetGetLoss(net, &l));
+    sum += l;
+  }
+  PetscCall(DDNetSetTraining(net, PETSC_TRUE));
+  *loss = nb ? sum / nb : 0;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}

@@ -1,0 +1,673 @@
+/*
+  DDOptimizer: SGD (momentum, Nesterov, weight decay), Adam, AdamW with PyTorch's update rules,
+  learning-rate schedules and gradient clipping by global norm.
+*/
+#include <ddnn/private/ddimpl.h>
+#include <ddoptimizer.h>
+#include <tensor/layout.hpp>
+#include <sys/ddsysimpl.h>
+#include <vector>
+#include <string>
+#include <cmath>
+
+using namespace ddnn;
+
+PetscClassId      DD_OPTIMIZER_CLASSID;
+PetscFunctionList DDOptimizerList = NULL;
+const char *const DDSchedules[]   = {"constant", "step", "cosine", "DDSchedule", "DD_SCHEDULE_", nullptr};
+
+enum OptKind { OPT_SGD, OPT_ADAM, OPT_ADAMW };
+
+struct _DDOptimizerOps {
+  int dummy;
+};
+struct _p_DDOptimizer {
+  PETSCHEADER(struct _DDOptimizerOps);
+  OptKind                   kind;
+  PetscReal                 lr, momentum, weight_decay, beta1, beta2, eps, clip, gamma, eta_min, lastnorm;
+  PetscBool                 nesterov;
+  DDSchedule                schedule;
+  PetscInt                  step_size, tmax, step, epoch;
+  std::vector<DDTensor>    *params, *grads, *state;
+  std::vector<const char *> *statenames;
+  PetscBool                 setupcalled;
+};
+
+static PetscErrorCode CreateSGD(DDOptimizer o)
+{
+  o->kind = OPT_SGD;
+  return PETSC_SUCCESS;
+}
+static PetscErrorCode CreateAdam(DDOptimizer o)
+{
+  o->kind = OPT_ADAM;
+  return PETSC_SUCCESS;
+}
+static PetscErrorCode CreateAdamW(DDOptimizer o)
+{
+  o->kind = OPT_ADAMW;
+  return PETSC_SUCCESS;
+}
+
+static PetscErrorCode DDOptimizerInitializePackage(void)
+{
+  PetscFunctionBegin;
+  PetscCall(PetscClassIdRegister("DD Optimizer", &DD_OPTIMIZER_CLASSID));
+  PetscCall(PetscFunctionListAdd(&DDOptimizerList, DDOPTIMIZERSGD, CreateSGD));
+  PetscCall(PetscFunctionListAdd(&DDOptimizerList, DDOPTIMIZERADAM, CreateAdam));
+  PetscCall(PetscFunctionListAdd(&DDOptimizerList, DDOPTIMIZERADAMW, CreateAdamW));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+static PetscErrorCode DDOptimizerFinalizePackage(void)
+{
+  PetscFunctionBegin;
+  PetscCall(PetscFunctionListDestroy(&DDOptimizerList));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+static DDModuleRegistrar opt_registrar(DDOptimizerInitializePackage, DDOptimizerFinalizePackage);
+
+/*@
+  DDOptimizerCreate - Creates an optimizer (SGD by default, learning rate 0.01)
+
+  Collective
+
+  Level: beginner
+
+.seealso: `DDOptimizerSetType()`, `DDOptimizerSetUp()`, `DDOptimizerStep()`
+@*/
+PetscErrorCode DDOptimizerCreate(MPI_Comm comm, DDOptimizer *opt)
+{
+  DDOptimizer o;
+
+  PetscFunctionBegin;
+  PetscValidPointer(opt, 2);
+  PetscCall(DDInitializePackage());
+  PetscCall(PetscHeaderCreate(o, DD_OPTIMIZER_CLASSID, "DDOptimizer", "Optimizer", "DDOptimizer", comm, DDOptimizerDestroy, DDOptimizerView));
+  o->lr           = 0.01;
+  o->beta1        = 0.9;
+  o->beta2        = 0.999;
+  o->eps          = 1e-8;
+  o->gamma        = 0.1;
+  o->step_size    = 1;
+  o->tmax         = 1;
+  o->schedule     = DD_SCHEDULE_CONSTANT;
+  o->params       = new std::vector<DDTensor>;
+  o->grads        = new std::vector<DDTensor>;
+  o->state        = new std::vector<DDTensor>;
+  o->statenames   = new std::vector<const char *>;
+  PetscCall(PetscObjectChangeTypeName((PetscObject)o, DDOPTIMIZERSGD));
+  o->kind = OPT_SGD;
+  *opt    = o;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDOptimizerReset(DDOptimizer o)
+{
+  PetscFunctionBegin;
+  for (auto &t : *o->state) PetscCall(DDTensorDestroy(&t));
+  o->state->clear();
+  o->statenames->clear();
+  for (auto &t : *o->params) PetscCall(DDTensorDestroy(&t));
+  for (auto &t : *o->grads) PetscCall(DDTensorDestroy(&t));
+  o->params->clear();
+  o->grads->clear();
+  o->setupcalled = PETSC_FALSE;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDOptimizerSetType - sgd, adam or adamw
+
+  Collective
+
+  Options Database Key:
+. -optimizer_type <sgd,adam,adamw> - the type
+
+  Level: beginner
+
+.seealso: `DDOptimizerCreate()`
+@*/
+PetscErrorCode DDOptimizerSetType(DDOptimizer opt, DDOptimizerType type)
+{
+  PetscErrorCode (*create)(DDOptimizer);
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  PetscCall(PetscFunctionListFind(DDOptimizerList, type, &create));
+  PetscCheck(create, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_UNKNOWN_TYPE, "Unknown optimizer type \"%s\" (sgd, adam, adamw)", type);
+  PetscCheck(!opt->setupcalled, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_WRONGSTATE, "Set the type before DDOptimizerSetUp()");
+  PetscCall((*create)(opt));
+  PetscCall(PetscObjectChangeTypeName((PetscObject)opt, type));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDOptimizerGetType - The optimizer's type
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDOptimizerSetType()`
+@*/
+PetscErrorCode DDOptimizerGetType(DDOptimizer opt, DDOptimizerType *type)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  *type = ((PetscObject)opt)->type_name;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDOptimizerSetOptionsPrefix - Prefix of the optimizer's options
+
+  Logically collective
+
+  Level: intermediate
+
+.seealso: `DDOptimizerSetFromOptions()`
+@*/
+PetscErrorCode DDOptimizerSetOptionsPrefix(DDOptimizer opt, const char prefix[])
+{
+  PetscFunctionBegin;
+  PetscCall(PetscObjectSetOptionsPrefix((PetscObject)opt, prefix));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDOptimizerSetLearningRate - The base learning rate
+
+  Logically collective
+
+  Options Database Key:
+. -optimizer_lr <lr> - the rate
+
+  Level: beginner
+
+.seealso: `DDOptimizerSetSchedule()`
+@*/
+PetscErrorCode DDOptimizerSetLearningRate(DDOptimizer opt, PetscReal lr)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  PetscCheck(lr > 0, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_OUTOFRANGE, "Learning rate %g must be positive", (double)lr);
+  opt->lr = lr;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDOptimizerGetLearningRate - The learning rate of the current epoch (after the schedule)
+
+  Not collective
+
+  Level: beginner
+
+.seealso: `DDOptimizerSetLearningRate()`
+@*/
+PetscErrorCode DDOptimizerGetLearningRate(DDOptimizer opt, PetscReal *lr)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  switch (opt->schedule) {
+  case DD_SCHEDULE_STEP:
+    *lr = opt->lr * PetscPowReal(opt->gamma, (PetscReal)(opt->epoch / opt->step_size));
+    break;
+  case DD_SCHEDULE_COSINE:
+    *lr = opt->eta_min + 0.5 * (opt->lr - opt->eta_min) * (1 + PetscCosReal(PETSC_PI * (PetscReal)PetscMin(opt->epoch, opt->tmax) / opt->tmax));
+    break;
+  default:
+    *lr = opt->lr;
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDOptimizerSetMomentum - SGD momentum (PyTorch: buf = m buf + g; p -= lr buf) and Nesterov
+
+  Logically collective
+
+  Options Database Keys:
++ -optimizer_momentum <m> - momentum (default 0)
+- -optimizer_nesterov <bool> - Nesterov momentum
+
+  Level: beginner
+
+.seealso: `DDOptimizerSetWeightDecay()`
+@*/
+PetscErrorCode DDOptimizerSetMomentum(DDOptimizer opt, PetscReal m, PetscBool nesterov)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  PetscCheck(m >= 0 && m < 1, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_OUTOFRANGE, "Momentum %g must be in [0, 1)", (double)m);
+  opt->momentum = m;
+  opt->nesterov = nesterov;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDOptimizerSetWeightDecay - L2 weight decay (coupled for sgd and adam, decoupled for adamw)
+
+  Logically collective
+
+  Options Database Key:
+. -optimizer_weight_decay <wd> - the decay
+
+  Level: beginner
+
+.seealso: `DDOptimizerSetMomentum()`
+@*/
+PetscErrorCode DDOptimizerSetWeightDecay(DDOptimizer opt, PetscReal wd)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  PetscCheck(wd >= 0, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_OUTOFRANGE, "Weight decay %g must be non-negative", (double)wd);
+  opt->weight_decay = wd;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDOptimizerSetBetas - Adam's beta1, beta2 and epsilon
+
+  Logically collective
+
+  Options Database Keys:
++ -optimizer_beta1 <b1> - default 0.9
+. -optimizer_beta2 <b2> - default 0.999
+- -optimizer_eps <eps> - default 1e-8
+
+  Level: intermediate
+
+.seealso: `DDOPTIMIZERADAM`
+@*/
+PetscErrorCode DDOptimizerSetBetas(DDOptimizer opt, PetscReal b1, PetscReal b2, PetscReal eps)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  PetscCheck(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1 && eps > 0, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_OUTOFRANGE, "Adam needs 0 <= beta1, beta2 < 1 and eps > 0");
+  opt->beta1 = b1;
+  opt->beta2 = b2;
+  opt->eps   = eps;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDOptimizerSetSchedule - Learning-rate schedule over epochs
+
+  Logically collective
+
+  Input Parameters:
++ opt      - the optimizer
+. schedule - `DD_SCHEDULE_CONSTANT`, `DD_SCHEDULE_STEP` (lr gamma^(floor(epoch / n))) or
+             `DD_SCHEDULE_COSINE` (eta_min + (lr - eta_min)(1 + cos(pi epoch / n)) / 2)
+. n        - step size (step) or T_max (cosine), in epochs
+- a        - gamma (step) or eta_min (cosine)
+
+  Options Database Keys:
++ -optimizer_schedule <constant,step,cosine> - the schedule
+. -optimizer_step_size <n> - step size
+. -optimizer_gamma <g> - step factor
+. -optimizer_tmax <n> - cosine period
+- -optimizer_eta_min <e> - cosine floor
+
+  Level: intermediate
+
+.seealso: `DDOptimizerEndEpoch()`
+@*/
+PetscErrorCode DDOptimizerSetSchedule(DDOptimizer opt, DDSchedule schedule, PetscInt n, PetscReal a)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  PetscCheck(n >= 1, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_OUTOFRANGE, "Schedule period %" PetscInt_FMT " must be positive", n);
+  opt->schedule = schedule;
+  if (schedule == DD_SCHEDULE_STEP) {
+    opt->step_size = n;
+    opt->gamma     = a;
+  } else if (schedule == DD_SCHEDULE_COSINE) {
+    opt->tmax    = n;
+    opt->eta_min = a;
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDOptimizerSetClipNorm - Clips the gradients to this global 2-norm before each step (0: off)
+
+  Logically collective
+
+  Options Database Key:
+. -optimizer_clip_norm <c> - the bound
+
+  Level: intermediate
+
+.seealso: `DDOptimizerGetLastGradientNorm()`
+@*/
+PetscErrorCode DDOptimizerSetClipNorm(DDOptimizer opt, PetscReal c)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  PetscCheck(c >= 0, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_OUTOFRANGE, "Clip norm %g must be non-negative", (double)c);
+  opt->clip = c;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDOptimizerSetFromOptions - Configures the optimizer from the options database
+
+  Collective
+
+  Options Database Keys:
++ -optimizer_type <sgd,adam,adamw> - type
+. -optimizer_lr, -optimizer_momentum, -optimizer_nesterov, -optimizer_weight_decay - see the setters
+. -optimizer_beta1, -optimizer_beta2, -optimizer_eps - Adam
+. -optimizer_schedule, -optimizer_step_size, -optimizer_gamma, -optimizer_tmax, -optimizer_eta_min - schedule
+- -optimizer_clip_norm <c> - gradient clipping
+
+  Level: beginner
+
+.seealso: `DDOptimizerSetType()`
+@*/
+PetscErrorCode DDOptimizerSetFromOptions(DDOptimizer opt)
+{
+  char      type[64];
+  PetscBool flg;
+  PetscReal lr = opt->lr, m = opt->momentum, wd = opt->weight_decay, b1 = opt->beta1, b2 = opt->beta2, eps = opt->eps, clip = opt->clip, g = opt->gamma, em = opt->eta_min;
+  PetscBool nest = opt->nesterov;
+  PetscInt  ss = opt->step_size, tm = opt->tmax;
+  PetscEnum sch = (PetscEnum)opt->schedule;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  PetscObjectOptionsBegin((PetscObject)opt);
+  PetscCall(PetscOptionsFList("-optimizer_type", "Optimizer", "DDOptimizerSetType", DDOptimizerList, ((PetscObject)opt)->type_name, type, sizeof(type), &flg));
+  if (flg) PetscCall(DDOptimizerSetType(opt, type));
+  PetscCall(PetscOptionsReal("-optimizer_lr", "Learning rate", "DDOptimizerSetLearningRate", lr, &lr, &flg));
+  if (flg) PetscCall(DDOptimizerSetLearningRate(opt, lr));
+  PetscCall(PetscOptionsReal("-optimizer_momentum", "SGD momentum", "DDOptimizerSetMomentum", m, &m, NULL));
+  PetscCall(PetscOptionsBool("-optimizer_nesterov", "Nesterov momentum", "DDOptimizerSetMomentum", nest, &nest, NULL));
+  PetscCall(DDOptimizerSetMomentum(opt, m, nest));
+  PetscCall(PetscOptionsReal("-optimizer_weight_decay", "Weight decay", "DDOptimizerSetWeightDecay", wd, &wd, NULL));
+  PetscCall(DDOptimizerSetWeightDecay(opt, wd));
+  PetscCall(PetscOptionsReal("-optimizer_beta1", "Adam beta1", "DDOptimizerSetBetas", b1, &b1, NULL));
+  PetscCall(PetscOptionsReal("-optimizer_beta2", "Adam beta2", "DDOptimizerSetBetas", b2, &b2, NULL));
+  PetscCall(PetscOptionsReal("-optimizer_eps", "Adam epsilon", "DDOptimizerSetBetas", eps, &eps, NULL));
+  PetscCall(DDOptimizerSetBetas(opt, b1, b2, eps));
+  PetscCall(PetscOptionsEnum("-optimizer_schedule", "Learning-rate schedule", "DDOptimizerSetSchedule", DDSchedules, sch, &sch, NULL));
+  PetscCall(PetscOptionsInt("-optimizer_step_size", "Step schedule period (epochs)", "DDOptimizerSetSchedule", ss, &ss, NULL));
+  PetscCall(PetscOptionsReal("-optimizer_gamma", "Step schedule factor", "DDOptimizerSetSchedule", g, &g, NULL));
+  PetscCall(PetscOptionsInt("-optimizer_tmax", "Cosine schedule period (epochs)", "DDOptimizerSetSchedule", tm, &tm, NULL));
+  PetscCall(PetscOptionsReal("-optimizer_eta_min", "Cosine schedule floor", "DDOptimizerSetSchedule", em, &em, NULL));
+  opt->step_size = ss;
+  opt->gamma     = g;
+  opt->tmax      = tm;
+  opt->eta_min   = em;
+  PetscCall(DDOptimizerSetSchedule(opt, (DDSchedule)sch, sch == DD_SCHEDULE_COSINE ? tm : ss, sch == DD_SCHEDULE_COSINE ? em : g));
+  PetscCall(PetscOptionsReal("-optimizer_clip_norm", "Gradient clipping (global 2-norm)", "DDOptimizerSetClipNorm", clip, &clip, NULL));
+  PetscCall(DDOptimizerSetClipNorm(opt, clip));
+  PetscOptionsEnd();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDOptimizerSetUp - Gives the optimizer the parameters and their gradients; creates its state
+
+  Collective
+
+  Input Parameters:
++ opt    - the optimizer
+. n      - number of parameter tensors
+. params - the parameters (e.g. from `DDNetGetParameters()`)
+- grads  - their gradients, laid out alike
+
+  Level: beginner
+
+.seealso: `DDOptimizerStep()`, `DDNetGetParameters()`
+@*/
+PetscErrorCode DDOptimizerSetUp(DDOptimizer opt, PetscInt n, DDTensor params[], DDTensor grads[])
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  PetscCall(DDOptimizerReset(opt));
+  for (PetscInt i = 0; i < n; i++) {
+    PetscCall(DDTensorCheckCompatible_Private(params[i], grads[i], "DDOptimizerSetUp"));
+    PetscCheck(LayoutSameStorage(params[i]->layout, grads[i]->layout), PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "Parameter %" PetscInt_FMT " and its gradient must have the same storage layout", i);
+    PetscCall(PetscObjectReference((PetscObject)params[i]));
+    PetscCall(PetscObjectReference((PetscObject)grads[i]));
+    opt->params->push_back(params[i]);
+    opt->grads->push_back(grads[i]);
+    std::vector<const char *> names;
+    if (opt->kind == OPT_SGD) names = {"momentum_buffer"};
+    else names = {"exp_avg", "exp_avg_sq"};
+    for (auto nm : names) {
+      DDTensor s;
+      PetscCall(DDTensorDuplicate(params[i], &s));
+      opt->state->push_back(s);
+      opt->statenames->push_back(nm);
+    }
+  }
+  opt->step        = 0;
+  opt->epoch       = 0;
+  opt->setupcalled = PETSC_TRUE;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDOptimizerStep - One update of every parameter from its gradient (PyTorch's rules)
+
+  Collective
+
+  Notes:
+  SGD: g += wd p; buf = m buf + g (buf = g at the first step); p -= lr (Nesterov: g + m buf, else buf).
+  Adam: g += wd p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr m^/(sqrt(v^) + eps) with
+  bias corrections. AdamW: p *= 1 - lr wd, then Adam without the coupled decay. With clipping,
+  the gradients are first scaled to the global norm bound.
+
+  Level: beginner
+
+.seealso: `DDOptimizerSetUp()`, `DDOptimizerEndEpoch()`
+@*/
+PetscErrorCode DDOptimizerStep(DDOptimizer opt)
+{
+  PetscReal lr;
+  size_t    ns;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  PetscCheck(opt->setupcalled, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_WRONGSTATE, "Call DDOptimizerSetUp() first");
+  /* global gradient norm (each parameter lives once, so these norms are the global ones) */
+  {
+    PetscReal tot = 0;
+    for (auto g : *opt->grads) {
+      PetscReal nrm;
+      PetscCall(DDTensorNorm(g, NORM_2, &nrm));
+      tot += nrm * nrm;
+    }
+    opt->lastnorm = PetscSqrtReal(tot);
+    if (opt->clip > 0 && opt->lastnorm > opt->clip)
+      for (auto g : *opt->grads) PetscCall(DDTensorScale(g, opt->clip / (opt->lastnorm + 1e-6)));
+  }
+  opt->step++;
+  PetscCall(DDOptimizerGetLearningRate(opt, &lr));
+  ns = opt->kind == OPT_SGD ? 1 : 2;
+  const double m = opt->momentum, wd = opt->weight_decay, b1 = opt->beta1, b2 = opt->beta2, eps = opt->eps;
+  const double bc1 = 1 - std::pow(b1, (double)opt->step), bc2 = 1 - std::pow(b2, (double)opt->step);
+  const bool   first = opt->step == 1;
+  for (size_t i = 0; i < opt->params->size(); i++) {
+    DDTensor p = (*opt->params)[i], g = (*opt->grads)[i], s0 = (*opt->state)[ns * i], s1 = ns > 1 ? (*opt->state)[ns * i + 1] : NULL;
+    PetscCall(DispatchType(p->dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      T *pa = (T *)p->array, *ga = (T *)g->array, *a0 = (T *)s0->array, *a1 = s1 ? (T *)s1->array : nullptr;
+      ForEachBulkRun(p->layout, [&](PetscInt off, PetscInt len) {
+        for (PetscInt j = off; j < off + len; j++) {
+          double gj = ga[j], pj = pa[j];
+          if (opt->kind == OPT_SGD) {
+            gj += wd * pj;
+            double buf = gj;
+            if (m > 0) {
+              buf   = first ? gj : m * a0[j] + gj;
+              a0[j] = (T)buf;
+              if (opt->nesterov) buf = gj + m * buf;
+            }
+            pa[j] = (T)(pj - lr * buf);
+          } else {
+            if (opt->kind == OPT_ADAM) gj += wd * pj;
+            else pj *= 1 - lr * wd;
+            double mj = b1 * a0[j] + (1 - b1) * gj, vj = b2 * a1[j] + (1 - b2) * gj * gj;
+            a0[j]     = (T)mj;
+            a1[j]     = (T)vj;
+            pa[j]     = (T)(pj - lr * (mj / bc1) / (std::sqrt(vj / bc2) + eps));
+          }
+        }
+      });
+      return PETSC_SUCCESS;
+    }));
+    PetscCall(PetscObjectStateIncrease((PetscObject)p));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDOptimizerEndEpoch - Advances the schedule by one epoch
+
+  Logically collective
+
+  Level: beginner
+
+.seealso: `DDOptimizerSetSchedule()`
+@*/
+PetscErrorCode DDOptimizerEndEpoch(DDOptimizer opt)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  opt->epoch++;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDOptimizerGetStepCount - Steps taken and epochs completed
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDOptimizerSetStepCount()`
+@*/
+PetscErrorCode DDOptimizerGetStepCount(DDOptimizer opt, PetscInt *step, PetscInt *epoch)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  if (step) *step = opt->step;
+  if (epoch) *epoch = opt->epoch;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDOptimizerSetStepCount - Restores the step and epoch counters (checkpoint restart)
+
+  Logically collective
+
+  Level: developer
+
+.seealso: `DDOptimizerGetStepCount()`, `DDCheckpointLoad()`
+@*/
+PetscErrorCode DDOptimizerSetStepCount(DDOptimizer opt, PetscInt step, PetscInt epoch)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  opt->step  = step;
+  opt->epoch = epoch;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDOptimizerGetState - The state tensors (per parameter: sgd momentum_buffer; adam exp_avg, exp_avg_sq)
+
+  Not collective
+
+  Output Parameters:
++ n     - number of state tensors
+. state - the tensors, parameter by parameter
+- names - their names
+
+  Level: developer
+
+.seealso: `DDCheckpointSave()`
+@*/
+PetscErrorCode DDOptimizerGetState(DDOptimizer opt, PetscInt *n, DDTensor *state[], const char *const *names[])
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  PetscCheck(opt->setupcalled, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_WRONGSTATE, "Call DDOptimizerSetUp() first");
+  if (n) *n = (PetscInt)opt->state->size();
+  if (state) *state = opt->state->data();
+  if (names) *names = opt->statenames->data();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDOptimizerGetLastGradientNorm - Global gradient 2-norm seen by the last step (before clipping)
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDOptimizerSetClipNorm()`
+@*/
+PetscErrorCode DDOptimizerGetLastGradientNorm(DDOptimizer opt, PetscReal *nrm)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  *nrm = opt->lastnorm;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDOptimizerView - Prints the optimizer's settings
+
+  Collective
+
+  Level: beginner
+
+.seealso: `DDOptimizerCreate()`
+@*/
+PetscErrorCode DDOptimizerView(DDOptimizer opt, PetscViewer viewer)
+{
+  PetscBool iascii;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  if (!viewer) PetscCall(PetscViewerASCIIGetStdout(PetscObjectComm((PetscObject)opt), &viewer));
+  PetscCall(PetscObjectTypeCompare((PetscObject)viewer, PETSCVIEWERASCII, &iascii));
+  if (!iascii) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscObjectPrintClassNamePrefixType((PetscObject)opt, viewer));
+  PetscCall(PetscViewerASCIIPushTab(viewer));
+  PetscCall(PetscViewerASCIIPrintf(viewer, "lr %g (%s schedule), weight decay %g, momentum %g%s, clip norm %g, %" PetscInt_FMT " steps\n", (double)opt->lr, DDSchedules[opt->schedule], (double)opt->weight_decay, (double)opt->momentum, opt->nesterov ? " (Nesterov)" : "", (double)opt->clip, opt->step));
+  PetscCall(PetscViewerASCIIPopTab(viewer));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDOptimizerDestroy - Destroys an optimizer
+
+  Collective
+
+  Level: beginner
+
+.seealso: `DDOptimizerCreate()`
+@*/
+PetscErrorCode DDOptimizerDestroy(DDOptimizer *opt)
+{
+  PetscFunctionBegin;
+  if (!*opt) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscValidHeaderSpecific(*opt, DD_OPTIMIZER_CLASSID, 1);
+  if (--((PetscObject)(*opt))->refct > 0) {
+    *opt = NULL;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscCall(DDOptimizerReset(*opt));
+  delete (*opt)->params;
+  delete (*opt)->grads;
+  delete (*opt)->state;
+  delete (*opt)->statenames;
+  PetscCall(PetscHeaderDestroy(opt));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}

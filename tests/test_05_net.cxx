@@ -1,0 +1,421 @@
+/*
+  DDNet, DDOptimizer, parallel HDF5, DDDataset, checkpoints: a network from options equals one
+  built in code; training on P ranks gives the parameters of training on 1 rank; HDF5 round
+  trips across partitions; checkpoint restart on another rank count reproduces the run; bad input.
+*/
+#include "layertest.hpp"
+#include <fstream>
+#include <unistd.h>
+#include <hdf5.h>
+
+using namespace ddtest;
+
+static std::string Tmp(const char *name)
+{
+  return std::string("/tmp/ddnn_test05_") + std::to_string(getppid()) + "_" + name;
+}
+
+/* x (N,1,H,W) -> conv 1->4 k3 p1 -> conv 4->1 k3 p1 -> mse against target */
+static DDNet BuildNet(bool fromOptions, const char *prefix = "")
+{
+  DDNet net;
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  if (fromOptions) {
+    DDT(PetscOptionsInsertString(NULL, "-tn_net_inputs x,target -tn_net_layers c1,c2,loss "
+                                       "-tn_c1_layer_type conv -tn_c1_layer_conv_out_channels 4 -tn_c1_layer_conv_kernel 3 -tn_c1_layer_conv_padding 1 "
+                                       "-tn_c2_layer_type conv -tn_c2_layer_conv_out_channels 1 -tn_c2_layer_conv_kernel 3 -tn_c2_layer_conv_padding 1 "
+                                       "-tn_loss_layer_type loss -tn_loss_layer_inputs c2,target"));
+    DDT(DDNetSetOptionsPrefix(net, "tn_"));
+    DDT(DDNetSetFromOptions(net));
+    return net;
+  }
+  const char *in[] = {"x", "target"};
+  DDT(DDNetSetInputNames(net, 2, in));
+  PetscInt k = 3, p = 1;
+  DDLayer  c1, c2, loss;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &c1));
+  DDT(DDLayerSetType(c1, DDLAYERCONV));
+  DDT(DDLayerConvSetOutputChannels(c1, 4));
+  DDT(DDLayerConvSetKernel(c1, 1, &k));
+  DDT(DDLayerConvSetPadding(c1, 1, &p));
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &c2));
+  DDT(DDLayerSetType(c2, DDLAYERCONV));
+  DDT(DDLayerConvSetOutputChannels(c2, 1));
+  DDT(DDLayerConvSetKernel(c2, 1, &k));
+  DDT(DDLayerConvSetPadding(c2, 1, &p));
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &loss));
+  DDT(DDLayerSetType(loss, DDLAYERLOSS));
+  const char *lin[] = {"c2", "target"};
+  DDT(DDNetAddLayer(net, c1, "c1", 0, NULL));
+  DDT(DDNetAddLayer(net, c2, "c2", 0, NULL));
+  DDT(DDNetAddLayer(net, loss, "loss", 2, lin));
+  DDT(DDLayerDestroy(&c1));
+  DDT(DDLayerDestroy(&c2));
+  DDT(DDLayerDestroy(&loss));
+  (void)prefix;
+  return net;
+}
+
+static std::vector<std::vector<double>> Params(DDNet net)
+{
+  PetscInt                         n;
+  DDTensor                        *ps;
+  std::vector<std::vector<double>> r;
+  DDT(DDNetGetParameters(net, &n, &ps, NULL));
+  for (PetscInt i = 0; i < n; i++) r.push_back(GatherAll(ps[i]));
+  return r;
+}
+
+/* trains `steps` steps on fixed random batches; data on the given partition */
+static std::vector<std::vector<double>> Train(const InputSpec &xs, const InputSpec &ts, const char *opttype, int steps, PetscReal *lastloss)
+{
+  DDTensor x = MakeInput(xs, DD_FLOAT64, 5), t = MakeInput(ts, DD_FLOAT64, 6);
+  DDNet    net = BuildNet(false);
+  DDTensor in[2] = {x, t};
+  DDT(DDNetSetUp(net, 2, in));
+  DDOptimizer opt;
+  PetscInt    n;
+  DDTensor   *ps, *gs;
+  DDT(DDNetGetParameters(net, &n, &ps, &gs));
+  DDT(DDOptimizerCreate(PETSC_COMM_WORLD, &opt));
+  DDT(DDOptimizerSetType(opt, opttype));
+  DDT(DDOptimizerSetLearningRate(opt, 0.05));
+  if (std::string(opttype) == "sgd") DDT(DDOptimizerSetMomentum(opt, 0.9, PETSC_FALSE));
+  DDT(DDOptimizerSetWeightDecay(opt, 1e-3));
+  DDT(DDOptimizerSetClipNorm(opt, 5.0));
+  DDT(DDOptimizerSetUp(opt, n, ps, gs));
+  for (int s = 0; s < steps; s++) {
+    DDT(DDTensorSetRandomGlobal(x, 100 + s, -1, 1));
+    DDT(DDNetForward(net, 2, in));
+    DDT(DDNetGetLoss(net, lastloss));
+    DDT(DDNetZeroGradients(net));
+    DDT(DDNetBackward(net, NULL));
+    DDT(DDOptimizerStep(opt));
+  }
+  auto r = Params(net);
+  DDT(DDOptimizerDestroy(&opt));
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+  return r;
+}
+
+TEST(Net, FromOptionsEqualsInCode)
+{
+  DDTensor x = MakeInput({{2, 1, 6, 4 * Size()}, {1, 1, 1, Size()}, {}, {}}, DD_FLOAT64, 1), t = MakeInput({{2, 1, 6, 4 * Size()}, {1, 1, 1, Size()}, {}, {}}, DD_FLOAT64, 2);
+  DDTensor in[2] = {x, t};
+  DDNet    a = BuildNet(false), b = BuildNet(true);
+  DDT(DDNetSetUp(a, 2, in));
+  DDT(DDNetSetUp(b, 2, in));
+  EXPECT_EQ(Params(a), Params(b));
+  PetscReal la, lb;
+  DDT(DDNetForward(a, 2, in));
+  DDT(DDNetGetLoss(a, &la));
+  DDT(DDNetForward(b, 2, in));
+  DDT(DDNetGetLoss(b, &lb));
+  EXPECT_EQ(la, lb);
+  PetscInt64 np;
+  DDT(DDNetGetNumParameters(b, &np));
+  EXPECT_EQ(np, (1 * 4 * 9 + 4) + (4 * 1 * 9 + 1));
+  PetscViewer v;
+  DDT(PetscViewerASCIIOpen(PETSC_COMM_WORLD, "/dev/null", &v));
+  DDT(DDNetView(b, v));
+  DDT(PetscViewerDestroy(&v));
+  DDT(DDNetDestroy(&a));
+  DDT(DDNetDestroy(&b));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+}
+
+TEST(Net, TrainingOnPRanksEqualsOneRank)
+{
+  int                                W = Size();
+  std::vector<std::vector<PetscInt>> f;
+  Factorizations(W, 2, f);
+  for (const char *type : {"sgd", "adam", "adamw"})
+    for (auto &ps : {f.front(), f.back()}) {
+      InputSpec xs{{2 * ps[0], 1, 6 * ps[1] + 1, 7}, {ps[0], 1, ps[1], 1}, {}, {}};
+      InputSpec ts = xs;
+      PetscReal lp, ls;
+      auto      par = Train(xs, ts, type, 4, &lp), ser = Train(Serial(xs), Serial(ts), type, 4, &ls);
+      ASSERT_EQ(par.size(), ser.size());
+      for (size_t i = 0; i < par.size(); i++) EXPECT_LT(RelDiff(par[i], ser[i]), 1e-11) << type << " parameter " << i;
+      EXPECT_NEAR(lp, ls, 1e-11 * ls) << type;
+    }
+}
+
+TEST(Net, LossDecreases)
+{
+  InputSpec xs{{4, 1, 8, 8}, {1, 1, 1, Size() > 1 ? 2 : 1}, {}, {}};
+  DDTensor  x = MakeInput(xs, DD_FLOAT64, 3), t;
+  DDT(DDTensorDuplicate(x, &t));
+  DDT(DDTensorCopy(x, t));
+  DDT(DDTensorScale(t, -0.5)); /* learn y = -x/2 */
+  DDTensor in[2] = {x, t};
+  DDNet    net = BuildNet(false);
+  DDT(DDNetSetUp(net, 2, in));
+  DDOptimizer opt;
+  PetscInt    n;
+  DDTensor   *ps, *gs;
+  DDT(DDNetGetParameters(net, &n, &ps, &gs));
+  DDT(DDOptimizerCreate(PETSC_COMM_WORLD, &opt));
+  DDT(DDOptimizerSetType(opt, DDOPTIMIZERADAM));
+  DDT(DDOptimizerSetLearningRate(opt, 0.01));
+  DDT(DDOptimizerSetUp(opt, n, ps, gs));
+  PetscReal first = 0, last = 0;
+  for (int s = 0; s < 60; s++) {
+    DDT(DDNetForward(net, 2, in));
+    DDT(DDNetGetLoss(net, &last));
+    if (!s) first = last;
+    DDT(DDNetZeroGradients(net));
+    DDT(DDNetBackward(net, NULL));
+    DDT(DDOptimizerStep(opt));
+  }
+  EXPECT_LT(last, 0.1 * first);
+  DDT(DDOptimizerDestroy(&opt));
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+}
+
+TEST(HDF5, WriteOnOnePartitionReadOnAnother)
+{
+  int                                W = Size();
+  std::vector<std::vector<PetscInt>> f;
+  Factorizations(W, 3, f);
+  std::string file = Tmp("io.h5");
+  for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+    InputSpec a{{3, 5, 7}, f.front(), {}, {}}, b{{3, 5, 7}, f.back(), {}, {}};
+    a.fmt       = DD_FORMAT_CHANNELS_LAST;
+    DDTensor x  = MakeInput(a, dt, 9), y = MakeInput(b, dt, 1);
+    DDT(DDTensorWriteHDF5(x, file.c_str(), "group/x", PETSC_FALSE));
+    DDT(DDTensorReadHDF5(y, file.c_str(), "group/x"));
+    EXPECT_EQ(GatherAll(x), GatherAll(y));
+    /* on a 1-rank partition too */
+    DDTensor z = MakeInput(Serial(b), dt, 2);
+    DDT(DDTensorReadHDF5(z, file.c_str(), "group/x"));
+    EXPECT_EQ(GatherAll(x), GatherAll(z));
+    DDT(DDTensorDestroy(&x));
+    DDT(DDTensorDestroy(&y));
+    DDT(DDTensorDestroy(&z));
+  }
+  if (Rank() == 0) unlink(file.c_str());
+}
+
+TEST(HDF5, DatasetBatchesArePartitionIndependent)
+{
+  int         W    = Size();
+  std::string file = Tmp("ds.h5");
+  const PetscInt S = 10;
+  /* samples of shape (2, 4, 3W) written one by one */
+  DDTensor s = MakeInput({{2, 4, 3 * W}, {1, 1, W}, {}, {}}, DD_FLOAT64, 1);
+  for (PetscInt i = 0; i < S; i++) {
+    DDT(DDTensorSetRandomGlobal(s, 50 + i, -1, 1));
+    DDT(DDTensorWriteHDF5Slice(s, file.c_str(), "input", i, S));
+  }
+  std::vector<std::vector<double>> batches[2];
+  for (int variant = 0; variant < 2; variant++) {
+    DDDataset ds;
+    DDT(DDDatasetCreate(PETSC_COMM_WORLD, &ds));
+    DDT(DDDatasetSetFile(ds, file.c_str()));
+    const char *fields[] = {"input"};
+    DDT(DDDatasetSetFields(ds, 1, fields));
+    DDT(DDDatasetSetUp(ds));
+    DDT(DDDatasetShuffle(ds, 77));
+    InputSpec bs{{3, 2, 4, 3 * W}, variant ? std::vector<PetscInt>{W > 2 ? 3 : W, 1, 1, 1} : std::vector<PetscInt>{1, 1, 1, W}, {}, {}};
+    if (variant && W > 2) bs.ranks = {0, 1, 2};
+    DDTensor b = MakeInput(bs, DD_FLOAT64, 0);
+    for (PetscInt k = 0; k + 3 <= S; k += 3) {
+      DDT(DDDatasetReadBatch(ds, 0, k, 3, b));
+      batches[variant].push_back(GatherAll(b));
+    }
+    /* each batch row is the sample the order names */
+    const PetscInt *order;
+    DDT(DDDatasetGetOrder(ds, &order));
+    DDT(DDTensorSetRandomGlobal(s, 50 + order[1], -1, 1));
+    auto row = GatherAll(s);
+    EXPECT_TRUE(std::equal(row.begin(), row.end(), batches[variant][0].begin() + row.size()));
+    DDT(DDTensorDestroy(&b));
+    DDT(DDDatasetDestroy(&ds));
+  }
+  EXPECT_EQ(batches[0], batches[1]);
+  DDT(DDTensorDestroy(&s));
+  if (Rank() == 0) unlink(file.c_str());
+}
+
+TEST(Checkpoint, RestartOnAnotherRankCountReproducesTheRun)
+{
+  int W = Size();
+  std::string file = Tmp("ckpt.h5");
+  for (const char *type : {"sgd", "adam"}) {
+    /* uninterrupted: 6 steps on all ranks */
+    InputSpec xs{{2, 1, 7, 4 * W}, {1, 1, 1, W}, {}, {}};
+    PetscReal l;
+    auto      full = Train(xs, xs, type, 6, &l);
+    /* 3 steps on all ranks, save; load on fewer ranks (a subset), 3 more steps */
+    DDTensor x = MakeInput(xs, DD_FLOAT64, 5), t = MakeInput(xs, DD_FLOAT64, 6);
+    DDTensor in[2] = {x, t};
+    DDNet    net = BuildNet(false);
+    DDT(DDNetSetUp(net, 2, in));
+    DDOptimizer opt;
+    PetscInt    n;
+    DDTensor   *ps, *gs;
+    auto makeopt = [&](DDNet nt, DDOptimizer *o) {
+      DDT(DDNetGetParameters(nt, &n, &ps, &gs));
+      DDT(DDOptimizerCreate(PETSC_COMM_WORLD, o));
+      DDT(DDOptimizerSetType(*o, type));
+      DDT(DDOptimizerSetLearningRate(*o, 0.05));
+      if (std::string(type) == "sgd") DDT(DDOptimizerSetMomentum(*o, 0.9, PETSC_FALSE));
+      DDT(DDOptimizerSetWeightDecay(*o, 1e-3));
+      DDT(DDOptimizerSetClipNorm(*o, 5.0));
+      DDT(DDOptimizerSetUp(*o, n, ps, gs));
+    };
+    makeopt(net, &opt);
+    auto step = [&](DDNet nt, DDOptimizer o, DDTensor *inp, int s) {
+      DDT(DDTensorSetRandomGlobal(inp[0], 100 + s, -1, 1));
+      DDT(DDNetForward(nt, 2, inp));
+      DDT(DDNetZeroGradients(nt));
+      DDT(DDNetBackward(nt, NULL));
+      DDT(DDOptimizerStep(o));
+    };
+    for (int s = 0; s < 3; s++) step(net, opt, in, s);
+    DDT(DDCheckpointSave(net, opt, file.c_str()));
+    DDT(DDOptimizerDestroy(&opt));
+    DDT(DDNetDestroy(&net));
+    DDT(DDTensorDestroy(&x));
+    DDT(DDTensorDestroy(&t));
+    int       Q = W > 1 ? W - 1 : 1;
+    InputSpec q{{2, 1, 7, 4 * W}, {1, 1, 1, Q}, {}, {}};
+    for (int r = 0; r < Q; r++) q.ranks.push_back(W - 1 - r); /* other ranks, other order */
+    DDTensor x2 = MakeInput(q, DD_FLOAT64, 5), t2 = MakeInput(q, DD_FLOAT64, 6);
+    DDTensor in2[2] = {x2, t2};
+    DDNet    net2   = BuildNet(false);
+    DDT(DDNetSetUp(net2, 2, in2));
+    DDOptimizer opt2;
+    makeopt(net2, &opt2);
+    DDT(DDCheckpointLoad(net2, opt2, file.c_str()));
+    PetscInt st, ep;
+    DDT(DDOptimizerGetStepCount(opt2, &st, &ep));
+    EXPECT_EQ(st, 3);
+    for (int s = 3; s < 6; s++) step(net2, opt2, in2, s);
+    auto resumed = Params(net2);
+    ASSERT_EQ(full.size(), resumed.size());
+    for (size_t i = 0; i < full.size(); i++) EXPECT_LT(RelDiff(resumed[i], full[i]), 1e-11) << type << " parameter " << i;
+    DDT(DDOptimizerDestroy(&opt2));
+    DDT(DDNetDestroy(&net2));
+    DDT(DDTensorDestroy(&x2));
+    DDT(DDTensorDestroy(&t2));
+  }
+  if (Rank() == 0) unlink(file.c_str());
+}
+
+/* ---------------------------------------------------------------------- */
+
+TEST(IOBadInput, MissingFileDatasetShapeTypeTruncation)
+{
+  std::string file = Tmp("bad.h5"), trunc = Tmp("trunc.h5");
+  DDTensor    x    = MakeInput({{4, 6}, {1, Size()}, {}, {}}, DD_FLOAT64, 1), y = MakeInput({{4, 7}, {1, Size()}, {}, {}}, DD_FLOAT64, 1);
+  DD_EXPECT_ERROR(DDTensorReadHDF5(x, "/nonexistent/dir/file.h5", "x"), PETSC_ERR_FILE_OPEN, "/nonexistent/dir/file.h5");
+  DDT(DDTensorWriteHDF5(x, file.c_str(), "x", PETSC_FALSE));
+  DD_EXPECT_ERROR(DDTensorReadHDF5(x, file.c_str(), "nothere"), PETSC_ERR_FILE_UNEXPECTED, "has no dataset \"nothere\"");
+  DD_EXPECT_ERROR(DDTensorReadHDF5(y, file.c_str(), "x"), PETSC_ERR_FILE_UNEXPECTED, "has shape 4x6, the tensor 4x7");
+  /* an integer dataset (written with h5py's help-free C API on rank 0) */
+  if (Rank() == 0) {
+    hid_t   f    = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    hsize_t d[2] = {4, 6};
+    hid_t   sp   = H5Screate_simple(2, d, NULL);
+    hid_t   ds   = H5Dcreate2(f, "ints", H5T_NATIVE_INT, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    std::vector<int> v(24, 1);
+    H5Dwrite(ds, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+    H5Dclose(ds);
+    H5Sclose(sp);
+    H5Fclose(f);
+  }
+  MPI_Barrier(PETSC_COMM_WORLD);
+  DD_EXPECT_ERROR(DDTensorReadHDF5(x, file.c_str(), "ints"), PETSC_ERR_FILE_UNEXPECTED, "not floating point");
+  /* a truncated file */
+  if (Rank() == 0) {
+    std::ifstream in(file, std::ios::binary);
+    std::string   bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream out(trunc, std::ios::binary);
+    out.write(bytes.data(), (std::streamsize)(bytes.size() / 3));
+  }
+  MPI_Barrier(PETSC_COMM_WORLD);
+  std::string m;
+  PetscErrorCode e = Catch([&]() { return DDTensorReadHDF5(x, trunc.c_str(), "x"); }, &m);
+  EXPECT_NE(e, 0) << "reading a truncated file must fail";
+  EXPECT_NE(m.find("trunc.h5"), std::string::npos) << m;
+  /* datasets */
+  DDDataset ds;
+  DDT(DDDatasetCreate(PETSC_COMM_WORLD, &ds));
+  DDT(DDDatasetSetFile(ds, file.c_str()));
+  const char *fields[] = {"x", "missing"};
+  DDT(DDDatasetSetFields(ds, 2, fields));
+  DD_EXPECT_ERROR(DDDatasetSetUp(ds), PETSC_ERR_FILE_UNEXPECTED, "has no dataset \"missing\"");
+  DDT(DDDatasetDestroy(&ds));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&y));
+  if (Rank() == 0) {
+    unlink(file.c_str());
+    unlink(trunc.c_str());
+  }
+}
+
+TEST(NetBadInput, UnknownLayerTypeAndMissingInput)
+{
+  DDNet net;
+  DDT(PetscOptionsInsertString(NULL, "-b1_net_inputs x -b1_net_layers a -b1_a_layer_type convolution"));
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, "b1_"));
+  DD_EXPECT_ERROR(DDNetSetFromOptions(net), PETSC_ERR_ARG_UNKNOWN_TYPE, "convolution");
+  DDT(DDNetDestroy(&net));
+  DDT(PetscOptionsInsertString(NULL, "-b2_net_inputs x -b2_net_layers a -b2_a_layer_type conv -b2_a_layer_inputs y"));
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, "b2_"));
+  DD_EXPECT_ERROR(DDNetSetFromOptions(net), PETSC_ERR_ARG_WRONG, "takes input \"y\", which is neither");
+  DDT(DDNetDestroy(&net));
+  for (auto o : {"-b1_net_inputs", "-b1_net_layers", "-b1_a_layer_type", "-b2_net_inputs", "-b2_net_layers", "-b2_a_layer_type", "-b2_a_layer_inputs"}) DDT(PetscOptionsClearValue(NULL, o));
+}
+
+TEST(CheckpointBadInput, OtherNetworkAndPreviousCheckpointIntact)
+{
+  std::string file = Tmp("ck2.h5");
+  InputSpec   xs{{2, 1, 6, 4 * Size()}, {1, 1, 1, Size()}, {}, {}};
+  DDTensor    x = MakeInput(xs, DD_FLOAT64, 5), t = MakeInput(xs, DD_FLOAT64, 6);
+  DDTensor    in[2] = {x, t};
+  DDNet       net   = BuildNet(false);
+  DDT(DDNetSetUp(net, 2, in));
+  DDT(DDCheckpointSave(net, NULL, file.c_str()));
+  auto saved = Params(net);
+  /* another network: one conv with 3 channels */
+  DDNet       other;
+  const char *ins[] = {"x", "target"};
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &other));
+  DDT(DDNetSetInputNames(other, 2, ins));
+  DDLayer  c, loss;
+  PetscInt k = 3, p = 1;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &c));
+  DDT(DDLayerSetType(c, DDLAYERCONV));
+  DDT(DDLayerConvSetOutputChannels(c, 1));
+  DDT(DDLayerConvSetKernel(c, 1, &k));
+  DDT(DDLayerConvSetPadding(c, 1, &p));
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &loss));
+  DDT(DDLayerSetType(loss, DDLAYERLOSS));
+  const char *lin[] = {"c1", "target"};
+  DDT(DDNetAddLayer(other, c, "c1", 0, NULL));
+  DDT(DDNetAddLayer(other, loss, "loss", 2, lin));
+  DDT(DDNetSetUp(other, 2, in));
+  DD_EXPECT_ERROR(DDCheckpointLoad(other, NULL, file.c_str()), PETSC_ERR_FILE_UNEXPECTED, "is from another network");
+  /* a failed save (no such directory) leaves the previous checkpoint loadable */
+  DD_EXPECT_ERROR(DDCheckpointSave(net, NULL, "/nonexistent/dir/ck.h5"), PETSC_ERR_FILE_OPEN, "/nonexistent/dir/ck.h5.tmp");
+  DDT(DDNetInitializeParameters(net, 99));
+  DDT(DDCheckpointLoad(net, NULL, file.c_str()));
+  EXPECT_EQ(Params(net), saved);
+  DDT(DDLayerDestroy(&c));
+  DDT(DDLayerDestroy(&loss));
+  DDT(DDNetDestroy(&other));
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+  if (Rank() == 0) unlink(file.c_str());
+}
