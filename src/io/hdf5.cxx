@@ -298,19 +298,21 @@ PetscErrorCode DDTensorReadHDF5(DDTensor t, const char file[], const char datase
 }
 
 /*@C
-  DDTensorWriteHDF5Slice - Writes a tensor as slice `index` of a dataset of shape (total, tensor shape...)
+  DDTensorWriteHDF5Slice - Writes a tensor as slice `index` of a dataset of samples
 
   Collective
 
   Input Parameters:
-+ t       - the tensor (one sample)
++ t       - the tensor: one sample, or a batch of one sample (leading dimension 1)
 . file    - the HDF5 file (created if missing)
 . dataset - the dataset, created with `total` slices if missing
 . index   - the slice
 - total   - the number of slices
 
   Notes:
-  Data generators write sample after sample into one dataset this way.
+  The dataset has shape (total, sample shape...), where the sample shape is t's shape, or t's
+  shape without its leading dimension when that is 1 (a DMDA tensor (1, dof, ny, nx) gives
+  samples (dof, ny, nx)). Data generators write sample after sample this way.
 
   Level: intermediate
 
@@ -320,14 +322,16 @@ PetscErrorCode DDTensorWriteHDF5Slice(DDTensor t, const char file[], const char 
 {
   MPI_Comm             comm = PetscObjectComm((PetscObject)t);
   hid_t                fid, dset, fspace, mspace, dxpl;
-  std::vector<hsize_t> dims(t->order + 1), start(t->order + 1, 0), count(t->order + 1, 0), s1, c1;
+  std::vector<hsize_t> s1, c1;
   hid_t                type = t->dtype == DD_FLOAT32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
 
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorWriteHDF5Slice"));
   PetscCheck(index >= 0 && index < total, comm, PETSC_ERR_ARG_OUTOFRANGE, "Slice %" PetscInt_FMT " is outside [0, %" PetscInt_FMT ")", index, total);
+  const PetscInt       drop = (t->order > 1 && t->shape[0] == 1) ? 1 : 0;
+  std::vector<hsize_t> dims(t->order + 1 - drop), start(dims.size(), 0), count(dims.size(), 0);
   dims[0] = (hsize_t)total;
-  for (PetscInt k = 0; k < t->order; k++) dims[k + 1] = (hsize_t)t->shape[k];
+  for (PetscInt k = drop; k < t->order; k++) dims[k + 1 - drop] = (hsize_t)t->shape[k];
   PetscCall(H5Open(comm, file, 'a', &fid));
   if (H5Lexists(fid, dataset, H5P_DEFAULT) > 0) {
     std::vector<PetscInt> fd, td(dims.begin(), dims.end());
@@ -351,9 +355,9 @@ PetscErrorCode DDTensorWriteHDF5Slice(DDTensor t, const char file[], const char 
   if (mine) {
     start[0] = (hsize_t)index;
     count[0] = 1;
-    for (PetscInt k = 0; k < t->order; k++) {
-      start[k + 1] = s1[k];
-      count[k + 1] = c1[k];
+    for (PetscInt k = drop; k < t->order; k++) {
+      start[k + 1 - drop] = s1[k];
+      count[k + 1 - drop] = c1[k];
     }
     H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), NULL, count.data(), NULL);
     PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {

@@ -1,0 +1,349 @@
+static const char help[] = "The main job: a PETSc solver makes Poisson data on a DMDA, ddnn trains a domain-decomposed CNN surrogate.\n\n"
+                           "  -nsamples <n>     samples to generate (the last -ntest are held out)\n"
+                           "  -ntest <n>        held-out samples\n"
+                           "  -grid <n>         grid points per side\n"
+                           "  -data <file>      HDF5 file of the samples (generated if missing or -regenerate)\n"
+                           "  -epochs <n>       training epochs\n"
+                           "  -batch <n>        batch size\n"
+                           "  -checkpoint <f>   checkpoint file written at the end of every epoch\n"
+                           "  -restart          continue from the checkpoint\n"
+                           "The network and the optimizer come from the options database (share/ddnn/main_job.opts).\n";
+/*
+  1. Data. For every sample, a random coefficient field kappa(x, y) = exp(sum of a few random
+     Fourier modes), and the solution u of -div(kappa grad u) = 1 on the unit square with u = 0 on
+     the boundary, solved with KSP on a DMDA spread over the ranks. Inputs log(kappa) and targets
+     u are written sample by sample with parallel HDF5 (datasets "input" and "target", shape
+     (S, 1, n, n)), each rank writing the rows it owns.
+  2. Training. The surrogate network (-net_...) is built from the options database and trained
+     on the first S - ntest samples with the domain decomposition of the DMDA: the batch tensors
+     are split along H and W exactly as the simulation's grid, so every rank reads only its piece.
+  3. Evaluation. The relative L2 error of the surrogate on the held-out samples, against the
+     trivial predictor (the mean training target).
+
+    mpiexec -n 2 ./main_job -options_file share/ddnn/main_job.opts
+*/
+#include <ddnn.h>
+#include <petscksp.h>
+#include <unistd.h>
+
+typedef struct {
+  PetscInt  n;
+  PetscReal a[6][6];
+} Field;
+
+/* log kappa = sum_{i,j < 4} a_ij cos(pi i x) cos(pi j y) / (1 + i^2 + j^2), a_ij ~ U(-1.5, 1.5) */
+static PetscReal LogKappa(const Field *f, PetscReal x, PetscReal y)
+{
+  PetscReal v = 0;
+  for (PetscInt i = 0; i < 4; i++)
+    for (PetscInt j = 0; j < 4; j++) v += f->a[i][j] * PetscCosReal(PETSC_PI * i * x) * PetscCosReal(PETSC_PI * j * y) / (1.0 + i * i + j * j);
+  return 2.0 * v;
+}
+
+static PetscErrorCode SolveSample(DM da, KSP ksp, Mat A, Vec b, Vec u, Vec lk, PetscInt s)
+{
+  DMDALocalInfo info;
+  Field         f;
+  PetscRandom   r;
+  PetscReal     h;
+
+  PetscFunctionBeginUser;
+  PetscCall(PetscRandomCreate(PETSC_COMM_SELF, &r));
+  PetscCall(PetscRandomSetInterval(r, -1.5, 1.5));
+  PetscCall(PetscRandomSetSeed(r, (unsigned long)(1000 + s)));
+  PetscCall(PetscRandomSeed(r));
+  for (PetscInt i = 0; i < 6; i++)
+    for (PetscInt j = 0; j < 6; j++) PetscCall(PetscRandomGetValueReal(r, &f.a[i][j]));
+  PetscCall(PetscRandomDestroy(&r));
+  PetscCall(DMDAGetLocalInfo(da, &info));
+  h = 1.0 / (info.mx - 1);
+  PetscCall(MatZeroEntries(A));
+  {
+    PetscScalar **bb, **kk;
+    PetscCall(DMDAVecGetArray(da, b, &bb));
+    PetscCall(DMDAVecGetArray(da, lk, &kk));
+    for (PetscInt j = info.ys; j < info.ys + info.ym; j++)
+      for (PetscInt i = info.xs; i < info.xs + info.xm; i++) {
+        MatStencil  row = {.i = i, .j = j}, col[5];
+        PetscScalar v[5];
+        PetscReal   x = i * h, y = j * h;
+        kk[j][i]      = LogKappa(&f, x, y);
+        if (i == 0 || j == 0 || i == info.mx - 1 || j == info.my - 1) {
+          v[0]     = 1.0;
+          col[0]   = row;
+          bb[j][i] = 0;
+          PetscCall(MatSetValuesStencil(A, 1, &row, 1, col, v, INSERT_VALUES));
+          continue;
+        }
+        /* harmonic-free arithmetic averages of kappa at the faces */
+        PetscReal ke = 0.5 * (PetscExpReal(LogKappa(&f, x, y)) + PetscExpReal(LogKappa(&f, x + h, y)));
+        PetscReal kw = 0.5 * (PetscExpReal(LogKappa(&f, x, y)) + PetscExpReal(LogKappa(&f, x - h, y)));
+        PetscReal kn = 0.5 * (PetscExpReal(LogKappa(&f, x, y)) + PetscExpReal(LogKappa(&f, x, y + h)));
+        PetscReal ks = 0.5 * (PetscExpReal(LogKappa(&f, x, y)) + PetscExpReal(LogKappa(&f, x, y - h)));
+        PetscInt  n  = 0;
+        col[n].i = i;     col[n].j = j;     v[n++] = (ke + kw + kn + ks) / (h * h);
+        col[n].i = i + 1; col[n].j = j;     v[n++] = -ke / (h * h);
+        col[n].i = i - 1; col[n].j = j;     v[n++] = -kw / (h * h);
+        col[n].i = i;     col[n].j = j + 1; v[n++] = -kn / (h * h);
+        col[n].i = i;     col[n].j = j - 1; v[n++] = -ks / (h * h);
+        PetscCall(MatSetValuesStencil(A, 1, &row, n, col, v, INSERT_VALUES));
+        bb[j][i] = 1.0;
+      }
+    PetscCall(DMDAVecRestoreArray(da, b, &bb));
+    PetscCall(DMDAVecRestoreArray(da, lk, &kk));
+  }
+  PetscCall(MatAssemblyBegin(A, MAT_FINAL_ASSEMBLY));
+  PetscCall(MatAssemblyEnd(A, MAT_FINAL_ASSEMBLY));
+  PetscCall(KSPSetOperators(ksp, A, A));
+  PetscCall(KSPSolve(ksp, b, u));
+  PetscCall(VecScale(u, 10.0)); /* targets of order one */
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode GenerateData(DM da, const char *file, PetscInt S)
+{
+  Mat      A;
+  Vec      b, u, lk;
+  KSP      ksp;
+  DDTensor tu, tk;
+  double   t0 = MPI_Wtime();
+
+  PetscFunctionBeginUser;
+  PetscCall(DMCreateMatrix(da, &A));
+  PetscCall(DMCreateGlobalVector(da, &u));
+  PetscCall(VecDuplicate(u, &b));
+  PetscCall(VecDuplicate(u, &lk));
+  PetscCall(KSPCreate(PETSC_COMM_WORLD, &ksp));
+  PetscCall(KSPSetType(ksp, KSPCG));
+  PetscCall(KSPSetTolerances(ksp, 1e-10, PETSC_DEFAULT, PETSC_DEFAULT, PETSC_DEFAULT));
+  PetscCall(KSPSetOptionsPrefix(ksp, "data_"));
+  PetscCall(KSPSetFromOptions(ksp));
+  /* the solution and the coefficient as tensors on the DMDA's decomposition, without copies */
+  PetscCall(DDTensorCreateFromDMDA(da, DD_FLOAT64, &tu));
+  PetscCall(DDTensorCreateFromDMDA(da, DD_FLOAT64, &tk));
+  for (PetscInt s = 0; s < S; s++) {
+    PetscCall(SolveSample(da, ksp, A, b, u, lk, s));
+    PetscCall(DDTensorPlaceVec(tu, u));
+    PetscCall(DDTensorPlaceVec(tk, lk));
+    PetscCall(DDTensorWriteHDF5Slice(tk, file, "input", s, S));
+    PetscCall(DDTensorWriteHDF5Slice(tu, file, "target", s, S));
+    PetscCall(DDTensorResetVec(tu, u));
+    PetscCall(DDTensorResetVec(tk, lk));
+  }
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "data: %" PetscInt_FMT " Poisson solves with random coefficients written to %s in %.1f s\n", S, file, MPI_Wtime() - t0));
+  PetscCall(DDTensorDestroy(&tu));
+  PetscCall(DDTensorDestroy(&tk));
+  PetscCall(KSPDestroy(&ksp));
+  PetscCall(VecDestroy(&u));
+  PetscCall(VecDestroy(&b));
+  PetscCall(VecDestroy(&lk));
+  PetscCall(MatDestroy(&A));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* a batch tensor (B, 1, n, n) split like the DMDA */
+static PetscErrorCode BatchTensor(DM da, PetscInt B, PetscInt n, DDDataType dt, DDTensor *t)
+{
+  DDPartition     p;
+  const PetscInt *lx, *ly;
+  PetscInt        m, nn, shape[4] = {B, 1, n, n};
+
+  PetscFunctionBeginUser;
+  PetscCall(DMDAGetInfo(da, NULL, NULL, NULL, NULL, &m, &nn, NULL, NULL, NULL, NULL, NULL, NULL, NULL));
+  PetscCall(DMDAGetOwnershipRanges(da, &lx, &ly, NULL));
+  PetscCall(DDPartitionCreateFromDMDA(da, 2, &p));
+  PetscCall(DDTensorCreate(PETSC_COMM_WORLD, t));
+  PetscCall(DDTensorSetPartition(*t, p));
+  PetscCall(DDTensorSetShape(*t, 4, shape));
+  PetscCall(DDTensorSetDataType(*t, dt));
+  PetscCall(DDTensorSetOwnershipRanges(*t, 2, ly));
+  PetscCall(DDTensorSetOwnershipRanges(*t, 3, lx));
+  PetscCall(DDTensorSetUp(*t));
+  PetscCall(DDPartitionDestroy(&p));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* relative L2 error of the network's prediction on every held-out sample, and of the trivial predictor */
+static PetscErrorCode HeldOutError(DDNet net, DDDataset test, DDDataset train, DDTensor xs[], PetscInt B, const char *predname, PetscReal *err, PetscReal *trivial)
+{
+  PetscInt  S, St;
+  DDTensor  pred, mean, diff;
+  PetscReal enet = 0, etriv = 0;
+
+  PetscFunctionBeginUser;
+  PetscCall(DDNetSetTraining(net, PETSC_FALSE));
+  PetscCall(DDNetGetLayerOutput(net, predname, &pred));
+  PetscCall(DDTensorDuplicate(xs[1], &mean));
+  PetscCall(DDTensorDuplicate(xs[1], &diff));
+  /* mean training target, broadcast over the batch */
+  PetscCall(DDDatasetGetNumSamples(train, &St));
+  PetscCall(DDDatasetShuffle(train, 0));
+  PetscCall(DDTensorZeroEntries(mean));
+  for (PetscInt b = 0; b + B <= St; b += B) {
+    PetscCall(DDDatasetReadBatch(train, 1, b, B, xs[1]));
+    PetscCall(DDTensorAXPY(mean, 1.0, xs[1]));
+  }
+  { /* average over the batch rows too (the batch tensors are plain, without halo) */
+    void      *a;
+    DDDataType dt;
+    PetscInt   st[4], n[4], strides[4];
+    PetscCall(DDTensorGetDataType(mean, &dt));
+    PetscCall(DDTensorGetCorners(mean, st, n));
+    PetscCall(DDTensorGetLocalStrides(mean, strides));
+    PetscCall(DDTensorGetArray(mean, &a));
+    for (PetscInt i = 0; i < n[2] * n[3]; i++) {
+      PetscReal s = 0;
+      for (PetscInt r = 0; r < n[0]; r++) s += dt == DD_FLOAT32 ? ((float *)a)[r * strides[0] + i] : ((double *)a)[r * strides[0] + i];
+      s /= B * (St / B);
+      for (PetscInt r = 0; r < n[0]; r++) {
+        if (dt == DD_FLOAT32) ((float *)a)[r * strides[0] + i] = (float)s;
+        else ((double *)a)[r * strides[0] + i] = s;
+      }
+    }
+    PetscCall(DDTensorRestoreArray(mean, &a));
+  }
+  PetscCall(DDDatasetGetNumSamples(test, &S));
+  PetscCall(DDDatasetShuffle(test, 0));
+  PetscInt nb = 0;
+  for (PetscInt b = 0; b + B <= S; b += B, nb++) {
+    PetscReal nu, nd;
+    PetscCall(DDDatasetReadBatch(test, 0, b, B, xs[0]));
+    PetscCall(DDDatasetReadBatch(test, 1, b, B, xs[1]));
+    PetscCall(DDNetForward(net, 2, xs));
+    PetscCall(DDTensorNorm(xs[1], NORM_2, &nu));
+    PetscCall(DDTensorCopy(pred, diff));
+    PetscCall(DDTensorAXPY(diff, -1.0, xs[1]));
+    PetscCall(DDTensorNorm(diff, NORM_2, &nd));
+    enet += nd / nu;
+    PetscCall(DDTensorCopy(mean, diff));
+    PetscCall(DDTensorAXPY(diff, -1.0, xs[1]));
+    PetscCall(DDTensorNorm(diff, NORM_2, &nd));
+    etriv += nd / nu;
+  }
+  *err     = enet / nb;
+  *trivial = etriv / nb;
+  PetscCall(DDNetSetTraining(net, PETSC_TRUE));
+  PetscCall(DDTensorDestroy(&mean));
+  PetscCall(DDTensorDestroy(&diff));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+int main(int argc, char **argv)
+{
+  DM          da;
+  PetscInt    S = 160, ntest = 32, n = 32, epochs = 20, B = 8;
+  char        file[PETSC_MAX_PATH_LEN] = "main_job_data.h5", ckpt[PETSC_MAX_PATH_LEN] = "main_job_checkpoint.h5", pred[64] = "out";
+  PetscBool   regenerate = PETSC_FALSE, restart = PETSC_FALSE, f32 = PETSC_TRUE;
+  DDNet       net;
+  DDOptimizer opt;
+  DDDataset   train, test;
+  DDTensor    xs[3] = {NULL, NULL, NULL};
+  PetscMPIInt size, rank;
+
+  PetscCall(DDInitialize(&argc, &argv, NULL, help));
+  PetscCallMPI(MPI_Comm_size(PETSC_COMM_WORLD, &size));
+  PetscCallMPI(MPI_Comm_rank(PETSC_COMM_WORLD, &rank));
+  PetscOptionsBegin(PETSC_COMM_WORLD, NULL, "Main job options", NULL);
+  PetscCall(PetscOptionsInt("-nsamples", "Samples to generate", NULL, S, &S, NULL));
+  PetscCall(PetscOptionsInt("-ntest", "Held-out samples", NULL, ntest, &ntest, NULL));
+  PetscCall(PetscOptionsInt("-grid", "Grid points per side", NULL, n, &n, NULL));
+  PetscCall(PetscOptionsInt("-epochs", "Epochs", NULL, epochs, &epochs, NULL));
+  PetscCall(PetscOptionsInt("-batch", "Batch size", NULL, B, &B, NULL));
+  PetscCall(PetscOptionsString("-data", "HDF5 data file", NULL, file, file, sizeof(file), NULL));
+  PetscCall(PetscOptionsString("-checkpoint", "Checkpoint file", NULL, ckpt, ckpt, sizeof(ckpt), NULL));
+  PetscCall(PetscOptionsString("-prediction_layer", "Layer whose output is the prediction", NULL, pred, pred, sizeof(pred), NULL));
+  PetscCall(PetscOptionsBool("-regenerate", "Regenerate the data", NULL, regenerate, &regenerate, NULL));
+  PetscCall(PetscOptionsBool("-restart", "Continue from the checkpoint", NULL, restart, &restart, NULL));
+  PetscCall(PetscOptionsBool("-float32", "Train in float32 (oneDNN kernels)", NULL, f32, &f32, NULL));
+  PetscOptionsEnd();
+  PetscCheck(ntest >= B && S - ntest >= B, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "Need at least a batch of training and of test samples");
+
+  /* the simulation's grid: its decomposition is the network's */
+  PetscCall(DMDACreate2d(PETSC_COMM_WORLD, DM_BOUNDARY_NONE, DM_BOUNDARY_NONE, DMDA_STENCIL_STAR, n, n, PETSC_DECIDE, PETSC_DECIDE, 1, 1, NULL, NULL, &da));
+  PetscCall(DMSetUp(da));
+  {
+    int exists = 0;
+    if (!rank) exists = access(file, F_OK) == 0;
+    PetscCallMPI(MPI_Bcast(&exists, 1, MPI_INT, 0, PETSC_COMM_WORLD));
+    if (!exists || regenerate) PetscCall(GenerateData(da, file, S));
+    else PetscCall(PetscPrintf(PETSC_COMM_WORLD, "data: reusing %s (-regenerate to make it again)\n", file));
+  }
+
+  /* datasets: train on the first samples, hold out the last ones */
+  {
+    const char *fields[] = {"input", "target"};
+    PetscInt    total;
+    PetscCall(DDDatasetCreate(PETSC_COMM_WORLD, &train));
+    PetscCall(DDDatasetSetFile(train, file));
+    PetscCall(DDDatasetSetFields(train, 2, fields));
+    PetscCall(DDDatasetSetUp(train));
+    PetscCall(DDDatasetGetNumSamples(train, &total));
+    PetscCall(DDDatasetDestroy(&train));
+    PetscCheck(total > ntest, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "The data file has %" PetscInt_FMT " samples, not more than -ntest %" PetscInt_FMT, total, ntest);
+    PetscCall(DDDatasetCreate(PETSC_COMM_WORLD, &train));
+    PetscCall(DDDatasetSetFile(train, file));
+    PetscCall(DDDatasetSetFields(train, 2, fields));
+    PetscCall(DDDatasetSetRange(train, 0, total - ntest));
+    PetscCall(DDDatasetSetUp(train));
+    PetscCall(DDDatasetCreate(PETSC_COMM_WORLD, &test));
+    PetscCall(DDDatasetSetFile(test, file));
+    PetscCall(DDDatasetSetFields(test, 2, fields));
+    PetscCall(DDDatasetSetRange(test, total - ntest, ntest));
+    PetscCall(DDDatasetSetUp(test));
+  }
+
+  /* the network and the optimizer, from the options database */
+  PetscCall(BatchTensor(da, B, n, f32 ? DD_FLOAT32 : DD_FLOAT64, &xs[0]));
+  PetscCall(BatchTensor(da, B, n, f32 ? DD_FLOAT32 : DD_FLOAT64, &xs[1]));
+  PetscCall(DDNetCreate(PETSC_COMM_WORLD, &net));
+  PetscCall(DDNetSetFromOptions(net));
+  PetscCall(DDNetSetUp(net, 2, xs));
+  PetscCall(DDNetView(net, PETSC_VIEWER_STDOUT_WORLD));
+  PetscCall(DDOptimizerCreate(PETSC_COMM_WORLD, &opt));
+  PetscCall(DDOptimizerSetFromOptions(opt));
+  {
+    PetscInt  np;
+    DDTensor *ps, *gs;
+    PetscCall(DDNetGetParameters(net, &np, &ps, &gs));
+    PetscCall(DDOptimizerSetUp(opt, np, ps, gs));
+  }
+  PetscCall(DDOptionsCheckUnused(PETSC_COMM_WORLD, NULL));
+  if (restart) {
+    PetscInt step, epoch;
+    PetscCall(DDCheckpointLoad(net, opt, ckpt));
+    PetscCall(DDOptimizerGetStepCount(opt, &step, &epoch));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "restarted from %s at epoch %" PetscInt_FMT " (step %" PetscInt_FMT ")\n", ckpt, epoch, step));
+  }
+
+  {
+    PetscReal err, triv;
+    PetscCall(HeldOutError(net, test, train, xs, B, pred, &err, &triv));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "before training: held-out relative error %.4f (trivial predictor %.4f)\n", (double)err, (double)triv));
+  }
+  PetscInt e0;
+  PetscCall(DDOptimizerGetStepCount(opt, NULL, &e0));
+  for (PetscInt e = e0; e < epochs; e++) {
+    DDTrainStats st;
+    PetscReal    lr, tl;
+    PetscCall(DDOptimizerGetLearningRate(opt, &lr));
+    PetscCall(DDNetTrainEpoch(net, opt, train, B, 17 + e, xs, &st));
+    PetscCall(DDNetEvaluate(net, test, B, xs, &tl));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "epoch %3" PetscInt_FMT "  train loss %.5e  test loss %.5e  lr %.2e  %7.1f samples/s  %6.2f s\n", e + 1, (double)st.loss, (double)tl, (double)lr, (double)st.samples_per_s, (double)st.seconds));
+    PetscCall(DDCheckpointSave(net, opt, ckpt));
+  }
+  {
+    PetscReal err, triv;
+    PetscCall(HeldOutError(net, test, train, xs, B, pred, &err, &triv));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "held-out relative L2 error: surrogate %.4f, trivial predictor (mean field) %.4f, ratio %.3f\n", (double)err, (double)triv, (double)(err / triv)));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "checkpoint: %s\n", ckpt));
+  }
+  PetscCall(DDTensorDestroy(&xs[0]));
+  PetscCall(DDTensorDestroy(&xs[1]));
+  PetscCall(DDDatasetDestroy(&train));
+  PetscCall(DDDatasetDestroy(&test));
+  PetscCall(DDOptimizerDestroy(&opt));
+  PetscCall(DDNetDestroy(&net));
+  PetscCall(DMDestroy(&da));
+  PetscCall(DDFinalize());
+  return 0;
+}
