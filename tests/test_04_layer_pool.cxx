@@ -261,6 +261,65 @@ TEST(Pool, UnbalancedAndSubsetPartitions)
   CheckAgainstSerial(c, sub, "subset of ranks");
 }
 
+/* A layer on an input replicated along dimension rep (each worker along it holds the whole extent, as after a broadcast) */
+static RunResult RunReplicated(const std::function<void(DDLayer)> &configure, const std::vector<PetscInt> &shape, const std::vector<PetscInt> &pshape, PetscInt rep, PetscInt64 seed)
+{
+  RunResult   R;
+  DDPartition p;
+  DDTensor    x, y, dy, dx;
+  DDLayer     l;
+  PetscInt    P = 1;
+  for (auto v : pshape) P *= v;
+  std::vector<PetscMPIInt> ranks;
+  for (PetscInt r = 0; r < P; r++) ranks.push_back((PetscMPIInt)r);
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, (PetscInt)pshape.size(), pshape.data(), P, ranks.data(), &p));
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &x));
+  DDT(DDTensorSetPartition(x, p));
+  DDT(DDTensorSetShape(x, (PetscInt)shape.size(), shape.data()));
+  DDT(DDTensorSetDataType(x, DD_FLOAT64));
+  DDT(DDTensorSetReplicated(x, rep, PETSC_TRUE));
+  DDT(DDTensorSetUp(x));
+  DDT(DDTensorSetRandomGlobal(x, seed + 1, -1, 1));
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  configure(l);
+  DDT(DDLayerSetUp(l, x));
+  DDT(DDLayerGetOutput(l, &y));
+  PetscBool yrep;
+  DDT(DDTensorGetReplicated(y, rep, &yrep));
+  EXPECT_TRUE(yrep) << "the output keeps the input's replicated dimension";
+  DDT(DDLayerForward(l, x, y));
+  R.y = GatherAll(y);
+  DDT(DDLayerCreateOutput(l, &dy));
+  DDT(DDTensorSetRandomGlobal(dy, seed + 7, -1, 1));
+  DDT(DDTensorDuplicate(x, &dx));
+  DDT(DDLayerBackward(l, dy, dx));
+  R.dx.push_back(GatherAll(dx));
+  for (DDTensor *t : {&x, &dy, &dx}) DDT(DDTensorDestroy(t));
+  DDT(DDLayerDestroy(&l));
+  DDT(DDPartitionDestroy(&p));
+  return R;
+}
+
+TEST(Pool, ReplicatedDimensions)
+{
+  int      W  = Size();
+  PetscInt Pr = W % 2 == 0 ? 2 : W, Ps = W / Pr;
+  PoolCfg  c;
+  c.k = {3};
+  c.s = {2};
+  c.p = {1};
+  for (PetscInt rep : {1, 2}) { /* channels, or the first spatial dimension, replicated over Pr workers */
+    std::vector<PetscInt> shape = {2, 3, 7, 5 * Ps + 1}, ps = {1, 1, 1, Ps};
+    ps[rep]                     = Pr;
+    for (int type = 0; type < 2; type++) {
+      c.type = (DDPoolType)type;
+      InputSpec in;
+      in.shape = shape;
+      ExpectSameRun(RunReplicated(Configure(c), shape, ps, rep, 11), RunLayer(Configure(c), {Serial(in)}, DD_FLOAT64, 11), 1e-14, "replicated dimension " + std::to_string(rep) + " (" + Describe(c) + ")");
+    }
+  }
+}
+
 /* Appendix B.4 / B.5: right-looking k = 2, s = 2 pooling of n entries on P workers */
 static void AppendixB(PetscInt n, PetscInt P, const std::vector<PetscInt> &wanthi, const std::vector<PetscInt> &wantskip)
 {
