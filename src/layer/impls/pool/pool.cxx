@@ -26,6 +26,7 @@
 #include <sys/ddsysimpl.h>
 #include <vector>
 #include <memory>
+#include <string>
 
 using namespace ddnn;
 
@@ -643,8 +644,12 @@ static PetscErrorCode Pool_View(DDLayer l, PetscViewer viewer)
   PetscFunctionBegin;
   PetscCall(PetscViewerASCIIPrintf(viewer, "%s pooling, ceil mode %s%s\n", DDPoolTypes[c->type], c->ceil ? "yes" : "no", c->type == DD_POOL_AVG ? (c->countpad ? ", count_include_pad yes" : ", count_include_pad no") : ""));
   if (l->setupcalled) {
-    PetscInt D = c->D;
-    PetscCall(PetscViewerASCIIPrintf(viewer, "kernel %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " stride %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " padding %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " dilation %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " (%" PetscInt_FMT "-D), halo exchange %s\n", c->k[0], c->k[1], c->k[2], c->s[0], c->s[1], c->s[2], c->p[0], c->p[1], c->p[2], c->d[0], c->d[1], c->d[2], D, c->H ? "yes" : "no"));
+    auto dims = [&](const PetscInt v[3]) {
+      std::string r;
+      for (PetscInt jj = 3 - c->D; jj < 3; jj++) r += (r.empty() ? "" : "x") + std::to_string(v[jj]);
+      return r;
+    };
+    PetscCall(PetscViewerASCIIPrintf(viewer, "kernel %s stride %s padding %s dilation %s (%" PetscInt_FMT "-D), output %s, halo exchange %s\n", dims(c->k).c_str(), dims(c->s).c_str(), dims(c->p).c_str(), dims(c->d).c_str(), c->D, dims(c->out).c_str(), c->H ? "yes" : "no"));
     PetscCall(PetscViewerASCIIPushSynchronized(viewer));
     PetscCall(PetscViewerASCIISynchronizedPrintf(viewer, "[%d] kernel: %s\n", PetscGlobalRank,
 #if DDNN_WITH_DNNL

@@ -26,6 +26,7 @@
 #include <vector>
 #include <cmath>
 #include <algorithm>
+#include <string>
 
 using namespace ddnn;
 
@@ -429,7 +430,11 @@ static PetscErrorCode Upsample_View(DDLayer l, PetscViewer viewer)
 
   PetscFunctionBegin;
   PetscCall(PetscViewerASCIIPrintf(viewer, "%s interpolation%s\n", DDUpsampleModes[c->mode], c->mode == DD_UPSAMPLE_LINEAR ? (c->align ? ", align_corners yes" : ", align_corners no") : ""));
-  if (l->setupcalled) PetscCall(PetscViewerASCIIPrintf(viewer, "scale %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " (%" PetscInt_FMT "-D), halo exchange %s, kernels: loops\n", c->sc[0], c->sc[1], c->sc[2], c->D, c->H ? "yes" : "no"));
+  if (l->setupcalled) {
+    std::string sc;
+    for (PetscInt jj = 3 - c->D; jj < 3; jj++) sc += (sc.empty() ? "" : "x") + std::to_string(c->sc[jj]);
+    PetscCall(PetscViewerASCIIPrintf(viewer, "scale %s (%" PetscInt_FMT "-D), halo exchange %s, kernels: loops\n", sc.c_str(), c->D, c->H ? "yes" : "no"));
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
