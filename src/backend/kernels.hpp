@@ -73,3 +73,60 @@ void ConvBackwardWeightsRef(const ConvGeom &g, const View<const T> &x, const Vie
 template <class T> /* y (the "input" side of the conv, size g.in) += conv^*(x (size g.out)) with w (Ci, Co, k) */
 void ConvTransposeForwardRef(const ConvGeom &g, const View<const T> &x, const T *w, const View<T> &y);
 } // namespace ddnn
+
+/* ------------------------------------------------------------------------------------------ */
+/* Pooling and upsampling (src/backend/reference/pool_ref.cxx, upsample_ref.cxx)              */
+#include <vector>
+
+namespace ddnn
+{
+/*
+  Storage offsets of a box of a tensor's local storage, separable per dimension (true of every
+  ddnn format, the blocked one included): the entry (n, c, i0, i1, i2) of the box is at
+  t[0][n] + t[1][c] + t[2][i0] + t[3][i1] + t[4][i2]. Spatial dimensions are padded to 3 with
+  leading unit dimensions (tables {0}). cinner: the channel is the fastest storage dimension
+  (channels-last or blocked), so loops should run over channels innermost.
+*/
+struct BoxOffsets {
+  std::vector<PetscInt> t[5];
+  bool                  cinner = false;
+};
+/* the box of tensor dims (N, C, spatial...) of layout L starting at storage coordinates origin[] with sizes n[] */
+void BoxOffsetsBuild(const DDLayout &L, PetscInt D, const PetscInt origin[], const PetscInt n[], BoxOffsets *b);
+
+/*
+  Local geometry of a pooling: for every spatial dimension (padded to 3) and local output
+  index i, the window coordinate of its first valid tap, its number of valid taps (taps step
+  by the dilation) and, for average pooling, its divisor factor (PyTorch's rule: with
+  count_include_pad the taps inside [-padding, n + padding), otherwise the valid ones; the
+  divisor is the product over the dimensions).
+*/
+struct PoolGeom {
+  PetscInt              D = 0, N = 0, C = 0;
+  PetscInt              out[3] = {1, 1, 1};
+  PetscInt              d[3]   = {1, 1, 1};
+  bool                  max    = true;
+  std::vector<PetscInt> first[3], ntaps[3], div[3];
+};
+template <class T> /* y = pool(x); for max pooling argmax[] (one per output, in the box's C order) gets the storage offset in x of the first maximum */
+void PoolForwardRef(const PoolGeom &g, const T *x, const BoxOffsets &xo, T *y, const BoxOffsets &yo, PetscInt *argmax);
+template <class T> /* dx += J^* dy (dx's window entries; max pooling routes dy to argmax) */
+void PoolBackwardRef(const PoolGeom &g, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo, const PetscInt *argmax);
+
+/*
+  Local geometry of an interpolation: for every spatial dimension (padded to 3) and local
+  output index i, the window coordinates of its two sources and their weights (PyTorch's
+  linear interpolation: y = w0 x[i0] + w1 x[i1]; nearest: i1 = i0, w0 = 1, w1 = 0).
+*/
+struct UpsampleGeom {
+  PetscInt              D = 0, N = 0, C = 0;
+  PetscInt              out[3] = {1, 1, 1};
+  bool                  linear = false;
+  std::vector<PetscInt> i0[3], i1[3];
+  std::vector<double>   w0[3], w1[3]; /* computed in the tensor's precision, stored exactly */
+};
+template <class T> /* y = interp(x) */
+void UpsampleForwardRef(const UpsampleGeom &g, const T *x, const BoxOffsets &xo, T *y, const BoxOffsets &yo);
+template <class T> /* dx += interp^*(dy) */
+void UpsampleBackwardRef(const UpsampleGeom &g, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo);
+} // namespace ddnn

@@ -1,0 +1,713 @@
+/*
+  DDLAYERPOOL: distributed max and average pooling, paper 000 sec. 4.1.1 and Fig. 3.
+
+    Forward:  x <- H x;  y <- POOL(x)            Backward: dx <- [dPOOL]^*(dy);  dx <- H^* dx
+
+  Pooling is local along every dimension: batch and channel splits need nothing, spatial splits
+  need the halo exchange H of the input. The output is decomposed like the input's partition,
+  balanced along the spatial dimensions (App. B.1: the output drives the load balance) and with
+  the input's batch and channel ownership; every worker's input window follows from its output
+  range and may be unbalanced or smaller than its bulk (App. B.4-B.5: "extra input" the local
+  kernel skips). The window is clipped to the tensor: padding is never stored or exchanged, the
+  local kernels skip taps outside the tensor (oneDNN's padding, or the reference loops' tap
+  ranges), which is exactly PyTorch's -inf padding of max pooling and zero padding of average
+  pooling. No linearity is assumed (max pooling is not linear).
+
+  Semantics are torch.nn.MaxPool{1,2,3}d / AvgPool{1,2,3}d: stride defaults to the kernel;
+  padding <= kernel / 2; output size floor or ceil((n + 2p - d (k - 1) - 1) / s) + 1, where in
+  ceil mode the last window must start inside the input or the left padding; average divisor
+  with count_include_pad counts the taps inside [-p, n + p) (never the ceil-mode overhang),
+  without it the taps inside the tensor; max pooling's gradient goes to the first maximum.
+*/
+#include <ddnn/private/ddlayerimpl.h>
+#include <layer/impls/conv/convutil.hpp>
+#include <backend/kernels.hpp>
+#include <backend/cpu/pool_dnnl.hpp>
+#include <sys/ddsysimpl.h>
+#include <vector>
+#include <memory>
+#include <string>
+
+using namespace ddnn;
+
+namespace
+{
+struct Pool {
+  /* hyper-parameters */
+  DDPoolType   type = DD_POOL_MAX;
+  SpatialParam kernel, stride, padding, dilation;
+  PetscBool    ceil = PETSC_FALSE, countpad = PETSC_TRUE;
+  /* set-up */
+  PetscInt    D = 0, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3] = {0, 0, 0}, d[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+  DDPrimitive H = NULL;                           /* halo exchange of the input (NULL when no rank needs one) */
+  PetscInt64  xhash = 0;                          /* the input layout H and the kernels were set up for */
+  PetscInt    xlo[DD_MAX_DIM] = {0}, xhi[DD_MAX_DIM] = {0};
+  DDTensor    xc = NULL, dxc = NULL, dyc = NULL, ysc = NULL; /* conforming copies and scratch, made when first needed */
+  DDTensor    xfwd = NULL;                        /* the tensor the last Forward pooled (not a reference) */
+  bool        hasout = false, usednnl = false, dense = false, fwdtraining = true;
+  PetscInt    xorg[5] = {0}, xn[5] = {0}, wa[3] = {0}, o0[3] = {0};
+  PoolGeom    g;
+  BoxOffsets  xo, yo;
+  std::vector<PetscInt> argmax;
+  /* oneDNN's include-padding average divides by the kernel size; the ceil-mode overhang of the
+     last output along a dimension is rescaled by k / (taps inside [-p, n + p)) */
+  PetscReal corr[3] = {1, 1, 1};
+  bool      hascorr = false, anycorr = false;
+  std::unique_ptr<
+#if DDNN_WITH_DNNL
+    DnnlPool
+#else
+    int
+#endif
+    >
+    dnnl;
+  Pool()
+  {
+    kernel.opt   = "layer_pool_kernel";
+    stride.opt   = "layer_pool_stride";
+    padding.opt  = "layer_pool_padding";
+    dilation.opt = "layer_pool_dilation";
+  }
+};
+} // namespace
+
+static PetscErrorCode PoolGet(DDLayer l, Pool **c, const char fn[])
+{
+  PetscFunctionBegin;
+  PetscCall(DDLayerCheckType_Private(l, DDLAYERPOOL, fn));
+  *c = (Pool *)l->data;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerPoolSetType - Max (default) or average pooling
+
+  Logically collective
+
+  Input Parameters:
++ l    - a `DDLAYERPOOL` layer
+- type - `DD_POOL_MAX` or `DD_POOL_AVG`
+
+  Options Database Key:
+. -layer_pool_type <max,avg> - the type
+
+  Level: beginner
+
+.seealso: `DDLAYERPOOL`, `DDLayerPoolSetKernel()`
+@*/
+PetscErrorCode DDLayerPoolSetType(DDLayer l, DDPoolType type)
+{
+  Pool *c;
+
+  PetscFunctionBegin;
+  PetscCall(PoolGet(l, &c, "DDLayerPoolSetType"));
+  PetscCheck(type == DD_POOL_MAX || type == DD_POOL_AVG, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Unknown pooling type %d", (int)type);
+  c->type = type;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerPoolSetKernel - Window size per spatial dimension (required)
+
+  Logically collective
+
+  Input Parameters:
++ l - a `DDLAYERPOOL` layer
+. n - 1 (the same size in every dimension) or the number of spatial dimensions
+- k - the sizes, outermost spatial dimension first (D, H, W)
+
+  Options Database Key:
+. -layer_pool_kernel <k0,k1,...> - the sizes
+
+  Level: beginner
+
+.seealso: `DDLAYERPOOL`, `DDLayerPoolSetStride()`
+@*/
+PetscErrorCode DDLayerPoolSetKernel(DDLayer l, PetscInt n, const PetscInt k[])
+{
+  Pool *c;
+
+  PetscFunctionBegin;
+  PetscCall(PoolGet(l, &c, "DDLayerPoolSetKernel"));
+  PetscCall(c->kernel.Set(PetscObjectComm((PetscObject)l), n, k, "The kernel"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerPoolSetStride - Stride per spatial dimension (default: the kernel size, as in PyTorch)
+
+  Logically collective
+
+  Input Parameters:
++ l - a `DDLAYERPOOL` layer
+. n - 1 or the number of spatial dimensions
+- s - the strides
+
+  Options Database Key:
+. -layer_pool_stride <s0,...> - the strides
+
+  Level: beginner
+
+.seealso: `DDLayerPoolSetKernel()`
+@*/
+PetscErrorCode DDLayerPoolSetStride(DDLayer l, PetscInt n, const PetscInt s[])
+{
+  Pool *c;
+
+  PetscFunctionBegin;
+  PetscCall(PoolGet(l, &c, "DDLayerPoolSetStride"));
+  PetscCall(c->stride.Set(PetscObjectComm((PetscObject)l), n, s, "The stride"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerPoolSetPadding - Implicit padding on both sides per spatial dimension (default 0)
+
+  Logically collective
+
+  Input Parameters:
++ l - a `DDLAYERPOOL` layer
+. n - 1 or the number of spatial dimensions
+- p - the paddings, at most half the kernel size (PyTorch's rule)
+
+  Notes:
+  Max pooling pads with -inf, average pooling with zeros (see `DDLayerPoolSetCountIncludePad()`).
+
+  Options Database Key:
+. -layer_pool_padding <p0,...> - the paddings
+
+  Level: beginner
+
+.seealso: `DDLayerPoolSetCeilMode()`
+@*/
+PetscErrorCode DDLayerPoolSetPadding(DDLayer l, PetscInt n, const PetscInt p[])
+{
+  Pool *c;
+
+  PetscFunctionBegin;
+  PetscCall(PoolGet(l, &c, "DDLayerPoolSetPadding"));
+  PetscCall(c->padding.Set(PetscObjectComm((PetscObject)l), n, p, "The padding"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerPoolSetDilation - Spacing between the taps of a max-pooling window (default 1)
+
+  Logically collective
+
+  Input Parameters:
++ l - a `DDLAYERPOOL` layer
+. n - 1 or the number of spatial dimensions
+- d - the dilations
+
+  Notes:
+  As in PyTorch, only max pooling has a dilation; average pooling with a dilation above 1 is
+  an error at set-up.
+
+  Options Database Key:
+. -layer_pool_dilation <d0,...> - the dilations
+
+  Level: intermediate
+
+.seealso: `DDLayerPoolSetKernel()`
+@*/
+PetscErrorCode DDLayerPoolSetDilation(DDLayer l, PetscInt n, const PetscInt d[])
+{
+  Pool *c;
+
+  PetscFunctionBegin;
+  PetscCall(PoolGet(l, &c, "DDLayerPoolSetDilation"));
+  PetscCall(c->dilation.Set(PetscObjectComm((PetscObject)l), n, d, "The dilation"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerPoolSetCeilMode - Rounds the output size up instead of down (default false)
+
+  Logically collective
+
+  Input Parameters:
++ l   - a `DDLAYERPOOL` layer
+- flg - `PETSC_TRUE` for ceil mode
+
+  Notes:
+  As in PyTorch, the output size is ceil((n + 2 padding - dilation (kernel - 1) - 1) / stride) + 1,
+  less one if the last window would start beyond the input and its left padding. The windows
+  that overhang the padded input read only the entries that exist.
+
+  Options Database Key:
+. -layer_pool_ceil_mode <bool> - the flag
+
+  Level: intermediate
+
+.seealso: `DDLayerPoolSetCountIncludePad()`
+@*/
+PetscErrorCode DDLayerPoolSetCeilMode(DDLayer l, PetscBool flg)
+{
+  Pool *c;
+
+  PetscFunctionBegin;
+  PetscCall(PoolGet(l, &c, "DDLayerPoolSetCeilMode"));
+  c->ceil = flg;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerPoolSetCountIncludePad - Whether average pooling divides by the padded window (default true, as in PyTorch)
+
+  Logically collective
+
+  Input Parameters:
++ l   - a `DDLAYERPOOL` layer
+- flg - `PETSC_TRUE`: divide by the number of taps inside the padded input [-padding, n + padding);
+        `PETSC_FALSE`: by the number of taps inside the input
+
+  Notes:
+  In either case the part of a ceil-mode window beyond the padded input is not counted
+  (PyTorch's rule). Max pooling ignores the flag.
+
+  Options Database Key:
+. -layer_pool_count_include_pad <bool> - the flag
+
+  Level: intermediate
+
+.seealso: `DDLayerPoolSetPadding()`, `DDLayerPoolSetCeilMode()`
+@*/
+PetscErrorCode DDLayerPoolSetCountIncludePad(DDLayer l, PetscBool flg)
+{
+  Pool *c;
+
+  PetscFunctionBegin;
+  PetscCall(PoolGet(l, &c, "DDLayerPoolSetCountIncludePad"));
+  c->countpad = flg;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Pool_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
+{
+  Pool     *c = (Pool *)l->data;
+  PetscEnum type;
+  PetscBool set;
+
+  PetscFunctionBegin;
+  PetscOptionsHeadBegin(PetscOptionsObject, "DDLayer pool options");
+  type = (PetscEnum)c->type;
+  PetscCall(PetscOptionsEnum("-layer_pool_type", "Pooling type", "DDLayerPoolSetType", DDPoolTypes, type, &type, &set));
+  if (set) c->type = (DDPoolType)type;
+  PetscCall(c->kernel.FromOptions(PetscOptionsObject, "-layer_pool_kernel", "Window size per spatial dimension", "DDLayerPoolSetKernel"));
+  PetscCall(c->stride.FromOptions(PetscOptionsObject, "-layer_pool_stride", "Stride per spatial dimension (default: the kernel)", "DDLayerPoolSetStride"));
+  PetscCall(c->padding.FromOptions(PetscOptionsObject, "-layer_pool_padding", "Padding per spatial dimension", "DDLayerPoolSetPadding"));
+  PetscCall(c->dilation.FromOptions(PetscOptionsObject, "-layer_pool_dilation", "Dilation per spatial dimension (max pooling)", "DDLayerPoolSetDilation"));
+  PetscCall(PetscOptionsBool("-layer_pool_ceil_mode", "Round the output size up", "DDLayerPoolSetCeilMode", c->ceil, &c->ceil, NULL));
+  PetscCall(PetscOptionsBool("-layer_pool_count_include_pad", "Average pooling divides by the padded window", "DDLayerPoolSetCountIncludePad", c->countpad, &c->countpad, NULL));
+  PetscOptionsHeadEnd();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Pool_Reset(DDLayer l)
+{
+  Pool *c = (Pool *)l->data;
+
+  PetscFunctionBegin;
+  PetscCall(DDPrimitiveDestroy(&c->H));
+  for (DDTensor *t : {&c->xc, &c->dxc, &c->dyc, &c->ysc}) PetscCall(DDTensorDestroy(t));
+  c->xfwd = NULL;
+  c->dnnl.reset();
+  c->argmax.clear();
+  c->hasout = c->usednnl = c->hascorr = c->anycorr = false;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Pool_Destroy(DDLayer l)
+{
+  PetscFunctionBegin;
+  PetscCall(Pool_Reset(l));
+  delete (Pool *)l->data;
+  l->data = NULL;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* PyTorch's pooling_output_shape (aten/src/ATen/native/Pool.h) */
+static PetscInt PoolOutputSize(PetscInt n, PetscInt k, PetscInt s, PetscInt p, PetscInt d, PetscBool ceil)
+{
+  PetscInt num = n + 2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0);
+  PetscInt q   = num >= 0 ? num / s : -((-num + s - 1) / s); /* floor division */
+  PetscInt o   = q + 1;
+  if (ceil && (o - 1) * s >= n + p) o--;
+  return o;
+}
+
+static PetscErrorCode Pool_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
+{
+  Pool       *c    = (Pool *)l->data;
+  DDTensor    x    = xs[0];
+  MPI_Comm    comm = PetscObjectComm((PetscObject)l);
+  const char *prefix;
+
+  PetscFunctionBegin;
+  PetscCall(PetscObjectGetOptionsPrefix((PetscObject)l, &prefix));
+  if (!prefix) prefix = "";
+  PetscCheck(x->order >= 3 && x->order <= 5, comm, PETSC_ERR_ARG_INCOMP, "A pooling layer takes N x C x spatial tensors with 1 to 3 spatial dimensions; the input has order %" PetscInt_FMT, x->order);
+  const PetscInt D = x->order - 2;
+  c->D             = D;
+  /* hyper-parameters, padded to 3 with leading unit dimensions */
+  PetscCall(c->kernel.Resolve(l, D, 1, true, 1, c->k));
+  if (c->stride.n) PetscCall(c->stride.Resolve(l, D, 1, false, 1, c->s));
+  else
+    for (PetscInt j = 0; j < 3; j++) c->s[j] = c->k[j];
+  PetscCall(c->padding.Resolve(l, D, 0, false, 0, c->p));
+  for (PetscInt j = 0; j < 3 - D; j++) c->p[j] = 0; /* Resolve pads with ones */
+  PetscCall(c->dilation.Resolve(l, D, 1, false, 1, c->d));
+  for (PetscInt j = 3 - D; j < 3; j++) {
+    PetscCheck(c->type == DD_POOL_MAX || c->d[j] == 1, comm, PETSC_ERR_ARG_INCOMP, "Average pooling has no dilation (as in PyTorch's AvgPool); -%slayer_pool_dilation is %" PetscInt_FMT " along spatial dimension %" PetscInt_FMT, prefix, c->d[j], j - (3 - D));
+    PetscCheck(2 * c->p[j] <= c->k[j], comm, PETSC_ERR_ARG_OUTOFRANGE, "Padding %" PetscInt_FMT " along spatial dimension %" PetscInt_FMT " must be at most half the kernel size %" PetscInt_FMT " (PyTorch's rule; -%slayer_pool_padding)", c->p[j], j - (3 - D), c->k[j], prefix);
+    const PetscInt n = x->shape[2 + j - (3 - D)], ext = c->d[j] * (c->k[j] - 1) + 1;
+    c->out[j]        = PoolOutputSize(n, c->k[j], c->s[j], c->p[j], c->d[j], c->ceil);
+    PetscCheck(c->out[j] >= 1, comm, PETSC_ERR_ARG_SIZ, "Kernel of extent %" PetscInt_FMT " is larger than the padded input (%" PetscInt_FMT " + 2 x %" PetscInt_FMT ") along spatial dimension %" PetscInt_FMT ": the output would be empty (-%slayer_pool_kernel)", ext, n, c->p[j], j - (3 - D), prefix);
+  }
+  /* this worker's output range and input window along every spatial dimension */
+  const DDLayout &Lx     = x->layout;
+  PetscInt        a[3]   = {0, 0, 0}, b[3] = {0, 0, 0}, oa[3] = {0, 0, 0}, ob[3] = {0, 0, 0};
+  std::vector<std::vector<PetscInt>> outlx(D);
+  PetscBool       needhalo = PETSC_FALSE, any;
+  for (PetscInt j = 0; j < D; j++) {
+    const PetscInt jj = j + 3 - D, dim = 2 + j, n = x->shape[dim], ext = c->d[jj] * (c->k[jj] - 1) + 1;
+    const PetscInt P  = x->replicated[dim] ? 1 : x->part->shape[dim];
+    std::vector<PetscInt> r(P + 1);
+    PetscCall(DDSplitOwnership_Private(c->out[jj], P, r.data()));
+    for (PetscInt q = 0; q < P; q++) outlx[j].push_back(r[q + 1] - r[q]);
+    if (!x->active) continue;
+    const PetscInt cc = x->replicated[dim] ? 0 : x->part->coords[dim];
+    oa[jj]            = r[cc];
+    ob[jj]            = r[cc + 1];
+    if (ob[jj] > oa[jj]) {
+      a[jj] = PetscMax(oa[jj] * c->s[jj] - c->p[jj], 0);
+      b[jj] = PetscMin((ob[jj] - 1) * c->s[jj] - c->p[jj] + ext, n);
+    } else a[jj] = b[jj] = Lx.start[dim];
+    if (a[jj] < Lx.start[dim] || b[jj] > Lx.start[dim] + Lx.n[dim]) needhalo = PETSC_TRUE;
+  }
+  PetscCallMPI(MPI_Allreduce(&needhalo, &any, 1, MPIU_BOOL, MPI_LOR, comm));
+  if (any) { /* H: the windows' halos from the neighbors (App. B); set-up grows x's halo storage */
+    PetscCall(DDPrimitiveCreate(comm, &c->H));
+    PetscCall(DDPrimitiveSetType(c->H, DDPRIMITIVEHALO));
+    if (x->active)
+      for (PetscInt j = 0; j < D; j++) PetscCall(DDPrimitiveHaloSetWindow(c->H, 2 + j, a[j + 3 - D], b[j + 3 - D]));
+    PetscCall(DDPrimitiveSetUp(c->H, x, NULL));
+  }
+  c->xhash = x->layouthash;
+  for (PetscInt q = 0; q < x->order; q++) {
+    c->xlo[q] = x->lo[q];
+    c->xhi[q] = x->hi[q];
+  }
+  /* the output: x's partition, batch and channel ownership and format; balanced spatial ranges */
+  {
+    DDTensor              y;
+    std::vector<PetscInt> shape = {x->shape[0], x->shape[1]};
+    for (PetscInt j = 3 - D; j < 3; j++) shape.push_back(c->out[j]);
+    PetscCall(DDTensorCreate(comm, &y));
+    PetscCall(DDTensorSetPartition(y, x->part));
+    PetscCall(DDTensorSetShape(y, 2 + D, shape.data()));
+    PetscCall(DDTensorSetDataType(y, x->dtype));
+    PetscCall(DDTensorSetEmptyPiecesAllowed(y, PETSC_TRUE));
+    for (PetscInt q = 0; q < 2 + D; q++) {
+      if (x->replicated[q]) {
+        PetscCall(DDTensorSetReplicated(y, q, PETSC_TRUE));
+        continue;
+      }
+      std::vector<PetscInt> lx;
+      if (q < 2)
+        for (PetscInt r = 0; r < x->part->shape[q]; r++) lx.push_back(x->ranges[q][r + 1] - x->ranges[q][r]);
+      else lx = outlx[q - 2];
+      PetscCall(DDTensorSetOwnershipRanges(y, q, lx.data()));
+    }
+    PetscCall(DDTensorSetBlockSize(y, x->bs));
+    PetscCall(DDTensorSetBlockDimension_Private(y, x->blockdim));
+    PetscCall(DDTensorSetFormat(y, x->format));
+    PetscCall(DDTensorSetUp(y));
+    PetscCall(DDLayerSetOutput_Private(l, y));
+  }
+  /* the local geometry */
+  const DDLayout &L  = x->layout; /* after the halo grew */
+  const DDLayout &Ly = l->output->layout;
+  PetscInt        yorg[5] = {0}, yn[5] = {0};
+  c->hasout               = x->active ? true : false;
+  for (PetscInt q = 0; q < 2 + D; q++) {
+    yorg[q] = Ly.lo[q];
+    yn[q]   = Ly.n[q];
+    if (q < 2) {
+      c->xorg[q] = L.lo[q];
+      c->xn[q]   = L.n[q];
+    } else {
+      const PetscInt jj = q - 2 + 3 - D;
+      c->xorg[q]        = a[jj] - L.start[q] + L.lo[q];
+      c->xn[q]          = b[jj] - a[jj];
+      c->wa[jj]         = a[jj];
+      c->o0[jj]         = oa[jj];
+      PetscCheck(!x->active || (Ly.start[q] == oa[jj] && Ly.n[q] == ob[jj] - oa[jj]), PETSC_COMM_SELF, PETSC_ERR_PLIB, "Output decomposition mismatch");
+    }
+    if (yn[q] == 0) c->hasout = false;
+  }
+  PoolGeom &g = c->g;
+  g         = PoolGeom();
+  g.D       = D;
+  g.N       = yn[0];
+  g.C       = yn[1];
+  g.max     = c->type == DD_POOL_MAX;
+  for (PetscInt jj = 0; jj < 3; jj++) {
+    g.first[jj].assign(1, 0);
+    g.ntaps[jj].assign(1, 1);
+    g.div[jj].assign(1, 1);
+    if (jj < 3 - D) continue;
+    const PetscInt q = 2 + jj - (3 - D), n = x->shape[q], K = c->k[jj], S = c->s[jj], P = c->p[jj], Dl = c->d[jj];
+    g.out[jj] = yn[q];
+    g.d[jj]   = Dl;
+    g.first[jj].resize(yn[q]);
+    g.ntaps[jj].resize(yn[q]);
+    g.div[jj].resize(yn[q]);
+    for (PetscInt i = 0; i < yn[q]; i++) {
+      const PetscInt st = (oa[jj] + i) * S - P;
+      PetscInt       t0 = st >= 0 ? 0 : (-st + Dl - 1) / Dl, t1 = PetscMin(K - 1, (n - 1 - st) / Dl);
+      g.first[jj][i]    = st + t0 * Dl - a[jj];
+      g.ntaps[jj][i]    = t1 - t0 + 1;
+      g.div[jj][i]      = c->countpad ? PetscMin(st + K, n + P) - st : t1 - t0 + 1;
+    }
+  }
+  if (c->hasout) {
+    BoxOffsetsBuild(L, D, c->xorg, c->xn, &c->xo);
+    BoxOffsetsBuild(Ly, D, yorg, yn, &c->yo);
+  }
+  /* the kernel: oneDNN for float32 (strided formats, or channel blocks of 4, 8, 16 starting a block) */
+  c->usednnl = false;
+  c->dense   = false;
+#if DDNN_WITH_DNNL
+  if (c->hasout && x->dtype == DD_FLOAT32 && (L.bdim < 0 || (L.bdim == 1 && (L.bs == 4 || L.bs == 8 || L.bs == 16) && c->xorg[1] % L.bs == 0 && Ly.bdim == 1))) {
+    PetscInt padl[3] = {0, 0, 0}, padr[3] = {0, 0, 0};
+    void    *h;
+    c->dense = true;
+    for (PetscInt q = 0; q < 2 + D; q++)
+      if (c->xorg[q] != 0 || c->xn[q] != L.alloc[q]) c->dense = false;
+    for (PetscInt jj = 3 - D; jj < 3; jj++) {
+      const PetscInt q = 2 + jj - (3 - D), n = x->shape[q], ext = c->d[jj] * (c->k[jj] - 1) + 1;
+      const PetscInt ua = oa[jj] * c->s[jj] - c->p[jj], ub = (ob[jj] - 1) * c->s[jj] - c->p[jj] + ext;
+      padl[jj]          = a[jj] - ua;
+      padr[jj]          = ub - b[jj];
+      c->corr[jj]       = 1;
+      if (c->type == DD_POOL_AVG && c->countpad) { /* the ceil-mode overhang of the last output */
+        const PetscInt st = (ob[jj] - 1) * c->s[jj] - c->p[jj];
+        if (st + c->k[jj] > n + c->p[jj]) {
+          c->corr[jj] = (PetscReal)c->k[jj] / (PetscReal)(n + c->p[jj] - st);
+          c->hascorr  = true;
+        }
+      }
+    }
+    dnnl::algorithm alg = c->type == DD_POOL_MAX ? dnnl::algorithm::pooling_max : (c->countpad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding);
+    dnnl::memory::desc xm = WindowDesc(x, 0, D, c->xorg, c->xn, &h), ym = WindowDesc(l->output, 0, D, yorg, yn, &h);
+    c->dnnl.reset(new DnnlPool);
+    PetscCall(c->dnnl->SetUp(D, c->k, c->s, c->d, padl, padr, alg, xm, c->dense, ym));
+    c->usednnl = true;
+  }
+#endif
+  {
+    PetscBool loc = c->hascorr ? PETSC_TRUE : PETSC_FALSE, glob;
+    PetscCallMPI(MPI_Allreduce(&loc, &glob, 1, MPIU_BOOL, MPI_LOR, comm));
+    c->anycorr = glob ? true : false;
+  }
+  if (c->hasout && !c->usednnl && g.max) c->argmax.resize((size_t)(g.N * g.C * g.out[0] * g.out[1] * g.out[2]));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* The input (or its gradient) in the set-up layout: t itself, or a copy with the set-up halos */
+static PetscErrorCode ConformInput(Pool *c, DDTensor t, DDTensor *cache, DDTensor *use, bool copy)
+{
+  PetscFunctionBegin;
+  if (t->layouthash == c->xhash) {
+    *use = t;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  if (!*cache) {
+    PetscCall(DDTensorDuplicate(t, cache));
+    PetscCall(DDTensorSetHalo(*cache, c->xlo, c->xhi));
+    PetscCheck((*cache)->layouthash == c->xhash, PETSC_COMM_SELF, PETSC_ERR_PLIB, "The conforming copy does not have the set-up layout");
+  }
+  if (copy) PetscCall(DDTensorCopy(t, *cache));
+  *use = *cache;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+#if DDNN_WITH_DNNL
+/* multiplies the last local output along each dimension with an overhang by corr (oneDNN's include-padding average) */
+static void ApplyCorrection(Pool *c, float *y)
+{
+  const PoolGeom &g = c->g;
+  for (PetscInt jj = 0; jj < 3; jj++) {
+    if (c->corr[jj] == 1) continue;
+    const float f     = (float)c->corr[jj];
+    PetscInt    lo[3] = {0, 0, 0}, hi[3] = {g.out[0], g.out[1], g.out[2]};
+    lo[jj]            = g.out[jj] - 1;
+    for (PetscInt n = 0; n < g.N; n++)
+      for (PetscInt ch = 0; ch < g.C; ch++)
+        for (PetscInt i0 = lo[0]; i0 < hi[0]; i0++)
+          for (PetscInt i1 = lo[1]; i1 < hi[1]; i1++)
+            for (PetscInt i2 = lo[2]; i2 < hi[2]; i2++) y[c->yo.t[0][n] + c->yo.t[1][ch] + c->yo.t[2][i0] + c->yo.t[3][i1] + c->yo.t[4][i2]] *= f;
+  }
+}
+
+static inline void *XHandle(DDTensor t, const PetscInt org[]) { return (char *)t->array + (t->layout.bdim < 0 ? LayoutOffset(t->layout, org) * 4 : 0); }
+#endif
+
+/* y = POOL(x window) on this worker */
+static PetscErrorCode Pool_Local(Pool *c, DDTensor xh, DDTensor y, bool training)
+{
+  PetscFunctionBegin;
+  if (!c->hasout) PetscFunctionReturn(PETSC_SUCCESS);
+#if DDNN_WITH_DNNL
+  if (c->usednnl) {
+    PetscCall(c->dnnl->Forward(XHandle(xh, c->xorg), y->array, training));
+    if (c->hascorr) ApplyCorrection(c, (float *)y->array);
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+#endif
+  PetscCall(DispatchType(xh->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    PoolForwardRef<T>(c->g, (const T *)xh->array, c->xo, (T *)y->array, c->yo, c->argmax.empty() ? nullptr : c->argmax.data());
+    return PETSC_SUCCESS;
+  }));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Pool_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTensor y)
+{
+  Pool    *c = (Pool *)l->data;
+  DDTensor xh, yo;
+
+  PetscFunctionBegin;
+  PetscCall(ConformInput(c, xs[0], &c->xc, &xh, true));
+  if (c->H) PetscCall(DDPrimitiveApply(c->H, xh, NULL));
+  yo = y->layouthash == l->output->layouthash ? y : l->output;
+  PetscCall(Pool_Local(c, xh, yo, l->training ? true : false));
+  if (yo != y) PetscCall(DDTensorCopy(yo, y));
+  c->xfwd        = xh;
+  c->fwdtraining = l->training ? true : false;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Pool_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTensor dxs[])
+{
+  Pool    *c  = (Pool *)l->data;
+  DDTensor dx = dxs ? dxs[0] : NULL, dyo, dxh;
+
+  PetscFunctionBegin;
+  if (!dx) PetscFunctionReturn(PETSC_SUCCESS); /* no parameters: nothing else to compute */
+  /* dy in the output's layout (a copy when it is rescaled for oneDNN's include-padding average) */
+  if (dy->layouthash == l->output->layouthash && !c->anycorr) dyo = dy;
+  else {
+    if (!c->dyc) PetscCall(DDTensorDuplicate(l->output, &c->dyc));
+    PetscCall(DDTensorCopy(dy, c->dyc));
+    dyo = c->dyc;
+  }
+  PetscCall(ConformInput(c, dx, &c->dxc, &dxh, false));
+  /* max pooling after an inference Forward (oneDNN kept no workspace): redo it in training mode */
+  if (!c->fwdtraining && c->type == DD_POOL_MAX) {
+    if (!c->ysc) PetscCall(DDTensorDuplicate(l->output, &c->ysc));
+    if (c->H) PetscCall(DDPrimitiveApply(c->H, c->xfwd, NULL));
+    PetscCall(Pool_Local(c, c->xfwd, c->ysc, true));
+    c->fwdtraining = true;
+  }
+#if DDNN_WITH_DNNL
+  if (c->usednnl && c->dense && c->hasout) {
+    /* oneDNN writes the whole window, which is the whole storage */
+  } else
+#endif
+    PetscCall(DDTensorZeroEntries(dxh));
+  if (c->hasout) {
+#if DDNN_WITH_DNNL
+    if (c->usednnl) {
+      if (c->hascorr) ApplyCorrection(c, (float *)dyo->array);
+      PetscCall(c->dnnl->Backward(dyo->array, XHandle(dxh, c->xorg)));
+    } else
+#endif
+      PetscCall(DispatchType(dxh->dtype, [&](auto z) -> PetscErrorCode {
+        using T = decltype(z);
+        PoolBackwardRef<T>(c->g, (const T *)dyo->array, c->yo, (T *)dxh->array, c->xo, c->argmax.empty() ? nullptr : c->argmax.data());
+        return PETSC_SUCCESS;
+      }));
+  }
+  if (c->H) PetscCall(DDPrimitiveApplyAdjoint(c->H, dxh, NULL));
+  if (dxh != dx) PetscCall(DDTensorCopy(dxh, dx));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Pool_View(DDLayer l, PetscViewer viewer)
+{
+  Pool *c = (Pool *)l->data;
+
+  PetscFunctionBegin;
+  PetscCall(PetscViewerASCIIPrintf(viewer, "%s pooling, ceil mode %s%s\n", DDPoolTypes[c->type], c->ceil ? "yes" : "no", c->type == DD_POOL_AVG ? (c->countpad ? ", count_include_pad yes" : ", count_include_pad no") : ""));
+  if (l->setupcalled) {
+    auto dims = [&](const PetscInt v[3]) {
+      std::string r;
+      for (PetscInt jj = 3 - c->D; jj < 3; jj++) r += (r.empty() ? "" : "x") + std::to_string(v[jj]);
+      return r;
+    };
+    PetscCall(PetscViewerASCIIPrintf(viewer, "kernel %s stride %s padding %s dilation %s (%" PetscInt_FMT "-D), output %s, halo exchange %s\n", dims(c->k).c_str(), dims(c->s).c_str(), dims(c->p).c_str(), dims(c->d).c_str(), c->D, dims(c->out).c_str(), c->H ? "yes" : "no"));
+    PetscCall(PetscViewerASCIIPushSynchronized(viewer));
+    PetscCall(PetscViewerASCIISynchronizedPrintf(viewer, "[%d] kernel: %s\n", PetscGlobalRank,
+#if DDNN_WITH_DNNL
+                                                 c->dnnl ? c->dnnl->Impl().c_str() :
+#endif
+                                                         (c->hasout ? "reference loops" : "no local output")));
+    PetscCall(PetscViewerFlush(viewer));
+    PetscCall(PetscViewerASCIIPopSynchronized(viewer));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*MC
+  DDLAYERPOOL - "pool": distributed 1-, 2- and 3-D max and average pooling (paper 000 sec. 4.1.1, Fig. 3)
+
+  Input N x C x spatial on any partition (batch, channel and spatial splits); output N x C x
+  spatial' on the same partition, with the input's batch and channel ownership and format
+  (blocked activations stay blocked), balanced along the spatial dimensions. Spatial splits use
+  the halo exchange with the unbalanced (and negative, "extra input") halos of Appendix B;
+  Backward is the adjoint of the pooling's Jacobian followed by the halo's adjoint.
+
+  Hyper-parameters mean what they mean in torch.nn.MaxPool{1,2,3}d and AvgPool{1,2,3}d: kernel,
+  stride (default: the kernel), padding (at most half the kernel), dilation (max only),
+  ceil_mode, count_include_pad (average only, default true); max pooling's gradient goes to
+  the first maximum of each window.
+
+  Kernels: oneDNN (float32; its jit kernels on the tensor's own format, the window read in
+  place) or the reference loops (float64, and float32 layouts oneDNN cannot take).
+
+  Options Database Keys:
++ -layer_pool_type <max,avg> - the type
+. -layer_pool_kernel <k,...> - window size (1 or D entries)
+. -layer_pool_stride <s,...> - stride
+. -layer_pool_padding <p,...> - padding
+. -layer_pool_dilation <d,...> - dilation (max)
+. -layer_pool_ceil_mode <bool> - ceil mode
+- -layer_pool_count_include_pad <bool> - average divisor
+
+  Level: beginner
+
+.seealso: `DDLayerPoolSetType()`, `DDLayerPoolSetKernel()`, `DDLayerPoolSetCeilMode()`, `DDPRIMITIVEHALO`, `DDLAYERUPSAMPLE`
+M*/
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Pool(DDLayer l)
+{
+  PetscFunctionBegin;
+  l->data                = new Pool;
+  l->ops->setfromoptions = Pool_SetFromOptions;
+  l->ops->setup          = Pool_SetUp;
+  l->ops->forward        = Pool_Forward;
+  l->ops->backward       = Pool_Backward;
+  l->ops->view           = Pool_View;
+  l->ops->reset          = Pool_Reset;
+  l->ops->destroy        = Pool_Destroy;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode RegisterPool(void)
+{
+  return DDLayerRegister(DDLAYERPOOL, DDLayerCreate_Pool);
+}
+static DDModuleRegistrar pool_registrar(RegisterPool);

@@ -1,0 +1,483 @@
+/*
+  DDLAYERUPSAMPLE: distributed nearest and (bi/tri)linear upsampling by integer factors,
+  paper 000 sec. 4.1.1 ("interpolating layers ... the algorithm is very similar to that of
+  pooling"):
+
+    Forward:  x <- H x;  y <- INTERP(x)          Backward: dx <- INTERP^*(dy);  dx <- H^* dx
+
+  The output (n s along a dimension of size n) is decomposed like the input's partition,
+  balanced along the spatial dimensions, with the input's batch and channel ownership and
+  format. A worker's input window is the range of the source indices of its outputs, computed
+  with PyTorch's formulas on global indices; the indices clamp to [0, n - 1] globally, so
+  windows never leave the tensor and need no padding (this is PyTorch's replicate-style border
+  behavior). The windows go to the halo primitive with DDPrimitiveHaloSetWindow(). Linear
+  interpolation is linear in x, so Backward is exactly its adjoint (the transposed weights)
+  followed by the halo's adjoint.
+
+  Semantics are torch.nn.Upsample(scale_factor = s, mode = 'nearest' | 'linear' | 'bilinear'
+  | 'trilinear', align_corners): nearest takes floor(o * (1/s)) (PyTorch's float arithmetic);
+  linear with align_corners false samples at (o + 0.5)/s - 0.5 clamped at 0, with
+  align_corners true at o (n - 1)/(n s - 1).
+*/
+#include <ddnn/private/ddlayerimpl.h>
+#include <layer/impls/conv/convutil.hpp>
+#include <backend/kernels.hpp>
+#include <sys/ddsysimpl.h>
+#include <vector>
+#include <cmath>
+#include <algorithm>
+#include <string>
+
+using namespace ddnn;
+
+namespace
+{
+struct Upsample {
+  /* hyper-parameters */
+  DDUpsampleMode mode = DD_UPSAMPLE_NEAREST;
+  SpatialParam   scale;
+  PetscBool      align = PETSC_FALSE;
+  /* set-up */
+  PetscInt     D = 0, sc[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+  DDPrimitive  H     = NULL;
+  PetscInt64   xhash = 0;
+  PetscInt     xlo[DD_MAX_DIM] = {0}, xhi[DD_MAX_DIM] = {0};
+  DDTensor     xc = NULL, dxc = NULL, dyc = NULL;
+  bool         hasout = false;
+  PetscInt     xorg[5] = {0}, xn[5] = {0};
+  UpsampleGeom g;
+  BoxOffsets   xo, yo;
+  Upsample() { scale.opt = "layer_upsample_scale"; }
+};
+} // namespace
+
+static PetscErrorCode UpsampleGet(DDLayer l, Upsample **c, const char fn[])
+{
+  PetscFunctionBegin;
+  PetscCall(DDLayerCheckType_Private(l, DDLAYERUPSAMPLE, fn));
+  *c = (Upsample *)l->data;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerUpsampleSetMode - Nearest (default) or linear interpolation
+
+  Logically collective
+
+  Input Parameters:
++ l    - a `DDLAYERUPSAMPLE` layer
+- mode - `DD_UPSAMPLE_NEAREST` or `DD_UPSAMPLE_LINEAR` (linear, bilinear or trilinear by the number of spatial dimensions)
+
+  Options Database Key:
+. -layer_upsample_mode <nearest,linear> - the mode
+
+  Level: beginner
+
+.seealso: `DDLAYERUPSAMPLE`, `DDLayerUpsampleSetScale()`, `DDLayerUpsampleSetAlignCorners()`
+@*/
+PetscErrorCode DDLayerUpsampleSetMode(DDLayer l, DDUpsampleMode mode)
+{
+  Upsample *c;
+
+  PetscFunctionBegin;
+  PetscCall(UpsampleGet(l, &c, "DDLayerUpsampleSetMode"));
+  PetscCheck(mode == DD_UPSAMPLE_NEAREST || mode == DD_UPSAMPLE_LINEAR, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Unknown upsampling mode %d", (int)mode);
+  c->mode = mode;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerUpsampleSetScale - Integer scale factor per spatial dimension (required)
+
+  Logically collective
+
+  Input Parameters:
++ l - a `DDLAYERUPSAMPLE` layer
+. n - 1 (the same factor in every dimension) or the number of spatial dimensions
+- s - the factors (at least 1), outermost spatial dimension first; the output has n s entries
+
+  Options Database Key:
+. -layer_upsample_scale <s0,s1,...> - the factors
+
+  Level: beginner
+
+.seealso: `DDLAYERUPSAMPLE`, `DDLayerUpsampleSetMode()`
+@*/
+PetscErrorCode DDLayerUpsampleSetScale(DDLayer l, PetscInt n, const PetscInt s[])
+{
+  Upsample *c;
+
+  PetscFunctionBegin;
+  PetscCall(UpsampleGet(l, &c, "DDLayerUpsampleSetScale"));
+  for (PetscInt j = 0; j < n; j++) PetscCheck(s[j] >= 1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Scale factor %" PetscInt_FMT " (entry %" PetscInt_FMT ") must be at least 1: upsampling only", s[j], j);
+  PetscCall(c->scale.Set(PetscObjectComm((PetscObject)l), n, s, "The scale"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerUpsampleSetAlignCorners - Linear interpolation aligns the corner entries of input and output (default false)
+
+  Logically collective
+
+  Input Parameters:
++ l   - a `DDLAYERUPSAMPLE` layer
+- flg - `PETSC_TRUE`: output o samples the input at o (n - 1) / (n s - 1); `PETSC_FALSE`: at (o + 1/2) / s - 1/2 (clamped at 0)
+
+  Notes:
+  As in torch.nn.Upsample, only the linear modes accept align_corners.
+
+  Options Database Key:
+. -layer_upsample_align_corners <bool> - the flag
+
+  Level: intermediate
+
+.seealso: `DDLayerUpsampleSetMode()`
+@*/
+PetscErrorCode DDLayerUpsampleSetAlignCorners(DDLayer l, PetscBool flg)
+{
+  Upsample *c;
+
+  PetscFunctionBegin;
+  PetscCall(UpsampleGet(l, &c, "DDLayerUpsampleSetAlignCorners"));
+  c->align = flg;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Upsample_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
+{
+  Upsample *c = (Upsample *)l->data;
+  PetscEnum mode;
+  PetscBool set;
+
+  PetscFunctionBegin;
+  PetscOptionsHeadBegin(PetscOptionsObject, "DDLayer upsample options");
+  mode = (PetscEnum)c->mode;
+  PetscCall(PetscOptionsEnum("-layer_upsample_mode", "Interpolation", "DDLayerUpsampleSetMode", DDUpsampleModes, mode, &mode, &set));
+  if (set) c->mode = (DDUpsampleMode)mode;
+  PetscCall(c->scale.FromOptions(PetscOptionsObject, "-layer_upsample_scale", "Integer scale factor per spatial dimension", "DDLayerUpsampleSetScale"));
+  PetscCall(PetscOptionsBool("-layer_upsample_align_corners", "Align the corners (linear modes)", "DDLayerUpsampleSetAlignCorners", c->align, &c->align, NULL));
+  PetscOptionsHeadEnd();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Upsample_Reset(DDLayer l)
+{
+  Upsample *c = (Upsample *)l->data;
+
+  PetscFunctionBegin;
+  PetscCall(DDPrimitiveDestroy(&c->H));
+  for (DDTensor *t : {&c->xc, &c->dxc, &c->dyc}) PetscCall(DDTensorDestroy(t));
+  c->hasout = false;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Upsample_Destroy(DDLayer l)
+{
+  PetscFunctionBegin;
+  PetscCall(Upsample_Reset(l));
+  delete (Upsample *)l->data;
+  l->data = NULL;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  Sources of global output index o along a dimension of size n (output m = n s), in the
+  tensor's precision T, as PyTorch computes them (aten/src/ATen/native/UpSample.h:
+  nearest_idx, area_pixel_compute_scale, area_pixel_compute_source_index,
+  compute_source_index_and_lambda).
+*/
+template <class T>
+static void Sources(bool linear, bool align, PetscInt o, PetscInt n, PetscInt m, PetscInt s, PetscInt *i0, PetscInt *i1, double *w0, double *w1)
+{
+  if (m == n) { /* scale 1: a copy */
+    *i0 = *i1 = o;
+    *w0       = 1;
+    *w1       = 0;
+    return;
+  }
+  if (!linear) {
+    PetscInt idx;
+    if (m == 2 * n) idx = o >> 1;
+    else {
+      const float scale = (float)(1.0 / (double)s);
+      idx               = PetscMin((PetscInt)std::floor((float)o * scale), n - 1);
+    }
+    *i0 = *i1 = idx;
+    *w0       = 1;
+    *w1       = 0;
+    return;
+  }
+  T src;
+  if (align) {
+    const T scale = m > 1 ? (T)(n - 1) / (T)(m - 1) : (T)0;
+    src           = scale * (T)o;
+  } else {
+    const T scale = (T)(1.0 / (double)s);
+    src           = scale * ((T)o + (T)0.5) - (T)0.5;
+    if (src < (T)0) src = (T)0;
+  }
+  PetscInt idx = PetscMin((PetscInt)std::floor(src), n - 1);
+  T        l1  = std::min(std::max(src - (T)idx, (T)0), (T)1);
+  T        l0  = (T)1 - l1;
+  *i0          = idx;
+  *i1          = idx + (idx < n - 1 ? 1 : 0);
+  *w0          = (double)l0;
+  *w1          = (double)l1;
+}
+
+static PetscErrorCode Upsample_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
+{
+  Upsample   *c    = (Upsample *)l->data;
+  DDTensor    x    = xs[0];
+  MPI_Comm    comm = PetscObjectComm((PetscObject)l);
+  const char *prefix;
+
+  PetscFunctionBegin;
+  PetscCall(PetscObjectGetOptionsPrefix((PetscObject)l, &prefix));
+  if (!prefix) prefix = "";
+  PetscCheck(x->order >= 3 && x->order <= 5, comm, PETSC_ERR_ARG_INCOMP, "An upsampling layer takes N x C x spatial tensors with 1 to 3 spatial dimensions; the input has order %" PetscInt_FMT, x->order);
+  PetscCheck(c->mode == DD_UPSAMPLE_LINEAR || !c->align, comm, PETSC_ERR_ARG_INCOMP, "align_corners applies to linear interpolation only (as in torch.nn.Upsample); the mode is %s (-%slayer_upsample_align_corners)", DDUpsampleModes[c->mode], prefix);
+  const PetscInt D = x->order - 2;
+  const bool     linear = c->mode == DD_UPSAMPLE_LINEAR, align = c->align ? true : false;
+  c->D                  = D;
+  PetscCall(c->scale.Resolve(l, D, 1, true, 1, c->sc));
+  for (PetscInt j = 3 - D; j < 3; j++) c->out[j] = x->shape[2 + j - (3 - D)] * c->sc[j];
+  /* per spatial dimension: this worker's output range, the sources of its outputs, its window */
+  const DDLayout                    &Lx = x->layout;
+  PetscInt                           a[3] = {0, 0, 0}, b[3] = {0, 0, 0}, oa[3] = {0, 0, 0}, ob[3] = {0, 0, 0};
+  std::vector<std::vector<PetscInt>> outlx(D), gi0(3), gi1(3);
+  std::vector<std::vector<double>>   gw0(3), gw1(3);
+  PetscBool                          needhalo = PETSC_FALSE, any;
+  for (PetscInt j = 0; j < D; j++) {
+    const PetscInt jj = j + 3 - D, dim = 2 + j, n = x->shape[dim], m = c->out[jj], P = x->replicated[dim] ? 1 : x->part->shape[dim];
+    std::vector<PetscInt> r(P + 1);
+    PetscCall(DDSplitOwnership_Private(m, P, r.data()));
+    for (PetscInt q = 0; q < P; q++) outlx[j].push_back(r[q + 1] - r[q]);
+    if (!x->active) continue;
+    const PetscInt cc = x->replicated[dim] ? 0 : x->part->coords[dim];
+    oa[jj]            = r[cc];
+    ob[jj]            = r[cc + 1];
+    for (PetscInt o = oa[jj]; o < ob[jj]; o++) {
+      PetscInt i0, i1;
+      double   w0, w1;
+      if (x->dtype == DD_FLOAT32) Sources<float>(linear, align, o, n, m, c->sc[jj], &i0, &i1, &w0, &w1);
+      else Sources<double>(linear, align, o, n, m, c->sc[jj], &i0, &i1, &w0, &w1);
+      gi0[jj].push_back(i0);
+      gi1[jj].push_back(i1);
+      gw0[jj].push_back(w0);
+      gw1[jj].push_back(w1);
+    }
+    if (ob[jj] > oa[jj]) {
+      a[jj] = *std::min_element(gi0[jj].begin(), gi0[jj].end());
+      b[jj] = *std::max_element(gi1[jj].begin(), gi1[jj].end()) + 1;
+    } else a[jj] = b[jj] = Lx.start[dim];
+    if (a[jj] < Lx.start[dim] || b[jj] > Lx.start[dim] + Lx.n[dim]) needhalo = PETSC_TRUE;
+  }
+  PetscCallMPI(MPI_Allreduce(&needhalo, &any, 1, MPIU_BOOL, MPI_LOR, comm));
+  if (any) {
+    PetscCall(DDPrimitiveCreate(comm, &c->H));
+    PetscCall(DDPrimitiveSetType(c->H, DDPRIMITIVEHALO));
+    if (x->active)
+      for (PetscInt j = 0; j < D; j++) PetscCall(DDPrimitiveHaloSetWindow(c->H, 2 + j, a[j + 3 - D], b[j + 3 - D]));
+    PetscCall(DDPrimitiveSetUp(c->H, x, NULL));
+  }
+  c->xhash = x->layouthash;
+  for (PetscInt q = 0; q < x->order; q++) {
+    c->xlo[q] = x->lo[q];
+    c->xhi[q] = x->hi[q];
+  }
+  /* the output: x's partition, batch and channel ownership and format; balanced spatial ranges */
+  {
+    DDTensor              y;
+    std::vector<PetscInt> shape = {x->shape[0], x->shape[1]};
+    for (PetscInt j = 3 - D; j < 3; j++) shape.push_back(c->out[j]);
+    PetscCall(DDTensorCreate(comm, &y));
+    PetscCall(DDTensorSetPartition(y, x->part));
+    PetscCall(DDTensorSetShape(y, 2 + D, shape.data()));
+    PetscCall(DDTensorSetDataType(y, x->dtype));
+    PetscCall(DDTensorSetEmptyPiecesAllowed(y, PETSC_TRUE));
+    for (PetscInt q = 0; q < 2 + D; q++) {
+      if (x->replicated[q]) {
+        PetscCall(DDTensorSetReplicated(y, q, PETSC_TRUE));
+        continue;
+      }
+      std::vector<PetscInt> lx;
+      if (q < 2)
+        for (PetscInt r = 0; r < x->part->shape[q]; r++) lx.push_back(x->ranges[q][r + 1] - x->ranges[q][r]);
+      else lx = outlx[q - 2];
+      PetscCall(DDTensorSetOwnershipRanges(y, q, lx.data()));
+    }
+    PetscCall(DDTensorSetBlockSize(y, x->bs));
+    PetscCall(DDTensorSetBlockDimension_Private(y, x->blockdim));
+    PetscCall(DDTensorSetFormat(y, x->format));
+    PetscCall(DDTensorSetUp(y));
+    PetscCall(DDLayerSetOutput_Private(l, y));
+  }
+  /* the local geometry: window coordinates of the sources */
+  const DDLayout &L  = x->layout;
+  const DDLayout &Ly = l->output->layout;
+  PetscInt        yorg[5] = {0}, yn[5] = {0};
+  c->hasout               = x->active ? true : false;
+  for (PetscInt q = 0; q < 2 + D; q++) {
+    yorg[q] = Ly.lo[q];
+    yn[q]   = Ly.n[q];
+    if (q < 2) {
+      c->xorg[q] = L.lo[q];
+      c->xn[q]   = L.n[q];
+    } else {
+      const PetscInt jj = q - 2 + 3 - D;
+      c->xorg[q]        = a[jj] - L.start[q] + L.lo[q];
+      c->xn[q]          = b[jj] - a[jj];
+      PetscCheck(!x->active || (Ly.start[q] == oa[jj] && Ly.n[q] == ob[jj] - oa[jj]), PETSC_COMM_SELF, PETSC_ERR_PLIB, "Output decomposition mismatch");
+    }
+    if (yn[q] == 0) c->hasout = false;
+  }
+  UpsampleGeom &g = c->g;
+  g               = UpsampleGeom();
+  g.D             = D;
+  g.N             = yn[0];
+  g.C             = yn[1];
+  g.linear        = linear;
+  for (PetscInt jj = 0; jj < 3; jj++) {
+    g.i0[jj].assign(1, 0);
+    g.i1[jj].assign(1, 0);
+    g.w0[jj].assign(1, 1.0);
+    g.w1[jj].assign(1, 0.0);
+    if (jj < 3 - D) continue;
+    g.out[jj] = ob[jj] - oa[jj];
+    g.i0[jj].resize(g.out[jj]);
+    g.i1[jj].resize(g.out[jj]);
+    g.w0[jj] = gw0[jj];
+    g.w1[jj] = gw1[jj];
+    for (PetscInt i = 0; i < g.out[jj]; i++) {
+      g.i0[jj][i] = gi0[jj][i] - a[jj];
+      g.i1[jj][i] = gi1[jj][i] - a[jj];
+    }
+  }
+  if (c->hasout) {
+    BoxOffsetsBuild(L, D, c->xorg, c->xn, &c->xo);
+    BoxOffsetsBuild(Ly, D, yorg, yn, &c->yo);
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* The input (or its gradient) in the set-up layout: t itself, or a copy with the set-up halos */
+static PetscErrorCode ConformInput(Upsample *c, DDTensor t, DDTensor *cache, DDTensor *use, bool copy)
+{
+  PetscFunctionBegin;
+  if (t->layouthash == c->xhash) {
+    *use = t;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  if (!*cache) {
+    PetscCall(DDTensorDuplicate(t, cache));
+    PetscCall(DDTensorSetHalo(*cache, c->xlo, c->xhi));
+    PetscCheck((*cache)->layouthash == c->xhash, PETSC_COMM_SELF, PETSC_ERR_PLIB, "The conforming copy does not have the set-up layout");
+  }
+  if (copy) PetscCall(DDTensorCopy(t, *cache));
+  *use = *cache;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Upsample_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTensor y)
+{
+  Upsample *c = (Upsample *)l->data;
+  DDTensor  xh, yo;
+
+  PetscFunctionBegin;
+  PetscCall(ConformInput(c, xs[0], &c->xc, &xh, true));
+  if (c->H) PetscCall(DDPrimitiveApply(c->H, xh, NULL));
+  yo = y->layouthash == l->output->layouthash ? y : l->output;
+  if (c->hasout)
+    PetscCall(DispatchType(xh->dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      UpsampleForwardRef<T>(c->g, (const T *)xh->array, c->xo, (T *)yo->array, c->yo);
+      return PETSC_SUCCESS;
+    }));
+  if (yo != y) PetscCall(DDTensorCopy(yo, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Upsample_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTensor dxs[])
+{
+  Upsample *c  = (Upsample *)l->data;
+  DDTensor  dx = dxs ? dxs[0] : NULL, dyo, dxh;
+
+  PetscFunctionBegin;
+  if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
+  if (dy->layouthash == l->output->layouthash) dyo = dy;
+  else {
+    if (!c->dyc) PetscCall(DDTensorDuplicate(l->output, &c->dyc));
+    PetscCall(DDTensorCopy(dy, c->dyc));
+    dyo = c->dyc;
+  }
+  PetscCall(ConformInput(c, dx, &c->dxc, &dxh, false));
+  PetscCall(DDTensorZeroEntries(dxh));
+  if (c->hasout)
+    PetscCall(DispatchType(dxh->dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      UpsampleBackwardRef<T>(c->g, (const T *)dyo->array, c->yo, (T *)dxh->array, c->xo);
+      return PETSC_SUCCESS;
+    }));
+  if (c->H) PetscCall(DDPrimitiveApplyAdjoint(c->H, dxh, NULL));
+  if (dxh != dx) PetscCall(DDTensorCopy(dxh, dx));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Upsample_View(DDLayer l, PetscViewer viewer)
+{
+  Upsample *c = (Upsample *)l->data;
+
+  PetscFunctionBegin;
+  PetscCall(PetscViewerASCIIPrintf(viewer, "%s interpolation%s\n", DDUpsampleModes[c->mode], c->mode == DD_UPSAMPLE_LINEAR ? (c->align ? ", align_corners yes" : ", align_corners no") : ""));
+  if (l->setupcalled) {
+    std::string sc;
+    for (PetscInt jj = 3 - c->D; jj < 3; jj++) sc += (sc.empty() ? "" : "x") + std::to_string(c->sc[jj]);
+    PetscCall(PetscViewerASCIIPrintf(viewer, "scale %s (%" PetscInt_FMT "-D), halo exchange %s, kernels: loops\n", sc.c_str(), c->D, c->H ? "yes" : "no"));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*MC
+  DDLAYERUPSAMPLE - "upsample": distributed 1-, 2- and 3-D upsampling by integer factors (paper 000 sec. 4.1.1)
+
+  Input N x C x spatial on any partition; output N x C x (n s)... on the same partition, with
+  the input's batch and channel ownership and format, balanced along the spatial dimensions.
+  Each worker computes its output box from an input window given to the halo primitive
+  (`DDPrimitiveHaloSetWindow()`): the range of the source indices of its outputs, clamped to
+  the tensor as PyTorch clamps them. Backward is the adjoint of the interpolation followed by
+  the halo's adjoint (the layer is linear: `DDLayerAdjointTest()` applies).
+
+  Semantics are torch.nn.Upsample(scale_factor, mode = 'nearest' or 'linear'/'bilinear'/
+  'trilinear' by dimension, align_corners).
+
+  Kernels: loops for both data types (oneDNN's resampling has other semantics).
+
+  Options Database Keys:
++ -layer_upsample_mode <nearest,linear> - interpolation
+. -layer_upsample_scale <s,...> - integer factors (1 or D entries)
+- -layer_upsample_align_corners <bool> - align corners (linear)
+
+  Level: beginner
+
+.seealso: `DDLayerUpsampleSetMode()`, `DDLayerUpsampleSetScale()`, `DDLayerUpsampleSetAlignCorners()`, `DDLAYERPOOL`, `DDPRIMITIVEHALO`
+M*/
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Upsample(DDLayer l)
+{
+  PetscFunctionBegin;
+  l->data                = new Upsample;
+  l->ops->setfromoptions = Upsample_SetFromOptions;
+  l->ops->setup          = Upsample_SetUp;
+  l->ops->forward        = Upsample_Forward;
+  l->ops->backward       = Upsample_Backward;
+  l->ops->view           = Upsample_View;
+  l->ops->reset          = Upsample_Reset;
+  l->ops->destroy        = Upsample_Destroy;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode RegisterUpsample(void)
+{
+  return DDLayerRegister(DDLAYERUPSAMPLE, DDLayerCreate_Upsample);
+}
+static DDModuleRegistrar upsample_registrar(RegisterUpsample);

@@ -1,0 +1,442 @@
+/*
+  DDLAYERUPSAMPLE: P ranks equal 1 rank (outputs and input gradients) for nearest and linear
+  interpolation, align_corners both ways, 1-3-D, scales 1-3 (also different per dimension),
+  spatial/batch/channel splits, unbalanced and subset partitions, formats, both data types;
+  the adjoint test (the layer is linear); finite differences; PyTorch's numbers derived by
+  hand; inputs whose layout changed since set-up; bad input.
+*/
+#include "layertest.hpp"
+#include <sstream>
+
+using namespace ddtest;
+
+struct UpCfg {
+  DDUpsampleMode        mode  = DD_UPSAMPLE_LINEAR;
+  std::vector<PetscInt> scale = {2};
+  PetscBool             align = PETSC_FALSE;
+};
+
+static std::function<void(DDLayer)> Configure(const UpCfg &c)
+{
+  return [c](DDLayer l) {
+    DDT(DDLayerSetType(l, DDLAYERUPSAMPLE));
+    DDT(DDLayerUpsampleSetMode(l, c.mode));
+    DDT(DDLayerUpsampleSetScale(l, (PetscInt)c.scale.size(), c.scale.data()));
+    DDT(DDLayerUpsampleSetAlignCorners(l, c.align));
+  };
+}
+
+static std::string Describe(const UpCfg &c)
+{
+  std::ostringstream o;
+  o << (c.mode == DD_UPSAMPLE_LINEAR ? "linear" : "nearest") << " scale";
+  for (auto s : c.scale) o << " " << s;
+  if (c.align) o << " align_corners";
+  return o.str();
+}
+
+static void CheckAgainstSerial(const UpCfg &c, const InputSpec &in, const std::string &what, DDDataType dt = DD_FLOAT64)
+{
+  RunResult par = RunLayer(Configure(c), {in}, dt, 11), ser = RunLayer(Configure(c), {Serial(in)}, dt, 11);
+  /* the outputs are computed from the same global indices and weights: identical; gradients sum in another order */
+  ExpectSameRun(par, ser, dt == DD_FLOAT64 ? 1e-14 : 1e-6, what + " (" + Describe(c) + ")");
+}
+
+static std::vector<UpCfg> AllModes(std::vector<PetscInt> scale)
+{
+  std::vector<UpCfg> v(3);
+  v[0].mode = DD_UPSAMPLE_NEAREST;
+  v[1].align = PETSC_FALSE;
+  v[2].align = PETSC_TRUE;
+  for (auto &c : v) c.scale = scale;
+  return v;
+}
+
+TEST(Upsample, SpatialDistribution1D2D3D)
+{
+  int W = Size();
+  for (int D = 1; D <= 3; D++) {
+    std::vector<std::vector<PetscInt>> f;
+    Factorizations(W, D, f);
+    for (auto &ps : f) {
+      InputSpec in;
+      in.shape  = {2, 3};
+      in.pshape = {1, 1};
+      std::vector<PetscInt> scale;
+      for (int j = 0; j < D; j++) {
+        in.shape.push_back(2 * ps[j] + 1 + j);
+        in.pshape.push_back(ps[j]);
+        scale.push_back(2 + (j % 2)); /* 2, 3, 2 */
+      }
+      for (auto &c : AllModes(scale)) CheckAgainstSerial(c, in, "spatial");
+    }
+  }
+}
+
+TEST(Upsample, ScalesAndOddSizes1D)
+{
+  int W = Size();
+  for (PetscInt s = 1; s <= 3; s++)
+    for (PetscInt n = 3 * W; n <= 3 * W + 2; n++) { /* pieces of 3 or more: thinner ones can need input beyond the neighbors */
+      InputSpec in;
+      in.shape  = {1, 2, n};
+      in.pshape = {1, 1, W};
+      for (auto &c : AllModes({s})) CheckAgainstSerial(c, in, "1-D n " + std::to_string(n));
+    }
+}
+
+TEST(Upsample, BatchChannelSplitsFormatsAndFloat32)
+{
+  int W = Size();
+  for (auto fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST, DD_FORMAT_BLOCKED}) {
+    std::vector<std::vector<PetscInt>> f;
+    Factorizations(W, 4, f);
+    for (size_t i = 0; i < f.size(); i += 2) {
+      auto     &ps = f[i];
+      InputSpec in;
+      in.shape  = {2 * ps[0], 3 * ps[1], 2 * ps[2] + 1, 3 * ps[3]};
+      in.pshape = ps;
+      in.fmt    = fmt;
+      for (auto &c : AllModes({3, 2})) {
+        CheckAgainstSerial(c, in, std::string("format ") + DDTensorFormats[fmt]);
+        CheckAgainstSerial(c, in, std::string("float32, format ") + DDTensorFormats[fmt], DD_FLOAT32);
+      }
+    }
+    /* the format changes no number, and the output keeps it */
+    InputSpec in;
+    in.shape = {2, 5, 3, 4};
+    in.fmt   = fmt;
+    InputSpec plain(in);
+    plain.fmt = DD_FORMAT_PLAIN;
+    UpCfg c;
+    ExpectSameRun(RunLayer(Configure(c), {in}, DD_FLOAT64, 4), RunLayer(Configure(c), {plain}, DD_FLOAT64, 4), 1e-15, std::string("format ") + DDTensorFormats[fmt] + " vs plain");
+    DDTensor x = MakeInput(in, DD_FLOAT64, 1), y;
+    DDLayer  l;
+    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+    Configure(c)(l);
+    DDT(DDLayerSetUp(l, x));
+    DDT(DDLayerGetOutput(l, &y));
+    DDTensorFormat yf;
+    DDT(DDTensorGetFormat(y, &yf));
+    EXPECT_EQ(yf, fmt);
+    DDT(DDLayerDestroy(&l));
+    DDT(DDTensorDestroy(&x));
+  }
+}
+
+TEST(Upsample, UnbalancedAndSubsetPartitions)
+{
+  int W = Size();
+  if (W < 2) GTEST_SKIP() << "needs 2 ranks";
+  InputSpec in;
+  in.shape  = {1, 2, 3, 4 * W};
+  in.pshape = {1, 1, 1, W};
+  in.lx     = {{}, {}, {}, std::vector<PetscInt>(W, 4)};
+  in.lx[3][0] += 2;
+  in.lx[3][W - 1] -= 2;
+  for (auto &c : AllModes({2})) CheckAgainstSerial(c, in, "unbalanced");
+  InputSpec sub;
+  sub.shape  = {1, 2, 3, 2 * W + 1};
+  sub.pshape = {1, 1, 1, W - 1};
+  for (int r = 1; r < W; r++) sub.ranks.push_back(r);
+  for (auto &c : AllModes({3})) CheckAgainstSerial(c, sub, "subset of ranks");
+}
+
+/* A layer on an input replicated along dimension rep (each worker along it holds the whole extent, as after a broadcast) */
+static RunResult RunReplicated(const std::function<void(DDLayer)> &configure, const std::vector<PetscInt> &shape, const std::vector<PetscInt> &pshape, PetscInt rep, PetscInt64 seed)
+{
+  RunResult   R;
+  DDPartition p;
+  DDTensor    x, y, dy, dx;
+  DDLayer     l;
+  PetscInt    P = 1;
+  for (auto v : pshape) P *= v;
+  std::vector<PetscMPIInt> ranks;
+  for (PetscInt r = 0; r < P; r++) ranks.push_back((PetscMPIInt)r);
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, (PetscInt)pshape.size(), pshape.data(), P, ranks.data(), &p));
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &x));
+  DDT(DDTensorSetPartition(x, p));
+  DDT(DDTensorSetShape(x, (PetscInt)shape.size(), shape.data()));
+  DDT(DDTensorSetDataType(x, DD_FLOAT64));
+  DDT(DDTensorSetReplicated(x, rep, PETSC_TRUE));
+  DDT(DDTensorSetUp(x));
+  DDT(DDTensorSetRandomGlobal(x, seed + 1, -1, 1));
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  configure(l);
+  DDT(DDLayerSetUp(l, x));
+  DDT(DDLayerGetOutput(l, &y));
+  PetscBool yrep;
+  DDT(DDTensorGetReplicated(y, rep, &yrep));
+  EXPECT_TRUE(yrep) << "the output keeps the input's replicated dimension";
+  DDT(DDLayerForward(l, x, y));
+  R.y = GatherAll(y);
+  DDT(DDLayerCreateOutput(l, &dy));
+  DDT(DDTensorSetRandomGlobal(dy, seed + 7, -1, 1));
+  DDT(DDTensorDuplicate(x, &dx));
+  DDT(DDLayerBackward(l, dy, dx));
+  R.dx.push_back(GatherAll(dx));
+  for (DDTensor *t : {&x, &dy, &dx}) DDT(DDTensorDestroy(t));
+  DDT(DDLayerDestroy(&l));
+  DDT(DDPartitionDestroy(&p));
+  return R;
+}
+
+TEST(Upsample, ReplicatedDimensions)
+{
+  int      W  = Size();
+  PetscInt Pr = W % 2 == 0 ? 2 : W, Ps = W / Pr;
+  for (PetscInt rep : {1, 2}) {
+    std::vector<PetscInt> shape = {2, 3, 4, 3 * Ps + 1}, ps = {1, 1, 1, Ps};
+    ps[rep]                     = Pr;
+    for (auto &c : AllModes({2, 3})) {
+      InputSpec in;
+      in.shape = shape;
+      ExpectSameRun(RunReplicated(Configure(c), shape, ps, rep, 11), RunLayer(Configure(c), {Serial(in)}, DD_FLOAT64, 11), 1e-14, "replicated dimension " + std::to_string(rep) + " (" + Describe(c) + ")");
+    }
+  }
+}
+
+TEST(Upsample, AdjointTest)
+{
+  int                                W = Size();
+  std::vector<std::vector<PetscInt>> f;
+  Factorizations(W, 2, f);
+  for (auto &ps : f)
+    for (auto &c : AllModes({2, 3})) {
+      DDTensor x = MakeInput({{2, 3, 3 * ps[0] + 1, 2 * ps[1] + 2}, {1, 1, ps[0], ps[1]}, {}, {}}, DD_FLOAT64, 3);
+      DDLayer  l;
+      DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+      Configure(c)(l);
+      DDT(DDLayerSetUp(l, x));
+      PetscReal err;
+      DDT(DDLayerAdjointTest(l, PETSC_FALSE, 1, &err));
+      EXPECT_LT(err, 1e-14) << Describe(c);
+      DDT(DDLayerDestroy(&l));
+      DDT(DDTensorDestroy(&x));
+    }
+}
+
+TEST(Upsample, FiniteDifferences)
+{
+  InputSpec in;
+  in.shape  = {2, 2, 3, 4};
+  in.pshape = {1, 1, 1, Size() > 1 ? 2 : 1};
+  for (auto &c : AllModes({2, 3})) ExpectFiniteDifferences(Configure(c), {in}, 9, 1e-7);
+  InputSpec in3;
+  in3.shape  = {1, 2, 2, 3, 3};
+  in3.pshape = {1, 1, 1, 1, Size() > 1 ? 2 : 1};
+  for (auto &c : AllModes({2})) ExpectFiniteDifferences(Configure(c), {in3}, 10, 1e-7);
+}
+
+/* Runs a layer on given global input values and output gradient; returns y and dx */
+static RunResult RunValues(const std::function<void(DDLayer)> &configure, const InputSpec &spec, const std::vector<double> &xv, const std::vector<double> &dyv, DDDataType dt)
+{
+  RunResult R;
+  DDTensor  x = MakeInput(spec, dt, 1), y, dy, dx;
+  auto      set = [&](DDTensor t, const std::vector<double> &v) {
+    if (dt == DD_FLOAT64) DDT(DDTensorSetValuesGlobal(t, v.data()));
+    else {
+      std::vector<float> f(v.begin(), v.end());
+      DDT(DDTensorSetValuesGlobal(t, f.data()));
+    }
+  };
+  set(x, xv);
+  DDLayer l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  configure(l);
+  DDT(DDLayerSetUp(l, x));
+  DDT(DDLayerGetOutput(l, &y));
+  DDT(DDLayerForward(l, x, y));
+  R.y = GatherAll(y);
+  if (!dyv.empty()) {
+    PetscInt N;
+    DDT(DDLayerCreateOutput(l, &dy));
+    DDT(DDTensorGetSize(dy, &N));
+    EXPECT_EQ((size_t)N, dyv.size());
+    if ((size_t)N == dyv.size()) set(dy, dyv);
+    DDT(DDTensorDuplicate(x, &dx));
+    DDT(DDTensorSet(dx, 777.0));
+    DDT(DDLayerBackward(l, dy, dx));
+    R.dx.push_back(GatherAll(dx));
+    DDT(DDTensorDestroy(&dx));
+    DDT(DDTensorDestroy(&dy));
+  }
+  DDT(DDLayerDestroy(&l));
+  DDT(DDTensorDestroy(&x));
+  return R;
+}
+
+static void ExpectValues(const std::vector<double> &got, const std::vector<double> &want, double tol, const std::string &what)
+{
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); i++) EXPECT_NEAR(got[i], want[i], tol) << what << " entry " << i;
+}
+
+static InputSpec SplitLast(std::vector<PetscInt> shape, PetscInt maxP)
+{
+  InputSpec in;
+  in.shape  = shape;
+  in.pshape = std::vector<PetscInt>(shape.size(), 1);
+  in.pshape.back() = PetscMin((PetscInt)Size(), maxP);
+  for (PetscInt r = 0; r < in.pshape.back(); r++) in.ranks.push_back((PetscMPIInt)r);
+  return in;
+}
+
+/*
+  PyTorch's numbers, derived by hand from torch.nn.Upsample's definitions:
+  1-D [1,2,3], scale 2: linear [1, 1.25, 1.75, 2.25, 2.75, 3] (sources 0, .25, .75, 1.25, 1.75,
+  2.25 with the first clamped at 0 and the last index clamped at 2); align_corners sources
+  o 2/5: [1, 1.4, 1.8, 2.2, 2.6, 3]; nearest [1,1,2,2,3,3], scale 3 [1,1,1,2,2,2,3,3,3].
+  Gradient of linear for dy = [1..6]: x0 gets 1 + .75*2 + .25*3, x1 .25*2 + .75*3 + .75*4 +
+  .25*5, x2 .25*4 + .75*5 + 6 = [3.25, 7, 10.75].
+  2-D [[1,2],[3,4]], scale 2 (the torch.nn.Upsample documentation's example).
+*/
+TEST(Upsample, HandComputedPyTorch)
+{
+  for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+    const double tol = dt == DD_FLOAT64 ? 1e-15 : 1e-6;
+    InputSpec    s3  = SplitLast({1, 1, 3}, 3);
+    UpCfg        c;
+    RunResult    r = RunValues(Configure(c), s3, {1, 2, 3}, {1, 2, 3, 4, 5, 6}, dt);
+    ExpectValues(r.y, {1, 1.25, 1.75, 2.25, 2.75, 3}, tol, "linear");
+    ExpectValues(r.dx[0], {3.25, 7, 10.75}, tol, "linear gradient");
+    c.align = PETSC_TRUE;
+    r       = RunValues(Configure(c), s3, {1, 2, 3}, {1, 2, 3, 4, 5, 6}, dt);
+    ExpectValues(r.y, {1, 1.4, 1.8, 2.2, 2.6, 3}, 4 * tol, "linear align_corners");
+    /* sources 0, .4, .8, 1.2, 1.6, 2: x0 1 + .6*2 + .2*3, x1 .4*2 + .8*3 + .8*4 + .4*5, x2 .2*4 + .6*5 + 6 */
+    ExpectValues(r.dx[0], {2.8, 8.4, 9.8}, 8 * tol, "linear align_corners gradient");
+    c = UpCfg();
+    c.mode = DD_UPSAMPLE_NEAREST;
+    r      = RunValues(Configure(c), s3, {1, 2, 3}, {1, 2, 3, 4, 5, 6}, dt);
+    ExpectValues(r.y, {1, 1, 2, 2, 3, 3}, 0, "nearest");
+    ExpectValues(r.dx[0], {3, 7, 11}, 0, "nearest gradient");
+    c.scale = {3};
+    r       = RunValues(Configure(c), s3, {1, 2, 3}, {}, dt);
+    ExpectValues(r.y, {1, 1, 1, 2, 2, 2, 3, 3, 3}, 0, "nearest scale 3");
+    /* 2-D */
+    InputSpec s22 = SplitLast({1, 1, 2, 2}, 2);
+    c             = UpCfg();
+    r             = RunValues(Configure(c), s22, {1, 2, 3, 4}, {}, dt);
+    ExpectValues(r.y, {1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4}, tol, "bilinear");
+    c.align = PETSC_TRUE;
+    r       = RunValues(Configure(c), s22, {1, 2, 3, 4}, {}, dt);
+    const double t = 1. / 3;
+    ExpectValues(r.y, {1, 1 + t, 1 + 2 * t, 2, 1 + 2 * t, 2, 2 + t, 2 + 2 * t, 2 + t, 2 + 2 * t, 3, 3 + t, 3, 3 + t, 3 + 2 * t, 4}, 8 * tol, "bilinear align_corners");
+    c.mode  = DD_UPSAMPLE_NEAREST;
+    c.align = PETSC_FALSE;
+    r       = RunValues(Configure(c), s22, {1, 2, 3, 4}, {}, dt);
+    ExpectValues(r.y, {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}, 0, "nearest 2-D");
+  }
+}
+
+TEST(Upsample, InputLayoutChangedSinceSetUp)
+{
+  InputSpec in = SplitLast({2, 3, 3, 3 * Size() + 1}, Size());
+  UpCfg     c;
+  DDTensor  x = MakeInput(in, DD_FLOAT64, 3), y, dy, dx, dx2, y2;
+  DDLayer   l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  Configure(c)(l);
+  DDT(DDLayerSetUp(l, x));
+  DDT(DDLayerGetOutput(l, &y));
+  DDT(DDLayerForward(l, x, y));
+  std::vector<double> y0 = GatherAll(y);
+  DDT(DDLayerCreateOutput(l, &dy));
+  DDT(DDTensorSetRandomGlobal(dy, 4, -1, 1));
+  DDT(DDTensorDuplicate(x, &dx));
+  DDT(DDLayerBackward(l, dy, dx));
+  std::vector<double> dx0 = GatherAll(dx);
+  PetscInt            lo[4] = {0, 1, 2, 3}, hi[4] = {1, 0, 1, 2};
+  DDT(DDTensorEnsureHalo(x, lo, hi));
+  DDT(DDTensorDuplicate(y, &y2));
+  DDT(DDTensorSetHalo(y2, lo, hi));
+  DDT(DDTensorDuplicate(x, &dx2));
+  DDT(DDLayerForward(l, x, y2));
+  EXPECT_LT(RelDiff(GatherAll(y2), y0), 1e-15);
+  DDT(DDTensorSetHalo(dy, lo, hi));
+  DDT(DDLayerBackward(l, dy, dx2));
+  EXPECT_LT(RelDiff(GatherAll(dx2), dx0), 1e-15);
+  for (DDTensor *t : {&dy, &dx, &dx2, &y2, &x}) DDT(DDTensorDestroy(t));
+  DDT(DDLayerDestroy(&l));
+}
+
+TEST(Upsample, OptionsDatabase)
+{
+  DDT(PetscOptionsSetValue(NULL, "-up1_layer_type", "upsample"));
+  DDT(PetscOptionsSetValue(NULL, "-up1_layer_upsample_mode", "linear"));
+  DDT(PetscOptionsSetValue(NULL, "-up1_layer_upsample_scale", "3,2"));
+  DDT(PetscOptionsSetValue(NULL, "-up1_layer_upsample_align_corners", "true"));
+  InputSpec in          = SplitLast({1, 2, 3, 2 * Size() + 1}, Size());
+  auto      fromOptions = [](DDLayer l) {
+    DDT(DDLayerSetOptionsPrefix(l, "up1_"));
+    DDT(DDLayerSetFromOptions(l));
+  };
+  DDTensor x = MakeInput(in, DD_FLOAT64, 1), y;
+  DDLayer  l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  fromOptions(l);
+  DDT(DDLayerSetUp(l, x));
+  const PetscInt *shape;
+  DDT(DDLayerGetOutput(l, &y));
+  DDT(DDTensorGetShape(y, &shape));
+  EXPECT_EQ(shape[2], 9);
+  EXPECT_EQ(shape[3], 2 * (2 * Size() + 1));
+  DDT(DDLayerDestroy(&l));
+  UpCfg c;
+  c.scale = {3, 2};
+  c.align = PETSC_TRUE;
+  ExpectSameRun(RunLayer(fromOptions, {in}, DD_FLOAT64, 2), RunLayer(Configure(c), {in}, DD_FLOAT64, 2), 1e-15, "options vs setters");
+  /* wrong arity: three factors for a 2-D input */
+  DDT(PetscOptionsSetValue(NULL, "-up1_layer_upsample_scale", "2,2,2"));
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  fromOptions(l);
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_SIZ, "-up1_layer_upsample_scale has 3 entries but the input has 2 spatial dimension");
+  DDT(DDLayerDestroy(&l));
+  /* a factor below 1 given as an option */
+  DDT(PetscOptionsSetValue(NULL, "-up1_layer_upsample_scale", "0"));
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  fromOptions(l);
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_OUTOFRANGE, "-up1_layer_upsample_scale entry 0 must be at least 1");
+  DDT(DDLayerDestroy(&l));
+  for (auto o : {"-up1_layer_type", "-up1_layer_upsample_mode", "-up1_layer_upsample_scale", "-up1_layer_upsample_align_corners"}) DDT(PetscOptionsClearValue(NULL, o));
+  DDT(DDTensorDestroy(&x));
+}
+
+TEST(UpsampleBadInput, ScaleArityModeAndShape)
+{
+  DDTensor x = MakeInput(SplitLast({1, 2, 3, 2 * Size()}, Size()), DD_FLOAT64, 1);
+  DDLayer  l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DDT(DDLayerSetType(l, DDLAYERUPSAMPLE));
+  /* no scale */
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_WRONGSTATE, "needs -layer_upsample_scale");
+  /* a factor below 1 (downsampling is a pooling) */
+  PetscInt bad[2] = {2, 0};
+  DD_EXPECT_ERROR(DDLayerUpsampleSetScale(l, 2, bad), PETSC_ERR_ARG_OUTOFRANGE, "Scale factor 0 (entry 1) must be at least 1");
+  /* four factors */
+  PetscInt four[4] = {2, 2, 2, 2};
+  DD_EXPECT_ERROR(DDLayerUpsampleSetScale(l, 4, four), PETSC_ERR_ARG_SIZ, "The scale needs 1 to 3 entries");
+  /* three factors for a 2-D input */
+  PetscInt three[3] = {2, 2, 2};
+  DDT(DDLayerUpsampleSetScale(l, 3, three));
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_SIZ, "-layer_upsample_scale has 3 entries but the input has 2 spatial dimension");
+  /* align_corners with nearest, as torch.nn.Upsample refuses it */
+  PetscInt two = 2;
+  DDT(DDLayerUpsampleSetScale(l, 1, &two));
+  DDT(DDLayerUpsampleSetMode(l, DD_UPSAMPLE_NEAREST));
+  DDT(DDLayerUpsampleSetAlignCorners(l, PETSC_TRUE));
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_INCOMP, "align_corners applies to linear interpolation only");
+  DDT(DDLayerDestroy(&l));
+  /* setters of another type; a tensor that is not N x C x spatial */
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DDT(DDLayerSetType(l, DDLAYERPOOL));
+  DD_EXPECT_ERROR(DDLayerUpsampleSetMode(l, DD_UPSAMPLE_LINEAR), PETSC_ERR_ARG_WRONG, "needs a upsample layer");
+  DDT(DDLayerDestroy(&l));
+  DDTensor x2 = MakeInput({{3, 8}, {}, {}, {}}, DD_FLOAT64, 1);
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  Configure(UpCfg())(l);
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x2), PETSC_ERR_ARG_INCOMP, "1 to 3 spatial dimensions");
+  DDT(DDLayerDestroy(&l));
+  DDT(DDTensorDestroy(&x2));
+  DDT(DDTensorDestroy(&x));
+}
