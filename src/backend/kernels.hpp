@@ -73,3 +73,29 @@ void ConvBackwardWeightsRef(const ConvGeom &g, const View<const T> &x, const Vie
 template <class T> /* y (the "input" side of the conv, size g.in) += conv^*(x (size g.out)) with w (Ci, Co, k) */
 void ConvTransposeForwardRef(const ConvGeom &g, const View<const T> &x, const T *w, const View<T> &y);
 } // namespace ddnn
+
+namespace ddnn
+{
+/*
+  Dense (affine) kernels on row-major strided matrices, torch.nn.Linear's layout:
+    X (N x Fi, row stride ldx), W (Fo x Fi, ldw), Y (N x Fo, ldy), bias b (Fo).
+  Any of N, Fi, Fo may be zero. The reference loops (src/backend/reference/affine_ref.cxx)
+  are the truth; the BLAS versions (src/layer/impls/affine/affine_blas.cxx, OpenBLAS
+  sgemm/dgemm) are the fast path and are checked against them.
+*/
+struct AffineGeom {
+  PetscInt N = 0, Fi = 0, Fo = 0;
+};
+template <class T> /* Y = X W^T (+ b when b is not NULL) */
+void AffineForwardRef(const AffineGeom &g, const T *x, PetscInt ldx, const T *w, PetscInt ldw, const T *b, T *y, PetscInt ldy);
+template <class T> /* dX = dY W */
+void AffineBackwardDataRef(const AffineGeom &g, const T *dy, PetscInt ldy, const T *w, PetscInt ldw, T *dx, PetscInt ldx);
+template <class T> /* dW += dY^T X; db += sum over rows of dY (db may be NULL) */
+void AffineBackwardWeightsRef(const AffineGeom &g, const T *x, PetscInt ldx, const T *dy, PetscInt ldy, T *dw, PetscInt ldw, T *db);
+template <class T>
+void AffineForwardBlas(const AffineGeom &g, const T *x, PetscInt ldx, const T *w, PetscInt ldw, const T *b, T *y, PetscInt ldy);
+template <class T>
+void AffineBackwardDataBlas(const AffineGeom &g, const T *dy, PetscInt ldy, const T *w, PetscInt ldw, T *dx, PetscInt ldx);
+template <class T>
+void AffineBackwardWeightsBlas(const AffineGeom &g, const T *x, PetscInt ldx, const T *dy, PetscInt ldy, T *dw, PetscInt ldw, T *db);
+} // namespace ddnn
