@@ -40,6 +40,14 @@ static void CheckAgainstSerial(const AffCfg &c, const InputSpec &in, const std::
   ExpectSameRun(par, ser, tol, what);
 }
 
+static void ExpectEqualVectorsAff(const std::vector<double> &a, const std::vector<double> &b, const std::string &what)
+{
+  ASSERT_EQ(a.size(), b.size()) << what;
+  double m = 0;
+  for (size_t i = 0; i < a.size(); i++) m = std::max(m, std::fabs(a[i] - b[i]));
+  EXPECT_LE(m, 1e-14) << what;
+}
+
 static InputSpec Spec(PetscInt N, PetscInt Fi, PetscInt Pn, PetscInt Pfi)
 {
   InputSpec in;
@@ -148,6 +156,48 @@ TEST(Affine, SubsetRanks)
   for (int r = 1; r < W; r++) inb.ranks.push_back(r);
   c.pfo = 1;
   CheckAgainstSerial(c, inb, "subset, batch split");
+}
+
+TEST(Affine, InputsWithHalosAndBlockedFormat)
+{
+  int    W = Size();
+  PetscInt pfi = W >= 2 ? 2 : 1, pfo = W / pfi;
+  AffCfg c;
+  c.fo  = 2 * pfo + 1;
+  c.pfo = pfo;
+  /* a blocked (padded rows) input against the plain one on 1 rank */
+  InputSpec in = Spec(3, 11, 1, pfi), ser = Serial(in);
+  in.fmt       = DD_FORMAT_BLOCKED;
+  ExpectSameRun(RunLayer(Configure(c), {in}, DD_FLOAT64, 12), RunLayer(Configure(c), {ser}, DD_FLOAT64, 12), 1e-12, "blocked input");
+  /* the same layer run on tensors whose halos grew after set-up */
+  for (PetscInt Pn : {1, 2}) {
+    if (Pn * pfi * pfo > W) continue;
+    DDTensor x = MakeInput(Spec(2 * Pn + 1, 9, Pn, pfi), DD_FLOAT64, 5), xh, y, y2, dy, dx, dxh;
+    DDLayer  l;
+    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+    Configure(c)(l);
+    DDT(DDLayerSetUp(l, x));
+    DDT(DDLayerGetOutput(l, &y));
+    DDT(DDLayerCreateOutput(l, &y2));
+    DDT(DDLayerCreateOutput(l, &dy));
+    DDT(DDTensorSetRandomGlobal(dy, 6, -1, 1));
+    DDT(DDTensorDuplicate(x, &xh));
+    DDT(DDTensorDuplicate(x, &dx));
+    PetscInt lo[2] = {1, 2}, hi[2] = {0, 3};
+    DDT(DDTensorSetHalo(xh, lo, hi));
+    DDT(DDTensorCopy(x, xh));
+    DDT(DDTensorSetHalo(y2, hi, lo));
+    DDT(DDTensorDuplicate(xh, &dxh));
+    DDT(DDLayerForward(l, x, y));
+    DDT(DDLayerBackward(l, dy, dx));
+    std::vector<double> gy = GatherAll(y), gdx = GatherAll(dx);
+    DDT(DDLayerForward(l, xh, y2));
+    DDT(DDLayerBackward(l, dy, dxh));
+    ExpectEqualVectorsAff(GatherAll(y2), gy, "output with halos, Pn " + std::to_string(Pn));
+    ExpectEqualVectorsAff(GatherAll(dxh), gdx, "input gradient with halos, Pn " + std::to_string(Pn));
+    for (DDTensor *t : {&xh, &y2, &dy, &dx, &dxh, &x}) DDT(DDTensorDestroy(t));
+    DDT(DDLayerDestroy(&l));
+  }
 }
 
 TEST(Affine, AdjointTestsInputAndParameters)

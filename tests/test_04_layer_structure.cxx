@@ -366,6 +366,28 @@ TEST(Concat, OneWorker)
   CheckConcat({a, b}, 0, "P = 1 on the last rank, batch dimension");
 }
 
+TEST(Concat, OptionsDatabase)
+{
+  DDT(PetscOptionsSetValue(NULL, "-cat_layer_type", "concat"));
+  DDT(PetscOptionsSetValue(NULL, "-cat_layer_concat_dim", "-2"));
+  DDTensor x0 = MakeInput({{2, 3, 4, 5}, {}, {}, {}}, DD_FLOAT64, 1), x1 = MakeInput({{2, 3, 6, 5}, {}, {}, {}}, DD_FLOAT64, 2), xs[2] = {x0, x1}, y;
+  DDLayer  l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DDT(DDLayerSetOptionsPrefix(l, "cat_"));
+  DDT(DDLayerSetFromOptions(l));
+  DDT(DDLayerSetUpMulti(l, 2, xs));
+  DDT(DDLayerGetOutput(l, &y));
+  const PetscInt *shape;
+  DDT(DDTensorGetShape(y, &shape));
+  EXPECT_EQ(shape[2], 10) << "-layer_concat_dim -2 is dimension 2";
+  EXPECT_EQ(shape[3], 5);
+  DDT(DDLayerDestroy(&l));
+  DDT(PetscOptionsClearValue(NULL, "-cat_layer_type"));
+  DDT(PetscOptionsClearValue(NULL, "-cat_layer_concat_dim"));
+  DDT(DDTensorDestroy(&x0));
+  DDT(DDTensorDestroy(&x1));
+}
+
 TEST(ConcatBadInput, MismatchInNonConcatDimension)
 {
   DDTensor x0 = MakeInput({{2, 3, 4, 4}, {}, {}, {}}, DD_FLOAT64, 1), x1 = MakeInput({{2, 5, 4, 5}, {}, {}, {}}, DD_FLOAT64, 2);
