@@ -129,4 +129,28 @@ template <class T> /* y = interp(x) */
 void UpsampleForwardRef(const UpsampleGeom &g, const T *x, const BoxOffsets &xo, T *y, const BoxOffsets &yo);
 template <class T> /* dx += interp^*(dy) */
 void UpsampleBackwardRef(const UpsampleGeom &g, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo);
+namespace ddnn
+{
+/*
+  Dense (affine) kernels on row-major strided matrices, torch.nn.Linear's layout:
+    X (N x Fi, row stride ldx), W (Fo x Fi, ldw), Y (N x Fo, ldy), bias b (Fo).
+  Any of N, Fi, Fo may be zero. The reference loops (src/backend/reference/affine_ref.cxx)
+  are the truth; the BLAS versions (src/layer/impls/affine/affine_blas.cxx, OpenBLAS
+  sgemm/dgemm) are the fast path and are checked against them.
+*/
+struct AffineGeom {
+  PetscInt N = 0, Fi = 0, Fo = 0;
+};
+template <class T> /* Y = X W^T (+ b when b is not NULL) */
+void AffineForwardRef(const AffineGeom &g, const T *x, PetscInt ldx, const T *w, PetscInt ldw, const T *b, T *y, PetscInt ldy);
+template <class T> /* dX = dY W */
+void AffineBackwardDataRef(const AffineGeom &g, const T *dy, PetscInt ldy, const T *w, PetscInt ldw, T *dx, PetscInt ldx);
+template <class T> /* dW += dY^T X; db += sum over rows of dY (db may be NULL) */
+void AffineBackwardWeightsRef(const AffineGeom &g, const T *x, PetscInt ldx, const T *dy, PetscInt ldy, T *dw, PetscInt ldw, T *db);
+template <class T>
+void AffineForwardBlas(const AffineGeom &g, const T *x, PetscInt ldx, const T *w, PetscInt ldw, const T *b, T *y, PetscInt ldy);
+template <class T>
+void AffineBackwardDataBlas(const AffineGeom &g, const T *dy, PetscInt ldy, const T *w, PetscInt ldw, T *dx, PetscInt ldx);
+template <class T>
+void AffineBackwardWeightsBlas(const AffineGeom &g, const T *x, PetscInt ldx, const T *dy, PetscInt ldy, T *dw, PetscInt ldw, T *db);
 } // namespace ddnn

@@ -1,0 +1,610 @@
+/*
+  DDLAYERAFFINE: distributed dense layer y = x W^T + b (torch.nn.Linear), paper 000 sec. 4.2.1
+  and Fig. 5; the Pr x Pc grid of paper 001 (weights split over Pfo x Pfi, data over Pn).
+
+  Partitions:
+    x  (N, Fi) on Px = Pn x Pfi              (the input's own partition)
+    y  (N, Fo) on Py = Pn x Pfo              (the output; x's batch ownership, Fo balanced)
+    W  (Fo, Fi) on Pr = Pfo x Pfi            (the workers with n = 0)
+    b  (Fo) on Pb = Pfo                      (the workers with n = 0, fi = 0: counted once)
+  and the work partition Pw of Pfo Pn Pfi workers (fo, n, fi), numbered three ways so that the
+  broadcasts and sum-reductions align at the trailing dimension (as in DDLAYERCONV):
+    Pw_x = (Pfo, Pn, Pfi)   x^ = B x  (copies over fo; x^ has shape (1, N, Fi))
+    Pw_y = (Pfi, Pn, Pfo)   y  = R y^ (sums over fi; y^ has shape (1, N, Fo))
+    Pw_w = (Pn, Pfo, Pfi)   W^ = B W  (copies over n: the batch workers share the weights)
+  Forward:  x^ = B x; W^ = B W; b^ = B b; y^ = x^ W^T + [fi = 0] b^; y = R y^
+  Backward: dy^ = R^* dy = B dy; dx^ = dy^ W^; dW^ = dy^T x^; db^ = sum_n dy^ (fi = 0);
+            dW += B^* dW^; db += B^* db^; dx = B^* dx^
+  Each broadcast/sum-reduce is skipped when its dimension has one worker: Pfo = 1 means no
+  copies of x, Pfi = 1 no reduction of y, Pn = 1 no copies of the parameters.
+
+  Workers with fo = 0 are x's own ranks; the others are the lowest ranks x does not use.
+  Local kernels: BLAS sgemm/dgemm, or the reference loops (-layer_affine_reference_kernels).
+*/
+#include <ddnn/private/ddlayerimpl.h>
+#include <backend/kernels.hpp>
+#include <sys/ddsysimpl.h>
+#include <vector>
+
+using namespace ddnn;
+
+namespace
+{
+struct Affine {
+  /* hyper-parameters */
+  PetscInt  fo   = 0;
+  PetscBool bias = PETSC_TRUE;
+  PetscInt  pfo  = 1;
+  PetscBool ref  = PETSC_FALSE; /* reference loops instead of BLAS */
+  /* set-up */
+  PetscInt    Pn = 1, Pfi = 1;
+  bool        bcastX = false, reduceY = false, bcastW = false;
+  DDPartition Pwx = NULL, Pwy = NULL, Py = NULL, Pr = NULL, Pww = NULL, Pb = NULL, Pwb = NULL;
+  DDTensor    w = NULL, b = NULL;                         /* owned by the layer's parameter list */
+  DDTensor    xh = NULL, dxh = NULL, yh = NULL, dyh = NULL; /* x^, dx^, y^, dy^ on the work partition */
+  DDTensor    wh = NULL, bh = NULL, dwh = NULL, dbh = NULL, dwr = NULL, dbr = NULL;
+  DDTensor    xp = NULL, dxp = NULL;                      /* row-major copies of x, dx when theirs is not */
+  DDTensor    xin = NULL, dxo = NULL, yo = NULL, dyo = NULL; /* inputs/outputs whose halo differs from set-up */
+  DDPrimitive Bx = NULL, Ry = NULL, Bw = NULL, Bb = NULL;
+  AffineGeom  g;
+  bool        worker = false, biasworker = false;
+};
+} // namespace
+
+static PetscErrorCode AffineGet(DDLayer l, Affine **a, const char fn[])
+{
+  PetscFunctionBegin;
+  PetscCall(DDLayerCheckType_Private(l, DDLAYERAFFINE, fn));
+  *a = (Affine *)l->data;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerAffineSetOutputFeatures - Number of output features Fo of a dense layer (torch.nn.Linear's out_features)
+
+  Logically collective
+
+  Input Parameters:
++ l  - the layer
+- fo - the number, positive
+
+  Options Database Key:
+. -layer_affine_out_features <n> - the number
+
+  Level: beginner
+
+.seealso: `DDLAYERAFFINE`, `DDLayerAffineSetBias()`, `DDLayerAffineSetOutputWorkers()`
+@*/
+PetscErrorCode DDLayerAffineSetOutputFeatures(DDLayer l, PetscInt fo)
+{
+  Affine *a;
+
+  PetscFunctionBegin;
+  PetscCall(AffineGet(l, &a, "DDLayerAffineSetOutputFeatures"));
+  PetscCheck(fo >= 1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Output features %" PetscInt_FMT " must be positive", fo);
+  a->fo = fo;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerAffineSetBias - Whether the dense layer has a learnable bias (default true)
+
+  Logically collective
+
+  Notes:
+  The bias lives on one Pfo x 1 sub-partition of the weights' workers, so that it is counted
+  once (paper 000 sec. 4.2.1).
+
+  Options Database Key:
+. -layer_affine_bias <bool> - the flag
+
+  Level: beginner
+
+.seealso: `DDLAYERAFFINE`
+@*/
+PetscErrorCode DDLayerAffineSetBias(DDLayer l, PetscBool flg)
+{
+  Affine *a;
+
+  PetscFunctionBegin;
+  PetscCall(AffineGet(l, &a, "DDLayerAffineSetBias"));
+  a->bias = flg;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerAffineSetOutputWorkers - Number of workers Pfo the output features are split over (default 1)
+
+  Logically collective
+
+  Notes:
+  With the input's partition Pn x Pfi this chooses the weights' partition Pfo x Pfi (paper 000
+  sec. 4.2.1; paper 001's Pr x Pc grid with Pn batch workers sharing the weights). The layer
+  needs Pfo Pn Pfi ranks: the input's Pn Pfi and (Pfo - 1) Pn Pfi more, the lowest ranks the
+  input does not use.
+
+  Options Database Key:
+. -layer_affine_out_workers <n> - Pfo
+
+  Level: intermediate
+
+.seealso: `DDLAYERAFFINE`, `DDLayerAffineSetOutputFeatures()`
+@*/
+PetscErrorCode DDLayerAffineSetOutputWorkers(DDLayer l, PetscInt n)
+{
+  Affine *a;
+
+  PetscFunctionBegin;
+  PetscCall(AffineGet(l, &a, "DDLayerAffineSetOutputWorkers"));
+  PetscCheck(n >= 1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Output workers %" PetscInt_FMT " must be positive", n);
+  a->pfo = n;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Affine_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
+{
+  Affine *a = (Affine *)l->data;
+
+  PetscFunctionBegin;
+  PetscOptionsHeadBegin(PetscOptionsObject, "DDLayer affine options");
+  PetscCall(PetscOptionsInt("-layer_affine_out_features", "Output features", "DDLayerAffineSetOutputFeatures", a->fo, &a->fo, NULL));
+  PetscCall(PetscOptionsBool("-layer_affine_bias", "Learnable bias", "DDLayerAffineSetBias", a->bias, &a->bias, NULL));
+  PetscCall(PetscOptionsInt("-layer_affine_out_workers", "Workers over the output features (Pfo)", "DDLayerAffineSetOutputWorkers", a->pfo, &a->pfo, NULL));
+  PetscCall(PetscOptionsBool("-layer_affine_reference_kernels", "Use the reference loops instead of BLAS (testing)", "DDLAYERAFFINE", a->ref, &a->ref, NULL));
+  PetscOptionsHeadEnd();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Affine_Reset(DDLayer l)
+{
+  Affine *a = (Affine *)l->data;
+
+  PetscFunctionBegin;
+  for (DDPartition *p : {&a->Pwx, &a->Pwy, &a->Py, &a->Pr, &a->Pww, &a->Pb, &a->Pwb}) PetscCall(DDPartitionDestroy(p));
+  for (DDTensor *t : {&a->xh, &a->dxh, &a->yh, &a->dyh, &a->wh, &a->bh, &a->dwh, &a->dbh, &a->dwr, &a->dbr, &a->xp, &a->dxp, &a->xin, &a->dxo, &a->yo, &a->dyo}) PetscCall(DDTensorDestroy(t));
+  a->w = a->b = NULL;
+  for (DDPrimitive *p : {&a->Bx, &a->Ry, &a->Bw, &a->Bb}) PetscCall(DDPrimitiveDestroy(p));
+  a->worker = a->biasworker = false;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Affine_Destroy(DDLayer l)
+{
+  PetscFunctionBegin;
+  PetscCall(Affine_Reset(l));
+  delete (Affine *)l->data;
+  l->data = NULL;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode MakePrim(MPI_Comm comm, DDPrimitiveType type, DDTensor x, DDTensor y, DDPrimitive *p)
+{
+  PetscFunctionBegin;
+  PetscCall(DDPrimitiveCreate(comm, p));
+  PetscCall(DDPrimitiveSetType(*p, type));
+  PetscCall(DDPrimitiveSetUp(*p, x, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode MakePart(MPI_Comm comm, const std::vector<PetscInt> &shape, const std::vector<PetscMPIInt> &ranks, DDPartition *p)
+{
+  PetscFunctionBegin;
+  PetscCall(DDPartitionCreateCartesian(comm, (PetscInt)shape.size(), shape.data(), (PetscInt)ranks.size(), ranks.data(), p));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* t itself when laid out as `layout` (the set-up layout), else a cached tensor with that layout, filled from t when copy */
+static PetscErrorCode Conform(DDTensor t, DDTensor layout, DDTensor *cache, DDTensor *use, bool copy)
+{
+  PetscFunctionBegin;
+  if (t->layouthash == layout->layouthash) {
+    *use = t;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  if (*cache && (*cache)->layouthash != layout->layouthash) PetscCall(DDTensorDestroy(cache));
+  if (!*cache) PetscCall(DDTensorDuplicate(layout, cache));
+  if (copy) PetscCall(DDTensorCopy(t, *cache));
+  *use = *cache;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* A plain, halo-free tensor distributed as t */
+static PetscErrorCode CreatePlainLike(DDTensor t, DDTensor *y)
+{
+  PetscFunctionBegin;
+  PetscCall(DDTensorCreate(PetscObjectComm((PetscObject)t), y));
+  PetscCall(DDTensorSetPartition(*y, t->part));
+  PetscCall(DDTensorSetShape(*y, t->order, t->shape));
+  PetscCall(DDTensorSetDataType(*y, t->dtype));
+  for (PetscInt k = 0; k < t->order; k++) {
+    if (t->replicated[k]) PetscCall(DDTensorSetReplicated(*y, k, PETSC_TRUE));
+    else {
+      std::vector<PetscInt> lx(t->part->shape[k]);
+      for (PetscInt p = 0; p < t->part->shape[k]; p++) lx[p] = t->ranges[k][p + 1] - t->ranges[k][p];
+      PetscCall(DDTensorSetOwnershipRanges(*y, k, lx.data()));
+    }
+  }
+  PetscCall(DDTensorSetUp(*y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Whether the local storage is a row-major matrix over the last two dimensions (rows, features): features contiguous */
+static bool RowMajor(const DDLayout &L)
+{
+  const PetscInt c = L.order - 1;
+  return L.perm[L.order - 1] == c && (L.bdim < 0 || L.bdim == c);
+}
+
+/* The bulk of t as a row-major matrix: pointer to its first entry and row stride */
+template <class T>
+static T *MatOf(DDTensor t, PetscInt *ld)
+{
+  const DDLayout &L = t->layout;
+  const PetscInt  r = L.order - 2, c = L.order - 1;
+  *ld               = r >= 0 ? L.stride[r] : 1;
+  if (r < 0 || L.n[r] <= 1 || *ld < 1) *ld = PetscMax(1, L.n[c]);
+  return (T *)t->array + LayoutOffset(L, L.lo);
+}
+
+static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
+{
+  Affine     *a    = (Affine *)l->data;
+  DDTensor    x    = xs[0];
+  MPI_Comm    comm = PetscObjectComm((PetscObject)l);
+  DDPartition Px   = x->part;
+  PetscMPIInt size, rank;
+  const char *prefix;
+  char        sx[128];
+
+  PetscFunctionBegin;
+  PetscCall(PetscObjectGetOptionsPrefix((PetscObject)l, &prefix));
+  if (!prefix) prefix = "";
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  PetscCall(DDShapeToString_Private(x->order, x->shape, sx, sizeof(sx)));
+  PetscCheck(x->order == 2, comm, PETSC_ERR_ARG_INCOMP, "An affine layer takes (N, features) tensors of order 2; the input has order %" PetscInt_FMT " (shape %s): flatten it first (a DDLAYERFLATTEN layer, as torch.flatten(x, 1))", x->order, sx);
+  PetscCheck(a->fo > 0, comm, PETSC_ERR_ARG_WRONGSTATE, "Affine layer %s needs a positive number of output features (DDLayerAffineSetOutputFeatures() or -%slayer_affine_out_features); it has %" PetscInt_FMT, prefix, prefix, a->fo);
+  PetscCheck(a->pfo > 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "Output workers %" PetscInt_FMT " must be positive (-%slayer_affine_out_workers)", a->pfo, prefix);
+  for (PetscInt k = 0; k < 2; k++) PetscCheck(!x->replicated[k], comm, PETSC_ERR_ARG_INCOMP, "An affine layer's input cannot be replicated (dimension %" PetscInt_FMT ")", k);
+  const PetscInt N = x->shape[0], Fi = x->shape[1], Fo = a->fo;
+  a->Pn  = Px->shape[0];
+  a->Pfi = Px->shape[1];
+  const PetscInt Pn = a->Pn, Pfi = a->Pfi, Pfo = a->pfo, W = Pfo * Pn * Pfi;
+  PetscCheck(W <= size, comm, PETSC_ERR_ARG_SIZ, "The affine layer's work partition needs %" PetscInt_FMT " ranks (Pfo %" PetscInt_FMT " x Pn %" PetscInt_FMT " x Pfi %" PetscInt_FMT ", -%slayer_affine_out_workers) but the communicator has %d", W, Pfo, Pn, Pfi, prefix, size);
+  a->bcastX  = Pfo > 1;
+  a->reduceY = Pfi > 1;
+  a->bcastW  = Pn > 1;
+  /* ranks of the workers (fo, n, fi): fo = 0 are x's workers, the others the lowest free ranks */
+  std::vector<PetscMPIInt> wr((size_t)W);
+  {
+    std::vector<char> used(size, 0);
+    for (PetscInt i = 0; i < Px->size; i++) used[Px->ranks[i]] = 1;
+    PetscMPIInt next = 0;
+    for (PetscInt fo = 0; fo < Pfo; fo++)
+      for (PetscInt i = 0; i < Pn * Pfi; i++) {
+        if (fo == 0) wr[i] = Px->ranks[i];
+        else {
+          while (used[next]) next++;
+          used[next]             = 1;
+          wr[fo * Pn * Pfi + i] = next;
+        }
+      }
+  }
+  auto wrank = [&](PetscInt fo, PetscInt n, PetscInt fi) { return wr[(fo * Pn + n) * Pfi + fi]; };
+  /* the output features' ownership, shared by y, W and b */
+  std::vector<PetscInt> fol(Pfo), fr(Pfo + 1), nl(Pn), fil(Pfi);
+  PetscCall(DDSplitOwnership_Private(Fo, Pfo, fr.data()));
+  for (PetscInt p = 0; p < Pfo; p++) fol[p] = fr[p + 1] - fr[p];
+  for (PetscInt p = 0; p < Pn; p++) nl[p] = x->ranges[0][p + 1] - x->ranges[0][p];
+  for (PetscInt p = 0; p < Pfi; p++) fil[p] = x->ranges[1][p + 1] - x->ranges[1][p];
+  /* x^ */
+  if (a->bcastX) {
+    PetscCall(MakePart(comm, {Pfo, Pn, Pfi}, wr, &a->Pwx));
+    PetscCall(DDTensorCreateBroadcast(x, a->Pwx, &a->xh));
+    PetscCall(DDTensorSetFormat(a->xh, DD_FORMAT_PLAIN));
+    PetscCall(MakePrim(comm, DDPRIMITIVEBROADCAST, x, a->xh, &a->Bx));
+  } else if (!RowMajor(x->layout)) PetscCall(CreatePlainLike(x, &a->xp));
+  /* y on Py = Pn x Pfo */
+  {
+    DDTensor                 y;
+    std::vector<PetscMPIInt> r;
+    for (PetscInt n = 0; n < Pn; n++)
+      for (PetscInt fo = 0; fo < Pfo; fo++) r.push_back(wrank(fo, n, 0));
+    PetscCall(MakePart(comm, {Pn, Pfo}, r, &a->Py));
+    PetscInt shape[2] = {N, Fo};
+    PetscCall(DDTensorCreate(comm, &y));
+    PetscCall(DDTensorSetPartition(y, a->Py));
+    PetscCall(DDTensorSetShape(y, 2, shape));
+    PetscCall(DDTensorSetDataType(y, x->dtype));
+    PetscCall(DDTensorSetOwnershipRanges(y, 0, nl.data()));
+    PetscCall(DDTensorSetOwnershipRanges(y, 1, fol.data()));
+    PetscCall(DDTensorSetUp(y));
+    PetscCall(DDLayerSetOutput_Private(l, y));
+  }
+  if (a->reduceY) {
+    std::vector<PetscMPIInt> r;
+    for (PetscInt fi = 0; fi < Pfi; fi++)
+      for (PetscInt n = 0; n < Pn; n++)
+        for (PetscInt fo = 0; fo < Pfo; fo++) r.push_back(wrank(fo, n, fi));
+    PetscCall(MakePart(comm, {Pfi, Pn, Pfo}, r, &a->Pwy));
+    PetscCall(DDTensorCreateBroadcast(l->output, a->Pwy, &a->yh));
+    PetscCall(MakePrim(comm, DDPRIMITIVESUMREDUCE, a->yh, l->output, &a->Ry));
+  }
+  /* W (Fo, Fi) on Pr = Pfo x Pfi, b (Fo) on Pb = Pfo; broadcast over the batch workers */
+  {
+    std::vector<PetscMPIInt> r;
+    for (PetscInt fo = 0; fo < Pfo; fo++)
+      for (PetscInt fi = 0; fi < Pfi; fi++) r.push_back(wrank(fo, 0, fi));
+    PetscCall(MakePart(comm, {Pfo, Pfi}, r, &a->Pr));
+    PetscInt shape[2] = {Fo, Fi};
+    PetscCall(DDTensorCreate(comm, &a->w));
+    PetscCall(DDTensorSetPartition(a->w, a->Pr));
+    PetscCall(DDTensorSetShape(a->w, 2, shape));
+    PetscCall(DDTensorSetDataType(a->w, x->dtype));
+    PetscCall(DDTensorSetOwnershipRanges(a->w, 0, fol.data()));
+    PetscCall(DDTensorSetOwnershipRanges(a->w, 1, fil.data()));
+    PetscCall(DDTensorSetUp(a->w));
+    PetscCall(DDLayerAddParameter_Private(l, "weight", a->w));
+    if (a->bcastW) {
+      std::vector<PetscMPIInt> rw;
+      for (PetscInt n = 0; n < Pn; n++)
+        for (PetscInt fo = 0; fo < Pfo; fo++)
+          for (PetscInt fi = 0; fi < Pfi; fi++) rw.push_back(wrank(fo, n, fi));
+      PetscCall(MakePart(comm, {Pn, Pfo, Pfi}, rw, &a->Pww));
+      PetscCall(DDTensorCreateBroadcast(a->w, a->Pww, &a->wh));
+      PetscCall(MakePrim(comm, DDPRIMITIVEBROADCAST, a->w, a->wh, &a->Bw));
+    } else {
+      PetscCall(PetscObjectReference((PetscObject)a->w));
+      a->wh = a->w;
+    }
+    if (a->bias) {
+      std::vector<PetscMPIInt> rb;
+      for (PetscInt fo = 0; fo < Pfo; fo++) rb.push_back(wrank(fo, 0, 0));
+      PetscCall(MakePart(comm, {Pfo}, rb, &a->Pb));
+      PetscCall(DDTensorCreate(comm, &a->b));
+      PetscCall(DDTensorSetPartition(a->b, a->Pb));
+      PetscCall(DDTensorSetShape(a->b, 1, &Fo));
+      PetscCall(DDTensorSetDataType(a->b, x->dtype));
+      PetscCall(DDTensorSetOwnershipRanges(a->b, 0, fol.data()));
+      PetscCall(DDTensorSetUp(a->b));
+      PetscCall(DDLayerAddParameter_Private(l, "bias", a->b));
+      if (a->bcastW) {
+        std::vector<PetscMPIInt> rbw;
+        for (PetscInt n = 0; n < Pn; n++)
+          for (PetscInt fo = 0; fo < Pfo; fo++) rbw.push_back(wrank(fo, n, 0));
+        PetscCall(MakePart(comm, {Pn, Pfo}, rbw, &a->Pwb));
+        PetscCall(DDTensorCreateBroadcast(a->b, a->Pwb, &a->bh));
+        PetscCall(MakePrim(comm, DDPRIMITIVEBROADCAST, a->b, a->bh, &a->Bb));
+      } else {
+        PetscCall(PetscObjectReference((PetscObject)a->b));
+        a->bh = a->b;
+      }
+    }
+  }
+  /* this rank's worker and its local sizes */
+  a->worker     = false;
+  a->biasworker = false;
+  a->g          = AffineGeom();
+  for (PetscInt i = 0; i < W; i++)
+    if (wr[i] == rank) {
+      const PetscInt fo = i / (Pn * Pfi), n = (i / Pfi) % Pn, fi = i % Pfi;
+      a->worker     = true;
+      a->biasworker = a->bias && fi == 0;
+      a->g.N        = nl[n];
+      a->g.Fi       = fil[fi];
+      a->g.Fo       = fol[fo];
+    }
+  if (a->worker) { /* the tensors' pieces must be the worker's blocks */
+    const DDLayout &Lw = a->wh->layout, &Ly = (a->reduceY ? a->yh : l->output)->layout;
+    PetscCheck(Lw.n[Lw.order - 2] == a->g.Fo && Lw.n[Lw.order - 1] == a->g.Fi, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Weight block mismatch");
+    PetscCheck(Ly.n[Ly.order - 2] == a->g.N && Ly.n[Ly.order - 1] == a->g.Fo, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Output block mismatch");
+    if (a->bcastX) PetscCheck(a->xh->layout.n[1] == a->g.N && a->xh->layout.n[2] == a->g.Fi, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Input block mismatch");
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Affine_InitParams(DDLayer l, PetscInt64 seed)
+{
+  Affine        *a      = (Affine *)l->data;
+  const PetscInt fan_in = a->w->shape[1], fan_out = a->w->shape[0];
+  /* torch.nn.Linear.reset_parameters: kaiming_uniform(a = sqrt(5)) gives bound 1/sqrt(fan_in), the bias the same */
+  const PetscReal bound = 1.0 / PetscSqrtReal((PetscReal)fan_in);
+
+  PetscFunctionBegin;
+  PetscCall(DDTensorInitialize_Private(a->w, l->inittype, l->initscale, 2 * seed + 1, fan_in, fan_out, bound));
+  if (a->b) PetscCall(DDTensorInitialize_Private(a->b, l->inittype == DD_INIT_DEFAULT ? DD_INIT_DEFAULT : DD_INIT_ZEROS, l->initscale, 2 * seed + 2, fan_in, fan_out, bound));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Affine_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTensor y)
+{
+  Affine  *a = (Affine *)l->data;
+  DDTensor x = xs[0], xu, yt;
+
+  PetscFunctionBegin;
+  /* x^ */
+  if (a->bcastX) {
+    DDTensor xin;
+    PetscCall(Conform(x, l->setupin[0], &a->xin, &xin, true));
+    PetscCall(DDPrimitiveApply(a->Bx, xin, a->xh));
+    xu = a->xh;
+  } else if (RowMajor(x->layout)) xu = x;
+  else {
+    if (!a->xp) PetscCall(CreatePlainLike(x, &a->xp));
+    PetscCall(DDTensorCopy(x, a->xp));
+    xu = a->xp;
+  }
+  /* W^, b^ */
+  if (a->bcastW) {
+    PetscCall(DDPrimitiveApply(a->Bw, a->w, a->wh));
+    if (a->bias) PetscCall(DDPrimitiveApply(a->Bb, a->b, a->bh));
+  }
+  /* y^ = x^ W^T (+ b^), then y = R y^ */
+  yt = a->reduceY ? a->yh : y;
+  PetscCheck(RowMajor(yt->layout), PETSC_COMM_SELF, PETSC_ERR_PLIB, "The affine output must be row-major");
+  if (a->worker) {
+    PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      PetscInt ldx, ldw, ldy;
+      const T *xp = MatOf<T>(xu, &ldx), *wp = MatOf<T>(a->wh, &ldw);
+      T       *yp = MatOf<T>(yt, &ldy);
+      const T *bp = a->biasworker ? (const T *)a->bh->array + LayoutOffset(a->bh->layout, a->bh->layout.lo) : nullptr;
+      if (a->ref) AffineForwardRef<T>(a->g, xp, ldx, wp, ldw, bp, yp, ldy);
+      else AffineForwardBlas<T>(a->g, xp, ldx, wp, ldw, bp, yp, ldy);
+      return PETSC_SUCCESS;
+    }));
+  }
+  if (a->reduceY) {
+    DDTensor yo;
+    PetscCall(Conform(y, l->output, &a->yo, &yo, false));
+    PetscCall(DDPrimitiveApply(a->Ry, a->yh, yo));
+    if (yo != y) PetscCall(DDTensorCopy(yo, y));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Affine_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTensor dxs[])
+{
+  Affine  *a  = (Affine *)l->data;
+  DDTensor dx = dxs ? dxs[0] : NULL, x = l->saved[0], xu, dyt;
+
+  PetscFunctionBegin;
+  /* x^ as the forward left it */
+  if (a->bcastX) xu = a->xh;
+  else xu = RowMajor(x->layout) ? x : a->xp;
+  /* dy^ = R^* dy (a broadcast over fi) */
+  {
+    DDTensor dyo;
+    PetscCall(Conform(dy, l->output, &a->dyo, &dyo, true));
+    if (a->reduceY) {
+      if (!a->dyh) PetscCall(DDTensorDuplicate(a->yh, &a->dyh));
+      PetscCall(DDPrimitiveApplyAdjoint(a->Ry, dyo, a->dyh));
+      dyt = a->dyh;
+    } else dyt = dyo;
+  }
+  /* parameter gradients: dW^ = dy^T x^, db^ = sum_n dy^ locally, then B^* (sum over the batch workers), added */
+  DDTensor dwt = l->grads[0], dbt = a->bias ? l->grads[1] : NULL;
+  if (a->bcastW) {
+    if (!a->dwh) PetscCall(DDTensorDuplicate(a->wh, &a->dwh));
+    PetscCall(DDTensorZeroEntries(a->dwh));
+    dwt = a->dwh;
+    if (a->bias) {
+      if (!a->dbh) PetscCall(DDTensorDuplicate(a->bh, &a->dbh));
+      PetscCall(DDTensorZeroEntries(a->dbh));
+      dbt = a->dbh;
+    }
+  }
+  if (a->worker) {
+    PetscCall(DispatchType(dyt->dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      PetscInt ldx, ldy, ldw;
+      const T *xp = MatOf<T>(xu, &ldx), *yp = MatOf<T>(dyt, &ldy);
+      T       *wp = MatOf<T>(dwt, &ldw);
+      T       *bp = a->biasworker ? (T *)dbt->array + LayoutOffset(dbt->layout, dbt->layout.lo) : nullptr;
+      if (a->ref) AffineBackwardWeightsRef<T>(a->g, xp, ldx, yp, ldy, wp, ldw, bp);
+      else AffineBackwardWeightsBlas<T>(a->g, xp, ldx, yp, ldy, wp, ldw, bp);
+      return PETSC_SUCCESS;
+    }));
+  }
+  if (a->bcastW) {
+    if (!a->dwr) PetscCall(DDTensorDuplicate(a->w, &a->dwr));
+    PetscCall(DDPrimitiveApplyAdjoint(a->Bw, a->dwh, a->dwr));
+    PetscCall(DDTensorAXPY(l->grads[0], 1.0, a->dwr));
+    if (a->bias) {
+      if (!a->dbr) PetscCall(DDTensorDuplicate(a->b, &a->dbr));
+      PetscCall(DDPrimitiveApplyAdjoint(a->Bb, a->dbh, a->dbr));
+      PetscCall(DDTensorAXPY(l->grads[1], 1.0, a->dbr));
+    }
+  } else {
+    PetscCall(PetscObjectStateIncrease((PetscObject)l->grads[0]));
+    if (a->bias) PetscCall(PetscObjectStateIncrease((PetscObject)l->grads[1]));
+  }
+  if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
+  /* dx^ = dy^ W^, then dx = B^* dx^ (a sum over fo) */
+  DDTensor dxt;
+  if (a->bcastX) {
+    if (!a->dxh) PetscCall(DDTensorDuplicate(a->xh, &a->dxh));
+    dxt = a->dxh;
+  } else if (RowMajor(dx->layout)) dxt = dx;
+  else {
+    if (!a->dxp) PetscCall(CreatePlainLike(dx, &a->dxp));
+    dxt = a->dxp;
+  }
+  if (a->worker) {
+    PetscCall(DispatchType(dyt->dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      PetscInt ldx, ldy, ldw;
+      const T *yp = MatOf<T>(dyt, &ldy), *wp = MatOf<T>(a->wh, &ldw);
+      T       *xp = MatOf<T>(dxt, &ldx);
+      if (a->ref) AffineBackwardDataRef<T>(a->g, yp, ldy, wp, ldw, xp, ldx);
+      else AffineBackwardDataBlas<T>(a->g, yp, ldy, wp, ldw, xp, ldx);
+      return PETSC_SUCCESS;
+    }));
+  }
+  if (a->bcastX) {
+    DDTensor dxo;
+    PetscCall(Conform(dx, l->setupin[0], &a->dxo, &dxo, false));
+    PetscCall(DDPrimitiveApplyAdjoint(a->Bx, a->dxh, dxo));
+    if (dxo != dx) PetscCall(DDTensorCopy(dxo, dx));
+  } else if (dxt != dx) PetscCall(DDTensorCopy(dxt, dx));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Affine_View(DDLayer l, PetscViewer viewer)
+{
+  Affine *a = (Affine *)l->data;
+
+  PetscFunctionBegin;
+  PetscCall(PetscViewerASCIIPrintf(viewer, "out features %" PetscInt_FMT ", bias %s, output workers (Pfo) %" PetscInt_FMT "\n", a->fo, a->bias ? "yes" : "no", a->pfo));
+  if (l->setupcalled) PetscCall(PetscViewerASCIIPrintf(viewer, "weights (%" PetscInt_FMT ", %" PetscInt_FMT ") on Pfo %" PetscInt_FMT " x Pfi %" PetscInt_FMT ", shared by Pn %" PetscInt_FMT " batch workers; kernels: %s\n", a->w->shape[0], a->w->shape[1], a->pfo, a->Pfi, a->Pn, a->ref ? "reference loops" : "BLAS"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*MC
+  DDLAYERAFFINE - "affine": distributed dense layer y = x W^T + b (paper 000 sec. 4.2.1, Fig. 5)
+
+  Input (N, Fi), output (N, Fo), weights W (Fo, Fi) and bias b (Fo) as torch.nn.Linear stores
+  them, initialized as PyTorch does (Kaiming-uniform with a = sqrt(5): U(-1/sqrt(Fi), 1/sqrt(Fi))
+  for W and b), identically on any partition. Inputs of higher order must be flattened first
+  (`DDLAYERFLATTEN`).
+
+  Distribution: the input's partition Pn x Pfi and -layer_affine_out_workers Pfo give the
+  weights' partition Pfo x Pfi, the bias on its Pfo x 1 column (counted once), and the output
+  on Pn x Pfo. Forward broadcasts x over the Pfo output workers, multiplies by the local
+  weight block, and sum-reduces the partial products over the Pfi input workers; the batch
+  workers share the weights through a broadcast, whose adjoint sums their gradients (paper 001's
+  Pr x Pc grid). Backward applies the adjoints of the same primitives.
+
+  Kernels: BLAS sgemm/dgemm (OpenBLAS) for forward, backward-data and backward-weights; the
+  reference loops with -layer_affine_reference_kernels.
+
+  Options Database Keys:
++ -layer_affine_out_features <n> - output features
+. -layer_affine_bias <bool> - bias
+. -layer_affine_out_workers <n> - Pfo
+- -layer_affine_reference_kernels <bool> - reference loops instead of BLAS
+
+  Level: beginner
+
+.seealso: `DDLayerAffineSetOutputFeatures()`, `DDLayerAffineSetOutputWorkers()`, `DDLayerAffineSetBias()`, `DDLAYERFLATTEN`, `DDLAYERCONV`
+M*/
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Affine(DDLayer l)
+{
+  PetscFunctionBegin;
+  l->data                = new Affine;
+  l->ops->setfromoptions = Affine_SetFromOptions;
+  l->ops->setup          = Affine_SetUp;
+  l->ops->forward        = Affine_Forward;
+  l->ops->backward       = Affine_Backward;
+  l->ops->initparams     = Affine_InitParams;
+  l->ops->view           = Affine_View;
+  l->ops->reset          = Affine_Reset;
+  l->ops->destroy        = Affine_Destroy;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode RegisterAffine(void)
+{
+  return DDLayerRegister(DDLAYERAFFINE, DDLayerCreate_Affine);
+}
+static DDModuleRegistrar affine_registrar(RegisterAffine);

@@ -1,0 +1,323 @@
+/*
+  DDLAYERCONCAT: concatenation of n tensors along one dimension (torch.cat(xs, dim)), the skip
+  connections of U-Nets (paper 000 sec. 5).
+
+  The inputs live on one partition and agree (shape and ownership) in every other dimension.
+  Along the concatenation dimension each input keeps its own ownership; the output lives on the
+  same partition with the concatenated extent split evenly (balanced ownership) there. The
+  output's global index i along the dimension belongs to input j with offset_j <= i <
+  offset_{j+1}, so the data movement is a permutation of entries: one PetscSF graph per input
+  (leaves: the output entries that come from it; roots: its bulk), executed by the run-based
+  Exchange engine. When the dimension is not split (one worker along it, e.g. channels of a
+  spatially decomposed U-Net) every graph is local and the layer is a local copy. Backward is
+  the adjoint: the transposed graphs move dy's pieces back into each input's gradient (a split).
+*/
+#include <ddnn/private/ddlayerimpl.h>
+#include <tensor/layout.hpp>
+#include <primitive/sfutil.hpp>
+#include <primitive/exchange.hpp>
+#include <sys/ddsysimpl.h>
+#include <vector>
+#include <memory>
+#include <algorithm>
+
+using namespace ddnn;
+
+namespace
+{
+struct Concat {
+  PetscInt                               dim = 1; /* as given (may be negative, counting from the end) */
+  PetscInt                               d   = 1; /* resolved at set-up */
+  std::vector<PetscSF>                   sf;
+  std::vector<std::unique_ptr<Exchange>> ex;
+  std::vector<DDTensor>                  xin, dxo; /* inputs (gradients) whose halo differs from set-up */
+  DDTensor                               yo = NULL, dyo = NULL;
+  PetscInt                               nremote = 0;
+};
+} // namespace
+
+static PetscErrorCode ConcatGet(DDLayer l, Concat **c, const char fn[])
+{
+  PetscFunctionBegin;
+  PetscCall(DDLayerCheckType_Private(l, DDLAYERCONCAT, fn));
+  *c = (Concat *)l->data;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerConcatSetDimension - The dimension a concat layer concatenates along (default 1, the channels)
+
+  Logically collective
+
+  Input Parameters:
++ l   - the layer
+- dim - the dimension; negative values count from the end (-1 is the last), as in torch.cat
+
+  Options Database Key:
+. -layer_concat_dim <d> - the dimension
+
+  Level: beginner
+
+.seealso: `DDLAYERCONCAT`
+@*/
+PetscErrorCode DDLayerConcatSetDimension(DDLayer l, PetscInt dim)
+{
+  Concat *c;
+
+  PetscFunctionBegin;
+  PetscCall(ConcatGet(l, &c, "DDLayerConcatSetDimension"));
+  PetscCheck(dim > -DD_MAX_DIM && dim < DD_MAX_DIM, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Concat dimension %" PetscInt_FMT " is out of range", dim);
+  c->dim = dim;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Concat_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
+{
+  Concat  *c = (Concat *)l->data;
+  PetscInt dim = c->dim;
+  PetscBool set;
+
+  PetscFunctionBegin;
+  PetscOptionsHeadBegin(PetscOptionsObject, "DDLayer concat options");
+  PetscCall(PetscOptionsInt("-layer_concat_dim", "Dimension to concatenate along", "DDLayerConcatSetDimension", dim, &dim, &set));
+  if (set) PetscCall(DDLayerConcatSetDimension(l, dim));
+  PetscOptionsHeadEnd();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Concat_Reset(DDLayer l)
+{
+  Concat *c = (Concat *)l->data;
+
+  PetscFunctionBegin;
+  for (auto &s : c->sf) PetscCall(PetscSFDestroy(&s));
+  c->sf.clear();
+  c->ex.clear();
+  for (auto &t : c->xin) PetscCall(DDTensorDestroy(&t));
+  for (auto &t : c->dxo) PetscCall(DDTensorDestroy(&t));
+  c->xin.clear();
+  c->dxo.clear();
+  PetscCall(DDTensorDestroy(&c->yo));
+  PetscCall(DDTensorDestroy(&c->dyo));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Concat_Destroy(DDLayer l)
+{
+  PetscFunctionBegin;
+  PetscCall(Concat_Reset(l));
+  delete (Concat *)l->data;
+  l->data = NULL;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* t itself when laid out as `layout`, else a cached tensor with that layout (filled from t when copy) */
+static PetscErrorCode Conform(DDTensor t, DDTensor layout, DDTensor *cache, DDTensor *use, bool copy)
+{
+  PetscFunctionBegin;
+  if (t->layouthash == layout->layouthash) {
+    *use = t;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  if (*cache && (*cache)->layouthash != layout->layouthash) PetscCall(DDTensorDestroy(cache));
+  if (!*cache) PetscCall(DDTensorDuplicate(layout, cache));
+  if (copy) PetscCall(DDTensorCopy(t, *cache));
+  *use = *cache;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Concat_SetUp(DDLayer l, PetscInt n, DDTensor xs[])
+{
+  Concat     *c    = (Concat *)l->data;
+  MPI_Comm    comm = PetscObjectComm((PetscObject)l);
+  DDTensor    x0   = xs[0], y;
+  const PetscInt o = x0->order;
+  const char *prefix;
+  char        s0[128], si[128];
+  PetscMPIInt rank;
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  PetscCall(PetscObjectGetOptionsPrefix((PetscObject)l, &prefix));
+  if (!prefix) prefix = "";
+  const PetscInt d = c->dim < 0 ? c->dim + o : c->dim;
+  PetscCheck(d >= 0 && d < o, comm, PETSC_ERR_ARG_OUTOFRANGE, "Concat dimension %" PetscInt_FMT " does not exist in inputs of order %" PetscInt_FMT " (DDLayerConcatSetDimension() or -%slayer_concat_dim)", c->dim, o, prefix);
+  c->d = d;
+  PetscCall(DDShapeToString_Private(o, x0->shape, s0, sizeof(s0)));
+  std::vector<PetscInt> offset(n + 1, 0);
+  for (PetscInt i = 0; i < n; i++) {
+    DDTensor xi = xs[i];
+    PetscCall(DDShapeToString_Private(xi->order, xi->shape, si, sizeof(si)));
+    PetscCheck(xi->order == o, comm, PETSC_ERR_ARG_SIZ, "Concat: input %" PetscInt_FMT " has shape %s but input 0 has shape %s (orders differ)", i, si, s0);
+    for (PetscInt k = 0; k < o; k++) PetscCheck(k == d || xi->shape[k] == x0->shape[k], comm, PETSC_ERR_ARG_SIZ, "Concat: input %" PetscInt_FMT " has shape %s but input 0 has shape %s; they must agree outside the concatenation dimension %" PetscInt_FMT " (dimension %" PetscInt_FMT " differs)", i, si, s0, d, k);
+    PetscCheck(xi->dtype == x0->dtype, comm, PETSC_ERR_ARG_INCOMP, "Concat: input %" PetscInt_FMT " is %s but input 0 is %s", i, DDDataTypes[xi->dtype], DDDataTypes[x0->dtype]);
+    for (PetscInt k = 0; k < o; k++) PetscCheck(!xi->replicated[k], comm, PETSC_ERR_ARG_INCOMP, "Concat moves split tensors; input %" PetscInt_FMT " is replicated along dimension %" PetscInt_FMT, i, k);
+    PetscBool eq;
+    PetscCall(DDPartitionEqual(xi->part, x0->part, &eq));
+    PetscCheck(eq, comm, PETSC_ERR_ARG_INCOMP, "Concat: input %" PetscInt_FMT " (shape %s) lives on another partition than input 0 (repartition it first)", i, si);
+    for (PetscInt k = 0; k < o; k++) {
+      if (k == d) continue;
+      for (PetscInt p = 0; p <= x0->part->shape[k]; p++) PetscCheck(xi->ranges[k][p] == x0->ranges[k][p], comm, PETSC_ERR_ARG_INCOMP, "Concat: input %" PetscInt_FMT " (shape %s) is not distributed as input 0 along dimension %" PetscInt_FMT " (ownership ranges differ at coordinate %" PetscInt_FMT ")", i, si, k, p);
+    }
+    offset[i + 1] = offset[i] + xi->shape[d];
+  }
+  /* the output: x0's partition and ownership outside d, balanced along d, x0's format */
+  {
+    std::vector<PetscInt> shape(x0->shape, x0->shape + o);
+    shape[d] = offset[n];
+    PetscCall(DDTensorCreate(comm, &y));
+    PetscCall(DDTensorSetPartition(y, x0->part));
+    PetscCall(DDTensorSetShape(y, o, shape.data()));
+    PetscCall(DDTensorSetDataType(y, x0->dtype));
+    for (PetscInt k = 0; k < o; k++) {
+      if (k == d) continue;
+      std::vector<PetscInt> lx(x0->part->shape[k]);
+      for (PetscInt p = 0; p < x0->part->shape[k]; p++) lx[p] = x0->ranges[k][p + 1] - x0->ranges[k][p];
+      PetscCall(DDTensorSetOwnershipRanges(y, k, lx.data()));
+    }
+    PetscCall(DDTensorSetFormat(y, x0->format));
+    PetscCall(DDTensorSetBlockSize(y, x0->bs));
+    PetscCall(DDTensorSetBlockDimension_Private(y, x0->blockdim));
+    PetscCall(DDTensorSetUp(y));
+    PetscCall(DDLayerSetOutput_Private(l, y));
+  }
+  /* the graphs: every entry of y's bulk is a leaf whose root is an entry of one input's bulk */
+  const DDLayout                       &Ly = y->layout;
+  std::vector<std::vector<PetscInt>>    ilocal(n);
+  std::vector<std::vector<PetscSFNode>> iremote(n);
+  std::vector<PetscInt>                 owner[DD_MAX_DIM], src(Ly.n[d]);
+  for (PetscInt k = 0; k < o; k++) {
+    owner[k].resize(Ly.n[k]);
+    for (PetscInt j = 0; j < Ly.n[k]; j++) {
+      const PetscInt gk = Ly.start[k] + j;
+      if (k != d) owner[k][j] = OwnerCoordinate(x0, k, gk);
+      else {
+        const PetscInt i = (PetscInt)(std::upper_bound(offset.begin(), offset.end(), gk) - offset.begin()) - 1;
+        src[j]           = i;
+        owner[k][j]      = OwnerCoordinate(xs[i], k, gk - offset[i]);
+      }
+    }
+  }
+  c->nremote = 0;
+  if (Ly.bulksize) {
+    PetscInt a[DD_MAX_DIM], b[DD_MAX_DIM];
+    LayoutBulkBox(Ly, a, b);
+    ForEachIndex(o, a, b, Ly.perm, [&](const PetscInt *j) {
+      PetscInt    cc[DD_MAX_DIM], g[DD_MAX_DIM], index;
+      PetscMPIInt orank;
+      const PetscInt i = src[j[d] - Ly.lo[d]];
+      for (PetscInt k = 0; k < o; k++) {
+        cc[k] = owner[k][j[k] - Ly.lo[k]];
+        g[k]  = j[k] - Ly.lo[k] + Ly.start[k];
+      }
+      g[d] -= offset[i];
+      OwnerOf(xs[i], cc, g, &orank, &index);
+      ilocal[i].push_back(LayoutOffset(Ly, j));
+      iremote[i].push_back({orank, index});
+      if (orank != rank) c->nremote++;
+    });
+  }
+  c->sf.assign(n, NULL);
+  c->xin.assign(n, NULL);
+  c->dxo.assign(n, NULL);
+  for (PetscInt i = 0; i < n; i++) {
+    PetscMPIInt tag;
+    PetscCall(BuildStorageSF(comm, xs[i], ilocal[i], iremote[i], &c->sf[i]));
+    PetscCall(PetscObjectGetNewTag((PetscObject)l, &tag));
+    c->ex.emplace_back(new Exchange);
+    PetscCall(c->ex.back()->SetUp(c->sf[i], comm, tag, DDExchangeUseTypes()));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Concat_Forward(DDLayer l, PetscInt n, DDTensor xs[], DDTensor y)
+{
+  Concat               *c = (Concat *)l->data;
+  DDTensor              yo;
+  std::vector<DDTensor> xin(n);
+
+  PetscFunctionBegin;
+  for (PetscInt i = 0; i < n; i++) PetscCall(Conform(xs[i], l->setupin[i], &c->xin[i], &xin[i], true));
+  PetscCall(Conform(y, l->output, &c->yo, &yo, false));
+  for (PetscInt i = 0; i < n; i++) PetscCall(c->ex[i]->ForwardBegin(y->dtype, xin[i]->array, yo->array));
+  for (PetscInt i = 0; i < n; i++) PetscCall(c->ex[i]->ForwardEnd(y->dtype, xin[i]->array, yo->array));
+  if (yo != y) PetscCall(DDTensorCopy(yo, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Concat_Backward(DDLayer l, DDTensor dy, PetscInt n, DDTensor dxs[])
+{
+  Concat               *c = (Concat *)l->data;
+  DDTensor              dyo;
+  std::vector<DDTensor> dxo(n, NULL);
+
+  PetscFunctionBegin;
+  if (!dxs) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(Conform(dy, l->output, &c->dyo, &dyo, true));
+  for (PetscInt i = 0; i < n; i++) {
+    if (!dxs[i]) continue;
+    PetscCall(Conform(dxs[i], l->setupin[i], &c->dxo[i], &dxo[i], false));
+    PetscCall(c->ex[i]->AdjointBegin(dy->dtype, dyo->array, dxo[i]->array, false));
+  }
+  for (PetscInt i = 0; i < n; i++) {
+    if (!dxs[i]) continue;
+    PetscCall(c->ex[i]->AdjointEnd(dy->dtype, dyo->array, dxo[i]->array, false));
+    if (dxo[i] != dxs[i]) PetscCall(DDTensorCopy(dxo[i], dxs[i]));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Concat_View(DDLayer l, PetscViewer viewer)
+{
+  Concat *c = (Concat *)l->data;
+
+  PetscFunctionBegin;
+  PetscCall(PetscViewerASCIIPrintf(viewer, "along dimension %" PetscInt_FMT "\n", l->setupcalled ? c->d : c->dim));
+  if (l->setupcalled) {
+    PetscCall(PetscViewerASCIIPushSynchronized(viewer));
+    PetscCall(PetscViewerASCIISynchronizedPrintf(viewer, "[%d] receives %" PetscInt_FMT " entries from other ranks\n", PetscGlobalRank, c->nremote));
+    PetscCall(PetscViewerFlush(viewer));
+    PetscCall(PetscViewerASCIIPopSynchronized(viewer));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*MC
+  DDLAYERCONCAT - "concat": concatenation along a dimension, torch.cat(xs, dim) (U-Net skip connections)
+
+  Takes 2 to DD_LAYER_MAX_INPUTS inputs (`DDLayerSetUpMulti()`) on one partition that agree in
+  shape and ownership outside the concatenation dimension (default 1, the channels;
+  `DDLayerConcatSetDimension()`, negative values count from the end). Along that dimension each
+  input may be split in its own way; the output is split evenly there. When the dimension has
+  one worker (the usual spatially decomposed U-Net) the layer is a local copy; otherwise
+  entries move to their new owners over PetscSF graphs. Backward is the adjoint: it splits dy
+  into the inputs' gradients along the same graphs, transposed.
+
+  Options Database Key:
+. -layer_concat_dim <d> - the dimension
+
+  Level: beginner
+
+.seealso: `DDLayerConcatSetDimension()`, `DDLAYERADD`, `DDLAYERREPARTITION`
+M*/
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Concat(DDLayer l)
+{
+  PetscFunctionBegin;
+  l->data                = new Concat;
+  l->minin               = 2;
+  l->maxin               = DD_LAYER_MAX_INPUTS;
+  l->ops->setfromoptions = Concat_SetFromOptions;
+  l->ops->setup          = Concat_SetUp;
+  l->ops->forward        = Concat_Forward;
+  l->ops->backward       = Concat_Backward;
+  l->ops->view           = Concat_View;
+  l->ops->reset          = Concat_Reset;
+  l->ops->destroy        = Concat_Destroy;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode RegisterConcat(void)
+{
+  return DDLayerRegister(DDLAYERCONCAT, DDLayerCreate_Concat);
+}
+static DDModuleRegistrar concat_registrar(RegisterConcat);

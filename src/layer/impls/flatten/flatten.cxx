@@ -1,0 +1,276 @@
+/*
+  DDLAYERFLATTEN: (N, C, spatial...) -> (N, C * prod(spatial)) in C order, torch.flatten(x, 1):
+  the bridge from convolutions to dense layers (LeNet-5, VGG classifiers; paper 000 sec. 5).
+
+  The output's feature dimension is split over a partition of order 2, (Pn, Pf): given
+  (DDLayerFlattenSetPartition) or, by default, (Pn, 1) on the first worker of each of the
+  input's batch slices. Features are balanced over Pf; the batch keeps the input's ownership
+  when Pn is the input's batch split (so that samples do not move), else it is balanced.
+
+  A contiguous range of flattened features is not a box of the input, so the data movement is
+  a PetscSF graph on global indices: every entry of the output's bulk is a leaf whose root is
+  the input entry (n, c, s...) with f = C-order index of (c, s...). The run-based Exchange
+  engine executes it (forward: a copy) and its transpose (adjoint: the copy back, each input
+  entry having exactly one image).
+*/
+#include <ddnn/private/ddlayerimpl.h>
+#include <tensor/layout.hpp>
+#include <primitive/sfutil.hpp>
+#include <primitive/exchange.hpp>
+#include <sys/ddsysimpl.h>
+#include <vector>
+#include <memory>
+
+using namespace ddnn;
+
+namespace
+{
+struct Flatten {
+  DDPartition               part = NULL; /* given by the user */
+  DDPartition               Py   = NULL; /* used */
+  PetscSF                   sf   = NULL;
+  std::unique_ptr<Exchange> ex;
+  DDTensor                  xin = NULL, yo = NULL, dyo = NULL, dxo = NULL;
+  PetscInt                  nremote = 0;
+};
+} // namespace
+
+static PetscErrorCode FlattenGet(DDLayer l, Flatten **f, const char fn[])
+{
+  PetscFunctionBegin;
+  PetscCall(DDLayerCheckType_Private(l, DDLAYERFLATTEN, fn));
+  *f = (Flatten *)l->data;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerFlattenSetPartition - The partition (Pn, Pf) of a flatten layer's (N, features) output
+
+  Logically collective
+
+  Input Parameters:
++ l    - the layer
+- part - a partition of order 2 on the layer's communicator (possibly a subset of its ranks);
+         referenced by the layer
+
+  Notes:
+  Default: (Pn, 1) on the first worker of each of the input's batch slices. Splitting the
+  features (Pf > 1) feeds a dense layer whose input features are split (`DDLAYERAFFINE` with
+  Pfi = Pf).
+
+  Level: intermediate
+
+.seealso: `DDLAYERFLATTEN`, `DDLAYERAFFINE`
+@*/
+PetscErrorCode DDLayerFlattenSetPartition(DDLayer l, DDPartition part)
+{
+  Flatten *f;
+
+  PetscFunctionBegin;
+  PetscCall(FlattenGet(l, &f, "DDLayerFlattenSetPartition"));
+  PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 2);
+  PetscCheck(part->order == 2, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_INCOMP, "A flatten layer's output partition has order 2 (Pn, Pf), not %" PetscInt_FMT, part->order);
+  PetscCall(PetscObjectReference((PetscObject)part));
+  PetscCall(DDPartitionDestroy(&f->part));
+  f->part = part;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Flatten_Reset(DDLayer l)
+{
+  Flatten *f = (Flatten *)l->data;
+
+  PetscFunctionBegin;
+  PetscCall(DDPartitionDestroy(&f->Py));
+  PetscCall(PetscSFDestroy(&f->sf));
+  f->ex.reset();
+  for (DDTensor *t : {&f->xin, &f->yo, &f->dyo, &f->dxo}) PetscCall(DDTensorDestroy(t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Flatten_Destroy(DDLayer l)
+{
+  Flatten *f = (Flatten *)l->data;
+
+  PetscFunctionBegin;
+  PetscCall(Flatten_Reset(l));
+  PetscCall(DDPartitionDestroy(&f->part));
+  delete f;
+  l->data = NULL;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* t itself when laid out as `layout`, else a cached tensor with that layout (filled from t when copy) */
+static PetscErrorCode Conform(DDTensor t, DDTensor layout, DDTensor *cache, DDTensor *use, bool copy)
+{
+  PetscFunctionBegin;
+  if (t->layouthash == layout->layouthash) {
+    *use = t;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  if (*cache && (*cache)->layouthash != layout->layouthash) PetscCall(DDTensorDestroy(cache));
+  if (!*cache) PetscCall(DDTensorDuplicate(layout, cache));
+  if (copy) PetscCall(DDTensorCopy(t, *cache));
+  *use = *cache;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Flatten_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
+{
+  Flatten    *f    = (Flatten *)l->data;
+  DDTensor    x    = xs[0], y;
+  MPI_Comm    comm = PetscObjectComm((PetscObject)l);
+  const PetscInt o = x->order;
+  PetscMPIInt rank;
+  char        sx[128];
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  PetscCall(DDShapeToString_Private(o, x->shape, sx, sizeof(sx)));
+  PetscCheck(o >= 2, comm, PETSC_ERR_ARG_INCOMP, "Flatten takes (N, C, ...) tensors of order at least 2 and flattens the dimensions after the first (torch.flatten(x, 1)); the input has order %" PetscInt_FMT " (shape %s)", o, sx);
+  for (PetscInt k = 0; k < o; k++) PetscCheck(!x->replicated[k], comm, PETSC_ERR_ARG_INCOMP, "Flatten moves split tensors; the input is replicated along dimension %" PetscInt_FMT, k);
+  PetscInt F = 1;
+  for (PetscInt k = 1; k < o; k++) F *= x->shape[k];
+  /* the output partition */
+  if (f->part) {
+    PetscMPIInt cmp;
+    PetscCallMPI(MPI_Comm_compare(comm, PetscObjectComm((PetscObject)f->part), &cmp));
+    PetscCheck(cmp == MPI_IDENT || cmp == MPI_CONGRUENT, comm, PETSC_ERR_ARG_NOTSAMECOMM, "The flatten layer's output partition lives on another communicator than the layer");
+    PetscCall(PetscObjectReference((PetscObject)f->part));
+    f->Py = f->part;
+  } else {
+    const PetscInt           Pn = x->part->shape[0], rest = x->part->size / Pn, shape[2] = {Pn, 1};
+    std::vector<PetscMPIInt> ranks(Pn);
+    for (PetscInt n = 0; n < Pn; n++) ranks[n] = x->part->ranks[n * rest];
+    PetscCall(DDPartitionCreateCartesian(comm, 2, shape, Pn, ranks.data(), &f->Py));
+  }
+  /* the output: the input's batch ownership when the batch split agrees, balanced features */
+  {
+    const PetscInt shape[2] = {x->shape[0], F};
+    PetscCall(DDTensorCreate(comm, &y));
+    PetscCall(DDTensorSetPartition(y, f->Py));
+    PetscCall(DDTensorSetShape(y, 2, shape));
+    PetscCall(DDTensorSetDataType(y, x->dtype));
+    if (f->Py->shape[0] == x->part->shape[0]) {
+      std::vector<PetscInt> nl(f->Py->shape[0]);
+      for (PetscInt p = 0; p < f->Py->shape[0]; p++) nl[p] = x->ranges[0][p + 1] - x->ranges[0][p];
+      PetscCall(DDTensorSetOwnershipRanges(y, 0, nl.data()));
+    }
+    PetscCall(DDTensorSetUp(y));
+    PetscCall(DDLayerSetOutput_Private(l, y));
+  }
+  /* the graph: leaf (n, f) of y's bulk <- root (n, c, s...) of x's bulk */
+  const DDLayout          &Ly = y->layout;
+  std::vector<PetscInt>    ilocal, own0(Ly.n[0]);
+  std::vector<PetscSFNode> iremote;
+  ilocal.reserve(Ly.bulksize);
+  iremote.reserve(Ly.bulksize);
+  for (PetscInt j = 0; j < Ly.n[0]; j++) own0[j] = OwnerCoordinate(x, 0, Ly.start[0] + j);
+  f->nremote = 0;
+  if (Ly.bulksize) {
+    PetscInt a[2], b[2];
+    LayoutBulkBox(Ly, a, b);
+    ForEachIndex(2, a, b, Ly.perm, [&](const PetscInt *j) {
+      PetscInt    g[DD_MAX_DIM], cc[DD_MAX_DIM], index;
+      PetscMPIInt orank;
+      PetscInt    r = j[1] - Ly.lo[1] + Ly.start[1];
+      g[0]          = j[0] - Ly.lo[0] + Ly.start[0];
+      cc[0]         = own0[j[0] - Ly.lo[0]];
+      for (PetscInt k = o - 1; k >= 1; k--) {
+        g[k] = r % x->shape[k];
+        r /= x->shape[k];
+        cc[k] = OwnerCoordinate(x, k, g[k]);
+      }
+      OwnerOf(x, cc, g, &orank, &index);
+      ilocal.push_back(LayoutOffset(Ly, j));
+      iremote.push_back({orank, index});
+      if (orank != rank) f->nremote++;
+    });
+  }
+  PetscCall(BuildStorageSF(comm, x, ilocal, iremote, &f->sf));
+  {
+    PetscMPIInt tag;
+    PetscCall(PetscObjectGetNewTag((PetscObject)l, &tag));
+    f->ex.reset(new Exchange);
+    PetscCall(f->ex->SetUp(f->sf, comm, tag, DDExchangeUseTypes()));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Flatten_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTensor y)
+{
+  Flatten *f = (Flatten *)l->data;
+  DDTensor xin, yo;
+
+  PetscFunctionBegin;
+  PetscCall(Conform(xs[0], l->setupin[0], &f->xin, &xin, true));
+  PetscCall(Conform(y, l->output, &f->yo, &yo, false));
+  PetscCall(f->ex->ForwardBegin(y->dtype, xin->array, yo->array));
+  PetscCall(f->ex->ForwardEnd(y->dtype, xin->array, yo->array));
+  if (yo != y) PetscCall(DDTensorCopy(yo, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Flatten_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTensor dxs[])
+{
+  Flatten *f  = (Flatten *)l->data;
+  DDTensor dx = dxs ? dxs[0] : NULL, dyo, dxo;
+
+  PetscFunctionBegin;
+  if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(Conform(dy, l->output, &f->dyo, &dyo, true));
+  PetscCall(Conform(dx, l->setupin[0], &f->dxo, &dxo, false));
+  PetscCall(f->ex->AdjointBegin(dy->dtype, dyo->array, dxo->array, false));
+  PetscCall(f->ex->AdjointEnd(dy->dtype, dyo->array, dxo->array, false));
+  if (dxo != dx) PetscCall(DDTensorCopy(dxo, dx));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Flatten_View(DDLayer l, PetscViewer viewer)
+{
+  Flatten *f = (Flatten *)l->data;
+
+  PetscFunctionBegin;
+  if (f->part) PetscCall(PetscViewerASCIIPrintf(viewer, "onto a given partition %" PetscInt_FMT "x%" PetscInt_FMT "\n", f->part->shape[0], f->part->shape[1]));
+  else PetscCall(PetscViewerASCIIPrintf(viewer, "onto (Pn, 1) on the first worker of each batch slice\n"));
+  if (l->setupcalled) {
+    PetscCall(PetscViewerASCIIPushSynchronized(viewer));
+    PetscCall(PetscViewerASCIISynchronizedPrintf(viewer, "[%d] receives %" PetscInt_FMT " entries from other ranks\n", PetscGlobalRank, f->nremote));
+    PetscCall(PetscViewerFlush(viewer));
+    PetscCall(PetscViewerASCIIPopSynchronized(viewer));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*MC
+  DDLAYERFLATTEN - "flatten": (N, C, spatial...) -> (N, C prod(spatial)) in C order, torch.flatten(x, 1)
+
+  Connects convolutional feature extractors to dense classifiers (paper 000 sec. 5: LeNet-5,
+  VGG). The input may be split in any dimension; the output's features are split over the
+  second dimension of the partition set with `DDLayerFlattenSetPartition()` (default (Pn, 1) on
+  the first worker of each of the input's batch slices), balanced. The data movement is a
+  PetscSF graph on global indices (a flattened feature range is not a box of the input);
+  Backward applies its transpose. No parameters.
+
+  Level: beginner
+
+.seealso: `DDLayerFlattenSetPartition()`, `DDLAYERAFFINE`, `DDLAYERREPARTITION`
+M*/
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Flatten(DDLayer l)
+{
+  PetscFunctionBegin;
+  l->data           = new Flatten;
+  l->ops->setup     = Flatten_SetUp;
+  l->ops->forward   = Flatten_Forward;
+  l->ops->backward  = Flatten_Backward;
+  l->ops->view      = Flatten_View;
+  l->ops->reset     = Flatten_Reset;
+  l->ops->destroy   = Flatten_Destroy;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode RegisterFlatten(void)
+{
+  return DDLayerRegister(DDLAYERFLATTEN, DDLayerCreate_Flatten);
+}
+static DDModuleRegistrar flatten_registrar(RegisterFlatten);
