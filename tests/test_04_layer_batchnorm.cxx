@@ -135,7 +135,12 @@ TEST(BatchNorm, SpatialBatchChannelAndMixedPartitions)
   for (int D = 0; D <= 3; D++) {
     std::vector<std::vector<PetscInt>> f;
     Factorizations(W, D + 2, f);
-    for (auto &ps : f) {
+    /* at most 7 partitions per dimension count, spread over the list, with all-spatial first and all-batch last */
+    std::vector<size_t> pick;
+    for (size_t i = 0; i < f.size(); i += (f.size() + 5) / 6) pick.push_back(i);
+    if (pick.back() != f.size() - 1) pick.push_back(f.size() - 1);
+    for (size_t i : pick) {
+      auto     &ps = f[i];
       InputSpec in;
       in.shape  = {2 * ps[0] + 1, 2 * ps[1] + 1};
       in.pshape = {ps[0], ps[1]};
