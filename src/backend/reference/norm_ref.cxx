@@ -24,6 +24,18 @@
 
 namespace ddnn
 {
+/*
+  The two reductions (moments, backward sums) are compute-bound in double with SSE2, the
+  baseline ISA of the build: they are compiled for AVX/FMA too and chosen at load time by the CPU's features
+  (GCC function multiversioning); the loops themselves are plain C++.
+*/
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+  #define DD_NORM_CLONES __attribute__((target_clones("fma", "default")))
+#else
+  #define DD_NORM_CLONES
+#endif
+#define DD_NORM_INLINE inline __attribute__((always_inline))
+
 namespace
 {
 constexpr PetscInt kChunk = 2048; /* entries per chunk of the moments' two passes */
@@ -111,7 +123,7 @@ void ForEachTile(const DDLayout *const Ls[], bool keepN, F &&f)
 /* ---- moments ---- */
 
 template <class T>
-inline double Sum8(const T *x, PetscInt m)
+DD_NORM_INLINE double Sum8(const T *x, PetscInt m)
 {
   double   a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   PetscInt i    = 0;
@@ -123,7 +135,7 @@ inline double Sum8(const T *x, PetscInt m)
 }
 
 template <class T>
-inline double SumSqDev8(const T *x, PetscInt m, double u)
+DD_NORM_INLINE double SumSqDev8(const T *x, PetscInt m, double u)
 {
   double   a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   PetscInt i    = 0;
@@ -142,7 +154,7 @@ inline double SumSqDev8(const T *x, PetscInt m, double u)
 
 /* chunk of m positions, B lanes, positions B apart (a full channel block) */
 template <class T, int B>
-inline void BlockMoments(const T *x, PetscInt m, double *mu, double *q)
+DD_NORM_INLINE void BlockMoments(const T *x, PetscInt m, double *mu, double *q)
 {
   double s[B], r[B];
   for (int l = 0; l < B; l++) s[l] = r[l] = 0;
@@ -162,7 +174,7 @@ inline void BlockMoments(const T *x, PetscInt m, double *mu, double *q)
 
 /* the chunk's mean and squared deviations per lane */
 template <class T>
-inline void ChunkMoments(const T *x, PetscInt ps, PetscInt m, PetscInt lanes, double *mu, double *q)
+DD_NORM_INLINE void ChunkMoments(const T *x, PetscInt ps, PetscInt m, PetscInt lanes, double *mu, double *q)
 {
   if (lanes == 1 && ps == 1) {
     mu[0] = Sum8(x, m) / (double)m;
@@ -199,7 +211,7 @@ inline void ChanMerge(double &n, double &m, double &q, double nb, double mb, dou
 /* ---- backward sums ---- */
 
 template <class T, int B>
-inline void BlockBackwardSums(const T *x, const T *dy, PetscInt m, const double *mu, double *s1, double *s2)
+DD_NORM_INLINE void BlockBackwardSums(const T *x, const T *dy, PetscInt m, const double *mu, double *s1, double *s2)
 {
   double a[B], c[B], u[B];
   for (int l = 0; l < B; l++) {
@@ -217,6 +229,62 @@ inline void BlockBackwardSums(const T *x, const T *dy, PetscInt m, const double 
     s2[l] += c[l];
   }
 }
+
+/* one tile of the backward sums: s1 += sum dy, s2 += sum dy (x - u) per lane */
+template <class T>
+DD_NORM_INLINE void TileBackwardSumsT(const T *xp, PetscInt px, const T *gp, PetscInt pg, PetscInt lanes, PetscInt npos, const double *u, double *s1, double *s2)
+{
+  if (lanes == 1 && px == 1 && pg == 1) {
+    double   a[4] = {0, 0, 0, 0}, c[4] = {0, 0, 0, 0};
+    PetscInt i    = 0;
+    for (; i + 4 <= npos; i += 4)
+      for (int j = 0; j < 4; j++) {
+        const double g = (double)gp[i + j];
+        a[j] += g;
+        c[j] += g * ((double)xp[i + j] - u[0]);
+      }
+    for (; i < npos; i++) {
+      const double g = (double)gp[i];
+      a[0] += g;
+      c[0] += g * ((double)xp[i] - u[0]);
+    }
+    s1[0] += (a[0] + a[1]) + (a[2] + a[3]);
+    s2[0] += (c[0] + c[1]) + (c[2] + c[3]);
+    return;
+  }
+  if (lanes == 16 && px == 16 && pg == 16) return BlockBackwardSums<T, 16>(xp, gp, npos, u, s1, s2);
+  if (lanes == 8 && px == 8 && pg == 8) return BlockBackwardSums<T, 8>(xp, gp, npos, u, s1, s2);
+  for (PetscInt p = 0; p < npos; p++) {
+    const T *xr = xp + p * px, *gr = gp + p * pg;
+    for (PetscInt l = 0; l < lanes; l++) {
+      const double g = (double)gr[l];
+      s1[l] += g;
+      s2[l] += g * ((double)xr[l] - u[l]);
+    }
+  }
+}
+
+/* the multiversioned entry points */
+DD_NORM_CLONES void ChunkMomentsF(const float *x, PetscInt ps, PetscInt m, PetscInt lanes, double *mu, double *q)
+{
+  ChunkMoments(x, ps, m, lanes, mu, q);
+}
+DD_NORM_CLONES void ChunkMomentsD(const double *x, PetscInt ps, PetscInt m, PetscInt lanes, double *mu, double *q)
+{
+  ChunkMoments(x, ps, m, lanes, mu, q);
+}
+inline void ChunkMomentsDispatch(const float *x, PetscInt ps, PetscInt m, PetscInt lanes, double *mu, double *q) { ChunkMomentsF(x, ps, m, lanes, mu, q); }
+inline void ChunkMomentsDispatch(const double *x, PetscInt ps, PetscInt m, PetscInt lanes, double *mu, double *q) { ChunkMomentsD(x, ps, m, lanes, mu, q); }
+DD_NORM_CLONES void TileBackwardSumsF(const float *xp, PetscInt px, const float *gp, PetscInt pg, PetscInt lanes, PetscInt npos, const double *u, double *s1, double *s2)
+{
+  TileBackwardSumsT(xp, px, gp, pg, lanes, npos, u, s1, s2);
+}
+DD_NORM_CLONES void TileBackwardSumsD(const double *xp, PetscInt px, const double *gp, PetscInt pg, PetscInt lanes, PetscInt npos, const double *u, double *s1, double *s2)
+{
+  TileBackwardSumsT(xp, px, gp, pg, lanes, npos, u, s1, s2);
+}
+inline void TileBackwardSums(const float *xp, PetscInt px, const float *gp, PetscInt pg, PetscInt lanes, PetscInt npos, const double *u, double *s1, double *s2) { TileBackwardSumsF(xp, px, gp, pg, lanes, npos, u, s1, s2); }
+inline void TileBackwardSums(const double *xp, PetscInt px, const double *gp, PetscInt pg, PetscInt lanes, PetscInt npos, const double *u, double *s1, double *s2) { TileBackwardSumsD(xp, px, gp, pg, lanes, npos, u, s1, s2); }
 } // namespace
 
 bool NormLayoutSupported(const DDLayout &L)
@@ -250,7 +318,7 @@ void NormMoments(const DDLayout &L, const T *x, bool persample, double *cnt, dou
     }
     for (PetscInt p0 = 0; p0 < npos; p0 += cp) {
       const PetscInt m = PetscMin(cp, npos - p0);
-      ChunkMoments(x + off[0] + p0 * ps[0], ps[0], m, lanes, mu.data(), q.data());
+      ChunkMomentsDispatch(x + off[0] + p0 * ps[0], ps[0], m, lanes, mu.data(), q.data());
       for (PetscInt l = 0; l < lanes; l++) ChanMerge(cnt[base + l], mean[base + l], m2[base + l], (double)m, mu[l], q[l]);
     }
   });
@@ -313,37 +381,7 @@ void NormBackwardSums(const DDLayout &Lx, const T *x, const DDLayout &Ld, const 
   std::fill(sdyx, sdyx + nm, 0.0);
   ForEachTile<2>(Ls, persample, [&](const PetscInt *off, const PetscInt *ps, PetscInt n, PetscInt c0, PetscInt lanes, PetscInt npos) {
     const PetscInt base = (persample ? n * Cl : 0) + c0;
-    const T       *xp = x + off[0], *gp = dy + off[1];
-    double        *s1 = sdy + base, *s2 = sdyx + base;
-    const double  *u  = mu + base;
-    if (lanes == 1 && ps[0] == 1 && ps[1] == 1) {
-      double   a[4] = {0, 0, 0, 0}, c[4] = {0, 0, 0, 0};
-      PetscInt i    = 0;
-      for (; i + 4 <= npos; i += 4)
-        for (int j = 0; j < 4; j++) {
-          const double g = (double)gp[i + j];
-          a[j] += g;
-          c[j] += g * ((double)xp[i + j] - u[0]);
-        }
-      for (; i < npos; i++) {
-        const double g = (double)gp[i];
-        a[0] += g;
-        c[0] += g * ((double)xp[i] - u[0]);
-      }
-      s1[0] += (a[0] + a[1]) + (a[2] + a[3]);
-      s2[0] += (c[0] + c[1]) + (c[2] + c[3]);
-      return;
-    }
-    if (lanes == 16 && ps[0] == 16 && ps[1] == 16) return BlockBackwardSums<T, 16>(xp, gp, npos, u, s1, s2);
-    if (lanes == 8 && ps[0] == 8 && ps[1] == 8) return BlockBackwardSums<T, 8>(xp, gp, npos, u, s1, s2);
-    for (PetscInt p = 0; p < npos; p++) {
-      const T *xr = xp + p * ps[0], *gr = gp + p * ps[1];
-      for (PetscInt l = 0; l < lanes; l++) {
-        const double g = (double)gr[l];
-        s1[l] += g;
-        s2[l] += g * ((double)xr[l] - u[l]);
-      }
-    }
+    TileBackwardSums(x + off[0], ps[0], dy + off[1], ps[1], lanes, npos, mu + base, sdy + base, sdyx + base);
   });
 }
 
