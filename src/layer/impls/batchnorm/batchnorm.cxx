@@ -70,6 +70,7 @@ static PetscErrorCode BatchNormGet(DDLayer l, BatchNorm **s, const char fn[])
   Notes:
   The running variance is updated with the unbiased batch variance (times n / (n - 1), n the
   entries per channel), as PyTorch does; the normalization in training uses the biased one.
+  PyTorch's momentum=None (a cumulative average) is not supported.
 
   Level: intermediate
 
@@ -422,7 +423,7 @@ static PetscErrorCode BatchNorm_View(DDLayer l, PetscViewer viewer)
   if (l->setupcalled) {
     DDPartition P  = l->output->part;
     PetscInt    Po = P->size / P->shape[1];
-    PetscCall(PetscViewerASCIIPrintf(viewer, "statistics all-sum-reduced over %" PetscInt_FMT " worker(s) per channel group; channels split over %" PetscInt_FMT " worker(s)%s\n", Po, P->shape[1], s->cp.bcast ? "; parameters broadcast to the workers" : ""));
+    PetscCall(PetscViewerASCIIPrintf(viewer, "per-channel statistics all-sum-reduced over %" PetscInt_FMT " worker(s); channels split over %" PetscInt_FMT " worker(s)%s\n", Po, P->shape[1], s->cp.bcast ? "; parameters broadcast to the workers" : ""));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }

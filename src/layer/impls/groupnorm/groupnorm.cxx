@@ -349,7 +349,8 @@ static PetscErrorCode GroupNorm_View(DDLayer l, PetscViewer viewer)
   The channels form G groups (-layer_groupnorm_groups, required, dividing C); every sample's
   groups are normalized with their mean and biased variance over the group's channels and the
   spatial dimensions, then scaled and shifted per channel by the learnable weight (ones) and
-  bias (zeros). Training and evaluation modes behave the same.
+  bias (zeros): PyTorch's affine=True, the only mode here. Training and evaluation modes
+  behave the same (no running statistics).
 
   Distribution: the spatial split all-sum-reduces per-(sample, group) sums
   (`DDPRIMITIVEALLSUMREDUCE`); batch and channel splits need no communication. A channel split
