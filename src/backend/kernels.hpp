@@ -72,6 +72,36 @@ void ConvBackwardWeightsRef(const ConvGeom &g, const View<const T> &x, const Vie
 /* Transposed convolution = the adjoint of a convolution mapping the output back to the input */
 template <class T> /* y (the "input" side of the conv, size g.in) += conv^*(x (size g.out)) with w (Ci, Co, k) */
 void ConvTransposeForwardRef(const ConvGeom &g, const View<const T> &x, const T *w, const View<T> &y);
+
+/* ------------------------------------------------------------------------------------------
+  Normalization kernels (src/backend/reference/norm_ref.cxx): batch and group normalization.
+
+  Every kernel walks the bulk of one rank's piece of an N x C x spatial tensor in storage order,
+  as tiles of `lanes` consecutive channels at `npos` positions (plain: one channel per tile and
+  the spatial run contiguous; channels-last: all channels innermost; blocked nChw16c/8c: one
+  channel block), so that the inner loops are contiguous and no per-element offset is computed.
+  Per-channel quantities are indexed [c] (batch norm, persample = false) or [n Cl + c] (group
+  norm, persample = true), with n and c the local sample and channel and Cl = L.n[1].
+  Sums accumulate in double.
+------------------------------------------------------------------------------------------ */
+
+/* Whether the kernels can walk two layouts of the same piece together (same bulk, storage order and blocking) */
+bool NormLayoutsMatch(const DDLayout &A, const DDLayout &B);
+/* Whether the kernels support this layout at all (a blocked format must block the channel, dimension 1) */
+bool NormLayoutSupported(const DDLayout &L);
+
+/* cnt, mean, m2 (= sum (x - mean)^2): exact two passes over cache-sized chunks, merged with Chan's formula */
+template <class T>
+void NormMoments(const DDLayout &L, const T *x, bool persample, double *cnt, double *mean, double *m2);
+/* y = a (x - mu) + b with per-(sample,) channel mu, a, b (centred first: robust in float32) */
+template <class T>
+void NormScaleShift(const DDLayout &Lx, const T *x, const DDLayout &Ly, T *y, bool persample, const double *mu, const double *a, const double *b);
+/* sdy = sum dy, sdyx = sum dy (x - mu), overwritten */
+template <class T>
+void NormBackwardSums(const DDLayout &Lx, const T *x, const DDLayout &Ld, const T *dy, bool persample, const double *mu, double *sdy, double *sdyx);
+/* dx = a dy + b (x - mu) + c */
+template <class T>
+void NormBackwardApply(const DDLayout &Lx, const T *x, const DDLayout &Ld, const T *dy, const DDLayout &Lo, T *dx, bool persample, const double *mu, const double *a, const double *b, const double *c);
 } // namespace ddnn
 
 /* ------------------------------------------------------------------------------------------ */
