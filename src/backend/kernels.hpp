@@ -159,6 +159,8 @@ template <class T> /* y = interp(x) */
 void UpsampleForwardRef(const UpsampleGeom &g, const T *x, const BoxOffsets &xo, T *y, const BoxOffsets &yo);
 template <class T> /* dx += interp^*(dy) */
 void UpsampleBackwardRef(const UpsampleGeom &g, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo);
+} // namespace ddnn
+
 namespace ddnn
 {
 /*
