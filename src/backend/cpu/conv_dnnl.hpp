@@ -27,17 +27,28 @@ public:
   PetscErrorCode BackwardData(void *dy, const float *w, bool wchanged, void *dx);
   /* dw = conv_bwd_weights(x, dy) as plain (O, I, k...) (overwritten), db (overwritten) if bias */
   PetscErrorCode BackwardWeights(void *x, void *dy, float *dw, float *db);
+  /*
+    Dense staging (call before SetUp): the primitives get oneDNN's preferred dense layouts, and
+    windows that differ (a halo window, a sub-box of the output) are copied in and out by
+    reorders. oneDNN 2.6 falls back to its reference implementation ("ref:any") for any
+    non-dense source or destination (a submemory or strided window), and its reference
+    deconvolution adds the bias outside a non-dense destination (out-of-bounds writes, seen
+    with valgrind); staged, both run the jit kernels on dense buffers.
+  */
+  void        SetDenseStaging(bool flg) { staging = flg; }
   std::string Impl() const { return impl; }
   /* the formats oneDNN prefers for the input and output of this geometry (transposed: x is the deconvolution's input) */
   static PetscErrorCode Preferred(const ConvGeom &g, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs);
 
 private:
   ConvGeom                                        geom;
-  bool                                            hasbias = false, hasbwd = false, deconv = false;
+  bool                                            hasbias = false, hasbwd = false, deconv = false, staging = false;
   dnnl::memory::desc                              wplain, bmd;
   dnnl::primitive                                 fwd, bwdd, bwdw;
   dnnl::memory::desc                              xmd, ymd, dxmd, dymd, wfwd, wbwd, dwmd;
   std::vector<float>                              wbuf_fwd, wbuf_bwd, dwbuf;
+  dnnl::memory::desc                              pfx, pfy, pbdx, pbdy, pwx, pwdy; /* what the primitives read and write */
+  std::vector<float>                              xbuf, ybuf;                      /* the staged copies, where they differ */
   bool                                            wfwd_plain = true, wbwd_plain = true, dw_plain = true;
   std::string                                     impl;
 };

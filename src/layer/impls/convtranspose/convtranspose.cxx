@@ -32,11 +32,12 @@
             dx = B^* H^* dx^
 
   Kernels: oneDNN deconvolution (float32), reading the window in place, with the crops as its
-  padding_l/padding_r; these must be >= 0, which fails where a worker's box begins or ends
-  with rows that no window entry reaches (output padding beyond the padding, op > p, or gaps
-  between the strided taps, s > (k - 1) d + 1). Those workers use the reference loops, the
-  activations then stay in a strided format on every worker, and View reports it. float64:
-  the reference loops everywhere.
+  padding_l/padding_r. These must be >= 0; a negative crop means that the box begins or ends
+  with rows no window entry reaches (output padding beyond the padding, op > p, or gaps
+  between the strided taps, s > (k - 1) d + 1). oneDNN then computes the core of the box,
+  [max(0, -pl), out + min(0, pr)) with crops max(pl, 0), max(pr, 0), and the edge rows get
+  the bias directly (their dy goes to db only); a box no input reaches at all gets the bias
+  only. float64: the reference loops, which handle any crop.
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/conv/convutil.hpp>
@@ -58,8 +59,10 @@ struct ConvT {
   PetscInt     pco  = 1;
   /* set-up */
   PetscInt    D = 0, lead = 0, So[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3] = {0, 0, 0}, d[3] = {1, 1, 1}, op[3] = {0, 0, 0};
-  bool        bcastX = false, reduceY = false, bcastW = false, xdirect = false, usednnl = false, fallback = false;
-  PetscInt    nfallback = 0, nworkers = 0; /* workers with a negative crop (reference loops in float32) */
+  bool        bcastX = false, reduceY = false, bcastW = false, xdirect = false, usednnl = false;
+  bool        edge = false;                /* this worker's box has rows no input reaches */
+  PetscInt    cs[3] = {0, 0, 0}, ce[3] = {1, 1, 1}; /* the core of the box that oneDNN computes (cs = ce = 0: none) */
+  PetscInt    nedge = 0, nworkers = 0;     /* workers whose box has such rows */
   PetscInt    Pn = 1, Pci = 1, Pss = 1, Ps[3] = {1, 1, 1};
   DDPartition Pwx = NULL, Pwy = NULL, Py = NULL, Pr = NULL, Pww = NULL, Pb = NULL, Pwb = NULL;
   DDTensor    xh = NULL, dxh = NULL, yh = NULL, dyh = NULL, dyin = NULL, w = NULL, b = NULL, wh = NULL, bh = NULL, dwh = NULL, dbh = NULL, dwr = NULL, dbr = NULL;
@@ -93,7 +96,7 @@ inline PetscInt CeilDiv(PetscInt a, PetscInt b) { return -FloorDiv(-a, b); }
 /*
   Along one dimension: the input window [*i0, *i1) (clipped to [0, n)) of the output box
   [o0, o1) and its crops; *ok is false when the box has entries but the window is empty or a
-  crop is negative (oneDNN cannot take it).
+  crop is negative (rows of the box that no input reaches).
 */
 void Window(PetscInt o0, PetscInt o1, PetscInt n, PetscInt k, PetscInt s, PetscInt p, PetscInt d, PetscInt *i0, PetscInt *i1, PetscInt *pl, PetscInt *pr, bool *ok)
 {
@@ -351,7 +354,7 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     r.insert(r.end(), b.begin(), b.end());
     return r;
   };
-  /* every worker's output boxes (balanced, App. B.1) and whether its crops suit oneDNN, from global data only */
+  /* every worker's output boxes (balanced, App. B.1) and whether they have rows no input reaches, from global data only */
   std::vector<std::vector<PetscInt>> orange(D);
   {
     std::vector<std::vector<char>> bad(D), empty(D);
@@ -381,7 +384,7 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
       }
       if (anybad && !anyempty) cnt++;
     }
-    c->nfallback = cnt * Pco * Pn * Pci;
+    c->nedge = cnt * Pco * Pn * Pci;
   }
   /* formats the kernels want */
   DDTensorFormat xf = x->format, yf = DD_FORMAT_PLAIN;
@@ -401,11 +404,11 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
       q.in[j]  = j < 3 - D ? 1 : 8;
       q.out[j] = (q.in[j] - 1) * s[j] + (k[j] - 1) * d[j] + 1;
     }
-    if (!c->nfallback) PetscCall(DnnlConv::Preferred(q, true, &xf, &xbs, &yf, &ybs));
+    PetscCall(DnnlConv::Preferred(q, true, &xf, &xbs, &yf, &ybs));
     c->usednnl = true;
   }
 #endif
-  if (!c->usednnl || c->nfallback) { /* the reference loops need strided formats */
+  if (!c->usednnl) { /* the reference loops need strided formats */
     if (xf == DD_FORMAT_BLOCKED) xf = DD_FORMAT_PLAIN;
     yf = xf;
   }
@@ -534,7 +537,7 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   const PetscInt ly = c->reduceY ? 1 : 0;
   c->active         = c->xh->active ? true : false;
   c->biasworker     = false;
-  c->fallback       = false;
+  c->edge           = false;
   if (c->active) c->biasworker = (c->bcastX ? c->xh->part->coords[2] : Px->coords[1]) == 0;
   {
     PetscInt        wa[DD_MAX_DIM], wb[DD_MAX_DIM];
@@ -556,25 +559,48 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
       g.out[jj] = no;
       g.pl[jj]  = o0 + p[jj] - wa[dim] * s[jj];
       g.pr[jj]  = (wb[dim] - 1) * s[jj] - p[jj] + (k[jj] - 1) * d[jj] + 1 - (o0 + no);
-      if (g.in[jj] == 0 || g.pl[jj] < 0 || g.pr[jj] < 0) c->fallback = true;
+      if (g.in[jj] == 0 || g.pl[jj] < 0 || g.pr[jj] < 0) c->edge = true;
     }
+    /* the core of the box: rows from the first one an input reaches to the last */
+    bool nocore = false;
+    for (PetscInt j = 0; j < 3; j++) {
+      c->cs[j] = 0;
+      c->ce[j] = g.out[j];
+      if (j >= 3 - D) {
+        c->cs[j] = PetscMax(0, -g.pl[j]);
+        c->ce[j] = g.out[j] + PetscMin(0, g.pr[j]);
+        if (g.in[j] == 0) nocore = true;
+      }
+    }
+    if (nocore)
+      for (PetscInt j = 0; j < 3; j++) c->cs[j] = c->ce[j] = 0;
     for (PetscInt j = 0; j < Lx.order; j++) c->xorg[j] = Lx.lo[j];
     for (PetscInt j = 0; j < D; j++) c->xorg[lead + 2 + j] = wa[lead + 2 + j] - Lx.start[lead + 2 + j] + Lx.lo[lead + 2 + j];
     for (PetscInt j = 0; j < Ly.order; j++) c->yorg[j] = Ly.lo[j];
     c->hasout = c->active && g.N > 0 && g.Ci > 0 && g.Co > 0 && g.out[0] > 0 && g.out[1] > 0 && g.out[2] > 0;
-    PetscCheck(!c->hasout || !c->usednnl || !c->fallback || c->nfallback > 0, PETSC_COMM_SELF, PETSC_ERR_PLIB, "A worker needs the reference loops but the set-up did not plan for it");
+    PetscCheck(!c->hasout || !c->edge || c->nedge > 0, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Edge rows the set-up did not count");
+    for (PetscInt j = 0; j < 3 && !nocore; j++) PetscCheck(c->cs[j] < c->ce[j], PETSC_COMM_SELF, PETSC_ERR_PLIB, "Empty core of a box with inputs");
   }
 #if DDNN_WITH_DNNL
-  if (c->usednnl && c->hasout && !c->fallback) {
-    PetscInt nx[5] = {c->g.N, c->g.Ci, 0, 0, 0}, ny[5] = {c->g.N, c->g.Co, 0, 0, 0};
-    void    *h;
-    for (PetscInt j = 0; j < D; j++) {
-      nx[2 + j] = c->g.in[j + 3 - D];
-      ny[2 + j] = c->g.out[j + 3 - D];
+  if (c->usednnl && c->hasout && c->ce[2] > c->cs[2]) {
+    ConvTGeom gc = c->g; /* the core of the box */
+    PetscInt  nx[5] = {gc.N, gc.Ci, 0, 0, 0}, ny[5] = {gc.N, gc.Co, 0, 0, 0}, corg[DD_MAX_DIM];
+    void     *h;
+    for (PetscInt j = 0; j < 3; j++) {
+      gc.out[j] = c->ce[j] - c->cs[j];
+      gc.pl[j]  = PetscMax(0, gc.pl[j]);
+      gc.pr[j]  = PetscMax(0, gc.pr[j]);
     }
-    dnnl::memory::desc xm = WindowDesc(c->xh, lead, D, c->xorg, nx, &h), ym = WindowDesc(yt, ly, D, c->yorg, ny, &h);
+    for (PetscInt j = 0; j < yt->layout.order; j++) corg[j] = c->yorg[j];
+    for (PetscInt j = 0; j < D; j++) {
+      nx[2 + j] = gc.in[j + 3 - D];
+      ny[2 + j] = gc.out[j + 3 - D];
+      corg[ly + 2 + j] += c->cs[j + 3 - D];
+    }
+    dnnl::memory::desc xm = WindowDesc(c->xh, lead, D, c->xorg, nx, &h), ym = WindowDesc(yt, ly, D, corg, ny, &h);
     c->dnnl.reset(new DnnlConv);
-    PetscCall(c->dnnl->SetUp(c->g, xm, ym, xm, ym, c->bias ? true : false, true, c->g.pl, c->g.pr));
+    c->dnnl->SetDenseStaging(true); /* jit kernels on dense copies of halo windows and box cores */
+    PetscCall(c->dnnl->SetUp(gc, xm, ym, xm, ym, c->bias ? true : false, true, gc.pl, gc.pr));
   }
 #endif
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -601,6 +627,57 @@ static inline void *WindowPtr(DDTensor t, const PetscInt org[])
   return (char *)t->array + (t->layout.bdim < 0 ? LayoutOffset(t->layout, org) * 4 : 0);
 }
 
+/* the same for the core of the box of t (whose N and C dimensions are lead, lead + 1) */
+static inline void *CorePtr(const ConvT *c, DDTensor t, PetscInt lead)
+{
+  PetscInt org[DD_MAX_DIM];
+  for (PetscInt j = 0; j < t->layout.order; j++) org[j] = c->yorg[j];
+  for (PetscInt j = 0; j < c->D; j++) org[lead + 2 + j] += c->cs[j + 3 - c->D];
+  return WindowPtr(t, org);
+}
+
+/*
+  Calls f(offset, channel) once for every entry of the box of t (storage origin c->yorg, N and
+  C at dimensions lead, lead + 1) outside its core [cs, ce): the rows no input reaches, as
+  disjoint slabs (along dimension j: outside the core there, inside it along the dimensions
+  before j), in any storage format.
+*/
+template <class F>
+static void ForEachEdgeEntry(const ConvT *c, DDTensor t, PetscInt lead, F &&f)
+{
+  const DDLayout &L = t->layout;
+  const PetscInt  D = c->D, *org = c->yorg;
+  for (PetscInt j = 3 - D; j < 3; j++)
+    for (int side = 0; side < 2; side++) {
+      PetscInt a[DD_MAX_DIM], b[DD_MAX_DIM];
+      for (PetscInt m = 0; m < L.order; m++) {
+        a[m] = org[m];
+        b[m] = org[m] + 1;
+      }
+      b[lead]     = org[lead] + c->g.N;
+      b[lead + 1] = org[lead + 1] + c->g.Co;
+      for (PetscInt m = 3 - D; m < 3; m++) {
+        PetscInt dim = lead + 2 + m - (3 - D), lo, hi;
+        if (m < j) {
+          lo = c->cs[m];
+          hi = c->ce[m];
+        } else if (m > j) {
+          lo = 0;
+          hi = c->g.out[m];
+        } else if (side == 0) {
+          lo = 0;
+          hi = c->cs[m];
+        } else {
+          lo = c->ce[m];
+          hi = c->g.out[m];
+        }
+        a[dim] = org[dim] + lo;
+        b[dim] = org[dim] + hi;
+      }
+      ForEachIndex(L.order, a, b, L.perm, [&](const PetscInt *jj) { f(LayoutOffset(L, jj), jj[lead + 1] - org[lead + 1]); });
+    }
+}
+
 /* the local transposed convolution y^ = convT(x^ window, w^) (+ b^ on the ci = 0 workers) */
 static PetscErrorCode ConvT_Local(ConvT *c, DDTensor xh, DDTensor yt)
 {
@@ -608,11 +685,9 @@ static PetscErrorCode ConvT_Local(ConvT *c, DDTensor xh, DDTensor yt)
   if (!c->hasout) PetscFunctionReturn(PETSC_SUCCESS);
   const PetscInt ly = c->reduceY ? 1 : 0;
 #if DDNN_WITH_DNNL
-  if (c->dnnl) {
-    PetscObjectState   st;
+  if (c->usednnl) {
     std::vector<float> zero;
-    PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
-    const float *bp = NULL;
+    const float       *bp = NULL;
     if (c->bias) {
       if (c->biasworker) bp = (const float *)c->bh->array;
       else {
@@ -620,8 +695,16 @@ static PetscErrorCode ConvT_Local(ConvT *c, DDTensor xh, DDTensor yt)
         bp = zero.data();
       }
     }
-    PetscCall(c->dnnl->Forward(WindowPtr(xh, c->xorg), (const float *)c->wh->array, st != c->wstate, bp, WindowPtr(yt, c->yorg)));
-    c->wstate = st;
+    if (c->edge) { /* the rows no input reaches: the bias */
+      float *y = (float *)yt->array;
+      ForEachEdgeEntry(c, yt, ly, [&](PetscInt off, PetscInt ch) { y[off] = bp ? bp[ch] : 0.f; });
+    }
+    if (c->dnnl) {
+      PetscObjectState st;
+      PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
+      PetscCall(c->dnnl->Forward(WindowPtr(xh, c->xorg), (const float *)c->wh->array, st != c->wstate, bp, CorePtr(c, yt, ly)));
+      c->wstate = st;
+    }
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 #endif
@@ -700,7 +783,7 @@ static PetscErrorCode ConvT_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTen
   if (c->dbh) PetscCall(DDTensorZeroEntries(c->dbh));
   if (c->hasout) {
 #if DDNN_WITH_DNNL
-    if (c->dnnl) {
+    if (c->usednnl) {
       std::vector<float> scratch;
       float             *db = NULL;
       if (c->bias) {
@@ -710,7 +793,11 @@ static PetscErrorCode ConvT_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTen
           db = scratch.data();
         }
       }
-      PetscCall(c->dnnl->BackwardWeights(WindowPtr(xh, c->xorg), WindowPtr(dyt, c->yorg), (float *)c->dwh->array, db));
+      if (c->dnnl) PetscCall(c->dnnl->BackwardWeights(WindowPtr(xh, c->xorg), CorePtr(c, dyt, ly), (float *)c->dwh->array, db)); /* overwrites db */
+      if (c->edge && c->bias && c->biasworker) {
+        const float *g = (const float *)dyt->array;
+        ForEachEdgeEntry(c, dyt, ly, [&](PetscInt off, PetscInt ch) { db[ch] += g[off]; });
+      }
     } else
 #endif
       PetscCall(DispatchType(xh->dtype, [&](auto z) -> PetscErrorCode {
@@ -744,11 +831,13 @@ static PetscErrorCode ConvT_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTen
   PetscCall(DDTensorZeroEntries(dxh));
   if (c->hasout) {
 #if DDNN_WITH_DNNL
-    if (c->dnnl) {
-      PetscObjectState st;
-      PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
-      PetscCall(c->dnnl->BackwardData(WindowPtr(dyt, c->yorg), (const float *)c->wh->array, st != c->wstate_bwd, WindowPtr(dxh, c->xorg)));
-      c->wstate_bwd = st;
+    if (c->usednnl) {
+      if (c->dnnl) { /* the edge rows do not reach the window */
+        PetscObjectState st;
+        PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
+        PetscCall(c->dnnl->BackwardData(CorePtr(c, dyt, ly), (const float *)c->wh->array, st != c->wstate_bwd, WindowPtr(dxh, c->xorg)));
+        c->wstate_bwd = st;
+      }
     } else
 #endif
       PetscCall(DispatchType(dxh->dtype, [&](auto z) -> PetscErrorCode {
@@ -777,14 +866,20 @@ static PetscErrorCode ConvT_View(DDLayer l, PetscViewer viewer)
   PetscCall(PetscViewerASCIIPrintf(viewer, "out channels %" PetscInt_FMT ", bias %s, channel workers %" PetscInt_FMT "\n", c->co, c->bias ? "yes" : "no", c->pco));
   if (l->setupcalled) {
     const char *dist = (!c->bcastX && !c->reduceY) ? "spatial" : (c->Pss == 1 ? "channel" : "general");
-    PetscCall(PetscViewerASCIIPrintf(viewer, "kernel %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " stride %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " padding %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " output padding %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " dilation %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT "\n", c->k[0], c->k[1], c->k[2], c->s[0], c->s[1], c->s[2], c->p[0], c->p[1], c->p[2], c->op[0], c->op[1], c->op[2], c->d[0], c->d[1], c->d[2]));
+    char buf[5][64];
+    for (int q = 0; q < 5; q++) {
+      const PetscInt *v = q == 0 ? c->k : q == 1 ? c->s : q == 2 ? c->p : q == 3 ? c->op : c->d;
+      size_t          n = 0;
+      buf[q][0]         = 0;
+      for (PetscInt j = 3 - c->D; j < 3; j++) n += (size_t)snprintf(buf[q] + n, sizeof(buf[q]) - n, j > 3 - c->D ? "x%" PetscInt_FMT : "%" PetscInt_FMT, v[j]);
+    }
+    PetscCall(PetscViewerASCIIPrintf(viewer, "kernel %s, stride %s, padding %s, output padding %s, dilation %s\n", buf[0], buf[1], buf[2], buf[3], buf[4]));
     PetscCall(PetscViewerASCIIPrintf(viewer, "%s distribution (Pn %" PetscInt_FMT ", Pci %" PetscInt_FMT ", Pco %" PetscInt_FMT ", spatial %" PetscInt_FMT "), kernels: %s\n", dist, c->Pn, c->Pci, c->pco, c->Pss,
 #if DDNN_WITH_DNNL
                                      c->dnnl ? c->dnnl->Impl().c_str() :
 #endif
-                                             (c->usednnl ? (c->hasout ? "reference loops on this worker (negative local crop)" : "oneDNN (no local output)") : "reference loops")));
-    if (c->usednnl && c->nfallback)
-      PetscCall(PetscViewerASCIIPrintf(viewer, "oneDNN deconvolution needs padding >= 0: %" PetscInt_FMT " of %" PetscInt_FMT " workers use the reference loops (their box starts or ends with rows no input reaches), activations in a strided format\n", c->nfallback, c->nworkers));
+                                             (c->usednnl ? (c->hasout ? "oneDNN (no input reaches this worker's box: bias only)" : "oneDNN (no local output)") : "reference loops")));
+    if (c->nedge) PetscCall(PetscViewerASCIIPrintf(viewer, "%" PetscInt_FMT " of %" PetscInt_FMT " workers have output rows no input reaches (output padding beyond the padding, or stride > (k - 1) d + 1)%s\n", c->nedge, c->nworkers, c->usednnl ? ": oneDNN computes the rest of their box, the bias fills them" : ""));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -806,9 +901,9 @@ static PetscErrorCode ConvT_View(DDLayer l, PetscViewer viewer)
   and reaches adjacent workers only.
 
   Kernels: oneDNN deconvolution (float32; activations in its preferred format, read in place)
-  or the reference loops (float64). oneDNN needs non-negative padding; workers whose output
-  box starts or ends with rows no input reaches (output padding larger than the padding, or
-  stride > (k - 1) d + 1) use the reference loops, as `DDLayerView()` reports.
+  or the reference loops (float64). Where a worker's output box starts or ends with rows no
+  input reaches (output padding larger than the padding, or stride > (k - 1) d + 1), oneDNN
+  computes the rest of the box and the bias fills those rows, as `DDLayerView()` reports.
 
   Options Database Keys:
 + -layer_convtranspose_out_channels <n> - output channels
