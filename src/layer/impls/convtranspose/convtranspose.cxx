@@ -31,8 +31,9 @@
             dw^ = convT_w^*(x^, dy^); db^ = sum dy^; dw += R dw^ (= B^* dw^); db += R db^;
             dx = B^* H^* dx^
 
-  Kernels: oneDNN deconvolution (float32), reading the window in place, with the crops as its
-  padding_l/padding_r. These must be >= 0; a negative crop means that the box begins or ends
+  Kernels: oneDNN deconvolution (float32) with the crops as its padding_l/padding_r, on the
+  window in place where it is dense, else on dense staged copies (DnnlConv::SetDenseStaging():
+  oneDNN 2.6 runs only its reference kernels on non-dense windows). These must be >= 0; a negative crop means that the box begins or ends
   with rows no window entry reaches (output padding beyond the padding, op > p, or gaps
   between the strided taps, s > (k - 1) d + 1). oneDNN then computes the core of the box,
   [max(0, -pl), out + min(0, pr)) with crops max(pl, 0), max(pr, 0), and the edge rows get
@@ -582,6 +583,7 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     for (PetscInt j = 0; j < 3 && !nocore; j++) PetscCheck(c->cs[j] < c->ce[j], PETSC_COMM_SELF, PETSC_ERR_PLIB, "Empty core of a box with inputs");
   }
 #if DDNN_WITH_DNNL
+  PetscErrorCode dnnlerr = PETSC_SUCCESS;
   if (c->usednnl && c->hasout && c->ce[2] > c->cs[2]) {
     ConvTGeom gc = c->g; /* the core of the box */
     PetscInt  nx[5] = {gc.N, gc.Ci, 0, 0, 0}, ny[5] = {gc.N, gc.Co, 0, 0, 0}, corg[DD_MAX_DIM];
@@ -600,7 +602,12 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     dnnl::memory::desc xm = WindowDesc(c->xh, lead, D, c->xorg, nx, &h), ym = WindowDesc(yt, ly, D, corg, ny, &h);
     c->dnnl.reset(new DnnlConv);
     c->dnnl->SetDenseStaging(true); /* jit kernels on dense copies of halo windows and box cores */
-    PetscCall(c->dnnl->SetUp(gc, xm, ym, xm, ym, c->bias ? true : false, true, gc.pl, gc.pr));
+    dnnlerr = c->dnnl->SetUp(gc, xm, ym, xm, ym, c->bias ? true : false, true, gc.pl, gc.pr); /* rank-local: checked on every rank below */
+  }
+  {
+    PetscMPIInt r;
+    PetscCallMPI(MPI_Comm_rank(comm, &r));
+    DDCheckAll(comm, dnnlerr == PETSC_SUCCESS, PETSC_ERR_LIB, "oneDNN could not set up the deconvolution of rank %d (error %d)", r, (int)dnnlerr);
   }
 #endif
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -900,8 +907,9 @@ static PetscErrorCode ConvT_View(DDLayer l, PetscViewer viewer)
   Ps (it drives the load, App. B.1); each worker's input window follows from its output box
   and reaches adjacent workers only.
 
-  Kernels: oneDNN deconvolution (float32; activations in its preferred format, read in place)
-  or the reference loops (float64). Where a worker's output box starts or ends with rows no
+  Kernels: oneDNN deconvolution (float32; activations in its preferred format; halo windows
+  are copied to dense buffers, where oneDNN 2.6 has its fast kernels) or the reference loops
+  (float64). Where a worker's output box starts or ends with rows no
   input reaches (output padding larger than the padding, or stride > (k - 1) d + 1), oneDNN
   computes the rest of the box and the bias fills those rows, as `DDLayerView()` reports.
 
