@@ -185,4 +185,22 @@ template <class T>
 void AffineBackwardDataBlas(const AffineGeom &g, const T *dy, PetscInt ldy, const T *w, PetscInt ldw, T *dx, PetscInt ldx);
 template <class T>
 void AffineBackwardWeightsBlas(const AffineGeom &g, const T *x, PetscInt ldx, const T *dy, PetscInt ldy, T *dw, PetscInt ldw, T *db);
+/*
+  Transposed convolution (src/backend/reference/convt_ref.cxx). The geometry of one worker:
+  the input window x (N, Ci, in) and the output box y (N, Co, out); window entry li feeds box
+  entry lo = li s + t d - pl (0 <= t < k) when 0 <= lo < out, i.e. pl is the left crop (the
+  transposed convolution's padding plus the box's offset) and pr the right one, so that
+  out = (in - 1) s - pl - pr + (k - 1) d + 1. The weights are (Ci, Co, k0, k1, k2), as
+  PyTorch stores a ConvTranspose's. Either crop may be negative (rows of the box that no
+  window entry reaches: output padding, or gaps when s > (k - 1) d + 1); the loops skip them.
+*/
+struct ConvTGeom : ConvGeom {
+  PetscInt pl[3] = {0, 0, 0}, pr[3] = {0, 0, 0};
+};
+template <class T> /* y = convT(x, w) + b (b may be NULL): overwrites the box */
+void ConvTForwardRef(const ConvTGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y);
+template <class T> /* dx += J_x^* dy: a convolution of dy onto the window */
+void ConvTBackwardDataRef(const ConvTGeom &g, const View<const T> &dy, const T *w, const View<T> &dx);
+template <class T> /* dw += J_w^* dy, db += J_b^* dy (db may be NULL) */
+void ConvTBackwardWeightsRef(const ConvTGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db);
 } // namespace ddnn

@@ -3,7 +3,10 @@
 
   The input descriptor is a window of the halo-padded storage (a sub-memory for the blocked
   format), so the halo exchange's output is read in place; weights are PyTorch-ordered
-  (O, I, k...) and reordered into the primitive's format only when they changed.
+  ((O, I, k...) for a convolution, (I, O, k...) for a transposed one) and reordered into the
+  primitive's format only when they changed. The deconvolution primitives have the same
+  argument roles as the convolution's (src = x, the deconvolution's input; dst = y), and
+  their padding crops the output: the local "crop" of a worker's output box.
 */
 #include <backend/cpu/conv_dnnl.hpp>
 #include <unordered_map>
@@ -42,22 +45,17 @@ PetscErrorCode DnnlConv::Preferred(const ConvGeom &g, bool transposed, DDTensorF
       if (!FormatOfDesc(pd.src_desc(), g.D, xf, xbs)) *xf = DD_FORMAT_PLAIN;
       if (!FormatOfDesc(pd.dst_desc(), g.D, yf, ybs)) *yf = DD_FORMAT_PLAIN;
     } else {
-      /* deconvolution: its src is the small side (g.out), its dst the large one (g.in) */
-      md sa(yd, dt::f32, tag::any), da(xd, dt::f32, tag::any), w2({g.Co, g.Ci}, dt::f32, tag::any);
-      dnnl::memory::dims wdd = {g.Ci, g.Co};
-      for (PetscInt j = 3 - g.D; j < 3; j++) wdd.push_back(g.k[j]);
-      md wt(wdd, dt::f32, tag::any);
-      dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::deconvolution_direct, sa, wt, da, strides, dil, pad, pad);
+      /* deconvolution: x (g.in, g.Ci channels) is its input, y (g.out, g.Co channels) its output */
+      dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::deconvolution_direct, xa, wa, ya, strides, dil, pad, pad);
       dnnl::deconvolution_forward::primitive_desc pd(d, CpuEngine());
-      if (!FormatOfDesc(pd.src_desc(), g.D, yf, ybs)) *yf = DD_FORMAT_PLAIN;
-      if (!FormatOfDesc(pd.dst_desc(), g.D, xf, xbs)) *xf = DD_FORMAT_PLAIN;
-      (void)w2;
+      if (!FormatOfDesc(pd.src_desc(), g.D, xf, xbs)) *xf = DD_FORMAT_PLAIN;
+      if (!FormatOfDesc(pd.dst_desc(), g.D, yf, ybs)) *yf = DD_FORMAT_PLAIN;
     }
   });
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-PetscErrorCode DnnlConv::SetUp(const ConvGeom &g, const md &x, const md &y, const md &dx, const md &dy, bool bias, bool transposed)
+PetscErrorCode DnnlConv::SetUp(const ConvGeom &g, const md &x, const md &y, const md &dx, const md &dy, bool bias, bool transposed, const PetscInt padl[3], const PetscInt padr[3])
 {
   PetscFunctionBegin;
   geom    = g;
@@ -68,49 +66,73 @@ PetscErrorCode DnnlConv::SetUp(const ConvGeom &g, const md &x, const md &y, cons
   dxmd    = dx;
   dymd    = dy;
   hasbwd  = dx.data.ndims > 0;
+  for (PetscInt j = 3 - g.D; j < 3; j++) PetscCheck((!padl || padl[j] >= 0) && (!padr || padr[j] >= 0), PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "oneDNN padding must be non-negative, got %" PetscInt_FMT " and %" PetscInt_FMT, padl ? padl[j] : 0, padr ? padr[j] : 0);
   DDDnnlCall({
-    auto strides = Spatial(g.s, g.D), dil = Spatial(g.d, g.D, -1), pad = Spatial(g.s, g.D);
-    for (auto &p : pad) p = 0;
-    dnnl::memory::dims wd = transposed ? dnnl::memory::dims{g.Ci, g.Co} : dnnl::memory::dims{g.Co, g.Ci};
+    const PetscInt zero[3] = {0, 0, 0};
+    auto           strides = Spatial(g.s, g.D), dil = Spatial(g.d, g.D, -1), pl = Spatial(padl ? padl : zero, g.D), pr = Spatial(padr ? padr : zero, g.D);
+    /* conv weights are (O, I, k...); a deconvolution's logical (O, I, k...) are stored (I, O, k...) by PyTorch */
+    dnnl::memory::dims wd = {g.Co, g.Ci};
     for (PetscInt j = 3 - g.D; j < 3; j++) wd.push_back(g.k[j]);
-    wplain = md(wd, dt::f32, g.D == 1 ? tag::oiw : g.D == 2 ? tag::oihw : tag::oidhw);
+    if (!transposed) wplain = md(wd, dt::f32, g.D == 1 ? tag::oiw : g.D == 2 ? tag::oihw : tag::oidhw);
+    else wplain = md(wd, dt::f32, g.D == 1 ? tag::bac : g.D == 2 ? tag::iohw : tag::iodhw);
     md wany(wd, dt::f32, tag::any);
-    bmd = md({transposed ? g.Ci : g.Co}, dt::f32, tag::x);
+    bmd = md({g.Co}, dt::f32, tag::x);
     md none;
+    /* the activations as the primitives see them: the windows, or (staged) whatever dense layout oneDNN prefers */
+    const md X = staging ? md(x.dims(), dt::f32, tag::any) : x, Y = staging ? md(y.dims(), dt::f32, tag::any) : y;
+    const md DX = staging && hasbwd ? md(dx.dims(), dt::f32, tag::any) : dx, DY = staging && hasbwd ? md(dy.dims(), dt::f32, tag::any) : dy;
     if (!transposed) {
-      dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, x, wany, bias ? bmd : none, y, strides, dil, pad, pad);
+      dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, X, wany, bias ? bmd : none, Y, strides, dil, pl, pr);
       dnnl::convolution_forward::primitive_desc fpd(fd, CpuEngine());
       impl = fpd.impl_info_str();
       fwd  = dnnl::convolution_forward(fpd);
       wfwd = fpd.weights_desc();
+      pfx  = fpd.src_desc();
+      pfy  = fpd.dst_desc();
       if (hasbwd) {
-        dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, dx, wany, dy, strides, dil, pad, pad);
+        dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, DX, wany, DY, strides, dil, pl, pr);
         dnnl::convolution_backward_data::primitive_desc bpd(bd, CpuEngine(), fpd);
         bwdd = dnnl::convolution_backward_data(bpd);
         wbwd = bpd.weights_desc();
-        dnnl::convolution_backward_weights::desc wdsc(dnnl::algorithm::convolution_direct, x, wany, bias ? bmd : none, dy, strides, dil, pad, pad);
+        pbdx = bpd.diff_src_desc();
+        pbdy = bpd.diff_dst_desc();
+        dnnl::convolution_backward_weights::desc wdsc(dnnl::algorithm::convolution_direct, X, wany, bias ? bmd : none, DY, strides, dil, pl, pr);
         dnnl::convolution_backward_weights::primitive_desc wpd(wdsc, CpuEngine(), fpd);
         bwdw = dnnl::convolution_backward_weights(wpd);
         dwmd = wpd.diff_weights_desc();
+        pwx  = wpd.src_desc();
+        pwdy = wpd.diff_dst_desc();
       }
     } else {
-      /* the deconvolution maps the small side y (g.out) to the large side x (g.in) */
-      dnnl::deconvolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::deconvolution_direct, y, wany, bias ? bmd : none, x, strides, dil, pad, pad);
+      dnnl::deconvolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::deconvolution_direct, X, wany, bias ? bmd : none, Y, strides, dil, pl, pr);
       dnnl::deconvolution_forward::primitive_desc fpd(fd, CpuEngine());
       impl = fpd.impl_info_str();
       fwd  = dnnl::deconvolution_forward(fpd);
       wfwd = fpd.weights_desc();
+      pfx  = fpd.src_desc();
+      pfy  = fpd.dst_desc();
       if (hasbwd) {
-        dnnl::deconvolution_backward_data::desc bd(dnnl::algorithm::deconvolution_direct, dy, wany, dx, strides, dil, pad, pad);
+        dnnl::deconvolution_backward_data::desc bd(dnnl::algorithm::deconvolution_direct, DX, wany, DY, strides, dil, pl, pr);
         dnnl::deconvolution_backward_data::primitive_desc bpd(bd, CpuEngine(), fpd);
         bwdd = dnnl::deconvolution_backward_data(bpd);
         wbwd = bpd.weights_desc();
-        dnnl::deconvolution_backward_weights::desc wdsc(dnnl::algorithm::deconvolution_direct, y, wany, bias ? bmd : none, dx, strides, dil, pad, pad);
+        pbdx = bpd.diff_src_desc();
+        pbdy = bpd.diff_dst_desc();
+        dnnl::deconvolution_backward_weights::desc wdsc(dnnl::algorithm::deconvolution_direct, X, wany, bias ? bmd : none, DY, strides, dil, pl, pr);
         dnnl::deconvolution_backward_weights::primitive_desc wpd(wdsc, CpuEngine(), fpd);
         bwdw = dnnl::deconvolution_backward_weights(wpd);
         dwmd = wpd.diff_weights_desc();
+        pwx  = wpd.src_desc();
+        pwdy = wpd.diff_dst_desc();
       }
     }
+    if (!staging) { /* exactly the windows given */
+      pfx = pwx = xmd;
+      pfy = pwdy = ymd;
+      pbdx       = dxmd;
+      pbdy       = dymd;
+    }
+    if (!(pfx == xmd && pfy == ymd && (!hasbwd || (pbdx == dxmd && pbdy == dymd && pwx == xmd && pwdy == dymd)))) impl += " (dense staging)";
     wfwd_plain = wfwd == wplain;
     wbwd_plain = !hasbwd || wbwd == wplain;
     dw_plain   = !hasbwd || dwmd == wplain;
@@ -119,6 +141,31 @@ PetscErrorCode DnnlConv::SetUp(const ConvGeom &g, const md &x, const md &y, cons
     if (!dw_plain) dwbuf.resize(dwmd.get_size() / sizeof(float) + 1);
   });
   PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* memory p of layout u where a primitive reads layout w: p itself, or a copy in buf */
+static void *StageIn(const md &u, const md &w, void *p, std::vector<float> &buf)
+{
+  if (u == w) return p;
+  if (buf.size() < w.get_size() / sizeof(float) + 1) buf.resize(w.get_size() / sizeof(float) + 1);
+  dnnl::memory src(u, CpuEngine(), p), dst(w, CpuEngine(), buf.data());
+  dnnl::reorder(src, dst).execute(CpuStream(), src, dst);
+  return buf.data();
+}
+
+/* where a primitive writes layout w for memory p of layout u: p itself, or buf (then StageOut) */
+static void *StageOutPtr(const md &u, const md &w, void *p, std::vector<float> &buf)
+{
+  if (u == w) return p;
+  if (buf.size() < w.get_size() / sizeof(float) + 1) buf.resize(w.get_size() / sizeof(float) + 1);
+  return buf.data();
+}
+
+static void StageOut(const md &u, const md &w, void *p, std::vector<float> &buf)
+{
+  if (u == w) return;
+  dnnl::memory src(w, CpuEngine(), buf.data()), dst(u, CpuEngine(), p);
+  dnnl::reorder(src, dst).execute(CpuStream(), src, dst);
 }
 
 static void *Reordered(const md &plain, const md &want, const float *w, bool plainok, std::vector<float> &buf, bool changed)
@@ -135,13 +182,15 @@ PetscErrorCode DnnlConv::Forward(void *x, const float *w, bool wchanged, const f
 {
   PetscFunctionBegin;
   DDDnnlCall({
-    void                              *wp = Reordered(wplain, wfwd, w, wfwd_plain, wbuf_fwd, wchanged);
+    void                                 *wp = Reordered(wplain, wfwd, w, wfwd_plain, wbuf_fwd, wchanged);
+    void                                 *xp = StageIn(xmd, pfx, x, xbuf), *yp = StageOutPtr(ymd, pfy, y, ybuf);
     std::unordered_map<int, dnnl::memory> args;
-    args.insert({deconv ? DNNL_ARG_SRC : DNNL_ARG_SRC, dnnl::memory(deconv ? ymd : xmd, CpuEngine(), deconv ? y : x)});
+    args.insert({DNNL_ARG_SRC, dnnl::memory(pfx, CpuEngine(), xp)});
     args.insert({DNNL_ARG_WEIGHTS, dnnl::memory(wfwd, CpuEngine(), wp)});
     if (hasbias) args.insert({DNNL_ARG_BIAS, dnnl::memory(bmd, CpuEngine(), (void *)b)});
-    args.insert({DNNL_ARG_DST, dnnl::memory(deconv ? xmd : ymd, CpuEngine(), deconv ? x : y)});
+    args.insert({DNNL_ARG_DST, dnnl::memory(pfy, CpuEngine(), yp)});
     fwd.execute(CpuStream(), args);
+    StageOut(ymd, pfy, y, ybuf);
     CpuStream().wait();
   });
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -151,12 +200,14 @@ PetscErrorCode DnnlConv::BackwardData(void *dy, const float *w, bool wchanged, v
 {
   PetscFunctionBegin;
   DDDnnlCall({
-    void                              *wp = Reordered(wplain, wbwd, w, wbwd_plain, wbuf_bwd, wchanged);
+    void                                 *wp = Reordered(wplain, wbwd, w, wbwd_plain, wbuf_bwd, wchanged);
+    void                                 *dyp = StageIn(dymd, pbdy, dy, ybuf), *dxp = StageOutPtr(dxmd, pbdx, dx, xbuf);
     std::unordered_map<int, dnnl::memory> args;
-    args.insert({DNNL_ARG_DIFF_DST, dnnl::memory(deconv ? dxmd : dymd, CpuEngine(), deconv ? dx : dy)});
+    args.insert({DNNL_ARG_DIFF_DST, dnnl::memory(pbdy, CpuEngine(), dyp)});
     args.insert({DNNL_ARG_WEIGHTS, dnnl::memory(wbwd, CpuEngine(), wp)});
-    args.insert({DNNL_ARG_DIFF_SRC, dnnl::memory(deconv ? dymd : dxmd, CpuEngine(), deconv ? dy : dx)});
+    args.insert({DNNL_ARG_DIFF_SRC, dnnl::memory(pbdx, CpuEngine(), dxp)});
     bwdd.execute(CpuStream(), args);
+    StageOut(dxmd, pbdx, dx, xbuf);
     CpuStream().wait();
   });
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -167,8 +218,8 @@ PetscErrorCode DnnlConv::BackwardWeights(void *x, void *dy, float *dw, float *db
   PetscFunctionBegin;
   DDDnnlCall({
     std::unordered_map<int, dnnl::memory> args;
-    args.insert({DNNL_ARG_SRC, dnnl::memory(deconv ? dymd : xmd, CpuEngine(), deconv ? dy : x)});
-    args.insert({DNNL_ARG_DIFF_DST, dnnl::memory(deconv ? xmd : dymd, CpuEngine(), deconv ? x : dy)});
+    args.insert({DNNL_ARG_SRC, dnnl::memory(pwx, CpuEngine(), StageIn(xmd, pwx, x, xbuf))});
+    args.insert({DNNL_ARG_DIFF_DST, dnnl::memory(pwdy, CpuEngine(), StageIn(dymd, pwdy, dy, ybuf))});
     dnnl::memory dwm(dwmd, CpuEngine(), dw_plain ? (void *)dw : (void *)dwbuf.data());
     args.insert({DNNL_ARG_DIFF_WEIGHTS, dwm});
     if (hasbias) args.insert({DNNL_ARG_DIFF_BIAS, dnnl::memory(bmd, CpuEngine(), db)});

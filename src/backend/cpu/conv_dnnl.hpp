@@ -14,26 +14,41 @@ public:
     g: local geometry (no padding: the window is already padded by the halo exchange).
     x/y: descriptors of the input window and the output box; dx/dy: of the gradients (NULL
     descriptors skip the backward primitives). transposed: a transposed convolution, i.e. the
-    deconvolution primitives (x is then the small side).
+    deconvolution primitives: x (g.Ci channels, g.in) is then its input, the small side, and
+    y (g.Co channels, g.out) its output; its weights are plain (I, O, k...) = (g.Ci, g.Co, k...)
+    as PyTorch stores a ConvTranspose's. padl/padr (NULL: zero): oneDNN's padding_l/padding_r
+    per spatial dimension (3 entries, leading unit dimensions first), >= 0; for the transposed
+    convolution they crop its output (out = (in - 1) s - padl - padr + (k - 1) d + 1).
   */
-  PetscErrorCode SetUp(const ConvGeom &g, const dnnl::memory::desc &x, const dnnl::memory::desc &y, const dnnl::memory::desc &dx, const dnnl::memory::desc &dy, bool bias, bool transposed);
-  /* y = conv(x, w) + b; w plain (O, I, k...), reordered when wchanged */
+  PetscErrorCode SetUp(const ConvGeom &g, const dnnl::memory::desc &x, const dnnl::memory::desc &y, const dnnl::memory::desc &dx, const dnnl::memory::desc &dy, bool bias, bool transposed, const PetscInt padl[3] = nullptr, const PetscInt padr[3] = nullptr);
+  /* y = conv(x, w) + b; w plain (O, I, k...) (transposed: (I, O, k...)), reordered when wchanged */
   PetscErrorCode Forward(void *x, const float *w, bool wchanged, const float *b, void *y);
   /* dx = conv_bwd_data(dy, w) (overwrites the window) */
   PetscErrorCode BackwardData(void *dy, const float *w, bool wchanged, void *dx);
   /* dw = conv_bwd_weights(x, dy) as plain (O, I, k...) (overwritten), db (overwritten) if bias */
   PetscErrorCode BackwardWeights(void *x, void *dy, float *dw, float *db);
+  /*
+    Dense staging (call before SetUp): the primitives get oneDNN's preferred dense layouts, and
+    windows that differ (a halo window, a sub-box of the output) are copied in and out by
+    reorders. oneDNN 2.6 falls back to its reference implementation ("ref:any") for any
+    non-dense source or destination (a submemory or strided window), and its reference
+    deconvolution adds the bias outside a non-dense destination (out-of-bounds writes, seen
+    with valgrind); staged, both run the jit kernels on dense buffers.
+  */
+  void        SetDenseStaging(bool flg) { staging = flg; }
   std::string Impl() const { return impl; }
-  /* the formats oneDNN prefers for the input and output of this geometry */
+  /* the formats oneDNN prefers for the input and output of this geometry (transposed: x is the deconvolution's input) */
   static PetscErrorCode Preferred(const ConvGeom &g, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs);
 
 private:
   ConvGeom                                        geom;
-  bool                                            hasbias = false, hasbwd = false, deconv = false;
+  bool                                            hasbias = false, hasbwd = false, deconv = false, staging = false;
   dnnl::memory::desc                              wplain, bmd;
   dnnl::primitive                                 fwd, bwdd, bwdw;
   dnnl::memory::desc                              xmd, ymd, dxmd, dymd, wfwd, wbwd, dwmd;
   std::vector<float>                              wbuf_fwd, wbuf_bwd, dwbuf;
+  dnnl::memory::desc                              pfx, pfy, pbdx, pbdy, pwx, pwdy; /* what the primitives read and write */
+  std::vector<float>                              xbuf, ybuf;                      /* the staged copies, where they differ */
   bool                                            wfwd_plain = true, wbwd_plain = true, dw_plain = true;
   std::string                                     impl;
 };

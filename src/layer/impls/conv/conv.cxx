@@ -74,26 +74,62 @@ static PetscErrorCode ConvGet(DDLayer l, Conv **c, const char fn[])
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  The setters shared by conv and convtranspose dispatch to the type's implementation, which
+  its create function composes as "<setter>_C" (as PETSc does for type-specific setters).
+*/
+template <class F>
+static PetscErrorCode ConvSetter(DDLayer l, const char fn[], F **f)
+{
+  char name[64];
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(l, DD_LAYER_CLASSID, 1);
+  PetscCall(PetscSNPrintf(name, sizeof(name), "%s_C", fn));
+  PetscCall(PetscObjectQueryFunction((PetscObject)l, name, f));
+  PetscCheck(*f, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_WRONG, "%s() needs a %s or %s layer, this one is %s", fn, DDLAYERCONV, DDLAYERCONVTRANSPOSE, ((PetscObject)l)->type_name ? ((PetscObject)l)->type_name : "untyped");
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDLayerConvSetOutputChannels_Conv(DDLayer l, PetscInt co)
+{
+  Conv *c = (Conv *)l->data;
+
+  PetscFunctionBegin;
+  PetscCheck(co >= 1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Output channels %" PetscInt_FMT " must be positive", co);
+  c->co = co;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@
-  DDLayerConvSetOutputChannels - Number of output channels of a convolution
+  DDLayerConvSetOutputChannels - Number of output channels of a convolution or transposed convolution
 
   Logically collective
 
-  Options Database Key:
-. -layer_conv_out_channels <n> - the number
+  Options Database Keys:
++ -layer_conv_out_channels <n> - the number (conv)
+- -layer_convtranspose_out_channels <n> - the number (convtranspose)
 
   Level: beginner
 
-.seealso: `DDLAYERCONV`, `DDLayerConvSetKernel()`
+.seealso: `DDLAYERCONV`, `DDLAYERCONVTRANSPOSE`, `DDLayerConvSetKernel()`
 @*/
 PetscErrorCode DDLayerConvSetOutputChannels(DDLayer l, PetscInt co)
 {
-  Conv *c;
+  PetscErrorCode(*f)(DDLayer, PetscInt);
 
   PetscFunctionBegin;
-  PetscCall(ConvGet(l, &c, "DDLayerConvSetOutputChannels"));
-  PetscCheck(co >= 1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Output channels %" PetscInt_FMT " must be positive", co);
-  c->co = co;
+  PetscCall(ConvSetter(l, "DDLayerConvSetOutputChannels", &f));
+  PetscCall((*f)(l, co));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDLayerConvSetKernel_Conv(DDLayer l, PetscInt n, const PetscInt k[])
+{
+  Conv *c = (Conv *)l->data;
+
+  PetscFunctionBegin;
+  PetscCall(c->kernel.Set(PetscObjectComm((PetscObject)l), n, k, "The kernel"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -107,20 +143,30 @@ PetscErrorCode DDLayerConvSetOutputChannels(DDLayer l, PetscInt co)
 . n - 1 (the same size in every dimension) or the number of spatial dimensions
 - k - the sizes, outermost spatial dimension first (D, H, W)
 
-  Options Database Key:
-. -layer_conv_kernel <k0,k1,...> - the sizes
+  Options Database Keys:
++ -layer_conv_kernel <k0,k1,...> - the sizes (conv)
+- -layer_convtranspose_kernel <k0,k1,...> - the sizes (convtranspose)
 
   Level: beginner
 
-.seealso: `DDLAYERCONV`, `DDLayerConvSetStride()`
+.seealso: `DDLAYERCONV`, `DDLAYERCONVTRANSPOSE`, `DDLayerConvSetStride()`
 @*/
 PetscErrorCode DDLayerConvSetKernel(DDLayer l, PetscInt n, const PetscInt k[])
 {
-  Conv *c;
+  PetscErrorCode(*f)(DDLayer, PetscInt, const PetscInt[]);
 
   PetscFunctionBegin;
-  PetscCall(ConvGet(l, &c, "DDLayerConvSetKernel"));
-  PetscCall(c->kernel.Set(PetscObjectComm((PetscObject)l), n, k, "The kernel"));
+  PetscCall(ConvSetter(l, "DDLayerConvSetKernel", &f));
+  PetscCall((*f)(l, n, k));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDLayerConvSetStride_Conv(DDLayer l, PetscInt n, const PetscInt s[])
+{
+  Conv *c = (Conv *)l->data;
+
+  PetscFunctionBegin;
+  PetscCall(c->stride.Set(PetscObjectComm((PetscObject)l), n, s, "The stride"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -129,20 +175,30 @@ PetscErrorCode DDLayerConvSetKernel(DDLayer l, PetscInt n, const PetscInt k[])
 
   Logically collective
 
-  Options Database Key:
-. -layer_conv_stride <s0,...> - the strides
+  Options Database Keys:
++ -layer_conv_stride <s0,...> - the strides (conv)
+- -layer_convtranspose_stride <s0,...> - the strides (convtranspose)
 
   Level: beginner
 
-.seealso: `DDLayerConvSetKernel()`
+.seealso: `DDLayerConvSetKernel()`, `DDLAYERCONVTRANSPOSE`
 @*/
 PetscErrorCode DDLayerConvSetStride(DDLayer l, PetscInt n, const PetscInt s[])
 {
-  Conv *c;
+  PetscErrorCode(*f)(DDLayer, PetscInt, const PetscInt[]);
 
   PetscFunctionBegin;
-  PetscCall(ConvGet(l, &c, "DDLayerConvSetStride"));
-  PetscCall(c->stride.Set(PetscObjectComm((PetscObject)l), n, s, "The stride"));
+  PetscCall(ConvSetter(l, "DDLayerConvSetStride", &f));
+  PetscCall((*f)(l, n, s));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDLayerConvSetPadding_Conv(DDLayer l, PetscInt n, const PetscInt p[])
+{
+  Conv *c = (Conv *)l->data;
+
+  PetscFunctionBegin;
+  PetscCall(c->padding.Set(PetscObjectComm((PetscObject)l), n, p, "The padding"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -151,20 +207,34 @@ PetscErrorCode DDLayerConvSetStride(DDLayer l, PetscInt n, const PetscInt s[])
 
   Logically collective
 
-  Options Database Key:
-. -layer_conv_padding <p0,...> - the paddings
+  Notes:
+  For a transposed convolution, as in PyTorch, the padding removes entries from both sides of
+  the full output (it is the padding of the convolution it is the adjoint of).
+
+  Options Database Keys:
++ -layer_conv_padding <p0,...> - the paddings (conv)
+- -layer_convtranspose_padding <p0,...> - the paddings (convtranspose)
 
   Level: beginner
 
-.seealso: `DDLayerConvSetPaddingMode()`
+.seealso: `DDLayerConvSetPaddingMode()`, `DDLayerConvSetOutputPadding()`
 @*/
 PetscErrorCode DDLayerConvSetPadding(DDLayer l, PetscInt n, const PetscInt p[])
 {
-  Conv *c;
+  PetscErrorCode(*f)(DDLayer, PetscInt, const PetscInt[]);
 
   PetscFunctionBegin;
-  PetscCall(ConvGet(l, &c, "DDLayerConvSetPadding"));
-  PetscCall(c->padding.Set(PetscObjectComm((PetscObject)l), n, p, "The padding"));
+  PetscCall(ConvSetter(l, "DDLayerConvSetPadding", &f));
+  PetscCall((*f)(l, n, p));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDLayerConvSetDilation_Conv(DDLayer l, PetscInt n, const PetscInt d[])
+{
+  Conv *c = (Conv *)l->data;
+
+  PetscFunctionBegin;
+  PetscCall(c->dilation.Set(PetscObjectComm((PetscObject)l), n, d, "The dilation"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -173,8 +243,9 @@ PetscErrorCode DDLayerConvSetPadding(DDLayer l, PetscInt n, const PetscInt p[])
 
   Logically collective
 
-  Options Database Key:
-. -layer_conv_dilation <d0,...> - the dilations
+  Options Database Keys:
++ -layer_conv_dilation <d0,...> - the dilations (conv)
+- -layer_convtranspose_dilation <d0,...> - the dilations (convtranspose)
 
   Level: intermediate
 
@@ -182,33 +253,43 @@ PetscErrorCode DDLayerConvSetPadding(DDLayer l, PetscInt n, const PetscInt p[])
 @*/
 PetscErrorCode DDLayerConvSetDilation(DDLayer l, PetscInt n, const PetscInt d[])
 {
-  Conv *c;
+  PetscErrorCode(*f)(DDLayer, PetscInt, const PetscInt[]);
 
   PetscFunctionBegin;
-  PetscCall(ConvGet(l, &c, "DDLayerConvSetDilation"));
-  PetscCall(c->dilation.Set(PetscObjectComm((PetscObject)l), n, d, "The dilation"));
+  PetscCall(ConvSetter(l, "DDLayerConvSetDilation", &f));
+  PetscCall((*f)(l, n, d));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDLayerConvSetBias_Conv(DDLayer l, PetscBool flg)
+{
+  Conv *c = (Conv *)l->data;
+
+  PetscFunctionBegin;
+  c->bias = flg;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 /*@
-  DDLayerConvSetBias - Whether the convolution has a (learnable) bias (default true)
+  DDLayerConvSetBias - Whether the convolution (or transposed convolution) has a (learnable) bias (default true)
 
   Logically collective
 
-  Options Database Key:
-. -layer_conv_bias <bool> - the flag
+  Options Database Keys:
++ -layer_conv_bias <bool> - the flag (conv)
+- -layer_convtranspose_bias <bool> - the flag (convtranspose)
 
   Level: beginner
 
-.seealso: `DDLAYERCONV`
+.seealso: `DDLAYERCONV`, `DDLAYERCONVTRANSPOSE`
 @*/
 PetscErrorCode DDLayerConvSetBias(DDLayer l, PetscBool flg)
 {
-  Conv *c;
+  PetscErrorCode(*f)(DDLayer, PetscBool);
 
   PetscFunctionBegin;
-  PetscCall(ConvGet(l, &c, "DDLayerConvSetBias"));
-  c->bias = flg;
+  PetscCall(ConvSetter(l, "DDLayerConvSetBias", &f));
+  PetscCall((*f)(l, flg));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -234,6 +315,16 @@ PetscErrorCode DDLayerConvSetPaddingMode(DDLayer l, DDPaddingMode mode)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+static PetscErrorCode DDLayerConvSetChannelWorkers_Conv(DDLayer l, PetscInt n)
+{
+  Conv *c = (Conv *)l->data;
+
+  PetscFunctionBegin;
+  PetscCheck(n >= 1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Channel workers %" PetscInt_FMT " must be positive", n);
+  c->pco = n;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@
   DDLayerConvSetChannelWorkers - Number of workers the output channels are split over (Pco, default 1)
 
@@ -244,21 +335,23 @@ PetscErrorCode DDLayerConvSetPaddingMode(DDLayer l, DDPaddingMode mode)
   paper 000 sec. 4.1.2: Pci = Pco = 1 is spatial-only, no spatial split is channel-only,
   otherwise general. The layer needs Pn Pco Pci |Ps| ranks.
 
-  Options Database Key:
-. -layer_conv_channel_workers <n> - Pco
+  The same holds for a transposed convolution (`DDLAYERCONVTRANSPOSE`).
+
+  Options Database Keys:
++ -layer_conv_channel_workers <n> - Pco (conv)
+- -layer_convtranspose_channel_workers <n> - Pco (convtranspose)
 
   Level: intermediate
 
-.seealso: `DDLAYERCONV`
+.seealso: `DDLAYERCONV`, `DDLAYERCONVTRANSPOSE`
 @*/
 PetscErrorCode DDLayerConvSetChannelWorkers(DDLayer l, PetscInt n)
 {
-  Conv *c;
+  PetscErrorCode(*f)(DDLayer, PetscInt);
 
   PetscFunctionBegin;
-  PetscCall(ConvGet(l, &c, "DDLayerConvSetChannelWorkers"));
-  PetscCheck(n >= 1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Channel workers %" PetscInt_FMT " must be positive", n);
-  c->pco = n;
+  PetscCall(ConvSetter(l, "DDLayerConvSetChannelWorkers", &f));
+  PetscCall((*f)(l, n));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -327,6 +420,13 @@ static PetscErrorCode Conv_Destroy(DDLayer l)
   PetscCall(Conv_Reset(l));
   delete (Conv *)l->data;
   l->data = NULL;
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetOutputChannels_C", NULL));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetKernel_C", NULL));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetStride_C", NULL));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetPadding_C", NULL));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetDilation_C", NULL));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetBias_C", NULL));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetChannelWorkers_C", NULL));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -859,6 +959,13 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Conv(DDLayer l)
   l->ops->view           = Conv_View;
   l->ops->reset          = Conv_Reset;
   l->ops->destroy        = Conv_Destroy;
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetOutputChannels_C", DDLayerConvSetOutputChannels_Conv));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetKernel_C", DDLayerConvSetKernel_Conv));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetStride_C", DDLayerConvSetStride_Conv));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetPadding_C", DDLayerConvSetPadding_Conv));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetDilation_C", DDLayerConvSetDilation_Conv));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetBias_C", DDLayerConvSetBias_Conv));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetChannelWorkers_C", DDLayerConvSetChannelWorkers_Conv));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

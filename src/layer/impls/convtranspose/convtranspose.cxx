@@ -1,0 +1,956 @@
+/*
+  DDLAYERCONVTRANSPOSE: distributed transposed convolution (learnable upsampling), paper 000
+  sec. 4.1.1 (a transposed convolution "shares algorithmic elements with the classical
+  convolution"), sec. 4.1.2 and Fig. 4 for the channel distributions, sec. 3.2.5 and App. B
+  for the halo.
+
+  Semantics of torch.nn.ConvTranspose1d/2d/3d: input (N, Ci, n...), weight (Ci, Co, k...),
+  bias (Co); along each spatial dimension input i feeds output o = i s - p + t d (0 <= t < k),
+  and the output has (n - 1) s - 2 p + d (k - 1) + op + 1 entries (op: output padding; the
+  last op rows get no input, only the bias).
+
+  Partitions (D spatial dimensions, Ps = P_0 x ... x P_{D-1}), as for DDLAYERCONV:
+    x  on Px = Pn x Pci x Ps                 (the input's own partition)
+    y  on Py = Pn x Pco x Ps                 (the output: balanced along the spatial dimensions)
+    w  on Pr = Pci x Pco x 1...1             (weights (Ci, Co, k...), on the workers with n = 0, s = 0)
+    b  on Pb = Pco                           (bias, on the workers with n = 0, ci = 0, s = 0)
+  and the work partition Pw = Pco x Pn x Pci x Ps, numbered three ways as in conv.cxx:
+    Pw_x = (Pco, Pn, Pci, Ps)      x^ = B x  (copies over co)
+    Pw_y = (Pci, Pn, Pco, Ps)      y  = R y^ (sums over ci)
+    Pw_w = (Pn Ps, Pci, Pco, 1...) w^ = B w  (copies over n and s)
+
+  The halo (App. B.1: the output's balanced decomposition drives the load): the worker whose
+  output box is [o0, o1) along a dimension needs the inputs i with i s - p + t d in the box,
+  i in [ceil((o0 + p - (k - 1) d) / s), floor((o1 - 1 + p) / s)] clipped to [0, n): the window
+  given to the halo primitive (DDPrimitiveHaloSetWindow). The local transposed convolution
+  maps the window onto the box with the left crop pl = o0 + p - i0 s (the local "padding")
+  and the right crop pr = (i1 - 1) s - p + (k - 1) d + 1 - o1.
+
+  Forward:  x^ = B x; x^ = H x^; w^ = B w; b^ = B b; y^ = convT(x^ window, w^) + [ci = 0] b^; y = R y^
+  Backward: dy^ = R^* dy = B dy; dx^ window = convT_x^*(dy^) (a convolution of dy^);
+            dw^ = convT_w^*(x^, dy^); db^ = sum dy^; dw += R dw^ (= B^* dw^); db += R db^;
+            dx = B^* H^* dx^
+
+  Kernels: oneDNN deconvolution (float32) with the crops as its padding_l/padding_r, on the
+  window in place where it is dense, else on dense staged copies (DnnlConv::SetDenseStaging():
+  oneDNN 2.6 runs only its reference kernels on non-dense windows). These must be >= 0; a negative crop means that the box begins or ends
+  with rows no window entry reaches (output padding beyond the padding, op > p, or gaps
+  between the strided taps, s > (k - 1) d + 1). oneDNN then computes the core of the box,
+  [max(0, -pl), out + min(0, pr)) with crops max(pl, 0), max(pr, 0), and the edge rows get
+  the bias directly (their dy goes to db only); a box no input reaches at all gets the bias
+  only. float64: the reference loops, which handle any crop.
+*/
+#include <ddnn/private/ddlayerimpl.h>
+#include <layer/impls/conv/convutil.hpp>
+#include <backend/kernels.hpp>
+#include <backend/cpu/conv_dnnl.hpp>
+#include <sys/ddsysimpl.h>
+#include <vector>
+#include <memory>
+
+using namespace ddnn;
+
+namespace
+{
+struct ConvT {
+  /* hyper-parameters */
+  PetscInt     co = 0;
+  SpatialParam kernel, stride, padding, dilation, outpad;
+  PetscBool    bias = PETSC_TRUE;
+  PetscInt     pco  = 1;
+  /* set-up */
+  PetscInt    D = 0, lead = 0, So[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3] = {0, 0, 0}, d[3] = {1, 1, 1}, op[3] = {0, 0, 0};
+  bool        bcastX = false, reduceY = false, bcastW = false, xdirect = false, usednnl = false;
+  bool        edge = false;                /* this worker's box has rows no input reaches */
+  PetscInt    cs[3] = {0, 0, 0}, ce[3] = {1, 1, 1}; /* the core of the box that oneDNN computes (cs = ce = 0: none) */
+  PetscInt    nedge = 0, nworkers = 0;     /* workers whose box has such rows */
+  PetscInt    Pn = 1, Pci = 1, Pss = 1, Ps[3] = {1, 1, 1};
+  DDPartition Pwx = NULL, Pwy = NULL, Py = NULL, Pr = NULL, Pww = NULL, Pb = NULL, Pwb = NULL;
+  DDTensor    xh = NULL, dxh = NULL, yh = NULL, dyh = NULL, dyin = NULL, w = NULL, b = NULL, wh = NULL, bh = NULL, dwh = NULL, dbh = NULL, dwr = NULL, dbr = NULL;
+  DDPrimitive Bx = NULL, Hx = NULL, Ry = NULL, Bw = NULL, Bb = NULL;
+  ConvTGeom   g;
+  bool        active = false, hasout = false, biasworker = false;
+  PetscInt    xorg[DD_MAX_DIM] = {0}, yorg[DD_MAX_DIM] = {0};
+  std::unique_ptr<
+#if DDNN_WITH_DNNL
+    DnnlConv
+#else
+    int
+#endif
+    >
+                   dnnl;
+  PetscObjectState wstate = -1, wstate_bwd = -1;
+  ConvT()
+  {
+    kernel.opt   = "layer_convtranspose_kernel";
+    stride.opt   = "layer_convtranspose_stride";
+    padding.opt  = "layer_convtranspose_padding";
+    dilation.opt = "layer_convtranspose_dilation";
+    outpad.opt   = "layer_convtranspose_output_padding";
+  }
+};
+
+/* floor and ceiling of a / b for b > 0 and any sign of a */
+inline PetscInt FloorDiv(PetscInt a, PetscInt b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+inline PetscInt CeilDiv(PetscInt a, PetscInt b) { return -FloorDiv(-a, b); }
+
+/*
+  Along one dimension: the input window [*i0, *i1) (clipped to [0, n)) of the output box
+  [o0, o1) and its crops; *ok is false when the box has entries but the window is empty or a
+  crop is negative (rows of the box that no input reaches).
+*/
+void Window(PetscInt o0, PetscInt o1, PetscInt n, PetscInt k, PetscInt s, PetscInt p, PetscInt d, PetscInt *i0, PetscInt *i1, PetscInt *pl, PetscInt *pr, bool *ok)
+{
+  *i0 = *i1 = 0;
+  *pl = *pr = 0;
+  *ok       = true;
+  if (o1 <= o0) return;
+  PetscInt a = PetscMax(0, CeilDiv(o0 + p - (k - 1) * d, s)), b = PetscMin(n, FloorDiv(o1 - 1 + p, s) + 1);
+  if (b <= a) {
+    *ok = false; /* only bias reaches this box */
+    return;
+  }
+  *i0 = a;
+  *i1 = b;
+  *pl = o0 + p - a * s;
+  *pr = (b - 1) * s - p + (k - 1) * d + 1 - o1;
+  *ok = *pl >= 0 && *pr >= 0;
+}
+} // namespace
+
+static PetscErrorCode ConvTGet(DDLayer l, ConvT **c, const char fn[])
+{
+  PetscFunctionBegin;
+  PetscCall(DDLayerCheckType_Private(l, DDLAYERCONVTRANSPOSE, fn));
+  *c = (ConvT *)l->data;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the implementations of the setters shared with conv (see DDLayerConvSetKernel() etc. in conv.cxx) */
+static PetscErrorCode DDLayerConvSetOutputChannels_ConvT(DDLayer l, PetscInt co)
+{
+  ConvT *c = (ConvT *)l->data;
+
+  PetscFunctionBegin;
+  PetscCheck(co >= 1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Output channels %" PetscInt_FMT " must be positive", co);
+  c->co = co;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDLayerConvSetKernel_ConvT(DDLayer l, PetscInt n, const PetscInt v[])
+{
+  PetscFunctionBegin;
+  PetscCall(((ConvT *)l->data)->kernel.Set(PetscObjectComm((PetscObject)l), n, v, "The kernel"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDLayerConvSetStride_ConvT(DDLayer l, PetscInt n, const PetscInt v[])
+{
+  PetscFunctionBegin;
+  PetscCall(((ConvT *)l->data)->stride.Set(PetscObjectComm((PetscObject)l), n, v, "The stride"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDLayerConvSetPadding_ConvT(DDLayer l, PetscInt n, const PetscInt v[])
+{
+  PetscFunctionBegin;
+  PetscCall(((ConvT *)l->data)->padding.Set(PetscObjectComm((PetscObject)l), n, v, "The padding"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDLayerConvSetDilation_ConvT(DDLayer l, PetscInt n, const PetscInt v[])
+{
+  PetscFunctionBegin;
+  PetscCall(((ConvT *)l->data)->dilation.Set(PetscObjectComm((PetscObject)l), n, v, "The dilation"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDLayerConvSetBias_ConvT(DDLayer l, PetscBool flg)
+{
+  PetscFunctionBegin;
+  ((ConvT *)l->data)->bias = flg;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDLayerConvSetChannelWorkers_ConvT(DDLayer l, PetscInt n)
+{
+  PetscFunctionBegin;
+  PetscCheck(n >= 1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Channel workers %" PetscInt_FMT " must be positive", n);
+  ((ConvT *)l->data)->pco = n;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerConvSetOutputPadding - Entries added at the end of a transposed convolution's output per spatial dimension (default 0)
+
+  Logically collective
+
+  Input Parameters:
++ l  - a `DDLAYERCONVTRANSPOSE` layer
+. n  - 1 (the same in every dimension) or the number of spatial dimensions
+- op - the output paddings, outermost spatial dimension first
+
+  Notes:
+  As PyTorch's output_padding: the output has (n - 1) s - 2 p + d (k - 1) + op + 1 entries, so
+  that a strided convolution and its transposed convolution can map between the same sizes.
+  Each entry must be smaller than the stride or the dilation of its dimension. The added
+  entries get no input, only the bias; with the output's balanced decomposition they may lie
+  on any worker (paper 000, App. B.1).
+
+  Options Database Key:
+. -layer_convtranspose_output_padding <op0,...> - the output paddings
+
+  Level: intermediate
+
+.seealso: `DDLAYERCONVTRANSPOSE`, `DDLayerConvSetPadding()`, `DDLayerConvSetStride()`
+@*/
+PetscErrorCode DDLayerConvSetOutputPadding(DDLayer l, PetscInt n, const PetscInt op[])
+{
+  ConvT *c;
+
+  PetscFunctionBegin;
+  PetscCall(ConvTGet(l, &c, "DDLayerConvSetOutputPadding"));
+  PetscCall(c->outpad.Set(PetscObjectComm((PetscObject)l), n, op, "The output padding"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode ConvT_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
+{
+  ConvT *c = (ConvT *)l->data;
+
+  PetscFunctionBegin;
+  PetscOptionsHeadBegin(PetscOptionsObject, "DDLayer convtranspose options");
+  PetscCall(PetscOptionsInt("-layer_convtranspose_out_channels", "Output channels", "DDLayerConvSetOutputChannels", c->co, &c->co, NULL));
+  PetscCall(c->kernel.FromOptions(PetscOptionsObject, "-layer_convtranspose_kernel", "Kernel size per spatial dimension", "DDLayerConvSetKernel"));
+  PetscCall(c->stride.FromOptions(PetscOptionsObject, "-layer_convtranspose_stride", "Stride per spatial dimension", "DDLayerConvSetStride"));
+  PetscCall(c->padding.FromOptions(PetscOptionsObject, "-layer_convtranspose_padding", "Padding per spatial dimension", "DDLayerConvSetPadding"));
+  PetscCall(c->outpad.FromOptions(PetscOptionsObject, "-layer_convtranspose_output_padding", "Output padding per spatial dimension", "DDLayerConvSetOutputPadding"));
+  PetscCall(c->dilation.FromOptions(PetscOptionsObject, "-layer_convtranspose_dilation", "Dilation per spatial dimension", "DDLayerConvSetDilation"));
+  PetscCall(PetscOptionsBool("-layer_convtranspose_bias", "Learnable bias", "DDLayerConvSetBias", c->bias, &c->bias, NULL));
+  PetscCall(PetscOptionsInt("-layer_convtranspose_channel_workers", "Workers over the output channels", "DDLayerConvSetChannelWorkers", c->pco, &c->pco, NULL));
+  PetscOptionsHeadEnd();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode ConvT_Reset(DDLayer l)
+{
+  ConvT *c = (ConvT *)l->data;
+
+  PetscFunctionBegin;
+  for (DDPartition *p : {&c->Pwx, &c->Pwy, &c->Py, &c->Pr, &c->Pww, &c->Pb, &c->Pwb}) PetscCall(DDPartitionDestroy(p));
+  for (DDTensor *t : {&c->xh, &c->dxh, &c->yh, &c->dyh, &c->dyin, &c->wh, &c->bh, &c->dwh, &c->dbh, &c->dwr, &c->dbr}) PetscCall(DDTensorDestroy(t));
+  c->w = c->b = NULL; /* owned by the layer's parameter list */
+  for (DDPrimitive *p : {&c->Bx, &c->Hx, &c->Ry, &c->Bw, &c->Bb}) PetscCall(DDPrimitiveDestroy(p));
+  c->dnnl.reset();
+  c->wstate = c->wstate_bwd = -1;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static const char *const ConvTSetters[] = {"DDLayerConvSetOutputChannels_C", "DDLayerConvSetKernel_C", "DDLayerConvSetStride_C", "DDLayerConvSetPadding_C", "DDLayerConvSetDilation_C", "DDLayerConvSetBias_C", "DDLayerConvSetChannelWorkers_C"};
+
+static PetscErrorCode ConvT_Destroy(DDLayer l)
+{
+  PetscFunctionBegin;
+  PetscCall(ConvT_Reset(l));
+  delete (ConvT *)l->data;
+  l->data = NULL;
+  for (const char *name : ConvTSetters) PetscCall(PetscObjectComposeFunction((PetscObject)l, name, NULL));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode MakePrim(MPI_Comm comm, DDPrimitiveType type, DDTensor x, DDTensor y, DDPrimitive *p)
+{
+  PetscFunctionBegin;
+  PetscCall(DDPrimitiveCreate(comm, p));
+  PetscCall(DDPrimitiveSetType(*p, type));
+  PetscCall(DDPrimitiveSetUp(*p, x, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode MakePart(MPI_Comm comm, const std::vector<PetscInt> &shape, const std::vector<PetscMPIInt> &ranks, DDPartition *p)
+{
+  PetscFunctionBegin;
+  PetscCall(DDPartitionCreateCartesian(comm, (PetscInt)shape.size(), shape.data(), (PetscInt)ranks.size(), ranks.data(), p));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* A tensor with the layout of t (the set-up layout), made once: where inputs with other halos are copied */
+static PetscErrorCode Conform(DDTensor x, DDTensor layout, DDTensor *cache, DDTensor *use, bool copy)
+{
+  PetscFunctionBegin;
+  if (x->layouthash == layout->layouthash) {
+    *use = x;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  if (!*cache) PetscCall(DDTensorDuplicate(layout, cache));
+  if (copy) PetscCall(DDTensorCopy(x, *cache));
+  *use = *cache;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
+{
+  ConvT      *c    = (ConvT *)l->data;
+  DDTensor    x    = xs[0];
+  MPI_Comm    comm = PetscObjectComm((PetscObject)l);
+  DDPartition Px   = x->part;
+  PetscMPIInt size;
+  const char *prefix;
+  PetscInt   *k = c->k, *s = c->s, *p = c->p, *d = c->d, *op = c->op;
+
+  PetscFunctionBegin;
+  PetscCall(PetscObjectGetOptionsPrefix((PetscObject)l, &prefix));
+  if (!prefix) prefix = "";
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  PetscCheck(x->order >= 3 && x->order <= 5, comm, PETSC_ERR_ARG_INCOMP, "A transposed convolution takes N x C x spatial tensors with 1 to 3 spatial dimensions; the input has order %" PetscInt_FMT, x->order);
+  const PetscInt D = x->order - 2;
+  c->D             = D;
+  PetscCheck(c->co > 0, comm, PETSC_ERR_ARG_WRONGSTATE, "Layer %s needs its number of output channels (-%slayer_convtranspose_out_channels)", prefix, prefix);
+  PetscCall(c->kernel.Resolve(l, D, 1, true, 1, k));
+  PetscCall(c->stride.Resolve(l, D, 1, false, 1, s));
+  PetscCall(c->padding.Resolve(l, D, 0, false, 0, p));
+  PetscCall(c->dilation.Resolve(l, D, 1, false, 1, d));
+  PetscCall(c->outpad.Resolve(l, D, 0, false, 0, op));
+  for (PetscInt j = 0; j < x->order; j++) PetscCheck(!x->replicated[j], comm, PETSC_ERR_ARG_INCOMP, "A transposed convolution's input cannot be replicated (dimension %" PetscInt_FMT ")", j);
+  for (PetscInt j = 3 - D; j < 3; j++) {
+    PetscInt n = x->shape[2 + j - (3 - D)];
+    PetscCheck(op[j] < s[j] || op[j] < d[j], comm, PETSC_ERR_ARG_OUTOFRANGE, "Output padding %" PetscInt_FMT " along spatial dimension %" PetscInt_FMT " must be smaller than either the stride (%" PetscInt_FMT ") or the dilation (%" PetscInt_FMT ") (-%slayer_convtranspose_output_padding)", op[j], j - (3 - D), s[j], d[j], prefix);
+    c->So[j] = (n - 1) * s[j] - 2 * p[j] + d[j] * (k[j] - 1) + op[j] + 1;
+    PetscCheck(c->So[j] >= 1, comm, PETSC_ERR_ARG_SIZ, "The output size (%" PetscInt_FMT " - 1) x %" PetscInt_FMT " - 2 x %" PetscInt_FMT " + %" PetscInt_FMT " x (%" PetscInt_FMT " - 1) + %" PetscInt_FMT " + 1 = %" PetscInt_FMT " along spatial dimension %" PetscInt_FMT " is not positive (-%slayer_convtranspose_padding)", n, s[j], p[j], d[j], k[j], op[j], c->So[j], j - (3 - D), prefix);
+  }
+  /* the partitions */
+  c->Pn  = Px->shape[0];
+  c->Pci = Px->shape[1];
+  c->Pss = 1;
+  for (PetscInt j = 0; j < D; j++) {
+    c->Ps[j] = Px->shape[2 + j];
+    c->Pss *= c->Ps[j];
+  }
+  const PetscInt Pco = c->pco, Pn = c->Pn, Pci = c->Pci, Pss = c->Pss, W = Pco * Pn * Pci * Pss;
+  PetscCheck(W <= size, comm, PETSC_ERR_ARG_SIZ, "The transposed convolution's work partition needs %" PetscInt_FMT " ranks (Pco %" PetscInt_FMT " x Pn %" PetscInt_FMT " x Pci %" PetscInt_FMT " x spatial %" PetscInt_FMT ") but the communicator has %d", W, Pco, Pn, Pci, Pss, size);
+  c->bcastX   = Pco > 1;
+  c->reduceY  = Pci > 1;
+  c->bcastW   = Pn * Pss > 1;
+  c->nworkers = W;
+  /* ranks of the workers (co, n, ci, s): co = 0 are x's workers, the others the lowest free ranks */
+  std::vector<PetscMPIInt> wr((size_t)W);
+  {
+    std::vector<char> used(size, 0);
+    for (PetscInt i = 0; i < Px->size; i++) used[Px->ranks[i]] = 1;
+    PetscMPIInt next = 0;
+    for (PetscInt co = 0; co < Pco; co++)
+      for (PetscInt i = 0; i < Pn * Pci * Pss; i++) {
+        if (co == 0) wr[i] = Px->ranks[i];
+        else {
+          while (used[next]) next++;
+          used[next]                  = 1;
+          wr[co * Pn * Pci * Pss + i] = next;
+        }
+      }
+  }
+  auto rank = [&](PetscInt co, PetscInt n, PetscInt ci, PetscInt sl) { return wr[((co * Pn + n) * Pci + ci) * Pss + sl]; };
+  std::vector<PetscInt> ps(c->Ps, c->Ps + D), ones(D, 1);
+  auto cat = [](std::initializer_list<PetscInt> a, const std::vector<PetscInt> &b) {
+    std::vector<PetscInt> r(a);
+    r.insert(r.end(), b.begin(), b.end());
+    return r;
+  };
+  /* every worker's output boxes (balanced, App. B.1) and whether they have rows no input reaches, from global data only */
+  std::vector<std::vector<PetscInt>> orange(D);
+  {
+    std::vector<std::vector<char>> bad(D), empty(D);
+    for (PetscInt j = 0; j < D; j++) {
+      PetscInt jj = j + 3 - D, P = c->Ps[j];
+      orange[j].resize(P + 1);
+      PetscCall(DDSplitOwnership_Private(c->So[jj], P, orange[j].data()));
+      bad[j].resize(P);
+      empty[j].resize(P);
+      for (PetscInt q = 0; q < P; q++) {
+        PetscInt i0, i1, pl, pr;
+        bool     ok;
+        Window(orange[j][q], orange[j][q + 1], x->shape[2 + j], k[jj], s[jj], p[jj], d[jj], &i0, &i1, &pl, &pr, &ok);
+        bad[j][q]   = !ok;
+        empty[j][q] = orange[j][q + 1] <= orange[j][q];
+      }
+    }
+    PetscInt cnt = 0;
+    for (PetscInt sl = 0; sl < Pss; sl++) {
+      bool     anybad = false, anyempty = false;
+      PetscInt r      = sl;
+      for (PetscInt j = D - 1; j >= 0; j--) {
+        PetscInt q = r % c->Ps[j];
+        r /= c->Ps[j];
+        anybad   = anybad || bad[j][q];
+        anyempty = anyempty || empty[j][q];
+      }
+      if (anybad && !anyempty) cnt++;
+    }
+    c->nedge = cnt * Pco * Pn * Pci;
+  }
+  /* formats the kernels want */
+  DDTensorFormat xf = x->format, yf = DD_FORMAT_PLAIN;
+  PetscInt       xbs = x->bs, ybs = 1;
+  c->usednnl         = false;
+#if DDNN_WITH_DNNL
+  if (x->dtype == DD_FLOAT32) { /* a rank-independent geometry, so that every rank picks the same formats */
+    ConvGeom q;
+    q.D  = D;
+    q.N  = 2;
+    q.Ci = PetscMax(1, x->shape[1] / Pci);
+    q.Co = PetscMax(1, c->co / Pco);
+    for (PetscInt j = 0; j < 3; j++) {
+      q.k[j]   = k[j];
+      q.s[j]   = s[j];
+      q.d[j]   = d[j];
+      q.in[j]  = j < 3 - D ? 1 : 8;
+      q.out[j] = (q.in[j] - 1) * s[j] + (k[j] - 1) * d[j] + 1;
+    }
+    PetscCall(DnnlConv::Preferred(q, true, &xf, &xbs, &yf, &ybs));
+    c->usednnl = true;
+  }
+#endif
+  if (!c->usednnl) { /* the reference loops need strided formats */
+    if (xf == DD_FORMAT_BLOCKED) xf = DD_FORMAT_PLAIN;
+    yf = xf;
+  }
+  /* x^: the broadcast input, or x itself, or x in the kernel's format */
+  c->xdirect = false;
+  if (c->bcastX) {
+    PetscCall(MakePart(comm, cat({Pco, Pn, Pci}, ps), wr, &c->Pwx));
+    PetscCall(DDTensorCreateBroadcast(x, c->Pwx, &c->xh));
+    PetscCall(DDTensorSetBlockSize(c->xh, xbs));
+    PetscCall(DDTensorSetFormat(c->xh, xf));
+    c->lead = 1;
+  } else if (x->format == xf && (xf != DD_FORMAT_BLOCKED || x->bs == xbs)) {
+    PetscCall(PetscObjectReference((PetscObject)x));
+    c->xh      = x;
+    c->xdirect = true;
+    c->lead    = 0;
+  } else {
+    PetscCall(DDTensorDuplicate(x, &c->xh));
+    PetscCall(DDTensorSetBlockSize(c->xh, xbs));
+    PetscCall(DDTensorSetFormat(c->xh, xf));
+    c->lead = 0;
+  }
+  const PetscInt lead = c->lead;
+  /* the output y on Py = Pn x Pco x Ps (x's partition for spatial-only), x's batch ownership, balanced spatially */
+  {
+    DDTensor              y;
+    std::vector<PetscInt> shape = cat({x->shape[0], c->co}, std::vector<PetscInt>(c->So + 3 - D, c->So + 3));
+    if (!c->bcastX && !c->reduceY) {
+      PetscCall(PetscObjectReference((PetscObject)Px));
+      c->Py = Px;
+    } else {
+      std::vector<PetscMPIInt> r;
+      for (PetscInt n = 0; n < Pn; n++)
+        for (PetscInt co = 0; co < Pco; co++)
+          for (PetscInt sl = 0; sl < Pss; sl++) r.push_back(rank(co, n, 0, sl));
+      PetscCall(MakePart(comm, cat({Pn, Pco}, ps), r, &c->Py));
+    }
+    std::vector<PetscInt> nl(Pn);
+    for (PetscInt n = 0; n < Pn; n++) nl[n] = x->ranges[0][n + 1] - x->ranges[0][n];
+    PetscCall(DDTensorCreate(comm, &y));
+    PetscCall(DDTensorSetPartition(y, c->Py));
+    PetscCall(DDTensorSetShape(y, 2 + D, shape.data()));
+    PetscCall(DDTensorSetDataType(y, x->dtype));
+    PetscCall(DDTensorSetOwnershipRanges(y, 0, nl.data()));
+    PetscCall(DDTensorSetBlockSize(y, ybs));
+    PetscCall(DDTensorSetFormat(y, yf));
+    PetscCall(DDTensorSetUp(y));
+    PetscCall(DDLayerSetOutput_Private(l, y));
+    for (PetscInt j = 0; j < D; j++)
+      for (PetscInt q = 0; q <= c->Ps[j]; q++) PetscCheck(y->ranges[2 + j][q] == orange[j][q], PETSC_COMM_SELF, PETSC_ERR_PLIB, "Output decomposition mismatch");
+  }
+  /* the halo exchange of x^ onto each worker's window (App. B: from the output's balanced decomposition) */
+  PetscCall(DDPrimitiveCreate(comm, &c->Hx));
+  PetscCall(DDPrimitiveSetType(c->Hx, DDPRIMITIVEHALO));
+  if (c->xh->active)
+    for (PetscInt j = 0; j < D; j++) {
+      PetscInt jj = j + 3 - D, dim = lead + 2 + j, q = c->xh->part->coords[dim], i0, i1, pl, pr, st = c->xh->layout.start[dim];
+      bool     ok;
+      Window(orange[j][q], orange[j][q + 1], x->shape[2 + j], k[jj], s[jj], p[jj], d[jj], &i0, &i1, &pl, &pr, &ok);
+      if (i1 > i0) PetscCall(DDPrimitiveHaloSetWindow(c->Hx, dim, i0, i1));
+      else PetscCall(DDPrimitiveHaloSetWindow(c->Hx, dim, st, st)); /* nothing reaches the box: no halo */
+    }
+  PetscCall(DDPrimitiveSetUp(c->Hx, c->xh, NULL));
+  if (c->bcastX) PetscCall(MakePrim(comm, DDPRIMITIVEBROADCAST, x, c->xh, &c->Bx)); /* after the halo grew x^ */
+  if (c->reduceY) {
+    std::vector<PetscMPIInt> r;
+    for (PetscInt ci = 0; ci < Pci; ci++)
+      for (PetscInt n = 0; n < Pn; n++)
+        for (PetscInt co = 0; co < Pco; co++)
+          for (PetscInt sl = 0; sl < Pss; sl++) r.push_back(rank(co, n, ci, sl));
+    PetscCall(MakePart(comm, cat({Pci, Pn, Pco}, ps), r, &c->Pwy));
+    PetscCall(DDTensorCreateBroadcast(l->output, c->Pwy, &c->yh));
+    PetscCall(MakePrim(comm, DDPRIMITIVESUMREDUCE, c->yh, l->output, &c->Ry));
+  }
+  /* weights (Ci, Co, k...) on Pr = Pci x Pco x 1..., the bias (Co) on Pb = Pco */
+  {
+    std::vector<PetscMPIInt> r;
+    for (PetscInt ci = 0; ci < Pci; ci++)
+      for (PetscInt co = 0; co < Pco; co++) r.push_back(rank(co, 0, ci, 0));
+    PetscCall(MakePart(comm, cat({Pci, Pco}, ones), r, &c->Pr));
+    std::vector<PetscInt> shape = {x->shape[1], c->co}, cl(Pci);
+    for (PetscInt j = 3 - D; j < 3; j++) shape.push_back(k[j]);
+    for (PetscInt ci = 0; ci < Pci; ci++) cl[ci] = x->ranges[1][ci + 1] - x->ranges[1][ci];
+    PetscCall(DDTensorCreate(comm, &c->w));
+    PetscCall(DDTensorSetPartition(c->w, c->Pr));
+    PetscCall(DDTensorSetShape(c->w, 2 + D, shape.data()));
+    PetscCall(DDTensorSetDataType(c->w, x->dtype));
+    PetscCall(DDTensorSetOwnershipRanges(c->w, 0, cl.data()));
+    PetscCall(DDTensorSetUp(c->w));
+    PetscCall(DDLayerAddParameter_Private(l, "weight", c->w));
+    if (c->bcastW) {
+      std::vector<PetscMPIInt> rw;
+      for (PetscInt n = 0; n < Pn; n++)
+        for (PetscInt sl = 0; sl < Pss; sl++)
+          for (PetscInt ci = 0; ci < Pci; ci++)
+            for (PetscInt co = 0; co < Pco; co++) rw.push_back(rank(co, n, ci, sl));
+      PetscCall(MakePart(comm, cat({Pn * Pss, Pci, Pco}, ones), rw, &c->Pww));
+      PetscCall(DDTensorCreateBroadcast(c->w, c->Pww, &c->wh));
+      PetscCall(MakePrim(comm, DDPRIMITIVEBROADCAST, c->w, c->wh, &c->Bw));
+    } else {
+      PetscCall(PetscObjectReference((PetscObject)c->w));
+      c->wh = c->w;
+    }
+    if (c->bias) {
+      std::vector<PetscMPIInt> rb;
+      for (PetscInt co = 0; co < Pco; co++) rb.push_back(rank(co, 0, 0, 0));
+      PetscCall(MakePart(comm, {Pco}, rb, &c->Pb));
+      PetscCall(DDTensorCreateFromPartition(c->Pb, x->dtype, 1, &c->co, &c->b));
+      PetscCall(DDLayerAddParameter_Private(l, "bias", c->b));
+      if (c->bcastW) {
+        std::vector<PetscMPIInt> rbw;
+        for (PetscInt n = 0; n < Pn; n++)
+          for (PetscInt sl = 0; sl < Pss; sl++)
+            for (PetscInt co = 0; co < Pco; co++) rbw.push_back(rank(co, n, 0, sl));
+        PetscCall(MakePart(comm, {Pn * Pss, Pco}, rbw, &c->Pwb));
+        PetscCall(DDTensorCreateBroadcast(c->b, c->Pwb, &c->bh));
+        PetscCall(MakePrim(comm, DDPRIMITIVEBROADCAST, c->b, c->bh, &c->Bb));
+      } else {
+        PetscCall(PetscObjectReference((PetscObject)c->b));
+        c->bh = c->b;
+      }
+    }
+  }
+  /* local geometry: the window of x^ onto the box of y^ */
+  DDTensor       yt = c->reduceY ? c->yh : l->output;
+  const PetscInt ly = c->reduceY ? 1 : 0;
+  c->active         = c->xh->active ? true : false;
+  c->biasworker     = false;
+  c->edge           = false;
+  if (c->active) c->biasworker = (c->bcastX ? c->xh->part->coords[2] : Px->coords[1]) == 0;
+  {
+    PetscInt        wa[DD_MAX_DIM], wb[DD_MAX_DIM];
+    const DDLayout &Lx = c->xh->layout, &Ly = yt->layout;
+    ConvTGeom      &g  = c->g;
+    PetscCall(DDPrimitiveHaloGetWindow(c->Hx, wa, wb));
+    g.D  = D;
+    g.N  = Lx.n[lead];
+    g.Ci = Lx.n[lead + 1];
+    g.Co = Ly.n[ly + 1];
+    for (PetscInt j = 0; j < 3; j++) {
+      g.k[j] = k[j];
+      g.s[j] = s[j];
+      g.d[j] = d[j];
+    }
+    for (PetscInt j = 0; j < D; j++) {
+      PetscInt jj = j + 3 - D, dim = lead + 2 + j, o0 = Ly.start[ly + 2 + j], no = Ly.n[ly + 2 + j];
+      g.in[jj]  = wb[dim] - wa[dim];
+      g.out[jj] = no;
+      g.pl[jj]  = o0 + p[jj] - wa[dim] * s[jj];
+      g.pr[jj]  = (wb[dim] - 1) * s[jj] - p[jj] + (k[jj] - 1) * d[jj] + 1 - (o0 + no);
+      if (g.in[jj] == 0 || g.pl[jj] < 0 || g.pr[jj] < 0) c->edge = true;
+    }
+    /* the core of the box: rows from the first one an input reaches to the last */
+    bool nocore = false;
+    for (PetscInt j = 0; j < 3; j++) {
+      c->cs[j] = 0;
+      c->ce[j] = g.out[j];
+      if (j >= 3 - D) {
+        c->cs[j] = PetscMax(0, -g.pl[j]);
+        c->ce[j] = g.out[j] + PetscMin(0, g.pr[j]);
+        if (g.in[j] == 0) nocore = true;
+      }
+    }
+    if (nocore)
+      for (PetscInt j = 0; j < 3; j++) c->cs[j] = c->ce[j] = 0;
+    for (PetscInt j = 0; j < Lx.order; j++) c->xorg[j] = Lx.lo[j];
+    for (PetscInt j = 0; j < D; j++) c->xorg[lead + 2 + j] = wa[lead + 2 + j] - Lx.start[lead + 2 + j] + Lx.lo[lead + 2 + j];
+    for (PetscInt j = 0; j < Ly.order; j++) c->yorg[j] = Ly.lo[j];
+    c->hasout = c->active && g.N > 0 && g.Ci > 0 && g.Co > 0 && g.out[0] > 0 && g.out[1] > 0 && g.out[2] > 0;
+    PetscCheck(!c->hasout || !c->edge || c->nedge > 0, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Edge rows the set-up did not count");
+    for (PetscInt j = 0; j < 3 && !nocore; j++) PetscCheck(c->cs[j] < c->ce[j], PETSC_COMM_SELF, PETSC_ERR_PLIB, "Empty core of a box with inputs");
+  }
+#if DDNN_WITH_DNNL
+  PetscErrorCode dnnlerr = PETSC_SUCCESS;
+  if (c->usednnl && c->hasout && c->ce[2] > c->cs[2]) {
+    ConvTGeom gc = c->g; /* the core of the box */
+    PetscInt  nx[5] = {gc.N, gc.Ci, 0, 0, 0}, ny[5] = {gc.N, gc.Co, 0, 0, 0}, corg[DD_MAX_DIM];
+    void     *h;
+    for (PetscInt j = 0; j < 3; j++) {
+      gc.out[j] = c->ce[j] - c->cs[j];
+      gc.pl[j]  = PetscMax(0, gc.pl[j]);
+      gc.pr[j]  = PetscMax(0, gc.pr[j]);
+    }
+    for (PetscInt j = 0; j < yt->layout.order; j++) corg[j] = c->yorg[j];
+    for (PetscInt j = 0; j < D; j++) {
+      nx[2 + j] = gc.in[j + 3 - D];
+      ny[2 + j] = gc.out[j + 3 - D];
+      corg[ly + 2 + j] += c->cs[j + 3 - D];
+    }
+    dnnl::memory::desc xm = WindowDesc(c->xh, lead, D, c->xorg, nx, &h), ym = WindowDesc(yt, ly, D, corg, ny, &h);
+    c->dnnl.reset(new DnnlConv);
+    c->dnnl->SetDenseStaging(true); /* jit kernels on dense copies of halo windows and box cores */
+    dnnlerr = c->dnnl->SetUp(gc, xm, ym, xm, ym, c->bias ? true : false, true, gc.pl, gc.pr); /* rank-local: checked on every rank below */
+  }
+  {
+    PetscMPIInt r;
+    PetscCallMPI(MPI_Comm_rank(comm, &r));
+    DDCheckAll(comm, dnnlerr == PETSC_SUCCESS, PETSC_ERR_LIB, "oneDNN could not set up the deconvolution of rank %d (error %d)", r, (int)dnnlerr);
+  }
+#endif
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode ConvT_InitParams(DDLayer l, PetscInt64 seed)
+{
+  ConvT   *c      = (ConvT *)l->data;
+  PetscInt fan_in = c->w->shape[1], fan_out = c->w->shape[0]; /* PyTorch's fans of a (Ci, Co, k...) weight */
+
+  PetscFunctionBegin;
+  for (PetscInt j = 2; j < c->w->order; j++) {
+    fan_in *= c->w->shape[j];
+    fan_out *= c->w->shape[j];
+  }
+  PetscCall(DDTensorInitialize_Private(c->w, l->inittype, l->initscale, 2 * seed + 1, fan_in, fan_out, 1.0 / PetscSqrtReal((PetscReal)fan_in)));
+  if (c->b) PetscCall(DDTensorInitialize_Private(c->b, l->inittype == DD_INIT_DEFAULT ? DD_INIT_DEFAULT : DD_INIT_ZEROS, l->initscale, 2 * seed + 2, fan_in, fan_out, 1.0 / PetscSqrtReal((PetscReal)fan_in)));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* pointer to the first entry of a window of a strided tensor (blocked tensors: the whole storage) */
+static inline void *WindowPtr(DDTensor t, const PetscInt org[])
+{
+  return (char *)t->array + (t->layout.bdim < 0 ? LayoutOffset(t->layout, org) * 4 : 0);
+}
+
+/* the same for the core of the box of t (whose N and C dimensions are lead, lead + 1) */
+static inline void *CorePtr(const ConvT *c, DDTensor t, PetscInt lead)
+{
+  PetscInt org[DD_MAX_DIM];
+  for (PetscInt j = 0; j < t->layout.order; j++) org[j] = c->yorg[j];
+  for (PetscInt j = 0; j < c->D; j++) org[lead + 2 + j] += c->cs[j + 3 - c->D];
+  return WindowPtr(t, org);
+}
+
+/*
+  Calls f(offset, channel) once for every entry of the box of t (storage origin c->yorg, N and
+  C at dimensions lead, lead + 1) outside its core [cs, ce): the rows no input reaches, as
+  disjoint slabs (along dimension j: outside the core there, inside it along the dimensions
+  before j), in any storage format.
+*/
+template <class F>
+static void ForEachEdgeEntry(const ConvT *c, DDTensor t, PetscInt lead, F &&f)
+{
+  const DDLayout &L = t->layout;
+  const PetscInt  D = c->D, *org = c->yorg;
+  for (PetscInt j = 3 - D; j < 3; j++)
+    for (int side = 0; side < 2; side++) {
+      PetscInt a[DD_MAX_DIM], b[DD_MAX_DIM];
+      for (PetscInt m = 0; m < L.order; m++) {
+        a[m] = org[m];
+        b[m] = org[m] + 1;
+      }
+      b[lead]     = org[lead] + c->g.N;
+      b[lead + 1] = org[lead + 1] + c->g.Co;
+      for (PetscInt m = 3 - D; m < 3; m++) {
+        PetscInt dim = lead + 2 + m - (3 - D), lo, hi;
+        if (m < j) {
+          lo = c->cs[m];
+          hi = c->ce[m];
+        } else if (m > j) {
+          lo = 0;
+          hi = c->g.out[m];
+        } else if (side == 0) {
+          lo = 0;
+          hi = c->cs[m];
+        } else {
+          lo = c->ce[m];
+          hi = c->g.out[m];
+        }
+        a[dim] = org[dim] + lo;
+        b[dim] = org[dim] + hi;
+      }
+      ForEachIndex(L.order, a, b, L.perm, [&](const PetscInt *jj) { f(LayoutOffset(L, jj), jj[lead + 1] - org[lead + 1]); });
+    }
+}
+
+/* the local transposed convolution y^ = convT(x^ window, w^) (+ b^ on the ci = 0 workers) */
+static PetscErrorCode ConvT_Local(ConvT *c, DDTensor xh, DDTensor yt)
+{
+  PetscFunctionBegin;
+  if (!c->hasout) PetscFunctionReturn(PETSC_SUCCESS);
+  const PetscInt ly = c->reduceY ? 1 : 0;
+#if DDNN_WITH_DNNL
+  if (c->usednnl) {
+    std::vector<float> zero;
+    const float       *bp = NULL;
+    if (c->bias) {
+      if (c->biasworker) bp = (const float *)c->bh->array;
+      else {
+        zero.assign(c->g.Co, 0.f);
+        bp = zero.data();
+      }
+    }
+    if (c->edge) { /* the rows no input reaches: the bias */
+      float *y = (float *)yt->array;
+      ForEachEdgeEntry(c, yt, ly, [&](PetscInt off, PetscInt ch) { y[off] = bp ? bp[ch] : 0.f; });
+    }
+    if (c->dnnl) {
+      PetscObjectState st;
+      PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
+      PetscCall(c->dnnl->Forward(WindowPtr(xh, c->xorg), (const float *)c->wh->array, st != c->wstate, bp, CorePtr(c, yt, ly)));
+      c->wstate = st;
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+#endif
+  PetscCall(DispatchType(xh->dtype, [&](auto z) -> PetscErrorCode {
+    using T          = decltype(z);
+    View<const T> xv = CView(MakeView<T>(xh, c->lead, c->xorg, c->D));
+    View<T>       yv = MakeView<T>(yt, ly, c->yorg, c->D);
+    const T      *bp = (c->bias && c->biasworker) ? (const T *)c->bh->array : nullptr;
+    ConvTForwardRef<T>(c->g, xv, (const T *)c->wh->array, bp, yv);
+    return PETSC_SUCCESS;
+  }));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode ConvT_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTensor y)
+{
+  ConvT   *c = (ConvT *)l->data;
+  DDTensor x = xs[0], xh, yo;
+
+  PetscFunctionBegin;
+  /* x^ */
+  if (c->bcastX) {
+    DDTensor xin;
+    PetscCall(Conform(x, l->setupin[0], &c->dyin, &xin, true));
+    PetscCall(DDPrimitiveApply(c->Bx, xin, c->xh));
+    xh = c->xh;
+  } else if (c->xdirect) {
+    PetscCall(Conform(x, c->xh, &c->dxh, &xh, true)); /* x itself unless its halo changed */
+  } else {
+    PetscCall(DDTensorCopy(x, c->xh));
+    xh = c->xh;
+  }
+  /* w^, b^ */
+  if (c->bcastW) {
+    PetscCall(DDPrimitiveApply(c->Bw, c->w, c->wh));
+    if (c->bias) PetscCall(DDPrimitiveApply(c->Bb, c->b, c->bh));
+  }
+  /* the halo onto the window, then the local kernel */
+  PetscCall(DDPrimitiveApply(c->Hx, xh, NULL));
+  if (c->reduceY) {
+    PetscCall(ConvT_Local(c, xh, c->yh));
+    PetscCall(Conform(y, l->output, &c->dyin, &yo, false));
+    PetscCall(DDPrimitiveApply(c->Ry, c->yh, yo));
+  } else {
+    yo = y->layouthash == l->output->layouthash ? y : l->output;
+    PetscCall(ConvT_Local(c, xh, yo));
+  }
+  if (yo != y) PetscCall(DDTensorCopy(yo, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode ConvT_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTensor dxs[])
+{
+  ConvT   *c  = (ConvT *)l->data;
+  DDTensor dx = dxs ? dxs[0] : NULL, x = l->saved[0], xh, dyt, dxh;
+
+  PetscFunctionBegin;
+  /* x^ as the forward left it */
+  if (c->bcastX || !c->xdirect) xh = c->xh;
+  else xh = x->layouthash == c->xh->layouthash ? x : c->dxh;
+  /* dy^ = R^* dy */
+  {
+    DDTensor dyo;
+    PetscCall(Conform(dy, l->output, &c->dyin, &dyo, true));
+    if (c->reduceY) {
+      if (!c->dyh) PetscCall(DDTensorDuplicate(c->yh, &c->dyh));
+      PetscCall(DDPrimitiveApplyAdjoint(c->Ry, dyo, c->dyh));
+      dyt = c->dyh;
+    } else dyt = dyo;
+  }
+  const PetscInt ly = c->reduceY ? 1 : 0;
+  /* parameter gradients: dw^, db^ locally, then R = B^* onto the owners, added */
+  if (!c->dwh) PetscCall(DDTensorDuplicate(c->wh, &c->dwh));
+  if (c->bias && !c->dbh) PetscCall(DDTensorDuplicate(c->bh, &c->dbh));
+  PetscCall(DDTensorZeroEntries(c->dwh));
+  if (c->dbh) PetscCall(DDTensorZeroEntries(c->dbh));
+  if (c->hasout) {
+#if DDNN_WITH_DNNL
+    if (c->usednnl) {
+      std::vector<float> scratch;
+      float             *db = NULL;
+      if (c->bias) {
+        if (c->biasworker) db = (float *)c->dbh->array;
+        else {
+          scratch.resize(c->g.Co);
+          db = scratch.data();
+        }
+      }
+      if (c->dnnl) PetscCall(c->dnnl->BackwardWeights(WindowPtr(xh, c->xorg), CorePtr(c, dyt, ly), (float *)c->dwh->array, db)); /* overwrites db */
+      if (c->edge && c->bias && c->biasworker) {
+        const float *g = (const float *)dyt->array;
+        ForEachEdgeEntry(c, dyt, ly, [&](PetscInt off, PetscInt ch) { db[ch] += g[off]; });
+      }
+    } else
+#endif
+      PetscCall(DispatchType(xh->dtype, [&](auto z) -> PetscErrorCode {
+        using T          = decltype(z);
+        View<const T> xv = CView(MakeView<T>(xh, c->lead, c->xorg, c->D));
+        View<const T> yv = CView(MakeView<T>(dyt, ly, c->yorg, c->D));
+        ConvTBackwardWeightsRef<T>(c->g, xv, yv, (T *)c->dwh->array, (c->bias && c->biasworker) ? (T *)c->dbh->array : nullptr);
+        return PETSC_SUCCESS;
+      }));
+  }
+  if (c->bcastW) {
+    if (!c->dwr) PetscCall(DDTensorDuplicate(c->w, &c->dwr));
+    PetscCall(DDPrimitiveApplyAdjoint(c->Bw, c->dwh, c->dwr));
+    PetscCall(DDTensorAXPY(l->grads[0], 1.0, c->dwr));
+    if (c->bias) {
+      if (!c->dbr) PetscCall(DDTensorDuplicate(c->b, &c->dbr));
+      PetscCall(DDPrimitiveApplyAdjoint(c->Bb, c->dbh, c->dbr));
+      PetscCall(DDTensorAXPY(l->grads[1], 1.0, c->dbr));
+    }
+  } else {
+    PetscCall(DDTensorAXPY(l->grads[0], 1.0, c->dwh));
+    if (c->bias) PetscCall(DDTensorAXPY(l->grads[1], 1.0, c->dbh));
+  }
+  if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
+  /* dx^ window = convT_x^*(dy^), H^* adds its halo into the owners, B^* sums over co */
+  if (!c->bcastX && dx->layouthash == c->xh->layouthash) dxh = dx;
+  else {
+    if (!c->dxh) PetscCall(DDTensorDuplicate(c->xh, &c->dxh));
+    dxh = c->dxh;
+  }
+  PetscCall(DDTensorZeroEntries(dxh));
+  if (c->hasout) {
+#if DDNN_WITH_DNNL
+    if (c->usednnl) {
+      if (c->dnnl) { /* the edge rows do not reach the window */
+        PetscObjectState st;
+        PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
+        PetscCall(c->dnnl->BackwardData(CorePtr(c, dyt, ly), (const float *)c->wh->array, st != c->wstate_bwd, WindowPtr(dxh, c->xorg)));
+        c->wstate_bwd = st;
+      }
+    } else
+#endif
+      PetscCall(DispatchType(dxh->dtype, [&](auto z) -> PetscErrorCode {
+        using T          = decltype(z);
+        View<T>       xv = MakeView<T>(dxh, c->lead, c->xorg, c->D);
+        View<const T> yv = CView(MakeView<T>(dyt, ly, c->yorg, c->D));
+        ConvTBackwardDataRef<T>(c->g, yv, (const T *)c->wh->array, xv);
+        return PETSC_SUCCESS;
+      }));
+  }
+  PetscCall(DDPrimitiveApplyAdjoint(c->Hx, dxh, NULL));
+  if (c->bcastX) {
+    DDTensor dxo;
+    PetscCall(Conform(dx, l->setupin[0], &c->dyin, &dxo, false));
+    PetscCall(DDPrimitiveApplyAdjoint(c->Bx, dxh, dxo));
+    if (dxo != dx) PetscCall(DDTensorCopy(dxo, dx));
+  } else if (dxh != dx) PetscCall(DDTensorCopy(dxh, dx));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode ConvT_View(DDLayer l, PetscViewer viewer)
+{
+  ConvT *c = (ConvT *)l->data;
+
+  PetscFunctionBegin;
+  PetscCall(PetscViewerASCIIPrintf(viewer, "out channels %" PetscInt_FMT ", bias %s, channel workers %" PetscInt_FMT "\n", c->co, c->bias ? "yes" : "no", c->pco));
+  if (l->setupcalled) {
+    const char *dist = (!c->bcastX && !c->reduceY) ? "spatial" : (c->Pss == 1 ? "channel" : "general");
+    char buf[5][64];
+    for (int q = 0; q < 5; q++) {
+      const PetscInt *v = q == 0 ? c->k : q == 1 ? c->s : q == 2 ? c->p : q == 3 ? c->op : c->d;
+      size_t          n = 0;
+      buf[q][0]         = 0;
+      for (PetscInt j = 3 - c->D; j < 3; j++) n += (size_t)snprintf(buf[q] + n, sizeof(buf[q]) - n, j > 3 - c->D ? "x%" PetscInt_FMT : "%" PetscInt_FMT, v[j]);
+    }
+    PetscCall(PetscViewerASCIIPrintf(viewer, "kernel %s, stride %s, padding %s, output padding %s, dilation %s\n", buf[0], buf[1], buf[2], buf[3], buf[4]));
+    PetscCall(PetscViewerASCIIPrintf(viewer, "%s distribution (Pn %" PetscInt_FMT ", Pci %" PetscInt_FMT ", Pco %" PetscInt_FMT ", spatial %" PetscInt_FMT "), kernels: %s\n", dist, c->Pn, c->Pci, c->pco, c->Pss,
+#if DDNN_WITH_DNNL
+                                     c->dnnl ? c->dnnl->Impl().c_str() :
+#endif
+                                             (c->usednnl ? (c->hasout ? "oneDNN (no input reaches this worker's box: bias only)" : "oneDNN (no local output)") : "reference loops")));
+    if (c->nedge) PetscCall(PetscViewerASCIIPrintf(viewer, "%" PetscInt_FMT " of %" PetscInt_FMT " workers have output rows no input reaches (output padding beyond the padding, or stride > (k - 1) d + 1)%s\n", c->nedge, c->nworkers, c->usednnl ? ": oneDNN computes the rest of their box, the bias fills them" : ""));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*MC
+  DDLAYERCONVTRANSPOSE - "convtranspose": distributed 1-, 2- and 3-D transposed convolution, learnable upsampling (paper 000 sec. 4.1.1-4.1.2, Fig. 4, App. B)
+
+  Input N x Ci x spatial; output N x Co x spatial' with spatial' = (n - 1) s - 2 p + d (k - 1) + op + 1;
+  weights (Ci, Co, k...) as PyTorch stores them, bias (Co). Stride, padding (it crops the full
+  output), output padding, dilation and bias mean what they mean in
+  torch.nn.ConvTranspose1d/2d/3d (no groups; zero padding only). It is the adjoint of the
+  `DDLAYERCONV` with the same weights, stride, padding and dilation, whose input has spatial'.
+
+  Distributions, as for `DDLAYERCONV`: the input's partition Pn x Pci x Ps and
+  -layer_convtranspose_channel_workers Pco choose spatial-only (Pci = Pco = 1: a halo
+  exchange, the weights broadcast from their owner), channel-only (Ps = 1: Pci x Pco weight
+  partition, x^ = B x over co and y = R y^ over ci) or general. The output is balanced over
+  Ps (it drives the load, App. B.1); each worker's input window follows from its output box
+  and reaches adjacent workers only.
+
+  Kernels: oneDNN deconvolution (float32; activations in its preferred format; halo windows
+  are copied to dense buffers, where oneDNN 2.6 has its fast kernels) or the reference loops
+  (float64). Where a worker's output box starts or ends with rows no
+  input reaches (output padding larger than the padding, or stride > (k - 1) d + 1), oneDNN
+  computes the rest of the box and the bias fills those rows, as `DDLayerView()` reports.
+
+  Options Database Keys:
++ -layer_convtranspose_out_channels <n> - output channels
+. -layer_convtranspose_kernel <k,...> - kernel size (1 or D entries)
+. -layer_convtranspose_stride <s,...> - stride
+. -layer_convtranspose_padding <p,...> - padding
+. -layer_convtranspose_output_padding <op,...> - output padding
+. -layer_convtranspose_dilation <d,...> - dilation
+. -layer_convtranspose_bias <bool> - bias
+- -layer_convtranspose_channel_workers <n> - Pco
+
+  Level: beginner
+
+.seealso: `DDLAYERCONV`, `DDLayerConvSetKernel()`, `DDLayerConvSetOutputPadding()`, `DDLayerConvSetOutputChannels()`, `DDPrimitiveHaloSetWindow()`
+M*/
+PETSC_EXTERN PetscErrorCode DDLayerCreate_ConvTranspose(DDLayer l)
+{
+  PetscFunctionBegin;
+  l->data                = new ConvT;
+  l->ops->setfromoptions = ConvT_SetFromOptions;
+  l->ops->setup          = ConvT_SetUp;
+  l->ops->forward        = ConvT_Forward;
+  l->ops->backward       = ConvT_Backward;
+  l->ops->initparams     = ConvT_InitParams;
+  l->ops->view           = ConvT_View;
+  l->ops->reset          = ConvT_Reset;
+  l->ops->destroy        = ConvT_Destroy;
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetOutputChannels_C", DDLayerConvSetOutputChannels_ConvT));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetKernel_C", DDLayerConvSetKernel_ConvT));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetStride_C", DDLayerConvSetStride_ConvT));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetPadding_C", DDLayerConvSetPadding_ConvT));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetDilation_C", DDLayerConvSetDilation_ConvT));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetBias_C", DDLayerConvSetBias_ConvT));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetChannelWorkers_C", DDLayerConvSetChannelWorkers_ConvT));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode RegisterConvTranspose(void)
+{
+  return DDLayerRegister(DDLAYERCONVTRANSPOSE, DDLayerCreate_ConvTranspose);
+}
+static DDModuleRegistrar convtranspose_registrar(RegisterConvTranspose);
