@@ -706,6 +706,7 @@ static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     }
     dnnl::memory::desc xm = WindowDesc(c->xh, lead, D, c->xorg, nx, &h), ym = WindowDesc(yt, c->reduceY ? 1 : 0, D, c->yorg, ny, &h);
     c->dnnl.reset(new DnnlConv);
+    c->dnnl->SetDenseStaging(true); /* oneDNN 2.6 runs its jit kernels on dense buffers only: halo windows are staged */
     PetscCall(c->dnnl->SetUp(c->g, xm, ym, xm, ym, c->bias ? true : false, false));
   }
 #endif
