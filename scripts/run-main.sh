@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# The README's main-job command: installs what is missing, builds, and runs the main job on 2 ranks.
+# The README's main-job command: installs what is missing, builds, and runs the main job on 2 ranks:
+# a PETSc Poisson solver makes the data (random coefficient fields on a DMDA) into HDF5, and a
+# domain-decomposed U-Net surrogate trains on the DMDA's decomposition (share/ddnn/main_job.opts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$(pwd)
 scripts/install-deps.sh
 scripts/build.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-# Placeholder until the training job lands: a PETSc Poisson solve on 2 ranks, seen as a ddnn tensor.
-mpiexec -n 2 build/tutorials/ex1_dmda_tensor -da_grid_x 65 -da_grid_y 65 -ksp_rtol 1e-10
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+mkdir -p build/main_job
+cd build/main_job
+mpiexec -n 2 "$root/build/tutorials/main_job" -options_file "$root/share/ddnn/main_job.opts" -regenerate "$@"

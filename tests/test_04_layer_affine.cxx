@@ -446,7 +446,7 @@ TEST(AffineBadInput, NonPositiveOutputFeatures)
   /* never set: set-up names the option */
   DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_WRONGSTATE, "-layer_affine_out_features");
   /* a setter of another type */
-  DD_EXPECT_ERROR(DDLayerConvSetOutputChannels(l, 3), PETSC_ERR_ARG_WRONG, "needs a conv layer");
+  DD_EXPECT_ERROR(DDLayerConvSetOutputChannels(l, 3), PETSC_ERR_ARG_WRONG, "needs a conv");
   DDT(DDLayerDestroy(&l));
   DDT(DDTensorDestroy(&x));
 }

@@ -7,6 +7,7 @@ static const char help[] = "The main job: a PETSc solver makes Poisson data on a
                            "  -batch <n>        batch size\n"
                            "  -checkpoint <f>   checkpoint file written at the end of every epoch\n"
                            "  -restart          continue from the checkpoint\n"
+                           "  -require_progress fail unless the training loss fell and the surrogate beats the trivial predictor\n"
                            "The network and the optimizer come from the options database (share/ddnn/main_job.opts).\n";
 /*
   1. Data. For every sample, a random coefficient field kappa(x, y) = exp(sum of a few random
@@ -109,6 +110,12 @@ static PetscErrorCode GenerateData(DM da, const char *file, PetscInt S)
   double   t0 = MPI_Wtime();
 
   PetscFunctionBeginUser;
+  { /* a fresh file: the datasets are written slice by slice into it */
+    PetscMPIInt rank;
+    PetscCallMPI(MPI_Comm_rank(PETSC_COMM_WORLD, &rank));
+    if (!rank) unlink(file);
+    PetscCallMPI(MPI_Barrier(PETSC_COMM_WORLD));
+  }
   PetscCall(DMCreateMatrix(da, &A));
   PetscCall(DMCreateGlobalVector(da, &u));
   PetscCall(VecDuplicate(u, &b));
@@ -233,7 +240,8 @@ int main(int argc, char **argv)
   DM          da;
   PetscInt    S = 160, ntest = 32, n = 32, epochs = 20, B = 8;
   char        file[PETSC_MAX_PATH_LEN] = "main_job_data.h5", ckpt[PETSC_MAX_PATH_LEN] = "main_job_checkpoint.h5", pred[64] = "out";
-  PetscBool   regenerate = PETSC_FALSE, restart = PETSC_FALSE, f32 = PETSC_TRUE;
+  PetscBool   regenerate = PETSC_FALSE, restart = PETSC_FALSE, f32 = PETSC_TRUE, progress = PETSC_FALSE;
+  PetscReal   firstloss = -1, lastloss = -1;
   DDNet       net;
   DDOptimizer opt;
   DDDataset   train, test;
@@ -255,6 +263,7 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsBool("-regenerate", "Regenerate the data", NULL, regenerate, &regenerate, NULL));
   PetscCall(PetscOptionsBool("-restart", "Continue from the checkpoint", NULL, restart, &restart, NULL));
   PetscCall(PetscOptionsBool("-float32", "Train in float32 (oneDNN kernels)", NULL, f32, &f32, NULL));
+  PetscCall(PetscOptionsBool("-require_progress", "Fail unless the loss fell and the surrogate beats the trivial predictor", NULL, progress, &progress, NULL));
   PetscOptionsEnd();
   PetscCheck(ntest >= B && S - ntest >= B, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "Need at least a batch of training and of test samples");
 
@@ -328,6 +337,8 @@ int main(int argc, char **argv)
     PetscCall(DDOptimizerGetLearningRate(opt, &lr));
     PetscCall(DDNetTrainEpoch(net, opt, train, B, 17 + e, xs, &st));
     PetscCall(DDNetEvaluate(net, test, B, xs, &tl));
+    if (firstloss < 0) firstloss = st.loss;
+    lastloss = st.loss;
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "epoch %3" PetscInt_FMT "  train loss %.5e  test loss %.5e  lr %.2e  %7.1f samples/s  %6.2f s\n", e + 1, (double)st.loss, (double)tl, (double)lr, (double)st.samples_per_s, (double)st.seconds));
     PetscCall(DDCheckpointSave(net, opt, ckpt));
   }
@@ -336,6 +347,10 @@ int main(int argc, char **argv)
     PetscCall(HeldOutError(net, test, train, xs, B, pred, &err, &triv));
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "held-out relative L2 error: surrogate %.4f, trivial predictor (mean field) %.4f, ratio %.3f\n", (double)err, (double)triv, (double)(err / triv)));
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "checkpoint: %s\n", ckpt));
+    if (progress) {
+      PetscCheck(lastloss < firstloss, PETSC_COMM_WORLD, PETSC_ERR_NOT_CONVERGED, "The training loss did not fall (%g then %g)", (double)firstloss, (double)lastloss);
+      PetscCheck(err < triv, PETSC_COMM_WORLD, PETSC_ERR_NOT_CONVERGED, "The surrogate (%g) does not beat the trivial predictor (%g)", (double)err, (double)triv);
+    }
   }
   PetscCall(DDTensorDestroy(&xs[0]));
   PetscCall(DDTensorDestroy(&xs[1]));

@@ -45,12 +45,13 @@ static md DenseLike(const md &w)
   return md(dims, dnnl::memory::data_type::f32, st);
 }
 
-PetscErrorCode DnnlPool::SetUp(PetscInt D, const PetscInt k[3], const PetscInt s[3], const PetscInt d[3], const PetscInt padl[3], const PetscInt padr[3], dnnl::algorithm alg, const md &x, bool dense, const md &y)
+PetscErrorCode DnnlPool::SetUp(PetscInt D, const PetscInt k[3], const PetscInt s[3], const PetscInt d[3], const PetscInt padl[3], const PetscInt padr[3], dnnl::algorithm alg, const md &x, bool dense, const md &y, bool ydense)
 {
   PetscFunctionBegin;
   xwin   = x;
   ymd    = y;
   copy   = !dense;
+  ycopy  = !ydense; /* the output box is part of a halo-padded storage: staged through a dense buffer */
   needws = alg == dnnl::algorithm::pooling_max;
   DDDnnlCall({
     dnnl::memory::dims ks, ss, ds, pl, pr;
@@ -62,18 +63,24 @@ PetscErrorCode DnnlPool::SetUp(PetscInt D, const PetscInt k[3], const PetscInt s
       pr.push_back(padr[j]);
     }
     xd = copy ? DenseLike(xwin) : xwin;
-    dnnl::pooling_v2_forward::desc           ft(dnnl::prop_kind::forward_training, alg, xd, ymd, ss, ks, ds, pl, pr);
+    yd = ycopy ? DenseLike(ymd) : ymd;
+    dnnl::pooling_v2_forward::desc           ft(dnnl::prop_kind::forward_training, alg, xd, yd, ss, ks, ds, pl, pr);
     dnnl::pooling_v2_forward::primitive_desc fpd(ft, CpuEngine());
     fwdtrain = dnnl::pooling_v2_forward(fpd);
     wsmd     = fpd.workspace_desc();
     if (needws) ws.resize(wsmd.get_size() + 1);
-    dnnl::pooling_v2_forward::desc           fi(dnnl::prop_kind::forward_inference, alg, xd, ymd, ss, ks, ds, pl, pr);
+    dnnl::pooling_v2_forward::desc           fi(dnnl::prop_kind::forward_inference, alg, xd, yd, ss, ks, ds, pl, pr);
     dnnl::pooling_v2_forward::primitive_desc ipd(fi, CpuEngine());
     fwdinf = dnnl::pooling_v2_forward(ipd);
-    dnnl::pooling_v2_backward::desc           bd(alg, xd, ymd, ss, ks, ds, pl, pr);
+    dnnl::pooling_v2_backward::desc           bd(alg, xd, yd, ss, ks, ds, pl, pr);
     dnnl::pooling_v2_backward::primitive_desc bpd(bd, CpuEngine(), fpd);
     bwd  = dnnl::pooling_v2_backward(bpd);
-    impl = std::string(fpd.impl_info_str()) + (copy ? " (window copied: it is part of the storage)" : "");
+    impl = std::string(fpd.impl_info_str()) + (copy ? " (window copied: it is part of the storage)" : "") + (ycopy ? " (output staged)" : "");
+    if (ycopy) {
+      ybuf.resize(yd.get_size() / sizeof(float) + 1);
+      ryout = dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), yd, CpuEngine(), ymd));
+      ryin  = dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), ymd, CpuEngine(), yd));
+    }
     if (copy) {
       xbuf.resize(xd.get_size() / sizeof(float) + 1);
       rin  = dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), xwin, CpuEngine(), xd));
@@ -95,12 +102,16 @@ PetscErrorCode DnnlPool::Forward(void *x, void *y, bool training)
     }
     std::unordered_map<int, dnnl::memory> args;
     args.insert({DNNL_ARG_SRC, dnnl::memory(xd, CpuEngine(), xp)});
-    args.insert({DNNL_ARG_DST, dnnl::memory(ymd, CpuEngine(), y)});
+    args.insert({DNNL_ARG_DST, dnnl::memory(yd, CpuEngine(), ycopy ? (void *)ybuf.data() : y)});
     if (training && needws) {
       args.insert({DNNL_ARG_WORKSPACE, dnnl::memory(wsmd, CpuEngine(), ws.data())});
       fwdtrain.execute(CpuStream(), args);
     } else if (training) fwdtrain.execute(CpuStream(), args);
     else fwdinf.execute(CpuStream(), args);
+    if (ycopy) {
+      dnnl::memory src(yd, CpuEngine(), ybuf.data()), dst(ymd, CpuEngine(), y);
+      ryout.execute(CpuStream(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
+    }
     CpuStream().wait();
   });
   wsvalid = training;
@@ -114,7 +125,13 @@ PetscErrorCode DnnlPool::Backward(void *dy, void *dx)
   DDDnnlCall({
     std::unordered_map<int, dnnl::memory> args;
     void                                 *dxp = copy ? (void *)xbuf.data() : dx;
-    args.insert({DNNL_ARG_DIFF_DST, dnnl::memory(ymd, CpuEngine(), dy)});
+    void *dyp = dy;
+    if (ycopy) {
+      dnnl::memory src(ymd, CpuEngine(), dy), dst(yd, CpuEngine(), ybuf.data());
+      ryin.execute(CpuStream(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
+      dyp = ybuf.data();
+    }
+    args.insert({DNNL_ARG_DIFF_DST, dnnl::memory(yd, CpuEngine(), dyp)});
     args.insert({DNNL_ARG_DIFF_SRC, dnnl::memory(xd, CpuEngine(), dxp)});
     if (needws) args.insert({DNNL_ARG_WORKSPACE, dnnl::memory(wsmd, CpuEngine(), ws.data())});
     bwd.execute(CpuStream(), args);

@@ -19,7 +19,7 @@ public:
     covers the whole storage (otherwise the window is copied into a dense buffer of the same
     format, because oneDNN's jit kernels take dense memory only). y: the output box.
   */
-  PetscErrorCode SetUp(PetscInt D, const PetscInt k[3], const PetscInt s[3], const PetscInt d[3], const PetscInt padl[3], const PetscInt padr[3], dnnl::algorithm alg, const dnnl::memory::desc &xwin, bool dense, const dnnl::memory::desc &y);
+  PetscErrorCode SetUp(PetscInt D, const PetscInt k[3], const PetscInt s[3], const PetscInt d[3], const PetscInt padl[3], const PetscInt padr[3], dnnl::algorithm alg, const dnnl::memory::desc &xwin, bool dense, const dnnl::memory::desc &y, bool ydense = true);
   /* y = pool(x window); training keeps max pooling's workspace for Backward */
   PetscErrorCode Forward(void *x, void *y, bool training);
   /* dx window = J^* dy (overwritten; the rest of dx is not touched). Max pooling needs the workspace of a training Forward */
@@ -28,10 +28,10 @@ public:
   std::string    Impl() const { return impl; }
 
 private:
-  bool                          copy = false, needws = false, wsvalid = false;
-  dnnl::memory::desc            xwin, xd, ymd;
-  dnnl::primitive               fwdtrain, fwdinf, bwd, rin, rout;
-  std::vector<float>            xbuf;
+  bool                          copy = false, ycopy = false, needws = false, wsvalid = false;
+  dnnl::memory::desc            xwin, xd, ymd, yd; /* yd: what the primitives write (ymd unless the output box is part of its storage) */
+  dnnl::primitive               fwdtrain, fwdinf, bwd, rin, rout, ryin, ryout;
+  std::vector<float>            xbuf, ybuf;
   std::vector<unsigned char>    ws;
   dnnl::memory::desc            wsmd;
   std::string                   impl;

@@ -45,7 +45,7 @@ struct Pool {
   DDTensor    xc = NULL, dxc = NULL, dyc = NULL, ysc = NULL; /* conforming copies and scratch, made when first needed */
   DDTensor    xfwd = NULL;                        /* the tensor the last Forward pooled (not a reference) */
   bool        hasout = false, usednnl = false, dense = false, fwdtraining = true;
-  PetscInt    xorg[5] = {0}, xn[5] = {0}, wa[3] = {0}, o0[3] = {0};
+  PetscInt    xorg[5] = {0}, xn[5] = {0}, wa[3] = {0}, o0[3] = {0}, yorg[5] = {0};
   PoolGeom    g;
   BoxOffsets  xo, yo;
   std::vector<PetscInt> argmax;
@@ -429,7 +429,7 @@ static PetscErrorCode Pool_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   /* the local geometry */
   const DDLayout &L  = x->layout; /* after the halo grew */
   const DDLayout &Ly = l->output->layout;
-  PetscInt        yorg[5] = {0}, yn[5] = {0};
+  PetscInt       *yorg = c->yorg, yn[5] = {0};
   c->hasout               = x->active ? true : false;
   for (PetscInt q = 0; q < 2 + D; q++) {
     yorg[q] = Ly.lo[q];
@@ -503,7 +503,8 @@ static PetscErrorCode Pool_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     dnnl::algorithm alg = c->type == DD_POOL_MAX ? dnnl::algorithm::pooling_max : (c->countpad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding);
     dnnl::memory::desc xm = WindowDesc(x, 0, D, c->xorg, c->xn, &h), ym = WindowDesc(l->output, 0, D, yorg, yn, &h);
     c->dnnl.reset(new DnnlPool);
-    PetscCall(c->dnnl->SetUp(D, c->k, c->s, c->d, padl, padr, alg, xm, c->dense, ym));
+    bool ydense = l->output->layout.size == l->output->layout.bulksize; /* a halo a consumer grew makes the box part of the storage */
+    PetscCall(c->dnnl->SetUp(D, c->k, c->s, c->d, padl, padr, alg, xm, c->dense, ym, ydense));
     c->usednnl = true;
   }
 #endif
@@ -562,7 +563,7 @@ static PetscErrorCode Pool_Local(Pool *c, DDTensor xh, DDTensor y, bool training
   if (!c->hasout) PetscFunctionReturn(PETSC_SUCCESS);
 #if DDNN_WITH_DNNL
   if (c->usednnl) {
-    PetscCall(c->dnnl->Forward(XHandle(xh, c->xorg), y->array, training));
+    PetscCall(c->dnnl->Forward(XHandle(xh, c->xorg), XHandle(y, c->yorg), training));
     if (c->hascorr) ApplyCorrection(c, (float *)y->array);
     PetscFunctionReturn(PETSC_SUCCESS);
   }
@@ -623,7 +624,7 @@ static PetscErrorCode Pool_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTens
 #if DDNN_WITH_DNNL
     if (c->usednnl) {
       if (c->hascorr) ApplyCorrection(c, (float *)dyo->array);
-      PetscCall(c->dnnl->Backward(dyo->array, XHandle(dxh, c->xorg)));
+      PetscCall(c->dnnl->Backward(XHandle(dyo, c->yorg), XHandle(dxh, c->xorg)));
     } else
 #endif
       PetscCall(DispatchType(dxh->dtype, [&](auto z) -> PetscErrorCode {
