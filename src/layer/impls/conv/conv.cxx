@@ -42,8 +42,10 @@ struct Conv {
   bool        bcastX = false, reduceY = false, bcastW = false, xdirect = false, usednnl = false;
   PetscInt    Pn = 1, Pci = 1, Pss = 1, Ps[3] = {1, 1, 1};
   DDPartition Pwx = NULL, Pwy = NULL, Py = NULL, Pr = NULL, Pww = NULL, Pb = NULL, Pwb = NULL;
-  DDTensor    xh = NULL, dxh = NULL, yh = NULL, dyh = NULL, dyin = NULL, w = NULL, b = NULL, wh = NULL, bh = NULL, dwh = NULL, dbh = NULL, dwr = NULL, dbr = NULL;
+  DDTensor    xh = NULL, dxh = NULL, yh = NULL, dyh = NULL, w = NULL, b = NULL, wh = NULL, bh = NULL, dwh = NULL, dbh = NULL, dwr = NULL, dbr = NULL;
   DDPrimitive Bx = NULL, Hx = NULL, Ry = NULL, Bw = NULL, Bb = NULL;
+  /* copies in the set-up layouts for tensors whose halos differ (one per role: their layouts differ) */
+  DDTensor    xcopy = NULL, ycopy = NULL, dycopy = NULL, dxcopy = NULL;
   ConvGeom    g;
   bool        active = false, hasout = false, biasworker = false;
   PetscInt    xorg[DD_MAX_DIM] = {0}, yorg[DD_MAX_DIM] = {0};
@@ -406,7 +408,7 @@ static PetscErrorCode Conv_Reset(DDLayer l)
 
   PetscFunctionBegin;
   for (DDPartition *p : {&c->Pwx, &c->Pwy, &c->Py, &c->Pr, &c->Pww, &c->Pb, &c->Pwb}) PetscCall(DDPartitionDestroy(p));
-  for (DDTensor *t : {&c->xh, &c->dxh, &c->yh, &c->dyh, &c->dyin, &c->wh, &c->bh, &c->dwh, &c->dbh, &c->dwr, &c->dbr}) PetscCall(DDTensorDestroy(t));
+  for (DDTensor *t : {&c->xh, &c->dxh, &c->yh, &c->dyh, &c->xcopy, &c->ycopy, &c->dycopy, &c->dxcopy, &c->wh, &c->bh, &c->dwh, &c->dbh, &c->dwr, &c->dbr}) PetscCall(DDTensorDestroy(t));
   c->w = c->b = NULL; /* owned by the layer's parameter list */
   for (DDPrimitive *p : {&c->Bx, &c->Hx, &c->Ry, &c->Bw, &c->Bb}) PetscCall(DDPrimitiveDestroy(p));
   c->dnnl.reset();
@@ -774,11 +776,11 @@ static PetscErrorCode Conv_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTen
   /* x^ */
   if (c->bcastX) {
     DDTensor xin;
-    PetscCall(Conform(x, l->setupin[0], &c->dyin, &xin, true));
+    PetscCall(Conform(x, l->setupin[0], &c->xcopy, &xin, true));
     PetscCall(DDPrimitiveApply(c->Bx, xin, c->xh));
     xh = c->xh;
   } else if (c->xdirect) {
-    PetscCall(Conform(x, c->xh, &c->dxh, &xh, true)); /* x itself unless its halo changed */
+    PetscCall(Conform(x, c->xh, &c->xcopy, &xh, true)); /* x itself unless its halo changed */
   } else {
     PetscCall(DDTensorCopy(x, c->xh));
     xh = c->xh;
@@ -792,7 +794,7 @@ static PetscErrorCode Conv_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTen
   PetscCall(DDPrimitiveApply(c->Hx, xh, NULL));
   if (c->reduceY) {
     PetscCall(Conv_Local(c, xh, c->yh));
-    PetscCall(Conform(y, l->output, &c->dyin, &yo, false));
+    PetscCall(Conform(y, l->output, &c->ycopy, &yo, false));
     PetscCall(DDPrimitiveApply(c->Ry, c->yh, yo));
   } else {
     yo = y->layouthash == l->output->layouthash ? y : l->output;
@@ -810,11 +812,11 @@ static PetscErrorCode Conv_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTens
   PetscFunctionBegin;
   /* x^ as the forward left it */
   if (c->bcastX || !c->xdirect) xh = c->xh;
-  else xh = x->layouthash == c->xh->layouthash ? x : c->dxh;
+  else xh = x->layouthash == c->xh->layouthash ? x : c->xcopy;
   /* dy^ = R^* dy */
   {
     DDTensor dyo;
-    PetscCall(Conform(dy, l->output, &c->dyin, &dyo, true));
+    PetscCall(Conform(dy, l->output, &c->dycopy, &dyo, true));
     if (c->reduceY) {
       if (!c->dyh) PetscCall(DDTensorDuplicate(c->yh, &c->dyh));
       PetscCall(DDPrimitiveApplyAdjoint(c->Ry, dyo, c->dyh));
@@ -895,7 +897,7 @@ static PetscErrorCode Conv_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTens
   PetscCall(DDPrimitiveApplyAdjoint(c->Hx, dxh, NULL));
   if (c->bcastX) {
     DDTensor dxo;
-    PetscCall(Conform(dx, l->setupin[0], &c->dyin, &dxo, false));
+    PetscCall(Conform(dx, l->setupin[0], &c->dxcopy, &dxo, false));
     PetscCall(DDPrimitiveApplyAdjoint(c->Bx, dxh, dxo));
     if (dxo != dx) PetscCall(DDTensorCopy(dxo, dx));
   } else if (dxh != dx) PetscCall(DDTensorCopy(dxh, dx));
