@@ -14,6 +14,7 @@ struct ConvCfg {
   PetscBool             bias = PETSC_TRUE;
   DDPaddingMode         mode = DD_PADDING_ZEROS;
   PetscInt              pco  = 1;
+  PetscBool             overlap = PETSC_FALSE;
 };
 
 static std::function<void(DDLayer)> Configure(const ConvCfg &c)
@@ -28,6 +29,7 @@ static std::function<void(DDLayer)> Configure(const ConvCfg &c)
     DDT(DDLayerConvSetBias(l, c.bias));
     DDT(DDLayerConvSetPaddingMode(l, c.mode));
     DDT(DDLayerConvSetChannelWorkers(l, c.pco));
+    DDT(DDLayerConvSetOverlap(l, c.overlap));
   };
 }
 
@@ -369,5 +371,37 @@ TEST(Conv, TensorsWithOtherHalosThanAtSetUp)
     EXPECT_EQ(GatherAll(gs[0]), dwref) << "variant " << variant;
     for (DDTensor *t : {&x, &x1, &y1, &dy, &dy1, &dx, &dx1}) DDT(DDTensorDestroy(t));
     DDT(DDLayerDestroy(&l));
+  }
+}
+
+/* Overlapping the halo exchange with the interior convolution (paper 003 sec. IV-A) changes no number */
+TEST(Conv, OverlapOfHaloAndInteriorComputeGivesTheSameResults)
+{
+  int                                W = Size();
+  std::vector<std::vector<PetscInt>> f;
+  for (int D = 1; D <= 3; D++) {
+    f.clear();
+    Factorizations(W, D, f);
+    auto      ps = f.back();
+    InputSpec in;
+    in.shape  = {2, 3};
+    in.pshape = {1, 1};
+    for (int j = 0; j < D; j++) {
+      in.shape.push_back(6 * ps[j] + 2 + j);
+      in.pshape.push_back(ps[j]);
+    }
+    for (PetscInt s : {1, 2}) {
+      ConvCfg c;
+      c.k       = {3};
+      c.p       = {1};
+      c.s       = {s};
+      c.mode    = s == 1 ? DD_PADDING_REFLECT : DD_PADDING_ZEROS;
+      c.overlap = PETSC_TRUE;
+      CheckAgainstSerial(c, in, "overlap, float64 (reference loops)");
+      RunResult on = RunLayer(Configure(c), {in}, DD_FLOAT32, 4);
+      c.overlap    = PETSC_FALSE;
+      RunResult off = RunLayer(Configure(c), {in}, DD_FLOAT32, 4);
+      ExpectSameRun(on, off, 1e-6, "overlap, float32 (oneDNN regions)");
+    }
   }
 }

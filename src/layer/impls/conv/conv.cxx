@@ -58,6 +58,17 @@ struct Conv {
     >
                    dnnl;
   PetscObjectState wstate = -1, wstate_bwd = -1;
+  /* overlap (paper 003 sec. IV-A): the interior outputs need no halo and are computed while it is in flight */
+  struct Region {
+    ConvGeom         g;
+    PetscInt         xorg[DD_MAX_DIM] = {0}, yorg[DD_MAX_DIM] = {0};
+    PetscObjectState wstate = -1;
+#if DDNN_WITH_DNNL
+    std::unique_ptr<DnnlConv> dnnl;
+#endif
+  };
+  std::vector<Region> regions; /* interior first, then the boundary slabs */
+  bool                overlapOn = false;
   Conv()
   {
     kernel.opt   = "layer_conv_kernel";
@@ -412,6 +423,8 @@ static PetscErrorCode Conv_Reset(DDLayer l)
   c->w = c->b = NULL; /* owned by the layer's parameter list */
   for (DDPrimitive *p : {&c->Bx, &c->Hx, &c->Ry, &c->Bw, &c->Bb}) PetscCall(DDPrimitiveDestroy(p));
   c->dnnl.reset();
+  c->regions.clear();
+  c->overlapOn = false;
   c->wstate = c->wstate_bwd = -1;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -712,6 +725,66 @@ static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     PetscCall(c->dnnl->SetUp(c->g, xm, ym, xm, ym, c->bias ? true : false, false));
   }
 #endif
+  /* the overlap regions: interior outputs (windows inside the bulk) and the boundary slabs around them */
+  if (c->overlap && c->hasout) {
+    const DDLayout &Lx = c->xh->layout, &Ly = yt->layout;
+    const PetscInt  ly = c->reduceY ? 1 : 0;
+    PetscInt        oa[3], ob[3], ia[3], ib[3];
+    bool            interior = true;
+    for (PetscInt j = 0; j < D; j++) {
+      const PetscInt jj = j + 3 - D, dx = lead + 2 + j, dy = ly + 2 + j, st = Lx.start[dx], en = st + Lx.n[dx];
+      const PetscInt ext = (k[jj] - 1) * d[jj];
+      oa[j]              = Ly.start[dy];
+      ob[j]              = oa[j] + Ly.n[dy];
+      ia[j]              = PetscMax(oa[j], (st + p[jj] + s[jj] - 1) / s[jj]);
+      ib[j]              = PetscMin(ob[j], (en - 1 + p[jj] - ext) >= 0 ? (en - 1 + p[jj] - ext) / s[jj] + 1 : 0);
+      if (ia[j] >= ib[j]) interior = false;
+    }
+    if (interior) {
+      std::vector<std::pair<std::vector<PetscInt>, std::vector<PetscInt>>> boxes; /* output boxes [a, b) per spatial dim */
+      boxes.push_back({std::vector<PetscInt>(ia, ia + D), std::vector<PetscInt>(ib, ib + D)});
+      for (PetscInt j = 0; j < D; j++)
+        for (int side = 0; side < 2; side++) {
+          std::vector<PetscInt> a(D), b(D);
+          for (PetscInt m = 0; m < D; m++) {
+            a[m] = m < j ? ia[m] : oa[m];
+            b[m] = m < j ? ib[m] : ob[m];
+          }
+          if (side == 0) b[j] = ia[j];
+          else a[j] = ib[j];
+          if (b[j] > a[j]) boxes.push_back({a, b});
+        }
+      for (auto &bx : boxes) {
+        Conv::Region r;
+        r.g = c->g;
+        for (PetscInt q = 0; q < Lx.order; q++) r.xorg[q] = c->xorg[q];
+        for (PetscInt q = 0; q < Ly.order; q++) r.yorg[q] = c->yorg[q];
+        for (PetscInt j = 0; j < D; j++) {
+          const PetscInt jj = j + 3 - D, dx = lead + 2 + j, dy = ly + 2 + j;
+          r.g.out[jj]       = bx.second[j] - bx.first[j];
+          r.g.in[jj]        = (r.g.out[jj] - 1) * s[jj] + (k[jj] - 1) * d[jj] + 1;
+          r.xorg[dx]        = bx.first[j] * s[jj] - p[jj] - Lx.start[dx] + Lx.lo[dx];
+          r.yorg[dy]        = bx.first[j] - Ly.start[dy] + Ly.lo[dy];
+        }
+#if DDNN_WITH_DNNL
+        if (c->usednnl) {
+          PetscInt nx[5] = {r.g.N, r.g.Ci, 0, 0, 0}, ny[5] = {r.g.N, r.g.Co, 0, 0, 0};
+          void    *h;
+          for (PetscInt j = 0; j < D; j++) {
+            nx[2 + j] = r.g.in[j + 3 - D];
+            ny[2 + j] = r.g.out[j + 3 - D];
+          }
+          dnnl::memory::desc xm = WindowDesc(c->xh, lead, D, r.xorg, nx, &h), ym = WindowDesc(yt, ly, D, r.yorg, ny, &h), none;
+          r.dnnl.reset(new DnnlConv);
+          r.dnnl->SetDenseStaging(true);
+          PetscCall(r.dnnl->SetUp(r.g, xm, ym, none, none, c->bias ? true : false, false));
+        }
+#endif
+        c->regions.push_back(std::move(r));
+      }
+      c->overlapOn = true;
+    }
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -730,40 +803,61 @@ static PetscErrorCode Conv_InitParams(DDLayer l, PetscInt64 seed)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* the local convolution y^ = conv(x^ window, w^) (+ b^ on the ci = 0 workers) */
-static PetscErrorCode Conv_Local(Conv *c, DDTensor xh, DDTensor yt)
+/* the local convolution y^ = conv(x^ window, w^) (+ b^ on the ci = 0 workers), on the whole box or a region */
+static PetscErrorCode Conv_Local(Conv *c, DDTensor xh, DDTensor yt, Conv::Region *r = nullptr)
 {
   PetscFunctionBegin;
   if (!c->hasout) PetscFunctionReturn(PETSC_SUCCESS);
-  const PetscInt ly = c->reduceY ? 1 : 0;
+  const PetscInt  ly   = c->reduceY ? 1 : 0;
+  const ConvGeom &g    = r ? r->g : c->g;
+  const PetscInt *xorg = r ? r->xorg : c->xorg, *yorg = r ? r->yorg : c->yorg;
 #if DDNN_WITH_DNNL
   if (c->usednnl) {
-    PetscObjectState st;
+    PetscObjectState  st, *wst = r ? &r->wstate : &c->wstate;
+    DnnlConv         *dn = r ? r->dnnl.get() : c->dnnl.get();
     std::vector<float> zero;
     PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
     const float *bp = NULL;
     if (c->bias) {
       if (c->biasworker) bp = (const float *)c->bh->array;
       else {
-        zero.assign(c->g.Co, 0.f);
+        zero.assign(g.Co, 0.f);
         bp = zero.data();
       }
     }
-    void *xp = (char *)xh->array + (xh->layout.bdim < 0 ? LayoutOffset(xh->layout, c->xorg) * 4 : 0);
-    void *yp = (char *)yt->array + (yt->layout.bdim < 0 ? LayoutOffset(yt->layout, c->yorg) * 4 : 0);
-    PetscCall(c->dnnl->Forward(xp, (const float *)c->wh->array, st != c->wstate, bp, yp));
-    c->wstate = st;
+    void *xp = (char *)xh->array + (xh->layout.bdim < 0 ? LayoutOffset(xh->layout, xorg) * 4 : 0);
+    void *yp = (char *)yt->array + (yt->layout.bdim < 0 ? LayoutOffset(yt->layout, yorg) * 4 : 0);
+    PetscCall(dn->Forward(xp, (const float *)c->wh->array, st != *wst, bp, yp));
+    *wst = st;
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 #endif
   PetscCall(DispatchType(xh->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
-    View<const T> xv = CView(MakeView<T>(xh, c->lead, c->xorg, c->D));
-    View<T>       yv = MakeView<T>(yt, ly, c->yorg, c->D);
+    View<const T> xv = CView(MakeView<T>(xh, c->lead, xorg, c->D));
+    View<T>       yv = MakeView<T>(yt, ly, yorg, c->D);
     const T      *bp = (c->bias && c->biasworker) ? (const T *)c->bh->array : nullptr;
-    ConvForwardRef<T>(c->g, xv, (const T *)c->wh->array, bp, yv);
+    ConvForwardRef<T>(g, xv, (const T *)c->wh->array, bp, yv);
     return PETSC_SUCCESS;
   }));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the halo exchange and the local convolution, overlapped when asked: interior while the halo is in flight */
+static PetscErrorCode Conv_HaloAndLocal(Conv *c, DDTensor xh, DDTensor yt)
+{
+  PetscFunctionBegin;
+  if (!c->overlap) {
+    PetscCall(DDPrimitiveApply(c->Hx, xh, NULL));
+    PetscCall(Conv_Local(c, xh, yt));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscCall(DDPrimitiveApplyBegin(c->Hx, xh, NULL));
+  if (c->overlapOn) PetscCall(Conv_Local(c, xh, yt, &c->regions[0]));
+  PetscCall(DDPrimitiveApplyEnd(c->Hx, xh, NULL));
+  if (c->overlapOn)
+    for (size_t i = 1; i < c->regions.size(); i++) PetscCall(Conv_Local(c, xh, yt, &c->regions[i]));
+  else PetscCall(Conv_Local(c, xh, yt));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -791,40 +885,24 @@ static PetscErrorCode Conv_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTen
     if (c->bias) PetscCall(DDPrimitiveApply(c->Bb, c->b, c->bh));
   }
   /* the halo, then the local kernel */
-  PetscCall(DDPrimitiveApply(c->Hx, xh, NULL));
   if (c->reduceY) {
-    PetscCall(Conv_Local(c, xh, c->yh));
+    PetscCall(Conv_HaloAndLocal(c, xh, c->yh));
     PetscCall(Conform(y, l->output, &c->ycopy, &yo, false));
     PetscCall(DDPrimitiveApply(c->Ry, c->yh, yo));
   } else {
     yo = y->layouthash == l->output->layouthash ? y : l->output;
-    PetscCall(Conv_Local(c, xh, yo));
+    PetscCall(Conv_HaloAndLocal(c, xh, yo));
   }
   if (yo != y) PetscCall(DDTensorCopy(yo, y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode Conv_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTensor dxs[])
+/* dw^, db^ locally, then R = B^* onto the owners, added to the gradients */
+static PetscErrorCode Conv_BackwardWeights(DDLayer l, Conv *c, DDTensor xh, DDTensor dyt)
 {
-  Conv    *c  = (Conv *)l->data;
-  DDTensor dx = dxs ? dxs[0] : NULL, x = l->saved[0], xh, dyt, dxh;
+  const PetscInt ly = c->reduceY ? 1 : 0;
 
   PetscFunctionBegin;
-  /* x^ as the forward left it */
-  if (c->bcastX || !c->xdirect) xh = c->xh;
-  else xh = x->layouthash == c->xh->layouthash ? x : c->xcopy;
-  /* dy^ = R^* dy */
-  {
-    DDTensor dyo;
-    PetscCall(Conform(dy, l->output, &c->dycopy, &dyo, true));
-    if (c->reduceY) {
-      if (!c->dyh) PetscCall(DDTensorDuplicate(c->yh, &c->dyh));
-      PetscCall(DDPrimitiveApplyAdjoint(c->Ry, dyo, c->dyh));
-      dyt = c->dyh;
-    } else dyt = dyo;
-  }
-  const PetscInt ly = c->reduceY ? 1 : 0;
-  /* parameter gradients: dw^, db^ locally, then R = B^* onto the owners, added */
   if (!c->dwh) PetscCall(DDTensorDuplicate(c->wh, &c->dwh));
   if (c->bias && !c->dbh) PetscCall(DDTensorDuplicate(c->bh, &c->dbh));
   PetscCall(DDTensorZeroEntries(c->dwh));
@@ -867,34 +945,74 @@ static PetscErrorCode Conv_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTens
     PetscCall(DDTensorAXPY(l->grads[0], 1.0, c->dwh));
     if (c->bias) PetscCall(DDTensorAXPY(l->grads[1], 1.0, c->dbh));
   }
-  if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
-  /* dx^ = conv_x^*(dy^) on the window, H^* adds its halo into the owners, B^* sums over co */
-  if (!c->bcastX && dx->layouthash == c->xh->layouthash) dxh = dx;
-  else {
-    if (!c->dxh) PetscCall(DDTensorDuplicate(c->xh, &c->dxh));
-    dxh = c->dxh;
-  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* dx^ window = conv_x^*(dy^) (dx^ zeroed first) */
+static PetscErrorCode Conv_BackwardData(Conv *c, DDTensor dyt, DDTensor dxh)
+{
+  const PetscInt ly = c->reduceY ? 1 : 0;
+
+  PetscFunctionBegin;
   PetscCall(DDTensorZeroEntries(dxh));
-  if (c->hasout) {
+  if (!c->hasout) PetscFunctionReturn(PETSC_SUCCESS);
 #if DDNN_WITH_DNNL
-    if (c->usednnl) {
-      PetscObjectState st;
-      PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
-      void *xp = (char *)dxh->array + (dxh->layout.bdim < 0 ? LayoutOffset(dxh->layout, c->xorg) * 4 : 0);
-      void *yp = (char *)dyt->array + (dyt->layout.bdim < 0 ? LayoutOffset(dyt->layout, c->yorg) * 4 : 0);
-      PetscCall(c->dnnl->BackwardData(yp, (const float *)c->wh->array, st != c->wstate_bwd, xp));
-      c->wstate_bwd = st;
-    } else
-#endif
-      PetscCall(DispatchType(dxh->dtype, [&](auto z) -> PetscErrorCode {
-        using T = decltype(z);
-        View<T>       xv = MakeView<T>(dxh, c->lead, c->xorg, c->D);
-        View<const T> yv = CView(MakeView<T>(dyt, ly, c->yorg, c->D));
-        ConvBackwardDataRef<T>(c->g, yv, (const T *)c->wh->array, xv);
-        return PETSC_SUCCESS;
-      }));
+  if (c->usednnl) {
+    PetscObjectState st;
+    PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
+    void *xp = (char *)dxh->array + (dxh->layout.bdim < 0 ? LayoutOffset(dxh->layout, c->xorg) * 4 : 0);
+    void *yp = (char *)dyt->array + (dyt->layout.bdim < 0 ? LayoutOffset(dyt->layout, c->yorg) * 4 : 0);
+    PetscCall(c->dnnl->BackwardData(yp, (const float *)c->wh->array, st != c->wstate_bwd, xp));
+    c->wstate_bwd = st;
+    PetscFunctionReturn(PETSC_SUCCESS);
   }
-  PetscCall(DDPrimitiveApplyAdjoint(c->Hx, dxh, NULL));
+#endif
+  PetscCall(DispatchType(dxh->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    View<T>       xv = MakeView<T>(dxh, c->lead, c->xorg, c->D);
+    View<const T> yv = CView(MakeView<T>(dyt, ly, c->yorg, c->D));
+    ConvBackwardDataRef<T>(c->g, yv, (const T *)c->wh->array, xv);
+    return PETSC_SUCCESS;
+  }));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  Backward (Fig. 4, right): dy^ = R^* dy; dx^ = conv_x^*(dy^) on the window; its halo goes back to
+  the owners (H^*) while dW is computed (paper 003 sec. IV-A: the dL/dx halo overlaps dL/dw);
+  then B^* sums dx^ over co.
+*/
+static PetscErrorCode Conv_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTensor dxs[])
+{
+  Conv    *c  = (Conv *)l->data;
+  DDTensor dx = dxs ? dxs[0] : NULL, x = l->saved[0], xh, dyt, dxh = NULL;
+
+  PetscFunctionBegin;
+  /* x^ as the forward left it */
+  if (c->bcastX || !c->xdirect) xh = c->xh;
+  else xh = x->layouthash == c->xh->layouthash ? x : c->xcopy;
+  /* dy^ = R^* dy */
+  {
+    DDTensor dyo;
+    PetscCall(Conform(dy, l->output, &c->dycopy, &dyo, true));
+    if (c->reduceY) {
+      if (!c->dyh) PetscCall(DDTensorDuplicate(c->yh, &c->dyh));
+      PetscCall(DDPrimitiveApplyAdjoint(c->Ry, dyo, c->dyh));
+      dyt = c->dyh;
+    } else dyt = dyo;
+  }
+  if (dx) {
+    if (!c->bcastX && dx->layouthash == c->xh->layouthash) dxh = dx;
+    else {
+      if (!c->dxh) PetscCall(DDTensorDuplicate(c->xh, &c->dxh));
+      dxh = c->dxh;
+    }
+    PetscCall(Conv_BackwardData(c, dyt, dxh));
+    PetscCall(DDPrimitiveApplyAdjointBegin(c->Hx, dxh, NULL));
+  }
+  PetscCall(Conv_BackwardWeights(l, c, xh, dyt));
+  if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(DDPrimitiveApplyAdjointEnd(c->Hx, dxh, NULL));
   if (c->bcastX) {
     DDTensor dxo;
     PetscCall(Conform(dx, l->setupin[0], &c->dxcopy, &dxo, false));
@@ -909,7 +1027,7 @@ static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
   Conv *c = (Conv *)l->data;
 
   PetscFunctionBegin;
-  PetscCall(PetscViewerASCIIPrintf(viewer, "out channels %" PetscInt_FMT ", bias %s, padding mode %s, channel workers %" PetscInt_FMT "\n", c->co, c->bias ? "yes" : "no", DDPaddingModes[c->padmode], c->pco));
+  PetscCall(PetscViewerASCIIPrintf(viewer, "out channels %" PetscInt_FMT ", bias %s, padding mode %s, channel workers %" PetscInt_FMT ", overlap %s\n", c->co, c->bias ? "yes" : "no", DDPaddingModes[c->padmode], c->pco, c->overlap ? (c->overlapOn ? "on (interior + boundary regions)" : "on (no interior on rank 0)") : "off"));
   if (l->setupcalled) {
     const char *dist = (!c->bcastX && !c->reduceY) ? "spatial" : (c->Pss == 1 ? "channel" : "general");
     PetscCall(PetscViewerASCIIPrintf(viewer, "kernel %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " stride %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT ", %s distribution (Pn %" PetscInt_FMT ", Pci %" PetscInt_FMT ", Pco %" PetscInt_FMT ", spatial %" PetscInt_FMT "), kernels: %s\n", c->g.k[0], c->g.k[1], c->g.k[2], c->g.s[0], c->g.s[1], c->g.s[2], dist, c->Pn, c->Pci, c->pco, c->Pss,
