@@ -26,6 +26,7 @@ static const char help[] = "The main job: a PETSc solver makes Poisson data on a
 #include <ddnn.h>
 #include <petscksp.h>
 #include <unistd.h>
+#include <sys/resource.h>
 
 typedef struct {
   PetscInt  n;
@@ -347,6 +348,14 @@ int main(int argc, char **argv)
     PetscCall(HeldOutError(net, test, train, xs, B, pred, &err, &triv));
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "held-out relative L2 error: surrogate %.4f, trivial predictor (mean field) %.4f, ratio %.3f\n", (double)err, (double)triv, (double)(err / triv)));
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "checkpoint: %s\n", ckpt));
+    { /* peak resident memory of the ranks */
+      struct rusage ru;
+      double        mine, mx;
+      getrusage(RUSAGE_SELF, &ru);
+      mine = ru.ru_maxrss / 1024.0;
+      PetscCallMPI(MPI_Allreduce(&mine, &mx, 1, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD));
+      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "peak resident memory per rank: %.1f MiB (max over %d ranks)\n", mx, size));
+    }
     if (progress) {
       PetscCheck(lastloss < firstloss, PETSC_COMM_WORLD, PETSC_ERR_NOT_CONVERGED, "The training loss did not fall (%g then %g)", (double)firstloss, (double)lastloss);
       PetscCheck(err < triv, PETSC_COMM_WORLD, PETSC_ERR_NOT_CONVERGED, "The surrogate (%g) does not beat the trivial predictor (%g)", (double)err, (double)triv);

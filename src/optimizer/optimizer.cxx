@@ -18,6 +18,40 @@ const char *const DDSchedules[]   = {"constant", "step", "cosine", "DDSchedule",
 
 enum OptKind { OPT_SGD, OPT_ADAM, OPT_ADAMW };
 
+/*MC
+  DDOPTIMIZERSGD - "sgd": stochastic gradient descent with momentum, Nesterov momentum and coupled weight decay (torch.optim.SGD)
+
+  Options Database Keys:
++ -optimizer_lr <lr> - learning rate
+. -optimizer_momentum <m> - momentum
+. -optimizer_nesterov - Nesterov momentum
+- -optimizer_weight_decay <wd> - weight decay
+
+  Level: beginner
+
+.seealso: `DDOPTIMIZERADAM`, `DDOptimizerSetMomentum()`
+M*/
+
+/*MC
+  DDOPTIMIZERADAM - "adam": Adam with bias corrections and coupled (L2) weight decay (torch.optim.Adam)
+
+  Options Database Keys:
++ -optimizer_beta1, -optimizer_beta2, -optimizer_eps - the moments' decay and the denominator's epsilon
+- -optimizer_weight_decay <wd> - L2 penalty added to the gradient
+
+  Level: beginner
+
+.seealso: `DDOPTIMIZERADAMW`, `DDOptimizerSetBetas()`
+M*/
+
+/*MC
+  DDOPTIMIZERADAMW - "adamw": Adam with decoupled weight decay (torch.optim.AdamW): p *= 1 - lr wd before the Adam step
+
+  Level: beginner
+
+.seealso: `DDOPTIMIZERADAM`
+M*/
+
 struct _DDOptimizerOps {
   int dummy;
 };
