@@ -250,4 +250,49 @@ inline void ExpectFiniteDifferences(const std::function<void(DDLayer)> &configur
   DDT(DDTensorDestroy(&r));
   DDT(DDLayerDestroy(&l));
 }
+/*
+  Inputs, outputs and gradients whose halos differ from the set-up layouts (another consumer grew
+  them) must give the same numbers as tensors with the set-up layouts (single-input layers).
+*/
+inline void ExpectOtherHalosGiveSameResults(const std::function<void(DDLayer)> &configure, const InputSpec &in, const std::string &what)
+{
+  DDTensor x = MakeInput(in, DD_FLOAT64, 3), x1, y, y1, dy, dy1, dx, dx1;
+  DDLayer  l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  configure(l);
+  DDT(DDLayerSetUp(l, x));
+  /* the reference: set-up layouts */
+  DDT(DDLayerGetOutput(l, &y));
+  DDT(DDLayerForward(l, x, y));
+  auto yref = GatherAll(y);
+  DDT(DDLayerCreateOutput(l, &dy));
+  DDT(DDTensorSetRandomGlobal(dy, 8, -1, 1));
+  DDT(DDTensorDuplicate(x, &dx));
+  DDT(DDLayerZeroGradients(l));
+  DDT(DDLayerBackward(l, dy, dx));
+  auto      dxref = GatherAll(dx);
+  PetscInt  np;
+  DDTensor *gs;
+  DDT(DDLayerGetGradients(l, &np, &gs));
+  auto dwref = np > 0 ? GatherAll(gs[0]) : std::vector<double>();
+  /* the same values in tensors with wider halos */
+  PetscInt lo[DD_MAX_DIM] = {0, 0, 2, 3, 1}, hi[DD_MAX_DIM] = {1, 0, 1, 2, 2};
+  DDT(DDTensorDuplicate(x, &x1));
+  DDT(DDTensorSetHalo(x1, lo, hi));
+  DDT(DDTensorCopy(x, x1));
+  DDT(DDLayerCreateOutput(l, &y1));
+  DDT(DDTensorSetHalo(y1, hi, lo));
+  DDT(DDTensorDuplicate(dy, &dy1));
+  DDT(DDTensorSetHalo(dy1, lo, lo));
+  DDT(DDTensorCopy(dy, dy1));
+  DDT(DDTensorDuplicate(x1, &dx1));
+  DDT(DDLayerForward(l, x1, y1));
+  EXPECT_EQ(GatherAll(y1), yref) << what;
+  DDT(DDLayerZeroGradients(l));
+  DDT(DDLayerBackward(l, dy1, dx1));
+  EXPECT_EQ(GatherAll(dx1), dxref) << what;
+  if (np > 0) EXPECT_EQ(GatherAll(gs[0]), dwref) << what;
+  for (DDTensor *t : {&x, &x1, &y1, &dy, &dy1, &dx, &dx1}) DDT(DDTensorDestroy(t));
+  DDT(DDLayerDestroy(&l));
+}
 } // namespace ddtest

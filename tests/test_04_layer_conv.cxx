@@ -333,44 +333,7 @@ TEST(Conv, TensorsWithOtherHalosThanAtSetUp)
       in.ranks  = W > 1 ? std::vector<PetscMPIInt>{0, 1} : std::vector<PetscMPIInt>{0};
       c.pco     = W >= 4 ? 2 : 1;
     }
-    DDTensor x = MakeInput(in, DD_FLOAT64, 3), x1, y, y1, dy, dy1, dx, dx1;
-    DDLayer  l;
-    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
-    Configure(c)(l);
-    DDT(DDLayerSetUp(l, x));
-    /* the reference: set-up layouts */
-    DDT(DDLayerGetOutput(l, &y));
-    DDT(DDLayerForward(l, x, y));
-    auto yref = GatherAll(y);
-    DDT(DDLayerCreateOutput(l, &dy));
-    DDT(DDTensorSetRandomGlobal(dy, 8, -1, 1));
-    DDT(DDTensorDuplicate(x, &dx));
-    DDT(DDLayerZeroGradients(l));
-    DDT(DDLayerBackward(l, dy, dx));
-    auto dxref = GatherAll(dx);
-    PetscInt  np;
-    DDTensor *gs;
-    DDT(DDLayerGetGradients(l, &np, &gs));
-    auto dwref = GatherAll(gs[0]);
-    /* the same values in tensors with wider halos */
-    PetscInt lo[4] = {0, 0, 2, 3}, hi[4] = {1, 0, 1, 2};
-    DDT(DDTensorDuplicate(x, &x1));
-    DDT(DDTensorSetHalo(x1, lo, hi));
-    DDT(DDTensorCopy(x, x1));
-    DDT(DDLayerCreateOutput(l, &y1));
-    DDT(DDTensorSetHalo(y1, hi, lo));
-    DDT(DDTensorDuplicate(dy, &dy1));
-    DDT(DDTensorSetHalo(dy1, lo, lo));
-    DDT(DDTensorCopy(dy, dy1));
-    DDT(DDTensorDuplicate(x1, &dx1));
-    DDT(DDLayerForward(l, x1, y1));
-    EXPECT_EQ(GatherAll(y1), yref) << "variant " << variant;
-    DDT(DDLayerZeroGradients(l));
-    DDT(DDLayerBackward(l, dy1, dx1));
-    EXPECT_EQ(GatherAll(dx1), dxref) << "variant " << variant;
-    EXPECT_EQ(GatherAll(gs[0]), dwref) << "variant " << variant;
-    for (DDTensor *t : {&x, &x1, &y1, &dy, &dy1, &dx, &dx1}) DDT(DDTensorDestroy(t));
-    DDT(DDLayerDestroy(&l));
+    ExpectOtherHalosGiveSameResults(Configure(c), in, "variant " + std::to_string(variant));
   }
 }
 

@@ -22,6 +22,7 @@
   Local kernels: BLAS sgemm/dgemm, or the reference loops (-layer_affine_reference_kernels).
 */
 #include <ddnn/private/ddlayerimpl.h>
+#include <layer/impls/common/layerutil.hpp>
 #include <backend/kernels.hpp>
 #include <sys/ddsysimpl.h>
 #include <vector>
@@ -177,37 +178,6 @@ static PetscErrorCode Affine_Destroy(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode MakePrim(MPI_Comm comm, DDPrimitiveType type, DDTensor x, DDTensor y, DDPrimitive *p)
-{
-  PetscFunctionBegin;
-  PetscCall(DDPrimitiveCreate(comm, p));
-  PetscCall(DDPrimitiveSetType(*p, type));
-  PetscCall(DDPrimitiveSetUp(*p, x, y));
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
-static PetscErrorCode MakePart(MPI_Comm comm, const std::vector<PetscInt> &shape, const std::vector<PetscMPIInt> &ranks, DDPartition *p)
-{
-  PetscFunctionBegin;
-  PetscCall(DDPartitionCreateCartesian(comm, (PetscInt)shape.size(), shape.data(), (PetscInt)ranks.size(), ranks.data(), p));
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
-/* t itself when laid out as `layout` (the set-up layout), else a cached tensor with that layout, filled from t when copy */
-static PetscErrorCode Conform(DDTensor t, DDTensor layout, DDTensor *cache, DDTensor *use, bool copy)
-{
-  PetscFunctionBegin;
-  if (t->layouthash == layout->layouthash) {
-    *use = t;
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-  if (*cache && (*cache)->layouthash != layout->layouthash) PetscCall(DDTensorDestroy(cache));
-  if (!*cache) PetscCall(DDTensorDuplicate(layout, cache));
-  if (copy) PetscCall(DDTensorCopy(t, *cache));
-  *use = *cache;
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
 /* A plain, halo-free tensor distributed as t */
 static PetscErrorCode CreatePlainLike(DDTensor t, DDTensor *y)
 {
@@ -275,21 +245,8 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   a->reduceY = Pfi > 1;
   a->bcastW  = Pn > 1;
   /* ranks of the workers (fo, n, fi): fo = 0 are x's workers, the others the lowest free ranks */
-  std::vector<PetscMPIInt> wr((size_t)W);
-  {
-    std::vector<char> used(size, 0);
-    for (PetscInt i = 0; i < Px->size; i++) used[Px->ranks[i]] = 1;
-    PetscMPIInt next = 0;
-    for (PetscInt fo = 0; fo < Pfo; fo++)
-      for (PetscInt i = 0; i < Pn * Pfi; i++) {
-        if (fo == 0) wr[i] = Px->ranks[i];
-        else {
-          while (used[next]) next++;
-          used[next]             = 1;
-          wr[fo * Pn * Pfi + i] = next;
-        }
-      }
-  }
+  std::vector<PetscMPIInt> wr;
+  PetscCall(ReplicaRanks(comm, Px, Pfo, "affine layer", wr));
   auto wrank = [&](PetscInt fo, PetscInt n, PetscInt fi) { return wr[(fo * Pn + n) * Pfi + fi]; };
   /* the output features' ownership, shared by y, W and b */
   std::vector<PetscInt> fol(Pfo), fr(Pfo + 1), nl(Pn), fil(Pfi);
@@ -299,10 +256,10 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   for (PetscInt p = 0; p < Pfi; p++) fil[p] = x->ranges[1][p + 1] - x->ranges[1][p];
   /* x^ */
   if (a->bcastX) {
-    PetscCall(MakePart(comm, {Pfo, Pn, Pfi}, wr, &a->Pwx));
+    PetscCall(MakePartition(comm, {Pfo, Pn, Pfi}, wr, &a->Pwx));
     PetscCall(DDTensorCreateBroadcast(x, a->Pwx, &a->xh));
     PetscCall(DDTensorSetFormat(a->xh, DD_FORMAT_PLAIN));
-    PetscCall(MakePrim(comm, DDPRIMITIVEBROADCAST, x, a->xh, &a->Bx));
+    PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, x, a->xh, &a->Bx));
   } else if (!RowMajor(x->layout)) PetscCall(CreatePlainLike(x, &a->xp));
   /* y on Py = Pn x Pfo */
   {
@@ -310,7 +267,7 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     std::vector<PetscMPIInt> r;
     for (PetscInt n = 0; n < Pn; n++)
       for (PetscInt fo = 0; fo < Pfo; fo++) r.push_back(wrank(fo, n, 0));
-    PetscCall(MakePart(comm, {Pn, Pfo}, r, &a->Py));
+    PetscCall(MakePartition(comm, {Pn, Pfo}, r, &a->Py));
     PetscInt shape[2] = {N, Fo};
     PetscCall(DDTensorCreate(comm, &y));
     PetscCall(DDTensorSetPartition(y, a->Py));
@@ -326,16 +283,16 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     for (PetscInt fi = 0; fi < Pfi; fi++)
       for (PetscInt n = 0; n < Pn; n++)
         for (PetscInt fo = 0; fo < Pfo; fo++) r.push_back(wrank(fo, n, fi));
-    PetscCall(MakePart(comm, {Pfi, Pn, Pfo}, r, &a->Pwy));
+    PetscCall(MakePartition(comm, {Pfi, Pn, Pfo}, r, &a->Pwy));
     PetscCall(DDTensorCreateBroadcast(l->output, a->Pwy, &a->yh));
-    PetscCall(MakePrim(comm, DDPRIMITIVESUMREDUCE, a->yh, l->output, &a->Ry));
+    PetscCall(MakePrimitive(comm, DDPRIMITIVESUMREDUCE, a->yh, l->output, &a->Ry));
   }
   /* W (Fo, Fi) on Pr = Pfo x Pfi, b (Fo) on Pb = Pfo; broadcast over the batch workers */
   {
     std::vector<PetscMPIInt> r;
     for (PetscInt fo = 0; fo < Pfo; fo++)
       for (PetscInt fi = 0; fi < Pfi; fi++) r.push_back(wrank(fo, 0, fi));
-    PetscCall(MakePart(comm, {Pfo, Pfi}, r, &a->Pr));
+    PetscCall(MakePartition(comm, {Pfo, Pfi}, r, &a->Pr));
     PetscInt shape[2] = {Fo, Fi};
     PetscCall(DDTensorCreate(comm, &a->w));
     PetscCall(DDTensorSetPartition(a->w, a->Pr));
@@ -350,9 +307,9 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
       for (PetscInt n = 0; n < Pn; n++)
         for (PetscInt fo = 0; fo < Pfo; fo++)
           for (PetscInt fi = 0; fi < Pfi; fi++) rw.push_back(wrank(fo, n, fi));
-      PetscCall(MakePart(comm, {Pn, Pfo, Pfi}, rw, &a->Pww));
+      PetscCall(MakePartition(comm, {Pn, Pfo, Pfi}, rw, &a->Pww));
       PetscCall(DDTensorCreateBroadcast(a->w, a->Pww, &a->wh));
-      PetscCall(MakePrim(comm, DDPRIMITIVEBROADCAST, a->w, a->wh, &a->Bw));
+      PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, a->w, a->wh, &a->Bw));
     } else {
       PetscCall(PetscObjectReference((PetscObject)a->w));
       a->wh = a->w;
@@ -360,7 +317,7 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     if (a->bias) {
       std::vector<PetscMPIInt> rb;
       for (PetscInt fo = 0; fo < Pfo; fo++) rb.push_back(wrank(fo, 0, 0));
-      PetscCall(MakePart(comm, {Pfo}, rb, &a->Pb));
+      PetscCall(MakePartition(comm, {Pfo}, rb, &a->Pb));
       PetscCall(DDTensorCreate(comm, &a->b));
       PetscCall(DDTensorSetPartition(a->b, a->Pb));
       PetscCall(DDTensorSetShape(a->b, 1, &Fo));
@@ -372,9 +329,9 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
         std::vector<PetscMPIInt> rbw;
         for (PetscInt n = 0; n < Pn; n++)
           for (PetscInt fo = 0; fo < Pfo; fo++) rbw.push_back(wrank(fo, n, 0));
-        PetscCall(MakePart(comm, {Pn, Pfo}, rbw, &a->Pwb));
+        PetscCall(MakePartition(comm, {Pn, Pfo}, rbw, &a->Pwb));
         PetscCall(DDTensorCreateBroadcast(a->b, a->Pwb, &a->bh));
-        PetscCall(MakePrim(comm, DDPRIMITIVEBROADCAST, a->b, a->bh, &a->Bb));
+        PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, a->b, a->bh, &a->Bb));
       } else {
         PetscCall(PetscObjectReference((PetscObject)a->b));
         a->bh = a->b;
@@ -425,7 +382,7 @@ static PetscErrorCode Affine_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDT
   /* x^ */
   if (a->bcastX) {
     DDTensor xin;
-    PetscCall(Conform(x, l->setupin[0], &a->xin, &xin, true));
+    PetscCall(ConformLayout(x, l->setupin[0], &a->xin, &xin, true));
     PetscCall(DDPrimitiveApply(a->Bx, xin, a->xh));
     xu = a->xh;
   } else if (RowMajor(x->layout)) xu = x;
@@ -456,7 +413,7 @@ static PetscErrorCode Affine_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDT
   }
   if (a->reduceY) {
     DDTensor yo;
-    PetscCall(Conform(y, l->output, &a->yo, &yo, false));
+    PetscCall(ConformLayout(y, l->output, &a->yo, &yo, false));
     PetscCall(DDPrimitiveApply(a->Ry, a->yh, yo));
     if (yo != y) PetscCall(DDTensorCopy(yo, y));
   }
@@ -475,7 +432,7 @@ static PetscErrorCode Affine_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTe
   /* dy^ = R^* dy (a broadcast over fi) */
   {
     DDTensor dyo;
-    PetscCall(Conform(dy, l->output, &a->dyo, &dyo, true));
+    PetscCall(ConformLayout(dy, l->output, &a->dyo, &dyo, true));
     if (a->reduceY) {
       if (!a->dyh) PetscCall(DDTensorDuplicate(a->yh, &a->dyh));
       PetscCall(DDPrimitiveApplyAdjoint(a->Ry, dyo, a->dyh));
@@ -543,7 +500,7 @@ static PetscErrorCode Affine_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTe
   }
   if (a->bcastX) {
     DDTensor dxo;
-    PetscCall(Conform(dx, l->setupin[0], &a->dxo, &dxo, false));
+    PetscCall(ConformLayout(dx, l->setupin[0], &a->dxo, &dxo, false));
     PetscCall(DDPrimitiveApplyAdjoint(a->Bx, a->dxh, dxo));
     if (dxo != dx) PetscCall(DDTensorCopy(dxo, dx));
   } else if (dxt != dx) PetscCall(DDTensorCopy(dxt, dx));

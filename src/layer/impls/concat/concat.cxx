@@ -13,6 +13,7 @@
   the adjoint: the transposed graphs move dy's pieces back into each input's gradient (a split).
 */
 #include <ddnn/private/ddlayerimpl.h>
+#include <layer/impls/common/layerutil.hpp>
 #include <tensor/layout.hpp>
 #include <primitive/sfutil.hpp>
 #include <primitive/exchange.hpp>
@@ -108,21 +109,6 @@ static PetscErrorCode Concat_Destroy(DDLayer l)
   PetscCall(Concat_Reset(l));
   delete (Concat *)l->data;
   l->data = NULL;
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
-/* t itself when laid out as `layout`, else a cached tensor with that layout (filled from t when copy) */
-static PetscErrorCode Conform(DDTensor t, DDTensor layout, DDTensor *cache, DDTensor *use, bool copy)
-{
-  PetscFunctionBegin;
-  if (t->layouthash == layout->layouthash) {
-    *use = t;
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-  if (*cache && (*cache)->layouthash != layout->layouthash) PetscCall(DDTensorDestroy(cache));
-  if (!*cache) PetscCall(DDTensorDuplicate(layout, cache));
-  if (copy) PetscCall(DDTensorCopy(t, *cache));
-  *use = *cache;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -237,8 +223,8 @@ static PetscErrorCode Concat_Forward(DDLayer l, PetscInt n, DDTensor xs[], DDTen
   std::vector<DDTensor> xin(n);
 
   PetscFunctionBegin;
-  for (PetscInt i = 0; i < n; i++) PetscCall(Conform(xs[i], l->setupin[i], &c->xin[i], &xin[i], true));
-  PetscCall(Conform(y, l->output, &c->yo, &yo, false));
+  for (PetscInt i = 0; i < n; i++) PetscCall(ConformLayout(xs[i], l->setupin[i], &c->xin[i], &xin[i], true));
+  PetscCall(ConformLayout(y, l->output, &c->yo, &yo, false));
   for (PetscInt i = 0; i < n; i++) PetscCall(c->ex[i]->ForwardBegin(y->dtype, xin[i]->array, yo->array));
   for (PetscInt i = 0; i < n; i++) PetscCall(c->ex[i]->ForwardEnd(y->dtype, xin[i]->array, yo->array));
   if (yo != y) PetscCall(DDTensorCopy(yo, y));
@@ -253,10 +239,10 @@ static PetscErrorCode Concat_Backward(DDLayer l, DDTensor dy, PetscInt n, DDTens
 
   PetscFunctionBegin;
   if (!dxs) PetscFunctionReturn(PETSC_SUCCESS);
-  PetscCall(Conform(dy, l->output, &c->dyo, &dyo, true));
+  PetscCall(ConformLayout(dy, l->output, &c->dyo, &dyo, true));
   for (PetscInt i = 0; i < n; i++) {
     if (!dxs[i]) continue;
-    PetscCall(Conform(dxs[i], l->setupin[i], &c->dxo[i], &dxo[i], false));
+    PetscCall(ConformLayout(dxs[i], l->setupin[i], &c->dxo[i], &dxo[i], false));
     PetscCall(c->ex[i]->AdjointBegin(dy->dtype, dyo->array, dxo[i]->array, false));
   }
   for (PetscInt i = 0; i < n; i++) {

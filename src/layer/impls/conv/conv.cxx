@@ -18,6 +18,7 @@
   from their owner. Channel-only (Ps = 1): no halo exchange (padding only).
 */
 #include <ddnn/private/ddlayerimpl.h>
+#include <layer/impls/common/layerutil.hpp>
 #include <layer/impls/conv/convutil.hpp>
 #include <backend/kernels.hpp>
 #include <backend/cpu/conv_dnnl.hpp>
@@ -445,36 +446,6 @@ static PetscErrorCode Conv_Destroy(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode MakePrim(MPI_Comm comm, DDPrimitiveType type, DDTensor x, DDTensor y, DDPrimitive *p)
-{
-  PetscFunctionBegin;
-  PetscCall(DDPrimitiveCreate(comm, p));
-  PetscCall(DDPrimitiveSetType(*p, type));
-  PetscCall(DDPrimitiveSetUp(*p, x, y));
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
-static PetscErrorCode MakePart(MPI_Comm comm, const std::vector<PetscInt> &shape, const std::vector<PetscMPIInt> &ranks, DDPartition *p)
-{
-  PetscFunctionBegin;
-  PetscCall(DDPartitionCreateCartesian(comm, (PetscInt)shape.size(), shape.data(), (PetscInt)ranks.size(), ranks.data(), p));
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
-/* A tensor with the layout of t (the set-up layout), made once: where inputs with other halos are copied */
-static PetscErrorCode Conform(DDTensor x, DDTensor layout, DDTensor *cache, DDTensor *use, bool copy)
-{
-  PetscFunctionBegin;
-  if (x->layouthash == layout->layouthash) {
-    *use = x;
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-  if (!*cache) PetscCall(DDTensorDuplicate(layout, cache));
-  if (copy) PetscCall(DDTensorCopy(x, *cache));
-  *use = *cache;
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
 static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
 {
   Conv       *c    = (Conv *)l->data;
@@ -516,21 +487,8 @@ static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   c->reduceY = Pci > 1;
   c->bcastW  = Pn * Pss > 1;
   /* ranks of the workers (co, n, ci, s): co = 0 are x's workers, the others the lowest free ranks */
-  std::vector<PetscMPIInt> wr((size_t)W);
-  {
-    std::vector<char> used(size, 0);
-    for (PetscInt i = 0; i < Px->size; i++) used[Px->ranks[i]] = 1;
-    PetscMPIInt next = 0;
-    for (PetscInt co = 0; co < Pco; co++)
-      for (PetscInt i = 0; i < Pn * Pci * Pss; i++) {
-        if (co == 0) wr[i] = Px->ranks[i];
-        else {
-          while (used[next]) next++;
-          used[next]                  = 1;
-          wr[co * Pn * Pci * Pss + i] = next;
-        }
-      }
-  }
+  std::vector<PetscMPIInt> wr;
+  PetscCall(ReplicaRanks(comm, Px, Pco, "convolution", wr));
   auto rank = [&](PetscInt co, PetscInt n, PetscInt ci, PetscInt sl) { return wr[((co * Pn + n) * Pci + ci) * Pss + sl]; };
   std::vector<PetscInt> ps(c->Ps, c->Ps + D), ones(D, 1);
   auto cat = [](std::initializer_list<PetscInt> a, const std::vector<PetscInt> &b) {
@@ -568,7 +526,7 @@ static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   c->xdirect = false;
   if (c->bcastX) {
     std::vector<PetscMPIInt> r(wr);
-    PetscCall(MakePart(comm, cat({Pco, Pn, Pci}, ps), r, &c->Pwx));
+    PetscCall(MakePartition(comm, cat({Pco, Pn, Pci}, ps), r, &c->Pwx));
     PetscCall(DDTensorCreateBroadcast(x, c->Pwx, &c->xh));
     PetscCall(DDTensorSetBlockSize(c->xh, xbs));
     PetscCall(DDTensorSetFormat(c->xh, xf));
@@ -594,7 +552,7 @@ static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     PetscCall(DDPrimitiveHaloSetPadding(c->Hx, lead + 2 + j, c->padmode));
   }
   PetscCall(DDPrimitiveSetUp(c->Hx, c->xh, NULL));
-  if (c->bcastX) PetscCall(MakePrim(comm, DDPRIMITIVEBROADCAST, x, c->xh, &c->Bx)); /* after the halo grew x^ */
+  if (c->bcastX) PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, x, c->xh, &c->Bx)); /* after the halo grew x^ */
   /* the output y on Py = Pn x Pco x Ps (x's partition for spatial-only), x's batch ownership */
   {
     DDTensor              y;
@@ -607,7 +565,7 @@ static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
       for (PetscInt n = 0; n < Pn; n++)
         for (PetscInt co = 0; co < Pco; co++)
           for (PetscInt sl = 0; sl < Pss; sl++) r.push_back(rank(co, n, 0, sl));
-      PetscCall(MakePart(comm, cat({Pn, Pco}, ps), r, &c->Py));
+      PetscCall(MakePartition(comm, cat({Pn, Pco}, ps), r, &c->Py));
     }
     std::vector<PetscInt> nl(Pn);
     for (PetscInt n = 0; n < Pn; n++) nl[n] = x->ranges[0][n + 1] - x->ranges[0][n];
@@ -627,16 +585,16 @@ static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
       for (PetscInt n = 0; n < Pn; n++)
         for (PetscInt co = 0; co < Pco; co++)
           for (PetscInt sl = 0; sl < Pss; sl++) r.push_back(rank(co, n, ci, sl));
-    PetscCall(MakePart(comm, cat({Pci, Pn, Pco}, ps), r, &c->Pwy));
+    PetscCall(MakePartition(comm, cat({Pci, Pn, Pco}, ps), r, &c->Pwy));
     PetscCall(DDTensorCreateBroadcast(l->output, c->Pwy, &c->yh));
-    PetscCall(MakePrim(comm, DDPRIMITIVESUMREDUCE, c->yh, l->output, &c->Ry));
+    PetscCall(MakePrimitive(comm, DDPRIMITIVESUMREDUCE, c->yh, l->output, &c->Ry));
   }
   /* weights (Co, Ci, k...) on Pr = Pco x Pci x 1..., the bias (Co) on Pb = Pco */
   {
     std::vector<PetscMPIInt> r;
     for (PetscInt co = 0; co < Pco; co++)
       for (PetscInt ci = 0; ci < Pci; ci++) r.push_back(rank(co, 0, ci, 0));
-    PetscCall(MakePart(comm, cat({Pco, Pci}, ones), r, &c->Pr));
+    PetscCall(MakePartition(comm, cat({Pco, Pci}, ones), r, &c->Pr));
     std::vector<PetscInt> shape = {c->co, x->shape[1]}, cl(Pci);
     for (PetscInt j = 3 - D; j < 3; j++) shape.push_back(k[j]);
     for (PetscInt ci = 0; ci < Pci; ci++) cl[ci] = x->ranges[1][ci + 1] - x->ranges[1][ci];
@@ -653,9 +611,9 @@ static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
         for (PetscInt sl = 0; sl < Pss; sl++)
           for (PetscInt co = 0; co < Pco; co++)
             for (PetscInt ci = 0; ci < Pci; ci++) rw.push_back(rank(co, n, ci, sl));
-      PetscCall(MakePart(comm, cat({Pn * Pss, Pco, Pci}, ones), rw, &c->Pww));
+      PetscCall(MakePartition(comm, cat({Pn * Pss, Pco, Pci}, ones), rw, &c->Pww));
       PetscCall(DDTensorCreateBroadcast(c->w, c->Pww, &c->wh));
-      PetscCall(MakePrim(comm, DDPRIMITIVEBROADCAST, c->w, c->wh, &c->Bw));
+      PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, c->w, c->wh, &c->Bw));
     } else {
       PetscCall(PetscObjectReference((PetscObject)c->w));
       c->wh = c->w;
@@ -663,7 +621,7 @@ static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     if (c->bias) {
       std::vector<PetscMPIInt> rb;
       for (PetscInt co = 0; co < Pco; co++) rb.push_back(rank(co, 0, 0, 0));
-      PetscCall(MakePart(comm, {Pco}, rb, &c->Pb));
+      PetscCall(MakePartition(comm, {Pco}, rb, &c->Pb));
       PetscCall(DDTensorCreateFromPartition(c->Pb, x->dtype, 1, &c->co, &c->b));
       PetscCall(DDLayerAddParameter_Private(l, "bias", c->b));
       if (c->bcastW) {
@@ -671,9 +629,9 @@ static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
         for (PetscInt n = 0; n < Pn; n++)
           for (PetscInt sl = 0; sl < Pss; sl++)
             for (PetscInt co = 0; co < Pco; co++) rbw.push_back(rank(co, n, 0, sl));
-        PetscCall(MakePart(comm, {Pn * Pss, Pco}, rbw, &c->Pwb));
+        PetscCall(MakePartition(comm, {Pn * Pss, Pco}, rbw, &c->Pwb));
         PetscCall(DDTensorCreateBroadcast(c->b, c->Pwb, &c->bh));
-        PetscCall(MakePrim(comm, DDPRIMITIVEBROADCAST, c->b, c->bh, &c->Bb));
+        PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, c->b, c->bh, &c->Bb));
       } else {
         PetscCall(PetscObjectReference((PetscObject)c->b));
         c->bh = c->b;
@@ -870,11 +828,11 @@ static PetscErrorCode Conv_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTen
   /* x^ */
   if (c->bcastX) {
     DDTensor xin;
-    PetscCall(Conform(x, l->setupin[0], &c->xcopy, &xin, true));
+    PetscCall(ConformLayout(x, l->setupin[0], &c->xcopy, &xin, true));
     PetscCall(DDPrimitiveApply(c->Bx, xin, c->xh));
     xh = c->xh;
   } else if (c->xdirect) {
-    PetscCall(Conform(x, c->xh, &c->xcopy, &xh, true)); /* x itself unless its halo changed */
+    PetscCall(ConformLayout(x, c->xh, &c->xcopy, &xh, true)); /* x itself unless its halo changed */
   } else {
     PetscCall(DDTensorCopy(x, c->xh));
     xh = c->xh;
@@ -887,7 +845,7 @@ static PetscErrorCode Conv_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTen
   /* the halo, then the local kernel */
   if (c->reduceY) {
     PetscCall(Conv_HaloAndLocal(c, xh, c->yh));
-    PetscCall(Conform(y, l->output, &c->ycopy, &yo, false));
+    PetscCall(ConformLayout(y, l->output, &c->ycopy, &yo, false));
     PetscCall(DDPrimitiveApply(c->Ry, c->yh, yo));
   } else {
     yo = y->layouthash == l->output->layouthash ? y : l->output;
@@ -994,7 +952,7 @@ static PetscErrorCode Conv_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTens
   /* dy^ = R^* dy */
   {
     DDTensor dyo;
-    PetscCall(Conform(dy, l->output, &c->dycopy, &dyo, true));
+    PetscCall(ConformLayout(dy, l->output, &c->dycopy, &dyo, true));
     if (c->reduceY) {
       if (!c->dyh) PetscCall(DDTensorDuplicate(c->yh, &c->dyh));
       PetscCall(DDPrimitiveApplyAdjoint(c->Ry, dyo, c->dyh));
@@ -1015,7 +973,7 @@ static PetscErrorCode Conv_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTens
   PetscCall(DDPrimitiveApplyAdjointEnd(c->Hx, dxh, NULL));
   if (c->bcastX) {
     DDTensor dxo;
-    PetscCall(Conform(dx, l->setupin[0], &c->dxcopy, &dxo, false));
+    PetscCall(ConformLayout(dx, l->setupin[0], &c->dxcopy, &dxo, false));
     PetscCall(DDPrimitiveApplyAdjoint(c->Bx, dxh, dxo));
     if (dxo != dx) PetscCall(DDTensorCopy(dxo, dx));
   } else if (dxh != dx) PetscCall(DDTensorCopy(dxh, dx));

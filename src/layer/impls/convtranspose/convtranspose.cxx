@@ -41,6 +41,7 @@
   only. float64: the reference loops, which handle any crop.
 */
 #include <ddnn/private/ddlayerimpl.h>
+#include <layer/impls/common/layerutil.hpp>
 #include <layer/impls/conv/convutil.hpp>
 #include <backend/kernels.hpp>
 #include <backend/cpu/conv_dnnl.hpp>
@@ -66,7 +67,7 @@ struct ConvT {
   PetscInt    nedge = 0, nworkers = 0;     /* workers whose box has such rows */
   PetscInt    Pn = 1, Pci = 1, Pss = 1, Ps[3] = {1, 1, 1};
   DDPartition Pwx = NULL, Pwy = NULL, Py = NULL, Pr = NULL, Pww = NULL, Pb = NULL, Pwb = NULL;
-  DDTensor    xh = NULL, dxh = NULL, yh = NULL, dyh = NULL, dyin = NULL, w = NULL, b = NULL, wh = NULL, bh = NULL, dwh = NULL, dbh = NULL, dwr = NULL, dbr = NULL;
+  DDTensor    xh = NULL, dxh = NULL, yh = NULL, dyh = NULL, xhcopy = NULL, xcopy = NULL, ycopy = NULL, dycopy = NULL, dxcopy = NULL, w = NULL, b = NULL, wh = NULL, bh = NULL, dwh = NULL, dbh = NULL, dwr = NULL, dbr = NULL;
   DDPrimitive Bx = NULL, Hx = NULL, Ry = NULL, Bw = NULL, Bb = NULL;
   ConvTGeom   g;
   bool        active = false, hasout = false, biasworker = false;
@@ -238,7 +239,7 @@ static PetscErrorCode ConvT_Reset(DDLayer l)
 
   PetscFunctionBegin;
   for (DDPartition *p : {&c->Pwx, &c->Pwy, &c->Py, &c->Pr, &c->Pww, &c->Pb, &c->Pwb}) PetscCall(DDPartitionDestroy(p));
-  for (DDTensor *t : {&c->xh, &c->dxh, &c->yh, &c->dyh, &c->dyin, &c->wh, &c->bh, &c->dwh, &c->dbh, &c->dwr, &c->dbr}) PetscCall(DDTensorDestroy(t));
+  for (DDTensor *t : {&c->xh, &c->dxh, &c->yh, &c->dyh, &c->xhcopy, &c->xcopy, &c->ycopy, &c->dycopy, &c->dxcopy, &c->wh, &c->bh, &c->dwh, &c->dbh, &c->dwr, &c->dbr}) PetscCall(DDTensorDestroy(t));
   c->w = c->b = NULL; /* owned by the layer's parameter list */
   for (DDPrimitive *p : {&c->Bx, &c->Hx, &c->Ry, &c->Bw, &c->Bb}) PetscCall(DDPrimitiveDestroy(p));
   c->dnnl.reset();
@@ -255,36 +256,6 @@ static PetscErrorCode ConvT_Destroy(DDLayer l)
   delete (ConvT *)l->data;
   l->data = NULL;
   for (const char *name : ConvTSetters) PetscCall(PetscObjectComposeFunction((PetscObject)l, name, NULL));
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
-static PetscErrorCode MakePrim(MPI_Comm comm, DDPrimitiveType type, DDTensor x, DDTensor y, DDPrimitive *p)
-{
-  PetscFunctionBegin;
-  PetscCall(DDPrimitiveCreate(comm, p));
-  PetscCall(DDPrimitiveSetType(*p, type));
-  PetscCall(DDPrimitiveSetUp(*p, x, y));
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
-static PetscErrorCode MakePart(MPI_Comm comm, const std::vector<PetscInt> &shape, const std::vector<PetscMPIInt> &ranks, DDPartition *p)
-{
-  PetscFunctionBegin;
-  PetscCall(DDPartitionCreateCartesian(comm, (PetscInt)shape.size(), shape.data(), (PetscInt)ranks.size(), ranks.data(), p));
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
-/* A tensor with the layout of t (the set-up layout), made once: where inputs with other halos are copied */
-static PetscErrorCode Conform(DDTensor x, DDTensor layout, DDTensor *cache, DDTensor *use, bool copy)
-{
-  PetscFunctionBegin;
-  if (x->layouthash == layout->layouthash) {
-    *use = x;
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-  if (!*cache) PetscCall(DDTensorDuplicate(layout, cache));
-  if (copy) PetscCall(DDTensorCopy(x, *cache));
-  *use = *cache;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -333,21 +304,8 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   c->bcastW   = Pn * Pss > 1;
   c->nworkers = W;
   /* ranks of the workers (co, n, ci, s): co = 0 are x's workers, the others the lowest free ranks */
-  std::vector<PetscMPIInt> wr((size_t)W);
-  {
-    std::vector<char> used(size, 0);
-    for (PetscInt i = 0; i < Px->size; i++) used[Px->ranks[i]] = 1;
-    PetscMPIInt next = 0;
-    for (PetscInt co = 0; co < Pco; co++)
-      for (PetscInt i = 0; i < Pn * Pci * Pss; i++) {
-        if (co == 0) wr[i] = Px->ranks[i];
-        else {
-          while (used[next]) next++;
-          used[next]                  = 1;
-          wr[co * Pn * Pci * Pss + i] = next;
-        }
-      }
-  }
+  std::vector<PetscMPIInt> wr;
+  PetscCall(ReplicaRanks(comm, Px, Pco, "transposed convolution", wr));
   auto rank = [&](PetscInt co, PetscInt n, PetscInt ci, PetscInt sl) { return wr[((co * Pn + n) * Pci + ci) * Pss + sl]; };
   std::vector<PetscInt> ps(c->Ps, c->Ps + D), ones(D, 1);
   auto cat = [](std::initializer_list<PetscInt> a, const std::vector<PetscInt> &b) {
@@ -416,7 +374,7 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   /* x^: the broadcast input, or x itself, or x in the kernel's format */
   c->xdirect = false;
   if (c->bcastX) {
-    PetscCall(MakePart(comm, cat({Pco, Pn, Pci}, ps), wr, &c->Pwx));
+    PetscCall(MakePartition(comm, cat({Pco, Pn, Pci}, ps), wr, &c->Pwx));
     PetscCall(DDTensorCreateBroadcast(x, c->Pwx, &c->xh));
     PetscCall(DDTensorSetBlockSize(c->xh, xbs));
     PetscCall(DDTensorSetFormat(c->xh, xf));
@@ -445,7 +403,7 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
       for (PetscInt n = 0; n < Pn; n++)
         for (PetscInt co = 0; co < Pco; co++)
           for (PetscInt sl = 0; sl < Pss; sl++) r.push_back(rank(co, n, 0, sl));
-      PetscCall(MakePart(comm, cat({Pn, Pco}, ps), r, &c->Py));
+      PetscCall(MakePartition(comm, cat({Pn, Pco}, ps), r, &c->Py));
     }
     std::vector<PetscInt> nl(Pn);
     for (PetscInt n = 0; n < Pn; n++) nl[n] = x->ranges[0][n + 1] - x->ranges[0][n];
@@ -473,23 +431,23 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
       else PetscCall(DDPrimitiveHaloSetWindow(c->Hx, dim, st, st)); /* nothing reaches the box: no halo */
     }
   PetscCall(DDPrimitiveSetUp(c->Hx, c->xh, NULL));
-  if (c->bcastX) PetscCall(MakePrim(comm, DDPRIMITIVEBROADCAST, x, c->xh, &c->Bx)); /* after the halo grew x^ */
+  if (c->bcastX) PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, x, c->xh, &c->Bx)); /* after the halo grew x^ */
   if (c->reduceY) {
     std::vector<PetscMPIInt> r;
     for (PetscInt ci = 0; ci < Pci; ci++)
       for (PetscInt n = 0; n < Pn; n++)
         for (PetscInt co = 0; co < Pco; co++)
           for (PetscInt sl = 0; sl < Pss; sl++) r.push_back(rank(co, n, ci, sl));
-    PetscCall(MakePart(comm, cat({Pci, Pn, Pco}, ps), r, &c->Pwy));
+    PetscCall(MakePartition(comm, cat({Pci, Pn, Pco}, ps), r, &c->Pwy));
     PetscCall(DDTensorCreateBroadcast(l->output, c->Pwy, &c->yh));
-    PetscCall(MakePrim(comm, DDPRIMITIVESUMREDUCE, c->yh, l->output, &c->Ry));
+    PetscCall(MakePrimitive(comm, DDPRIMITIVESUMREDUCE, c->yh, l->output, &c->Ry));
   }
   /* weights (Ci, Co, k...) on Pr = Pci x Pco x 1..., the bias (Co) on Pb = Pco */
   {
     std::vector<PetscMPIInt> r;
     for (PetscInt ci = 0; ci < Pci; ci++)
       for (PetscInt co = 0; co < Pco; co++) r.push_back(rank(co, 0, ci, 0));
-    PetscCall(MakePart(comm, cat({Pci, Pco}, ones), r, &c->Pr));
+    PetscCall(MakePartition(comm, cat({Pci, Pco}, ones), r, &c->Pr));
     std::vector<PetscInt> shape = {x->shape[1], c->co}, cl(Pci);
     for (PetscInt j = 3 - D; j < 3; j++) shape.push_back(k[j]);
     for (PetscInt ci = 0; ci < Pci; ci++) cl[ci] = x->ranges[1][ci + 1] - x->ranges[1][ci];
@@ -506,9 +464,9 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
         for (PetscInt sl = 0; sl < Pss; sl++)
           for (PetscInt ci = 0; ci < Pci; ci++)
             for (PetscInt co = 0; co < Pco; co++) rw.push_back(rank(co, n, ci, sl));
-      PetscCall(MakePart(comm, cat({Pn * Pss, Pci, Pco}, ones), rw, &c->Pww));
+      PetscCall(MakePartition(comm, cat({Pn * Pss, Pci, Pco}, ones), rw, &c->Pww));
       PetscCall(DDTensorCreateBroadcast(c->w, c->Pww, &c->wh));
-      PetscCall(MakePrim(comm, DDPRIMITIVEBROADCAST, c->w, c->wh, &c->Bw));
+      PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, c->w, c->wh, &c->Bw));
     } else {
       PetscCall(PetscObjectReference((PetscObject)c->w));
       c->wh = c->w;
@@ -516,7 +474,7 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     if (c->bias) {
       std::vector<PetscMPIInt> rb;
       for (PetscInt co = 0; co < Pco; co++) rb.push_back(rank(co, 0, 0, 0));
-      PetscCall(MakePart(comm, {Pco}, rb, &c->Pb));
+      PetscCall(MakePartition(comm, {Pco}, rb, &c->Pb));
       PetscCall(DDTensorCreateFromPartition(c->Pb, x->dtype, 1, &c->co, &c->b));
       PetscCall(DDLayerAddParameter_Private(l, "bias", c->b));
       if (c->bcastW) {
@@ -524,9 +482,9 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
         for (PetscInt n = 0; n < Pn; n++)
           for (PetscInt sl = 0; sl < Pss; sl++)
             for (PetscInt co = 0; co < Pco; co++) rbw.push_back(rank(co, n, 0, sl));
-        PetscCall(MakePart(comm, {Pn * Pss, Pco}, rbw, &c->Pwb));
+        PetscCall(MakePartition(comm, {Pn * Pss, Pco}, rbw, &c->Pwb));
         PetscCall(DDTensorCreateBroadcast(c->b, c->Pwb, &c->bh));
-        PetscCall(MakePrim(comm, DDPRIMITIVEBROADCAST, c->b, c->bh, &c->Bb));
+        PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, c->b, c->bh, &c->Bb));
       } else {
         PetscCall(PetscObjectReference((PetscObject)c->b));
         c->bh = c->b;
@@ -735,11 +693,11 @@ static PetscErrorCode ConvT_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTe
   /* x^ */
   if (c->bcastX) {
     DDTensor xin;
-    PetscCall(Conform(x, l->setupin[0], &c->dyin, &xin, true));
+    PetscCall(ConformLayout(x, l->setupin[0], &c->xcopy, &xin, true));
     PetscCall(DDPrimitiveApply(c->Bx, xin, c->xh));
     xh = c->xh;
   } else if (c->xdirect) {
-    PetscCall(Conform(x, c->xh, &c->dxh, &xh, true)); /* x itself unless its halo changed */
+    PetscCall(ConformLayout(x, c->xh, &c->xhcopy, &xh, true)); /* x itself unless its halo changed */
   } else {
     PetscCall(DDTensorCopy(x, c->xh));
     xh = c->xh;
@@ -753,7 +711,7 @@ static PetscErrorCode ConvT_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTe
   PetscCall(DDPrimitiveApply(c->Hx, xh, NULL));
   if (c->reduceY) {
     PetscCall(ConvT_Local(c, xh, c->yh));
-    PetscCall(Conform(y, l->output, &c->dyin, &yo, false));
+    PetscCall(ConformLayout(y, l->output, &c->ycopy, &yo, false));
     PetscCall(DDPrimitiveApply(c->Ry, c->yh, yo));
   } else {
     yo = y->layouthash == l->output->layouthash ? y : l->output;
@@ -771,11 +729,11 @@ static PetscErrorCode ConvT_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTen
   PetscFunctionBegin;
   /* x^ as the forward left it */
   if (c->bcastX || !c->xdirect) xh = c->xh;
-  else xh = x->layouthash == c->xh->layouthash ? x : c->dxh;
+  else xh = x->layouthash == c->xh->layouthash ? x : c->xhcopy;
   /* dy^ = R^* dy */
   {
     DDTensor dyo;
-    PetscCall(Conform(dy, l->output, &c->dyin, &dyo, true));
+    PetscCall(ConformLayout(dy, l->output, &c->dycopy, &dyo, true));
     if (c->reduceY) {
       if (!c->dyh) PetscCall(DDTensorDuplicate(c->yh, &c->dyh));
       PetscCall(DDPrimitiveApplyAdjoint(c->Ry, dyo, c->dyh));
@@ -858,7 +816,7 @@ static PetscErrorCode ConvT_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTen
   PetscCall(DDPrimitiveApplyAdjoint(c->Hx, dxh, NULL));
   if (c->bcastX) {
     DDTensor dxo;
-    PetscCall(Conform(dx, l->setupin[0], &c->dyin, &dxo, false));
+    PetscCall(ConformLayout(dx, l->setupin[0], &c->dxcopy, &dxo, false));
     PetscCall(DDPrimitiveApplyAdjoint(c->Bx, dxh, dxo));
     if (dxo != dx) PetscCall(DDTensorCopy(dxo, dx));
   } else if (dxh != dx) PetscCall(DDTensorCopy(dxh, dx));

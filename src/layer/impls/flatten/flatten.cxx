@@ -14,6 +14,7 @@
   entry having exactly one image).
 */
 #include <ddnn/private/ddlayerimpl.h>
+#include <layer/impls/common/layerutil.hpp>
 #include <tensor/layout.hpp>
 #include <primitive/sfutil.hpp>
 #include <primitive/exchange.hpp>
@@ -97,21 +98,6 @@ static PetscErrorCode Flatten_Destroy(DDLayer l)
   PetscCall(DDPartitionDestroy(&f->part));
   delete f;
   l->data = NULL;
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
-/* t itself when laid out as `layout`, else a cached tensor with that layout (filled from t when copy) */
-static PetscErrorCode Conform(DDTensor t, DDTensor layout, DDTensor *cache, DDTensor *use, bool copy)
-{
-  PetscFunctionBegin;
-  if (t->layouthash == layout->layouthash) {
-    *use = t;
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-  if (*cache && (*cache)->layouthash != layout->layouthash) PetscCall(DDTensorDestroy(cache));
-  if (!*cache) PetscCall(DDTensorDuplicate(layout, cache));
-  if (copy) PetscCall(DDTensorCopy(t, *cache));
-  *use = *cache;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -203,8 +189,8 @@ static PetscErrorCode Flatten_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DD
   DDTensor xin, yo;
 
   PetscFunctionBegin;
-  PetscCall(Conform(xs[0], l->setupin[0], &f->xin, &xin, true));
-  PetscCall(Conform(y, l->output, &f->yo, &yo, false));
+  PetscCall(ConformLayout(xs[0], l->setupin[0], &f->xin, &xin, true));
+  PetscCall(ConformLayout(y, l->output, &f->yo, &yo, false));
   PetscCall(f->ex->ForwardBegin(y->dtype, xin->array, yo->array));
   PetscCall(f->ex->ForwardEnd(y->dtype, xin->array, yo->array));
   if (yo != y) PetscCall(DDTensorCopy(yo, y));
@@ -218,8 +204,8 @@ static PetscErrorCode Flatten_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDT
 
   PetscFunctionBegin;
   if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
-  PetscCall(Conform(dy, l->output, &f->dyo, &dyo, true));
-  PetscCall(Conform(dx, l->setupin[0], &f->dxo, &dxo, false));
+  PetscCall(ConformLayout(dy, l->output, &f->dyo, &dyo, true));
+  PetscCall(ConformLayout(dx, l->setupin[0], &f->dxo, &dxo, false));
   PetscCall(f->ex->AdjointBegin(dy->dtype, dyo->array, dxo->array, false));
   PetscCall(f->ex->AdjointEnd(dy->dtype, dyo->array, dxo->array, false));
   if (dxo != dx) PetscCall(DDTensorCopy(dxo, dx));

@@ -20,6 +20,7 @@
   without it the taps inside the tensor; max pooling's gradient goes to the first maximum.
 */
 #include <ddnn/private/ddlayerimpl.h>
+#include <layer/impls/common/layerutil.hpp>
 #include <layer/impls/conv/convutil.hpp>
 #include <backend/kernels.hpp>
 #include <backend/cpu/pool_dnnl.hpp>
@@ -517,24 +518,6 @@ static PetscErrorCode Pool_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* The input (or its gradient) in the set-up layout: t itself, or a copy with the set-up halos */
-static PetscErrorCode ConformInput(Pool *c, DDTensor t, DDTensor *cache, DDTensor *use, bool copy)
-{
-  PetscFunctionBegin;
-  if (t->layouthash == c->xhash) {
-    *use = t;
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-  if (!*cache) {
-    PetscCall(DDTensorDuplicate(t, cache));
-    PetscCall(DDTensorSetHalo(*cache, c->xlo, c->xhi));
-    PetscCheck((*cache)->layouthash == c->xhash, PETSC_COMM_SELF, PETSC_ERR_PLIB, "The conforming copy does not have the set-up layout");
-  }
-  if (copy) PetscCall(DDTensorCopy(t, *cache));
-  *use = *cache;
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
 #if DDNN_WITH_DNNL
 /* multiplies the last local output along each dimension with an overhang by corr (oneDNN's include-padding average) */
 static void ApplyCorrection(Pool *c, float *y)
@@ -582,7 +565,7 @@ static PetscErrorCode Pool_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTen
   DDTensor xh, yo;
 
   PetscFunctionBegin;
-  PetscCall(ConformInput(c, xs[0], &c->xc, &xh, true));
+  PetscCall(ConformHalo(xs[0], c->xhash, c->xlo, c->xhi, &c->xc, &xh, true));
   if (c->H) PetscCall(DDPrimitiveApply(c->H, xh, NULL));
   yo = y->layouthash == l->output->layouthash ? y : l->output;
   PetscCall(Pool_Local(c, xh, yo, l->training ? true : false));
@@ -606,7 +589,7 @@ static PetscErrorCode Pool_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTens
     PetscCall(DDTensorCopy(dy, c->dyc));
     dyo = c->dyc;
   }
-  PetscCall(ConformInput(c, dx, &c->dxc, &dxh, false));
+  PetscCall(ConformHalo(dx, c->xhash, c->xlo, c->xhi, &c->dxc, &dxh, false));
   /* max pooling after an inference Forward (oneDNN kept no workspace): redo it in training mode */
   if (!c->fwdtraining && c->type == DD_POOL_MAX) {
     if (!c->ysc) PetscCall(DDTensorDuplicate(l->output, &c->ysc));

@@ -8,8 +8,11 @@
   output is balanced and keeps the input's storage format.
 */
 #include <ddnn/private/ddlayerimpl.h>
+#include <layer/impls/common/layerutil.hpp>
 #include <sys/ddsysimpl.h>
 #include <vector>
+
+using namespace ddnn;
 
 namespace
 {
@@ -133,21 +136,6 @@ static PetscErrorCode Repart_Destroy(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* t itself when laid out as `layout`, else a cached tensor with that layout (filled from t when copy) */
-static PetscErrorCode Conform(DDTensor t, DDTensor layout, DDTensor *cache, DDTensor *use, bool copy)
-{
-  PetscFunctionBegin;
-  if (t->layouthash == layout->layouthash) {
-    *use = t;
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-  if (*cache && (*cache)->layouthash != layout->layouthash) PetscCall(DDTensorDestroy(cache));
-  if (!*cache) PetscCall(DDTensorDuplicate(layout, cache));
-  if (copy) PetscCall(DDTensorCopy(t, *cache));
-  *use = *cache;
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
 static PetscErrorCode Repart_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
 {
   Repart     *r    = (Repart *)l->data;
@@ -196,8 +184,8 @@ static PetscErrorCode Repart_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDT
   DDTensor xin, yo;
 
   PetscFunctionBegin;
-  PetscCall(Conform(xs[0], l->setupin[0], &r->xin, &xin, true));
-  PetscCall(Conform(y, l->output, &r->yo, &yo, false));
+  PetscCall(ConformLayout(xs[0], l->setupin[0], &r->xin, &xin, true));
+  PetscCall(ConformLayout(y, l->output, &r->yo, &yo, false));
   PetscCall(DDPrimitiveApply(r->T, xin, yo));
   if (yo != y) PetscCall(DDTensorCopy(yo, y));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -210,8 +198,8 @@ static PetscErrorCode Repart_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTe
 
   PetscFunctionBegin;
   if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
-  PetscCall(Conform(dy, l->output, &r->dyo, &dyo, true));
-  PetscCall(Conform(dx, l->setupin[0], &r->dxo, &dxo, false));
+  PetscCall(ConformLayout(dy, l->output, &r->dyo, &dyo, true));
+  PetscCall(ConformLayout(dx, l->setupin[0], &r->dxo, &dxo, false));
   PetscCall(DDPrimitiveApplyAdjoint(r->T, dyo, dxo));
   if (dxo != dx) PetscCall(DDTensorCopy(dxo, dx));
   PetscFunctionReturn(PETSC_SUCCESS);

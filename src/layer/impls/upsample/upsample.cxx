@@ -20,6 +20,7 @@
   align_corners true at o (n - 1)/(n s - 1).
 */
 #include <ddnn/private/ddlayerimpl.h>
+#include <layer/impls/common/layerutil.hpp>
 #include <layer/impls/conv/convutil.hpp>
 #include <backend/kernels.hpp>
 #include <sys/ddsysimpl.h>
@@ -361,31 +362,13 @@ static PetscErrorCode Upsample_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* The input (or its gradient) in the set-up layout: t itself, or a copy with the set-up halos */
-static PetscErrorCode ConformInput(Upsample *c, DDTensor t, DDTensor *cache, DDTensor *use, bool copy)
-{
-  PetscFunctionBegin;
-  if (t->layouthash == c->xhash) {
-    *use = t;
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-  if (!*cache) {
-    PetscCall(DDTensorDuplicate(t, cache));
-    PetscCall(DDTensorSetHalo(*cache, c->xlo, c->xhi));
-    PetscCheck((*cache)->layouthash == c->xhash, PETSC_COMM_SELF, PETSC_ERR_PLIB, "The conforming copy does not have the set-up layout");
-  }
-  if (copy) PetscCall(DDTensorCopy(t, *cache));
-  *use = *cache;
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
 static PetscErrorCode Upsample_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTensor y)
 {
   Upsample *c = (Upsample *)l->data;
   DDTensor  xh, yo;
 
   PetscFunctionBegin;
-  PetscCall(ConformInput(c, xs[0], &c->xc, &xh, true));
+  PetscCall(ConformHalo(xs[0], c->xhash, c->xlo, c->xhi, &c->xc, &xh, true));
   if (c->H) PetscCall(DDPrimitiveApply(c->H, xh, NULL));
   yo = y->layouthash == l->output->layouthash ? y : l->output;
   if (c->hasout)
@@ -411,7 +394,7 @@ static PetscErrorCode Upsample_Backward(DDLayer l, DDTensor dy, PetscInt nin, DD
     PetscCall(DDTensorCopy(dy, c->dyc));
     dyo = c->dyc;
   }
-  PetscCall(ConformInput(c, dx, &c->dxc, &dxh, false));
+  PetscCall(ConformHalo(dx, c->xhash, c->xlo, c->xhi, &c->dxc, &dxh, false));
   PetscCall(DDTensorZeroEntries(dxh));
   if (c->hasout)
     PetscCall(DispatchType(dxh->dtype, [&](auto z) -> PetscErrorCode {

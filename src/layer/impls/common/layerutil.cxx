@@ -1,0 +1,75 @@
+#include <layer/impls/common/layerutil.hpp>
+
+namespace ddnn
+{
+PetscErrorCode MakePrimitive(MPI_Comm comm, DDPrimitiveType type, DDTensor x, DDTensor y, DDPrimitive *p)
+{
+  PetscFunctionBegin;
+  PetscCall(DDPrimitiveCreate(comm, p));
+  PetscCall(DDPrimitiveSetType(*p, type));
+  PetscCall(DDPrimitiveSetUp(*p, x, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode MakePartition(MPI_Comm comm, const std::vector<PetscInt> &shape, const std::vector<PetscMPIInt> &ranks, DDPartition *p)
+{
+  PetscFunctionBegin;
+  PetscCall(DDPartitionCreateCartesian(comm, (PetscInt)shape.size(), shape.data(), (PetscInt)ranks.size(), ranks.data(), p));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode ConformLayout(DDTensor t, DDTensor layout, DDTensor *cache, DDTensor *use, bool copy)
+{
+  PetscFunctionBegin;
+  if (t->layouthash == layout->layouthash) {
+    *use = t;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  if (*cache && (*cache)->layouthash != layout->layouthash) PetscCall(DDTensorDestroy(cache));
+  if (!*cache) PetscCall(DDTensorDuplicate(layout, cache));
+  if (copy) PetscCall(DDTensorCopy(t, *cache));
+  *use = *cache;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode ConformHalo(DDTensor t, PetscInt64 hash, const PetscInt lo[], const PetscInt hi[], DDTensor *cache, DDTensor *use, bool copy)
+{
+  PetscFunctionBegin;
+  if (t->layouthash == hash) {
+    *use = t;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  if (!*cache) {
+    PetscCall(DDTensorDuplicate(t, cache));
+    PetscCall(DDTensorSetHalo(*cache, lo, hi));
+    PetscCheck((*cache)->layouthash == hash, PETSC_COMM_SELF, PETSC_ERR_PLIB, "The conforming copy does not have the set-up layout");
+  }
+  if (copy) PetscCall(DDTensorCopy(t, *cache));
+  *use = *cache;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode ReplicaRanks(MPI_Comm comm, DDPartition px, PetscInt copies, const char what[], std::vector<PetscMPIInt> &ranks)
+{
+  PetscMPIInt size;
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  const PetscInt W = copies * px->size;
+  PetscCheck(W <= size, comm, PETSC_ERR_ARG_SIZ, "The %s's work partition needs %" PetscInt_FMT " ranks (%" PetscInt_FMT " copies of the input's %" PetscInt_FMT " workers) but the communicator has %d", what, W, copies, px->size, size);
+  std::vector<char> used(size, 0);
+  ranks.assign((size_t)W, 0);
+  for (PetscInt i = 0; i < px->size; i++) used[px->ranks[i]] = 1;
+  PetscMPIInt next = 0;
+  for (PetscInt r = 0; r < copies; r++)
+    for (PetscInt i = 0; i < px->size; i++) {
+      if (r == 0) ranks[i] = px->ranks[i];
+      else {
+        while (used[next]) next++;
+        used[next]                   = 1;
+        ranks[r * px->size + i] = next;
+      }
+    }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+} // namespace ddnn
