@@ -1,7 +1,10 @@
 /* Hyper-parameter arrays of sliding-window layers (kernel, stride, padding, dilation), C++ only. */
 #pragma once
 #include <ddnn/private/ddlayerimpl.h>
+#include <layer/impls/common/layerutil.hpp>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 namespace ddnn
 {
@@ -46,4 +49,112 @@ struct SpatialParam {
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 };
+/* a few leading entries followed by a vector's */
+inline std::vector<PetscInt> Cat(std::initializer_list<PetscInt> a, const std::vector<PetscInt> &b)
+{
+  std::vector<PetscInt> r(a);
+  r.insert(r.end(), b.begin(), b.end());
+  return r;
+}
+
+/*
+  Parameters of a convolution or transposed convolution over Pn x Pci x Pco x Pss workers (paper 000
+  sec. 4.1.2, Fig. 4): the weights, Co x Ci x k... (transposed: Ci x Co x k...), on Pr = Pco x Pci
+  (Pci x Pco), the channel pieces following x's; the bias (Co) on Pb = Pco; with bcastW, their
+  broadcasts w^ = B w, b^ = B b onto all Pn x Pss replicas (otherwise w^ is w). rank(co, n, ci, s)
+  is the rank of a worker. C has the members named below.
+*/
+template <class C, class Rank>
+PetscErrorCode ConvSetUpParameters(DDLayer l, C *c, DDTensor x, PetscInt D, const PetscInt k[3], PetscInt Pn, PetscInt Pci, PetscInt Pco, PetscInt Pss, bool transposed, Rank rank)
+{
+  MPI_Comm              comm = PetscObjectComm((PetscObject)l);
+  std::vector<PetscInt> ones((size_t)D, 1);
+  /* (i1, i2): the two channel indices in the weights' order */
+  const PetscInt P1 = transposed ? Pci : Pco, P2 = transposed ? Pco : Pci;
+  auto           coci = [&](PetscInt i1, PetscInt i2, PetscInt &co, PetscInt &ci) {
+    co = transposed ? i2 : i1;
+    ci = transposed ? i1 : i2;
+  };
+
+  PetscFunctionBegin;
+  {
+    std::vector<PetscMPIInt> r;
+    for (PetscInt i1 = 0; i1 < P1; i1++)
+      for (PetscInt i2 = 0; i2 < P2; i2++) {
+        PetscInt co, ci;
+        coci(i1, i2, co, ci);
+        r.push_back(rank(co, 0, ci, 0));
+      }
+    PetscCall(MakePartition(comm, Cat({P1, P2}, ones), r, &c->Pr));
+  }
+  std::vector<PetscInt> shape, cl((size_t)Pci);
+  if (transposed) shape = {x->shape[1], c->co};
+  else shape = {c->co, x->shape[1]};
+  for (PetscInt j = 3 - D; j < 3; j++) shape.push_back(k[j]);
+  for (PetscInt ci = 0; ci < Pci; ci++) cl[ci] = x->ranges[1][ci + 1] - x->ranges[1][ci];
+  PetscCall(DDTensorCreate(comm, &c->w));
+  PetscCall(DDTensorSetPartition(c->w, c->Pr));
+  PetscCall(DDTensorSetShape(c->w, 2 + D, shape.data()));
+  PetscCall(DDTensorSetDataType(c->w, x->dtype));
+  PetscCall(DDTensorSetOwnershipRanges(c->w, transposed ? 0 : 1, cl.data()));
+  PetscCall(DDTensorSetUp(c->w));
+  PetscCall(DDLayerAddParameter_Private(l, "weight", c->w));
+  if (c->bcastW) {
+    std::vector<PetscMPIInt> rw;
+    for (PetscInt n = 0; n < Pn; n++)
+      for (PetscInt sl = 0; sl < Pss; sl++)
+        for (PetscInt i1 = 0; i1 < P1; i1++)
+          for (PetscInt i2 = 0; i2 < P2; i2++) {
+            PetscInt co, ci;
+            coci(i1, i2, co, ci);
+            rw.push_back(rank(co, n, ci, sl));
+          }
+    PetscCall(MakePartition(comm, Cat({Pn * Pss, P1, P2}, ones), rw, &c->Pww));
+    PetscCall(DDTensorCreateBroadcast(c->w, c->Pww, &c->wh));
+    PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, c->w, c->wh, &c->Bw));
+  } else {
+    PetscCall(PetscObjectReference((PetscObject)c->w));
+    c->wh = c->w;
+  }
+  if (!c->bias) PetscFunctionReturn(PETSC_SUCCESS);
+  std::vector<PetscMPIInt> rb;
+  for (PetscInt co = 0; co < Pco; co++) rb.push_back(rank(co, 0, 0, 0));
+  PetscCall(MakePartition(comm, {Pco}, rb, &c->Pb));
+  PetscCall(DDTensorCreateFromPartition(c->Pb, x->dtype, 1, &c->co, &c->b));
+  PetscCall(DDLayerAddParameter_Private(l, "bias", c->b));
+  if (c->bcastW) {
+    std::vector<PetscMPIInt> rbw;
+    for (PetscInt n = 0; n < Pn; n++)
+      for (PetscInt sl = 0; sl < Pss; sl++)
+        for (PetscInt co = 0; co < Pco; co++) rbw.push_back(rank(co, n, 0, sl));
+    PetscCall(MakePartition(comm, {Pn * Pss, Pco}, rbw, &c->Pwb));
+    PetscCall(DDTensorCreateBroadcast(c->b, c->Pwb, &c->bh));
+    PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, c->b, c->bh, &c->Bb));
+  } else {
+    PetscCall(PetscObjectReference((PetscObject)c->b));
+    c->bh = c->b;
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  y = R y^: with reduceY, y^ is the output broadcast onto the Pci x Pn x Pco x Pss workers and R
+  the sum-reduce over ci (paper 000 sec. 4.1.2, Fig. 4). ps: the spatial partition shape.
+*/
+template <class C, class Rank>
+PetscErrorCode ConvSetUpOutputReduce(DDLayer l, C *c, PetscInt Pn, PetscInt Pci, PetscInt Pco, PetscInt Pss, const std::vector<PetscInt> &ps, Rank rank)
+{
+  MPI_Comm                 comm = PetscObjectComm((PetscObject)l);
+  std::vector<PetscMPIInt> r;
+
+  PetscFunctionBegin;
+  for (PetscInt ci = 0; ci < Pci; ci++)
+    for (PetscInt n = 0; n < Pn; n++)
+      for (PetscInt co = 0; co < Pco; co++)
+        for (PetscInt sl = 0; sl < Pss; sl++) r.push_back(rank(co, n, ci, sl));
+  PetscCall(MakePartition(comm, Cat({Pci, Pn, Pco}, ps), r, &c->Pwy));
+  PetscCall(DDTensorCreateBroadcast(l->output, c->Pwy, &c->yh));
+  PetscCall(MakePrimitive(comm, DDPRIMITIVESUMREDUCE, c->yh, l->output, &c->Ry));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
 } // namespace ddnn

@@ -307,12 +307,8 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   std::vector<PetscMPIInt> wr;
   PetscCall(ReplicaRanks(comm, Px, Pco, "transposed convolution", wr));
   auto rank = [&](PetscInt co, PetscInt n, PetscInt ci, PetscInt sl) { return wr[((co * Pn + n) * Pci + ci) * Pss + sl]; };
-  std::vector<PetscInt> ps(c->Ps, c->Ps + D), ones(D, 1);
-  auto cat = [](std::initializer_list<PetscInt> a, const std::vector<PetscInt> &b) {
-    std::vector<PetscInt> r(a);
-    r.insert(r.end(), b.begin(), b.end());
-    return r;
-  };
+  std::vector<PetscInt> ps(c->Ps, c->Ps + D);
+
   /* every worker's output boxes (balanced, App. B.1) and whether they have rows no input reaches, from global data only */
   std::vector<std::vector<PetscInt>> orange(D);
   {
@@ -374,7 +370,7 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   /* x^: the broadcast input, or x itself, or x in the kernel's format */
   c->xdirect = false;
   if (c->bcastX) {
-    PetscCall(MakePartition(comm, cat({Pco, Pn, Pci}, ps), wr, &c->Pwx));
+    PetscCall(MakePartition(comm, Cat({Pco, Pn, Pci}, ps), wr, &c->Pwx));
     PetscCall(DDTensorCreateBroadcast(x, c->Pwx, &c->xh));
     PetscCall(DDTensorSetBlockSize(c->xh, xbs));
     PetscCall(DDTensorSetFormat(c->xh, xf));
@@ -394,7 +390,7 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   /* the output y on Py = Pn x Pco x Ps (x's partition for spatial-only), x's batch ownership, balanced spatially */
   {
     DDTensor              y;
-    std::vector<PetscInt> shape = cat({x->shape[0], c->co}, std::vector<PetscInt>(c->So + 3 - D, c->So + 3));
+    std::vector<PetscInt> shape = Cat({x->shape[0], c->co}, std::vector<PetscInt>(c->So + 3 - D, c->So + 3));
     if (!c->bcastX && !c->reduceY) {
       PetscCall(PetscObjectReference((PetscObject)Px));
       c->Py = Px;
@@ -403,7 +399,7 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
       for (PetscInt n = 0; n < Pn; n++)
         for (PetscInt co = 0; co < Pco; co++)
           for (PetscInt sl = 0; sl < Pss; sl++) r.push_back(rank(co, n, 0, sl));
-      PetscCall(MakePartition(comm, cat({Pn, Pco}, ps), r, &c->Py));
+      PetscCall(MakePartition(comm, Cat({Pn, Pco}, ps), r, &c->Py));
     }
     std::vector<PetscInt> nl(Pn);
     for (PetscInt n = 0; n < Pn; n++) nl[n] = x->ranges[0][n + 1] - x->ranges[0][n];
@@ -432,65 +428,9 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     }
   PetscCall(DDPrimitiveSetUp(c->Hx, c->xh, NULL));
   if (c->bcastX) PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, x, c->xh, &c->Bx)); /* after the halo grew x^ */
-  if (c->reduceY) {
-    std::vector<PetscMPIInt> r;
-    for (PetscInt ci = 0; ci < Pci; ci++)
-      for (PetscInt n = 0; n < Pn; n++)
-        for (PetscInt co = 0; co < Pco; co++)
-          for (PetscInt sl = 0; sl < Pss; sl++) r.push_back(rank(co, n, ci, sl));
-    PetscCall(MakePartition(comm, cat({Pci, Pn, Pco}, ps), r, &c->Pwy));
-    PetscCall(DDTensorCreateBroadcast(l->output, c->Pwy, &c->yh));
-    PetscCall(MakePrimitive(comm, DDPRIMITIVESUMREDUCE, c->yh, l->output, &c->Ry));
-  }
+  if (c->reduceY) PetscCall(ConvSetUpOutputReduce(l, c, Pn, Pci, Pco, Pss, ps, rank));
   /* weights (Ci, Co, k...) on Pr = Pci x Pco x 1..., the bias (Co) on Pb = Pco */
-  {
-    std::vector<PetscMPIInt> r;
-    for (PetscInt ci = 0; ci < Pci; ci++)
-      for (PetscInt co = 0; co < Pco; co++) r.push_back(rank(co, 0, ci, 0));
-    PetscCall(MakePartition(comm, cat({Pci, Pco}, ones), r, &c->Pr));
-    std::vector<PetscInt> shape = {x->shape[1], c->co}, cl(Pci);
-    for (PetscInt j = 3 - D; j < 3; j++) shape.push_back(k[j]);
-    for (PetscInt ci = 0; ci < Pci; ci++) cl[ci] = x->ranges[1][ci + 1] - x->ranges[1][ci];
-    PetscCall(DDTensorCreate(comm, &c->w));
-    PetscCall(DDTensorSetPartition(c->w, c->Pr));
-    PetscCall(DDTensorSetShape(c->w, 2 + D, shape.data()));
-    PetscCall(DDTensorSetDataType(c->w, x->dtype));
-    PetscCall(DDTensorSetOwnershipRanges(c->w, 0, cl.data()));
-    PetscCall(DDTensorSetUp(c->w));
-    PetscCall(DDLayerAddParameter_Private(l, "weight", c->w));
-    if (c->bcastW) {
-      std::vector<PetscMPIInt> rw;
-      for (PetscInt n = 0; n < Pn; n++)
-        for (PetscInt sl = 0; sl < Pss; sl++)
-          for (PetscInt ci = 0; ci < Pci; ci++)
-            for (PetscInt co = 0; co < Pco; co++) rw.push_back(rank(co, n, ci, sl));
-      PetscCall(MakePartition(comm, cat({Pn * Pss, Pci, Pco}, ones), rw, &c->Pww));
-      PetscCall(DDTensorCreateBroadcast(c->w, c->Pww, &c->wh));
-      PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, c->w, c->wh, &c->Bw));
-    } else {
-      PetscCall(PetscObjectReference((PetscObject)c->w));
-      c->wh = c->w;
-    }
-    if (c->bias) {
-      std::vector<PetscMPIInt> rb;
-      for (PetscInt co = 0; co < Pco; co++) rb.push_back(rank(co, 0, 0, 0));
-      PetscCall(MakePartition(comm, {Pco}, rb, &c->Pb));
-      PetscCall(DDTensorCreateFromPartition(c->Pb, x->dtype, 1, &c->co, &c->b));
-      PetscCall(DDLayerAddParameter_Private(l, "bias", c->b));
-      if (c->bcastW) {
-        std::vector<PetscMPIInt> rbw;
-        for (PetscInt n = 0; n < Pn; n++)
-          for (PetscInt sl = 0; sl < Pss; sl++)
-            for (PetscInt co = 0; co < Pco; co++) rbw.push_back(rank(co, n, 0, sl));
-        PetscCall(MakePartition(comm, {Pn * Pss, Pco}, rbw, &c->Pwb));
-        PetscCall(DDTensorCreateBroadcast(c->b, c->Pwb, &c->bh));
-        PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, c->b, c->bh, &c->Bb));
-      } else {
-        PetscCall(PetscObjectReference((PetscObject)c->b));
-        c->bh = c->b;
-      }
-    }
-  }
+  PetscCall(ConvSetUpParameters(l, c, x, D, k, Pn, Pci, Pco, Pss, true, rank));
   /* local geometry: the window of x^ onto the box of y^ */
   DDTensor       yt = c->reduceY ? c->yh : l->output;
   const PetscInt ly = c->reduceY ? 1 : 0;
