@@ -49,6 +49,59 @@ PetscErrorCode ConformHalo(DDTensor t, PetscInt64 hash, const PetscInt lo[], con
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+PetscErrorCode WindowHaloSetUp(DDTensor x, PetscInt D, const PetscInt a[3], const PetscInt b[3], PetscBool needhalo, DDPrimitive *H, PetscInt64 *hash, PetscInt lo[], PetscInt hi[])
+{
+  MPI_Comm  comm = PetscObjectComm((PetscObject)x);
+  PetscBool any;
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Allreduce(&needhalo, &any, 1, MPIU_BOOL, MPI_LOR, comm));
+  if (any) {
+    PetscCall(DDPrimitiveCreate(comm, H));
+    PetscCall(DDPrimitiveSetType(*H, DDPRIMITIVEHALO));
+    if (x->active)
+      for (PetscInt j = 0; j < D; j++) PetscCall(DDPrimitiveHaloSetWindow(*H, 2 + j, a[j + 3 - D], b[j + 3 - D]));
+    PetscCall(DDPrimitiveSetUp(*H, x, NULL));
+  }
+  *hash = x->layouthash;
+  for (PetscInt q = 0; q < x->order; q++) {
+    lo[q] = x->lo[q];
+    hi[q] = x->hi[q];
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode SpatialOutputSetUp(DDLayer l, DDTensor x, PetscInt D, const PetscInt out[3], const std::vector<std::vector<PetscInt>> &outlx)
+{
+  DDTensor              y;
+  std::vector<PetscInt> shape = {x->shape[0], x->shape[1]};
+
+  PetscFunctionBegin;
+  for (PetscInt j = 3 - D; j < 3; j++) shape.push_back(out[j]);
+  PetscCall(DDTensorCreate(PetscObjectComm((PetscObject)l), &y));
+  PetscCall(DDTensorSetPartition(y, x->part));
+  PetscCall(DDTensorSetShape(y, 2 + D, shape.data()));
+  PetscCall(DDTensorSetDataType(y, x->dtype));
+  PetscCall(DDTensorSetEmptyPiecesAllowed(y, PETSC_TRUE));
+  for (PetscInt q = 0; q < 2 + D; q++) {
+    if (x->replicated[q]) {
+      PetscCall(DDTensorSetReplicated(y, q, PETSC_TRUE));
+      continue;
+    }
+    std::vector<PetscInt> lx;
+    if (q < 2)
+      for (PetscInt r = 0; r < x->part->shape[q]; r++) lx.push_back(x->ranges[q][r + 1] - x->ranges[q][r]);
+    else lx = outlx[q - 2];
+    PetscCall(DDTensorSetOwnershipRanges(y, q, lx.data()));
+  }
+  PetscCall(DDTensorSetBlockSize(y, x->bs));
+  PetscCall(DDTensorSetBlockDimension_Private(y, x->blockdim));
+  PetscCall(DDTensorSetFormat(y, x->format));
+  PetscCall(DDTensorSetUp(y));
+  PetscCall(DDLayerSetOutput_Private(l, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 PetscErrorCode ReplicaRanks(MPI_Comm comm, DDPartition px, PetscInt copies, const char what[], std::vector<PetscMPIInt> &ranks)
 {
   PetscMPIInt size;

@@ -30,4 +30,16 @@ PetscErrorCode ConformHalo(DDTensor t, PetscInt64 hash, const PetscInt lo[], con
   too small, naming the layer's work partition.
 */
 PetscErrorCode ReplicaRanks(MPI_Comm comm, DDPartition px, PetscInt copies, const char what[], std::vector<PetscMPIInt> &ranks);
+/*
+  Set-up shared by the sliding-window layers whose output keeps x's partition (pooling, upsampling):
+  when any rank's window [a, b) (per spatial dimension, 3 - D leading unused) reaches beyond its
+  piece, the halo exchange H onto those windows (paper 000 App. B; its set-up grows x's halo);
+  then the layout x has afterwards (its hash and halo widths, for ConformHalo).
+*/
+PetscErrorCode WindowHaloSetUp(DDTensor x, PetscInt D, const PetscInt a[3], const PetscInt b[3], PetscBool needhalo, DDPrimitive *H, PetscInt64 *hash, PetscInt lo[], PetscInt hi[]);
+/*
+  The output of such a layer: x's partition, batch and channel ownership, replication, block size
+  and format; spatial extents out (3 - D leading unused) owned as outlx[j] (spatial dimension j).
+*/
+PetscErrorCode SpatialOutputSetUp(DDLayer l, DDTensor x, PetscInt D, const PetscInt out[3], const std::vector<std::vector<PetscInt>> &outlx);
 } // namespace ddnn

@@ -370,7 +370,7 @@ static PetscErrorCode Pool_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   const DDLayout &Lx     = x->layout;
   PetscInt        a[3]   = {0, 0, 0}, b[3] = {0, 0, 0}, oa[3] = {0, 0, 0}, ob[3] = {0, 0, 0};
   std::vector<std::vector<PetscInt>> outlx(D);
-  PetscBool       needhalo = PETSC_FALSE, any;
+  PetscBool       needhalo = PETSC_FALSE;
   for (PetscInt j = 0; j < D; j++) {
     const PetscInt jj = j + 3 - D, dim = 2 + j, n = x->shape[dim], ext = c->d[jj] * (c->k[jj] - 1) + 1;
     const PetscInt P  = x->replicated[dim] ? 1 : x->part->shape[dim];
@@ -387,46 +387,9 @@ static PetscErrorCode Pool_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     } else a[jj] = b[jj] = Lx.start[dim];
     if (a[jj] < Lx.start[dim] || b[jj] > Lx.start[dim] + Lx.n[dim]) needhalo = PETSC_TRUE;
   }
-  PetscCallMPI(MPI_Allreduce(&needhalo, &any, 1, MPIU_BOOL, MPI_LOR, comm));
-  if (any) { /* H: the windows' halos from the neighbors (App. B); set-up grows x's halo storage */
-    PetscCall(DDPrimitiveCreate(comm, &c->H));
-    PetscCall(DDPrimitiveSetType(c->H, DDPRIMITIVEHALO));
-    if (x->active)
-      for (PetscInt j = 0; j < D; j++) PetscCall(DDPrimitiveHaloSetWindow(c->H, 2 + j, a[j + 3 - D], b[j + 3 - D]));
-    PetscCall(DDPrimitiveSetUp(c->H, x, NULL));
-  }
-  c->xhash = x->layouthash;
-  for (PetscInt q = 0; q < x->order; q++) {
-    c->xlo[q] = x->lo[q];
-    c->xhi[q] = x->hi[q];
-  }
-  /* the output: x's partition, batch and channel ownership and format; balanced spatial ranges */
-  {
-    DDTensor              y;
-    std::vector<PetscInt> shape = {x->shape[0], x->shape[1]};
-    for (PetscInt j = 3 - D; j < 3; j++) shape.push_back(c->out[j]);
-    PetscCall(DDTensorCreate(comm, &y));
-    PetscCall(DDTensorSetPartition(y, x->part));
-    PetscCall(DDTensorSetShape(y, 2 + D, shape.data()));
-    PetscCall(DDTensorSetDataType(y, x->dtype));
-    PetscCall(DDTensorSetEmptyPiecesAllowed(y, PETSC_TRUE));
-    for (PetscInt q = 0; q < 2 + D; q++) {
-      if (x->replicated[q]) {
-        PetscCall(DDTensorSetReplicated(y, q, PETSC_TRUE));
-        continue;
-      }
-      std::vector<PetscInt> lx;
-      if (q < 2)
-        for (PetscInt r = 0; r < x->part->shape[q]; r++) lx.push_back(x->ranges[q][r + 1] - x->ranges[q][r]);
-      else lx = outlx[q - 2];
-      PetscCall(DDTensorSetOwnershipRanges(y, q, lx.data()));
-    }
-    PetscCall(DDTensorSetBlockSize(y, x->bs));
-    PetscCall(DDTensorSetBlockDimension_Private(y, x->blockdim));
-    PetscCall(DDTensorSetFormat(y, x->format));
-    PetscCall(DDTensorSetUp(y));
-    PetscCall(DDLayerSetOutput_Private(l, y));
-  }
+  /* H: the windows' halos from the neighbors (App. B); the output keeps x's partition */
+  PetscCall(WindowHaloSetUp(x, D, a, b, needhalo, &c->H, &c->xhash, c->xlo, c->xhi));
+  PetscCall(SpatialOutputSetUp(l, x, D, c->out, outlx));
   /* the local geometry */
   const DDLayout &L  = x->layout; /* after the halo grew */
   const DDLayout &Ly = l->output->layout;
