@@ -15,6 +15,8 @@
 #include <set>
 #include <algorithm>
 #include <unistd.h>
+#include <cstdarg>
+#include <cstdio>
 
 using namespace ddtest;
 
@@ -577,6 +579,24 @@ TEST(ExamplesBadInput, LayerInputThatDoesNotExist)
   if (Rank() == 0) unlink(f.c_str());
 }
 
+/* PetscErrorPrintf replacement that keeps what it is given */
+static std::string &Captured()
+{
+  static std::string text;
+  return text;
+}
+
+static PetscErrorCode CaptureErrorPrintf(const char format[], ...)
+{
+  char    buf[1024];
+  va_list ap;
+  va_start(ap, format);
+  vsnprintf(buf, sizeof(buf), format, ap);
+  va_end(ap);
+  Captured() += buf;
+  return 0;
+}
+
 TEST(ExamplesBadInput, ResidualAddOfMismatchedShapes)
 {
   /* a residual block whose F changes the channels (4 -> 8) but whose skip does not */
@@ -592,7 +612,13 @@ TEST(ExamplesBadInput, ResidualAddOfMismatchedShapes)
   DDT(DDNetSetOptionsPrefix(net, "t7bad3_"));
   DDT(DDNetSetFromOptions(net));
   std::string shapes = "Add: input 1 has shape 2x4x8x" + std::to_string(4 * Size()) + " but input 0 has shape 2x8x8x" + std::to_string(4 * Size());
+  /* the error printout also names the layer (captured from PetscErrorPrintf) */
+  auto saved       = PetscErrorPrintf;
+  PetscErrorPrintf = CaptureErrorPrintf;
+  Captured().clear();
   DD_EXPECT_ERROR(DDNetSetUp(net, 1, &x), PETSC_ERR_ARG_SIZ, shapes);
+  PetscErrorPrintf = saved;
+  EXPECT_NE(Captured().find("while setting up layer \"sum\" (add) of the network"), std::string::npos) << Captured();
   DDT(DDNetDestroy(&net));
   DDT(DDTensorDestroy(&x));
   if (Rank() == 0) unlink(f.c_str());

@@ -293,6 +293,18 @@ static PetscErrorCode DDNetFreeGradients(NetImpl *I)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* Sets up one layer; an error also names the layer (its own message may not: the traceback shows which) */
+static PetscErrorCode DDNetLayerSetUp(Node &nd, std::vector<DDTensor> &ins)
+{
+  PetscErrorCode ierr;
+
+  PetscFunctionBegin;
+  ierr = DDLayerSetUpMulti(nd.layer, (PetscInt)ins.size(), ins.data());
+  if (ierr) (void)(*PetscErrorPrintf)("while setting up layer \"%s\" (%s) of the network\n", nd.name.c_str(), ((PetscObject)nd.layer)->type_name ? ((PetscObject)nd.layer)->type_name : "no type");
+  PetscCall(ierr);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@
   DDNetSetUp - Sets every layer up for inputs laid out like the given tensors
 
@@ -345,7 +357,7 @@ PetscErrorCode DDNetSetUp(DDNet net, PetscInt n, DDTensor xs[])
   for (auto &nd : I->nodes) {
     PetscCall(DDLayerSetOutputHalo_Private(nd.layer, NULL, NULL));
     PetscCall(DDNetInputsOf(net, nd, xin, ins));
-    PetscCall(DDLayerSetUpMulti(nd.layer, (PetscInt)ins.size(), ins.data()));
+    PetscCall(DDNetLayerSetUp(nd, ins));
   }
   /* pass 2: outputs created with their final halos */
   std::vector<std::vector<PetscInt>> lo(I->nodes.size()), hi(I->nodes.size());
@@ -358,7 +370,7 @@ PetscErrorCode DDNetSetUp(DDNet net, PetscInt n, DDTensor xs[])
     Node &nd = I->nodes[i];
     PetscCall(DDLayerSetOutputHalo_Private(nd.layer, lo[i].data(), hi[i].data()));
     PetscCall(DDNetInputsOf(net, nd, xin, ins));
-    PetscCall(DDLayerSetUpMulti(nd.layer, (PetscInt)ins.size(), ins.data()));
+    PetscCall(DDNetLayerSetUp(nd, ins));
   }
   for (auto &nd : I->nodes) {
     PetscCall(DDNetInputsOf(net, nd, xin, ins));

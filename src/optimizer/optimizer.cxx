@@ -434,7 +434,8 @@ PetscErrorCode DDOptimizerSetFromOptions(DDOptimizer opt)
   opt->gamma     = g;
   opt->tmax      = tm;
   opt->eta_min   = em;
-  PetscCall(DDOptimizerSetSchedule(opt, (DDSchedule)sch, sch == DD_SCHEDULE_COSINE ? tm : ss, sch == DD_SCHEDULE_COSINE ? em : g));
+  const DDSchedule schedule = (DDSchedule)sch;
+  PetscCall(DDOptimizerSetSchedule(opt, schedule, schedule == DD_SCHEDULE_COSINE ? tm : ss, schedule == DD_SCHEDULE_COSINE ? em : g));
   PetscCall(PetscOptionsReal("-optimizer_clip_norm", "Gradient clipping (global 2-norm)", "DDOptimizerSetClipNorm", clip, &clip, NULL));
   PetscCall(DDOptimizerSetClipNorm(opt, clip));
   PetscOptionsEnd();
