@@ -303,12 +303,10 @@ static std::vector<std::vector<PetscInt>> Partitions(const Data &d, int W)
     for (int k = 0; k < ns; k++) p[k + 2] = sp[k];
   }
   r.push_back(p);
-  /* spatial only; LeNet's and VGG's small maps (5 x 5, 2 x 2) on at most 4 workers, the
-     batch split over the others (halos come from adjacent workers only) */
+  /* spatial only, on all workers: at 8 ranks LeNet's and VGG's small maps (5 x 5, 2 x 2) leave
+     workers with no rows, whose windows reach past their neighbors */
   std::fill(p.begin(), p.end(), 1);
-  if (d.kind == "patterns" && !d.labelsonroot)
-    while (W / p[0] > 4) p[0] *= 2;
-  sp = Even(W / (int)p[0], ns);
+  sp = Even(W, ns);
   for (int k = 0; k < ns; k++) p[k + 2] = sp[k];
   if (p == r[0]) std::reverse(r[0].begin() + 2, r[0].end()); /* e.g. 3 ranks: split W first, then D or H */
   if (p != r[0]) r.push_back(p);

@@ -803,7 +803,7 @@ static PetscErrorCode ConvT_View(DDLayer l, PetscViewer viewer)
   exchange, the weights broadcast from their owner), channel-only (Ps = 1: Pci x Pco weight
   partition, x^ = B x over co and y = R y^ over ci) or general. The output is balanced over
   Ps (it drives the load, App. B.1); each worker's input window follows from its output box
-  and reaches adjacent workers only.
+  and may reach past the adjacent workers (the halo exchange takes it from its owners).
 
   Kernels: oneDNN deconvolution (float32; activations in its preferred format; halo windows
   are copied to dense buffers, where oneDNN 2.6 has its fast kernels) or the reference loops
