@@ -33,12 +33,14 @@ static PetscErrorCode LayerEnum(ddnn_handle lh, int v, int n, const char name[],
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* parameters and their gradients into arrays of capacity cap (either may be null: *n only) */
+/* parameters and their gradients into arrays of capacity cap; cap = 0 (or null arrays) only counts them */
 static PetscErrorCode PutParams(PetscInt np, DDTensor *ps, DDTensor *gs, ddnn_int cap, ddnn_handle params[], ddnn_handle grads[], ddnn_int *n)
 {
   PetscFunctionBegin;
   PetscCall(Out(n, 5));
-  PetscCheck(!(params || grads) || cap >= np, PETSC_COMM_SELF, PETSC_ERR_ARG_SIZ, "Room for %" PetscInt64_FMT " parameter tensors (argument 2); there are %" PetscInt_FMT, (PetscInt64)cap, np);
+  *n = np;
+  if (cap == 0 || !(params || grads)) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCheck(cap >= np, PETSC_COMM_SELF, PETSC_ERR_ARG_SIZ, "Room for %" PetscInt64_FMT " parameter tensors (argument 2); there are %" PetscInt_FMT, (PetscInt64)cap, np);
   for (PetscInt i = 0; i < np; i++) {
     if (params) params[i] = (ddnn_handle)ps[i];
     if (grads) grads[i] = (ddnn_handle)gs[i];
@@ -306,7 +308,7 @@ int ddnn_layer_backward_multi(ddnn_handle lh, ddnn_handle dyh, ddnn_int n, const
 
   Input Parameters:
 + l   - the layer
-- cap - capacity of params and grads
+- cap - capacity of params and grads; 0 only counts the tensors
 
   Output Parameters:
 + params - the parameter tensors (or a null pointer)

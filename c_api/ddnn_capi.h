@@ -39,7 +39,8 @@
     NUL-terminated string. Lists of names are arrays of NUL-terminated strings.
   - Strings out: a buffer and its capacity; the result is NUL-terminated, and a buffer too
     small is an error (PETSC_ERR_ARG_SIZ).
-  - Arrays out: a buffer and its capacity; the count is returned separately.
+  - Arrays out: a buffer and its capacity; the count is returned separately (for parameter
+    lists, a capacity of 0 only returns the count).
   - Arrays of tensor values (void *) come with the DDDataType of their elements, which must
     be the tensor's, and their number of entries.
 */

@@ -1288,10 +1288,9 @@ contains
     type(tDDLayer), intent(in) :: l
     PetscInt, intent(out) :: n
     PetscErrorCode, intent(out) :: ierr
-    type(tDDTensor) :: none(0)
     integer(c_intptr_t) :: p(1), g(1)
     integer(c_int64_t) :: m
-    ierr = ddnn_layer_get_parameters(l%v, size(none, kind=c_int64_t), p, g, m)
+    ierr = ddnn_layer_get_parameters(l%v, 0_c_int64_t, p, g, m)
     n = int(m, kind(n))
   end subroutine DDLayerGetParametersN
 
