@@ -175,6 +175,32 @@ contains
     end do
     PetscCallA(DDNetGetNumParameters(net, count, ierr))
     vals(11) = real(count, c_double)
+    block ! a checkpoint round trip: other parameters, then the saved ones again
+      character(len=64) :: file
+      PetscMPIInt :: size
+      PetscInt64, parameter :: seed99 = 99
+      PetscReal :: other, back
+      PetscCallMPIA(MPI_Comm_size(PETSC_COMM_WORLD, size, ierr))
+      write (file, '(a, i0, a)') 'test_06_fortran_np', size, '.h5'
+      PetscCallA(DDCheckpointSave(net, opt, file, ierr))
+      PetscCallA(DDNetInitializeParameters(net, seed99, ierr))
+      PetscCallA(DDNetForward(net, two, xs, ierr))
+      PetscCallA(DDNetGetLoss(net, other, ierr))
+      PetscCallA(DDCheckpointLoad(net, opt, file, ierr))
+      PetscCallA(DDNetForward(net, two, xs, ierr))
+      PetscCallA(DDNetGetLoss(net, back, ierr))
+      call Check(other /= vals(10) .and. back == vals(10), 'a checkpoint saved and loaded from Fortran restores the loss')
+      ! a tensor written and read back with parallel HDF5
+      PetscCallA(DDTensorWriteHDF5(u, file, 'fortran/u', PETSC_TRUE, ierr))
+      PetscCallA(DDTensorZeroEntries(u, ierr))
+      PetscCallA(DDTensorReadHDF5(u, file, 'fortran/u', ierr))
+      PetscCallA(DDTensorNorm(u, NORM_INFINITY, other, ierr))
+      call Check(other > 0.5d0 .and. other <= 1, 'a tensor written and read with HDF5 from Fortran')
+      if (rank == 0) then
+        open (unit=17, file=file, status='old', iostat=s)
+        if (s == 0) close (17, status='delete')
+      end if
+    end block
 
     PetscCallA(DDOptimizerDestroy(opt, ierr))
     PetscCallA(DDNetDestroy(net, ierr))
