@@ -83,6 +83,7 @@ PETSC_EXTERN PetscErrorCode DDPrimitiveHaloSetOutputRanges(DDPrimitive, PetscInt
 PETSC_EXTERN PetscErrorCode DDPrimitiveHaloSetWindow(DDPrimitive, PetscInt, PetscInt, PetscInt);
 PETSC_EXTERN PetscErrorCode DDPrimitiveHaloSetPadding(DDPrimitive, PetscInt, DDPaddingMode);
 PETSC_EXTERN PetscErrorCode DDPrimitiveHaloSetPadValue(DDPrimitive, PetscReal);
+PETSC_EXTERN PetscErrorCode DDPrimitiveHaloSetNeighborsOnly(DDPrimitive, PetscBool);
 PETSC_EXTERN PetscErrorCode DDPrimitiveHaloGetWindow(DDPrimitive, PetscInt[], PetscInt[]);
 PETSC_EXTERN PetscErrorCode DDPrimitiveHaloGetOutputCorners(DDPrimitive, PetscInt[], PetscInt[]);
 PETSC_EXTERN PetscErrorCode DDPrimitiveHaloGetWidths(DDPrimitive, PetscInt[], PetscInt[]);

@@ -836,6 +836,39 @@ TEST(PrimitiveBadInput, HaloKernelLargerThanThePaddedInput)
   DDT(DDPartitionDestroy(&part));
 }
 
+TEST(PrimitiveBadInput, HaloBeyondTheNeighborsWhenNeighborsOnly)
+{
+  int W = Size();
+  if (W < 3) GTEST_SKIP() << "needs 3 ranks";
+  DDPartition part = MakePart({1, (PetscInt)W});
+  PetscInt    shape[2] = {1, 2 * W}; /* pieces of 2: a kernel of 7 needs 3 from each side */
+  DDTensor    x;
+  DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 2, shape, &x));
+  /* by default the window reaches past the neighbors and set-up succeeds */
+  DDPrimitive H = MakePrim(DDPRIMITIVEHALO);
+  DDT(DDPrimitiveHaloSetKernel(H, 1, 7, 1, 1, 3, PETSC_DECIDE));
+  DDT(DDPrimitiveSetUp(H, x, NULL));
+  DDT(DDPrimitiveDestroy(&H));
+  /* paper 000's adjacent-workers assumption, asked for in code ... */
+  H = MakePrim(DDPRIMITIVEHALO);
+  DDT(DDPrimitiveHaloSetKernel(H, 1, 7, 1, 1, 3, PETSC_DECIDE));
+  DDT(DDPrimitiveHaloSetNeighborsOnly(H, PETSC_TRUE));
+  DD_EXPECT_ERROR(DDPrimitiveSetUp(H, x, NULL), PETSC_ERR_ARG_INCOMP, "beyond its neighbors");
+  DD_EXPECT_ERROR(DDPrimitiveSetUp(H, x, NULL), PETSC_ERR_ARG_INCOMP, "along dimension 1");
+  DDT(DDPrimitiveDestroy(&H));
+  /* ... and from the options database */
+  H = MakePrim(DDPRIMITIVEHALO);
+  DDT(DDPrimitiveSetOptionsPrefix(H, "nb_"));
+  DDT(PetscOptionsSetValue(NULL, "-nb_primitive_halo_neighbors_only", "1"));
+  DDT(DDPrimitiveHaloSetKernel(H, 1, 7, 1, 1, 3, PETSC_DECIDE));
+  DDT(DDPrimitiveSetFromOptions(H));
+  DDT(PetscOptionsClearValue(NULL, "-nb_primitive_halo_neighbors_only"));
+  DD_EXPECT_ERROR(DDPrimitiveSetUp(H, x, NULL), PETSC_ERR_ARG_INCOMP, "-primitive_halo_neighbors_only");
+  DDT(DDPrimitiveDestroy(&H));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDPartitionDestroy(&part));
+}
+
 TEST(PrimitiveBadInput, AllSumReduceOverSplitDimensionAndUnknownType)
 {
   int         W    = Size();

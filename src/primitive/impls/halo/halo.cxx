@@ -44,6 +44,7 @@ struct DimSpec {
 struct Halo {
   DimSpec               spec[DD_MAX_DIM];
   PetscReal             padvalue = 0;
+  PetscBool             neighborsonly = PETSC_FALSE;
   PetscInt              order    = 0;
   PetscInt              wa[DD_MAX_DIM] = {0}, wb[DD_MAX_DIM] = {0};
   PetscInt              oa[DD_MAX_DIM] = {0}, on[DD_MAX_DIM] = {0};
@@ -228,6 +229,39 @@ PetscErrorCode DDPrimitiveHaloSetPadValue(DDPrimitive prim, PetscReal v)
 }
 
 /*@
+  DDPrimitiveHaloSetNeighborsOnly - Requires every halo to come from the adjacent workers
+
+  Logically collective
+
+  Input Parameters:
++ prim - a `DDPRIMITIVEHALO` primitive
+- flg  - `PETSC_TRUE` to make `DDPrimitiveSetUp()` fail when a window reaches past a neighbor
+
+  Options Database Key:
+. -primitive_halo_neighbors_only <bool> - the same
+
+  Notes:
+  By default a window may reach any worker: each halo entry is taken from the worker that
+  owns it, so pieces thinner than a kernel's reach work. Paper 000 (sec. 3.2.5) assumes
+  halos from adjacent workers only; this flag turns that assumption into a check, for codes
+  that want their exchange to stay a nearest-neighbor one. The error names the rank, the
+  dimension, its bulk, the window and the coordinate the window reaches.
+
+  Level: advanced
+
+.seealso: `DDPrimitiveHaloSetKernel()`, `DDPrimitiveHaloGetWindow()`
+@*/
+PetscErrorCode DDPrimitiveHaloSetNeighborsOnly(DDPrimitive prim, PetscBool flg)
+{
+  Halo *h;
+
+  PetscFunctionBegin;
+  PetscCall(HaloGet(prim, &h));
+  h->neighborsonly = flg;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
   DDPrimitiveHaloGetWindow - This rank's input window (global indices) after set-up
 
   Not collective
@@ -343,6 +377,7 @@ static PetscErrorCode HA_SetFromOptions(DDPrimitive prim, PetscOptionItems *Pets
   if (flg)
     for (PetscInt k = 0; k < n; k++)
       if (h->spec[k].mode == SPEC_KERNEL) h->spec[k].plo = v[k];
+  PetscCall(PetscOptionsBool("-primitive_halo_neighbors_only", "Fail set-up when a window reaches past the adjacent workers", "DDPrimitiveHaloSetNeighborsOnly", h->neighborsonly, &h->neighborsonly, NULL));
   PetscOptionsHeadEnd();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -446,6 +481,17 @@ static PetscErrorCode HA_SetUp(DDPrimitive prim, DDTensor x, DDTensor y)
     }
     h->needlo[k] = st - h->wa[k];
     h->needhi[k] = h->wb[k] - (st + n);
+    /* paper 000 sec. 3.2.5's assumption, checked on request (DDPrimitiveHaloSetNeighborsOnly) */
+    if (h->neighborsonly && !x->replicated[k] && h->wb[k] > h->wa[k] && ok) {
+      PetscInt lo = PetscMax(h->wa[k], 0), hi = PetscMin(h->wb[k], x->shape[k]), c = x->part->coords[k];
+      if (lo < hi) {
+        PetscInt cl = OwnerCoordinate(x, k, lo), ch = OwnerCoordinate(x, k, hi - 1);
+        if (cl < c - 1 || ch > c + 1) {
+          ok = PETSC_FALSE;
+          PetscCall(PetscSNPrintf(msg, sizeof(msg), "Rank %d (coordinate %" PetscInt_FMT " of %" PetscInt_FMT " along dimension %" PetscInt_FMT ", bulk [%" PetscInt_FMT ", %" PetscInt_FMT ")) needs input [%" PetscInt_FMT ", %" PetscInt_FMT "), which reaches coordinate %" PetscInt_FMT " beyond its neighbors (-primitive_halo_neighbors_only)", rank, c, x->part->shape[k], k, st, st + n, lo, hi, cl < c - 1 ? cl : ch));
+        }
+      }
+    }
     if (S.pad == DD_PADDING_REFLECT) {
       /* reflected sources must exist: -(N-1) <= i <= 2N-2 */
       PetscInt lo = h->wa[k], hi = h->wb[k], N = x->shape[k];
@@ -604,14 +650,17 @@ static PetscErrorCode HA_View(DDPrimitive prim, PetscViewer viewer)
   or negative. Set-up grows x's halo storage as needed. Forward fills the window's halo
   (corners included) from the owners' bulk and the padding per `DDPrimitiveHaloSetPadding()`;
   the adjoint adds the halo into the owners' bulk and clears it.
-  `DDPrimitiveApplyBegin()`/`End()` let interior work overlap the exchange.
+  `DDPrimitiveApplyBegin()`/`End()` let interior work overlap the exchange. A window may
+  reach past the adjacent workers (each entry comes from its owner), unless
+  `DDPrimitiveHaloSetNeighborsOnly()` asks for paper 000's adjacent-workers assumption.
 
   Options Database Keys:
 + -primitive_halo_kernel <k0,k1,...> - kernel size per tensor dimension
 . -primitive_halo_stride <s0,...> - strides
 . -primitive_halo_dilation <d0,...> - dilations
 . -primitive_halo_padding_width <p0,...> - paddings
-- -primitive_halo_padding <zeros,reflect,replicate,circular> - padding mode
+. -primitive_halo_padding <zeros,reflect,replicate,circular> - padding mode
+- -primitive_halo_neighbors_only <bool> - fail set-up when a window reaches past the adjacent workers
 
   Level: beginner
 
