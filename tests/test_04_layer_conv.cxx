@@ -335,6 +335,27 @@ TEST(ConvBadInput, MoreWorkRanksThanExist)
   DDT(DDTensorDestroy(&x));
 }
 
+/* Paper 000's adjacent-workers assumption on request: a partition too fine for the kernel's halo
+   is then an error naming the rank and dimension, on every rank (issue 4's bad input) */
+TEST(ConvBadInput, PartitionTooFineForTheKernelWhenNeighborsOnly)
+{
+  int W = Size();
+  if (W < 3) GTEST_SKIP() << "needs 3 ranks";
+  DDTensor x = MakeInput({{1, 1, 2 * W}, {1, 1, W}, {}, {}}, DD_FLOAT64, 1);
+  DDLayer  l;
+  ConvCfg  c;
+  c.k = {7};
+  c.p = {3};
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DDT(DDLayerSetOptionsPrefix(l, "fine_"));
+  DDT(PetscOptionsSetValue(NULL, "-fine_primitive_halo_neighbors_only", "true"));
+  Configure(c)(l);
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_INCOMP, "beyond its neighbors");
+  DDT(PetscOptionsClearValue(NULL, "-fine_primitive_halo_neighbors_only"));
+  DDT(DDLayerDestroy(&l));
+  DDT(DDTensorDestroy(&x));
+}
+
 /* Inputs, outputs and gradients whose halos differ from the set-up layouts (another consumer grew
    them) go through copies, one per role: the results must not change. */
 TEST(Conv, TensorsWithOtherHalosThanAtSetUp)

@@ -11,6 +11,19 @@ PetscErrorCode MakePrimitive(MPI_Comm comm, DDPrimitiveType type, DDTensor x, DD
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+PetscErrorCode LayerHaloCreate(DDLayer l, DDPrimitive *H)
+{
+  const char *prefix;
+
+  PetscFunctionBegin;
+  PetscCall(DDPrimitiveCreate(PetscObjectComm((PetscObject)l), H));
+  PetscCall(DDPrimitiveSetType(*H, DDPRIMITIVEHALO));
+  PetscCall(PetscObjectGetOptionsPrefix((PetscObject)l, &prefix));
+  PetscCall(DDPrimitiveSetOptionsPrefix(*H, prefix));
+  PetscCall(DDPrimitiveSetFromOptions(*H));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 PetscErrorCode MakePartition(MPI_Comm comm, const std::vector<PetscInt> &shape, const std::vector<PetscMPIInt> &ranks, DDPartition *p)
 {
   PetscFunctionBegin;
@@ -49,7 +62,7 @@ PetscErrorCode ConformHalo(DDTensor t, PetscInt64 hash, const PetscInt lo[], con
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-PetscErrorCode WindowHaloSetUp(DDTensor x, PetscInt D, const PetscInt a[3], const PetscInt b[3], PetscBool needhalo, DDPrimitive *H, PetscInt64 *hash, PetscInt lo[], PetscInt hi[])
+PetscErrorCode WindowHaloSetUp(DDLayer l, DDTensor x, PetscInt D, const PetscInt a[3], const PetscInt b[3], PetscBool needhalo, DDPrimitive *H, PetscInt64 *hash, PetscInt lo[], PetscInt hi[])
 {
   MPI_Comm  comm = PetscObjectComm((PetscObject)x);
   PetscBool any;
@@ -57,8 +70,7 @@ PetscErrorCode WindowHaloSetUp(DDTensor x, PetscInt D, const PetscInt a[3], cons
   PetscFunctionBegin;
   PetscCallMPI(MPI_Allreduce(&needhalo, &any, 1, MPIU_BOOL, MPI_LOR, comm));
   if (any) {
-    PetscCall(DDPrimitiveCreate(comm, H));
-    PetscCall(DDPrimitiveSetType(*H, DDPRIMITIVEHALO));
+    PetscCall(LayerHaloCreate(l, H));
     if (x->active)
       for (PetscInt j = 0; j < D; j++) PetscCall(DDPrimitiveHaloSetWindow(*H, 2 + j, a[j + 3 - D], b[j + 3 - D]));
     PetscCall(DDPrimitiveSetUp(*H, x, NULL));

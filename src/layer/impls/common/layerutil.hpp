@@ -11,6 +11,8 @@ namespace ddnn
 {
 /* a primitive of the given type set up between x and y */
 PetscErrorCode MakePrimitive(MPI_Comm comm, DDPrimitiveType type, DDTensor x, DDTensor y, DDPrimitive *p);
+/* a layer's halo exchange: the layer's options prefix, so -<prefix>primitive_halo_neighbors_only applies */
+PetscErrorCode LayerHaloCreate(DDLayer l, DDPrimitive *H);
 /* a partition of the given shape on the given ranks (worker order) */
 PetscErrorCode MakePartition(MPI_Comm comm, const std::vector<PetscInt> &shape, const std::vector<PetscMPIInt> &ranks, DDPartition *p);
 /*
@@ -36,7 +38,7 @@ PetscErrorCode ReplicaRanks(MPI_Comm comm, DDPartition px, PetscInt copies, cons
   piece, the halo exchange H onto those windows (paper 000 App. B; its set-up grows x's halo);
   then the layout x has afterwards (its hash and halo widths, for ConformHalo).
 */
-PetscErrorCode WindowHaloSetUp(DDTensor x, PetscInt D, const PetscInt a[3], const PetscInt b[3], PetscBool needhalo, DDPrimitive *H, PetscInt64 *hash, PetscInt lo[], PetscInt hi[]);
+PetscErrorCode WindowHaloSetUp(DDLayer l, DDTensor x, PetscInt D, const PetscInt a[3], const PetscInt b[3], PetscBool needhalo, DDPrimitive *H, PetscInt64 *hash, PetscInt lo[], PetscInt hi[]);
 /*
   The output of such a layer: x's partition, batch and channel ownership, replication, block size
   and format; spatial extents out (3 - D leading unused) owned as outlx[j] (spatial dimension j).

@@ -540,8 +540,7 @@ static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   }
   const PetscInt lead = c->lead;
   /* the halo exchange of x^ (App. B: windows from the output's balanced decomposition) */
-  PetscCall(DDPrimitiveCreate(comm, &c->Hx));
-  PetscCall(DDPrimitiveSetType(c->Hx, DDPRIMITIVEHALO));
+  PetscCall(LayerHaloCreate(l, &c->Hx));
   for (PetscInt j = 0; j < D; j++) {
     PetscInt jj = j + 3 - D;
     PetscCall(DDPrimitiveHaloSetKernel(c->Hx, lead + 2 + j, k[jj], s[jj], d[jj], p[jj], c->So[jj]));
@@ -960,7 +959,8 @@ static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
 . -layer_conv_dilation <d,...> - dilation
 . -layer_conv_bias <bool> - bias
 . -layer_conv_padding_mode <zeros,reflect,replicate,circular> - padding mode
-- -layer_conv_channel_workers <n> - Pco
+. -layer_conv_channel_workers <n> - Pco
+- -primitive_halo_neighbors_only <bool> - fail set-up when a halo would come from past the adjacent workers (paper 000's assumption; default: from any worker)
 
   Level: beginner
 

@@ -416,8 +416,7 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
       for (PetscInt q = 0; q <= c->Ps[j]; q++) PetscCheck(y->ranges[2 + j][q] == orange[j][q], PETSC_COMM_SELF, PETSC_ERR_PLIB, "Output decomposition mismatch");
   }
   /* the halo exchange of x^ onto each worker's window (App. B: from the output's balanced decomposition) */
-  PetscCall(DDPrimitiveCreate(comm, &c->Hx));
-  PetscCall(DDPrimitiveSetType(c->Hx, DDPRIMITIVEHALO));
+  PetscCall(LayerHaloCreate(l, &c->Hx));
   if (c->xh->active)
     for (PetscInt j = 0; j < D; j++) {
       PetscInt jj = j + 3 - D, dim = lead + 2 + j, q = c->xh->part->coords[dim], i0, i1, pl, pr, st = c->xh->layout.start[dim];
@@ -819,7 +818,8 @@ static PetscErrorCode ConvT_View(DDLayer l, PetscViewer viewer)
 . -layer_convtranspose_output_padding <op,...> - output padding
 . -layer_convtranspose_dilation <d,...> - dilation
 . -layer_convtranspose_bias <bool> - bias
-- -layer_convtranspose_channel_workers <n> - Pco
+. -layer_convtranspose_channel_workers <n> - Pco
+- -primitive_halo_neighbors_only <bool> - fail set-up when a halo would come from past the adjacent workers (paper 000's assumption; default: from any worker)
 
   Level: beginner
 

@@ -388,7 +388,7 @@ static PetscErrorCode Pool_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     if (a[jj] < Lx.start[dim] || b[jj] > Lx.start[dim] + Lx.n[dim]) needhalo = PETSC_TRUE;
   }
   /* H: the windows' halos from the neighbors (App. B); the output keeps x's partition */
-  PetscCall(WindowHaloSetUp(x, D, a, b, needhalo, &c->H, &c->xhash, c->xlo, c->xhi));
+  PetscCall(WindowHaloSetUp(l, x, D, a, b, needhalo, &c->H, &c->xhash, c->xlo, c->xhi));
   PetscCall(SpatialOutputSetUp(l, x, D, c->out, outlx));
   /* the local geometry */
   const DDLayout &L  = x->layout; /* after the halo grew */
@@ -633,7 +633,8 @@ static PetscErrorCode Pool_View(DDLayer l, PetscViewer viewer)
 . -layer_pool_padding <p,...> - padding
 . -layer_pool_dilation <d,...> - dilation (max)
 . -layer_pool_ceil_mode <bool> - ceil mode
-- -layer_pool_count_include_pad <bool> - average divisor
+. -layer_pool_count_include_pad <bool> - average divisor
+- -primitive_halo_neighbors_only <bool> - fail set-up when a halo would come from past the adjacent workers (paper 000's assumption; default: from any worker)
 
   Level: beginner
 

@@ -275,7 +275,7 @@ static PetscErrorCode Upsample_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     if (a[jj] < Lx.start[dim] || b[jj] > Lx.start[dim] + Lx.n[dim]) needhalo = PETSC_TRUE;
   }
   /* H: the windows' halos from the neighbors (App. B); the output keeps x's partition */
-  PetscCall(WindowHaloSetUp(x, D, a, b, needhalo, &c->H, &c->xhash, c->xlo, c->xhi));
+  PetscCall(WindowHaloSetUp(l, x, D, a, b, needhalo, &c->H, &c->xhash, c->xlo, c->xhi));
   PetscCall(SpatialOutputSetUp(l, x, D, c->out, outlx));
   /* the local geometry: window coordinates of the sources */
   const DDLayout &L  = x->layout;
@@ -402,7 +402,8 @@ static PetscErrorCode Upsample_View(DDLayer l, PetscViewer viewer)
   Options Database Keys:
 + -layer_upsample_mode <nearest,linear> - interpolation
 . -layer_upsample_scale <s,...> - integer factors (1 or D entries)
-- -layer_upsample_align_corners <bool> - align corners (linear)
+. -layer_upsample_align_corners <bool> - align corners (linear)
+- -primitive_halo_neighbors_only <bool> - fail set-up when a halo would come from past the adjacent workers (paper 000's assumption; default: from any worker)
 
   Level: beginner
 
