@@ -225,6 +225,59 @@ inline PetscErrorCode Destroy(intptr_t *h, PetscErrorCode (*destroy)(T *))
   *h = 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+
+/* The ABI forms shared by every class: create on a Fortran communicator, call with no argument,
+   with a (pointer, length) string, and view */
+template <class T>
+inline PetscErrorCode Create(ddnn_fint fcomm, intptr_t *h, PetscErrorCode (*create)(MPI_Comm, T *))
+{
+  MPI_Comm comm;
+  T        obj;
+
+  PetscFunctionBegin;
+  PetscCall(Comm(fcomm, &comm));
+  PetscCall(Out(h, 2));
+  PetscCall(create(comm, &obj));
+  *h = (intptr_t)obj;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+template <class T>
+inline PetscErrorCode Call(intptr_t h, PetscErrorCode (*fn)(T))
+{
+  T obj;
+
+  PetscFunctionBegin;
+  PetscCall(Get(h, 1, &obj));
+  PetscCall(fn(obj));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+template <class T>
+inline PetscErrorCode CallStr(intptr_t h, const char *str, ddnn_int len, PetscErrorCode (*fn)(T, const char[]))
+{
+  T   obj;
+  Str s;
+
+  PetscFunctionBegin;
+  PetscCall(Get(h, 1, &obj));
+  PetscCall(s.Set(str, len, 2));
+  PetscCall(fn(obj, s.c()));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+template <class T>
+inline PetscErrorCode View(intptr_t h, intptr_t vh, PetscErrorCode (*view)(T, PetscViewer))
+{
+  T           obj;
+  PetscViewer v;
+
+  PetscFunctionBegin;
+  PetscCall(Get(h, 1, &obj));
+  PetscCall(GetViewer(vh, (PetscObject)obj, 2, &v));
+  PetscCall(view(obj, v));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
 } // namespace ddcapi
 
 static_assert(sizeof(ddnn_fint) == sizeof(MPI_Fint), "ddnn_fint must be MPI_Fint");

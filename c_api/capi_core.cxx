@@ -170,15 +170,7 @@ int ddnn_options_check_unused(ddnn_fint fcomm, const char *prefix, ddnn_int len)
 @*/
 int ddnn_partition_create(ddnn_fint fcomm, ddnn_handle *part)
 {
-  MPI_Comm    comm;
-  DDPartition p;
-
-  PetscFunctionBegin;
-  PetscCall(Comm(fcomm, &comm));
-  PetscCall(Out(part, 2));
-  PetscCall(DDPartitionCreate(comm, &p));
-  *part = (ddnn_handle)p;
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Create<DDPartition>(fcomm, part, DDPartitionCreate);
 }
 
 /*@C
@@ -205,12 +197,7 @@ int ddnn_partition_set_shape(ddnn_handle ph, ddnn_int order, const ddnn_int shap
 @*/
 int ddnn_partition_set_from_options(ddnn_handle ph)
 {
-  DDPartition p;
-
-  PetscFunctionBegin;
-  PetscCall(Get(ph, 1, &p));
-  PetscCall(DDPartitionSetFromOptions(p));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Call<DDPartition>(ph, DDPartitionSetFromOptions);
 }
 
 /*@C
@@ -220,12 +207,7 @@ int ddnn_partition_set_from_options(ddnn_handle ph)
 @*/
 int ddnn_partition_set_up(ddnn_handle ph)
 {
-  DDPartition p;
-
-  PetscFunctionBegin;
-  PetscCall(Get(ph, 1, &p));
-  PetscCall(DDPartitionSetUp(p));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Call<DDPartition>(ph, DDPartitionSetUp);
 }
 
 /*@C
@@ -389,14 +371,7 @@ int ddnn_partition_is_active(ddnn_handle ph, int *active)
 @*/
 int ddnn_partition_view(ddnn_handle ph, ddnn_petsc_handle vh)
 {
-  DDPartition p;
-  PetscViewer v;
-
-  PetscFunctionBegin;
-  PetscCall(Get(ph, 1, &p));
-  PetscCall(GetViewer(vh, (PetscObject)p, 2, &v));
-  PetscCall(DDPartitionView(p, v));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return View<DDPartition>(ph, vh, DDPartitionView);
 }
 
 /*@C
@@ -419,15 +394,7 @@ int ddnn_partition_destroy(ddnn_handle *ph)
 @*/
 int ddnn_tensor_create(ddnn_fint fcomm, ddnn_handle *th)
 {
-  MPI_Comm comm;
-  DDTensor t;
-
-  PetscFunctionBegin;
-  PetscCall(Comm(fcomm, &comm));
-  PetscCall(Out(th, 2));
-  PetscCall(DDTensorCreate(comm, &t));
-  *th = (ddnn_handle)t;
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Create<DDTensor>(fcomm, th, DDTensorCreate);
 }
 
 /*@C
@@ -551,12 +518,7 @@ int ddnn_tensor_set_halo(ddnn_handle th, ddnn_int order, const ddnn_int lo[], co
 @*/
 int ddnn_tensor_set_from_options(ddnn_handle th)
 {
-  DDTensor t;
-
-  PetscFunctionBegin;
-  PetscCall(Get(th, 1, &t));
-  PetscCall(DDTensorSetFromOptions(t));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Call<DDTensor>(th, DDTensorSetFromOptions);
 }
 
 /*@C
@@ -566,12 +528,7 @@ int ddnn_tensor_set_from_options(ddnn_handle th)
 @*/
 int ddnn_tensor_set_up(ddnn_handle th)
 {
-  DDTensor t;
-
-  PetscFunctionBegin;
-  PetscCall(Get(th, 1, &t));
-  PetscCall(DDTensorSetUp(t));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Call<DDTensor>(th, DDTensorSetUp);
 }
 
 /*@C
@@ -859,12 +816,7 @@ int ddnn_tensor_is_active(ddnn_handle th, int *active)
 @*/
 int ddnn_tensor_zero_entries(ddnn_handle th)
 {
-  DDTensor t;
-
-  PetscFunctionBegin;
-  PetscCall(Get(th, 1, &t));
-  PetscCall(DDTensorZeroEntries(t));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Call<DDTensor>(th, DDTensorZeroEntries);
 }
 
 /*@C
@@ -1231,14 +1183,7 @@ int ddnn_tensor_read_hdf5(ddnn_handle th, const char *file, ddnn_int flen, const
 @*/
 int ddnn_tensor_view(ddnn_handle th, ddnn_petsc_handle vh)
 {
-  DDTensor    t;
-  PetscViewer v;
-
-  PetscFunctionBegin;
-  PetscCall(Get(th, 1, &t));
-  PetscCall(GetViewer(vh, (PetscObject)t, 2, &v));
-  PetscCall(DDTensorView(t, v));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return View<DDTensor>(th, vh, DDTensorView);
 }
 
 /*@C
@@ -1318,15 +1263,7 @@ int ddnn_tensor_create_repartition(ddnn_handle xh, ddnn_handle ph, ddnn_handle *
 @*/
 int ddnn_primitive_create(ddnn_fint fcomm, ddnn_handle *ph)
 {
-  MPI_Comm    comm;
-  DDPrimitive p;
-
-  PetscFunctionBegin;
-  PetscCall(Comm(fcomm, &comm));
-  PetscCall(Out(ph, 2));
-  PetscCall(DDPrimitiveCreate(comm, &p));
-  *ph = (ddnn_handle)p;
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Create<DDPrimitive>(fcomm, ph, DDPrimitiveCreate);
 }
 
 /*@C
@@ -1336,14 +1273,7 @@ int ddnn_primitive_create(ddnn_fint fcomm, ddnn_handle *ph)
 @*/
 int ddnn_primitive_set_type(ddnn_handle ph, const char *type, ddnn_int len)
 {
-  DDPrimitive p;
-  Str         s;
-
-  PetscFunctionBegin;
-  PetscCall(Get(ph, 1, &p));
-  PetscCall(s.Set(type, len, 2));
-  PetscCall(DDPrimitiveSetType(p, s.c()));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return CallStr<DDPrimitive>(ph, type, len, DDPrimitiveSetType);
 }
 
 /*@C
@@ -1387,12 +1317,7 @@ int ddnn_primitive_set_options_prefix(ddnn_handle ph, const char *prefix, ddnn_i
 @*/
 int ddnn_primitive_set_from_options(ddnn_handle ph)
 {
-  DDPrimitive p;
-
-  PetscFunctionBegin;
-  PetscCall(Get(ph, 1, &p));
-  PetscCall(DDPrimitiveSetFromOptions(p));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Call<DDPrimitive>(ph, DDPrimitiveSetFromOptions);
 }
 
 /*@C
@@ -1568,14 +1493,7 @@ int ddnn_primitive_allsumreduce_set_dimensions(ddnn_handle ph, ddnn_int n, const
 @*/
 int ddnn_primitive_view(ddnn_handle ph, ddnn_petsc_handle vh)
 {
-  DDPrimitive p;
-  PetscViewer v;
-
-  PetscFunctionBegin;
-  PetscCall(Get(ph, 1, &p));
-  PetscCall(GetViewer(vh, (PetscObject)p, 2, &v));
-  PetscCall(DDPrimitiveView(p, v));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return View<DDPrimitive>(ph, vh, DDPrimitiveView);
 }
 
 /*@C

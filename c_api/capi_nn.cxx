@@ -59,15 +59,7 @@ static PetscErrorCode PutParams(PetscInt np, DDTensor *ps, DDTensor *gs, ddnn_in
 @*/
 int ddnn_layer_create(ddnn_fint fcomm, ddnn_handle *lh)
 {
-  MPI_Comm comm;
-  DDLayer  l;
-
-  PetscFunctionBegin;
-  PetscCall(Comm(fcomm, &comm));
-  PetscCall(Out(lh, 2));
-  PetscCall(DDLayerCreate(comm, &l));
-  *lh = (ddnn_handle)l;
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Create<DDLayer>(fcomm, lh, DDLayerCreate);
 }
 
 /*@C
@@ -77,14 +69,7 @@ int ddnn_layer_create(ddnn_fint fcomm, ddnn_handle *lh)
 @*/
 int ddnn_layer_set_type(ddnn_handle lh, const char *type, ddnn_int len)
 {
-  DDLayer l;
-  Str     s;
-
-  PetscFunctionBegin;
-  PetscCall(Get(lh, 1, &l));
-  PetscCall(s.Set(type, len, 2));
-  PetscCall(DDLayerSetType(l, s.c()));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return CallStr<DDLayer>(lh, type, len, DDLayerSetType);
 }
 
 /*@C
@@ -145,12 +130,7 @@ int ddnn_layer_append_options_prefix(ddnn_handle lh, const char *prefix, ddnn_in
 @*/
 int ddnn_layer_set_from_options(ddnn_handle lh)
 {
-  DDLayer l;
-
-  PetscFunctionBegin;
-  PetscCall(Get(lh, 1, &l));
-  PetscCall(DDLayerSetFromOptions(l));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Call<DDLayer>(lh, DDLayerSetFromOptions);
 }
 
 /*@C
@@ -356,12 +336,7 @@ int ddnn_layer_get_num_parameters(ddnn_handle lh, ddnn_int *count)
 @*/
 int ddnn_layer_zero_gradients(ddnn_handle lh)
 {
-  DDLayer l;
-
-  PetscFunctionBegin;
-  PetscCall(Get(lh, 1, &l));
-  PetscCall(DDLayerZeroGradients(l));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Call<DDLayer>(lh, DDLayerZeroGradients);
 }
 
 /*@C
@@ -444,14 +419,7 @@ int ddnn_layer_adjoint_test(ddnn_handle lh, int wrtparams, int64_t seed, double 
 @*/
 int ddnn_layer_view(ddnn_handle lh, ddnn_petsc_handle vh)
 {
-  DDLayer     l;
-  PetscViewer v;
-
-  PetscFunctionBegin;
-  PetscCall(Get(lh, 1, &l));
-  PetscCall(GetViewer(vh, (PetscObject)l, 2, &v));
-  PetscCall(DDLayerView(l, v));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return View<DDLayer>(lh, vh, DDLayerView);
 }
 
 /*@C
@@ -728,15 +696,7 @@ int ddnn_layer_loss_get_value(ddnn_handle lh, double *value)
 @*/
 int ddnn_net_create(ddnn_fint fcomm, ddnn_handle *nh)
 {
-  MPI_Comm comm;
-  DDNet    net;
-
-  PetscFunctionBegin;
-  PetscCall(Comm(fcomm, &comm));
-  PetscCall(Out(nh, 2));
-  PetscCall(DDNetCreate(comm, &net));
-  *nh = (ddnn_handle)net;
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Create<DDNet>(fcomm, nh, DDNetCreate);
 }
 
 /*@C
@@ -803,14 +763,7 @@ int ddnn_net_add_layer(ddnn_handle nh, ddnn_handle lh, const char *name, ddnn_in
 @*/
 int ddnn_net_set_output(ddnn_handle nh, const char *name, ddnn_int len)
 {
-  DDNet net;
-  Str   s;
-
-  PetscFunctionBegin;
-  PetscCall(Get(nh, 1, &net));
-  PetscCall(s.Set(name, len, 2));
-  PetscCall(DDNetSetOutput(net, s.c()));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return CallStr<DDNet>(nh, name, len, DDNetSetOutput);
 }
 
 /*@C
@@ -820,12 +773,7 @@ int ddnn_net_set_output(ddnn_handle nh, const char *name, ddnn_int len)
 @*/
 int ddnn_net_set_from_options(ddnn_handle nh)
 {
-  DDNet net;
-
-  PetscFunctionBegin;
-  PetscCall(Get(nh, 1, &net));
-  PetscCall(DDNetSetFromOptions(net));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Call<DDNet>(nh, DDNetSetFromOptions);
 }
 
 /*@C
@@ -998,12 +946,7 @@ int ddnn_net_get_num_parameters(ddnn_handle nh, ddnn_int *count)
 @*/
 int ddnn_net_zero_gradients(ddnn_handle nh)
 {
-  DDNet net;
-
-  PetscFunctionBegin;
-  PetscCall(Get(nh, 1, &net));
-  PetscCall(DDNetZeroGradients(net));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Call<DDNet>(nh, DDNetZeroGradients);
 }
 
 /*@C
@@ -1061,14 +1004,7 @@ int ddnn_net_get_loss(ddnn_handle nh, double *loss)
 @*/
 int ddnn_net_view(ddnn_handle nh, ddnn_petsc_handle vh)
 {
-  DDNet       net;
-  PetscViewer v;
-
-  PetscFunctionBegin;
-  PetscCall(Get(nh, 1, &net));
-  PetscCall(GetViewer(vh, (PetscObject)net, 2, &v));
-  PetscCall(DDNetView(net, v));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return View<DDNet>(nh, vh, DDNetView);
 }
 
 /*@C
@@ -1091,15 +1027,7 @@ int ddnn_net_destroy(ddnn_handle *nh)
 @*/
 int ddnn_optimizer_create(ddnn_fint fcomm, ddnn_handle *oh)
 {
-  MPI_Comm    comm;
-  DDOptimizer opt;
-
-  PetscFunctionBegin;
-  PetscCall(Comm(fcomm, &comm));
-  PetscCall(Out(oh, 2));
-  PetscCall(DDOptimizerCreate(comm, &opt));
-  *oh = (ddnn_handle)opt;
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Create<DDOptimizer>(fcomm, oh, DDOptimizerCreate);
 }
 
 /*@C
@@ -1109,14 +1037,7 @@ int ddnn_optimizer_create(ddnn_fint fcomm, ddnn_handle *oh)
 @*/
 int ddnn_optimizer_set_type(ddnn_handle oh, const char *type, ddnn_int len)
 {
-  DDOptimizer opt;
-  Str         s;
-
-  PetscFunctionBegin;
-  PetscCall(Get(oh, 1, &opt));
-  PetscCall(s.Set(type, len, 2));
-  PetscCall(DDOptimizerSetType(opt, s.c()));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return CallStr<DDOptimizer>(oh, type, len, DDOptimizerSetType);
 }
 
 /*@C
@@ -1143,12 +1064,7 @@ int ddnn_optimizer_set_options_prefix(ddnn_handle oh, const char *prefix, ddnn_i
 @*/
 int ddnn_optimizer_set_from_options(ddnn_handle oh)
 {
-  DDOptimizer opt;
-
-  PetscFunctionBegin;
-  PetscCall(Get(oh, 1, &opt));
-  PetscCall(DDOptimizerSetFromOptions(opt));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Call<DDOptimizer>(oh, DDOptimizerSetFromOptions);
 }
 
 /*@C
@@ -1301,12 +1217,7 @@ int ddnn_optimizer_set_up_from_layer(ddnn_handle oh, ddnn_handle lh)
 @*/
 int ddnn_optimizer_step(ddnn_handle oh)
 {
-  DDOptimizer opt;
-
-  PetscFunctionBegin;
-  PetscCall(Get(oh, 1, &opt));
-  PetscCall(DDOptimizerStep(opt));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Call<DDOptimizer>(oh, DDOptimizerStep);
 }
 
 /*@C
@@ -1316,12 +1227,7 @@ int ddnn_optimizer_step(ddnn_handle oh)
 @*/
 int ddnn_optimizer_end_epoch(ddnn_handle oh)
 {
-  DDOptimizer opt;
-
-  PetscFunctionBegin;
-  PetscCall(Get(oh, 1, &opt));
-  PetscCall(DDOptimizerEndEpoch(opt));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Call<DDOptimizer>(oh, DDOptimizerEndEpoch);
 }
 
 /*@C
@@ -1349,14 +1255,7 @@ int ddnn_optimizer_get_step_count(ddnn_handle oh, ddnn_int *step, ddnn_int *epoc
 @*/
 int ddnn_optimizer_view(ddnn_handle oh, ddnn_petsc_handle vh)
 {
-  DDOptimizer opt;
-  PetscViewer v;
-
-  PetscFunctionBegin;
-  PetscCall(Get(oh, 1, &opt));
-  PetscCall(GetViewer(vh, (PetscObject)opt, 2, &v));
-  PetscCall(DDOptimizerView(opt, v));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return View<DDOptimizer>(oh, vh, DDOptimizerView);
 }
 
 /*@C
@@ -1379,15 +1278,7 @@ int ddnn_optimizer_destroy(ddnn_handle *oh)
 @*/
 int ddnn_dataset_create(ddnn_fint fcomm, ddnn_handle *dh)
 {
-  MPI_Comm  comm;
-  DDDataset ds;
-
-  PetscFunctionBegin;
-  PetscCall(Comm(fcomm, &comm));
-  PetscCall(Out(dh, 2));
-  PetscCall(DDDatasetCreate(comm, &ds));
-  *dh = (ddnn_handle)ds;
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Create<DDDataset>(fcomm, dh, DDDatasetCreate);
 }
 
 /*@C
@@ -1397,14 +1288,7 @@ int ddnn_dataset_create(ddnn_fint fcomm, ddnn_handle *dh)
 @*/
 int ddnn_dataset_set_file(ddnn_handle dh, const char *file, ddnn_int len)
 {
-  DDDataset ds;
-  Str       s;
-
-  PetscFunctionBegin;
-  PetscCall(Get(dh, 1, &ds));
-  PetscCall(s.Set(file, len, 2));
-  PetscCall(DDDatasetSetFile(ds, s.c()));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return CallStr<DDDataset>(dh, file, len, DDDatasetSetFile);
 }
 
 /*@C
@@ -1467,12 +1351,7 @@ int ddnn_dataset_set_options_prefix(ddnn_handle dh, const char *prefix, ddnn_int
 @*/
 int ddnn_dataset_set_from_options(ddnn_handle dh)
 {
-  DDDataset ds;
-
-  PetscFunctionBegin;
-  PetscCall(Get(dh, 1, &ds));
-  PetscCall(DDDatasetSetFromOptions(ds));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Call<DDDataset>(dh, DDDatasetSetFromOptions);
 }
 
 /*@C
@@ -1482,12 +1361,7 @@ int ddnn_dataset_set_from_options(ddnn_handle dh)
 @*/
 int ddnn_dataset_set_up(ddnn_handle dh)
 {
-  DDDataset ds;
-
-  PetscFunctionBegin;
-  PetscCall(Get(dh, 1, &ds));
-  PetscCall(DDDatasetSetUp(ds));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Call<DDDataset>(dh, DDDatasetSetUp);
 }
 
 /*@C
