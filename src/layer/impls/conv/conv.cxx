@@ -493,31 +493,9 @@ static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   std::vector<PetscInt> ps(c->Ps, c->Ps + D);
 
   /* formats the kernels want */
-  DDTensorFormat xf = x->format, yf = DD_FORMAT_PLAIN;
-  PetscInt       xbs = x->bs, ybs = 1;
-  c->usednnl         = false;
-#if DDNN_WITH_DNNL
-  if (x->dtype == DD_FLOAT32) { /* a rank-independent geometry, so that every rank picks the same formats */
-    ConvGeom q;
-    q.D  = D;
-    q.N  = 2;
-    q.Ci = PetscMax(1, x->shape[1] / Pci);
-    q.Co = PetscMax(1, c->co / Pco);
-    for (PetscInt j = 0; j < 3; j++) {
-      q.k[j]   = k[j];
-      q.s[j]   = s[j];
-      q.d[j]   = d[j];
-      q.out[j] = j < 3 - D ? 1 : 8;
-      q.in[j]  = (q.out[j] - 1) * s[j] + (k[j] - 1) * d[j] + 1;
-    }
-    PetscCall(DnnlConv::Preferred(q, false, &xf, &xbs, &yf, &ybs));
-    c->usednnl = true;
-  }
-#endif
-  if (!c->usednnl) { /* the reference loops need strided formats */
-    if (xf == DD_FORMAT_BLOCKED) xf = DD_FORMAT_PLAIN;
-    yf = xf;
-  }
+  DDTensorFormat xf, yf;
+  PetscInt       xbs, ybs;
+  PetscCall(ConvKernelFormats(x, D, k, s, d, x->shape[1] / Pci, c->co / Pco, false, &xf, &xbs, &yf, &ybs, &c->usednnl));
   /* x^: the broadcast input, or x itself, or x in the kernel's format */
   c->xdirect = false;
   if (c->bcastX) {

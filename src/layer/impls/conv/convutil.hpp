@@ -2,6 +2,8 @@
 #pragma once
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
+#include <backend/kernels.hpp>
+#include <backend/cpu/conv_dnnl.hpp>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -155,6 +157,45 @@ PetscErrorCode ConvSetUpOutputReduce(DDLayer l, C *c, PetscInt Pn, PetscInt Pci,
   PetscCall(MakePartition(comm, Cat({Pci, Pn, Pco}, ps), r, &c->Pwy));
   PetscCall(DDTensorCreateBroadcast(l->output, c->Pwy, &c->yh));
   PetscCall(MakePrimitive(comm, DDPRIMITIVESUMREDUCE, c->yh, l->output, &c->Ry));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+/*
+  The formats of x^ and y that the local kernels of a convolution (transposed or not) want:
+  oneDNN's preferred ones for float32 (usednnl), strided ones for the reference loops. They come
+  from a rank-independent geometry (ci, co channels per worker, 8 output entries per spatial
+  dimension), so that every rank picks the same formats.
+*/
+inline PetscErrorCode ConvKernelFormats(DDTensor x, PetscInt D, const PetscInt k[3], const PetscInt s[3], const PetscInt d[3], PetscInt ci, PetscInt co, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs, bool *usednnl)
+{
+  PetscFunctionBegin;
+  *xf      = x->format;
+  *xbs     = x->bs;
+  *yf      = DD_FORMAT_PLAIN;
+  *ybs     = 1;
+  *usednnl = false;
+#if DDNN_WITH_DNNL
+  if (x->dtype == DD_FLOAT32) {
+    ConvGeom q;
+    q.D  = D;
+    q.N  = 2;
+    q.Ci = PetscMax(1, ci);
+    q.Co = PetscMax(1, co);
+    for (PetscInt j = 0; j < 3; j++) {
+      PetscInt &narrow = transposed ? q.in[j] : q.out[j], &wide = transposed ? q.out[j] : q.in[j];
+      q.k[j] = k[j];
+      q.s[j] = s[j];
+      q.d[j] = d[j];
+      narrow = j < 3 - D ? 1 : 8;
+      wide   = (narrow - 1) * s[j] + (k[j] - 1) * d[j] + 1;
+    }
+    PetscCall(DnnlConv::Preferred(q, transposed, xf, xbs, yf, ybs));
+    *usednnl = true;
+  }
+#endif
+  if (!*usednnl) { /* the reference loops need strided formats */
+    if (*xf == DD_FORMAT_BLOCKED) *xf = DD_FORMAT_PLAIN;
+    *yf = *xf;
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 } // namespace ddnn
