@@ -261,45 +261,6 @@ TEST(Pool, UnbalancedAndSubsetPartitions)
   CheckAgainstSerial(c, sub, "subset of ranks");
 }
 
-/* A layer on an input replicated along dimension rep (each worker along it holds the whole extent, as after a broadcast) */
-static RunResult RunReplicated(const std::function<void(DDLayer)> &configure, const std::vector<PetscInt> &shape, const std::vector<PetscInt> &pshape, PetscInt rep, PetscInt64 seed)
-{
-  RunResult   R;
-  DDPartition p;
-  DDTensor    x, y, dy, dx;
-  DDLayer     l;
-  PetscInt    P = 1;
-  for (auto v : pshape) P *= v;
-  std::vector<PetscMPIInt> ranks;
-  for (PetscInt r = 0; r < P; r++) ranks.push_back((PetscMPIInt)r);
-  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, (PetscInt)pshape.size(), pshape.data(), P, ranks.data(), &p));
-  DDT(DDTensorCreate(PETSC_COMM_WORLD, &x));
-  DDT(DDTensorSetPartition(x, p));
-  DDT(DDTensorSetShape(x, (PetscInt)shape.size(), shape.data()));
-  DDT(DDTensorSetDataType(x, DD_FLOAT64));
-  DDT(DDTensorSetReplicated(x, rep, PETSC_TRUE));
-  DDT(DDTensorSetUp(x));
-  DDT(DDTensorSetRandomGlobal(x, seed + 1, -1, 1));
-  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
-  configure(l);
-  DDT(DDLayerSetUp(l, x));
-  DDT(DDLayerGetOutput(l, &y));
-  PetscBool yrep;
-  DDT(DDTensorGetReplicated(y, rep, &yrep));
-  EXPECT_TRUE(yrep) << "the output keeps the input's replicated dimension";
-  DDT(DDLayerForward(l, x, y));
-  R.y = GatherAll(y);
-  DDT(DDLayerCreateOutput(l, &dy));
-  DDT(DDTensorSetRandomGlobal(dy, seed + 7, -1, 1));
-  DDT(DDTensorDuplicate(x, &dx));
-  DDT(DDLayerBackward(l, dy, dx));
-  R.dx.push_back(GatherAll(dx));
-  for (DDTensor *t : {&x, &dy, &dx}) DDT(DDTensorDestroy(t));
-  DDT(DDLayerDestroy(&l));
-  DDT(DDPartitionDestroy(&p));
-  return R;
-}
-
 TEST(Pool, ReplicatedDimensions)
 {
   int      W  = Size();
