@@ -872,7 +872,14 @@ static PetscErrorCode Conv_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTens
     if (!c->dxh) PetscCall(DDTensorDuplicate(c->xh, &c->dxh));
     dxh = c->dxh;
   }
-  PetscCall(DDTensorZeroEntries(dxh));
+  /* the reference loops accumulate into dx^; oneDNN overwrites its window, so zeroing is needed only where the window misses part of the bulk */
+  bool overwrites = c->usednnl && c->hasout;
+  for (PetscInt j = 0; j < dxh->layout.order && overwrites; j++) {
+    const DDLayout &L = dxh->layout;
+    if (j < c->lead) overwrites = L.n[j] == 1;
+    else if (j >= c->lead + 2) overwrites = c->xorg[j] <= L.lo[j] && c->xorg[j] + c->g.in[j - c->lead - 2 + 3 - c->D] >= L.lo[j] + L.n[j];
+  }
+  if (!overwrites) PetscCall(DDTensorZeroEntries(dxh));
   if (c->hasout) {
 #if DDNN_WITH_DNNL
     if (c->usednnl) {
