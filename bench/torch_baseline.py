@@ -2,7 +2,7 @@
 """
 torch_baseline.py - PyTorch's fwd+bwd time for the layer cases of bench_layers, printed as JSON.
 
-    OMP_NUM_THREADS=T OPENBLAS_NUM_THREADS=T \
+    OMP_NUM_THREADS=T OPENBLAS_NUM_THREADS=T [OPENBLAS_CORETYPE=SkylakeX] \
     MALLOC_MMAP_THRESHOLD_=1000000000 MALLOC_TRIM_THRESHOLD_=100000000000 \
       /usr/bin/python3 bench/torch_baseline.py --threads T [--reps 10] [--cases conv2d_16x512,...]
 
