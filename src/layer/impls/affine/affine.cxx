@@ -19,7 +19,8 @@
   copies of x, Pfi = 1 no reduction of y, Pn = 1 no copies of the parameters.
 
   Workers with fo = 0 are x's own ranks; the others are the lowest ranks x does not use.
-  Local kernels: BLAS sgemm/dgemm, or the reference loops (-layer_affine_reference_kernels).
+  Local kernels: GEMM (float32: oneDNN's sgemm when built with oneDNN, else OpenBLAS; float64:
+  OpenBLAS dgemm), or the reference loops (-layer_affine_reference_kernels).
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
@@ -513,7 +514,7 @@ static PetscErrorCode Affine_View(DDLayer l, PetscViewer viewer)
 
   PetscFunctionBegin;
   PetscCall(PetscViewerASCIIPrintf(viewer, "out features %" PetscInt_FMT ", bias %s, output workers (Pfo) %" PetscInt_FMT "\n", a->fo, a->bias ? "yes" : "no", a->pfo));
-  if (l->setupcalled) PetscCall(PetscViewerASCIIPrintf(viewer, "weights (%" PetscInt_FMT ", %" PetscInt_FMT ") on Pfo %" PetscInt_FMT " x Pfi %" PetscInt_FMT ", shared by Pn %" PetscInt_FMT " batch workers; kernels: %s\n", a->w->shape[0], a->w->shape[1], a->pfo, a->Pfi, a->Pn, a->ref ? "reference loops" : "BLAS"));
+  if (l->setupcalled) PetscCall(PetscViewerASCIIPrintf(viewer, "weights (%" PetscInt_FMT ", %" PetscInt_FMT ") on Pfo %" PetscInt_FMT " x Pfi %" PetscInt_FMT ", shared by Pn %" PetscInt_FMT " batch workers; kernels: %s\n", a->w->shape[0], a->w->shape[1], a->pfo, a->Pfi, a->Pn, a->ref ? "reference loops" : (a->w->dtype == DD_FLOAT32 && DDNN_WITH_DNNL ? "oneDNN sgemm" : "BLAS")));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -532,8 +533,9 @@ static PetscErrorCode Affine_View(DDLayer l, PetscViewer viewer)
   workers share the weights through a broadcast, whose adjoint sums their gradients (paper 001's
   Pr x Pc grid). Backward applies the adjoints of the same primitives.
 
-  Kernels: BLAS sgemm/dgemm (OpenBLAS) for forward, backward-data and backward-weights; the
-  reference loops with -layer_affine_reference_kernels.
+  Kernels: GEMM for forward, backward-data and backward-weights (float32: oneDNN's sgemm when
+  ddnn is built with oneDNN, whose kernels follow the CPU's features, else OpenBLAS sgemm;
+  float64: OpenBLAS dgemm); the reference loops with -layer_affine_reference_kernels.
 
   Options Database Keys:
 + -layer_affine_out_features <n> - output features

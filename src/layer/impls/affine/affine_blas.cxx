@@ -1,15 +1,29 @@
 /*
-  BLAS (OpenBLAS sgemm/dgemm) kernels of the dense layer, y = x W^T + b (torch.nn.Linear),
+  GEMM kernels of the dense layer (float32: oneDNN's dnnl_sgemm when ddnn has oneDNN, else
+  OpenBLAS sgemm; float64: OpenBLAS dgemm), y = x W^T + b (torch.nn.Linear),
   on row-major strided matrices; declared in src/backend/kernels.hpp and checked against the
   reference loops of src/backend/reference/affine_ref.cxx.
 */
 #include <backend/kernels.hpp>
 #include <cblas.h>
+#if DDNN_WITH_DNNL
+  #include <oneapi/dnnl/dnnl.h>
+#endif
 
 namespace ddnn
 {
+/*
+  float32 goes to oneDNN's sgemm when ddnn has oneDNN: its JIT kernels are chosen from the CPU's
+  features (AVX-512 here), whereas OpenBLAS (Debian's 0.3.21, DYNAMIC_ARCH) picks its kernels
+  from a table of CPU models and falls back to its Prescott (SSE3) kernels on models it does
+  not know, e.g. Xeon Emerald Rapids (family 6, model 207): 3x slower for the 64x4096x4096
+  products of bench/bench_layers. OpenBLAS stays the fallback, and the float64 path.
+*/
 static inline void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, PetscInt M, PetscInt N, PetscInt K, const float *A, PetscInt lda, const float *B, PetscInt ldb, float beta, float *C, PetscInt ldc)
 {
+#if DDNN_WITH_DNNL
+  if (dnnl_sgemm(ta == CblasTrans ? 'T' : 'N', tb == CblasTrans ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc) == dnnl_success) return;
+#endif
   cblas_sgemm(CblasRowMajor, ta, tb, (blasint)M, (blasint)N, (blasint)K, 1.0f, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
 }
 static inline void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, PetscInt M, PetscInt N, PetscInt K, const double *A, PetscInt lda, const double *B, PetscInt ldb, double beta, double *C, PetscInt ldc)

@@ -823,13 +823,20 @@ static PetscErrorCode Conv_BackwardWeights(DDLayer l, Conv *c, DDTensor xh, DDTe
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* dx^ window = conv_x^*(dy^) (dx^ zeroed first) */
+/* dx^ window = conv_x^*(dy^) (dx^ zeroed first where the kernel does not overwrite all of it) */
 static PetscErrorCode Conv_BackwardData(Conv *c, DDTensor dyt, DDTensor dxh)
 {
   const PetscInt ly = c->reduceY ? 1 : 0;
 
   PetscFunctionBegin;
-  PetscCall(DDTensorZeroEntries(dxh));
+  /* the reference loops accumulate into dx^; oneDNN overwrites its window, so zeroing is needed only where the window misses part of the bulk */
+  bool overwrites = c->usednnl && c->hasout;
+  for (PetscInt j = 0; j < dxh->layout.order && overwrites; j++) {
+    const DDLayout &L = dxh->layout;
+    if (j < c->lead) overwrites = L.n[j] == 1;
+    else if (j >= c->lead + 2) overwrites = c->xorg[j] <= L.lo[j] && c->xorg[j] + c->g.in[j - c->lead - 2 + 3 - c->D] >= L.lo[j] + L.n[j];
+  }
+  if (!overwrites) PetscCall(DDTensorZeroEntries(dxh));
   if (!c->hasout) PetscFunctionReturn(PETSC_SUCCESS);
 #if DDNN_WITH_DNNL
   if (c->usednnl) {
