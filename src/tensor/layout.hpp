@@ -140,7 +140,7 @@ inline bool LayoutSameStorage(const DDLayout &A, const DDLayout &B)
 /*
   Calls f(offA, offB, len) for matching runs of the bulks of two layouts of the same piece.
   Identical layouts use merged runs; otherwise the runs are as long as the common innermost
-  dimension allows (one element when the storage orders differ).
+  dimension allows (one element when the storage orders differ, walked in cache-sized tiles).
 */
 template <class F>
 inline void ForEachBulkRunPair(const DDLayout &A, const DDLayout &B, F &&f)
@@ -168,12 +168,44 @@ inline void ForEachBulkRunPair(const DDLayout &A, const DDLayout &B, F &&f)
       f(LayoutOffset(A, ja), LayoutOffset(B, jb), A.n[inA]);
     });
   } else {
-    ForEachIndex(d, a, b, A.perm, [&](const PetscInt *j) {
+    /*
+      Different storage orders (a transpose, e.g. plain <-> channels-last or blocked): element by
+      element along a dimension `in` that is blocked in neither layout (constant strides), the
+      one with the smallest strides (e.g. W: 1 in one layout, C or the block size in the other);
+      the other dimensions are walked in B's storage order with A's innermost
+      dimension and B's block dimension moved fastest, so that a tile of rows (e.g. 16 channels
+      x W) is read and written while it is in cache.
+    */
+    PetscInt in = -1;
+    for (PetscInt k = 0; k < d; k++)
+      if (k != A.bdim && k != B.bdim && A.n[k] > 1 && (in < 0 || PetscMax(A.stride[k], B.stride[k]) < PetscMax(A.stride[in], B.stride[in]))) in = k;
+    if (in < 0) { /* every dimension blocked somewhere (order 1-2): offsets per element */
+      ForEachIndex(d, a, b, A.perm, [&](const PetscInt *j) {
+        for (PetscInt k = 0; k < d; k++) {
+          ja[k] = j[k] + A.lo[k];
+          jb[k] = j[k] + B.lo[k];
+        }
+        f(LayoutOffset(A, ja), LayoutOffset(B, jb), (PetscInt)1);
+      });
+      return;
+    }
+    const PetscInt ainner = A.bdim >= 0 ? A.bdim : A.perm[d - 1];
+    PetscInt       ord[DD_MAX_DIM], m = 0, ob[DD_MAX_DIM];
+    auto           listed = [&](PetscInt k) { return std::find(ord, ord + m, k) != ord + m; };
+    for (PetscInt p = 0; p < d; p++)
+      if (B.perm[p] != in && B.perm[p] != ainner && B.perm[p] != B.bdim) ord[m++] = B.perm[p];
+    if (ainner != in && !listed(ainner)) ord[m++] = ainner;
+    if (B.bdim >= 0 && !listed(B.bdim)) ord[m++] = B.bdim;
+    ord[m++] = in;
+    for (PetscInt k = 0; k < d; k++) ob[k] = (k == in) ? 1 : b[k];
+    const PetscInt n = A.n[in], sa = A.stride[in], sb = B.stride[in];
+    ForEachIndex(d, a, ob, ord, [&](const PetscInt *j) {
       for (PetscInt k = 0; k < d; k++) {
         ja[k] = j[k] + A.lo[k];
         jb[k] = j[k] + B.lo[k];
       }
-      f(LayoutOffset(A, ja), LayoutOffset(B, jb), (PetscInt)1);
+      const PetscInt oa = LayoutOffset(A, ja), obb = LayoutOffset(B, jb);
+      for (PetscInt i = 0; i < n; i++) f(oa + i * sa, obb + i * sb, (PetscInt)1);
     });
   }
 }
