@@ -235,14 +235,11 @@ inline void BulkCOrderCopy(const DDLayout &L, T *a, T *buf, int mode)
       for (PetscInt i = 0; i < L.size; i++) a[i] += buf[i];
     return;
   }
-  PetscInt lo[DD_MAX_DIM], hi[DD_MAX_DIM], ord[DD_MAX_DIM], cnt = 0;
-  bool     plain = L.bdim < 0;
-  for (PetscInt k = 0; k < L.order; k++) {
-    ord[k] = k;
-    plain  = plain && L.perm[k] == k;
-  }
-  LayoutBulkBox(L, lo, hi);
+  bool plain = L.bdim < 0;
+  for (PetscInt k = 0; k < L.order; k++) plain = plain && L.perm[k] == k;
   if (plain) {
+    PetscInt lo[DD_MAX_DIM], hi[DD_MAX_DIM], cnt = 0;
+    LayoutBulkBox(L, lo, hi);
     ForEachRun(L, lo, hi, [&](PetscInt off, PetscInt len) {
       if (mode == 0) std::copy(a + off, a + off + len, buf + cnt);
       else if (mode == 1) std::copy(buf + cnt, buf + cnt + len, a + off);
@@ -250,12 +247,24 @@ inline void BulkCOrderCopy(const DDLayout &L, T *a, T *buf, int mode)
         for (PetscInt i = 0; i < len; i++) a[off + i] += buf[cnt + i];
       cnt += len;
     });
-  } else {
-    ForEachIndex(L.order, lo, hi, ord, [&](const PetscInt *j) {
-      PetscInt off = LayoutOffset(L, j);
-      if (mode == 0) buf[cnt++] = a[off];
-      else if (mode == 1) a[off] = buf[cnt++];
-      else a[off] += buf[cnt++];
+  } else { /* a transpose between the storage and the buffer, seen as a plain layout without halos */
+    DDLayout C = L;
+    C.bdim     = -1;
+    C.bs       = 1;
+    for (PetscInt k = PetscMin(L.order, DD_MAX_DIM) - 1, s = 1; k >= 0; k--) {
+      C.lo[k] = C.hi[k] = 0;
+      C.alloc[k]        = L.n[k];
+      C.perm[k]         = k;
+      C.stride[k]       = s;
+      s *= L.n[k];
+    }
+    C.size = C.bulksize;
+    ForEachBulkRunPair(L, C, [&](PetscInt oa, PetscInt ob, PetscInt len) {
+      for (PetscInt i = 0; i < len; i++) {
+        if (mode == 0) buf[ob + i] = a[oa + i];
+        else if (mode == 1) a[oa + i] = buf[ob + i];
+        else a[oa + i] += buf[ob + i];
+      }
     });
   }
 }
