@@ -30,26 +30,15 @@ using namespace ddnn;
 
 namespace
 {
-struct Conv {
+struct Conv : ConvDistribution {
   /* hyper-parameters */
   PetscInt      co = 0;
   SpatialParam  kernel, stride, padding, dilation;
-  PetscBool     bias    = PETSC_TRUE;
   DDPaddingMode padmode = DD_PADDING_ZEROS;
   PetscInt      pco     = 1;
   PetscBool     overlap = PETSC_FALSE;
   /* set-up */
-  PetscInt    D = 0, lead = 0, So[3] = {1, 1, 1};
-  bool        bcastX = false, reduceY = false, bcastW = false, xdirect = false, usednnl = false;
-  PetscInt    Pn = 1, Pci = 1, Pss = 1, Ps[3] = {1, 1, 1};
-  DDPartition Pwx = NULL, Pwy = NULL, Py = NULL, Pr = NULL, Pww = NULL, Pb = NULL, Pwb = NULL;
-  DDTensor    xh = NULL, dxh = NULL, yh = NULL, dyh = NULL, w = NULL, b = NULL, wh = NULL, bh = NULL, dwh = NULL, dbh = NULL, dwr = NULL, dbr = NULL;
-  DDPrimitive Bx = NULL, Hx = NULL, Ry = NULL, Bw = NULL, Bb = NULL;
-  /* copies in the set-up layouts for tensors whose halos differ (one per role: their layouts differ) */
-  DDTensor    xcopy = NULL, ycopy = NULL, dycopy = NULL, dxcopy = NULL;
-  ConvGeom    g;
-  bool        active = false, hasout = false, biasworker = false;
-  PetscInt    xorg[DD_MAX_DIM] = {0}, yorg[DD_MAX_DIM] = {0};
+  ConvGeom g;
   std::unique_ptr<
 #if DDNN_WITH_DNNL
     DnnlConv
@@ -57,8 +46,7 @@ struct Conv {
     int
 #endif
     >
-                   dnnl;
-  PetscObjectState wstate = -1, wstate_bwd = -1;
+      dnnl;
   /* overlap (paper 003 sec. IV-A): the interior outputs need no halo and are computed while it is in flight */
   struct Region {
     ConvGeom         g;
@@ -419,14 +407,10 @@ static PetscErrorCode Conv_Reset(DDLayer l)
   Conv *c = (Conv *)l->data;
 
   PetscFunctionBegin;
-  for (DDPartition *p : {&c->Pwx, &c->Pwy, &c->Py, &c->Pr, &c->Pww, &c->Pb, &c->Pwb}) PetscCall(DDPartitionDestroy(p));
-  for (DDTensor *t : {&c->xh, &c->dxh, &c->yh, &c->dyh, &c->xcopy, &c->ycopy, &c->dycopy, &c->dxcopy, &c->wh, &c->bh, &c->dwh, &c->dbh, &c->dwr, &c->dbr}) PetscCall(DDTensorDestroy(t));
-  c->w = c->b = NULL; /* owned by the layer's parameter list */
-  for (DDPrimitive *p : {&c->Bx, &c->Hx, &c->Ry, &c->Bw, &c->Bb}) PetscCall(DDPrimitiveDestroy(p));
+  PetscCall(c->ResetDistribution());
   c->dnnl.reset();
   c->regions.clear();
   c->overlapOn = false;
-  c->wstate = c->wstate_bwd = -1;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -742,23 +726,7 @@ static PetscErrorCode Conv_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTen
   DDTensor x = xs[0], xh, yo;
 
   PetscFunctionBegin;
-  /* x^ */
-  if (c->bcastX) {
-    DDTensor xin;
-    PetscCall(ConformLayout(x, l->setupin[0], &c->xcopy, &xin, true));
-    PetscCall(DDPrimitiveApply(c->Bx, xin, c->xh));
-    xh = c->xh;
-  } else if (c->xdirect) {
-    PetscCall(ConformLayout(x, c->xh, &c->xcopy, &xh, true)); /* x itself unless its halo changed */
-  } else {
-    PetscCall(DDTensorCopy(x, c->xh));
-    xh = c->xh;
-  }
-  /* w^, b^ */
-  if (c->bcastW) {
-    PetscCall(DDPrimitiveApply(c->Bw, c->w, c->wh));
-    if (c->bias) PetscCall(DDPrimitiveApply(c->Bb, c->b, c->bh));
-  }
+  PetscCall(c->ForwardInputs(l, x, &xh));
   /* the halo, then the local kernel */
   if (c->reduceY) {
     PetscCall(Conv_HaloAndLocal(c, xh, c->yh));
@@ -807,19 +775,7 @@ static PetscErrorCode Conv_BackwardWeights(DDLayer l, Conv *c, DDTensor xh, DDTe
         return PETSC_SUCCESS;
       }));
   }
-  if (c->bcastW) {
-    if (!c->dwr) PetscCall(DDTensorDuplicate(c->w, &c->dwr));
-    PetscCall(DDPrimitiveApplyAdjoint(c->Bw, c->dwh, c->dwr));
-    PetscCall(DDTensorAXPY(l->grads[0], 1.0, c->dwr));
-    if (c->bias) {
-      if (!c->dbr) PetscCall(DDTensorDuplicate(c->b, &c->dbr));
-      PetscCall(DDPrimitiveApplyAdjoint(c->Bb, c->dbh, c->dbr));
-      PetscCall(DDTensorAXPY(l->grads[1], 1.0, c->dbr));
-    }
-  } else {
-    PetscCall(DDTensorAXPY(l->grads[0], 1.0, c->dwh));
-    if (c->bias) PetscCall(DDTensorAXPY(l->grads[1], 1.0, c->dbh));
-  }
+  PetscCall(c->AccumulateWeightGradients(l));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -870,9 +826,7 @@ static PetscErrorCode Conv_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTens
   DDTensor dx = dxs ? dxs[0] : NULL, x = l->saved[0], xh, dyt, dxh = NULL;
 
   PetscFunctionBegin;
-  /* x^ as the forward left it */
-  if (c->bcastX || !c->xdirect) xh = c->xh;
-  else xh = x->layouthash == c->xh->layouthash ? x : c->xcopy;
+  xh = c->SavedInput(x);
   /* dy^ = R^* dy */
   {
     DDTensor dyo;

@@ -198,4 +198,83 @@ inline PetscErrorCode ConvKernelFormats(DDTensor x, PetscInt D, const PetscInt k
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+
+/*
+  The distribution shared by the convolution and the transposed convolution (paper 000 sec. 4.1.2,
+  Fig. 4): x^ = B_x x over the Pco output-channel workers, the halo H_x, y = R_y y^ over the Pci
+  input-channel workers, and the weights w^ = B_w w, b^ = B_b b broadcast to the batch and spatial
+  workers. The layers derive from it and add their kernels.
+*/
+struct ConvDistribution {
+  PetscBool   bias = PETSC_TRUE; /* hyper-parameter */
+  PetscInt    D = 0, lead = 0, So[3] = {1, 1, 1};
+  bool        bcastX = false, reduceY = false, bcastW = false, xdirect = false, usednnl = false;
+  PetscInt    Pn = 1, Pci = 1, Pss = 1, Ps[3] = {1, 1, 1};
+  DDPartition Pwx = NULL, Pwy = NULL, Py = NULL, Pr = NULL, Pww = NULL, Pb = NULL, Pwb = NULL;
+  DDTensor    xh = NULL, dxh = NULL, yh = NULL, dyh = NULL, w = NULL, b = NULL, wh = NULL, bh = NULL, dwh = NULL, dbh = NULL, dwr = NULL, dbr = NULL;
+  DDPrimitive Bx = NULL, Hx = NULL, Ry = NULL, Bw = NULL, Bb = NULL;
+  /* copies in the set-up layouts for tensors whose halos differ (one per role: their layouts differ) */
+  DDTensor         xcopy = NULL, ycopy = NULL, dycopy = NULL, dxcopy = NULL;
+  bool             active = false, hasout = false, biasworker = false;
+  PetscInt         xorg[DD_MAX_DIM] = {0}, yorg[DD_MAX_DIM] = {0};
+  PetscObjectState wstate = -1, wstate_bwd = -1;
+
+  /* Destroys what set-up built (w and b belong to the layer's parameter list) */
+  PetscErrorCode ResetDistribution()
+  {
+    PetscFunctionBegin;
+    for (DDPartition *p : {&Pwx, &Pwy, &Py, &Pr, &Pww, &Pb, &Pwb}) PetscCall(DDPartitionDestroy(p));
+    for (DDTensor *t : {&xh, &dxh, &yh, &dyh, &xcopy, &ycopy, &dycopy, &dxcopy, &wh, &bh, &dwh, &dbh, &dwr, &dbr}) PetscCall(DDTensorDestroy(t));
+    w = b = NULL;
+    for (DDPrimitive *p : {&Bx, &Hx, &Ry, &Bw, &Bb}) PetscCall(DDPrimitiveDestroy(p));
+    wstate = wstate_bwd = -1;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  /* Forward's inputs of the local kernel: x^ (the broadcast x, x itself, or x in the kernel's format), w^, b^ */
+  PetscErrorCode ForwardInputs(DDLayer l, DDTensor x, DDTensor *xhat)
+  {
+    PetscFunctionBegin;
+    if (bcastX) {
+      DDTensor xin;
+      PetscCall(ConformLayout(x, l->setupin[0], &xcopy, &xin, true));
+      PetscCall(DDPrimitiveApply(Bx, xin, xh));
+      *xhat = xh;
+    } else if (xdirect) {
+      PetscCall(ConformLayout(x, xh, &xcopy, xhat, true)); /* x itself unless its halo changed */
+    } else {
+      PetscCall(DDTensorCopy(x, xh));
+      *xhat = xh;
+    }
+    if (bcastW) {
+      PetscCall(DDPrimitiveApply(Bw, w, wh));
+      if (bias) PetscCall(DDPrimitiveApply(Bb, b, bh));
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  /* x^ as the last Forward left it, for Backward (x: the saved input) */
+  DDTensor SavedInput(DDTensor x) const
+  {
+    if (bcastX || !xdirect) return xh;
+    return x->layouthash == xh->layouthash ? x : xcopy;
+  }
+  /* The parameter gradients from dw^, db^: B_w^* and B_b^* sum them over the workers that share the weights */
+  PetscErrorCode AccumulateWeightGradients(DDLayer l)
+  {
+    PetscFunctionBegin;
+    if (bcastW) {
+      if (!dwr) PetscCall(DDTensorDuplicate(w, &dwr));
+      PetscCall(DDPrimitiveApplyAdjoint(Bw, dwh, dwr));
+      PetscCall(DDTensorAXPY(l->grads[0], 1.0, dwr));
+      if (bias) {
+        if (!dbr) PetscCall(DDTensorDuplicate(b, &dbr));
+        PetscCall(DDPrimitiveApplyAdjoint(Bb, dbh, dbr));
+        PetscCall(DDTensorAXPY(l->grads[1], 1.0, dbr));
+      }
+    } else {
+      PetscCall(DDTensorAXPY(l->grads[0], 1.0, dwh));
+      if (bias) PetscCall(DDTensorAXPY(l->grads[1], 1.0, dbh));
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+};
 } // namespace ddnn

@@ -53,25 +53,17 @@ using namespace ddnn;
 
 namespace
 {
-struct ConvT {
+struct ConvT : ConvDistribution {
   /* hyper-parameters */
   PetscInt     co = 0;
   SpatialParam kernel, stride, padding, dilation, outpad;
-  PetscBool    bias = PETSC_TRUE;
-  PetscInt     pco  = 1;
+  PetscInt     pco = 1;
   /* set-up */
-  PetscInt    D = 0, lead = 0, So[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3] = {0, 0, 0}, d[3] = {1, 1, 1}, op[3] = {0, 0, 0};
-  bool        bcastX = false, reduceY = false, bcastW = false, xdirect = false, usednnl = false;
-  bool        edge = false;                /* this worker's box has rows no input reaches */
-  PetscInt    cs[3] = {0, 0, 0}, ce[3] = {1, 1, 1}; /* the core of the box that oneDNN computes (cs = ce = 0: none) */
-  PetscInt    nedge = 0, nworkers = 0;     /* workers whose box has such rows */
-  PetscInt    Pn = 1, Pci = 1, Pss = 1, Ps[3] = {1, 1, 1};
-  DDPartition Pwx = NULL, Pwy = NULL, Py = NULL, Pr = NULL, Pww = NULL, Pb = NULL, Pwb = NULL;
-  DDTensor    xh = NULL, dxh = NULL, yh = NULL, dyh = NULL, xhcopy = NULL, xcopy = NULL, ycopy = NULL, dycopy = NULL, dxcopy = NULL, w = NULL, b = NULL, wh = NULL, bh = NULL, dwh = NULL, dbh = NULL, dwr = NULL, dbr = NULL;
-  DDPrimitive Bx = NULL, Hx = NULL, Ry = NULL, Bw = NULL, Bb = NULL;
-  ConvTGeom   g;
-  bool        active = false, hasout = false, biasworker = false;
-  PetscInt    xorg[DD_MAX_DIM] = {0}, yorg[DD_MAX_DIM] = {0};
+  PetscInt  k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3] = {0, 0, 0}, d[3] = {1, 1, 1}, op[3] = {0, 0, 0};
+  bool      edge = false;                         /* this worker's box has rows no input reaches */
+  PetscInt  cs[3] = {0, 0, 0}, ce[3] = {1, 1, 1}; /* the core of the box that oneDNN computes (cs = ce = 0: none) */
+  PetscInt  nedge = 0, nworkers = 0;              /* workers whose box has such rows */
+  ConvTGeom g;
   std::unique_ptr<
 #if DDNN_WITH_DNNL
     DnnlConv
@@ -79,8 +71,7 @@ struct ConvT {
     int
 #endif
     >
-                   dnnl;
-  PetscObjectState wstate = -1, wstate_bwd = -1;
+      dnnl;
   ConvT()
   {
     kernel.opt   = "layer_convtranspose_kernel";
@@ -238,12 +229,8 @@ static PetscErrorCode ConvT_Reset(DDLayer l)
   ConvT *c = (ConvT *)l->data;
 
   PetscFunctionBegin;
-  for (DDPartition *p : {&c->Pwx, &c->Pwy, &c->Py, &c->Pr, &c->Pww, &c->Pb, &c->Pwb}) PetscCall(DDPartitionDestroy(p));
-  for (DDTensor *t : {&c->xh, &c->dxh, &c->yh, &c->dyh, &c->xhcopy, &c->xcopy, &c->ycopy, &c->dycopy, &c->dxcopy, &c->wh, &c->bh, &c->dwh, &c->dbh, &c->dwr, &c->dbr}) PetscCall(DDTensorDestroy(t));
-  c->w = c->b = NULL; /* owned by the layer's parameter list */
-  for (DDPrimitive *p : {&c->Bx, &c->Hx, &c->Ry, &c->Bw, &c->Bb}) PetscCall(DDPrimitiveDestroy(p));
+  PetscCall(c->ResetDistribution());
   c->dnnl.reset();
-  c->wstate = c->wstate_bwd = -1;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -607,23 +594,7 @@ static PetscErrorCode ConvT_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTe
   DDTensor x = xs[0], xh, yo;
 
   PetscFunctionBegin;
-  /* x^ */
-  if (c->bcastX) {
-    DDTensor xin;
-    PetscCall(ConformLayout(x, l->setupin[0], &c->xcopy, &xin, true));
-    PetscCall(DDPrimitiveApply(c->Bx, xin, c->xh));
-    xh = c->xh;
-  } else if (c->xdirect) {
-    PetscCall(ConformLayout(x, c->xh, &c->xhcopy, &xh, true)); /* x itself unless its halo changed */
-  } else {
-    PetscCall(DDTensorCopy(x, c->xh));
-    xh = c->xh;
-  }
-  /* w^, b^ */
-  if (c->bcastW) {
-    PetscCall(DDPrimitiveApply(c->Bw, c->w, c->wh));
-    if (c->bias) PetscCall(DDPrimitiveApply(c->Bb, c->b, c->bh));
-  }
+  PetscCall(c->ForwardInputs(l, x, &xh));
   /* the halo onto the window, then the local kernel */
   PetscCall(DDPrimitiveApply(c->Hx, xh, NULL));
   if (c->reduceY) {
@@ -644,9 +615,7 @@ static PetscErrorCode ConvT_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTen
   DDTensor dx = dxs ? dxs[0] : NULL, x = l->saved[0], xh, dyt, dxh;
 
   PetscFunctionBegin;
-  /* x^ as the forward left it */
-  if (c->bcastX || !c->xdirect) xh = c->xh;
-  else xh = x->layouthash == c->xh->layouthash ? x : c->xhcopy;
+  xh = c->SavedInput(x);
   /* dy^ = R^* dy */
   {
     DDTensor dyo;
@@ -690,19 +659,7 @@ static PetscErrorCode ConvT_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTen
         return PETSC_SUCCESS;
       }));
   }
-  if (c->bcastW) {
-    if (!c->dwr) PetscCall(DDTensorDuplicate(c->w, &c->dwr));
-    PetscCall(DDPrimitiveApplyAdjoint(c->Bw, c->dwh, c->dwr));
-    PetscCall(DDTensorAXPY(l->grads[0], 1.0, c->dwr));
-    if (c->bias) {
-      if (!c->dbr) PetscCall(DDTensorDuplicate(c->b, &c->dbr));
-      PetscCall(DDPrimitiveApplyAdjoint(c->Bb, c->dbh, c->dbr));
-      PetscCall(DDTensorAXPY(l->grads[1], 1.0, c->dbr));
-    }
-  } else {
-    PetscCall(DDTensorAXPY(l->grads[0], 1.0, c->dwh));
-    if (c->bias) PetscCall(DDTensorAXPY(l->grads[1], 1.0, c->dbh));
-  }
+  PetscCall(c->AccumulateWeightGradients(l));
   if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
   /* dx^ window = convT_x^*(dy^), H^* adds its halo into the owners, B^* sums over co */
   if (!c->bcastX && dx->layouthash == c->xh->layouthash) dxh = dx;
