@@ -170,7 +170,14 @@ static inline void SelfCopy(const CopyRuns &s, const T *from, const std::vector<
   }
 }
 
-PetscErrorCode Exchange::ForwardBegin(DDDataType dt, const void *root, void *leaf)
+/*
+  One direction of the exchange: src's entries go to the peers in `to` and dst's come from the
+  peers in `from` (forward: roots -> leaves, from = recvFrom, to = sendTo; the adjoint the
+  reverse, adding into dst with add). Single-run messages go straight between the storages,
+  indexed ones through MPI datatypes (not when adding: that needs the values apart), the others
+  through packed buffers; the rank's own part is copied while the messages are in flight.
+*/
+PetscErrorCode Exchange::Begin(DDDataType dt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, const std::vector<PetscInt> &srcself, const std::vector<PetscInt> &dstself, bool add)
 {
   MPI_Datatype mt;
 
@@ -181,106 +188,73 @@ PetscErrorCode Exchange::ForwardBegin(DDDataType dt, const void *root, void *lea
     using T = decltype(z);
     PetscFunctionBegin;
     const int ti = sizeof(T) == 4 ? 0 : 1;
-    for (auto &p : recvFrom) {
-      if (p.type[ti] != MPI_DATATYPE_NULL) {
-        PetscCallMPI(MPI_Irecv(leaf, 1, p.type[ti], p.rank, tag, comm, &p.req));
+    for (auto &p : from) {
+      if (p.type[ti] != MPI_DATATYPE_NULL && !add) {
+        PetscCallMPI(MPI_Irecv(dst, 1, p.type[ti], p.rank, tag, comm, &p.req));
         continue;
       }
-      void *b = p.runs.Single() ? (void *)((T *)leaf + p.runs.off[0]) : (void *)p.buf.data();
+      if (p.buf.empty()) p.buf.resize(sizeof(double) * (size_t)p.runs.total + 1);
+      void *b = (!add && p.runs.Single()) ? (void *)((T *)dst + p.runs.off[0]) : (void *)p.buf.data();
       PetscCallMPI(MPI_Irecv(b, (PetscMPIInt)p.runs.total, mt, p.rank, tag, comm, &p.req));
     }
-    for (auto &p : sendTo) {
+    for (auto &p : to) {
       if (p.type[ti] != MPI_DATATYPE_NULL) {
-        PetscCallMPI(MPI_Isend(root, 1, p.type[ti], p.rank, tag, comm, &p.req));
+        PetscCallMPI(MPI_Isend(src, 1, p.type[ti], p.rank, tag, comm, &p.req));
         continue;
       }
-      const void *b = (const T *)root + p.runs.off[0];
+      const void *b = (const T *)src + p.runs.off[0];
       if (!p.runs.Single()) {
-        Pack<T>(p.runs, (const T *)root, (T *)p.buf.data());
+        Pack<T>(p.runs, (const T *)src, (T *)p.buf.data());
         b = p.buf.data();
       }
       PetscCallMPI(MPI_Isend(b, (PetscMPIInt)p.runs.total, mt, p.rank, tag, comm, &p.req));
     }
-    SelfCopy<T>(self, (const T *)root, self.root, (T *)leaf, self.leaf, false, &recvFrom);
+    SelfCopy<T>(self, (const T *)src, srcself, (T *)dst, dstself, add, &from);
     PetscFunctionReturn(PETSC_SUCCESS);
   }));
   inflight = true;
   PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode Exchange::End(DDDataType dt, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add)
+{
+  PetscFunctionBegin;
+  PetscCheck(inflight, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "No exchange in flight");
+  PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    PetscFunctionBegin;
+    const int ti = sizeof(T) == 4 ? 0 : 1;
+    for (auto &p : from) {
+      PetscCallMPI(MPI_Wait(&p.req, MPI_STATUS_IGNORE));
+      if (add || (!p.runs.Single() && p.type[ti] == MPI_DATATYPE_NULL)) Unpack<T>(p.runs, (const T *)p.buf.data(), (T *)dst, add);
+    }
+    for (auto &p : to) PetscCallMPI(MPI_Wait(&p.req, MPI_STATUS_IGNORE));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }));
+  inflight = false;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode Exchange::ForwardBegin(DDDataType dt, const void *root, void *leaf)
+{
+  return Begin(dt, root, leaf, recvFrom, sendTo, self.root, self.leaf, false);
 }
 
 PetscErrorCode Exchange::ForwardEnd(DDDataType dt, const void *root, void *leaf)
 {
-  PetscFunctionBegin;
-  PetscCheck(inflight, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "No exchange in flight");
-  PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    PetscFunctionBegin;
-    for (auto &p : recvFrom) {
-      PetscCallMPI(MPI_Wait(&p.req, MPI_STATUS_IGNORE));
-      if (!p.runs.Single() && p.type[0] == MPI_DATATYPE_NULL) Unpack<T>(p.runs, (const T *)p.buf.data(), (T *)leaf, false);
-    }
-    for (auto &p : sendTo) PetscCallMPI(MPI_Wait(&p.req, MPI_STATUS_IGNORE));
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }));
-  inflight = false;
-  PetscFunctionReturn(PETSC_SUCCESS);
+  (void)root;
+  return End(dt, leaf, recvFrom, sendTo, false);
 }
 
 PetscErrorCode Exchange::AdjointBegin(DDDataType dt, const void *leaf, void *root, bool add)
 {
-  MPI_Datatype mt;
-
-  PetscFunctionBegin;
-  PetscCheck(!inflight, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "Exchange already in flight");
-  PetscCall(DDDataTypeGetMPIType(dt, &mt));
-  PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    PetscFunctionBegin;
-    const int ti = sizeof(T) == 4 ? 0 : 1;
-    for (auto &p : sendTo) {
-      if (p.type[ti] != MPI_DATATYPE_NULL && !add) {
-        PetscCallMPI(MPI_Irecv(root, 1, p.type[ti], p.rank, tag, comm, &p.req));
-        continue;
-      }
-      if (p.buf.empty()) p.buf.resize(sizeof(double) * (size_t)p.runs.total + 1);
-      void *b = (!add && p.runs.Single()) ? (void *)((T *)root + p.runs.off[0]) : (void *)p.buf.data();
-      PetscCallMPI(MPI_Irecv(b, (PetscMPIInt)p.runs.total, mt, p.rank, tag, comm, &p.req));
-    }
-    for (auto &p : recvFrom) {
-      if (p.type[ti] != MPI_DATATYPE_NULL) {
-        PetscCallMPI(MPI_Isend(leaf, 1, p.type[ti], p.rank, tag, comm, &p.req));
-        continue;
-      }
-      const void *b = (const T *)leaf + p.runs.off[0];
-      if (!p.runs.Single()) {
-        Pack<T>(p.runs, (const T *)leaf, (T *)p.buf.data());
-        b = p.buf.data();
-      }
-      PetscCallMPI(MPI_Isend(b, (PetscMPIInt)p.runs.total, mt, p.rank, tag, comm, &p.req));
-    }
-    SelfCopy<T>(self, (const T *)leaf, self.leaf, (T *)root, self.root, add, &sendTo);
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }));
-  inflight = true;
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return Begin(dt, leaf, root, sendTo, recvFrom, self.leaf, self.root, add);
 }
 
 PetscErrorCode Exchange::AdjointEnd(DDDataType dt, const void *leaf, void *root, bool add)
 {
-  PetscFunctionBegin;
-  PetscCheck(inflight, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "No exchange in flight");
-  PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    PetscFunctionBegin;
-    for (auto &p : sendTo) {
-      PetscCallMPI(MPI_Wait(&p.req, MPI_STATUS_IGNORE));
-      if (add || (!p.runs.Single() && p.type[0] == MPI_DATATYPE_NULL)) Unpack<T>(p.runs, (const T *)p.buf.data(), (T *)root, add);
-    }
-    for (auto &p : recvFrom) PetscCallMPI(MPI_Wait(&p.req, MPI_STATUS_IGNORE));
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }));
-  inflight = false;
-  PetscFunctionReturn(PETSC_SUCCESS);
+  (void)leaf;
+  return End(dt, root, sendTo, recvFrom, add);
 }
 
 PetscErrorCode Exchange::ZeroLeaves(DDDataType dt, void *leaf)

@@ -53,6 +53,9 @@ public:
   PetscInt       NumPeers() const { return (PetscInt)(sendTo.size() + recvFrom.size()); }
 
 private:
+  /* one direction: src -> the peers in `to`, the peers in `from` -> dst (adding with add) */
+  PetscErrorCode    Begin(DDDataType dt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, const std::vector<PetscInt> &srcself, const std::vector<PetscInt> &dstself, bool add);
+  PetscErrorCode    End(DDDataType dt, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add);
   std::vector<Peer> sendTo;   /* forward: roots of mine that leaf ranks need */
   std::vector<Peer> recvFrom; /* forward: leaves of mine whose roots live on root ranks */
   CopyRuns          self;
