@@ -49,6 +49,8 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate(MPI_Comm, DDLayer *);
 PETSC_EXTERN PetscErrorCode DDLayerSetType(DDLayer, DDLayerType);
 PETSC_EXTERN PetscErrorCode DDLayerGetType(DDLayer, DDLayerType *);
 PETSC_EXTERN PetscErrorCode DDLayerSetOptionsPrefix(DDLayer, const char[]);
+PETSC_EXTERN PetscErrorCode DDLayerSetBackend(DDLayer, const char[]);
+PETSC_EXTERN PetscErrorCode DDLayerGetBackend(DDLayer, const char *[]);
 PETSC_EXTERN PetscErrorCode DDLayerAppendOptionsPrefix(DDLayer, const char[]);
 PETSC_EXTERN PetscErrorCode DDLayerGetOptionsPrefix(DDLayer, const char *[]);
 PETSC_EXTERN PetscErrorCode DDLayerSetFromOptions(DDLayer);

@@ -33,6 +33,37 @@ typedef enum {
 } DDDataType;
 PETSC_EXTERN const char *const DDDataTypes[];
 
+/*E
+  DDMemType - where a tensor's storage lives
+
+$ DD_MEMTYPE_HOST - host memory (every CPU backend)
+$ DD_MEMTYPE_DEVICE - device memory of an accelerator backend (not in this build: no GPU backend yet)
+
+  Level: intermediate
+
+.seealso: `DDTensorGetMemType()`, `DDTensorGetArrayAndMemType()`, `DDBackendSetDefault()`
+E*/
+typedef enum {
+  DD_MEMTYPE_HOST   = 0,
+  DD_MEMTYPE_DEVICE = 1
+} DDMemType;
+PETSC_EXTERN const char *const DDMemTypes[];
+
+/*S
+  DDBackend - a set of kernels and a memory type under a resource name ("/cpu/ref", "/cpu/blas",
+  "/cpu/dnnl"): how and where a layer's local operations run
+
+  Level: intermediate
+
+.seealso: `DDBackendSetDefault()`, `DDBackendGetDefault()`, `DDBackendView()`, `DDLayerSetBackend()`
+S*/
+typedef struct _p_DDBackend *DDBackend;
+PETSC_EXTERN PetscErrorCode DDBackendSetDefault(const char[]);
+PETSC_EXTERN PetscErrorCode DDBackendGetDefault(const char *[]);
+PETSC_EXTERN PetscErrorCode DDBackendView(PetscViewer);
+PETSC_EXTERN PetscErrorCode DDBackendGet(const char[], DDBackend *);
+PETSC_EXTERN PetscErrorCode DDBackendGetName(DDBackend, const char *[]);
+
 PETSC_EXTERN PetscErrorCode DDInitialize(int *, char ***, const char[], const char[]);
 PETSC_EXTERN PetscErrorCode DDFinalize(void);
 PETSC_EXTERN PetscErrorCode DDInitialized(PetscBool *);

@@ -74,6 +74,9 @@ PETSC_EXTERN PetscErrorCode DDTensorGetArray(DDTensor, void **);
 PETSC_EXTERN PetscErrorCode DDTensorRestoreArray(DDTensor, void **);
 PETSC_EXTERN PetscErrorCode DDTensorGetArrayRead(DDTensor, const void **);
 PETSC_EXTERN PetscErrorCode DDTensorRestoreArrayRead(DDTensor, const void **);
+PETSC_EXTERN PetscErrorCode DDTensorGetMemType(DDTensor, DDMemType *);
+PETSC_EXTERN PetscErrorCode DDTensorGetArrayAndMemType(DDTensor, void **, DDMemType *);
+PETSC_EXTERN PetscErrorCode DDTensorRestoreArrayAndMemType(DDTensor, void **);
 PETSC_EXTERN PetscErrorCode DDTensorCompatible(DDTensor, DDTensor, PetscBool *);
 
 PETSC_EXTERN PetscErrorCode DDTensorZeroEntries(DDTensor);

@@ -6,6 +6,7 @@
 */
 #include "layertest.hpp"
 #include <backend/kernels.hpp>
+#include <ddnn/private/ddbackendimpl.h>
 #include <random>
 
 using namespace ddtest;
@@ -26,9 +27,9 @@ static std::function<void(DDLayer)> Configure(const AffCfg &c)
     DDT(DDLayerAffineSetOutputWorkers(l, c.pfo));
     if (c.ref) {
       DDT(DDLayerSetOptionsPrefix(l, "affref_"));
-      DDT(PetscOptionsSetValue(NULL, "-affref_layer_affine_reference_kernels", "1"));
+      DDT(PetscOptionsSetValue(NULL, "-affref_dd_backend", "/cpu/ref"));
       DDT(DDLayerSetFromOptions(l));
-      DDT(PetscOptionsClearValue(NULL, "-affref_layer_affine_reference_kernels"));
+      DDT(PetscOptionsClearValue(NULL, "-affref_dd_backend"));
     }
   };
 }
@@ -224,10 +225,18 @@ TEST(Affine, AdjointTestsInputAndParameters)
   }
 }
 
-/* the kernels themselves, on strided matrices with odd sizes, BLAS against the loops */
+/* the kernels themselves, on strided matrices with odd sizes: each backend's GEMM entries against the loops */
 template <class T>
-static void KernelCase(PetscInt N, PetscInt Fi, PetscInt Fo, double tol)
+static void KernelCase(const char *backend, PetscInt N, PetscInt Fi, PetscInt Fo, double tol)
 {
+  DDBackend be;
+  decltype(ddnn::KernelTable<T>::affinefwd)        fwd;
+  decltype(ddnn::KernelTable<T>::affinebwddata)    bwdd;
+  decltype(ddnn::KernelTable<T>::affinebwdweights) bwdw;
+  DDT(DDBackendGet(backend, &be));
+  DDT(ddnn::DDBackendFind<T>(be, &ddnn::KernelTable<T>::affinefwd, ddnn::DD_KERNEL_GEMM, &fwd));
+  DDT(ddnn::DDBackendFind<T>(be, &ddnn::KernelTable<T>::affinebwddata, ddnn::DD_KERNEL_GEMM, &bwdd));
+  DDT(ddnn::DDBackendFind<T>(be, &ddnn::KernelTable<T>::affinebwdweights, ddnn::DD_KERNEL_GEMM, &bwdw));
   std::mt19937                           gen(17 + (unsigned)(N * 100 + Fi * 10 + Fo));
   std::uniform_real_distribution<double> U(-1, 1);
   ddnn::AffineGeom                       g;
@@ -242,16 +251,16 @@ static void KernelCase(PetscInt N, PetscInt Fi, PetscInt Fo, double tol)
   for (size_t i = 0; i < dw1.size(); i++) dw1[i] = (T)U(gen); /* gradients accumulate */
   for (size_t i = 0; i < db1.size(); i++) db1[i] = (T)U(gen);
   std::vector<T> dw2(dw1), db2(db1);
-  ddnn::AffineForwardBlas<T>(g, x.data(), ldx, w.data(), ldw, b.data(), y1.data(), ldy);
+  fwd(g, x.data(), ldx, w.data(), ldw, b.data(), y1.data(), ldy);
   ddnn::AffineForwardRef<T>(g, x.data(), ldx, w.data(), ldw, b.data(), y2.data(), ldy);
-  ddnn::AffineBackwardDataBlas<T>(g, dy.data(), ldy, w.data(), ldw, dx1.data(), ldx);
+  bwdd(g, dy.data(), ldy, w.data(), ldw, dx1.data(), ldx);
   ddnn::AffineBackwardDataRef<T>(g, dy.data(), ldy, w.data(), ldw, dx2.data(), ldx);
-  ddnn::AffineBackwardWeightsBlas<T>(g, x.data(), ldx, dy.data(), ldy, dw1.data(), ldw, db1.data());
+  bwdw(g, x.data(), ldx, dy.data(), ldy, dw1.data(), ldw, db1.data());
   ddnn::AffineBackwardWeightsRef<T>(g, x.data(), ldx, dy.data(), ldy, dw2.data(), ldw, db2.data());
   auto cmp = [&](const std::vector<T> &a, const std::vector<T> &c, const char *what) {
     double m = 0;
     for (size_t i = 0; i < a.size(); i++) m = std::max(m, (double)std::fabs(a[i] - c[i]));
-    EXPECT_LT(m, tol) << what << " N " << N << " Fi " << Fi << " Fo " << Fo;
+    EXPECT_LT(m, tol) << backend << " " << what << " N " << N << " Fi " << Fi << " Fo " << Fo;
   };
   cmp(y1, y2, "forward");
   cmp(dx1, dx2, "backward data");
@@ -266,10 +275,11 @@ TEST(Affine, BlasMatchesReference)
 {
   for (PetscInt N : {1, 3, 17})
     for (PetscInt Fi : {0, 1, 5, 33})
-      for (PetscInt Fo : {1, 4, 19}) {
-        KernelCase<double>(N, Fi, Fo, 1e-13);
-        KernelCase<float>(N, Fi, Fo, 2e-5);
-      }
+      for (PetscInt Fo : {1, 4, 19})
+        for (const char *b : {"/cpu/blas", DDNN_WITH_DNNL ? "/cpu/dnnl" : "/cpu/blas"}) {
+          KernelCase<double>(b, N, Fi, Fo, 1e-13);
+          KernelCase<float>(b, N, Fi, Fo, 2e-5);
+        }
   /* the layer with either kernel, distributed */
   int                                W = Size();
   std::vector<std::vector<PetscInt>> f;

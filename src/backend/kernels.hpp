@@ -1,31 +1,15 @@
 /*
-  Local kernels of the layers (C++ only): the geometry of a local sliding-window operation,
-  strided views of a tensor's storage, the plain reference loops (src/backend/reference) and
-  the oneDNN kernels (src/backend/cpu).
+  The loops behind the backends' kernel tables (C++ only): strided views of a tensor's storage,
+  the plain reference loops (src/backend/reference, backend /cpu/ref) and the fast loops of the
+  CPU backends. The geometry structs are the seam's (include/ddnn/private/ddbackendimpl.h).
 */
 #pragma once
-#include <ddnn/private/ddimpl.h>
+#include <ddnn/private/ddbackendimpl.h>
 #include <tensor/layout.hpp>
 
 namespace ddnn
 {
-/* Spatial dimensions are padded to 3 with leading unit dimensions. */
-struct ConvGeom {
-  PetscInt D = 0;             /* spatial dimensions of the problem (1-3) */
-  PetscInt N = 0, Ci = 0, Co = 0;
-  PetscInt in[3]  = {1, 1, 1}; /* input window */
-  PetscInt out[3] = {1, 1, 1}; /* output */
-  PetscInt k[3]   = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1};
-  PetscInt KK() const { return k[0] * k[1] * k[2]; }
-};
 
-/* A strided window of a tensor: element (n, c, i0, i1, i2) is p[n sn + c sc + i0 s0 + i1 s1 + i2 s2] */
-template <class T>
-struct View {
-  T       *p = nullptr;
-  PetscInt sn = 0, sc = 0, s0 = 0, s1 = 0, s2 = 0;
-  T       &at(PetscInt n, PetscInt c, PetscInt i0, PetscInt i1, PetscInt i2) const { return p[n * sn + c * sc + i0 * s0 + i1 * s1 + i2 * s2]; }
-};
 
 /* the read-only view */
 template <class T>
@@ -110,51 +94,14 @@ void NormBackwardApply(const DDLayout &Lx, const T *x, const DDLayout &Ld, const
 
 namespace ddnn
 {
-/*
-  Storage offsets of a box of a tensor's local storage, separable per dimension (true of every
-  ddnn format, the blocked one included): the entry (n, c, i0, i1, i2) of the box is at
-  t[0][n] + t[1][c] + t[2][i0] + t[3][i1] + t[4][i2]. Spatial dimensions are padded to 3 with
-  leading unit dimensions (tables {0}). cinner: the channel is the fastest storage dimension
-  (channels-last or blocked), so loops should run over channels innermost.
-*/
-struct BoxOffsets {
-  std::vector<PetscInt> t[5];
-  bool                  cinner = false;
-};
 /* the box of tensor dims (N, C, spatial...) of layout L starting at storage coordinates origin[] with sizes n[] */
 void BoxOffsetsBuild(const DDLayout &L, PetscInt D, const PetscInt origin[], const PetscInt n[], BoxOffsets *b);
 
-/*
-  Local geometry of a pooling: for every spatial dimension (padded to 3) and local output
-  index i, the window coordinate of its first valid tap, its number of valid taps (taps step
-  by the dilation) and, for average pooling, its divisor factor (PyTorch's rule: with
-  count_include_pad the taps inside [-padding, n + padding), otherwise the valid ones; the
-  divisor is the product over the dimensions).
-*/
-struct PoolGeom {
-  PetscInt              D = 0, N = 0, C = 0;
-  PetscInt              out[3] = {1, 1, 1};
-  PetscInt              d[3]   = {1, 1, 1};
-  bool                  max    = true;
-  std::vector<PetscInt> first[3], ntaps[3], div[3];
-};
 template <class T> /* y = pool(x); for max pooling argmax[] (one per output, in the box's C order) gets the storage offset in x of the first maximum */
 void PoolForwardRef(const PoolGeom &g, const T *x, const BoxOffsets &xo, T *y, const BoxOffsets &yo, PetscInt *argmax);
 template <class T> /* dx += J^* dy (dx's window entries; max pooling routes dy to argmax) */
 void PoolBackwardRef(const PoolGeom &g, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo, const PetscInt *argmax);
 
-/*
-  Local geometry of an interpolation: for every spatial dimension (padded to 3) and local
-  output index i, the window coordinates of its two sources and their weights (PyTorch's
-  linear interpolation: y = w0 x[i0] + w1 x[i1]; nearest: i1 = i0, w0 = 1, w1 = 0).
-*/
-struct UpsampleGeom {
-  PetscInt              D = 0, N = 0, C = 0;
-  PetscInt              out[3] = {1, 1, 1};
-  bool                  linear = false;
-  std::vector<PetscInt> i0[3], i1[3];
-  std::vector<double>   w0[3], w1[3]; /* computed in the tensor's precision, stored exactly */
-};
 template <class T> /* y = interp(x) */
 void UpsampleForwardRef(const UpsampleGeom &g, const T *x, const BoxOffsets &xo, T *y, const BoxOffsets &yo);
 template <class T> /* dx += interp^*(dy) */
@@ -167,24 +114,15 @@ namespace ddnn
   Dense (affine) kernels on row-major strided matrices, torch.nn.Linear's layout:
     X (N x Fi, row stride ldx), W (Fo x Fi, ldw), Y (N x Fo, ldy), bias b (Fo).
   Any of N, Fi, Fo may be zero. The reference loops (src/backend/reference/affine_ref.cxx)
-  are the truth; the BLAS versions (src/layer/impls/affine/affine_blas.cxx, OpenBLAS
-  sgemm/dgemm) are the fast path and are checked against them.
+  are the truth; the GEMM versions (src/backend/common/affine_gemm.hpp, in the kernel tables of
+  /cpu/blas and /cpu/dnnl) are the fast path and are checked against them.
 */
-struct AffineGeom {
-  PetscInt N = 0, Fi = 0, Fo = 0;
-};
 template <class T> /* Y = X W^T (+ b when b is not NULL) */
 void AffineForwardRef(const AffineGeom &g, const T *x, PetscInt ldx, const T *w, PetscInt ldw, const T *b, T *y, PetscInt ldy);
 template <class T> /* dX = dY W */
 void AffineBackwardDataRef(const AffineGeom &g, const T *dy, PetscInt ldy, const T *w, PetscInt ldw, T *dx, PetscInt ldx);
 template <class T> /* dW += dY^T X; db += sum over rows of dY (db may be NULL) */
 void AffineBackwardWeightsRef(const AffineGeom &g, const T *x, PetscInt ldx, const T *dy, PetscInt ldy, T *dw, PetscInt ldw, T *db);
-template <class T>
-void AffineForwardBlas(const AffineGeom &g, const T *x, PetscInt ldx, const T *w, PetscInt ldw, const T *b, T *y, PetscInt ldy);
-template <class T>
-void AffineBackwardDataBlas(const AffineGeom &g, const T *dy, PetscInt ldy, const T *w, PetscInt ldw, T *dx, PetscInt ldx);
-template <class T>
-void AffineBackwardWeightsBlas(const AffineGeom &g, const T *x, PetscInt ldx, const T *dy, PetscInt ldy, T *dw, PetscInt ldw, T *db);
 /*
   Transposed convolution (src/backend/reference/convt_ref.cxx). The geometry of one worker:
   the input window x (N, Ci, in) and the output box y (N, Co, out); window entry li feeds box
@@ -194,9 +132,6 @@ void AffineBackwardWeightsBlas(const AffineGeom &g, const T *x, PetscInt ldx, co
   PyTorch stores a ConvTranspose's. Either crop may be negative (rows of the box that no
   window entry reaches: output padding, or gaps when s > (k - 1) d + 1); the loops skip them.
 */
-struct ConvTGeom : ConvGeom {
-  PetscInt pl[3] = {0, 0, 0}, pr[3] = {0, 0, 0};
-};
 template <class T> /* y = convT(x, w) + b (b may be NULL): overwrites the box */
 void ConvTForwardRef(const ConvTGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y);
 template <class T> /* dx += J_x^* dy: a convolution of dy onto the window */

@@ -70,6 +70,7 @@ struct _p_DDTensor {
   PetscInt       lo[DD_MAX_DIM], hi[DD_MAX_DIM]; /* halo widths of this rank */
   DDLayout       layout;
   PetscBool      active; /* this rank is a worker of the partition */
+  DDMemType      memtype; /* where array lives (DD_MEMTYPE_HOST: every backend of this build) */
   void          *array;
   PetscBool      ownsarray;
   Vec            placedvec;

@@ -37,6 +37,7 @@ struct _p_DDLayer {
   DDInitType       inittype;
   PetscReal        initscale;
   PetscLogEvent    evfwd, evbwd;
+  DDBackend        backend;      /* NULL: the default (DDBackendSetDefault()) */
   /* halo widths the output must be created with (set by DDNet so that consumers find final layouts) */
   PetscBool        hasouthalo;
   PetscInt         outlo[DD_MAX_DIM], outhi[DD_MAX_DIM];

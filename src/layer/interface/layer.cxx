@@ -290,6 +290,12 @@ PetscErrorCode DDLayerSetFromOptions(DDLayer layer)
   PetscCall(PetscOptionsEnum("-layer_init", "Parameter initialization", "DDLayerSetInitType", DDInitTypes, it, &it, &flg));
   if (flg) layer->inittype = (DDInitType)it;
   PetscCall(PetscOptionsReal("-layer_init_scale", "Scale of the uniform initialization", "DDLayerSetInitScale", layer->initscale, &layer->initscale, NULL));
+  {
+    char      bname[64];
+    PetscBool bset;
+    PetscCall(PetscOptionsString("-dd_backend", "Backend of this layer's kernels (/cpu/ref, /cpu/blas, /cpu/dnnl)", "DDLayerSetBackend", "", bname, sizeof(bname), &bset));
+    if (bset) PetscCall(DDLayerSetBackend(layer, bname));
+  }
   if (layer->ops->setfromoptions) PetscCall((*layer->ops->setfromoptions)(layer, PetscOptionsObject));
   PetscCall(PetscObjectProcessOptionsHandlers((PetscObject)layer, PetscOptionsObject));
   PetscOptionsEnd();
@@ -913,6 +919,11 @@ PetscErrorCode DDLayerView(DDLayer layer, PetscViewer viewer)
     PetscCall(DDShapeToString_Private(layer->output->part->order, layer->output->part->shape, p, sizeof(p)));
     PetscCall(DDLayerGetNumParameters(layer, &np));
     PetscCall(PetscViewerASCIIPrintf(viewer, "output %s %s on partition %s (%s); %" PetscInt64_FMT " parameters\n", s, DDDataTypes[layer->output->dtype], p, DDTensorFormats[layer->output->format], np));
+  }
+  {
+    const char *bn;
+    PetscCall(DDLayerGetBackend(layer, &bn));
+    PetscCall(PetscViewerASCIIPrintf(viewer, "backend %s%s\n", bn, layer->backend ? "" : " (the default)"));
   }
   PetscCall(PetscViewerASCIIPopTab(viewer));
   PetscFunctionReturn(PETSC_SUCCESS);

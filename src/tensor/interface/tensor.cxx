@@ -2,9 +2,18 @@
   DDTensor: creation, layout, halos and formats (paper 000, sec. 3.1).
 */
 #include <tensor/layout.hpp>
+#include <backend/interface/backends.hpp>
 #include <cstring>
 
 using namespace ddnn;
+
+/* the memory operations of a tensor's memory type (every tensor is on the host in this build) */
+static const struct _DDBackendMemOps *TensorMem(DDTensor t)
+{
+  const struct _DDBackendMemOps *ops = &HostMemOps;
+  if (t->memtype != DD_MEMTYPE_HOST) (void)DDMemOps_Private(t->memtype, &ops);
+  return ops;
+}
 
 namespace ddnn
 {
@@ -449,7 +458,7 @@ static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const Pe
   PetscCheck(!t->placedvec, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "Cannot change the halo or format of a tensor that wraps a Vec; call DDTensorResetVec() first");
   PetscCall(LayoutBuild(&L, t->order, t->layout.n, t->layout.start, lo, hi, fmt, bs, t->blockdim));
   PetscCall(DDDataTypeGetSize(t->dtype, &es));
-  PetscCall(PetscCalloc1(L.size * es + 1, (char **)&arr));
+  PetscCall(TensorMem(t)->malloc(L.size * es, &arr));
   PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
     using T      = decltype(z);
     const T *src = (const T *)t->array;
@@ -459,7 +468,7 @@ static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const Pe
     });
     return PETSC_SUCCESS;
   }));
-  if (t->ownsarray) PetscCall(PetscFree(t->array));
+  if (t->ownsarray) PetscCall(TensorMem(t)->free(t->array));
   t->array     = arr;
   t->ownsarray = PETSC_TRUE;
   t->layout    = L;
@@ -538,7 +547,7 @@ PetscErrorCode DDTensorSetUp(DDTensor t)
     for (PetscInt k = 0; k < t->order; k++) t->lo[k] = t->hi[k] = 0;
   PetscCall(LayoutBuild(&t->layout, t->order, n, start, t->lo, t->hi, t->format, t->bs, t->blockdim));
   PetscCall(DDDataTypeGetSize(t->dtype, &es));
-  PetscCall(PetscCalloc1(t->layout.size * es + 1, (char **)&t->array));
+  PetscCall(TensorMem(t)->malloc(t->layout.size * es, &t->array));
   t->ownsarray   = PETSC_TRUE;
   t->setupcalled = PETSC_TRUE;
   PetscCall(DDTensorComputeLayoutHash(t));
@@ -658,7 +667,7 @@ PetscErrorCode DDTensorDestroy(DDTensor *t)
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscCheck(!(*t)->placedvec, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "Tensor still wraps a Vec; call DDTensorResetVec() before destroying it");
-  if ((*t)->ownsarray) PetscCall(PetscFree((*t)->array));
+  if ((*t)->ownsarray) PetscCall(TensorMem(*t)->free((*t)->array));
   for (PetscInt k = 0; k < DD_MAX_DIM; k++) {
     PetscCall(PetscFree((*t)->ranges[k]));
     PetscCall(PetscFree((*t)->userlx[k]));

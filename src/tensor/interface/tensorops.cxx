@@ -321,6 +321,79 @@ PetscErrorCode DDTensorGetArray(DDTensor t, void **a)
 }
 
 /*@C
+  DDTensorGetMemType - Where a tensor's storage lives
+
+  Not collective
+
+  Input Parameter:
+. t - the tensor (set up)
+
+  Output Parameter:
+. mtype - `DD_MEMTYPE_HOST` (every backend of this build) or `DD_MEMTYPE_DEVICE`
+
+  Level: intermediate
+
+.seealso: `DDTensorGetArrayAndMemType()`, `DDMemType`
+@*/
+PetscErrorCode DDTensorGetMemType(DDTensor t, DDMemType *mtype)
+{
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorGetMemType");
+  PetscValidPointer(mtype, 2);
+  *mtype = t->memtype;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDTensorGetArrayAndMemType - The local storage of a tensor where it lives, and its memory type
+
+  Not collective
+
+  Input Parameter:
+. t - the tensor (set up)
+
+  Output Parameters:
++ a     - the storage (the bulk and the halo, in the tensor's format; see `DDTensorGetLocalStrides()`)
+- mtype - `DD_MEMTYPE_HOST` or `DD_MEMTYPE_DEVICE` (optional: pass NULL)
+
+  Notes:
+  `DDTensorGetArray()` always returns host memory; this returns the array where it lives, for code
+  (a kernel, a CUDA-aware MPI call) that works on either. Return it with
+  `DDTensorRestoreArrayAndMemType()`.
+
+  Level: intermediate
+
+.seealso: `DDTensorGetArray()`, `DDTensorGetMemType()`
+@*/
+PetscErrorCode DDTensorGetArrayAndMemType(DDTensor t, void **a, DDMemType *mtype)
+{
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorGetArrayAndMemType");
+  PetscValidPointer(a, 2);
+  *a = t->array;
+  if (mtype) *mtype = t->memtype;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDTensorRestoreArrayAndMemType - Returns the array of `DDTensorGetArrayAndMemType()`
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDTensorGetArrayAndMemType()`
+@*/
+PetscErrorCode DDTensorRestoreArrayAndMemType(DDTensor t, void **a)
+{
+  PetscFunctionBegin;
+  DDTensorCheck(t, "DDTensorRestoreArrayAndMemType");
+  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  if (a) *a = NULL;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
   DDTensorRestoreArray - Returns the array of `DDTensorGetArray()`
 
   Not collective

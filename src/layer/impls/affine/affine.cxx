@@ -19,12 +19,13 @@
   copies of x, Pfi = 1 no reduction of y, Pn = 1 no copies of the parameters.
 
   Workers with fo = 0 are x's own ranks; the others are the lowest ranks x does not use.
-  Local kernels: GEMM (float32: oneDNN's sgemm when built with oneDNN, else OpenBLAS; float64:
-  OpenBLAS dgemm), or the reference loops (-layer_affine_reference_kernels).
+  Local kernels: the GEMM entries of the layer's backend chain (/cpu/dnnl: oneDNN's sgemm in
+  float32; /cpu/blas: OpenBLAS sgemm/dgemm; /cpu/ref: the reference loops, -<prefix>dd_backend /cpu/ref).
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <backend/kernels.hpp>
+#include <backend/interface/backends.hpp>
 #include <sys/ddsysimpl.h>
 #include <vector>
 
@@ -37,9 +38,9 @@ struct Affine {
   PetscInt  fo   = 0;
   PetscBool bias = PETSC_TRUE;
   PetscInt  pfo  = 1;
-  PetscBool ref  = PETSC_FALSE; /* reference loops instead of BLAS */
   /* set-up */
   PetscInt    Pn = 1, Pfi = 1;
+  DDBackend   kb = NULL; /* the layer's backend: its chain gives the GEMM kernels */
   bool        bcastX = false, reduceY = false, bcastW = false;
   DDPartition Pwx = NULL, Pwy = NULL, Py = NULL, Pr = NULL, Pww = NULL, Pb = NULL, Pwb = NULL;
   DDTensor    w = NULL, b = NULL;                         /* owned by the layer's parameter list */
@@ -152,7 +153,6 @@ static PetscErrorCode Affine_SetFromOptions(DDLayer l, PetscOptionItems *PetscOp
   PetscCall(PetscOptionsInt("-layer_affine_out_features", "Output features", "DDLayerAffineSetOutputFeatures", a->fo, &a->fo, NULL));
   PetscCall(PetscOptionsBool("-layer_affine_bias", "Learnable bias", "DDLayerAffineSetBias", a->bias, &a->bias, NULL));
   PetscCall(PetscOptionsInt("-layer_affine_out_workers", "Workers over the output features (Pfo)", "DDLayerAffineSetOutputWorkers", a->pfo, &a->pfo, NULL));
-  PetscCall(PetscOptionsBool("-layer_affine_reference_kernels", "Use the reference loops instead of BLAS (testing)", "DDLAYERAFFINE", a->ref, &a->ref, NULL));
   PetscOptionsHeadEnd();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -228,6 +228,7 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   char        sx[128];
 
   PetscFunctionBegin;
+  PetscCall(DDLayerGetBackend_Private(l, &a->kb));
   PetscCall(PetscObjectGetOptionsPrefix((PetscObject)l, &prefix));
   if (!prefix) prefix = "";
   PetscCallMPI(MPI_Comm_size(comm, &size));
@@ -407,8 +408,11 @@ static PetscErrorCode Affine_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDT
       const T *xp = MatOf<T>(xu, &ldx), *wp = MatOf<T>(a->wh, &ldw);
       T       *yp = MatOf<T>(yt, &ldy);
       const T *bp = a->biasworker ? (const T *)a->bh->array + LayoutOffset(a->bh->layout, a->bh->layout.lo) : nullptr;
-      if (a->ref) AffineForwardRef<T>(a->g, xp, ldx, wp, ldw, bp, yp, ldy);
-      else AffineForwardBlas<T>(a->g, xp, ldx, wp, ldw, bp, yp, ldy);
+      DDBackend which;
+      decltype(KernelTable<T>::affinefwd) fn;
+      PetscCall(DDBackendFind<T>(a->kb, &KernelTable<T>::affinefwd, DD_KERNEL_GEMM, &fn, &which));
+      KernelEvent e(which, DD_KERNEL_GEMM);
+      fn(a->g, xp, ldx, wp, ldw, bp, yp, ldy);
       return PETSC_SUCCESS;
     }));
   }
@@ -459,8 +463,11 @@ static PetscErrorCode Affine_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTe
       const T *xp = MatOf<T>(xu, &ldx), *yp = MatOf<T>(dyt, &ldy);
       T       *wp = MatOf<T>(dwt, &ldw);
       T       *bp = a->biasworker ? (T *)dbt->array + LayoutOffset(dbt->layout, dbt->layout.lo) : nullptr;
-      if (a->ref) AffineBackwardWeightsRef<T>(a->g, xp, ldx, yp, ldy, wp, ldw, bp);
-      else AffineBackwardWeightsBlas<T>(a->g, xp, ldx, yp, ldy, wp, ldw, bp);
+      DDBackend which;
+      decltype(KernelTable<T>::affinebwdweights) fn;
+      PetscCall(DDBackendFind<T>(a->kb, &KernelTable<T>::affinebwdweights, DD_KERNEL_GEMM, &fn, &which));
+      KernelEvent e(which, DD_KERNEL_GEMM);
+      fn(a->g, xp, ldx, yp, ldy, wp, ldw, bp);
       return PETSC_SUCCESS;
     }));
   }
@@ -494,8 +501,11 @@ static PetscErrorCode Affine_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTe
       PetscInt ldx, ldy, ldw;
       const T *yp = MatOf<T>(dyt, &ldy), *wp = MatOf<T>(a->wh, &ldw);
       T       *xp = MatOf<T>(dxt, &ldx);
-      if (a->ref) AffineBackwardDataRef<T>(a->g, yp, ldy, wp, ldw, xp, ldx);
-      else AffineBackwardDataBlas<T>(a->g, yp, ldy, wp, ldw, xp, ldx);
+      DDBackend which;
+      decltype(KernelTable<T>::affinebwddata) fn;
+      PetscCall(DDBackendFind<T>(a->kb, &KernelTable<T>::affinebwddata, DD_KERNEL_GEMM, &fn, &which));
+      KernelEvent e(which, DD_KERNEL_GEMM);
+      fn(a->g, yp, ldy, wp, ldw, xp, ldx);
       return PETSC_SUCCESS;
     }));
   }
@@ -514,7 +524,7 @@ static PetscErrorCode Affine_View(DDLayer l, PetscViewer viewer)
 
   PetscFunctionBegin;
   PetscCall(PetscViewerASCIIPrintf(viewer, "out features %" PetscInt_FMT ", bias %s, output workers (Pfo) %" PetscInt_FMT "\n", a->fo, a->bias ? "yes" : "no", a->pfo));
-  if (l->setupcalled) PetscCall(PetscViewerASCIIPrintf(viewer, "weights (%" PetscInt_FMT ", %" PetscInt_FMT ") on Pfo %" PetscInt_FMT " x Pfi %" PetscInt_FMT ", shared by Pn %" PetscInt_FMT " batch workers; kernels: %s\n", a->w->shape[0], a->w->shape[1], a->pfo, a->Pfi, a->Pn, a->ref ? "reference loops" : (a->w->dtype == DD_FLOAT32 && DDNN_WITH_DNNL ? "oneDNN sgemm" : "BLAS")));
+  if (l->setupcalled) PetscCall(PetscViewerASCIIPrintf(viewer, "weights (%" PetscInt_FMT ", %" PetscInt_FMT ") on Pfo %" PetscInt_FMT " x Pfi %" PetscInt_FMT ", shared by Pn %" PetscInt_FMT " batch workers; GEMM from backend %s\n", a->w->shape[0], a->w->shape[1], a->pfo, a->Pfi, a->Pn, a->kb->name));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -533,15 +543,15 @@ static PetscErrorCode Affine_View(DDLayer l, PetscViewer viewer)
   workers share the weights through a broadcast, whose adjoint sums their gradients (paper 001's
   Pr x Pc grid). Backward applies the adjoints of the same primitives.
 
-  Kernels: GEMM for forward, backward-data and backward-weights (float32: oneDNN's sgemm when
-  ddnn is built with oneDNN, whose kernels follow the CPU's features, else OpenBLAS sgemm;
-  float64: OpenBLAS dgemm); the reference loops with -layer_affine_reference_kernels.
+  Kernels: GEMM for forward, backward-data and backward-weights from the layer's backend chain
+  (`DDLayerSetBackend()`): /cpu/dnnl gives oneDNN's sgemm in float32, whose kernels follow the CPU's
+  features; /cpu/blas OpenBLAS sgemm/dgemm; /cpu/ref the reference loops.
 
   Options Database Keys:
 + -layer_affine_out_features <n> - output features
 . -layer_affine_bias <bool> - bias
 . -layer_affine_out_workers <n> - Pfo
-- -layer_affine_reference_kernels <bool> - reference loops instead of BLAS
+. -dd_backend <name> - the backend of the kernels (`DDLayerSetBackend()`)
 
   Level: beginner
 

@@ -20,8 +20,6 @@
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <layer/impls/conv/convutil.hpp>
-#include <backend/kernels.hpp>
-#include <backend/cpu/conv_dnnl.hpp>
 #include <sys/ddsysimpl.h>
 #include <vector>
 #include <memory>
@@ -38,23 +36,13 @@ struct Conv : ConvDistribution {
   PetscInt      pco     = 1;
   PetscBool     overlap = PETSC_FALSE;
   /* set-up */
-  ConvGeom g;
-  std::unique_ptr<
-#if DDNN_WITH_DNNL
-    DnnlConv
-#else
-    int
-#endif
-    >
-      dnnl;
+  ConvGeom                    g;
+  std::unique_ptr<ConvKernel> kern; /* the local kernel (NULL: no local output) */
   /* overlap (paper 003 sec. IV-A): the interior outputs need no halo and are computed while it is in flight */
   struct Region {
-    ConvGeom         g;
-    PetscInt         xorg[DD_MAX_DIM] = {0}, yorg[DD_MAX_DIM] = {0};
-    PetscObjectState wstate = -1;
-#if DDNN_WITH_DNNL
-    std::unique_ptr<DnnlConv> dnnl;
-#endif
+    ConvGeom                    g;
+    PetscInt                    xorg[DD_MAX_DIM] = {0}, yorg[DD_MAX_DIM] = {0};
+    std::unique_ptr<ConvKernel> kern;
   };
   std::vector<Region> regions; /* interior first, then the boundary slabs */
   bool                overlapOn = false;
@@ -408,7 +396,7 @@ static PetscErrorCode Conv_Reset(DDLayer l)
 
   PetscFunctionBegin;
   PetscCall(c->ResetDistribution());
-  c->dnnl.reset();
+  c->kern.reset();
   c->regions.clear();
   c->overlapOn = false;
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -479,7 +467,7 @@ static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   /* formats the kernels want */
   DDTensorFormat xf, yf;
   PetscInt       xbs, ybs;
-  PetscCall(ConvKernelFormats(x, D, k, s, d, x->shape[1] / Pci, c->co / Pco, false, &xf, &xbs, &yf, &ybs, &c->usednnl));
+  PetscCall(ConvKernelFormats(l, x, D, k, s, d, x->shape[1] / Pci, c->co / Pco, false, &xf, &xbs, &yf, &ybs, &c->kb));
   /* x^: the broadcast input, or x itself, or x in the kernel's format */
   c->xdirect = false;
   if (c->bcastX) {
@@ -570,20 +558,11 @@ static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     for (PetscInt j = 0; j < Ly.order; j++) c->yorg[j] = Ly.lo[j];
     c->hasout = c->active && g.N > 0 && g.Ci > 0 && g.Co > 0 && g.out[0] > 0 && g.out[1] > 0 && g.out[2] > 0;
   }
-#if DDNN_WITH_DNNL
-  if (c->usednnl && c->hasout) {
-    PetscInt                 nx[5] = {c->g.N, c->g.Ci, 0, 0, 0}, ny[5] = {c->g.N, c->g.Co, 0, 0, 0};
-    void                    *h;
-    for (PetscInt j = 0; j < D; j++) {
-      nx[2 + j] = c->g.in[j + 3 - D];
-      ny[2 + j] = c->g.out[j + 3 - D];
-    }
-    dnnl::memory::desc xm = WindowDesc(c->xh, lead, D, c->xorg, nx, &h), ym = WindowDesc(yt, c->reduceY ? 1 : 0, D, c->yorg, ny, &h);
-    c->dnnl.reset(new DnnlConv);
-    c->dnnl->SetDenseStaging(true); /* oneDNN 2.6 runs its jit kernels on dense buffers only: halo windows are staged */
-    PetscCall(c->dnnl->SetUp(c->g, xm, ym, xm, ym, c->bias ? true : false, false));
+  {
+    ConvTGeom gt;
+    static_cast<ConvGeom &>(gt) = c->g;
+    PetscCall(ConvKernelCreate(comm, c->kb, gt, false, c->bias ? true : false, true, c->xh, lead, c->xorg, yt, c->reduceY ? 1 : 0, c->yorg, c->hasout, &c->kern));
   }
-#endif
   /* the overlap regions: interior outputs (windows inside the bulk) and the boundary slabs around them */
   if (c->overlap && c->hasout) {
     const DDLayout &Lx = c->xh->layout, &Ly = yt->layout;
@@ -625,20 +604,11 @@ static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
           r.xorg[dx]        = bx.first[j] * s[jj] - p[jj] - Lx.start[dx] + Lx.lo[dx];
           r.yorg[dy]        = bx.first[j] - Ly.start[dy] + Ly.lo[dy];
         }
-#if DDNN_WITH_DNNL
-        if (c->usednnl) {
-          PetscInt nx[5] = {r.g.N, r.g.Ci, 0, 0, 0}, ny[5] = {r.g.N, r.g.Co, 0, 0, 0};
-          void    *h;
-          for (PetscInt j = 0; j < D; j++) {
-            nx[2 + j] = r.g.in[j + 3 - D];
-            ny[2 + j] = r.g.out[j + 3 - D];
-          }
-          dnnl::memory::desc xm = WindowDesc(c->xh, lead, D, r.xorg, nx, &h), ym = WindowDesc(yt, ly, D, r.yorg, ny, &h), none;
-          r.dnnl.reset(new DnnlConv);
-          r.dnnl->SetDenseStaging(true);
-          PetscCall(r.dnnl->SetUp(r.g, xm, ym, none, none, c->bias ? true : false, false));
+        {
+          ConvTGeom gt;
+          static_cast<ConvGeom &>(gt) = r.g;
+          PetscCall(ConvKernelCreate(PETSC_COMM_SELF, c->kb, gt, false, c->bias ? true : false, false, c->xh, lead, r.xorg, yt, ly, r.yorg, true, &r.kern));
         }
-#endif
         c->regions.push_back(std::move(r));
       }
       c->overlapOn = true;
@@ -667,38 +637,10 @@ static PetscErrorCode Conv_Local(Conv *c, DDTensor xh, DDTensor yt, Conv::Region
 {
   PetscFunctionBegin;
   if (!c->hasout) PetscFunctionReturn(PETSC_SUCCESS);
-  const PetscInt  ly   = c->reduceY ? 1 : 0;
-  const ConvGeom &g    = r ? r->g : c->g;
-  const PetscInt *xorg = r ? r->xorg : c->xorg, *yorg = r ? r->yorg : c->yorg;
-#if DDNN_WITH_DNNL
-  if (c->usednnl) {
-    PetscObjectState  st, *wst = r ? &r->wstate : &c->wstate;
-    DnnlConv         *dn = r ? r->dnnl.get() : c->dnnl.get();
-    std::vector<float> zero;
-    PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
-    const float *bp = NULL;
-    if (c->bias) {
-      if (c->biasworker) bp = (const float *)c->bh->array;
-      else {
-        zero.assign(g.Co, 0.f);
-        bp = zero.data();
-      }
-    }
-    void *xp = (char *)xh->array + (xh->layout.bdim < 0 ? LayoutOffset(xh->layout, xorg) * 4 : 0);
-    void *yp = (char *)yt->array + (yt->layout.bdim < 0 ? LayoutOffset(yt->layout, yorg) * 4 : 0);
-    PetscCall(dn->Forward(xp, (const float *)c->wh->array, st != *wst, bp, yp));
-    *wst = st;
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-#endif
-  PetscCall(DispatchType(xh->dtype, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    View<const T> xv = CView(MakeView<T>(xh, c->lead, xorg, c->D));
-    View<T>       yv = MakeView<T>(yt, ly, yorg, c->D);
-    const T      *bp = (c->bias && c->biasworker) ? (const T *)c->bh->array : nullptr;
-    ConvForwardRef<T>(g, xv, (const T *)c->wh->array, bp, yv);
-    return PETSC_SUCCESS;
-  }));
+  ConvKernel      *kern = r ? r->kern.get() : c->kern.get();
+  PetscObjectState st;
+  PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
+  PetscCall(kern->Forward(xh, c->wh, st, (c->bias && c->biasworker) ? c->bh : NULL, yt));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -743,38 +685,12 @@ static PetscErrorCode Conv_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTen
 /* dw^, db^ locally, then R = B^* onto the owners, added to the gradients */
 static PetscErrorCode Conv_BackwardWeights(DDLayer l, Conv *c, DDTensor xh, DDTensor dyt)
 {
-  const PetscInt ly = c->reduceY ? 1 : 0;
-
   PetscFunctionBegin;
   if (!c->dwh) PetscCall(DDTensorDuplicate(c->wh, &c->dwh));
   if (c->bias && !c->dbh) PetscCall(DDTensorDuplicate(c->bh, &c->dbh));
   PetscCall(DDTensorZeroEntries(c->dwh));
   if (c->dbh) PetscCall(DDTensorZeroEntries(c->dbh));
-  if (c->hasout) {
-#if DDNN_WITH_DNNL
-    if (c->usednnl) {
-      std::vector<float> scratch;
-      float             *db = NULL;
-      if (c->bias) {
-        if (c->biasworker) db = (float *)c->dbh->array;
-        else {
-          scratch.resize(c->g.Co);
-          db = scratch.data();
-        }
-      }
-      void *xp = (char *)xh->array + (xh->layout.bdim < 0 ? LayoutOffset(xh->layout, c->xorg) * 4 : 0);
-      void *yp = (char *)dyt->array + (dyt->layout.bdim < 0 ? LayoutOffset(dyt->layout, c->yorg) * 4 : 0);
-      PetscCall(c->dnnl->BackwardWeights(xp, yp, (float *)c->dwh->array, db));
-    } else
-#endif
-      PetscCall(DispatchType(xh->dtype, [&](auto z) -> PetscErrorCode {
-        using T = decltype(z);
-        View<const T> xv = CView(MakeView<T>(xh, c->lead, c->xorg, c->D));
-        View<const T> yv = CView(MakeView<T>(dyt, ly, c->yorg, c->D));
-        ConvBackwardWeightsRef<T>(c->g, xv, yv, (T *)c->dwh->array, (c->bias && c->biasworker) ? (T *)c->dbh->array : nullptr);
-        return PETSC_SUCCESS;
-      }));
-  }
+  if (c->hasout) PetscCall(c->kern->BackwardWeights(xh, dyt, c->dwh, (c->bias && c->biasworker) ? c->dbh : NULL));
   PetscCall(c->AccumulateWeightGradients(l));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -782,11 +698,9 @@ static PetscErrorCode Conv_BackwardWeights(DDLayer l, Conv *c, DDTensor xh, DDTe
 /* dx^ window = conv_x^*(dy^) (dx^ zeroed first where the kernel does not overwrite all of it) */
 static PetscErrorCode Conv_BackwardData(Conv *c, DDTensor dyt, DDTensor dxh)
 {
-  const PetscInt ly = c->reduceY ? 1 : 0;
-
   PetscFunctionBegin;
-  /* the reference loops accumulate into dx^; oneDNN overwrites its window, so zeroing is needed only where the window misses part of the bulk */
-  bool overwrites = c->usednnl && c->hasout;
+  /* loop kernels accumulate into dx^; others overwrite their window, so zeroing is needed only where the window misses part of the bulk */
+  bool overwrites = c->hasout && c->kern->OverwritesDx();
   for (PetscInt j = 0; j < dxh->layout.order && overwrites; j++) {
     const DDLayout &L = dxh->layout;
     if (j < c->lead) overwrites = L.n[j] == 1;
@@ -794,24 +708,9 @@ static PetscErrorCode Conv_BackwardData(Conv *c, DDTensor dyt, DDTensor dxh)
   }
   if (!overwrites) PetscCall(DDTensorZeroEntries(dxh));
   if (!c->hasout) PetscFunctionReturn(PETSC_SUCCESS);
-#if DDNN_WITH_DNNL
-  if (c->usednnl) {
-    PetscObjectState st;
-    PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
-    void *xp = (char *)dxh->array + (dxh->layout.bdim < 0 ? LayoutOffset(dxh->layout, c->xorg) * 4 : 0);
-    void *yp = (char *)dyt->array + (dyt->layout.bdim < 0 ? LayoutOffset(dyt->layout, c->yorg) * 4 : 0);
-    PetscCall(c->dnnl->BackwardData(yp, (const float *)c->wh->array, st != c->wstate_bwd, xp));
-    c->wstate_bwd = st;
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-#endif
-  PetscCall(DispatchType(dxh->dtype, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    View<T>       xv = MakeView<T>(dxh, c->lead, c->xorg, c->D);
-    View<const T> yv = CView(MakeView<T>(dyt, ly, c->yorg, c->D));
-    ConvBackwardDataRef<T>(c->g, yv, (const T *)c->wh->array, xv);
-    return PETSC_SUCCESS;
-  }));
+  PetscObjectState st;
+  PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
+  PetscCall(c->kern->BackwardData(dyt, c->wh, st, dxh));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -867,10 +766,7 @@ static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
   if (l->setupcalled) {
     const char *dist = (!c->bcastX && !c->reduceY) ? "spatial" : (c->Pss == 1 ? "channel" : "general");
     PetscCall(PetscViewerASCIIPrintf(viewer, "kernel %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " stride %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT ", %s distribution (Pn %" PetscInt_FMT ", Pci %" PetscInt_FMT ", Pco %" PetscInt_FMT ", spatial %" PetscInt_FMT "), kernels: %s\n", c->g.k[0], c->g.k[1], c->g.k[2], c->g.s[0], c->g.s[1], c->g.s[2], dist, c->Pn, c->Pci, c->pco, c->Pss,
-#if DDNN_WITH_DNNL
-                                     c->dnnl ? c->dnnl->Impl().c_str() :
-#endif
-                                             (c->usednnl ? "oneDNN (no local output)" : "reference loops")));
+                                     c->kern ? c->kern->Name() : "none (no local output)"));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }

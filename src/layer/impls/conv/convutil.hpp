@@ -3,7 +3,7 @@
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <backend/kernels.hpp>
-#include <backend/cpu/conv_dnnl.hpp>
+#include <ddnn/private/ddbackendimpl.h>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -160,42 +160,66 @@ PetscErrorCode ConvSetUpOutputReduce(DDLayer l, C *c, PetscInt Pn, PetscInt Pci,
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 /*
-  The formats of x^ and y that the local kernels of a convolution (transposed or not) want:
-  oneDNN's preferred ones for float32 (usednnl), strided ones for the reference loops. They come
-  from a rank-independent geometry (ci, co channels per worker, 8 output entries per spatial
-  dimension), so that every rank picks the same formats.
+  The formats of x^ and y that the local kernels of a convolution (transposed or not) want, from the
+  layer's backend chain (oneDNN's preferred ones for float32 on /cpu/dnnl, strided ones for loops over
+  views); *which is the backend that decided, whose chain then makes the kernels. They come from a
+  rank-independent geometry (ci, co channels per worker, 8 output entries per spatial dimension), so
+  that every rank picks the same formats.
 */
-inline PetscErrorCode ConvKernelFormats(DDTensor x, PetscInt D, const PetscInt k[3], const PetscInt s[3], const PetscInt d[3], PetscInt ci, PetscInt co, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs, bool *usednnl)
+inline PetscErrorCode ConvKernelFormats(DDLayer l, DDTensor x, PetscInt D, const PetscInt k[3], const PetscInt s[3], const PetscInt d[3], PetscInt ci, PetscInt co, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs, DDBackend *which)
 {
+  DDBackend b;
+  ConvGeom  q;
+
   PetscFunctionBegin;
-  *xf      = x->format;
-  *xbs     = x->bs;
-  *yf      = DD_FORMAT_PLAIN;
-  *ybs     = 1;
-  *usednnl = false;
-#if DDNN_WITH_DNNL
-  if (x->dtype == DD_FLOAT32) {
-    ConvGeom q;
-    q.D  = D;
-    q.N  = 2;
-    q.Ci = PetscMax(1, ci);
-    q.Co = PetscMax(1, co);
-    for (PetscInt j = 0; j < 3; j++) {
-      PetscInt &narrow = transposed ? q.in[j] : q.out[j], &wide = transposed ? q.out[j] : q.in[j];
-      q.k[j] = k[j];
-      q.s[j] = s[j];
-      q.d[j] = d[j];
-      narrow = j < 3 - D ? 1 : 8;
-      wide   = (narrow - 1) * s[j] + (k[j] - 1) * d[j] + 1;
-    }
-    PetscCall(DnnlConv::Preferred(q, transposed, xf, xbs, yf, ybs));
-    *usednnl = true;
+  PetscCall(DDLayerGetBackend_Private(l, &b));
+  *xf  = x->format;
+  *xbs = x->bs;
+  *yf  = DD_FORMAT_PLAIN;
+  *ybs = 1;
+  q.D  = D;
+  q.N  = 2;
+  q.Ci = PetscMax(1, ci);
+  q.Co = PetscMax(1, co);
+  for (PetscInt j = 0; j < 3; j++) {
+    PetscInt &narrow = transposed ? q.in[j] : q.out[j], &wide = transposed ? q.out[j] : q.in[j];
+    q.k[j] = k[j];
+    q.s[j] = s[j];
+    q.d[j] = d[j];
+    narrow = j < 3 - D ? 1 : 8;
+    wide   = (narrow - 1) * s[j] + (k[j] - 1) * d[j] + 1;
   }
-#endif
-  if (!*usednnl) { /* the reference loops need strided formats */
-    if (*xf == DD_FORMAT_BLOCKED) *xf = DD_FORMAT_PLAIN;
-    *yf = *xf;
+  PetscCall(DDBackendConvFormats(b, x->dtype, q, transposed, xf, xbs, yf, ybs, which));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  The local kernel of a worker: the convolution of window x (storage origin xorg, N and C at
+  dimensions xlead, xlead + 1) onto box y (yorg, ylead), from the chain of backend b; rank-local
+  failures are raised on every rank of comm.
+*/
+inline PetscErrorCode ConvKernelCreate(MPI_Comm comm, DDBackend b, const ConvTGeom &g, bool transposed, bool bias, bool backward, DDTensor x, PetscInt xlead, const PetscInt xorg[], DDTensor y, PetscInt ylead, const PetscInt yorg[], bool create, std::unique_ptr<ConvKernel> *k)
+{
+  PetscErrorCode kerr = PETSC_SUCCESS;
+  PetscMPIInt    r;
+
+  PetscFunctionBegin;
+  if (create) {
+    ConvKernelSpec spec;
+    spec.g          = g;
+    spec.transposed = transposed;
+    spec.bias       = bias;
+    spec.backward   = backward;
+    spec.x.t        = x;
+    spec.x.lead     = xlead;
+    spec.y.t        = y;
+    spec.y.lead     = ylead;
+    for (PetscInt j = 0; j < x->layout.order; j++) spec.x.org[j] = xorg[j];
+    for (PetscInt j = 0; j < y->layout.order; j++) spec.y.org[j] = yorg[j];
+    kerr = DDBackendConvCreate(b, spec, k); /* rank-local: checked on every rank below */
   }
+  PetscCallMPI(MPI_Comm_rank(comm, &r));
+  DDCheckAll(comm, kerr == PETSC_SUCCESS, PETSC_ERR_LIB, "The %s kernel of rank %d could not be set up on backend %s (error %d)", transposed ? "transposed convolution" : "convolution", r, b->name, (int)kerr);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -208,7 +232,8 @@ inline PetscErrorCode ConvKernelFormats(DDTensor x, PetscInt D, const PetscInt k
 struct ConvDistribution {
   PetscBool   bias = PETSC_TRUE; /* hyper-parameter */
   PetscInt    D = 0, lead = 0, So[3] = {1, 1, 1};
-  bool        bcastX = false, reduceY = false, bcastW = false, xdirect = false, usednnl = false;
+  bool        bcastX = false, reduceY = false, bcastW = false, xdirect = false;
+  DDBackend   kb = NULL; /* the backend whose chain makes the local kernels */
   PetscInt    Pn = 1, Pci = 1, Pss = 1, Ps[3] = {1, 1, 1};
   DDPartition Pwx = NULL, Pwy = NULL, Py = NULL, Pr = NULL, Pww = NULL, Pb = NULL, Pwb = NULL;
   DDTensor    xh = NULL, dxh = NULL, yh = NULL, dyh = NULL, w = NULL, b = NULL, wh = NULL, bh = NULL, dwh = NULL, dbh = NULL, dwr = NULL, dbr = NULL;
@@ -217,7 +242,6 @@ struct ConvDistribution {
   DDTensor         xcopy = NULL, ycopy = NULL, dycopy = NULL, dxcopy = NULL;
   bool             active = false, hasout = false, biasworker = false;
   PetscInt         xorg[DD_MAX_DIM] = {0}, yorg[DD_MAX_DIM] = {0};
-  PetscObjectState wstate = -1, wstate_bwd = -1;
 
   /* Destroys what set-up built (w and b belong to the layer's parameter list) */
   PetscErrorCode ResetDistribution()
@@ -227,7 +251,6 @@ struct ConvDistribution {
     for (DDTensor *t : {&xh, &dxh, &yh, &dyh, &xcopy, &ycopy, &dycopy, &dxcopy, &wh, &bh, &dwh, &dbh, &dwr, &dbr}) PetscCall(DDTensorDestroy(t));
     w = b = NULL;
     for (DDPrimitive *p : {&Bx, &Hx, &Ry, &Bw, &Bb}) PetscCall(DDPrimitiveDestroy(p));
-    wstate = wstate_bwd = -1;
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   /* Forward's inputs of the local kernel: x^ (the broadcast x, x itself, or x in the kernel's format), w^, b^ */

@@ -43,8 +43,6 @@
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <layer/impls/conv/convutil.hpp>
-#include <backend/kernels.hpp>
-#include <backend/cpu/conv_dnnl.hpp>
 #include <sys/ddsysimpl.h>
 #include <vector>
 #include <memory>
@@ -63,15 +61,8 @@ struct ConvT : ConvDistribution {
   bool      edge = false;                         /* this worker's box has rows no input reaches */
   PetscInt  cs[3] = {0, 0, 0}, ce[3] = {1, 1, 1}; /* the core of the box that oneDNN computes (cs = ce = 0: none) */
   PetscInt  nedge = 0, nworkers = 0;              /* workers whose box has such rows */
-  ConvTGeom g;
-  std::unique_ptr<
-#if DDNN_WITH_DNNL
-    DnnlConv
-#else
-    int
-#endif
-    >
-      dnnl;
+  ConvTGeom                   g;
+  std::unique_ptr<ConvKernel> kern; /* the local kernel (NULL: no local output) */
   ConvT()
   {
     kernel.opt   = "layer_convtranspose_kernel";
@@ -230,7 +221,7 @@ static PetscErrorCode ConvT_Reset(DDLayer l)
 
   PetscFunctionBegin;
   PetscCall(c->ResetDistribution());
-  c->dnnl.reset();
+  c->kern.reset();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -331,7 +322,7 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   /* formats the kernels want */
   DDTensorFormat xf, yf;
   PetscInt       xbs, ybs;
-  PetscCall(ConvKernelFormats(x, D, k, s, d, x->shape[1] / Pci, c->co / Pco, true, &xf, &xbs, &yf, &ybs, &c->usednnl));
+  PetscCall(ConvKernelFormats(l, x, D, k, s, d, x->shape[1] / Pci, c->co / Pco, true, &xf, &xbs, &yf, &ybs, &c->kb));
   /* x^: the broadcast input, or x itself, or x in the kernel's format */
   c->xdirect = false;
   if (c->bcastX) {
@@ -444,34 +435,7 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     PetscCheck(!c->hasout || !c->edge || c->nedge > 0, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Edge rows the set-up did not count");
     for (PetscInt j = 0; j < 3 && !nocore; j++) PetscCheck(c->cs[j] < c->ce[j], PETSC_COMM_SELF, PETSC_ERR_PLIB, "Empty core of a box with inputs");
   }
-#if DDNN_WITH_DNNL
-  PetscErrorCode dnnlerr = PETSC_SUCCESS;
-  if (c->usednnl && c->hasout && c->ce[2] > c->cs[2]) {
-    ConvTGeom gc = c->g; /* the core of the box */
-    PetscInt  nx[5] = {gc.N, gc.Ci, 0, 0, 0}, ny[5] = {gc.N, gc.Co, 0, 0, 0}, corg[DD_MAX_DIM];
-    void     *h;
-    for (PetscInt j = 0; j < 3; j++) {
-      gc.out[j] = c->ce[j] - c->cs[j];
-      gc.pl[j]  = PetscMax(0, gc.pl[j]);
-      gc.pr[j]  = PetscMax(0, gc.pr[j]);
-    }
-    for (PetscInt j = 0; j < yt->layout.order; j++) corg[j] = c->yorg[j];
-    for (PetscInt j = 0; j < D; j++) {
-      nx[2 + j] = gc.in[j + 3 - D];
-      ny[2 + j] = gc.out[j + 3 - D];
-      corg[ly + 2 + j] += c->cs[j + 3 - D];
-    }
-    dnnl::memory::desc xm = WindowDesc(c->xh, lead, D, c->xorg, nx, &h), ym = WindowDesc(yt, ly, D, corg, ny, &h);
-    c->dnnl.reset(new DnnlConv);
-    c->dnnl->SetDenseStaging(true); /* jit kernels on dense copies of halo windows and box cores */
-    dnnlerr = c->dnnl->SetUp(gc, xm, ym, xm, ym, c->bias ? true : false, true, gc.pl, gc.pr); /* rank-local: checked on every rank below */
-  }
-  {
-    PetscMPIInt r;
-    PetscCallMPI(MPI_Comm_rank(comm, &r));
-    DDCheckAll(comm, dnnlerr == PETSC_SUCCESS, PETSC_ERR_LIB, "oneDNN could not set up the deconvolution of rank %d (error %d)", r, (int)dnnlerr);
-  }
-#endif
+  PetscCall(ConvKernelCreate(comm, c->kb, c->g, true, c->bias ? true : false, true, c->xh, lead, c->xorg, yt, ly, c->yorg, c->hasout, &c->kern));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -490,101 +454,14 @@ static PetscErrorCode ConvT_InitParams(DDLayer l, PetscInt64 seed)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* pointer to the first entry of a window of a strided tensor (blocked tensors: the whole storage) */
-static inline void *WindowPtr(DDTensor t, const PetscInt org[])
-{
-  return (char *)t->array + (t->layout.bdim < 0 ? LayoutOffset(t->layout, org) * 4 : 0);
-}
-
-/* the same for the core of the box of t (whose N and C dimensions are lead, lead + 1) */
-static inline void *CorePtr(const ConvT *c, DDTensor t, PetscInt lead)
-{
-  PetscInt org[DD_MAX_DIM];
-  for (PetscInt j = 0; j < t->layout.order; j++) org[j] = c->yorg[j];
-  for (PetscInt j = 0; j < c->D; j++) org[lead + 2 + j] += c->cs[j + 3 - c->D];
-  return WindowPtr(t, org);
-}
-
-/*
-  Calls f(offset, channel) once for every entry of the box of t (storage origin c->yorg, N and
-  C at dimensions lead, lead + 1) outside its core [cs, ce): the rows no input reaches, as
-  disjoint slabs (along dimension j: outside the core there, inside it along the dimensions
-  before j), in any storage format.
-*/
-template <class F>
-static void ForEachEdgeEntry(const ConvT *c, DDTensor t, PetscInt lead, F &&f)
-{
-  const DDLayout &L = t->layout;
-  const PetscInt  D = c->D, *org = c->yorg;
-  for (PetscInt j = 3 - D; j < 3; j++)
-    for (int side = 0; side < 2; side++) {
-      PetscInt a[DD_MAX_DIM], b[DD_MAX_DIM];
-      for (PetscInt m = 0; m < L.order; m++) {
-        a[m] = org[m];
-        b[m] = org[m] + 1;
-      }
-      b[lead]     = org[lead] + c->g.N;
-      b[lead + 1] = org[lead + 1] + c->g.Co;
-      for (PetscInt m = 3 - D; m < 3; m++) {
-        PetscInt dim = lead + 2 + m - (3 - D), lo, hi;
-        if (m < j) {
-          lo = c->cs[m];
-          hi = c->ce[m];
-        } else if (m > j) {
-          lo = 0;
-          hi = c->g.out[m];
-        } else if (side == 0) {
-          lo = 0;
-          hi = c->cs[m];
-        } else {
-          lo = c->ce[m];
-          hi = c->g.out[m];
-        }
-        a[dim] = org[dim] + lo;
-        b[dim] = org[dim] + hi;
-      }
-      ForEachIndex(L.order, a, b, L.perm, [&](const PetscInt *jj) { f(LayoutOffset(L, jj), jj[lead + 1] - org[lead + 1]); });
-    }
-}
-
 /* the local transposed convolution y^ = convT(x^ window, w^) (+ b^ on the ci = 0 workers) */
 static PetscErrorCode ConvT_Local(ConvT *c, DDTensor xh, DDTensor yt)
 {
   PetscFunctionBegin;
   if (!c->hasout) PetscFunctionReturn(PETSC_SUCCESS);
-  const PetscInt ly = c->reduceY ? 1 : 0;
-#if DDNN_WITH_DNNL
-  if (c->usednnl) {
-    std::vector<float> zero;
-    const float       *bp = NULL;
-    if (c->bias) {
-      if (c->biasworker) bp = (const float *)c->bh->array;
-      else {
-        zero.assign(c->g.Co, 0.f);
-        bp = zero.data();
-      }
-    }
-    if (c->edge) { /* the rows no input reaches: the bias */
-      float *y = (float *)yt->array;
-      ForEachEdgeEntry(c, yt, ly, [&](PetscInt off, PetscInt ch) { y[off] = bp ? bp[ch] : 0.f; });
-    }
-    if (c->dnnl) {
-      PetscObjectState st;
-      PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
-      PetscCall(c->dnnl->Forward(WindowPtr(xh, c->xorg), (const float *)c->wh->array, st != c->wstate, bp, CorePtr(c, yt, ly)));
-      c->wstate = st;
-    }
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-#endif
-  PetscCall(DispatchType(xh->dtype, [&](auto z) -> PetscErrorCode {
-    using T          = decltype(z);
-    View<const T> xv = CView(MakeView<T>(xh, c->lead, c->xorg, c->D));
-    View<T>       yv = MakeView<T>(yt, ly, c->yorg, c->D);
-    const T      *bp = (c->bias && c->biasworker) ? (const T *)c->bh->array : nullptr;
-    ConvTForwardRef<T>(c->g, xv, (const T *)c->wh->array, bp, yv);
-    return PETSC_SUCCESS;
-  }));
+  PetscObjectState st;
+  PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
+  PetscCall(c->kern->Forward(xh, c->wh, st, (c->bias && c->biasworker) ? c->bh : NULL, yt));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -626,39 +503,12 @@ static PetscErrorCode ConvT_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTen
       dyt = c->dyh;
     } else dyt = dyo;
   }
-  const PetscInt ly = c->reduceY ? 1 : 0;
   /* parameter gradients: dw^, db^ locally, then R = B^* onto the owners, added */
   if (!c->dwh) PetscCall(DDTensorDuplicate(c->wh, &c->dwh));
   if (c->bias && !c->dbh) PetscCall(DDTensorDuplicate(c->bh, &c->dbh));
   PetscCall(DDTensorZeroEntries(c->dwh));
   if (c->dbh) PetscCall(DDTensorZeroEntries(c->dbh));
-  if (c->hasout) {
-#if DDNN_WITH_DNNL
-    if (c->usednnl) {
-      std::vector<float> scratch;
-      float             *db = NULL;
-      if (c->bias) {
-        if (c->biasworker) db = (float *)c->dbh->array;
-        else {
-          scratch.resize(c->g.Co);
-          db = scratch.data();
-        }
-      }
-      if (c->dnnl) PetscCall(c->dnnl->BackwardWeights(WindowPtr(xh, c->xorg), CorePtr(c, dyt, ly), (float *)c->dwh->array, db)); /* overwrites db */
-      if (c->edge && c->bias && c->biasworker) {
-        const float *g = (const float *)dyt->array;
-        ForEachEdgeEntry(c, dyt, ly, [&](PetscInt off, PetscInt ch) { db[ch] += g[off]; });
-      }
-    } else
-#endif
-      PetscCall(DispatchType(xh->dtype, [&](auto z) -> PetscErrorCode {
-        using T          = decltype(z);
-        View<const T> xv = CView(MakeView<T>(xh, c->lead, c->xorg, c->D));
-        View<const T> yv = CView(MakeView<T>(dyt, ly, c->yorg, c->D));
-        ConvTBackwardWeightsRef<T>(c->g, xv, yv, (T *)c->dwh->array, (c->bias && c->biasworker) ? (T *)c->dbh->array : nullptr);
-        return PETSC_SUCCESS;
-      }));
-  }
+  if (c->hasout) PetscCall(c->kern->BackwardWeights(xh, dyt, c->dwh, (c->bias && c->biasworker) ? c->dbh : NULL));
   PetscCall(c->AccumulateWeightGradients(l));
   if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
   /* dx^ window = convT_x^*(dy^), H^* adds its halo into the owners, B^* sums over co */
@@ -669,23 +519,9 @@ static PetscErrorCode ConvT_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTen
   }
   PetscCall(DDTensorZeroEntries(dxh));
   if (c->hasout) {
-#if DDNN_WITH_DNNL
-    if (c->usednnl) {
-      if (c->dnnl) { /* the edge rows do not reach the window */
-        PetscObjectState st;
-        PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
-        PetscCall(c->dnnl->BackwardData(CorePtr(c, dyt, ly), (const float *)c->wh->array, st != c->wstate_bwd, WindowPtr(dxh, c->xorg)));
-        c->wstate_bwd = st;
-      }
-    } else
-#endif
-      PetscCall(DispatchType(dxh->dtype, [&](auto z) -> PetscErrorCode {
-        using T          = decltype(z);
-        View<T>       xv = MakeView<T>(dxh, c->lead, c->xorg, c->D);
-        View<const T> yv = CView(MakeView<T>(dyt, ly, c->yorg, c->D));
-        ConvTBackwardDataRef<T>(c->g, yv, (const T *)c->wh->array, xv);
-        return PETSC_SUCCESS;
-      }));
+    PetscObjectState st;
+    PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
+    PetscCall(c->kern->BackwardData(dyt, c->wh, st, dxh));
   }
   PetscCall(DDPrimitiveApplyAdjoint(c->Hx, dxh, NULL));
   if (c->bcastX) {
@@ -714,11 +550,8 @@ static PetscErrorCode ConvT_View(DDLayer l, PetscViewer viewer)
     }
     PetscCall(PetscViewerASCIIPrintf(viewer, "kernel %s, stride %s, padding %s, output padding %s, dilation %s\n", buf[0], buf[1], buf[2], buf[3], buf[4]));
     PetscCall(PetscViewerASCIIPrintf(viewer, "%s distribution (Pn %" PetscInt_FMT ", Pci %" PetscInt_FMT ", Pco %" PetscInt_FMT ", spatial %" PetscInt_FMT "), kernels: %s\n", dist, c->Pn, c->Pci, c->pco, c->Pss,
-#if DDNN_WITH_DNNL
-                                     c->dnnl ? c->dnnl->Impl().c_str() :
-#endif
-                                             (c->usednnl ? (c->hasout ? "oneDNN (no input reaches this worker's box: bias only)" : "oneDNN (no local output)") : "reference loops")));
-    if (c->nedge) PetscCall(PetscViewerASCIIPrintf(viewer, "%" PetscInt_FMT " of %" PetscInt_FMT " workers have output rows no input reaches (output padding beyond the padding, or stride > (k - 1) d + 1)%s\n", c->nedge, c->nworkers, c->usednnl ? ": oneDNN computes the rest of their box, the bias fills them" : ""));
+                                     c->kern ? c->kern->Name() : "none (no local output)"));
+    if (c->nedge) PetscCall(PetscViewerASCIIPrintf(viewer, "%" PetscInt_FMT " of %" PetscInt_FMT " workers have output rows no input reaches (output padding beyond the padding, or stride > (k - 1) d + 1): they hold the bias\n", c->nedge, c->nworkers));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }

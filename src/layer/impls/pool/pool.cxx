@@ -22,8 +22,7 @@
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <layer/impls/conv/convutil.hpp>
-#include <backend/kernels.hpp>
-#include <backend/cpu/pool_dnnl.hpp>
+#include <ddnn/private/ddbackendimpl.h>
 #include <sys/ddsysimpl.h>
 #include <vector>
 #include <memory>
@@ -45,23 +44,11 @@ struct Pool {
   PetscInt    xlo[DD_MAX_DIM] = {0}, xhi[DD_MAX_DIM] = {0};
   DDTensor    xc = NULL, dxc = NULL, dyc = NULL, ysc = NULL; /* conforming copies and scratch, made when first needed */
   DDTensor    xfwd = NULL;                        /* the tensor the last Forward pooled (not a reference) */
-  bool        hasout = false, usednnl = false, dense = false, fwdtraining = true;
+  bool        hasout = false, fwdtraining = true;
   PetscInt    xorg[5] = {0}, xn[5] = {0}, wa[3] = {0}, o0[3] = {0}, yorg[5] = {0};
   PoolGeom    g;
-  BoxOffsets  xo, yo;
-  std::vector<PetscInt> argmax;
-  /* oneDNN's include-padding average divides by the kernel size; the ceil-mode overhang of the
-     last output along a dimension is rescaled by k / (taps inside [-p, n + p)) */
-  PetscReal corr[3] = {1, 1, 1};
-  bool      hascorr = false, anycorr = false;
-  std::unique_ptr<
-#if DDNN_WITH_DNNL
-    DnnlPool
-#else
-    int
-#endif
-    >
-    dnnl;
+  std::unique_ptr<PoolKernel> kern; /* the local kernel (NULL: no local output) */
+  bool                        anymodify = false; /* some rank's kernel modifies dy in Backward */
   Pool()
   {
     kernel.opt   = "layer_pool_kernel";
@@ -313,9 +300,8 @@ static PetscErrorCode Pool_Reset(DDLayer l)
   PetscCall(DDPrimitiveDestroy(&c->H));
   for (DDTensor *t : {&c->xc, &c->dxc, &c->dyc, &c->ysc}) PetscCall(DDTensorDestroy(t));
   c->xfwd = NULL;
-  c->dnnl.reset();
-  c->argmax.clear();
-  c->hasout = c->usednnl = c->hascorr = c->anycorr = false;
+  c->kern.reset();
+  c->hasout = c->anymodify = false;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -436,89 +422,58 @@ static PetscErrorCode Pool_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
       g.div[jj][i]      = c->countpad ? PetscMin(st + K, n + P) - st : t1 - t0 + 1;
     }
   }
+  /* the kernel, from the layer's backend chain */
+  PetscErrorCode kerr = PETSC_SUCCESS;
   if (c->hasout) {
-    BoxOffsetsBuild(L, D, c->xorg, c->xn, &c->xo);
-    BoxOffsetsBuild(Ly, D, yorg, yn, &c->yo);
-  }
-  /* the kernel: oneDNN for float32 (strided formats, or channel blocks of 4, 8, 16 starting a block) */
-  c->usednnl = false;
-  c->dense   = false;
-#if DDNN_WITH_DNNL
-  if (c->hasout && x->dtype == DD_FLOAT32 && (L.bdim < 0 || (L.bdim == 1 && (L.bs == 4 || L.bs == 8 || L.bs == 16) && c->xorg[1] % L.bs == 0 && Ly.bdim == 1))) {
-    PetscInt padl[3] = {0, 0, 0}, padr[3] = {0, 0, 0};
-    void    *h;
-    c->dense = true;
-    for (PetscInt q = 0; q < 2 + D; q++)
-      if (c->xorg[q] != 0 || c->xn[q] != L.alloc[q]) c->dense = false;
-    for (PetscInt jj = 3 - D; jj < 3; jj++) {
-      const PetscInt q = 2 + jj - (3 - D), n = x->shape[q], ext = c->d[jj] * (c->k[jj] - 1) + 1;
-      const PetscInt ua = oa[jj] * c->s[jj] - c->p[jj], ub = (ob[jj] - 1) * c->s[jj] - c->p[jj] + ext;
-      padl[jj]          = a[jj] - ua;
-      padr[jj]          = ub - b[jj];
-      c->corr[jj]       = 1;
-      if (c->type == DD_POOL_AVG && c->countpad) { /* the ceil-mode overhang of the last output */
-        const PetscInt st = (ob[jj] - 1) * c->s[jj] - c->p[jj];
-        if (st + c->k[jj] > n + c->p[jj]) {
-          c->corr[jj] = (PetscReal)c->k[jj] / (PetscReal)(n + c->p[jj] - st);
-          c->hascorr  = true;
-        }
-      }
+    DDBackend      be;
+    PoolKernelSpec spec;
+    PetscCall(DDLayerGetBackend_Private(l, &be));
+    spec.D        = D;
+    spec.type     = c->type;
+    spec.countpad = c->countpad ? true : false;
+    spec.g        = g;
+    spec.x.t      = x;
+    spec.y.t      = l->output;
+    for (PetscInt q = 0; q < 5; q++) {
+      spec.x.org[q] = c->xorg[q];
+      spec.xn[q]    = c->xn[q];
+      spec.y.org[q] = yorg[q];
+      spec.yn[q]    = yn[q];
     }
-    dnnl::algorithm alg = c->type == DD_POOL_MAX ? dnnl::algorithm::pooling_max : (c->countpad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding);
-    dnnl::memory::desc xm = WindowDesc(x, 0, D, c->xorg, c->xn, &h), ym = WindowDesc(l->output, 0, D, yorg, yn, &h);
-    c->dnnl.reset(new DnnlPool);
-    bool ydense = l->output->layout.size == l->output->layout.bulksize; /* a halo a consumer grew makes the box part of the storage */
-    PetscCall(c->dnnl->SetUp(D, c->k, c->s, c->d, padl, padr, alg, xm, c->dense, ym, ydense));
-    c->usednnl = true;
+    for (PetscInt jj = 0; jj < 3; jj++) {
+      spec.k[jj] = c->k[jj];
+      spec.s[jj] = c->s[jj];
+      spec.d[jj] = c->d[jj];
+      spec.p[jj] = c->p[jj];
+      if (jj < 3 - D) continue;
+      const PetscInt q = 2 + jj - (3 - D), ext = c->d[jj] * (c->k[jj] - 1) + 1;
+      spec.n[jj]       = x->shape[q];
+      spec.oend[jj]    = ob[jj];
+      spec.padl[jj]    = a[jj] - (oa[jj] * c->s[jj] - c->p[jj]);
+      spec.padr[jj]    = (ob[jj] - 1) * c->s[jj] - c->p[jj] + ext - b[jj];
+    }
+    kerr = DDBackendPoolCreate(be, spec, &c->kern); /* rank-local: checked on every rank below */
   }
-#endif
   {
-    PetscBool loc = c->hascorr ? PETSC_TRUE : PETSC_FALSE, glob;
-    PetscCallMPI(MPI_Allreduce(&loc, &glob, 1, MPIU_BOOL, MPI_LOR, comm));
-    c->anycorr = glob ? true : false;
+    PetscMPIInt r;
+    PetscCallMPI(MPI_Comm_rank(comm, &r));
+    DDCheckAll(comm, kerr == PETSC_SUCCESS, PETSC_ERR_LIB, "The pooling kernel of rank %d could not be set up (error %d)", r, (int)kerr);
   }
-  if (c->hasout && !c->usednnl && g.max) c->argmax.resize((size_t)(g.N * g.C * g.out[0] * g.out[1] * g.out[2]));
+  {
+    PetscBool loc = c->kern && c->kern->ModifiesDy() ? PETSC_TRUE : PETSC_FALSE, glob;
+    PetscCallMPI(MPI_Allreduce(&loc, &glob, 1, MPIU_BOOL, MPI_LOR, comm));
+    c->anymodify = glob ? true : false;
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-#if DDNN_WITH_DNNL
-/* multiplies the last local output along each dimension with an overhang by corr (oneDNN's include-padding average) */
-static void ApplyCorrection(Pool *c, float *y)
-{
-  const PoolGeom &g = c->g;
-  for (PetscInt jj = 0; jj < 3; jj++) {
-    if (c->corr[jj] == 1) continue;
-    const float f     = (float)c->corr[jj];
-    PetscInt    lo[3] = {0, 0, 0}, hi[3] = {g.out[0], g.out[1], g.out[2]};
-    lo[jj]            = g.out[jj] - 1;
-    for (PetscInt n = 0; n < g.N; n++)
-      for (PetscInt ch = 0; ch < g.C; ch++)
-        for (PetscInt i0 = lo[0]; i0 < hi[0]; i0++)
-          for (PetscInt i1 = lo[1]; i1 < hi[1]; i1++)
-            for (PetscInt i2 = lo[2]; i2 < hi[2]; i2++) y[c->yo.t[0][n] + c->yo.t[1][ch] + c->yo.t[2][i0] + c->yo.t[3][i1] + c->yo.t[4][i2]] *= f;
-  }
-}
-
-static inline void *XHandle(DDTensor t, const PetscInt org[]) { return (char *)t->array + (t->layout.bdim < 0 ? LayoutOffset(t->layout, org) * 4 : 0); }
-#endif
 
 /* y = POOL(x window) on this worker */
 static PetscErrorCode Pool_Local(Pool *c, DDTensor xh, DDTensor y, bool training)
 {
   PetscFunctionBegin;
   if (!c->hasout) PetscFunctionReturn(PETSC_SUCCESS);
-#if DDNN_WITH_DNNL
-  if (c->usednnl) {
-    PetscCall(c->dnnl->Forward(XHandle(xh, c->xorg), XHandle(y, c->yorg), training));
-    if (c->hascorr) ApplyCorrection(c, (float *)y->array);
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-#endif
-  PetscCall(DispatchType(xh->dtype, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    PoolForwardRef<T>(c->g, (const T *)xh->array, c->xo, (T *)y->array, c->yo, c->argmax.empty() ? nullptr : c->argmax.data());
-    return PETSC_SUCCESS;
-  }));
+  PetscCall(c->kern->Forward(xh, y, training));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -545,8 +500,8 @@ static PetscErrorCode Pool_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTens
 
   PetscFunctionBegin;
   if (!dx) PetscFunctionReturn(PETSC_SUCCESS); /* no parameters: nothing else to compute */
-  /* dy in the output's layout (a copy when it is rescaled for oneDNN's include-padding average) */
-  if (dy->layouthash == l->output->layouthash && !c->anycorr) dyo = dy;
+  /* dy in the output's layout (a copy when the kernel rescales it) */
+  if (dy->layouthash == l->output->layouthash && !c->anymodify) dyo = dy;
   else {
     if (!c->dyc) PetscCall(DDTensorDuplicate(l->output, &c->dyc));
     PetscCall(DDTensorCopy(dy, c->dyc));
@@ -560,25 +515,8 @@ static PetscErrorCode Pool_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTens
     PetscCall(Pool_Local(c, c->xfwd, c->ysc, true));
     c->fwdtraining = true;
   }
-#if DDNN_WITH_DNNL
-  if (c->usednnl && c->dense && c->hasout) {
-    /* oneDNN writes the whole window, which is the whole storage */
-  } else
-#endif
-    PetscCall(DDTensorZeroEntries(dxh));
-  if (c->hasout) {
-#if DDNN_WITH_DNNL
-    if (c->usednnl) {
-      if (c->hascorr) ApplyCorrection(c, (float *)dyo->array);
-      PetscCall(c->dnnl->Backward(XHandle(dyo, c->yorg), XHandle(dxh, c->xorg)));
-    } else
-#endif
-      PetscCall(DispatchType(dxh->dtype, [&](auto z) -> PetscErrorCode {
-        using T = decltype(z);
-        PoolBackwardRef<T>(c->g, (const T *)dyo->array, c->yo, (T *)dxh->array, c->xo, c->argmax.empty() ? nullptr : c->argmax.data());
-        return PETSC_SUCCESS;
-      }));
-  }
+  if (!(c->hasout && c->kern->OverwritesDx())) PetscCall(DDTensorZeroEntries(dxh)); /* else the kernel writes the whole window, which is the whole storage */
+  if (c->hasout) PetscCall(c->kern->Backward(dyo, dxh));
   if (c->H) PetscCall(DDPrimitiveApplyAdjoint(c->H, dxh, NULL));
   if (dxh != dx) PetscCall(DDTensorCopy(dxh, dx));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -599,10 +537,7 @@ static PetscErrorCode Pool_View(DDLayer l, PetscViewer viewer)
     PetscCall(PetscViewerASCIIPrintf(viewer, "kernel %s stride %s padding %s dilation %s (%" PetscInt_FMT "-D), output %s, halo exchange %s\n", dims(c->k).c_str(), dims(c->s).c_str(), dims(c->p).c_str(), dims(c->d).c_str(), c->D, dims(c->out).c_str(), c->H ? "yes" : "no"));
     PetscCall(PetscViewerASCIIPushSynchronized(viewer));
     PetscCall(PetscViewerASCIISynchronizedPrintf(viewer, "[%d] kernel: %s\n", PetscGlobalRank,
-#if DDNN_WITH_DNNL
-                                                 c->dnnl ? c->dnnl->Impl().c_str() :
-#endif
-                                                         (c->hasout ? "reference loops" : "no local output")));
+                                                 c->kern ? c->kern->Name() : "none (no local output)"));
     PetscCall(PetscViewerFlush(viewer));
     PetscCall(PetscViewerASCIIPopSynchronized(viewer));
   }

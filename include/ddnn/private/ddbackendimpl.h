@@ -1,0 +1,269 @@
+/*
+  ddnn/private/ddbackendimpl.h - the backend tier: the one seam between what a layer computes
+  and how and where it is computed (in the spirit of libCEED's ceed/backend.h).
+
+  A backend is registered under a resource name ("/cpu/ref", "/cpu/blas", "/cpu/dnnl", later
+  "/gpu/cuda") and holds
+    - its memory type and memory operations (allocate, free, copy, set), used by DDTensor;
+    - one kernel table per element type (KernelTable<float>, KernelTable<double>): plain function
+      pointers for stateless kernels (GEMM, pointwise activations, interpolation, normalization)
+      and factories for kernels that are set up once per geometry and keep state (convolution,
+      transposed convolution, pooling: descriptors, workspaces, cached weight reorders);
+    - the name of the backend it falls back to for what it does not provide (an entry left NULL,
+      or a factory that declines a geometry): /cpu/dnnl -> /cpu/blas -> /cpu/ref.
+  Layers ask for a kernel through DDBackendFind() / DDBackendConvCreate() / DDBackendPoolCreate()
+  starting from the backend chosen for them (-dd_backend, or -<prefix>dd_backend per layer), and
+  never name a kernel library. A layer knows its primitives and its kernel table, nothing else.
+
+  C++ only: backend implementations are C++ (src/backend/<backend>/).
+*/
+#pragma once
+#include <ddnn/private/ddimpl.h>
+#include <ddlayer.h>
+#if defined(__cplusplus)
+  #include <memory>
+  #include <vector>
+
+namespace ddnn
+{
+/* ------------------------------------------------------------------------------------------
+   Geometry of the local kernels (spatial dimensions are padded to 3 with leading unit ones)
+------------------------------------------------------------------------------------------ */
+struct ConvGeom {
+  PetscInt D = 0;             /* spatial dimensions of the problem (1-3) */
+  PetscInt N = 0, Ci = 0, Co = 0;
+  PetscInt in[3]  = {1, 1, 1}; /* input window */
+  PetscInt out[3] = {1, 1, 1}; /* output */
+  PetscInt k[3]   = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1};
+  PetscInt KK() const { return k[0] * k[1] * k[2]; }
+};
+
+/*
+  Transposed convolution: the input window x (N, Ci, in) and the output box y (N, Co, out);
+  window entry li feeds box entry lo = li s + t d - pl (0 <= t < k) when 0 <= lo < out: pl is the
+  left crop (the padding plus the box's offset), pr the right one, so that
+  out = (in - 1) s - pl - pr + (k - 1) d + 1. Either crop may be negative (rows of the box no
+  window entry reaches). Weights (Ci, Co, k0, k1, k2) as PyTorch stores a ConvTranspose's.
+*/
+struct ConvTGeom : ConvGeom {
+  PetscInt pl[3] = {0, 0, 0}, pr[3] = {0, 0, 0};
+};
+
+/* A strided window of a tensor: element (n, c, i0, i1, i2) is p[n sn + c sc + i0 s0 + i1 s1 + i2 s2] */
+template <class T>
+struct View {
+  T       *p = nullptr;
+  PetscInt sn = 0, sc = 0, s0 = 0, s1 = 0, s2 = 0;
+  T       &at(PetscInt n, PetscInt c, PetscInt i0, PetscInt i1, PetscInt i2) const { return p[n * sn + c * sc + i0 * s0 + i1 * s1 + i2 * s2]; }
+};
+
+/*
+  Storage offsets of a box of a tensor's local storage, separable per dimension (true of every
+  ddnn format, the blocked one included): the entry (n, c, i0, i1, i2) of the box is at
+  t[0][n] + t[1][c] + t[2][i0] + t[3][i1] + t[4][i2]. cinner: the channel is the fastest storage
+  dimension (channels-last or blocked), so loops should run over channels innermost.
+*/
+struct BoxOffsets {
+  std::vector<PetscInt> t[5];
+  bool                  cinner = false;
+};
+
+/*
+  Local geometry of a pooling: for every spatial dimension (padded to 3) and local output index i,
+  the window coordinate of its first valid tap, its number of valid taps (taps step by the
+  dilation) and, for average pooling, its divisor factor (PyTorch's rule).
+*/
+struct PoolGeom {
+  PetscInt              D = 0, N = 0, C = 0;
+  PetscInt              out[3] = {1, 1, 1};
+  PetscInt              d[3]   = {1, 1, 1};
+  bool                  max    = true;
+  std::vector<PetscInt> first[3], ntaps[3], div[3];
+};
+
+/*
+  Local geometry of an interpolation: for every spatial dimension (padded to 3) and local output
+  index i, the window coordinates of its two sources and their weights (y = w0 x[i0] + w1 x[i1]).
+*/
+struct UpsampleGeom {
+  PetscInt              D = 0, N = 0, C = 0;
+  PetscInt              out[3] = {1, 1, 1};
+  bool                  linear = false;
+  std::vector<PetscInt> i0[3], i1[3];
+  std::vector<double>   w0[3], w1[3];
+};
+
+/* Dense products on row-major strided matrices, torch.nn.Linear's layout: X (N x Fi), W (Fo x Fi), Y (N x Fo) */
+struct AffineGeom {
+  PetscInt N = 0, Fi = 0, Fo = 0;
+};
+
+/* ------------------------------------------------------------------------------------------
+   Stateful kernels, set up once per geometry and layout
+------------------------------------------------------------------------------------------ */
+/* A window of a tensor a kernel reads or writes: dimensions lead, lead + 1 are N and C, the last D spatial */
+struct KernelWindow {
+  DDTensor t    = NULL; /* the tensor at set-up; later calls pass tensors of the same layout */
+  PetscInt lead = 0;
+  PetscInt org[DD_MAX_DIM] = {0}; /* storage coordinates of the window's first entry */
+};
+
+/* What a convolution (or transposed convolution) kernel is set up for on one worker */
+struct ConvKernelSpec {
+  ConvTGeom    g;                  /* geometry (a convolution: crops 0); no padding: the window is the halo'd input */
+  bool         transposed = false; /* weights (Ci, Co, k...) and the geometry of ConvTGeom */
+  bool         bias       = false; /* the layer has a bias (a call may still pass none) */
+  bool         backward   = true;  /* set up the backward passes too */
+  KernelWindow x, y;               /* the input window (g.in) and the output box (g.out) */
+};
+
+/*
+  ConvKernel - a local convolution or transposed convolution of one worker.
+  Forward:         y box = conv(x window, w) + b                (overwritten; b NULL: no bias)
+  BackwardData:    dx window (+)= J_x^* dy                      (OverwritesDx(): written, else added)
+  BackwardWeights: dw = J_w^* dy, db = J_b^* dy                 (overwritten; db NULL: not wanted)
+  w, b, dw, db are the (broadcast) parameter tensors, C order. wstate is w's PetscObjectState, so
+  that kernels that reorder the weights do it only when they changed.
+*/
+class ConvKernel
+{
+public:
+  virtual ~ConvKernel() = default;
+  virtual const char    *Name() const = 0;
+  virtual bool           OverwritesDx() const { return false; }
+  virtual PetscErrorCode Forward(DDTensor x, DDTensor w, PetscObjectState wstate, DDTensor b, DDTensor y)     = 0;
+  virtual PetscErrorCode BackwardData(DDTensor dy, DDTensor w, PetscObjectState wstate, DDTensor dx)          = 0;
+  virtual PetscErrorCode BackwardWeights(DDTensor x, DDTensor dy, DDTensor dw, DDTensor db)                   = 0;
+};
+
+/* What a pooling kernel is set up for on one worker */
+struct PoolKernelSpec {
+  PetscInt     D = 0, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1};
+  PetscInt     padl[3] = {0, 0, 0}, padr[3] = {0, 0, 0}; /* taps of the window outside the tensor, per side */
+  PetscInt     n[3]    = {1, 1, 1};                      /* the global spatial extents of the input */
+  PetscInt     p[3]    = {0, 0, 0};                      /* the layer's padding */
+  PetscInt     oend[3] = {0, 0, 0};                      /* one past the last global output index of this worker */
+  DDPoolType   type     = DD_POOL_MAX;
+  bool         countpad = true;
+  PoolGeom     g;           /* the loops' geometry */
+  KernelWindow x, y;        /* the input window and the output box */
+  PetscInt     xn[5] = {0}, yn[5] = {0}; /* their sizes (N, C, spatial) */
+};
+
+/*
+  PoolKernel - a local pooling of one worker: y box = pool(x window); Backward: dx window (+)= J^* dy.
+  ModifiesDy(): Backward may change dy (the layer passes a copy). NeedsTrainingForward(): Backward
+  needs the state of a Forward in training mode (a workspace).
+*/
+class PoolKernel
+{
+public:
+  virtual ~PoolKernel() = default;
+  virtual const char    *Name() const = 0;
+  virtual bool           OverwritesDx() const { return false; }
+  virtual bool           ModifiesDy() const { return false; }
+  virtual PetscErrorCode Forward(DDTensor x, DDTensor y, bool training) = 0;
+  virtual PetscErrorCode Backward(DDTensor dy, DDTensor dx)             = 0;
+};
+
+/* ------------------------------------------------------------------------------------------
+   The kernel table of one element type
+------------------------------------------------------------------------------------------ */
+template <class T>
+struct KernelTable {
+  /* convolution: the formats this backend wants for x^ and y (ok = false: declines the dtype/geometry), and the factory (NULL kernel: declined) */
+  PetscErrorCode (*convformats)(const ConvGeom &q, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs, bool *ok) = nullptr;
+  PetscErrorCode (*convcreate)(const ConvKernelSpec &, std::unique_ptr<ConvKernel> *)                                                           = nullptr;
+  PetscErrorCode (*poolcreate)(const PoolKernelSpec &, std::unique_ptr<PoolKernel> *)                                                           = nullptr;
+  /* GEMM (the dense layer): Y = X W^T (+ b); dX = dY W; dW += dY^T X, db += column sums of dY */
+  void (*affinefwd)(const AffineGeom &, const T *x, PetscInt ldx, const T *w, PetscInt ldw, const T *b, T *y, PetscInt ldy)         = nullptr;
+  void (*affinebwddata)(const AffineGeom &, const T *dy, PetscInt ldy, const T *w, PetscInt ldw, T *dx, PetscInt ldx)              = nullptr;
+  void (*affinebwdweights)(const AffineGeom &, const T *x, PetscInt ldx, const T *dy, PetscInt ldy, T *dw, PetscInt ldw, T *db)   = nullptr;
+  /* interpolation: y = interp(x); dx += interp^*(dy) */
+  void (*upsamplefwd)(const UpsampleGeom &, const T *x, const BoxOffsets &xo, T *y, const BoxOffsets &yo) = nullptr;
+  void (*upsamplebwd)(const UpsampleGeom &, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo) = nullptr;
+  /* pointwise activations over runs: y = f(x); dx = f'(x) dy (dy may alias dx) */
+  void (*actfwd)(DDActivationType, T slope, const T *x, T *y, PetscInt n)               = nullptr;
+  void (*actbwd)(DDActivationType, T slope, const T *x, const T *dy, T *dx, PetscInt n) = nullptr;
+};
+
+/* Names of the kernel kinds, for log events and messages */
+typedef enum {
+  DD_KERNEL_CONV,
+  DD_KERNEL_POOL,
+  DD_KERNEL_GEMM,
+  DD_KERNEL_UPSAMPLE,
+  DD_KERNEL_POINTWISE,
+  DD_KERNEL_NKINDS
+} DDKernelKind;
+} // namespace ddnn
+
+/* ------------------------------------------------------------------------------------------
+   The backend object
+------------------------------------------------------------------------------------------ */
+struct _DDBackendMemOps {
+  PetscErrorCode (*malloc)(size_t, void **);             /* zeroed */
+  PetscErrorCode (*free)(void *);
+  PetscErrorCode (*copy)(void *, const void *, size_t);  /* within this backend's memory */
+  PetscErrorCode (*set)(void *, int, size_t);
+};
+
+struct _p_DDBackend {
+  char                        name[64];     /* resource name, e.g. "/cpu/dnnl" */
+  char                        fallback[64]; /* where what it lacks is found ("" for none) */
+  char                        description[128];
+  DDMemType                   memtype;
+  struct _DDBackendMemOps     mem;
+  ddnn::KernelTable<float>    f32;
+  ddnn::KernelTable<double>   f64;
+  PetscLogEvent               events[ddnn::DD_KERNEL_NKINDS]; /* "<kind> <name>": -log_view says which kernel ran */
+};
+
+namespace ddnn
+{
+template <class T>
+inline const KernelTable<T> &Table(DDBackend b);
+template <>
+inline const KernelTable<float> &Table<float>(DDBackend b) { return b->f32; }
+template <>
+inline const KernelTable<double> &Table<double>(DDBackend b) { return b->f64; }
+
+/* the backend b falls back to (NULL at the end of the chain) */
+DDBackend DDBackendNext_Private(DDBackend b);
+PetscErrorCode DDBackendMissing_Private(DDBackend b, DDDataType dt, DDKernelKind kind);
+/*
+  The first backend along b's fallback chain whose table of type T has entry m (non-NULL): the
+  function in *fn, the backend in *which. Errors (naming the kernel kind and the backend) when none has it.
+*/
+template <class T, class F>
+inline PetscErrorCode DDBackendFind(DDBackend b, F KernelTable<T>::*m, DDKernelKind kind, F *fn, DDBackend *which = nullptr)
+{
+  PetscFunctionBegin;
+  for (DDBackend w = b; w; w = DDBackendNext_Private(w))
+    if (Table<T>(w).*m) {
+      *fn = Table<T>(w).*m;
+      if (which) *which = w;
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
+  PetscCall(DDBackendMissing_Private(b, sizeof(T) == 4 ? DD_FLOAT32 : DD_FLOAT64, kind));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  The convolution formats along b's chain: the first backend that provides convformats for dt and
+  accepts the geometry decides (in *which); the kernel is later created from *which's chain.
+*/
+PetscErrorCode DDBackendConvFormats(DDBackend b, DDDataType dt, const ConvGeom &q, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs, DDBackend *which);
+/* A convolution kernel from the first backend along b's chain that accepts spec (for x's dtype) */
+PetscErrorCode DDBackendConvCreate(DDBackend b, const ConvKernelSpec &spec, std::unique_ptr<ConvKernel> *k);
+/* A pooling kernel likewise */
+PetscErrorCode DDBackendPoolCreate(DDBackend b, const PoolKernelSpec &spec, std::unique_ptr<PoolKernel> *k);
+} // namespace ddnn
+
+/* Registration (backends register themselves in DDBackendRegisterAll()) */
+PETSC_EXTERN PetscErrorCode DDBackendRegister_Private(const struct _p_DDBackend *);
+PETSC_EXTERN PetscErrorCode DDBackendRegisterAll(void);
+PETSC_EXTERN PetscErrorCode DDBackendFinalizePackage_Private(void);
+/* the backend a layer uses (its own, or the default) */
+PETSC_EXTERN PetscErrorCode DDLayerGetBackend_Private(DDLayer, DDBackend *);
+#endif

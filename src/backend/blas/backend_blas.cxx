@@ -1,0 +1,46 @@
+/*
+  /cpu/blas: GEMM-based kernels on OpenBLAS in float32 and float64 — the dense layer's products
+  (cblas_sgemm/dgemm). It falls back to /cpu/ref for the rest.
+*/
+#include <backend/common/loopkernels.hpp>
+#include <backend/common/affine_gemm.hpp>
+
+using namespace ddnn;
+
+namespace
+{
+struct CblasGemm {
+  static void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, PetscInt M, PetscInt N, PetscInt K, const float *A, PetscInt lda, const float *B, PetscInt ldb, float beta, float *C, PetscInt ldc)
+  {
+    cblas_sgemm(CblasRowMajor, ta, tb, (blasint)M, (blasint)N, (blasint)K, 1.0f, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+  }
+  static void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, PetscInt M, PetscInt N, PetscInt K, const double *A, PetscInt lda, const double *B, PetscInt ldb, double beta, double *C, PetscInt ldc)
+  {
+    cblas_dgemm(CblasRowMajor, ta, tb, (blasint)M, (blasint)N, (blasint)K, 1.0, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+  }
+};
+
+template <class T>
+void FillBlas(KernelTable<T> &t)
+{
+  t.affinefwd        = AffineForwardGemm<T, CblasGemm>;
+  t.affinebwddata    = AffineBackwardDataGemm<T, CblasGemm>;
+  t.affinebwdweights = AffineBackwardWeightsGemm<T, CblasGemm>;
+}
+} // namespace
+
+PetscErrorCode DDBackendCreate_Blas(void)
+{
+  _p_DDBackend b{};
+
+  PetscFunctionBegin;
+  PetscCall(PetscStrncpy(b.name, "/cpu/blas", sizeof(b.name)));
+  PetscCall(PetscStrncpy(b.description, "GEMM-based kernels on OpenBLAS", sizeof(b.description)));
+  PetscCall(PetscStrncpy(b.fallback, "/cpu/ref", sizeof(b.fallback)));
+  b.memtype = DD_MEMTYPE_HOST;
+  b.mem     = HostMemOps;
+  FillBlas(b.f32);
+  FillBlas(b.f64);
+  PetscCall(DDBackendRegister_Private(&b));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}

@@ -1,0 +1,332 @@
+/*
+  /cpu/dnnl: oneDNN's float32 kernels — convolution and transposed convolution (forward, backward
+  data, backward weights; jit kernels on dense staged windows), max and average pooling, and the
+  dense layer's products through dnnl_sgemm. float64 and the geometries oneDNN does not take fall
+  back to /cpu/blas (then /cpu/ref).
+*/
+#include <ddconf.h>
+#if DDNN_WITH_DNNL
+  #include <backend/common/loopkernels.hpp>
+  #include <backend/common/affine_gemm.hpp>
+  #include <backend/cpu/conv_dnnl.hpp>
+  #include <backend/cpu/pool_dnnl.hpp>
+  #include <oneapi/dnnl/dnnl.h>
+
+using namespace ddnn;
+
+namespace
+{
+DDBackend Self() { return DDBackendLookup_Private("/cpu/dnnl"); }
+
+/* the first entry of a window of a float32 tensor (blocked tensors: the whole storage, the descriptor holds the offset) */
+inline void *WindowPtr(DDTensor t, const PetscInt org[]) { return (char *)t->array + (t->layout.bdim < 0 ? LayoutOffset(t->layout, org) * sizeof(float) : 0); }
+
+/*
+  OpenBLAS (Debian's 0.3.21, DYNAMIC_ARCH) picks its kernels from a table of CPU models and falls
+  back to its Prescott (SSE3) kernels on models it does not know, e.g. Xeon Emerald Rapids: 3x
+  slower for the 64x4096x4096 products of bench/bench_layers. oneDNN's sgemm picks its JIT kernels
+  from the CPU's features; OpenBLAS stays the fallback.
+*/
+struct DnnlGemm {
+  static void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, PetscInt M, PetscInt N, PetscInt K, const float *A, PetscInt lda, const float *B, PetscInt ldb, float beta, float *C, PetscInt ldc)
+  {
+    if (dnnl_sgemm(ta == CblasTrans ? 'T' : 'N', tb == CblasTrans ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc) == dnnl_success) return;
+    cblas_sgemm(CblasRowMajor, ta, tb, (blasint)M, (blasint)N, (blasint)K, 1.0f, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+  }
+};
+
+PetscErrorCode DnnlConvFormats(const ConvGeom &q, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs, bool *ok)
+{
+  PetscFunctionBegin;
+  PetscCall(DnnlConv::Preferred(q, transposed, xf, xbs, yf, ybs));
+  *ok = true;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  A convolution, or a transposed convolution whose crops may be negative: oneDNN's deconvolution
+  takes crops >= 0 only (its padding_l/padding_r), so it computes the core of the box,
+  [max(0, -pl), out + min(0, pr)), and the edge rows no window entry reaches get the bias directly
+  (their dy goes to db only); a box no input reaches at all gets the bias only.
+*/
+class DnnlConvKernel : public ConvKernel
+{
+public:
+  PetscErrorCode SetUp(const ConvKernelSpec &s)
+  {
+    const ConvTGeom &g = s.g;
+    const PetscInt   D = g.D;
+    PetscFunctionBegin;
+    spec = s;
+    bool nocore = false;
+    for (PetscInt j = 0; j < 3; j++) {
+      cs[j] = 0;
+      ce[j] = g.out[j];
+      if (s.transposed && j >= 3 - D) {
+        if (g.in[j] == 0 || g.pl[j] < 0 || g.pr[j] < 0) edge = true;
+        cs[j] = PetscMax(0, -g.pl[j]);
+        ce[j] = g.out[j] + PetscMin(0, g.pr[j]);
+        if (g.in[j] == 0) nocore = true;
+      }
+    }
+    if (nocore)
+      for (PetscInt j = 0; j < 3; j++) cs[j] = ce[j] = 0;
+    if (ce[2] <= cs[2] || ce[1] <= cs[1] || ce[0] <= cs[0]) PetscFunctionReturn(PETSC_SUCCESS); /* no core: the bias only */
+    ConvTGeom gc = g;
+    PetscInt  nx[5] = {gc.N, gc.Ci, 0, 0, 0}, ny[5] = {gc.N, gc.Co, 0, 0, 0};
+    void     *h;
+    for (PetscInt j = 0; j < 3; j++) {
+      gc.out[j] = ce[j] - cs[j];
+      gc.pl[j]  = PetscMax(0, gc.pl[j]);
+      gc.pr[j]  = PetscMax(0, gc.pr[j]);
+    }
+    for (PetscInt j = 0; j < spec.y.t->layout.order; j++) corg[j] = spec.y.org[j];
+    for (PetscInt j = 0; j < D; j++) {
+      nx[2 + j] = gc.in[j + 3 - D];
+      ny[2 + j] = gc.out[j + 3 - D];
+      corg[spec.y.lead + 2 + j] += cs[j + 3 - D];
+    }
+    dnnl::memory::desc xm = WindowDesc(s.x.t, s.x.lead, D, s.x.org, nx, &h), ym = WindowDesc(s.y.t, s.y.lead, D, corg, ny, &h), none;
+    k.reset(new DnnlConv);
+    k->SetDenseStaging(true); /* oneDNN 2.6 runs its jit kernels on dense buffers only: halo windows are staged */
+    if (s.transposed) PetscCall(k->SetUp(gc, xm, ym, xm, ym, s.bias, true, gc.pl, gc.pr));
+    else PetscCall(k->SetUp(gc, xm, ym, s.backward ? xm : none, s.backward ? ym : none, s.bias, false));
+    name = k->Impl();
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  const char    *Name() const override { return name.c_str(); }
+  bool           OverwritesDx() const override { return !edge && k; }
+  PetscErrorCode Forward(DDTensor x, DDTensor w, PetscObjectState wstate, DDTensor b, DDTensor y) override
+  {
+    KernelEvent        e(Self(), DD_KERNEL_CONV);
+    std::vector<float> zero;
+    const float       *bp = nullptr;
+    PetscFunctionBegin;
+    if (spec.bias) {
+      if (b) bp = (const float *)b->array;
+      else {
+        zero.assign(spec.g.Co, 0.f);
+        bp = zero.data();
+      }
+    }
+    if (edge) {
+      float *yp = (float *)y->array;
+      ForEachEdgeEntry(y, [&](PetscInt off, PetscInt ch) { yp[off] = bp ? bp[ch] : 0.f; });
+    }
+    if (k) {
+      PetscCall(k->Forward(WindowPtr(x, spec.x.org), (const float *)w->array, wstate != wfwd, bp, WindowPtr(y, corg)));
+      wfwd = wstate;
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscErrorCode BackwardData(DDTensor dy, DDTensor w, PetscObjectState wstate, DDTensor dx) override
+  {
+    KernelEvent e(Self(), DD_KERNEL_CONV);
+    PetscFunctionBegin;
+    if (k) { /* the edge rows do not reach the window */
+      PetscCall(k->BackwardData(WindowPtr(dy, corg), (const float *)w->array, wstate != wbwd, WindowPtr(dx, spec.x.org)));
+      wbwd = wstate;
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscErrorCode BackwardWeights(DDTensor x, DDTensor dy, DDTensor dw, DDTensor db) override
+  {
+    KernelEvent        e(Self(), DD_KERNEL_CONV);
+    std::vector<float> scratch;
+    float             *dbp = nullptr;
+    PetscFunctionBegin;
+    if (spec.bias) {
+      if (db) dbp = (float *)db->array;
+      else {
+        scratch.resize(spec.g.Co);
+        dbp = scratch.data();
+      }
+    }
+    if (k) PetscCall(k->BackwardWeights(WindowPtr(x, spec.x.org), WindowPtr(dy, corg), (float *)dw->array, dbp)); /* overwrites dw, db */
+    else {
+      std::memset(dw->array, 0, sizeof(float) * dw->layout.size);
+      if (dbp) std::memset(dbp, 0, sizeof(float) * spec.g.Co);
+    }
+    if (edge && db) {
+      const float *g = (const float *)dy->array;
+      ForEachEdgeEntry(dy, [&](PetscInt off, PetscInt ch) { dbp[ch] += g[off]; });
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+
+private:
+  ConvKernelSpec           spec;
+  std::unique_ptr<DnnlConv> k;
+  std::string              name = "oneDNN (edge rows only)";
+  bool                     edge = false;
+  PetscInt                 cs[3] = {0, 0, 0}, ce[3] = {1, 1, 1}, corg[DD_MAX_DIM] = {0};
+  PetscObjectState         wfwd = -1, wbwd = -1;
+
+  /*
+    Calls f(offset, channel) once for every entry of the box of t outside its core [cs, ce): the rows
+    no input reaches, as disjoint slabs (along dimension j: outside the core there, inside it along
+    the dimensions before j), in any storage format.
+  */
+  template <class F>
+  void ForEachEdgeEntry(DDTensor t, F &&f) const
+  {
+    const DDLayout &L = t->layout;
+    const PetscInt  D = spec.g.D, lead = spec.y.lead, *org = spec.y.org;
+    for (PetscInt j = 3 - D; j < 3; j++)
+      for (int side = 0; side < 2; side++) {
+        PetscInt a[DD_MAX_DIM], b[DD_MAX_DIM];
+        for (PetscInt m = 0; m < L.order; m++) {
+          a[m] = org[m];
+          b[m] = org[m] + 1;
+        }
+        b[lead]     = org[lead] + spec.g.N;
+        b[lead + 1] = org[lead + 1] + spec.g.Co;
+        for (PetscInt m = 3 - D; m < 3; m++) {
+          PetscInt dim = lead + 2 + m - (3 - D), lo, hi;
+          if (m < j) {
+            lo = cs[m];
+            hi = ce[m];
+          } else if (m > j) {
+            lo = 0;
+            hi = spec.g.out[m];
+          } else if (side == 0) {
+            lo = 0;
+            hi = cs[m];
+          } else {
+            lo = ce[m];
+            hi = spec.g.out[m];
+          }
+          a[dim] = org[dim] + lo;
+          b[dim] = org[dim] + hi;
+        }
+        ForEachIndex(L.order, a, b, L.perm, [&](const PetscInt *jj) { f(LayoutOffset(L, jj), jj[lead + 1] - org[lead + 1]); });
+      }
+  }
+};
+
+PetscErrorCode DnnlConvCreate(const ConvKernelSpec &spec, std::unique_ptr<ConvKernel> *k)
+{
+  PetscFunctionBegin;
+  std::unique_ptr<DnnlConvKernel> c(new DnnlConvKernel);
+  PetscCall(c->SetUp(spec));
+  k->reset(c.release());
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  Pooling: strided formats, or channel blocks of 4, 8, 16 starting a block. oneDNN's
+  include-padding average divides by the kernel size; the ceil-mode overhang of the last output
+  along a dimension is rescaled by k / (taps inside [-p, n + p)), in y and (on a copy) in dy.
+*/
+class DnnlPoolKernel : public PoolKernel
+{
+public:
+  PetscErrorCode SetUp(const PoolKernelSpec &s)
+  {
+    const DDLayout &L = s.x.t->layout;
+    void           *h;
+    PetscFunctionBegin;
+    g = s.g;
+    for (PetscInt q = 0; q < 5; q++) {
+      xorg[q] = s.x.org[q];
+      yorg[q] = s.y.org[q];
+    }
+    dense = true;
+    for (PetscInt q = 0; q < 2 + s.D; q++)
+      if (s.x.org[q] != 0 || s.xn[q] != L.alloc[q]) dense = false;
+    for (PetscInt jj = 3 - s.D; jj < 3; jj++) {
+      corr[jj] = 1;
+      if (s.type == DD_POOL_AVG && s.countpad) { /* the ceil-mode overhang of the last output */
+        const PetscInt st = (s.oend[jj] - 1) * s.s[jj] - s.p[jj];
+        if (s.oend[jj] > 0 && st + s.k[jj] > s.n[jj] + s.p[jj]) {
+          corr[jj] = (double)s.k[jj] / (double)(s.n[jj] + s.p[jj] - st);
+          hascorr  = true;
+        }
+      }
+    }
+    if (hascorr) BoxOffsetsBuild(s.y.t->layout, s.D, s.y.org, s.yn, &yo);
+    dnnl::algorithm alg = s.type == DD_POOL_MAX ? dnnl::algorithm::pooling_max : (s.countpad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding);
+    dnnl::memory::desc xm = WindowDesc(s.x.t, 0, s.D, s.x.org, s.xn, &h), ym = WindowDesc(s.y.t, 0, s.D, s.y.org, s.yn, &h);
+    bool               ydense = s.y.t->layout.size == s.y.t->layout.bulksize; /* a halo a consumer grew makes the box part of the storage */
+    PetscCall(k.SetUp(s.D, s.k, s.s, s.d, s.padl, s.padr, alg, xm, dense, ym, ydense));
+    name = k.Impl();
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  const char    *Name() const override { return name.c_str(); }
+  bool           OverwritesDx() const override { return dense; }
+  bool           ModifiesDy() const override { return hascorr; }
+  PetscErrorCode Forward(DDTensor x, DDTensor y, bool training) override
+  {
+    KernelEvent e(Self(), DD_KERNEL_POOL);
+    PetscFunctionBegin;
+    PetscCall(k.Forward(WindowPtr(x, xorg), WindowPtr(y, yorg), training));
+    if (hascorr) ApplyCorrection((float *)y->array);
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscErrorCode Backward(DDTensor dy, DDTensor dx) override
+  {
+    KernelEvent e(Self(), DD_KERNEL_POOL);
+    PetscFunctionBegin;
+    if (hascorr) ApplyCorrection((float *)dy->array);
+    PetscCall(k.Backward(WindowPtr(dy, yorg), WindowPtr(dx, xorg)));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+
+private:
+  DnnlPool    k;
+  std::string name;
+  PoolGeom    g;
+  BoxOffsets yo;
+  PetscInt   xorg[5] = {0}, yorg[5] = {0};
+  double     corr[3] = {1, 1, 1};
+  bool       dense = false, hascorr = false;
+
+  /* multiplies the last local output along each dimension with an overhang by corr */
+  void ApplyCorrection(float *y) const
+  {
+    for (PetscInt jj = 0; jj < 3; jj++) {
+      if (corr[jj] == 1) continue;
+      const float f     = (float)corr[jj];
+      PetscInt    lo[3] = {0, 0, 0}, hi[3] = {g.out[0], g.out[1], g.out[2]};
+      lo[jj]            = g.out[jj] - 1;
+      for (PetscInt n = 0; n < g.N; n++)
+        for (PetscInt ch = 0; ch < g.C; ch++)
+          for (PetscInt i0 = lo[0]; i0 < hi[0]; i0++)
+            for (PetscInt i1 = lo[1]; i1 < hi[1]; i1++)
+              for (PetscInt i2 = lo[2]; i2 < hi[2]; i2++) y[yo.t[0][n] + yo.t[1][ch] + yo.t[2][i0] + yo.t[3][i1] + yo.t[4][i2]] *= f;
+    }
+  }
+};
+
+PetscErrorCode DnnlPoolCreate(const PoolKernelSpec &spec, std::unique_ptr<PoolKernel> *k)
+{
+  const DDLayout &L = spec.x.t->layout, &Ly = spec.y.t->layout;
+  PetscFunctionBegin;
+  if (!(L.bdim < 0 || (L.bdim == 1 && (L.bs == 4 || L.bs == 8 || L.bs == 16) && spec.x.org[1] % L.bs == 0 && Ly.bdim == 1))) PetscFunctionReturn(PETSC_SUCCESS);
+  std::unique_ptr<DnnlPoolKernel> p(new DnnlPoolKernel);
+  PetscCall(p->SetUp(spec));
+  k->reset(p.release());
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+} // namespace
+
+PetscErrorCode DDBackendCreate_Dnnl(void)
+{
+  _p_DDBackend b{};
+
+  PetscFunctionBegin;
+  PetscCall(PetscStrncpy(b.name, "/cpu/dnnl", sizeof(b.name)));
+  PetscCall(PetscStrncpy(b.description, "oneDNN (float32)", sizeof(b.description)));
+  PetscCall(PetscStrncpy(b.fallback, "/cpu/blas", sizeof(b.fallback)));
+  b.memtype            = DD_MEMTYPE_HOST;
+  b.mem                = HostMemOps;
+  b.f32.convformats    = DnnlConvFormats;
+  b.f32.convcreate     = DnnlConvCreate;
+  b.f32.poolcreate     = DnnlPoolCreate;
+  b.f32.affinefwd      = AffineForwardGemm<float, DnnlGemm>;
+  b.f32.affinebwddata  = AffineBackwardDataGemm<float, DnnlGemm>;
+  b.f32.affinebwdweights = AffineBackwardWeightsGemm<float, DnnlGemm>;
+  PetscCall(DDBackendRegister_Private(&b));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+#endif

@@ -1,0 +1,423 @@
+/*
+  The backend registry: resource names, the default backend (-dd_backend), the fallback chains
+  along which kernels are found by capability, and the memory operations tensors allocate with.
+  See include/ddnn/private/ddbackendimpl.h.
+*/
+#include <ddnn/private/ddbackendimpl.h>
+#include <ddnn/private/ddlayerimpl.h>
+#include <backend/interface/backends.hpp>
+#include <string>
+#include <vector>
+#include <memory>
+
+using namespace ddnn;
+
+const char *const DDMemTypes[] = {"host", "device", "DDMemType", "DD_MEMTYPE_", nullptr};
+
+static std::vector<std::unique_ptr<_p_DDBackend>> &Registry()
+{
+  static std::vector<std::unique_ptr<_p_DDBackend>> r;
+  return r;
+}
+static PetscBool    registered = PETSC_FALSE;
+static std::string  defaultname;
+static PetscClassId DD_BACKEND_CLASSID;
+
+static const char *const KernelKindNames[] = {"Conv", "Pool", "Gemm", "Upsample", "Pointwise"};
+
+/* "cpu/dnnl" and "/cpu/dnnl" name the same backend */
+static std::string Normalize(const char name[])
+{
+  std::string s(name ? name : "");
+  if (!s.empty() && s[0] != '/') s = "/" + s;
+  return s;
+}
+
+/* resource names ddnn knows that this build may lack, with the build option that brings them */
+static const char *BuildOptionFor(const std::string &name)
+{
+  if (name == "/cpu/dnnl") return "-DDDNN_WITH_DNNL=ON (needs oneDNN, Debian's libdnnl-dev)";
+  if (name == "/gpu/cuda" || name == "/gpu") return "-DDDNN_WITH_CUDA=ON (needs the CUDA toolkit and cuDNN); this version of ddnn has no GPU kernels yet";
+  return nullptr;
+}
+
+PetscErrorCode DDBackendRegister_Private(const struct _p_DDBackend *b)
+{
+  PetscFunctionBegin;
+  for (auto &e : Registry()) PetscCheck(std::string(e->name) != b->name, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "Backend %s is already registered", b->name);
+  Registry().emplace_back(new _p_DDBackend(*b));
+  _p_DDBackend *n = Registry().back().get();
+  for (int k = 0; k < DD_KERNEL_NKINDS; k++) {
+    char ev[64];
+    PetscCall(PetscSNPrintf(ev, sizeof(ev), "%s:%s", KernelKindNames[k], n->name + 1));
+    PetscCall(PetscLogEventRegister(ev, DD_BACKEND_CLASSID, &n->events[k]));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDBackendRegisterAll - Registers the backends compiled into this build: "/cpu/ref" (the reference
+  loops, float32 and float64: the truth the others are checked against), "/cpu/blas" (GEMM-based
+  kernels on BLAS) and "/cpu/dnnl" (oneDNN, when built with it)
+
+  Notes:
+  Called by `DDInitializePackage()`; calling it again does nothing. The default backend is the
+  fastest one built ("/cpu/dnnl", else "/cpu/blas"), or the one `-dd_backend` names.
+
+  Level: developer
+
+.seealso: `DDBackendSetDefault()`, `DDBackendView()`
+@*/
+PetscErrorCode DDBackendRegisterAll(void)
+{
+  PetscFunctionBegin;
+  if (registered) PetscFunctionReturn(PETSC_SUCCESS);
+  registered = PETSC_TRUE;
+  PetscCall(PetscClassIdRegister("DD Backend", &DD_BACKEND_CLASSID));
+  PetscCall(PetscRegisterFinalize(DDBackendFinalizePackage_Private));
+  PetscCall(DDBackendCreate_Ref());
+  PetscCall(DDBackendCreate_Blas());
+#if DDNN_WITH_DNNL
+  PetscCall(DDBackendCreate_Dnnl());
+  defaultname = "/cpu/dnnl";
+#else
+  defaultname = "/cpu/blas";
+#endif
+  {
+    char      name[64];
+    PetscBool flg;
+    PetscCall(PetscOptionsGetString(NULL, NULL, "-dd_backend", name, sizeof(name), &flg));
+    if (flg) PetscCall(DDBackendSetDefault(name));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode DDBackendFinalizePackage_Private(void)
+{
+  PetscFunctionBegin;
+  Registry().clear();
+  registered = PETSC_FALSE;
+  defaultname.clear();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDBackendGet - The backend registered under a resource name
+
+  Not collective
+
+  Input Parameter:
+. name - "/cpu/ref", "/cpu/blas", "/cpu/dnnl" (the leading slash may be left out)
+
+  Output Parameter:
+. b - the backend
+
+  Notes:
+  A name this build does not have is an error: one ddnn knows (such as "/gpu/cuda" or "/cpu/dnnl")
+  names the CMake option that builds it; any other lists the registered backends.
+
+  Level: intermediate
+
+.seealso: `DDBackendSetDefault()`, `DDBackendView()`, `DDLayerSetBackend()`
+@*/
+PetscErrorCode DDBackendGet(const char name[], DDBackend *b)
+{
+  std::string n = Normalize(name), known;
+
+  PetscFunctionBegin;
+  PetscValidPointer(b, 2);
+  PetscCall(DDInitializePackage());
+  PetscCall(DDBackendRegisterAll());
+  for (auto &e : Registry())
+    if (n == e->name) {
+      *b = e.get();
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
+  const char *opt = BuildOptionFor(n);
+  PetscCheck(!opt, PETSC_COMM_SELF, PETSC_ERR_SUP, "Backend %s is not in this build of ddnn: configure it with %s", n.c_str(), opt);
+  for (auto &e : Registry()) known += std::string(known.empty() ? "" : ", ") + e->name;
+  SETERRQ(PETSC_COMM_SELF, PETSC_ERR_ARG_UNKNOWN_TYPE, "Unknown backend \"%s\"; this build has %s", name ? name : "(null)", known.c_str());
+}
+
+/*@C
+  DDBackendGetName - The resource name of a backend
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDBackendGet()`
+@*/
+PetscErrorCode DDBackendGetName(DDBackend b, const char *name[])
+{
+  PetscFunctionBegin;
+  PetscValidPointer(b, 1);
+  *name = b->name;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDBackendSetDefault - Chooses the backend that layers use unless they are given their own
+
+  Logically collective (give every rank the same name)
+
+  Input Parameter:
+. name - a resource name: "/cpu/ref", "/cpu/blas" or "/cpu/dnnl"
+
+  Options Database Key:
+. -dd_backend <name> - read when ddnn initializes
+
+  Notes:
+  A backend provides what it can and falls back for the rest, by element type and geometry:
+  "/cpu/dnnl" (oneDNN: float32 convolution, pooling, GEMM) falls back to "/cpu/blas" (GEMM-based
+  convolution and dense layers in float32 and float64, fast pooling, interpolation and pointwise
+  loops), which falls back to "/cpu/ref" (the reference loops). Layers set up before the call
+  keep their kernels. A backend this build lacks is an error naming the CMake option that builds it.
+
+  Level: intermediate
+
+.seealso: `DDBackendGetDefault()`, `DDLayerSetBackend()`, `DDBackendView()`
+@*/
+PetscErrorCode DDBackendSetDefault(const char name[])
+{
+  DDBackend b;
+
+  PetscFunctionBegin;
+  PetscCall(DDBackendGet(name, &b));
+  defaultname = b->name;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDBackendGetDefault - The resource name of the default backend
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDBackendSetDefault()`
+@*/
+PetscErrorCode DDBackendGetDefault(const char *name[])
+{
+  PetscFunctionBegin;
+  PetscCall(DDInitializePackage());
+  PetscCall(DDBackendRegisterAll());
+  *name = defaultname.c_str();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDBackendView - Lists the backends of this build, their fallbacks and the kernels each provides
+
+  Collective on the viewer
+
+  Level: intermediate
+
+.seealso: `DDBackendSetDefault()`
+@*/
+PetscErrorCode DDBackendView(PetscViewer viewer)
+{
+  PetscFunctionBegin;
+  PetscCall(DDBackendRegisterAll());
+  if (!viewer) viewer = PETSC_VIEWER_STDOUT_WORLD;
+  PetscCall(PetscViewerASCIIPrintf(viewer, "ddnn backends (default %s):\n", defaultname.c_str()));
+  PetscCall(PetscViewerASCIIPushTab(viewer));
+  for (auto &e : Registry()) {
+    auto has = [](const auto &t) {
+      std::string r;
+      if (t.convcreate) r += " conv";
+      if (t.poolcreate) r += " pool";
+      if (t.affinefwd) r += " gemm";
+      if (t.upsamplefwd) r += " upsample";
+      if (t.actfwd) r += " pointwise";
+      return r.empty() ? std::string(" -") : r;
+    };
+    PetscCall(PetscViewerASCIIPrintf(viewer, "%s: %s; %s memory; falls back to %s\n", e->name, e->description, DDMemTypes[e->memtype], e->fallback[0] ? e->fallback : "nothing"));
+    PetscCall(PetscViewerASCIIPrintf(viewer, "  float32:%s; float64:%s\n", has(e->f32).c_str(), has(e->f64).c_str()));
+  }
+  PetscCall(PetscViewerASCIIPopTab(viewer));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+DDBackend ddnn::DDBackendNext_Private(DDBackend b)
+{
+  if (!b || !b->fallback[0]) return nullptr;
+  for (auto &e : Registry())
+    if (std::string(e->name) == b->fallback) return e.get();
+  return nullptr;
+}
+
+PetscErrorCode ddnn::DDBackendMissing_Private(DDBackend b, DDDataType dt, DDKernelKind kind)
+{
+  PetscFunctionBegin;
+  SETERRQ(PETSC_COMM_SELF, PETSC_ERR_SUP, "No backend along the chain from %s has a %s kernel for %s", b->name, KernelKindNames[kind], DDDataTypes[dt]);
+}
+
+PetscErrorCode ddnn::DDBackendConvFormats(DDBackend b, DDDataType dt, const ConvGeom &q, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs, DDBackend *which)
+{
+  PetscFunctionBegin;
+  for (DDBackend w = b; w; w = DDBackendNext_Private(w)) {
+    auto fn = dt == DD_FLOAT32 ? w->f32.convformats : w->f64.convformats;
+    bool ok = false;
+    if (!fn) continue;
+    PetscCall(fn(q, transposed, xf, xbs, yf, ybs, &ok));
+    if (ok) {
+      *which = w;
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
+  }
+  PetscCall(DDBackendMissing_Private(b, dt, DD_KERNEL_CONV));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode ddnn::DDBackendConvCreate(DDBackend b, const ConvKernelSpec &spec, std::unique_ptr<ConvKernel> *k)
+{
+  const DDDataType dt = spec.x.t->dtype;
+
+  PetscFunctionBegin;
+  k->reset();
+  for (DDBackend w = b; w; w = DDBackendNext_Private(w)) {
+    auto fn = dt == DD_FLOAT32 ? w->f32.convcreate : w->f64.convcreate;
+    if (!fn) continue;
+    PetscCall(fn(spec, k));
+    if (*k) PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscCall(DDBackendMissing_Private(b, dt, DD_KERNEL_CONV));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode ddnn::DDBackendPoolCreate(DDBackend b, const PoolKernelSpec &spec, std::unique_ptr<PoolKernel> *k)
+{
+  const DDDataType dt = spec.x.t->dtype;
+
+  PetscFunctionBegin;
+  k->reset();
+  for (DDBackend w = b; w; w = DDBackendNext_Private(w)) {
+    auto fn = dt == DD_FLOAT32 ? w->f32.poolcreate : w->f64.poolcreate;
+    if (!fn) continue;
+    PetscCall(fn(spec, k));
+    if (*k) PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscCall(DDBackendMissing_Private(b, dt, DD_KERNEL_POOL));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* host memory: every CPU backend's                                                         */
+static PetscErrorCode HostMalloc(size_t n, void **p)
+{
+  PetscFunctionBegin;
+  PetscCall(PetscCalloc1(n + 1, (char **)p));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+static PetscErrorCode HostFree(void *p)
+{
+  PetscFunctionBegin;
+  PetscCall(PetscFree(p));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+static PetscErrorCode HostCopy(void *d, const void *s, size_t n)
+{
+  PetscFunctionBegin;
+  if (n) PetscCall(PetscMemcpy(d, s, n));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+static PetscErrorCode HostSet(void *d, int v, size_t n)
+{
+  PetscFunctionBegin;
+  if (n) memset(d, v, n);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+const struct _DDBackendMemOps ddnn::HostMemOps = {HostMalloc, HostFree, HostCopy, HostSet};
+
+/* the memory operations of a memory type (the host's, or the device backend's) */
+PetscErrorCode ddnn::DDMemOps_Private(DDMemType mt, const struct _DDBackendMemOps **ops)
+{
+  PetscFunctionBegin;
+  if (mt == DD_MEMTYPE_HOST) {
+    *ops = &HostMemOps;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscCall(DDBackendRegisterAll());
+  for (auto &e : Registry())
+    if (e->memtype == mt) {
+      *ops = &e->mem;
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
+  SETERRQ(PETSC_COMM_SELF, PETSC_ERR_SUP, "No backend of this build has %s memory: configure ddnn with -DDDNN_WITH_CUDA=ON", DDMemTypes[mt]);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* the backend of a layer                                                                   */
+
+/*@C
+  DDLayerSetBackend - Chooses the backend whose kernels a layer runs
+
+  Logically collective
+
+  Input Parameters:
++ layer - the layer (before `DDLayerSetUp()`)
+- name  - a resource name ("/cpu/ref", "/cpu/blas", "/cpu/dnnl"), or NULL for the default
+
+  Options Database Key:
+. -<prefix>dd_backend <name> - this layer's backend
+
+  Notes:
+  What the backend does not provide for the layer's element type and geometry comes from its
+  fallback chain (see `DDBackendSetDefault()`); `DDLayerView()` names the kernels that run and
+  -log_view times them as events "<Kind>:<backend>". A backend this build lacks is an error
+  naming the CMake option that builds it.
+
+  Level: intermediate
+
+.seealso: `DDBackendSetDefault()`, `DDLayerGetBackend()`
+@*/
+PetscErrorCode DDLayerSetBackend(DDLayer layer, const char name[])
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCheck(!layer->setupcalled, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONGSTATE, "Set the backend of a layer before DDLayerSetUp()");
+  if (!name) layer->backend = NULL;
+  else PetscCall(DDBackendGet(name, &layer->backend));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDLayerGetBackend - The resource name of the backend a layer uses (its own, or the default)
+
+  Not collective
+
+  Level: intermediate
+
+.seealso: `DDLayerSetBackend()`
+@*/
+PetscErrorCode DDLayerGetBackend(DDLayer layer, const char *name[])
+{
+  DDBackend b;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCall(DDLayerGetBackend_Private(layer, &b));
+  *name = b->name;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode DDLayerGetBackend_Private(DDLayer layer, DDBackend *b)
+{
+  PetscFunctionBegin;
+  if (layer->backend) *b = layer->backend;
+  else {
+    const char *n;
+    PetscCall(DDBackendGetDefault(&n));
+    PetscCall(DDBackendGet(n, b));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+DDBackend ddnn::DDBackendLookup_Private(const char name[])
+{
+  if (DDBackendRegisterAll()) return nullptr;
+  for (auto &e : Registry())
+    if (std::string(e->name) == name) return e.get();
+  return nullptr;
+}

@@ -1,0 +1,211 @@
+/*
+  The backend tier: every layer type with a local kernel runs on every backend of this build, in
+  float32 and float64, on P ranks, and equals the reference loops (/cpu/ref) on one rank; the
+  registry's choices, fallbacks and errors.
+*/
+#include "layertest.hpp"
+#include <ddnn/private/ddbackendimpl.h>
+
+using namespace ddtest;
+
+namespace
+{
+std::vector<const char *> Backends()
+{
+  std::vector<const char *> b = {"/cpu/ref", "/cpu/blas"};
+#if DDNN_WITH_DNNL
+  b.push_back("/cpu/dnnl");
+#endif
+  return b;
+}
+
+/* a partition of P workers over the spatial dimensions of an order-d tensor (unbalanced shapes below) */
+std::vector<PetscInt> SpatialPartition(size_t order)
+{
+  std::vector<PetscInt> p(order, 1);
+  int                   W = Size();
+  if (order == 4) {
+    std::vector<std::vector<PetscInt>> f;
+    Factorizations(W, 2, f);
+    p[2] = f[f.size() / 2][0];
+    p[3] = f[f.size() / 2][1];
+  } else p[order - 1] = W;
+  return p;
+}
+
+/* layer `configure` on backend b on all ranks against /cpu/ref on one rank */
+void CheckBackends(const std::function<void(DDLayer)> &configure, InputSpec in, const std::string &what)
+{
+  for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+    InputSpec ser = Serial(in);
+    RunResult ref = RunLayer(
+      [&](DDLayer l) {
+        configure(l);
+        DDT(DDLayerSetBackend(l, "/cpu/ref"));
+      },
+      {ser}, dt, 5);
+    for (const char *b : Backends()) {
+      RunResult r = RunLayer(
+        [&](DDLayer l) {
+          configure(l);
+          DDT(DDLayerSetBackend(l, b));
+        },
+        {in}, dt, 5);
+      ExpectSameRun(r, ref, dt == DD_FLOAT64 ? 1e-12 : 2e-5, what + " on " + b + " in " + DDDataTypes[dt]);
+    }
+  }
+}
+
+InputSpec Input(std::vector<PetscInt> shape, DDTensorFormat fmt = DD_FORMAT_PLAIN)
+{
+  InputSpec s;
+  s.shape  = shape;
+  s.pshape = SpatialPartition(shape.size());
+  s.fmt    = fmt;
+  return s;
+}
+} // namespace
+
+TEST(Backends, Conv)
+{
+  struct Case {
+    std::vector<PetscInt> shape, k, s, p, d;
+    PetscInt              co;
+    const char           *what;
+  };
+  for (const Case &c : std::vector<Case>{{{2, 3, 13, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 4, "2-D 3x3"},
+                                         {{1, 4, 15, 12}, {5, 3}, {2, 1}, {2, 0}, {1, 2}, 3, "2-D strided dilated"},
+                                         {{2, 2, 7, 6, 9}, {3, 3, 3}, {1, 2, 1}, {1, 1, 1}, {1, 1, 1}, 3, "3-D"},
+                                         {{3, 2, 17}, {4}, {3}, {1}, {1}, 5, "1-D"}}) {
+    const PetscInt D = (PetscInt)c.k.size();
+    for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST})
+      CheckBackends(
+        [&](DDLayer l) {
+          DDT(DDLayerSetType(l, DDLAYERCONV));
+          DDT(DDLayerConvSetOutputChannels(l, c.co));
+          DDT(DDLayerConvSetKernel(l, D, c.k.data()));
+          DDT(DDLayerConvSetStride(l, D, c.s.data()));
+          DDT(DDLayerConvSetPadding(l, D, c.p.data()));
+          DDT(DDLayerConvSetDilation(l, D, c.d.data()));
+        },
+        Input(c.shape, fmt), std::string("conv ") + c.what);
+  }
+}
+
+TEST(Backends, ConvTranspose)
+{
+  struct Case {
+    std::vector<PetscInt> shape, k, s, p, op;
+    PetscInt              co;
+    const char           *what;
+  };
+  for (const Case &c : std::vector<Case>{{{2, 3, 7, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 0}, 4, "2-D stride 2, output padding"},
+                                         {{1, 2, 5, 6}, {2, 2}, {3, 3}, {0, 0}, {0, 0}, 3, "2-D gaps (s > k)"},
+                                         {{1, 2, 4, 3, 5}, {3, 3, 3}, {1, 2, 1}, {1, 1, 1}, {0, 1, 0}, 2, "3-D"}}) {
+    const PetscInt D = (PetscInt)c.k.size();
+    CheckBackends(
+      [&](DDLayer l) {
+        DDT(DDLayerSetType(l, DDLAYERCONVTRANSPOSE));
+        DDT(DDLayerConvSetOutputChannels(l, c.co));
+        DDT(DDLayerConvSetKernel(l, D, c.k.data()));
+        DDT(DDLayerConvSetStride(l, D, c.s.data()));
+        DDT(DDLayerConvSetPadding(l, D, c.p.data()));
+        DDT(DDLayerConvSetOutputPadding(l, D, c.op.data()));
+      },
+      Input(c.shape), std::string("convtranspose ") + c.what);
+  }
+}
+
+TEST(Backends, Pool)
+{
+  for (DDPoolType t : {DD_POOL_MAX, DD_POOL_AVG})
+    for (PetscBool ceil : {PETSC_FALSE, PETSC_TRUE})
+      for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST}) {
+        const PetscInt k[2] = {3, 2}, s[2] = {2, 2}, p[2] = {1, 0};
+        CheckBackends(
+          [&](DDLayer l) {
+            DDT(DDLayerSetType(l, DDLAYERPOOL));
+            DDT(DDLayerPoolSetType(l, t));
+            DDT(DDLayerPoolSetKernel(l, 2, k));
+            DDT(DDLayerPoolSetStride(l, 2, s));
+            DDT(DDLayerPoolSetPadding(l, 2, p));
+            DDT(DDLayerPoolSetCeilMode(l, ceil));
+          },
+          Input({2, 3, 14, 11}, fmt), std::string("pool ") + DDPoolTypes[t] + (ceil ? " ceil" : ""));
+      }
+}
+
+TEST(Backends, Affine)
+{
+  InputSpec in;
+  in.shape  = {7, 13};
+  in.pshape = {1, Size()};
+  CheckBackends(
+    [&](DDLayer l) {
+      DDT(DDLayerSetType(l, DDLAYERAFFINE));
+      DDT(DDLayerAffineSetOutputFeatures(l, 9));
+    },
+    in, "affine");
+}
+
+TEST(Backends, UpsampleAndActivation)
+{
+  CheckBackends(
+    [&](DDLayer l) {
+      DDT(DDLayerSetType(l, DDLAYERUPSAMPLE));
+      DDT(DDLayerUpsampleSetMode(l, DD_UPSAMPLE_LINEAR));
+      const PetscInt sc[1] = {2};
+      DDT(DDLayerUpsampleSetScale(l, 1, sc));
+    },
+    Input({2, 3, 9, 7}), "bilinear upsampling");
+  for (DDActivationType a : {DD_ACT_RELU, DD_ACT_GELU})
+    CheckBackends(
+      [&](DDLayer l) {
+        DDT(DDLayerSetType(l, DDLAYERACTIVATION));
+        DDT(DDLayerActivationSetType(l, a));
+      },
+      Input({2, 3, 9, 7}), std::string("activation ") + DDActivationTypes[a]);
+}
+
+TEST(Backends, Registry)
+{
+  DDBackend   b;
+  const char *name, *dflt;
+  /* names with or without the leading slash */
+  DDT(DDBackendGet("cpu/ref", &b));
+  DDT(DDBackendGetName(b, &name));
+  EXPECT_STREQ(name, "/cpu/ref");
+  DDT(DDBackendGetDefault(&dflt));
+  EXPECT_STREQ(dflt, DDNN_WITH_DNNL ? "/cpu/dnnl" : "/cpu/blas");
+  /* fallback: /cpu/ref has every float64 kernel kind; /cpu/blas finds pooling along its chain */
+  DDT(DDBackendGet("/cpu/blas", &b));
+  DDBackend which;
+  decltype(ddnn::KernelTable<double>::upsamplefwd) up;
+  DDT(ddnn::DDBackendFind<double>(b, &ddnn::KernelTable<double>::upsamplefwd, ddnn::DD_KERNEL_UPSAMPLE, &up, &which));
+  EXPECT_NE(up, nullptr);
+  /* errors: an unknown name lists the backends; one this build lacks names the CMake option */
+  std::string msg;
+  EXPECT_NE(Catch([&]() { return DDBackendGet("/cpu/nope", &b); }, &msg), 0);
+  EXPECT_NE(msg.find("/cpu/ref"), std::string::npos) << msg;
+  EXPECT_NE(Catch([&]() { return DDBackendSetDefault("/gpu/cuda"); }, &msg), 0);
+  EXPECT_NE(msg.find("DDNN_WITH_CUDA"), std::string::npos) << msg;
+  /* per layer from its options prefix, shown by DDLayerView, and an error after set-up */
+  DDLayer l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DDT(DDLayerSetOptionsPrefix(l, "bk_"));
+  DDT(PetscOptionsSetValue(NULL, "-bk_layer_type", "activation"));
+  DDT(PetscOptionsSetValue(NULL, "-bk_dd_backend", "cpu/blas"));
+  DDT(DDLayerSetFromOptions(l));
+  DDT(PetscOptionsClearValue(NULL, "-bk_layer_type"));
+  DDT(PetscOptionsClearValue(NULL, "-bk_dd_backend"));
+  DDT(DDLayerGetBackend(l, &name));
+  EXPECT_STREQ(name, "/cpu/blas");
+  DDT(DDLayerSetBackend(l, NULL));
+  DDT(DDLayerGetBackend(l, &name));
+  EXPECT_STREQ(name, dflt);
+  DDT(PetscOptionsSetValue(NULL, "-bk_dd_backend", "/gpu/cuda"));
+  EXPECT_NE(Catch([&]() { return DDLayerSetFromOptions(l); }, &msg), 0);
+  DDT(PetscOptionsClearValue(NULL, "-bk_dd_backend"));
+  EXPECT_NE(msg.find("DDNN_WITH_CUDA"), std::string::npos) << msg;
+  DDT(DDLayerDestroy(&l));
+}
