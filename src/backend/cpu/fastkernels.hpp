@@ -12,6 +12,7 @@
 */
 #pragma once
 #include <backend/kernels.hpp>
+#include <ddlayer.h>
 
 namespace ddnn
 {
