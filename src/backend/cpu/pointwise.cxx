@@ -33,10 +33,16 @@ void ActivationForward(DDActivationType type, T slope, const T *x, T *y, PetscIn
 {
   switch (type) {
   case DD_ACT_RELU:
-    for (PetscInt i = 0; i < n; i++) y[i] = x[i] < (T)0 ? (T)0 : x[i];
+    for (PetscInt i = 0; i < n; i++) {
+      const T v = x[i];
+      y[i]      = v < (T)0 ? (T)0 : v;
+    }
     break;
   case DD_ACT_LEAKYRELU:
-    for (PetscInt i = 0; i < n; i++) y[i] = x[i] > (T)0 ? x[i] : slope * x[i];
+    for (PetscInt i = 0; i < n; i++) {
+      const T v = x[i];
+      y[i]      = v > (T)0 ? v : slope * v;
+    }
     break;
   case DD_ACT_TANH:
     for (PetscInt i = 0; i < n; i++) y[i] = std::tanh(x[i]);
@@ -59,10 +65,16 @@ void ActivationBackward(DDActivationType type, T slope, const T *x, const T *dy,
 {
   switch (type) {
   case DD_ACT_RELU: /* f'(0) = 0, as PyTorch */
-    for (PetscInt i = 0; i < n; i++) dx[i] = x[i] <= (T)0 ? (T)0 : dy[i];
+    for (PetscInt i = 0; i < n; i++) { /* both loads unconditional: the select vectorizes */
+      const T v = x[i], g = dy[i];
+      dx[i]     = v <= (T)0 ? (T)0 : g;
+    }
     break;
   case DD_ACT_LEAKYRELU:
-    for (PetscInt i = 0; i < n; i++) dx[i] = x[i] > (T)0 ? dy[i] : slope * dy[i];
+    for (PetscInt i = 0; i < n; i++) {
+      const T v = x[i], g = dy[i];
+      dx[i]     = v > (T)0 ? g : slope * g;
+    }
     break;
   case DD_ACT_TANH:
     for (PetscInt i = 0; i < n; i++) {

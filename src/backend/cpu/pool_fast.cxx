@@ -95,11 +95,10 @@ inline void MaxTapRow(const T *xr, PetscInt S, PetscInt off0, PetscInt len, T *m
 {
   const PetscInt s = SS > 0 ? SS : S;
   for (PetscInt i = 0; i < len; i++) {
-    const T v = xr[s * i];
-    if (v > m[i] || v != v) {
-      m[i]  = v;
-      am[i] = off0 + s * i;
-    }
+    const T    v    = xr[s * i];
+    const bool take = v > m[i] || v != v; /* branch-free: the loop vectorizes */
+    m[i]            = take ? v : m[i];
+    am[i]           = take ? off0 + s * i : am[i];
   }
 }
 template <class T, int SS>
