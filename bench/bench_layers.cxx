@@ -4,7 +4,7 @@
   See bench/README.md for how to run it and the results.
 
     ./bench_layers [-threads T] [-reps 10] [-min_time 1] [-ref_reps 3] [-cases a,b,...]
-                   [-variants plain,kept] [-torch 0|1] [-ref 0|1] [-copies 0|1] [-log_view]
+                   [-variants plain,kept] [-dtype float32|float64] [-torch 0|1] [-ref 0|1] [-copies 0|1] [-log_view]
     OMP_NUM_THREADS=1 mpiexec -n 2 ./bench_layers [-reps 10]          (the 2-rank part)
 
   Times are medians of at least -reps repetitions of fwd+bwd (Forward, then Backward with the
@@ -45,6 +45,7 @@
 */
 #include <ddnn.h>
 #include <backend/kernels.hpp>
+#include <backend/cpu/fastkernels.hpp>
 #include <vector>
 #include <string>
 #include <algorithm>
@@ -85,7 +86,8 @@ struct Tm {
   double wall = 0, cpu = 0;
 };
 
-static double g_mintime = 1.0;
+static double     g_mintime = 1.0;
+static DDDataType g_dtype   = DD_FLOAT32; /* -dtype float32|float64: ddnn, the reference loops and PyTorch alike */
 
 static double CpuNow()
 {
@@ -129,19 +131,20 @@ static void SetThreads(int T)
   if (auto f = (setfn)dlsym(RTLD_DEFAULT, "openblas_set_num_threads")) f(T);
 }
 
-static void Fill(std::vector<float> &v, unsigned seed)
+template <class T>
+static void Fill(std::vector<T> &v, unsigned seed)
 {
   unsigned s = seed * 2654435761u + 1;
   for (auto &e : v) {
     s = s * 1664525u + 1013904223u;
-    e = (float)((s >> 8) * (1.0 / 16777216.0) * 2 - 1);
+    e = (T)((s >> 8) * (1.0 / 16777216.0) * 2 - 1);
   }
 }
 
 /* ------------------------------------------------------------------------------------------ */
 /* the cases                                                                                  */
 
-enum Kind { CONV, AFFINE, MAXPOOL, BATCHNORM };
+enum Kind { CONV, AFFINE, MAXPOOL, BATCHNORM, UPSAMPLE, RELU };
 
 struct Case {
   std::string           name, label;
@@ -163,6 +166,9 @@ static std::vector<Case> AllCases()
     {"maxpool_16x512", "max-pool 2x2 on 1x16x512x512", MAXPOOL, {1, 16, 512, 512}, 0, {}, ">= 3x faster", 1.0 / 3},
     {"maxpool_64x56", "max-pool 2x2 on 8x64x56x56", MAXPOOL, {8, 64, 56, 56}, 0, {}, ">= 3x faster", 1.0 / 3},
     {"batchnorm_16x512", "batchnorm on 1x16x512x512", BATCHNORM, {1, 16, 512, 512}, 0, {}, ">= 3x faster", 1.0 / 3},
+    {"upsample_16x256", "bilinear upsample x2 on 1x16x256x256", UPSAMPLE, {1, 16, 256, 256}, 0, {}, "<= 1.0x torch", 1.0},
+    {"upsample_64x56", "bilinear upsample x2 on 8x64x56x56", UPSAMPLE, {8, 64, 56, 56}, 0, {}, "<= 1.0x torch", 1.0},
+    {"relu_16x512", "relu on 1x16x512x512", RELU, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0},
   };
 }
 
@@ -192,7 +198,7 @@ static PetscErrorCode MakeTensor(MPI_Comm comm, const std::vector<PetscInt> &psh
   PetscCall(DDTensorCreate(comm, t));
   PetscCall(DDTensorSetPartition(*t, p));
   PetscCall(DDTensorSetShape(*t, (PetscInt)shape.size(), shape.data()));
-  PetscCall(DDTensorSetDataType(*t, DD_FLOAT32));
+  PetscCall(DDTensorSetDataType(*t, g_dtype));
   PetscCall(DDTensorSetFormat(*t, fmt));
   if (fmt == DD_FORMAT_BLOCKED) PetscCall(DDTensorSetBlockSize(*t, bs));
   PetscCall(DDTensorSetUp(*t));
@@ -225,6 +231,16 @@ static PetscErrorCode MakeLayer(MPI_Comm comm, const Case &c, DDLayer *l)
   } break;
   case BATCHNORM:
     PetscCall(DDLayerSetType(*l, DDLAYERBATCHNORM));
+    break;
+  case UPSAMPLE: {
+    PetscInt s = 2;
+    PetscCall(DDLayerSetType(*l, DDLAYERUPSAMPLE));
+    PetscCall(DDLayerUpsampleSetMode(*l, DD_UPSAMPLE_LINEAR));
+    PetscCall(DDLayerUpsampleSetScale(*l, 1, &s));
+  } break;
+  case RELU:
+    PetscCall(DDLayerSetType(*l, DDLAYERACTIVATION));
+    PetscCall(DDLayerActivationSetType(*l, DD_ACT_RELU));
     break;
   }
   PetscCall(DDLayerSetTraining(*l, PETSC_TRUE));
@@ -384,9 +400,10 @@ static PetscErrorCode DnnlAlone(const Case &c, int reps, Tm *t, std::string *imp
 #endif
 
 /* ------------------------------------------------------------------------------------------ */
-/* the reference loops (src/backend/reference), float32, on plain data                        */
+/* the reference loops (src/backend/reference), in the benchmark's dtype, on plain data                 */
 
 /* fwd + bwd-weights + bwd-data of a 3-wide, pad-1 convolution on a zero-padded plain input */
+template <class T>
 static PetscErrorCode RefConv(const Case &c, const std::vector<PetscInt> &shape, int reps, Tm *t)
 {
   const PetscInt D = (PetscInt)shape.size() - 2;
@@ -404,13 +421,13 @@ static PetscErrorCode RefConv(const Case &c, const std::vector<PetscInt> &shape,
     g.in[jj]    = shape[2 + j] + 2;
   }
   const PetscInt     S_in = g.in[0] * g.in[1] * g.in[2], S_out = g.out[0] * g.out[1] * g.out[2];
-  std::vector<float> x((size_t)(g.N * g.Ci * S_in), 0.f), dx(x.size()), y((size_t)(g.N * g.Co * S_out)), dy(y.size()), w((size_t)(g.Co * g.Ci * g.KK())), dw(w.size(), 0.f), b(g.Co), db(g.Co, 0.f);
+  std::vector<T> x((size_t)(g.N * g.Ci * S_in), (T)0), dx(x.size()), y((size_t)(g.N * g.Co * S_out)), dy(y.size()), w((size_t)(g.Co * g.Ci * g.KK())), dw(w.size(), (T)0), b(g.Co), db(g.Co, (T)0);
   Fill(x, 1); /* the halo is not zero here, but the loops do the same work either way */
   Fill(dy, 2);
   Fill(w, 3);
   Fill(b, 4);
-  auto view = [&](float *p, PetscInt C, const PetscInt n[3]) {
-    View<float> v;
+  auto view = [&](T *p, PetscInt C, const PetscInt n[3]) {
+    View<T> v;
     v.p  = p;
     v.s2 = 1;
     v.s1 = n[2];
@@ -419,17 +436,18 @@ static PetscErrorCode RefConv(const Case &c, const std::vector<PetscInt> &shape,
     v.sn = C * v.sc;
     return v;
   };
-  View<float> xv = view(x.data(), g.Ci, g.in), dxv = view(dx.data(), g.Ci, g.in), yv = view(y.data(), g.Co, g.out), dyv = view(dy.data(), g.Co, g.out);
+  View<T> xv = view(x.data(), g.Ci, g.in), dxv = view(dx.data(), g.Ci, g.in), yv = view(y.data(), g.Co, g.out), dyv = view(dy.data(), g.Co, g.out);
   PetscCall(Time(PETSC_COMM_SELF, reps, [&]() -> PetscErrorCode {
-    ConvForwardRef<float>(g, CView(xv), w.data(), b.data(), yv);
-    ConvBackwardWeightsRef<float>(g, CView(xv), CView(dyv), dw.data(), db.data());
-    std::fill(dx.begin(), dx.end(), 0.f);
-    ConvBackwardDataRef<float>(g, CView(dyv), w.data(), dxv);
+    ConvForwardRef<T>(g, CView(xv), w.data(), b.data(), yv);
+    ConvBackwardWeightsRef<T>(g, CView(xv), CView(dyv), dw.data(), db.data());
+    std::fill(dx.begin(), dx.end(), (T)0);
+    ConvBackwardDataRef<T>(g, CView(dyv), w.data(), dxv);
     return PETSC_SUCCESS;
   }, t, 1));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+template <class T>
 static PetscErrorCode RefAffine(const Case &c, const std::vector<PetscInt> &shape, int reps, Tm *t)
 {
   AffineGeom g;
@@ -438,22 +456,23 @@ static PetscErrorCode RefAffine(const Case &c, const std::vector<PetscInt> &shap
   g.N  = shape[0];
   g.Fi = shape[1];
   g.Fo = c.out;
-  std::vector<float> x((size_t)(g.N * g.Fi)), dx(x.size()), w((size_t)(g.Fo * g.Fi)), dw(w.size(), 0.f), b(g.Fo), db(g.Fo, 0.f), y((size_t)(g.N * g.Fo)), dy(y.size());
+  std::vector<T> x((size_t)(g.N * g.Fi)), dx(x.size()), w((size_t)(g.Fo * g.Fi)), dw(w.size(), (T)0), b(g.Fo), db(g.Fo, (T)0), y((size_t)(g.N * g.Fo)), dy(y.size());
   Fill(x, 1);
   Fill(w, 2);
   Fill(b, 3);
   Fill(dy, 4);
   PetscCall(Time(PETSC_COMM_SELF, reps, [&]() -> PetscErrorCode {
-    AffineForwardRef<float>(g, x.data(), g.Fi, w.data(), g.Fi, b.data(), y.data(), g.Fo);
-    AffineBackwardWeightsRef<float>(g, x.data(), g.Fi, dy.data(), g.Fo, dw.data(), g.Fi, db.data());
-    AffineBackwardDataRef<float>(g, dy.data(), g.Fo, w.data(), g.Fi, dx.data(), g.Fi);
+    AffineForwardRef<T>(g, x.data(), g.Fi, w.data(), g.Fi, b.data(), y.data(), g.Fo);
+    AffineBackwardWeightsRef<T>(g, x.data(), g.Fi, dy.data(), g.Fo, dw.data(), g.Fi, db.data());
+    AffineBackwardDataRef<T>(g, dy.data(), g.Fo, w.data(), g.Fi, dx.data(), g.Fi);
     return PETSC_SUCCESS;
   }, t, 1));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 /* 2x2 (2x2x2) max pooling, stride 2, as the layer's fallback runs it */
-static PetscErrorCode RefPool(const Case &c, const std::vector<PetscInt> &shape, int reps, Tm *t)
+template <class T>
+static PetscErrorCode RefPool(const Case &c, const std::vector<PetscInt> &shape, int reps, Tm *t, bool fast)
 {
   const PetscInt        D = (PetscInt)shape.size() - 2;
   std::vector<PetscInt> ys(shape), ones(shape.size(), 1), zero(shape.size(), 0);
@@ -487,9 +506,11 @@ static PetscErrorCode RefPool(const Case &c, const std::vector<PetscInt> &shape,
   BoxOffsetsBuild(y->layout, D, zero.data(), ys.data(), &yo);
   std::vector<PetscInt> argmax((size_t)Prod(ys));
   PetscCall(Time(PETSC_COMM_SELF, reps, [&]() -> PetscErrorCode {
-    PoolForwardRef<float>(g, (const float *)x->array, xo, (float *)y->array, yo, argmax.data());
-    std::memset(dx->array, 0, sizeof(float) * (size_t)Prod(shape));
-    PoolBackwardRef<float>(g, (const float *)dy->array, yo, (float *)dx->array, xo, argmax.data());
+    if (fast) PoolForwardFast<T>(g, (const T *)x->array, xo, (T *)y->array, yo, argmax.data());
+    else PoolForwardRef<T>(g, (const T *)x->array, xo, (T *)y->array, yo, argmax.data());
+    std::memset(dx->array, 0, sizeof(T) * (size_t)Prod(shape));
+    if (fast) PoolBackwardFast<T>(g, (const T *)dy->array, yo, (T *)dx->array, xo, argmax.data());
+    else PoolBackwardRef<T>(g, (const T *)dy->array, yo, (T *)dx->array, xo, argmax.data());
     return PETSC_SUCCESS;
   }, t, 1));
   for (DDTensor *p : {&x, &dx, &y, &dy}) PetscCall(DDTensorDestroy(p));
@@ -497,6 +518,7 @@ static PetscErrorCode RefPool(const Case &c, const std::vector<PetscInt> &shape,
 }
 
 /* the normalization kernels of norm_ref.cxx, called as the batch-norm layer calls them (training) */
+template <class T>
 static PetscErrorCode RefBatchNorm(const Case &c, const std::vector<PetscInt> &shape, int reps, Tm *t)
 {
   std::vector<PetscInt> ones(shape.size(), 1);
@@ -511,19 +533,75 @@ static PetscErrorCode RefBatchNorm(const Case &c, const std::vector<PetscInt> &s
   PetscCall(MakeTensor(PETSC_COMM_SELF, ones, shape, DD_FORMAT_PLAIN, 1, 4, &dy));
   const double n = (double)(Prod(shape) / C);
   PetscCall(Time(PETSC_COMM_SELF, reps, [&]() -> PetscErrorCode {
-    NormMoments<float>(x->layout, (const float *)x->array, false, cnt.data(), mean.data(), m2.data());
+    NormMoments<T>(x->layout, (const T *)x->array, false, cnt.data(), mean.data(), m2.data());
     for (PetscInt k = 0; k < C; k++) {
       rstd[k] = 1.0 / std::sqrt(m2[k] / n + 1e-5);
       a[k]    = rstd[k];
     }
-    NormScaleShift<float>(x->layout, (const float *)x->array, y->layout, (float *)y->array, false, mean.data(), a.data(), sh.data());
-    NormBackwardSums<float>(x->layout, (const float *)x->array, dy->layout, (const float *)dy->array, false, mean.data(), s1.data(), s2.data());
+    NormScaleShift<T>(x->layout, (const T *)x->array, y->layout, (T *)y->array, false, mean.data(), a.data(), sh.data());
+    NormBackwardSums<T>(x->layout, (const T *)x->array, dy->layout, (const T *)dy->array, false, mean.data(), s1.data(), s2.data());
     for (PetscInt k = 0; k < C; k++) {
       ka[k] = rstd[k];
       kb[k] = -rstd[k] * rstd[k] * rstd[k] * s2[k] / n;
       kc[k] = -rstd[k] * s1[k] / n;
     }
-    NormBackwardApply<float>(x->layout, (const float *)x->array, dy->layout, (const float *)dy->array, dx->layout, (float *)dx->array, false, mean.data(), ka.data(), kb.data(), kc.data());
+    NormBackwardApply<T>(x->layout, (const T *)x->array, dy->layout, (const T *)dy->array, dx->layout, (T *)dx->array, false, mean.data(), ka.data(), kb.data(), kc.data());
+    return PETSC_SUCCESS;
+  }, t, 1));
+  for (DDTensor *p : {&x, &dx, &y, &dy}) PetscCall(DDTensorDestroy(p));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* bilinear x2 upsampling (align_corners false) on plain data: the reference loops or the fast kernels */
+template <class T>
+static PetscErrorCode RefUpsample(const Case &c, const std::vector<PetscInt> &shape, int reps, Tm *t, bool fast)
+{
+  const PetscInt        D = (PetscInt)shape.size() - 2;
+  std::vector<PetscInt> ys(shape), ones(shape.size(), 1), zero(shape.size(), 0);
+  DDTensor              x, dx, y, dy;
+  UpsampleGeom          g;
+  BoxOffsets            xo, yo;
+
+  PetscFunctionBeginUser;
+  for (PetscInt j = 0; j < D; j++) ys[2 + j] = 2 * shape[2 + j];
+  PetscCall(MakeTensor(PETSC_COMM_SELF, ones, shape, DD_FORMAT_PLAIN, 1, 1, &x));
+  PetscCall(MakeTensor(PETSC_COMM_SELF, ones, shape, DD_FORMAT_PLAIN, 1, 2, &dx));
+  PetscCall(MakeTensor(PETSC_COMM_SELF, ones, ys, DD_FORMAT_PLAIN, 1, 3, &y));
+  PetscCall(MakeTensor(PETSC_COMM_SELF, ones, ys, DD_FORMAT_PLAIN, 1, 4, &dy));
+  g.D      = D;
+  g.N      = shape[0];
+  g.C      = shape[1];
+  g.linear = true;
+  for (PetscInt jj = 0; jj < 3; jj++) {
+    g.i0[jj].assign(1, 0);
+    g.i1[jj].assign(1, 0);
+    g.w0[jj].assign(1, 1.0);
+    g.w1[jj].assign(1, 0.0);
+    if (jj < 3 - D) continue;
+    const PetscInt n = shape[2 + jj - (3 - D)], m = 2 * n;
+    g.out[jj]        = m;
+    g.i0[jj].resize(m);
+    g.i1[jj].resize(m);
+    g.w0[jj].resize(m);
+    g.w1[jj].resize(m);
+    for (PetscInt o = 0; o < m; o++) { /* PyTorch's source index and weights, align_corners false */
+      T              src = std::max((T)0.5 * ((T)o + (T)0.5) - (T)0.5, (T)0);
+      const PetscInt i   = std::min((PetscInt)std::floor(src), n - 1);
+      const T        l1  = std::min(std::max(src - (T)i, (T)0), (T)1);
+      g.i0[jj][o]        = i;
+      g.i1[jj][o]        = i + (i < n - 1 ? 1 : 0);
+      g.w0[jj][o]        = (double)((T)1 - l1);
+      g.w1[jj][o]        = (double)l1;
+    }
+  }
+  BoxOffsetsBuild(x->layout, D, zero.data(), shape.data(), &xo);
+  BoxOffsetsBuild(y->layout, D, zero.data(), ys.data(), &yo);
+  PetscCall(Time(PETSC_COMM_SELF, reps, [&]() -> PetscErrorCode {
+    if (fast) UpsampleForwardFast<T>(g, (const T *)x->array, xo, (T *)y->array, yo);
+    else UpsampleForwardRef<T>(g, (const T *)x->array, xo, (T *)y->array, yo);
+    std::memset(dx->array, 0, sizeof(T) * (size_t)Prod(shape));
+    if (fast) UpsampleBackwardFast<T>(g, (const T *)dy->array, yo, (T *)dx->array, xo);
+    else UpsampleBackwardRef<T>(g, (const T *)dy->array, yo, (T *)dx->array, xo);
     return PETSC_SUCCESS;
   }, t, 1));
   for (DDTensor *p : {&x, &dx, &y, &dy}) PetscCall(DDTensorDestroy(p));
@@ -531,27 +609,37 @@ static PetscErrorCode RefBatchNorm(const Case &c, const std::vector<PetscInt> &s
 }
 
 /* reference time of case c at its shape: measured on refshape and scaled by the FLOP (= size) ratio */
-static PetscErrorCode RefTime(const Case &c, int reps, Tm *t, double *scale, std::string *note)
+static PetscErrorCode RefTime(const Case &c, int reps, Tm *t, double *scale, std::string *note, bool fast = false)
 {
   std::vector<PetscInt> s = c.refshape.empty() ? c.shape : c.refshape;
   Tm                    tr;
 
   PetscFunctionBeginUser;
   *scale = (double)Prod(c.shape) / (double)Prod(s); /* the work of every case is proportional to the input size */
-  switch (c.kind) {
-  case CONV:
-    PetscCall(RefConv(c, s, reps, &tr));
-    break;
-  case AFFINE:
-    PetscCall(RefAffine(c, s, reps, &tr));
-    break;
-  case MAXPOOL:
-    PetscCall(RefPool(c, s, reps, &tr));
-    break;
-  case BATCHNORM:
-    PetscCall(RefBatchNorm(c, s, reps, &tr));
-    break;
-  }
+  PetscCall(DispatchType(g_dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    PetscFunctionBeginUser;
+    switch (c.kind) {
+    case CONV:
+      PetscCall(RefConv<T>(c, s, reps, &tr));
+      break;
+    case AFFINE:
+      PetscCall(RefAffine<T>(c, s, reps, &tr));
+      break;
+    case MAXPOOL:
+      PetscCall(RefPool<T>(c, s, reps, &tr, fast));
+      break;
+    case BATCHNORM:
+      PetscCall(RefBatchNorm<T>(c, s, reps, &tr));
+      break;
+    case UPSAMPLE:
+      PetscCall(RefUpsample<T>(c, s, reps, &tr, fast));
+      break;
+    case RELU:
+      break;
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }));
   t->wall = tr.wall * *scale;
   t->cpu  = tr.cpu * *scale;
   *note   = *scale != 1 ? "on " + ShapeStr(s) + ", x" + std::to_string((int)*scale) + " (FLOP ratio)" : "same shape";
@@ -595,8 +683,8 @@ static bool TorchTimes(const std::string &cs, int T, int reps, std::map<std::str
   const std::string ct = TorchCoretype();
   snprintf(cmd, sizeof(cmd),
            "env %s%s OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d MKL_NUM_THREADS=%d MALLOC_MMAP_THRESHOLD_=1000000000 MALLOC_TRIM_THRESHOLD_=100000000000 "
-           "%s %s/torch_baseline.py --threads %d --reps %d --min-time %g --cases %s",
-           ct.empty() ? "" : "OPENBLAS_CORETYPE=", ct.c_str(), T, T, T, Python().c_str(), DDNN_BENCH_DIR, T, reps, g_mintime, cs.c_str());
+           "%s %s/torch_baseline.py --threads %d --reps %d --min-time %g --cases %s --dtype %s",
+           ct.empty() ? "" : "OPENBLAS_CORETYPE=", ct.c_str(), T, T, T, Python().c_str(), DDNN_BENCH_DIR, T, reps, g_mintime, cs.c_str(), DDDataTypes[g_dtype]);
   FILE *p = popen(cmd, "r");
   if (!p) return false;
   std::string out;
@@ -627,7 +715,7 @@ static PetscErrorCode OneRank(int T, int reps, int refreps, const std::vector<st
   std::string version   = "?";
 
   PetscFunctionBeginUser;
-  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "1 rank, %d thread(s), float32, fwd+bwd (Backward with the input gradient), median of >= %d (reference: %d)\n", T, reps, refreps));
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "1 rank, %d thread(s), %s, fwd+bwd (Backward with the input gradient), median of >= %d (reference: %d)\n", T, DDDataTypes[g_dtype], reps, refreps));
   {
     typedef char *(*namefn)(void);
     auto f = (namefn)dlsym(RTLD_DEFAULT, "openblas_get_corename");
@@ -663,10 +751,13 @@ static PetscErrorCode OneRank(int T, int reps, int refreps, const std::vector<st
     if (c.kind == CONV) PetscCall(DnnlAlone(c, reps, &tdnnl, &dimpl));
 #endif
     /* the reference loops */
-    Tm          tref;
-    double      scale = 1;
-    std::string note;
-    if (doref) PetscCall(RefTime(c, refreps, &tref, &scale, &note));
+    Tm          tref, tfast;
+    double      scale = 1, fscale = 1;
+    std::string note, fnote;
+    const bool  hasref = doref && c.kind != RELU, hasfast = c.kind == MAXPOOL || c.kind == UPSAMPLE;
+    if (hasref) PetscCall(RefTime(c, refreps, &tref, &scale, &note));
+    /* the fast kernels of src/backend/cpu alone, on the same plain data (max pooling: the layer does not call them yet) */
+    if (hasfast) PetscCall(RefTime(c, reps, &tfast, &fscale, &fnote, true));
     /* PyTorch */
     std::map<std::string, Tm> tt;
     if (havetorch && !TorchTimes(c.name, T, reps, tt, &version)) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  (torch_baseline.py failed for this case)\n"));
@@ -678,13 +769,14 @@ static PetscErrorCode OneRank(int T, int reps, int refreps, const std::vector<st
       PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  %-66s %10.2f %10.2f\n", what.c_str(), 1e3 * r.t.wall, 1e3 * r.t.cpu));
     }
     if (tdnnl.wall > 0) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  %-66s %10.2f %10.2f\n", ("oneDNN alone (tag::any, no reorders; " + dimpl + ")").c_str(), 1e3 * tdnnl.wall, 1e3 * tdnnl.cpu));
-    if (doref) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  %-66s %10.2f %10.2f\n", ("reference loops (" + note + ")").c_str(), 1e3 * tref.wall, 1e3 * tref.cpu));
+    if (hasref) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  %-66s %10.2f %10.2f\n", ("reference loops (" + note + ")").c_str(), 1e3 * tref.wall, 1e3 * tref.cpu));
+    if (hasfast) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  %-66s %10.2f %10.2f\n", "fast kernels alone (src/backend/cpu, plain)", 1e3 * tfast.wall, 1e3 * tfast.cpu));
     for (auto &kv : tt) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  %-66s %10.2f %10.2f\n", ("PyTorch " + kv.first).c_str(), 1e3 * kv.second.wall, 1e3 * kv.second.cpu));
     for (auto &rr : runs) {
       const Tm &r = rr.second.t;
-      if (!doref && !(tdnnl.wall > 0) && tt.empty()) break; /* no baseline: no ratios */
+      if (!hasref && !(tdnnl.wall > 0) && tt.empty()) break; /* no baseline: no ratios */
       PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  ddnn %-5s", rr.first.c_str()));
-      if (doref) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  reference/ddnn %6.1f", tref.wall / r.wall));
+      if (hasref) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  reference/ddnn %6.1f", tref.wall / r.wall));
       if (tdnnl.wall > 0) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  ddnn/oneDNN %5.2f", r.wall / tdnnl.wall));
       for (auto &kv : tt) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  ddnn/torch %s %5.2f (cpu %5.2f)", kv.first == "contiguous" ? "NCHW" : "NHWC", r.wall / kv.second.wall, r.cpu / kv.second.cpu));
       if (tt.count("contiguous")) {
@@ -692,6 +784,12 @@ static PetscErrorCode OneRank(int T, int reps, int refreps, const std::vector<st
         PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  goal %s: %s", c.goal, q <= c.goalratio ? "met" : "NOT met"));
         if (tt.count("channels_last")) PetscCall(PetscPrintf(PETSC_COMM_WORLD, " (vs NHWC: %s)", r.wall / tt["channels_last"].wall <= c.goalratio ? "met" : "not met"));
       }
+      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "\n"));
+    }
+    if (hasfast && !tt.empty()) {
+      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  fast  "));
+      if (hasref) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  reference/fast %6.1f", tref.wall / tfast.wall));
+      for (auto &kv : tt) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  fast/torch %s %5.2f (cpu %5.2f)", kv.first == "contiguous" ? "NCHW" : "NHWC", tfast.wall / kv.second.wall, tfast.cpu / kv.second.cpu));
       PetscCall(PetscPrintf(PETSC_COMM_WORLD, "\n"));
     }
   }
@@ -836,6 +934,11 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsGetBool(NULL, NULL, "-ref", &doref, NULL));
   PetscCall(PetscOptionsGetBool(NULL, NULL, "-copies", &copies, NULL));
   PetscCall(PetscOptionsGetString(NULL, NULL, "-cases", cases, sizeof(cases), &set));
+  {
+    PetscEnum e = (PetscEnum)g_dtype;
+    PetscCall(PetscOptionsGetEnum(NULL, NULL, "-dtype", DDDataTypes, &e, NULL));
+    g_dtype = (DDDataType)e;
+  }
   std::vector<std::string> sel;
   for (char *tok = strtok(cases, ","); tok; tok = strtok(NULL, ",")) sel.push_back(tok);
   char variants[256] = "plain,kept";

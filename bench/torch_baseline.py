@@ -4,10 +4,10 @@ torch_baseline.py - PyTorch's fwd+bwd time for the layer cases of bench_layers, 
 
     OMP_NUM_THREADS=T OPENBLAS_NUM_THREADS=T [OPENBLAS_CORETYPE=SkylakeX] \
     MALLOC_MMAP_THRESHOLD_=1000000000 MALLOC_TRIM_THRESHOLD_=100000000000 \
-      /usr/bin/python3 bench/torch_baseline.py --threads T [--reps 10] [--cases conv2d_16x512,...]
+      /usr/bin/python3 bench/torch_baseline.py --threads T [--reps 10] [--cases conv2d_16x512,...] [--dtype float32|float64]
 
 bench_layers runs it through popen with exactly this environment, in the same run as its own
-measurements. Every case is float32, torch.set_num_threads(T), training mode; one timed
+measurements. Every case is float32 (or float64 with --dtype float64), torch.set_num_threads(T), training mode; one timed
 iteration is y = layer(x); y.backward(dy) with x.requires_grad (so the input gradient is
 computed, as ddnn's Backward with dx) and the gradients reset to None before it (zero_grad's
 default). Spatial cases are timed with contiguous (NCHW/NCDHW) tensors, the layout PyTorch
@@ -45,6 +45,9 @@ CASES = {
     "maxpool_16x512": ("maxpool", (1, 16, 512, 512), None),
     "maxpool_64x56": ("maxpool", (8, 64, 56, 56), None),
     "batchnorm_16x512": ("batchnorm", (1, 16, 512, 512), None),
+    "upsample_16x256": ("upsample", (1, 16, 256, 256), None),
+    "upsample_64x56": ("upsample", (8, 64, 56, 56), None),
+    "relu_16x512": ("relu", (1, 16, 512, 512), None),
 }
 
 
@@ -58,14 +61,18 @@ def make(kind, shape, extra):
         return nn.MaxPool2d(2) if len(shape) == 4 else nn.MaxPool3d(2)
     if kind == "batchnorm":
         return nn.BatchNorm2d(shape[1]) if len(shape) == 4 else nn.BatchNorm3d(shape[1])
+    if kind == "upsample":
+        return nn.Upsample(scale_factor=2, mode="bilinear" if len(shape) == 4 else "trilinear", align_corners=False)
+    if kind == "relu":
+        return nn.ReLU()
     raise ValueError(kind)
 
 
-def time_case(name, layout, reps, warmup, min_time):
+def time_case(name, layout, reps, warmup, min_time, dtype):
     kind, shape, extra = CASES[name]
     torch.manual_seed(0)
-    layer = make(kind, shape, extra).train()
-    x = torch.rand(shape) * 2 - 1
+    layer = make(kind, shape, extra).train().to(dtype)
+    x = torch.rand(shape, dtype=dtype) * 2 - 1
     if layout == "channels_last":
         mf = torch.channels_last if len(shape) == 4 else torch.channels_last_3d
         x = x.contiguous(memory_format=mf)
@@ -73,7 +80,7 @@ def time_case(name, layout, reps, warmup, min_time):
     x.requires_grad_(True)
     with torch.no_grad():
         y = layer(x)
-    dy = torch.rand(y.shape) * 2 - 1
+    dy = torch.rand(y.shape, dtype=dtype) * 2 - 1
     if layout == "channels_last":
         dy = dy.contiguous(memory_format=mf)
     params = list(layer.parameters())
@@ -109,16 +116,18 @@ def main():
     ap.add_argument("--min-time", type=float, default=1.0)
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--layouts", default="contiguous,channels_last")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    out = {"torch": torch.__version__, "threads": torch.get_num_threads(), "reps": a.reps, "times": {}}
+    dtype = torch.float64 if a.dtype == "float64" else torch.float32
+    out = {"torch": torch.__version__, "threads": torch.get_num_threads(), "reps": a.reps, "dtype": a.dtype, "times": {}}
     for name in a.cases.split(","):
         if name not in CASES:
             print(f"unknown case {name}", file=sys.stderr)
             sys.exit(2)
         layouts = a.layouts.split(",") if len(CASES[name][1]) > 2 else ["contiguous"]
         for lay in layouts:
-            out["times"][f"{name}/{lay}"] = time_case(name, lay, a.reps, a.warmup, a.min_time)
+            out["times"][f"{name}/{lay}"] = time_case(name, lay, a.reps, a.warmup, a.min_time, dtype)
     print(json.dumps(out))
 
 

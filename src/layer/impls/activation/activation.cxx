@@ -1,11 +1,12 @@
 /*
   DDLAYERACTIVATION: pointwise activation functions, hyper-local (paper 000 sec. 4): no data
   movement. The output has the input's partition, ownership and storage format; Backward uses
-  the input saved by Forward: dx = f'(x) dy.
+  the input saved by Forward: dx = f'(x) dy. The loops are the kernels of
+  src/backend/cpu/pointwise.cxx (ActivationForward, ActivationBackward).
 */
 #include <layer/impls/batchnorm/normcommon.hpp>
+#include <backend/cpu/fastkernels.hpp>
 #include <sys/ddsysimpl.h>
-#include <cmath>
 
 using namespace ddnn;
 
@@ -16,77 +17,6 @@ struct Activation {
   PetscReal        slope = 0.01;
 };
 
-constexpr double kInvSqrt2   = 0.70710678118654752440;
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;
-
-template <class T>
-inline T Sigmoid(T x)
-{
-  if (x >= 0) return (T)1 / ((T)1 + std::exp(-x));
-  const T e = std::exp(x);
-  return e / ((T)1 + e);
-}
-
-/* y[i] = f(x[i]) over runs, one loop per type so that the simple ones vectorize */
-template <class T>
-void ForwardRun(DDActivationType type, T slope, const T *x, T *y, PetscInt n)
-{
-  switch (type) {
-  case DD_ACT_RELU:
-    for (PetscInt i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : (T)0;
-    break;
-  case DD_ACT_LEAKYRELU:
-    for (PetscInt i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : slope * x[i];
-    break;
-  case DD_ACT_TANH:
-    for (PetscInt i = 0; i < n; i++) y[i] = std::tanh(x[i]);
-    break;
-  case DD_ACT_SIGMOID:
-    for (PetscInt i = 0; i < n; i++) y[i] = Sigmoid(x[i]);
-    break;
-  case DD_ACT_GELU:
-    for (PetscInt i = 0; i < n; i++) y[i] = (T)(0.5 * (double)x[i] * (1.0 + std::erf((double)x[i] * kInvSqrt2)));
-    break;
-  case DD_ACT_IDENTITY:
-    for (PetscInt i = 0; i < n; i++) y[i] = x[i];
-    break;
-  }
-}
-
-/* dx[i] = f'(x[i]) dy[i] (dy may alias dx) */
-template <class T>
-void BackwardRun(DDActivationType type, T slope, const T *x, const T *dy, T *dx, PetscInt n)
-{
-  switch (type) {
-  case DD_ACT_RELU: /* f'(0) = 0, as PyTorch */
-    for (PetscInt i = 0; i < n; i++) dx[i] = x[i] > 0 ? dy[i] : (T)0;
-    break;
-  case DD_ACT_LEAKYRELU:
-    for (PetscInt i = 0; i < n; i++) dx[i] = x[i] > 0 ? dy[i] : slope * dy[i];
-    break;
-  case DD_ACT_TANH:
-    for (PetscInt i = 0; i < n; i++) {
-      const T t = std::tanh(x[i]);
-      dx[i]     = ((T)1 - t * t) * dy[i];
-    }
-    break;
-  case DD_ACT_SIGMOID:
-    for (PetscInt i = 0; i < n; i++) {
-      const T s = Sigmoid(x[i]);
-      dx[i]     = s * ((T)1 - s) * dy[i];
-    }
-    break;
-  case DD_ACT_GELU: /* Phi(x) + x phi(x) */
-    for (PetscInt i = 0; i < n; i++) {
-      const double v = (double)x[i];
-      dx[i]          = (T)((0.5 * (1.0 + std::erf(v * kInvSqrt2)) + v * kInvSqrt2Pi * std::exp(-0.5 * v * v)) * (double)dy[i]);
-    }
-    break;
-  case DD_ACT_IDENTITY:
-    for (PetscInt i = 0; i < n; i++) dx[i] = dy[i];
-    break;
-  }
-}
 } // namespace
 
 static PetscErrorCode ActivationGet(DDLayer l, Activation **s, const char fn[])
@@ -198,7 +128,7 @@ static PetscErrorCode Activation_Forward(DDLayer l, PetscInt nin, DDTensor xs[],
     const T *xa  = (const T *)x->array;
     T       *ya  = (T *)y->array;
     const T  slp = (T)s->slope;
-    ForEachBulkRunPair(x->layout, y->layout, [&](PetscInt ox, PetscInt oy, PetscInt len) { ForwardRun<T>(s->type, slp, xa + ox, ya + oy, len); });
+    ForEachBulkRunPair(x->layout, y->layout, [&](PetscInt ox, PetscInt oy, PetscInt len) { ActivationForward<T>(s->type, slp, xa + ox, ya + oy, len); });
     return PETSC_SUCCESS;
   }));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -220,7 +150,7 @@ static PetscErrorCode Activation_Backward(DDLayer l, DDTensor dy, PetscInt nin, 
     const T *xa  = (const T *)x->array, *ga = (const T *)dy->array;
     T       *da  = (T *)dx->array;
     const T  slp = (T)s->slope;
-    ForEachBulkRunPair(x->layout, dx->layout, [&](PetscInt ox, PetscInt od, PetscInt len) { BackwardRun<T>(s->type, slp, xa + ox, withx ? ga + ox : (withdx ? ga + od : da + od), da + od, len); });
+    ForEachBulkRunPair(x->layout, dx->layout, [&](PetscInt ox, PetscInt od, PetscInt len) { ActivationBackward<T>(s->type, slp, xa + ox, withx ? ga + ox : (withdx ? ga + od : da + od), da + od, len); });
     return PETSC_SUCCESS;
   }));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -242,7 +172,8 @@ static PetscErrorCode Activation_View(DDLayer l, PetscViewer viewer)
   relu, leakyrelu (negative slope, default 0.01), tanh, sigmoid, gelu (exact erf form, PyTorch's
   default) and identity, as in torch.nn. No communication: the output has the input's partition,
   ownership and storage format (any order, any format). Backward computes dx = f'(x) dy from the
-  input saved by Forward (f'(0) = 0 for relu, the slope for leakyrelu, as PyTorch).
+  input saved by Forward (f'(0) = 0 for relu, the slope for leakyrelu, as PyTorch). NaN propagates as in PyTorch: relu(NaN) =
+  leakyrelu(NaN) = NaN, and relu's backward passes dy where x is NaN.
 
   Options Database Keys:
 + -layer_activation_type <relu,leakyrelu,tanh,sigmoid,gelu,identity> - the function

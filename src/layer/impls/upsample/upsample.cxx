@@ -17,12 +17,15 @@
   Semantics are torch.nn.Upsample(scale_factor = s, mode = 'nearest' | 'linear' | 'bilinear'
   | 'trilinear', align_corners): nearest takes floor(o * (1/s)) (PyTorch's float arithmetic);
   linear with align_corners false samples at (o + 0.5)/s - 0.5 clamped at 0, with
-  align_corners true at o (n - 1)/(n s - 1).
+  align_corners true at o (n - 1)/(n s - 1). The local loops are the fast kernels of
+  src/backend/cpu/upsample_fast.cxx (both element types), checked against the reference loops
+  of src/backend/reference/upsample_ref.cxx in tests/test_08_fastkernels.cxx.
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <layer/impls/conv/convutil.hpp>
 #include <backend/kernels.hpp>
+#include <backend/cpu/fastkernels.hpp>
 #include <sys/ddsysimpl.h>
 #include <vector>
 #include <cmath>
@@ -337,7 +340,7 @@ static PetscErrorCode Upsample_Forward(DDLayer l, PetscInt nin, DDTensor xs[], D
   if (c->hasout)
     PetscCall(DispatchType(xh->dtype, [&](auto z) -> PetscErrorCode {
       using T = decltype(z);
-      UpsampleForwardRef<T>(c->g, (const T *)xh->array, c->xo, (T *)yo->array, c->yo);
+      UpsampleForwardFast<T>(c->g, (const T *)xh->array, c->xo, (T *)yo->array, c->yo);
       return PETSC_SUCCESS;
     }));
   if (yo != y) PetscCall(DDTensorCopy(yo, y));
@@ -362,7 +365,7 @@ static PetscErrorCode Upsample_Backward(DDLayer l, DDTensor dy, PetscInt nin, DD
   if (c->hasout)
     PetscCall(DispatchType(dxh->dtype, [&](auto z) -> PetscErrorCode {
       using T = decltype(z);
-      UpsampleBackwardRef<T>(c->g, (const T *)dyo->array, c->yo, (T *)dxh->array, c->xo);
+      UpsampleBackwardFast<T>(c->g, (const T *)dyo->array, c->yo, (T *)dxh->array, c->xo);
       return PETSC_SUCCESS;
     }));
   if (c->H) PetscCall(DDPrimitiveApplyAdjoint(c->H, dxh, NULL));

@@ -1,0 +1,43 @@
+/*
+  Fast CPU kernels (C++ only) of pooling, upsampling and the pointwise activations, float32 and
+  float64 (explicit instantiations): src/backend/cpu/pool_fast.cxx, upsample_fast.cxx,
+  pointwise.cxx.
+
+  The pooling and upsampling kernels have the signatures and the semantics of the reference
+  loops of src/backend/kernels.hpp (PoolForwardRef, UpsampleForwardRef, ...) and are checked
+  against them (tests/test_08_fastkernels.cxx): they walk the same boxes (BoxOffsets) but hoist
+  the index arithmetic out of the inner loops, which run over contiguous runs (the innermost
+  spatial dimension of a plain layout, the channels of a channels-last or blocked one) so that
+  the compiler vectorizes them.
+*/
+#pragma once
+#include <backend/kernels.hpp>
+#include <ddlayer.h>
+
+namespace ddnn
+{
+/* y = pool(x), argmax (may be NULL) as PoolForwardRef: every value and argmax bitwise equal to it */
+template <class T>
+void PoolForwardFast(const PoolGeom &g, const T *x, const BoxOffsets &xo, T *y, const BoxOffsets &yo, PetscInt *argmax);
+/* dx += J^* dy, as PoolBackwardRef (max pooling: bitwise equal; average: equal up to rounding) */
+template <class T>
+void PoolBackwardFast(const PoolGeom &g, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo, const PetscInt *argmax);
+
+/* y = interp(x), as UpsampleForwardRef (the same sums in the same order: bitwise equal) */
+template <class T>
+void UpsampleForwardFast(const UpsampleGeom &g, const T *x, const BoxOffsets &xo, T *y, const BoxOffsets &yo);
+/* dx += interp^*(dy), as UpsampleBackwardRef (nearest: bitwise equal; linear: equal up to rounding) */
+template <class T>
+void UpsampleBackwardFast(const UpsampleGeom &g, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo);
+
+/*
+  Pointwise activations over a contiguous run of n entries, PyTorch's semantics, NaN included
+  (relu and leakyrelu let NaN through; relu's derivative is 0 for x <= 0 and 1 otherwise, so a
+  NaN input passes dy on, as torch's threshold_backward; leakyrelu's is the slope for x <= 0 and
+  for NaN, as torch's leaky_relu_backward). dy may alias dx.
+*/
+template <class T>
+void ActivationForward(DDActivationType type, T slope, const T *x, T *y, PetscInt n);
+template <class T> /* dx = f'(x) dy */
+void ActivationBackward(DDActivationType type, T slope, const T *x, const T *dy, T *dx, PetscInt n);
+} // namespace ddnn

@@ -1,0 +1,566 @@
+/*
+  The fast CPU kernels (src/backend/cpu/fastkernels.hpp) against the reference loops
+  (src/backend/kernels.hpp), float32 and float64: pooling (max: values and argmax bitwise;
+  average: to rounding) and upsampling (forward and nearest backward bitwise; linear backward to
+  rounding) over plain, channels-last and blocked layouts built with LayoutBuild, 1-3-D, with
+  halos around the storage, odd sizes, boxes that are a sub-window of the storage, empty
+  boxes, partial (ceil-mode) windows, padding and dilation; and NaN semantics against numbers
+  from PyTorch 1.13 (the activations forward and backward, max pooling).
+*/
+#include "ddtest.hpp"
+#include <backend/cpu/fastkernels.hpp>
+#include <tensor/layout.hpp>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <sstream>
+
+using namespace ddnn;
+
+namespace
+{
+struct Fmt {
+  DDTensorFormat f;
+  PetscInt       bs;
+  const char    *name;
+};
+const Fmt kFormats[] = {{DD_FORMAT_PLAIN, 1, "plain"}, {DD_FORMAT_CHANNELS_LAST, 1, "channels-last"}, {DD_FORMAT_BLOCKED, 8, "blocked 8c"}, {DD_FORMAT_BLOCKED, 4, "blocked 4c"}};
+
+/* a local layout of dims (N, C, spatial...) with halo h on every spatial side (h + 1 on the high side) */
+DDLayout Layout(const std::vector<PetscInt> &n, const Fmt &f, PetscInt h)
+{
+  const PetscInt order = (PetscInt)n.size();
+  PetscInt       start[DD_MAX_DIM] = {0}, lo[DD_MAX_DIM] = {0}, hi[DD_MAX_DIM] = {0};
+  for (PetscInt k = 2; k < order; k++) {
+    lo[k] = h;
+    hi[k] = h ? h + 1 : 0;
+  }
+  DDLayout L;
+  DDT(LayoutBuild(&L, order, n.data(), start, lo, hi, f.f, f.bs));
+  return L;
+}
+
+template <class T>
+std::vector<T> Random(PetscInt size, unsigned seed)
+{
+  std::mt19937                      r(seed);
+  std::uniform_real_distribution<> u(-1, 1);
+  std::vector<T>                    v((size_t)size);
+  for (auto &e : v) e = (T)u(r);
+  return v;
+}
+
+/* the bulk box of L, or the box with spatial origin/size given (storage coordinates) */
+void Box(const DDLayout &L, PetscInt D, const PetscInt *org, const PetscInt *sz, BoxOffsets *b)
+{
+  PetscInt o[5], n[5];
+  for (PetscInt q = 0; q < 2 + D; q++) {
+    o[q] = q < 2 || !org ? L.lo[q] : org[q - 2];
+    n[q] = q < 2 || !sz ? L.n[q] : sz[q - 2];
+  }
+  BoxOffsetsBuild(L, D, o, n, b);
+}
+
+template <class T>
+void ExpectBitwise(const std::vector<T> &a, const std::vector<T> &b, const std::string &what)
+{
+  ASSERT_EQ(a.size(), b.size()) << what;
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < a.size(); i++)
+    if (std::memcmp(&a[i], &b[i], sizeof(T))) {
+      if (!bad) first = i;
+      bad++;
+    }
+  EXPECT_EQ(bad, 0u) << what << ": first difference at " << first << ": " << (double)a[first] << " vs " << (double)b[first];
+}
+
+template <class T>
+void ExpectClose(const std::vector<T> &a, const std::vector<T> &b, const std::string &what)
+{
+  ASSERT_EQ(a.size(), b.size()) << what;
+  const double tol = std::is_same<T, float>::value ? 2e-6 : 1e-14;
+  double       err = 0, scale = 1;
+  for (size_t i = 0; i < a.size(); i++) {
+    err   = std::max(err, std::abs((double)a[i] - (double)b[i]));
+    scale = std::max(scale, std::abs((double)b[i]));
+  }
+  EXPECT_LE(err, tol * scale) << what;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* pooling                                                                                    */
+
+struct PoolCase {
+  PetscInt              D = 2, N = 2, C = 5;
+  std::vector<PetscInt> n, k, s, p, d;
+  bool                  max = true, ceil = false, incpad = true;
+};
+
+std::string Describe(const PoolCase &c)
+{
+  std::ostringstream o;
+  o << (c.max ? "max" : "avg") << " D" << c.D << " N" << c.N << " C" << c.C << " n";
+  for (auto v : c.n) o << " " << v;
+  o << " k" << c.k[0] << " s" << c.s[0] << " p" << c.p[0] << " d" << c.d[0] << (c.ceil ? " ceil" : "") << (c.incpad ? "" : " nopad");
+  return o.str();
+}
+
+/* PyTorch's output size and windows (pooling_output_shape), in coordinates of the box */
+void PoolGeometry(const PoolCase &c, PoolGeom *g)
+{
+  *g     = PoolGeom();
+  g->D   = c.D;
+  g->N   = c.N;
+  g->C   = c.C;
+  g->max = c.max;
+  for (PetscInt jj = 0; jj < 3; jj++) {
+    g->first[jj].assign(1, 0);
+    g->ntaps[jj].assign(1, 1);
+    g->div[jj].assign(1, 1);
+    if (jj < 3 - c.D) continue;
+    const PetscInt j = jj - (3 - c.D), n = c.n[j], k = c.k[j], s = c.s[j], p = c.p[j], d = c.max ? c.d[j] : 1;
+    PetscInt       num = n + 2 * p - d * (k - 1) - 1, out = (c.ceil ? (num + s - 1) / s : num / s) + 1;
+    if (c.ceil && (out - 1) * s >= n + p) out--;
+    g->out[jj] = out;
+    g->d[jj]   = d;
+    g->first[jj].resize(out);
+    g->ntaps[jj].resize(out);
+    g->div[jj].resize(out);
+    for (PetscInt o = 0; o < out; o++) {
+      const PetscInt st = o * s - p;
+      PetscInt       f = -1, cnt = 0;
+      for (PetscInt t = 0; t < k; t++) {
+        const PetscInt q = st + t * d;
+        if (q < 0 || q >= n) continue;
+        if (f < 0) f = q;
+        cnt++;
+      }
+      g->first[jj][o] = f < 0 ? 0 : f;
+      g->ntaps[jj][o] = cnt;
+      PetscInt hs = st, he = std::min(st + k, n + p);
+      const PetscInt ps = he - hs;
+      hs                = std::max<PetscInt>(hs, 0);
+      he                = std::min(he, n);
+      g->div[jj][o]     = c.incpad ? ps : std::max<PetscInt>(he - hs, 1);
+    }
+  }
+}
+
+template <class T>
+void CheckPool(const PoolCase &c, const Fmt &f, PetscInt halo)
+{
+  const std::string what = Describe(c) + " " + f.name + " halo " + std::to_string(halo) + (std::is_same<T, float>::value ? " float32" : " float64");
+  PoolGeom          g;
+  PoolGeometry(c, &g);
+  std::vector<PetscInt> xs = {c.N, c.C}, ys = {c.N, c.C};
+  for (PetscInt j = 0; j < c.D; j++) {
+    xs.push_back(c.n[j]);
+    ys.push_back(std::max<PetscInt>(g.out[j + 3 - c.D], 1));
+  }
+  const DDLayout Lx = Layout(xs, f, halo), Ly = Layout(ys, f, halo ? 1 : 0);
+  BoxOffsets     xo, yo;
+  Box(Lx, c.D, NULL, NULL, &xo);
+  Box(Ly, c.D, NULL, NULL, &yo);
+  std::vector<T> x = Random<T>(Lx.size, 1);
+  for (auto &e : x) e = std::round(e * (T)4) / (T)4; /* 9 values: many ties, so the first maximum matters */
+  const std::vector<T> y0 = Random<T>(Ly.size, 2), dy = Random<T>(Ly.size, 3), dx0 = Random<T>(Lx.size, 4);
+  const size_t         nout = (size_t)(g.N * g.C * g.out[0] * g.out[1] * g.out[2]);
+  std::vector<T>       yr(y0), yf(y0), dxr(dx0), dxf(dx0);
+  std::vector<PetscInt> ar(nout, -7), af(nout, -7);
+  PoolForwardRef<T>(g, x.data(), xo, yr.data(), yo, c.max ? ar.data() : NULL);
+  PoolForwardFast<T>(g, x.data(), xo, yf.data(), yo, c.max ? af.data() : NULL);
+  if (c.max) {
+    ExpectBitwise(yf, yr, "forward " + what);
+    EXPECT_TRUE(af == ar) << "argmax " << what;
+  } else ExpectClose(yf, yr, "forward " + what);
+  PoolBackwardRef<T>(g, dy.data(), yo, dxr.data(), xo, c.max ? ar.data() : NULL);
+  PoolBackwardFast<T>(g, dy.data(), yo, dxf.data(), xo, c.max ? ar.data() : NULL);
+  if (c.max) ExpectBitwise(dxf, dxr, "backward " + what);
+  else ExpectClose(dxf, dxr, "backward " + what);
+}
+
+std::vector<PoolCase> PoolCases()
+{
+  std::vector<PoolCase> v;
+  for (int max = 1; max >= 0; max--)
+    for (PetscInt D = 1; D <= 3; D++) {
+      const std::vector<std::vector<PetscInt>> sizes = {{16, 12, 10}, {7, 9, 11}, {5, 6, 13}};
+      struct K {
+        PetscInt k, s, p, d;
+        bool     ceil;
+      };
+      const K ks[] = {{2, 2, 0, 1, false}, {3, 2, 1, 1, false}, {3, 1, 1, 1, false}, {2, 2, 0, 1, true}, {3, 2, 1, 2, true}, {3, 3, 0, 1, true}, {1, 1, 0, 1, false}};
+      for (const K &k : ks) {
+        if (!max && k.d > 1) continue;
+        PoolCase c;
+        c.D   = D;
+        c.max = max != 0;
+        c.ceil = k.ceil;
+        c.incpad = !(k.p && !max && k.ceil);
+        c.C   = D == 3 ? 3 : 12;
+        const auto &sz = sizes[D - 1];
+        for (PetscInt j = 0; j < D; j++) {
+          c.n.push_back(sz[j]);
+          c.k.push_back(k.k);
+          c.s.push_back(k.s);
+          c.p.push_back(k.p);
+          c.d.push_back(k.d);
+        }
+        v.push_back(c);
+      }
+    }
+  return v;
+}
+
+TEST(FastPool, EqualsReference)
+{
+  for (const PoolCase &c : PoolCases())
+    for (const Fmt &f : kFormats)
+      for (PetscInt h : {0, 2}) {
+        CheckPool<double>(c, f, h);
+        CheckPool<float>(c, f, h);
+      }
+}
+
+/* the 2x2 stride-2 case on large odd rows: the vectorized rows and their edges */
+TEST(FastPool, LongRowsAndPartialWindows)
+{
+  PoolCase c;
+  c.D = 2;
+  c.N = 1;
+  c.C = 3;
+  c.n = {9, 301};
+  c.k = {2, 2};
+  c.s = {2, 2};
+  c.p = {0, 0};
+  c.d = {1, 1};
+  for (bool ceil : {false, true}) {
+    c.ceil = ceil;
+    for (bool max : {true, false}) {
+      c.max = max;
+      for (const Fmt &f : kFormats) {
+        CheckPool<double>(c, f, 1);
+        CheckPool<float>(c, f, 1);
+      }
+    }
+  }
+}
+
+/* a box inside the storage (a window of the layer) and empty boxes: nothing outside is touched */
+TEST(FastPool, SubBoxAndEmpty)
+{
+  for (const Fmt &f : kFormats) {
+    const DDLayout Lx = Layout({2, 6, 10, 12}, f, 1), Ly = Layout({2, 6, 4, 5}, f, 0);
+    const PetscInt org[2] = {2, 3}, sz[2] = {8, 10};
+    BoxOffsets     xo, yo;
+    Box(Lx, 2, org, sz, &xo);
+    Box(Ly, 2, NULL, NULL, &yo);
+    PoolCase c;
+    c.D = 2;
+    c.N = 2;
+    c.C = 6;
+    c.n = {8, 10};
+    c.k = {2, 2};
+    c.s = {2, 2};
+    c.p = {0, 0};
+    c.d = {1, 1};
+    PoolGeom g;
+    PoolGeometry(c, &g);
+    ASSERT_EQ(g.out[1], 4);
+    ASSERT_EQ(g.out[2], 5);
+    for (int empty = 0; empty < 2; empty++) {
+      PoolGeom ge = g;
+      if (empty) ge.out[1] = 0; /* a worker with no output rows */
+      const std::vector<double> x = Random<double>(Lx.size, 5), y0 = Random<double>(Ly.size, 6);
+      std::vector<double>       yr(y0), yf(y0), dxr(x), dxf(x);
+      std::vector<PetscInt>     ar(2 * 6 * 20, -1), af(ar);
+      PoolForwardRef<double>(ge, x.data(), xo, yr.data(), yo, ar.data());
+      PoolForwardFast<double>(ge, x.data(), xo, yf.data(), yo, af.data());
+      ExpectBitwise(yf, yr, std::string("sub-box forward ") + f.name);
+      EXPECT_TRUE(af == ar) << f.name;
+      if (empty) ExpectBitwise(yf, y0, "empty box leaves y alone");
+      PoolBackwardRef<double>(ge, y0.data(), yo, dxr.data(), xo, ar.data());
+      PoolBackwardFast<double>(ge, y0.data(), yo, dxf.data(), xo, ar.data());
+      ExpectBitwise(dxf, dxr, std::string("sub-box backward ") + f.name);
+    }
+  }
+}
+
+/* NaN in a window propagates, with PyTorch's index: torch.nn.functional.max_pool2d(a, 2, return_indices=True) */
+TEST(FastPool, NaNAsPyTorch)
+{
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  /* a = [[1, nan, 3, 4], [5, 6, nan, 0], [9, 9, -1, -2], [9, 9, -3, -4]] -> y [[nan, nan], [9, -1]], indices [[1, 6], [8, 10]];
+     a 1x4 window over [nan, 1, nan, 2] -> nan at index 2 (the last NaN: (v > m) || isnan(v)) */
+  struct Case {
+    std::vector<double>   a;
+    PetscInt              h, w, kh, kw;
+    std::vector<double>   y;
+    std::vector<PetscInt> idx;
+  };
+  const Case cases[] = {{{1, nan, 3, 4, 5, 6, nan, 0, 9, 9, -1, -2, 9, 9, -3, -4}, 4, 4, 2, 2, {nan, nan, 9, -1}, {1, 6, 8, 10}}, {{nan, 1, nan, 2}, 1, 4, 1, 4, {nan}, {2}}};
+  for (const Case &t : cases)
+    for (int fast = 0; fast < 2; fast++) {
+      PoolCase c;
+      c.D = 2;
+      c.N = 1;
+      c.C = 1;
+      c.n = {t.h, t.w};
+      c.k = {t.kh, t.kw};
+      c.s = {t.kh, t.kw};
+      c.p = {0, 0};
+      c.d = {1, 1};
+      PoolGeom g;
+      PoolGeometry(c, &g);
+      const Fmt      f = kFormats[0];
+      const DDLayout Lx = Layout({1, 1, t.h, t.w}, f, 0), Ly = Layout({1, 1, g.out[1], g.out[2]}, f, 0);
+      BoxOffsets     xo, yo;
+      Box(Lx, 2, NULL, NULL, &xo);
+      Box(Ly, 2, NULL, NULL, &yo);
+      std::vector<double>   y(t.y.size()), dx(t.a.size(), 0.0), dy(t.y.size(), 1.0);
+      std::vector<PetscInt> am(t.y.size());
+      if (fast) PoolForwardFast<double>(g, t.a.data(), xo, y.data(), yo, am.data());
+      else PoolForwardRef<double>(g, t.a.data(), xo, y.data(), yo, am.data());
+      for (size_t i = 0; i < y.size(); i++) {
+        EXPECT_EQ(std::isnan(y[i]), std::isnan(t.y[i])) << i;
+        if (!std::isnan(t.y[i])) EXPECT_EQ(y[i], t.y[i]);
+        EXPECT_EQ(am[i], t.idx[i]) << "fast " << fast << " output " << i;
+      }
+      /* the gradient goes to the NaN's position, as PyTorch's */
+      if (fast) PoolBackwardFast<double>(g, dy.data(), yo, dx.data(), xo, am.data());
+      else PoolBackwardRef<double>(g, dy.data(), yo, dx.data(), xo, am.data());
+      for (size_t i = 0; i < t.idx.size(); i++) EXPECT_EQ(dx[t.idx[i]], 1.0);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* upsampling                                                                                 */
+
+/* PyTorch's sources of output o (aten/src/ATen/native/UpSample.h), as the layer computes them */
+template <class T>
+void Sources(bool linear, bool align, PetscInt o, PetscInt n, PetscInt s, PetscInt *i0, PetscInt *i1, double *w0, double *w1)
+{
+  const PetscInt m = n * s;
+  if (s == 1 || !linear) {
+    *i0 = *i1 = s == 1 ? o : std::min<PetscInt>((PetscInt)std::floor((float)o * (float)(1.0 / (double)s)), n - 1);
+    *w0       = 1;
+    *w1       = 0;
+    return;
+  }
+  T src;
+  if (align) src = (m > 1 ? (T)(n - 1) / (T)(m - 1) : (T)0) * (T)o;
+  else {
+    src = (T)(1.0 / (double)s) * ((T)o + (T)0.5) - (T)0.5;
+    if (src < (T)0) src = (T)0;
+  }
+  const PetscInt idx = std::min<PetscInt>((PetscInt)std::floor(src), n - 1);
+  const T        l1  = std::min(std::max(src - (T)idx, (T)0), (T)1);
+  *i0                = idx;
+  *i1                = idx + (idx < n - 1 ? 1 : 0);
+  *w0                = (double)((T)1 - l1);
+  *w1                = (double)l1;
+}
+
+struct UpCase {
+  PetscInt              D = 2, N = 2, C = 5;
+  std::vector<PetscInt> n, s;
+  bool                  linear = true, align = false;
+  bool                  part   = false; /* a sub-range of the outputs (a worker's), with its window */
+};
+
+template <class T>
+void CheckUpsample(const UpCase &c, const Fmt &f, PetscInt halo)
+{
+  std::ostringstream o;
+  o << (c.linear ? (c.align ? "linear align" : "linear") : "nearest") << " D" << c.D << " C" << c.C << " n";
+  for (auto v : c.n) o << " " << v;
+  o << " s";
+  for (auto v : c.s) o << " " << v;
+  o << (c.part ? " part " : " ") << f.name << " halo " << halo << (std::is_same<T, float>::value ? " float32" : " float64");
+  const std::string what = o.str();
+  UpsampleGeom      g;
+  g.D      = c.D;
+  g.N      = c.N;
+  g.C      = c.C;
+  g.linear = c.linear;
+  PetscInt org[3], sz[3];
+  std::vector<PetscInt> xs = {c.N, c.C}, ys = {c.N, c.C};
+  for (PetscInt jj = 0; jj < 3; jj++) {
+    g.i0[jj].assign(1, 0);
+    g.i1[jj].assign(1, 0);
+    g.w0[jj].assign(1, 1.0);
+    g.w1[jj].assign(1, 0.0);
+    if (jj < 3 - c.D) continue;
+    const PetscInt j = jj - (3 - c.D), n = c.n[j], m = n * c.s[j];
+    const PetscInt oa = c.part ? m / 3 : 0, ob = c.part ? m - m / 4 : m;
+    std::vector<PetscInt> a0, a1;
+    std::vector<double>   b0, b1;
+    for (PetscInt q = oa; q < ob; q++) {
+      PetscInt i0, i1;
+      double   w0, w1;
+      Sources<T>(c.linear, c.align, q, n, c.s[j], &i0, &i1, &w0, &w1);
+      a0.push_back(i0);
+      a1.push_back(i1);
+      b0.push_back(w0);
+      b1.push_back(w1);
+    }
+    const PetscInt lo = *std::min_element(a0.begin(), a0.end()), hi = *std::max_element(a1.begin(), a1.end()) + 1;
+    g.out[jj] = ob - oa;
+    g.w0[jj]  = b0;
+    g.w1[jj]  = b1;
+    g.i0[jj].resize(a0.size());
+    g.i1[jj].resize(a0.size());
+    for (size_t i = 0; i < a0.size(); i++) {
+      g.i0[jj][i] = a0[i] - lo;
+      g.i1[jj][i] = a1[i] - lo;
+    }
+    org[j] = halo + lo; /* the window in storage coordinates */
+    sz[j]  = hi - lo;
+    xs.push_back(n);
+    ys.push_back(ob - oa);
+  }
+  const DDLayout Lx = Layout(xs, f, halo), Ly = Layout(ys, f, halo ? 1 : 0);
+  BoxOffsets     xo, yo;
+  Box(Lx, c.D, org, sz, &xo);
+  Box(Ly, c.D, NULL, NULL, &yo);
+  const std::vector<T> x = Random<T>(Lx.size, 1), y0 = Random<T>(Ly.size, 2), dy = Random<T>(Ly.size, 3), dx0 = Random<T>(Lx.size, 4);
+  std::vector<T>       yr(y0), yf(y0), dxr(dx0), dxf(dx0);
+  UpsampleForwardRef<T>(g, x.data(), xo, yr.data(), yo);
+  UpsampleForwardFast<T>(g, x.data(), xo, yf.data(), yo);
+  ExpectBitwise(yf, yr, "forward " + what);
+  UpsampleBackwardRef<T>(g, dy.data(), yo, dxr.data(), xo);
+  UpsampleBackwardFast<T>(g, dy.data(), yo, dxf.data(), xo);
+  if (!c.linear || Lx.bdim == 1 || f.f == DD_FORMAT_CHANNELS_LAST) ExpectBitwise(dxf, dxr, "backward " + what);
+  else ExpectClose(dxf, dxr, "backward " + what);
+}
+
+TEST(FastUpsample, EqualsReference)
+{
+  const std::vector<std::vector<PetscInt>> sizes = {{13, 6, 5}, {7, 9, 4}, {4, 5, 3}};
+  const std::vector<std::vector<PetscInt>> scales = {{2, 2, 2}, {3, 1, 2}, {1, 3, 3}};
+  for (PetscInt D = 1; D <= 3; D++)
+    for (const auto &sc : scales)
+      for (int mode = 0; mode < 3; mode++)
+        for (bool part : {false, true}) {
+          UpCase c;
+          c.D      = D;
+          c.C      = D == 3 ? 3 : 10;
+          c.linear = mode > 0;
+          c.align  = mode == 2;
+          c.part   = part;
+          for (PetscInt j = 0; j < D; j++) {
+            c.n.push_back(sizes[D - 1][j]);
+            c.s.push_back(sc[j]);
+          }
+          for (const Fmt &f : kFormats)
+            for (PetscInt h : {0, 2}) {
+              CheckUpsample<double>(c, f, h);
+              CheckUpsample<float>(c, f, h);
+            }
+        }
+}
+
+TEST(FastUpsample, LongRowsAndEmpty)
+{
+  UpCase c;
+  c.D = 2;
+  c.N = 1;
+  c.C = 2;
+  c.n = {5, 257};
+  c.s = {2, 2};
+  for (int mode = 0; mode < 3; mode++) {
+    c.linear = mode > 0;
+    c.align  = mode == 2;
+    for (const Fmt &f : kFormats) {
+      CheckUpsample<double>(c, f, 1);
+      CheckUpsample<float>(c, f, 1);
+    }
+  }
+  /* an empty box: nothing written */
+  UpsampleGeom g;
+  g.D = 2;
+  g.N = 1;
+  g.C = 1;
+  for (PetscInt jj = 0; jj < 3; jj++) {
+    g.i0[jj].assign(1, 0);
+    g.i1[jj].assign(1, 0);
+    g.w0[jj].assign(1, 1.0);
+    g.w1[jj].assign(1, 0.0);
+  }
+  g.out[2] = 0;
+  const DDLayout L = Layout({1, 1, 2, 2}, kFormats[0], 0);
+  BoxOffsets     b;
+  Box(L, 2, NULL, NULL, &b);
+  std::vector<double> x = Random<double>(L.size, 1), y(x), dx(x);
+  UpsampleForwardFast<double>(g, x.data(), b, y.data(), b);
+  UpsampleBackwardFast<double>(g, x.data(), b, dx.data(), b);
+  ExpectBitwise(y, x, "empty forward");
+  ExpectBitwise(dx, x, "empty backward");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* activations: NaN and infinities as PyTorch 1.13 (torch.nn.functional, y.backward(3 * ones)) */
+
+TEST(FastActivation, AsPyTorch)
+{
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const double x[6] = {nan, -1, 0, 2, -inf, inf};
+  struct Row {
+    DDActivationType t;
+    double           y[6], dx[6];
+  };
+  /* printed by PyTorch 1.13.1, float64, for x above and dy = 3 */
+  const Row rows[] = {
+    {DD_ACT_RELU, {nan, 0, 0, 2, 0, inf}, {3, 0, 0, 3, 0, 3}},
+    {DD_ACT_LEAKYRELU, {nan, -0.01, 0, 2, -inf, inf}, {0.03, 0.03, 0.03, 3, 0.03, 3}},
+    {DD_ACT_TANH, {nan, -0.7615941559557649, 0, 0.9640275800758169, -1, 1}, {nan, 1.2599230248420783, 3, 0.2119524745594933, 0, 0}},
+    {DD_ACT_SIGMOID, {nan, 0.2689414213699951, 0.5, 0.8807970779778823, 0, 1}, {nan, 0.5898357997244456, 0.75, 0.31498075621051985, 0, 0}},
+    {DD_ACT_GELU, {nan, -0.15865525393145702, 0, 1.9544997361036416, nan, inf}, {nan, -0.24994641176305904, 1.5, 3.255695403234591, nan, nan}},
+  };
+  auto same = [](double a, double b, double tol) { return (std::isnan(a) && std::isnan(b)) || a == b || std::abs(a - b) <= tol * std::abs(b); };
+  for (const Row &r : rows) {
+    double yd[6], dd[6], dy[6];
+    float  xf[6], yf[6], df[6], dyf[6];
+    for (int i = 0; i < 6; i++) {
+      dy[i]  = 3;
+      dyf[i] = 3;
+      xf[i]  = (float)x[i];
+    }
+    ActivationForward<double>(r.t, 0.01, x, yd, 6);
+    ActivationBackward<double>(r.t, 0.01, x, dy, dd, 6);
+    ActivationForward<float>(r.t, 0.01f, xf, yf, 6);
+    ActivationBackward<float>(r.t, 0.01f, xf, dyf, df, 6);
+    for (int i = 0; i < 6; i++) {
+      EXPECT_TRUE(same(yd[i], r.y[i], 1e-15)) << DDActivationTypes[r.t] << " float64 y at x = " << x[i] << ": " << yd[i] << " vs torch " << r.y[i];
+      EXPECT_TRUE(same(dd[i], r.dx[i], 1e-15)) << DDActivationTypes[r.t] << " float64 dx at x = " << x[i] << ": " << dd[i] << " vs torch " << r.dx[i];
+      EXPECT_TRUE(same(yf[i], r.y[i], 1e-6)) << DDActivationTypes[r.t] << " float32 y at x = " << x[i] << ": " << yf[i] << " vs torch " << r.y[i];
+      EXPECT_TRUE(same(df[i], r.dx[i], 1e-6)) << DDActivationTypes[r.t] << " float32 dx at x = " << x[i] << ": " << df[i] << " vs torch " << r.dx[i];
+    }
+  }
+  /* dy NaN where x = -1, 0, 2, -inf (torch: relu [1, 0, 0, nan, 0, 1], leaky_relu [0.01, nan, nan, nan, nan, 1]) */
+  const double dy2[6] = {1, nan, nan, nan, nan, 1}, relu2[6] = {1, 0, 0, nan, 0, 1}, leaky2[6] = {0.01, nan, nan, nan, nan, 1};
+  double       d2[6];
+  ActivationBackward<double>(DD_ACT_RELU, 0.01, x, dy2, d2, 6);
+  for (int i = 0; i < 6; i++) EXPECT_TRUE(same(d2[i], relu2[i], 0)) << "relu backward, NaN dy, entry " << i;
+  ActivationBackward<double>(DD_ACT_LEAKYRELU, 0.01, x, dy2, d2, 6);
+  for (int i = 0; i < 6; i++) EXPECT_TRUE(same(d2[i], leaky2[i], 1e-15)) << "leakyrelu backward, NaN dy, entry " << i;
+  /* relu(-0) = -0 and leaky_relu(-0) = -0 in torch */
+  const double mz = -0.0;
+  double       z;
+  ActivationForward<double>(DD_ACT_RELU, 0.01, &mz, &z, 1);
+  EXPECT_TRUE(z == 0 && std::signbit(z));
+  ActivationForward<double>(DD_ACT_LEAKYRELU, 0.01, &mz, &z, 1);
+  EXPECT_TRUE(z == 0 && std::signbit(z));
+  /* in place (dy aliasing dx, y aliasing x) and long runs (the vectorized loops and their tails) */
+  for (PetscInt n : {1, 7, 1001}) {
+    std::vector<double> a = Random<double>(n, 9), b(a), g = Random<double>(n, 10), h(g);
+    a[0] = nan;
+    b[0] = nan;
+    ActivationForward<double>(DD_ACT_LEAKYRELU, 0.2, a.data(), a.data(), n);
+    for (PetscInt i = 0; i < n; i++) EXPECT_TRUE(same(a[i], b[i] > 0 ? b[i] : 0.2 * b[i], 0)) << i;
+    ActivationBackward<double>(DD_ACT_RELU, 0, b.data(), g.data(), g.data(), n);
+    for (PetscInt i = 0; i < n; i++) EXPECT_EQ(g[i], b[i] <= 0 ? 0.0 : h[i]) << i;
+  }
+}
+} // namespace
