@@ -3,7 +3,7 @@
   movement. The output has the input's partition, ownership and storage format; Backward uses
   the input saved by Forward: dx = f'(x) dy.
 */
-#include <layer/impls/batchnorm/normcommon.hpp>
+#include <layer/impls/common/layerutil.hpp>
 #include <sys/ddsysimpl.h>
 #include <cmath>
 

@@ -21,7 +21,6 @@
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
-#include <layer/impls/conv/convutil.hpp>
 #include <backend/kernels.hpp>
 #include <backend/cpu/pool_dnnl.hpp>
 #include <sys/ddsysimpl.h>
@@ -474,7 +473,7 @@ static PetscErrorCode Pool_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
 #endif
   {
     PetscBool loc = c->hascorr ? PETSC_TRUE : PETSC_FALSE, glob;
-    PetscCallMPI(MPI_Allreduce(&loc, &glob, 1, MPIU_BOOL, MPI_LOR, comm));
+    PetscCall(DDAnyRank_Private(comm, loc, &glob));
     c->anycorr = glob ? true : false;
   }
   if (c->hasout && !c->usednnl && g.max) c->argmax.resize((size_t)(g.N * g.C * g.out[0] * g.out[1] * g.out[2]));
