@@ -12,6 +12,7 @@
     DDPRIMITIVEALLSUMREDUCE A: sum over chosen partition dims, result everywhere   (sec. 3.2.3)
     DDPRIMITIVEREPARTITION  T_{Px->Py}: scatter/gather/all-to-all of a tensor      (sec. 3.2.4)
     DDPRIMITIVEHALO         H: in-place (unbalanced) halo exchange, with padding   (sec. 3.2.5, App. B)
+    DDPRIMITIVESCATTER      S: entries of x to entries of y by a global index map   (sec. 3)
 */
 #pragma once
 #include <ddtensor.h>
@@ -26,6 +27,7 @@ typedef const char *DDPrimitiveType;
 #define DDPRIMITIVEALLSUMREDUCE "allsumreduce"
 #define DDPRIMITIVEREPARTITION  "repartition"
 #define DDPRIMITIVEHALO         "halo"
+#define DDPRIMITIVESCATTER      "scatter"
 
 PETSC_EXTERN PetscFunctionList DDPrimitiveList;
 PETSC_EXTERN PetscErrorCode    DDPrimitiveRegister(const char[], PetscErrorCode (*)(DDPrimitive));
@@ -56,6 +58,10 @@ PETSC_EXTERN PetscErrorCode DDTensorCreateRepartition(DDTensor, DDPartition, DDT
 
 /* allsumreduce */
 PETSC_EXTERN PetscErrorCode DDPrimitiveAllSumReduceSetDimensions(DDPrimitive, PetscInt, const PetscInt[]);
+
+/* scatter */
+PETSC_EXTERN PetscErrorCode DDPrimitiveScatterSetIndexMap(DDPrimitive, PetscInt, const PetscInt[]);
+PETSC_EXTERN PetscErrorCode DDPrimitiveScatterSetZeroUnmapped(DDPrimitive, PetscBool);
 
 /*E
   DDPaddingMode - how a halo exchange fills entries outside the global tensor

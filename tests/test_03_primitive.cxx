@@ -754,6 +754,259 @@ TEST(Primitive, OptionsAndView)
 }
 
 /* ---------------------------------------------------------------------- */
+/* scatter: y = S x by a global index map, (S x)_i = x_{m(i)}, (S* y)_j = sum_{m(i) = j} y_i */
+
+using GlobalMap = std::function<PetscInt(PetscInt)>; /* global C index of y -> global C index of x, or -1 */
+
+/* the map of this rank's piece of y, in C order of the piece */
+static std::vector<PetscInt> LocalMap(DDTensor y, const GlobalMap &m)
+{
+  const DDLayout       &L = y->layout;
+  std::vector<PetscInt> map;
+  if (!L.bulksize) return map;
+  const PetscInt d = y->order;
+  PetscInt       j[DD_MAX_DIM] = {0};
+  for (PetscInt c = 0; c < L.bulksize; c++) {
+    PetscInt gi = 0;
+    for (PetscInt k = 0; k < d; k++) gi = gi * y->shape[k] + L.start[k] + j[k];
+    map.push_back(m(gi));
+    for (PetscInt k = d - 1; k >= 0; k--) {
+      if (++j[k] < L.n[k]) break;
+      j[k] = 0;
+    }
+  }
+  return map;
+}
+
+static DDPrimitive MakeScatter(DDTensor x, DDTensor y, const GlobalMap &m)
+{
+  DDPrimitive S   = MakePrim(DDPRIMITIVESCATTER);
+  auto        map = LocalMap(y, m);
+  DDT(DDPrimitiveScatterSetIndexMap(S, (PetscInt)map.size(), map.data()));
+  DDT(DDPrimitiveSetUp(S, x, y));
+  return S;
+}
+
+struct SCKind {
+  const char           *name;
+  std::vector<PetscInt> xs, ys;
+  GlobalMap             m;
+};
+
+static std::vector<SCKind> ScatterKinds()
+{
+  return {
+    {"flatten (4,3,5) -> (4,15)", {4, 3, 5}, {4, 15}, [](PetscInt i) { return i; }},
+    {"concat range: x (3,4,5) into channels [2,6) of (3,7,5)", {3, 4, 5}, {3, 7, 5},
+     [](PetscInt i) {
+       PetscInt s = i % 5, c = (i / 5) % 7, n = i / 35;
+       return (c < 2 || c >= 6) ? (PetscInt)-1 : (n * 4 + c - 2) * 5 + s;
+     }},
+    {"gather with repeats and holes (6,5) -> (5,9)", {6, 5}, {5, 9}, [](PetscInt i) { return i % 4 == 3 ? (PetscInt)-1 : (i * 7) % 30; }},
+    {"reversal (2,3,2,3) -> (36)", {2, 3, 2, 3}, {36}, [](PetscInt i) { return 35 - i; }},
+  };
+}
+
+static std::vector<double> ScatterRef(const std::vector<double> &gx, PetscInt ny, const GlobalMap &m)
+{
+  std::vector<double> r(ny, 0.0);
+  for (PetscInt i = 0; i < ny; i++)
+    if (m(i) >= 0) r[i] = gx[m(i)];
+  return r;
+}
+
+static std::vector<double> ScatterAdjRef(const std::vector<double> &gy, PetscInt nx, const GlobalMap &m)
+{
+  std::vector<double> r(nx, 0.0);
+  for (PetscInt i = 0; i < (PetscInt)gy.size(); i++)
+    if (m(i) >= 0) r[m(i)] += gy[i];
+  return r;
+}
+
+static double MaxDiff(const std::vector<double> &a, const std::vector<double> &b)
+{
+  double d = 0;
+  for (size_t i = 0; i < a.size(); i++) d = std::max(d, std::fabs(a[i] - b[i]));
+  return d;
+}
+
+TEST(Scatter, AdjointAndSequentialMeaningOverPartitions)
+{
+  const int W = Size();
+  for (auto &K : ScatterKinds()) {
+    const PetscInt dx = (PetscInt)K.xs.size(), dy = (PetscInt)K.ys.size();
+    PetscInt       nx = 1, ny = 1;
+    for (auto v : K.xs) nx *= v;
+    for (auto v : K.ys) ny *= v;
+    std::vector<std::vector<PetscInt>> fx, fy;
+    Factorizations(W, (int)dx, fx);
+    Factorizations(W, (int)dy, fy);
+    /* (Px, Py, x ranks, y ranks): all-to-all pairs, 1 worker -> all, all -> 1 worker on the last rank, disjoint subsets */
+    struct PP {
+      std::vector<PetscInt>    px, py;
+      std::vector<PetscMPIInt> rx, ry;
+    };
+    std::vector<PP> pps;
+    for (size_t i = 0; i < std::max(fx.size(), fy.size()) && i < 6; i++) pps.push_back({fx[i % fx.size()], fy[(i + 1) % fy.size()], {}, {}});
+    pps.push_back({std::vector<PetscInt>(dx, 1), fy[0], {0}, {}});
+    pps.push_back({fx[fx.size() - 1], std::vector<PetscInt>(dy, 1), {}, {(PetscMPIInt)(W - 1)}});
+    if (W >= 3) {
+      std::vector<PetscInt> a(dx, 1), b(dy, 1);
+      a[dx - 1] = 2;
+      b[0]      = W - 2;
+      pps.push_back({a, b, {(PetscMPIInt)W - 1, (PetscMPIInt)W - 2}, RanksRange(0, W - 2)});
+    }
+    /* P ranks = 1 rank: the same scatter with x and y on rank 0 alone */
+    DDPartition Ox = MakePart(std::vector<PetscInt>(dx, 1), {0}), Oy = MakePart(std::vector<PetscInt>(dy, 1), {0});
+    DDTensor    x1 = MakeTensor(Ox, DD_FLOAT64, K.xs, false, 0, DD_FORMAT_PLAIN), y1 = MakeTensor(Oy, DD_FLOAT64, K.ys, false, 0, DD_FORMAT_PLAIN);
+    DDPrimitive S1 = MakeScatter(x1, y1, K.m);
+    int         idx = 0;
+    for (auto &c : pps) {
+      idx++;
+      std::string    what = std::string(K.name) + ", partition pair " + std::to_string(idx);
+      DDPartition    Px = MakePart(c.px, c.rx), Py = MakePart(c.py, c.ry);
+      DDTensorFormat fmx = (idx % 3 == 0) ? DD_FORMAT_CHANNELS_LAST : (idx % 3 == 1 && dx >= 2 ? DD_FORMAT_BLOCKED : DD_FORMAT_PLAIN);
+      DDTensorFormat fmy = (idx % 2 == 0 && dy >= 2) ? DD_FORMAT_BLOCKED : (idx % 3 == 2 ? DD_FORMAT_CHANNELS_LAST : DD_FORMAT_PLAIN);
+      DDTensor       x = MakeTensor(Px, DD_FLOAT64, K.xs, idx % 2 == 1, idx % 2, fmx), y = MakeTensor(Py, DD_FLOAT64, K.ys, idx % 2 == 0, (idx + 1) % 3, fmy), x2;
+      DDPrimitive    S = MakeScatter(x, y, K.m);
+      PetscReal      err;
+      DDT(DDPrimitiveAdjointTest(S, NULL, NULL, idx, &err));
+      EXPECT_LT(err, ADJ_TOL) << what;
+      /* forward: a copy by the map, unmapped entries zeroed (y holds garbage before) */
+      DDT(DDTensorSetRandomGlobal(x, idx, -1, 1));
+      DDT(DDTensorSetRandomGlobal(y, idx + 100, -1, 1));
+      DDT(DDPrimitiveApply(S, x, y));
+      auto gx = Global(x);
+      EXPECT_EQ(Global(y), ScatterRef(gx, ny, K.m)) << what;
+      DDT(DDTensorSetRandomGlobal(x1, idx, -1, 1)); /* the same global tensor */
+      DDT(DDPrimitiveApply(S1, x1, y1));
+      EXPECT_EQ(Global(y), Global(y1)) << "P ranks = 1 rank, " << what;
+      /* adjoint: sums back (Begin/End split), input entries without an image zeroed */
+      DDT(DDTensorSetRandomGlobal(y, idx + 200, -1, 1));
+      DDT(DDTensorDuplicate(x, &x2));
+      DDT(DDTensorSetRandomGlobal(x2, idx + 300, -1, 1));
+      DDT(DDPrimitiveApplyAdjointBegin(S, y, x2));
+      DDT(DDPrimitiveApplyAdjointEnd(S, y, x2));
+      auto gy = Global(y);
+      EXPECT_LT(MaxDiff(Global(x2), ScatterAdjRef(gy, nx, K.m)), 1e-14) << what;
+      DDT(DDTensorSetRandomGlobal(y1, idx + 200, -1, 1));
+      DDT(DDPrimitiveApplyAdjoint(S1, y1, x1));
+      EXPECT_LT(MaxDiff(Global(x2), Global(x1)), 1e-14) << "P ranks = 1 rank, " << what;
+      DDT(DDTensorDestroy(&x2));
+      DDT(DDTensorDestroy(&x));
+      DDT(DDTensorDestroy(&y));
+      DDT(DDPrimitiveDestroy(&S));
+      DDT(DDPartitionDestroy(&Px));
+      DDT(DDPartitionDestroy(&Py));
+    }
+    DDT(DDPrimitiveDestroy(&S1));
+    DDT(DDTensorDestroy(&x1));
+    DDT(DDTensorDestroy(&y1));
+    DDT(DDPartitionDestroy(&Ox));
+    DDT(DDPartitionDestroy(&Oy));
+  }
+}
+
+TEST(Scatter, ShellMatFloat32AndSeveralScattersIntoOneOutput)
+{
+  const int   W  = Size();
+  DDPartition Px = MakePart({(PetscInt)W, 1}), Py = MakePart({1, (PetscInt)W});
+  auto        K  = ScatterKinds()[2]; /* repeats and holes */
+  /* the shell Mat: MatMult = Apply, MatMultTranspose = ApplyAdjoint (plain, halo-free: Vec order = bulk order) */
+  {
+    DDTensor    x = MakeTensor(Px, DD_FLOAT64, K.xs, true, 0, DD_FORMAT_PLAIN), y = MakeTensor(Py, DD_FLOAT64, K.ys, false, 0, DD_FORMAT_PLAIN);
+    DDPrimitive S = MakeScatter(x, y, K.m);
+    Mat         A;
+    Vec         u, v, z, w;
+    PetscBool   eq;
+    DDT(DDPrimitiveGetMat(S, &A));
+    DDT(MatCreateVecs(A, &u, &v));
+    DDT(VecDuplicate(v, &z));
+    DDT(VecDuplicate(u, &w));
+    DDT(VecSetRandom(u, NULL));
+    DDT(VecSetRandom(v, NULL));
+    DDT(MatMult(A, u, z));
+    DDT(DDTensorCopyFromVec(x, u));
+    DDT(DDPrimitiveApply(S, x, y));
+    DDT(DDTensorCopyToVec(y, v));
+    DDT(VecEqual(z, v, &eq));
+    EXPECT_TRUE(eq) << "MatMult is Apply";
+    DDT(VecSetRandom(v, NULL));
+    DDT(MatMultTranspose(A, v, w));
+    DDT(DDTensorCopyFromVec(y, v));
+    DDT(DDPrimitiveApplyAdjoint(S, y, x));
+    DDT(DDTensorCopyToVec(x, u));
+    DDT(VecEqual(w, u, &eq));
+    EXPECT_TRUE(eq) << "MatMultTranspose is ApplyAdjoint";
+    for (Vec *q : {&u, &v, &z, &w}) DDT(VecDestroy(q));
+    DDT(DDPrimitiveDestroy(&S));
+    DDT(DDTensorDestroy(&x));
+    DDT(DDTensorDestroy(&y));
+  }
+  /* float32: the same copies */
+  {
+    DDTensor    x = MakeTensor(Px, DD_FLOAT32, K.xs, false, 1, DD_FORMAT_PLAIN), y = MakeTensor(Py, DD_FLOAT32, K.ys, true, 0, DD_FORMAT_CHANNELS_LAST);
+    DDPrimitive S = MakeScatter(x, y, K.m);
+    DDT(DDTensorSetRandomGlobal(x, 5, -1, 1));
+    DDT(DDPrimitiveApply(S, x, y));
+    std::vector<float> gx(30), gy(45);
+    DDT(DDTensorGatherToRoot(x, 0, gx.data()));
+    DDT(DDTensorGatherToRoot(y, 0, gy.data()));
+    if (Rank() == 0)
+      for (PetscInt i = 0; i < 45; i++) EXPECT_EQ(gy[i], K.m(i) < 0 ? 0.0f : gx[K.m(i)]) << "entry " << i;
+    PetscReal err;
+    DDT(DDPrimitiveAdjointTest(S, NULL, NULL, 3, &err));
+    EXPECT_LT(err, 1e-6);
+    DDT(DDPrimitiveDestroy(&S));
+    DDT(DDTensorDestroy(&x));
+    DDT(DDTensorDestroy(&y));
+  }
+  /* two scatters that leave the unmapped entries fill one output: a concatenation along dimension 1 */
+  {
+    DDTensor a = MakeTensor(Px, DD_FLOAT64, {3, 2}, false, 0, DD_FORMAT_PLAIN), b = MakeTensor(Py, DD_FLOAT64, {3, 4}, true, 1, DD_FORMAT_PLAIN);
+    DDTensor y = MakeTensor(Py, DD_FLOAT64, {3, 6}, false, 0, DD_FORMAT_PLAIN);
+    auto     ma = LocalMap(y, [](PetscInt i) { return i % 6 < 2 ? (i / 6) * 2 + i % 6 : (PetscInt)-1; });
+    auto     mb = LocalMap(y, [](PetscInt i) { return i % 6 >= 2 ? (i / 6) * 4 + i % 6 - 2 : (PetscInt)-1; });
+    DDPrimitive Sa = MakePrim(DDPRIMITIVESCATTER), Sb = MakePrim(DDPRIMITIVESCATTER);
+    DDT(DDPrimitiveScatterSetIndexMap(Sa, (PetscInt)ma.size(), ma.data()));
+    DDT(DDPrimitiveScatterSetIndexMap(Sb, (PetscInt)mb.size(), mb.data()));
+    DDT(DDPrimitiveScatterSetZeroUnmapped(Sa, PETSC_FALSE));
+    DDT(DDPrimitiveScatterSetZeroUnmapped(Sb, PETSC_FALSE));
+    DDT(DDPrimitiveSetUp(Sa, a, y));
+    DDT(DDPrimitiveSetUp(Sb, b, y));
+    DDT(DDTensorSetRandomGlobal(a, 1, -1, 1));
+    DDT(DDTensorSetRandomGlobal(b, 2, -1, 1));
+    DDT(DDPrimitiveApplyBegin(Sa, a, y));
+    DDT(DDPrimitiveApplyBegin(Sb, b, y));
+    DDT(DDPrimitiveApplyEnd(Sa, a, y));
+    DDT(DDPrimitiveApplyEnd(Sb, b, y));
+    auto ga = Global(a), gb = Global(b), gy = Global(y);
+    std::vector<double> ref;
+    for (PetscInt n = 0; n < 3; n++) {
+      ref.insert(ref.end(), ga.begin() + 2 * n, ga.begin() + 2 * n + 2);
+      ref.insert(ref.end(), gb.begin() + 4 * n, gb.begin() + 4 * n + 4);
+    }
+    EXPECT_EQ(gy, ref) << "concatenation by two scatters";
+    /* with the default, Apply zeroes the other input's range */
+    DDT(DDPrimitiveScatterSetZeroUnmapped(Sa, PETSC_TRUE));
+    DDT(DDPrimitiveApply(Sa, a, y));
+    gy = Global(y);
+    for (PetscInt i = 0; i < 18; i++) EXPECT_EQ(gy[i], i % 6 < 2 ? ga[(i / 6) * 2 + i % 6] : 0.0) << "entry " << i;
+    PetscViewer v;
+    DDT(PetscViewerASCIIOpen(PETSC_COMM_WORLD, "/dev/null", &v));
+    DDT(DDPrimitiveView(Sa, v));
+    DDT(PetscViewerDestroy(&v));
+    DDT(DDPrimitiveDestroy(&Sa));
+    DDT(DDPrimitiveDestroy(&Sb));
+    DDT(DDTensorDestroy(&a));
+    DDT(DDTensorDestroy(&b));
+    DDT(DDTensorDestroy(&y));
+  }
+  DDT(DDPartitionDestroy(&Px));
+  DDT(DDPartitionDestroy(&Py));
+}
+
+/* ---------------------------------------------------------------------- */
 /* bad input: clear errors on every rank */
 
 TEST(PrimitiveBadInput, BroadcastRuleViolationNamesDimension)
@@ -887,4 +1140,55 @@ TEST(PrimitiveBadInput, AllSumReduceOverSplitDimensionAndUnknownType)
   DDT(DDPrimitiveDestroy(&A));
   DDT(DDTensorDestroy(&x));
   DDT(DDPartitionDestroy(&part));
+}
+
+TEST(PrimitiveBadInput, ScatterIndexMap)
+{
+  const int   W  = Size();
+  DDPartition Px = MakePart({(PetscInt)W, 1}), Py = MakePart({1, (PetscInt)W});
+  DDTensor    x = MakeTensor(Px, DD_FLOAT64, {4, 3}, false, 0, DD_FORMAT_PLAIN), y = MakeTensor(Py, DD_FLOAT64, {3, 4}, false, 0, DD_FORMAT_PLAIN);
+  DDTensor    y32 = MakeTensor(Py, DD_FLOAT32, {3, 4}, false, 0, DD_FORMAT_PLAIN);
+  DDPrimitive S = MakePrim(DDPRIMITIVESCATTER);
+  auto        map = LocalMap(y, [](PetscInt i) { return i; });
+  /* no map */
+  DD_EXPECT_ERROR(DDPrimitiveSetUp(S, x, y), PETSC_ERR_ARG_WRONGSTATE, "DDPrimitiveScatterSetIndexMap");
+  /* one entry too many on the last rank only (its piece may be empty): the error is raised on every rank */
+  std::vector<PetscInt> shortmap = map;
+  if (Rank() == W - 1) shortmap.push_back(0);
+  DDT(DDPrimitiveScatterSetIndexMap(S, (PetscInt)shortmap.size(), shortmap.data()));
+  DD_EXPECT_ERROR(DDPrimitiveSetUp(S, x, y), PETSC_ERR_ARG_SIZ, "index map has");
+  /* an index outside the input on rank 0 only */
+  std::vector<PetscInt> badmap = map;
+  ASSERT_FALSE(Rank() == 0 && badmap.empty()); /* balanced: rank 0 has a piece */
+  if (Rank() == 0) badmap[0] = 12;
+  DDT(DDPrimitiveScatterSetIndexMap(S, (PetscInt)badmap.size(), badmap.data()));
+  DD_EXPECT_ERROR(DDPrimitiveSetUp(S, x, y), PETSC_ERR_ARG_OUTOFRANGE, "outside [-1, 12)");
+  /* data types differ */
+  DDT(DDPrimitiveScatterSetIndexMap(S, (PetscInt)map.size(), map.data()));
+  DD_EXPECT_ERROR(DDPrimitiveSetUp(S, x, y32), PETSC_ERR_ARG_INCOMP, "data types differ");
+  /* set up right, then applied to a tensor of another layout */
+  DDT(DDPrimitiveSetUp(S, x, y));
+  DD_EXPECT_ERROR(DDPrimitiveApply(S, x, y32), PETSC_ERR_ARG_INCOMP, "output tensor is not laid out");
+  /* the setters of another type */
+  DDPrimitive T = MakePrim(DDPRIMITIVEREPARTITION);
+  DD_EXPECT_ERROR(DDPrimitiveScatterSetIndexMap(T, 0, NULL), PETSC_ERR_ARG_WRONG, "type scatter");
+  /* replicated input */
+  if (W >= 2) {
+    DDTensor xr;
+    DDT(DDTensorCreate(PETSC_COMM_WORLD, &xr));
+    DDT(DDTensorSetPartition(xr, Px));
+    PetscInt shape[2] = {4, 3};
+    DDT(DDTensorSetShape(xr, 2, shape));
+    DDT(DDTensorSetReplicated(xr, 0, PETSC_TRUE));
+    DDT(DDTensorSetUp(xr));
+    DD_EXPECT_ERROR(DDPrimitiveSetUp(S, xr, y), PETSC_ERR_ARG_INCOMP, "replicated along dimension 0");
+    DDT(DDTensorDestroy(&xr));
+  }
+  DDT(DDPrimitiveDestroy(&T));
+  DDT(DDPrimitiveDestroy(&S));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&y));
+  DDT(DDTensorDestroy(&y32));
+  DDT(DDPartitionDestroy(&Px));
+  DDT(DDPartitionDestroy(&Py));
 }

@@ -89,6 +89,7 @@ PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_SumReduce(DDPrimitive);
 PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_AllSumReduce(DDPrimitive);
 PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_Repartition(DDPrimitive);
 PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_Halo(DDPrimitive);
+PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_Scatter(DDPrimitive);
 
 /*@C
   DDPrimitiveRegisterAll - Registers the built-in primitive types
@@ -107,6 +108,7 @@ PetscErrorCode DDPrimitiveRegisterAll(void)
   PetscCall(PetscFunctionListAdd(&DDPrimitiveList, DDPRIMITIVEALLSUMREDUCE, DDPrimitiveCreate_AllSumReduce));
   PetscCall(PetscFunctionListAdd(&DDPrimitiveList, DDPRIMITIVEREPARTITION, DDPrimitiveCreate_Repartition));
   PetscCall(PetscFunctionListAdd(&DDPrimitiveList, DDPRIMITIVEHALO, DDPrimitiveCreate_Halo));
+  PetscCall(PetscFunctionListAdd(&DDPrimitiveList, DDPRIMITIVESCATTER, DDPrimitiveCreate_Scatter));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -4,7 +4,7 @@
   the input saved by Forward: dx = f'(x) dy. The loops are the kernels of
   src/backend/cpu/pointwise.cxx (ActivationForward, ActivationBackward).
 */
-#include <layer/impls/batchnorm/normcommon.hpp>
+#include <layer/impls/common/layerutil.hpp>
 #include <backend/cpu/fastkernels.hpp>
 #include <sys/ddsysimpl.h>
 

@@ -14,6 +14,7 @@
 */
 #pragma once
 #include <ddnn/private/ddlayerimpl.h>
+#include <layer/impls/common/layerutil.hpp>
 #include <tensor/layout.hpp>
 #include <backend/kernels.hpp>
 #include <vector>
@@ -193,33 +194,6 @@ inline PetscErrorCode AllSum(DDPrimitive A, DDTensor st)
 {
   PetscFunctionBegin;
   if (A) PetscCall(DDPrimitiveApply(A, st, st));
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
-/* A halo-free tensor distributed like x, in x's format (the output of a pointwise or normalization layer) */
-inline PetscErrorCode CreateLike(DDTensor x, DDTensor *y)
-{
-  DDTensor t;
-
-  PetscFunctionBegin;
-  PetscCall(DDTensorCreate(PetscObjectComm((PetscObject)x), &t));
-  PetscCall(DDTensorSetPartition(t, x->part));
-  PetscCall(DDTensorSetShape(t, x->order, x->shape));
-  PetscCall(DDTensorSetDataType(t, x->dtype));
-  PetscCall(DDTensorSetEmptyPiecesAllowed(t, PETSC_TRUE));
-  for (PetscInt k = 0; k < x->order; k++) {
-    if (x->replicated[k]) PetscCall(DDTensorSetReplicated(t, k, PETSC_TRUE));
-    else {
-      std::vector<PetscInt> lx(x->part->shape[k]);
-      for (PetscInt p = 0; p < x->part->shape[k]; p++) lx[p] = x->ranges[k][p + 1] - x->ranges[k][p];
-      PetscCall(DDTensorSetOwnershipRanges(t, k, lx.data()));
-    }
-  }
-  PetscCall(DDTensorSetBlockSize(t, x->bs));
-  PetscCall(DDTensorSetBlockDimension_Private(t, x->blockdim));
-  PetscCall(DDTensorSetFormat(t, x->format));
-  PetscCall(DDTensorSetUp(t));
-  *y = t;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

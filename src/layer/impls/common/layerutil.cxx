@@ -68,7 +68,7 @@ PetscErrorCode WindowHaloSetUp(DDLayer l, DDTensor x, PetscInt D, const PetscInt
   PetscBool any;
 
   PetscFunctionBegin;
-  PetscCallMPI(MPI_Allreduce(&needhalo, &any, 1, MPIU_BOOL, MPI_LOR, comm));
+  PetscCall(DDAnyRank_Private(comm, needhalo, &any));
   if (any) {
     PetscCall(LayerHaloCreate(l, H));
     if (x->active)
@@ -135,6 +135,33 @@ PetscErrorCode ReplicaRanks(MPI_Comm comm, DDPartition px, PetscInt copies, cons
         ranks[r * px->size + i] = next;
       }
     }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* A halo-free tensor distributed like x, in x's format (the output of a pointwise or normalization layer) */
+PetscErrorCode CreateLike(DDTensor x, DDTensor *y)
+{
+  DDTensor t;
+
+  PetscFunctionBegin;
+  PetscCall(DDTensorCreate(PetscObjectComm((PetscObject)x), &t));
+  PetscCall(DDTensorSetPartition(t, x->part));
+  PetscCall(DDTensorSetShape(t, x->order, x->shape));
+  PetscCall(DDTensorSetDataType(t, x->dtype));
+  PetscCall(DDTensorSetEmptyPiecesAllowed(t, PETSC_TRUE));
+  for (PetscInt k = 0; k < x->order; k++) {
+    if (x->replicated[k]) PetscCall(DDTensorSetReplicated(t, k, PETSC_TRUE));
+    else {
+      std::vector<PetscInt> lx(x->part->shape[k]);
+      for (PetscInt p = 0; p < x->part->shape[k]; p++) lx[p] = x->ranges[k][p + 1] - x->ranges[k][p];
+      PetscCall(DDTensorSetOwnershipRanges(t, k, lx.data()));
+    }
+  }
+  PetscCall(DDTensorSetBlockSize(t, x->bs));
+  PetscCall(DDTensorSetBlockDimension_Private(t, x->blockdim));
+  PetscCall(DDTensorSetFormat(t, x->format));
+  PetscCall(DDTensorSetUp(t));
+  *y = t;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 } // namespace ddnn

@@ -6,20 +6,16 @@
   Along the concatenation dimension each input keeps its own ownership; the output lives on the
   same partition with the concatenated extent split evenly (balanced ownership) there. The
   output's global index i along the dimension belongs to input j with offset_j <= i <
-  offset_{j+1}, so the data movement is a permutation of entries: one PetscSF graph per input
-  (leaves: the output entries that come from it; roots: its bulk), executed by the run-based
-  Exchange engine. When the dimension is not split (one worker along it, e.g. channels of a
-  spatially decomposed U-Net) every graph is local and the layer is a local copy. Backward is
-  the adjoint: the transposed graphs move dy's pieces back into each input's gradient (a split).
+  offset_{j+1}, so the layer is y = sum_j S_j x_j with one DDPRIMITIVESCATTER S_j per input (an
+  injection into its range of y; each leaves the other ranges as they are). When the dimension
+  is not split (one worker along it, e.g. channels of a spatially decomposed U-Net) every
+  scatter is local, a copy. Backward is the adjoint: dx_j = S_j* dy (a split).
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <tensor/layout.hpp>
-#include <primitive/sfutil.hpp>
-#include <primitive/exchange.hpp>
 #include <sys/ddsysimpl.h>
 #include <vector>
-#include <memory>
 #include <algorithm>
 
 using namespace ddnn;
@@ -29,11 +25,9 @@ namespace
 struct Concat {
   PetscInt                               dim = 1; /* as given (may be negative, counting from the end) */
   PetscInt                               d   = 1; /* resolved at set-up */
-  std::vector<PetscSF>                   sf;
-  std::vector<std::unique_ptr<Exchange>> ex;
+  std::vector<DDPrimitive>               S;        /* the scatter of each input into its range of y */
   std::vector<DDTensor>                  xin, dxo; /* inputs (gradients) whose halo differs from set-up */
   DDTensor                               yo = NULL, dyo = NULL;
-  PetscInt                               nremote = 0;
 };
 } // namespace
 
@@ -91,9 +85,8 @@ static PetscErrorCode Concat_Reset(DDLayer l)
   Concat *c = (Concat *)l->data;
 
   PetscFunctionBegin;
-  for (auto &s : c->sf) PetscCall(PetscSFDestroy(&s));
-  c->sf.clear();
-  c->ex.clear();
+  for (auto &p : c->S) PetscCall(DDPrimitiveDestroy(&p));
+  c->S.clear();
   for (auto &t : c->xin) PetscCall(DDTensorDestroy(&t));
   for (auto &t : c->dxo) PetscCall(DDTensorDestroy(&t));
   c->xin.clear();
@@ -120,10 +113,8 @@ static PetscErrorCode Concat_SetUp(DDLayer l, PetscInt n, DDTensor xs[])
   const PetscInt o = x0->order;
   const char *prefix;
   char        s0[128], si[128];
-  PetscMPIInt rank;
 
   PetscFunctionBegin;
-  PetscCallMPI(MPI_Comm_rank(comm, &rank));
   PetscCall(PetscObjectGetOptionsPrefix((PetscObject)l, &prefix));
   if (!prefix) prefix = "";
   const PetscInt d = c->dim < 0 ? c->dim + o : c->dim;
@@ -167,51 +158,41 @@ static PetscErrorCode Concat_SetUp(DDLayer l, PetscInt n, DDTensor xs[])
     PetscCall(DDTensorSetUp(y));
     PetscCall(DDLayerSetOutput_Private(l, y));
   }
-  /* the graphs: every entry of y's bulk is a leaf whose root is an entry of one input's bulk */
-  const DDLayout                       &Ly = y->layout;
-  std::vector<std::vector<PetscInt>>    ilocal(n);
-  std::vector<std::vector<PetscSFNode>> iremote(n);
-  std::vector<PetscInt>                 owner[DD_MAX_DIM], src(Ly.n[d]);
+  /* the index maps: an entry of y's piece (C order) in input i's range copies x_i's entry with the same global index less offset_i there */
+  const DDLayout &Ly = y->layout;
+  PetscInt        a[DD_MAX_DIM], b[DD_MAX_DIM], ord[DD_MAX_DIM];
   for (PetscInt k = 0; k < o; k++) {
-    owner[k].resize(Ly.n[k]);
-    for (PetscInt j = 0; j < Ly.n[k]; j++) {
-      const PetscInt gk = Ly.start[k] + j;
-      if (k != d) owner[k][j] = OwnerCoordinate(x0, k, gk);
-      else {
-        const PetscInt i = (PetscInt)(std::upper_bound(offset.begin(), offset.end(), gk) - offset.begin()) - 1;
-        src[j]           = i;
-        owner[k][j]      = OwnerCoordinate(xs[i], k, gk - offset[i]);
-      }
-    }
+    a[k]   = 0;
+    b[k]   = Ly.n[k];
+    ord[k] = k;
   }
-  c->nremote = 0;
-  if (Ly.bulksize) {
-    PetscInt a[DD_MAX_DIM], b[DD_MAX_DIM];
-    LayoutBulkBox(Ly, a, b);
-    ForEachIndex(o, a, b, Ly.perm, [&](const PetscInt *j) {
-      PetscInt    cc[DD_MAX_DIM], g[DD_MAX_DIM], index;
-      PetscMPIInt orank;
-      const PetscInt i = src[j[d] - Ly.lo[d]];
-      for (PetscInt k = 0; k < o; k++) {
-        cc[k] = owner[k][j[k] - Ly.lo[k]];
-        g[k]  = j[k] - Ly.lo[k] + Ly.start[k];
-      }
-      g[d] -= offset[i];
-      OwnerOf(xs[i], cc, g, &orank, &index);
-      ilocal[i].push_back(LayoutOffset(Ly, j));
-      iremote[i].push_back({orank, index});
-      if (orank != rank) c->nremote++;
-    });
-  }
-  c->sf.assign(n, NULL);
+  c->S.assign(n, NULL);
   c->xin.assign(n, NULL);
   c->dxo.assign(n, NULL);
   for (PetscInt i = 0; i < n; i++) {
-    PetscMPIInt tag;
-    PetscCall(BuildStorageSF(comm, xs[i], ilocal[i], iremote[i], &c->sf[i]));
-    PetscCall(PetscObjectGetNewTag((PetscObject)l, &tag));
-    c->ex.emplace_back(new Exchange);
-    PetscCall(c->ex.back()->SetUp(c->sf[i], comm, tag, DDExchangeUseTypes()));
+    std::vector<PetscInt> map((size_t)Ly.bulksize, -1);
+    PetscInt              pos = 0;
+    if (Ly.bulksize)
+      ForEachIndex(o, a, b, ord, [&](const PetscInt *j) {
+        PetscInt gi = 0;
+        for (PetscInt k = 0; k < o; k++) {
+          PetscInt g = Ly.start[k] + j[k];
+          if (k == d) {
+            g -= offset[i];
+            if (g < 0 || g >= xs[i]->shape[d]) {
+              pos++;
+              return;
+            }
+          }
+          gi = gi * xs[i]->shape[k] + g;
+        }
+        map[pos++] = gi;
+      });
+    PetscCall(DDPrimitiveCreate(comm, &c->S[i]));
+    PetscCall(DDPrimitiveSetType(c->S[i], DDPRIMITIVESCATTER));
+    PetscCall(DDPrimitiveScatterSetIndexMap(c->S[i], Ly.bulksize, map.data()));
+    PetscCall(DDPrimitiveScatterSetZeroUnmapped(c->S[i], PETSC_FALSE)); /* the other inputs fill the rest */
+    PetscCall(DDPrimitiveSetUp(c->S[i], xs[i], y));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -225,8 +206,8 @@ static PetscErrorCode Concat_Forward(DDLayer l, PetscInt n, DDTensor xs[], DDTen
   PetscFunctionBegin;
   for (PetscInt i = 0; i < n; i++) PetscCall(ConformLayout(xs[i], l->setupin[i], &c->xin[i], &xin[i], true));
   PetscCall(ConformLayout(y, l->output, &c->yo, &yo, false));
-  for (PetscInt i = 0; i < n; i++) PetscCall(c->ex[i]->ForwardBegin(y->dtype, xin[i]->array, yo->array));
-  for (PetscInt i = 0; i < n; i++) PetscCall(c->ex[i]->ForwardEnd(y->dtype, xin[i]->array, yo->array));
+  for (PetscInt i = 0; i < n; i++) PetscCall(DDPrimitiveApplyBegin(c->S[i], xin[i], yo));
+  for (PetscInt i = 0; i < n; i++) PetscCall(DDPrimitiveApplyEnd(c->S[i], xin[i], yo));
   if (yo != y) PetscCall(DDTensorCopy(yo, y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -243,11 +224,11 @@ static PetscErrorCode Concat_Backward(DDLayer l, DDTensor dy, PetscInt n, DDTens
   for (PetscInt i = 0; i < n; i++) {
     if (!dxs[i]) continue;
     PetscCall(ConformLayout(dxs[i], l->setupin[i], &c->dxo[i], &dxo[i], false));
-    PetscCall(c->ex[i]->AdjointBegin(dy->dtype, dyo->array, dxo[i]->array, false));
+    PetscCall(DDPrimitiveApplyAdjointBegin(c->S[i], dyo, dxo[i]));
   }
   for (PetscInt i = 0; i < n; i++) {
     if (!dxs[i]) continue;
-    PetscCall(c->ex[i]->AdjointEnd(dy->dtype, dyo->array, dxo[i]->array, false));
+    PetscCall(DDPrimitiveApplyAdjointEnd(c->S[i], dyo, dxo[i]));
     if (dxo[i] != dxs[i]) PetscCall(DDTensorCopy(dxo[i], dxs[i]));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -260,10 +241,9 @@ static PetscErrorCode Concat_View(DDLayer l, PetscViewer viewer)
   PetscFunctionBegin;
   PetscCall(PetscViewerASCIIPrintf(viewer, "along dimension %" PetscInt_FMT "\n", l->setupcalled ? c->d : c->dim));
   if (l->setupcalled) {
-    PetscCall(PetscViewerASCIIPushSynchronized(viewer));
-    PetscCall(PetscViewerASCIISynchronizedPrintf(viewer, "[%d] receives %" PetscInt_FMT " entries from other ranks\n", PetscGlobalRank, c->nremote));
-    PetscCall(PetscViewerFlush(viewer));
-    PetscCall(PetscViewerASCIIPopSynchronized(viewer));
+    PetscCall(PetscViewerASCIIPushTab(viewer));
+    for (auto &p : c->S) PetscCall(DDPrimitiveView(p, viewer));
+    PetscCall(PetscViewerASCIIPopTab(viewer));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -276,8 +256,9 @@ static PetscErrorCode Concat_View(DDLayer l, PetscViewer viewer)
   `DDLayerConcatSetDimension()`, negative values count from the end). Along that dimension each
   input may be split in its own way; the output is split evenly there. When the dimension has
   one worker (the usual spatially decomposed U-Net) the layer is a local copy; otherwise
-  entries move to their new owners over PetscSF graphs. Backward is the adjoint: it splits dy
-  into the inputs' gradients along the same graphs, transposed.
+  entries move to their new owners. The data movement is one `DDPRIMITIVESCATTER` per input
+  (logged as DDPrimScatter); Backward applies their adjoints, splitting dy into the inputs'
+  gradients.
 
   Options Database Key:
 . -layer_concat_dim <d> - the dimension

@@ -7,7 +7,7 @@
   mask on any number of ranks. `call` counts the Forwards in training mode; Backward recomputes
   the mask of the last Forward (nothing is stored). In evaluation mode the layer is the identity.
 */
-#include <layer/impls/batchnorm/normcommon.hpp>
+#include <layer/impls/common/layerutil.hpp>
 #include <sys/ddsysimpl.h>
 #include <cstdlib>
 #include <cerrno>

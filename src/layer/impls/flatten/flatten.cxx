@@ -8,19 +8,14 @@
   when Pn is the input's batch split (so that samples do not move), else it is balanced.
 
   A contiguous range of flattened features is not a box of the input, so the data movement is
-  a PetscSF graph on global indices: every entry of the output's bulk is a leaf whose root is
-  the input entry (n, c, s...) with f = C-order index of (c, s...). The run-based Exchange
-  engine executes it (forward: a copy) and its transpose (adjoint: the copy back, each input
-  entry having exactly one image).
+  a DDPRIMITIVESCATTER on global indices: output entry (n, f) copies the input entry (n, c, s...)
+  with f = C-order index of (c, s...), i.e. the same global C-order index, a permutation.
+  Backward is its adjoint (the copy back, each input entry having exactly one image).
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
-#include <tensor/layout.hpp>
-#include <primitive/sfutil.hpp>
-#include <primitive/exchange.hpp>
 #include <sys/ddsysimpl.h>
 #include <vector>
-#include <memory>
 
 using namespace ddnn;
 
@@ -29,10 +24,8 @@ namespace
 struct Flatten {
   DDPartition               part = NULL; /* given by the user */
   DDPartition               Py   = NULL; /* used */
-  PetscSF                   sf   = NULL;
-  std::unique_ptr<Exchange> ex;
+  DDPrimitive               S    = NULL; /* the scatter x -> y */
   DDTensor                  xin = NULL, yo = NULL, dyo = NULL, dxo = NULL;
-  PetscInt                  nremote = 0;
 };
 } // namespace
 
@@ -83,8 +76,7 @@ static PetscErrorCode Flatten_Reset(DDLayer l)
 
   PetscFunctionBegin;
   PetscCall(DDPartitionDestroy(&f->Py));
-  PetscCall(PetscSFDestroy(&f->sf));
-  f->ex.reset();
+  PetscCall(DDPrimitiveDestroy(&f->S));
   for (DDTensor *t : {&f->xin, &f->yo, &f->dyo, &f->dxo}) PetscCall(DDTensorDestroy(t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -107,11 +99,9 @@ static PetscErrorCode Flatten_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   DDTensor    x    = xs[0], y;
   MPI_Comm    comm = PetscObjectComm((PetscObject)l);
   const PetscInt o = x->order;
-  PetscMPIInt rank;
   char        sx[128];
 
   PetscFunctionBegin;
-  PetscCallMPI(MPI_Comm_rank(comm, &rank));
   PetscCall(DDShapeToString_Private(o, x->shape, sx, sizeof(sx)));
   PetscCheck(o >= 2, comm, PETSC_ERR_ARG_INCOMP, "Flatten takes (N, C, ...) tensors of order at least 2 and flattens the dimensions after the first (torch.flatten(x, 1)); the input has order %" PetscInt_FMT " (shape %s)", o, sx);
   for (PetscInt k = 0; k < o; k++) PetscCheck(!x->replicated[k], comm, PETSC_ERR_ARG_INCOMP, "Flatten moves split tensors; the input is replicated along dimension %" PetscInt_FMT, k);
@@ -145,40 +135,16 @@ static PetscErrorCode Flatten_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     PetscCall(DDTensorSetUp(y));
     PetscCall(DDLayerSetOutput_Private(l, y));
   }
-  /* the graph: leaf (n, f) of y's bulk <- root (n, c, s...) of x's bulk */
-  const DDLayout          &Ly = y->layout;
-  std::vector<PetscInt>    ilocal, own0(Ly.n[0]);
-  std::vector<PetscSFNode> iremote;
-  ilocal.reserve(Ly.bulksize);
-  iremote.reserve(Ly.bulksize);
-  for (PetscInt j = 0; j < Ly.n[0]; j++) own0[j] = OwnerCoordinate(x, 0, Ly.start[0] + j);
-  f->nremote = 0;
-  if (Ly.bulksize) {
-    PetscInt a[2], b[2];
-    LayoutBulkBox(Ly, a, b);
-    ForEachIndex(2, a, b, Ly.perm, [&](const PetscInt *j) {
-      PetscInt    g[DD_MAX_DIM], cc[DD_MAX_DIM], index;
-      PetscMPIInt orank;
-      PetscInt    r = j[1] - Ly.lo[1] + Ly.start[1];
-      g[0]          = j[0] - Ly.lo[0] + Ly.start[0];
-      cc[0]         = own0[j[0] - Ly.lo[0]];
-      for (PetscInt k = o - 1; k >= 1; k--) {
-        g[k] = r % x->shape[k];
-        r /= x->shape[k];
-        cc[k] = OwnerCoordinate(x, k, g[k]);
-      }
-      OwnerOf(x, cc, g, &orank, &index);
-      ilocal.push_back(LayoutOffset(Ly, j));
-      iremote.push_back({orank, index});
-      if (orank != rank) f->nremote++;
-    });
-  }
-  PetscCall(BuildStorageSF(comm, x, ilocal, iremote, &f->sf));
+  /* the index map: y's entry (n, f) copies x's entry of global C-order index n F + f */
   {
-    PetscMPIInt tag;
-    PetscCall(PetscObjectGetNewTag((PetscObject)l, &tag));
-    f->ex.reset(new Exchange);
-    PetscCall(f->ex->SetUp(f->sf, comm, tag, DDExchangeUseTypes()));
+    const PetscInt        n0 = y->layout.bulksize ? y->layout.n[0] : 0, n1 = y->layout.n[1], s0 = y->layout.start[0], s1 = y->layout.start[1];
+    std::vector<PetscInt> map((size_t)(n0 * n1));
+    for (PetscInt i = 0; i < n0; i++)
+      for (PetscInt j = 0; j < n1; j++) map[i * n1 + j] = (s0 + i) * F + s1 + j;
+    PetscCall(DDPrimitiveCreate(comm, &f->S));
+    PetscCall(DDPrimitiveSetType(f->S, DDPRIMITIVESCATTER));
+    PetscCall(DDPrimitiveScatterSetIndexMap(f->S, n0 * n1, map.data()));
+    PetscCall(DDPrimitiveSetUp(f->S, x, y));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -191,8 +157,7 @@ static PetscErrorCode Flatten_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DD
   PetscFunctionBegin;
   PetscCall(ConformLayout(xs[0], l->setupin[0], &f->xin, &xin, true));
   PetscCall(ConformLayout(y, l->output, &f->yo, &yo, false));
-  PetscCall(f->ex->ForwardBegin(y->dtype, xin->array, yo->array));
-  PetscCall(f->ex->ForwardEnd(y->dtype, xin->array, yo->array));
+  PetscCall(DDPrimitiveApply(f->S, xin, yo));
   if (yo != y) PetscCall(DDTensorCopy(yo, y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -206,8 +171,7 @@ static PetscErrorCode Flatten_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDT
   if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(ConformLayout(dy, l->output, &f->dyo, &dyo, true));
   PetscCall(ConformLayout(dx, l->setupin[0], &f->dxo, &dxo, false));
-  PetscCall(f->ex->AdjointBegin(dy->dtype, dyo->array, dxo->array, false));
-  PetscCall(f->ex->AdjointEnd(dy->dtype, dyo->array, dxo->array, false));
+  PetscCall(DDPrimitiveApplyAdjoint(f->S, dyo, dxo));
   if (dxo != dx) PetscCall(DDTensorCopy(dxo, dx));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -220,10 +184,9 @@ static PetscErrorCode Flatten_View(DDLayer l, PetscViewer viewer)
   if (f->part) PetscCall(PetscViewerASCIIPrintf(viewer, "onto a given partition %" PetscInt_FMT "x%" PetscInt_FMT "\n", f->part->shape[0], f->part->shape[1]));
   else PetscCall(PetscViewerASCIIPrintf(viewer, "onto (Pn, 1) on the first worker of each batch slice\n"));
   if (l->setupcalled) {
-    PetscCall(PetscViewerASCIIPushSynchronized(viewer));
-    PetscCall(PetscViewerASCIISynchronizedPrintf(viewer, "[%d] receives %" PetscInt_FMT " entries from other ranks\n", PetscGlobalRank, f->nremote));
-    PetscCall(PetscViewerFlush(viewer));
-    PetscCall(PetscViewerASCIIPopSynchronized(viewer));
+    PetscCall(PetscViewerASCIIPushTab(viewer));
+    PetscCall(DDPrimitiveView(f->S, viewer));
+    PetscCall(PetscViewerASCIIPopTab(viewer));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -235,8 +198,8 @@ static PetscErrorCode Flatten_View(DDLayer l, PetscViewer viewer)
   VGG). The input may be split in any dimension; the output's features are split over the
   second dimension of the partition set with `DDLayerFlattenSetPartition()` (default (Pn, 1) on
   the first worker of each of the input's batch slices), balanced. The data movement is a
-  PetscSF graph on global indices (a flattened feature range is not a box of the input);
-  Backward applies its transpose. No parameters.
+  `DDPRIMITIVESCATTER` on global indices (a flattened feature range is not a box of the input;
+  logged as DDPrimScatter); Backward applies its adjoint. No parameters.
 
   Level: beginner
 

@@ -5,7 +5,8 @@
   (a tensor of ones replicated over the partition) are sum-reduced onto one worker, the first
   of the input's partition. The adjoint of that sum-reduction is a broadcast, so Backward
   receives dL on every worker without an extra all-reduce. DDLayerLossGetValue() reports the
-  value on every rank (outside the differentiated graph).
+  value on every rank (outside the differentiated graph): a broadcast primitive copies the
+  output onto a partition of all the communicator's ranks (paper 000 sec. 3.2.1).
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <tensor/layout.hpp>
@@ -23,6 +24,9 @@ struct Loss {
   DDPartition Pone = NULL;
   DDTensor    part = NULL, dpart = NULL; /* per-worker partial sums, replicated over the input partition */
   DDPrimitive R    = NULL;
+  DDPartition Pall = NULL; /* every rank of the layer's communicator */
+  DDTensor    yall = NULL; /* the loss, replicated over Pall */
+  DDPrimitive B    = NULL; /* output -> yall, for DDLayerLossGetValue() */
   double      count = 1;  /* elements the mean divides by */
   PetscReal   value = 0;
 };
@@ -131,6 +135,9 @@ static PetscErrorCode Loss_Reset(DDLayer l)
   PetscCall(DDTensorDestroy(&s->part));
   PetscCall(DDTensorDestroy(&s->dpart));
   PetscCall(DDPrimitiveDestroy(&s->R));
+  PetscCall(DDPrimitiveDestroy(&s->B));
+  PetscCall(DDTensorDestroy(&s->yall));
+  PetscCall(DDPartitionDestroy(&s->Pall));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -199,6 +206,17 @@ static PetscErrorCode Loss_SetUp(DDLayer l, PetscInt n, DDTensor xs[])
   PetscCall(DDPrimitiveCreate(comm, &s->R));
   PetscCall(DDPrimitiveSetType(s->R, DDPRIMITIVESUMREDUCE));
   PetscCall(DDPrimitiveSetUp(s->R, s->part, l->output));
+  { /* the value's broadcast onto every rank: (size, 1, ..., 1) workers, replicated along the first dimension */
+    PetscMPIInt size;
+    PetscInt    pshape[DD_MAX_DIM];
+    PetscCallMPI(MPI_Comm_size(comm, &size));
+    for (PetscInt k = 0; k < d; k++) pshape[k] = k ? 1 : size;
+    PetscCall(DDPartitionCreateCartesian(comm, d, pshape, PETSC_DECIDE, NULL, &s->Pall));
+    PetscCall(DDTensorCreateBroadcast(l->output, s->Pall, &s->yall));
+    PetscCall(DDPrimitiveCreate(comm, &s->B));
+    PetscCall(DDPrimitiveSetType(s->B, DDPRIMITIVEBROADCAST));
+    PetscCall(DDPrimitiveSetUp(s->B, l->output, s->yall));
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -275,14 +293,9 @@ static PetscErrorCode Loss_Forward(DDLayer l, PetscInt n, DDTensor xs[], DDTenso
   }));
   PetscCall(DDTensorSet(s->part, local));
   PetscCall(DDPrimitiveApply(s->R, s->part, y));
-  { /* report the value everywhere */
-    double      v = 0;
-    PetscMPIInt rank;
-    PetscCallMPI(MPI_Comm_rank(PetscObjectComm((PetscObject)l), &rank));
-    if (y->active) v = (double)(y->dtype == DD_FLOAT32 ? ((float *)y->array)[0] : ((double *)y->array)[0]);
-    PetscCallMPI(MPI_Bcast(&v, 1, MPI_DOUBLE, s->Pone->ranks[0], PetscObjectComm((PetscObject)l)));
-    s->value = v;
-  }
+  /* report the value everywhere */
+  PetscCall(DDPrimitiveApply(s->B, y, s->yall));
+  s->value = (PetscReal)(s->yall->dtype == DD_FLOAT32 ? ((float *)s->yall->array)[0] : ((double *)s->yall->array)[0]);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -21,7 +21,6 @@
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
-#include <layer/impls/conv/convutil.hpp>
 #include <ddnn/private/ddbackendimpl.h>
 #include <sys/ddsysimpl.h>
 #include <vector>
@@ -461,7 +460,7 @@ static PetscErrorCode Pool_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   }
   {
     PetscBool loc = c->kern && c->kern->ModifiesDy() ? PETSC_TRUE : PETSC_FALSE, glob;
-    PetscCallMPI(MPI_Allreduce(&loc, &glob, 1, MPIU_BOOL, MPI_LOR, comm));
+    PetscCall(DDAnyRank_Private(comm, loc, &glob));
     c->anymodify = glob ? true : false;
   }
   PetscFunctionReturn(PETSC_SUCCESS);

@@ -23,7 +23,6 @@
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
-#include <layer/impls/conv/convutil.hpp>
 #include <backend/kernels.hpp>
 #include <backend/cpu/fastkernels.hpp>
 #include <sys/ddsysimpl.h>
