@@ -266,4 +266,37 @@ PETSC_EXTERN PetscErrorCode DDBackendRegisterAll(void);
 PETSC_EXTERN PetscErrorCode DDBackendFinalizePackage_Private(void);
 /* the backend a layer uses (its own, or the default) */
 PETSC_EXTERN PetscErrorCode DDLayerGetBackend_Private(DDLayer, DDBackend *);
+
+namespace ddnn
+{
+/* times a kernel call as the backend's event of that kind */
+struct KernelEvent {
+  PetscLogEvent ev;
+  KernelEvent(DDBackend b, DDKernelKind k) : ev(b ? b->events[k] : 0)
+  {
+    if (ev) (void)PetscLogEventBegin(ev, 0, 0, 0, 0);
+  }
+  ~KernelEvent()
+  {
+    if (ev) (void)PetscLogEventEnd(ev, 0, 0, 0, 0);
+  }
+};
+
+/* the local storage of a host tensor as T */
+template <class T>
+inline T *HostArray(DDTensor t)
+{
+  return (T *)t->array;
+}
+/* entry m of the kernel table along the chain of layer l's backend, and the backend that has it */
+template <class T, class F>
+inline PetscErrorCode LayerKernel(DDLayer l, F KernelTable<T>::*m, DDKernelKind kind, F *fn, DDBackend *which)
+{
+  DDBackend b;
+  PetscFunctionBegin;
+  PetscCall(DDLayerGetBackend_Private(l, &b));
+  PetscCall(DDBackendFind<T>(b, m, kind, fn, which));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+} // namespace ddnn
 #endif

@@ -1,9 +1,11 @@
 /*
-  /cpu/blas: GEMM-based kernels on OpenBLAS in float32 and float64 — the dense layer's products
-  (cblas_sgemm/dgemm). It falls back to /cpu/ref for the rest.
+  /cpu/blas: the fast CPU kernels that need no oneDNN, in float32 and float64: the dense layer's
+  products (cblas_sgemm/dgemm), pooling, interpolation and pointwise loops written to vectorise
+  (src/backend/cpu: pool_fast, upsample_fast, pointwise). It falls back to /cpu/ref for the rest.
 */
 #include <backend/common/loopkernels.hpp>
 #include <backend/common/affine_gemm.hpp>
+#include <backend/cpu/fastkernels.hpp>
 
 using namespace ddnn;
 
@@ -20,9 +22,28 @@ struct CblasGemm {
   }
 };
 
+struct FastPoolLoops {
+  template <class T>
+  static void Forward(const PoolGeom &g, const T *x, const BoxOffsets &xo, T *y, const BoxOffsets &yo, PetscInt *am) { PoolForwardFast<T>(g, x, xo, y, yo, am); }
+  template <class T>
+  static void Backward(const PoolGeom &g, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo, const PetscInt *am) { PoolBackwardFast<T>(g, dy, yo, dx, xo, am); }
+};
+template <class T>
+PetscErrorCode FastPoolCreate(const PoolKernelSpec &spec, std::unique_ptr<PoolKernel> *k)
+{
+  PetscFunctionBegin;
+  k->reset(new LoopPoolKernel<T, FastPoolLoops>(spec, DDBackendLookup_Private("/cpu/blas"), "fast loops"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 template <class T>
 void FillBlas(KernelTable<T> &t)
 {
+  t.poolcreate       = FastPoolCreate<T>;
+  t.upsamplefwd      = UpsampleForwardFast<T>;
+  t.upsamplebwd      = UpsampleBackwardFast<T>;
+  t.actfwd           = ActivationForward<T>;
+  t.actbwd           = ActivationBackward<T>;
   t.affinefwd        = AffineForwardGemm<T, CblasGemm>;
   t.affinebwddata    = AffineBackwardDataGemm<T, CblasGemm>;
   t.affinebwdweights = AffineBackwardWeightsGemm<T, CblasGemm>;
@@ -35,7 +56,7 @@ PetscErrorCode DDBackendCreate_Blas(void)
 
   PetscFunctionBegin;
   PetscCall(PetscStrncpy(b.name, "/cpu/blas", sizeof(b.name)));
-  PetscCall(PetscStrncpy(b.description, "GEMM-based kernels on OpenBLAS", sizeof(b.description)));
+  PetscCall(PetscStrncpy(b.description, "GEMM on OpenBLAS and vectorised loops", sizeof(b.description)));
   PetscCall(PetscStrncpy(b.fallback, "/cpu/ref", sizeof(b.fallback)));
   b.memtype = DD_MEMTYPE_HOST;
   b.mem     = HostMemOps;

@@ -12,13 +12,6 @@
 
 namespace ddnn
 {
-/* the storage of a tensor as T (host memory) */
-template <class T>
-inline T *HostData(DDTensor t)
-{
-  return (T *)t->array;
-}
-
 /* The formats loop kernels over strided views take: x's own unless blocked; y like x */
 inline PetscErrorCode StridedConvFormats(const ConvGeom &, bool, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs, bool *ok)
 {
@@ -45,10 +38,10 @@ public:
     KernelEvent   e(backend, DD_KERNEL_CONV);
     View<const T> xv = CView(MakeView<T>(x, spec.x.lead, spec.x.org, spec.g.D));
     View<T>       yv = MakeView<T>(y, spec.y.lead, spec.y.org, spec.g.D);
-    const T      *bp = b ? HostData<const T>(b) : nullptr;
+    const T      *bp = b ? HostArray<const T>(b) : nullptr;
     PetscFunctionBegin;
-    if (spec.transposed) Loops::TForward(spec.g, xv, HostData<const T>(w), bp, yv);
-    else Loops::Forward(spec.g, xv, HostData<const T>(w), bp, yv);
+    if (spec.transposed) Loops::TForward(spec.g, xv, HostArray<const T>(w), bp, yv);
+    else Loops::Forward(spec.g, xv, HostArray<const T>(w), bp, yv);
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscErrorCode BackwardData(DDTensor dy, DDTensor w, PetscObjectState, DDTensor dx) override
@@ -57,8 +50,8 @@ public:
     View<T>       xv = MakeView<T>(dx, spec.x.lead, spec.x.org, spec.g.D);
     View<const T> yv = CView(MakeView<T>(dy, spec.y.lead, spec.y.org, spec.g.D));
     PetscFunctionBegin;
-    if (spec.transposed) Loops::TBackwardData(spec.g, yv, HostData<const T>(w), xv);
-    else Loops::BackwardData(spec.g, yv, HostData<const T>(w), xv);
+    if (spec.transposed) Loops::TBackwardData(spec.g, yv, HostArray<const T>(w), xv);
+    else Loops::BackwardData(spec.g, yv, HostArray<const T>(w), xv);
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscErrorCode BackwardWeights(DDTensor x, DDTensor dy, DDTensor dw, DDTensor db) override
@@ -66,12 +59,12 @@ public:
     KernelEvent   e(backend, DD_KERNEL_CONV);
     View<const T> xv = CView(MakeView<T>(x, spec.x.lead, spec.x.org, spec.g.D));
     View<const T> yv = CView(MakeView<T>(dy, spec.y.lead, spec.y.org, spec.g.D));
-    T            *dbp = db ? HostData<T>(db) : nullptr;
+    T            *dbp = db ? HostArray<T>(db) : nullptr;
     PetscFunctionBegin;
-    std::memset(HostData<T>(dw), 0, sizeof(T) * dw->layout.size);
+    std::memset(HostArray<T>(dw), 0, sizeof(T) * dw->layout.size);
     if (dbp) std::memset(dbp, 0, sizeof(T) * db->layout.size);
-    if (spec.transposed) Loops::TBackwardWeights(spec.g, xv, yv, HostData<T>(dw), dbp);
-    else Loops::BackwardWeights(spec.g, xv, yv, HostData<T>(dw), dbp);
+    if (spec.transposed) Loops::TBackwardWeights(spec.g, xv, yv, HostArray<T>(dw), dbp);
+    else Loops::BackwardWeights(spec.g, xv, yv, HostArray<T>(dw), dbp);
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 
@@ -106,14 +99,14 @@ public:
   {
     KernelEvent e(backend, DD_KERNEL_POOL);
     PetscFunctionBegin;
-    Loops::Forward(g, HostData<const T>(x), xo, HostData<T>(y), yo, argmax.empty() ? nullptr : argmax.data());
+    Loops::Forward(g, HostArray<const T>(x), xo, HostArray<T>(y), yo, argmax.empty() ? nullptr : argmax.data());
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscErrorCode Backward(DDTensor dy, DDTensor dx) override
   {
     KernelEvent e(backend, DD_KERNEL_POOL);
     PetscFunctionBegin;
-    Loops::Backward(g, HostData<const T>(dy), yo, HostData<T>(dx), xo, argmax.empty() ? nullptr : argmax.data());
+    Loops::Backward(g, HostArray<const T>(dy), yo, HostArray<T>(dx), xo, argmax.empty() ? nullptr : argmax.data());
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 

@@ -17,16 +17,4 @@ PetscErrorCode DDMemOps_Private(DDMemType, const struct _DDBackendMemOps **);
 /* the backend registered under name (registering all first); NULL when it is not in this build */
 DDBackend DDBackendLookup_Private(const char name[]);
 
-/* times a kernel call as the backend's event of that kind */
-struct KernelEvent {
-  PetscLogEvent ev;
-  KernelEvent(DDBackend b, DDKernelKind k) : ev(b ? b->events[k] : 0)
-  {
-    if (ev) (void)PetscLogEventBegin(ev, 0, 0, 0, 0);
-  }
-  ~KernelEvent()
-  {
-    if (ev) (void)PetscLogEventEnd(ev, 0, 0, 0, 0);
-  }
-};
 } // namespace ddnn

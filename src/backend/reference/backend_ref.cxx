@@ -4,6 +4,7 @@
   and box offsets.
 */
 #include <backend/common/loopkernels.hpp>
+#include <backend/cpu/fastkernels.hpp>
 
 using namespace ddnn;
 
@@ -56,6 +57,8 @@ void FillRef(KernelTable<T> &t)
   t.affinebwdweights = AffineBackwardWeightsRef<T>;
   t.upsamplefwd      = UpsampleForwardRef<T>;
   t.upsamplebwd      = UpsampleBackwardRef<T>;
+  t.actfwd           = ActivationForward<T>; /* one plain loop per function: the reference too */
+  t.actbwd           = ActivationBackward<T>;
 }
 } // namespace
 

@@ -1,11 +1,11 @@
 /*
   DDLAYERACTIVATION: pointwise activation functions, hyper-local (paper 000 sec. 4): no data
   movement. The output has the input's partition, ownership and storage format; Backward uses
-  the input saved by Forward: dx = f'(x) dy. The loops are the kernels of
-  src/backend/cpu/pointwise.cxx (ActivationForward, ActivationBackward).
+  the input saved by Forward: dx = f'(x) dy. The loops are the pointwise
+  entries (actfwd, actbwd) of the layer's backend chain.
 */
 #include <layer/impls/common/layerutil.hpp>
-#include <backend/cpu/fastkernels.hpp>
+#include <ddnn/private/ddbackendimpl.h>
 #include <sys/ddsysimpl.h>
 
 using namespace ddnn;
@@ -125,10 +125,14 @@ static PetscErrorCode Activation_Forward(DDLayer l, PetscInt nin, DDTensor xs[],
   if (!x->active) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
     using T      = decltype(z);
-    const T *xa  = (const T *)x->array;
-    T       *ya  = (T *)y->array;
+    const T *xa  = HostArray<const T>(x);
+    T       *ya  = HostArray<T>(y);
     const T  slp = (T)s->slope;
-    ForEachBulkRunPair(x->layout, y->layout, [&](PetscInt ox, PetscInt oy, PetscInt len) { ActivationForward<T>(s->type, slp, xa + ox, ya + oy, len); });
+    DDBackend which;
+    decltype(KernelTable<T>::actfwd) fn;
+    PetscCall(LayerKernel<T>(l, &KernelTable<T>::actfwd, DD_KERNEL_POINTWISE, &fn, &which));
+    KernelEvent e(which, DD_KERNEL_POINTWISE);
+    ForEachBulkRunPair(x->layout, y->layout, [&](PetscInt ox, PetscInt oy, PetscInt len) { fn(s->type, slp, xa + ox, ya + oy, len); });
     return PETSC_SUCCESS;
   }));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -147,10 +151,14 @@ static PetscErrorCode Activation_Backward(DDLayer l, DDTensor dy, PetscInt nin, 
   if (!x->active) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
     using T      = decltype(z);
-    const T *xa  = (const T *)x->array, *ga = (const T *)dy->array;
-    T       *da  = (T *)dx->array;
+    const T *xa  = HostArray<const T>(x), *ga = HostArray<const T>(dy);
+    T       *da  = HostArray<T>(dx);
     const T  slp = (T)s->slope;
-    ForEachBulkRunPair(x->layout, dx->layout, [&](PetscInt ox, PetscInt od, PetscInt len) { ActivationBackward<T>(s->type, slp, xa + ox, withx ? ga + ox : (withdx ? ga + od : da + od), da + od, len); });
+    DDBackend which;
+    decltype(KernelTable<T>::actbwd) fn;
+    PetscCall(LayerKernel<T>(l, &KernelTable<T>::actbwd, DD_KERNEL_POINTWISE, &fn, &which));
+    KernelEvent e(which, DD_KERNEL_POINTWISE);
+    ForEachBulkRunPair(x->layout, dx->layout, [&](PetscInt ox, PetscInt od, PetscInt len) { fn(s->type, slp, xa + ox, withx ? ga + ox : (withdx ? ga + od : da + od), da + od, len); });
     return PETSC_SUCCESS;
   }));
   PetscFunctionReturn(PETSC_SUCCESS);

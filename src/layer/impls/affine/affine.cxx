@@ -25,7 +25,6 @@
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <backend/kernels.hpp>
-#include <backend/interface/backends.hpp>
 #include <sys/ddsysimpl.h>
 #include <vector>
 

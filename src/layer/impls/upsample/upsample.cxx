@@ -24,7 +24,6 @@
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <backend/kernels.hpp>
-#include <backend/cpu/fastkernels.hpp>
 #include <sys/ddsysimpl.h>
 #include <vector>
 #include <cmath>
@@ -339,7 +338,11 @@ static PetscErrorCode Upsample_Forward(DDLayer l, PetscInt nin, DDTensor xs[], D
   if (c->hasout)
     PetscCall(DispatchType(xh->dtype, [&](auto z) -> PetscErrorCode {
       using T = decltype(z);
-      UpsampleForwardFast<T>(c->g, (const T *)xh->array, c->xo, (T *)yo->array, c->yo);
+      DDBackend which;
+      decltype(KernelTable<T>::upsamplefwd) fn;
+      PetscCall(LayerKernel<T>(l, &KernelTable<T>::upsamplefwd, DD_KERNEL_UPSAMPLE, &fn, &which));
+      KernelEvent e(which, DD_KERNEL_UPSAMPLE);
+      fn(c->g, HostArray<const T>(xh), c->xo, HostArray<T>(yo), c->yo);
       return PETSC_SUCCESS;
     }));
   if (yo != y) PetscCall(DDTensorCopy(yo, y));
@@ -364,7 +367,11 @@ static PetscErrorCode Upsample_Backward(DDLayer l, DDTensor dy, PetscInt nin, DD
   if (c->hasout)
     PetscCall(DispatchType(dxh->dtype, [&](auto z) -> PetscErrorCode {
       using T = decltype(z);
-      UpsampleBackwardFast<T>(c->g, (const T *)dyo->array, c->yo, (T *)dxh->array, c->xo);
+      DDBackend which;
+      decltype(KernelTable<T>::upsamplebwd) fn;
+      PetscCall(LayerKernel<T>(l, &KernelTable<T>::upsamplebwd, DD_KERNEL_UPSAMPLE, &fn, &which));
+      KernelEvent e(which, DD_KERNEL_UPSAMPLE);
+      fn(c->g, HostArray<const T>(dyo), c->yo, HostArray<T>(dxh), c->xo);
       return PETSC_SUCCESS;
     }));
   if (c->H) PetscCall(DDPrimitiveApplyAdjoint(c->H, dxh, NULL));
