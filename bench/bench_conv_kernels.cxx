@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,9 +51,18 @@ const Shape kShapes[] = {
   {"conv3d_1x8x64x64x64", 3, 1, 8, 8, {64, 64, 64}, 1, 0, 8},
 };
 
-double Now()
+/* wall and process CPU seconds (with one thread the CPU time leaves out the waits for a core on a shared machine) */
+struct Tm {
+  double wall = 0, cpu = 0;
+};
+Tm Now()
 {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  Tm              t;
+  struct timespec ts;
+  t.wall = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  t.cpu = ts.tv_sec + 1e-9 * ts.tv_nsec;
+  return t;
 }
 
 double Median(std::vector<double> v)
@@ -121,7 +131,7 @@ struct Problem {
 };
 
 struct Times {
-  double fwd = 0, bd = 0, bw = 0;
+  double fwd = 0, bd = 0, bw = 0, cpu = 0; /* wall medians, and the median CPU time of fwd+bwd */
   double Total() const { return fwd + bd + bw; }
 };
 
@@ -134,30 +144,24 @@ void Measure(const Shape &s, int reps, int refreps, bool doref, Times *gemm, Tim
   std::vector<double> t[6];
   *scale = small ? big.Positions() / small->Positions() : 1;
   big.Fwd(true), big.BwdData(true), big.BwdWeights(true); /* warm-up: scratch buffers, pages */
+  std::vector<double> cpu[2];
   for (int r = 0; r < std::max(reps, refreps); r++) {
-    if (r < reps) {
-      double t0 = Now();
-      big.Fwd(true);
-      double t1 = Now();
-      big.BwdData(true);
-      double t2 = Now();
-      big.BwdWeights(true);
-      double t3 = Now();
-      t[0].push_back(t1 - t0), t[1].push_back(t2 - t1), t[2].push_back(t3 - t2);
-    }
-    if (small && r < refreps) {
-      double t0 = Now();
-      small->Fwd(false);
-      double t1 = Now();
-      small->BwdData(false);
-      double t2 = Now();
-      small->BwdWeights(false);
-      double t3 = Now();
-      t[3].push_back(t1 - t0), t[4].push_back(t2 - t1), t[5].push_back(t3 - t2);
+    for (int which = 0; which < 2; which++) {
+      Problem<T> *p = which ? small.get() : &big;
+      if (!p || r >= (which ? refreps : reps)) continue;
+      const Tm t0 = Now();
+      p->Fwd(!which);
+      const Tm t1 = Now();
+      p->BwdData(!which);
+      const Tm t2 = Now();
+      p->BwdWeights(!which);
+      const Tm t3 = Now();
+      t[3 * which].push_back(t1.wall - t0.wall), t[3 * which + 1].push_back(t2.wall - t1.wall), t[3 * which + 2].push_back(t3.wall - t2.wall);
+      cpu[which].push_back(t3.cpu - t0.cpu);
     }
   }
-  gemm->fwd = Median(t[0]), gemm->bd = Median(t[1]), gemm->bw = Median(t[2]);
-  ref->fwd = Median(t[3]) * *scale, ref->bd = Median(t[4]) * *scale, ref->bw = Median(t[5]) * *scale;
+  gemm->fwd = Median(t[0]), gemm->bd = Median(t[1]), gemm->bw = Median(t[2]), gemm->cpu = Median(cpu[0]);
+  ref->fwd = Median(t[3]) * *scale, ref->bd = Median(t[4]) * *scale, ref->bw = Median(t[5]) * *scale, ref->cpu = Median(cpu[1]) * *scale;
 }
 
 /* PyTorch float64 ------------------------------------------------------------------------ */
@@ -194,23 +198,26 @@ for name, N, C, S, Co in [("conv2d_1x16x512x512", 1, 16, (512, 512), 16), ("conv
     w = torch.randn(Co, C, *([3] * len(S)), dtype=torch.float64, generator=g, requires_grad=True)
     b = torch.randn(Co, dtype=torch.float64, generator=g, requires_grad=True)
     dy = torch.randn(N, Co, *S, dtype=torch.float64, generator=g)
-    tf, tt = [], []
+    tf, tt, tc = [], [], []
     for r in range(reps + 1):
         x.grad = w.grad = b.grad = None
+        c0 = time.process_time()
         t0 = time.perf_counter()
         y = conv(x, w, b, padding=1)
         t1 = time.perf_counter()
         y.backward(dy)
         t2 = time.perf_counter()
+        c2 = time.process_time()
         if r:
             tf.append(t1 - t0)
             tt.append(t2 - t0)
+            tc.append(c2 - c0)
         del y
-    print(name, statistics.median(tf), statistics.median(tt), flush=True)
+    print(name, statistics.median(tf), statistics.median(tt), statistics.median(tc), flush=True)
 )PY";
 
-/* PyTorch's float64 fwd and fwd+bwd medians per shape name */
-bool TorchTimes(int reps, std::map<std::string, std::pair<double, double>> &times, std::string *version)
+/* PyTorch's float64 medians per shape name: fwd, fwd+bwd (in .bd) and its CPU time */
+bool TorchTimes(int reps, std::map<std::string, Times> &times, std::string *version)
 {
   const std::string ct = TorchCoretype();
   std::string       cmd = "env " + (ct.empty() ? std::string() : "OPENBLAS_CORETYPE=" + ct) +
@@ -221,9 +228,13 @@ bool TorchTimes(int reps, std::map<std::string, std::pair<double, double>> &time
   char buf[1024];
   while (fgets(buf, sizeof(buf), p)) {
     char   name[256];
-    double a, b;
+    double a, b, c;
     if (sscanf(buf, "torch %255s", name) == 1) *version = name;
-    else if (sscanf(buf, "%255s %lf %lf", name, &a, &b) == 3) times[name] = {a, b};
+    else if (sscanf(buf, "%255s %lf %lf %lf", name, &a, &b, &c) == 4) { /* fwd, fwd+bwd (kept in .bd), fwd+bwd CPU */
+      times[name].fwd = a;
+      times[name].bd  = b;
+      times[name].cpu = c;
+    }
   }
   return pclose(p) == 0 && !times.empty();
 }
@@ -242,7 +253,7 @@ int main(int argc, char **argv)
   PetscCheck(reps >= 1 && refreps >= 1, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-reps %" PetscInt_FMT " and -ref_reps %" PetscInt_FMT " must be >= 1", reps, refreps);
   openblas_set_num_threads(1);
 
-  std::map<std::string, std::pair<double, double>> torch;
+  std::map<std::string, Times> torch;
   std::string                                      version = "?";
   bool                                             havetorch = dotorch && TorchTimes((int)reps, torch, &version);
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "1 thread; OpenBLAS kernels %s; median of %d (reference: %d, reduced shape scaled by positions); times in ms\n", openblas_get_corename(), (int)reps, (int)refreps));
@@ -253,13 +264,14 @@ int main(int argc, char **argv)
       double scale;
       if (prec == 0) Measure<double>(s, (int)reps, (int)refreps, doref, &g, &r, &scale);
       else Measure<float>(s, (int)reps, (int)refreps, doref, &g, &r, &scale);
-      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s %s  gemm: fwd %8.2f  bwd-data %8.2f  bwd-weights %8.2f  fwd+bwd %8.2f\n", s.name, prec ? "f32" : "f64", 1e3 * g.fwd, 1e3 * g.bd, 1e3 * g.bw, 1e3 * g.Total()));
+      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s %s  gemm: fwd %8.2f  bwd-data %8.2f  bwd-weights %8.2f  fwd+bwd %8.2f [cpu %8.2f]\n", s.name, prec ? "f32" : "f64", 1e3 * g.fwd, 1e3 * g.bd, 1e3 * g.bw, 1e3 * g.Total(), 1e3 * g.cpu));
       if (doref)
-        PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s %s  ref:  fwd %8.2f  bwd-data %8.2f  bwd-weights %8.2f  fwd+bwd %8.2f  (x%g)  ref/gemm: %.1f %.1f %.1f, fwd+bwd %.1f\n", "", prec ? "f32" : "f64", 1e3 * r.fwd, 1e3 * r.bd, 1e3 * r.bw, 1e3 * r.Total(), scale,
-                              r.fwd / g.fwd, r.bd / g.bd, r.bw / g.bw, r.Total() / g.Total()));
+        PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s %s  ref:  fwd %8.2f  bwd-data %8.2f  bwd-weights %8.2f  fwd+bwd %8.2f [cpu %8.2f]  (x%g)  ref/gemm: %.1f %.1f %.1f, fwd+bwd %.1f [cpu %.1f]\n", "", prec ? "f32" : "f64", 1e3 * r.fwd, 1e3 * r.bd, 1e3 * r.bw, 1e3 * r.Total(), 1e3 * r.cpu, scale,
+                              r.fwd / g.fwd, r.bd / g.bd, r.bw / g.bw, r.Total() / g.Total(), r.cpu / g.cpu));
       if (prec == 0 && havetorch && torch.count(s.name)) {
         const auto &t = torch[s.name];
-        PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s f64  torch: fwd %8.2f  fwd+bwd %8.2f   ddnn/torch: fwd %.2f, fwd+bwd %.2f (goal <= 1.0: %s)\n", "", 1e3 * t.first, 1e3 * t.second, g.fwd / t.first, g.Total() / t.second, g.Total() <= t.second ? "met" : "NOT met"));
+        PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s f64  torch: fwd %8.2f  fwd+bwd %8.2f [cpu %8.2f]   ddnn/torch: fwd %.2f, fwd+bwd %.2f [cpu %.2f] (goal <= 1.0: %s)\n", "", 1e3 * t.fwd, 1e3 * t.bd, 1e3 * t.cpu, g.fwd / t.fwd, g.Total() / t.bd,
+                              g.cpu / t.cpu, g.Total() <= t.bd ? "met" : "NOT met"));
       }
     }
   }

@@ -26,20 +26,18 @@
 #include <cblas.h>
 #include <algorithm>
 #include <vector>
-#if DDNN_WITH_DNNL
-  #include <oneapi/dnnl/dnnl.h>
-#endif
 
 namespace ddnn
 {
 namespace
 {
-/* float32 goes to oneDNN's sgemm when ddnn has oneDNN (see affine_blas.cxx: OpenBLAS may fall back to its Prescott kernels), else OpenBLAS */
+/*
+  OpenBLAS for both precisions: on the thin tile products here (M = Co, K = Ci KK, N = a tile)
+  oneDNN's dnnl_sgemm (the dense layer's float32 choice) measured 3-10x slower than OpenBLAS's
+  SkylakeX sgemm in bench/bench_conv_kernels.
+*/
 inline void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, PetscInt M, PetscInt N, PetscInt K, const float *A, PetscInt lda, const float *B, PetscInt ldb, float beta, float *C, PetscInt ldc)
 {
-#if DDNN_WITH_DNNL
-  if (dnnl_sgemm(ta == CblasTrans ? 'T' : 'N', tb == CblasTrans ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc) == dnnl_success) return;
-#endif
   cblas_sgemm(CblasRowMajor, ta, tb, (blasint)M, (blasint)N, (blasint)K, 1.0f, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
 }
 inline void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, PetscInt M, PetscInt N, PetscInt K, const double *A, PetscInt lda, const double *B, PetscInt ldb, double beta, double *C, PetscInt ldc)
@@ -278,11 +276,16 @@ T *Scratch(int slot, size_t n)
   return buf[slot].data();
 }
 
-/* positions per tile: a tile buffer of `rows` rows holds about kTileEntries entries */
-const PetscInt kTileEntries = 1 << 17;
+/*
+  positions per tile: a tile buffer of `rows` rows takes about kTileBytes (measured with
+  bench/bench_conv_kernels at 1 thread: 256 KiB and 512 KiB were best, 1 MiB and more slower;
+  at least 32 positions so that the GEMM is not too thin)
+*/
+const size_t kTileBytes = 256 * 1024;
+template <class T>
 inline PetscInt TileSize(PetscInt P, PetscInt rows)
 {
-  PetscInt pt = kTileEntries / std::max<PetscInt>(rows, 1);
+  const PetscInt pt = (PetscInt)(kTileBytes / sizeof(T)) / std::max<PetscInt>(rows, 1);
   return std::max<PetscInt>(1, std::min(P, std::max<PetscInt>(pt, 32)));
 }
 
@@ -344,7 +347,7 @@ void ConvForwardGemm(const ConvGeom &g, const View<const T> &x, const T *w, cons
   for (int j = 0; j < 3; j++) ident = ident && (g.out[j] == 1 || g.s[j] == 1);
   PetscInt         spx = 0, spy = 0;
   const bool       fx = ident && Flat(g.out, x.s0, x.s1, x.s2, &spx), fy = Flat(g.out, y.s0, y.s1, y.s2, &spy);
-  const PetscInt   pt = TileSize(P, std::max(K, g.Co));
+  const PetscInt   pt = TileSize<T>(P, std::max(K, g.Co));
   std::vector<Seg> segs;
   Mat<const T>     W;
   W.p  = w;
@@ -398,7 +401,7 @@ void ConvBackwardDataGemm(const ConvGeom &g, const View<const T> &dy, const T *w
   for (int j = 0; j < 3; j++) ident = ident && (g.out[j] == 1 || g.s[j] == 1);
   PetscInt         spd = 0, spx = 0;
   const bool       fd = Flat(g.out, dy.s0, dy.s1, dy.s2, &spd), fx = ident && Flat(g.out, dx.s0, dx.s1, dx.s2, &spx);
-  const PetscInt   pt = TileSize(P, std::max(K, g.Co));
+  const PetscInt   pt = TileSize<T>(P, std::max(K, g.Co));
   std::vector<Seg> segs;
   Mat<const T>     Wt; /* W^T, K x Co */
   Wt.p  = w;
@@ -448,7 +451,7 @@ void ConvBackwardWeightsGemm(const ConvGeom &g, const View<const T> &x, const Vi
   for (int j = 0; j < 3; j++) ident = ident && (g.out[j] == 1 || g.s[j] == 1);
   PetscInt         spd = 0, spx = 0;
   const bool       fd = Flat(g.out, dy.s0, dy.s1, dy.s2, &spd), fx = ident && Flat(g.out, x.s0, x.s1, x.s2, &spx);
-  const PetscInt   pt = TileSize(P, std::max(K, g.Co));
+  const PetscInt   pt = TileSize<T>(P, std::max(K, g.Co));
   std::vector<Seg> segs;
   Mat<T>           DW;
   DW.p  = dw;
@@ -503,7 +506,7 @@ void ConvTForwardGemm(const ConvTGeom &g, const View<const T> &x, const T *w, co
   for (int j = 0; j < 3; j++) ident = ident && (g.in[j] == 1 || g.s[j] == 1) && g.pl[j] == 0 && g.in[j] <= g.out[j];
   PetscInt         spx = 0, spy = 0;
   const bool       fx = Flat(g.in, x.s0, x.s1, x.s2, &spx), fy = ident && Flat(g.in, y.s0, y.s1, y.s2, &spy);
-  const PetscInt   pt = TileSize(P, std::max(K, g.Ci));
+  const PetscInt   pt = TileSize<T>(P, std::max(K, g.Ci));
   std::vector<Seg> segs;
   Mat<const T>     Wt; /* W^T, Co KK x Ci */
   Wt.p  = w;
@@ -552,7 +555,7 @@ void ConvTBackwardDataGemm(const ConvTGeom &g, const View<const T> &dy, const T 
   for (int j = 0; j < 3; j++) ident = ident && (g.in[j] == 1 || g.s[j] == 1) && g.pl[j] == 0 && g.in[j] <= g.out[j];
   PetscInt         spd = 0, spx = 0;
   const bool       fd = ident && Flat(g.in, dy.s0, dy.s1, dy.s2, &spd), fx = Flat(g.in, dx.s0, dx.s1, dx.s2, &spx);
-  const PetscInt   pt = TileSize(P, std::max(K, g.Ci));
+  const PetscInt   pt = TileSize<T>(P, std::max(K, g.Ci));
   std::vector<Seg> segs;
   Mat<const T>     W; /* Ci x Co KK */
   W.p  = w;
@@ -612,7 +615,7 @@ void ConvTBackwardWeightsGemm(const ConvTGeom &g, const View<const T> &x, const 
   for (int j = 0; j < 3; j++) ident = ident && (g.in[j] == 1 || g.s[j] == 1) && g.pl[j] == 0 && g.in[j] <= g.out[j];
   PetscInt         spd = 0, spx = 0;
   const bool       fd = ident && Flat(g.in, dy.s0, dy.s1, dy.s2, &spd), fx = Flat(g.in, x.s0, x.s1, x.s2, &spx);
-  const PetscInt   pt = TileSize(P, std::max(K, g.Ci));
+  const PetscInt   pt = TileSize<T>(P, std::max(K, g.Ci));
   std::vector<Seg> segs;
   Mat<T>           DW; /* Ci x Co KK */
   DW.p  = dw;
