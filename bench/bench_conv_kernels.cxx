@@ -257,7 +257,8 @@ int main(int argc, char **argv)
   std::string                                      version = "?";
   bool                                             havetorch = dotorch && TorchTimes((int)reps, torch, &version);
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "1 thread; OpenBLAS kernels %s; median of %d (reference: %d, reduced shape scaled by positions); times in ms\n", openblas_get_corename(), (int)reps, (int)refreps));
-  if (dotorch) PetscCall(PetscPrintf(PETSC_COMM_WORLD, havetorch ? "PyTorch %s float64 (OPENBLAS_CORETYPE=%s)\n" : "PyTorch: not available or failed (%s%s)\n", havetorch ? version.c_str() : Python().c_str(), havetorch ? TorchCoretype().c_str() : ""));
+  if (dotorch && havetorch) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "PyTorch %s float64, OPENBLAS_CORETYPE %s\n", version.c_str(), TorchCoretype().empty() ? "unset" : TorchCoretype().c_str()));
+  else if (dotorch) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "PyTorch: not available or failed (%s -c \"import torch\"); no PyTorch ratios\n", Python().c_str()));
   for (const Shape &s : kShapes) {
     for (int prec = 0; prec < 2; prec++) {
       Times  g, r;
