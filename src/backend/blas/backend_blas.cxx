@@ -1,11 +1,13 @@
 /*
-  /cpu/blas: the fast CPU kernels that need no oneDNN, in float32 and float64: the dense layer's
+  /cpu/blas: the fast CPU kernels that need no oneDNN, in float32 and float64: convolution and
+  transposed convolution as im2col/col2im + GEMM (src/backend/blas/conv_gemm.cxx), the dense layer's
   products (cblas_sgemm/dgemm), pooling, interpolation and pointwise loops written to vectorise
   (src/backend/cpu: pool_fast, upsample_fast, pointwise). It falls back to /cpu/ref for the rest.
 */
 #include <backend/common/loopkernels.hpp>
 #include <backend/common/affine_gemm.hpp>
 #include <backend/cpu/fastkernels.hpp>
+#include <backend/blas/conv_gemm.hpp>
 
 using namespace ddnn;
 
@@ -21,6 +23,28 @@ struct CblasGemm {
     cblas_dgemm(CblasRowMajor, ta, tb, (blasint)M, (blasint)N, (blasint)K, 1.0, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
   }
 };
+
+struct GemmConvLoops {
+  template <class T>
+  static void Forward(const ConvGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y) { ConvForwardGemm<T>(g, x, w, b, y); }
+  template <class T>
+  static void BackwardData(const ConvGeom &g, const View<const T> &dy, const T *w, const View<T> &dx) { ConvBackwardDataGemm<T>(g, dy, w, dx); }
+  template <class T>
+  static void BackwardWeights(const ConvGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db) { ConvBackwardWeightsGemm<T>(g, x, dy, dw, db); }
+  template <class T>
+  static void TForward(const ConvTGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y) { ConvTForwardGemm<T>(g, x, w, b, y); }
+  template <class T>
+  static void TBackwardData(const ConvTGeom &g, const View<const T> &dy, const T *w, const View<T> &dx) { ConvTBackwardDataGemm<T>(g, dy, w, dx); }
+  template <class T>
+  static void TBackwardWeights(const ConvTGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db) { ConvTBackwardWeightsGemm<T>(g, x, dy, dw, db); }
+};
+template <class T>
+PetscErrorCode GemmConvCreate(const ConvKernelSpec &spec, std::unique_ptr<ConvKernel> *k)
+{
+  PetscFunctionBegin;
+  PetscCall(LoopConvCreate<T, GemmConvLoops>(spec, DDBackendLookup_Private("/cpu/blas"), "im2col + GEMM (OpenBLAS)", k));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
 
 struct FastPoolLoops {
   template <class T>
@@ -39,6 +63,8 @@ PetscErrorCode FastPoolCreate(const PoolKernelSpec &spec, std::unique_ptr<PoolKe
 template <class T>
 void FillBlas(KernelTable<T> &t)
 {
+  t.convformats      = StridedConvFormats;
+  t.convcreate       = GemmConvCreate<T>;
   t.poolcreate       = FastPoolCreate<T>;
   t.upsamplefwd      = UpsampleForwardFast<T>;
   t.upsamplebwd      = UpsampleBackwardFast<T>;

@@ -1,0 +1,281 @@
+/*
+  bench_conv_kernels: the GEMM convolution kernels (src/backend/blas/conv_gemm.cxx) against the
+  reference loops (src/backend/reference/conv_ref.cxx) and PyTorch float64, at 1 thread, in one run.
+
+    OPENBLAS_NUM_THREADS=1 ./bench_conv_kernels [-reps 7] [-ref_reps 3] [-ref 0|1] [-torch 0|1]
+
+  Shapes (3x3(x3) kernel, padding 1, bias): conv 1x16x512x512 16->16, 8x64x56x56 64->64 and
+  1x8x64x64x64 8->8. Per shape and precision (float64, float32): the median time of forward,
+  backward-data and backward-weights (with the bias), each repetition running the three GEMM
+  kernels and then the three reference ones (interleaved). The reference loops run on a reduced
+  shape (fewer samples or rows) and are scaled by the ratio of output positions; the output says
+  by how much. Data are plain NCHW(D); x and dx are the padded windows (out + 2).
+
+  PyTorch: a script run through popen with /usr/bin/python3 (DDNN_BENCH_PYTHON overrides it),
+  torch.set_num_threads(1), OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = 1,
+  MALLOC_MMAP_THRESHOLD_=1000000000 MALLOC_TRIM_THRESHOLD_=100000000000 and OPENBLAS_CORETYPE as
+  bench_layers sets it: torch.nn.functional.conv2d/conv3d float64, contiguous, x, w and b
+  requiring grad; one iteration is y = conv(x, w, b, padding=1); y.backward(dy), gradients reset
+  to None before it; the median of as many repetitions. ddnn's fwd+bwd is the sum of the three
+  kernel medians.
+*/
+#include <ddnn.h>
+#include <backend/blas/conv_gemm.hpp>
+#include <cblas.h>
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <ctime>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace ddnn;
+
+namespace
+{
+struct Shape {
+  const char *name;
+  PetscInt    D, N, Ci, Co, sp[3]; /* spatial sizes (D of them, leading) */
+  PetscInt    redN, reddim, redsize; /* the reference's reduced shape: N -> redN, spatial dimension reddim -> redsize */
+};
+
+const Shape kShapes[] = {
+  {"conv2d_1x16x512x512", 2, 1, 16, 16, {512, 512, 1}, 1, 0, 64},
+  {"conv2d_8x64x56x56", 2, 8, 64, 64, {56, 56, 1}, 1, 0, 14},
+  {"conv3d_1x8x64x64x64", 3, 1, 8, 8, {64, 64, 64}, 1, 0, 8},
+};
+
+/* wall and process CPU seconds (with one thread the CPU time leaves out the waits for a core on a shared machine) */
+struct Tm {
+  double wall = 0, cpu = 0;
+};
+Tm Now()
+{
+  Tm              t;
+  struct timespec ts;
+  t.wall = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  t.cpu = ts.tv_sec + 1e-9 * ts.tv_nsec;
+  return t;
+}
+
+double Median(std::vector<double> v)
+{
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* one problem: geometry, plain buffers, views (x, dx with a one-entry halo) */
+template <class T>
+struct Problem {
+  ConvGeom       g;
+  std::vector<T> x, dx, y, dy, w, b, dw, db;
+  View<const T>  vx, vdy;
+  View<T>        vy, vdx;
+
+  Problem(const Shape &s, bool reduced)
+  {
+    g.D  = s.D;
+    g.N  = reduced ? s.redN : s.N;
+    g.Ci = s.Ci;
+    g.Co = s.Co;
+    for (PetscInt j = 0; j < s.D; j++) {
+      const PetscInt jj = 3 - s.D + j;
+      g.out[jj]         = (reduced && j == s.reddim) ? s.redsize : s.sp[j];
+      g.in[jj]          = g.out[jj] + 2;
+      g.k[jj]           = 3;
+    }
+    std::mt19937                           rng(1);
+    std::uniform_real_distribution<double> u(-1, 1);
+    auto fill = [&](std::vector<T> &v, size_t n) {
+      v.resize(n);
+      for (auto &e : v) e = (T)u(rng);
+    };
+    const PetscInt Pin = g.in[0] * g.in[1] * g.in[2], Pout = g.out[0] * g.out[1] * g.out[2];
+    fill(x, (size_t)(g.N * g.Ci * Pin));
+    fill(dx, x.size());
+    fill(y, (size_t)(g.N * g.Co * Pout));
+    fill(dy, y.size());
+    fill(w, (size_t)(g.Co * g.Ci * g.KK()));
+    fill(b, (size_t)g.Co);
+    fill(dw, w.size());
+    fill(db, b.size());
+    auto view = [&](T *p, PetscInt C, const PetscInt e[3]) { /* plain N, C, e0, e1, e2 */
+      View<T> v;
+      v.p  = p;
+      v.s2 = 1;
+      v.s1 = e[2];
+      v.s0 = e[1] * e[2];
+      v.sc = e[0] * e[1] * e[2];
+      v.sn = C * v.sc;
+      return v;
+    };
+    /* x, dx: the padded window (out + 2 along each spatial dimension); y, dy: the output */
+    vx  = CView(view(x.data(), g.Ci, g.in));
+    vdx = view(dx.data(), g.Ci, g.in);
+    vy  = view(y.data(), g.Co, g.out);
+    vdy = CView(view(dy.data(), g.Co, g.out));
+  }
+  void Fwd(bool gemm) { gemm ? ConvForwardGemm<T>(g, vx, w.data(), b.data(), vy) : ConvForwardRef<T>(g, vx, w.data(), b.data(), vy); }
+  void BwdData(bool gemm) { gemm ? ConvBackwardDataGemm<T>(g, vdy, w.data(), vdx) : ConvBackwardDataRef<T>(g, vdy, w.data(), vdx); }
+  void BwdWeights(bool gemm) { gemm ? ConvBackwardWeightsGemm<T>(g, vx, vdy, dw.data(), db.data()) : ConvBackwardWeightsRef<T>(g, vx, vdy, dw.data(), db.data()); }
+  double Positions() const { return (double)g.N * g.out[0] * g.out[1] * g.out[2]; }
+};
+
+struct Times {
+  double fwd = 0, bd = 0, bw = 0, cpu = 0; /* wall medians, and the median CPU time of fwd+bwd */
+  double Total() const { return fwd + bd + bw; }
+};
+
+/* medians of the GEMM kernels (reps) and the reference (refreps, reduced shape, scaled) */
+template <class T>
+void Measure(const Shape &s, int reps, int refreps, bool doref, Times *gemm, Times *ref, double *scale)
+{
+  Problem<T>          big(s, false);
+  std::unique_ptr<Problem<T>> small(doref ? new Problem<T>(s, true) : nullptr);
+  std::vector<double> t[6];
+  *scale = small ? big.Positions() / small->Positions() : 1;
+  big.Fwd(true), big.BwdData(true), big.BwdWeights(true); /* warm-up: scratch buffers, pages */
+  std::vector<double> cpu[2];
+  for (int r = 0; r < std::max(reps, refreps); r++) {
+    for (int which = 0; which < 2; which++) {
+      Problem<T> *p = which ? small.get() : &big;
+      if (!p || r >= (which ? refreps : reps)) continue;
+      const Tm t0 = Now();
+      p->Fwd(!which);
+      const Tm t1 = Now();
+      p->BwdData(!which);
+      const Tm t2 = Now();
+      p->BwdWeights(!which);
+      const Tm t3 = Now();
+      t[3 * which].push_back(t1.wall - t0.wall), t[3 * which + 1].push_back(t2.wall - t1.wall), t[3 * which + 2].push_back(t3.wall - t2.wall);
+      cpu[which].push_back(t3.cpu - t0.cpu);
+    }
+  }
+  gemm->fwd = Median(t[0]), gemm->bd = Median(t[1]), gemm->bw = Median(t[2]), gemm->cpu = Median(cpu[0]);
+  ref->fwd = Median(t[3]) * *scale, ref->bd = Median(t[4]) * *scale, ref->bw = Median(t[5]) * *scale, ref->cpu = Median(cpu[1]) * *scale;
+}
+
+/* PyTorch float64 ------------------------------------------------------------------------ */
+
+std::string Python()
+{
+  const char *e = getenv("DDNN_BENCH_PYTHON");
+  return e && *e ? e : "/usr/bin/python3";
+}
+
+/* as bench_layers: the user's OPENBLAS_CORETYPE, else SkylakeX where OpenBLAS runs its Prescott kernels on an AVX-512 CPU */
+std::string TorchCoretype()
+{
+  if (const char *e = getenv("OPENBLAS_CORETYPE")) return e;
+  std::string core = openblas_get_corename();
+  for (auto &ch : core) ch = (char)std::tolower((unsigned char)ch);
+  if (core == "prescott" && __builtin_cpu_supports("avx512f")) return "SkylakeX";
+  return "";
+}
+
+const char *kTorchScript = R"PY(
+import statistics, sys, time
+import torch
+import torch.nn.functional as F
+torch.set_num_threads(1)
+reps = int(sys.argv[1])
+print("torch", torch.__version__)
+for name, N, C, S, Co in [("conv2d_1x16x512x512", 1, 16, (512, 512), 16), ("conv2d_8x64x56x56", 8, 64, (56, 56), 64), ("conv3d_1x8x64x64x64", 1, 8, (64, 64, 64), 8)]:
+    if len(sys.argv) > 2 and name not in sys.argv[2].split(","):
+        continue
+    conv = F.conv2d if len(S) == 2 else F.conv3d
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(N, C, *S, dtype=torch.float64, generator=g, requires_grad=True)
+    w = torch.randn(Co, C, *([3] * len(S)), dtype=torch.float64, generator=g, requires_grad=True)
+    b = torch.randn(Co, dtype=torch.float64, generator=g, requires_grad=True)
+    dy = torch.randn(N, Co, *S, dtype=torch.float64, generator=g)
+    tf, tt, tc = [], [], []
+    for r in range(reps + 1):
+        x.grad = w.grad = b.grad = None
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        y = conv(x, w, b, padding=1)
+        t1 = time.perf_counter()
+        y.backward(dy)
+        t2 = time.perf_counter()
+        c2 = time.process_time()
+        if r:
+            tf.append(t1 - t0)
+            tt.append(t2 - t0)
+            tc.append(c2 - c0)
+        del y
+    print(name, statistics.median(tf), statistics.median(tt), statistics.median(tc), flush=True)
+)PY";
+
+/* PyTorch's float64 medians per shape name: fwd, fwd+bwd (in .bd) and its CPU time */
+bool TorchTimes(int reps, std::map<std::string, Times> &times, std::string *version)
+{
+  const std::string ct = TorchCoretype();
+  std::string       cmd = "env " + (ct.empty() ? std::string() : "OPENBLAS_CORETYPE=" + ct) +
+                    " OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=1000000000 MALLOC_TRIM_THRESHOLD_=100000000000 " + Python() + " - " +
+                    std::to_string(reps) + " <<'DDNN_EOF'\n" + kTorchScript + "DDNN_EOF\n";
+  FILE *p = popen(cmd.c_str(), "r");
+  if (!p) return false;
+  char buf[1024];
+  while (fgets(buf, sizeof(buf), p)) {
+    char   name[256];
+    double a, b, c;
+    if (sscanf(buf, "torch %255s", name) == 1) *version = name;
+    else if (sscanf(buf, "%255s %lf %lf %lf", name, &a, &b, &c) == 4) { /* fwd, fwd+bwd (kept in .bd), fwd+bwd CPU */
+      times[name].fwd = a;
+      times[name].bd  = b;
+      times[name].cpu = c;
+    }
+  }
+  return pclose(p) == 0 && !times.empty();
+}
+} // namespace
+
+int main(int argc, char **argv)
+{
+  PetscInt  reps = 7, refreps = 3;
+  PetscBool doref = PETSC_TRUE, dotorch = PETSC_TRUE;
+
+  PetscCall(PetscInitialize(&argc, &argv, NULL, NULL));
+  PetscCall(PetscOptionsGetInt(NULL, NULL, "-reps", &reps, NULL));
+  PetscCall(PetscOptionsGetInt(NULL, NULL, "-ref_reps", &refreps, NULL));
+  PetscCall(PetscOptionsGetBool(NULL, NULL, "-ref", &doref, NULL));
+  PetscCall(PetscOptionsGetBool(NULL, NULL, "-torch", &dotorch, NULL));
+  PetscCheck(reps >= 1 && refreps >= 1, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-reps %" PetscInt_FMT " and -ref_reps %" PetscInt_FMT " must be >= 1", reps, refreps);
+  openblas_set_num_threads(1);
+
+  std::map<std::string, Times> torch;
+  std::string                                      version = "?";
+  bool                                             havetorch = dotorch && TorchTimes((int)reps, torch, &version);
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "1 thread; OpenBLAS kernels %s; median of %d (reference: %d, reduced shape scaled by positions); times in ms\n", openblas_get_corename(), (int)reps, (int)refreps));
+  if (dotorch && havetorch) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "PyTorch %s float64, OPENBLAS_CORETYPE %s\n", version.c_str(), TorchCoretype().empty() ? "unset" : TorchCoretype().c_str()));
+  else if (dotorch) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "PyTorch: not available or failed (%s -c \"import torch\"); no PyTorch ratios\n", Python().c_str()));
+  for (const Shape &s : kShapes) {
+    for (int prec = 0; prec < 2; prec++) {
+      Times  g, r;
+      double scale;
+      if (prec == 0) Measure<double>(s, (int)reps, (int)refreps, doref, &g, &r, &scale);
+      else Measure<float>(s, (int)reps, (int)refreps, doref, &g, &r, &scale);
+      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s %s  gemm: fwd %8.2f  bwd-data %8.2f  bwd-weights %8.2f  fwd+bwd %8.2f [cpu %8.2f]\n", s.name, prec ? "f32" : "f64", 1e3 * g.fwd, 1e3 * g.bd, 1e3 * g.bw, 1e3 * g.Total(), 1e3 * g.cpu));
+      if (doref)
+        PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s %s  ref:  fwd %8.2f  bwd-data %8.2f  bwd-weights %8.2f  fwd+bwd %8.2f [cpu %8.2f]  (x%g)  ref/gemm: %.1f %.1f %.1f, fwd+bwd %.1f [cpu %.1f]\n", "", prec ? "f32" : "f64", 1e3 * r.fwd, 1e3 * r.bd, 1e3 * r.bw, 1e3 * r.Total(), 1e3 * r.cpu, scale,
+                              r.fwd / g.fwd, r.bd / g.bd, r.bw / g.bw, r.Total() / g.Total(), r.cpu / g.cpu));
+      if (prec == 0 && havetorch && torch.count(s.name)) {
+        const auto &t = torch[s.name];
+        PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s f64  torch: fwd %8.2f  fwd+bwd %8.2f [cpu %8.2f]   ddnn/torch: fwd %.2f, fwd+bwd %.2f [cpu %.2f] (goal <= 1.0: %s)\n", "", 1e3 * t.fwd, 1e3 * t.bd, 1e3 * t.cpu, g.fwd / t.fwd, g.Total() / t.bd,
+                              g.cpu / t.cpu, g.Total() <= t.bd ? "met" : "NOT met"));
+      }
+    }
+  }
+  PetscCall(PetscFinalize());
+  return 0;
+}
