@@ -4,7 +4,6 @@
   the input saved by Forward: dx = f'(x) dy.
 */
 #include <layer/impls/batchnorm/normcommon.hpp>
-#include <sys/ddsysimpl.h>
 #include <cmath>
 
 using namespace ddnn;
@@ -265,8 +264,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Activation(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterActivation(void)
-{
-  return DDLayerRegister(DDLAYERACTIVATION, DDLayerCreate_Activation);
-}
-static DDModuleRegistrar activation_registrar(RegisterActivation);

@@ -17,7 +17,6 @@
 #include <tensor/layout.hpp>
 #include <primitive/sfutil.hpp>
 #include <primitive/exchange.hpp>
-#include <sys/ddsysimpl.h>
 #include <vector>
 #include <memory>
 #include <algorithm>
@@ -302,8 +301,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Concat(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterConcat(void)
-{
-  return DDLayerRegister(DDLAYERCONCAT, DDLayerCreate_Concat);
-}
-static DDModuleRegistrar concat_registrar(RegisterConcat);

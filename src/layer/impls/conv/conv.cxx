@@ -22,7 +22,6 @@
 #include <layer/impls/conv/convutil.hpp>
 #include <backend/kernels.hpp>
 #include <backend/cpu/conv_dnnl.hpp>
-#include <sys/ddsysimpl.h>
 #include <vector>
 #include <memory>
 
@@ -927,8 +926,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Conv(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterConv(void)
-{
-  return DDLayerRegister(DDLAYERCONV, DDLayerCreate_Conv);
-}
-static DDModuleRegistrar conv_registrar(RegisterConv);

@@ -45,7 +45,6 @@
 #include <layer/impls/conv/convutil.hpp>
 #include <backend/kernels.hpp>
 #include <backend/cpu/conv_dnnl.hpp>
-#include <sys/ddsysimpl.h>
 #include <vector>
 #include <memory>
 
@@ -782,8 +781,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_ConvTranspose(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterConvTranspose(void)
-{
-  return DDLayerRegister(DDLAYERCONVTRANSPOSE, DDLayerCreate_ConvTranspose);
-}
-static DDModuleRegistrar convtranspose_registrar(RegisterConvTranspose);

@@ -18,7 +18,6 @@
 #include <tensor/layout.hpp>
 #include <primitive/sfutil.hpp>
 #include <primitive/exchange.hpp>
-#include <sys/ddsysimpl.h>
 #include <vector>
 #include <memory>
 
@@ -255,8 +254,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Flatten(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterFlatten(void)
-{
-  return DDLayerRegister(DDLAYERFLATTEN, DDLayerCreate_Flatten);
-}
-static DDModuleRegistrar flatten_registrar(RegisterFlatten);

@@ -24,7 +24,6 @@
 #include <layer/impls/conv/convutil.hpp>
 #include <backend/kernels.hpp>
 #include <backend/cpu/pool_dnnl.hpp>
-#include <sys/ddsysimpl.h>
 #include <vector>
 #include <memory>
 #include <string>
@@ -654,8 +653,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Pool(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterPool(void)
-{
-  return DDLayerRegister(DDLAYERPOOL, DDLayerCreate_Pool);
-}
-static DDModuleRegistrar pool_registrar(RegisterPool);

@@ -23,7 +23,6 @@
 #include <layer/impls/common/layerutil.hpp>
 #include <layer/impls/conv/convutil.hpp>
 #include <backend/kernels.hpp>
-#include <sys/ddsysimpl.h>
 #include <vector>
 #include <cmath>
 #include <algorithm>
@@ -423,8 +422,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Upsample(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterUpsample(void)
-{
-  return DDLayerRegister(DDLAYERUPSAMPLE, DDLayerCreate_Upsample);
-}
-static DDModuleRegistrar upsample_registrar(RegisterUpsample);
