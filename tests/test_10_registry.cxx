@@ -136,7 +136,7 @@ TEST(Registry, RegisterAllIsIdempotentAndKeepsUserTypes)
   DDT(PetscFunctionListGet(DDLayerList, &names, &n));
   for (const char *t : {DDLAYERCONV, DDLAYERCONVTRANSPOSE, DDLAYERPOOL, DDLAYERAFFINE, DDLAYERBATCHNORM, DDLAYERGROUPNORM, DDLAYERACTIVATION, DDLAYERDROPOUT, DDLAYERUPSAMPLE, DDLAYERLOSS, DDLAYERREPARTITION, DDLAYERADD, DDLAYERCONCAT, DDLAYERFLATTEN}) {
     int count = 0;
-    for (int i = 0; i < n; i++) count += std::string(names[i]) == t;
+    for (int i = 0; i < n && names[i]; i++) count += std::string(names[i]) == t;
     EXPECT_EQ(count, 1) << "layer type " << t;
   }
   DDT(PetscFree(names));
@@ -184,7 +184,7 @@ TEST(Registry, UnknownTypeNamesItAndListsTheKnownOnes)
   std::string msg;
   EXPECT_EQ((int)Catch([&]() { return DDOptimizerSetType(opt, "adamx"); }, &msg), (int)PETSC_ERR_ARG_UNKNOWN_TYPE);
   EXPECT_NE(msg.find("\"adamx\""), std::string::npos) << msg;
-  EXPECT_NE(msg.find("known types: sgd, adam, adamw"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(known types: sgd, adam, adamw)"), std::string::npos) << msg;
   DDOptimizerType type;
   DDT(DDOptimizerGetType(opt, &type));
   EXPECT_STREQ(type, "sgd") << "a failed SetType leaves the type";
@@ -209,7 +209,7 @@ TEST(Registry, UnknownTypeNamesItAndListsTheKnownOnes)
   DDT(DDPrimitiveCreate(PETSC_COMM_WORLD, &prim));
   EXPECT_EQ((int)Catch([&]() { return DDPrimitiveSetType(prim, "allgather"); }, &msg), (int)PETSC_ERR_ARG_UNKNOWN_TYPE);
   EXPECT_NE(msg.find("\"allgather\""), std::string::npos) << msg;
-  EXPECT_NE(msg.find("known types: broadcast, sumreduce, allsumreduce, repartition, halo"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(known types: broadcast, sumreduce, allsumreduce, repartition, halo)"), std::string::npos) << msg;
   DDT(DDPrimitiveDestroy(&prim));
 }
 

@@ -80,8 +80,8 @@ PetscErrorCode DDFunctionListKnownTypes_Private(PetscFunctionList list, char buf
   PetscFunctionBegin;
   PetscCheck(len > 4, PETSC_COMM_SELF, PETSC_ERR_ARG_SIZ, "Buffer too short");
   buf[0] = 0;
-  PetscCall(PetscFunctionListGet(list, &names, &n));
-  for (int i = 0; i < n; i++) {
+  PetscCall(PetscFunctionListGet(list, &names, &n)); /* NULL-terminated (n counts the NULL) */
+  for (int i = 0; i < n && names[i]; i++) {
     size_t have, add;
     PetscCall(PetscStrlen(buf, &have));
     PetscCall(PetscStrlen(names[i], &add));
@@ -92,7 +92,7 @@ PetscErrorCode DDFunctionListKnownTypes_Private(PetscFunctionList list, char buf
     if (i) PetscCall(PetscStrlcat(buf, ", ", len));
     PetscCall(PetscStrlcat(buf, names[i], len));
   }
-  if (!n) PetscCall(PetscStrncpy(buf, "none", len));
+  if (!buf[0]) PetscCall(PetscStrncpy(buf, "none", len));
   PetscCall(PetscFree(names));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
