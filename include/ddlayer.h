@@ -43,6 +43,7 @@ typedef const char *DDLayerType;
 
 PETSC_EXTERN PetscFunctionList DDLayerList;
 PETSC_EXTERN PetscErrorCode    DDLayerRegister(const char[], PetscErrorCode (*)(DDLayer));
+PETSC_EXTERN PetscErrorCode    DDLayerRegisterAll(void);
 
 /* life cycle */
 PETSC_EXTERN PetscErrorCode DDLayerCreate(MPI_Comm, DDLayer *);

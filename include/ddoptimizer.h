@@ -24,6 +24,8 @@ typedef enum {
 PETSC_EXTERN const char *const DDSchedules[];
 
 PETSC_EXTERN PetscErrorCode DDOptimizerCreate(MPI_Comm, DDOptimizer *);
+PETSC_EXTERN PetscErrorCode DDOptimizerRegister(const char[], PetscErrorCode (*)(DDOptimizer));
+PETSC_EXTERN PetscErrorCode DDOptimizerRegisterAll(void);
 PETSC_EXTERN PetscErrorCode DDOptimizerSetType(DDOptimizer, DDOptimizerType);
 PETSC_EXTERN PetscErrorCode DDOptimizerGetType(DDOptimizer, DDOptimizerType *);
 PETSC_EXTERN PetscErrorCode DDOptimizerSetOptionsPrefix(DDOptimizer, const char[]);
@@ -41,6 +43,7 @@ PETSC_EXTERN PetscErrorCode DDOptimizerEndEpoch(DDOptimizer);
 PETSC_EXTERN PetscErrorCode DDOptimizerGetStepCount(DDOptimizer, PetscInt *, PetscInt *);
 PETSC_EXTERN PetscErrorCode DDOptimizerSetStepCount(DDOptimizer, PetscInt, PetscInt);
 PETSC_EXTERN PetscErrorCode DDOptimizerGetState(DDOptimizer, PetscInt *, DDTensor *[], const char *const *[]);
+PETSC_EXTERN PetscErrorCode DDOptimizerCheckState(DDOptimizer);
 PETSC_EXTERN PetscErrorCode DDOptimizerGetLastGradientNorm(DDOptimizer, PetscReal *);
 PETSC_EXTERN PetscErrorCode DDOptimizerView(DDOptimizer, PetscViewer);
 PETSC_EXTERN PetscErrorCode DDOptimizerDestroy(DDOptimizer *);

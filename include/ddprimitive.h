@@ -31,6 +31,7 @@ typedef const char *DDPrimitiveType;
 
 PETSC_EXTERN PetscFunctionList DDPrimitiveList;
 PETSC_EXTERN PetscErrorCode    DDPrimitiveRegister(const char[], PetscErrorCode (*)(DDPrimitive));
+PETSC_EXTERN PetscErrorCode    DDPrimitiveRegisterAll(void);
 
 PETSC_EXTERN PetscErrorCode DDPrimitiveCreate(MPI_Comm, DDPrimitive *);
 PETSC_EXTERN PetscErrorCode DDPrimitiveSetType(DDPrimitive, DDPrimitiveType);

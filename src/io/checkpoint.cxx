@@ -154,6 +154,7 @@ PetscErrorCode DDCheckpointLoad(DDNet net, DDOptimizer opt, const char file[])
       PetscCall(H5ReadIntAttribute(comm, fid, file, "ddnn_step", &step));
       PetscCall(H5ReadIntAttribute(comm, fid, file, "ddnn_epoch", &epoch));
       PetscCall(DDOptimizerSetStepCount(opt, (PetscInt)step, (PetscInt)epoch));
+      PetscCall(DDOptimizerCheckState(opt));
     }
     PetscFunctionReturn(PETSC_SUCCESS);
   };

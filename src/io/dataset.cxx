@@ -3,45 +3,24 @@
   collectively with every rank selecting only its piece of the batch tensor, in an order
   shuffled identically on every partition.
 */
+#include <ddnn/private/dddatasetimpl.h>
 #include <io/h5util.hpp>
 #include <tensor/layout.hpp>
-#include <dddataset.h>
 #include <sys/ddsysimpl.h>
 #include <algorithm>
 #include <numeric>
 
 using namespace ddnn;
+using DSImpl = ddnn::DatasetImpl;
 
 PetscClassId DD_DATASET_CLASSID;
 
-static PetscErrorCode DDDatasetInitializePackage(void)
+PetscErrorCode DDDatasetInitializePackage(void)
 {
   PetscFunctionBegin;
   PetscCall(PetscClassIdRegister("DD Dataset", &DD_DATASET_CLASSID));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
-static DDModuleRegistrar ds_registrar(DDDatasetInitializePackage);
-
-namespace
-{
-struct DSImpl {
-  std::string                        file;
-  std::vector<std::string>           fields;
-  std::vector<std::vector<PetscInt>> shapes; /* per field: (S, sample...) */
-  PetscInt                           first = 0, count = -1, S = 0;
-  std::vector<PetscInt>              order;  /* sample indices (relative to first), shuffled */
-  hid_t                              fid = -1;
-};
-} // namespace
-
-struct _DDDatasetOps {
-  int dummy;
-};
-struct _p_DDDataset {
-  PETSCHEADER(struct _DDDatasetOps);
-  DSImpl   *impl;
-  PetscBool setupcalled;
-};
 
 /*@
   DDDatasetCreate - Creates a reader of samples in a (parallel) HDF5 file

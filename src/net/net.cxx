@@ -2,56 +2,23 @@
   DDNet: a directed acyclic graph of layers, evaluated in insertion order, with gradients
   accumulated over the consumers of every tensor in the backward sweep.
 */
-#include <ddnn/private/ddlayerimpl.h>
-#include <ddnet.h>
+#include <ddnn/private/ddnetimpl.h>
 #include <sys/ddsysimpl.h>
 #include <string>
 #include <vector>
 #include <map>
 
+using ddnn::NetImpl;
+using Node = ddnn::NetNode;
+
 PetscClassId DD_NET_CLASSID;
 
-namespace
-{
-struct Node {
-  std::string      name;
-  DDLayer          layer = NULL;
-  std::vector<int> inputs;   /* >= 0: node index; < 0: net input -1-k */
-  DDTensor         dy = NULL; /* gradient of the node's output */
-  int              consumers = 0;
-};
-
-struct NetImpl {
-  std::vector<std::string> innames;
-  std::vector<Node>        nodes;
-  int                      output = -1;
-  std::string              outname;
-  std::vector<DDTensor>    inputs;  /* references to the tensors of the last set-up/forward */
-  std::vector<DDTensor>    ingrads; /* gradients of the net inputs (made on request) */
-  std::vector<bool>        wantgrad;
-  std::vector<DDTensor>    params, grads;
-  std::vector<std::string> pnames;
-  std::vector<DDTensor>    scratch; /* per node: a buffer for one consumer's contribution */
-  bool                     forwarddone = false;
-};
-} // namespace
-
-struct _DDNetOps {
-  int dummy;
-};
-struct _p_DDNet {
-  PETSCHEADER(struct _DDNetOps);
-  NetImpl  *impl;
-  PetscBool setupcalled;
-};
-
-static PetscErrorCode DDNetInitializePackage(void)
+PetscErrorCode DDNetInitializePackage(void)
 {
   PetscFunctionBegin;
   PetscCall(PetscClassIdRegister("DD Net", &DD_NET_CLASSID));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
-static DDModuleRegistrar net_registrar(DDNetInitializePackage);
 
 /*@
   DDNetCreate - Creates an empty network

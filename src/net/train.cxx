@@ -19,12 +19,12 @@ static PetscErrorCode Stages(void)
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
-static PetscErrorCode ResetStages(void)
+/* the stages are registered on first use; PetscFinalize() forgets them, so a new PETSc session registers them again */
+PetscErrorCode DDNetTrainResetStages_Private(void)
 {
   StageForward = StageBackward = StageUpdate = StageData = -1;
   return PETSC_SUCCESS;
 }
-static DDModuleRegistrar train_registrar(ResetStages, ResetStages);
 
 /*@
   DDNetTrainEpoch - One epoch of mini-batch training

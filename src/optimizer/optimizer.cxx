@@ -1,9 +1,9 @@
 /*
-  DDOptimizer: SGD (momentum, Nesterov, weight decay), Adam, AdamW with PyTorch's update rules,
-  learning-rate schedules and gradient clipping by global norm.
+  DDOptimizer: the interface. Types (src/optimizer/impls: sgd, adam, adamw, or the user's, added
+  with DDOptimizerRegister()) declare their state and update the parameters; this file holds the
+  common settings, learning-rate schedules and gradient clipping by global norm.
 */
-#include <ddnn/private/ddimpl.h>
-#include <ddoptimizer.h>
+#include <ddnn/private/ddoptimizerimpl.h>
 #include <tensor/layout.hpp>
 #include <sys/ddsysimpl.h>
 #include <vector>
@@ -14,91 +14,77 @@ using namespace ddnn;
 
 PetscClassId      DD_OPTIMIZER_CLASSID;
 PetscFunctionList DDOptimizerList = NULL;
+static PetscBool  DDOptimizerRegisterAllCalled = PETSC_FALSE;
 const char *const DDSchedules[]   = {"constant", "step", "cosine", "DDSchedule", "DD_SCHEDULE_", nullptr};
 
-enum OptKind { OPT_SGD, OPT_ADAM, OPT_ADAMW };
-
-/*MC
-  DDOPTIMIZERSGD - "sgd": stochastic gradient descent with momentum, Nesterov momentum and coupled weight decay (torch.optim.SGD)
-
-  Options Database Keys:
-+ -optimizer_lr <lr> - learning rate
-. -optimizer_momentum <m> - momentum
-. -optimizer_nesterov - Nesterov momentum
-- -optimizer_weight_decay <wd> - weight decay
-
-  Level: beginner
-
-.seealso: `DDOPTIMIZERADAM`, `DDOptimizerSetMomentum()`
-M*/
-
-/*MC
-  DDOPTIMIZERADAM - "adam": Adam with bias corrections and coupled (L2) weight decay (torch.optim.Adam)
-
-  Options Database Keys:
-+ -optimizer_beta1, -optimizer_beta2, -optimizer_eps - the moments' decay and the denominator's epsilon
-- -optimizer_weight_decay <wd> - L2 penalty added to the gradient
-
-  Level: beginner
-
-.seealso: `DDOPTIMIZERADAMW`, `DDOptimizerSetBetas()`
-M*/
-
-/*MC
-  DDOPTIMIZERADAMW - "adamw": Adam with decoupled weight decay (torch.optim.AdamW): p *= 1 - lr wd before the Adam step
-
-  Level: beginner
-
-.seealso: `DDOPTIMIZERADAM`
-M*/
-
-struct _DDOptimizerOps {
-  int dummy;
-};
-struct _p_DDOptimizer {
-  PETSCHEADER(struct _DDOptimizerOps);
-  OptKind                   kind;
-  PetscReal                 lr, momentum, weight_decay, beta1, beta2, eps, clip, gamma, eta_min, lastnorm;
-  PetscBool                 nesterov;
-  DDSchedule                schedule;
-  PetscInt                  step_size, tmax, step, epoch;
-  std::vector<DDTensor>    *params, *grads, *state;
-  std::vector<const char *> *statenames;
-  PetscBool                 setupcalled;
-};
-
-static PetscErrorCode CreateSGD(DDOptimizer o)
-{
-  o->kind = OPT_SGD;
-  return PETSC_SUCCESS;
-}
-static PetscErrorCode CreateAdam(DDOptimizer o)
-{
-  o->kind = OPT_ADAM;
-  return PETSC_SUCCESS;
-}
-static PetscErrorCode CreateAdamW(DDOptimizer o)
-{
-  o->kind = OPT_ADAMW;
-  return PETSC_SUCCESS;
-}
-
-static PetscErrorCode DDOptimizerInitializePackage(void)
+PetscErrorCode DDOptimizerInitializePackage(void)
 {
   PetscFunctionBegin;
   PetscCall(PetscClassIdRegister("DD Optimizer", &DD_OPTIMIZER_CLASSID));
-  PetscCall(PetscFunctionListAdd(&DDOptimizerList, DDOPTIMIZERSGD, CreateSGD));
-  PetscCall(PetscFunctionListAdd(&DDOptimizerList, DDOPTIMIZERADAM, CreateAdam));
-  PetscCall(PetscFunctionListAdd(&DDOptimizerList, DDOPTIMIZERADAMW, CreateAdamW));
+  PetscCall(DDOptimizerRegisterAll());
   PetscFunctionReturn(PETSC_SUCCESS);
 }
-static PetscErrorCode DDOptimizerFinalizePackage(void)
+
+PetscErrorCode DDOptimizerFinalizePackage(void)
 {
   PetscFunctionBegin;
   PetscCall(PetscFunctionListDestroy(&DDOptimizerList));
+  DDOptimizerRegisterAllCalled = PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
-static DDModuleRegistrar opt_registrar(DDOptimizerInitializePackage, DDOptimizerFinalizePackage);
+
+/*@C
+  DDOptimizerRegister - Adds an optimizer type
+
+  Not collective
+
+  Input Parameters:
++ name     - the type name, used with `DDOptimizerSetType()` and -optimizer_type
+- function - the constructor, which fills the ops table (ddnn/private/ddoptimizerimpl.h) of a new optimizer
+
+  Notes:
+  The built-in types are registered by `DDOptimizerRegisterAll()` when the package initializes.
+  Registering a name again replaces its constructor.
+
+  Level: advanced
+
+.seealso: `DDOptimizerSetType()`, `DDOptimizerRegisterAll()`
+@*/
+PetscErrorCode DDOptimizerRegister(const char name[], PetscErrorCode (*function)(DDOptimizer))
+{
+  PetscFunctionBegin;
+  PetscCall(DDInitializePackage());
+  PetscCall(PetscFunctionListAdd(&DDOptimizerList, name, function));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PETSC_EXTERN PetscErrorCode DDOptimizerCreate_SGD(DDOptimizer);
+PETSC_EXTERN PetscErrorCode DDOptimizerCreate_Adam(DDOptimizer);
+PETSC_EXTERN PetscErrorCode DDOptimizerCreate_AdamW(DDOptimizer);
+
+/*@C
+  DDOptimizerRegisterAll - Registers the built-in optimizer types (sgd, adam, adamw)
+
+  Not collective
+
+  Notes:
+  Called by `DDInitializePackage()`; calling it again does nothing. Types of the user are added
+  with `DDOptimizerRegister()`.
+
+  Level: developer
+
+.seealso: `DDOptimizerRegister()`, `DDOptimizerSetType()`
+@*/
+PetscErrorCode DDOptimizerRegisterAll(void)
+{
+  PetscFunctionBegin;
+  if (DDOptimizerRegisterAllCalled) PetscFunctionReturn(PETSC_SUCCESS);
+  DDOptimizerRegisterAllCalled = PETSC_TRUE;
+  PetscCall(PetscFunctionListAdd(&DDOptimizerList, DDOPTIMIZERSGD, DDOptimizerCreate_SGD));
+  PetscCall(PetscFunctionListAdd(&DDOptimizerList, DDOPTIMIZERADAM, DDOptimizerCreate_Adam));
+  PetscCall(PetscFunctionListAdd(&DDOptimizerList, DDOPTIMIZERADAMW, DDOptimizerCreate_AdamW));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
 
 /*@
   DDOptimizerCreate - Creates an optimizer (SGD by default, learning rate 0.01)
@@ -118,6 +104,7 @@ PetscErrorCode DDOptimizerCreate(MPI_Comm comm, DDOptimizer *opt)
   PetscCall(DDInitializePackage());
   PetscCall(PetscHeaderCreate(o, DD_OPTIMIZER_CLASSID, "DDOptimizer", "Optimizer", "DDOptimizer", comm, DDOptimizerDestroy, DDOptimizerView));
   o->lr           = 0.01;
+  o->nstate       = 0;
   o->beta1        = 0.9;
   o->beta2        = 0.999;
   o->eps          = 1e-8;
@@ -129,9 +116,8 @@ PetscErrorCode DDOptimizerCreate(MPI_Comm comm, DDOptimizer *opt)
   o->grads        = new std::vector<DDTensor>;
   o->state        = new std::vector<DDTensor>;
   o->statenames   = new std::vector<const char *>;
-  PetscCall(PetscObjectChangeTypeName((PetscObject)o, DDOPTIMIZERSGD));
-  o->kind = OPT_SGD;
-  *opt    = o;
+  *opt            = o;
+  PetscCall(DDOptimizerSetType(o, DDOPTIMIZERSGD));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -145,33 +131,55 @@ static PetscErrorCode DDOptimizerReset(DDOptimizer o)
   for (auto &t : *o->grads) PetscCall(DDTensorDestroy(&t));
   o->params->clear();
   o->grads->clear();
+  o->nstate      = 0;
   o->setupcalled = PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 /*@C
-  DDOptimizerSetType - sgd, adam or adamw
+  DDOptimizerSetType - Chooses the optimizer's type by name
 
   Collective
+
+  Input Parameters:
++ opt  - the optimizer
+- type - `DDOPTIMIZERSGD` ("sgd"), `DDOPTIMIZERADAM` ("adam"), `DDOPTIMIZERADAMW` ("adamw"), or a
+         name registered with `DDOptimizerRegister()`
 
   Options Database Key:
 . -optimizer_type <sgd,adam,adamw> - the type
 
+  Notes:
+  The common settings (learning rate, schedule, weight decay, momentum, betas, clipping) are kept.
+  An unknown name is an error that lists the known ones.
+
   Level: beginner
 
-.seealso: `DDOptimizerCreate()`
+.seealso: `DDOptimizerCreate()`, `DDOptimizerRegister()`, `DDOptimizerGetType()`
 @*/
 PetscErrorCode DDOptimizerSetType(DDOptimizer opt, DDOptimizerType type)
 {
   PetscErrorCode (*create)(DDOptimizer);
+  PetscBool match;
 
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  PetscValidCharPointer(type, 2);
+  PetscCall(PetscObjectTypeCompare((PetscObject)opt, type, &match));
+  if (match) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(PetscFunctionListFind(DDOptimizerList, type, &create));
-  PetscCheck(create, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_UNKNOWN_TYPE, "Unknown optimizer type \"%s\" (sgd, adam, adamw)", type);
+  if (!create) {
+    char known[1024];
+    PetscCall(DDFunctionListKnownTypes_Private(DDOptimizerList, known, sizeof(known)));
+    SETERRQ(PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_UNKNOWN_TYPE, "Unknown optimizer type \"%s\" (known types: %s)", type, known);
+  }
   PetscCheck(!opt->setupcalled, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_WRONGSTATE, "Set the type before DDOptimizerSetUp()");
-  PetscCall((*create)(opt));
+  if (opt->ops->destroy) PetscCall((*opt->ops->destroy)(opt));
+  PetscCall(PetscMemzero(opt->ops, sizeof(struct _DDOptimizerOps)));
+  opt->data = NULL;
   PetscCall(PetscObjectChangeTypeName((PetscObject)opt, type));
+  PetscCall((*create)(opt));
+  PetscCheck(opt->ops->setup && opt->ops->step, PetscObjectComm((PetscObject)opt), PETSC_ERR_PLIB, "Optimizer type \"%s\" must set the setup and step ops", type);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -391,8 +399,9 @@ PetscErrorCode DDOptimizerSetClipNorm(DDOptimizer opt, PetscReal c)
 
   Options Database Keys:
 + -optimizer_type <sgd,adam,adamw> - type
-. -optimizer_lr, -optimizer_momentum, -optimizer_nesterov, -optimizer_weight_decay - see the setters
-. -optimizer_beta1, -optimizer_beta2, -optimizer_eps - Adam
+. -optimizer_lr, -optimizer_weight_decay - see the setters
+. -optimizer_momentum, -optimizer_nesterov - sgd (`DDOPTIMIZERSGD`)
+. -optimizer_beta1, -optimizer_beta2, -optimizer_eps - adam, adamw (`DDOPTIMIZERADAM`)
 . -optimizer_schedule, -optimizer_step_size, -optimizer_gamma, -optimizer_tmax, -optimizer_eta_min - schedule
 - -optimizer_clip_norm <c> - gradient clipping
 
@@ -404,8 +413,7 @@ PetscErrorCode DDOptimizerSetFromOptions(DDOptimizer opt)
 {
   char      type[64];
   PetscBool flg;
-  PetscReal lr = opt->lr, m = opt->momentum, wd = opt->weight_decay, b1 = opt->beta1, b2 = opt->beta2, eps = opt->eps, clip = opt->clip, g = opt->gamma, em = opt->eta_min;
-  PetscBool nest = opt->nesterov;
+  PetscReal lr = opt->lr, wd = opt->weight_decay, clip = opt->clip, g = opt->gamma, em = opt->eta_min;
   PetscInt  ss = opt->step_size, tm = opt->tmax;
   PetscEnum sch = (PetscEnum)opt->schedule;
 
@@ -416,15 +424,8 @@ PetscErrorCode DDOptimizerSetFromOptions(DDOptimizer opt)
   if (flg) PetscCall(DDOptimizerSetType(opt, type));
   PetscCall(PetscOptionsReal("-optimizer_lr", "Learning rate", "DDOptimizerSetLearningRate", lr, &lr, &flg));
   if (flg) PetscCall(DDOptimizerSetLearningRate(opt, lr));
-  PetscCall(PetscOptionsReal("-optimizer_momentum", "SGD momentum", "DDOptimizerSetMomentum", m, &m, NULL));
-  PetscCall(PetscOptionsBool("-optimizer_nesterov", "Nesterov momentum", "DDOptimizerSetMomentum", nest, &nest, NULL));
-  PetscCall(DDOptimizerSetMomentum(opt, m, nest));
   PetscCall(PetscOptionsReal("-optimizer_weight_decay", "Weight decay", "DDOptimizerSetWeightDecay", wd, &wd, NULL));
   PetscCall(DDOptimizerSetWeightDecay(opt, wd));
-  PetscCall(PetscOptionsReal("-optimizer_beta1", "Adam beta1", "DDOptimizerSetBetas", b1, &b1, NULL));
-  PetscCall(PetscOptionsReal("-optimizer_beta2", "Adam beta2", "DDOptimizerSetBetas", b2, &b2, NULL));
-  PetscCall(PetscOptionsReal("-optimizer_eps", "Adam epsilon", "DDOptimizerSetBetas", eps, &eps, NULL));
-  PetscCall(DDOptimizerSetBetas(opt, b1, b2, eps));
   PetscCall(PetscOptionsEnum("-optimizer_schedule", "Learning-rate schedule", "DDOptimizerSetSchedule", DDSchedules, sch, &sch, NULL));
   PetscCall(PetscOptionsInt("-optimizer_step_size", "Step schedule period (epochs)", "DDOptimizerSetSchedule", ss, &ss, NULL));
   PetscCall(PetscOptionsReal("-optimizer_gamma", "Step schedule factor", "DDOptimizerSetSchedule", g, &g, NULL));
@@ -438,6 +439,7 @@ PetscErrorCode DDOptimizerSetFromOptions(DDOptimizer opt)
   PetscCall(DDOptimizerSetSchedule(opt, schedule, schedule == DD_SCHEDULE_COSINE ? tm : ss, schedule == DD_SCHEDULE_COSINE ? em : g));
   PetscCall(PetscOptionsReal("-optimizer_clip_norm", "Gradient clipping (global 2-norm)", "DDOptimizerSetClipNorm", clip, &clip, NULL));
   PetscCall(DDOptimizerSetClipNorm(opt, clip));
+  if (opt->ops->setfromoptions) PetscCall((*opt->ops->setfromoptions)(opt, PetscOptionsObject));
   PetscOptionsEnd();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -469,16 +471,9 @@ PetscErrorCode DDOptimizerSetUp(DDOptimizer opt, PetscInt n, DDTensor params[], 
     PetscCall(PetscObjectReference((PetscObject)grads[i]));
     opt->params->push_back(params[i]);
     opt->grads->push_back(grads[i]);
-    std::vector<const char *> names;
-    if (opt->kind == OPT_SGD) names = {"momentum_buffer"};
-    else names = {"exp_avg", "exp_avg_sq"};
-    for (auto nm : names) {
-      DDTensor s;
-      PetscCall(DDTensorDuplicate(params[i], &s));
-      opt->state->push_back(s);
-      opt->statenames->push_back(nm);
-    }
   }
+  PetscCall((*opt->ops->setup)(opt));
+  PetscCheck(opt->state->size() == (size_t)opt->nstate * opt->params->size(), PetscObjectComm((PetscObject)opt), PETSC_ERR_PLIB, "Optimizer type %s made %zu state tensors for %zu parameters", ((PetscObject)opt)->type_name, opt->state->size(), opt->params->size());
   opt->step        = 0;
   opt->epoch       = 0;
   opt->setupcalled = PETSC_TRUE;
@@ -491,10 +486,8 @@ PetscErrorCode DDOptimizerSetUp(DDOptimizer opt, PetscInt n, DDTensor params[], 
   Collective
 
   Notes:
-  SGD: g += wd p; buf = m buf + g (buf = g at the first step); p -= lr (Nesterov: g + m buf, else buf).
-  Adam: g += wd p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr m^/(sqrt(v^) + eps) with
-  bias corrections. AdamW: p *= 1 - lr wd, then Adam without the coupled decay. With clipping,
-  the gradients are first scaled to the global norm bound.
+  With clipping, the gradients are first scaled to the global norm bound; then the type updates
+  the parameters (`DDOPTIMIZERSGD`, `DDOPTIMIZERADAM`, `DDOPTIMIZERADAMW` give the rules).
 
   Level: beginner
 
@@ -503,7 +496,6 @@ PetscErrorCode DDOptimizerSetUp(DDOptimizer opt, PetscInt n, DDTensor params[], 
 PetscErrorCode DDOptimizerStep(DDOptimizer opt)
 {
   PetscReal lr;
-  size_t    ns;
 
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
@@ -522,41 +514,8 @@ PetscErrorCode DDOptimizerStep(DDOptimizer opt)
   }
   opt->step++;
   PetscCall(DDOptimizerGetLearningRate(opt, &lr));
-  ns = opt->kind == OPT_SGD ? 1 : 2;
-  const double m = opt->momentum, wd = opt->weight_decay, b1 = opt->beta1, b2 = opt->beta2, eps = opt->eps;
-  const double bc1 = 1 - std::pow(b1, (double)opt->step), bc2 = 1 - std::pow(b2, (double)opt->step);
-  const bool   first = opt->step == 1;
-  for (size_t i = 0; i < opt->params->size(); i++) {
-    DDTensor p = (*opt->params)[i], g = (*opt->grads)[i], s0 = (*opt->state)[ns * i], s1 = ns > 1 ? (*opt->state)[ns * i + 1] : NULL;
-    PetscCall(DispatchType(p->dtype, [&](auto z) -> PetscErrorCode {
-      using T = decltype(z);
-      T *pa = (T *)p->array, *ga = (T *)g->array, *a0 = (T *)s0->array, *a1 = s1 ? (T *)s1->array : nullptr;
-      ForEachBulkRun(p->layout, [&](PetscInt off, PetscInt len) {
-        for (PetscInt j = off; j < off + len; j++) {
-          double gj = ga[j], pj = pa[j];
-          if (opt->kind == OPT_SGD) {
-            gj += wd * pj;
-            double buf = gj;
-            if (m > 0) {
-              buf   = first ? gj : m * a0[j] + gj;
-              a0[j] = (T)buf;
-              if (opt->nesterov) buf = gj + m * buf;
-            }
-            pa[j] = (T)(pj - lr * buf);
-          } else {
-            if (opt->kind == OPT_ADAM) gj += wd * pj;
-            else pj *= 1 - lr * wd;
-            double mj = b1 * a0[j] + (1 - b1) * gj, vj = b2 * a1[j] + (1 - b2) * gj * gj;
-            a0[j]     = (T)mj;
-            a1[j]     = (T)vj;
-            pa[j]     = (T)(pj - lr * (mj / bc1) / (std::sqrt(vj / bc2) + eps));
-          }
-        }
-      });
-      return PETSC_SUCCESS;
-    }));
-    PetscCall(PetscObjectStateIncrease((PetscObject)p));
-  }
+  PetscCall((*opt->ops->step)(opt, lr));
+  for (auto p : *opt->params) PetscCall(PetscObjectStateIncrease((PetscObject)p));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -655,6 +614,51 @@ PetscErrorCode DDOptimizerGetLastGradientNorm(DDOptimizer opt, PetscReal *nrm)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*@
+  DDOptimizerCheckState - Checks the state tensors after they were overwritten (by `DDCheckpointLoad()`)
+
+  Collective
+
+  Notes:
+  The type checks what its update needs (finite moments, a non-negative second moment for Adam)
+  and raises the same error on every rank, naming the parameter, when the state is unusable.
+
+  Level: developer
+
+.seealso: `DDOptimizerGetState()`, `DDCheckpointLoad()`
+@*/
+PetscErrorCode DDOptimizerCheckState(DDOptimizer opt)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
+  PetscCheck(opt->setupcalled, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_WRONGSTATE, "Call DDOptimizerSetUp() first");
+  if (opt->ops->checkstate) PetscCall((*opt->ops->checkstate)(opt));
+  for (auto s : *opt->state) PetscCall(PetscObjectStateIncrease((PetscObject)s));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode DDOptimizerAddState_Private(DDOptimizer opt, PetscInt i, const char name[])
+{
+  DDTensor s;
+
+  PetscFunctionBegin;
+  PetscCheck(i >= 0 && i < (PetscInt)opt->params->size(), PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Parameter %" PetscInt_FMT " of %zu", i, opt->params->size());
+  PetscCheck(opt->nstate > 0 && opt->state->size() >= (size_t)opt->nstate * i && opt->state->size() < (size_t)opt->nstate * (i + 1), PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "Set nstate, then add the %" PetscInt_FMT " state tensors of each parameter in order", opt->nstate);
+  PetscCall(DDTensorDuplicate((*opt->params)[i], &s));
+  PetscCall(DDTensorZeroEntries(s));
+  opt->state->push_back(s);
+  opt->statenames->push_back(name);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode DDOptimizerGetParameterState_Private(DDOptimizer opt, PetscInt i, PetscInt k, DDTensor *s)
+{
+  PetscFunctionBegin;
+  PetscCheck(k >= 0 && k < opt->nstate && (size_t)(opt->nstate * i + k) < opt->state->size(), PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "No state tensor %" PetscInt_FMT " of parameter %" PetscInt_FMT, k, i);
+  *s = (*opt->state)[opt->nstate * i + k];
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@C
   DDOptimizerView - Prints the optimizer's settings
 
@@ -675,7 +679,8 @@ PetscErrorCode DDOptimizerView(DDOptimizer opt, PetscViewer viewer)
   if (!iascii) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(PetscObjectPrintClassNamePrefixType((PetscObject)opt, viewer));
   PetscCall(PetscViewerASCIIPushTab(viewer));
-  PetscCall(PetscViewerASCIIPrintf(viewer, "lr %g (%s schedule), weight decay %g, momentum %g%s, clip norm %g, %" PetscInt_FMT " steps\n", (double)opt->lr, DDSchedules[opt->schedule], (double)opt->weight_decay, (double)opt->momentum, opt->nesterov ? " (Nesterov)" : "", (double)opt->clip, opt->step));
+  PetscCall(PetscViewerASCIIPrintf(viewer, "lr %g (%s schedule), weight decay %g, clip norm %g, %" PetscInt_FMT " steps\n", (double)opt->lr, DDSchedules[opt->schedule], (double)opt->weight_decay, (double)opt->clip, opt->step));
+  if (opt->ops->view) PetscCall((*opt->ops->view)(opt, viewer));
   PetscCall(PetscViewerASCIIPopTab(viewer));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -699,6 +704,7 @@ PetscErrorCode DDOptimizerDestroy(DDOptimizer *opt)
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscCall(DDOptimizerReset(*opt));
+  if ((*opt)->ops->destroy) PetscCall((*(*opt)->ops->destroy)(*opt));
   delete (*opt)->params;
   delete (*opt)->grads;
   delete (*opt)->state;

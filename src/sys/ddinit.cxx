@@ -24,7 +24,11 @@ const char *const DDTensorFormats[] = {"plain", "channels_last", "blocked", "DDT
 PetscErrorCode DDFinalizePackage(void)
 {
   PetscFunctionBegin;
-  for (auto fin : DDModuleFinalizers()) PetscCall(fin());
+  /* the modules, in the reverse order of DDInitializePackage() */
+  PetscCall(DDNetTrainResetStages_Private());
+  PetscCall(DDOptimizerFinalizePackage());
+  PetscCall(DDLayerFinalizePackage());
+  PetscCall(DDPrimitiveFinalizePackage());
   DDPackageInitialized = PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -35,6 +39,10 @@ PetscErrorCode DDFinalizePackage(void)
   Notes:
   Called by `DDInitialize()` and, lazily, by every `DDxxxCreate()`, so that a PETSc program
   may use ddnn objects after a plain `PetscInitialize()`, the way SLEPc does.
+
+  Registers the built-in types with `DDPrimitiveRegisterAll()`, `DDLayerRegisterAll()` and
+  `DDOptimizerRegisterAll()` (explicit lists, as PETSc's `KSPRegisterAll()`: no static
+  initializers, so a statically linked program keeps every type).
 
   Level: developer
 
@@ -50,8 +58,42 @@ PetscErrorCode DDInitializePackage(void)
   PetscCall(PetscLogEventRegister("DDTensorSetUp", DD_TENSOR_CLASSID, &DD_TensorSetUp));
   PetscCall(PetscLogEventRegister("DDTensorScatter", DD_TENSOR_CLASSID, &DD_TensorScatter));
   PetscCall(PetscLogEventRegister("DDTensorGather", DD_TENSOR_CLASSID, &DD_TensorGather));
-  for (auto init : DDModuleInitializers()) PetscCall(init());
+  PetscCall(DDPrimitiveInitializePackage());
+  PetscCall(DDLayerInitializePackage());
+  PetscCall(DDNetInitializePackage());
+  PetscCall(DDOptimizerInitializePackage());
+  PetscCall(DDDatasetInitializePackage());
+  PetscCall(DDNetTrainResetStages_Private());
   PetscCall(PetscRegisterFinalize(DDFinalizePackage));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  DDFunctionListKnownTypes_Private - The names in a type list, comma separated, for error messages
+  ("conv, pool, ..."); truncated with "..." to fit len.
+*/
+PetscErrorCode DDFunctionListKnownTypes_Private(PetscFunctionList list, char buf[], size_t len)
+{
+  const char **names = NULL;
+  int          n     = 0;
+
+  PetscFunctionBegin;
+  PetscCheck(len > 4, PETSC_COMM_SELF, PETSC_ERR_ARG_SIZ, "Buffer too short");
+  buf[0] = 0;
+  PetscCall(PetscFunctionListGet(list, &names, &n)); /* NULL-terminated (n counts the NULL) */
+  for (int i = 0; i < n && names[i]; i++) {
+    size_t have, add;
+    PetscCall(PetscStrlen(buf, &have));
+    PetscCall(PetscStrlen(names[i], &add));
+    if (have + add + 2 + 4 >= len) {
+      PetscCall(PetscStrlcat(buf, "...", len));
+      break;
+    }
+    if (i) PetscCall(PetscStrlcat(buf, ", ", len));
+    PetscCall(PetscStrlcat(buf, names[i], len));
+  }
+  if (!buf[0]) PetscCall(PetscStrncpy(buf, "none", len));
+  PetscCall(PetscFree(names));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -1,17 +1,17 @@
-/* Internal (C++) plumbing of the package: module registration. */
+/* Internal plumbing of the package: the per-module package initializers that DDInitializePackage()
+   calls in order (class ids, events, and the modules' ...RegisterAll() type lists), and the
+   finalizers that DDFinalizePackage() calls in reverse order. No static initializers: a type list
+   is an explicit function call, so nothing is lost when the library is linked statically. */
 #pragma once
-#include <vector>
 #include <petscsys.h>
 
-using DDModuleHook = PetscErrorCode (*)(void);
-std::vector<DDModuleHook> &DDModuleInitializers();
-std::vector<DDModuleHook> &DDModuleFinalizers();
-
-/* Registers a module's package initializer (class ids, events, types) at load time. */
-struct DDModuleRegistrar {
-  DDModuleRegistrar(DDModuleHook init, DDModuleHook fin = nullptr)
-  {
-    DDModuleInitializers().push_back(init);
-    if (fin) DDModuleFinalizers().push_back(fin);
-  }
-};
+PETSC_INTERN PetscErrorCode DDPrimitiveInitializePackage(void);
+PETSC_INTERN PetscErrorCode DDPrimitiveFinalizePackage(void);
+PETSC_INTERN PetscErrorCode DDLayerInitializePackage(void);
+PETSC_INTERN PetscErrorCode DDLayerFinalizePackage(void);
+PETSC_INTERN PetscErrorCode DDNetInitializePackage(void);
+PETSC_INTERN PetscErrorCode DDOptimizerInitializePackage(void);
+PETSC_INTERN PetscErrorCode DDOptimizerFinalizePackage(void);
+PETSC_INTERN PetscErrorCode DDDatasetInitializePackage(void);
+PETSC_INTERN PetscErrorCode DDNetTrainResetStages_Private(void);
+PETSC_INTERN PetscErrorCode DDFunctionListKnownTypes_Private(PetscFunctionList, char[], size_t);

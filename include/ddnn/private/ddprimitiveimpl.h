@@ -30,5 +30,4 @@ struct _p_DDPrimitive {
   Mat           mat;
 };
 
-PETSC_EXTERN PetscErrorCode DDPrimitiveRegisterAll(void);
 PETSC_EXTERN PetscErrorCode DDPrimitiveGetEvents_Private(const char[], PetscLogEvent *, PetscLogEvent *);

@@ -13,6 +13,7 @@ using namespace ddnn;
 
 PetscClassId      DD_LAYER_CLASSID;
 PetscFunctionList DDLayerList = NULL;
+static PetscBool  DDLayerRegisterAllCalled = PETSC_FALSE;
 const char *const DDInitTypes[] = {"default", "kaiming_uniform", "kaiming_normal", "xavier_uniform", "xavier_normal", "uniform", "zeros", "DDInitType", "DD_INIT_", nullptr};
 const char *const DDPoolTypes[] = {"max", "avg", "DDPoolType", "DD_POOL_", nullptr};
 const char *const DDActivationTypes[] = {"relu", "leakyrelu", "tanh", "sigmoid", "gelu", "identity", "DDActivationType", "DD_ACT_", nullptr};
@@ -26,23 +27,23 @@ static std::map<std::string, std::pair<PetscLogEvent, PetscLogEvent>> &LayerEven
   return m;
 }
 
-static PetscErrorCode DDLayerInitializePackage(void)
+PetscErrorCode DDLayerInitializePackage(void)
 {
   PetscFunctionBegin;
   PetscCall(PetscClassIdRegister("DD Layer", &DD_LAYER_CLASSID));
   LayerEvents().clear();
+  PetscCall(DDLayerRegisterAll());
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode DDLayerFinalizePackage(void)
+PetscErrorCode DDLayerFinalizePackage(void)
 {
   PetscFunctionBegin;
   PetscCall(PetscFunctionListDestroy(&DDLayerList));
+  DDLayerRegisterAllCalled = PETSC_FALSE;
   LayerEvents().clear();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
-
-static DDModuleRegistrar registrar(DDLayerInitializePackage, DDLayerFinalizePackage);
 
 static PetscErrorCode DDLayerGetEvents(const char type[], PetscLogEvent *fwd, PetscLogEvent *bwd)
 {
@@ -74,17 +75,69 @@ static PetscErrorCode DDLayerGetEvents(const char type[], PetscLogEvent *fwd, Pe
 - function - the constructor that fills the ops table and data of a new layer
 
   Notes:
-  Built-in types register themselves when the package initializes.
+  The built-in types are registered by `DDLayerRegisterAll()` when the package initializes.
+  Registering a name again replaces its constructor.
 
   Level: advanced
 
-.seealso: `DDLayerSetType()`
+.seealso: `DDLayerSetType()`, `DDLayerRegisterAll()`
 @*/
 PetscErrorCode DDLayerRegister(const char name[], PetscErrorCode (*function)(DDLayer))
 {
   PetscFunctionBegin;
   PetscCall(DDInitializePackage());
   PetscCall(PetscFunctionListAdd(&DDLayerList, name, function));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Activation(DDLayer);
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Add(DDLayer);
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Affine(DDLayer);
+PETSC_EXTERN PetscErrorCode DDLayerCreate_BatchNorm(DDLayer);
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Concat(DDLayer);
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Conv(DDLayer);
+PETSC_EXTERN PetscErrorCode DDLayerCreate_ConvTranspose(DDLayer);
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Dropout(DDLayer);
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Flatten(DDLayer);
+PETSC_EXTERN PetscErrorCode DDLayerCreate_GroupNorm(DDLayer);
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Loss(DDLayer);
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Pool(DDLayer);
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Repartition(DDLayer);
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Upsample(DDLayer);
+
+/*@C
+  DDLayerRegisterAll - Registers the built-in layer types
+
+  Not collective
+
+  Notes:
+  Called by `DDInitializePackage()`; calling it again does nothing (it does not replace a
+  constructor the user registered under a built-in name). Types of the user are added with
+  `DDLayerRegister()`.
+
+  Level: developer
+
+.seealso: `DDLayerRegister()`, `DDLayerSetType()`
+@*/
+PetscErrorCode DDLayerRegisterAll(void)
+{
+  PetscFunctionBegin;
+  if (DDLayerRegisterAllCalled) PetscFunctionReturn(PETSC_SUCCESS);
+  DDLayerRegisterAllCalled = PETSC_TRUE;
+  PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERCONV, DDLayerCreate_Conv));
+  PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERCONVTRANSPOSE, DDLayerCreate_ConvTranspose));
+  PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERPOOL, DDLayerCreate_Pool));
+  PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERAFFINE, DDLayerCreate_Affine));
+  PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERACTIVATION, DDLayerCreate_Activation));
+  PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERBATCHNORM, DDLayerCreate_BatchNorm));
+  PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERGROUPNORM, DDLayerCreate_GroupNorm));
+  PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERDROPOUT, DDLayerCreate_Dropout));
+  PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERUPSAMPLE, DDLayerCreate_Upsample));
+  PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERFLATTEN, DDLayerCreate_Flatten));
+  PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERREPARTITION, DDLayerCreate_Repartition));
+  PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERADD, DDLayerCreate_Add));
+  PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERCONCAT, DDLayerCreate_Concat));
+  PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERLOSS, DDLayerCreate_Loss));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -181,7 +234,11 @@ PetscErrorCode DDLayerSetType(DDLayer layer, DDLayerType type)
   PetscCall(PetscObjectTypeCompare((PetscObject)layer, type, &match));
   if (match) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(PetscFunctionListFind(DDLayerList, type, &create));
-  PetscCheck(create, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_UNKNOWN_TYPE, "Unknown layer type \"%s\"%s%s", type, ((PetscObject)layer)->prefix ? " for the layer with prefix " : "", ((PetscObject)layer)->prefix ? ((PetscObject)layer)->prefix : "");
+  if (!create) {
+    char known[1024];
+    PetscCall(DDFunctionListKnownTypes_Private(DDLayerList, known, sizeof(known)));
+    SETERRQ(PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_UNKNOWN_TYPE, "Unknown layer type \"%s\"%s%s (known types: %s)", type, ((PetscObject)layer)->prefix ? " for the layer with prefix " : "", ((PetscObject)layer)->prefix ? ((PetscObject)layer)->prefix : "", known);
+  }
   PetscCall(DDLayerReset(layer));
   if (layer->ops->destroy) PetscCall((*layer->ops->destroy)(layer));
   PetscCall(PetscMemzero(layer->ops, sizeof(struct _DDLayerOps)));

@@ -22,7 +22,7 @@ static std::map<std::string, std::pair<PetscLogEvent, PetscLogEvent>> &Primitive
   return m;
 }
 
-static PetscErrorCode DDPrimitiveInitializePackage(void)
+PetscErrorCode DDPrimitiveInitializePackage(void)
 {
   PetscFunctionBegin;
   PetscCall(PetscClassIdRegister("DD Primitive", &DD_PRIMITIVE_CLASSID));
@@ -32,7 +32,7 @@ static PetscErrorCode DDPrimitiveInitializePackage(void)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode DDPrimitiveFinalizePackage(void)
+PetscErrorCode DDPrimitiveFinalizePackage(void)
 {
   PetscFunctionBegin;
   PetscCall(PetscFunctionListDestroy(&DDPrimitiveList));
@@ -40,8 +40,6 @@ static PetscErrorCode DDPrimitiveFinalizePackage(void)
   PrimitiveEvents().clear();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
-
-static DDModuleRegistrar registrar(DDPrimitiveInitializePackage, DDPrimitiveFinalizePackage);
 
 /* One forward and one adjoint log event per primitive type: -log_view shows where time goes */
 PetscErrorCode DDPrimitiveGetEvents_Private(const char type[], PetscLogEvent *fwd, PetscLogEvent *adj)
@@ -92,7 +90,14 @@ PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_Halo(DDPrimitive);
 PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_Scatter(DDPrimitive);
 
 /*@C
-  DDPrimitiveRegisterAll - Registers the built-in primitive types
+  DDPrimitiveRegisterAll - Registers the built-in primitive types (broadcast, sumreduce,
+  allsumreduce, repartition, halo)
+
+  Not collective
+
+  Notes:
+  Called by `DDInitializePackage()`; calling it again does nothing. Types of the user are added
+  with `DDPrimitiveRegister()`.
 
   Level: developer
 
@@ -179,7 +184,11 @@ PetscErrorCode DDPrimitiveSetType(DDPrimitive prim, DDPrimitiveType type)
   PetscCall(PetscObjectTypeCompare((PetscObject)prim, type, &match));
   if (match) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(PetscFunctionListFind(DDPrimitiveList, type, &create));
-  PetscCheck(create, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_UNKNOWN_TYPE, "Unknown primitive type \"%s\" (known: broadcast, sumreduce, allsumreduce, repartition, halo, or registered ones)", type);
+  if (!create) {
+    char known[1024];
+    PetscCall(DDFunctionListKnownTypes_Private(DDPrimitiveList, known, sizeof(known)));
+    SETERRQ(PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_UNKNOWN_TYPE, "Unknown primitive type \"%s\" (known types: %s)", type, known);
+  }
   PetscCall(DDPrimitiveReset(prim));
   if (prim->ops->destroy) PetscCall((*prim->ops->destroy)(prim));
   PetscCall(PetscMemzero(prim->ops, sizeof(struct _DDPrimitiveOps)));

@@ -6,7 +6,6 @@
 */
 #include <layer/impls/common/layerutil.hpp>
 #include <ddnn/private/ddbackendimpl.h>
-#include <sys/ddsysimpl.h>
 
 using namespace ddnn;
 
@@ -204,8 +203,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Activation(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterActivation(void)
-{
-  return DDLayerRegister(DDLAYERACTIVATION, DDLayerCreate_Activation);
-}
-static DDModuleRegistrar activation_registrar(RegisterActivation);

@@ -8,7 +8,6 @@
   halos and storage formats may differ. The output is halo-free in input 0's format.
 */
 #include <ddnn/private/ddlayerimpl.h>
-#include <sys/ddsysimpl.h>
 #include <vector>
 
 static PetscErrorCode Add_SetUp(DDLayer l, PetscInt n, DDTensor xs[])
@@ -89,8 +88,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Add(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterAdd(void)
-{
-  return DDLayerRegister(DDLAYERADD, DDLayerCreate_Add);
-}
-static DDModuleRegistrar add_registrar(RegisterAdd);

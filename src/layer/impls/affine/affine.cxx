@@ -25,7 +25,6 @@
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <backend/kernels.hpp>
-#include <sys/ddsysimpl.h>
 #include <vector>
 
 using namespace ddnn;
@@ -571,8 +570,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Affine(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterAffine(void)
-{
-  return DDLayerRegister(DDLAYERAFFINE, DDLayerCreate_Affine);
-}
-static DDModuleRegistrar affine_registrar(RegisterAffine);

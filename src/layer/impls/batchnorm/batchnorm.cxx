@@ -20,7 +20,6 @@
   A channel split needs no communication for the statistics.
 */
 #include <layer/impls/batchnorm/normcommon.hpp>
-#include <sys/ddsysimpl.h>
 #include <cmath>
 
 using namespace ddnn;
@@ -476,8 +475,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_BatchNorm(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterBatchNorm(void)
-{
-  return DDLayerRegister(DDLAYERBATCHNORM, DDLayerCreate_BatchNorm);
-}
-static DDModuleRegistrar batchnorm_registrar(RegisterBatchNorm);

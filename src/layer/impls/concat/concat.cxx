@@ -14,7 +14,6 @@
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <tensor/layout.hpp>
-#include <sys/ddsysimpl.h>
 #include <vector>
 #include <algorithm>
 
@@ -283,8 +282,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Concat(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterConcat(void)
-{
-  return DDLayerRegister(DDLAYERCONCAT, DDLayerCreate_Concat);
-}
-static DDModuleRegistrar concat_registrar(RegisterConcat);

@@ -20,7 +20,6 @@
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <layer/impls/conv/convutil.hpp>
-#include <sys/ddsysimpl.h>
 #include <vector>
 #include <memory>
 
@@ -823,8 +822,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Conv(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterConv(void)
-{
-  return DDLayerRegister(DDLAYERCONV, DDLayerCreate_Conv);
-}
-static DDModuleRegistrar conv_registrar(RegisterConv);

@@ -43,7 +43,6 @@
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <layer/impls/conv/convutil.hpp>
-#include <sys/ddsysimpl.h>
 #include <vector>
 #include <memory>
 
@@ -615,8 +614,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_ConvTranspose(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterConvTranspose(void)
-{
-  return DDLayerRegister(DDLAYERCONVTRANSPOSE, DDLayerCreate_ConvTranspose);
-}
-static DDModuleRegistrar convtranspose_registrar(RegisterConvTranspose);

@@ -8,7 +8,6 @@
   the mask of the last Forward (nothing is stored). In evaluation mode the layer is the identity.
 */
 #include <layer/impls/common/layerutil.hpp>
-#include <sys/ddsysimpl.h>
 #include <cstdlib>
 #include <cerrno>
 
@@ -276,8 +275,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Dropout(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterDropout(void)
-{
-  return DDLayerRegister(DDLAYERDROPOUT, DDLayerCreate_Dropout);
-}
-static DDModuleRegistrar dropout_registrar(RegisterDropout);

@@ -14,7 +14,6 @@
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
-#include <sys/ddsysimpl.h>
 #include <vector>
 
 using namespace ddnn;
@@ -218,8 +217,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Flatten(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterFlatten(void)
-{
-  return DDLayerRegister(DDLAYERFLATTEN, DDLayerCreate_Flatten);
-}
-static DDModuleRegistrar flatten_registrar(RegisterFlatten);

@@ -16,7 +16,6 @@
   The per-channel weight and bias live and move as in DDLAYERBATCHNORM (normcommon.hpp).
 */
 #include <layer/impls/batchnorm/normcommon.hpp>
-#include <sys/ddsysimpl.h>
 #include <cmath>
 
 using namespace ddnn;
@@ -381,8 +380,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_GroupNorm(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterGroupNorm(void)
-{
-  return DDLayerRegister(DDLAYERGROUPNORM, DDLayerCreate_GroupNorm);
-}
-static DDModuleRegistrar groupnorm_registrar(RegisterGroupNorm);

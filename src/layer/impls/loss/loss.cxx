@@ -10,7 +10,6 @@
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <tensor/layout.hpp>
-#include <sys/ddsysimpl.h>
 #include <vector>
 #include <cmath>
 
@@ -432,8 +431,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Loss(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterLoss(void)
-{
-  return DDLayerRegister(DDLAYERLOSS, DDLayerCreate_Loss);
-}
-static DDModuleRegistrar loss_registrar(RegisterLoss);

@@ -22,7 +22,6 @@
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <ddnn/private/ddbackendimpl.h>
-#include <sys/ddsysimpl.h>
 #include <vector>
 #include <memory>
 #include <string>
@@ -588,8 +587,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Pool(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterPool(void)
-{
-  return DDLayerRegister(DDLAYERPOOL, DDLayerCreate_Pool);
-}
-static DDModuleRegistrar pool_registrar(RegisterPool);

@@ -9,7 +9,6 @@
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
-#include <sys/ddsysimpl.h>
 #include <vector>
 
 using namespace ddnn;
@@ -251,8 +250,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Repartition(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterRepartition(void)
-{
-  return DDLayerRegister(DDLAYERREPARTITION, DDLayerCreate_Repartition);
-}
-static DDModuleRegistrar repartition_registrar(RegisterRepartition);

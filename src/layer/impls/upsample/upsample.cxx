@@ -24,7 +24,6 @@
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <backend/kernels.hpp>
-#include <sys/ddsysimpl.h>
 #include <vector>
 #include <cmath>
 #include <algorithm>
@@ -432,8 +431,3 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Upsample(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode RegisterUpsample(void)
-{
-  return DDLayerRegister(DDLAYERUPSAMPLE, DDLayerCreate_Upsample);
-}
-static DDModuleRegistrar upsample_registrar(RegisterUpsample);

@@ -1,0 +1,30 @@
+/* ddnn/private/dddatasetimpl.h - the DDDataset class struct (C++), for implementers of readers. */
+#pragma once
+#include <ddnn/private/ddimpl.h>
+#include <dddataset.h>
+#include <hdf5.h>
+#include <string>
+#include <vector>
+
+namespace ddnn
+{
+/* the file, the fields read, and the (shuffled) order of the samples */
+struct DatasetImpl {
+  std::string                        file;
+  std::vector<std::string>           fields;
+  std::vector<std::vector<PetscInt>> shapes; /* per field: (S, sample...) */
+  PetscInt                           first = 0, count = -1, S = 0;
+  std::vector<PetscInt>              order;  /* sample indices (relative to first), shuffled */
+  hid_t                              fid = -1;
+};
+} // namespace ddnn
+
+struct _DDDatasetOps {
+  int dummy; /* one reader (HDF5) for now */
+};
+
+struct _p_DDDataset {
+  PETSCHEADER(struct _DDDatasetOps);
+  ddnn::DatasetImpl *impl;
+  PetscBool          setupcalled;
+};

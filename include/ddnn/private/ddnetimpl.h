@@ -1,0 +1,43 @@
+/* ddnn/private/ddnetimpl.h - the DDNet class struct (C++), for implementers working on networks. */
+#pragma once
+#include <ddnn/private/ddlayerimpl.h>
+#include <ddnet.h>
+#include <string>
+#include <vector>
+
+namespace ddnn
+{
+/* one layer of the graph */
+struct NetNode {
+  std::string      name;
+  DDLayer          layer = NULL;
+  std::vector<int> inputs;   /* >= 0: node index; < 0: net input -1-k */
+  DDTensor         dy = NULL; /* gradient of the node's output */
+  int              consumers = 0;
+};
+
+/* the graph, evaluated in insertion order */
+struct NetImpl {
+  std::vector<std::string> innames;
+  std::vector<NetNode>     nodes;
+  int                      output = -1;
+  std::string              outname;
+  std::vector<DDTensor>    inputs;  /* references to the tensors of the last set-up/forward */
+  std::vector<DDTensor>    ingrads; /* gradients of the net inputs (made on request) */
+  std::vector<bool>        wantgrad;
+  std::vector<DDTensor>    params, grads;
+  std::vector<std::string> pnames;
+  std::vector<DDTensor>    scratch; /* per node: a buffer for one consumer's contribution */
+  bool                     forwarddone = false;
+};
+} // namespace ddnn
+
+struct _DDNetOps {
+  int dummy; /* a network has no types (yet): its behaviour is the graph of its layers */
+};
+
+struct _p_DDNet {
+  PETSCHEADER(struct _DDNetOps);
+  ddnn::NetImpl *impl;
+  PetscBool      setupcalled;
+};
