@@ -24,7 +24,8 @@
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
-#include <backend/kernels.hpp>
+#include <ddnn/private/ddbackendimpl.h>
+#include <tensor/layout.hpp>
 #include <vector>
 
 using namespace ddnn;
@@ -212,7 +213,7 @@ static T *MatOf(DDTensor t, PetscInt *ld)
   const PetscInt  r = L.order - 2, c = L.order - 1;
   *ld               = r >= 0 ? L.stride[r] : 1;
   if (r < 0 || L.n[r] <= 1 || *ld < 1) *ld = PetscMax(1, L.n[c]);
-  return (T *)t->array + LayoutOffset(L, L.lo);
+  return HostArray<T>(t) + LayoutOffset(L, L.lo);
 }
 
 static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
@@ -402,10 +403,10 @@ static PetscErrorCode Affine_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDT
   if (a->worker) {
     PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
       using T = decltype(z);
-      PetscInt ldx, ldw, ldy;
-      const T *xp = MatOf<T>(xu, &ldx), *wp = MatOf<T>(a->wh, &ldw);
+      PetscInt ldx, ldw, ldy, ldb;
+      const T *xp = MatOf<const T>(xu, &ldx), *wp = MatOf<const T>(a->wh, &ldw);
       T       *yp = MatOf<T>(yt, &ldy);
-      const T *bp = a->biasworker ? (const T *)a->bh->array + LayoutOffset(a->bh->layout, a->bh->layout.lo) : nullptr;
+      const T *bp = a->biasworker ? MatOf<const T>(a->bh, &ldb) : nullptr;
       DDBackend which;
       decltype(KernelTable<T>::affinefwd) fn;
       PetscCall(DDBackendFind<T>(a->kb, &KernelTable<T>::affinefwd, DD_KERNEL_GEMM, &fn, &which));
@@ -457,10 +458,10 @@ static PetscErrorCode Affine_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTe
   if (a->worker) {
     PetscCall(DispatchType(dyt->dtype, [&](auto z) -> PetscErrorCode {
       using T = decltype(z);
-      PetscInt ldx, ldy, ldw;
-      const T *xp = MatOf<T>(xu, &ldx), *yp = MatOf<T>(dyt, &ldy);
+      PetscInt ldx, ldy, ldw, ldb;
+      const T *xp = MatOf<const T>(xu, &ldx), *yp = MatOf<const T>(dyt, &ldy);
       T       *wp = MatOf<T>(dwt, &ldw);
-      T       *bp = a->biasworker ? (T *)dbt->array + LayoutOffset(dbt->layout, dbt->layout.lo) : nullptr;
+      T       *bp = a->biasworker ? MatOf<T>(dbt, &ldb) : nullptr;
       DDBackend which;
       decltype(KernelTable<T>::affinebwdweights) fn;
       PetscCall(DDBackendFind<T>(a->kb, &KernelTable<T>::affinebwdweights, DD_KERNEL_GEMM, &fn, &which));

@@ -28,8 +28,7 @@ using namespace ddnn;
 namespace
 {
 struct Conv : ConvDistribution {
-  /* hyper-parameters */
-  PetscInt      co = 0;
+  /* hyper-parameters (co and bias are the distribution's) */
   SpatialParam  kernel, stride, padding, dilation;
   DDPaddingMode padmode = DD_PADDING_ZEROS;
   PetscInt      pco     = 1;
@@ -417,19 +416,14 @@ static PetscErrorCode Conv_Destroy(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
+/* Hyper-parameters against the input: k, s, p, d per spatial dimension and the output extents So */
+static PetscErrorCode Conv_ResolveGeometry(DDLayer l, Conv *c, DDTensor x, PetscInt k[3], PetscInt s[3], PetscInt p[3], PetscInt d[3])
 {
-  Conv       *c    = (Conv *)l->data;
-  DDTensor    x    = xs[0];
   MPI_Comm    comm = PetscObjectComm((PetscObject)l);
-  DDPartition Px   = x->part;
-  PetscMPIInt size;
   const char *prefix;
-  PetscInt    k[3], s[3], p[3], d[3];
 
   PetscFunctionBegin;
   PetscCall(PetscObjectGetOptionsPrefix((PetscObject)l, &prefix));
-  PetscCallMPI(MPI_Comm_size(comm, &size));
   PetscCheck(x->order >= 3 && x->order <= 5, comm, PETSC_ERR_ARG_INCOMP, "A convolution takes N x C x spatial tensors with 1 to 3 spatial dimensions; the input has order %" PetscInt_FMT, x->order);
   const PetscInt D = x->order - 2;
   c->D             = D;
@@ -444,175 +438,132 @@ static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     PetscCheck(n + 2 * p[j] >= ext, comm, PETSC_ERR_ARG_SIZ, "Kernel of extent %" PetscInt_FMT " is larger than the padded input (%" PetscInt_FMT " + 2 x %" PetscInt_FMT ") along spatial dimension %" PetscInt_FMT " (-%s%s)", ext, n, p[j], j - (3 - D), prefix ? prefix : "", c->kernel.opt);
     c->So[j] = (n + 2 * p[j] - ext) / s[j] + 1;
   }
-  /* the partitions */
-  c->Pn  = Px->shape[0];
-  c->Pci = Px->shape[1];
-  c->Pss = 1;
-  for (PetscInt j = 0; j < D; j++) {
-    c->Ps[j] = Px->shape[2 + j];
-    c->Pss *= c->Ps[j];
-  }
-  const PetscInt Pco = c->pco, Pn = c->Pn, Pci = c->Pci, Pss = c->Pss, W = Pco * Pn * Pci * Pss;
-  PetscCheck(W <= size, comm, PETSC_ERR_ARG_SIZ, "The convolution's work partition needs %" PetscInt_FMT " ranks (Pco %" PetscInt_FMT " x Pn %" PetscInt_FMT " x Pci %" PetscInt_FMT " x spatial %" PetscInt_FMT ") but the communicator has %d", W, Pco, Pn, Pci, Pss, size);
-  c->bcastX  = Pco > 1;
-  c->reduceY = Pci > 1;
-  c->bcastW  = Pn * Pss > 1;
-  /* ranks of the workers (co, n, ci, s): co = 0 are x's workers, the others the lowest free ranks */
-  std::vector<PetscMPIInt> wr;
-  PetscCall(ReplicaRanks(comm, Px, Pco, "convolution", wr));
-  auto rank = [&](PetscInt co, PetscInt n, PetscInt ci, PetscInt sl) { return wr[((co * Pn + n) * Pci + ci) * Pss + sl]; };
-  std::vector<PetscInt> ps(c->Ps, c->Ps + D);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
 
-  /* formats the kernels want */
-  DDTensorFormat xf, yf;
-  PetscInt       xbs, ybs;
-  PetscCall(ConvKernelFormats(l, x, D, k, s, d, x->shape[1] / Pci, c->co / Pco, false, &xf, &xbs, &yf, &ybs, &c->kb));
-  /* x^: the broadcast input, or x itself, or x in the kernel's format */
-  c->xdirect = false;
-  if (c->bcastX) {
-    std::vector<PetscMPIInt> r(wr);
-    PetscCall(MakePartition(comm, Cat({Pco, Pn, Pci}, ps), r, &c->Pwx));
-    PetscCall(DDTensorCreateBroadcast(x, c->Pwx, &c->xh));
-    PetscCall(DDTensorSetBlockSize(c->xh, xbs));
-    PetscCall(DDTensorSetFormat(c->xh, xf));
-    c->lead = 1;
-  } else if (x->format == xf && (xf != DD_FORMAT_BLOCKED || x->bs == xbs)) {
-    PetscCall(PetscObjectReference((PetscObject)x));
-    c->xh      = x;
-    c->xdirect = true;
-    c->lead    = 0;
-  } else {
-    PetscCall(DDTensorDuplicate(x, &c->xh));
-    PetscCall(DDTensorSetBlockSize(c->xh, xbs));
-    PetscCall(DDTensorSetFormat(c->xh, xf));
-    c->lead = 0;
-  }
-  const PetscInt lead = c->lead;
-  /* the halo exchange of x^ (App. B: windows from the output's balanced decomposition) */
+/* The halo exchange of x^ (App. B: windows from the output's balanced decomposition; the padding mode at the edges) */
+static PetscErrorCode Conv_SetUpHalo(DDLayer l, Conv *c, const PetscInt k[3], const PetscInt s[3], const PetscInt p[3], const PetscInt d[3])
+{
+  PetscFunctionBegin;
   PetscCall(LayerHaloCreate(l, &c->Hx));
-  for (PetscInt j = 0; j < D; j++) {
-    PetscInt jj = j + 3 - D;
-    PetscCall(DDPrimitiveHaloSetKernel(c->Hx, lead + 2 + j, k[jj], s[jj], d[jj], p[jj], c->So[jj]));
-    PetscCall(DDPrimitiveHaloSetPadding(c->Hx, lead + 2 + j, c->padmode));
+  for (PetscInt j = 0; j < c->D; j++) {
+    PetscInt jj = j + 3 - c->D;
+    PetscCall(DDPrimitiveHaloSetKernel(c->Hx, c->lead + 2 + j, k[jj], s[jj], d[jj], p[jj], c->So[jj]));
+    PetscCall(DDPrimitiveHaloSetPadding(c->Hx, c->lead + 2 + j, c->padmode));
   }
   PetscCall(DDPrimitiveSetUp(c->Hx, c->xh, NULL));
-  if (c->bcastX) PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, x, c->xh, &c->Bx)); /* after the halo grew x^ */
-  /* the output y on Py = Pn x Pco x Ps (x's partition for spatial-only), x's batch ownership */
-  {
-    DDTensor              y;
-    std::vector<PetscInt> shape = Cat({x->shape[0], c->co}, std::vector<PetscInt>(c->So + 3 - D, c->So + 3));
-    if (!c->bcastX && !c->reduceY) {
-      PetscCall(PetscObjectReference((PetscObject)Px));
-      c->Py = Px;
-    } else {
-      std::vector<PetscMPIInt> r;
-      for (PetscInt n = 0; n < Pn; n++)
-        for (PetscInt co = 0; co < Pco; co++)
-          for (PetscInt sl = 0; sl < Pss; sl++) r.push_back(rank(co, n, 0, sl));
-      PetscCall(MakePartition(comm, Cat({Pn, Pco}, ps), r, &c->Py));
-    }
-    std::vector<PetscInt> nl(Pn);
-    for (PetscInt n = 0; n < Pn; n++) nl[n] = x->ranges[0][n + 1] - x->ranges[0][n];
-    PetscCall(DDTensorCreate(comm, &y));
-    PetscCall(DDTensorSetPartition(y, c->Py));
-    PetscCall(DDTensorSetShape(y, 2 + D, shape.data()));
-    PetscCall(DDTensorSetDataType(y, x->dtype));
-    PetscCall(DDTensorSetOwnershipRanges(y, 0, nl.data()));
-    PetscCall(DDTensorSetBlockSize(y, ybs));
-    PetscCall(DDTensorSetFormat(y, yf));
-    PetscCall(DDTensorSetUp(y));
-    PetscCall(DDLayerSetOutput_Private(l, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* This worker's geometry: its window of x^ onto its box of y^, and the kernel from the backend chain */
+static PetscErrorCode Conv_SetUpLocalKernel(DDLayer l, Conv *c, DDTensor x, DDTensor yt, const PetscInt k[3], const PetscInt s[3], const PetscInt d[3])
+{
+  PetscInt        wa[DD_MAX_DIM], wb[DD_MAX_DIM], os[DD_MAX_DIM], on[DD_MAX_DIM];
+  const PetscInt  D = c->D, lead = c->lead, ly = c->reduceY ? 1 : 0;
+  const DDLayout &Lx = c->xh->layout, &Ly = yt->layout;
+  ConvGeom       &g  = c->g;
+
+  PetscFunctionBegin;
+  PetscCall(DDPrimitiveHaloGetWindow(c->Hx, wa, wb));
+  PetscCall(DDPrimitiveHaloGetOutputCorners(c->Hx, os, on));
+  c->SetUpLocalFrame(x, yt, wa);
+  g.D  = D;
+  g.N  = Lx.n[lead];
+  g.Ci = Lx.n[lead + 1];
+  g.Co = Ly.n[ly + 1];
+  for (PetscInt j = 0; j < 3; j++) {
+    g.k[j] = k[j];
+    g.s[j] = s[j];
+    g.d[j] = d[j];
   }
-  if (c->reduceY) PetscCall(ConvSetUpOutputReduce(l, c, Pn, Pci, Pco, Pss, ps, rank));
-  /* weights (Co, Ci, k...) on Pr = Pco x Pci x 1..., the bias (Co) on Pb = Pco */
-  PetscCall(ConvSetUpParameters(l, c, x, D, k, Pn, Pci, Pco, Pss, false, rank));
-  /* local geometry of the kernel */
-  DDTensor yt = c->reduceY ? c->yh : l->output;
-  c->active   = c->xh->active ? true : false;
-  c->biasworker = false;
-  if (c->active) c->biasworker = (c->bcastX ? c->xh->part->coords[2] : Px->coords[1]) == 0;
-  {
-    PetscInt wa[DD_MAX_DIM], wb[DD_MAX_DIM], os[DD_MAX_DIM], on[DD_MAX_DIM];
-    PetscCall(DDPrimitiveHaloGetWindow(c->Hx, wa, wb));
-    PetscCall(DDPrimitiveHaloGetOutputCorners(c->Hx, os, on));
-    const DDLayout &Lx = c->xh->layout, &Ly = yt->layout;
-    ConvGeom        &g  = c->g;
-    g.D                 = D;
-    g.N                 = Lx.n[lead];
-    g.Ci                = Lx.n[lead + 1];
-    g.Co                = Ly.n[(c->reduceY ? 1 : 0) + 1];
-    for (PetscInt j = 0; j < 3; j++) {
-      g.k[j] = k[j];
-      g.s[j] = s[j];
-      g.d[j] = d[j];
-    }
-    for (PetscInt j = 0; j < D; j++) {
-      PetscInt jj = j + 3 - D, dim = lead + 2 + j;
-      g.in[jj]    = wb[dim] - wa[dim];
-      g.out[jj]   = on[dim];
-      PetscCheck(!c->active || on[dim] == Ly.n[(c->reduceY ? 1 : 0) + 2 + j], PETSC_COMM_SELF, PETSC_ERR_PLIB, "Output decomposition mismatch");
-    }
-    for (PetscInt j = 0; j < Lx.order; j++) c->xorg[j] = Lx.lo[j];
-    for (PetscInt j = 0; j < D; j++) c->xorg[lead + 2 + j] = wa[lead + 2 + j] - Lx.start[lead + 2 + j] + Lx.lo[lead + 2 + j];
-    for (PetscInt j = 0; j < Ly.order; j++) c->yorg[j] = Ly.lo[j];
-    c->hasout = c->active && g.N > 0 && g.Ci > 0 && g.Co > 0 && g.out[0] > 0 && g.out[1] > 0 && g.out[2] > 0;
+  for (PetscInt j = 0; j < D; j++) {
+    PetscInt jj = j + 3 - D, dim = lead + 2 + j;
+    g.in[jj]    = wb[dim] - wa[dim];
+    g.out[jj]   = on[dim];
+    PetscCheck(!c->active || on[dim] == Ly.n[ly + 2 + j], PETSC_COMM_SELF, PETSC_ERR_PLIB, "Output decomposition mismatch");
   }
-  {
-    ConvTGeom gt;
-    static_cast<ConvGeom &>(gt) = c->g;
-    PetscCall(ConvKernelCreate(comm, c->kb, gt, false, c->bias ? true : false, true, c->xh, lead, c->xorg, yt, c->reduceY ? 1 : 0, c->yorg, c->hasout, &c->kern));
+  c->hasout = c->active && g.N > 0 && g.Ci > 0 && g.Co > 0 && g.out[0] > 0 && g.out[1] > 0 && g.out[2] > 0;
+  ConvTGeom gt;
+  static_cast<ConvGeom &>(gt) = c->g;
+  PetscCall(ConvKernelCreate(PetscObjectComm((PetscObject)l), c->kb, gt, false, c->bias ? true : false, true, c->xh, lead, c->xorg, yt, ly, c->yorg, c->hasout, &c->kern));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  The overlap regions (paper 003 sec. IV-A): the interior outputs, whose windows lie inside the bulk
+  and need no halo, and the boundary slabs around them, each with its own kernel
+*/
+static PetscErrorCode Conv_SetUpOverlap(Conv *c, DDTensor yt, const PetscInt k[3], const PetscInt s[3], const PetscInt p[3], const PetscInt d[3])
+{
+  const PetscInt  D = c->D, lead = c->lead, ly = c->reduceY ? 1 : 0;
+  const DDLayout &Lx = c->xh->layout, &Ly = yt->layout;
+  PetscInt        oa[3], ob[3], ia[3], ib[3];
+  bool            interior = true;
+
+  PetscFunctionBegin;
+  if (!c->overlap || !c->hasout) PetscFunctionReturn(PETSC_SUCCESS);
+  for (PetscInt j = 0; j < D; j++) {
+    const PetscInt jj = j + 3 - D, dx = lead + 2 + j, dy = ly + 2 + j, st = Lx.start[dx], en = st + Lx.n[dx];
+    const PetscInt ext = (k[jj] - 1) * d[jj];
+    oa[j]              = Ly.start[dy];
+    ob[j]              = oa[j] + Ly.n[dy];
+    ia[j]              = PetscMax(oa[j], (st + p[jj] + s[jj] - 1) / s[jj]);
+    ib[j]              = PetscMin(ob[j], (en - 1 + p[jj] - ext) >= 0 ? (en - 1 + p[jj] - ext) / s[jj] + 1 : 0);
+    if (ia[j] >= ib[j]) interior = false;
   }
-  /* the overlap regions: interior outputs (windows inside the bulk) and the boundary slabs around them */
-  if (c->overlap && c->hasout) {
-    const DDLayout &Lx = c->xh->layout, &Ly = yt->layout;
-    const PetscInt  ly = c->reduceY ? 1 : 0;
-    PetscInt        oa[3], ob[3], ia[3], ib[3];
-    bool            interior = true;
-    for (PetscInt j = 0; j < D; j++) {
-      const PetscInt jj = j + 3 - D, dx = lead + 2 + j, dy = ly + 2 + j, st = Lx.start[dx], en = st + Lx.n[dx];
-      const PetscInt ext = (k[jj] - 1) * d[jj];
-      oa[j]              = Ly.start[dy];
-      ob[j]              = oa[j] + Ly.n[dy];
-      ia[j]              = PetscMax(oa[j], (st + p[jj] + s[jj] - 1) / s[jj]);
-      ib[j]              = PetscMin(ob[j], (en - 1 + p[jj] - ext) >= 0 ? (en - 1 + p[jj] - ext) / s[jj] + 1 : 0);
-      if (ia[j] >= ib[j]) interior = false;
-    }
-    if (interior) {
-      std::vector<std::pair<std::vector<PetscInt>, std::vector<PetscInt>>> boxes; /* output boxes [a, b) per spatial dim */
-      boxes.push_back({std::vector<PetscInt>(ia, ia + D), std::vector<PetscInt>(ib, ib + D)});
-      for (PetscInt j = 0; j < D; j++)
-        for (int side = 0; side < 2; side++) {
-          std::vector<PetscInt> a(D), b(D);
-          for (PetscInt m = 0; m < D; m++) {
-            a[m] = m < j ? ia[m] : oa[m];
-            b[m] = m < j ? ib[m] : ob[m];
-          }
-          if (side == 0) b[j] = ia[j];
-          else a[j] = ib[j];
-          if (b[j] > a[j]) boxes.push_back({a, b});
-        }
-      for (auto &bx : boxes) {
-        Conv::Region r;
-        r.g = c->g;
-        for (PetscInt q = 0; q < Lx.order; q++) r.xorg[q] = c->xorg[q];
-        for (PetscInt q = 0; q < Ly.order; q++) r.yorg[q] = c->yorg[q];
-        for (PetscInt j = 0; j < D; j++) {
-          const PetscInt jj = j + 3 - D, dx = lead + 2 + j, dy = ly + 2 + j;
-          r.g.out[jj]       = bx.second[j] - bx.first[j];
-          r.g.in[jj]        = (r.g.out[jj] - 1) * s[jj] + (k[jj] - 1) * d[jj] + 1;
-          r.xorg[dx]        = bx.first[j] * s[jj] - p[jj] - Lx.start[dx] + Lx.lo[dx];
-          r.yorg[dy]        = bx.first[j] - Ly.start[dy] + Ly.lo[dy];
-        }
-        {
-          ConvTGeom gt;
-          static_cast<ConvGeom &>(gt) = r.g;
-          PetscCall(ConvKernelCreate(PETSC_COMM_SELF, c->kb, gt, false, c->bias ? true : false, false, c->xh, lead, r.xorg, yt, ly, r.yorg, true, &r.kern));
-        }
-        c->regions.push_back(std::move(r));
+  if (!interior) PetscFunctionReturn(PETSC_SUCCESS);
+  std::vector<std::pair<std::vector<PetscInt>, std::vector<PetscInt>>> boxes; /* output boxes [a, b) per spatial dim */
+  boxes.push_back({std::vector<PetscInt>(ia, ia + D), std::vector<PetscInt>(ib, ib + D)});
+  for (PetscInt j = 0; j < D; j++)
+    for (int side = 0; side < 2; side++) {
+      std::vector<PetscInt> a(D), b(D);
+      for (PetscInt m = 0; m < D; m++) {
+        a[m] = m < j ? ia[m] : oa[m];
+        b[m] = m < j ? ib[m] : ob[m];
       }
-      c->overlapOn = true;
+      if (side == 0) b[j] = ia[j];
+      else a[j] = ib[j];
+      if (b[j] > a[j]) boxes.push_back({a, b});
     }
+  for (auto &bx : boxes) {
+    Conv::Region r;
+    r.g = c->g;
+    for (PetscInt q = 0; q < Lx.order; q++) r.xorg[q] = c->xorg[q];
+    for (PetscInt q = 0; q < Ly.order; q++) r.yorg[q] = c->yorg[q];
+    for (PetscInt j = 0; j < D; j++) {
+      const PetscInt jj = j + 3 - D, dx = lead + 2 + j, dy = ly + 2 + j;
+      r.g.out[jj]       = bx.second[j] - bx.first[j];
+      r.g.in[jj]        = (r.g.out[jj] - 1) * s[jj] + (k[jj] - 1) * d[jj] + 1;
+      r.xorg[dx]        = bx.first[j] * s[jj] - p[jj] - Lx.start[dx] + Lx.lo[dx];
+      r.yorg[dy]        = bx.first[j] - Ly.start[dy] + Ly.lo[dy];
+    }
+    ConvTGeom gt;
+    static_cast<ConvGeom &>(gt) = r.g;
+    PetscCall(ConvKernelCreate(PETSC_COMM_SELF, c->kb, gt, false, c->bias ? true : false, false, c->xh, lead, r.xorg, yt, ly, r.yorg, true, &r.kern));
+    c->regions.push_back(std::move(r));
   }
+  c->overlapOn = true;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Set-up (Fig. 4): the geometry, the work partition, x^, its halo and B_x, the output, R_y and the parameters, the local kernels */
+static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
+{
+  Conv    *c = (Conv *)l->data;
+  DDTensor x = xs[0];
+  PetscInt k[3], s[3], p[3], d[3];
+
+  PetscFunctionBegin;
+  PetscCall(Conv_ResolveGeometry(l, c, x, k, s, p, d));
+  PetscCall(c->SetUpWorkPartition(l, x, c->pco, "convolution"));
+  PetscCall(c->SetUpKernelInput(l, x, k, s, d, false));
+  PetscCall(Conv_SetUpHalo(l, c, k, s, p, d));
+  PetscCall(c->SetUpInputBroadcast(l, x));
+  PetscCall(c->SetUpOutput(l, x));
+  PetscCall(c->SetUpReductionAndParameters(l, x, k, false));
+  DDTensor yt = c->reduceY ? c->yh : l->output;
+  PetscCall(Conv_SetUpLocalKernel(l, c, x, yt, k, s, d));
+  PetscCall(Conv_SetUpOverlap(c, yt, k, s, p, d));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

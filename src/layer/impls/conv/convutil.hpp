@@ -189,7 +189,8 @@ inline PetscErrorCode ConvKernelCreate(MPI_Comm comm, DDBackend b, const ConvTGe
   workers. The layers derive from it and add their kernels.
 */
 struct ConvDistribution {
-  PetscBool   bias = PETSC_TRUE; /* hyper-parameter */
+  PetscBool   bias = PETSC_TRUE; /* hyper-parameters */
+  PetscInt    co   = 0;          /* output channels */
   PetscInt    D = 0, lead = 0, So[3] = {1, 1, 1};
   bool        bcastX = false, reduceY = false, bcastW = false, xdirect = false;
   DDBackend   kb = NULL; /* the backend whose chain makes the local kernels */
@@ -201,6 +202,131 @@ struct ConvDistribution {
   DDTensor         xcopy = NULL, ycopy = NULL, dycopy = NULL, dxcopy = NULL;
   bool             active = false, hasout = false, biasworker = false;
   PetscInt         xorg[DD_MAX_DIM] = {0}, yorg[DD_MAX_DIM] = {0};
+
+  /* ---- set-up steps shared by the convolution and the transposed convolution ---- */
+  PetscInt                 Pco = 1;      /* output-channel workers */
+  std::vector<PetscMPIInt> wr;           /* rank of worker (co, n, ci, s) */
+  DDTensorFormat           yformat = DD_FORMAT_PLAIN;
+  PetscInt                 ybs     = 1;
+  PetscMPIInt WorkerRank(PetscInt co, PetscInt n, PetscInt ci, PetscInt sl) const { return wr[((co * Pn + n) * Pci + ci) * Pss + sl]; }
+  std::vector<PetscInt> SpatialShape() const { return std::vector<PetscInt>(Ps, Ps + D); }
+
+  /*
+    The work partition Pco x Pn x Pci x Ps (paper 000 Fig. 4) from x's partition and the number of
+    output-channel workers pco: which broadcasts and reductions are needed, and the workers' ranks
+    (co = 0 are x's workers, the others the lowest ranks x does not use). what names the layer in errors.
+  */
+  PetscErrorCode SetUpWorkPartition(DDLayer l, DDTensor x, PetscInt pco, const char what[])
+  {
+    MPI_Comm    comm = PetscObjectComm((PetscObject)l);
+    DDPartition Px   = x->part;
+    PetscMPIInt size;
+    PetscFunctionBegin;
+    PetscCallMPI(MPI_Comm_size(comm, &size));
+    Pco = pco;
+    Pn  = Px->shape[0];
+    Pci = Px->shape[1];
+    Pss = 1;
+    for (PetscInt j = 0; j < D; j++) {
+      Ps[j] = Px->shape[2 + j];
+      Pss *= Ps[j];
+    }
+    const PetscInt W = Pco * Pn * Pci * Pss;
+    PetscCheck(W <= size, comm, PETSC_ERR_ARG_SIZ, "The %s's work partition needs %" PetscInt_FMT " ranks (Pco %" PetscInt_FMT " x Pn %" PetscInt_FMT " x Pci %" PetscInt_FMT " x spatial %" PetscInt_FMT ") but the communicator has %d", what, W, Pco, Pn, Pci, Pss, size);
+    bcastX  = Pco > 1;
+    reduceY = Pci > 1;
+    bcastW  = Pn * Pss > 1;
+    PetscCall(ReplicaRanks(comm, Px, Pco, what, wr));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+
+  /*
+    x^, the input of the local kernels: x broadcast over the Pco workers (B_x), x itself, or x in the
+    format the backend's kernels want (from ConvKernelFormats, which also gives the output's format).
+  */
+  PetscErrorCode SetUpKernelInput(DDLayer l, DDTensor x, const PetscInt k[3], const PetscInt s[3], const PetscInt d[3], bool transposed)
+  {
+    MPI_Comm       comm = PetscObjectComm((PetscObject)l);
+    DDTensorFormat xf;
+    PetscInt       xbs;
+    PetscFunctionBegin;
+    PetscCall(ConvKernelFormats(l, x, D, k, s, d, x->shape[1] / Pci, co / Pco, transposed, &xf, &xbs, &yformat, &ybs, &kb));
+    xdirect = false;
+    if (bcastX) {
+      PetscCall(MakePartition(comm, Cat({Pco, Pn, Pci}, SpatialShape()), wr, &Pwx));
+      PetscCall(DDTensorCreateBroadcast(x, Pwx, &xh));
+      PetscCall(DDTensorSetBlockSize(xh, xbs));
+      PetscCall(DDTensorSetFormat(xh, xf));
+      lead = 1;
+    } else if (x->format == xf && (xf != DD_FORMAT_BLOCKED || x->bs == xbs)) {
+      PetscCall(PetscObjectReference((PetscObject)x));
+      xh      = x;
+      xdirect = true;
+      lead    = 0;
+    } else {
+      PetscCall(DDTensorDuplicate(x, &xh));
+      PetscCall(DDTensorSetBlockSize(xh, xbs));
+      PetscCall(DDTensorSetFormat(xh, xf));
+      lead = 0;
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+
+  /* B_x, once the halo exchange has grown x^ */
+  PetscErrorCode SetUpInputBroadcast(DDLayer l, DDTensor x)
+  {
+    PetscFunctionBegin;
+    if (bcastX) PetscCall(MakePrimitive(PetscObjectComm((PetscObject)l), DDPRIMITIVEBROADCAST, x, xh, &Bx));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+
+  /* The output y (N, co, So...) on Py = Pn x Pco x Ps (x's partition when spatial-only), x's batch ownership, balanced spatially */
+  PetscErrorCode SetUpOutput(DDLayer l, DDTensor x)
+  {
+    MPI_Comm              comm = PetscObjectComm((PetscObject)l);
+    DDTensor              y;
+    std::vector<PetscInt> shape = Cat({x->shape[0], co}, std::vector<PetscInt>(So + 3 - D, So + 3));
+    PetscFunctionBegin;
+    if (!bcastX && !reduceY) {
+      PetscCall(PetscObjectReference((PetscObject)x->part));
+      Py = x->part;
+    } else {
+      std::vector<PetscMPIInt> r;
+      for (PetscInt n = 0; n < Pn; n++)
+        for (PetscInt c = 0; c < Pco; c++)
+          for (PetscInt sl = 0; sl < Pss; sl++) r.push_back(WorkerRank(c, n, 0, sl));
+      PetscCall(MakePartition(comm, Cat({Pn, Pco}, SpatialShape()), r, &Py));
+    }
+    std::vector<PetscInt> nl(Pn);
+    for (PetscInt n = 0; n < Pn; n++) nl[n] = x->ranges[0][n + 1] - x->ranges[0][n];
+    PetscCall(DDTensorCreate(comm, &y));
+    PetscCall(DDTensorSetPartition(y, Py));
+    PetscCall(DDTensorSetShape(y, 2 + D, shape.data()));
+    PetscCall(DDTensorSetDataType(y, x->dtype));
+    PetscCall(DDTensorSetOwnershipRanges(y, 0, nl.data()));
+    PetscCall(DDTensorSetBlockSize(y, ybs));
+    PetscCall(DDTensorSetFormat(y, yformat));
+    PetscCall(DDTensorSetUp(y));
+    PetscCall(DDLayerSetOutput_Private(l, y));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+
+  /* R_y (when Pci > 1), then the weights w^ = B_w w and the bias b^ = B_b b */
+  PetscErrorCode SetUpReductionAndParameters(DDLayer l, DDTensor x, const PetscInt k[3], bool transposed);
+
+  /*
+    The local frame on the window [wa, wb) of x^ (the halo's window) and the box yt: whether this rank
+    works and adds the bias (ci = 0), and the storage origins of the window and the box.
+  */
+  void SetUpLocalFrame(DDTensor x, DDTensor yt, const PetscInt wa[])
+  {
+    const DDLayout &Lx = xh->layout, &Ly = yt->layout;
+    active     = xh->active ? true : false;
+    biasworker = active && (bcastX ? xh->part->coords[2] : x->part->coords[1]) == 0;
+    for (PetscInt j = 0; j < Lx.order; j++) xorg[j] = Lx.lo[j];
+    for (PetscInt j = 0; j < D; j++) xorg[lead + 2 + j] = wa[lead + 2 + j] - Lx.start[lead + 2 + j] + Lx.lo[lead + 2 + j];
+    for (PetscInt j = 0; j < Ly.order; j++) yorg[j] = Ly.lo[j];
+  }
 
   /* Destroys what set-up built (w and b belong to the layer's parameter list) */
   PetscErrorCode ResetDistribution()
@@ -259,4 +385,12 @@ struct ConvDistribution {
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 };
+inline PetscErrorCode ConvDistribution::SetUpReductionAndParameters(DDLayer l, DDTensor x, const PetscInt k[3], bool transposed)
+{
+  auto rank = [this](PetscInt c, PetscInt n, PetscInt ci, PetscInt sl) { return WorkerRank(c, n, ci, sl); };
+  PetscFunctionBegin;
+  if (reduceY) PetscCall(ConvSetUpOutputReduce(l, this, Pn, Pci, Pco, Pss, SpatialShape(), rank));
+  PetscCall(ConvSetUpParameters(l, this, x, D, k, Pn, Pci, Pco, Pss, transposed, rank));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
 } // namespace ddnn

@@ -51,8 +51,7 @@ using namespace ddnn;
 namespace
 {
 struct ConvT : ConvDistribution {
-  /* hyper-parameters */
-  PetscInt     co = 0;
+  /* hyper-parameters (co and bias are the distribution's) */
   SpatialParam kernel, stride, padding, dilation, outpad;
   PetscInt     pco = 1;
   /* set-up */
@@ -236,20 +235,16 @@ static PetscErrorCode ConvT_Destroy(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
+/* Hyper-parameters against the input: k, s, p, d, output padding per spatial dimension and the output extents So */
+static PetscErrorCode ConvT_ResolveGeometry(DDLayer l, ConvT *c, DDTensor x)
 {
-  ConvT      *c    = (ConvT *)l->data;
-  DDTensor    x    = xs[0];
   MPI_Comm    comm = PetscObjectComm((PetscObject)l);
-  DDPartition Px   = x->part;
-  PetscMPIInt size;
   const char *prefix;
   PetscInt   *k = c->k, *s = c->s, *p = c->p, *d = c->d, *op = c->op;
 
   PetscFunctionBegin;
   PetscCall(PetscObjectGetOptionsPrefix((PetscObject)l, &prefix));
   if (!prefix) prefix = "";
-  PetscCallMPI(MPI_Comm_size(comm, &size));
   PetscCheck(x->order >= 3 && x->order <= 5, comm, PETSC_ERR_ARG_INCOMP, "A transposed convolution takes N x C x spatial tensors with 1 to 3 spatial dimensions; the input has order %" PetscInt_FMT, x->order);
   const PetscInt D = x->order - 2;
   c->D             = D;
@@ -266,175 +261,138 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     c->So[j] = (n - 1) * s[j] - 2 * p[j] + d[j] * (k[j] - 1) + op[j] + 1;
     PetscCheck(c->So[j] >= 1, comm, PETSC_ERR_ARG_SIZ, "The output size (%" PetscInt_FMT " - 1) x %" PetscInt_FMT " - 2 x %" PetscInt_FMT " + %" PetscInt_FMT " x (%" PetscInt_FMT " - 1) + %" PetscInt_FMT " + 1 = %" PetscInt_FMT " along spatial dimension %" PetscInt_FMT " is not positive (-%slayer_convtranspose_padding)", n, s[j], p[j], d[j], k[j], op[j], c->So[j], j - (3 - D), prefix);
   }
-  /* the partitions */
-  c->Pn  = Px->shape[0];
-  c->Pci = Px->shape[1];
-  c->Pss = 1;
-  for (PetscInt j = 0; j < D; j++) {
-    c->Ps[j] = Px->shape[2 + j];
-    c->Pss *= c->Ps[j];
-  }
-  const PetscInt Pco = c->pco, Pn = c->Pn, Pci = c->Pci, Pss = c->Pss, W = Pco * Pn * Pci * Pss;
-  PetscCheck(W <= size, comm, PETSC_ERR_ARG_SIZ, "The transposed convolution's work partition needs %" PetscInt_FMT " ranks (Pco %" PetscInt_FMT " x Pn %" PetscInt_FMT " x Pci %" PetscInt_FMT " x spatial %" PetscInt_FMT ") but the communicator has %d", W, Pco, Pn, Pci, Pss, size);
-  c->bcastX   = Pco > 1;
-  c->reduceY  = Pci > 1;
-  c->bcastW   = Pn * Pss > 1;
-  c->nworkers = W;
-  /* ranks of the workers (co, n, ci, s): co = 0 are x's workers, the others the lowest free ranks */
-  std::vector<PetscMPIInt> wr;
-  PetscCall(ReplicaRanks(comm, Px, Pco, "transposed convolution", wr));
-  auto rank = [&](PetscInt co, PetscInt n, PetscInt ci, PetscInt sl) { return wr[((co * Pn + n) * Pci + ci) * Pss + sl]; };
-  std::vector<PetscInt> ps(c->Ps, c->Ps + D);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
 
-  /* every worker's output boxes (balanced, App. B.1) and whether they have rows no input reaches, from global data only */
-  std::vector<std::vector<PetscInt>> orange(D);
-  {
-    std::vector<std::vector<char>> bad(D), empty(D);
-    for (PetscInt j = 0; j < D; j++) {
-      PetscInt jj = j + 3 - D, P = c->Ps[j];
-      orange[j].resize(P + 1);
-      PetscCall(DDSplitOwnership_Private(c->So[jj], P, orange[j].data()));
-      bad[j].resize(P);
-      empty[j].resize(P);
-      for (PetscInt q = 0; q < P; q++) {
-        PetscInt i0, i1, pl, pr;
-        bool     ok;
-        Window(orange[j][q], orange[j][q + 1], x->shape[2 + j], k[jj], s[jj], p[jj], d[jj], &i0, &i1, &pl, &pr, &ok);
-        bad[j][q]   = !ok;
-        empty[j][q] = orange[j][q + 1] <= orange[j][q];
-      }
+/*
+  Every worker's output box (balanced, App. B.1) along each spatial dimension, and how many workers
+  have rows no input reaches, from global data only (the same on every rank)
+*/
+static PetscErrorCode ConvT_OutputBoxes(ConvT *c, DDTensor x, std::vector<std::vector<PetscInt>> &orange)
+{
+  const PetscInt D = c->D, *k = c->k, *s = c->s, *p = c->p, *d = c->d;
+  std::vector<std::vector<char>> bad(D), empty(D);
+
+  PetscFunctionBegin;
+  orange.assign(D, {});
+  for (PetscInt j = 0; j < D; j++) {
+    PetscInt jj = j + 3 - D, P = c->Ps[j];
+    orange[j].resize(P + 1);
+    PetscCall(DDSplitOwnership_Private(c->So[jj], P, orange[j].data()));
+    bad[j].resize(P);
+    empty[j].resize(P);
+    for (PetscInt q = 0; q < P; q++) {
+      PetscInt i0, i1, pl, pr;
+      bool     ok;
+      Window(orange[j][q], orange[j][q + 1], x->shape[2 + j], k[jj], s[jj], p[jj], d[jj], &i0, &i1, &pl, &pr, &ok);
+      bad[j][q]   = !ok;
+      empty[j][q] = orange[j][q + 1] <= orange[j][q];
     }
-    PetscInt cnt = 0;
-    for (PetscInt sl = 0; sl < Pss; sl++) {
-      bool     anybad = false, anyempty = false;
-      PetscInt r      = sl;
-      for (PetscInt j = D - 1; j >= 0; j--) {
-        PetscInt q = r % c->Ps[j];
-        r /= c->Ps[j];
-        anybad   = anybad || bad[j][q];
-        anyempty = anyempty || empty[j][q];
-      }
-      if (anybad && !anyempty) cnt++;
+  }
+  PetscInt cnt = 0;
+  for (PetscInt sl = 0; sl < c->Pss; sl++) {
+    bool     anybad = false, anyempty = false;
+    PetscInt r      = sl;
+    for (PetscInt j = D - 1; j >= 0; j--) {
+      PetscInt q = r % c->Ps[j];
+      r /= c->Ps[j];
+      anybad   = anybad || bad[j][q];
+      anyempty = anyempty || empty[j][q];
     }
-    c->nedge = cnt * Pco * Pn * Pci;
+    if (anybad && !anyempty) cnt++;
   }
-  /* formats the kernels want */
-  DDTensorFormat xf, yf;
-  PetscInt       xbs, ybs;
-  PetscCall(ConvKernelFormats(l, x, D, k, s, d, x->shape[1] / Pci, c->co / Pco, true, &xf, &xbs, &yf, &ybs, &c->kb));
-  /* x^: the broadcast input, or x itself, or x in the kernel's format */
-  c->xdirect = false;
-  if (c->bcastX) {
-    PetscCall(MakePartition(comm, Cat({Pco, Pn, Pci}, ps), wr, &c->Pwx));
-    PetscCall(DDTensorCreateBroadcast(x, c->Pwx, &c->xh));
-    PetscCall(DDTensorSetBlockSize(c->xh, xbs));
-    PetscCall(DDTensorSetFormat(c->xh, xf));
-    c->lead = 1;
-  } else if (x->format == xf && (xf != DD_FORMAT_BLOCKED || x->bs == xbs)) {
-    PetscCall(PetscObjectReference((PetscObject)x));
-    c->xh      = x;
-    c->xdirect = true;
-    c->lead    = 0;
-  } else {
-    PetscCall(DDTensorDuplicate(x, &c->xh));
-    PetscCall(DDTensorSetBlockSize(c->xh, xbs));
-    PetscCall(DDTensorSetFormat(c->xh, xf));
-    c->lead = 0;
-  }
-  const PetscInt lead = c->lead;
-  /* the output y on Py = Pn x Pco x Ps (x's partition for spatial-only), x's batch ownership, balanced spatially */
-  {
-    DDTensor              y;
-    std::vector<PetscInt> shape = Cat({x->shape[0], c->co}, std::vector<PetscInt>(c->So + 3 - D, c->So + 3));
-    if (!c->bcastX && !c->reduceY) {
-      PetscCall(PetscObjectReference((PetscObject)Px));
-      c->Py = Px;
-    } else {
-      std::vector<PetscMPIInt> r;
-      for (PetscInt n = 0; n < Pn; n++)
-        for (PetscInt co = 0; co < Pco; co++)
-          for (PetscInt sl = 0; sl < Pss; sl++) r.push_back(rank(co, n, 0, sl));
-      PetscCall(MakePartition(comm, Cat({Pn, Pco}, ps), r, &c->Py));
-    }
-    std::vector<PetscInt> nl(Pn);
-    for (PetscInt n = 0; n < Pn; n++) nl[n] = x->ranges[0][n + 1] - x->ranges[0][n];
-    PetscCall(DDTensorCreate(comm, &y));
-    PetscCall(DDTensorSetPartition(y, c->Py));
-    PetscCall(DDTensorSetShape(y, 2 + D, shape.data()));
-    PetscCall(DDTensorSetDataType(y, x->dtype));
-    PetscCall(DDTensorSetOwnershipRanges(y, 0, nl.data()));
-    PetscCall(DDTensorSetBlockSize(y, ybs));
-    PetscCall(DDTensorSetFormat(y, yf));
-    PetscCall(DDTensorSetUp(y));
-    PetscCall(DDLayerSetOutput_Private(l, y));
-    for (PetscInt j = 0; j < D; j++)
-      for (PetscInt q = 0; q <= c->Ps[j]; q++) PetscCheck(y->ranges[2 + j][q] == orange[j][q], PETSC_COMM_SELF, PETSC_ERR_PLIB, "Output decomposition mismatch");
-  }
-  /* the halo exchange of x^ onto each worker's window (App. B: from the output's balanced decomposition) */
+  c->nworkers = c->Pco * c->Pn * c->Pci * c->Pss;
+  c->nedge    = cnt * c->Pco * c->Pn * c->Pci;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* The halo exchange of x^ onto each worker's window (App. B: from the output's balanced decomposition) */
+static PetscErrorCode ConvT_SetUpHalo(DDLayer l, ConvT *c, DDTensor x, const std::vector<std::vector<PetscInt>> &orange)
+{
+  const PetscInt D = c->D, *k = c->k, *s = c->s, *p = c->p, *d = c->d;
+
+  PetscFunctionBegin;
   PetscCall(LayerHaloCreate(l, &c->Hx));
   if (c->xh->active)
     for (PetscInt j = 0; j < D; j++) {
-      PetscInt jj = j + 3 - D, dim = lead + 2 + j, q = c->xh->part->coords[dim], i0, i1, pl, pr, st = c->xh->layout.start[dim];
+      PetscInt jj = j + 3 - D, dim = c->lead + 2 + j, q = c->xh->part->coords[dim], i0, i1, pl, pr, st = c->xh->layout.start[dim];
       bool     ok;
       Window(orange[j][q], orange[j][q + 1], x->shape[2 + j], k[jj], s[jj], p[jj], d[jj], &i0, &i1, &pl, &pr, &ok);
       if (i1 > i0) PetscCall(DDPrimitiveHaloSetWindow(c->Hx, dim, i0, i1));
       else PetscCall(DDPrimitiveHaloSetWindow(c->Hx, dim, st, st)); /* nothing reaches the box: no halo */
     }
   PetscCall(DDPrimitiveSetUp(c->Hx, c->xh, NULL));
-  if (c->bcastX) PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, x, c->xh, &c->Bx)); /* after the halo grew x^ */
-  if (c->reduceY) PetscCall(ConvSetUpOutputReduce(l, c, Pn, Pci, Pco, Pss, ps, rank));
-  /* weights (Ci, Co, k...) on Pr = Pci x Pco x 1..., the bias (Co) on Pb = Pco */
-  PetscCall(ConvSetUpParameters(l, c, x, D, k, Pn, Pci, Pco, Pss, true, rank));
-  /* local geometry: the window of x^ onto the box of y^ */
-  DDTensor       yt = c->reduceY ? c->yh : l->output;
-  const PetscInt ly = c->reduceY ? 1 : 0;
-  c->active         = c->xh->active ? true : false;
-  c->biasworker     = false;
-  c->edge           = false;
-  if (c->active) c->biasworker = (c->bcastX ? c->xh->part->coords[2] : Px->coords[1]) == 0;
-  {
-    PetscInt        wa[DD_MAX_DIM], wb[DD_MAX_DIM];
-    const DDLayout &Lx = c->xh->layout, &Ly = yt->layout;
-    ConvTGeom      &g  = c->g;
-    PetscCall(DDPrimitiveHaloGetWindow(c->Hx, wa, wb));
-    g.D  = D;
-    g.N  = Lx.n[lead];
-    g.Ci = Lx.n[lead + 1];
-    g.Co = Ly.n[ly + 1];
-    for (PetscInt j = 0; j < 3; j++) {
-      g.k[j] = k[j];
-      g.s[j] = s[j];
-      g.d[j] = d[j];
-    }
-    for (PetscInt j = 0; j < D; j++) {
-      PetscInt jj = j + 3 - D, dim = lead + 2 + j, o0 = Ly.start[ly + 2 + j], no = Ly.n[ly + 2 + j];
-      g.in[jj]  = wb[dim] - wa[dim];
-      g.out[jj] = no;
-      g.pl[jj]  = o0 + p[jj] - wa[dim] * s[jj];
-      g.pr[jj]  = (wb[dim] - 1) * s[jj] - p[jj] + (k[jj] - 1) * d[jj] + 1 - (o0 + no);
-      if (g.in[jj] == 0 || g.pl[jj] < 0 || g.pr[jj] < 0) c->edge = true;
-    }
-    /* the core of the box: rows from the first one an input reaches to the last */
-    bool nocore = false;
-    for (PetscInt j = 0; j < 3; j++) {
-      c->cs[j] = 0;
-      c->ce[j] = g.out[j];
-      if (j >= 3 - D) {
-        c->cs[j] = PetscMax(0, -g.pl[j]);
-        c->ce[j] = g.out[j] + PetscMin(0, g.pr[j]);
-        if (g.in[j] == 0) nocore = true;
-      }
-    }
-    if (nocore)
-      for (PetscInt j = 0; j < 3; j++) c->cs[j] = c->ce[j] = 0;
-    for (PetscInt j = 0; j < Lx.order; j++) c->xorg[j] = Lx.lo[j];
-    for (PetscInt j = 0; j < D; j++) c->xorg[lead + 2 + j] = wa[lead + 2 + j] - Lx.start[lead + 2 + j] + Lx.lo[lead + 2 + j];
-    for (PetscInt j = 0; j < Ly.order; j++) c->yorg[j] = Ly.lo[j];
-    c->hasout = c->active && g.N > 0 && g.Ci > 0 && g.Co > 0 && g.out[0] > 0 && g.out[1] > 0 && g.out[2] > 0;
-    PetscCheck(!c->hasout || !c->edge || c->nedge > 0, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Edge rows the set-up did not count");
-    for (PetscInt j = 0; j < 3 && !nocore; j++) PetscCheck(c->cs[j] < c->ce[j], PETSC_COMM_SELF, PETSC_ERR_PLIB, "Empty core of a box with inputs");
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* This worker's geometry: its window of x^ onto its box of y^ with the crops, the core of the box, and the kernel */
+static PetscErrorCode ConvT_SetUpLocalKernel(DDLayer l, ConvT *c, DDTensor x, DDTensor yt)
+{
+  const PetscInt  D = c->D, lead = c->lead, ly = c->reduceY ? 1 : 0, *k = c->k, *s = c->s, *p = c->p, *d = c->d;
+  PetscInt        wa[DD_MAX_DIM], wb[DD_MAX_DIM];
+  const DDLayout &Lx = c->xh->layout, &Ly = yt->layout;
+  ConvTGeom      &g  = c->g;
+
+  PetscFunctionBegin;
+  PetscCall(DDPrimitiveHaloGetWindow(c->Hx, wa, wb));
+  c->SetUpLocalFrame(x, yt, wa);
+  c->edge = false;
+  g.D     = D;
+  g.N     = Lx.n[lead];
+  g.Ci    = Lx.n[lead + 1];
+  g.Co    = Ly.n[ly + 1];
+  for (PetscInt j = 0; j < 3; j++) {
+    g.k[j] = k[j];
+    g.s[j] = s[j];
+    g.d[j] = d[j];
   }
-  PetscCall(ConvKernelCreate(comm, c->kb, c->g, true, c->bias ? true : false, true, c->xh, lead, c->xorg, yt, ly, c->yorg, c->hasout, &c->kern));
+  for (PetscInt j = 0; j < D; j++) {
+    PetscInt jj = j + 3 - D, dim = lead + 2 + j, o0 = Ly.start[ly + 2 + j], no = Ly.n[ly + 2 + j];
+    g.in[jj]  = wb[dim] - wa[dim];
+    g.out[jj] = no;
+    g.pl[jj]  = o0 + p[jj] - wa[dim] * s[jj];
+    g.pr[jj]  = (wb[dim] - 1) * s[jj] - p[jj] + (k[jj] - 1) * d[jj] + 1 - (o0 + no);
+    if (g.in[jj] == 0 || g.pl[jj] < 0 || g.pr[jj] < 0) c->edge = true;
+  }
+  /* the core of the box: rows from the first one an input reaches to the last */
+  bool nocore = false;
+  for (PetscInt j = 0; j < 3; j++) {
+    c->cs[j] = 0;
+    c->ce[j] = g.out[j];
+    if (j >= 3 - D) {
+      c->cs[j] = PetscMax(0, -g.pl[j]);
+      c->ce[j] = g.out[j] + PetscMin(0, g.pr[j]);
+      if (g.in[j] == 0) nocore = true;
+    }
+  }
+  if (nocore)
+    for (PetscInt j = 0; j < 3; j++) c->cs[j] = c->ce[j] = 0;
+  c->hasout = c->active && g.N > 0 && g.Ci > 0 && g.Co > 0 && g.out[0] > 0 && g.out[1] > 0 && g.out[2] > 0;
+  PetscCheck(!c->hasout || !c->edge || c->nedge > 0, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Edge rows the set-up did not count");
+  for (PetscInt j = 0; j < 3 && !nocore; j++) PetscCheck(c->cs[j] < c->ce[j], PETSC_COMM_SELF, PETSC_ERR_PLIB, "Empty core of a box with inputs");
+  PetscCall(ConvKernelCreate(PetscObjectComm((PetscObject)l), c->kb, c->g, true, c->bias ? true : false, true, c->xh, lead, c->xorg, yt, ly, c->yorg, c->hasout, &c->kern));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Set-up (Fig. 4, transposed): the geometry, the work partition and output boxes, x^, the output, x^'s halo and B_x, R_y and the parameters, the local kernel */
+static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
+{
+  ConvT                             *c = (ConvT *)l->data;
+  DDTensor                           x = xs[0];
+  std::vector<std::vector<PetscInt>> orange;
+
+  PetscFunctionBegin;
+  PetscCall(ConvT_ResolveGeometry(l, c, x));
+  PetscCall(c->SetUpWorkPartition(l, x, c->pco, "transposed convolution"));
+  PetscCall(ConvT_OutputBoxes(c, x, orange));
+  PetscCall(c->SetUpKernelInput(l, x, c->k, c->s, c->d, true));
+  PetscCall(c->SetUpOutput(l, x));
+  for (PetscInt j = 0; j < c->D; j++)
+    for (PetscInt q = 0; q <= c->Ps[j]; q++) PetscCheck(l->output->ranges[2 + j][q] == orange[j][q], PETSC_COMM_SELF, PETSC_ERR_PLIB, "Output decomposition mismatch");
+  PetscCall(ConvT_SetUpHalo(l, c, x, orange));
+  PetscCall(c->SetUpInputBroadcast(l, x));
+  PetscCall(c->SetUpReductionAndParameters(l, x, c->k, true));
+  PetscCall(ConvT_SetUpLocalKernel(l, c, x, c->reduceY ? c->yh : l->output));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
