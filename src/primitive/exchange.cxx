@@ -1,5 +1,6 @@
 #include <primitive/exchange.hpp>
 #include <tensor/layout.hpp>
+#include <backend/interface/backends.hpp>
 #include <algorithm>
 #include <cstring>
 
@@ -109,39 +110,6 @@ PetscInt Exchange::RemoteEntries() const
   return n;
 }
 
-template <class T>
-static inline void Pack(const Runs &r, const T *src, T *buf)
-{
-  const PetscInt *o = r.off.data(), *l = r.len.data();
-  const size_t    n = r.off.size();
-  if (n == (size_t)r.total) { /* single entries: a gather */
-    for (size_t i = 0; i < n; i++) buf[i] = src[o[i]];
-    return;
-  }
-  for (size_t i = 0; i < n; i++) {
-    std::memcpy(buf, src + o[i], sizeof(T) * (size_t)l[i]);
-    buf += l[i];
-  }
-}
-
-template <class T>
-static inline void Unpack(const Runs &r, const T *buf, T *dst, bool add)
-{
-  const PetscInt *o = r.off.data(), *l = r.len.data();
-  const size_t    n = r.off.size();
-  if (!add && n == (size_t)r.total) {
-    for (size_t i = 0; i < n; i++) dst[o[i]] = buf[i];
-    return;
-  }
-  for (size_t i = 0; i < n; i++) {
-    T *d = dst + o[i];
-    if (add)
-      for (PetscInt j = 0; j < l[i]; j++) d[j] += buf[j];
-    else std::memcpy(d, buf, sizeof(T) * (size_t)l[i]);
-    buf += l[i];
-  }
-}
-
 /*
   The rank's own part, copied while messages are in flight: between chunks of about 256 KiB
   MPI_Testall drives the progress of the exchange (shared-memory transports move data only
@@ -184,6 +152,8 @@ PetscErrorCode Exchange::Begin(DDDataType dt, const void *src, void *dst, std::v
   PetscFunctionBegin;
   PetscCheck(!inflight, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "Exchange already in flight");
   PetscCall(DDDataTypeGetMPIType(dt, &mt));
+  const struct _DDBackendVecOps *ops;
+  PetscCall(DDVecOps_Private(memtype, &ops)); /* packing runs on the memory's backend */
   PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
     PetscFunctionBegin;
@@ -204,7 +174,7 @@ PetscErrorCode Exchange::Begin(DDDataType dt, const void *src, void *dst, std::v
       }
       const void *b = (const T *)src + p.runs.off[0];
       if (!p.runs.Single()) {
-        Pack<T>(p.runs, (const T *)src, (T *)p.buf.data());
+        PetscCall(ops->pack(dt, p.runs.off.size(), p.runs.off.data(), p.runs.len.data(), p.runs.total, src, p.buf.data()));
         b = p.buf.data();
       }
       PetscCallMPI(MPI_Isend(b, (PetscMPIInt)p.runs.total, mt, p.rank, tag, comm, &p.req));
@@ -220,13 +190,15 @@ PetscErrorCode Exchange::End(DDDataType dt, void *dst, std::vector<Peer> &from, 
 {
   PetscFunctionBegin;
   PetscCheck(inflight, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "No exchange in flight");
+  const struct _DDBackendVecOps *ops;
+  PetscCall(DDVecOps_Private(memtype, &ops));
   PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
     PetscFunctionBegin;
     const int ti = sizeof(T) == 4 ? 0 : 1;
     for (auto &p : from) {
       PetscCallMPI(MPI_Wait(&p.req, MPI_STATUS_IGNORE));
-      if (add || (!p.runs.Single() && p.type[ti] == MPI_DATATYPE_NULL)) Unpack<T>(p.runs, (const T *)p.buf.data(), (T *)dst, add);
+      if (add || (!p.runs.Single() && p.type[ti] == MPI_DATATYPE_NULL)) PetscCall(ops->unpack(dt, p.runs.off.size(), p.runs.off.data(), p.runs.len.data(), p.runs.total, p.buf.data(), dst, add ? PETSC_TRUE : PETSC_FALSE));
     }
     for (auto &p : to) PetscCallMPI(MPI_Wait(&p.req, MPI_STATUS_IGNORE));
     PetscFunctionReturn(PETSC_SUCCESS);

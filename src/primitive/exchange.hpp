@@ -40,6 +40,7 @@ class Exchange
 {
 public:
   ~Exchange();
+  DDMemType memtype = DD_MEMTYPE_HOST; /* where the storages live: the backend of that memory packs and unpacks */
   PetscErrorCode SetUp(PetscSF sf, MPI_Comm comm, PetscMPIInt tag, PetscBool usetypes);
   /* leaf = root (forward) */
   PetscErrorCode ForwardBegin(DDDataType dt, const void *root, void *leaf);

@@ -208,12 +208,27 @@ struct _DDBackendMemOps {
   PetscErrorCode (*set)(void *, int, size_t);
 };
 
+/*
+  Vector operations of a memory type: DDTensor's arithmetic over the bulk of a layout (any storage
+  format: the operations walk the layout), and the exchange engine's packing of runs (off[i],
+  len[i]) into and out of message buffers. A device backend implements them as kernels on its memory.
+*/
+struct _DDBackendVecOps {
+  PetscErrorCode (*set)(DDDataType, const DDLayout *, void *y, PetscReal v);
+  PetscErrorCode (*scale)(DDDataType, const DDLayout *, void *y, PetscReal a);
+  PetscErrorCode (*copy)(DDDataType, const DDLayout *Lx, const void *x, const DDLayout *Ly, void *y);
+  PetscErrorCode (*axpby)(DDDataType, PetscReal a, const DDLayout *Lx, const void *x, PetscReal b, const DDLayout *Ly, void *y); /* y = a x + b y */
+  PetscErrorCode (*pack)(DDDataType, size_t nruns, const PetscInt off[], const PetscInt len[], PetscInt total, const void *src, void *buf);
+  PetscErrorCode (*unpack)(DDDataType, size_t nruns, const PetscInt off[], const PetscInt len[], PetscInt total, const void *buf, void *dst, PetscBool add);
+};
+
 struct _p_DDBackend {
   char                        name[64];     /* resource name, e.g. "/cpu/dnnl" */
   char                        fallback[64]; /* where what it lacks is found ("" for none) */
   char                        description[128];
   DDMemType                   memtype;
   struct _DDBackendMemOps     mem;
+  struct _DDBackendVecOps     vec;
   ddnn::KernelTable<float>    f32;
   ddnn::KernelTable<double>   f64;
   PetscLogEvent               events[ddnn::DD_KERNEL_NKINDS]; /* "<kind> <name>": -log_view says which kernel ran */

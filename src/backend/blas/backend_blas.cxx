@@ -86,6 +86,7 @@ PetscErrorCode DDBackendCreate_Blas(void)
   PetscCall(PetscStrncpy(b.fallback, "/cpu/ref", sizeof(b.fallback)));
   b.memtype = DD_MEMTYPE_HOST;
   b.mem     = HostMemOps;
+  b.vec = HostVecOps;
   FillBlas(b.f32);
   FillBlas(b.f64);
   PetscCall(DDBackendRegister_Private(&b));

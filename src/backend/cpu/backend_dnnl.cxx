@@ -320,6 +320,7 @@ PetscErrorCode DDBackendCreate_Dnnl(void)
   PetscCall(PetscStrncpy(b.fallback, "/cpu/blas", sizeof(b.fallback)));
   b.memtype            = DD_MEMTYPE_HOST;
   b.mem                = HostMemOps;
+  b.vec = HostVecOps;
   b.f32.convformats    = DnnlConvFormats;
   b.f32.convcreate     = DnnlConvCreate;
   b.f32.poolcreate     = DnnlPoolCreate;

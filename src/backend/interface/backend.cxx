@@ -347,6 +347,23 @@ PetscErrorCode ddnn::DDMemOps_Private(DDMemType mt, const struct _DDBackendMemOp
   SETERRQ(PETSC_COMM_SELF, PETSC_ERR_SUP, "No backend of this build has %s memory: configure ddnn with -DDDNN_WITH_CUDA=ON", DDMemTypes[mt]);
 }
 
+/* the vector operations of a memory type */
+PetscErrorCode ddnn::DDVecOps_Private(DDMemType mt, const struct _DDBackendVecOps **ops)
+{
+  PetscFunctionBegin;
+  if (mt == DD_MEMTYPE_HOST) {
+    *ops = &HostVecOps;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscCall(DDBackendRegisterAll());
+  for (auto &e : Registry())
+    if (e->memtype == mt) {
+      *ops = &e->vec;
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
+  SETERRQ(PETSC_COMM_SELF, PETSC_ERR_SUP, "No backend of this build has %s memory: configure ddnn with -DDDNN_WITH_CUDA=ON", DDMemTypes[mt]);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* the backend of a layer                                                                   */
 

@@ -12,6 +12,9 @@ PetscErrorCode DDBackendCreate_Dnnl(void);
 namespace ddnn
 {
 extern const struct _DDBackendMemOps HostMemOps;
+extern const struct _DDBackendVecOps HostVecOps;
+/* the vector operations of a memory type */
+PetscErrorCode DDVecOps_Private(DDMemType, const struct _DDBackendVecOps **);
 /* the memory operations of a memory type */
 PetscErrorCode DDMemOps_Private(DDMemType, const struct _DDBackendMemOps **);
 /* the backend registered under name (registering all first); NULL when it is not in this build */

@@ -72,6 +72,7 @@ PetscErrorCode DDBackendCreate_Ref(void)
   b.fallback[0] = 0;
   b.memtype     = DD_MEMTYPE_HOST;
   b.mem         = HostMemOps;
+  b.vec = HostVecOps;
   FillRef(b.f32);
   FillRef(b.f64);
   PetscCall(DDBackendRegister_Private(&b));

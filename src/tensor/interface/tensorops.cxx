@@ -2,6 +2,7 @@
   DDTensor: accessors, arithmetic over the bulk, deterministic reductions, and scatter/gather.
 */
 #include <tensor/layout.hpp>
+#include <backend/interface/backends.hpp>
 #include <vector>
 #include <cmath>
 
@@ -518,6 +519,15 @@ static void BulkApply(DDTensor t, F &&f)
   ForEachBulkRun(t->layout, [&](PetscInt off, PetscInt len) { f(a + off, len); });
 }
 
+/* the vector operations of two tensors' memory type (they must share it) */
+static PetscErrorCode TensorPairOps(DDTensor x, DDTensor y, const char fn[], const struct _DDBackendVecOps **ops)
+{
+  PetscFunctionBegin;
+  PetscCheck(x->memtype == y->memtype, PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "%s() needs both tensors in the same memory (%s and %s)", fn, DDMemTypes[x->memtype], DDMemTypes[y->memtype]);
+  PetscCall(DDVecOps_Private(x->memtype, ops));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@
   DDTensorSet - Sets every bulk entry to a value
 
@@ -529,15 +539,12 @@ static void BulkApply(DDTensor t, F &&f)
 @*/
 PetscErrorCode DDTensorSet(DDTensor t, PetscReal v)
 {
+  const struct _DDBackendVecOps *ops;
+
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorSet");
-  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    BulkApply<T>(t, [&](T *p, PetscInt n) {
-      for (PetscInt i = 0; i < n; i++) p[i] = (T)v;
-    });
-    return PETSC_SUCCESS;
-  }));
+  PetscCall(DDVecOps_Private(t->memtype, &ops));
+  PetscCall(ops->set(t->dtype, &t->layout, t->array, v));
   PetscCall(PetscObjectStateIncrease((PetscObject)t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -553,15 +560,12 @@ PetscErrorCode DDTensorSet(DDTensor t, PetscReal v)
 @*/
 PetscErrorCode DDTensorScale(DDTensor t, PetscReal a)
 {
+  const struct _DDBackendVecOps *ops;
+
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorScale");
-  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    BulkApply<T>(t, [&](T *p, PetscInt n) {
-      for (PetscInt i = 0; i < n; i++) p[i] *= (T)a;
-    });
-    return PETSC_SUCCESS;
-  }));
+  PetscCall(DDVecOps_Private(t->memtype, &ops));
+  PetscCall(ops->scale(t->dtype, &t->layout, t->array, a));
   PetscCall(PetscObjectStateIncrease((PetscObject)t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -588,16 +592,15 @@ static void PairApply(DDTensor x, DDTensor y, F &&f)
 @*/
 PetscErrorCode DDTensorCopy(DDTensor x, DDTensor y)
 {
+  const struct _DDBackendVecOps *ops;
+
   PetscFunctionBegin;
   DDTensorCheck(x, "DDTensorCopy");
   DDTensorCheck(y, "DDTensorCopy");
   if (x == y) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(DDTensorCheckCompatible_Private(x, y, "DDTensorCopy"));
-  PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    PairApply<T>(x, y, [&](const T *a, T *b, PetscInt n) { std::copy(a, a + n, b); });
-    return PETSC_SUCCESS;
-  }));
+  PetscCall(TensorPairOps(x, y, "DDTensorCopy", &ops));
+  PetscCall(ops->copy(x->dtype, &x->layout, x->array, &y->layout, y->array));
   PetscCall(PetscObjectStateIncrease((PetscObject)y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -613,17 +616,14 @@ PetscErrorCode DDTensorCopy(DDTensor x, DDTensor y)
 @*/
 PetscErrorCode DDTensorAXPY(DDTensor y, PetscReal alpha, DDTensor x)
 {
+  const struct _DDBackendVecOps *ops;
+
   PetscFunctionBegin;
   DDTensorCheck(x, "DDTensorAXPY");
   DDTensorCheck(y, "DDTensorAXPY");
   PetscCall(DDTensorCheckCompatible_Private(x, y, "DDTensorAXPY"));
-  PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    PairApply<T>(x, y, [&](const T *a, T *b, PetscInt n) {
-      for (PetscInt i = 0; i < n; i++) b[i] += (T)alpha * a[i];
-    });
-    return PETSC_SUCCESS;
-  }));
+  PetscCall(TensorPairOps(x, y, "DDTensorAXPY", &ops));
+  PetscCall(ops->axpby(x->dtype, alpha, &x->layout, x->array, 1.0, &y->layout, y->array));
   PetscCall(PetscObjectStateIncrease((PetscObject)y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -639,17 +639,14 @@ PetscErrorCode DDTensorAXPY(DDTensor y, PetscReal alpha, DDTensor x)
 @*/
 PetscErrorCode DDTensorAXPBY(DDTensor y, PetscReal alpha, PetscReal beta, DDTensor x)
 {
+  const struct _DDBackendVecOps *ops;
+
   PetscFunctionBegin;
   DDTensorCheck(x, "DDTensorAXPBY");
   DDTensorCheck(y, "DDTensorAXPBY");
   PetscCall(DDTensorCheckCompatible_Private(x, y, "DDTensorAXPBY"));
-  PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    PairApply<T>(x, y, [&](const T *a, T *b, PetscInt n) {
-      for (PetscInt i = 0; i < n; i++) b[i] = (T)alpha * a[i] + (T)beta * b[i];
-    });
-    return PETSC_SUCCESS;
-  }));
+  PetscCall(TensorPairOps(x, y, "DDTensorAXPBY", &ops));
+  PetscCall(ops->axpby(x->dtype, alpha, &x->layout, x->array, beta, &y->layout, y->array));
   PetscCall(PetscObjectStateIncrease((PetscObject)y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
