@@ -9,8 +9,7 @@ PETSC_EXTERN PetscErrorCode DDTensorScratchShift(DDTensor t, PetscInt shift, Pet
   PetscInt n;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
-  PetscValidRealPointer(v, 3);
+  PetscCheck(v, PETSC_COMM_SELF, PETSC_ERR_ARG_NULL, "Null output (argument 3)");
   PetscCall(DDTensorGetSize(t, &n));
   *v = (PetscReal)(n + shift);
   PetscFunctionReturn(PETSC_SUCCESS);
