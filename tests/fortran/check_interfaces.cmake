@@ -1,8 +1,10 @@
-# Every entry point of the binding ABI (c_api/ddnn_capi.h) has its Fortran interface in module
-# ddnn_capi (fortran/ddnn_capi.F90), and every interface names an entry point that exists.
-#   cmake -DDDNN_SOURCE_DIR=<src> -P check_interfaces.cmake
-file(READ ${DDNN_SOURCE_DIR}/c_api/ddnn_capi.h header)
-file(READ ${DDNN_SOURCE_DIR}/fortran/ddnn_capi.F90 module)
+# Every entry point of the binding ABI (ddnn_capi.h, whose prototypes c_api/generate.py writes into
+# <build>/include/ddnn_capi_functions.h) has its Fortran interface in the generated module ddnn_capi
+# (<build>/capi/ddnn_capi.F90), and every interface names an entry point that exists; and the
+# library exports every entry point of the header.
+#   cmake -DDDNN_BINARY_DIR=<build> [-DDDNN_LIBRARY=<libddnn.so>] -P check_interfaces.cmake
+file(READ ${DDNN_BINARY_DIR}/include/ddnn_capi_functions.h header)
+file(READ ${DDNN_BINARY_DIR}/capi/ddnn_capi.F90 module)
 string(REGEX MATCHALL "\nint (ddnn_[a-z0-9_]+)\\(" cfuncs "${header}")
 string(REGEX MATCHALL "bind\\(C, name='(ddnn_[a-z0-9_]+)'\\)" ffuncs "${module}")
 set(c)
@@ -20,7 +22,20 @@ list(REMOVE_ITEM missing ${f})
 set(extra ${f})
 list(REMOVE_ITEM extra ${c})
 list(LENGTH c nc)
+if(nc LESS 100)
+  message(FATAL_ERROR "only ${nc} ABI entry points found in ${DDNN_BINARY_DIR}/include/ddnn_capi_functions.h")
+endif()
+if(DDNN_LIBRARY)
+  execute_process(COMMAND nm -D --defined-only ${DDNN_LIBRARY} OUTPUT_VARIABLE syms RESULT_VARIABLE rc)
+  if(rc EQUAL 0)
+    foreach(n ${c})
+      if(NOT syms MATCHES " T ${n}\n")
+        message(FATAL_ERROR "${n} is declared in ddnn_capi_functions.h but ${DDNN_LIBRARY} does not define it")
+      endif()
+    endforeach()
+  endif()
+endif()
 if(missing OR extra)
-  message(FATAL_ERROR "fortran/ddnn_capi.F90 and c_api/ddnn_capi.h differ: no Fortran interface for [${missing}]; no C entry point for [${extra}]")
+  message(FATAL_ERROR "the generated ddnn_capi.F90 and ddnn_capi_functions.h differ: no Fortran interface for [${missing}]; no C entry point for [${extra}]")
 endif()
 message(STATUS "${nc} ABI entry points, each with its Fortran interface")
