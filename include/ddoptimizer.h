@@ -35,7 +35,7 @@ PETSC_EXTERN PetscErrorCode DDOptimizerGetLearningRate(DDOptimizer, PetscReal *)
 PETSC_EXTERN PetscErrorCode DDOptimizerSetMomentum(DDOptimizer, PetscReal, PetscBool);
 PETSC_EXTERN PetscErrorCode DDOptimizerSetWeightDecay(DDOptimizer, PetscReal);
 PETSC_EXTERN PetscErrorCode DDOptimizerSetBetas(DDOptimizer, PetscReal, PetscReal, PetscReal);
-PETSC_EXTERN PetscErrorCode DDOptimizerSetSchedule(DDOptimizer, DDSchedule, PetscInt, PetscReal, PetscReal);
+PETSC_EXTERN PetscErrorCode DDOptimizerSetSchedule(DDOptimizer, DDSchedule, PetscInt, PetscReal);
 PETSC_EXTERN PetscErrorCode DDOptimizerSetClipNorm(DDOptimizer, PetscReal);
 PETSC_EXTERN PetscErrorCode DDOptimizerSetUp(DDOptimizer, PetscInt, DDTensor[], DDTensor[]);
 PETSC_EXTERN PetscErrorCode DDOptimizerStep(DDOptimizer);
