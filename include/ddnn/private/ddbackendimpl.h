@@ -22,6 +22,7 @@
 #include <ddlayer.h>
 #if defined(__cplusplus)
   #include <memory>
+  #include <utility>
   #include <vector>
 
 namespace ddnn
@@ -185,6 +186,15 @@ struct KernelTable {
   /* pointwise activations over runs: y = f(x); dx = f'(x) dy (dy may alias dx) */
   void (*actfwd)(DDActivationType, T slope, const T *x, T *y, PetscInt n)               = nullptr;
   void (*actbwd)(DDActivationType, T slope, const T *x, const T *dy, T *dx, PetscInt n) = nullptr;
+  /*
+    normalization over the bulk of one rank's piece (batch norm: per channel; group norm, persample:
+    per (sample, channel)), statistics in double: cnt, mean, m2 = sum (x - mean)^2; y = a (x - mu) + b;
+    the backward sums sdy = sum dy, sdyx = sum dy (x - mu); dx = a dy + b (x - mu) + c
+  */
+  void (*normmoments)(const DDLayout &, const T *x, bool persample, double *cnt, double *mean, double *m2)                                                                   = nullptr;
+  void (*normscaleshift)(const DDLayout &Lx, const T *x, const DDLayout &Ly, T *y, bool persample, const double *mu, const double *a, const double *b)                      = nullptr;
+  void (*normbwdsums)(const DDLayout &Lx, const T *x, const DDLayout &Ld, const T *dy, bool persample, const double *mu, double *sdy, double *sdyx)                        = nullptr;
+  void (*normbwdapply)(const DDLayout &Lx, const T *x, const DDLayout &Ld, const T *dy, const DDLayout &Lo, T *dx, bool persample, const double *mu, const double *a, const double *b, const double *c) = nullptr;
 };
 
 /* Names of the kernel kinds, for log events and messages */
@@ -194,6 +204,7 @@ typedef enum {
   DD_KERNEL_GEMM,
   DD_KERNEL_UPSAMPLE,
   DD_KERNEL_POINTWISE,
+  DD_KERNEL_NORM,
   DD_KERNEL_NKINDS
 } DDKernelKind;
 } // namespace ddnn
@@ -311,6 +322,18 @@ inline PetscErrorCode LayerKernel(DDLayer l, F KernelTable<T>::*m, DDKernelKind 
   PetscFunctionBegin;
   PetscCall(DDLayerGetBackend_Private(l, &b));
   PetscCall(DDBackendFind<T>(b, m, kind, fn, which));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+/* calls entry m of the kernel table along layer l's backend chain with args, timed as the event of kind */
+template <class T, class F, class... A>
+inline PetscErrorCode CallKernel(DDLayer l, F KernelTable<T>::*m, DDKernelKind kind, A &&...args)
+{
+  DDBackend which;
+  F         fn;
+  PetscFunctionBegin;
+  PetscCall(LayerKernel<T>(l, m, kind, &fn, &which));
+  KernelEvent e(which, kind);
+  fn(std::forward<A>(args)...);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 } // namespace ddnn

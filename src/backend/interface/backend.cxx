@@ -23,7 +23,7 @@ static PetscBool    registered = PETSC_FALSE;
 static std::string  defaultname;
 static PetscClassId DD_BACKEND_CLASSID;
 
-static const char *const KernelKindNames[] = {"Conv", "Pool", "Gemm", "Upsample", "Pointwise"};
+static const char *const KernelKindNames[] = {"Conv", "Pool", "Gemm", "Upsample", "Pointwise", "Norm"};
 
 /* "cpu/dnnl" and "/cpu/dnnl" name the same backend */
 static std::string Normalize(const char name[])
@@ -230,6 +230,7 @@ PetscErrorCode DDBackendView(PetscViewer viewer)
       if (t.affinefwd) r += " gemm";
       if (t.upsamplefwd) r += " upsample";
       if (t.actfwd) r += " pointwise";
+      if (t.normmoments) r += " norm";
       return r.empty() ? std::string(" -") : r;
     };
     PetscCall(PetscViewerASCIIPrintf(viewer, "%s: %s; %s memory; falls back to %s\n", e->name, e->description, DDMemTypes[e->memtype], e->fallback[0] ? e->fallback : "nothing"));

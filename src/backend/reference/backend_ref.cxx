@@ -59,6 +59,10 @@ void FillRef(KernelTable<T> &t)
   t.upsamplebwd      = UpsampleBackwardRef<T>;
   t.actfwd           = ActivationForward<T>; /* one plain loop per function: the reference too */
   t.actbwd           = ActivationBackward<T>;
+  t.normmoments      = NormMoments<T>; /* tiled loops over the storage order: the reference and the fast path alike */
+  t.normscaleshift   = NormScaleShift<T>;
+  t.normbwdsums      = NormBackwardSums<T>;
+  t.normbwdapply     = NormBackwardApply<T>;
 }
 } // namespace
 

@@ -306,7 +306,7 @@ static PetscErrorCode BatchNorm_Forward(DDLayer l, PetscInt nin, DDTensor xs[], 
       s->cnt.resize(Cl);
       s->mean.resize(Cl);
       s->m2.resize(Cl);
-      if (act) NormMoments<T>(x->layout, (const T *)x->array, false, s->cnt.data(), s->mean.data(), s->m2.data());
+      if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normmoments, x->layout, HostArray<const T>(x), false, s->cnt.data(), s->mean.data(), s->m2.data()));
       double *st = (double *)s->st1->array;
       if (act)
         for (PetscInt c = 0; c < Cl; c++) st[c] = s->cnt[c] * s->mean[c];
@@ -351,7 +351,7 @@ static PetscErrorCode BatchNorm_Forward(DDLayer l, PetscInt nin, DDTensor xs[], 
     ParamValues<T>(s->affine ? s->bh : NULL, Cl, 0.0, s->sh);
     std::vector<double> a(Cl);
     for (PetscInt c = 0; c < Cl; c++) a[c] = s->sc[c] * s->rstd[c];
-    if (act) NormScaleShift<T>(x->layout, (const T *)x->array, yo->layout, (T *)yo->array, false, s->mu.data(), a.data(), s->sh.data());
+    if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normscaleshift, x->layout, HostArray<const T>(x), yo->layout, HostArray<T>(yo), false, s->mu.data(), a.data(), s->sh.data()));
     PetscFunctionReturn(PETSC_SUCCESS);
   }));
   if (yo != y) PetscCall(DDTensorCopy(yo, y));
@@ -373,7 +373,7 @@ static PetscErrorCode BatchNorm_Backward(DDLayer l, DDTensor dy, PetscInt nin, D
     PetscFunctionBegin;
     s->s1.assign(Cl, 0.0);
     s->s2.assign(Cl, 0.0);
-    if (act) NormBackwardSums<T>(x->layout, (const T *)x->array, g->layout, (const T *)g->array, false, s->mu.data(), s->s1.data(), s->s2.data());
+    if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normbwdsums, x->layout, HostArray<const T>(x), g->layout, HostArray<const T>(g), false, s->mu.data(), s->s1.data(), s->s2.data()));
     if (s->affine) { /* local partial gradients; the broadcast's adjoint sums them onto Pc */
       if (s->dwh->active) {
         T *dw = (T *)s->dwh->array, *db = (T *)s->dbh->array;
@@ -406,7 +406,7 @@ static PetscErrorCode BatchNorm_Backward(DDLayer l, DDTensor dy, PetscInt nin, D
         }
     } else
       for (PetscInt c = 0; c < Cl; c++) s->ka[c] = s->sc[c] * s->rstd[c];
-    if (act) NormBackwardApply<T>(x->layout, (const T *)x->array, g->layout, (const T *)g->array, dxo->layout, (T *)dxo->array, false, s->mu.data(), s->ka.data(), s->kb.data(), s->kc.data());
+    if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normbwdapply, x->layout, HostArray<const T>(x), g->layout, HostArray<const T>(g), dxo->layout, HostArray<T>(dxo), false, s->mu.data(), s->ka.data(), s->kb.data(), s->kc.data()));
     PetscFunctionReturn(PETSC_SUCCESS);
   }));
   if (dx && dxo != dx) PetscCall(DDTensorCopy(dxo, dx));

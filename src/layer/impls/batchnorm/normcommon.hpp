@@ -16,11 +16,18 @@
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <tensor/layout.hpp>
-#include <backend/kernels.hpp>
+#include <ddnn/private/ddbackendimpl.h>
+#include <backend/kernels.hpp> /* NormLayoutsMatch: which layouts the norm kernels walk together */
 #include <vector>
 
 namespace ddnn
 {
+/* a normalization kernel of layer l's backend chain (KernelTable<T>::norm*) */
+template <class T, class F, class... A>
+inline PetscErrorCode NormKernel(DDLayer l, F KernelTable<T>::*m, A &&...args)
+{
+  return CallKernel<T>(l, m, DD_KERNEL_NORM, std::forward<A>(args)...);
+}
 struct ChannelParams {
   DDPartition Pc = NULL, Pw = NULL;
   DDPrimitive B  = NULL; /* Pc -> Pw; NULL when the input is split along the channel only */

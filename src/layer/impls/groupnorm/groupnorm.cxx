@@ -219,7 +219,7 @@ static PetscErrorCode GroupNorm_Forward(DDLayer l, PetscInt nin, DDTensor xs[], 
     s->cnt.resize(NC);
     s->mean.resize(NC);
     s->m2.resize(NC);
-    if (act) NormMoments<T>(x->layout, (const T *)x->array, true, s->cnt.data(), s->mean.data(), s->m2.data());
+    if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normmoments, x->layout, HostArray<const T>(x), true, s->cnt.data(), s->mean.data(), s->m2.data()));
     /* per (sample, group): merge the group's channels */
     std::vector<double> gc(NG, 0.0), gm(NG, 0.0), gq(NG, 0.0);
     for (PetscInt n = 0; n < Nl; n++)
@@ -260,7 +260,7 @@ static PetscErrorCode GroupNorm_Forward(DDLayer l, PetscInt nin, DDTensor xs[], 
         a[i]             = s->wv[c] * s->grstd[gi];
         b[i]             = s->bv[c];
       }
-    if (act) NormScaleShift<T>(x->layout, (const T *)x->array, yo->layout, (T *)yo->array, true, s->mu.data(), a.data(), b.data());
+    if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normscaleshift, x->layout, HostArray<const T>(x), yo->layout, HostArray<T>(yo), true, s->mu.data(), a.data(), b.data()));
     PetscFunctionReturn(PETSC_SUCCESS);
   }));
   if (yo != y) PetscCall(DDTensorCopy(yo, y));
@@ -282,7 +282,7 @@ static PetscErrorCode GroupNorm_Backward(DDLayer l, DDTensor dy, PetscInt nin, D
     PetscFunctionBegin;
     s->s1.assign(NC, 0.0);
     s->s2.assign(NC, 0.0);
-    if (act) NormBackwardSums<T>(x->layout, (const T *)x->array, g->layout, (const T *)g->array, true, s->mu.data(), s->s1.data(), s->s2.data());
+    if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normbwdsums, x->layout, HostArray<const T>(x), g->layout, HostArray<const T>(g), true, s->mu.data(), s->s1.data(), s->s2.data()));
     /* parameter gradients: local partial sums over this worker's samples and positions */
     if (s->dwh->active) {
       T *dw = (T *)s->dwh->array, *db = (T *)s->dbh->array;
@@ -325,7 +325,7 @@ static PetscErrorCode GroupNorm_Backward(DDLayer l, DDTensor dy, PetscInt nin, D
           s->kb[i]         = -r * r * G2 / s->m;
           s->kc[i]         = -r * G1 / s->m;
         }
-    if (act) NormBackwardApply<T>(x->layout, (const T *)x->array, g->layout, (const T *)g->array, dxo->layout, (T *)dxo->array, true, s->mu.data(), s->ka.data(), s->kb.data(), s->kc.data());
+    if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normbwdapply, x->layout, HostArray<const T>(x), g->layout, HostArray<const T>(g), dxo->layout, HostArray<T>(dxo), true, s->mu.data(), s->ka.data(), s->kb.data(), s->kc.data()));
     PetscFunctionReturn(PETSC_SUCCESS);
   }));
   if (dx && dxo != dx) PetscCall(DDTensorCopy(dxo, dx));
