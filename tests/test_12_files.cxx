@@ -211,7 +211,7 @@ struct Steps {
 };
 
 /* `steps` training steps, each followed by an evaluation Forward */
-static Steps Run(DDNet net, DDOptimizer opt, DDTensor in[], int first, int steps)
+static Steps RunSteps(DDNet net, DDOptimizer opt, DDTensor in[], int first, int steps)
 {
   Steps r;
   for (int s = first; s < first + steps; s++) {
@@ -271,15 +271,15 @@ TEST(Checkpoints, BuffersAndCountersMakeTheRestartExact)
   EXPECT_STREQ(names[2], "num_batches_tracked");
   EXPECT_TRUE(bt[0] && bt[1] && !bt[2] && bc[2] && !bc[0]);
   DDOptimizer opt = Optimizer(net);
-  Run(net, opt, in, 0, 3);
+  RunSteps(net, opt, in, 0, 3);
   EXPECT_EQ(*bc[2], 3);
   DDT(DDLayerGetBuffers(dr, &nb, &names, &bt, &bc));
   ASSERT_EQ(nb, 1);
   EXPECT_STREQ(names[0], "calls");
   EXPECT_EQ(*bc[0], 3);
   DDT(DDCheckpointSave(net, opt, file.c_str()));
-  Steps full = Run(net, opt, in, 3, 3);
-  /* a fresh network on a serial partition restarted from the checkpoint */
+  Steps full = RunSteps(net, opt, in, 3, 3);
+  /* a fresh network on a serial partition restarted from the checkpoint (agreement to rounding: other sums) */
   DDTensor x1 = MakeInput(Serial(xs), DD_FLOAT64, 1), t1 = MakeInput(Serial(ts), DD_FLOAT64, 2);
   DDTensor    in1[2] = {x1, t1};
   DDNet       net1   = BufferNet();
@@ -290,10 +290,10 @@ TEST(Checkpoints, BuffersAndCountersMakeTheRestartExact)
   DDT(DDNetGetLayer(net1, "dr", &dr1));
   DDT(DDLayerGetBuffers(dr1, &nb, &names, &bt, &bc));
   EXPECT_EQ(*bc[0], 3) << "the dropout counter was not restored";
-  Steps again = Run(net1, opt1, in1, 3, 3);
+  Steps again = RunSteps(net1, opt1, in1, 3, 3);
   for (int s = 0; s < 3; s++) {
-    EXPECT_NEAR(again.train[s], full.train[s], 1e-12 * std::fabs(full.train[s])) << "train step " << s;
-    EXPECT_NEAR(again.eval[s], full.eval[s], 1e-12 * std::fabs(full.eval[s])) << "eval after step " << s;
+    EXPECT_NEAR(again.train[s], full.train[s], 1e-9 * std::fabs(full.train[s])) << "train step " << s;
+    EXPECT_NEAR(again.eval[s], full.eval[s], 1e-9 * std::fabs(full.eval[s])) << "eval after step " << s;
   }
   DDT(DDOptimizerDestroy(&opt1));
   DDT(DDNetDestroy(&net1));
