@@ -241,6 +241,17 @@ PetscErrorCode H5Open(MPI_Comm comm, const char *file, char mode, hid_t *fid)
   PetscFunctionBegin;
   Quiet();
   if (mode != 'r') PetscCall(CheckRegularOrMissing(comm, file, false));
+  else { /* opening a FIFO would block, a device read garbage */
+    PetscMPIInt rank;
+    int         other = 0;
+    PetscCallMPI(MPI_Comm_rank(comm, &rank));
+    if (!rank) {
+      struct stat sb;
+      other = stat(file, &sb) == 0 && !S_ISREG(sb.st_mode);
+    }
+    PetscCallMPI(MPI_Bcast(&other, 1, MPI_INT, 0, comm));
+    PetscCheck(!other, comm, PETSC_ERR_FILE_OPEN, "Cannot read \"%s\" as an HDF5 file: it is not a regular file (a directory, device, pipe or socket)", file);
+  }
   fapl = H5Pcreate(H5P_FILE_ACCESS);
   PetscCheck(fapl >= 0, PETSC_COMM_SELF, PETSC_ERR_LIB, "H5Pcreate failed");
   PetscCheck(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) >= 0, PETSC_COMM_SELF, PETSC_ERR_LIB, "H5Pset_fapl_mpio failed");
@@ -438,7 +449,9 @@ PetscErrorCode H5WriteStringAttribute(hid_t fid, const char *name, const std::st
 PetscErrorCode H5ReadStringAttribute(MPI_Comm comm, hid_t fid, const char *file, const char *name, std::string &value)
 {
   PetscFunctionBegin;
-  DDCheckAll(comm, H5Aexists(fid, name) > 0, PETSC_ERR_FILE_UNEXPECTED, "HDF5 file \"%s\" has no attribute \"%s\" (not a ddnn checkpoint?)", file, name);
+  htri_t ex = H5Aexists(fid, name);
+  DDCheckAll(comm, ex >= 0, PETSC_ERR_FILE_UNEXPECTED, "Cannot read the attributes of HDF5 file \"%s\" (looking for \"%s\"): its metadata is corrupted", file, name);
+  DDCheckAll(comm, ex > 0, PETSC_ERR_FILE_UNEXPECTED, "HDF5 file \"%s\" has no attribute \"%s\" (not a ddnn checkpoint?)", file, name);
   hid_t  a    = H5Aopen(fid, name, H5P_DEFAULT);
   hid_t  type = H5Aget_type(a);
   size_t n    = H5Tget_size(type);
@@ -469,7 +482,9 @@ PetscErrorCode H5WriteIntAttribute(hid_t fid, const char *name, PetscInt64 v)
 PetscErrorCode H5ReadIntAttribute(MPI_Comm comm, hid_t fid, const char *file, const char *name, PetscInt64 *v)
 {
   PetscFunctionBegin;
-  DDCheckAll(comm, H5Aexists(fid, name) > 0, PETSC_ERR_FILE_UNEXPECTED, "HDF5 file \"%s\" has no attribute \"%s\"", file, name);
+  htri_t ex = H5Aexists(fid, name);
+  DDCheckAll(comm, ex >= 0, PETSC_ERR_FILE_UNEXPECTED, "Cannot read the attributes of HDF5 file \"%s\" (looking for \"%s\"): its metadata is corrupted", file, name);
+  DDCheckAll(comm, ex > 0, PETSC_ERR_FILE_UNEXPECTED, "HDF5 file \"%s\" has no attribute \"%s\"", file, name);
   hid_t     a = H5Aopen(fid, name, H5P_DEFAULT);
   long long x = 0;
   H5Aread(a, H5T_NATIVE_LLONG, &x);
