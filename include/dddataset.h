@@ -35,6 +35,8 @@ PETSC_EXTERN PetscErrorCode DDDatasetDestroy(DDDataset *);
 
 PETSC_EXTERN PetscErrorCode DDCheckpointSave(DDNet, DDOptimizer, const char[]);
 PETSC_EXTERN PetscErrorCode DDCheckpointLoad(DDNet, DDOptimizer, const char[]);
+PETSC_EXTERN PetscErrorCode DDFileCommit(MPI_Comm, const char[], const char[]);
+PETSC_EXTERN PetscErrorCode DDFileCheckWritable(MPI_Comm, const char[]);
 
 /* training loop */
 typedef struct {

@@ -72,6 +72,7 @@ PETSC_EXTERN PetscErrorCode DDLayerGetParameters(DDLayer, PetscInt *, DDTensor *
 PETSC_EXTERN PetscErrorCode DDLayerGetGradients(DDLayer, PetscInt *, DDTensor *[]);
 PETSC_EXTERN PetscErrorCode DDLayerGetParameterName(DDLayer, PetscInt, const char *[]);
 PETSC_EXTERN PetscErrorCode DDLayerGetNumParameters(DDLayer, PetscInt64 *);
+PETSC_EXTERN PetscErrorCode DDLayerGetBuffers(DDLayer, PetscInt *, const char *const *[], DDTensor *[], PetscInt64 **[]);
 PETSC_EXTERN PetscErrorCode DDLayerZeroGradients(DDLayer);
 PETSC_EXTERN PetscErrorCode DDLayerInitializeParameters(DDLayer, PetscInt64);
 PETSC_EXTERN PetscErrorCode DDLayerSetTraining(DDLayer, PetscBool);

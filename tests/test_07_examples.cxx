@@ -7,6 +7,9 @@
        the parameters, losses and batch-normalization statistics of training on rank 0 alone;
    (c) the ResNet built in code with DDNetAddLayer() and from the YAML variant equals the one
        built from resnet.opts;
+  (d) a run interrupted by a checkpoint and restarted on the same partition and on one rank
+      continues exactly as the uninterrupted run, in training and in evaluation mode (the
+      checkpoint holds the batch-norm running statistics and the dropout counter);
   and bad network files: an unknown layer type, a layer fed by a name that does not exist, a
   residual add of mismatched shapes, a misspelled option.
 */
@@ -392,6 +395,91 @@ TEST(Examples, ResNetTrainingOnPRanksEqualsOneRank)
 TEST(Examples, UNet3DTrainingOnPRanksEqualsOneRank)
 {
   PRanksEqualsOneRank(UNET, 2, 3);
+}
+
+/* (d) restart from a checkpoint: `steps` training steps from step `first`, each followed by an
+   evaluation Forward; the losses (train, eval, train, eval, ...) */
+static std::vector<double> TrainAndEvaluate(const Data &d, DDNet net, DDOptimizer opt, DDTensor x, DDTensor label, int first, int steps)
+{
+  std::vector<double> r;
+  DDTensor            in[2] = {x, label};
+  for (int s = first; s < first + steps; s++) {
+    PetscReal l;
+    SetData(d, s, x, label);
+    DDT(DDNetSetTraining(net, PETSC_TRUE));
+    DDT(DDNetForward(net, 2, in));
+    DDT(DDNetGetLoss(net, &l));
+    r.push_back(l);
+    DDT(DDNetZeroGradients(net));
+    DDT(DDNetBackward(net, NULL));
+    DDT(DDOptimizerStep(opt));
+    DDT(DDNetSetTraining(net, PETSC_FALSE));
+    DDT(DDNetForward(net, 2, in));
+    DDT(DDNetGetLoss(net, &l));
+    r.push_back(l);
+  }
+  DDT(DDNetSetTraining(net, PETSC_TRUE));
+  return r;
+}
+
+/* a fresh network and optimizer on the partition, optionally restarted from `ckpt`; runs the steps, optionally saves */
+static std::vector<double> Segment(const Example &e, const Data &d, PetscInt N, const std::vector<PetscInt> &pshape, bool serial, const char *load, int first, int steps, const char *save)
+{
+  DDTensor x, label;
+  MakeTensors(d, N, pshape, serial, &x, &label);
+  DDTensor in[2] = {x, label};
+  DDNet    net   = NetFromOptions(e.prefix);
+  DDT(DDNetSetUp(net, 2, in));
+  DDOptimizer opt = OptimizerFor(net, e.prefix);
+  if (load) DDT(DDCheckpointLoad(net, opt, load));
+  std::vector<double> r = TrainAndEvaluate(d, net, opt, x, label, first, steps);
+  if (save) DDT(DDCheckpointSave(net, opt, save));
+  DDT(DDOptimizerDestroy(&opt));
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&label));
+  return r;
+}
+
+static void RestartEqualsUninterrupted(Net n, PetscInt N)
+{
+  const Example &e = examples[n];
+  InsertFile(e.prefix, ShareFile(e.file));
+  Data                  d    = ReadData(e.prefix);
+  std::vector<PetscInt> part = Partitions(d, Size()).front(), one(d.sample.size() + 1, 1);
+  std::string           ck   = Tmp((std::string(e.prefix) + "restart.h5").c_str());
+  const int             k = 2, m = 2;
+  std::vector<double>   full = Segment(e, d, N, part, false, NULL, 0, k + m, NULL);
+  Segment(e, d, N, part, false, NULL, 0, k, ck.c_str());
+  std::vector<double> same = Segment(e, d, N, part, false, ck.c_str(), k, m, NULL);
+  std::vector<double> ser  = Segment(e, d, N, one, true, ck.c_str(), k, m, NULL);
+  for (int i = 0; i < 2 * m; i++) {
+    const double ref = full[2 * k + i];
+    const char  *mode = i % 2 ? "evaluation" : "training";
+    EXPECT_NEAR(same[i], ref, 1e-13 * std::fabs(ref)) << e.file << ": restart on the same partition " << Str(part) << ", step " << k + i / 2 << " in " << mode;
+    EXPECT_NEAR(ser[i], ref, 1e-10 * std::fabs(ref)) << e.file << ": restart on one rank, step " << k + i / 2 << " in " << mode;
+  }
+  if (Rank() == 0) unlink(ck.c_str());
+}
+
+TEST(Examples, LeNet5RestartEqualsUninterruptedRun)
+{
+  RestartEqualsUninterrupted(LENET, 8);
+}
+
+TEST(Examples, VGGRestartEqualsUninterruptedRun)
+{
+  RestartEqualsUninterrupted(VGG, 8);
+}
+
+TEST(Examples, ResNetRestartEqualsUninterruptedRun)
+{
+  RestartEqualsUninterrupted(RESNET, 4);
+}
+
+TEST(Examples, UNet3DRestartEqualsUninterruptedRun)
+{
+  RestartEqualsUninterrupted(UNET, 2);
 }
 
 /* (c) the ResNet of resnet.opts written in code */

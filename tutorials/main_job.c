@@ -102,6 +102,13 @@ static PetscErrorCode SolveSample(DM da, KSP ksp, Mat A, Vec b, Vec u, Vec lk, P
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  The data file is written like a checkpoint: into "<file>.tmp" (a stale one from a killed run is
+  removed first), and renamed to <file> only once complete (DDFileCommit() syncs it to disk first),
+  so an interrupted generation never leaves a file that a later run would train on; each dataset is
+  also marked incomplete until its last sample is written and then gets a content checksum, both
+  checked by DDDatasetSetUp(). A path that exists and is not a regular file is never replaced.
+*/
 static PetscErrorCode GenerateData(DM da, const char *file, PetscInt S)
 {
   Mat      A;
@@ -109,12 +116,15 @@ static PetscErrorCode GenerateData(DM da, const char *file, PetscInt S)
   KSP      ksp;
   DDTensor tu, tk;
   double   t0 = MPI_Wtime();
+  char     tmp[PETSC_MAX_PATH_LEN + 8];
 
   PetscFunctionBeginUser;
-  { /* a fresh file: the datasets are written slice by slice into it */
+  PetscCall(PetscSNPrintf(tmp, sizeof(tmp), "%s.tmp", file));
+  PetscCall(DDFileCheckWritable(PETSC_COMM_WORLD, file)); /* both paths missing or regular files */
+  { /* a fresh temporary file: the datasets are written slice by slice into it */
     PetscMPIInt rank;
     PetscCallMPI(MPI_Comm_rank(PETSC_COMM_WORLD, &rank));
-    if (!rank) unlink(file);
+    if (!rank) unlink(tmp);
     PetscCallMPI(MPI_Barrier(PETSC_COMM_WORLD));
   }
   PetscCall(DMCreateMatrix(da, &A));
@@ -133,11 +143,12 @@ static PetscErrorCode GenerateData(DM da, const char *file, PetscInt S)
     PetscCall(SolveSample(da, ksp, A, b, u, lk, s));
     PetscCall(DDTensorPlaceVec(tu, u));
     PetscCall(DDTensorPlaceVec(tk, lk));
-    PetscCall(DDTensorWriteHDF5Slice(tk, file, "input", s, S));
-    PetscCall(DDTensorWriteHDF5Slice(tu, file, "target", s, S));
+    PetscCall(DDTensorWriteHDF5Slice(tk, tmp, "input", s, S));
+    PetscCall(DDTensorWriteHDF5Slice(tu, tmp, "target", s, S));
     PetscCall(DDTensorResetVec(tu, u));
     PetscCall(DDTensorResetVec(tk, lk));
   }
+  PetscCall(DDFileCommit(PETSC_COMM_WORLD, tmp, file));
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "data: %" PetscInt_FMT " Poisson solves with random coefficients written to %s in %.1f s\n", S, file, MPI_Wtime() - t0));
   PetscCall(DDTensorDestroy(&tu));
   PetscCall(DDTensorDestroy(&tk));
@@ -267,11 +278,13 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsBool("-require_progress", "Fail unless the loss fell and the surrogate beats the trivial predictor", NULL, progress, &progress, NULL));
   PetscOptionsEnd();
   PetscCheck(ntest >= B && S - ntest >= B, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "Need at least a batch of training and of test samples");
+  /* the checkpoint path must be writable (and not a device or directory) before any work is done */
+  PetscCall(DDFileCheckWritable(PETSC_COMM_WORLD, ckpt));
 
   /* the simulation's grid: its decomposition is the network's */
   PetscCall(DMDACreate2d(PETSC_COMM_WORLD, DM_BOUNDARY_NONE, DM_BOUNDARY_NONE, DMDA_STENCIL_STAR, n, n, PETSC_DECIDE, PETSC_DECIDE, 1, 1, NULL, NULL, &da));
   PetscCall(DMSetUp(da));
-  {
+  { /* -regenerate replaces the file (atomically, by a rename) only when it is a regular file */
     int exists = 0;
     if (!rank) exists = access(file, F_OK) == 0;
     PetscCallMPI(MPI_Bcast(&exists, 1, MPI_INT, 0, PETSC_COMM_WORLD));

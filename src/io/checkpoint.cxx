@@ -1,9 +1,9 @@
 /*
-  Checkpoints: parameters and optimizer state in one HDF5 file, each tensor a dataset of its
-  global shape (so a checkpoint written on 4 ranks loads on 1, 2 or 3), with the network's
-  signature (parameter names and shapes) to refuse another network's file. Written to
-  "<file>.tmp" and renamed when complete, so an interrupted write leaves the previous
-  checkpoint intact.
+  Checkpoints: parameters, the layers' buffers (running statistics, counters) and optimizer
+  state in one HDF5 file, each tensor a dataset of its global shape (so a checkpoint written on
+  4 ranks loads on 1, 2 or 3) with a content checksum, and the network's signature (parameter
+  names and shapes) to refuse another network's file. Written to "<file>.tmp", synced to disk and
+  renamed when complete, so an interrupted write leaves the previous checkpoint intact.
 */
 #include <io/h5util.hpp>
 #include <dddataset.h>
@@ -30,6 +30,28 @@ static PetscErrorCode Signature(DDNet net, std::string &sig)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* calls f(name "<layer>.<buffer>", tensor or NULL, counter or NULL) for every buffer of every layer */
+template <class F>
+static PetscErrorCode ForEachBuffer(DDNet net, F &&f)
+{
+  PetscInt nl;
+
+  PetscFunctionBegin;
+  PetscCall(DDNetGetNumLayers(net, &nl));
+  for (PetscInt i = 0; i < nl; i++) {
+    DDLayer            l;
+    const char        *lname;
+    PetscInt           nb;
+    const char *const *bn;
+    DDTensor          *bt;
+    PetscInt64       **bc;
+    PetscCall(DDNetGetLayerByIndex(net, i, &l, &lname));
+    PetscCall(DDLayerGetBuffers(l, &nb, &bn, &bt, &bc));
+    for (PetscInt b = 0; b < nb; b++) PetscCall(f(std::string(lname) + "." + bn[b], bt[b], bc[b]));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@C
   DDCheckpointSave - Writes the network's parameters and the optimizer's state to an HDF5 file
 
@@ -42,8 +64,13 @@ static PetscErrorCode Signature(DDNet net, std::string &sig)
 
   Notes:
   The layout does not depend on the partition: every tensor is a dataset of its global shape
-  ("params/<layer>.<param>", "optimizer/<layer>.<param>/<state>"). The file is written as
-  "<file>.tmp" and renamed at the end.
+  ("params/<layer>.<param>", "buffers/<layer>.<buffer>", "optimizer/<layer>.<param>/<state>")
+  with a content checksum; the layers' counters (`DDLayerGetBuffers()`: num_batches_tracked,
+  dropout's call count) and the optimizer's step and epoch are attributes. So a restarted run
+  continues exactly as the uninterrupted one, in training and in evaluation mode, on any number
+  of ranks. The file is written as "<file>.tmp" (a stale one from a killed run is overwritten),
+  synced to disk and renamed at the end (`DDFileCommit()`); a path that is not a regular file
+  (/dev/null, a directory) is refused. Check the path before training with `DDFileCheckWritable()`.
 
   Level: beginner
 
@@ -56,18 +83,24 @@ PetscErrorCode DDCheckpointSave(DDNet net, DDOptimizer opt, const char file[])
   hid_t       fid;
   PetscInt    n;
   DDTensor   *ps;
-  PetscMPIInt rank;
-  int         rc = 0;
 
   PetscFunctionBegin;
   PetscCall(Signature(net, sig));
   PetscCall(DDNetGetParameters(net, &n, &ps, NULL));
+  PetscCall(CheckRegularOrMissing(comm, file, true));
+  PetscCall(CheckRegularOrMissing(comm, tmp.c_str(), true));
   PetscCall(H5Open(comm, tmp.c_str(), 'w', &fid));
   for (PetscInt i = 0; i < n; i++) {
     const char *name;
     PetscCall(DDNetGetParameterName(net, i, &name));
     PetscCall(H5WriteTensor(fid, (std::string("params/") + name).c_str(), ps[i]));
   }
+  PetscCall(ForEachBuffer(net, [&](const std::string &bname, DDTensor t, PetscInt64 *c) -> PetscErrorCode {
+    PetscFunctionBegin;
+    if (t) PetscCall(H5WriteTensor(fid, ("buffers/" + bname).c_str(), t));
+    else PetscCall(H5WriteIntAttribute(fid, ("ddnn_counter " + bname).c_str(), *c));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }));
   PetscCall(H5WriteStringAttribute(fid, "ddnn_signature", sig));
   if (opt) {
     PetscInt           ns, step, epoch;
@@ -87,12 +120,9 @@ PetscErrorCode DDCheckpointSave(DDNet net, DDOptimizer opt, const char file[])
     PetscCall(H5WriteIntAttribute(fid, "ddnn_step", step));
     PetscCall(H5WriteIntAttribute(fid, "ddnn_epoch", epoch));
   } else PetscCall(H5WriteStringAttribute(fid, "ddnn_optimizer", "none"));
+  PetscCall(H5WriteIntAttribute(fid, "ddnn_checkpoint_version", 2)); /* last: the file is complete */
   PetscCall(H5Close(comm, fid));
-  PetscCallMPI(MPI_Barrier(comm));
-  PetscCallMPI(MPI_Comm_rank(comm, &rank));
-  if (!rank) rc = std::rename(tmp.c_str(), file);
-  PetscCallMPI(MPI_Bcast(&rc, 1, MPI_INT, 0, comm));
-  PetscCheck(rc == 0, comm, PETSC_ERR_FILE_WRITE, "Cannot rename the checkpoint \"%s\" to \"%s\"", tmp.c_str(), file);
+  PetscCall(FileCommit(comm, tmp.c_str(), file));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -107,8 +137,11 @@ PetscErrorCode DDCheckpointSave(DDNet net, DDOptimizer opt, const char file[])
 - file - the checkpoint
 
   Notes:
-  Errors on every rank when the file is missing or truncated, when it comes from another
-  network (parameter names or shapes differ: both signatures are printed) or another optimizer.
+  Restores the parameters, the layers' buffers (`DDLayerGetBuffers()`) and the optimizer's state
+  and step count. Errors on every rank, naming the file (and dataset), when the file is missing,
+  truncated, incomplete or from an older ddnn, corrupted (a content checksum or HDF5 metadata
+  checksum does not match), when it comes from another network (parameter names or shapes
+  differ: both signatures are printed) or another optimizer.
 
   Level: beginner
 
@@ -129,13 +162,23 @@ PetscErrorCode DDCheckpointLoad(DDNet net, DDOptimizer opt, const char file[])
   PetscErrorCode ierr = PETSC_SUCCESS;
   auto           body = [&]() -> PetscErrorCode {
     PetscFunctionBegin;
+    PetscInt64 version = 0;
     PetscCall(H5ReadStringAttribute(comm, fid, file, "ddnn_signature", fsig));
+    DDCheckAll(comm, H5Aexists(fid, "ddnn_checkpoint_version") > 0, PETSC_ERR_FILE_UNEXPECTED, "Checkpoint \"%s\" is incomplete or from an older ddnn (no \"ddnn_checkpoint_version\"): it lacks the layers' buffers and checksums", file);
+    PetscCall(H5ReadIntAttribute(comm, fid, file, "ddnn_checkpoint_version", &version));
+    DDCheckAll(comm, version == 2, PETSC_ERR_FILE_UNEXPECTED, "Checkpoint \"%s\" has format version %" PetscInt64_FMT ", this ddnn reads version 2", file, version);
     DDCheckAll(comm, fsig == sig, PETSC_ERR_FILE_UNEXPECTED, "Checkpoint \"%s\" is from another network: it holds %.200s but this network has %.200s", file, fsig.c_str(), sig.c_str());
     for (PetscInt i = 0; i < n; i++) {
       const char *name;
       PetscCall(DDNetGetParameterName(net, i, &name));
-      PetscCall(H5ReadTensor(fid, file, (std::string("params/") + name).c_str(), ps[i]));
+      PetscCall(H5ReadTensor(fid, file, (std::string("params/") + name).c_str(), ps[i], true));
     }
+    PetscCall(ForEachBuffer(net, [&](const std::string &bname, DDTensor t, PetscInt64 *c) -> PetscErrorCode {
+      PetscFunctionBegin;
+      if (t) PetscCall(H5ReadTensor(fid, file, ("buffers/" + bname).c_str(), t, true));
+      else PetscCall(H5ReadIntAttribute(comm, fid, file, ("ddnn_counter " + bname).c_str(), c));
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }));
     if (opt) {
       PetscInt           ns;
       DDTensor          *st;
@@ -149,7 +192,7 @@ PetscErrorCode DDCheckpointLoad(DDNet net, DDOptimizer opt, const char file[])
       for (PetscInt i = 0; i < ns; i++) {
         const char *pname;
         PetscCall(DDNetGetParameterName(net, i / (ns / PetscMax(n, 1)), &pname));
-        PetscCall(H5ReadTensor(fid, file, (std::string("optimizer/") + pname + "/" + names[i]).c_str(), st[i]));
+        PetscCall(H5ReadTensor(fid, file, (std::string("optimizer/") + pname + "/" + names[i]).c_str(), st[i], true));
       }
       PetscCall(H5ReadIntAttribute(comm, fid, file, "ddnn_step", &step));
       PetscCall(H5ReadIntAttribute(comm, fid, file, "ddnn_epoch", &epoch));

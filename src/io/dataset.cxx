@@ -166,7 +166,10 @@ PetscErrorCode DDDatasetSetFromOptions(DDDataset ds)
 
   Notes:
   Errors on every rank when the file is missing or not HDF5, a dataset is missing, or the
-  datasets disagree on the number of samples, or the range exceeds it.
+  datasets disagree on the number of samples, or the range exceeds it. A dataset written by
+  `DDTensorWriteHDF5Slice()` whose last slice was never written (an interrupted generation) is
+  refused as incomplete, and one with a content checksum is read once in full to verify it:
+  a corrupted file is an error naming the file and dataset, not silently wrong data.
 
   Level: beginner
 
@@ -190,6 +193,7 @@ PetscErrorCode DDDatasetSetUp(DDDataset ds)
     PetscCheck(d.size() >= 1, comm, PETSC_ERR_FILE_UNEXPECTED, "Dataset \"%s\" of \"%s\" is a scalar; samples need a leading sample dimension", f.c_str(), I->file.c_str());
     PetscCheck(I->shapes.empty() || d[0] == I->shapes[0][0], comm, PETSC_ERR_FILE_UNEXPECTED, "Dataset \"%s\" has %" PetscInt_FMT " samples but \"%s\" has %" PetscInt_FMT, f.c_str(), d[0], I->fields[0].c_str(), I->shapes[0][0]);
     I->shapes.push_back(d);
+    PetscCall(H5VerifyDataset(comm, I->fid, I->file.c_str(), f.c_str())); /* complete, and its checksum matches */
   }
   PetscInt total = I->shapes[0][0];
   I->S           = I->count < 0 ? total - I->first : I->count;

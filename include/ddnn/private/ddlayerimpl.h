@@ -41,11 +41,19 @@ struct _p_DDLayer {
   /* halo widths the output must be created with (set by DDNet so that consumers find final layouts) */
   PetscBool        hasouthalo;
   PetscInt         outlo[DD_MAX_DIM], outhi[DD_MAX_DIM];
+  /* non-trainable state saved in checkpoints (running statistics, counters), each a tensor
+     (a reference) or an integer counter owned by the implementation, with names */
+  PetscInt         nbuffers;
+  DDTensor        *buffers;
+  PetscInt64     **counters;
+  char           **buffernames;
 };
 
 /* helpers for implementations */
 PETSC_EXTERN PetscErrorCode DDLayerAddParameter_Private(DDLayer, const char[], DDTensor);
 PETSC_EXTERN PetscErrorCode DDLayerClearParameters_Private(DDLayer);
+/* registers a buffer: a tensor (the layer takes a reference) or a counter (a pointer into the implementation's data), not both */
+PETSC_EXTERN PetscErrorCode DDLayerAddBuffer_Private(DDLayer, const char[], DDTensor, PetscInt64 *);
 /* Sets the (owned) output tensor. Call it as soon as the output exists and before building
    primitives or kernels on it: it gives the output the halo widths the network asked for. */
 PETSC_EXTERN PetscErrorCode DDLayerSetOutput_Private(DDLayer, DDTensor);

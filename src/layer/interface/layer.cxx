@@ -196,6 +196,20 @@ PetscErrorCode DDLayerClearParameters_Private(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+static PetscErrorCode DDLayerClearBuffers(DDLayer l)
+{
+  PetscFunctionBegin;
+  for (PetscInt i = 0; i < l->nbuffers; i++) {
+    PetscCall(DDTensorDestroy(&l->buffers[i]));
+    PetscCall(PetscFree(l->buffernames[i]));
+  }
+  PetscCall(PetscFree(l->buffers));
+  PetscCall(PetscFree(l->counters));
+  PetscCall(PetscFree(l->buffernames));
+  l->nbuffers = 0;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 static PetscErrorCode DDLayerReset(DDLayer l)
 {
   PetscFunctionBegin;
@@ -203,6 +217,7 @@ static PetscErrorCode DDLayerReset(DDLayer l)
   PetscCall(DDLayerReleaseSaved(l));
   for (PetscInt i = 0; i < DD_LAYER_MAX_INPUTS; i++) PetscCall(DDTensorDestroy(&l->setupin[i]));
   PetscCall(DDLayerClearParameters_Private(l));
+  PetscCall(DDLayerClearBuffers(l));
   PetscCall(DDTensorDestroy(&l->output));
   l->setupcalled = PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -654,6 +669,66 @@ PetscErrorCode DDLayerAddParameter_Private(DDLayer l, const char name[], DDTenso
   l->grads[l->nparams]  = g;
   PetscCall(PetscStrallocpy(name, &l->paramnames[l->nparams]));
   l->nparams++;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* ---------------------------------------------------------------------- */
+/* buffers: non-trainable state (running statistics, counters) */
+
+PetscErrorCode DDLayerAddBuffer_Private(DDLayer l, const char name[], DDTensor t, PetscInt64 *counter)
+{
+  PetscFunctionBegin;
+  PetscCheck((t != NULL) != (counter != NULL), PETSC_COMM_SELF, PETSC_ERR_ARG_WRONG, "Buffer \"%s\": give a tensor or a counter, not both", name);
+  for (PetscInt i = 0; i < l->nbuffers; i++) {
+    PetscBool same;
+    PetscCall(PetscStrcmp(l->buffernames[i], name, &same));
+    PetscCheck(!same, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONG, "The layer already has a buffer \"%s\"", name);
+  }
+  PetscCall(PetscRealloc(sizeof(DDTensor) * (l->nbuffers + 1), &l->buffers));
+  PetscCall(PetscRealloc(sizeof(PetscInt64 *) * (l->nbuffers + 1), &l->counters));
+  PetscCall(PetscRealloc(sizeof(char *) * (l->nbuffers + 1), &l->buffernames));
+  if (t) PetscCall(PetscObjectReference((PetscObject)t));
+  l->buffers[l->nbuffers]  = t;
+  l->counters[l->nbuffers] = counter;
+  PetscCall(PetscStrallocpy(name, &l->buffernames[l->nbuffers]));
+  l->nbuffers++;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDLayerGetBuffers - The layer's non-trainable state: running statistics, counters (PyTorch's buffers)
+
+  Not collective
+
+  Input Parameter:
+. layer - a set-up layer
+
+  Output Parameters:
++ n        - number of buffers
+. names    - their names ("running_mean", "running_var", "num_batches_tracked", "calls", ...)
+. tensors  - for each buffer the tensor holding it (owned by the layer), or NULL for a counter
+- counters - for each buffer a pointer to the integer counter (owned by the layer), or NULL for a tensor
+
+  Notes:
+  Any output may be NULL. The values do not depend on the partition (a counter is the same on
+  every rank). Buffers are not trained but change the layer's results: batch normalization
+  evaluates with its running statistics, dropout draws its k-th mask from its call counter.
+  `DDCheckpointSave()` saves every buffer and `DDCheckpointLoad()` restores them; a tensor or
+  counter may be set directly (after which the layer uses the new values).
+
+  Level: intermediate
+
+.seealso: `DDLayerGetParameters()`, `DDCheckpointSave()`, `DDLayerBatchNormGetRunningStatistics()`
+@*/
+PetscErrorCode DDLayerGetBuffers(DDLayer layer, PetscInt *n, const char *const *names[], DDTensor *tensors[], PetscInt64 **counters[])
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCheck(layer->setupcalled, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONGSTATE, "Call DDLayerSetUp() first");
+  if (n) *n = layer->nbuffers;
+  if (names) *names = (const char *const *)layer->buffernames;
+  if (tensors) *tensors = layer->buffers;
+  if (counters) *counters = layer->counters;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

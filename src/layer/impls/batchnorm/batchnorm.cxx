@@ -40,6 +40,7 @@ struct BatchNorm {
   DDTensor      xc = NULL, yc = NULL, dyc = NULL, dxc = NULL; /* conforming copies */
   PetscInt      Cl    = 0;                                    /* local channels */
   double        count = 0;                                    /* entries per channel, global */
+  PetscInt64    nbt   = 0;                                    /* training Forwards: torch's num_batches_tracked */
   /* the forward state */
   bool                fwdtraining = true, xconformed = false;
   std::vector<double> cnt, mean, m2, mu, rstd, sc, sh, s1, s2, ka, kb, kc;
@@ -222,6 +223,7 @@ static PetscErrorCode BatchNorm_ResetRunning(BatchNorm *s)
   PetscFunctionBegin;
   PetscCall(DDTensorSet(s->rm, 0.0));
   PetscCall(DDTensorSet(s->rv, 1.0));
+  s->nbt = 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -248,6 +250,9 @@ static PetscErrorCode BatchNorm_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   PetscCall(s->cp.CreateWorkerCopy(s->rm, &s->rmh));
   PetscCall(s->cp.CreateWorkerCopy(s->rv, &s->rvh));
   PetscCall(BatchNorm_ResetRunning(s));
+  PetscCall(DDLayerAddBuffer_Private(l, "running_mean", s->rm, NULL));
+  PetscCall(DDLayerAddBuffer_Private(l, "running_var", s->rv, NULL));
+  PetscCall(DDLayerAddBuffer_Private(l, "num_batches_tracked", NULL, &s->nbt));
   if (s->affine) {
     PetscCall(s->cp.CreateParam(x, &s->w));
     PetscCall(DDLayerAddParameter_Private(l, "weight", s->w));
@@ -335,6 +340,7 @@ static PetscErrorCode BatchNorm_Forward(DDLayer l, PetscInt nin, DDTensor xs[], 
       }
       PetscCall(PetscObjectStateIncrease((PetscObject)s->rm));
       PetscCall(PetscObjectStateIncrease((PetscObject)s->rv));
+      s->nbt++;
     } else {
       PetscCall(s->cp.ToWorkers(s->rm, s->rmh));
       PetscCall(s->cp.ToWorkers(s->rv, s->rvh));

@@ -178,6 +178,7 @@ static PetscErrorCode Dropout_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   PetscFunctionBegin;
   PetscCall(CreateLike(xs[0], &y));
   PetscCall(DDLayerSetOutput_Private(l, y));
+  PetscCall(DDLayerAddBuffer_Private(l, "calls", NULL, &((Dropout *)l->data)->calls));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -1,0 +1,375 @@
+/*
+  Files that are never silently wrong (issue 13, items 2, 3, 4, 7):
+   - a data file whose generation was interrupted is refused as incomplete, naming the file;
+   - a flipped byte in the data of a dataset, a checkpoint tensor, or in the HDF5 metadata is an
+     error naming the file (and dataset), on any partition (checksums are partition independent);
+   - paths that exist and are not regular files (a FIFO, a directory, a symbolic link) are never
+     written over or replaced, and the checkpoint path is checked before any work;
+   - a stale "<checkpoint>.tmp" from a killed run does not confuse the next save;
+   - checkpoints hold every layer buffer (batch-norm running statistics and num_batches_tracked,
+     the dropout counter): a restarted net continues exactly, in training and in evaluation.
+*/
+#include "layertest.hpp"
+#include <fstream>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <hdf5.h>
+
+using namespace ddtest;
+
+static std::string Tmp(const char *name)
+{
+  return std::string("/tmp/ddnn_test12_") + std::to_string(getppid()) + "_" + name;
+}
+
+static std::string ReadBytes(const std::string &file)
+{
+  std::ifstream in(file, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+static void WriteBytes(const std::string &file, const std::string &bytes)
+{
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), (std::streamsize)bytes.size());
+}
+
+/* the file offset of a (contiguous) dataset's raw data, on rank 0 */
+static haddr_t DataOffset(const std::string &file, const char *path)
+{
+  hid_t   f   = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t   d   = H5Dopen2(f, path, H5P_DEFAULT);
+  haddr_t off = H5Dget_offset(d);
+  H5Dclose(d);
+  H5Fclose(f);
+  return off;
+}
+
+/* flips one byte of `file` at `offset` (rank 0), everyone waits */
+static void FlipByte(const std::string &file, size_t offset)
+{
+  if (Rank() == 0) {
+    std::string b = ReadBytes(file);
+    ASSERT_LT(offset, b.size());
+    b[offset] ^= 0x10;
+    WriteBytes(file, b);
+  }
+  MPI_Barrier(PETSC_COMM_WORLD);
+}
+
+/* a data file of S samples (4, 6) written slice by slice (slices 0..upto-1), split over the ranks along the last dimension */
+static void WriteSlices(const std::string &file, PetscInt S, PetscInt upto)
+{
+  DDTensor s = MakeInput({{1, 4, 6}, {1, 1, Size() <= 6 ? Size() : 1}, {}, {}}, DD_FLOAT64, 3);
+  for (PetscInt i = 0; i < upto; i++) {
+    DDT(DDTensorScale(s, 1.5));
+    DDT(DDTensorWriteHDF5Slice(s, file.c_str(), "input", i, S));
+  }
+  DDT(DDTensorDestroy(&s));
+}
+
+static PetscErrorCode OpenDataset(const std::string &file, DDDataset *ds)
+{
+  const char *fields[] = {"input"};
+
+  PetscFunctionBegin;
+  PetscCall(DDDatasetCreate(PETSC_COMM_WORLD, ds));
+  PetscCall(DDDatasetSetFile(*ds, file.c_str()));
+  PetscCall(DDDatasetSetFields(*ds, 1, fields));
+  PetscCall(DDDatasetSetUp(*ds));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static void Remove(const std::string &f)
+{
+  if (Rank() == 0) unlink(f.c_str());
+  MPI_Barrier(PETSC_COMM_WORLD);
+}
+
+TEST(DataFiles, InterruptedGenerationIsRefusedAsIncomplete)
+{
+  std::string file = Tmp("partial.h5");
+  DDDataset   ds   = NULL;
+  Remove(file);
+  WriteSlices(file, 10, 6); /* a generator killed after 6 of 10 samples */
+  std::string m;
+  PetscErrorCode e = Catch([&]() { return OpenDataset(file, &ds); }, &m);
+  EXPECT_EQ(e, PETSC_ERR_FILE_UNEXPECTED) << m;
+  EXPECT_NE(m.find("incomplete"), std::string::npos) << m;
+  EXPECT_NE(m.find(file), std::string::npos) << m;
+  EXPECT_NE(m.find("6 of its 10"), std::string::npos) << m;
+  DDT(DDDatasetDestroy(&ds));
+  /* the remaining slices complete it: then it is read, and its checksum verified */
+  Remove(file);
+  WriteSlices(file, 10, 10);
+  DDT(OpenDataset(file, &ds));
+  PetscInt n;
+  DDT(DDDatasetGetNumSamples(ds, &n));
+  EXPECT_EQ(n, 10);
+  DDT(DDDatasetDestroy(&ds));
+  Remove(file);
+}
+
+TEST(DataFiles, FlippedDataByteIsAnErrorNamingFileAndDataset)
+{
+  std::string file = Tmp("flip.h5");
+  DDDataset   ds   = NULL;
+  Remove(file);
+  WriteSlices(file, 8, 8);
+  if (Rank() == 0) FlipByte(file, (size_t)DataOffset(file, "input") + 8 * 4 * 6 * 3 + 13);
+  else FlipByte(file, 0); /* only rank 0 flips; the others wait in the barrier */
+  std::string    m;
+  PetscErrorCode e = Catch([&]() { return OpenDataset(file, &ds); }, &m);
+  EXPECT_EQ(e, PETSC_ERR_FILE_UNEXPECTED) << m;
+  EXPECT_NE(m.find("corrupted"), std::string::npos) << m;
+  EXPECT_NE(m.find(file), std::string::npos) << m;
+  EXPECT_NE(m.find("\"input\""), std::string::npos) << m;
+  DDT(DDDatasetDestroy(&ds));
+  Remove(file);
+}
+
+TEST(TensorFiles, ChecksumIsPartitionIndependentAndCatchesFlippedBytes)
+{
+  std::string file = Tmp("tensor.h5");
+  const int   P    = Size();
+  /* written on a split of dimension 1, read on a split of dimension 0 and on one rank, in float32 too */
+  DDTensor x = MakeInput({{6, 5 * P}, {1, P}, {}, {}}, DD_FLOAT64, 7), y = MakeInput({{6, 5 * P}, {P <= 6 ? P : 1, 1}, {}, {}}, DD_FLOAT64, 8);
+  DDTensor z = MakeInput(Serial({{6, 5 * P}, {}, {}, {}}), DD_FLOAT32, 9);
+  DDT(DDTensorWriteHDF5(x, file.c_str(), "g/x", PETSC_FALSE));
+  DDT(DDTensorReadHDF5(y, file.c_str(), "g/x"));
+  EXPECT_EQ(GatherAll(x), GatherAll(y));
+  DDT(DDTensorReadHDF5(z, file.c_str(), "g/x"));
+  /* one flipped bit of the data */
+  if (Rank() == 0) FlipByte(file, (size_t)DataOffset(file, "g/x") + 8 * 7 + 2);
+  else FlipByte(file, 0);
+  DD_EXPECT_ERROR(DDTensorReadHDF5(y, file.c_str(), "g/x"), PETSC_ERR_FILE_UNEXPECTED, "is corrupted");
+  std::string m;
+  EXPECT_NE(Catch([&]() { return DDTensorReadHDF5(z, file.c_str(), "g/x"); }, &m), 0);
+  EXPECT_NE(m.find(file), std::string::npos) << m;
+  EXPECT_NE(m.find("\"g/x\""), std::string::npos) << m;
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&y));
+  DDT(DDTensorDestroy(&z));
+  Remove(file);
+}
+
+TEST(TensorFiles, MetadataIsChecksummed)
+{
+  std::string file = Tmp("meta.h5");
+  DDTensor    x    = MakeInput({{4, 3 * Size()}, {1, Size()}, {}, {}}, DD_FLOAT64, 1);
+  DDT(DDTensorWriteHDF5(x, file.c_str(), "x", PETSC_FALSE));
+  std::string bytes = ReadBytes(file);
+  /* the 1.8+ format: superblock version >= 2 (byte 8) and object headers "OHDR" (with checksums) */
+  ASSERT_GE((int)bytes[8], 2) << "superblock version";
+  size_t oh = bytes.find("OHDR");
+  ASSERT_NE(oh, std::string::npos) << "no version-2 object header";
+  /* a flipped byte in the superblock's body, then in the last object header's body */
+  std::string good = bytes;
+  if (Rank() == 0) {
+    bytes[12] ^= 0x01; /* base address field */
+    WriteBytes(file, bytes);
+  }
+  MPI_Barrier(PETSC_COMM_WORLD);
+  std::string m;
+  EXPECT_NE(Catch([&]() { return DDTensorReadHDF5(x, file.c_str(), "x"); }, &m), 0) << "a corrupted superblock was read";
+  EXPECT_NE(m.find(file), std::string::npos) << m;
+  size_t last = good.rfind("OHDR");
+  if (Rank() == 0) {
+    bytes = good;
+    bytes[last + 7] ^= 0x04;
+    WriteBytes(file, bytes);
+  }
+  MPI_Barrier(PETSC_COMM_WORLD);
+  EXPECT_NE(Catch([&]() { return DDTensorReadHDF5(x, file.c_str(), "x"); }, &m), 0) << "a corrupted object header was read";
+  EXPECT_NE(m.find(file), std::string::npos) << m;
+  DDT(DDTensorDestroy(&x));
+  Remove(file);
+}
+
+/* x (N,2,H,W) -> conv -> batchnorm -> dropout -> conv -> mse */
+static DDNet BufferNet()
+{
+  static bool done = false;
+  if (!done) {
+    DDT(PetscOptionsInsertString(NULL, "-f12_net_inputs x,target -f12_net_layers c1,bn,dr,c2,loss "
+                                       "-f12_c1_layer_type conv -f12_c1_layer_conv_out_channels 3 -f12_c1_layer_conv_kernel 3 -f12_c1_layer_conv_padding 1 "
+                                       "-f12_bn_layer_type batchnorm -f12_bn_layer_batchnorm_momentum 0.3 "
+                                       "-f12_dr_layer_type dropout -f12_dr_layer_dropout_p 0.4 -f12_dr_layer_dropout_seed 5 "
+                                       "-f12_c2_layer_type conv -f12_c2_layer_conv_out_channels 1 -f12_c2_layer_conv_kernel 3 -f12_c2_layer_conv_padding 1 "
+                                       "-f12_loss_layer_type loss -f12_loss_layer_inputs c2,target"));
+    done = true;
+  }
+  DDNet net;
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, "f12_"));
+  DDT(DDNetSetFromOptions(net));
+  return net;
+}
+
+struct Steps {
+  std::vector<double> train, eval;
+};
+
+/* `steps` training steps, each followed by an evaluation Forward */
+static Steps RunSteps(DDNet net, DDOptimizer opt, DDTensor in[], int first, int steps)
+{
+  Steps r;
+  for (int s = first; s < first + steps; s++) {
+    PetscReal l;
+    DDT(DDTensorSetRandomGlobal(in[0], 100 + s, -1, 1));
+    DDT(DDNetSetTraining(net, PETSC_TRUE));
+    DDT(DDNetForward(net, 2, in));
+    DDT(DDNetGetLoss(net, &l));
+    r.train.push_back(l);
+    DDT(DDNetZeroGradients(net));
+    DDT(DDNetBackward(net, NULL));
+    DDT(DDOptimizerStep(opt));
+    DDT(DDNetSetTraining(net, PETSC_FALSE));
+    DDT(DDNetForward(net, 2, in));
+    DDT(DDNetGetLoss(net, &l));
+    r.eval.push_back(l);
+  }
+  DDT(DDNetSetTraining(net, PETSC_TRUE));
+  return r;
+}
+
+static DDOptimizer Optimizer(DDNet net)
+{
+  DDOptimizer opt;
+  PetscInt    n;
+  DDTensor   *ps, *gs;
+  DDT(DDNetGetParameters(net, &n, &ps, &gs));
+  DDT(DDOptimizerCreate(PETSC_COMM_WORLD, &opt));
+  DDT(DDOptimizerSetType(opt, DDOPTIMIZERADAM));
+  DDT(DDOptimizerSetLearningRate(opt, 0.01));
+  DDT(DDOptimizerSetUp(opt, n, ps, gs));
+  return opt;
+}
+
+TEST(Checkpoints, BuffersAndCountersMakeTheRestartExact)
+{
+  std::string file = Tmp("ckbuf.h5");
+  const int   P    = Size();
+  InputSpec   xs{{4, 2, 6, 4 * P}, {1, 1, 1, P}, {}, {}}, ts{{4, 1, 6, 4 * P}, {1, 1, 1, P}, {}, {}};
+  DDTensor    x = MakeInput(xs, DD_FLOAT64, 1), t = MakeInput(ts, DD_FLOAT64, 2);
+  DDTensor    in[2] = {x, t};
+  DDNet       net   = BufferNet();
+  DDT(DDNetSetUp(net, 2, in));
+  DDT(DDNetInitializeParameters(net, 3));
+  /* the buffers of the layers */
+  DDLayer            bn, dr;
+  PetscInt           nb;
+  const char *const *names;
+  DDTensor          *bt;
+  PetscInt64       **bc;
+  DDT(DDNetGetLayer(net, "bn", &bn));
+  DDT(DDNetGetLayer(net, "dr", &dr));
+  DDT(DDLayerGetBuffers(bn, &nb, &names, &bt, &bc));
+  ASSERT_EQ(nb, 3);
+  EXPECT_STREQ(names[0], "running_mean");
+  EXPECT_STREQ(names[1], "running_var");
+  EXPECT_STREQ(names[2], "num_batches_tracked");
+  EXPECT_TRUE(bt[0] && bt[1] && !bt[2] && bc[2] && !bc[0]);
+  DDOptimizer opt = Optimizer(net);
+  RunSteps(net, opt, in, 0, 3);
+  EXPECT_EQ(*bc[2], 3);
+  DDT(DDLayerGetBuffers(dr, &nb, &names, &bt, &bc));
+  ASSERT_EQ(nb, 1);
+  EXPECT_STREQ(names[0], "calls");
+  EXPECT_EQ(*bc[0], 3);
+  DDT(DDCheckpointSave(net, opt, file.c_str()));
+  Steps full = RunSteps(net, opt, in, 3, 3);
+  /* a fresh network on a serial partition restarted from the checkpoint (agreement to rounding: other sums) */
+  DDTensor x1 = MakeInput(Serial(xs), DD_FLOAT64, 1), t1 = MakeInput(Serial(ts), DD_FLOAT64, 2);
+  DDTensor    in1[2] = {x1, t1};
+  DDNet       net1   = BufferNet();
+  DDT(DDNetSetUp(net1, 2, in1));
+  DDOptimizer opt1 = Optimizer(net1);
+  DDT(DDCheckpointLoad(net1, opt1, file.c_str()));
+  DDLayer dr1;
+  DDT(DDNetGetLayer(net1, "dr", &dr1));
+  DDT(DDLayerGetBuffers(dr1, &nb, &names, &bt, &bc));
+  EXPECT_EQ(*bc[0], 3) << "the dropout counter was not restored";
+  Steps again = RunSteps(net1, opt1, in1, 3, 3);
+  for (int s = 0; s < 3; s++) {
+    EXPECT_NEAR(again.train[s], full.train[s], 1e-9 * std::fabs(full.train[s])) << "train step " << s;
+    EXPECT_NEAR(again.eval[s], full.eval[s], 1e-9 * std::fabs(full.eval[s])) << "eval after step " << s;
+  }
+  DDT(DDOptimizerDestroy(&opt1));
+  DDT(DDNetDestroy(&net1));
+  DDT(DDTensorDestroy(&x1));
+  DDT(DDTensorDestroy(&t1));
+  DDT(DDOptimizerDestroy(&opt));
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+  Remove(file);
+}
+
+TEST(Checkpoints, CorruptedStaleAndForeignPaths)
+{
+  std::string file = Tmp("ck.h5"), tmp = file + ".tmp", fifo = Tmp("fifo"), dir = Tmp("dir"), link = Tmp("link.h5");
+  const int   P    = Size();
+  InputSpec   xs{{2, 2, 6, 4 * P}, {1, 1, 1, P}, {}, {}}, ts{{2, 1, 6, 4 * P}, {1, 1, 1, P}, {}, {}};
+  DDTensor    x = MakeInput(xs, DD_FLOAT64, 1), t = MakeInput(ts, DD_FLOAT64, 2);
+  DDTensor    in[2] = {x, t};
+  DDNet       net   = BufferNet();
+  DDT(DDNetSetUp(net, 2, in));
+  /* a stale temporary file of a killed run (garbage) does not confuse the save */
+  if (Rank() == 0) WriteBytes(tmp, "garbage from a killed run");
+  MPI_Barrier(PETSC_COMM_WORLD);
+  DDT(DDFileCheckWritable(PETSC_COMM_WORLD, file.c_str()));
+  DDT(DDCheckpointSave(net, NULL, file.c_str()));
+  EXPECT_NE(access(tmp.c_str(), F_OK), 0) << "the temporary file was left behind";
+  DDT(DDCheckpointLoad(net, NULL, file.c_str()));
+  /* a flipped byte in a parameter's data */
+  if (Rank() == 0) FlipByte(file, (size_t)DataOffset(file, "params/c1.weight") + 5);
+  else FlipByte(file, 0);
+  DD_EXPECT_ERROR(DDCheckpointLoad(net, NULL, file.c_str()), PETSC_ERR_FILE_UNEXPECTED, "\"params/c1.weight\" of HDF5 file");
+  /* and in a buffer's */
+  DDT(DDCheckpointSave(net, NULL, file.c_str()));
+  if (Rank() == 0) FlipByte(file, (size_t)DataOffset(file, "buffers/bn.running_var") + 7);
+  else FlipByte(file, 0);
+  DD_EXPECT_ERROR(DDCheckpointLoad(net, NULL, file.c_str()), PETSC_ERR_FILE_UNEXPECTED, "\"buffers/bn.running_var\" of HDF5 file");
+  /* paths that are not regular files: a FIFO, a directory, a symbolic link, also as "<file>.tmp" */
+  if (Rank() == 0) {
+    unlink(fifo.c_str());
+    rmdir(dir.c_str());
+    unlink(link.c_str());
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+    ASSERT_EQ(symlink(file.c_str(), link.c_str()), 0);
+  }
+  MPI_Barrier(PETSC_COMM_WORLD);
+  for (const std::string &p : {fifo, dir}) {
+    DD_EXPECT_ERROR(DDFileCheckWritable(PETSC_COMM_WORLD, p.c_str()), PETSC_ERR_FILE_WRITE, "\"" + p + "\" exists and is not a regular file");
+    DD_EXPECT_ERROR(DDCheckpointSave(net, NULL, p.c_str()), PETSC_ERR_FILE_WRITE, "\"" + p + "\" exists and is not a regular file");
+    DD_EXPECT_ERROR(DDTensorWriteHDF5(x, p.c_str(), "x", PETSC_FALSE), PETSC_ERR_FILE_WRITE, "\"" + p + "\" exists and is not a regular file");
+  }
+  DD_EXPECT_ERROR(DDCheckpointSave(net, NULL, link.c_str()), PETSC_ERR_FILE_WRITE, "is a symbolic link");
+  struct stat sb;
+  EXPECT_EQ(stat(fifo.c_str(), &sb), 0);
+  EXPECT_TRUE(S_ISFIFO(sb.st_mode)) << "the FIFO was replaced";
+  EXPECT_EQ(stat(dir.c_str(), &sb), 0);
+  EXPECT_TRUE(S_ISDIR(sb.st_mode));
+  EXPECT_EQ(lstat(link.c_str(), &sb), 0);
+  EXPECT_TRUE(S_ISLNK(sb.st_mode)) << "the symbolic link was replaced";
+  /* "<file>.tmp" a directory: refused before training, and by the save */
+  std::string ck2 = Tmp("ck2.h5");
+  if (Rank() == 0) mkdir((ck2 + ".tmp").c_str(), 0700);
+  MPI_Barrier(PETSC_COMM_WORLD);
+  DD_EXPECT_ERROR(DDFileCheckWritable(PETSC_COMM_WORLD, ck2.c_str()), PETSC_ERR_FILE_WRITE, ck2 + ".tmp");
+  DD_EXPECT_ERROR(DDCheckpointSave(net, NULL, ck2.c_str()), PETSC_ERR_FILE_WRITE, ck2 + ".tmp");
+  /* a directory that does not exist: found before any work */
+  DD_EXPECT_ERROR(DDFileCheckWritable(PETSC_COMM_WORLD, "/nonexistent/dir/ck.h5"), PETSC_ERR_FILE_OPEN, "/nonexistent/dir/ck.h5");
+  if (Rank() == 0) {
+    rmdir((ck2 + ".tmp").c_str());
+    unlink(fifo.c_str());
+    rmdir(dir.c_str());
+    unlink(link.c_str());
+  }
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+  Remove(file);
+}
