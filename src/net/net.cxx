@@ -257,6 +257,13 @@ PetscErrorCode DDNetSetFromOptions(DDNet net)
     PetscCall(DDOptionsCheckIntegers(comm, np.c_str()));
   }
   if (!haslayers) names.clear();
+  { /* before any per-layer collective call: the lists must agree on every rank */
+    std::string v = "inputs";
+    for (auto &x : innames) v += " " + x;
+    v += "\nlayers";
+    for (auto &x : names) v += " " + x;
+    PetscCall(DDCheckSameString(comm, "The network's -net_inputs or -net_layers", v.c_str()));
+  }
   for (auto &name : names) {
     DDLayer                  l;
     std::vector<std::string> ins;

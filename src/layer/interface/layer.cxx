@@ -356,6 +356,8 @@ PetscErrorCode DDLayerSetFromOptions(DDLayer layer)
   if (layer->ops->setfromoptions) PetscCall((*layer->ops->setfromoptions)(layer, PetscOptionsObject));
   PetscCall(PetscObjectProcessOptionsHandlers((PetscObject)layer, PetscOptionsObject));
   PetscOptionsEnd();
+  /* PETSc casts an integer option to PetscInt silently (a kernel of 4294967299 runs as 3) */
+  PetscCall(DDOptionsCheckIntegers(PetscObjectComm((PetscObject)layer), ((PetscObject)layer)->prefix ? ((PetscObject)layer)->prefix : "layer_"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
