@@ -155,8 +155,10 @@ PetscErrorCode DDInitialize(int *argc, char ***argv, const char file[], const ch
 
   Notes:
   PETSc prints an error raised on a parallel communicator from that communicator's first rank
-  only, assuming that every rank raises it. An error raised on one rank alone (an option given
-  to that rank only, a local check) then prints nothing at all. `DDInitialize()` pushes this
+  only, assuming that every rank raises it; the other ranks sleep 10 seconds and exit(0). An
+  error raised on one rank alone (an option given to that rank only, a local check) then prints
+  nothing at all, and that rank ends with a success code. Here such a rank prints the message
+  and returns the error like any other, so the caller's traceback follows. `DDInitialize()` pushes this
   handler (unless -dd_error_all_ranks false or an -on_error_* option chose another), so that
   the rank that raised an error always names it on stderr, as "[r]PETSC ERROR: on rank r of
   the communicator: message". An error that every rank raises then prints this line once more
@@ -172,10 +174,12 @@ PetscErrorCode DDErrorHandlerAllRanks(MPI_Comm comm, int line, const char *fun, 
 
   if (comm != PETSC_COMM_SELF && comm != MPI_COMM_NULL) (void)MPI_Comm_rank(comm, &rank);
   if (rank != 0 && p == PETSC_ERROR_INITIAL) {
+    /* PETSc's handler would print nothing here, sleep 10 s and exit(0): a silent success code */
     const char *text = NULL;
     (void)PetscErrorMessage(n, &text, NULL);
     (void)(*PetscErrorPrintf)("on rank %d of the communicator (%s): %s\n", (int)rank, text ? text : "error", mess ? mess : "");
     (void)(*PetscErrorPrintf)("#1 %s() at %s:%d\n", fun ? fun : "", file ? file : "", line);
+    return n;
   }
   return PetscTraceBackErrorHandler(comm, line, fun, file, n, p, mess, ctx);
 }
