@@ -73,6 +73,9 @@ PETSC_EXTERN PetscErrorCode DDDataTypeGetSize(DDDataType, size_t *);
 PETSC_EXTERN PetscErrorCode DDDataTypeGetMPIType(DDDataType, MPI_Datatype *);
 PETSC_EXTERN PetscErrorCode DDCheckCollective(MPI_Comm, PetscBool, PetscErrorCode, const char[]);
 PETSC_EXTERN PetscErrorCode DDOptionsCheckUnused(MPI_Comm, const char[]);
+PETSC_EXTERN PetscErrorCode DDOptionsCheckIntegers(MPI_Comm, const char[]);
+PETSC_EXTERN PetscErrorCode DDCheckSameString(MPI_Comm, const char[], const char[]);
+PETSC_EXTERN PetscErrorCode DDErrorHandlerAllRanks(MPI_Comm, int, const char *, const char *, PetscErrorCode, PetscErrorType, const char *, void *);
 
 /*MC
   DDCheckAll - PetscCheck() for conditions that may hold on some ranks and not on others

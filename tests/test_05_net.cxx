@@ -419,3 +419,35 @@ TEST(CheckpointBadInput, OtherNetworkAndPreviousCheckpointIntact)
   DDT(DDTensorDestroy(&t));
   if (Rank() == 0) unlink(file.c_str());
 }
+
+TEST(NetNonFinite, CheckFiniteNamesStepLayerAndTensor)
+{
+  int       W = Size();
+  InputSpec xs{{2, 1, 6, 4 * W}, {1, 1, 1, W}, {}, {}};
+  DDTensor  x = MakeInput(xs, DD_FLOAT64, 5), t = MakeInput(xs, DD_FLOAT64, 6), in[2] = {x, t};
+  DDNet     net = BuildNet(false);
+  DDT(DDNetSetCheckFinite(net, PETSC_TRUE));
+  DDT(DDNetSetUp(net, 2, in));
+  DDT(DDNetForward(net, 2, in)); /* finite: no error */
+  DDT(DDTensorAXPY(x, (PetscReal)NAN, x));
+  DD_EXPECT_ERROR(DDNetForward(net, 2, in), PETSC_ERR_FP, "Non-finite value (nan) in the output of layer \"c1\" (conv) at step 2");
+  DDT(DDNetDestroy(&net));
+  /* backward: an inf output gradient gives a non-finite input gradient of c2 (the output here) */
+  DDT(DDTensorSetRandomGlobal(x, 3, -1, 1));
+  net = BuildNet(false);
+  DDT(DDNetSetOutput(net, "c2"));
+  DDT(DDNetSetCheckFinite(net, PETSC_TRUE));
+  DDT(DDNetSetUp(net, 2, in));
+  DDT(DDNetForward(net, 2, in));
+  DDTensor y, dy;
+  DDT(DDNetGetOutput(net, &y));
+  DDT(DDTensorDuplicate(y, &dy));
+  DDT(DDTensorSetRandomGlobal(dy, 4, -1, 1));
+  DDT(DDTensorAXPY(dy, (PetscReal)INFINITY, dy));
+  DD_EXPECT_ERROR(DDNetBackward(net, dy), PETSC_ERR_FP, "in the gradient of input 0 (\"c1\") of layer \"c2\"");
+  DDT(DDTensorDestroy(&dy));
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+}
+

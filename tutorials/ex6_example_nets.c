@@ -350,6 +350,8 @@ int main(int argc, char **argv)
   PetscCheck(strcmp(d.kind, "patterns") || d.nshape == 3, PETSC_COMM_WORLD, PETSC_ERR_ARG_SIZ, "patterns are images: -data_shape C,H,W");
   PetscCheck(strcmp(d.kind, "phantoms") || (d.nshape == 4 && d.shape[0] == 1 && d.classes == 2), PETSC_COMM_WORLD, PETSC_ERR_ARG_SIZ, "phantoms are volumes with 2 classes: -data_shape 1,D,H,W -data_classes 2");
   PetscCheck(steps >= 1 && every >= 1, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-steps and -print_every must be positive");
+  PetscCheck(d.batch >= 1, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-data_batch %" PetscInt_FMT ": the mini-batch size must be positive", d.batch);
+  PetscCheck(d.classes >= 1 && neval >= 1, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-data_classes %" PetscInt_FMT " and -eval_batches %" PetscInt_FMT " must be positive", d.classes, neval);
   if (flg) {
     PetscInt P = 1;
     PetscCheck(np == d.nshape + 1, PETSC_COMM_WORLD, PETSC_ERR_ARG_SIZ, "-data_partition needs %" PetscInt_FMT " entries (N, C, spatial...), not %" PetscInt_FMT, d.nshape + 1, np);
@@ -396,6 +398,8 @@ int main(int argc, char **argv)
     PetscCall(MakeBatch(&d, s * d.batch, xs[0], xs[1], noise));
     PetscCall(DDNetForward(net, 2, xs));
     PetscCall(DDNetGetLoss(net, &losses[s]));
+    /* a diverged run must not end as a success (the loss is the same on every rank) */
+    PetscCheck(!PetscIsInfOrNanReal(losses[s]), PETSC_COMM_WORLD, PETSC_ERR_NOT_CONVERGED, "Training diverged: the loss is %g at step %" PetscInt_FMT "; lower -optimizer_lr, or run with -dd_check_finite to find the first layer and tensor that is not finite", (double)losses[s], s);
     PetscCall(DDNetZeroGradients(net));
     PetscCall(DDNetBackward(net, NULL));
     PetscCall(DDOptimizerStep(opt));

@@ -277,6 +277,7 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsBool("-float32", "Train in float32 (oneDNN kernels)", NULL, f32, &f32, NULL));
   PetscCall(PetscOptionsBool("-require_progress", "Fail unless the loss fell and the surrogate beats the trivial predictor", NULL, progress, &progress, NULL));
   PetscOptionsEnd();
+  PetscCheck(B >= 1, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-batch %" PetscInt_FMT ": the batch size must be positive", B);
   PetscCheck(ntest >= B && S - ntest >= B, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "Need at least a batch of training and of test samples");
   /* the checkpoint path must be writable (and not a device or directory) before any work is done */
   PetscCall(DDFileCheckWritable(PETSC_COMM_WORLD, ckpt));

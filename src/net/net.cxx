@@ -4,6 +4,8 @@
 */
 #include <ddnn/private/ddnetimpl.h>
 #include <sys/ddsysimpl.h>
+#include <tensor/layout.hpp>
+#include <cmath>
 #include <string>
 #include <vector>
 #include <map>
@@ -174,6 +176,30 @@ PetscErrorCode DDNetSetOutput(DDNet net, const char name[])
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* A comma-separated list option, any length (PETSc's string-array options stop silently at the
+   caller's array size: a 9th input, a 65th network input or a 257th layer would be dropped) */
+static PetscErrorCode DDNetGetListOption(const char prefix[], const char name[], std::vector<std::string> &list, PetscBool *set)
+{
+  const char *value = NULL;
+
+  PetscFunctionBegin;
+  list.clear();
+  PetscCall(PetscOptionsFindPair(NULL, prefix, name, &value, set));
+  if (!*set || !value) PetscFunctionReturn(PETSC_SUCCESS);
+  std::string v(value);
+  size_t      a = 0;
+  while (a <= v.size()) {
+    size_t b = v.find(',', a);
+    if (b == std::string::npos) b = v.size();
+    if (b > a) list.push_back(v.substr(a, b - a));
+    a = b + 1;
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* room left in PETSc's option names (PETSC_MAX_OPTION_NAME) for a layer's own keys after its prefix */
+#define DD_NET_OPTION_KEY_ROOM 64
+
 /*@
   DDNetSetFromOptions - Builds the network from the options database (or a YAML options file)
 
@@ -185,9 +211,15 @@ PetscErrorCode DDNetSetOutput(DDNet net, const char name[])
                           with prefix a_ (-a_layer_type conv -a_layer_conv_kernel 3,3 ...)
 . -<layer>_layer_inputs <p,q> - a layer's inputs (default: the previous layer)
 . -net_output <name> - the output layer (default: the last)
+. -dd_check_finite - check every layer's output and gradients for nan/inf (`DDNetSetCheckFinite()`)
 - -net_view - view the network after set-up
 
   Notes:
+  Lists (inputs, layers, a layer's inputs) have no length limit; a layer's options prefix must
+  fit in PETSc's option names (PETSC_MAX_OPTION_NAME) with room for its keys, or set-up stops
+  with an error naming the limit. Integer options with the network's prefix that overflow a
+  `PetscInt` are errors (`DDOptionsCheckIntegers()`).
+
   Layers already added in code come first. An options file given with -options_file, or a
   YAML file with -options_file_yaml, can hold a whole network (see share/ddnn/).
 
@@ -197,42 +229,139 @@ PetscErrorCode DDNetSetOutput(DDNet net, const char name[])
 @*/
 PetscErrorCode DDNetSetFromOptions(DDNet net)
 {
-  char       *names[256];
-  PetscInt    n = 256, nin = 64;
-  PetscBool   flg, haslayers;
-  const char *prefix;
-  char       *innames[64];
-  char        out[256];
+  PetscBool                flg, haslayers;
+  const char              *prefix;
+  std::vector<std::string> innames, names;
+  char                     out[PETSC_MAX_OPTION_NAME];
+  MPI_Comm                 comm;
 
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  comm = PetscObjectComm((PetscObject)net);
   PetscCall(PetscObjectGetOptionsPrefix((PetscObject)net, &prefix));
   PetscObjectOptionsBegin((PetscObject)net);
-  PetscCall(PetscOptionsStringArray("-net_inputs", "Names of the network inputs", "DDNetSetInputNames", innames, &nin, &flg));
+  PetscCall(DDNetGetListOption(prefix, "-net_inputs", innames, &flg));
   if (flg) {
-    PetscCall(DDNetSetInputNames(net, nin, (const char *const *)innames));
-    for (PetscInt i = 0; i < nin; i++) PetscCall(PetscFree(innames[i]));
+    std::vector<const char *> p;
+    for (auto &x : innames) p.push_back(x.c_str());
+    PetscCall(DDNetSetInputNames(net, (PetscInt)p.size(), p.data()));
   }
-  PetscCall(PetscOptionsStringArray("-net_layers", "Layers in evaluation order", "DDNetAddLayer", names, &n, &haslayers));
+  PetscCall(DDNetGetListOption(prefix, "-net_layers", names, &haslayers));
   PetscCall(PetscOptionsString("-net_output", "Output layer", "DDNetSetOutput", net->impl->outname.c_str(), out, sizeof(out), &flg));
   if (flg) net->impl->outname = out;
+  PetscCall(PetscOptionsBool("-dd_check_finite", "Check every layer's output and gradients for nan/inf", "DDNetSetCheckFinite", net->impl->checkfinite ? PETSC_TRUE : PETSC_FALSE, &flg, NULL));
+  net->impl->checkfinite = flg ? true : false;
   PetscOptionsEnd();
-  if (!haslayers) n = 0;
-  for (PetscInt i = 0; i < n; i++) {
-    DDLayer  l;
-    char     lp[256], *ins[DD_LAYER_MAX_INPUTS];
-    PetscInt ni = DD_LAYER_MAX_INPUTS;
-    PetscBool has;
-    PetscCall(PetscSNPrintf(lp, sizeof(lp), "%s%s_", prefix ? prefix : "", names[i]));
-    PetscCall(DDLayerCreate(PetscObjectComm((PetscObject)net), &l));
-    PetscCall(DDLayerSetOptionsPrefix(l, lp));
+  {
+    std::string np = std::string(prefix ? prefix : "") + "net_";
+    PetscCall(DDOptionsCheckIntegers(comm, np.c_str()));
+  }
+  if (!haslayers) names.clear();
+  { /* before any per-layer collective call: the lists must agree on every rank */
+    std::string v = "inputs";
+    for (auto &x : innames) v += " " + x;
+    v += "\nlayers";
+    for (auto &x : names) v += " " + x;
+    PetscCall(DDCheckSameString(comm, "The network's -net_inputs or -net_layers", v.c_str()));
+  }
+  for (auto &name : names) {
+    DDLayer                  l;
+    std::vector<std::string> ins;
+    std::vector<const char *> pins;
+    PetscBool                has;
+    std::string              lp = std::string(prefix ? prefix : "") + name + "_";
+    PetscCheck(lp.size() + DD_NET_OPTION_KEY_ROOM < PETSC_MAX_OPTION_NAME, comm, PETSC_ERR_ARG_OUTOFRANGE, "Layer name \"%.40s...\" (%zu characters) is too long: with the network's prefix its options prefix must stay under %d characters (PETSC_MAX_OPTION_NAME %d less %d for the option keys)", name.c_str(), name.size(), PETSC_MAX_OPTION_NAME - DD_NET_OPTION_KEY_ROOM, PETSC_MAX_OPTION_NAME, DD_NET_OPTION_KEY_ROOM);
+    PetscCall(DDLayerCreate(comm, &l));
+    PetscCall(DDLayerSetOptionsPrefix(l, lp.c_str()));
     PetscCall(DDLayerSetFromOptions(l));
-    PetscCall(PetscOptionsGetStringArray(NULL, lp, "-layer_inputs", ins, &ni, &has));
-    if (!has) ni = 0;
-    PetscCall(DDNetAddLayer(net, l, names[i], ni, (const char *const *)ins));
-    for (PetscInt j = 0; j < ni; j++) PetscCall(PetscFree(ins[j]));
+    PetscCall(DDNetGetListOption(lp.c_str(), "-layer_inputs", ins, &has));
+    for (auto &x : ins) pins.push_back(x.c_str());
+    PetscCall(DDNetAddLayer(net, l, name.c_str(), (PetscInt)pins.size(), pins.data()));
     PetscCall(DDLayerDestroy(&l));
-    PetscCall(PetscFree(names[i]));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetSetCheckFinite - Checks every layer's output (in `DDNetForward()`) and every input and
+  parameter gradient (in `DDNetBackward()`) for nan and inf
+
+  Logically collective
+
+  Input Parameters:
++ net - the network
+- flg - `PETSC_TRUE` to check
+
+  Options Database Key:
+. -dd_check_finite - check (with the network's prefix, if any)
+
+  Notes:
+  The check is collective: every rank learns whether any rank holds a non-finite value, and
+  every rank stops with an error naming the step (the `DDNetForward()` call since set-up), the
+  layer (its name, type and options prefix) and the tensor (its output, the gradient of its
+  input i, or the gradient of its parameter "weight"). It costs one pass over every tensor and
+  one `MPI_Allreduce()` per layer and direction. Without it, `DDNetTrainEpoch()` still checks
+  the loss of every step.
+
+  Level: intermediate
+
+.seealso: `DDNetForward()`, `DDNetBackward()`, `DDNetTrainEpoch()`
+@*/
+PetscErrorCode DDNetSetCheckFinite(DDNet net, PetscBool flg)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  net->impl->checkfinite = flg ? true : false;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Local scan of the bulk of t: bit 1 if a nan, bit 2 if an inf */
+static PetscErrorCode DDTensorFiniteFlags(DDTensor t, int *flags)
+{
+  const void *arr;
+
+  PetscFunctionBegin;
+  *flags = 0;
+  if (!t || !t->active || !t->layout.bulksize) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(DDTensorGetArrayRead(t, &arr));
+  PetscCall(ddnn::DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+    using T    = decltype(z);
+    const T *a = (const T *)arr;
+    ddnn::ForEachBulkRun(t->layout, [&](PetscInt off, PetscInt len) {
+      for (PetscInt i = 0; i < len; i++) {
+        const T v = a[off + i];
+        if (std::isnan(v)) *flags |= 1;
+        else if (std::isinf(v)) *flags |= 2;
+      }
+    });
+    return PETSC_SUCCESS;
+  }));
+  PetscCall(DDTensorRestoreArrayRead(t, &arr));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Collective over the network: an error on every rank when one of ts holds a nan or inf on some rank */
+static PetscErrorCode DDNetCheckFinite(DDNet net, const Node &nd, const std::vector<DDTensor> &ts, const std::vector<std::string> &what)
+{
+  MPI_Comm    comm = PetscObjectComm((PetscObject)net);
+  PetscMPIInt rank, size;
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  /* flags: bitwise or; the lowest rank that holds one: minimum */
+  std::vector<int> fl(ts.size()), rk(ts.size()), flo(ts.size()), rko(ts.size());
+  for (size_t i = 0; i < ts.size(); i++) {
+    PetscCall(DDTensorFiniteFlags(ts[i], &fl[i]));
+    rk[i] = fl[i] ? rank : size;
+  }
+  if (!ts.empty()) {
+    PetscCallMPI(MPI_Allreduce(fl.data(), flo.data(), (int)ts.size(), MPI_INT, MPI_BOR, comm));
+    PetscCallMPI(MPI_Allreduce(rk.data(), rko.data(), (int)ts.size(), MPI_INT, MPI_MIN, comm));
+  }
+  for (size_t i = 0; i < ts.size(); i++) {
+    const char *pfx = ((PetscObject)nd.layer)->prefix;
+    PetscCheck(!flo[i], comm, PETSC_ERR_FP, "Non-finite value (%s) in %s of layer \"%s\" (%s%s%s) at step %" PetscInt64_FMT " (DDNetForward() call since set-up), first on rank %d", flo[i] == 1 ? "nan" : flo[i] == 2 ? "inf" : "nan and inf", what[i].c_str(), nd.name.c_str(), ((PetscObject)nd.layer)->type_name, pfx ? ", prefix " : "", pfx ? pfx : "", net->impl->step, rko[i]);
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -288,8 +417,12 @@ static PetscErrorCode DDNetLayerSetUp(Node &nd, std::vector<DDTensor> &ins)
   consumer's communication plan is invalidated by another's. Then initializes the parameters
   (seed -net_seed, default 0) identically on any partition.
 
+  Every rank must hold the same graph (inputs, layers, connections): a difference, such as
+  an option given to some ranks only, is an error naming the ranks and the first difference.
+
   Options Database Keys:
 + -net_seed <s> - seed of the parameters
+. -dd_check_finite - check outputs and gradients for nan/inf (`DDNetSetCheckFinite()`)
 - -net_view - view the network
 
   Level: beginner
@@ -306,6 +439,23 @@ PetscErrorCode DDNetSetUp(DDNet net, PetscInt n, DDTensor xs[])
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   PetscCheck(!I->nodes.empty(), comm, PETSC_ERR_ARG_WRONGSTATE, "The network has no layers (DDNetAddLayer() or -net_layers)");
   PetscCheck(n == (PetscInt)I->innames.size(), comm, PETSC_ERR_ARG_SIZ, "The network has %zu input(s), %" PetscInt_FMT " tensors given", I->innames.size(), n);
+  { /* the graph must be the same on every rank (options given differently per rank) */
+    std::string g = "inputs";
+    for (auto &x : I->innames) g += " " + x;
+    g += "\noutput " + I->outname + "\n";
+    for (auto &nd : I->nodes) {
+      g += nd.name + " (" + (((PetscObject)nd.layer)->type_name ? ((PetscObject)nd.layer)->type_name : "no type") + ") <-";
+      for (int k : nd.inputs) g += " " + (k < 0 ? I->innames[-1 - k] : I->nodes[k].name);
+      g += "\n";
+    }
+    PetscCall(DDCheckSameString(comm, "The network's inputs, layers or their connections", g.c_str()));
+  }
+  {
+    PetscBool cf = I->checkfinite ? PETSC_TRUE : PETSC_FALSE;
+    PetscCall(PetscOptionsGetBool(NULL, ((PetscObject)net)->prefix, "-dd_check_finite", &cf, NULL));
+    I->checkfinite = cf ? true : false;
+    I->step        = 0;
+  }
   PetscCall(DDNetFreeGradients(I));
   std::vector<DDTensor> xin(xs, xs + n), ins;
   /* consumers of every node, and the output */
@@ -390,9 +540,11 @@ PetscErrorCode DDNetForward(DDNet net, PetscInt n, DDTensor xs[])
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   PetscCheck(net->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Call DDNetSetUp() first");
   PetscCheck(n == (PetscInt)I->innames.size(), PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_SIZ, "The network has %zu input(s), %" PetscInt_FMT " given", I->innames.size(), n);
+  I->step++;
   for (auto &nd : I->nodes) {
     PetscCall(DDNetInputsOf(net, nd, xin, ins));
     PetscCall(DDLayerForwardMulti(nd.layer, (PetscInt)ins.size(), ins.data(), nd.layer->output));
+    if (I->checkfinite) PetscCall(DDNetCheckFinite(net, nd, {nd.layer->output}, {"the output"}));
   }
   I->inputs      = xin;
   I->forwarddone = true;
@@ -506,6 +658,20 @@ PetscErrorCode DDNetBackward(DDNet net, DDTensor dy)
       }
     }
     PetscCall(DDLayerBackwardMulti(nd.layer, g, (PetscInt)dxs.size(), dxs.data()));
+    if (I->checkfinite) {
+      std::vector<DDTensor>    ts;
+      std::vector<std::string> what;
+      for (size_t j = 0; j < dxs.size(); j++) {
+        int k = nd.inputs[j];
+        ts.push_back(dxs[j]);
+        what.push_back("the gradient of input " + std::to_string(j) + " (\"" + (k < 0 ? I->innames[-1 - k] : I->nodes[k].name) + "\")");
+      }
+      for (PetscInt p = 0; p < nd.layer->nparams; p++) {
+        ts.push_back(nd.layer->grads[p]);
+        what.push_back(std::string("the gradient of parameter \"") + nd.layer->paramnames[p] + "\"");
+      }
+      PetscCall(DDNetCheckFinite(net, nd, ts, what));
+    }
     for (size_t j = 0; j < dxs.size(); j++)
       if (add[j]) {
         PetscCall(DDTensorAXPY(add[j], 1.0, dxs[j]));

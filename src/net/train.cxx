@@ -44,7 +44,9 @@ PetscErrorCode DDNetTrainResetStages_Private(void)
 
   Notes:
   Each step zeroes the gradients, runs `DDNetForward()`, `DDNetBackward()` and
-  `DDOptimizerStep()`; -log_view reports the stages "DD Data", "DD Forward", "DD Backward",
+  `DDOptimizerStep()`; a loss that is nan or inf stops training with an error naming the step
+  (`DDNetSetCheckFinite()` names the first layer and tensor); the batch size, seed and dataset
+  size must agree on every rank (`DDCheckSameString()`); -log_view reports the stages "DD Data", "DD Forward", "DD Backward",
   "DD Update". Ends with `DDOptimizerEndEpoch()`.
 
   Level: beginner
@@ -64,6 +66,11 @@ PetscErrorCode DDNetTrainEpoch(DDNet net, DDOptimizer opt, DDDataset ds, PetscIn
   PetscCall(DDNetSetTraining(net, PETSC_TRUE));
   PetscCall(DDDatasetShuffle(ds, seed));
   nb = S / batch;
+  { /* batch size, seed, sample and batch counts must agree on every rank, or the ranks train other batches */
+    char v[256];
+    PetscCall(PetscSNPrintf(v, sizeof(v), "batch %" PetscInt_FMT ", seed %" PetscInt64_FMT ", samples %" PetscInt_FMT ", batches %" PetscInt_FMT, batch, seed, S, nb));
+    PetscCall(DDCheckSameString(PetscObjectComm((PetscObject)net), "DDNetTrainEpoch()'s batch size, seed or dataset size", v));
+  }
   PetscCallMPI(MPI_Barrier(PetscObjectComm((PetscObject)net)));
   t0 = MPI_Wtime();
   for (PetscInt b = 0; b < nb; b++) {
@@ -77,6 +84,11 @@ PetscErrorCode DDNetTrainEpoch(DDNet net, DDOptimizer opt, DDDataset ds, PetscIn
     PetscCall(DDNetForward(net, nf, xs));
     PetscCall(PetscLogStagePop());
     PetscCall(DDNetGetLoss(net, &loss));
+    if (PetscIsInfOrNanReal(loss)) { /* the loss is the same on every rank: a collective error */
+      PetscInt step = 0, epoch = 0;
+      PetscCall(DDOptimizerGetStepCount(opt, &step, &epoch));
+      SETERRQ(PetscObjectComm((PetscObject)net), PETSC_ERR_NOT_CONVERGED, "Training diverged: the loss is %g at step %" PetscInt_FMT " of %" PetscInt_FMT " of this epoch (epoch %" PetscInt_FMT ", optimizer step %" PetscInt_FMT "); lower the learning rate, or run with -dd_check_finite to find the first layer and tensor that is not finite", (double)loss, b + 1, nb, epoch + 1, step + 1);
+    }
     sum += loss;
     PetscCall(PetscLogStagePush(StageBackward));
     PetscCall(DDNetZeroGradients(net));
@@ -121,6 +133,11 @@ PetscErrorCode DDNetEvaluate(DDNet net, DDDataset ds, PetscInt batch, DDTensor x
   PetscFunctionBegin;
   PetscCall(DDDatasetGetNumSamples(ds, &S));
   PetscCheck(batch > 0 && batch <= S, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "Batch size %" PetscInt_FMT " must be in [1, %" PetscInt_FMT "]", batch, S);
+  {
+    char v[128];
+    PetscCall(PetscSNPrintf(v, sizeof(v), "batch %" PetscInt_FMT ", samples %" PetscInt_FMT, batch, S));
+    PetscCall(DDCheckSameString(PetscObjectComm((PetscObject)net), "DDNetEvaluate()'s batch size or dataset size", v));
+  }
   for (DDTensor *x = xs; *x; x++) nf++;
   PetscCall(DDNetSetTraining(net, PETSC_FALSE));
   PetscCall(DDDatasetShuffle(ds, 0));
@@ -130,6 +147,7 @@ PetscErrorCode DDNetEvaluate(DDNet net, DDDataset ds, PetscInt batch, DDTensor x
     for (PetscInt f = 0; f < nf; f++) PetscCall(DDDatasetReadBatch(ds, f, b * batch, batch, xs[f]));
     PetscCall(DDNetForward(net, nf, xs));
     PetscCall(DDNetGetLoss(net, &l));
+    PetscCheck(!PetscIsInfOrNanReal(l), PetscObjectComm((PetscObject)net), PETSC_ERR_NOT_CONVERGED, "The evaluation loss is %g on batch %" PetscInt_FMT " of %" PetscInt_FMT ": the network or the data holds nan/inf (run with -dd_check_finite to find the layer)", (double)l, b + 1, nb);
     sum += l;
   }
   PetscCall(DDNetSetTraining(net, PETSC_TRUE));

@@ -232,7 +232,7 @@ PetscErrorCode DDOptimizerSetLearningRate(DDOptimizer opt, PetscReal lr)
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
-  PetscCheck(lr > 0, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_OUTOFRANGE, "Learning rate %g must be positive", (double)lr);
+  PetscCheck(lr > 0 && !PetscIsInfOrNanReal(lr), PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_OUTOFRANGE, "Learning rate %g must be positive and finite", (double)lr);
   opt->lr = lr;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -302,7 +302,7 @@ PetscErrorCode DDOptimizerSetWeightDecay(DDOptimizer opt, PetscReal wd)
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
-  PetscCheck(wd >= 0, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_OUTOFRANGE, "Weight decay %g must be non-negative", (double)wd);
+  PetscCheck(wd >= 0 && !PetscIsInfOrNanReal(wd), PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_OUTOFRANGE, "Weight decay %g must be non-negative and finite", (double)wd);
   opt->weight_decay = wd;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -325,7 +325,7 @@ PetscErrorCode DDOptimizerSetBetas(DDOptimizer opt, PetscReal b1, PetscReal b2, 
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
-  PetscCheck(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1 && eps > 0, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_OUTOFRANGE, "Adam needs 0 <= beta1, beta2 < 1 and eps > 0");
+  PetscCheck(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1 && eps > 0 && !PetscIsInfOrNanReal(eps), PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_OUTOFRANGE, "Adam needs 0 <= beta1, beta2 < 1 and a finite eps > 0 (beta1 %g, beta2 %g, eps %g)", (double)b1, (double)b2, (double)eps);
   opt->beta1 = b1;
   opt->beta2 = b2;
   opt->eps   = eps;
@@ -441,6 +441,15 @@ PetscErrorCode DDOptimizerSetFromOptions(DDOptimizer opt)
   PetscCall(DDOptimizerSetClipNorm(opt, clip));
   if (opt->ops->setfromoptions) PetscCall((*opt->ops->setfromoptions)(opt, PetscOptionsObject));
   PetscOptionsEnd();
+  {
+    const char *pfx = ((PetscObject)opt)->prefix;
+    std::string op  = std::string(pfx ? pfx : "") + "optimizer_";
+    char        v[512];
+    PetscCall(DDOptionsCheckIntegers(PetscObjectComm((PetscObject)opt), op.c_str()));
+    /* the ranks must update alike */
+    PetscCall(PetscSNPrintf(v, sizeof(v), "type %s lr %.17g weight decay %.17g clip %.17g schedule %s step size %" PetscInt_FMT " gamma %.17g tmax %" PetscInt_FMT " eta_min %.17g", ((PetscObject)opt)->type_name ? ((PetscObject)opt)->type_name : "none", (double)opt->lr, (double)opt->weight_decay, (double)opt->clip, DDSchedules[opt->schedule], opt->step_size, (double)opt->gamma, opt->tmax, (double)opt->eta_min));
+    PetscCall(DDCheckSameString(PetscObjectComm((PetscObject)opt), "The optimizer's settings", v));
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

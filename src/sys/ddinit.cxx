@@ -4,9 +4,18 @@
 #include <ddnn/private/ddimpl.h>
 #include <sys/ddsysimpl.h>
 #include <cstring>
+#include <cerrno>
+#include <cstdlib>
+#include <cctype>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <sstream>
+#include <algorithm>
 
 PetscBool DDPackageInitialized = PETSC_FALSE;
 static PetscBool DDBeganPetsc  = PETSC_FALSE;
+static PetscBool DDPushedErrorHandler = PETSC_FALSE;
 
 PetscClassId  DD_PARTITION_CLASSID, DD_TENSOR_CLASSID;
 PetscLogEvent DD_TensorScatter, DD_TensorGather, DD_TensorSetUp;
@@ -123,6 +132,234 @@ PetscErrorCode DDInitialize(int *argc, char ***argv, const char file[], const ch
     DDBeganPetsc = PETSC_TRUE;
   }
   PetscCall(DDInitializePackage());
+  if (!DDPushedErrorHandler) {
+    /* never silent: an error raised on a rank other than the first of its communicator prints its
+       message there too; a program that chose another handler keeps it */
+    const char *other[] = {"-on_error_abort", "-on_error_attach_debugger", "-on_error_emacs", "-on_error_mpiabort", "-start_in_debugger", nullptr};
+    PetscBool   all = PETSC_TRUE, has = PETSC_FALSE;
+    for (int i = 0; other[i] && !has; i++) PetscCall(PetscOptionsHasName(NULL, NULL, other[i], &has));
+    PetscCall(PetscOptionsGetBool(NULL, NULL, "-dd_error_all_ranks", &all, NULL));
+    if (all && !has) {
+      PetscCall(PetscPushErrorHandler(DDErrorHandlerAllRanks, NULL));
+      DDPushedErrorHandler = PETSC_TRUE;
+    }
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDErrorHandlerAllRanks - PETSc's traceback error handler, except that an error raised on a rank
+  other than the first of a parallel communicator also prints its message on that rank
+
+  Not collective
+
+  Notes:
+  PETSc prints an error raised on a parallel communicator from that communicator's first rank
+  only, assuming that every rank raises it; the other ranks sleep 10 seconds and exit(0). An
+  error raised on one rank alone (an option given to that rank only, a local check) then prints
+  nothing at all, and that rank ends with a success code. Here such a rank prints the message
+  and returns the error like any other, so the caller's traceback follows. `DDInitialize()` pushes this
+  handler (unless -dd_error_all_ranks false or an -on_error_* option chose another), so that
+  the rank that raised an error always names it on stderr, as "[r]PETSC ERROR: on rank r of
+  the communicator: message". An error that every rank raises then prints this line once more
+  per rank beyond the first.
+
+  Level: developer
+
+.seealso: `DDInitialize()`, `DDCheckAll()`, `PetscTraceBackErrorHandler()`
+@*/
+PetscErrorCode DDErrorHandlerAllRanks(MPI_Comm comm, int line, const char *fun, const char *file, PetscErrorCode n, PetscErrorType p, const char *mess, void *ctx)
+{
+  PetscMPIInt rank = 0;
+
+  if (comm != PETSC_COMM_SELF && comm != MPI_COMM_NULL) (void)MPI_Comm_rank(comm, &rank);
+  if (rank != 0 && p == PETSC_ERROR_INITIAL) {
+    /* PETSc's handler would print nothing here, sleep 10 s and exit(0): a silent success code */
+    const char *text = NULL;
+    (void)PetscErrorMessage(n, &text, NULL);
+    (void)(*PetscErrorPrintf)("on rank %d of the communicator (%s): %s\n", (int)rank, text ? text : "error", mess ? mess : "");
+    (void)(*PetscErrorPrintf)("#1 %s() at %s:%d\n", fun ? fun : "", file ? file : "", line);
+    return n;
+  }
+  return PetscTraceBackErrorHandler(comm, line, fun, file, n, p, mess, ctx);
+}
+
+/* FNV-1a, 64 bit */
+static uint64_t DDHashString(const char *s)
+{
+  uint64_t h = 1469598103934665603ULL;
+  for (; s && *s; s++) {
+    h ^= (unsigned char)*s;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+/* the text of the line around position pos of s, at most ~160 characters */
+static std::string DDLineAround(const std::string &s, size_t pos)
+{
+  size_t a = s.rfind('\n', pos ? pos - 1 : 0), b = s.find('\n', pos);
+  a = (a == std::string::npos || pos == 0) ? 0 : a + 1;
+  if (b == std::string::npos) b = s.size();
+  if (pos > a + 80) a = pos - 80;
+  if (b > pos + 80) b = pos + 80;
+  std::string r = s.substr(a, b - a);
+  return r.empty() ? std::string("(empty)") : r;
+}
+
+/*@C
+  DDCheckSameString - Raises an error on every rank when a value that must agree differs between ranks
+
+  Collective
+
+  Input Parameters:
++ comm  - the communicator whose ranks must agree
+. what  - what the value is, for the message ("the layer list of the network", "the data file name")
+- value - this rank's value, as text (a file name, a shape, a description of hyper-parameters)
+
+  Notes:
+  Compares a 64-bit hash of the value across comm (the minimum and maximum of one
+  `MPI_Allreduce()`); when they differ, the two ranks holding the extreme hashes exchange their
+  text and every rank raises `PETSC_ERR_ARG_INCOMP` naming what differs, the two ranks and the
+  first line on which their values differ. Options given differently on different ranks (per-rank
+  environments, MPMD launches) then fail at set-up with a message instead of hanging in a later
+  collective call or running with other numbers.
+
+  Level: developer
+
+.seealso: `DDCheckAll()`, `DDCheckCollective()`
+@*/
+PetscErrorCode DDCheckSameString(MPI_Comm comm, const char what[], const char value[])
+{
+  uint64_t    h, in[2], out[2];
+  PetscMPIInt rank, size, r[2], rr[2];
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  if (size == 1) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  h     = DDHashString(value);
+  in[0] = h;
+  in[1] = ~h;
+  PetscCallMPI(MPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_MIN, comm));
+  if (out[0] == ~out[1]) PetscFunctionReturn(PETSC_SUCCESS);
+  r[0] = h == out[0] ? rank : size;
+  r[1] = h == ~out[1] ? rank : size;
+  PetscCallMPI(MPI_Allreduce(r, rr, 2, MPI_INT, MPI_MIN, comm));
+  std::string v[2];
+  for (int k = 0; k < 2; k++) {
+    int len = rank == rr[k] ? (int)strlen(value) : 0;
+    PetscCallMPI(MPI_Bcast(&len, 1, MPI_INT, rr[k], comm));
+    std::vector<char> buf(len + 1, 0);
+    if (rank == rr[k]) memcpy(buf.data(), value, len);
+    PetscCallMPI(MPI_Bcast(buf.data(), len, MPI_CHAR, rr[k], comm));
+    v[k] = std::string(buf.data(), len);
+  }
+  size_t pos = 0;
+  while (pos < v[0].size() && pos < v[1].size() && v[0][pos] == v[1][pos]) pos++;
+  const int lo = PetscMin(rr[0], rr[1]), hi = PetscMax(rr[0], rr[1]);
+  const std::string &a = v[rr[0] == lo ? 0 : 1], &b = v[rr[0] == lo ? 1 : 0];
+  SETERRQ(PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "%s differs between ranks (ranks %d and %d disagree; options or arguments must be the same on every rank): rank %d has \"%s\", rank %d has \"%s\"", what, lo, hi, lo, DDLineAround(a, pos).c_str(), hi, DDLineAround(b, pos).c_str());
+}
+
+/* Every option of the database as (name without the dash, value), in the order PETSc lists them */
+static PetscErrorCode DDOptionsList(std::vector<std::pair<std::string, std::string>> &out)
+{
+  char                    *all = NULL;
+  std::vector<std::string> tok;
+
+  PetscFunctionBegin;
+  out.clear();
+  PetscCall(PetscOptionsGetAll(NULL, &all));
+  for (char *c = all; c && *c;) {
+    while (*c && isspace((unsigned char)*c)) c++;
+    char *e = c;
+    while (*e && !isspace((unsigned char)*e)) e++;
+    if (e > c) tok.emplace_back(c, e - c);
+    c = e;
+  }
+  PetscCall(PetscFree(all));
+  auto isname = [](const std::string &t) { return t.size() >= 2 && t[0] == '-' && (isalpha((unsigned char)t[1]) || t[1] == '_'); };
+  for (size_t i = 0; i < tok.size(); i++) {
+    if (!isname(tok[i])) continue;
+    std::string v;
+    for (size_t j = i + 1; j < tok.size() && !isname(tok[j]); j++) v += (v.empty() ? "" : " ") + tok[j];
+    out.emplace_back(tok[i].substr(1), v);
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* The options starting with prefix (no dash), as "-name value" lines sorted by name (PetscFree() the text) */
+PetscErrorCode DDOptionsGetPrefixed_Private(const char prefix[], char **text)
+{
+  std::vector<std::pair<std::string, std::string>> opts;
+  std::vector<std::string>                         lines;
+  std::string                                      r;
+  size_t                                           plen = prefix ? strlen(prefix) : 0;
+
+  PetscFunctionBegin;
+  PetscCall(DDOptionsList(opts));
+  for (auto &nv : opts)
+    if (!plen || nv.first.compare(0, plen, prefix) == 0) lines.push_back("-" + nv.first + " " + nv.second + "\n");
+  std::sort(lines.begin(), lines.end());
+  for (auto &l : lines) r += l;
+  PetscCall(PetscStrallocpy(r.c_str(), text));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDOptionsCheckIntegers - Raises an error naming every integer option whose value does not fit in a `PetscInt`
+
+  Collective
+
+  Input Parameters:
++ comm   - the communicator of the program (or of the object being configured)
+- prefix - only check options starting with this prefix (without the dash), or NULL for all
+
+  Notes:
+  PETSc parses an integer option with strtol() and casts it to `PetscInt`: with 32-bit indices a
+  kernel of 4294967299 runs as 3. Every value (or comma-separated entry) of the options that is
+  an integer literal is checked against the range of `PetscInt`; one outside it is an error
+  naming the option, on every rank. Called by the SetFromOptions() of layers, networks and
+  optimizers, and by `DDOptionsCheckUnused()`.
+
+  Level: developer
+
+.seealso: `DDOptionsCheckUnused()`
+@*/
+PetscErrorCode DDOptionsCheckIntegers(MPI_Comm comm, const char prefix[])
+{
+  std::vector<std::pair<std::string, std::string>> all_opts;
+  std::string                                      bad;
+  size_t                                           plen = prefix ? strlen(prefix) : 0;
+
+  PetscFunctionBegin;
+  PetscCall(DDOptionsList(all_opts));
+  for (auto &nv : all_opts) {
+    const std::string &name = nv.first;
+    if (plen && name.compare(0, plen, prefix) != 0) continue;
+    std::istringstream vs(nv.second);
+    std::string        v;
+    while (vs >> v) {
+      size_t a = 0;
+      while (a <= v.size()) {
+        size_t      b = v.find(',', a);
+        std::string e = v.substr(a, b == std::string::npos ? std::string::npos : b - a);
+        size_t      k = (!e.empty() && (e[0] == '+' || e[0] == '-')) ? 1 : 0;
+        bool        integer = e.size() > k;
+        for (size_t q = k; q < e.size() && integer; q++) integer = isdigit((unsigned char)e[q]) != 0;
+        if (integer) {
+          errno            = 0;
+          long long x      = strtoll(e.c_str(), NULL, 10);
+          bool      inside = errno != ERANGE && x >= (long long)PETSC_MIN_INT && x <= (long long)PETSC_MAX_INT;
+          if (!inside && bad.size() < 300) bad += " -" + name + " " + e;
+        }
+        if (b == std::string::npos) break;
+        a = b + 1;
+      }
+    }
+  }
+  DDCheckAll(comm, bad.empty(), PETSC_ERR_ARG_OUTOFRANGE, "Integer option value(s) out of the range of PetscInt (%d-bit, [%" PetscInt_FMT ", %" PetscInt_FMT "]):%s", (int)(8 * sizeof(PetscInt)), (PetscInt)PETSC_MIN_INT, (PetscInt)PETSC_MAX_INT, bad.c_str());
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -138,6 +375,10 @@ PetscErrorCode DDInitialize(int *argc, char ***argv, const char file[], const ch
 PetscErrorCode DDFinalize(void)
 {
   PetscFunctionBegin;
+  if (DDPushedErrorHandler) {
+    PetscCall(PetscPopErrorHandler());
+    DDPushedErrorHandler = PETSC_FALSE;
+  }
   if (DDBeganPetsc) {
     DDBeganPetsc = PETSC_FALSE;
     PetscCall(PetscFinalize());
@@ -293,6 +534,7 @@ PetscErrorCode DDOptionsCheckUnused(MPI_Comm comm, const char prefix[])
     PetscCall(PetscStrlcat(buf, names[i], sizeof(buf)));
   }
   PetscCall(PetscOptionsLeftRestore(NULL, &n, &names, &values));
+  PetscCall(DDOptionsCheckIntegers(comm, prefix));
   DDCheckAll(comm, !bad, PETSC_ERR_ARG_WRONG, "Unknown or unused option(s):%s", buf);
   PetscFunctionReturn(PETSC_SUCCESS);
 }

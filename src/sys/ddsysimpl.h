@@ -15,3 +15,4 @@ PETSC_INTERN PetscErrorCode DDOptimizerFinalizePackage(void);
 PETSC_INTERN PetscErrorCode DDDatasetInitializePackage(void);
 PETSC_INTERN PetscErrorCode DDNetTrainResetStages_Private(void);
 PETSC_INTERN PetscErrorCode DDFunctionListKnownTypes_Private(PetscFunctionList, char[], size_t);
+PETSC_INTERN PetscErrorCode DDOptionsGetPrefixed_Private(const char[], char **);

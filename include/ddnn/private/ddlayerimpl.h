@@ -21,16 +21,17 @@ struct _p_DDLayer {
   void            *data;
   PetscInt         minin, maxin; /* number of inputs the type accepts */
   PetscInt         nin;          /* inputs given at set-up */
-  PetscInt64       inhash[DD_LAYER_MAX_INPUTS];
-  DDTensor         setupin[DD_LAYER_MAX_INPUTS]; /* the tensors given to set-up (references): the input layouts */
+  PetscInt         nincap;       /* length of the per-input arrays below (>= nin) */
+  PetscInt64      *inhash;
+  DDTensor        *setupin;      /* the tensors given to set-up (references): the input layouts */
   DDTensor         output;       /* owned; its layout is the layer's output layout */
   /* parameters and their gradients, each a DDTensor, with names ("weight", "bias", ...) */
   PetscInt         nparams;
   DDTensor        *params, *grads;
   char           **paramnames;
   /* the forward state kept for Backward */
-  DDTensor         saved[DD_LAYER_MAX_INPUTS];
-  PetscObjectState savedstate[DD_LAYER_MAX_INPUTS];
+  DDTensor        *saved;
+  PetscObjectState *savedstate;
   PetscBool        forwarddone;
   PetscBool        training;
   PetscBool        setupcalled;

@@ -29,6 +29,8 @@ struct NetImpl {
   std::vector<std::string> pnames;
   std::vector<DDTensor>    scratch; /* per node: a buffer for one consumer's contribution */
   bool                     forwarddone = false;
+  bool                     checkfinite = false; /* -dd_check_finite: every layer's output and gradients */
+  PetscInt64               step        = 0;     /* DDNetForward() calls since set-up, for messages */
 };
 } // namespace ddnn
 

@@ -176,7 +176,7 @@ PetscErrorCode DDLayerCreate(MPI_Comm comm, DDLayer *layer)
 static PetscErrorCode DDLayerReleaseSaved(DDLayer l)
 {
   PetscFunctionBegin;
-  for (PetscInt i = 0; i < DD_LAYER_MAX_INPUTS; i++) PetscCall(DDTensorDestroy(&l->saved[i]));
+  for (PetscInt i = 0; i < l->nincap; i++) PetscCall(DDTensorDestroy(&l->saved[i]));
   l->forwarddone = PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -215,7 +215,7 @@ static PetscErrorCode DDLayerReset(DDLayer l)
   PetscFunctionBegin;
   if (l->ops->reset) PetscCall((*l->ops->reset)(l));
   PetscCall(DDLayerReleaseSaved(l));
-  for (PetscInt i = 0; i < DD_LAYER_MAX_INPUTS; i++) PetscCall(DDTensorDestroy(&l->setupin[i]));
+  for (PetscInt i = 0; i < l->nincap; i++) PetscCall(DDTensorDestroy(&l->setupin[i]));
   PetscCall(DDLayerClearParameters_Private(l));
   PetscCall(DDLayerClearBuffers(l));
   PetscCall(DDTensorDestroy(&l->output));
@@ -371,6 +371,59 @@ PetscErrorCode DDLayerSetFromOptions(DDLayer layer)
   if (layer->ops->setfromoptions) PetscCall((*layer->ops->setfromoptions)(layer, PetscOptionsObject));
   PetscCall(PetscObjectProcessOptionsHandlers((PetscObject)layer, PetscOptionsObject));
   PetscOptionsEnd();
+  /* PETSc casts an integer option to PetscInt silently (a kernel of 4294967299 runs as 3) */
+  PetscCall(DDOptionsCheckIntegers(PetscObjectComm((PetscObject)layer), ((PetscObject)layer)->prefix ? ((PetscObject)layer)->prefix : "layer_"));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* The layer's description that every rank of its communicator must share: type, options prefix,
+   hyper-parameters (its view and its options in the database), number, global shapes, data types
+   and partitions of the inputs; after set-up (post), the output's global shape. */
+static PetscErrorCode DDLayerCheckConsistent_Private(DDLayer layer, PetscInt n, DDTensor xs[], PetscBool post)
+{
+  MPI_Comm    comm = PetscObjectComm((PetscObject)layer);
+  PetscMPIInt size;
+  std::string d;
+  char        what[PETSC_MAX_OPTION_NAME + 128], sh[256];
+  const char *pfx = ((PetscObject)layer)->prefix;
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  if (size == 1) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscSNPrintf(what, sizeof(what), "%s of the %s layer%s%s%s", post ? "The output shape" : "The hyper-parameters or input shapes", ((PetscObject)layer)->type_name, pfx ? " with prefix " : "", pfx ? pfx : "", ""));
+  if (post) {
+    PetscCall(DDShapeToString_Private(layer->output->order, layer->output->shape, sh, sizeof(sh)));
+    d = std::string("output ") + sh + " " + DDDataTypes[layer->output->dtype];
+    PetscCall(DDCheckSameString(comm, what, d.c_str()));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  d = std::string("type ") + ((PetscObject)layer)->type_name + "\n" + "inputs " + std::to_string((long long)n) + "\n";
+  for (PetscInt i = 0; i < n; i++) {
+    PetscCall(DDShapeToString_Private(xs[i]->order, xs[i]->shape, sh, sizeof(sh)));
+    d += "input " + std::to_string((long long)i) + " shape " + sh + " " + DDDataTypes[xs[i]->dtype];
+    PetscCall(DDShapeToString_Private(xs[i]->part->order, xs[i]->part->shape, sh, sizeof(sh)));
+    d += std::string(" partition ") + sh + "\n";
+  }
+  { /* the hyper-parameters as the type views them (a view on this rank alone) */
+    char       *buf = NULL;
+    size_t      len = 0;
+    FILE       *fp  = open_memstream(&buf, &len);
+    PetscViewer v;
+    PetscCheck(fp, PETSC_COMM_SELF, PETSC_ERR_MEM, "open_memstream() failed");
+    PetscCall(PetscViewerASCIIOpenWithFILE(PETSC_COMM_SELF, fp, &v));
+    PetscCall(DDLayerView(layer, v));
+    PetscCall(PetscViewerDestroy(&v));
+    fclose(fp);
+    if (buf) d += buf;
+    free(buf);
+  }
+  { /* and the options of the layer in the database */
+    char *opts;
+    PetscCall(DDOptionsGetPrefixed_Private(pfx ? pfx : "layer_", &opts));
+    d += opts;
+    PetscCall(PetscFree(opts));
+  }
+  PetscCall(DDCheckSameString(comm, what, d.c_str()));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -402,7 +455,14 @@ PetscErrorCode DDLayerSetUpMulti(DDLayer layer, PetscInt n, DDTensor xs[])
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
   comm = PetscObjectComm((PetscObject)layer);
   PetscCheck(((PetscObject)layer)->type_name, comm, PETSC_ERR_ARG_WRONGSTATE, "Set the layer's type first (DDLayerSetType() or -layer_type)");
-  PetscCheck(n >= layer->minin && n <= layer->maxin, comm, PETSC_ERR_ARG_SIZ, "A %s layer takes %" PetscInt_FMT "%s%" PetscInt_FMT " input(s), not %" PetscInt_FMT, ((PetscObject)layer)->type_name, layer->minin, layer->maxin > layer->minin ? " to " : "", layer->maxin > layer->minin ? layer->maxin : (PetscInt)0, n);
+  {
+    const char *pfx = ((PetscObject)layer)->prefix;
+    char        range[96];
+    if (layer->maxin == layer->minin) PetscCall(PetscSNPrintf(range, sizeof(range), "%" PetscInt_FMT, layer->minin));
+    else if (layer->maxin == PETSC_MAX_INT) PetscCall(PetscSNPrintf(range, sizeof(range), "at least %" PetscInt_FMT, layer->minin));
+    else PetscCall(PetscSNPrintf(range, sizeof(range), "%" PetscInt_FMT " to %" PetscInt_FMT, layer->minin, layer->maxin));
+    PetscCheck(n >= layer->minin && n <= layer->maxin, comm, PETSC_ERR_ARG_SIZ, "A %s layer%s%s%s takes %s input(s), not %" PetscInt_FMT, ((PetscObject)layer)->type_name, pfx ? " (prefix " : "", pfx ? pfx : "", pfx ? ")" : "", range, n);
+  }
   for (PetscInt i = 0; i < n; i++) {
     PetscCall(DDTensorCheckSetUp_Private(xs[i], "DDLayerSetUp"));
     PetscMPIInt cmp;
@@ -410,6 +470,12 @@ PetscErrorCode DDLayerSetUpMulti(DDLayer layer, PetscInt n, DDTensor xs[])
     PetscCheck(cmp == MPI_IDENT || cmp == MPI_CONGRUENT, comm, PETSC_ERR_ARG_NOTSAMECOMM, "Input %" PetscInt_FMT " lives on another communicator than the layer", i);
   }
   PetscCall(DDLayerReset(layer));
+  PetscCall(DDLayerCheckConsistent_Private(layer, n, xs, PETSC_FALSE));
+  if (n > layer->nincap) {
+    PetscCall(PetscFree4(layer->inhash, layer->setupin, layer->saved, layer->savedstate));
+    PetscCall(PetscCalloc4(n, &layer->inhash, n, &layer->setupin, n, &layer->saved, n, &layer->savedstate));
+    layer->nincap = n;
+  }
   layer->nin = n;
   PetscCall((*layer->ops->setup)(layer, n, xs));
   PetscCheck(layer->output, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Layer type %s did not create its output", ((PetscObject)layer)->type_name);
@@ -418,6 +484,7 @@ PetscErrorCode DDLayerSetUpMulti(DDLayer layer, PetscInt n, DDTensor xs[])
     PetscCall(PetscObjectReference((PetscObject)xs[i]));
     layer->setupin[i] = xs[i];
   }
+  PetscCall(DDLayerCheckConsistent_Private(layer, n, xs, PETSC_TRUE));
   layer->setupcalled = PETSC_TRUE;
   if (layer->nparams) PetscCall(DDLayerInitializeParameters(layer, 0));
   PetscCall(DDLayerViewFromOptions(layer, NULL, "-layer_view"));
@@ -1097,6 +1164,7 @@ PetscErrorCode DDLayerDestroy(DDLayer *layer)
   }
   PetscCall(DDLayerReset(*layer));
   if ((*layer)->ops->destroy) PetscCall((*(*layer)->ops->destroy)(*layer));
+  PetscCall(PetscFree4((*layer)->inhash, (*layer)->setupin, (*layer)->saved, (*layer)->savedstate));
   PetscCall(PetscHeaderDestroy(layer));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

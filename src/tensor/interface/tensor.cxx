@@ -483,7 +483,8 @@ static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const Pe
   Collective
 
   Notes:
-  Errors, on every rank, when the tensor's order differs from its partition's, when given
+  Errors, on every rank, when the global shape, data type or partition shape differs between
+  ranks (`DDCheckSameString()`), when the tensor's order differs from its partition's, when given
   ownership sizes do not sum to the global size or are negative, or when a dimension has
   fewer entries than workers while empty pieces are not allowed. The storage (bulk and
   halo) is zeroed.
@@ -508,6 +509,12 @@ PetscErrorCode DDTensorSetUp(DDTensor t)
   PetscCheck(t->order == t->part->order, comm, PETSC_ERR_ARG_INCOMP, "Tensor of order %" PetscInt_FMT " cannot live on a partition of order %" PetscInt_FMT " (add size-1 dimensions to one of them)", t->order, t->part->order);
   PetscCall(PetscLogEventBegin(DD_TensorSetUp, t, 0, 0, 0));
   PetscCall(DDShapeToString_Private(t->order, t->shape, sh, sizeof(sh)));
+  { /* the global shape, data type and partition must be the same on every rank */
+    char v[320], ps[128];
+    PetscCall(DDShapeToString_Private(t->part->order, t->part->shape, ps, sizeof(ps)));
+    PetscCall(PetscSNPrintf(v, sizeof(v), "shape %s, %s, partition %s", sh, DDDataTypes[t->dtype], ps));
+    PetscCall(DDCheckSameString(comm, "The global shape, data type or partition of a tensor", v));
+  }
   for (PetscInt k = 0; k < t->order; k++) {
     PetscInt P = t->part->shape[k];
     PetscCall(PetscFree(t->ranges[k]));

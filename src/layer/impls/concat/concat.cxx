@@ -250,7 +250,7 @@ static PetscErrorCode Concat_View(DDLayer l, PetscViewer viewer)
 /*MC
   DDLAYERCONCAT - "concat": concatenation along a dimension, torch.cat(xs, dim) (U-Net skip connections)
 
-  Takes 2 to DD_LAYER_MAX_INPUTS inputs (`DDLayerSetUpMulti()`) on one partition that agree in
+  Takes 2 or more inputs, any number (`DDLayerSetUpMulti()`) on one partition that agree in
   shape and ownership outside the concatenation dimension (default 1, the channels;
   `DDLayerConcatSetDimension()`, negative values count from the end). Along that dimension each
   input may be split in its own way; the output is split evenly there. When the dimension has
@@ -271,7 +271,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Concat(DDLayer l)
   PetscFunctionBegin;
   l->data                = new Concat;
   l->minin               = 2;
-  l->maxin               = DD_LAYER_MAX_INPUTS;
+  l->maxin               = PETSC_MAX_INT; /* any number of inputs */
   l->ops->setfromoptions = Concat_SetFromOptions;
   l->ops->setup          = Concat_SetUp;
   l->ops->forward        = Concat_Forward;

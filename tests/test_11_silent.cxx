@@ -1,0 +1,247 @@
+/*
+  Nothing silent (issue 13): messages that name the culprit, integer options that overflow, a
+  learning rate of inf or nan, options or shapes that differ between ranks, an error raised on one
+  rank alone, and lists without silent limits (network inputs, layers, layer names).
+*/
+#include "layertest.hpp"
+#include <cmath>
+#include <cstdarg>
+
+using namespace ddtest;
+
+static DDLayer TypedLayer(const char *type, const char *prefix = NULL)
+{
+  DDLayer l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  if (prefix) DDT(DDLayerSetOptionsPrefix(l, prefix));
+  DDT(DDLayerSetType(l, type));
+  return l;
+}
+
+TEST(Messages, InputCountSaysWhatItMeans)
+{
+  /* "A loss layer takes 20 input(s)" meant 2 */
+  DDLayer  loss = TypedLayer(DDLAYERLOSS, "t11loss_");
+  DDTensor x    = MakeInput({{2, 3}, {}, {}, {}}, DD_FLOAT64, 1), xs[3] = {x, x, x};
+  std::string m;
+  EXPECT_EQ((int)Catch([&]() { return DDLayerSetUpMulti(loss, 3, xs); }, &m), (int)PETSC_ERR_ARG_SIZ);
+  EXPECT_NE(m.find("takes 2 input(s), not 3"), std::string::npos) << m;
+  EXPECT_NE(m.find("t11loss_"), std::string::npos) << m;
+  DDT(DDLayerDestroy(&loss));
+  /* concat takes any number from 2 on */
+  DDLayer cat = TypedLayer(DDLAYERCONCAT);
+  DD_EXPECT_ERROR(DDLayerSetUpMulti(cat, 1, xs), PETSC_ERR_ARG_SIZ, "takes at least 2 input(s), not 1");
+  DDT(DDLayerDestroy(&cat));
+  DDT(DDTensorDestroy(&x));
+}
+
+TEST(Options, IntegerOverflowIsAnErrorNamingTheOption)
+{
+  /* PETSc parses 4294967299 with strtol and casts it to a 32-bit PetscInt: 3 */
+  DDT(PetscOptionsSetValue(NULL, "-t11ov_layer_conv_kernel", "3,4294967299"));
+  DDLayer l = TypedLayer(DDLAYERCONV, "t11ov_");
+  if (sizeof(PetscInt) == 4) DD_EXPECT_ERROR(DDLayerSetFromOptions(l), PETSC_ERR_ARG_OUTOFRANGE, "-t11ov_layer_conv_kernel 4294967299");
+  DDT(PetscOptionsSetValue(NULL, "-t11ov_layer_conv_kernel", "3,99999999999999999999999"));
+  DD_EXPECT_ERROR(DDLayerSetFromOptions(l), PETSC_ERR_ARG_OUTOFRANGE, "-t11ov_layer_conv_kernel 99999999999999999999999");
+  DDT(PetscOptionsSetValue(NULL, "-t11ov_layer_conv_kernel", "3,3"));
+  DDT(DDLayerSetFromOptions(l));
+  DDT(PetscOptionsClearValue(NULL, "-t11ov_layer_conv_kernel"));
+  DDT(DDLayerDestroy(&l));
+  /* a program's own options: DDOptionsCheckUnused() checks them too */
+  DDT(PetscOptionsSetValue(NULL, "-t11ov_steps", "-4294967296"));
+  DD_EXPECT_ERROR(DDOptionsCheckIntegers(PETSC_COMM_WORLD, "t11ov_"), PETSC_ERR_ARG_OUTOFRANGE, "-t11ov_steps -4294967296");
+  DDT(PetscOptionsClearValue(NULL, "-t11ov_steps"));
+  DDT(DDOptionsCheckIntegers(PETSC_COMM_WORLD, "t11ov_"));
+}
+
+TEST(Options, LearningRateInfOrNanIsRejected)
+{
+  DDOptimizer opt;
+  DDT(DDOptimizerCreate(PETSC_COMM_WORLD, &opt));
+  DDT(DDOptimizerSetType(opt, "sgd"));
+  DD_EXPECT_ERROR(DDOptimizerSetLearningRate(opt, (PetscReal)INFINITY), PETSC_ERR_ARG_OUTOFRANGE, "must be positive and finite");
+  DD_EXPECT_ERROR(DDOptimizerSetLearningRate(opt, (PetscReal)NAN), PETSC_ERR_ARG_OUTOFRANGE, "must be positive and finite");
+  DD_EXPECT_ERROR(DDOptimizerSetWeightDecay(opt, (PetscReal)INFINITY), PETSC_ERR_ARG_OUTOFRANGE, "must be non-negative and finite");
+  DDT(DDOptimizerSetOptionsPrefix(opt, "t11lr_"));
+  DDT(PetscOptionsSetValue(NULL, "-t11lr_optimizer_lr", "1e400"));
+  DD_EXPECT_ERROR(DDOptimizerSetFromOptions(opt), PETSC_ERR_ARG_OUTOFRANGE, "Learning rate inf");
+  DDT(PetscOptionsClearValue(NULL, "-t11lr_optimizer_lr"));
+  DDT(DDOptimizerDestroy(&opt));
+}
+
+/* ---------------------------------------------------------------------- */
+/* values that must agree between ranks */
+
+TEST(RankConsistency, LayerOptionOnOneRankIsAnErrorOnEveryRank)
+{
+  if (Size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  DDT(PetscOptionsSetValue(NULL, "-t11rk_layer_conv_out_channels", Rank() == 1 ? "5" : "4"));
+  DDLayer l = TypedLayer(DDLAYERCONV, "t11rk_");
+  PetscInt k = 3;
+  DDT(DDLayerConvSetKernel(l, 1, &k));
+  DDT(DDLayerSetFromOptions(l));
+  DDTensor x = MakeInput({{2, 3, 8, 8}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 1);
+  std::string m;
+  EXPECT_EQ((int)Catch([&]() { return DDLayerSetUp(l, x); }, &m), (int)PETSC_ERR_ARG_INCOMP);
+  EXPECT_NE(m.find("differs between ranks (ranks 0 and 1 disagree"), std::string::npos) << m;
+  EXPECT_NE(m.find("out channels 4"), std::string::npos) << m;
+  EXPECT_NE(m.find("out channels 5"), std::string::npos) << m;
+  EXPECT_NE(m.find("t11rk_"), std::string::npos) << m;
+  DDT(PetscOptionsSetValue(NULL, "-t11rk_layer_conv_out_channels", "4"));
+  DDT(DDLayerSetFromOptions(l));
+  DDT(DDLayerSetUp(l, x));
+  DDT(PetscOptionsClearValue(NULL, "-t11rk_layer_conv_out_channels"));
+  DDT(DDLayerDestroy(&l));
+  DDT(DDTensorDestroy(&x));
+}
+
+TEST(RankConsistency, TensorShapeThatDiffersIsAnError)
+{
+  if (Size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  DDPartition p;
+  PetscInt    ps[2] = {1, (PetscInt)Size()}, sh[2] = {4, Rank() == Size() - 1 ? (PetscInt)9 : (PetscInt)8};
+  std::vector<PetscMPIInt> r;
+  for (int i = 0; i < Size(); i++) r.push_back(i);
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 2, ps, Size(), r.data(), &p));
+  DDTensor t;
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &t));
+  DDT(DDTensorSetPartition(t, p));
+  DDT(DDTensorSetShape(t, 2, sh));
+  std::string m;
+  EXPECT_EQ((int)Catch([&]() { return DDTensorSetUp(t); }, &m), (int)PETSC_ERR_ARG_INCOMP);
+  EXPECT_NE(m.find("shape 4x8"), std::string::npos) << m;
+  EXPECT_NE(m.find("shape 4x9"), std::string::npos) << m;
+  EXPECT_NE(m.find("rank " + std::to_string(Size() - 1)), std::string::npos) << m;
+  DDT(DDTensorDestroy(&t));
+  DDT(DDPartitionDestroy(&p));
+}
+
+TEST(RankConsistency, NetworkLayerListThatDiffersIsAnError)
+{
+  if (Size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  DDT(PetscOptionsInsertString(NULL, "-t11nl_net_inputs x -t11nl_a_layer_type activation -t11nl_b_layer_type activation"));
+  DDT(PetscOptionsSetValue(NULL, "-t11nl_net_layers", Rank() == 1 ? "a" : "a,b"));
+  DDNet net;
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, "t11nl_"));
+  DD_EXPECT_ERROR(DDNetSetFromOptions(net), PETSC_ERR_ARG_INCOMP, "-net_layers differs between ranks");
+  DDT(DDNetDestroy(&net));
+  DDT(PetscOptionsClearValue(NULL, "-t11nl_net_layers"));
+}
+
+TEST(RankConsistency, SameStringPassesAndNamesTheFirstDifference)
+{
+  DDT(DDCheckSameString(PETSC_COMM_WORLD, "a file name", "/tmp/same.h5"));
+  if (Size() < 2) return;
+  std::string v = Rank() == Size() - 1 ? "/tmp/other.h5" : "/tmp/same.h5";
+  DD_EXPECT_ERROR(DDCheckSameString(PETSC_COMM_WORLD, "The data file name", v.c_str()), PETSC_ERR_ARG_INCOMP, "\"/tmp/other.h5\"");
+}
+
+/* the message an error handler prints, captured */
+static std::string Printed;
+static PetscErrorCode CapturePrintf(const char fmt[], ...)
+{
+  char    buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  Printed += buf;
+  return PETSC_SUCCESS;
+}
+
+static PetscErrorCode RaiseOnRank1Only(void)
+{
+  PetscFunctionBegin;
+  PetscCheck(Rank() != 1, PETSC_COMM_WORLD, PETSC_ERR_ARG_WRONG, "bad option t11 given to rank 1 alone");
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+TEST(RankConsistency, ErrorRaisedOnOneRankPrintsItsMessageThere)
+{
+  if (Size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  /* DDInitialize() installed the handler; PETSc's own prints from rank 0 of the communicator only */
+  PetscErrorCode (*saved)(const char[], ...) = PetscErrorPrintf;
+  Printed.clear();
+  PetscErrorPrintf   = CapturePrintf;
+  PetscErrorCode err = RaiseOnRank1Only();
+  PetscErrorPrintf   = saved;
+  if (Rank() == 1) {
+    EXPECT_EQ((int)err, (int)PETSC_ERR_ARG_WRONG);
+    EXPECT_NE(Printed.find("bad option t11 given to rank 1 alone"), std::string::npos) << "printed: " << Printed;
+    EXPECT_NE(Printed.find("on rank 1"), std::string::npos) << Printed;
+  } else EXPECT_EQ((int)err, 0);
+}
+
+/* ---------------------------------------------------------------------- */
+/* no silent truncation */
+
+TEST(Truncation, ManyNetworkInputsAndLayers)
+{
+  /* 70 inputs concatenated (more than the 64 and the 8 of the old fixed arrays), then 300 layers */
+  const int   NI = 70, NL = 300;
+  std::string ins, layers = "cat", catin;
+  for (int i = 0; i < NI; i++) ins += (i ? "," : "") + std::string("x") + std::to_string(i);
+  for (int i = 0; i < NL - 1; i++) layers += ",a" + std::to_string(i);
+  DDT(PetscOptionsSetValue(NULL, "-t11tr_net_inputs", ins.c_str()));
+  DDT(PetscOptionsSetValue(NULL, "-t11tr_net_layers", layers.c_str()));
+  DDT(PetscOptionsSetValue(NULL, "-t11tr_cat_layer_type", "concat"));
+  DDT(PetscOptionsSetValue(NULL, "-t11tr_cat_layer_inputs", ins.c_str()));
+  for (int i = 0; i < NL - 1; i++) DDT(PetscOptionsSetValue(NULL, ("-t11tr_a" + std::to_string(i) + "_layer_type").c_str(), "activation"));
+  DDNet net;
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, "t11tr_"));
+  DDT(DDNetSetFromOptions(net));
+  PetscInt nl;
+  DDT(DDNetGetNumLayers(net, &nl));
+  EXPECT_EQ(nl, NL);
+  std::vector<DDTensor> xs;
+  for (int i = 0; i < NI; i++) xs.push_back(MakeInput({{1, 1, 2, 2}, {}, {}, {}}, DD_FLOAT64, 1 + i));
+  DDT(DDNetSetUp(net, NI, xs.data()));
+  DDLayer cat;
+  PetscInt nin;
+  DDT(DDNetGetLayer(net, "cat", &cat));
+  DDT(DDLayerGetNumInputs(cat, &nin));
+  EXPECT_EQ(nin, NI);
+  DDTensor y;
+  const PetscInt *shape;
+  DDT(DDNetGetOutput(net, &y));
+  DDT(DDTensorGetShape(y, &shape));
+  EXPECT_EQ(shape[1], NI);
+  DDT(DDNetForward(net, NI, xs.data()));
+  auto out = GatherAll(y);
+  auto x69 = GatherAll(xs[NI - 1]);
+  for (int k = 0; k < 4; k++) EXPECT_EQ(out[4 * (NI - 1) + k], std::max(0.0, x69[k])) << "the 70th input reaches the output";
+  DDT(DDNetDestroy(&net));
+  for (auto &x : xs) DDT(DDTensorDestroy(&x));
+  DDT(PetscOptionsClearValue(NULL, "-t11tr_net_inputs"));
+  DDT(PetscOptionsClearValue(NULL, "-t11tr_net_layers"));
+}
+
+TEST(Truncation, LongLayerNamesKeepTheirPrefixOrNameTheLimit)
+{
+  std::string name(300, 'n');
+  DDT(PetscOptionsSetValue(NULL, "-t11ln_net_inputs", "x"));
+  DDT(PetscOptionsSetValue(NULL, "-t11ln_net_layers", name.c_str()));
+  DDT(PetscOptionsSetValue(NULL, ("-t11ln_" + name + "_layer_type").c_str(), "activation"));
+  DDT(PetscOptionsSetValue(NULL, ("-t11ln_" + name + "_layer_activation_type").c_str(), "tanh"));
+  DDNet net;
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, "t11ln_"));
+  DDT(DDNetSetFromOptions(net));
+  DDLayer     l;
+  const char *prefix;
+  DDT(DDNetGetLayer(net, name.c_str(), &l));
+  DDT(DDLayerGetOptionsPrefix(l, &prefix));
+  EXPECT_EQ(std::string(prefix), "t11ln_" + name + "_");
+  DDT(DDNetDestroy(&net));
+  /* a name beyond PETSc's option names is an error naming the limit */
+  std::string huge(600, 'h');
+  DDT(PetscOptionsSetValue(NULL, "-t11ln_net_layers", huge.c_str()));
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, "t11ln_"));
+  DD_EXPECT_ERROR(DDNetSetFromOptions(net), PETSC_ERR_ARG_OUTOFRANGE, "PETSC_MAX_OPTION_NAME");
+  DDT(DDNetDestroy(&net));
+  DDT(PetscOptionsClearValue(NULL, "-t11ln_net_inputs"));
+  DDT(PetscOptionsClearValue(NULL, "-t11ln_net_layers"));
+}
