@@ -153,6 +153,21 @@ TEST(TensorFiles, ChecksumIsPartitionIndependentAndCatchesFlippedBytes)
   Remove(file);
 }
 
+/* a file or dataset name that differs between ranks (per-rank environments, MPMD launches) is an error, not a hang */
+TEST(TensorFiles, NamesThatDifferBetweenRanksAreAnError)
+{
+  if (Size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  const int   P    = Size();
+  std::string file = Tmp("names.h5"), mine = Rank() == 1 ? Tmp("names_rank1.h5") : file;
+  DDTensor    x    = MakeInput({{6, 5 * P}, {1, P}, {}, {}}, DD_FLOAT64, 7);
+  DD_EXPECT_ERROR(DDTensorWriteHDF5(x, mine.c_str(), "x", PETSC_FALSE), PETSC_ERR_ARG_INCOMP, "HDF5 file name");
+  DD_EXPECT_ERROR(DDTensorWriteHDF5(x, file.c_str(), Rank() == 1 ? "y" : "x", PETSC_FALSE), PETSC_ERR_ARG_INCOMP, "HDF5 dataset name");
+  DD_EXPECT_ERROR(DDFileCheckWritable(PETSC_COMM_WORLD, mine.c_str()), PETSC_ERR_ARG_INCOMP, "file name");
+  DDT(DDTensorDestroy(&x));
+  Remove(file);
+  Remove(mine);
+}
+
 TEST(TensorFiles, MetadataIsChecksummed)
 {
   std::string file = Tmp("meta.h5");

@@ -240,6 +240,8 @@ PetscErrorCode H5Open(MPI_Comm comm, const char *file, char mode, hid_t *fid)
 
   PetscFunctionBegin;
   Quiet();
+  /* a name that differs between ranks would leave them in different collective HDF5 calls */
+  PetscCall(DDCheckSameString(comm, "the HDF5 file name", file));
   if (mode != 'r') PetscCall(CheckRegularOrMissing(comm, file, false));
   else { /* opening a FIFO would block, a device read garbage */
     PetscMPIInt rank;
@@ -522,6 +524,7 @@ PetscErrorCode DDTensorWriteHDF5(DDTensor t, const char file[], const char datas
 
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorWriteHDF5"));
+  PetscCall(DDCheckSameString(PetscObjectComm((PetscObject)t), "the HDF5 dataset name", dataset));
   PetscCall(H5Open(PetscObjectComm((PetscObject)t), file, append ? 'a' : 'w', &fid));
   PetscCall(H5WriteTensor(fid, dataset, t));
   PetscCall(H5Close(PetscObjectComm((PetscObject)t), fid));
@@ -549,6 +552,7 @@ PetscErrorCode DDTensorReadHDF5(DDTensor t, const char file[], const char datase
 
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorReadHDF5"));
+  PetscCall(DDCheckSameString(PetscObjectComm((PetscObject)t), "the HDF5 dataset name", dataset));
   PetscCall(H5Open(PetscObjectComm((PetscObject)t), file, 'r', &fid));
   PetscErrorCode ierr = H5ReadTensor(fid, file, dataset, t, false);
   if (ierr) H5Fclose(fid);
@@ -720,6 +724,7 @@ PetscErrorCode DDFileCheckWritable(MPI_Comm comm, const char file[])
   int         err = 0;
 
   PetscFunctionBegin;
+  PetscCall(DDCheckSameString(comm, "the file name", file));
   PetscCall(CheckRegularOrMissing(comm, file, true));
   PetscCall(CheckRegularOrMissing(comm, tmp.c_str(), true));
   PetscCallMPI(MPI_Comm_rank(comm, &rank));

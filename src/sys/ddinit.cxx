@@ -320,8 +320,9 @@ PetscErrorCode DDOptionsGetPrefixed_Private(const char prefix[], char **text)
   PETSc parses an integer option with strtol() and casts it to `PetscInt`: with 32-bit indices a
   kernel of 4294967299 runs as 3. Every value (or comma-separated entry) of the options that is
   an integer literal is checked against the range of `PetscInt`; one outside it is an error
-  naming the option, on every rank. Called by the SetFromOptions() of layers, networks and
-  optimizers, and by `DDOptionsCheckUnused()`.
+  naming the option, on every rank. Options whose name ends in "seed" are left out: seeds are read
+  as 64-bit integers. A string option whose value is a huge integer literal is rejected too.
+  Called by the SetFromOptions() of layers, networks and optimizers, and by `DDOptionsCheckUnused()`.
 
   Level: developer
 
@@ -338,6 +339,7 @@ PetscErrorCode DDOptionsCheckIntegers(MPI_Comm comm, const char prefix[])
   for (auto &nv : all_opts) {
     const std::string &name = nv.first;
     if (plen && name.compare(0, plen, prefix) != 0) continue;
+    if (name.size() >= 4 && name.compare(name.size() - 4, 4, "seed") == 0) continue; /* seeds are 64-bit integers (-layer_dropout_seed, -net_seed) */
     std::istringstream vs(nv.second);
     std::string        v;
     while (vs >> v) {
