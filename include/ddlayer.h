@@ -38,6 +38,7 @@ typedef const char *DDLayerType;
 #define DDLAYERADD           "add"
 #define DDLAYERCONCAT        "concat"
 #define DDLAYERFLATTEN       "flatten"
+#define DDLAYERSPECTRAL      "spectral"
 
 #define DD_LAYER_MAX_INPUTS 8
 
@@ -192,6 +193,10 @@ PETSC_EXTERN PetscErrorCode DDLayerRepartitionSetPartition(DDLayer, DDPartition)
 PETSC_EXTERN PetscErrorCode DDLayerRepartitionSetShape(DDLayer, PetscInt, const PetscInt[]);
 PETSC_EXTERN PetscErrorCode DDLayerConcatSetDimension(DDLayer, PetscInt);
 PETSC_EXTERN PetscErrorCode DDLayerFlattenSetPartition(DDLayer, DDPartition);
+
+/* spectral convolution (Fourier neural operators) */
+PETSC_EXTERN PetscErrorCode DDLayerSpectralSetModes(DDLayer, PetscInt, const PetscInt[]);
+PETSC_EXTERN PetscErrorCode DDLayerSpectralSetOutputChannels(DDLayer, PetscInt);
 
 /* testing the linear part of a layer (paper 000, eq. 26) */
 PETSC_EXTERN PetscErrorCode DDLayerAdjointTest(DDLayer, PetscBool, PetscInt64, PetscReal *);

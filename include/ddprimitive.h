@@ -13,6 +13,8 @@
     DDPRIMITIVEREPARTITION  T_{Px->Py}: scatter/gather/all-to-all of a tensor      (sec. 3.2.4)
     DDPRIMITIVEHALO         H: in-place (unbalanced) halo exchange, with padding   (sec. 3.2.5, App. B)
     DDPRIMITIVESCATTER      S: entries of x to entries of y by a global index map   (sec. 3)
+    DDPRIMITIVEFFT          F: distributed real FFT of the spatial dims, truncated to the lowest modes
+                               (pencils through repartitions; FNO spectral convolution)
 */
 #pragma once
 #include <ddtensor.h>
@@ -28,6 +30,7 @@ typedef const char *DDPrimitiveType;
 #define DDPRIMITIVEREPARTITION  "repartition"
 #define DDPRIMITIVEHALO         "halo"
 #define DDPRIMITIVESCATTER      "scatter"
+#define DDPRIMITIVEFFT          "fft"
 
 PETSC_EXTERN PetscFunctionList DDPrimitiveList;
 PETSC_EXTERN PetscErrorCode    DDPrimitiveRegister(const char[], PetscErrorCode (*)(DDPrimitive));
@@ -63,6 +66,10 @@ PETSC_EXTERN PetscErrorCode DDPrimitiveAllSumReduceSetDimensions(DDPrimitive, Pe
 /* scatter */
 PETSC_EXTERN PetscErrorCode DDPrimitiveScatterSetIndexMap(DDPrimitive, PetscInt, const PetscInt[]);
 PETSC_EXTERN PetscErrorCode DDPrimitiveScatterSetZeroUnmapped(DDPrimitive, PetscBool);
+
+/* fft */
+PETSC_EXTERN PetscErrorCode DDTensorCreateFFT(DDTensor, PetscInt, const PetscInt[], DDTensor *);
+PETSC_EXTERN PetscErrorCode DDPrimitiveFFTGetVolume(DDPrimitive, PetscInt64 *, PetscInt64 *);
 
 /*E
   DDPaddingMode - how a halo exchange fills entries outside the global tensor

@@ -101,6 +101,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Dropout(DDLayer);
 PETSC_EXTERN PetscErrorCode DDLayerCreate_Flatten(DDLayer);
 PETSC_EXTERN PetscErrorCode DDLayerCreate_GroupNorm(DDLayer);
 PETSC_EXTERN PetscErrorCode DDLayerCreate_Loss(DDLayer);
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Spectral(DDLayer);
 PETSC_EXTERN PetscErrorCode DDLayerCreate_Pool(DDLayer);
 PETSC_EXTERN PetscErrorCode DDLayerCreate_Repartition(DDLayer);
 PETSC_EXTERN PetscErrorCode DDLayerCreate_Upsample(DDLayer);
@@ -138,6 +139,7 @@ PetscErrorCode DDLayerRegisterAll(void)
   PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERADD, DDLayerCreate_Add));
   PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERCONCAT, DDLayerCreate_Concat));
   PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERLOSS, DDLayerCreate_Loss));
+  PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERSPECTRAL, DDLayerCreate_Spectral));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -88,6 +88,7 @@ PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_AllSumReduce(DDPrimitive);
 PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_Repartition(DDPrimitive);
 PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_Halo(DDPrimitive);
 PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_Scatter(DDPrimitive);
+PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_FFT(DDPrimitive);
 
 /*@C
   DDPrimitiveRegisterAll - Registers the built-in primitive types (broadcast, sumreduce,
@@ -114,6 +115,7 @@ PetscErrorCode DDPrimitiveRegisterAll(void)
   PetscCall(PetscFunctionListAdd(&DDPrimitiveList, DDPRIMITIVEREPARTITION, DDPrimitiveCreate_Repartition));
   PetscCall(PetscFunctionListAdd(&DDPrimitiveList, DDPRIMITIVEHALO, DDPrimitiveCreate_Halo));
   PetscCall(PetscFunctionListAdd(&DDPrimitiveList, DDPRIMITIVESCATTER, DDPrimitiveCreate_Scatter));
+  PetscCall(PetscFunctionListAdd(&DDPrimitiveList, DDPRIMITIVEFFT, DDPrimitiveCreate_FFT));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -1,0 +1,164 @@
+/*
+  bench_spectral: the spectral-convolution layer (DDLAYERSPECTRAL, Fourier neural operators) at 1
+  and 2 ranks, the bytes its distributed FFT moves with and without mode pruning between the
+  stages (DDPrimitiveFFTGetVolume), and its time against a PyTorch torch.fft SpectralConv2d at
+  1 rank (the reference FNO code's layer, run by /usr/bin/python3 through popen in the same run,
+  one thread).
+
+    OPENBLAS_NUM_THREADS=1 ./bench_spectral [-reps 20] [-dtype float32|float64] [-torch 0|1]
+    OPENBLAS_NUM_THREADS=1 mpiexec -n 2 ./bench_spectral
+
+  Times are medians of -reps repetitions of fwd+bwd (Forward, then Backward with the input
+  gradient), after two warm-up calls. Cases: (N, C, H, W) -> C channels, modes (m, m).
+*/
+#include <ddnn.h>
+#include <vector>
+#include <string>
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+
+struct Case {
+  PetscInt N, C, H, W, m;
+};
+
+static const char *torch_script = R"PY(
+import sys, time, torch
+torch.set_num_threads(1)
+N, C, H, W, m, reps, dt = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
+rdt = torch.float32 if dt == "float32" else torch.float64
+cdt = torch.complex64 if dt == "float32" else torch.complex128
+class SpectralConv2d(torch.nn.Module):  # Li et al., the reference FNO code
+    def __init__(s, cin, cout, m1, m2):
+        super().__init__()
+        sc = 1 / (cin * cout)
+        s.m1, s.m2, s.cout = m1, m2, cout
+        s.weights1 = torch.nn.Parameter(sc * torch.rand(cin, cout, m1, m2, dtype=cdt))
+        s.weights2 = torch.nn.Parameter(sc * torch.rand(cin, cout, m1, m2, dtype=cdt))
+    def forward(s, x):
+        B = x.shape[0]
+        x_ft = torch.fft.rfft2(x)
+        out = torch.zeros(B, s.cout, x.size(-2), x.size(-1) // 2 + 1, dtype=cdt)
+        out[:, :, :s.m1, :s.m2] = torch.einsum("bixy,ioxy->boxy", x_ft[:, :, :s.m1, :s.m2], s.weights1)
+        out[:, :, -s.m1:, :s.m2] = torch.einsum("bixy,ioxy->boxy", x_ft[:, :, -s.m1:, :s.m2], s.weights2)
+        return torch.fft.irfft2(out, s=(x.size(-2), x.size(-1)))
+l = SpectralConv2d(C, C, m, m)
+x = torch.rand(N, C, H, W, dtype=rdt, requires_grad=True)
+dy = torch.rand(N, C, H, W, dtype=rdt)
+ts = []
+for r in range(reps + 2):
+    t0 = time.perf_counter()
+    y = l(x)
+    y.backward(dy)
+    ts.append(time.perf_counter() - t0)
+ts = sorted(ts[2:])
+print("%.6e %s" % (ts[len(ts) // 2], torch.__version__))
+)PY";
+
+static bool TorchTime(const Case &c, PetscInt reps, const char *dt, double *t, std::string *ver)
+{
+  char path[] = "/tmp/bench_spectral_XXXXXX";
+  int  fd     = mkstemp(path);
+  if (fd < 0) return false;
+  FILE *f = fdopen(fd, "w");
+  fputs(torch_script, f);
+  fclose(f);
+  char cmd[512];
+  snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 /usr/bin/python3 %s %d %d %d %d %d %d %s 2>/dev/null", path, (int)c.N, (int)c.C, (int)c.H, (int)c.W, (int)c.m, (int)reps, dt);
+  FILE *p  = popen(cmd, "r");
+  bool  ok = false;
+  if (p) {
+    char v[64];
+    ok = fscanf(p, "%lf %63s", t, v) == 2;
+    if (ok) *ver = v;
+    pclose(p);
+  }
+  unlink(path);
+  return ok;
+}
+
+/* median fwd+bwd time of the layer on x of partition shape ps (ranks 0..P-1); the FFT's bytes moved */
+static PetscErrorCode RunDDNN(const Case &c, const std::vector<PetscInt> &ps, DDDataType dt, PetscInt reps, double *t, PetscInt64 *pruned, PetscInt64 *full)
+{
+  DDPartition part;
+  DDTensor    x, y, dy, dx;
+  DDLayer     l;
+  PetscInt    shape[4] = {c.N, c.C, c.H, c.W}, modes[2] = {c.m, c.m};
+
+  PetscFunctionBegin;
+  PetscCall(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 4, ps.data(), PETSC_DECIDE, NULL, &part));
+  PetscCall(DDTensorCreateFromPartition(part, dt, 4, shape, &x));
+  PetscCall(DDTensorSetRandomGlobal(x, 1, -1, 1));
+  PetscCall(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  PetscCall(DDLayerSetType(l, DDLAYERSPECTRAL));
+  PetscCall(DDLayerSpectralSetModes(l, 2, modes));
+  PetscCall(DDLayerSetUp(l, x));
+  PetscCall(DDLayerInitializeParameters(l, 3));
+  PetscCall(DDLayerGetOutput(l, &y));
+  PetscCall(DDLayerCreateOutput(l, &dy));
+  PetscCall(DDTensorSetRandomGlobal(dy, 2, -1, 1));
+  PetscCall(DDTensorDuplicate(x, &dx));
+  std::vector<double> ts;
+  for (PetscInt r = 0; r < reps + 2; r++) {
+    PetscCallMPI(MPI_Barrier(PETSC_COMM_WORLD));
+    double t0 = MPI_Wtime();
+    PetscCall(DDLayerForward(l, x, y));
+    PetscCall(DDLayerBackward(l, dy, dx));
+    double t1 = MPI_Wtime() - t0, tm;
+    PetscCallMPI(MPI_Allreduce(&t1, &tm, 1, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD));
+    if (r >= 2) ts.push_back(tm);
+  }
+  std::sort(ts.begin(), ts.end());
+  *t = ts[ts.size() / 2];
+  { /* the forward FFT of the layer, alone, for its volume */
+    DDTensor    X;
+    DDPrimitive F;
+    PetscCall(DDTensorCreateFFT(x, 2, modes, &X));
+    PetscCall(DDPrimitiveCreate(PETSC_COMM_WORLD, &F));
+    PetscCall(DDPrimitiveSetType(F, DDPRIMITIVEFFT));
+    PetscCall(DDPrimitiveSetUp(F, x, X));
+    PetscCall(DDPrimitiveFFTGetVolume(F, pruned, full));
+    PetscCall(DDPrimitiveDestroy(&F));
+    PetscCall(DDTensorDestroy(&X));
+  }
+  PetscCall(DDTensorDestroy(&dx));
+  PetscCall(DDTensorDestroy(&dy));
+  PetscCall(DDLayerDestroy(&l));
+  PetscCall(DDTensorDestroy(&x));
+  PetscCall(DDPartitionDestroy(&part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+int main(int argc, char **argv)
+{
+  PetscInt    reps = 20;
+  PetscBool   torch = PETSC_TRUE;
+  char        dts[16] = "float32";
+  PetscMPIInt size;
+
+  PetscCall(DDInitialize(&argc, &argv, NULL, NULL));
+  PetscCall(PetscOptionsGetInt(NULL, NULL, "-reps", &reps, NULL));
+  PetscCall(PetscOptionsGetBool(NULL, NULL, "-torch", &torch, NULL));
+  PetscCall(PetscOptionsGetString(NULL, NULL, "-dtype", dts, sizeof(dts), NULL));
+  PetscCallMPI(MPI_Comm_size(PETSC_COMM_WORLD, &size));
+  const DDDataType  dt    = std::string(dts) == "float64" ? DD_FLOAT64 : DD_FLOAT32;
+  std::vector<Case> cases = {{8, 32, 64, 64, 12}, {4, 32, 128, 128, 16}, {1, 64, 256, 256, 16}};
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "spectral convolution, %s, fwd+bwd medians of %" PetscInt_FMT ", %d rank(s)\n", dts, reps, size));
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s %6s %12s %12s %14s %14s %7s %10s %7s\n", "case (N,C,H,W) modes", "P", "ddnn [ms]", "torch [ms]", "bytes pruned", "bytes full", "ratio", "", "vs torch"));
+  for (const auto &c : cases) {
+    double     t, tt = 0;
+    PetscInt64 pr, fu;
+    PetscCall(RunDDNN(c, {1, 1, (PetscInt)size, 1}, dt, reps, &t, &pr, &fu));
+    std::string ver;
+    bool        have = false;
+    if (size == 1 && torch) have = TorchTime(c, reps, dts, &tt, &ver);
+    char name[64];
+    snprintf(name, sizeof(name), "%d,%d,%d,%d m%d", (int)c.N, (int)c.C, (int)c.H, (int)c.W, (int)c.m);
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s %6d %12.3f %12s %14" PetscInt64_FMT " %14" PetscInt64_FMT " %7.2f %10s %7s\n", name, size, 1e3 * t, have ? std::to_string(1e3 * tt).substr(0, 8).c_str() : "-", pr, fu,
+                          pr ? (double)fu / (double)pr : 0.0, "", have ? std::to_string(t / tt).substr(0, 5).c_str() : "-"));
+    if (have && c.N == cases.back().N && c.C == cases.back().C) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "(PyTorch %s, one thread)\n", ver.c_str()));
+  }
+  PetscCall(DDFinalize());
+  return 0;
+}

@@ -1,0 +1,437 @@
+/*
+  DDLAYERSPECTRAL: the spectral convolution of a Fourier neural operator (Li et al. 2021; the
+  reference code's SpectralConv1d/2d/3d):
+
+    y = irfftn(W . rfftn(x) on the kept modes, s = x's spatial size)
+
+  for x (N, Cin, s_1, ..., s_d), d = 1, 2, 3, and y (N, Cout, s_1, ..., s_d): per kept mode k,
+  Y[n, o, k] = sum_i X[n, i, k] W[i, o, k] (complex). Kept modes: the corner blocks 0..m_i-1
+  and s_i-m_i..s_i-1 of dimensions 1..d-1, the first m_d entries of the half-spectrum of the last.
+
+  Weights: one tensor W (Cin, Cout, 2 m_1, ..., 2 m_{d-1}, m_d, 2), complex as (real, imag).
+  Its corner blocks are the reference code's 2^(d-1) tensors (in, out, m_1, ..., m_d): in 2-D
+  weights1 = W[:, :, :m1], weights2 = W[:, :, m1:]; in 3-D weights1 = W[:, :, :m1, :m2],
+  weights2 = W[:, :, m1:, :m2], weights3 = W[:, :, :m1, m2:], weights4 = W[:, :, m1:, m2:].
+
+  Distribution: X = F1 x and Y live on the Fourier partition of DDTensorCreateFFT() (x's workers,
+  batch and channels whole, the modes split), and W is partitioned like them over the modes (no
+  replication, no gradient reduction: each worker owns its modes' weights and sees every sample).
+  With the FFT primitives F1 (x -> X) and F2 (y -> Y) (paper 000 sec. 3: linear operators with
+  exact adjoints), irfftn of a truncated spectrum Z is (1/S) F2^* (D Z), S = s_1 ... s_d, D = 2 on
+  the last dimension's modes 0 < k < s_d/2 (undoing the Hermitian weights of F2^*), else 1:
+    forward   X = F1 x;  Y = X . W;  y = (1/S) F2^*(D Y)
+    backward  dY = (1/S) D F2 dy;  dX = dY . conj(W);  dW += sum_n conj(X) dY;  dx = F1^* dX
+  Backward uses the X of the last Forward.
+*/
+#include <ddnn/private/ddlayerimpl.h>
+#include <layer/impls/common/layerutil.hpp>
+#include <tensor/layout.hpp>
+#include <vector>
+
+using namespace ddnn;
+
+namespace
+{
+struct Spectral {
+  /* hyper-parameters */
+  PetscInt nm = 0, modes[3] = {0, 0, 0};
+  PetscInt cout = 0;
+  /* set-up */
+  PetscInt    d = 0, s[3] = {0, 0, 0};
+  DDTensor    X = NULL, Y = NULL, dX = NULL, dY = NULL; /* spectral tensors on the Fourier partition */
+  DDTensor    w = NULL;                                 /* owned by the parameter list */
+  DDPrimitive F1 = NULL, F2 = NULL;
+  DDTensor    xin = NULL, dyo = NULL, dxo = NULL; /* tensors whose layouts differ from set-up */
+  std::vector<PetscReal> dscale;                /* D / S per local entry of the last mode dimension */
+};
+} // namespace
+
+static PetscErrorCode SpectralGet(DDLayer l, Spectral **a, const char fn[])
+{
+  PetscFunctionBegin;
+  PetscCall(DDLayerCheckType_Private(l, DDLAYERSPECTRAL, fn));
+  *a = (Spectral *)l->data;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerSpectralSetModes - Fourier modes kept per spatial dimension by a spectral convolution (modes1, modes2, modes3 of the reference FNO code)
+
+  Logically collective
+
+  Input Parameters:
++ l     - the layer
+. n     - number of entries: 1 (all spatial dimensions) or the input's number of spatial dimensions
+- modes - modes per dimension: m_i <= s_i / 2 for all but the last (two corner blocks), m_d <= s_d / 2 + 1 (half-spectrum)
+
+  Options Database Key:
+. -layer_spectral_modes <m1,m2,...> - the modes
+
+  Level: beginner
+
+.seealso: `DDLAYERSPECTRAL`, `DDLayerSpectralSetOutputChannels()`
+@*/
+PetscErrorCode DDLayerSpectralSetModes(DDLayer l, PetscInt n, const PetscInt modes[])
+{
+  Spectral *a;
+
+  PetscFunctionBegin;
+  PetscCall(SpectralGet(l, &a, "DDLayerSpectralSetModes"));
+  PetscCheck(n >= 1 && n <= 3, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_SIZ, "Give 1 to 3 modes, not %" PetscInt_FMT, n);
+  for (PetscInt j = 0; j < n; j++) PetscCheck(modes[j] >= 1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Modes %" PetscInt_FMT " (entry %" PetscInt_FMT ") must be positive", modes[j], j);
+  a->nm = n;
+  for (PetscInt j = 0; j < n; j++) a->modes[j] = modes[j];
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerSpectralSetOutputChannels - Output channels of a spectral convolution (default: the input's channels)
+
+  Logically collective
+
+  Input Parameters:
++ l    - the layer
+- cout - the number, positive
+
+  Options Database Key:
+. -layer_spectral_out_channels <n> - the number
+
+  Level: beginner
+
+.seealso: `DDLAYERSPECTRAL`, `DDLayerSpectralSetModes()`
+@*/
+PetscErrorCode DDLayerSpectralSetOutputChannels(DDLayer l, PetscInt cout)
+{
+  Spectral *a;
+
+  PetscFunctionBegin;
+  PetscCall(SpectralGet(l, &a, "DDLayerSpectralSetOutputChannels"));
+  PetscCheck(cout >= 1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Output channels %" PetscInt_FMT " must be positive", cout);
+  a->cout = cout;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Spectral_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
+{
+  Spectral *a = (Spectral *)l->data;
+  PetscInt  vals[3], n = 3;
+  PetscBool set;
+
+  PetscFunctionBegin;
+  PetscOptionsHeadBegin(PetscOptionsObject, "DDLayer spectral convolution options");
+  for (PetscInt j = 0; j < 3; j++) vals[j] = a->modes[j];
+  PetscCall(PetscOptionsIntArray("-layer_spectral_modes", "Fourier modes kept per spatial dimension", "DDLayerSpectralSetModes", vals, &n, &set));
+  if (set) PetscCall(DDLayerSpectralSetModes(l, n, vals));
+  PetscCall(PetscOptionsInt("-layer_spectral_out_channels", "Output channels", "DDLayerSpectralSetOutputChannels", a->cout, &a->cout, NULL));
+  PetscOptionsHeadEnd();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Spectral_Reset(DDLayer l)
+{
+  Spectral *a = (Spectral *)l->data;
+
+  PetscFunctionBegin;
+  for (DDTensor *t : {&a->X, &a->Y, &a->dX, &a->dY, &a->xin, &a->dyo, &a->dxo}) PetscCall(DDTensorDestroy(t));
+  a->w = NULL;
+  PetscCall(DDPrimitiveDestroy(&a->F1));
+  PetscCall(DDPrimitiveDestroy(&a->F2));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Spectral_Destroy(DDLayer l)
+{
+  PetscFunctionBegin;
+  PetscCall(Spectral_Reset(l));
+  delete (Spectral *)l->data;
+  l->data = NULL;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* A plain tensor of `shape` on t's partition with t's ownership in every dimension but those of `free` (balanced) */
+static PetscErrorCode CreateOnPartitionOf(DDTensor t, const PetscInt shape[], PetscInt nfree, const PetscInt free[], DDTensor *y)
+{
+  PetscFunctionBegin;
+  PetscCall(DDTensorCreate(PetscObjectComm((PetscObject)t), y));
+  PetscCall(DDTensorSetPartition(*y, t->part));
+  PetscCall(DDTensorSetShape(*y, t->order, shape));
+  PetscCall(DDTensorSetDataType(*y, t->dtype));
+  PetscCall(DDTensorSetEmptyPiecesAllowed(*y, PETSC_TRUE));
+  for (PetscInt k = 0; k < t->order; k++) {
+    bool isfree = false;
+    for (PetscInt f = 0; f < nfree; f++) isfree = isfree || free[f] == k;
+    if (isfree) continue;
+    std::vector<PetscInt> lx(t->part->shape[k]);
+    for (PetscInt p = 0; p < t->part->shape[k]; p++) lx[p] = t->ranges[k][p + 1] - t->ranges[k][p];
+    PetscCall(DDTensorSetOwnershipRanges(*y, k, lx.data()));
+  }
+  PetscCall(DDTensorSetUp(*y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode MakeFFT(MPI_Comm comm, DDTensor x, DDTensor X, DDPrimitive *F)
+{
+  PetscFunctionBegin;
+  PetscCall(DDPrimitiveCreate(comm, F));
+  PetscCall(DDPrimitiveSetType(*F, DDPRIMITIVEFFT));
+  PetscCall(DDPrimitiveSetUp(*F, x, X));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Spectral_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
+{
+  Spectral   *a    = (Spectral *)l->data;
+  DDTensor    x    = xs[0];
+  MPI_Comm    comm = PetscObjectComm((PetscObject)l);
+  const char *prefix;
+  char        sx[128];
+
+  PetscFunctionBegin;
+  PetscCall(PetscObjectGetOptionsPrefix((PetscObject)l, &prefix));
+  if (!prefix) prefix = "";
+  PetscCall(DDShapeToString_Private(x->order, x->shape, sx, sizeof(sx)));
+  PetscCheck(x->order >= 3 && x->order <= 5, comm, PETSC_ERR_ARG_INCOMP, "A spectral convolution takes (N, C, spatial...) tensors with 1 to 3 spatial dimensions; the input has shape %s", sx);
+  const PetscInt d = x->order - 2;
+  PetscCheck(a->nm > 0, comm, PETSC_ERR_ARG_WRONGSTATE, "Spectral layer %s needs its modes (DDLayerSpectralSetModes() or -%slayer_spectral_modes)", prefix, prefix);
+  PetscCheck(a->nm == 1 || a->nm == d, comm, PETSC_ERR_ARG_SIZ, "-%slayer_spectral_modes has %" PetscInt_FMT " entries but the input (shape %s) has %" PetscInt_FMT " spatial dimension(s)", prefix, a->nm, sx, d);
+  for (PetscInt k = 0; k < x->order; k++) PetscCheck(!x->replicated[k], comm, PETSC_ERR_ARG_INCOMP, "A spectral layer's input cannot be replicated (dimension %" PetscInt_FMT ")", k);
+  a->d = d;
+  PetscInt modes[3];
+  for (PetscInt j = 0; j < d; j++) {
+    a->s[j]  = x->shape[2 + j];
+    modes[j] = a->modes[a->nm == 1 ? 0 : j];
+    if (j < d - 1) PetscCheck(2 * modes[j] <= a->s[j], comm, PETSC_ERR_ARG_OUTOFRANGE, "-%slayer_spectral_modes: %" PetscInt_FMT " modes in spatial dimension %" PetscInt_FMT " of the input (shape %s) need 2 x %" PetscInt_FMT " <= %" PetscInt_FMT, prefix, modes[j], j, sx, modes[j], a->s[j]);
+    else PetscCheck(modes[j] <= a->s[j] / 2 + 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-%slayer_spectral_modes: %" PetscInt_FMT " modes in the last spatial dimension of the input (shape %s) exceed the half-spectrum %" PetscInt_FMT, prefix, modes[j], sx, a->s[j] / 2 + 1);
+  }
+  const PetscInt Cin = x->shape[1], Cout = a->cout > 0 ? a->cout : Cin;
+  /* the output: x's distribution, Cout channels balanced over x's channel workers */
+  {
+    PetscInt shape[DD_MAX_DIM], one = 1;
+    for (PetscInt k = 0; k < x->order; k++) shape[k] = x->shape[k];
+    shape[1] = Cout;
+    DDTensor y;
+    PetscCall(CreateOnPartitionOf(x, shape, 1, &one, &y));
+    PetscCall(DDLayerSetOutput_Private(l, y));
+  }
+  /* spectral tensors on the Fourier partition, and the transforms */
+  PetscCall(DDTensorCreateFFT(x, d, modes, &a->X));
+  PetscCall(MakeFFT(comm, x, a->X, &a->F1));
+  PetscCall(DDTensorDuplicate(a->X, &a->dX));
+  {
+    PetscInt shape[DD_MAX_DIM], one = 1;
+    for (PetscInt k = 0; k < a->X->order; k++) shape[k] = a->X->shape[k];
+    shape[1] = Cout;
+    PetscCall(CreateOnPartitionOf(a->X, shape, 1, &one, &a->Y));
+    PetscCall(DDTensorDuplicate(a->Y, &a->dY));
+    PetscCall(MakeFFT(comm, l->output, a->Y, &a->F2));
+    /* the weights: (Cin, Cout, modes..., 2), the modes owned as in X */
+    shape[0] = Cin;
+    PetscInt fr[2] = {0, 1};
+    PetscCall(CreateOnPartitionOf(a->X, shape, 2, fr, &a->w));
+    PetscCall(DDLayerAddParameter_Private(l, "weight", a->w));
+  }
+  /* D / S on this rank's entries of the last mode dimension */
+  {
+    const DDLayout &L = a->Y->layout;
+    const PetscInt  k = d + 1, sd = a->s[d - 1];
+    PetscReal       S = 1;
+    for (PetscInt j = 0; j < d; j++) S *= a->s[j];
+    a->dscale.assign(L.n[k], 0);
+    for (PetscInt i = 0; i < L.n[k]; i++) {
+      const PetscInt f = L.start[k] + i;
+      a->dscale[i]     = ((f != 0 && 2 * f != sd) ? 2.0 : 1.0) / S;
+    }
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Spectral_InitParams(DDLayer l, PetscInt64 seed)
+{
+  Spectral      *a   = (Spectral *)l->data;
+  const PetscInt cin = a->w->shape[0], cout = a->w->shape[1];
+
+  PetscFunctionBegin;
+  /* the reference code draws scale * U(0, 1), scale = 1 / (in out); the default here is U(-scale, scale) */
+  PetscCall(DDTensorInitialize_Private(a->w, l->inittype, l->initscale, 2 * seed + 1, cin, cout, 1.0 / (PetscReal)(cin * cout)));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  Local kernels over this rank's modes. Local layouts (plain, contiguous): X, dX (N, Cin, K, 2),
+  Y, dY (N, Cout, K, 2), W (Cin, Cout, K, 2) with K this rank's number of modes. The last mode
+  dimension is the fastest of K: entry k has last-mode local index k % nl.
+*/
+template <class T>
+static void ModeMix(PetscInt N, PetscInt Ci, PetscInt Co, PetscInt K, const T *X, const T *W, T *Y)
+{
+  for (PetscInt n = 0; n < N; n++)
+    for (PetscInt o = 0; o < Co; o++) {
+      T *y = Y + 2 * (n * Co + o) * K;
+      for (PetscInt k = 0; k < 2 * K; k++) y[k] = 0;
+      for (PetscInt i = 0; i < Ci; i++) {
+        const T *x = X + 2 * (n * Ci + i) * K, *w = W + 2 * (i * Co + o) * K;
+        for (PetscInt k = 0; k < K; k++) {
+          y[2 * k] += x[2 * k] * w[2 * k] - x[2 * k + 1] * w[2 * k + 1];
+          y[2 * k + 1] += x[2 * k] * w[2 * k + 1] + x[2 * k + 1] * w[2 * k];
+        }
+      }
+    }
+}
+
+/* dX = dY . conj(W) summed over o; dW += conj(X) . dY summed over n */
+template <class T>
+static void ModeMixAdjoint(PetscInt N, PetscInt Ci, PetscInt Co, PetscInt K, const T *X, const T *W, const T *dY, T *dX, T *dW)
+{
+  for (PetscInt n = 0; n < N; n++)
+    for (PetscInt i = 0; i < Ci; i++) {
+      T       *dx = dX + 2 * (n * Ci + i) * K;
+      const T *x  = X + 2 * (n * Ci + i) * K;
+      for (PetscInt k = 0; k < 2 * K; k++) dx[k] = 0;
+      for (PetscInt o = 0; o < Co; o++) {
+        const T *w = W + 2 * (i * Co + o) * K, *dy = dY + 2 * (n * Co + o) * K;
+        T       *dw = dW + 2 * (i * Co + o) * K;
+        for (PetscInt k = 0; k < K; k++) {
+          dx[2 * k] += dy[2 * k] * w[2 * k] + dy[2 * k + 1] * w[2 * k + 1];
+          dx[2 * k + 1] += dy[2 * k + 1] * w[2 * k] - dy[2 * k] * w[2 * k + 1];
+          dw[2 * k] += x[2 * k] * dy[2 * k] + x[2 * k + 1] * dy[2 * k + 1];
+          dw[2 * k + 1] += x[2 * k] * dy[2 * k + 1] - x[2 * k + 1] * dy[2 * k];
+        }
+      }
+    }
+}
+
+/* Multiplies a spectral tensor's entries by D / S (its last mode dimension's local entries: nl fastest before the complex pair) */
+template <class T>
+static void ScaleD(DDTensor t, const std::vector<PetscReal> &ds)
+{
+  const DDLayout &L  = t->layout;
+  const PetscInt  nl = (PetscInt)ds.size();
+  if (!L.bulksize || !nl) return;
+  T             *v   = (T *)t->array;
+  const PetscInt cnt = L.bulksize / (2 * nl);
+  for (PetscInt r = 0; r < cnt; r++)
+    for (PetscInt i = 0; i < nl; i++) {
+      v[2 * (r * nl + i)] *= (T)ds[i];
+      v[2 * (r * nl + i) + 1] *= (T)ds[i];
+    }
+}
+
+static void LocalSizes(Spectral *a, PetscInt *N, PetscInt *Ci, PetscInt *Co, PetscInt *K)
+{
+  const DDLayout &LX = a->X->layout, &LY = a->Y->layout;
+  *N                 = LX.n[0];
+  *Ci                = LX.n[1];
+  *Co                = LY.n[1];
+  *K                 = 1;
+  for (PetscInt k = 2; k < LX.order - 1; k++) *K *= LX.n[k];
+}
+
+static PetscErrorCode Spectral_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTensor y)
+{
+  Spectral *a = (Spectral *)l->data;
+  DDTensor  x, yt;
+
+  PetscFunctionBegin;
+  PetscCall(ConformLayout(xs[0], l->setupin[0], &a->xin, &x, true));
+  PetscCall(DDPrimitiveApply(a->F1, x, a->X));
+  if (a->X->layout.bulksize) {
+    PetscInt N, Ci, Co, K;
+    LocalSizes(a, &N, &Ci, &Co, &K);
+    if (a->X->dtype == DD_FLOAT64) {
+      ModeMix<double>(N, Ci, Co, K, (const double *)a->X->array, (const double *)a->w->array, (double *)a->Y->array);
+      ScaleD<double>(a->Y, a->dscale);
+    } else {
+      ModeMix<float>(N, Ci, Co, K, (const float *)a->X->array, (const float *)a->w->array, (float *)a->Y->array);
+      ScaleD<float>(a->Y, a->dscale);
+    }
+  }
+  PetscCall(ConformLayout(y, l->output, &a->dyo, &yt, false));
+  PetscCall(DDPrimitiveApplyAdjoint(a->F2, a->Y, yt));
+  if (yt != y) PetscCall(DDTensorCopy(yt, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Spectral_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTensor dxs[])
+{
+  Spectral *a  = (Spectral *)l->data;
+  DDTensor  dx = dxs ? dxs[0] : NULL, dyt, dxt;
+
+  PetscFunctionBegin;
+  PetscCall(ConformLayout(dy, l->output, &a->dyo, &dyt, true));
+  PetscCall(DDPrimitiveApply(a->F2, dyt, a->dY));
+  if (a->X->layout.bulksize) {
+    PetscInt N, Ci, Co, K;
+    LocalSizes(a, &N, &Ci, &Co, &K);
+    if (a->X->dtype == DD_FLOAT64) {
+      ScaleD<double>(a->dY, a->dscale);
+      ModeMixAdjoint<double>(N, Ci, Co, K, (const double *)a->X->array, (const double *)a->w->array, (const double *)a->dY->array, (double *)a->dX->array, (double *)l->grads[0]->array);
+    } else {
+      ScaleD<float>(a->dY, a->dscale);
+      ModeMixAdjoint<float>(N, Ci, Co, K, (const float *)a->X->array, (const float *)a->w->array, (const float *)a->dY->array, (float *)a->dX->array, (float *)l->grads[0]->array);
+    }
+  }
+  PetscCall(PetscObjectStateIncrease((PetscObject)l->grads[0]));
+  if (dx) {
+    PetscCall(ConformLayout(dx, l->setupin[0], &a->dxo, &dxt, false));
+    PetscCall(DDPrimitiveApplyAdjoint(a->F1, a->dX, dxt));
+    if (dxt != dx) PetscCall(DDTensorCopy(dxt, dx));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Spectral_View(DDLayer l, PetscViewer viewer)
+{
+  Spectral *a = (Spectral *)l->data;
+  PetscBool iascii;
+
+  PetscFunctionBegin;
+  PetscCall(PetscObjectTypeCompare((PetscObject)viewer, PETSCVIEWERASCII, &iascii));
+  if (!iascii) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscViewerASCIIPrintf(viewer, "modes"));
+  for (PetscInt j = 0; j < a->nm; j++) PetscCall(PetscViewerASCIIPrintf(viewer, " %" PetscInt_FMT, a->modes[j]));
+  PetscCall(PetscViewerASCIIPrintf(viewer, ", out channels %" PetscInt_FMT "\n", a->cout));
+  if (a->F1) {
+    PetscInt64 pr, fu;
+    PetscCall(DDPrimitiveFFTGetVolume(a->F1, &pr, &fu));
+    PetscCall(PetscViewerASCIIPrintf(viewer, "forward FFT transposes move %" PetscInt64_FMT " bytes (%" PetscInt64_FMT " without mode pruning)\n", pr, fu));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*MC
+  DDLAYERSPECTRAL - "spectral": the spectral convolution of a Fourier neural operator, y = irfftn(W . rfftn(x) on the kept modes)
+
+  Options Database Keys:
++ -layer_spectral_modes <m1,...> - modes per spatial dimension (one value for all)
+- -layer_spectral_out_channels <n> - output channels (default: the input's)
+
+  Notes:
+  Input (N, Cin, s_1, ..., s_d), d = 1, 2, 3, float32 or float64, any partition; output
+  (N, Cout, s_1, ..., s_d) distributed like the input. The weight (one parameter, "weight") is
+  (Cin, Cout, 2 m_1, ..., 2 m_{d-1}, m_d, 2): complex numbers as (real, imag), the corner blocks
+  of the reference code's weights1..weights4 concatenated along the mode dimensions (see
+  `DDPRIMITIVEFFT` for the mode order), partitioned over the modes like the Fourier-space tensors
+  of `DDTensorCreateFFT()` (channel mixing is local per mode). The transforms are
+  `DDPRIMITIVEFFT` primitives (distributed FFTW with mode truncation between the stages).
+  Default initialization U(-1/(Cin Cout), 1/(Cin Cout)).
+
+  Level: intermediate
+
+.seealso: `DDLayerSpectralSetModes()`, `DDLayerSpectralSetOutputChannels()`, `DDPRIMITIVEFFT`, `DDTensorCreateFFT()`
+M*/
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Spectral(DDLayer l)
+{
+  PetscFunctionBegin;
+  l->data                = new Spectral;
+  l->minin               = 1;
+  l->maxin               = 1;
+  l->ops->setfromoptions = Spectral_SetFromOptions;
+  l->ops->setup          = Spectral_SetUp;
+  l->ops->forward        = Spectral_Forward;
+  l->ops->backward       = Spectral_Backward;
+  l->ops->initparams     = Spectral_InitParams;
+  l->ops->view           = Spectral_View;
+  l->ops->reset          = Spectral_Reset;
+  l->ops->destroy        = Spectral_Destroy;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
