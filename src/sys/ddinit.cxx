@@ -4,6 +4,8 @@
 #include <ddnn/private/ddimpl.h>
 #include <sys/ddsysimpl.h>
 #include <cstring>
+#include <cstdio>
+#include <yaml.h>
 #include <cerrno>
 #include <cstdlib>
 #include <cctype>
@@ -117,10 +119,51 @@ PetscErrorCode DDFunctionListKnownTypes_Private(PetscFunctionList list, char buf
 . file - an options file, or NULL
 - help - help text printed with -help, or NULL
 
+  Notes:
+  When it initializes PETSc, the files given with -options_file_yaml are parsed first, so that a
+  YAML syntax error is reported with the file, line and column (PETSc itself reports only "YAML
+  parser loading error"); the function then returns `PETSC_ERR_FILE_UNEXPECTED`.
+
   Level: beginner
 
 .seealso: `DDFinalize()`, `PetscInitialize()`
 @*/
+/*
+  PETSc reads -options_file_yaml files inside PetscInitialize() and reports a syntax error as
+  "YAML parser loading error", without the file or the line. Parse them first with libyaml (the
+  library PETSc uses) and report "<file>:<line>:<column>: <problem>" on stderr.
+*/
+static PetscErrorCode DDCheckYAMLFiles(int argc, char **argv)
+{
+  for (int i = 1; i + 1 < argc; i++) {
+    if (strcmp(argv[i], "-options_file_yaml") != 0) continue;
+    const char *f  = argv[i + 1];
+    FILE       *fp = fopen(f, "rb");
+    if (!fp) continue; /* PETSc reports a missing file itself, with its name */
+    yaml_parser_t parser;
+    yaml_event_t  ev;
+    int           ok = 1, done = 0;
+    yaml_parser_initialize(&parser);
+    yaml_parser_set_input_file(&parser, fp);
+    while (ok && !done) {
+      if (!yaml_parser_parse(&parser, &ev)) {
+        ok = 0;
+        break;
+      }
+      done = ev.type == YAML_STREAM_END_EVENT;
+      yaml_event_delete(&ev);
+    }
+    if (!ok) {
+      fprintf(stderr, "ddnn: %s:%lu:%lu: YAML syntax error: %s%s%s (-options_file_yaml)\n", f, (unsigned long)parser.problem_mark.line + 1, (unsigned long)parser.problem_mark.column + 1, parser.problem ? parser.problem : "unknown", parser.context ? ", " : "", parser.context ? parser.context : "");
+      fflush(stderr);
+    }
+    yaml_parser_delete(&parser);
+    fclose(fp);
+    if (!ok) return PETSC_ERR_FILE_UNEXPECTED;
+  }
+  return PETSC_SUCCESS;
+}
+
 PetscErrorCode DDInitialize(int *argc, char ***argv, const char file[], const char help[])
 {
   PetscBool petscinit;
@@ -128,6 +171,10 @@ PetscErrorCode DDInitialize(int *argc, char ***argv, const char file[], const ch
   PetscFunctionBegin;
   PetscCall(PetscInitialized(&petscinit));
   if (!petscinit) {
+    if (argc && argv) {
+      PetscErrorCode yerr = DDCheckYAMLFiles(*argc, *argv);
+      if (yerr) return yerr; /* PETSc is not initialized yet: no error handler to call */
+    }
     PetscCall(PetscInitialize(argc, argv, file, help));
     DDBeganPetsc = PETSC_TRUE;
   }
