@@ -151,11 +151,24 @@ typedef enum {
   DD_ACT_TANH      = 2,
   DD_ACT_SIGMOID   = 3,
   DD_ACT_GELU      = 4,
-  DD_ACT_IDENTITY  = 5
+  DD_ACT_IDENTITY  = 5,
+  DD_ACT_SILU      = 6,
+  DD_ACT_ELU       = 7,
+  DD_ACT_SOFTPLUS  = 8,
+  DD_ACT_PRELU     = 9
 } DDActivationType;
 PETSC_EXTERN const char *const DDActivationTypes[];
+typedef enum {
+  DD_GELU_APPROXIMATE_NONE = 0,
+  DD_GELU_APPROXIMATE_TANH = 1
+} DDGeluApproximate;
+PETSC_EXTERN const char *const DDGeluApproximates[];
 PETSC_EXTERN PetscErrorCode    DDLayerActivationSetType(DDLayer, DDActivationType);
 PETSC_EXTERN PetscErrorCode    DDLayerActivationSetNegativeSlope(DDLayer, PetscReal);
+PETSC_EXTERN PetscErrorCode    DDLayerActivationSetGeluApproximate(DDLayer, DDGeluApproximate);
+PETSC_EXTERN PetscErrorCode    DDLayerActivationSetAlpha(DDLayer, PetscReal);
+PETSC_EXTERN PetscErrorCode    DDLayerActivationSetSoftplus(DDLayer, PetscReal, PetscReal);
+PETSC_EXTERN PetscErrorCode    DDLayerActivationSetPReLU(DDLayer, PetscInt, PetscReal);
 PETSC_EXTERN PetscErrorCode    DDLayerDropoutSetProbability(DDLayer, PetscReal);
 PETSC_EXTERN PetscErrorCode    DDLayerDropoutSetSeed(DDLayer, PetscInt64);
 

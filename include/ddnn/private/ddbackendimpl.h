@@ -93,6 +93,17 @@ struct UpsampleGeom {
   std::vector<double>   w0[3], w1[3];
 };
 
+/*
+  Parameters of the pointwise activations, with torch.nn's names and defaults: slope is leakyrelu's
+  negative_slope (prelu passes its weight here), alpha elu's, beta and threshold softplus's, gelutanh
+  selects gelu's tanh approximation.
+*/
+template <class T>
+struct ActParams {
+  T    slope = (T)0.01, alpha = (T)1, beta = (T)1, threshold = (T)20;
+  bool gelutanh = false;
+};
+
 /* Dense products on row-major strided matrices, torch.nn.Linear's layout: X (N x Fi), W (Fo x Fi), Y (N x Fo) */
 struct AffineGeom {
   PetscInt N = 0, Fi = 0, Fo = 0;
@@ -183,8 +194,8 @@ struct KernelTable {
   void (*upsamplefwd)(const UpsampleGeom &, const T *x, const BoxOffsets &xo, T *y, const BoxOffsets &yo) = nullptr;
   void (*upsamplebwd)(const UpsampleGeom &, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo) = nullptr;
   /* pointwise activations over runs: y = f(x); dx = f'(x) dy (dy may alias dx) */
-  void (*actfwd)(DDActivationType, T slope, const T *x, T *y, PetscInt n)               = nullptr;
-  void (*actbwd)(DDActivationType, T slope, const T *x, const T *dy, T *dx, PetscInt n) = nullptr;
+  void (*actfwd)(DDActivationType, const ActParams<T> &, const T *x, T *y, PetscInt n)               = nullptr;
+  void (*actbwd)(DDActivationType, const ActParams<T> &, const T *x, const T *dy, T *dx, PetscInt n) = nullptr;
 };
 
 /* Names of the kernel kinds, for log events and messages */
