@@ -130,6 +130,7 @@ PETSC_EXTERN PetscErrorCode    DDLayerPoolSetPadding(DDLayer, PetscInt, const Pe
 PETSC_EXTERN PetscErrorCode    DDLayerPoolSetDilation(DDLayer, PetscInt, const PetscInt[]);
 PETSC_EXTERN PetscErrorCode    DDLayerPoolSetCeilMode(DDLayer, PetscBool);
 PETSC_EXTERN PetscErrorCode    DDLayerPoolSetCountIncludePad(DDLayer, PetscBool);
+PETSC_EXTERN PetscErrorCode    DDLayerPoolSetDivisorOverride(DDLayer, PetscInt);
 
 /* affine (dense) */
 PETSC_EXTERN PetscErrorCode DDLayerAffineSetOutputFeatures(DDLayer, PetscInt);

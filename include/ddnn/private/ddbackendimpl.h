@@ -156,6 +156,7 @@ struct PoolKernelSpec {
   PetscInt     oend[3] = {0, 0, 0};                      /* one past the last global output index of this worker */
   DDPoolType   type     = DD_POOL_MAX;
   bool         countpad = true;
+  PetscInt     divisor  = 0;   /* average pooling's divisor_override (0: none; g.div holds it) */
   PoolGeom     g;           /* the loops' geometry */
   KernelWindow x, y;        /* the input window and the output box */
   PetscInt     xn[5] = {0}, yn[5] = {0}; /* their sizes (N, C, spatial) */
