@@ -192,12 +192,17 @@ typedef enum {
 PETSC_EXTERN const char *const DDLossTypes[];
 typedef enum {
   DD_REDUCTION_MEAN = 0,
-  DD_REDUCTION_SUM  = 1
+  DD_REDUCTION_SUM  = 1,
+  DD_REDUCTION_NONE = 2
 } DDReduction;
 PETSC_EXTERN const char *const DDReductions[];
 PETSC_EXTERN PetscErrorCode    DDLayerLossSetType(DDLayer, DDLossType);
 PETSC_EXTERN PetscErrorCode    DDLayerLossSetReduction(DDLayer, DDReduction);
 PETSC_EXTERN PetscErrorCode    DDLayerLossGetValue(DDLayer, PetscReal *);
+PETSC_EXTERN PetscErrorCode    DDLayerLossSetClassWeights(DDLayer, PetscInt, const PetscReal[]);
+PETSC_EXTERN PetscErrorCode    DDLayerLossSetIgnoreIndex(DDLayer, PetscInt);
+PETSC_EXTERN PetscErrorCode    DDLayerLossSetLabelSmoothing(DDLayer, PetscReal);
+PETSC_EXTERN PetscErrorCode    DDLayerLossSetProbabilityTargets(DDLayer, PetscBool);
 
 /* structure: repartition, add (skip connection), concat (U-Net), flatten */
 PETSC_EXTERN PetscErrorCode DDLayerRepartitionSetPartition(DDLayer, DDPartition);

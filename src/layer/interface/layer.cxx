@@ -18,7 +18,7 @@ const char *const DDPoolTypes[] = {"max", "avg", "DDPoolType", "DD_POOL_", nullp
 const char *const DDActivationTypes[] = {"relu", "leakyrelu", "tanh", "sigmoid", "gelu", "identity", "silu", "elu", "softplus", "prelu", "DDActivationType", "DD_ACT_", nullptr};
 const char *const DDUpsampleModes[]   = {"nearest", "linear", "DDUpsampleMode", "DD_UPSAMPLE_", nullptr};
 const char *const DDLossTypes[]       = {"mse", "l1", "crossentropy", "DDLossType", "DD_LOSS_", nullptr};
-const char *const DDReductions[]      = {"mean", "sum", "DDReduction", "DD_REDUCTION_", nullptr};
+const char *const DDReductions[]      = {"mean", "sum", "none", "DDReduction", "DD_REDUCTION_", nullptr};
 
 static std::map<std::string, std::pair<PetscLogEvent, PetscLogEvent>> &LayerEvents()
 {
