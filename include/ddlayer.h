@@ -142,6 +142,10 @@ PETSC_EXTERN PetscErrorCode DDLayerBatchNormSetMomentum(DDLayer, PetscReal);
 PETSC_EXTERN PetscErrorCode DDLayerBatchNormSetEpsilon(DDLayer, PetscReal);
 PETSC_EXTERN PetscErrorCode DDLayerBatchNormSetAffine(DDLayer, PetscBool);
 PETSC_EXTERN PetscErrorCode DDLayerBatchNormGetRunningStatistics(DDLayer, DDTensor *, DDTensor *);
+PETSC_EXTERN PetscErrorCode DDLayerBatchNormSetCumulativeAverage(DDLayer, PetscBool);
+PETSC_EXTERN PetscErrorCode DDLayerBatchNormSetTrackRunningStats(DDLayer, PetscBool);
+PETSC_EXTERN PetscErrorCode DDLayerBatchNormGetNumBatchesTracked(DDLayer, PetscInt64 *);
+PETSC_EXTERN PetscErrorCode DDLayerBatchNormSetNumBatchesTracked(DDLayer, PetscInt64);
 PETSC_EXTERN PetscErrorCode DDLayerGroupNormSetGroups(DDLayer, PetscInt);
 PETSC_EXTERN PetscErrorCode DDLayerGroupNormSetEpsilon(DDLayer, PetscReal);
 
