@@ -180,12 +180,15 @@ PETSC_EXTERN PetscErrorCode    DDLayerDropoutSetSeed(DDLayer, PetscInt64);
 /* upsampling */
 typedef enum {
   DD_UPSAMPLE_NEAREST = 0,
-  DD_UPSAMPLE_LINEAR  = 1
+  DD_UPSAMPLE_LINEAR  = 1,
+  DD_UPSAMPLE_NEAREST_EXACT = 2
 } DDUpsampleMode;
 PETSC_EXTERN const char *const DDUpsampleModes[];
 PETSC_EXTERN PetscErrorCode    DDLayerUpsampleSetMode(DDLayer, DDUpsampleMode);
 PETSC_EXTERN PetscErrorCode    DDLayerUpsampleSetScale(DDLayer, PetscInt, const PetscInt[]);
 PETSC_EXTERN PetscErrorCode    DDLayerUpsampleSetAlignCorners(DDLayer, PetscBool);
+PETSC_EXTERN PetscErrorCode    DDLayerUpsampleSetScaleFactors(DDLayer, PetscInt, const PetscReal[]);
+PETSC_EXTERN PetscErrorCode    DDLayerUpsampleSetSize(DDLayer, PetscInt, const PetscInt[]);
 
 /* losses */
 typedef enum {
