@@ -896,3 +896,17 @@ TEST(PoolDivisorOverride, OptionsAndBadSettings)
   DDT(DDLayerDestroy(&l));
   DDT(DDTensorDestroy(&x));
 }
+
+TEST(PoolDivisorOverride, EveryBackendEqualsTheReferenceLoops)
+{
+  /* the fast loops (/cpu/blas), oneDNN's chain (/cpu/dnnl: declines, falls back) and the reference loops agree, both precisions */
+  PoolCfg c;
+  c.type = DD_POOL_AVG;
+  c.k = {3}, c.s = {2}, c.p = {1}, c.ceil = PETSC_TRUE, c.cip = PETSC_FALSE;
+  InputSpec in = SplitLast({2, 8, 7, 5 * Size() + 2}, Size());
+  for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+    auto      on  = [&](const char *b) { return [c, b](DDLayer l) { ConfigureDiv(c, 5)(l); DDT(DDLayerSetBackend(l, b)); }; };
+    RunResult ref = RunLayer(on("/cpu/ref"), {in}, dt, 6);
+    for (const char *b : {"/cpu/blas", "/cpu/dnnl"}) ExpectSameRun(RunLayer(on(b), {in}, dt, 6), ref, dt == DD_FLOAT64 ? 1e-15 : 1e-6, std::string("divisor_override on ") + b);
+  }
+}

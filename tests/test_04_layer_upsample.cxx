@@ -536,3 +536,21 @@ TEST(UpsampleTorch, OptionsAndBadSettings)
   DDT(DDLayerDestroy(&l));
   DDT(DDTensorDestroy(&x));
 }
+
+TEST(UpsampleTorch, EveryBackendEqualsTheReferenceLoops)
+{
+  InputSpec in;
+  in.shape  = {2, 3, 5, 3 * Size() + 2};
+  in.pshape = {1, 1, 1, Size()};
+  for (size_t ci = 0; ci < kTorchUp.size(); ci++)
+    for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+      auto on = [&](const char *b) {
+        return [ci, b](DDLayer l) {
+          ConfigureTorch(kTorchUp[ci])(l);
+          DDT(DDLayerSetBackend(l, b));
+        };
+      };
+      RunResult ref = RunLayer(on("/cpu/ref"), {in}, dt, 6);
+      ExpectSameRun(RunLayer(on("/cpu/blas"), {in}, dt, 6), ref, dt == DD_FLOAT64 ? 1e-15 : 1e-6, "case " + std::to_string(ci) + " fast loops vs reference");
+    }
+}

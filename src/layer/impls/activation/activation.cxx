@@ -390,6 +390,7 @@ static PetscErrorCode Activation_Forward(DDLayer l, PetscInt nin, DDTensor xs[],
   DDTensor    x = xs[0];
 
   PetscFunctionBegin;
+  PetscCheck(s->type != DD_ACT_PRELU || s->w, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_WRONGSTATE, "The activation became prelu after DDLayerSetUp(): set it up again so that it has its weight");
   if (s->type == DD_ACT_PRELU) PetscCall(s->cp.ToWorkers(s->w, s->wh)); /* collective: before any early return */
   if (!x->active) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
