@@ -133,6 +133,7 @@ PETSC_EXTERN PetscErrorCode    DDLayerPoolSetPadding(DDLayer, PetscInt, const Pe
 PETSC_EXTERN PetscErrorCode    DDLayerPoolSetDilation(DDLayer, PetscInt, const PetscInt[]);
 PETSC_EXTERN PetscErrorCode    DDLayerPoolSetCeilMode(DDLayer, PetscBool);
 PETSC_EXTERN PetscErrorCode    DDLayerPoolSetCountIncludePad(DDLayer, PetscBool);
+PETSC_EXTERN PetscErrorCode    DDLayerPoolSetDivisorOverride(DDLayer, PetscInt);
 
 /* affine (dense) */
 PETSC_EXTERN PetscErrorCode DDLayerAffineSetOutputFeatures(DDLayer, PetscInt);
@@ -144,6 +145,10 @@ PETSC_EXTERN PetscErrorCode DDLayerBatchNormSetMomentum(DDLayer, PetscReal);
 PETSC_EXTERN PetscErrorCode DDLayerBatchNormSetEpsilon(DDLayer, PetscReal);
 PETSC_EXTERN PetscErrorCode DDLayerBatchNormSetAffine(DDLayer, PetscBool);
 PETSC_EXTERN PetscErrorCode DDLayerBatchNormGetRunningStatistics(DDLayer, DDTensor *, DDTensor *);
+PETSC_EXTERN PetscErrorCode DDLayerBatchNormSetCumulativeAverage(DDLayer, PetscBool);
+PETSC_EXTERN PetscErrorCode DDLayerBatchNormSetTrackRunningStats(DDLayer, PetscBool);
+PETSC_EXTERN PetscErrorCode DDLayerBatchNormGetNumBatchesTracked(DDLayer, PetscInt64 *);
+PETSC_EXTERN PetscErrorCode DDLayerBatchNormSetNumBatchesTracked(DDLayer, PetscInt64);
 PETSC_EXTERN PetscErrorCode DDLayerGroupNormSetGroups(DDLayer, PetscInt);
 PETSC_EXTERN PetscErrorCode DDLayerGroupNormSetEpsilon(DDLayer, PetscReal);
 
@@ -154,23 +159,39 @@ typedef enum {
   DD_ACT_TANH      = 2,
   DD_ACT_SIGMOID   = 3,
   DD_ACT_GELU      = 4,
-  DD_ACT_IDENTITY  = 5
+  DD_ACT_IDENTITY  = 5,
+  DD_ACT_SILU      = 6,
+  DD_ACT_ELU       = 7,
+  DD_ACT_SOFTPLUS  = 8,
+  DD_ACT_PRELU     = 9
 } DDActivationType;
 PETSC_EXTERN const char *const DDActivationTypes[];
+typedef enum {
+  DD_GELU_APPROXIMATE_NONE = 0,
+  DD_GELU_APPROXIMATE_TANH = 1
+} DDGeluApproximate;
+PETSC_EXTERN const char *const DDGeluApproximates[];
 PETSC_EXTERN PetscErrorCode    DDLayerActivationSetType(DDLayer, DDActivationType);
 PETSC_EXTERN PetscErrorCode    DDLayerActivationSetNegativeSlope(DDLayer, PetscReal);
+PETSC_EXTERN PetscErrorCode    DDLayerActivationSetGeluApproximate(DDLayer, DDGeluApproximate);
+PETSC_EXTERN PetscErrorCode    DDLayerActivationSetAlpha(DDLayer, PetscReal);
+PETSC_EXTERN PetscErrorCode    DDLayerActivationSetSoftplus(DDLayer, PetscReal, PetscReal);
+PETSC_EXTERN PetscErrorCode    DDLayerActivationSetPReLU(DDLayer, PetscInt, PetscReal);
 PETSC_EXTERN PetscErrorCode    DDLayerDropoutSetProbability(DDLayer, PetscReal);
 PETSC_EXTERN PetscErrorCode    DDLayerDropoutSetSeed(DDLayer, PetscInt64);
 
 /* upsampling */
 typedef enum {
   DD_UPSAMPLE_NEAREST = 0,
-  DD_UPSAMPLE_LINEAR  = 1
+  DD_UPSAMPLE_LINEAR  = 1,
+  DD_UPSAMPLE_NEAREST_EXACT = 2
 } DDUpsampleMode;
 PETSC_EXTERN const char *const DDUpsampleModes[];
 PETSC_EXTERN PetscErrorCode    DDLayerUpsampleSetMode(DDLayer, DDUpsampleMode);
 PETSC_EXTERN PetscErrorCode    DDLayerUpsampleSetScale(DDLayer, PetscInt, const PetscInt[]);
 PETSC_EXTERN PetscErrorCode    DDLayerUpsampleSetAlignCorners(DDLayer, PetscBool);
+PETSC_EXTERN PetscErrorCode    DDLayerUpsampleSetScaleFactors(DDLayer, PetscInt, const PetscReal[]);
+PETSC_EXTERN PetscErrorCode    DDLayerUpsampleSetSize(DDLayer, PetscInt, const PetscInt[]);
 
 /* losses */
 typedef enum {
@@ -181,12 +202,17 @@ typedef enum {
 PETSC_EXTERN const char *const DDLossTypes[];
 typedef enum {
   DD_REDUCTION_MEAN = 0,
-  DD_REDUCTION_SUM  = 1
+  DD_REDUCTION_SUM  = 1,
+  DD_REDUCTION_NONE = 2
 } DDReduction;
 PETSC_EXTERN const char *const DDReductions[];
 PETSC_EXTERN PetscErrorCode    DDLayerLossSetType(DDLayer, DDLossType);
 PETSC_EXTERN PetscErrorCode    DDLayerLossSetReduction(DDLayer, DDReduction);
 PETSC_EXTERN PetscErrorCode    DDLayerLossGetValue(DDLayer, PetscReal *);
+PETSC_EXTERN PetscErrorCode    DDLayerLossSetClassWeights(DDLayer, PetscInt, const PetscReal[]);
+PETSC_EXTERN PetscErrorCode    DDLayerLossSetIgnoreIndex(DDLayer, PetscInt);
+PETSC_EXTERN PetscErrorCode    DDLayerLossSetLabelSmoothing(DDLayer, PetscReal);
+PETSC_EXTERN PetscErrorCode    DDLayerLossSetProbabilityTargets(DDLayer, PetscBool);
 
 /* structure: repartition, add (skip connection), concat (U-Net), flatten */
 PETSC_EXTERN PetscErrorCode DDLayerRepartitionSetPartition(DDLayer, DDPartition);

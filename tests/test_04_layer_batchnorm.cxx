@@ -528,3 +528,154 @@ TEST(BatchNormBadInput, ReplicatedInput)
   DDT(DDTensorDestroy(&x));
   DDT(DDPartitionDestroy(&p));
 }
+
+/* ---- PyTorch parity: momentum None, num_batches_tracked, track_running_stats (torch 1.13 values) ---- */
+
+/* x_k = (1 + k) sin(0.3 i + k) + k / 2, shape (4, 3, 2, 3) */
+static std::vector<double> TorchBatch(int k)
+{
+  std::vector<double> x(72);
+  for (int i = 0; i < 72; i++) x[i] = std::sin(0.3 * i + k) * (1 + k) + 0.5 * k;
+  return x;
+}
+
+static void SetAll(DDTensor t, DDDataType dt, const std::vector<double> &v)
+{
+  if (dt == DD_FLOAT64) DDT(DDTensorSetValuesGlobal(t, v.data()));
+  else {
+    std::vector<float> f(v.begin(), v.end());
+    DDT(DDTensorSetValuesGlobal(t, f.data()));
+  }
+}
+
+TEST(BatchNormTorch, MomentumNoneAndNumBatchesTrackedOnEveryPartition)
+{
+  int                                W = Size();
+  std::vector<std::vector<PetscInt>> fs;
+  Factorizations(W, 3, fs);
+  for (auto &ps : fs) {
+    if (ps[0] > 4 || ps[1] > 3 || ps[2] > 3) continue;
+    for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+      InputSpec in;
+      in.shape  = {4, 3, 2, 3};
+      in.pshape = {ps[0], ps[1], 1, ps[2]};
+      DDTensor x = MakeInput(in, dt, 1), y, rm, rv;
+      DDLayer  l;
+      DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+      DDT(DDLayerSetType(l, DDLAYERBATCHNORM));
+      DDT(DDLayerBatchNormSetCumulativeAverage(l, PETSC_TRUE));
+      DDT(DDLayerSetUp(l, x));
+      DDT(DDLayerGetOutput(l, &y));
+      for (int k = 0; k < 3; k++) {
+        SetAll(x, dt, TorchBatch(k));
+        DDT(DDLayerForward(l, x, y));
+      }
+      PetscInt64 nbt;
+      DDT(DDLayerBatchNormGetNumBatchesTracked(l, &nbt));
+      EXPECT_EQ(nbt, 3);
+      DDT(DDLayerBatchNormGetRunningStatistics(l, &rm, &rv));
+      const double tol  = dt == DD_FLOAT64 ? 1e-14 : 1e-5;
+      auto         near = [&](const std::vector<double> &a, const std::vector<double> &b, const char *what) {
+        ASSERT_EQ(a.size(), b.size());
+        for (size_t i = 0; i < a.size(); i++) EXPECT_NEAR(a[i], b[i], tol * (1 + std::fabs(b[i]))) << what << " " << i << " partition " << ps[0] << "x" << ps[1] << "x" << ps[2];
+      };
+      near(GatherAll(rm), {1.0430183945873035, 0.8804996036716659, -0.21591900855548746}, "running mean");
+      near(GatherAll(rv), {1.5136565305749334, 2.2150949517185716, 1.4288088104349268}, "running var");
+      DDT(DDLayerSetTraining(l, PETSC_FALSE));
+      SetAll(x, dt, TorchBatch(3));
+      DDT(DDLayerForward(l, x, y));
+      DDT(DDLayerBatchNormGetNumBatchesTracked(l, &nbt));
+      EXPECT_EQ(nbt, 3) << "evaluation does not count";
+      std::vector<double> ye = GatherAll(y);
+      near(std::vector<double>(ye.begin(), ye.begin() + 6), {0.8302463150340315, -0.14142854302339988, -1.0672907678302088, -1.8646358442946938, -2.462239311430225, -2.8067190313308337}, "evaluation output");
+      DDT(DDLayerInitializeParameters(l, 1));
+      DDT(DDLayerBatchNormGetNumBatchesTracked(l, &nbt));
+      EXPECT_EQ(nbt, 0) << "reset with the running statistics";
+      DDT(DDLayerBatchNormSetNumBatchesTracked(l, 7));
+      DDT(DDLayerBatchNormGetNumBatchesTracked(l, &nbt));
+      EXPECT_EQ(nbt, 7);
+      DDT(DDLayerDestroy(&l));
+      DDT(DDTensorDestroy(&x));
+    }
+  }
+}
+
+TEST(BatchNormTorch, NoTrackingUsesBatchStatisticsInEvaluation)
+{
+  int                                W = Size();
+  std::vector<std::vector<PetscInt>> fs;
+  Factorizations(W, 3, fs);
+  const std::vector<double> yref  = {0.9164731420137456, 1.0927679528537195, 1.1447744793832277, 1.0678471334758903, 0.8688576058326481, 0.5655810383170706};
+  const std::vector<double> dxref = {0.2687336734049343, 0.18804791849689387, 0.16180731014146948, 0.19212100176583788, 0.2758904105594534, 0.4050869813222051};
+  auto conf = [](DDLayer l) {
+    DDT(DDLayerSetType(l, DDLAYERBATCHNORM));
+    DDT(DDLayerBatchNormSetTrackRunningStats(l, PETSC_FALSE));
+    DDT(DDLayerSetTraining(l, PETSC_FALSE));
+  };
+  for (auto &ps : fs) {
+    if (ps[0] > 4 || ps[1] > 3 || ps[2] > 3) continue;
+    for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+      InputSpec in;
+      in.shape  = {4, 3, 2, 3};
+      in.pshape = {ps[0], ps[1], 1, ps[2]};
+      DDTensor x = MakeInput(in, dt, 1), y, dy, dx, rm;
+      DDLayer  l;
+      DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+      conf(l);
+      DDT(DDLayerSetUp(l, x));
+      SetAll(x, dt, TorchBatch(1));
+      DDT(DDLayerGetOutput(l, &y));
+      DDT(DDLayerForward(l, x, y));
+      DDT(DDLayerCreateOutput(l, &dy));
+      std::vector<double> g(72);
+      for (int i = 0; i < 72; i++) g[i] = std::cos(0.05 * i);
+      SetAll(dy, dt, g);
+      DDT(DDTensorDuplicate(x, &dx));
+      DDT(DDLayerBackward(l, dy, dx));
+      const double        tol = dt == DD_FLOAT64 ? 1e-13 : 1e-5;
+      std::vector<double> yv = GatherAll(y), dxv = GatherAll(dx);
+      for (int i = 0; i < 6; i++) {
+        EXPECT_NEAR(yv[i], yref[i], tol);
+        EXPECT_NEAR(dxv[i], dxref[i], tol);
+      }
+      PetscInt64 nbt;
+      DDT(DDLayerBatchNormGetNumBatchesTracked(l, &nbt));
+      EXPECT_EQ(nbt, 0);
+      DDT(DDLayerBatchNormGetRunningStatistics(l, &rm, NULL));
+      EXPECT_EQ(GatherAll(rm), std::vector<double>(3, 0.0)) << "not updated";
+      for (DDTensor *t : {&x, &dy, &dx}) DDT(DDTensorDestroy(t));
+      DDT(DDLayerDestroy(&l));
+    }
+  }
+  /* P ranks = 1 rank and finite differences, in evaluation mode */
+  InputSpec in;
+  in.shape  = {3, 2, 2 * W + 1};
+  in.pshape = {1, 1, W};
+  RunResult par = RunLayer(conf, {in}, DD_FLOAT64, 5, true, false), ser = RunLayer(conf, {Serial(in)}, DD_FLOAT64, 5, true, false);
+  ExpectSameRun(par, ser, 1e-12, "no tracking, evaluation");
+  ExpectFiniteDifferences(conf, {in}, 6, 1e-7, 1e-6);
+}
+
+TEST(BatchNormTorch, OptionsAndBadSettings)
+{
+  DDT(PetscOptionsSetValue(NULL, "-bt_layer_type", "batchnorm"));
+  DDT(PetscOptionsSetValue(NULL, "-bt_layer_batchnorm_cumulative_average", "1"));
+  DDT(PetscOptionsSetValue(NULL, "-bt_layer_batchnorm_track_running_stats", "0"));
+  DDLayer l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DDT(DDLayerSetOptionsPrefix(l, "bt_"));
+  DDT(DDLayerSetFromOptions(l));
+  InputSpec in;
+  in.shape = {2, 3, 4};
+  DDTensor x = MakeInput(in, DD_FLOAT64, 1), y;
+  DDT(DDLayerSetUp(l, x));
+  DDT(DDLayerGetOutput(l, &y));
+  DDT(DDLayerForward(l, x, y));
+  PetscInt64 nbt;
+  DDT(DDLayerBatchNormGetNumBatchesTracked(l, &nbt));
+  EXPECT_EQ(nbt, 0) << "track_running_stats 0 from the options";
+  DD_EXPECT_ERROR(DDLayerBatchNormSetNumBatchesTracked(l, -1), PETSC_ERR_ARG_OUTOFRANGE, "num_batches_tracked");
+  DDT(DDLayerDestroy(&l));
+  for (auto o : {"-bt_layer_type", "-bt_layer_batchnorm_cumulative_average", "-bt_layer_batchnorm_track_running_stats"}) DDT(PetscOptionsClearValue(NULL, o));
+  DDT(DDTensorDestroy(&x));
+}

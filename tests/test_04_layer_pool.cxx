@@ -769,3 +769,144 @@ TEST(Pool, PartitionFinerThanTheWindow)
     CheckAgainstSerial(c, in, "fewer outputs than workers");
   }
 }
+
+/* ---- divisor_override (torch 1.13: F.avg_pool2d / avg_pool3d(..., divisor_override=n)) ---- */
+
+static std::function<void(DDLayer)> ConfigureDiv(const PoolCfg &c, PetscInt divisor)
+{
+  return [c, divisor](DDLayer l) {
+    Configure(c)(l);
+    DDT(DDLayerPoolSetDivisorOverride(l, divisor));
+  };
+}
+
+/* x = 0.5 arange(30) - 3 (1,1,5,6), k 3, s 2, p 1, ceil_mode, count_include_pad False, divisor_override 5; dy = 0.25 arange(12) + 1 */
+TEST(PoolDivisorOverride, PyTorch2DOnEveryPartition)
+{
+  std::vector<double> xv(30), dyv(12);
+  for (int i = 0; i < 30; i++) xv[i] = 0.5 * i - 3;
+  for (int i = 0; i < 12; i++) dyv[i] = 0.25 * i + 1;
+  const std::vector<double> yref  = {-1.0, -0.6, 0.6, 0.4, 3.9, 7.2, 9.0, 3.3, 6.2, 10.2, 11.4, 4.0};
+  const std::vector<double> dxref = {0.2, 0.45, 0.25, 0.55, 0.3, 0.6499999999999999, 0.6000000000000001, 1.3, 0.7, 1.5, 0.8, 1.7, 0.4, 0.8500000000000001, 0.45, 0.95, 0.5, 1.05, 1.0, 2.1, 1.1, 2.3, 1.2, 2.5, 0.6, 1.25, 0.65, 1.35, 0.7, 1.45};
+  PoolCfg                   c;
+  c.type = DD_POOL_AVG;
+  c.k = {3}, c.s = {2}, c.p = {1}, c.ceil = PETSC_TRUE, c.cip = PETSC_FALSE;
+  for (PetscInt P = 1; P <= PetscMin(Size(), 3); P++)
+    for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32})
+      for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST}) {
+        InputSpec in = SplitLast({1, 1, 5, 6}, P);
+        in.fmt       = fmt;
+        RunResult r  = RunValues(ConfigureDiv(c, 5), in, xv, dyv, dt);
+        std::string what = std::to_string(P) + " worker(s), " + (dt == DD_FLOAT64 ? "float64 " : "float32 ") + DDTensorFormats[fmt];
+        ExpectValues(r.y, yref, dt == DD_FLOAT64 ? 1e-14 : 1e-5, "y, " + what);
+        ExpectValues(r.dx[0], dxref, dt == DD_FLOAT64 ? 1e-14 : 1e-6, "dx, " + what);
+      }
+}
+
+TEST(PoolDivisorOverride, PyTorch3DAndDistributedEqualsSerial)
+{
+  /* F.avg_pool3d(0.1 arange(120).reshape(1,2,3,4,5), 2, 1, 1, divisor_override=3): shape (1,2,4,5,6), sum 1904 */
+  std::vector<double> xv(120);
+  for (int i = 0; i < 120; i++) xv[i] = 0.1 * i;
+  PoolCfg c;
+  c.type = DD_POOL_AVG;
+  c.k = {2}, c.s = {1}, c.p = {1};
+  RunResult r = RunValues(ConfigureDiv(c, 3), SplitLast({1, 2, 3, 4, 5}, 2), xv, {}, DD_FLOAT64);
+  ASSERT_EQ(r.y.size(), (size_t)240);
+  double sum = 0;
+  for (double v : r.y) sum += v;
+  EXPECT_NEAR(sum, 1904.0, 1e-10);
+  ExpectValues(std::vector<double>(r.y.begin(), r.y.begin() + 10), {0.0, 0.03333333333333333, 0.10000000000000002, 0.16666666666666666, 0.23333333333333336, 0.13333333333333333, 0.16666666666666666, 0.4000000000000001, 0.5333333333333333, 0.6666666666666666}, 1e-15, "3-D");
+  /* P ranks = 1 rank, 1-3-D, both precisions, every format */
+  int                                W = Size();
+  std::vector<std::vector<PetscInt>> f;
+  Factorizations(W, 2, f);
+  for (int D = 1; D <= 3; D++)
+    for (auto &ps : f)
+      for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST, DD_FORMAT_BLOCKED})
+        for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+          InputSpec in;
+          in.shape  = {2, 3};
+          in.pshape = {1, 1};
+          for (int j = 0; j < D; j++) {
+            in.shape.push_back(j == D - 1 ? 5 * ps[1] + 2 : (j == 0 ? 4 * ps[0] + 1 : 5));
+            in.pshape.push_back(j == D - 1 ? ps[1] : (j == 0 ? ps[0] : 1));
+          }
+          if (D == 1) in.pshape[1] = ps[0], in.shape[1] = 3 * ps[0];
+          in.fmt = fmt;
+          PoolCfg cc;
+          cc.type = DD_POOL_AVG;
+          cc.k = {3}, cc.s = {2}, cc.p = {1}, cc.ceil = PETSC_TRUE;
+          RunResult par = RunLayer(ConfigureDiv(cc, 7), {in}, dt, 4), ser = RunLayer(ConfigureDiv(cc, 7), {Serial(in)}, dt, 4);
+          ExpectSameRun(par, ser, dt == DD_FLOAT64 ? 1e-14 : 1e-6, std::to_string(D) + "-D divisor_override, " + DDTensorFormats[fmt]);
+        }
+}
+
+TEST(PoolDivisorOverride, OneDNNDeclinesAndTheLoopsMatch)
+{
+  /* float32 blocked: oneDNN would take it, but not with an override; the result equals the float64 loops */
+  InputSpec in = SplitLast({2, 16, 7, 6 * Size()}, Size());
+  PoolCfg   c;
+  c.type = DD_POOL_AVG;
+  c.k = {3}, c.s = {2}, c.p = {1};
+  DDTensor x = MakeInput(in, DD_FLOAT32, 2);
+  DDT(DDTensorSetBlockSize(x, 8));
+  DDT(DDTensorSetFormat(x, DD_FORMAT_BLOCKED));
+  DDLayer l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  ConfigureDiv(c, 4)(l);
+  DDT(DDLayerSetUp(l, x));
+  std::string text = ViewText(l);
+  EXPECT_EQ(text.find("kernel: jit:"), std::string::npos) << text;
+  EXPECT_NE(text.find("divisor_override 4"), std::string::npos) << text;
+  DDT(DDLayerDestroy(&l));
+  DDT(DDTensorDestroy(&x));
+  RunResult f32 = RunBlocked(ConfigureDiv(c, 4), in, DD_FLOAT32, 5, 8), f64 = RunBlocked(ConfigureDiv(c, 4), in, DD_FLOAT64, 5, 8);
+  ExpectSameRun(f32, f64, 2e-6, "divisor_override: float32 loops vs float64");
+  /* and the linear map passes the adjoint test */
+  DDTensor  x64 = MakeInput(SplitLast({2, 3, 9, 4 * Size() + 1}, Size()), DD_FLOAT64, 3);
+  PetscReal err;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  ConfigureDiv(c, 4)(l);
+  DDT(DDLayerSetUp(l, x64));
+  DDT(DDLayerAdjointTest(l, PETSC_FALSE, 1, &err));
+  EXPECT_LT(err, 1e-14);
+  DDT(DDLayerDestroy(&l));
+  DDT(DDTensorDestroy(&x64));
+}
+
+TEST(PoolDivisorOverride, OptionsAndBadSettings)
+{
+  DDT(PetscOptionsSetValue(NULL, "-pd_layer_type", "pool"));
+  DDT(PetscOptionsSetValue(NULL, "-pd_layer_pool_type", "avg"));
+  DDT(PetscOptionsSetValue(NULL, "-pd_layer_pool_kernel", "2"));
+  DDT(PetscOptionsSetValue(NULL, "-pd_layer_pool_divisor_override", "2"));
+  std::vector<double> xv = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  RunResult           r  = RunValues([](DDLayer l) { DDT(DDLayerSetOptionsPrefix(l, "pd_")); DDT(DDLayerSetFromOptions(l)); }, SplitLast({1, 1, 4, 4}, 2), xv, {}, DD_FLOAT64);
+  ExpectValues(r.y, {7, 11, 23, 27}, 0, "sums / 2 from the options");
+  for (auto o : {"-pd_layer_type", "-pd_layer_pool_type", "-pd_layer_pool_kernel", "-pd_layer_pool_divisor_override"}) DDT(PetscOptionsClearValue(NULL, o));
+  DDLayer l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  PoolCfg c;
+  Configure(c)(l);
+  DD_EXPECT_ERROR(DDLayerPoolSetDivisorOverride(l, -2), PETSC_ERR_ARG_OUTOFRANGE, "-layer_pool_divisor_override");
+  DDT(DDLayerPoolSetDivisorOverride(l, 3));
+  DDTensor x = MakeInput(SplitLast({1, 1, 4, 4}, 2), DD_FLOAT64, 1);
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_INCOMP, "layer_pool_divisor_override 3 applies to average pooling");
+  DDT(DDLayerDestroy(&l));
+  DDT(DDTensorDestroy(&x));
+}
+
+TEST(PoolDivisorOverride, EveryBackendEqualsTheReferenceLoops)
+{
+  /* the fast loops (/cpu/blas), oneDNN's chain (/cpu/dnnl: declines, falls back) and the reference loops agree, both precisions */
+  PoolCfg c;
+  c.type = DD_POOL_AVG;
+  c.k = {3}, c.s = {2}, c.p = {1}, c.ceil = PETSC_TRUE, c.cip = PETSC_FALSE;
+  InputSpec in = SplitLast({2, 8, 7, 5 * Size() + 2}, Size());
+  for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+    auto      on  = [&](const char *b) { return [c, b](DDLayer l) { ConfigureDiv(c, 5)(l); DDT(DDLayerSetBackend(l, b)); }; };
+    RunResult ref = RunLayer(on("/cpu/ref"), {in}, dt, 6);
+    for (const char *b : {"/cpu/blas", "/cpu/dnnl"}) ExpectSameRun(RunLayer(on(b), {in}, dt, 6), ref, dt == DD_FLOAT64 ? 1e-15 : 1e-6, std::string("divisor_override on ") + b);
+  }
+}

@@ -401,3 +401,156 @@ TEST(UpsampleBadInput, ScaleArityModeAndShape)
   DDT(DDTensorDestroy(&x2));
   DDT(DDTensorDestroy(&x));
 }
+
+/* ---- PyTorch parity: nearest-exact, real and per-dimension scale factors, target sizes (torch 1.13 F.interpolate) ---- */
+
+struct TorchUp {
+  DDUpsampleMode         mode;
+  PetscBool              align;
+  std::vector<PetscReal> sf;   /* scale factors (empty: a size) */
+  std::vector<PetscInt>  size; /* output size (empty: scale factors) */
+  std::vector<PetscInt>  out;  /* the output's spatial shape */
+  std::vector<double>    y8;   /* its first 8 entries */
+  double                 ysum, dxsum; /* sum y_i cos(0.37 i) and sum dx_i cos(0.37 i), dy_i = cos(0.1 i) */
+};
+
+/* x = sin(0.3 i), shape (1, 2, 4, 5) */
+static const std::vector<TorchUp> kTorchUp = {
+  {DD_UPSAMPLE_NEAREST_EXACT, PETSC_FALSE, {2.5}, {}, {10, 12}, {0.0, 0.0, 0.29552020666133955, 0.29552020666133955, 0.29552020666133955, 0.5646424733950354, 0.5646424733950354, 0.7833269096274833}, -20.144150426372363, 10.225560502505083},
+  {DD_UPSAMPLE_NEAREST, PETSC_FALSE, {1.7, 2.3}, {}, {6, 11}, {0.0, 0.0, 0.0, 0.29552020666133955, 0.29552020666133955, 0.5646424733950354, 0.5646424733950354, 0.7833269096274833}, -6.339449310891129, 43.32037214358009},
+  {DD_UPSAMPLE_LINEAR, PETSC_FALSE, {1.5, 2.25}, {}, {6, 11}, {0.0, 0.04925336777688991, 0.18059568184859637, 0.3104714437021004, 0.43008134002818743, 0.5496912363542744, 0.6496864208187652, 0.7468795035887419}, 1.6241987048668272, 39.212868882450586},
+  {DD_UPSAMPLE_LINEAR, PETSC_TRUE, {}, {9, 11}, {9, 11}, {0.0, 0.11820808266453582, 0.23641616532907164, 0.34934466000807873, 0.4569935667015571, 0.5646424733950354, 0.6521162478880146, 0.7395900223809937}, 3.6431130311398734, -9.410499255860316},
+  {DD_UPSAMPLE_LINEAR, PETSC_FALSE, {}, {7, 13}, {7, 13}, {0.0, 0.02273232358933382, 0.13639394153600287, 0.25005555948267194, 0.3576253451383463, 0.46113390926669084, 0.5646424733950354, 0.6487518719459769}, -1.8148587351134997, -5.920696213339387},
+  {DD_UPSAMPLE_NEAREST_EXACT, PETSC_FALSE, {}, {3, 10}, {3, 10}, {0.0, 0.0, 0.29552020666133955, 0.29552020666133955, 0.5646424733950354, 0.5646424733950354, 0.7833269096274833, 0.7833269096274833}, -4.227954853496153, 0.6041710941761567},
+  {DD_UPSAMPLE_NEAREST, PETSC_FALSE, {0.6}, {}, {2, 3}, {0.0, 0.29552020666133955, 0.7833269096274833, 0.9974949866040544, 0.9738476308781953, 0.675463180551151, -0.27941549819892586, 0.016813900484349713}, -1.4949111054898339, -0.7301096317017498},
+  {DD_UPSAMPLE_LINEAR, PETSC_FALSE, {0.7, 1.3}, {}, {2, 6}, {0.2137489257008688, 0.36225514411749427, 0.520306664474868, 0.6539272779970083, 0.7551520164730391, 0.8067519806960687, 0.4469682146827913, 0.3158240452493444}, 3.801624132706969, -0.10047314902032017},
+};
+
+static std::function<void(DDLayer)> ConfigureTorch(const TorchUp &c)
+{
+  return [c](DDLayer l) {
+    DDT(DDLayerSetType(l, DDLAYERUPSAMPLE));
+    DDT(DDLayerUpsampleSetMode(l, c.mode));
+    DDT(DDLayerUpsampleSetAlignCorners(l, c.align));
+    if (!c.sf.empty()) DDT(DDLayerUpsampleSetScaleFactors(l, (PetscInt)c.sf.size(), c.sf.data()));
+    else DDT(DDLayerUpsampleSetSize(l, (PetscInt)c.size.size(), c.size.data()));
+  };
+}
+
+TEST(UpsampleTorch, ScaleFactorsSizesAndNearestExactOnEveryPartition)
+{
+  int                                W = Size();
+  std::vector<std::vector<PetscInt>> fs;
+  Factorizations(W, 2, fs);
+  std::vector<double> xv(40);
+  for (int i = 0; i < 40; i++) xv[i] = std::sin(0.3 * i);
+  for (size_t ci = 0; ci < kTorchUp.size(); ci++) {
+    const TorchUp &c = kTorchUp[ci];
+    const PetscInt M = 2 * c.out[0] * c.out[1];
+    std::vector<double> dyv(M);
+    for (PetscInt i = 0; i < M; i++) dyv[i] = std::cos(0.1 * i);
+    for (auto &ps : fs) {
+      if (ps[0] > 4 || ps[1] > 5) continue;
+      for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+        InputSpec in;
+        in.shape    = {1, 2, 4, 5};
+        in.pshape   = {1, 1, ps[0], ps[1]};
+        RunResult r = RunValues(ConfigureTorch(c), in, xv, dyv, dt);
+        std::string what = "case " + std::to_string(ci) + " (" + DDUpsampleModes[c.mode] + "), partition " + std::to_string(ps[0]) + "x" + std::to_string(ps[1]) + (dt == DD_FLOAT64 ? " float64" : " float32");
+        ASSERT_EQ(r.y.size(), (size_t)M) << what;
+        const double tol = dt == DD_FLOAT64 ? 1e-13 : 1e-5;
+        ExpectValues(std::vector<double>(r.y.begin(), r.y.begin() + 8), c.y8, tol, what + " y");
+        double ys = 0, dxs = 0;
+        for (PetscInt i = 0; i < M; i++) ys += r.y[i] * std::cos(0.37 * i);
+        for (int i = 0; i < 40; i++) dxs += r.dx[0][i] * std::cos(0.37 * i);
+        EXPECT_NEAR(ys, c.ysum, tol * 100) << what << " weighted sum of y";
+        EXPECT_NEAR(dxs, c.dxsum, tol * 100) << what << " weighted sum of dx";
+      }
+    }
+  }
+}
+
+TEST(UpsampleTorch, DistributedEqualsSerialAdjointAndFiniteDifferences)
+{
+  int                                W = Size();
+  std::vector<std::vector<PetscInt>> fs;
+  Factorizations(W, 2, fs);
+  for (size_t ci = 0; ci < kTorchUp.size(); ci++)
+    for (auto &ps : fs) {
+      InputSpec in;
+      in.shape  = {2, 3, 3 * ps[0] + 1, 2 * ps[1] + 3};
+      in.pshape = {1, 1, ps[0], ps[1]};
+      for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST})
+        for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+          in.fmt        = fmt;
+          RunResult par = RunLayer(ConfigureTorch(kTorchUp[ci]), {in}, dt, 5), ser = RunLayer(ConfigureTorch(kTorchUp[ci]), {Serial(in)}, dt, 5);
+          ExpectSameRun(par, ser, dt == DD_FLOAT64 ? 1e-14 : 1e-6, "case " + std::to_string(ci) + " " + DDTensorFormats[fmt]);
+        }
+      in.fmt = DD_FORMAT_PLAIN;
+      DDTensor  x = MakeInput(in, DD_FLOAT64, 2);
+      DDLayer   l;
+      PetscReal err;
+      DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+      ConfigureTorch(kTorchUp[ci])(l);
+      DDT(DDLayerSetUp(l, x));
+      DDT(DDLayerAdjointTest(l, PETSC_FALSE, 1, &err));
+      EXPECT_LT(err, 1e-13) << "case " << ci;
+      DDT(DDLayerDestroy(&l));
+      DDT(DDTensorDestroy(&x));
+    }
+  InputSpec in;
+  in.shape  = {1, 2, 4, 2 * W + 1};
+  in.pshape = {1, 1, 1, W};
+  ExpectFiniteDifferences(ConfigureTorch(kTorchUp[2]), {in}, 3, 1e-8, 1e-6);
+}
+
+TEST(UpsampleTorch, OptionsAndBadSettings)
+{
+  DDT(PetscOptionsSetValue(NULL, "-ut_layer_type", "upsample"));
+  DDT(PetscOptionsSetValue(NULL, "-ut_layer_upsample_mode", "nearest-exact"));
+  DDT(PetscOptionsSetValue(NULL, "-ut_layer_upsample_size", "3,10"));
+  std::vector<double> xv(40);
+  for (int i = 0; i < 40; i++) xv[i] = std::sin(0.3 * i);
+  InputSpec in;
+  in.shape    = {1, 2, 4, 5};
+  RunResult r = RunValues([](DDLayer l) { DDT(DDLayerSetOptionsPrefix(l, "ut_")); DDT(DDLayerSetFromOptions(l)); }, in, xv, {}, DD_FLOAT64);
+  ASSERT_EQ(r.y.size(), (size_t)60);
+  ExpectValues(std::vector<double>(r.y.begin(), r.y.begin() + 8), kTorchUp[5].y8, 1e-15, "nearest-exact size 3,10 from the options");
+  for (auto o : {"-ut_layer_type", "-ut_layer_upsample_mode", "-ut_layer_upsample_size"}) DDT(PetscOptionsClearValue(NULL, o));
+  DDLayer         l;
+  const PetscReal bad[] = {1.5, -2}, small[] = {0.1};
+  const PetscInt  zero[] = {0}, three[] = {2, 2, 2};
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DDT(DDLayerSetType(l, DDLAYERUPSAMPLE));
+  DD_EXPECT_ERROR(DDLayerUpsampleSetScaleFactors(l, 2, bad), PETSC_ERR_ARG_OUTOFRANGE, "-layer_upsample_scale_factor");
+  DD_EXPECT_ERROR(DDLayerUpsampleSetSize(l, 1, zero), PETSC_ERR_ARG_OUTOFRANGE, "-layer_upsample_size");
+  DDTensor x = MakeInput(in, DD_FLOAT64, 1);
+  DDT(DDLayerUpsampleSetSize(l, 3, three));
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_SIZ, "layer_upsample_size has 3 entries");
+  DDT(DDLayerUpsampleSetScaleFactors(l, 1, small));
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_SIZ, "gives an empty output");
+  DDT(DDLayerUpsampleSetMode(l, DD_UPSAMPLE_NEAREST_EXACT));
+  DDT(DDLayerUpsampleSetAlignCorners(l, PETSC_TRUE));
+  DDT(DDLayerUpsampleSetSize(l, 1, three));
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_INCOMP, "align_corners applies to linear interpolation only");
+  DDT(DDLayerDestroy(&l));
+  DDT(DDTensorDestroy(&x));
+}
+
+TEST(UpsampleTorch, EveryBackendEqualsTheReferenceLoops)
+{
+  InputSpec in;
+  in.shape  = {2, 3, 5, 3 * Size() + 2};
+  in.pshape = {1, 1, 1, Size()};
+  for (size_t ci = 0; ci < kTorchUp.size(); ci++)
+    for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+      auto on = [&](const char *b) {
+        return [ci, b](DDLayer l) {
+          ConfigureTorch(kTorchUp[ci])(l);
+          DDT(DDLayerSetBackend(l, b));
+        };
+      };
+      RunResult ref = RunLayer(on("/cpu/ref"), {in}, dt, 6);
+      ExpectSameRun(RunLayer(on("/cpu/blas"), {in}, dt, 6), ref, dt == DD_FLOAT64 ? 1e-15 : 1e-6, "case " + std::to_string(ci) + " fast loops vs reference");
+    }
+}

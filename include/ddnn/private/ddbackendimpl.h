@@ -94,6 +94,17 @@ struct UpsampleGeom {
   std::vector<double>   w0[3], w1[3];
 };
 
+/*
+  Parameters of the pointwise activations, with torch.nn's names and defaults: slope is leakyrelu's
+  negative_slope (prelu passes its weight here), alpha elu's, beta and threshold softplus's, gelutanh
+  selects gelu's tanh approximation.
+*/
+template <class T>
+struct ActParams {
+  T    slope = (T)0.01, alpha = (T)1, beta = (T)1, threshold = (T)20;
+  bool gelutanh = false;
+};
+
 /* Dense products on row-major strided matrices, torch.nn.Linear's layout: X (N x Fi), W (Fo x Fi), Y (N x Fo) */
 struct AffineGeom {
   PetscInt N = 0, Fi = 0, Fo = 0;
@@ -146,6 +157,7 @@ struct PoolKernelSpec {
   PetscInt     oend[3] = {0, 0, 0};                      /* one past the last global output index of this worker */
   DDPoolType   type     = DD_POOL_MAX;
   bool         countpad = true;
+  PetscInt     divisor  = 0;   /* average pooling's divisor_override (0: none; g.div holds it) */
   PoolGeom     g;           /* the loops' geometry */
   KernelWindow x, y;        /* the input window and the output box */
   PetscInt     xn[5] = {0}, yn[5] = {0}; /* their sizes (N, C, spatial) */
@@ -184,8 +196,8 @@ struct KernelTable {
   void (*upsamplefwd)(const UpsampleGeom &, const T *x, const BoxOffsets &xo, T *y, const BoxOffsets &yo) = nullptr;
   void (*upsamplebwd)(const UpsampleGeom &, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo) = nullptr;
   /* pointwise activations over runs: y = f(x); dx = f'(x) dy (dy may alias dx) */
-  void (*actfwd)(DDActivationType, T slope, const T *x, T *y, PetscInt n)               = nullptr;
-  void (*actbwd)(DDActivationType, T slope, const T *x, const T *dy, T *dx, PetscInt n) = nullptr;
+  void (*actfwd)(DDActivationType, const ActParams<T> &, const T *x, T *y, PetscInt n)               = nullptr;
+  void (*actbwd)(DDActivationType, const ActParams<T> &, const T *x, const T *dy, T *dx, PetscInt n) = nullptr;
   /*
     normalization over the bulk of one rank's piece (batch norm: per channel; group norm, persample:
     per (sample, channel)), statistics in double: cnt, mean, m2 = sum (x - mean)^2; y = a (x - mu) + b;

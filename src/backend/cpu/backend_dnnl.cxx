@@ -302,6 +302,7 @@ PetscErrorCode DnnlPoolCreate(const PoolKernelSpec &spec, std::unique_ptr<PoolKe
 {
   const DDLayout &L = spec.x.t->layout, &Ly = spec.y.t->layout;
   PetscFunctionBegin;
+  if (spec.divisor > 0) PetscFunctionReturn(PETSC_SUCCESS); /* oneDNN has no divisor_override: decline, the loops take it */
   if (!(L.bdim < 0 || (L.bdim == 1 && (L.bs == 4 || L.bs == 8 || L.bs == 16) && spec.x.org[1] % L.bs == 0 && Ly.bdim == 1))) PetscFunctionReturn(PETSC_SUCCESS);
   std::unique_ptr<DnnlPoolKernel> p(new DnnlPoolKernel);
   PetscCall(p->SetUp(spec));

@@ -34,10 +34,26 @@ void UpsampleBackwardFast(const UpsampleGeom &g, const T *dy, const BoxOffsets &
   Pointwise activations over a contiguous run of n entries, PyTorch's semantics, NaN included
   (relu and leakyrelu let NaN through; relu's derivative is 0 for x <= 0 and 1 otherwise, so a
   NaN input passes dy on, as torch's threshold_backward; leakyrelu's is the slope for x <= 0 and
-  for NaN, as torch's leaky_relu_backward). dy may alias dx.
+  for NaN, as torch's leaky_relu_backward; prelu is leakyrelu with its weight as the slope). The
+  parameters (slope, alpha, beta, threshold, gelu's approximation) are in p. dy may alias dx.
 */
 template <class T>
-void ActivationForward(DDActivationType type, T slope, const T *x, T *y, PetscInt n);
+void ActivationForward(DDActivationType type, const ActParams<T> &p, const T *x, T *y, PetscInt n);
 template <class T> /* dx = f'(x) dy */
-void ActivationBackward(DDActivationType type, T slope, const T *x, const T *dy, T *dx, PetscInt n);
+void ActivationBackward(DDActivationType type, const ActParams<T> &p, const T *x, const T *dy, T *dx, PetscInt n);
+/* the same with only leakyrelu's slope set (the other parameters at torch's defaults) */
+template <class T>
+inline void ActivationForward(DDActivationType type, T slope, const T *x, T *y, PetscInt n)
+{
+  ActParams<T> p;
+  p.slope = slope;
+  ActivationForward<T>(type, p, x, y, n);
+}
+template <class T>
+inline void ActivationBackward(DDActivationType type, T slope, const T *x, const T *dy, T *dx, PetscInt n)
+{
+  ActParams<T> p;
+  p.slope = slope;
+  ActivationBackward<T>(type, p, x, dy, dx, n);
+}
 } // namespace ddnn

@@ -5,9 +5,15 @@
   (aten/src/ATen/native/Activation.cpp, cpu/Activation.cpp):
     relu(x)       = x < 0 ? 0 : x              (clamp_min: NaN passes, relu(-0) = -0)
     relu'(x) dy   = x <= 0 ? 0 : dy            (threshold_backward: NaN input passes dy)
-    leaky(x)      = x > 0 ? x : slope x        (NaN passes)
+    leaky(x)      = x > 0 ? x : slope x        (NaN passes; prelu: slope = its weight)
     leaky'(x) dy  = x > 0 ? dy : slope dy      (NaN input: slope dy)
-  tanh, sigmoid and gelu propagate NaN through their arithmetic.
+    elu(x)        = x <= 0 ? alpha (exp(x) - 1) : x,   elu'(x) dy = x <= 0 ? alpha exp(x) dy : dy
+                                               (NaN input: NaN out, dy passes, as torch)
+    softplus(x)   = beta x > threshold ? x : log1p(exp(beta x)) / beta
+    softplus'(x)  = beta x > threshold ? 1 : z / (z + 1), z = exp(beta x)
+    silu(x)       = x / (1 + exp(-x)),          silu'(x) = s (1 + x (1 - s)), s = sigmoid(x)
+    gelu tanh(x)  = x/2 (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2/pi)
+  tanh, sigmoid, silu, softplus and gelu propagate NaN through their arithmetic.
 */
 #include <backend/cpu/fastkernels.hpp>
 #include <cmath>
@@ -18,6 +24,8 @@ namespace
 {
 constexpr double kInvSqrt2   = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+constexpr double kSqrt2OnPi  = 0.79788456080286535588; /* torch's kBeta = M_SQRT2 M_2_SQRTPI / 2 */
+constexpr double kKappa      = 0.044715;
 
 template <class T>
 inline T Sigmoid(T x)
@@ -29,7 +37,7 @@ inline T Sigmoid(T x)
 } // namespace
 
 template <class T>
-void ActivationForward(DDActivationType type, T slope, const T *x, T *y, PetscInt n)
+void ActivationForward(DDActivationType type, const ActParams<T> &p, const T *x, T *y, PetscInt n)
 {
   switch (type) {
   case DD_ACT_RELU:
@@ -39,11 +47,13 @@ void ActivationForward(DDActivationType type, T slope, const T *x, T *y, PetscIn
     }
     break;
   case DD_ACT_LEAKYRELU:
+  case DD_ACT_PRELU: {
+    const T slope = p.slope;
     for (PetscInt i = 0; i < n; i++) {
       const T v = x[i];
       y[i]      = v > (T)0 ? v : slope * v;
     }
-    break;
+  } break;
   case DD_ACT_TANH:
     for (PetscInt i = 0; i < n; i++) y[i] = std::tanh(x[i]);
     break;
@@ -51,17 +61,40 @@ void ActivationForward(DDActivationType type, T slope, const T *x, T *y, PetscIn
     for (PetscInt i = 0; i < n; i++) y[i] = Sigmoid(x[i]);
     break;
   case DD_ACT_GELU:
-    for (PetscInt i = 0; i < n; i++) y[i] = (T)(0.5 * (double)x[i] * (1.0 + std::erf((double)x[i] * kInvSqrt2)));
+    if (p.gelutanh)
+      for (PetscInt i = 0; i < n; i++) {
+        const double v = (double)x[i];
+        y[i]           = (T)(0.5 * v * (1.0 + std::tanh(kSqrt2OnPi * (v + kKappa * v * v * v))));
+      }
+    else
+      for (PetscInt i = 0; i < n; i++) y[i] = (T)(0.5 * (double)x[i] * (1.0 + std::erf((double)x[i] * kInvSqrt2)));
     break;
   case DD_ACT_IDENTITY:
     if (y != x)
       for (PetscInt i = 0; i < n; i++) y[i] = x[i];
     break;
+  case DD_ACT_SILU:
+    for (PetscInt i = 0; i < n; i++) y[i] = x[i] * Sigmoid(x[i]);
+    break;
+  case DD_ACT_ELU: {
+    const T a = p.alpha;
+    for (PetscInt i = 0; i < n; i++) {
+      const T v = x[i];
+      y[i]      = v <= (T)0 ? a * std::expm1(v) : v;
+    }
+  } break;
+  case DD_ACT_SOFTPLUS: {
+    const T b = p.beta, th = p.threshold;
+    for (PetscInt i = 0; i < n; i++) {
+      const T v = x[i], bv = b * v;
+      y[i]      = bv > th ? v : std::log1p(std::exp(bv)) / b;
+    }
+  } break;
   }
 }
 
 template <class T>
-void ActivationBackward(DDActivationType type, T slope, const T *x, const T *dy, T *dx, PetscInt n)
+void ActivationBackward(DDActivationType type, const ActParams<T> &p, const T *x, const T *dy, T *dx, PetscInt n)
 {
   switch (type) {
   case DD_ACT_RELU: /* f'(0) = 0, as PyTorch */
@@ -71,11 +104,13 @@ void ActivationBackward(DDActivationType type, T slope, const T *x, const T *dy,
     }
     break;
   case DD_ACT_LEAKYRELU:
+  case DD_ACT_PRELU: {
+    const T slope = p.slope;
     for (PetscInt i = 0; i < n; i++) {
       const T v = x[i], g = dy[i];
       dx[i]     = v > (T)0 ? g : slope * g;
     }
-    break;
+  } break;
   case DD_ACT_TANH:
     for (PetscInt i = 0; i < n; i++) {
       const T t = std::tanh(x[i]);
@@ -88,22 +123,49 @@ void ActivationBackward(DDActivationType type, T slope, const T *x, const T *dy,
       dx[i]     = s * ((T)1 - s) * dy[i];
     }
     break;
-  case DD_ACT_GELU: /* Phi(x) + x phi(x) */
-    for (PetscInt i = 0; i < n; i++) {
-      const double v = (double)x[i];
-      dx[i]          = (T)((0.5 * (1.0 + std::erf(v * kInvSqrt2)) + v * kInvSqrt2Pi * std::exp(-0.5 * v * v)) * (double)dy[i]);
-    }
+  case DD_ACT_GELU:
+    if (p.gelutanh) /* torch's GeluBackwardKernel, approximate = 'tanh' */
+      for (PetscInt i = 0; i < n; i++) {
+        const double v = (double)x[i], v2 = v * v;
+        const double t = std::tanh(kSqrt2OnPi * (v + kKappa * v2 * v));
+        dx[i]          = (T)((0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kSqrt2OnPi * (1.0 + 3.0 * kKappa * v2)) * (double)dy[i]);
+      }
+    else /* Phi(x) + x phi(x) */
+      for (PetscInt i = 0; i < n; i++) {
+        const double v = (double)x[i];
+        dx[i]          = (T)((0.5 * (1.0 + std::erf(v * kInvSqrt2)) + v * kInvSqrt2Pi * std::exp(-0.5 * v * v)) * (double)dy[i]);
+      }
     break;
   case DD_ACT_IDENTITY:
     if (dx != dy)
       for (PetscInt i = 0; i < n; i++) dx[i] = dy[i];
     break;
+  case DD_ACT_SILU:
+    for (PetscInt i = 0; i < n; i++) {
+      const T v = x[i], s = Sigmoid(v);
+      dx[i]     = dy[i] * s * ((T)1 + v * ((T)1 - s));
+    }
+    break;
+  case DD_ACT_ELU: {
+    const T a = p.alpha;
+    for (PetscInt i = 0; i < n; i++) {
+      const T v = x[i], g = dy[i];
+      dx[i]     = v <= (T)0 ? g * a * std::exp(v) : g;
+    }
+  } break;
+  case DD_ACT_SOFTPLUS: {
+    const T b = p.beta, th = p.threshold;
+    for (PetscInt i = 0; i < n; i++) {
+      const T v = x[i], g = dy[i], z = std::exp(b * v);
+      dx[i]     = b * v > th ? g : g * z / (z + (T)1);
+    }
+  } break;
   }
 }
 
 #define DD_INSTANTIATE(T) \
-  template void ActivationForward<T>(DDActivationType, T, const T *, T *, PetscInt); \
-  template void ActivationBackward<T>(DDActivationType, T, const T *, const T *, T *, PetscInt);
+  template void ActivationForward<T>(DDActivationType, const ActParams<T> &, const T *, T *, PetscInt); \
+  template void ActivationBackward<T>(DDActivationType, const ActParams<T> &, const T *, const T *, T *, PetscInt);
 DD_INSTANTIATE(float)
 DD_INSTANTIATE(double)
 } // namespace ddnn

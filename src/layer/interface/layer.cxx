@@ -16,10 +16,10 @@ PetscFunctionList DDLayerList = NULL;
 static PetscBool  DDLayerRegisterAllCalled = PETSC_FALSE;
 const char *const DDInitTypes[] = {"default", "kaiming_uniform", "kaiming_normal", "xavier_uniform", "xavier_normal", "uniform", "zeros", "DDInitType", "DD_INIT_", nullptr};
 const char *const DDPoolTypes[] = {"max", "avg", "DDPoolType", "DD_POOL_", nullptr};
-const char *const DDActivationTypes[] = {"relu", "leakyrelu", "tanh", "sigmoid", "gelu", "identity", "DDActivationType", "DD_ACT_", nullptr};
-const char *const DDUpsampleModes[]   = {"nearest", "linear", "DDUpsampleMode", "DD_UPSAMPLE_", nullptr};
+const char *const DDActivationTypes[] = {"relu", "leakyrelu", "tanh", "sigmoid", "gelu", "identity", "silu", "elu", "softplus", "prelu", "DDActivationType", "DD_ACT_", nullptr};
+const char *const DDUpsampleModes[]   = {"nearest", "linear", "nearest-exact", "DDUpsampleMode", "DD_UPSAMPLE_", nullptr};
 const char *const DDLossTypes[]       = {"mse", "l1", "crossentropy", "DDLossType", "DD_LOSS_", nullptr};
-const char *const DDReductions[]      = {"mean", "sum", "DDReduction", "DD_REDUCTION_", nullptr};
+const char *const DDReductions[]      = {"mean", "sum", "none", "DDReduction", "DD_REDUCTION_", nullptr};
 
 static std::map<std::string, std::pair<PetscLogEvent, PetscLogEvent>> &LayerEvents()
 {

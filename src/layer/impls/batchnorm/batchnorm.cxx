@@ -11,12 +11,15 @@
     w^ = B w, b^ = B b                        B: broadcast from Pc (the channel split) to the workers
     y  = w^ (x - mean) rstd + b^
     running_mean = (1 - m) running_mean + m mean, running_var = (1 - m) running_var + m var n/(n-1)  (on Pc)
+    (m = 1 / num_batches_tracked with momentum None, PyTorch's cumulative moving average)
   Backward (training), with xhat = (x - mean) rstd:
     local sums s1 = sum dy, s2 = sum dy (x - mean)
     dw += B^* (s2 rstd), db += B^* s1         the broadcast's adjoint: a sum-reduction onto Pc
     (S1, S2) = A (s1, s2)                     the adjoint of the forward's all-reduce (sec. 4.2.2)
     dx = w rstd (dy - S1/n - xhat S2 rstd / n)
-  Evaluation uses the running statistics (broadcast to the workers); dx = w rstd dy.
+  Evaluation uses the running statistics (broadcast to the workers); dx = w rstd dy. Without
+  track_running_stats there are none: evaluation normalizes with the batch statistics, exactly as
+  training does (and Backward is the training one).
   A channel split needs no communication for the statistics.
 */
 #include <layer/impls/batchnorm/normcommon.hpp>
@@ -27,8 +30,11 @@ using namespace ddnn;
 namespace
 {
 struct BatchNorm {
-  PetscReal momentum = 0.1, eps = 1e-5;
-  PetscBool affine   = PETSC_TRUE;
+  PetscReal  momentum = 0.1, eps = 1e-5;
+  PetscBool  affine   = PETSC_TRUE;
+  PetscBool  cumulative = PETSC_FALSE; /* momentum None: the cumulative moving average */
+  PetscBool  track      = PETSC_TRUE;  /* track_running_stats */
+  PetscInt64 nbt        = 0;           /* num_batches_tracked: the same on every rank */
   /* set-up */
   ChannelParams cp;
   DDTensor      w = NULL, b = NULL;                                                   /* parameters (owned by the layer's list) */
@@ -40,7 +46,6 @@ struct BatchNorm {
   DDTensor      xc = NULL, yc = NULL, dyc = NULL, dxc = NULL; /* conforming copies */
   PetscInt      Cl    = 0;                                    /* local channels */
   double        count = 0;                                    /* entries per channel, global */
-  PetscInt64    nbt   = 0;                                    /* training Forwards: torch's num_batches_tracked */
   /* the forward state */
   bool                fwdtraining = true, xconformed = false;
   std::vector<double> cnt, mean, m2, mu, rstd, sc, sh, s1, s2, ka, kb, kc;
@@ -70,7 +75,8 @@ static PetscErrorCode BatchNormGet(DDLayer l, BatchNorm **s, const char fn[])
   Notes:
   The running variance is updated with the unbiased batch variance (times n / (n - 1), n the
   entries per channel), as PyTorch does; the normalization in training uses the biased one.
-  PyTorch's momentum=None (a cumulative average) is not supported.
+  PyTorch's momentum=None (a cumulative average) is `DDLayerBatchNormSetCumulativeAverage()`;
+  setting a momentum turns it off.
 
   Level: intermediate
 
@@ -83,7 +89,119 @@ PetscErrorCode DDLayerBatchNormSetMomentum(DDLayer l, PetscReal momentum)
   PetscFunctionBegin;
   PetscCall(BatchNormGet(l, &s, "DDLayerBatchNormSetMomentum"));
   PetscCheck(momentum >= 0 && momentum <= 1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Batch normalization momentum %g must lie in [0, 1] (-layer_batchnorm_momentum)", (double)momentum);
-  s->momentum = momentum;
+  s->momentum   = momentum;
+  s->cumulative = PETSC_FALSE;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerBatchNormSetCumulativeAverage - PyTorch's momentum=None: the running statistics are the cumulative moving average
+
+  Logically collective
+
+  Input Parameters:
++ l   - a `DDLAYERBATCHNORM` layer
+- flg - `PETSC_TRUE`: every training Forward updates running = (1 - f) running + f batch statistic
+        with f = 1 / num_batches_tracked (after its increment), the plain average of the batches'
+        statistics since the last reset; `PETSC_FALSE`: the momentum (default)
+
+  Options Database Key:
+. -layer_batchnorm_cumulative_average <bool> - the flag (momentum None)
+
+  Level: intermediate
+
+.seealso: `DDLAYERBATCHNORM`, `DDLayerBatchNormSetMomentum()`, `DDLayerBatchNormGetNumBatchesTracked()`
+@*/
+PetscErrorCode DDLayerBatchNormSetCumulativeAverage(DDLayer l, PetscBool flg)
+{
+  BatchNorm *s;
+
+  PetscFunctionBegin;
+  PetscCall(BatchNormGet(l, &s, "DDLayerBatchNormSetCumulativeAverage"));
+  s->cumulative = flg;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerBatchNormSetTrackRunningStats - Whether the layer keeps running statistics (default true, torch's track_running_stats)
+
+  Logically collective
+
+  Input Parameters:
++ l   - a `DDLAYERBATCHNORM` layer
+- flg - `PETSC_FALSE`: no running statistics; evaluation mode normalizes with the batch statistics too
+
+  Options Database Key:
+. -layer_batchnorm_track_running_stats <bool> - the flag
+
+  Notes:
+  Without tracking, the running statistics tensors of `DDLayerBatchNormGetRunningStatistics()` still
+  exist but are neither updated nor used, and num_batches_tracked stays 0.
+
+  Level: intermediate
+
+.seealso: `DDLAYERBATCHNORM`, `DDLayerSetTraining()`
+@*/
+PetscErrorCode DDLayerBatchNormSetTrackRunningStats(DDLayer l, PetscBool flg)
+{
+  BatchNorm *s;
+
+  PetscFunctionBegin;
+  PetscCall(BatchNormGet(l, &s, "DDLayerBatchNormSetTrackRunningStats"));
+  s->track = flg;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerBatchNormGetNumBatchesTracked - The number of training Forwards since the running statistics were reset (torch's num_batches_tracked buffer)
+
+  Not collective
+
+  Input Parameter:
+. l - a `DDLAYERBATCHNORM` layer
+
+  Output Parameter:
+. n - the count (the same on every rank)
+
+  Level: intermediate
+
+.seealso: `DDLayerBatchNormSetNumBatchesTracked()`, `DDLayerBatchNormSetCumulativeAverage()`
+@*/
+PetscErrorCode DDLayerBatchNormGetNumBatchesTracked(DDLayer l, PetscInt64 *n)
+{
+  BatchNorm *s;
+
+  PetscFunctionBegin;
+  PetscCall(BatchNormGet(l, &s, "DDLayerBatchNormGetNumBatchesTracked"));
+  *n = s->nbt;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerBatchNormSetNumBatchesTracked - Sets num_batches_tracked (e.g. when loading a checkpoint)
+
+  Logically collective
+
+  Input Parameters:
++ l - a `DDLAYERBATCHNORM` layer
+- n - non-negative; the same on every rank
+
+  Notes:
+  `DDLayerInitializeParameters()` resets it to 0 with the running statistics, as torch's
+  reset_running_stats().
+
+  Level: intermediate
+
+.seealso: `DDLayerBatchNormGetNumBatchesTracked()`
+@*/
+PetscErrorCode DDLayerBatchNormSetNumBatchesTracked(DDLayer l, PetscInt64 n)
+{
+  BatchNorm *s;
+
+  PetscFunctionBegin;
+  PetscCall(BatchNormGet(l, &s, "DDLayerBatchNormSetNumBatchesTracked"));
+  PetscCheck(n >= 0, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "num_batches_tracked %" PetscInt64_FMT " must be non-negative", n);
+  s->nbt = n;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -191,6 +309,10 @@ static PetscErrorCode BatchNorm_SetFromOptions(DDLayer l, PetscOptionItems *Pets
   if (set) PetscCall(DDLayerBatchNormSetEpsilon(l, v));
   PetscCall(PetscOptionsBool("-layer_batchnorm_affine", "Learnable weight and bias", "DDLayerBatchNormSetAffine", s->affine, &flg, &set));
   if (set) PetscCall(DDLayerBatchNormSetAffine(l, flg));
+  PetscCall(PetscOptionsBool("-layer_batchnorm_cumulative_average", "Running statistics as the cumulative average (momentum None)", "DDLayerBatchNormSetCumulativeAverage", s->cumulative, &flg, &set));
+  if (set) PetscCall(DDLayerBatchNormSetCumulativeAverage(l, flg));
+  PetscCall(PetscOptionsBool("-layer_batchnorm_track_running_stats", "Keep running statistics", "DDLayerBatchNormSetTrackRunningStats", s->track, &flg, &set));
+  if (set) PetscCall(DDLayerBatchNormSetTrackRunningStats(l, flg));
   PetscOptionsHeadEnd();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -298,7 +420,8 @@ static PetscErrorCode BatchNorm_Forward(DDLayer l, PetscInt nin, DDTensor xs[], 
   PetscCall(NormConform(xs[0], l->output, &s->xc, &x, true));
   s->xconformed = x != xs[0];
   PetscCall(NormConform(y, l->output, &s->yc, &yo, false)); /* x matches the output's layout */
-  s->fwdtraining = l->training ? true : false;
+  s->fwdtraining = l->training || !s->track; /* batch statistics (and the training backward) */
+  const bool update = l->training && s->track;
   s->mu.assign(Cl, 0.0);
   s->rstd.assign(Cl, 1.0);
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
@@ -329,9 +452,10 @@ static PetscErrorCode BatchNorm_Forward(DDLayer l, PetscInt nin, DDTensor xs[], 
         s->rstd[c] = 1.0 / std::sqrt(var[c] + (double)s->eps);
       }
       /* running statistics on Pc (whose workers hold the same channels as their input piece) */
-      if (s->rm->active) {
+      if (update) s->nbt++;
+      if (update && s->rm->active) {
         T             *rm = (T *)s->rm->array, *rv = (T *)s->rv->array;
-        const double   m  = (double)s->momentum, unb = s->count / (s->count - 1);
+        const double   m  = s->cumulative ? 1.0 / (double)s->nbt : (double)s->momentum, unb = s->count / (s->count - 1);
         const PetscInt nc = s->rm->layout.n[0];
         for (PetscInt c = 0; c < nc; c++) {
           rm[c] = (T)((1 - m) * (double)rm[c] + m * s->mu[c]);
@@ -340,7 +464,6 @@ static PetscErrorCode BatchNorm_Forward(DDLayer l, PetscInt nin, DDTensor xs[], 
       }
       PetscCall(PetscObjectStateIncrease((PetscObject)s->rm));
       PetscCall(PetscObjectStateIncrease((PetscObject)s->rv));
-      s->nbt++;
     } else {
       PetscCall(s->cp.ToWorkers(s->rm, s->rmh));
       PetscCall(s->cp.ToWorkers(s->rv, s->rvh));
@@ -424,7 +547,9 @@ static PetscErrorCode BatchNorm_View(DDLayer l, PetscViewer viewer)
   BatchNorm *s = (BatchNorm *)l->data;
 
   PetscFunctionBegin;
-  PetscCall(PetscViewerASCIIPrintf(viewer, "momentum %g, eps %g, affine %s, %s mode\n", (double)s->momentum, (double)s->eps, s->affine ? "yes" : "no", l->training ? "training" : "evaluation"));
+  if (s->cumulative) PetscCall(PetscViewerASCIIPrintf(viewer, "momentum None (cumulative average), eps %g, affine %s, %s mode\n", (double)s->eps, s->affine ? "yes" : "no", l->training ? "training" : "evaluation"));
+  else PetscCall(PetscViewerASCIIPrintf(viewer, "momentum %g, eps %g, affine %s, %s mode\n", (double)s->momentum, (double)s->eps, s->affine ? "yes" : "no", l->training ? "training" : "evaluation"));
+  PetscCall(PetscViewerASCIIPrintf(viewer, "track_running_stats %s, num_batches_tracked %" PetscInt64_FMT "\n", s->track ? "yes" : "no", s->nbt));
   if (l->setupcalled) {
     DDPartition P  = l->output->part;
     PetscInt    Po = P->size / P->shape[1];
@@ -440,7 +565,10 @@ static PetscErrorCode BatchNorm_View(DDLayer l, PetscViewer viewer)
   distribution and storage format (plain, channels-last or blocked, e.g. after a oneDNN
   convolution). In training mode, every channel is normalized with the mean and biased variance
   over the batch and spatial dimensions, and the running mean and unbiased variance are updated
-  with the momentum; in evaluation mode (`DDLayerSetTraining()`) the running statistics are used.
+  with the momentum (or, momentum None, the cumulative average 1 / num_batches_tracked); in
+  evaluation mode (`DDLayerSetTraining()`) the running statistics are used, or, without
+  track_running_stats, the batch statistics as in training. num_batches_tracked counts the
+  training Forwards (`DDLayerBatchNormGetNumBatchesTracked()`; reset with the running statistics).
   With affine (default) y = weight xhat + bias, weight initialized to ones and bias to zeros
   (-layer_init uniform draws both from U(-s, s) instead; zeros zeroes both).
 
@@ -453,18 +581,26 @@ static PetscErrorCode BatchNorm_View(DDLayer l, PetscViewer viewer)
   coordinate 0 in the other dimensions; Forward broadcasts them to every worker, so their
   gradients are sum-reduced by the broadcast's adjoint. Results do not depend on the partition.
 
+  Envelope: any partition of an N x C (x spatial) input that is not replicated, float32 and
+  float64. Rejected (errors naming the setting): order 1, a replicated input, a blocked input that
+  does not block the channel, momentum outside [0, 1], eps <= 0, one value per channel where
+  batch statistics are used.
+
   Kernels: one read of the input for the statistics (exact two-pass moments per cache-sized
   chunk), one read and one write for the output; contiguous inner loops in every format.
 
   Options Database Keys:
 + -layer_batchnorm_momentum <m> - momentum of the running statistics (default 0.1)
 . -layer_batchnorm_eps <eps> - added to the variance (default 1e-5)
-- -layer_batchnorm_affine <bool> - learnable weight and bias (default true)
+. -layer_batchnorm_affine <bool> - learnable weight and bias (default true)
+. -layer_batchnorm_cumulative_average <bool> - momentum None: the cumulative moving average
+- -layer_batchnorm_track_running_stats <bool> - keep running statistics (default true)
 
   Level: beginner
 
 .seealso: `DDLayerBatchNormSetMomentum()`, `DDLayerBatchNormSetEpsilon()`, `DDLayerBatchNormSetAffine()`,
-          `DDLayerBatchNormGetRunningStatistics()`, `DDLAYERGROUPNORM`, `DDPRIMITIVEALLSUMREDUCE`
+          `DDLayerBatchNormGetRunningStatistics()`, `DDLayerBatchNormSetCumulativeAverage()`, `DDLayerBatchNormSetTrackRunningStats()`,
+          `DDLayerBatchNormGetNumBatchesTracked()`, `DDLAYERGROUPNORM`, `DDPRIMITIVEALLSUMREDUCE`
 M*/
 PETSC_EXTERN PetscErrorCode DDLayerCreate_BatchNorm(DDLayer l)
 {

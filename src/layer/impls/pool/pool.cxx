@@ -35,6 +35,7 @@ struct Pool {
   DDPoolType   type = DD_POOL_MAX;
   SpatialParam kernel, stride, padding, dilation;
   PetscBool    ceil = PETSC_FALSE, countpad = PETSC_TRUE;
+  PetscInt     divisor = 0; /* average pooling's divisor_override (0: none) */
   /* set-up */
   PetscInt    D = 0, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3] = {0, 0, 0}, d[3] = {1, 1, 1}, out[3] = {1, 1, 1};
   DDPrimitive H = NULL;                           /* halo exchange of the input (NULL when no rank needs one) */
@@ -269,6 +270,39 @@ PetscErrorCode DDLayerPoolSetCountIncludePad(DDLayer l, PetscBool flg)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*@
+  DDLayerPoolSetDivisorOverride - Average pooling divides every window's sum by this number instead of its size (torch's divisor_override)
+
+  Logically collective
+
+  Input Parameters:
++ l       - a `DDLAYERPOOL` layer
+- divisor - positive, or 0 for none (the default: the divisor of `DDLayerPoolSetCountIncludePad()`)
+
+  Options Database Key:
+. -layer_pool_divisor_override <n> - the divisor (0: none)
+
+  Notes:
+  With an override, count_include_pad and the ceil-mode rule for the divisor play no role, as in
+  PyTorch. Max pooling rejects an override at `DDLayerSetUp()`. It is available for 1-, 2- and
+  3-D pooling (PyTorch has it for 2- and 3-D). The oneDNN kernels cannot take it: the layer runs
+  on the loops of the next backend.
+
+  Level: intermediate
+
+.seealso: `DDLayerPoolSetCountIncludePad()`, `DDLayerPoolSetType()`
+@*/
+PetscErrorCode DDLayerPoolSetDivisorOverride(DDLayer l, PetscInt divisor)
+{
+  Pool *c;
+
+  PetscFunctionBegin;
+  PetscCall(PoolGet(l, &c, "DDLayerPoolSetDivisorOverride"));
+  PetscCheck(divisor >= 0, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Pooling divisor_override %" PetscInt_FMT " must be positive, or 0 for none (-layer_pool_divisor_override)", divisor);
+  c->divisor = divisor;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 static PetscErrorCode Pool_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
 {
   Pool     *c = (Pool *)l->data;
@@ -286,6 +320,11 @@ static PetscErrorCode Pool_SetFromOptions(DDLayer l, PetscOptionItems *PetscOpti
   PetscCall(c->dilation.FromOptions(PetscOptionsObject, "-layer_pool_dilation", "Dilation per spatial dimension (max pooling)", "DDLayerPoolSetDilation"));
   PetscCall(PetscOptionsBool("-layer_pool_ceil_mode", "Round the output size up", "DDLayerPoolSetCeilMode", c->ceil, &c->ceil, NULL));
   PetscCall(PetscOptionsBool("-layer_pool_count_include_pad", "Average pooling divides by the padded window", "DDLayerPoolSetCountIncludePad", c->countpad, &c->countpad, NULL));
+  {
+    PetscInt dv;
+    PetscCall(PetscOptionsInt("-layer_pool_divisor_override", "Average pooling's divisor (0: none)", "DDLayerPoolSetDivisorOverride", c->divisor, &dv, &set));
+    if (set) PetscCall(DDLayerPoolSetDivisorOverride(l, dv));
+  }
   PetscOptionsHeadEnd();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -333,6 +372,7 @@ static PetscErrorCode Pool_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   PetscCall(PetscObjectGetOptionsPrefix((PetscObject)l, &prefix));
   if (!prefix) prefix = "";
   PetscCheck(x->order >= 3 && x->order <= 5, comm, PETSC_ERR_ARG_INCOMP, "A pooling layer takes N x C x spatial tensors with 1 to 3 spatial dimensions; the input has order %" PetscInt_FMT, x->order);
+  PetscCheck(c->type == DD_POOL_AVG || c->divisor == 0, comm, PETSC_ERR_ARG_INCOMP, "Max pooling has no divisor: -%slayer_pool_divisor_override %" PetscInt_FMT " applies to average pooling", prefix, c->divisor);
   const PetscInt D = x->order - 2;
   c->D             = D;
   /* hyper-parameters, padded to 3 with leading unit dimensions */
@@ -420,6 +460,8 @@ static PetscErrorCode Pool_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
       g.div[jj][i]      = c->countpad ? PetscMin(st + K, n + P) - st : t1 - t0 + 1;
     }
   }
+  if (c->divisor > 0) /* divisor_override: the kernels divide by the product of the factors; put it all in the last one */
+    for (PetscInt jj = 0; jj < 3; jj++) g.div[jj].assign(g.div[jj].size(), jj == 2 ? c->divisor : 1);
   /* the kernel, from the layer's backend chain */
   PetscErrorCode kerr = PETSC_SUCCESS;
   if (c->hasout) {
@@ -429,6 +471,7 @@ static PetscErrorCode Pool_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     spec.D        = D;
     spec.type     = c->type;
     spec.countpad = c->countpad ? true : false;
+    spec.divisor  = c->divisor;
     spec.g        = g;
     spec.x.t      = x;
     spec.y.t      = l->output;
@@ -526,6 +569,7 @@ static PetscErrorCode Pool_View(DDLayer l, PetscViewer viewer)
 
   PetscFunctionBegin;
   PetscCall(PetscViewerASCIIPrintf(viewer, "%s pooling, ceil mode %s%s\n", DDPoolTypes[c->type], c->ceil ? "yes" : "no", c->type == DD_POOL_AVG ? (c->countpad ? ", count_include_pad yes" : ", count_include_pad no") : ""));
+  if (c->divisor > 0) PetscCall(PetscViewerASCIIPrintf(viewer, "divisor_override %" PetscInt_FMT "\n", c->divisor));
   if (l->setupcalled) {
     auto dims = [&](const PetscInt v[3]) {
       std::string r;
@@ -553,11 +597,18 @@ static PetscErrorCode Pool_View(DDLayer l, PetscViewer viewer)
 
   Hyper-parameters mean what they mean in torch.nn.MaxPool{1,2,3}d and AvgPool{1,2,3}d: kernel,
   stride (default: the kernel), padding (at most half the kernel), dilation (max only),
-  ceil_mode, count_include_pad (average only, default true); max pooling's gradient goes to
-  the first maximum of each window.
+  ceil_mode, count_include_pad (average only, default true), divisor_override (average only;
+  also for 1-D, where PyTorch has none); max pooling's gradient goes to the first maximum of
+  each window.
+
+  Envelope: 1-3 spatial dimensions, any partition, float32 and float64. Rejected at set-up (an
+  error naming the option): padding above half the kernel, an empty output, dilation or a
+  divisor_override with average / max pooling respectively; a negative divisor_override is
+  rejected by `DDLayerPoolSetDivisorOverride()`.
 
   Kernels: oneDNN (float32; its jit kernels on the tensor's own format, the window read in
-  place) or the reference loops (float64, and float32 layouts oneDNN cannot take).
+  place) or the loops (float64, float32 layouts oneDNN cannot take, and divisor_override,
+  which oneDNN cannot express).
 
   Options Database Keys:
 + -layer_pool_type <max,avg> - the type
@@ -567,6 +618,7 @@ static PetscErrorCode Pool_View(DDLayer l, PetscViewer viewer)
 . -layer_pool_dilation <d,...> - dilation (max)
 . -layer_pool_ceil_mode <bool> - ceil mode
 . -layer_pool_count_include_pad <bool> - average divisor
+. -layer_pool_divisor_override <n> - average pooling's divisor (0: none)
 - -primitive_halo_neighbors_only <bool> - fail set-up when a halo would come from past the adjacent workers (paper 000's assumption; default: from any worker)
 
   Level: beginner

@@ -1,5 +1,5 @@
 /*
-  DDLAYERUPSAMPLE: distributed nearest and (bi/tri)linear upsampling by integer factors,
+  DDLAYERUPSAMPLE: distributed nearest(-exact) and (bi/tri)linear upsampling by scale factors or to a size,
   paper 000 sec. 4.1.1 ("interpolating layers ... the algorithm is very similar to that of
   pooling"):
 
@@ -14,10 +14,13 @@
   interpolation is linear in x, so Backward is exactly its adjoint (the transposed weights)
   followed by the halo's adjoint.
 
-  Semantics are torch.nn.Upsample(scale_factor = s, mode = 'nearest' | 'linear' | 'bilinear'
-  | 'trilinear', align_corners): nearest takes floor(o * (1/s)) (PyTorch's float arithmetic);
-  linear with align_corners false samples at (o + 0.5)/s - 0.5 clamped at 0, with
-  align_corners true at o (n - 1)/(n s - 1). The local loops are the fast kernels of
+  Semantics are torch.nn.Upsample(scale_factor = s | size = m, mode = 'nearest' |
+  'nearest-exact' | 'linear' | 'bilinear' | 'trilinear', align_corners) of torch 1.13, whose
+  interpolate passes the given scale factor to the kernels (recompute_scale_factor unset):
+  r = 1/s when a scale factor is given (the output has floor(n s) entries), r = n/m when a size
+  is; nearest takes floor(o r) (PyTorch's float arithmetic), nearest-exact floor((o + 0.5) r);
+  linear with align_corners false samples at (o + 0.5) r - 0.5 clamped at 0, with align_corners
+  true at o (n - 1)/(m - 1). An output as long as the input is a copy (nearest, linear). The local loops are the fast kernels of
   src/backend/cpu/upsample_fast.cxx (both element types), checked against the reference loops
   of src/backend/reference/upsample_ref.cxx in tests/test_08_fastkernels.cxx.
 */
@@ -38,6 +41,10 @@ struct Upsample {
   DDUpsampleMode mode = DD_UPSAMPLE_NEAREST;
   SpatialParam   scale;
   PetscBool      align = PETSC_FALSE;
+  PetscInt       nreal = 0, nsize = 0; /* real scale factors / output sizes given (entries), 0: not given */
+  PetscReal      rs[3] = {0, 0, 0};
+  PetscInt       sz[3] = {0, 0, 0};
+  double         rsc[3] = {1, 1, 1};  /* set-up: the scale factor per dimension (0: a size was given) */
   /* set-up */
   PetscInt     D = 0, sc[3] = {1, 1, 1}, out[3] = {1, 1, 1};
   DDPrimitive  H     = NULL;
@@ -67,10 +74,11 @@ static PetscErrorCode UpsampleGet(DDLayer l, Upsample **c, const char fn[])
 
   Input Parameters:
 + l    - a `DDLAYERUPSAMPLE` layer
-- mode - `DD_UPSAMPLE_NEAREST` or `DD_UPSAMPLE_LINEAR` (linear, bilinear or trilinear by the number of spatial dimensions)
+- mode - `DD_UPSAMPLE_NEAREST`, `DD_UPSAMPLE_NEAREST_EXACT` (torch's 'nearest-exact') or `DD_UPSAMPLE_LINEAR`
+         (linear, bilinear or trilinear by the number of spatial dimensions)
 
   Options Database Key:
-. -layer_upsample_mode <nearest,linear> - the mode
+. -layer_upsample_mode <nearest,linear,nearest-exact> - the mode
 
   Level: beginner
 
@@ -82,7 +90,7 @@ PetscErrorCode DDLayerUpsampleSetMode(DDLayer l, DDUpsampleMode mode)
 
   PetscFunctionBegin;
   PetscCall(UpsampleGet(l, &c, "DDLayerUpsampleSetMode"));
-  PetscCheck(mode == DD_UPSAMPLE_NEAREST || mode == DD_UPSAMPLE_LINEAR, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Unknown upsampling mode %d", (int)mode);
+  PetscCheck(mode == DD_UPSAMPLE_NEAREST || mode == DD_UPSAMPLE_LINEAR || mode == DD_UPSAMPLE_NEAREST_EXACT, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Unknown upsampling mode %d", (int)mode);
   c->mode = mode;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -112,6 +120,80 @@ PetscErrorCode DDLayerUpsampleSetScale(DDLayer l, PetscInt n, const PetscInt s[]
   PetscCall(UpsampleGet(l, &c, "DDLayerUpsampleSetScale"));
   for (PetscInt j = 0; j < n; j++) PetscCheck(s[j] >= 1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Scale factor %" PetscInt_FMT " (entry %" PetscInt_FMT ") must be at least 1: upsampling only", s[j], j);
   PetscCall(c->scale.Set(PetscObjectComm((PetscObject)l), n, s, "The scale"));
+  c->nreal = c->nsize = 0;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerUpsampleSetScaleFactors - Real (non-integer) scale factors per spatial dimension (torch.nn.Upsample's scale_factor)
+
+  Logically collective
+
+  Input Parameters:
++ l - a `DDLAYERUPSAMPLE` layer
+. n - 1 (the same factor in every dimension) or the number of spatial dimensions
+- s - the factors, positive; the output has floor(n s) entries (at least 1), and the kernels use 1/s
+      in the source index, as torch 1.13 does when recompute_scale_factor is not set
+
+  Options Database Key:
+. -layer_upsample_scale_factor <s0,s1,...> - the factors
+
+  Notes:
+  Replaces an integer scale or a size given before.
+
+  Level: intermediate
+
+.seealso: `DDLayerUpsampleSetScale()`, `DDLayerUpsampleSetSize()`
+@*/
+PetscErrorCode DDLayerUpsampleSetScaleFactors(DDLayer l, PetscInt n, const PetscReal s[])
+{
+  Upsample *c;
+  MPI_Comm  comm;
+
+  PetscFunctionBegin;
+  PetscCall(UpsampleGet(l, &c, "DDLayerUpsampleSetScaleFactors"));
+  comm = PetscObjectComm((PetscObject)l);
+  PetscCheck(n >= 1 && n <= 3, comm, PETSC_ERR_ARG_SIZ, "Scale factors need 1 to 3 entries, %" PetscInt_FMT " given (-layer_upsample_scale_factor)", n);
+  for (PetscInt j = 0; j < n; j++) PetscCheck(s[j] > 0 && !PetscIsInfOrNanReal(s[j]), comm, PETSC_ERR_ARG_OUTOFRANGE, "Scale factor %g (entry %" PetscInt_FMT ") must be positive and finite (-layer_upsample_scale_factor)", (double)s[j], j);
+  for (PetscInt j = 0; j < n; j++) c->rs[j] = s[j];
+  c->nreal = n;
+  c->nsize = 0;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerUpsampleSetSize - The output's spatial size instead of a scale (torch.nn.Upsample's size)
+
+  Logically collective
+
+  Input Parameters:
++ l - a `DDLAYERUPSAMPLE` layer
+. n - 1 (the same size in every dimension) or the number of spatial dimensions
+- m - the sizes, at least 1; the kernels use n/m in the source index
+
+  Options Database Key:
+. -layer_upsample_size <m0,m1,...> - the sizes
+
+  Notes:
+  Replaces a scale given before.
+
+  Level: intermediate
+
+.seealso: `DDLayerUpsampleSetScale()`, `DDLayerUpsampleSetScaleFactors()`
+@*/
+PetscErrorCode DDLayerUpsampleSetSize(DDLayer l, PetscInt n, const PetscInt m[])
+{
+  Upsample *c;
+  MPI_Comm  comm;
+
+  PetscFunctionBegin;
+  PetscCall(UpsampleGet(l, &c, "DDLayerUpsampleSetSize"));
+  comm = PetscObjectComm((PetscObject)l);
+  PetscCheck(n >= 1 && n <= 3, comm, PETSC_ERR_ARG_SIZ, "The size needs 1 to 3 entries, %" PetscInt_FMT " given (-layer_upsample_size)", n);
+  for (PetscInt j = 0; j < n; j++) PetscCheck(m[j] >= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "Output size %" PetscInt_FMT " (entry %" PetscInt_FMT ") must be at least 1 (-layer_upsample_size)", m[j], j);
+  for (PetscInt j = 0; j < n; j++) c->sz[j] = m[j];
+  c->nsize = n;
+  c->nreal = 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -154,8 +236,20 @@ static PetscErrorCode Upsample_SetFromOptions(DDLayer l, PetscOptionItems *Petsc
   PetscOptionsHeadBegin(PetscOptionsObject, "DDLayer upsample options");
   mode = (PetscEnum)c->mode;
   PetscCall(PetscOptionsEnum("-layer_upsample_mode", "Interpolation", "DDLayerUpsampleSetMode", DDUpsampleModes, mode, &mode, &set));
-  if (set) c->mode = (DDUpsampleMode)mode;
-  PetscCall(c->scale.FromOptions(PetscOptionsObject, "-layer_upsample_scale", "Integer scale factor per spatial dimension", "DDLayerUpsampleSetScale"));
+  if (set) PetscCall(DDLayerUpsampleSetMode(l, (DDUpsampleMode)mode));
+  {
+    PetscInt  cnt = 3, iv[3];
+    PetscReal rv[3];
+    PetscBool given;
+    PetscCall(c->scale.FromOptions(PetscOptionsObject, "-layer_upsample_scale", "Integer scale factor per spatial dimension", "DDLayerUpsampleSetScale"));
+    PetscCall(PetscOptionsHasName(((PetscObject)l)->options, ((PetscObject)l)->prefix, "-layer_upsample_scale", &given));
+    if (given) c->nreal = c->nsize = 0; /* an integer scale replaces a real one or a size */
+    PetscCall(PetscOptionsRealArray("-layer_upsample_scale_factor", "Real scale factor per spatial dimension", "DDLayerUpsampleSetScaleFactors", rv, &cnt, &set));
+    if (set) PetscCall(DDLayerUpsampleSetScaleFactors(l, cnt, rv));
+    cnt = 3;
+    PetscCall(PetscOptionsIntArray("-layer_upsample_size", "Output size per spatial dimension", "DDLayerUpsampleSetSize", iv, &cnt, &set));
+    if (set) PetscCall(DDLayerUpsampleSetSize(l, cnt, iv));
+  }
   PetscCall(PetscOptionsBool("-layer_upsample_align_corners", "Align the corners (linear modes)", "DDLayerUpsampleSetAlignCorners", c->align, &c->align, NULL));
   PetscOptionsHeadEnd();
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -188,19 +282,31 @@ static PetscErrorCode Upsample_Destroy(DDLayer l)
   compute_source_index_and_lambda).
 */
 template <class T>
-static void Sources(bool linear, bool align, PetscInt o, PetscInt n, PetscInt m, PetscInt s, PetscInt *i0, PetscInt *i1, double *w0, double *w1)
+static T ScaleValue(double s, PetscInt n, PetscInt m) /* compute_scales_value: 1/s when a factor is given, else n/m */
 {
-  if (m == n) { /* scale 1: a copy */
+  return s > 0 ? (T)(1.0 / s) : (T)n / (T)m;
+}
+template <class T>
+static void Sources(DDUpsampleMode mode, bool align, PetscInt o, PetscInt n, PetscInt m, double s, PetscInt *i0, PetscInt *i1, double *w0, double *w1)
+{
+  if (mode == DD_UPSAMPLE_NEAREST_EXACT) { /* nearest_exact_idx: no shortcut */
+    const float scale = ScaleValue<float>(s, n, m);
+    *i0 = *i1 = PetscMin((PetscInt)std::floor((float)(((double)o + 0.5) * (double)scale)), n - 1);
+    *w0       = 1;
+    *w1       = 0;
+    return;
+  }
+  if (m == n) { /* as long as the input: a copy */
     *i0 = *i1 = o;
     *w0       = 1;
     *w1       = 0;
     return;
   }
-  if (!linear) {
+  if (mode == DD_UPSAMPLE_NEAREST) {
     PetscInt idx;
     if (m == 2 * n) idx = o >> 1;
     else {
-      const float scale = (float)(1.0 / (double)s);
+      const float scale = ScaleValue<float>(s, n, m);
       idx               = PetscMin((PetscInt)std::floor((float)o * scale), n - 1);
     }
     *i0 = *i1 = idx;
@@ -213,7 +319,7 @@ static void Sources(bool linear, bool align, PetscInt o, PetscInt n, PetscInt m,
     const T scale = m > 1 ? (T)(n - 1) / (T)(m - 1) : (T)0;
     src           = scale * (T)o;
   } else {
-    const T scale = (T)(1.0 / (double)s);
+    const T scale = ScaleValue<T>(s, n, m);
     src           = scale * ((T)o + (T)0.5) - (T)0.5;
     if (src < (T)0) src = (T)0;
   }
@@ -241,8 +347,28 @@ static PetscErrorCode Upsample_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   const PetscInt D = x->order - 2;
   const bool     linear = c->mode == DD_UPSAMPLE_LINEAR, align = c->align ? true : false;
   c->D                  = D;
-  PetscCall(c->scale.Resolve(l, D, 1, true, 1, c->sc));
-  for (PetscInt j = 3 - D; j < 3; j++) c->out[j] = x->shape[2 + j - (3 - D)] * c->sc[j];
+  if (c->nreal || c->nsize) {
+    const PetscInt cnt = c->nreal ? c->nreal : c->nsize;
+    PetscCheck(cnt == 1 || cnt == D, comm, PETSC_ERR_ARG_SIZ, "-%slayer_upsample_%s has %" PetscInt_FMT " entries but the input has %" PetscInt_FMT " spatial dimension(s)", prefix, c->nreal ? "scale_factor" : "size", cnt, D);
+    for (PetscInt j = 3 - D; j < 3; j++) {
+      const PetscInt e = cnt == 1 ? 0 : j - (3 - D), n = x->shape[2 + j - (3 - D)];
+      c->sc[j]         = 1;
+      if (c->nreal) {
+        c->rsc[j] = (double)c->rs[e];
+        c->out[j] = (PetscInt)std::floor((double)n * c->rsc[j]); /* torch: floor(float(n * s)) in double */
+        PetscCheck(c->out[j] >= 1, comm, PETSC_ERR_ARG_SIZ, "Scale factor %g on %" PetscInt_FMT " entries gives an empty output (-%slayer_upsample_scale_factor)", c->rsc[j], n, prefix);
+      } else {
+        c->rsc[j] = 0;
+        c->out[j] = c->sz[e];
+      }
+    }
+  } else {
+    PetscCall(c->scale.Resolve(l, D, 1, true, 1, c->sc));
+    for (PetscInt j = 3 - D; j < 3; j++) {
+      c->out[j] = x->shape[2 + j - (3 - D)] * c->sc[j];
+      c->rsc[j] = (double)c->sc[j];
+    }
+  }
   /* per spatial dimension: this worker's output range, the sources of its outputs, its window */
   const DDLayout                    &Lx = x->layout;
   PetscInt                           a[3] = {0, 0, 0}, b[3] = {0, 0, 0}, oa[3] = {0, 0, 0}, ob[3] = {0, 0, 0};
@@ -261,8 +387,8 @@ static PetscErrorCode Upsample_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     for (PetscInt o = oa[jj]; o < ob[jj]; o++) {
       PetscInt i0, i1;
       double   w0, w1;
-      if (x->dtype == DD_FLOAT32) Sources<float>(linear, align, o, n, m, c->sc[jj], &i0, &i1, &w0, &w1);
-      else Sources<double>(linear, align, o, n, m, c->sc[jj], &i0, &i1, &w0, &w1);
+      if (x->dtype == DD_FLOAT32) Sources<float>(c->mode, align, o, n, m, c->rsc[jj], &i0, &i1, &w0, &w1);
+      else Sources<double>(c->mode, align, o, n, m, c->rsc[jj], &i0, &i1, &w0, &w1);
       gi0[jj].push_back(i0);
       gi1[jj].push_back(i1);
       gw0[jj].push_back(w0);
@@ -385,37 +511,52 @@ static PetscErrorCode Upsample_View(DDLayer l, PetscViewer viewer)
   PetscFunctionBegin;
   PetscCall(PetscViewerASCIIPrintf(viewer, "%s interpolation%s\n", DDUpsampleModes[c->mode], c->mode == DD_UPSAMPLE_LINEAR ? (c->align ? ", align_corners yes" : ", align_corners no") : ""));
   if (l->setupcalled) {
-    std::string sc;
-    for (PetscInt jj = 3 - c->D; jj < 3; jj++) sc += (sc.empty() ? "" : "x") + std::to_string(c->sc[jj]);
-    PetscCall(PetscViewerASCIIPrintf(viewer, "scale %s (%" PetscInt_FMT "-D), halo exchange %s, kernels: loops\n", sc.c_str(), c->D, c->H ? "yes" : "no"));
+    std::string sc, os;
+    for (PetscInt jj = 3 - c->D; jj < 3; jj++) {
+      char b[64];
+      PetscCall(PetscSNPrintf(b, sizeof(b), "%g", c->rsc[jj]));
+      sc += (sc.empty() ? "" : "x") + std::string(c->rsc[jj] > 0 ? b : "n/m");
+      os += (os.empty() ? "" : "x") + std::to_string(c->out[jj]);
+    }
+    PetscCall(PetscViewerASCIIPrintf(viewer, "scale %s, output %s (%" PetscInt_FMT "-D), halo exchange %s, kernels: loops\n", sc.c_str(), os.c_str(), c->D, c->H ? "yes" : "no"));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 /*MC
-  DDLAYERUPSAMPLE - "upsample": distributed 1-, 2- and 3-D upsampling by integer factors (paper 000 sec. 4.1.1)
+  DDLAYERUPSAMPLE - "upsample": distributed 1-, 2- and 3-D upsampling by scale factors or to a size (paper 000 sec. 4.1.1)
 
-  Input N x C x spatial on any partition; output N x C x (n s)... on the same partition, with
+  Input N x C x spatial on any partition; output N x C x floor(n s)... (or the given size) on the same partition, with
   the input's batch and channel ownership and format, balanced along the spatial dimensions.
   Each worker computes its output box from an input window given to the halo primitive
   (`DDPrimitiveHaloSetWindow()`): the range of the source indices of its outputs, clamped to
   the tensor as PyTorch clamps them. Backward is the adjoint of the interpolation followed by
   the halo's adjoint (the layer is linear: `DDLayerAdjointTest()` applies).
 
-  Semantics are torch.nn.Upsample(scale_factor, mode = 'nearest' or 'linear'/'bilinear'/
-  'trilinear' by dimension, align_corners).
+  Semantics are torch.nn.Upsample(scale_factor | size, mode = 'nearest', 'nearest-exact' or
+  'linear'/'bilinear'/'trilinear' by dimension, align_corners) of torch 1.13: integer or real
+  scale factors per dimension (the output has floor(n s) entries and the source index uses 1/s),
+  or a target size (the source index uses n/m). Factors below 1 (downsampling) are accepted as
+  torch.nn.functional.interpolate accepts them.
+
+  Envelope: 1-3 spatial dimensions, any partition, float32 and float64. Rejected (errors naming
+  the option): align_corners with a nearest mode; scale factors that are not positive and finite
+  or give an empty output; sizes below 1; a number of entries other than 1 or D.
 
   Kernels: loops for both data types (oneDNN's resampling has other semantics).
 
   Options Database Keys:
-+ -layer_upsample_mode <nearest,linear> - interpolation
++ -layer_upsample_mode <nearest,linear,nearest-exact> - interpolation
 . -layer_upsample_scale <s,...> - integer factors (1 or D entries)
+. -layer_upsample_scale_factor <s,...> - real factors (1 or D entries)
+. -layer_upsample_size <m,...> - output size (1 or D entries)
 . -layer_upsample_align_corners <bool> - align corners (linear)
 - -primitive_halo_neighbors_only <bool> - fail set-up when a halo would come from past the adjacent workers (paper 000's assumption; default: from any worker)
 
   Level: beginner
 
-.seealso: `DDLayerUpsampleSetMode()`, `DDLayerUpsampleSetScale()`, `DDLayerUpsampleSetAlignCorners()`, `DDLAYERPOOL`, `DDPRIMITIVEHALO`
+.seealso: `DDLayerUpsampleSetMode()`, `DDLayerUpsampleSetScale()`, `DDLayerUpsampleSetScaleFactors()`, `DDLayerUpsampleSetSize()`,
+          `DDLayerUpsampleSetAlignCorners()`, `DDLAYERPOOL`, `DDPRIMITIVEHALO`
 M*/
 PETSC_EXTERN PetscErrorCode DDLayerCreate_Upsample(DDLayer l)
 {
