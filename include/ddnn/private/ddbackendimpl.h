@@ -179,6 +179,18 @@ public:
   virtual PetscErrorCode Backward(DDTensor dy, DDTensor dx)             = 0;
 };
 
+/* Coefficients of the optimizers' update kernels (PyTorch's torch.optim rules, evaluated in double) */
+struct SGDCoefficients {
+  double lr = 0, momentum = 0, weight_decay = 0;
+  bool   nesterov = false;
+  bool   first    = false; /* first step: the momentum buffer starts as the gradient */
+};
+struct AdamCoefficients {
+  double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  double bc1 = 1, bc2 = 1;  /* bias corrections 1 - beta1^t, 1 - beta2^t at step t */
+  bool   decoupled = false; /* AdamW: p *= 1 - lr wd; Adam: g += wd p */
+};
+
 /* ------------------------------------------------------------------------------------------
    The kernel table of one element type
 ------------------------------------------------------------------------------------------ */
@@ -206,6 +218,9 @@ struct KernelTable {
   void (*normmoments)(const DDLayout &, const T *x, bool persample, double *cnt, double *mean, double *m2)                                                                   = nullptr;
   void (*normscaleshift)(const DDLayout &Lx, const T *x, const DDLayout &Ly, T *y, bool persample, const double *mu, const double *a, const double *b)                      = nullptr;
   void (*normbwdsums)(const DDLayout &Lx, const T *x, const DDLayout &Ld, const T *dy, bool persample, const double *mu, double *sdy, double *sdyx)                        = nullptr;
+  /* optimizer updates over one contiguous run of a parameter, its gradient and its state */
+  void (*sgdupdate)(PetscInt n, T *p, const T *g, T *buf, const SGDCoefficients &)         = nullptr;
+  void (*adamupdate)(PetscInt n, T *p, const T *g, T *m, T *v, const AdamCoefficients &) = nullptr;
   void (*normbwdapply)(const DDLayout &Lx, const T *x, const DDLayout &Ld, const T *dy, const DDLayout &Lo, T *dx, bool persample, const double *mu, const double *a, const double *b, const double *c) = nullptr;
 };
 
@@ -217,6 +232,7 @@ typedef enum {
   DD_KERNEL_UPSAMPLE,
   DD_KERNEL_POINTWISE,
   DD_KERNEL_NORM,
+  DD_KERNEL_OPTIMIZER,
   DD_KERNEL_NKINDS
 } DDKernelKind;
 } // namespace ddnn

@@ -23,7 +23,7 @@ static PetscBool    registered = PETSC_FALSE;
 static std::string  defaultname;
 static PetscClassId DD_BACKEND_CLASSID;
 
-static const char *const KernelKindNames[] = {"Conv", "Pool", "Gemm", "Upsample", "Pointwise", "Norm"};
+static const char *const KernelKindNames[] = {"Conv", "Pool", "Gemm", "Upsample", "Pointwise", "Norm", "Optimizer"};
 
 /* "cpu/dnnl" and "/cpu/dnnl" name the same backend */
 static std::string Normalize(const char name[])
@@ -231,6 +231,7 @@ PetscErrorCode DDBackendView(PetscViewer viewer)
       if (t.upsamplefwd) r += " upsample";
       if (t.actfwd) r += " pointwise";
       if (t.normmoments) r += " norm";
+      if (t.sgdupdate) r += " optimizer";
       return r.empty() ? std::string(" -") : r;
     };
     PetscCall(PetscViewerASCIIPrintf(viewer, "%s: %s; %s memory; falls back to %s\n", e->name, e->description, DDMemTypes[e->memtype], e->fallback[0] ? e->fallback : "nothing"));
@@ -438,4 +439,13 @@ DDBackend ddnn::DDBackendLookup_Private(const char name[])
   for (auto &e : Registry())
     if (std::string(e->name) == name) return e.get();
   return nullptr;
+}
+
+PetscErrorCode ddnn::DDBackendDefault_Private(DDBackend *b)
+{
+  const char *n;
+  PetscFunctionBegin;
+  PetscCall(DDBackendGetDefault(&n));
+  PetscCall(DDBackendGet(n, b));
+  PetscFunctionReturn(PETSC_SUCCESS);
 }

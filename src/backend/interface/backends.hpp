@@ -17,6 +17,8 @@ extern const struct _DDBackendVecOps HostVecOps;
 PetscErrorCode DDVecOps_Private(DDMemType, const struct _DDBackendVecOps **);
 /* the memory operations of a memory type */
 PetscErrorCode DDMemOps_Private(DDMemType, const struct _DDBackendMemOps **);
+/* the default backend (-dd_backend) */
+PetscErrorCode DDBackendDefault_Private(DDBackend *);
 /* the backend registered under name (registering all first); NULL when it is not in this build */
 DDBackend DDBackendLookup_Private(const char name[]);
 

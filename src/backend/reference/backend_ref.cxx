@@ -5,6 +5,7 @@
 */
 #include <backend/common/loopkernels.hpp>
 #include <backend/cpu/fastkernels.hpp>
+#include <backend/cpu/optimizer_kernels.hpp>
 
 using namespace ddnn;
 
@@ -59,6 +60,8 @@ void FillRef(KernelTable<T> &t)
   t.upsamplebwd      = UpsampleBackwardRef<T>;
   t.actfwd           = ActivationForward<T>; /* one plain loop per function: the reference too */
   t.actbwd           = ActivationBackward<T>;
+  t.sgdupdate        = SGDUpdate<T>; /* one loop per rule, in double: the reference and the CPU path alike */
+  t.adamupdate       = AdamUpdate<T>;
   t.normmoments      = NormMoments<T>; /* tiled loops over the storage order: the reference and the fast path alike */
   t.normscaleshift   = NormScaleShift<T>;
   t.normbwdsums      = NormBackwardSums<T>;

@@ -2,6 +2,7 @@
   DDLayer: the object, registry, life cycle, parameters, initialization and the adjoint test.
 */
 #include <ddnn/private/ddlayerimpl.h>
+#include <ddnn/private/ddbackendimpl.h>
 #include <tensor/layout.hpp>
 #include <sys/ddsysimpl.h>
 #include <map>
@@ -955,7 +956,7 @@ PetscErrorCode DDTensorInitialize_Private(DDTensor t, DDInitType type, PetscReal
   const PetscReal gain = PetscSqrtReal(2.0); /* ReLU */
   PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
-    T *arr  = (T *)t->array;
+    T *arr  = HostArray<T>(t);
     ForEachIndex(L.order, a, b, L.perm, [&](const PetscInt *j) {
       PetscInt64 g = 0;
       for (PetscInt k = 0; k < L.order; k++) g += gs[k] * (j[k] - L.lo[k] + L.start[k]);

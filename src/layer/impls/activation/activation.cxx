@@ -379,7 +379,7 @@ static void PReLUWeights(Activation *s, std::vector<T> &wv)
   const bool perchannel = s->nparam != 1;
   wv.assign(s->Cl, (T)0);
   if (!s->wh->active) return;
-  const T *a = (const T *)s->wh->array;
+  const T *a = HostArray<const T>(s->wh);
   for (PetscInt c = 0; c < s->Cl; c++) wv[c] = perchannel ? a[c] : a[0];
 }
 

@@ -435,7 +435,7 @@ static PetscErrorCode BatchNorm_Forward(DDLayer l, PetscInt nin, DDTensor xs[], 
       s->mean.resize(Cl);
       s->m2.resize(Cl);
       if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normmoments, x->layout, HostArray<const T>(x), false, s->cnt.data(), s->mean.data(), s->m2.data()));
-      double *st = (double *)s->st1->array;
+      double *st = HostArray<double>(s->st1);
       if (act)
         for (PetscInt c = 0; c < Cl; c++) st[c] = s->cnt[c] * s->mean[c];
       PetscCall(AllSum(s->A1, s->st1));
@@ -454,7 +454,7 @@ static PetscErrorCode BatchNorm_Forward(DDLayer l, PetscInt nin, DDTensor xs[], 
       /* running statistics on Pc (whose workers hold the same channels as their input piece) */
       if (update) s->nbt++;
       if (update && s->rm->active) {
-        T             *rm = (T *)s->rm->array, *rv = (T *)s->rv->array;
+        T             *rm = HostArray<T>(s->rm), *rv = HostArray<T>(s->rv);
         const double   m  = s->cumulative ? 1.0 / (double)s->nbt : (double)s->momentum, unb = s->count / (s->count - 1);
         const PetscInt nc = s->rm->layout.n[0];
         for (PetscInt c = 0; c < nc; c++) {
@@ -505,7 +505,7 @@ static PetscErrorCode BatchNorm_Backward(DDLayer l, DDTensor dy, PetscInt nin, D
     if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normbwdsums, x->layout, HostArray<const T>(x), g->layout, HostArray<const T>(g), false, s->mu.data(), s->s1.data(), s->s2.data()));
     if (s->affine) { /* local partial gradients; the broadcast's adjoint sums them onto Pc */
       if (s->dwh->active) {
-        T *dw = (T *)s->dwh->array, *db = (T *)s->dbh->array;
+        T *dw = HostArray<T>(s->dwh), *db = HostArray<T>(s->dbh);
         for (PetscInt c = 0; c < Cl; c++) {
           dw[c] = (T)(s->s2[c] * s->rstd[c]);
           db[c] = (T)s->s1[c];
@@ -519,7 +519,7 @@ static PetscErrorCode BatchNorm_Backward(DDLayer l, DDTensor dy, PetscInt nin, D
     s->kb.assign(Cl, 0.0);
     s->kc.assign(Cl, 0.0);
     if (s->fwdtraining) {
-      double *st = (double *)s->st2->array;
+      double *st = HostArray<double>(s->st2);
       if (act)
         for (PetscInt c = 0; c < Cl; c++) {
           st[c]      = s->s1[c];

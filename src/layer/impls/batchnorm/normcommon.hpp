@@ -146,7 +146,7 @@ inline void ParamValues(DDTensor ph, PetscInt Cl, double dflt, std::vector<doubl
 {
   v.assign(Cl, dflt);
   if (!ph || !ph->active) return;
-  const T *a = (const T *)ph->array;
+  const T *a = HostArray<const T>(ph);
   for (PetscInt c = 0; c < Cl; c++) v[c] = (double)a[c];
 }
 

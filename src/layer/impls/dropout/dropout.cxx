@@ -8,6 +8,7 @@
   the mask of the last Forward (nothing is stored). In evaluation mode the layer is the identity.
 */
 #include <layer/impls/common/layerutil.hpp>
+#include <ddnn/private/ddbackendimpl.h>
 #include <cstdlib>
 #include <cerrno>
 
@@ -199,8 +200,8 @@ static PetscErrorCode Dropout_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DD
   const DDLayout *Ls[2] = {&x->layout, &y->layout};
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
     using T     = decltype(z);
-    const T *xa = (const T *)x->array;
-    T       *ya = (T *)y->array;
+    const T *xa = HostArray<const T>(x);
+    T       *ya = HostArray<T>(y);
     ForEachGlobalRun<2>(Ls, x->shape, [&](const PetscInt *off, const PetscInt *st, PetscInt64 g, PetscInt64 gst, PetscInt n) { MaskRun<T>(key, (double)s->p, xa + off[0], st[0], ya + off[1], st[1], g, gst, n); });
     return PETSC_SUCCESS;
   }));
@@ -223,8 +224,8 @@ static PetscErrorCode Dropout_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDT
   const DDLayout *Ls[2] = {&dy->layout, &dx->layout};
   PetscCall(DispatchType(dx->dtype, [&](auto z) -> PetscErrorCode {
     using T     = decltype(z);
-    const T *ga = (const T *)dy->array;
-    T       *da = (T *)dx->array;
+    const T *ga = HostArray<const T>(dy);
+    T       *da = HostArray<T>(dx);
     ForEachGlobalRun<2>(Ls, dx->shape, [&](const PetscInt *off, const PetscInt *st, PetscInt64 g, PetscInt64 gst, PetscInt n) { MaskRun<T>(key, (double)s->p, ga + off[0], st[0], da + off[1], st[1], g, gst, n); });
     return PETSC_SUCCESS;
   }));

@@ -234,7 +234,7 @@ static PetscErrorCode GroupNorm_Forward(DDLayer l, PetscInt nin, DDTensor xs[], 
           c0 = nt;
         }
       }
-    double *st = (double *)s->st1->array;
+    double *st = HostArray<double>(s->st1);
     if (act)
       for (PetscInt i = 0; i < NG; i++) st[i] = gc[i] * gm[i];
     PetscCall(AllSum(s->A1, s->st1));
@@ -285,7 +285,7 @@ static PetscErrorCode GroupNorm_Backward(DDLayer l, DDTensor dy, PetscInt nin, D
     if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normbwdsums, x->layout, HostArray<const T>(x), g->layout, HostArray<const T>(g), true, s->mu.data(), s->s1.data(), s->s2.data()));
     /* parameter gradients: local partial sums over this worker's samples and positions */
     if (s->dwh->active) {
-      T *dw = (T *)s->dwh->array, *db = (T *)s->dbh->array;
+      T *dw = HostArray<T>(s->dwh), *db = HostArray<T>(s->dbh);
       for (PetscInt c = 0; c < Cl; c++) {
         double aw = 0, ab = 0;
         for (PetscInt n = 0; n < Nl; n++) {
@@ -299,7 +299,7 @@ static PetscErrorCode GroupNorm_Backward(DDLayer l, DDTensor dy, PetscInt nin, D
     PetscCall(s->cp.FromWorkers(s->dwh, s->tmp, l->grads[0]));
     PetscCall(s->cp.FromWorkers(s->dbh, s->tmp, l->grads[1]));
     if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
-    double *st = (double *)s->st2->array;
+    double *st = HostArray<double>(s->st2);
     if (act)
       for (PetscInt n = 0; n < Nl; n++)
         for (PetscInt gg = 0; gg < Gl; gg++) {

@@ -22,6 +22,7 @@
   like the batch; no reduction is applied to it, and Backward takes dy of its shape.
 */
 #include <ddnn/private/ddlayerimpl.h>
+#include <ddnn/private/ddbackendimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <tensor/layout.hpp>
 #include <vector>
@@ -519,8 +520,8 @@ template <class T>
 static double LocalLoss(Loss *s, DDTensor p, DDTensor t, DDTensor y, double *den)
 {
   const DDLayout &Lp = p->layout, &Lt = t->layout;
-  const T        *a = (const T *)p->array, *b = (const T *)t->array;
-  T              *yo = y ? (T *)y->array : nullptr;
+  const T        *a = HostArray<const T>(p), *b = HostArray<const T>(t);
+  T              *yo = y ? HostArray<T>(y) : nullptr;
   double          sum = 0;
   *den                = 0;
   if (!p->active || !Lp.bulksize) return 0;
@@ -578,7 +579,7 @@ static PetscErrorCode Loss_Forward(DDLayer l, PetscInt n, DDTensor xs[], DDTenso
     double    bad = 0;
     if (xs[1]->active) PetscCall(DispatchType(xs[1]->dtype, [&](auto z) -> PetscErrorCode {
       using T    = decltype(z);
-      const T *b = (const T *)xs[1]->array;
+      const T *b = HostArray<const T>(xs[1]);
       ForEachBulkRun(xs[1]->layout, [&](PetscInt off, PetscInt len) {
         for (PetscInt i = 0; i < len; i++) {
           double v = (double)b[off + i];
@@ -602,14 +603,14 @@ static PetscErrorCode Loss_Forward(DDLayer l, PetscInt n, DDTensor xs[], DDTenso
     PetscCall(DDTensorSet(s->part, den));
     PetscCall(DDPrimitiveApply(s->R, s->part, s->yden));
     PetscCall(DDPrimitiveApply(s->B, s->yden, s->yall));
-    s->count = s->yall->dtype == DD_FLOAT32 ? (double)((float *)s->yall->array)[0] : ((double *)s->yall->array)[0];
+    s->count = s->yall->dtype == DD_FLOAT32 ? (double)(HostArray<float>(s->yall))[0] : (HostArray<double>(s->yall))[0];
   }
   const double div = s->red == DD_REDUCTION_MEAN ? s->count : 1.0;
   PetscCall(DDTensorSet(s->part, local / div));
   PetscCall(DDPrimitiveApply(s->R, s->part, s->ys));
   /* report the value everywhere */
   PetscCall(DDPrimitiveApply(s->B, s->ys, s->yall));
-  s->value = (PetscReal)(s->yall->dtype == DD_FLOAT32 ? ((float *)s->yall->array)[0] : ((double *)s->yall->array)[0]);
+  s->value = (PetscReal)(s->yall->dtype == DD_FLOAT32 ? (HostArray<float>(s->yall))[0] : (HostArray<double>(s->yall))[0]);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -636,12 +637,12 @@ static PetscErrorCode Loss_Backward(DDLayer l, DDTensor dy, PetscInt n, DDTensor
   PetscCall(DispatchType(p->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
     PetscFunctionBegin;
-    const double g0 = none ? 1.0 : (p->active && s->dpart->layout.bulksize ? (double)((const T *)s->dpart->array)[0] / (s->red == DD_REDUCTION_MEAN ? s->count : 1.0) : 0);
+    const double g0 = none ? 1.0 : (p->active && s->dpart->layout.bulksize ? (double)(HostArray<const T>(s->dpart))[0] / (s->red == DD_REDUCTION_MEAN ? s->count : 1.0) : 0);
     if (dp) PetscCall(DDTensorZeroEntries(dp));
     if (dt) PetscCall(DDTensorZeroEntries(dt));
     if (!p->active) PetscFunctionReturn(PETSC_SUCCESS);
-    const T       *a  = (const T *)p->array, *b = (const T *)t->array;
-    const T       *ga = none && dy ? (const T *)dy->array : nullptr;
+    const T       *a  = HostArray<const T>(p), *b = HostArray<const T>(t);
+    const T       *ga = none && dy ? HostArray<const T>(dy) : nullptr;
     const PetscInt d  = p->order;
     /* the scale of position / element j: dy there (reduction none) or dL / divisor */
     auto g = [&](const PetscInt *j, PetscInt c) { return ga ? (double)ga[Off(dy->layout, d, j, c)] : g0; };
@@ -656,8 +657,8 @@ static PetscErrorCode Loss_Backward(DDLayer l, DDTensor dy, PetscInt n, DDTensor
       }
       ForEachIndex(d, a0, b0, ord, [&](const PetscInt *j) {
         const double dr = g(j, j[1]) * deriv((double)a[Off(Lp, d, j, j[1])] - (double)b[Off(Lt, d, j, j[1])]);
-        if (dp) ((T *)dp->array)[Off(dp->layout, d, j, j[1])] = (T)dr;
-        if (dt) ((T *)dt->array)[Off(dt->layout, d, j, j[1])] = (T)-dr;
+        if (dp) (HostArray<T>(dp))[Off(dp->layout, d, j, j[1])] = (T)dr;
+        if (dt) (HostArray<T>(dt))[Off(dt->layout, d, j, j[1])] = (T)-dr;
       });
       PetscFunctionReturn(PETSC_SUCCESS);
     }
@@ -673,9 +674,9 @@ static PetscErrorCode Loss_Backward(DDLayer l, DDTensor dy, PetscInt n, DDTensor
       double wd;
       (void)CrossEntropyAt(s, C, v.data(), tv.data(), &wd, g(j, 0), dv.data(), wantt ? dtv.data() : nullptr);
       if (dp)
-        for (PetscInt c = 0; c < C; c++) ((T *)dp->array)[Off(dp->layout, d, j, c)] = (T)dv[c];
+        for (PetscInt c = 0; c < C; c++) (HostArray<T>(dp))[Off(dp->layout, d, j, c)] = (T)dv[c];
       if (wantt)
-        for (PetscInt c = 0; c < C; c++) ((T *)dt->array)[Off(dt->layout, d, j, c)] = (T)dtv[c];
+        for (PetscInt c = 0; c < C; c++) (HostArray<T>(dt))[Off(dt->layout, d, j, c)] = (T)dtv[c];
     });
     PetscFunctionReturn(PETSC_SUCCESS);
   }));

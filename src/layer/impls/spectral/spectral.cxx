@@ -24,6 +24,7 @@
   Backward uses the X of the last Forward.
 */
 #include <ddnn/private/ddlayerimpl.h>
+#include <ddnn/private/ddbackendimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <tensor/layout.hpp>
 #include <vector>
@@ -307,7 +308,7 @@ static void ScaleD(DDTensor t, const std::vector<PetscReal> &ds)
   const DDLayout &L  = t->layout;
   const PetscInt  nl = (PetscInt)ds.size();
   if (!L.bulksize || !nl) return;
-  T             *v   = (T *)t->array;
+  T             *v   = HostArray<T>(t);
   const PetscInt cnt = L.bulksize / (2 * nl);
   for (PetscInt r = 0; r < cnt; r++)
     for (PetscInt i = 0; i < nl; i++) {
@@ -338,10 +339,10 @@ static PetscErrorCode Spectral_Forward(DDLayer l, PetscInt nin, DDTensor xs[], D
     PetscInt N, Ci, Co, K;
     LocalSizes(a, &N, &Ci, &Co, &K);
     if (a->X->dtype == DD_FLOAT64) {
-      ModeMix<double>(N, Ci, Co, K, (const double *)a->X->array, (const double *)a->w->array, (double *)a->Y->array);
+      ModeMix<double>(N, Ci, Co, K, HostArray<const double>(a->X), HostArray<const double>(a->w), HostArray<double>(a->Y));
       ScaleD<double>(a->Y, a->dscale);
     } else {
-      ModeMix<float>(N, Ci, Co, K, (const float *)a->X->array, (const float *)a->w->array, (float *)a->Y->array);
+      ModeMix<float>(N, Ci, Co, K, HostArray<const float>(a->X), HostArray<const float>(a->w), HostArray<float>(a->Y));
       ScaleD<float>(a->Y, a->dscale);
     }
   }
@@ -364,10 +365,10 @@ static PetscErrorCode Spectral_Backward(DDLayer l, DDTensor dy, PetscInt nin, DD
     LocalSizes(a, &N, &Ci, &Co, &K);
     if (a->X->dtype == DD_FLOAT64) {
       ScaleD<double>(a->dY, a->dscale);
-      ModeMixAdjoint<double>(N, Ci, Co, K, (const double *)a->X->array, (const double *)a->w->array, (const double *)a->dY->array, (double *)a->dX->array, (double *)l->grads[0]->array);
+      ModeMixAdjoint<double>(N, Ci, Co, K, HostArray<const double>(a->X), HostArray<const double>(a->w), HostArray<const double>(a->dY), HostArray<double>(a->dX), HostArray<double>(l->grads[0]));
     } else {
       ScaleD<float>(a->dY, a->dscale);
-      ModeMixAdjoint<float>(N, Ci, Co, K, (const float *)a->X->array, (const float *)a->w->array, (const float *)a->dY->array, (float *)a->dX->array, (float *)l->grads[0]->array);
+      ModeMixAdjoint<float>(N, Ci, Co, K, HostArray<const float>(a->X), HostArray<const float>(a->w), HostArray<const float>(a->dY), HostArray<float>(a->dX), HostArray<float>(l->grads[0]));
     }
   }
   PetscCall(PetscObjectStateIncrease((PetscObject)l->grads[0]));

@@ -4,7 +4,8 @@
   AdamUpdate).
 */
 #include <optimizer/impls/adam/adam.hpp>
-#include <backend/cpu/optimizer_kernels.hpp>
+#include <backend/interface/backends.hpp>
+#include <backend/cpu/optimizer_kernels.hpp> /* StateValid: the checks of a restored state */
 #include <tensor/layout.hpp>
 #include <cmath>
 
@@ -64,14 +65,20 @@ static PetscErrorCode DDOptimizerStep_Adam(DDOptimizer opt, PetscReal lr)
   c.bc1          = 1 - std::pow((double)opt->beta1, (double)opt->step);
   c.bc2          = 1 - std::pow((double)opt->beta2, (double)opt->step);
   c.decoupled    = adam->decoupled ? true : false;
+  DDBackend be; /* the update loops of the default backend's chain */
+  PetscCall(DDBackendDefault_Private(&be));
   for (PetscInt i = 0; i < (PetscInt)opt->params->size(); i++) {
     DDTensor p = (*opt->params)[i], g = (*opt->grads)[i], m, v;
     PetscCall(DDOptimizerGetParameterState_Private(opt, i, 0, &m));
     PetscCall(DDOptimizerGetParameterState_Private(opt, i, 1, &v));
     PetscCall(DispatchType(p->dtype, [&](auto z) -> PetscErrorCode {
       using T = decltype(z);
-      T *pa = (T *)p->array, *ga = (T *)g->array, *ma = (T *)m->array, *va = (T *)v->array;
-      ForEachBulkRun(p->layout, [&](PetscInt off, PetscInt len) { AdamUpdate<T>(len, pa + off, ga + off, ma + off, va + off, c); });
+      T        *pa = HostArray<T>(p), *ga = HostArray<T>(g), *ma = HostArray<T>(m), *va = HostArray<T>(v);
+      DDBackend which;
+      decltype(KernelTable<T>::adamupdate) fn;
+      PetscCall(DDBackendFind<T>(be, &KernelTable<T>::adamupdate, DD_KERNEL_OPTIMIZER, &fn, &which));
+      KernelEvent e(which, DD_KERNEL_OPTIMIZER);
+      ForEachBulkRun(p->layout, [&](PetscInt off, PetscInt len) { fn(len, pa + off, ga + off, ma + off, va + off, c); });
       return PETSC_SUCCESS;
     }));
   }

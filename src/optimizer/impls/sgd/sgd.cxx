@@ -4,7 +4,8 @@
   (src/backend/cpu/optimizer_kernels.cxx, SGDUpdate).
 */
 #include <ddnn/private/ddoptimizerimpl.h>
-#include <backend/cpu/optimizer_kernels.hpp>
+#include <backend/interface/backends.hpp>
+#include <backend/cpu/optimizer_kernels.hpp> /* StateValid: the checks of a restored state */
 #include <tensor/layout.hpp>
 
 using namespace ddnn;
@@ -58,13 +59,19 @@ static PetscErrorCode DDOptimizerStep_SGD(DDOptimizer opt, PetscReal lr)
   c.weight_decay = opt->weight_decay;
   c.nesterov     = opt->nesterov ? true : false;
   c.first        = opt->step == 1;
+  DDBackend be; /* the update loops of the default backend's chain */
+  PetscCall(DDBackendDefault_Private(&be));
   for (PetscInt i = 0; i < (PetscInt)opt->params->size(); i++) {
     DDTensor p = (*opt->params)[i], g = (*opt->grads)[i], buf;
     PetscCall(DDOptimizerGetParameterState_Private(opt, i, 0, &buf));
     PetscCall(DispatchType(p->dtype, [&](auto z) -> PetscErrorCode {
       using T = decltype(z);
-      T *pa = (T *)p->array, *ga = (T *)g->array, *ba = (T *)buf->array;
-      ForEachBulkRun(p->layout, [&](PetscInt off, PetscInt len) { SGDUpdate<T>(len, pa + off, ga + off, ba + off, c); });
+      T        *pa = HostArray<T>(p), *ga = HostArray<T>(g), *ba = HostArray<T>(buf);
+      DDBackend which;
+      decltype(KernelTable<T>::sgdupdate) fn;
+      PetscCall(DDBackendFind<T>(be, &KernelTable<T>::sgdupdate, DD_KERNEL_OPTIMIZER, &fn, &which));
+      KernelEvent e(which, DD_KERNEL_OPTIMIZER);
+      ForEachBulkRun(p->layout, [&](PetscInt off, PetscInt len) { fn(len, pa + off, ga + off, ba + off, c); });
       return PETSC_SUCCESS;
     }));
   }
