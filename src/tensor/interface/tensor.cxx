@@ -509,6 +509,7 @@ PetscErrorCode DDTensorSetUp(DDTensor t)
   PetscCheck(t->part, comm, PETSC_ERR_ARG_WRONGSTATE, "Tensor has no partition: call DDTensorSetPartition()");
   PetscCheck(t->order > 0, comm, PETSC_ERR_ARG_WRONGSTATE, "Tensor has no shape: call DDTensorSetShape()");
   PetscCheck(t->order == t->part->order, comm, PETSC_ERR_ARG_INCOMP, "Tensor of order %" PetscInt_FMT " cannot live on a partition of order %" PetscInt_FMT " (add size-1 dimensions to one of them)", t->order, t->part->order);
+  PetscCall(TensorMem(t, &mem)); /* device memory where there is none: an error before anything is done */
   PetscCall(PetscLogEventBegin(DD_TensorSetUp, t, 0, 0, 0));
   PetscCall(DDShapeToString_Private(t->order, t->shape, sh, sizeof(sh)));
   for (PetscInt k = 0; k < t->order; k++) {
@@ -550,7 +551,6 @@ PetscErrorCode DDTensorSetUp(DDTensor t)
     for (PetscInt k = 0; k < t->order; k++) t->lo[k] = t->hi[k] = 0;
   PetscCall(LayoutBuild(&t->layout, t->order, n, start, t->lo, t->hi, t->format, t->bs, t->blockdim));
   PetscCall(DDDataTypeGetSize(t->dtype, &es));
-  PetscCall(TensorMem(t, &mem));
   PetscCall(mem->malloc(t->layout.size * es, &t->array));
   t->ownsarray   = PETSC_TRUE;
   t->setupcalled = PETSC_TRUE;
