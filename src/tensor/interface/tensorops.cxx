@@ -334,7 +334,7 @@ PetscErrorCode DDTensorGetArray(DDTensor t, void **a)
 . t - the tensor (set up)
 
   Output Parameter:
-. mtype - `DD_MEMTYPE_HOST` (every backend of this build) or `DD_MEMTYPE_DEVICE`
+. mtype - `DD_MEMTYPE_HOST` or `DD_MEMTYPE_DEVICE` (see `DDTensorSetMemType()`)
 
   Level: intermediate
 
