@@ -37,11 +37,11 @@ PETSC_EXTERN const char *const DDDataTypes[];
   DDMemType - where a tensor's storage lives
 
 $ DD_MEMTYPE_HOST - host memory (every CPU backend)
-$ DD_MEMTYPE_DEVICE - device memory of an accelerator backend (not in this build: no GPU backend yet)
+$ DD_MEMTYPE_DEVICE - device memory of the GPU backend "/gpu/cuda" (builds with -DDDNN_WITH_CUDA=ON)
 
   Level: intermediate
 
-.seealso: `DDTensorGetMemType()`, `DDTensorGetArrayAndMemType()`, `DDBackendSetDefault()`
+.seealso: `DDTensorSetMemType()`, `DDTensorGetMemType()`, `DDTensorGetArrayAndMemType()`, `DDBackendSetDefault()`
 E*/
 typedef enum {
   DD_MEMTYPE_HOST   = 0,

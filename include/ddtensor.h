@@ -43,6 +43,7 @@ PETSC_EXTERN PetscErrorCode DDTensorSetOwnershipRanges(DDTensor, PetscInt, const
 PETSC_EXTERN PetscErrorCode DDTensorSetReplicated(DDTensor, PetscInt, PetscBool);
 PETSC_EXTERN PetscErrorCode DDTensorSetEmptyPiecesAllowed(DDTensor, PetscBool);
 PETSC_EXTERN PetscErrorCode DDTensorSetFormat(DDTensor, DDTensorFormat);
+PETSC_EXTERN PetscErrorCode DDTensorSetMemType(DDTensor, DDMemType);
 PETSC_EXTERN PetscErrorCode DDTensorSetBlockSize(DDTensor, PetscInt);
 PETSC_EXTERN PetscErrorCode DDTensorSetHalo(DDTensor, const PetscInt[], const PetscInt[]);
 PETSC_EXTERN PetscErrorCode DDTensorEnsureHalo(DDTensor, const PetscInt[], const PetscInt[]);

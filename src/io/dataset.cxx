@@ -317,6 +317,7 @@ PetscErrorCode DDDatasetReadBatch(DDDataset ds, PetscInt field, PetscInt start, 
   PetscValidHeaderSpecific(ds, DD_DATASET_CLASSID, 1);
   PetscCheck(ds->setupcalled, comm, PETSC_ERR_ARG_WRONGSTATE, "Call DDDatasetSetUp() first");
   PetscCall(DDTensorCheckSetUp_Private(t, "DDDatasetReadBatch"));
+  PetscCall(DDTensorCheckHost_Private(t, "DDDatasetReadBatch"));
   PetscCheck(field >= 0 && field < (PetscInt)I->fields.size(), comm, PETSC_ERR_ARG_OUTOFRANGE, "Field %" PetscInt_FMT " does not exist", field);
   PetscCheck(start >= 0 && n > 0 && start + n <= I->S, comm, PETSC_ERR_ARG_OUTOFRANGE, "Batch [%" PetscInt_FMT ", %" PetscInt_FMT ") is outside the %" PetscInt_FMT " samples", start, start + n, I->S);
   const std::vector<PetscInt> &fs = I->shapes[field];

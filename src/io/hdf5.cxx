@@ -304,6 +304,7 @@ PetscErrorCode H5WriteTensor(hid_t fid, const char *path, DDTensor t)
   hid_t                type = t->dtype == DD_FLOAT32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
 
   PetscFunctionBegin;
+  PetscCall(DDTensorCheckHost_Private(t, "DDTensorWriteHDF5"));
   for (PetscInt k = 0; k < t->order; k++) dims[k] = (hsize_t)t->shape[k];
   if (H5Lexists(fid, path, H5P_DEFAULT) > 0) H5Ldelete(fid, path, H5P_DEFAULT);
   hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
@@ -375,6 +376,7 @@ PetscErrorCode H5ReadTensor(hid_t fid, const char *file, const char *path, DDTen
   std::vector<hsize_t>  start, count, ps, pc, dims(t->shape, t->shape + t->order);
 
   PetscFunctionBegin;
+  PetscCall(DDTensorCheckHost_Private(t, "DDTensorReadHDF5"));
   PetscCall(H5DatasetShape(comm, fid, file, path, fd));
   DDCheckAll(comm, fd == td, PETSC_ERR_FILE_UNEXPECTED, "Dataset \"%s\" in \"%s\" has shape %s, the tensor %s", path, file, DimsString(fd).c_str(), DimsString(td).c_str());
   hid_t dset = H5Dopen2(fid, path, H5P_DEFAULT);
@@ -524,6 +526,7 @@ PetscErrorCode DDTensorWriteHDF5(DDTensor t, const char file[], const char datas
 
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorWriteHDF5"));
+  PetscCall(DDTensorCheckHost_Private(t, "DDTensorWriteHDF5"));
   PetscCall(DDCheckSameString(PetscObjectComm((PetscObject)t), "the HDF5 dataset name", dataset));
   PetscCall(H5Open(PetscObjectComm((PetscObject)t), file, append ? 'a' : 'w', &fid));
   PetscCall(H5WriteTensor(fid, dataset, t));
@@ -552,6 +555,7 @@ PetscErrorCode DDTensorReadHDF5(DDTensor t, const char file[], const char datase
 
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorReadHDF5"));
+  PetscCall(DDTensorCheckHost_Private(t, "DDTensorReadHDF5"));
   PetscCall(DDCheckSameString(PetscObjectComm((PetscObject)t), "the HDF5 dataset name", dataset));
   PetscCall(H5Open(PetscObjectComm((PetscObject)t), file, 'r', &fid));
   PetscErrorCode ierr = H5ReadTensor(fid, file, dataset, t, false);
@@ -598,6 +602,7 @@ PetscErrorCode DDTensorWriteHDF5Slice(DDTensor t, const char file[], const char 
 
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorWriteHDF5Slice"));
+  PetscCall(DDTensorCheckHost_Private(t, "DDTensorWriteHDF5Slice"));
   PetscCheck(index >= 0 && index < total, comm, PETSC_ERR_ARG_OUTOFRANGE, "Slice %" PetscInt_FMT " is outside [0, %" PetscInt_FMT ")", index, total);
   const PetscInt       drop = (t->order > 1 && t->shape[0] == 1) ? 1 : 0;
   std::vector<hsize_t> dims(t->order + 1 - drop), start(dims.size(), 0), count(dims.size(), 0);

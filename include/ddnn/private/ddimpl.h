@@ -70,8 +70,9 @@ struct _p_DDTensor {
   PetscInt       lo[DD_MAX_DIM], hi[DD_MAX_DIM]; /* halo widths of this rank */
   DDLayout       layout;
   PetscBool      active; /* this rank is a worker of the partition */
-  DDMemType      memtype; /* where array lives (DD_MEMTYPE_HOST: every backend of this build) */
+  DDMemType      memtype; /* where array lives (DD_MEMTYPE_HOST, or DD_MEMTYPE_DEVICE: /gpu/cuda's memory) */
   void          *array;
+  void          *hostmirror; /* a device tensor's host copy for the host accessors (layout.size entries), or NULL */
   PetscBool      ownsarray;
   Vec            placedvec;
   void          *savedarray;
@@ -89,3 +90,9 @@ PETSC_EXTERN PetscErrorCode DDTensorCheckCompatible_Private(DDTensor, DDTensor, 
 PETSC_EXTERN PetscErrorCode DDSplitOwnership_Private(PetscInt, PetscInt, PetscInt[]);
 PETSC_EXTERN PetscErrorCode DDShapeToString_Private(PetscInt, const PetscInt[], char[], size_t);
 PETSC_EXTERN PetscErrorCode DDTensorSetBlockDimension_Private(DDTensor, PetscInt);
+/* host-only code: an error "<fn> does not support device tensors yet" for a tensor not in host memory */
+PETSC_EXTERN PetscErrorCode DDTensorCheckHost_Private(DDTensor, const char[]);
+/* the storage in host memory: the array itself, or a device tensor's host mirror (copied from the device) */
+PETSC_EXTERN PetscErrorCode DDTensorGetHostArray_Private(DDTensor, void **);
+/* ends DDTensorGetHostArray_Private(); written: copy a device tensor's mirror back (and bump the state) */
+PETSC_EXTERN PetscErrorCode DDTensorRestoreHostArray_Private(DDTensor, PetscBool, void **);

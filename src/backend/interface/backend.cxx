@@ -6,6 +6,9 @@
 #include <ddnn/private/ddbackendimpl.h>
 #include <ddnn/private/ddlayerimpl.h>
 #include <backend/interface/backends.hpp>
+#if DDNN_WITH_CUDA
+  #include <backend/cuda/backend_cuda.hpp>
+#endif
 #include <string>
 #include <vector>
 #include <memory>
@@ -37,8 +40,18 @@ static std::string Normalize(const char name[])
 static const char *BuildOptionFor(const std::string &name)
 {
   if (name == "/cpu/dnnl") return "-DDDNN_WITH_DNNL=ON (needs oneDNN, Debian's libdnnl-dev)";
-  if (name == "/gpu/cuda" || name == "/gpu") return "-DDDNN_WITH_CUDA=ON (needs the CUDA toolkit and cuDNN); this version of ddnn has no GPU kernels yet";
+  if (name == "/gpu/cuda" || name == "/gpu") return "-DDDNN_WITH_CUDA=ON (needs the CUDA toolkit)";
   return nullptr;
+}
+
+/* a device backend is usable only where this process has a device */
+static PetscErrorCode DeviceCheck(DDBackend b)
+{
+  PetscFunctionBegin;
+#if DDNN_WITH_CUDA
+  if (b->memtype == DD_MEMTYPE_DEVICE) PetscCall(DDBackendCudaCheckDevice_Private());
+#endif
+  PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 PetscErrorCode DDBackendRegister_Private(const struct _p_DDBackend *b)
@@ -58,10 +71,13 @@ PetscErrorCode DDBackendRegister_Private(const struct _p_DDBackend *b)
 /*@C
   DDBackendRegisterAll - Registers the backends compiled into this build: "/cpu/ref" (the reference
   loops, float32 and float64: the truth the others are checked against), "/cpu/blas" (GEMM-based
-  kernels on BLAS) and "/cpu/dnnl" (oneDNN, when built with it)
+  kernels on BLAS), "/cpu/dnnl" (oneDNN, when built with it) and "/gpu/cuda" (when built with
+  CUDA: device memory, vector operations, pointwise and GEMM kernels)
 
   Notes:
-  Called by `DDInitializePackage()`; calling it again does nothing. The default backend is the
+  Called by `DDInitializePackage()`; calling it again does nothing. "/gpu/cuda" is registered
+  also where this process sees no CUDA device, so that its name is known; asking for it there
+  (`DDBackendGet()`, -dd_backend) is an error saying so. The default backend is the
   fastest one built ("/cpu/dnnl", else "/cpu/blas"), or the one `-dd_backend` names.
 
   Level: developer
@@ -82,6 +98,9 @@ PetscErrorCode DDBackendRegisterAll(void)
   defaultname = "/cpu/dnnl";
 #else
   defaultname = "/cpu/blas";
+#endif
+#if DDNN_WITH_CUDA
+  PetscCall(DDBackendCreate_Cuda());
 #endif
   {
     char      name[64];
@@ -114,7 +133,8 @@ PetscErrorCode DDBackendFinalizePackage_Private(void)
 
   Notes:
   A name this build does not have is an error: one ddnn knows (such as "/gpu/cuda" or "/cpu/dnnl")
-  names the CMake option that builds it; any other lists the registered backends.
+  names the CMake option that builds it; any other lists the registered backends. A device
+  backend ("/gpu/cuda") where this process sees no device is an error "no CUDA device".
 
   Level: intermediate
 
@@ -130,6 +150,7 @@ PetscErrorCode DDBackendGet(const char name[], DDBackend *b)
   PetscCall(DDBackendRegisterAll());
   for (auto &e : Registry())
     if (n == e->name) {
+      PetscCall(DeviceCheck(e.get()));
       *b = e.get();
       PetscFunctionReturn(PETSC_SUCCESS);
     }
@@ -343,6 +364,7 @@ PetscErrorCode ddnn::DDMemOps_Private(DDMemType mt, const struct _DDBackendMemOp
   PetscCall(DDBackendRegisterAll());
   for (auto &e : Registry())
     if (e->memtype == mt) {
+      PetscCall(DeviceCheck(e.get()));
       *ops = &e->mem;
       PetscFunctionReturn(PETSC_SUCCESS);
     }
@@ -360,6 +382,7 @@ PetscErrorCode ddnn::DDVecOps_Private(DDMemType mt, const struct _DDBackendVecOp
   PetscCall(DDBackendRegisterAll());
   for (auto &e : Registry())
     if (e->memtype == mt) {
+      PetscCall(DeviceCheck(e.get()));
       *ops = &e->vec;
       PetscFunctionReturn(PETSC_SUCCESS);
     }

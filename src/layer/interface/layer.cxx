@@ -466,8 +466,14 @@ PetscErrorCode DDLayerSetUpMulti(DDLayer layer, PetscInt n, DDTensor xs[])
     else PetscCall(PetscSNPrintf(range, sizeof(range), "%" PetscInt_FMT " to %" PetscInt_FMT, layer->minin, layer->maxin));
     PetscCheck(n >= layer->minin && n <= layer->maxin, comm, PETSC_ERR_ARG_SIZ, "A %s layer%s%s%s takes %s input(s), not %" PetscInt_FMT, ((PetscObject)layer)->type_name, pfx ? " (prefix " : "", pfx ? pfx : "", pfx ? ")" : "", range, n);
   }
+  {
+    DDBackend b; /* layers run host kernels on host tensors only (issue 11: device layers come later) */
+    PetscCall(DDLayerGetBackend_Private(layer, &b));
+    PetscCheck(b->memtype == DD_MEMTYPE_HOST, comm, PETSC_ERR_SUP, "Layer %s: backend %s computes in %s memory, and layers do not run there yet; choose a /cpu backend for the layer", ((PetscObject)layer)->type_name, b->name, DDMemTypes[b->memtype]);
+  }
   for (PetscInt i = 0; i < n; i++) {
     PetscCall(DDTensorCheckSetUp_Private(xs[i], "DDLayerSetUp"));
+    PetscCall(DDTensorCheckHost_Private(xs[i], "DDLayerSetUp"));
     PetscMPIInt cmp;
     PetscCallMPI(MPI_Comm_compare(comm, PetscObjectComm((PetscObject)xs[i]), &cmp));
     PetscCheck(cmp == MPI_IDENT || cmp == MPI_CONGRUENT, comm, PETSC_ERR_ARG_NOTSAMECOMM, "Input %" PetscInt_FMT " lives on another communicator than the layer", i);
@@ -615,6 +621,7 @@ PetscErrorCode DDLayerForwardMulti(DDLayer layer, PetscInt n, DDTensor xs[], DDT
   PetscCheck(n == layer->nin, comm, PETSC_ERR_ARG_SIZ, "Layer was set up for %" PetscInt_FMT " input(s), %" PetscInt_FMT " given", layer->nin, n);
   for (PetscInt i = 0; i < n; i++) {
     PetscCall(DDTensorCheckSetUp_Private(xs[i], "DDLayerForward"));
+    PetscCall(DDTensorCheckHost_Private(xs[i], "DDLayerForward"));
     if (xs[i]->layouthash != layer->inhash[i]) { /* a halo grew, or another tensor: it must be distributed alike */
       PetscCall(DDTensorCheckCompatible_Private(xs[i], layer->setupin[i], "DDLayerForward"));
     }
@@ -688,12 +695,14 @@ PetscErrorCode DDLayerBackwardMulti(DDLayer layer, DDTensor dy, PetscInt n, DDTe
     PetscCheck(st == layer->savedstate[i], comm, PETSC_ERR_ARG_WRONGSTATE, "Input %" PetscInt_FMT " was modified after DDLayerForward(); its gradient would be wrong", i);
     if (dxs && dxs[i]) {
       PetscCall(DDTensorCheckSetUp_Private(dxs[i], "DDLayerBackward"));
+      PetscCall(DDTensorCheckHost_Private(dxs[i], "DDLayerBackward"));
       PetscCall(DDTensorCheckCompatible_Private(dxs[i], layer->saved[i], "DDLayerBackward (input gradient)"));
     }
   }
   if (dy) {
     PetscBool ok;
     PetscCall(DDTensorCheckSetUp_Private(dy, "DDLayerBackward"));
+    PetscCall(DDTensorCheckHost_Private(dy, "DDLayerBackward"));
     PetscCall(DDTensorCompatible(dy, layer->output, &ok));
     PetscCheck(ok && dy->dtype == layer->output->dtype, comm, PETSC_ERR_ARG_INCOMP, "DDLayerBackward: the output gradient is not distributed as the layer's output");
   }

@@ -312,12 +312,14 @@ PetscErrorCode DDPrimitiveSetUp(DDPrimitive prim, DDTensor x, DDTensor y)
   comm = PetscObjectComm((PetscObject)prim);
   PetscCheck(((PetscObject)prim)->type_name, comm, PETSC_ERR_ARG_WRONGSTATE, "Set the primitive's type first (DDPrimitiveSetType() or -primitive_type)");
   PetscCall(DDTensorCheckSetUp_Private(x, "DDPrimitiveSetUp"));
+  PetscCall(DDTensorCheckHost_Private(x, "DDPrimitiveSetUp")); /* the exchange engine is host-only yet (issue 11 part 3) */
   if (prim->inplace) {
     PetscCheck(!y || y == x, comm, PETSC_ERR_ARG_WRONG, "The %s primitive works in place: pass the same tensor (or NULL) as output", ((PetscObject)prim)->type_name);
     y = x;
   } else {
     PetscCheck(y, comm, PETSC_ERR_ARG_NULL, "The %s primitive needs an output tensor", ((PetscObject)prim)->type_name);
     PetscCall(DDTensorCheckSetUp_Private(y, "DDPrimitiveSetUp"));
+    PetscCall(DDTensorCheckHost_Private(y, "DDPrimitiveSetUp"));
     PetscCheck(y != x || prim->allowsame, comm, PETSC_ERR_ARG_WRONG, "The %s primitive cannot work in place", ((PetscObject)prim)->type_name);
     PetscCheck(x->dtype == y->dtype, comm, PETSC_ERR_ARG_INCOMP, "Input and output data types differ (%s and %s)", DDDataTypes[x->dtype], DDDataTypes[y->dtype]);
   }
@@ -352,6 +354,8 @@ static PetscErrorCode DDPrimitiveCheckTensors(DDPrimitive prim, DDTensor in, DDT
     *out = in;
   }
   PetscCall(DDTensorCheckSetUp_Private(*out, fn));
+  PetscCall(DDTensorCheckHost_Private(in, fn));
+  PetscCall(DDTensorCheckHost_Private(*out, fn));
   /* layout hashes are global: a mismatch on any rank is seen on every rank */
   PetscCheck(in->layouthash == inhash, comm, PETSC_ERR_ARG_INCOMP, "%s: the input tensor is not laid out as the one given to DDPrimitiveSetUp() (partition, shape, ownership, halo, format or data type differ on some rank)", fn);
   PetscCheck((*out)->layouthash == outhash, comm, PETSC_ERR_ARG_INCOMP, "%s: the output tensor is not laid out as the one given to DDPrimitiveSetUp() (partition, shape, ownership, halo, format or data type differ on some rank)", fn);

@@ -7,12 +7,13 @@
 
 using namespace ddnn;
 
-/* the memory operations of a tensor's memory type (every tensor is on the host in this build) */
-static const struct _DDBackendMemOps *TensorMem(DDTensor t)
+/* the memory operations of a tensor's memory type (device memory: an error where this build or process has none) */
+static PetscErrorCode TensorMem(DDTensor t, const struct _DDBackendMemOps **ops)
 {
-  const struct _DDBackendMemOps *ops = &HostMemOps;
-  if (t->memtype != DD_MEMTYPE_HOST) (void)DDMemOps_Private(t->memtype, &ops);
-  return ops;
+  PetscFunctionBegin;
+  *ops = &HostMemOps;
+  if (t->memtype != DD_MEMTYPE_HOST) PetscCall(DDMemOps_Private(t->memtype, ops));
+  PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 namespace ddnn
@@ -398,6 +399,7 @@ PetscErrorCode DDTensorEnsureHalo(DDTensor t, const PetscInt lo[], const PetscIn
   Options Database Keys:
 + -tensor_dtype <float32,float64> - element type
 . -tensor_format <plain,channels_last,blocked> - local storage format
+. -tensor_memtype <host,device> - where the storage lives (device: the /gpu/cuda backend's memory)
 - -tensor_view - view the tensor after set-up
 
   Level: beginner
@@ -406,7 +408,7 @@ PetscErrorCode DDTensorEnsureHalo(DDTensor t, const PetscInt lo[], const PetscIn
 @*/
 PetscErrorCode DDTensorSetFromOptions(DDTensor t)
 {
-  PetscEnum dt, fmt;
+  PetscEnum dt, fmt, mt;
   PetscBool flg;
 
   PetscFunctionBegin;
@@ -418,6 +420,9 @@ PetscErrorCode DDTensorSetFromOptions(DDTensor t)
   fmt = (PetscEnum)t->format;
   PetscCall(PetscOptionsEnum("-tensor_format", "Local storage format", "DDTensorSetFormat", DDTensorFormats, fmt, &fmt, &flg));
   if (flg) PetscCall(DDTensorSetFormat(t, (DDTensorFormat)fmt));
+  mt = (PetscEnum)t->memtype;
+  PetscCall(PetscOptionsEnum("-tensor_memtype", "Where the storage lives", "DDTensorSetMemType", DDMemTypes, mt, &mt, &flg));
+  if (flg) PetscCall(DDTensorSetMemType(t, (DDMemType)mt));
   PetscOptionsEnd();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -450,25 +455,22 @@ static PetscErrorCode DDTensorComputeLayoutHash(DDTensor t)
 /* Reallocate with new halos/format, keeping the bulk values */
 static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const PetscInt hi[], DDTensorFormat fmt, PetscInt bs)
 {
-  DDLayout L;
-  void    *arr;
-  size_t   es;
+  DDLayout                       L;
+  void                          *arr;
+  size_t                         es;
+  const struct _DDBackendMemOps *mem;
+  const struct _DDBackendVecOps *vec;
 
   PetscFunctionBegin;
   PetscCheck(!t->placedvec, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "Cannot change the halo or format of a tensor that wraps a Vec; call DDTensorResetVec() first");
   PetscCall(LayoutBuild(&L, t->order, t->layout.n, t->layout.start, lo, hi, fmt, bs, t->blockdim));
   PetscCall(DDDataTypeGetSize(t->dtype, &es));
-  PetscCall(TensorMem(t)->malloc(L.size * es, &arr));
-  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
-    using T      = decltype(z);
-    const T *src = (const T *)t->array;
-    T       *dst = (T *)arr;
-    ForEachBulkRunPair(t->layout, L, [&](PetscInt a, PetscInt b, PetscInt len) {
-      for (PetscInt i = 0; i < len; i++) dst[b + i] = src[a + i];
-    });
-    return PETSC_SUCCESS;
-  }));
-  if (t->ownsarray) PetscCall(TensorMem(t)->free(t->array));
+  PetscCall(TensorMem(t, &mem));
+  PetscCall(DDVecOps_Private(t->memtype, &vec));
+  PetscCall(mem->malloc(L.size * es, &arr));
+  PetscCall(vec->copy(t->dtype, &t->layout, t->array, &L, arr)); /* the bulk, format to format, where it lives */
+  if (t->ownsarray) PetscCall(mem->free(t->array));
+  PetscCall(PetscFree(t->hostmirror));
   t->array     = arr;
   t->ownsarray = PETSC_TRUE;
   t->layout    = L;
@@ -495,10 +497,11 @@ static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const Pe
 @*/
 PetscErrorCode DDTensorSetUp(DDTensor t)
 {
-  MPI_Comm comm;
-  PetscInt n[DD_MAX_DIM], start[DD_MAX_DIM];
-  size_t   es;
-  char     sh[128];
+  MPI_Comm                       comm;
+  PetscInt                       n[DD_MAX_DIM], start[DD_MAX_DIM];
+  size_t                         es;
+  char                           sh[128];
+  const struct _DDBackendMemOps *mem;
 
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
@@ -507,6 +510,7 @@ PetscErrorCode DDTensorSetUp(DDTensor t)
   PetscCheck(t->part, comm, PETSC_ERR_ARG_WRONGSTATE, "Tensor has no partition: call DDTensorSetPartition()");
   PetscCheck(t->order > 0, comm, PETSC_ERR_ARG_WRONGSTATE, "Tensor has no shape: call DDTensorSetShape()");
   PetscCheck(t->order == t->part->order, comm, PETSC_ERR_ARG_INCOMP, "Tensor of order %" PetscInt_FMT " cannot live on a partition of order %" PetscInt_FMT " (add size-1 dimensions to one of them)", t->order, t->part->order);
+  PetscCall(TensorMem(t, &mem)); /* device memory where there is none: an error before anything is done */
   PetscCall(PetscLogEventBegin(DD_TensorSetUp, t, 0, 0, 0));
   PetscCall(DDShapeToString_Private(t->order, t->shape, sh, sizeof(sh)));
   { /* the global shape, data type and partition must be the same on every rank */
@@ -554,7 +558,7 @@ PetscErrorCode DDTensorSetUp(DDTensor t)
     for (PetscInt k = 0; k < t->order; k++) t->lo[k] = t->hi[k] = 0;
   PetscCall(LayoutBuild(&t->layout, t->order, n, start, t->lo, t->hi, t->format, t->bs, t->blockdim));
   PetscCall(DDDataTypeGetSize(t->dtype, &es));
-  PetscCall(TensorMem(t)->malloc(t->layout.size * es, &t->array));
+  PetscCall(mem->malloc(t->layout.size * es, &t->array));
   t->ownsarray   = PETSC_TRUE;
   t->setupcalled = PETSC_TRUE;
   PetscCall(DDTensorComputeLayoutHash(t));
@@ -630,6 +634,7 @@ PetscErrorCode DDTensorDuplicateLayout(DDTensor t, DDDataType dt, DDTensor *y)
     x->hi[k] = t->hi[k];
   }
   x->emptyok = PETSC_TRUE;
+  x->memtype  = t->memtype;
   x->format   = t->format;
   x->bs       = t->bs;
   x->blockdim = t->blockdim;
@@ -674,7 +679,12 @@ PetscErrorCode DDTensorDestroy(DDTensor *t)
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscCheck(!(*t)->placedvec, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "Tensor still wraps a Vec; call DDTensorResetVec() before destroying it");
-  if ((*t)->ownsarray) PetscCall(TensorMem(*t)->free((*t)->array));
+  if ((*t)->ownsarray) {
+    const struct _DDBackendMemOps *mem;
+    PetscCall(TensorMem(*t, &mem));
+    PetscCall(mem->free((*t)->array));
+  }
+  PetscCall(PetscFree((*t)->hostmirror));
   for (PetscInt k = 0; k < DD_MAX_DIM; k++) {
     PetscCall(PetscFree((*t)->ranges[k]));
     PetscCall(PetscFree((*t)->userlx[k]));
@@ -714,7 +724,7 @@ PetscErrorCode DDTensorView(DDTensor t, PetscViewer viewer)
   else PetscCall(PetscStrcpy(ps, "(none)"));
   PetscCall(PetscObjectPrintClassNamePrefixType((PetscObject)t, viewer));
   PetscCall(PetscViewerASCIIPushTab(viewer));
-  PetscCall(PetscViewerASCIIPrintf(viewer, "shape %s %s, partition %s, format %s\n", sh, DDDataTypes[t->dtype], ps, DDTensorFormats[t->format]));
+  PetscCall(PetscViewerASCIIPrintf(viewer, "shape %s %s, partition %s, format %s, %s memory\n", sh, DDDataTypes[t->dtype], ps, DDTensorFormats[t->format], DDMemTypes[t->memtype]));
   if (t->setupcalled) {
     PetscMPIInt rank;
     PetscCallMPI(MPI_Comm_rank(PetscObjectComm((PetscObject)t), &rank));
@@ -727,9 +737,11 @@ PetscErrorCode DDTensorView(DDTensor t, PetscViewer viewer)
       PetscCall(DDShapeToString_Private(t->order, t->layout.hi, hi, sizeof(hi)));
       PetscCall(PetscViewerASCIISynchronizedPrintf(viewer, "[%d] piece %s at %s, halo lo %s hi %s\n", rank, n, st, lo, hi));
       if (vf == PETSC_VIEWER_ASCII_INFO_DETAIL) {
+        void *h;
+        PetscCall(DDTensorGetHostArray_Private(t, &h));
         PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
           using T    = decltype(z);
-          const T *a = (const T *)t->array;
+          const T *a = (const T *)h;
           PetscFunctionBegin;
           ForEachBulkRun(t->layout, [&](PetscInt off, PetscInt len) {
             for (PetscInt i = 0; i < len; i++) (void)PetscViewerASCIISynchronizedPrintf(viewer, " %g", (double)a[off + i]);
@@ -737,6 +749,7 @@ PetscErrorCode DDTensorView(DDTensor t, PetscViewer viewer)
           PetscCall(PetscViewerASCIISynchronizedPrintf(viewer, "\n"));
           PetscFunctionReturn(PETSC_SUCCESS);
         }));
+        PetscCall(DDTensorRestoreHostArray_Private(t, PETSC_FALSE, &h));
       }
     } else PetscCall(PetscViewerASCIISynchronizedPrintf(viewer, "[%d] idle\n", rank));
     PetscCall(PetscViewerFlush(viewer));
@@ -822,5 +835,86 @@ PetscErrorCode DDTensorCheckCompatible_Private(DDTensor x, DDTensor y, const cha
   PetscCall(DDShapeToString_Private(y->order, y->shape, sy, sizeof(sy)));
   PetscCheck(flg, PetscObjectComm((PetscObject)x), PETSC_ERR_ARG_INCOMP, "%s: tensors are not distributed alike (shapes %s and %s; partitions, ownership ranges and replication must match too)", fn, sx, sy);
   PetscCall(DDTensorCheckSameType_Private(x, y, fn));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDTensorSetMemType - Chooses where a tensor's storage lives: host memory or the device memory of
+  the GPU backend
+
+  Logically collective
+
+  Input Parameters:
++ t     - the tensor (before `DDTensorSetUp()`)
+- mtype - `DD_MEMTYPE_HOST` (the default) or `DD_MEMTYPE_DEVICE`
+
+  Options Database Key:
+. -tensor_memtype <host,device> - the memory type
+
+  Notes:
+  A device tensor is allocated by the "/gpu/cuda" backend (a build with -DDDNN_WITH_CUDA=ON, on a
+  process that sees a CUDA device; otherwise `DDTensorSetUp()` errors saying which is missing).
+  Its arithmetic (`DDTensorSet()`, `DDTensorScale()`, `DDTensorCopy()`, `DDTensorAXPBY()`, ...)
+  runs as device kernels. `DDTensorGetArray()` and `DDTensorGetArrayRead()` return a host copy
+  (`DDTensorRestoreArray()` copies it back, as PETSc's `VecGetArray()` of a GPU vector does), the
+  reductions, views, random fills and Vec copies stage through that copy, and
+  `DDTensorGetArrayAndMemType()` returns the device pointer. Layers, primitives, datasets and
+  checkpoints do not take device tensors yet: they error saying so.
+
+  Level: intermediate
+
+.seealso: `DDTensorGetMemType()`, `DDTensorGetArrayAndMemType()`, `DDMemType`, `DDBackendSetDefault()`
+@*/
+PetscErrorCode DDTensorSetMemType(DDTensor t, DDMemType mtype)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  PetscValidLogicalCollectiveEnum(t, mtype, 2);
+  PetscCheck(mtype == DD_MEMTYPE_HOST || mtype == DD_MEMTYPE_DEVICE, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Unknown memory type %d", (int)mtype);
+  PetscCheck(!t->setupcalled || mtype == t->memtype, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "Set the memory type of a tensor before DDTensorSetUp() (it is set up in %s memory)", DDMemTypes[t->memtype]);
+  t->memtype = mtype;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode DDTensorCheckHost_Private(DDTensor t, const char fn[])
+{
+  PetscFunctionBegin;
+  PetscCheck(t->memtype == DD_MEMTYPE_HOST, PETSC_COMM_SELF, PETSC_ERR_SUP, "%s() does not support device tensors yet (tensor %s is in %s memory); copy it to a host tensor", fn, ((PetscObject)t)->name ? ((PetscObject)t)->name : "(unnamed)", DDMemTypes[t->memtype]);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode DDTensorGetHostArray_Private(DDTensor t, void **a)
+{
+  const struct _DDBackendMemOps *mem;
+  size_t                         es;
+
+  PetscFunctionBegin;
+  if (t->memtype == DD_MEMTYPE_HOST) {
+    *a = t->array;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscCall(DDDataTypeGetSize(t->dtype, &es));
+  if (!t->hostmirror) PetscCall(PetscMalloc(t->layout.size * es + 1, &t->hostmirror));
+  PetscCall(TensorMem(t, &mem));
+  PetscCall(mem->copy(t->hostmirror, t->array, t->layout.size * es)); /* device to host (cudaMemcpyDefault) */
+  *a = t->hostmirror;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode DDTensorRestoreHostArray_Private(DDTensor t, PetscBool written, void **a)
+{
+  const struct _DDBackendMemOps *mem;
+  size_t                         es;
+
+  PetscFunctionBegin;
+  if (a) *a = NULL;
+  if (!written) PetscFunctionReturn(PETSC_SUCCESS);
+  if (t->memtype != DD_MEMTYPE_HOST) {
+    PetscCheck(t->hostmirror, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "Restoring a host array of a device tensor that was not taken");
+    PetscCall(DDDataTypeGetSize(t->dtype, &es));
+    PetscCall(TensorMem(t, &mem));
+    PetscCall(mem->copy(t->array, t->hostmirror, t->layout.size * es)); /* host to device */
+  }
+  PetscCall(PetscObjectStateIncrease((PetscObject)t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -308,6 +308,9 @@ PetscErrorCode DDTensorIsActive(DDTensor t, PetscBool *flg)
   Notes:
   The array is float* or double* as the data type says; index it with
   `DDTensorGetLocalStrides()` / `DDTensorGetLocalOffset()`. Return it with `DDTensorRestoreArray()`.
+  It is always host memory: for a device tensor (`DDTensorSetMemType()`) it is a host copy of the
+  storage, made here and copied back to the device by `DDTensorRestoreArray()` (PETSc's
+  `VecGetArray()` on a GPU vector); `DDTensorGetArrayAndMemType()` gives the device pointer.
 
   Level: beginner
 
@@ -317,7 +320,8 @@ PetscErrorCode DDTensorGetArray(DDTensor t, void **a)
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetArray");
-  *a = t->array;
+  PetscValidPointer(a, 2);
+  PetscCall(DDTensorGetHostArray_Private(t, a));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -330,7 +334,7 @@ PetscErrorCode DDTensorGetArray(DDTensor t, void **a)
 . t - the tensor (set up)
 
   Output Parameter:
-. mtype - `DD_MEMTYPE_HOST` (every backend of this build) or `DD_MEMTYPE_DEVICE`
+. mtype - `DD_MEMTYPE_HOST` or `DD_MEMTYPE_DEVICE` (see `DDTensorSetMemType()`)
 
   Level: intermediate
 
@@ -399,6 +403,9 @@ PetscErrorCode DDTensorRestoreArrayAndMemType(DDTensor t, void **a)
 
   Not collective
 
+  Notes:
+  For a device tensor the host copy is copied back to the device.
+
   Level: beginner
 
 .seealso: `DDTensorGetArray()`
@@ -407,8 +414,7 @@ PetscErrorCode DDTensorRestoreArray(DDTensor t, void **a)
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
-  *a = NULL;
-  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscCall(DDTensorRestoreHostArray_Private(t, PETSC_TRUE, a)); /* a device tensor: its host copy goes back */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -417,15 +423,22 @@ PetscErrorCode DDTensorRestoreArray(DDTensor t, void **a)
 
   Not collective
 
+  Notes:
+  Host memory: for a device tensor a host copy of its storage, made here (not copied back).
+
   Level: beginner
 
 .seealso: `DDTensorRestoreArrayRead()`
 @*/
 PetscErrorCode DDTensorGetArrayRead(DDTensor t, const void **a)
 {
+  void *h;
+
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetArrayRead");
-  *a = t->array;
+  PetscValidPointer(a, 2);
+  PetscCall(DDTensorGetHostArray_Private(t, &h));
+  *a = h;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -458,12 +471,14 @@ PetscErrorCode DDTensorRestoreArrayRead(DDTensor t, const void **a)
 @*/
 PetscErrorCode DDTensorZeroEntries(DDTensor t)
 {
-  size_t es;
+  size_t                         es;
+  const struct _DDBackendMemOps *mem;
 
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorZeroEntries");
   PetscCall(DDDataTypeGetSize(t->dtype, &es));
-  PetscCall(PetscMemzero(t->array, es * t->layout.size));
+  PetscCall(DDMemOps_Private(t->memtype, &mem));
+  PetscCall(mem->set(t->array, 0, es * t->layout.size));
   PetscCall(PetscObjectStateIncrease((PetscObject)t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -480,13 +495,15 @@ PetscErrorCode DDTensorZeroEntries(DDTensor t)
 PetscErrorCode DDTensorZeroHalo(DDTensor t)
 {
   const DDLayout &L = t->layout;
+  void           *h;
 
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorZeroHalo");
   if (L.size == L.bulksize) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(DDTensorGetHostArray_Private(t, &h)); /* a device tensor: through its host copy */
   PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
-    T *a    = (T *)t->array;
+    T *a    = (T *)h;
     /* disjoint slabs: for dimension k, the halo sides, bulk in dims < k, everything in dims > k */
     for (PetscInt k = 0; k < L.order; k++) {
       for (int side = 0; side < 2; side++) {
@@ -509,13 +526,15 @@ PetscErrorCode DDTensorZeroHalo(DDTensor t)
     }
     return PETSC_SUCCESS;
   }));
+  PetscCall(DDTensorRestoreHostArray_Private(t, PETSC_TRUE, &h));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* host loops over the bulk take the host storage (a device tensor's host copy: DDTensorGetHostArray_Private()) */
 template <class T, class F>
-static void BulkApply(DDTensor t, F &&f)
+static void BulkApply(DDTensor t, const void *h, F &&f)
 {
-  T *a = (T *)t->array;
+  const T *a = (const T *)h;
   ForEachBulkRun(t->layout, [&](PetscInt off, PetscInt len) { f(a + off, len); });
 }
 
@@ -571,9 +590,9 @@ PetscErrorCode DDTensorScale(DDTensor t, PetscReal a)
 }
 
 template <class T, class F>
-static void PairApply(DDTensor x, DDTensor y, F &&f)
+static void PairApply(DDTensor x, const void *hx, DDTensor y, const void *hy, F &&f)
 {
-  T *a = (T *)x->array, *b = (T *)y->array;
+  const T *a = (const T *)hx, *b = (const T *)hy;
   ForEachBulkRunPair(x->layout, y->layout, [&](PetscInt ox, PetscInt oy, PetscInt len) { f(a + ox, b + oy, len); });
 }
 
@@ -687,14 +706,18 @@ static PetscErrorCode DeterministicSum(MPI_Comm comm, PetscReal local, PetscReal
 PetscErrorCode DDTensorDot(DDTensor x, DDTensor y, PetscReal *d)
 {
   PetscReal local = 0;
+  void     *hx, *hy;
 
   PetscFunctionBegin;
   DDTensorCheck(x, "DDTensorDot");
   DDTensorCheck(y, "DDTensorDot");
   PetscCall(DDTensorCheckCompatible_Private(x, y, "DDTensorDot"));
+  PetscCall(DDTensorGetHostArray_Private(x, &hx));
+  if (x != y) PetscCall(DDTensorGetHostArray_Private(y, &hy));
+  else hy = hx;
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
-    PairApply<T>(x, y, [&](const T *a, const T *b, PetscInt n) {
+    PairApply<T>(x, hx, y, hy, [&](const T *a, const T *b, PetscInt n) {
       for (PetscInt i = 0; i < n; i++) local += (PetscReal)a[i] * (PetscReal)b[i];
     });
     return PETSC_SUCCESS;
@@ -715,12 +738,14 @@ PetscErrorCode DDTensorDot(DDTensor x, DDTensor y, PetscReal *d)
 PetscErrorCode DDTensorSum(DDTensor x, PetscReal *s)
 {
   PetscReal local = 0;
+  void     *hx;
 
   PetscFunctionBegin;
   DDTensorCheck(x, "DDTensorSum");
+  PetscCall(DDTensorGetHostArray_Private(x, &hx));
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
-    BulkApply<T>(x, [&](const T *a, PetscInt n) {
+    BulkApply<T>(x, hx, [&](const T *a, PetscInt n) {
       for (PetscInt i = 0; i < n; i++) local += (PetscReal)a[i];
     });
     return PETSC_SUCCESS;
@@ -745,13 +770,15 @@ PetscErrorCode DDTensorSum(DDTensor x, PetscReal *s)
 PetscErrorCode DDTensorNorm(DDTensor x, NormType type, PetscReal *nrm)
 {
   PetscReal local = 0;
+  void     *hx;
 
   PetscFunctionBegin;
   DDTensorCheck(x, "DDTensorNorm");
   PetscCheck(type == NORM_1 || type == NORM_2 || type == NORM_INFINITY, PetscObjectComm((PetscObject)x), PETSC_ERR_SUP, "Norm type %s is not supported", NormTypes[type]);
+  PetscCall(DDTensorGetHostArray_Private(x, &hx));
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
-    BulkApply<T>(x, [&](const T *a, PetscInt n) {
+    BulkApply<T>(x, hx, [&](const T *a, PetscInt n) {
       for (PetscInt i = 0; i < n; i++) {
         PetscReal v = PetscAbsReal((PetscReal)a[i]);
         if (type == NORM_INFINITY) local = PetscMax(local, v);
@@ -779,14 +806,18 @@ PetscErrorCode DDTensorNorm(DDTensor x, NormType type, PetscReal *nrm)
 PetscErrorCode DDTensorMaxAbsDiff(DDTensor x, DDTensor y, PetscReal *diff)
 {
   PetscReal local = 0;
+  void     *hx, *hy;
 
   PetscFunctionBegin;
   DDTensorCheck(x, "DDTensorMaxAbsDiff");
   DDTensorCheck(y, "DDTensorMaxAbsDiff");
   PetscCall(DDTensorCheckCompatible_Private(x, y, "DDTensorMaxAbsDiff"));
+  PetscCall(DDTensorGetHostArray_Private(x, &hx));
+  if (x != y) PetscCall(DDTensorGetHostArray_Private(y, &hy));
+  else hy = hx;
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
-    PairApply<T>(x, y, [&](const T *a, const T *b, PetscInt n) {
+    PairApply<T>(x, hx, y, hy, [&](const T *a, const T *b, PetscInt n) {
       for (PetscInt i = 0; i < n; i++) {
         PetscReal v = PetscAbsReal((PetscReal)a[i] - (PetscReal)b[i]);
         if (!(v <= local)) local = v; /* NaN propagates */
@@ -813,11 +844,14 @@ PetscErrorCode DDTensorMaxAbsDiff(DDTensor x, DDTensor y, PetscReal *diff)
 @*/
 PetscErrorCode DDTensorSetRandom(DDTensor t, PetscRandom rnd)
 {
+  void *h;
+
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorSetRandom");
+  PetscCall(DDTensorGetHostArray_Private(t, &h)); /* a device tensor: through its host copy */
   PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
-    T *a    = (T *)t->array;
+    T *a    = (T *)h;
     PetscFunctionBegin;
     PetscErrorCode ierr = PETSC_SUCCESS;
     ForEachBulkRun(t->layout, [&](PetscInt off, PetscInt len) {
@@ -830,7 +864,7 @@ PetscErrorCode DDTensorSetRandom(DDTensor t, PetscRandom rnd)
     PetscCall(ierr);
     PetscFunctionReturn(PETSC_SUCCESS);
   }));
-  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscCall(DDTensorRestoreHostArray_Private(t, PETSC_TRUE, &h));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -872,15 +906,18 @@ static void ForEachBulkGlobal(DDTensor t, F &&f)
 @*/
 PetscErrorCode DDTensorSetRandomGlobal(DDTensor t, PetscInt64 seed, PetscReal a, PetscReal b)
 {
+  void *h;
+
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorSetRandomGlobal");
+  PetscCall(DDTensorGetHostArray_Private(t, &h)); /* a device tensor: through its host copy */
   PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
-    T *arr  = (T *)t->array;
+    T *arr  = (T *)h;
     ForEachBulkGlobal(t, [&](PetscInt off, PetscInt64 g) { arr[off] = (T)(a + (b - a) * UniformFromCounter((uint64_t)seed, (uint64_t)g)); });
     return PETSC_SUCCESS;
   }));
-  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscCall(DDTensorRestoreHostArray_Private(t, PETSC_TRUE, &h));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -899,16 +936,19 @@ PetscErrorCode DDTensorSetRandomGlobal(DDTensor t, PetscInt64 seed, PetscReal a,
 @*/
 PetscErrorCode DDTensorSetValuesGlobal(DDTensor t, const void *global)
 {
+  void *h;
+
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorSetValuesGlobal");
+  PetscCall(DDTensorGetHostArray_Private(t, &h)); /* a device tensor: through its host copy */
   PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
     using T    = decltype(z);
-    T       *a = (T *)t->array;
+    T       *a = (T *)h;
     const T *g = (const T *)global;
     ForEachBulkGlobal(t, [&](PetscInt off, PetscInt64 gi) { a[off] = g[gi]; });
     return PETSC_SUCCESS;
   }));
-  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscCall(DDTensorRestoreHostArray_Private(t, PETSC_TRUE, &h));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -992,6 +1032,7 @@ static void GlobalPieceCopy(PetscInt d, const PetscInt shape[], const PetscInt s
 @*/
 PetscErrorCode DDTensorGatherToRoot(DDTensor t, PetscMPIInt root, void *global)
 {
+  void                 *h;
   MPI_Comm              comm;
   PetscMPIInt           size, rank;
   std::vector<PetscInt> pieces;
@@ -999,6 +1040,7 @@ PetscErrorCode DDTensorGatherToRoot(DDTensor t, PetscMPIInt root, void *global)
 
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGatherToRoot");
+  PetscCall(DDTensorGetHostArray_Private(t, &h)); /* a device tensor: its host copy */
   comm = PetscObjectComm((PetscObject)t);
   PetscCallMPI(MPI_Comm_size(comm, &size));
   PetscCallMPI(MPI_Comm_rank(comm, &rank));
@@ -1013,7 +1055,7 @@ PetscErrorCode DDTensorGatherToRoot(DDTensor t, PetscMPIInt root, void *global)
     PetscInt                mine = DDTensorIsPrimaryCopy(t) ? t->layout.bulksize : 0;
     std::vector<T>          send(mine), recv;
     std::vector<PetscMPIInt> counts, displs;
-    if (mine) BulkCOrderCopy<T>(t->layout, (T *)t->array, send.data(), 0);
+    if (mine) BulkCOrderCopy<T>(t->layout, (T *)h, send.data(), 0);
     if (rank == root) {
       counts.resize(size);
       displs.resize(size);
@@ -1060,6 +1102,7 @@ PetscErrorCode DDTensorGatherToRoot(DDTensor t, PetscMPIInt root, void *global)
 @*/
 PetscErrorCode DDTensorScatterFromRoot(DDTensor t, PetscMPIInt root, const void *global)
 {
+  void                 *h;
   MPI_Comm              comm;
   PetscMPIInt           size, rank;
   std::vector<PetscInt> pieces;
@@ -1067,6 +1110,7 @@ PetscErrorCode DDTensorScatterFromRoot(DDTensor t, PetscMPIInt root, const void 
 
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorScatterFromRoot");
+  PetscCall(DDTensorGetHostArray_Private(t, &h)); /* a device tensor: through its host copy */
   comm = PetscObjectComm((PetscObject)t);
   PetscCallMPI(MPI_Comm_size(comm, &size));
   PetscCallMPI(MPI_Comm_rank(comm, &rank));
@@ -1099,10 +1143,10 @@ PetscErrorCode DDTensorScatterFromRoot(DDTensor t, PetscMPIInt root, const void 
       }
     }
     PetscCallMPI(MPI_Scatterv(send.data(), counts.data(), displs.data(), mt, recv.data(), (PetscMPIInt)mine, mt, root, comm));
-    BulkCOrderCopy<T>(t->layout, (T *)t->array, recv.data(), 1);
+    BulkCOrderCopy<T>(t->layout, (T *)h, recv.data(), 1);
     PetscFunctionReturn(PETSC_SUCCESS);
   }));
-  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscCall(DDTensorRestoreHostArray_Private(t, PETSC_TRUE, &h));
   PetscCall(PetscLogEventEnd(DD_TensorScatter, t, 0, 0, 0));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -114,6 +114,7 @@ PetscErrorCode DDTensorPlaceVec(DDTensor t, Vec v)
 
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorPlaceVec"));
+  PetscCall(DDTensorCheckHost_Private(t, "DDTensorPlaceVec")); /* PETSc 3.18 here has no CUDA Vecs */
   PetscValidHeaderSpecific(v, VEC_CLASSID, 2);
   comm = PetscObjectComm((PetscObject)t);
   PetscCheck(!t->placedvec, comm, PETSC_ERR_ARG_WRONGSTATE, "Tensor already wraps a Vec; call DDTensorResetVec() first");
@@ -160,10 +161,12 @@ PetscErrorCode DDTensorResetVec(DDTensor t, Vec v)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* a device tensor goes through its host copy (copied back when written) */
 template <class F>
-static PetscErrorCode DDTensorVecCopy(DDTensor t, Vec v, const char fn[], F &&f)
+static PetscErrorCode DDTensorVecCopy(DDTensor t, Vec v, const char fn[], PetscBool written, F &&f)
 {
   PetscInt nv, perm[DD_MAX_DIM], a[DD_MAX_DIM], b[DD_MAX_DIM];
+  void    *h;
 
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, fn));
@@ -172,12 +175,14 @@ static PetscErrorCode DDTensorVecCopy(DDTensor t, Vec v, const char fn[], F &&f)
   DDCheckAll(PetscObjectComm((PetscObject)t), nv == t->layout.bulksize, PETSC_ERR_ARG_SIZ, "%s: Vec local size %" PetscInt_FMT " differs from the tensor's local bulk size %" PetscInt_FMT, fn, nv, t->layout.bulksize);
   ChannelsLastOrder(t->order, perm);
   LayoutBulkBox(t->layout, a, b);
+  PetscCall(DDTensorGetHostArray_Private(t, &h));
   PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
     using T    = decltype(z);
-    T       *x = (T *)t->array;
+    T       *x = (T *)h;
     PetscInt i = 0;
     return f(x, perm, a, b, i);
   }));
+  PetscCall(DDTensorRestoreHostArray_Private(t, written, &h));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -201,7 +206,7 @@ PetscErrorCode DDTensorCopyFromVec(DDTensor t, Vec v)
 
   PetscFunctionBegin;
   PetscCall(VecGetArrayRead(v, &va));
-  PetscCall(DDTensorVecCopy(t, v, "DDTensorCopyFromVec", [&](auto *x, const PetscInt *perm, const PetscInt *a, const PetscInt *b, PetscInt &i) -> PetscErrorCode {
+  PetscCall(DDTensorVecCopy(t, v, "DDTensorCopyFromVec", PETSC_TRUE, [&](auto *x, const PetscInt *perm, const PetscInt *a, const PetscInt *b, PetscInt &i) -> PetscErrorCode {
     using T = std::remove_pointer_t<decltype(x)>;
     ForEachIndex(t->order, a, b, perm, [&](const PetscInt *j) { x[LayoutOffset(t->layout, j)] = (T)PetscRealPart(va[i++]); });
     return PETSC_SUCCESS;
@@ -230,7 +235,7 @@ PetscErrorCode DDTensorCopyToVec(DDTensor t, Vec v)
 
   PetscFunctionBegin;
   PetscCall(VecGetArray(v, &va));
-  PetscCall(DDTensorVecCopy(t, v, "DDTensorCopyToVec", [&](auto *x, const PetscInt *perm, const PetscInt *a, const PetscInt *b, PetscInt &i) -> PetscErrorCode {
+  PetscCall(DDTensorVecCopy(t, v, "DDTensorCopyToVec", PETSC_FALSE, [&](auto *x, const PetscInt *perm, const PetscInt *a, const PetscInt *b, PetscInt &i) -> PetscErrorCode {
     ForEachIndex(t->order, a, b, perm, [&](const PetscInt *j) { va[i++] = (PetscScalar)x[LayoutOffset(t->layout, j)]; });
     return PETSC_SUCCESS;
   }));
@@ -265,6 +270,7 @@ PetscErrorCode DDTensorCreateVec(DDTensor t, Vec *v)
 
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorCreateVec"));
+  PetscCall(DDTensorCheckHost_Private(t, "DDTensorCreateVec"));
   comm = PetscObjectComm((PetscObject)t);
   PetscCheck(t->dtype == DD_FLOAT64, comm, PETSC_ERR_ARG_WRONG, "Only a float64 tensor can share its storage with a PETSc Vec (this one is %s)", DDDataTypes[t->dtype]);
   DDCheckAll(comm, LayoutBulkIsContiguous(t->layout), PETSC_ERR_ARG_INCOMP, "The tensor's storage has a halo or block padding (%" PetscInt_FMT " entries for a bulk of %" PetscInt_FMT "); a Vec cannot share it", t->layout.size, t->layout.bulksize);

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Runs ddnn's GPU tests (and the CPU backend tests as a sanity check) from a bundle made by
+# scripts/gpu-bundle.sh, on a machine with a CUDA device, CUDA and/or PyTorch, but no PETSc, MPI or
+# HDF5 (issue 11, sec. 6).
+#
+#   tar xJf ddnn-gpu.tar.xz && ddnn-gpu/gpu-run.sh [results-dir (ddnn-gpu-results)]
+#   scripts/gpu-run.sh ddnn-gpu.tar.xz [results-dir]      (unpacks it first)
+#
+# CUDA's libraries (cudart, cuBLAS; cuDNN and NCCL when the build uses them) come from, in order:
+# $DDNN_CUDA_LIBS, PyTorch's nvidia-* Python packages (found with python3 -c 'import nvidia.cublas'
+# and friends), /usr/local/cuda/lib64 and /usr/local/cuda/lib. The bundle's own libraries (PETSc,
+# Open MPI, HDF5, ...) come first. Open MPI is relocated into the bundle with OPAL_* variables.
+set -uo pipefail
+if [ $# -ge 1 ] && [ -f "$1" ] && [[ $1 == *.tar.xz ]]; then
+  dest=$(mktemp -d)
+  tar -C "$dest" -xJf "$1"
+  shift
+  exec "$dest/ddnn-gpu/gpu-run.sh" "$@"
+fi
+b=$(cd "$(dirname "$0")" && pwd)
+results=${1:-$PWD/ddnn-gpu-results}
+mkdir -p "$results"
+log=$results/summary.txt
+: > "$log"
+say() { echo "$@" | tee -a "$log"; }
+
+# CUDA libraries: PyTorch's nvidia packages (nvidia/<pkg>/lib, or nvidia/cu13/lib in newer wheels)
+cudalibs=()
+[ -n "${DDNN_CUDA_LIBS:-}" ] && cudalibs+=("$DDNN_CUDA_LIBS")
+for py in python3 python; do
+  command -v $py > /dev/null || continue
+  while IFS= read -r d; do [ -n "$d" ] && cudalibs+=("$d"); done < <($py - << 'EOF' 2>/dev/null
+import importlib, os
+seen = []
+for m in ("nvidia.cuda_runtime", "nvidia.cublas", "nvidia.cudnn", "nvidia.nccl", "nvidia.cu13", "nvidia.cuda_nvrtc", "nvidia.nvjitlink"):
+    try:
+        mod = importlib.import_module(m)
+    except Exception:
+        continue
+    for p in list(getattr(mod, "__path__", [])):
+        d = os.path.join(p, "lib")
+        if os.path.isdir(d) and d not in seen:
+            seen.append(d)
+for d in seen:
+    print(d)
+EOF
+)
+  break
+done
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do [ -d "$d" ] && cudalibs+=("$d"); done
+cudapath=$(IFS=:; echo "${cudalibs[*]:-}")
+export LD_LIBRARY_PATH="$b/lib${cudapath:+:$cudapath}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+# Open MPI from the bundle
+export OPAL_PREFIX=$b OPAL_EXEC_PREFIX=$b OPAL_BINDIR=$b/bin OPAL_LIBDIR=$b/lib OPAL_PKGLIBDIR=$b/lib/openmpi
+export OPAL_DATAROOTDIR=$b/share OPAL_DATADIR=$b/share OPAL_PKGDATADIR=$b/share/openmpi OPAL_SYSCONFDIR=$b/etc
+export OMPI_MCA_mca_base_component_path=$b/lib/openmpi PMIX_MCA_mca_base_component_path=$b/lib/pmix
+export OMPI_MCA_mca_base_param_files=$b/etc/openmpi-mca-params.conf
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+export PATH=$b/bin:$PATH
+
+say "ddnn GPU run: bundle $(cat "$b/VERSION" 2>/dev/null), $(date -u)"
+say "CUDA library folders: ${cudapath:-none found}"
+command -v nvidia-smi > /dev/null && nvidia-smi -L 2>&1 | tee -a "$log"
+missing=$(ldd "$b/lib/libddnn.so" | grep 'not found' || true)
+if [ -n "$missing" ]; then
+  say "libddnn cannot load: these libraries were not found (set DDNN_CUDA_LIBS to their folder):"
+  say "$missing"
+  exit 2
+fi
+
+fail=0
+run() { # name, command...
+  local name=$1
+  shift
+  say "== $name: $*"
+  if "$@" > "$results/$name.txt" 2>&1; then say "   passed"; else
+    say "   FAILED (exit $?): see $results/$name.txt"
+    fail=1
+  fi
+  grep -E '^\[  (SKIPPED|FAILED) \]|no CUDA device' "$results/$name.txt" | sort -u | sed 's/^/   /' | tee -a "$log"
+}
+cd "$results"
+# the GPU suite: one rank (MPI singleton), then two ranks sharing the device
+OMPI_MCA_ess_singleton_isolated=1 run test_13_gpu_np1 "$b/tests/test_13_gpu"
+run test_13_gpu_np2 mpiexec -n 2 "$b/tests/test_13_gpu"
+# the backend registry and tensors on the CPU from the same build (sanity of the bundle)
+OMPI_MCA_ess_singleton_isolated=1 run test_08_backends_np1 "$b/tests/test_08_backends"
+OMPI_MCA_ess_singleton_isolated=1 run test_02_tensor_np1 "$b/tests/test_02_tensor"
+say "results in $results"
+exit $fail

@@ -1,0 +1,12 @@
+/* The /gpu/cuda backend's entry points for the registry and the tests (C++ only; builds with DDNN_WITH_CUDA). */
+#pragma once
+#include <ddnn/private/ddbackendimpl.h>
+
+/* registers /gpu/cuda (also with no device: the name is known, asking for it is the error below) */
+PetscErrorCode DDBackendCreate_Cuda(void);
+/* an error "no CUDA device" naming cudaGetDeviceCount()'s count and error when this process has none */
+PetscErrorCode DDBackendCudaCheckDevice_Private(void);
+/* the number of CUDA devices registration found (0 with no device or no driver) */
+PetscErrorCode DDBackendCudaGetDeviceCount_Private(int *);
+/* raises (and clears) a failure kept by a kernel entry (GEMM, pointwise) that could not return an error */
+PetscErrorCode DDBackendCudaCheckPending_Private(void);

@@ -1,0 +1,61 @@
+/*
+  The CUDA kernels of the /gpu/cuda backend behind a plain C++ interface: no PETSc here, so that
+  only this header and cudakernels.cu go through nvcc. backend_cuda.cxx turns the cudaError_t
+  results into PETSc errors. Every launch is on the default stream (asynchronous to the host;
+  cudaMemcpy to or from pageable host memory synchronizes with it).
+*/
+#pragma once
+#include <cuda_runtime.h>
+#include <cstdint>
+
+namespace ddnn
+{
+namespace cuda
+{
+constexpr int kMaxDim = 8; /* DD_MAX_DIM (static_assert'ed in backend_cuda.cxx) */
+
+/*
+  A DDLayout as the vector kernels see it. Choice (documented in backend_cuda.cxx): the layout's
+  strides and blocking go to the kernel by value and every thread maps its bulk index (C order over
+  the bulk sizes n) to a storage offset itself, as LayoutOffset() does; nothing is precomputed or
+  uploaded per layout. Two layouts of the same piece map the same bulk index to matching entries,
+  so copy and axpby work between any two storage formats.
+*/
+struct Layout {
+  int     order   = 0;
+  int     bdim    = -1, bs = 1;
+  bool    contig  = false; /* the bulk is the whole storage, in C order: offset = bulk index */
+  int64_t bulk    = 0;
+  int64_t n[kMaxDim]      = {0};
+  int64_t lo[kMaxDim]     = {0};
+  int64_t stride[kMaxDim] = {0};
+};
+
+/* element types: 0 float32, 1 float64 (DDDataType) */
+cudaError_t Set(int dt, const Layout &L, void *y, double v);
+cudaError_t Scale(int dt, const Layout &L, void *y, double a);
+cudaError_t Copy(int dt, const Layout &Lx, const void *x, const Layout &Ly, void *y);
+cudaError_t Axpby(int dt, double a, const Layout &Lx, const void *x, double b, const Layout &Ly, void *y);
+
+/*
+  Packing of runs: run r is src[off[r] .. off[r] + len[r]) and sits at buf[pos[r] ..) (pos: the
+  nruns + 1 prefix sums of the lengths, pos[nruns] = total). off and pos are device arrays. Each
+  thread moves one buffer entry and finds its run by bisection of pos. Unpack with add uses atomic
+  adds, so runs that overlap within one call sum as the host loop does.
+*/
+cudaError_t Pack(int dt, int64_t nruns, const int64_t *off, const int64_t *pos, int64_t total, const void *src, void *buf);
+cudaError_t Unpack(int dt, int64_t nruns, const int64_t *off, const int64_t *pos, int64_t total, const void *buf, void *dst, bool add);
+
+/* pointwise activations (type: DDActivationType's values), src/backend/cpu/pointwise.cxx's semantics */
+template <class T>
+cudaError_t ActForward(int type, T slope, const T *x, T *y, int64_t n);
+template <class T>
+cudaError_t ActBackward(int type, T slope, const T *x, const T *dy, T *dx, int64_t n);
+
+/* the affine layer's helpers: y[r, :] = b (N rows of Fo, leading dimension ldy); db[o] += sum_r dy[r, o] */
+template <class T>
+cudaError_t FillRows(T *y, int64_t ldy, const T *b, int64_t N, int64_t Fo);
+template <class T>
+cudaError_t ColumnSumsAdd(const T *dy, int64_t ldy, int64_t N, int64_t Fo, T *db);
+} // namespace cuda
+} // namespace ddnn
