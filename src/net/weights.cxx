@@ -93,6 +93,13 @@ static PetscErrorCode Entries(DDNet net, std::vector<Entry> &es)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+static std::string Dims(const std::vector<PetscInt> &v)
+{
+  std::string s;
+  for (size_t i = 0; i < v.size(); i++) s += (i ? "x" : "") + std::to_string(v[i]);
+  return s.empty() ? "() (a scalar)" : s;
+}
+
 /* every dataset of the file, by its full path without the leading "/" */
 #if H5_VERSION_GE(1, 12, 0)
 typedef H5O_info2_t DDH5ObjInfo;
@@ -268,9 +275,10 @@ PetscErrorCode DDNetLoadWeights(DDNet net, const char file[])
     for (auto &d : ds) DDCheckAll(comm, need.count(d) > 0, PETSC_ERR_FILE_UNEXPECTED, "Dataset \"%s\" of weights file \"%s\" is not a tensor of the network (%zu datasets in the file, %zu tensors in the network): the file is another network's, or a layer's weights name (-<layer>_layer_weights_name) is wrong", d.c_str(), file, ds.size(), es.size());
     for (auto &e : es) {
       if (e.t) {
-        PetscErrorCode ierr = H5ReadTensor(fid, file, e.path.c_str(), e.t, false);
-        if (ierr) (void)(*PetscErrorPrintf)("while loading %s of layer \"%s\" from \"%s\"\n", e.what.c_str(), e.layer.c_str(), file);
-        PetscCall(ierr);
+        std::vector<PetscInt> fd, td(e.t->shape, e.t->shape + e.t->order);
+        PetscCall(H5DatasetShape(comm, fid, file, e.path.c_str(), fd));
+        DDCheckAll(comm, fd == td, PETSC_ERR_FILE_UNEXPECTED, "Dataset \"%s\" in weights file \"%s\" (%s of layer \"%s\") has shape %s, the network's tensor %s", e.path.c_str(), file, e.what.c_str(), e.layer.c_str(), Dims(fd).c_str(), Dims(td).c_str());
+        PetscCall(H5ReadTensor(fid, file, e.path.c_str(), e.t, false));
       } else PetscCall(ReadCounter(comm, fid, file, e));
     }
     PetscFunctionReturn(PETSC_SUCCESS);
