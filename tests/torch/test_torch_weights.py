@@ -9,6 +9,9 @@
     relative 1e-5 of the largest; float64 against torch in float64: 1e-12).
  2. ddnn trains the same network a few steps on 3 ranks and saves it (DDNetSaveWeights());
     share/ddnn/h5_to_torch.py loads the file into the torch LeNet-5: torch's logits equal ddnn's.
+ 3. A conv + batch-norm net trained in torch (running statistics, num_batches_tracked int64) loads
+    into ddnn with the same eval outputs; ddnn trains 2 more steps, h5_to_torch.py loads it back:
+    same outputs, num_batches_tracked 5.
 Exits 77 (CTest SKIP_RETURN_CODE) when torch or h5py cannot be imported.
 """
 import argparse
@@ -123,5 +126,47 @@ with torch.no_grad():
 ok &= compare("ddnn (3 ranks, 3 steps) -> torch, float64", yt, y, 1e-12)
 # the loaded weights are ddnn's trained ones, not torch's
 ok &= bool(np.abs(yt - ref64).max() > 1e-3)
+# 3. batch normalization: running statistics and num_batches_tracked (int64) both ways
+class BNNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1, self.fc = nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.Linear(4 * 30 * 30, 10)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(torch.relu(self.bn1(self.conv1(x))), 1))
+
+
+torch.manual_seed(2)
+bnet = BNNet().double()
+opt = torch.optim.SGD(bnet.parameters(), lr=0.05)
+for step in range(3):
+    opt.zero_grad()
+    nn.functional.cross_entropy(bnet(x.double()), label).backward()
+    opt.step()
+bnet.eval()
+sys.path.insert(0, a.share)
+import torch_to_h5  # noqa: E402
+names = {"conv1": "c1", "bn1": "bn", "fc": "out"}
+torch_to_h5.save_state_dict(bnet, W("bn_from_torch.h5"), names)
+with h5py.File(W("bn_from_torch.h5"), "r") as f:
+    assert f["bn.num_batches_tracked"].dtype == np.int64 and f["bn.num_batches_tracked"].shape == ()
+with torch.no_grad():
+    bref = bnet(x.double()).numpy()
+common = ["-net_inputs", "x,label", "-net_layers", "c1,bn,act,flat,out,loss", "-c1_layer_type", "conv", "-c1_layer_conv_out_channels", "4",
+          "-c1_layer_conv_kernel", "3", "-bn_layer_type", "batchnorm", "-act_layer_type", "activation", "-act_layer_activation_type", "relu",
+          "-flat_layer_type", "flatten", "-out_layer_type", "affine", "-out_layer_affine_out_features", "10", "-loss_layer_type", "loss",
+          "-loss_layer_inputs", "out,label", "-loss_layer_loss_type", "crossentropy", "-optimizer_type", "sgd", "-optimizer_lr", "0.05",
+          "-data", W("data.h5"), "-xshape", "%d,1,32,32" % N]
+y = run(2, [1, 1, 2, 1], "float64", ["-net_load_weights", W("bn_from_torch.h5")])
+ok &= compare("torch -> ddnn, conv + batchnorm, 2 ranks, float64", y, bref, 1e-12)
+y = run(2, [2, 1, 1, 1], "float64", ["-net_load_weights", W("bn_from_torch.h5"), "-mode", "train", "-steps", "2", "-save", W("bn_from_ddnn.h5")])
+back = h5_to_torch.load_state_dict(BNNet().double(), W("bn_from_ddnn.h5"), {v: k for k, v in names.items()})
+back.eval()
+with torch.no_grad():
+    yt = back(x.double()).numpy()
+ok &= compare("ddnn (2 more steps) -> torch, conv + batchnorm", yt, y, 1e-12)
+nbt = int(back.bn1.num_batches_tracked)
+print("num_batches_tracked: torch 3 steps + ddnn 2 steps = %d" % nbt)
+ok &= nbt == 5
 print("PASS" if ok else "FAIL")
 sys.exit(0 if ok else 1)
