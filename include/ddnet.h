@@ -42,3 +42,7 @@ PETSC_EXTERN PetscErrorCode DDNetSetCheckFinite(DDNet, PetscBool);
 PETSC_EXTERN PetscErrorCode DDNetView(DDNet, PetscViewer);
 PETSC_EXTERN PetscErrorCode DDNetViewFromOptions(DDNet, PetscObject, const char[]);
 PETSC_EXTERN PetscErrorCode DDNetDestroy(DDNet *);
+/* weights as a PyTorch state_dict in HDF5 (src/net/weights.cxx) */
+PETSC_EXTERN PetscErrorCode DDNetLoadWeights(DDNet, const char[]);
+PETSC_EXTERN PetscErrorCode DDNetSaveWeights(DDNet, const char[]);
+PETSC_EXTERN PetscErrorCode DDNetSetLayerWeightsName(DDNet, const char[], const char[]);

@@ -415,13 +415,16 @@ static PetscErrorCode DDNetLayerSetUp(Node &nd, std::vector<DDTensor> &ins)
   Runs two passes: the first discovers every tensor's final halo (all its consumers' needs),
   the second sets the layers up with their outputs created with those halos, so that no
   consumer's communication plan is invalidated by another's. Then initializes the parameters
-  (seed -net_seed, default 0) identically on any partition.
+  (seed -net_seed, default 0) identically on any partition, and with -net_load_weights loads
+  them (and the buffers) from a weights file: set-up is where the partitioned tensors exist, so the
+  file is read there rather than in `DDNetSetFromOptions()`.
 
   Every rank must hold the same graph (inputs, layers, connections): a difference, such as
   an option given to some ranks only, is an error naming the ranks and the first difference.
 
   Options Database Keys:
 + -net_seed <s> - seed of the parameters
+. -net_load_weights <file.h5> - then load the parameters and buffers from a PyTorch state_dict in HDF5 (`DDNetLoadWeights()`)
 . -dd_check_finite - check outputs and gradients for nan/inf (`DDNetSetCheckFinite()`)
 - -net_view - view the network
 
@@ -513,6 +516,12 @@ PetscErrorCode DDNetSetUp(DDNet net, PetscInt n, DDTensor xs[])
     seed = s;
   }
   PetscCall(DDNetInitializeParameters(net, seed));
+  { /* weights from a PyTorch state_dict, replacing the initial ones */
+    char      file[PETSC_MAX_PATH_LEN];
+    PetscBool flg;
+    PetscCall(PetscOptionsGetString(NULL, ((PetscObject)net)->prefix, "-net_load_weights", file, sizeof(file), &flg));
+    if (flg) PetscCall(DDNetLoadWeights(net, file));
+  }
   PetscCall(DDNetViewFromOptions(net, NULL, "-net_view"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -14,6 +14,8 @@ struct NetNode {
   std::vector<int> inputs;   /* >= 0: node index; < 0: net input -1-k */
   DDTensor         dy = NULL; /* gradient of the node's output */
   int              consumers = 0;
+  std::string      weightsname;            /* the module name in weights files (DDNetSetLayerWeightsName()) */
+  bool             weightsnameset = false; /* else the layer's name */
 };
 
 /* the graph, evaluated in insertion order */
