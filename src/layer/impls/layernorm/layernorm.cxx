@@ -16,7 +16,9 @@
   coordinate 0 in the leading ones), are broadcast to every worker (Pc -> Pw, aligned at the
   trailing dimension) and their gradients sum-reduced by the broadcast's adjoint, the pattern
   of ChannelParams (normcommon.hpp) for k dimensions.
-  The local loops run on a plain (C-order, halo-free) copy of the rank's piece: rows by entries.
+  The local loops (KernelTable<T>::lnsums, lnapply, lnbwdsums, lnbwdapply of the layer's backend
+  chain; /cpu/ref's plain loops) run on a plain (C-order, halo-free) view of the rank's piece:
+  R rows by M entries.
 */
 #include <layer/impls/batchnorm/normcommon.hpp>
 #include <cmath>
@@ -41,7 +43,7 @@ struct LayerNorm {
   double      m = 0;        /* entries per row, global */
   /* the forward state */
   bool                xconformed = false, forwarded = false; /* the forward read the plain copy xc */
-  std::vector<double> mean, rstd;
+  std::vector<double> mean, rstd, q, q2;
 };
 } // namespace
 
@@ -342,38 +344,29 @@ static PetscErrorCode LayerNorm_Forward(DDLayer l, PetscInt nin, DDTensor xs[], 
     PetscCall(DDPrimitiveApply(s->B, s->b, s->bh));
   }
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
-    using T       = decltype(z);
-    double  *st   = act ? (double *)s->st->array : nullptr;
-    const T *xa   = act ? HostArray<const T>(x) : nullptr;
-    T       *ya   = act ? HostArray<T>(yo) : nullptr;
-    const T *wa   = act && M ? (const T *)s->wh->array : nullptr;
-    const T *ba   = act && M ? (const T *)s->bh->array : nullptr;
+    using T     = decltype(z);
+    double  *st = act ? (double *)s->st->array : nullptr;
+    const T *xa = act ? HostArray<const T>(x) : nullptr;
+    T       *ya = act ? HostArray<T>(yo) : nullptr;
+    const T *wa = act && M ? (const T *)s->wh->array : nullptr;
+    const T *ba = act && M ? (const T *)s->bh->array : nullptr;
     PetscFunctionBegin;
     s->mean.assign(R, 0.0);
     s->rstd.assign(R, 1.0);
+    s->q.assign(R, 0.0);
+    /* the row sums, then the squared deviations about the global means, each all-sum-reduced */
+    if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::lnsums, R, M, xa, (const double *)nullptr, s->q.data()));
     for (PetscInt r = 0; r < R; r++) {
-      double a = 0;
-      for (PetscInt i = 0; i < M; i++) a += (double)xa[r * M + i];
-      st[2 * r]     = a;
+      st[2 * r]     = s->q[r];
       st[2 * r + 1] = 0;
     }
     PetscCall(AllSum(s->A, s->st));
-    for (PetscInt r = 0; r < R; r++) {
-      const double mu = st[2 * r] / s->m;
-      double       q  = 0;
-      for (PetscInt i = 0; i < M; i++) {
-        const double e = (double)xa[r * M + i] - mu;
-        q += e * e;
-      }
-      s->mean[r] = mu;
-      st[2 * r]  = q;
-    }
+    for (PetscInt r = 0; r < R; r++) s->mean[r] = st[2 * r] / s->m;
+    if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::lnsums, R, M, xa, (const double *)s->mean.data(), s->q.data()));
+    for (PetscInt r = 0; r < R; r++) st[2 * r] = s->q[r];
     PetscCall(AllSum(s->A, s->st));
-    for (PetscInt r = 0; r < R; r++) {
-      const double mu = s->mean[r], rs = 1.0 / std::sqrt(st[2 * r] / s->m + (double)s->eps);
-      s->rstd[r] = rs;
-      for (PetscInt i = 0; i < M; i++) ya[r * M + i] = (T)((double)wa[i] * (((double)xa[r * M + i] - mu) * rs) + (double)ba[i]);
-    }
+    for (PetscInt r = 0; r < R; r++) s->rstd[r] = 1.0 / std::sqrt(st[2 * r] / s->m + (double)s->eps);
+    if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::lnapply, R, M, xa, (const double *)s->mean.data(), (const double *)s->rstd.data(), wa, ba, ya));
     PetscFunctionReturn(PETSC_SUCCESS);
   }));
   if (yo != y) PetscCall(DDTensorCopy(yo, y));
@@ -392,25 +385,17 @@ static PetscErrorCode LayerNorm_Backward(DDLayer l, DDTensor dy, PetscInt nin, D
   PetscCall(ConformLayout(dy, s->pm, &s->dyc, &g, true));
   if (dx) PetscCall(ConformLayout(dx, s->pm, &s->dxc, &dxo, false));
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
-    using T       = decltype(z);
-    const T *xa   = act ? HostArray<const T>(x) : nullptr;
-    const T *ga   = act ? HostArray<const T>(g) : nullptr;
-    const T *wa   = act && M ? (const T *)s->wh->array : nullptr;
+    using T     = decltype(z);
+    const T *xa = act ? HostArray<const T>(x) : nullptr;
+    const T *ga = act ? HostArray<const T>(g) : nullptr;
+    const T *wa = act && M ? (const T *)s->wh->array : nullptr;
+    T       *dw = act && M ? (T *)s->dwh->array : nullptr, *db = act && M ? (T *)s->dbh->array : nullptr;
+    double  *st = act ? (double *)s->st->array : nullptr;
     PetscFunctionBegin;
-    /* parameter gradients: partial sums over this worker's rows */
-    if (act && M) {
-      T *dw = (T *)s->dwh->array, *db = (T *)s->dbh->array;
-      for (PetscInt i = 0; i < M; i++) {
-        double aw = 0, ab = 0;
-        for (PetscInt r = 0; r < R; r++) {
-          const double gy = (double)ga[r * M + i];
-          aw += gy * ((double)xa[r * M + i] - s->mean[r]) * s->rstd[r];
-          ab += gy;
-        }
-        dw[i] = (T)aw;
-        db[i] = (T)ab;
-      }
-    }
+    /* this worker's partial parameter gradients and the per-row sums (G1, G2) */
+    s->q.assign(R, 0.0);
+    s->q2.assign(R, 0.0);
+    if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::lnbwdsums, R, M, xa, ga, (const double *)s->mean.data(), (const double *)s->rstd.data(), wa, dw, db, s->q.data(), s->q2.data()));
     for (auto pr : {std::make_pair(s->dwh, l->grads[0]), std::make_pair(s->dbh, l->grads[1])}) {
       if (s->bcast) {
         PetscCall(DDPrimitiveApplyAdjoint(s->B, pr.first, s->tmp));
@@ -418,26 +403,16 @@ static PetscErrorCode LayerNorm_Backward(DDLayer l, DDTensor dy, PetscInt nin, D
       } else PetscCall(DDTensorAXPY(pr.second, 1.0, pr.first));
     }
     if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
-    double *st = act ? (double *)s->st->array : nullptr;
-    T      *da = act ? HostArray<T>(dxo) : nullptr;
     for (PetscInt r = 0; r < R; r++) {
-      double g1 = 0, g2 = 0;
-      for (PetscInt i = 0; i < M; i++) {
-        const double gw = (double)wa[i] * (double)ga[r * M + i];
-        g1 += gw;
-        g2 += gw * ((double)xa[r * M + i] - s->mean[r]) * s->rstd[r];
-      }
-      st[2 * r]     = g1;
-      st[2 * r + 1] = g2;
+      st[2 * r]     = s->q[r];
+      st[2 * r + 1] = s->q2[r];
     }
     PetscCall(AllSum(s->A, s->st));
     for (PetscInt r = 0; r < R; r++) {
-      const double rs = s->rstd[r], G1 = st[2 * r] / s->m, G2 = st[2 * r + 1] / s->m;
-      for (PetscInt i = 0; i < M; i++) {
-        const double gw = (double)wa[i] * (double)ga[r * M + i], xh = ((double)xa[r * M + i] - s->mean[r]) * rs;
-        da[r * M + i]   = (T)(rs * (gw - G1 - xh * G2));
-      }
+      s->q[r]  = st[2 * r] / s->m;
+      s->q2[r] = st[2 * r + 1] / s->m;
     }
+    if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::lnbwdapply, R, M, xa, ga, (const double *)s->mean.data(), (const double *)s->rstd.data(), wa, (const double *)s->q.data(), (const double *)s->q2.data(), HostArray<T>(dxo)));
     PetscFunctionReturn(PETSC_SUCCESS);
   }));
   if (dx && dxo != dx) PetscCall(DDTensorCopy(dxo, dx));
@@ -471,8 +446,9 @@ static PetscErrorCode LayerNorm_View(DDLayer l, PetscViewer viewer)
 
   Envelope: k must be less than the input's order (the batch is never normalized over); a
   replicated input, a normalized shape that is not the input's trailing shape and eps <= 0 are
-  errors naming the setting. The local loops run in float64 arithmetic on a plain copy of the
-  piece (blocked and channels-last inputs are copied).
+  errors naming the setting. The local kernels (the layer's backend chain, DD_KERNEL_NORM;
+  /cpu/ref's loops) accumulate in float64 on a plain view of the piece (blocked and
+  channels-last inputs are copied to one).
 
   Options Database Keys:
 + -layer_layernorm_dims <k> - number of trailing dimensions normalized
