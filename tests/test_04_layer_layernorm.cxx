@@ -230,6 +230,7 @@ TEST(LayerNorm, OptionsDatabase)
   DDT(DDLayerGetOutput(l, &y));
   DDT(DDLayerForward(l, x, y));
   EXPECT_NEAR(GatherAll(y)[3], 1.5 / std::sqrt(1.25 + 0.75), 1e-14);
+  DDT(DDLayerView(l, PETSC_VIEWER_STDOUT_WORLD));
   DDT(DDLayerDestroy(&l));
   for (auto o : {"-ln_layer_type", "-ln_layer_layernorm_normalized_shape", "-ln_layer_layernorm_eps"}) DDT(PetscOptionsClearValue(NULL, o));
   DDT(DDTensorDestroy(&x));

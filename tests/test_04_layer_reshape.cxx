@@ -118,6 +118,7 @@ TEST(Reshape, OptionsDatabase)
   DDT(DDTensorGetOrder(y, &o));
     DDT(DDTensorGetShape(y, &ys));
   EXPECT_EQ(std::vector<PetscInt>(ys, ys + o), std::vector<PetscInt>({3, 4, 2}));
+  DDT(DDLayerView(l, PETSC_VIEWER_STDOUT_WORLD));
   DDT(DDLayerDestroy(&l));
   for (auto o : {"-rs_layer_type", "-rs_layer_reshape_shape"}) DDT(PetscOptionsClearValue(NULL, o));
   DDT(DDTensorDestroy(&x));
