@@ -39,6 +39,8 @@ typedef const char *DDLayerType;
 #define DDLAYERCONCAT        "concat"
 #define DDLAYERFLATTEN       "flatten"
 #define DDLAYERSPECTRAL      "spectral"
+#define DDLAYERLAYERNORM     "layernorm"
+#define DDLAYERRESHAPE       "reshape"
 
 #define DD_LAYER_MAX_INPUTS 8
 
@@ -151,6 +153,9 @@ PETSC_EXTERN PetscErrorCode DDLayerBatchNormGetNumBatchesTracked(DDLayer, PetscI
 PETSC_EXTERN PetscErrorCode DDLayerBatchNormSetNumBatchesTracked(DDLayer, PetscInt64);
 PETSC_EXTERN PetscErrorCode DDLayerGroupNormSetGroups(DDLayer, PetscInt);
 PETSC_EXTERN PetscErrorCode DDLayerGroupNormSetEpsilon(DDLayer, PetscReal);
+PETSC_EXTERN PetscErrorCode DDLayerLayerNormSetDimensions(DDLayer, PetscInt);
+PETSC_EXTERN PetscErrorCode DDLayerLayerNormSetNormalizedShape(DDLayer, PetscInt, const PetscInt[]);
+PETSC_EXTERN PetscErrorCode DDLayerLayerNormSetEpsilon(DDLayer, PetscReal);
 
 /* activations and dropout */
 typedef enum {
@@ -219,6 +224,8 @@ PETSC_EXTERN PetscErrorCode DDLayerRepartitionSetPartition(DDLayer, DDPartition)
 PETSC_EXTERN PetscErrorCode DDLayerRepartitionSetShape(DDLayer, PetscInt, const PetscInt[]);
 PETSC_EXTERN PetscErrorCode DDLayerConcatSetDimension(DDLayer, PetscInt);
 PETSC_EXTERN PetscErrorCode DDLayerFlattenSetPartition(DDLayer, DDPartition);
+PETSC_EXTERN PetscErrorCode DDLayerReshapeSetShape(DDLayer, PetscInt, const PetscInt[]);
+PETSC_EXTERN PetscErrorCode DDLayerReshapeSetPartition(DDLayer, DDPartition);
 
 /* spectral convolution (Fourier neural operators) */
 PETSC_EXTERN PetscErrorCode DDLayerSpectralSetModes(DDLayer, PetscInt, const PetscInt[]);

@@ -420,13 +420,26 @@ TEST(Affine, OptionsDatabase)
   DDT(DDTensorDestroy(&x));
 }
 
-TEST(AffineBadInput, Order4InputAsksToFlatten)
+TEST(AffineBadInput, SplitMiddleDimensionIsNamed)
 {
-  DDTensor x = MakeInput({{2, 3, 4, 4}, {}, {}, {}}, DD_FLOAT64, 1);
+  int W = Size();
+  if (W < 2) GTEST_SKIP() << "needs 2 ranks";
+  DDTensor x = MakeInput({{2, 4, 3, 4}, {1, 2, 1, 1}, {}, {}}, DD_FLOAT64, 1);
   DDLayer  l;
   DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
   Configure(AffCfg())(l);
-  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_INCOMP, "flatten it first");
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_SUP, "supports splits of the first (batch) and last (feature) dimensions only; dimension 1 is split over 2 workers");
+  DDT(DDLayerDestroy(&l));
+  DDT(DDTensorDestroy(&x));
+}
+
+TEST(AffineBadInput, Order1Input)
+{
+  DDTensor x = MakeInput({{6}, {}, {}, {}}, DD_FLOAT64, 1);
+  DDLayer  l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  Configure(AffCfg())(l);
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_INCOMP, "order at least 2; the input has order 1");
   DDT(DDLayerDestroy(&l));
   DDT(DDTensorDestroy(&x));
 }
@@ -459,4 +472,139 @@ TEST(AffineBadInput, NonPositiveOutputFeatures)
   DD_EXPECT_ERROR(DDLayerConvSetOutputChannels(l, 3), PETSC_ERR_ARG_WRONG, "needs a conv");
   DDT(DDLayerDestroy(&l));
   DDT(DDTensorDestroy(&x));
+}
+
+/* torch 1.13 float64, nn.Linear(4, 5) on (N, T, F) = (2, 3, 4): x_i = sin(0.7 i + 0.3), W_i = 0.1 cos(1.3 i) - 0.05 (row-major (5, 4)),
+   b_i = 0.2 i - 0.3, dy_i = cos(0.9 i + 0.2) */
+static const double lin_y[]  = {-0.52215338480657192, -0.20284786522842629, 0.076747246155113996, 0.23202499985136649, 0.3105236525252113, -0.042749676794133995, 0.042210540262036161, 0.1052232168597181, 0.29190131026194344, 0.61640556299513349, -0.56262061853102785, -0.26514003099847394, 0.11340989061411895, 0.38323653295131566, 0.47011650341053346, -0.062356295405554374, 0.068986712828917607, 0.069506586095190379, 0.15124404792499191, 0.43990823321264866, -0.48520579664527153, -0.25330608120865628, 0.14405326103461699, 0.49708582975370252, 0.64312310690405328, -0.18863362615342322, 0.019910116521401303, 0.047477480452561255, 0.07735860842869216, 0.2903841892055361};
+static const double lin_dx[] = {0.3056672991789377, 0.19531687692775587, -0.14664510685228191, -0.21924354479170069, -0.13464696264019541, 0.077972386654883333, 0.048398789761453051, -0.18004236458804196, -0.24890127091760511, -0.22818938008463999, 0.12624058369378632, 0.29514789314118905, 0.23958164740502277, 0.018230338938227966, -0.10162075928213322, 0.055610492418027194, 0.147895661130235, 0.22050362234388415, -0.08339812531050611, -0.3185928095531837, -0.30193321564560593, -0.11119281363695149, 0.13678070827384611, 0.078705559547295592};
+static const double lin_dw[] = {-0.51196709619366965, -0.23985394900415161, 0.14506625822335575, 0.46175953748560633, -0.64847173336074848, -0.66940187072032342, -0.37550184858737146, 0.095002560314454504, -0.29422589100392771, -0.59235980223341644, -0.61189764259529889, -0.34365046048020481, 0.28268423981802987, -0.067031645021938355, -0.38522149980974452, -0.52223566398505294, 0.64566457369173458, 0.50902472476298088, 0.13298259404747026, -0.30560332855891503};
+static const double lin_db[] = {0.45345125205838632, 1.0089573013313586, 0.80090458007569409, -0.013256760113992461, -0.81738564854335494};
+
+static void SetGlobalT(DDTensor t, const std::vector<double> &v)
+{
+  DDDataType dt;
+  DDT(DDTensorGetDataType(t, &dt));
+  if (dt == DD_FLOAT64) DDT(DDTensorSetValuesGlobal(t, v.data()));
+  else {
+    std::vector<float> f(v.begin(), v.end());
+    DDT(DDTensorSetValuesGlobal(t, f.data()));
+  }
+}
+
+TEST(AffineLastDim, PyTorchLinearOnNTF)
+{
+  const int                          W = Size();
+  int tried = 0;
+  for (PetscInt pfo : {1, 2}) {
+    if (W % pfo) continue;
+    std::vector<std::vector<PetscInt>> f; /* Pn x Pfi of W / Pfo workers: Pfo Pn Pfi = W */
+    Factorizations(W / (int)pfo, 2, f);
+    for (auto &ps : f) {
+      if (ps[0] > 2 || ps[1] > 4) continue;
+      for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+        tried++;
+        const double tol = dt == DD_FLOAT64 ? 1e-14 : 1e-5;
+        DDTensor     x   = MakeInput({{2, 3, 4}, {ps[0], 1, ps[1]}, {}, {}}, dt, 1), y, dy, dx, *p, *g;
+        DDLayer      l;
+        PetscInt     np;
+        AffCfg       c;
+        c.pfo = pfo;
+        std::vector<double> xv(24), wv(20), bv(5), dv(30);
+        for (int i = 0; i < 24; i++) xv[i] = std::sin(0.7 * i + 0.3);
+        for (int i = 0; i < 20; i++) wv[i] = 0.1 * std::cos(1.3 * i) - 0.05;
+        for (int i = 0; i < 5; i++) bv[i] = 0.2 * i - 0.3;
+        for (int i = 0; i < 30; i++) dv[i] = std::cos(0.9 * i + 0.2);
+        SetGlobalT(x, xv);
+        DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+        Configure(c)(l);
+        DDT(DDLayerSetUp(l, x));
+        DDT(DDLayerGetParameters(l, &np, &p));
+        ASSERT_EQ(np, 2);
+        SetGlobalT(p[0], wv);
+        SetGlobalT(p[1], bv);
+        DDT(DDLayerGetOutput(l, &y));
+        const PetscInt *ys;
+        DDT(DDTensorGetShape(y, &ys));
+        EXPECT_EQ(std::vector<PetscInt>(ys, ys + 3), std::vector<PetscInt>({2, 3, 5}));
+        DDT(DDLayerForward(l, x, y));
+        DDT(DDLayerCreateOutput(l, &dy));
+        SetGlobalT(dy, dv);
+        DDT(DDTensorDuplicate(x, &dx));
+        DDT(DDLayerZeroGradients(l));
+        DDT(DDLayerBackward(l, dy, dx));
+        DDT(DDLayerGetGradients(l, &np, &g));
+        std::string what = std::string(dt == DD_FLOAT64 ? "float64" : "float32") + " Pn " + std::to_string(ps[0]) + " Pfi " + std::to_string(ps[1]) + " Pfo " + std::to_string(pfo);
+        auto md = [](const std::vector<double> &a, const double *b) {
+          double e = 0;
+          for (size_t i = 0; i < a.size(); i++) e = std::max(e, std::fabs(a[i] - b[i]));
+          return e;
+        };
+        EXPECT_LT(md(GatherAll(y), lin_y), tol) << what;
+        EXPECT_LT(md(GatherAll(dx), lin_dx), tol) << what;
+        EXPECT_LT(md(GatherAll(g[0]), lin_dw), tol) << what;
+        EXPECT_LT(md(GatherAll(g[1]), lin_db), tol) << what;
+        for (DDTensor *t : {&dx, &dy, &x}) DDT(DDTensorDestroy(t));
+        DDT(DDLayerDestroy(&l));
+      }
+    }
+  }
+  EXPECT_GT(tried, 0);
+}
+
+TEST(AffineLastDim, Order4MatchesSerialOnBatchAndFeatureSplits)
+{
+  const int                          W = Size();
+  std::vector<std::vector<PetscInt>> f;
+  Factorizations(W, 2, f);
+  for (auto &ps : f) {
+    InputSpec in;
+    in.shape  = {ps[0] + 1, 2, 3, 3 * ps[1] + 2};
+    in.pshape = {ps[0], 1, 1, ps[1]};
+    in.lx     = {{}, {}, {}, std::vector<PetscInt>(ps[1], 3)};
+    in.lx[3][0] += 2; /* unbalanced features */
+    std::string what = "Pn " + std::to_string(ps[0]) + " Pfi " + std::to_string(ps[1]);
+    AffCfg      c;
+    CheckAgainstSerial(c, in, "order 4, " + what);
+    c.ref = true;
+    CheckAgainstSerial(c, in, "order 4, reference loops, " + what);
+    InputSpec cl = in;
+    cl.fmt       = DD_FORMAT_CHANNELS_LAST; /* not row-major: a plain copy */
+    ExpectSameRun(RunLayer(Configure(AffCfg()), {cl}, DD_FLOAT64, 11), RunLayer(Configure(AffCfg()), {Serial(in)}, DD_FLOAT64, 11), 1e-12, "channels-last order 4, " + what);
+  }
+  /* Pfo = 2 output workers over Pn x Pfi = W / 2 */
+  if (W % 2 == 0) {
+    std::vector<std::vector<PetscInt>> h;
+    Factorizations(W / 2, 2, h);
+    for (auto &ps : h) {
+      InputSpec in;
+      in.shape  = {ps[0] + 1, 3, 2, 2 * ps[1] + 1};
+      in.pshape = {ps[0], 1, 1, ps[1]};
+      AffCfg c;
+      c.pfo = 2;
+      CheckAgainstSerial(c, in, "order 4, Pfo 2, Pn " + std::to_string(ps[0]) + " Pfi " + std::to_string(ps[1]));
+    }
+  }
+}
+
+TEST(AffineLastDim, AdjointAndFiniteDifferences)
+{
+  const int W = Size();
+  InputSpec in;
+  in.shape  = {2, 3, 4};
+  in.pshape = {W > 1 ? 2 : 1, 1, 1};
+  ExpectFiniteDifferences(Configure(AffCfg()), {in}, 7, 1e-8);
+  for (PetscBool wrtp : {PETSC_FALSE, PETSC_TRUE}) {
+    DDTensor  x = MakeInput({{2, 3, 2, 2 * W + 1}, {1, 1, 1, W}, {}, {}}, DD_FLOAT64, 3);
+    DDLayer   l;
+    PetscReal err;
+    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+    Configure(AffCfg())(l);
+    DDT(DDLayerSetUp(l, x));
+    DDT(DDLayerInitializeParameters(l, 2));
+    DDT(DDLayerAdjointTest(l, wrtp, 4, &err));
+    EXPECT_LT(err, 1e-14) << (wrtp ? "wrt parameters" : "wrt input");
+    DDT(DDLayerDestroy(&l));
+    DDT(DDTensorDestroy(&x));
+  }
 }

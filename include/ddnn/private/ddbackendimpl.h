@@ -222,6 +222,16 @@ struct KernelTable {
   void (*sgdupdate)(PetscInt n, T *p, const T *g, T *buf, const SGDCoefficients &)         = nullptr;
   void (*adamupdate)(PetscInt n, T *p, const T *g, T *m, T *v, const AdamCoefficients &) = nullptr;
   void (*normbwdapply)(const DDLayout &Lx, const T *x, const DDLayout &Ld, const T *dy, const DDLayout &Lo, T *dx, bool persample, const double *mu, const double *a, const double *b, const double *c) = nullptr;
+  /*
+    layer normalization over R rows of M contiguous entries (row-major, plain), statistics in double:
+    lnsums: s[r] = sum x (mean NULL) or sum (x - mean[r])^2;  lnapply: y = w (x - mean) rstd + b;
+    lnbwdsums: dw = sum_r dy xhat, db = sum_r dy (set), g1[r] = sum w dy, g2[r] = sum w dy xhat;
+    lnbwdapply: dx = rstd (w dy - G1[r] - xhat G2[r]), xhat = (x - mean) rstd
+  */
+  void (*lnsums)(PetscInt R, PetscInt M, const T *x, const double *mean, double *s)                                                                                     = nullptr;
+  void (*lnapply)(PetscInt R, PetscInt M, const T *x, const double *mean, const double *rstd, const T *w, const T *b, T *y)                                             = nullptr;
+  void (*lnbwdsums)(PetscInt R, PetscInt M, const T *x, const T *dy, const double *mean, const double *rstd, const T *w, T *dw, T *db, double *g1, double *g2)           = nullptr;
+  void (*lnbwdapply)(PetscInt R, PetscInt M, const T *x, const T *dy, const double *mean, const double *rstd, const T *w, const double *G1, const double *G2, T *dx) = nullptr;
 };
 
 /* Names of the kernel kinds, for log events and messages */

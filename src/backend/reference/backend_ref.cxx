@@ -6,6 +6,7 @@
 #include <backend/common/loopkernels.hpp>
 #include <backend/cpu/fastkernels.hpp>
 #include <backend/cpu/optimizer_kernels.hpp>
+#include <vector>
 
 using namespace ddnn;
 
@@ -47,6 +48,60 @@ PetscErrorCode RefPoolCreate(const PoolKernelSpec &spec, std::unique_ptr<PoolKer
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* layer normalization rows (DDLAYERLAYERNORM, paper 000 sec. 4.2.2): plain loops, double accumulation */
+template <class T>
+void LayerNormSums(PetscInt R, PetscInt M, const T *x, const double *mean, double *s)
+{
+  for (PetscInt r = 0; r < R; r++) {
+    const T *xr = x + r * M;
+    double   a  = 0;
+    if (!mean)
+      for (PetscInt i = 0; i < M; i++) a += (double)xr[i];
+    else
+      for (PetscInt i = 0; i < M; i++) {
+        const double e = (double)xr[i] - mean[r];
+        a += e * e;
+      }
+    s[r] = a;
+  }
+}
+template <class T>
+void LayerNormApply(PetscInt R, PetscInt M, const T *x, const double *mean, const double *rstd, const T *w, const T *b, T *y)
+{
+  for (PetscInt r = 0; r < R; r++)
+    for (PetscInt i = 0; i < M; i++) y[r * M + i] = (T)((double)w[i] * (((double)x[r * M + i] - mean[r]) * rstd[r]) + (double)b[i]);
+}
+template <class T>
+void LayerNormBackwardSums(PetscInt R, PetscInt M, const T *x, const T *dy, const double *mean, const double *rstd, const T *w, T *dw, T *db, double *g1, double *g2)
+{
+  std::vector<double> aw(M, 0.0), ab(M, 0.0);
+  for (PetscInt r = 0; r < R; r++) {
+    double s1 = 0, s2 = 0;
+    for (PetscInt i = 0; i < M; i++) {
+      const double gy = (double)dy[r * M + i], xh = ((double)x[r * M + i] - mean[r]) * rstd[r], gw = (double)w[i] * gy;
+      aw[i] += gy * xh;
+      ab[i] += gy;
+      s1 += gw;
+      s2 += gw * xh;
+    }
+    g1[r] = s1;
+    g2[r] = s2;
+  }
+  for (PetscInt i = 0; i < M; i++) {
+    dw[i] = (T)aw[i];
+    db[i] = (T)ab[i];
+  }
+}
+template <class T>
+void LayerNormBackwardApply(PetscInt R, PetscInt M, const T *x, const T *dy, const double *mean, const double *rstd, const T *w, const double *G1, const double *G2, T *dx)
+{
+  for (PetscInt r = 0; r < R; r++)
+    for (PetscInt i = 0; i < M; i++) {
+      const double xh = ((double)x[r * M + i] - mean[r]) * rstd[r];
+      dx[r * M + i]   = (T)(rstd[r] * ((double)w[i] * (double)dy[r * M + i] - G1[r] - xh * G2[r]));
+    }
+}
+
 template <class T>
 void FillRef(KernelTable<T> &t)
 {
@@ -66,6 +121,10 @@ void FillRef(KernelTable<T> &t)
   t.normscaleshift   = NormScaleShift<T>;
   t.normbwdsums      = NormBackwardSums<T>;
   t.normbwdapply     = NormBackwardApply<T>;
+  t.lnsums           = LayerNormSums<T>;
+  t.lnapply          = LayerNormApply<T>;
+  t.lnbwdsums        = LayerNormBackwardSums<T>;
+  t.lnbwdapply       = LayerNormBackwardApply<T>;
 }
 } // namespace
 

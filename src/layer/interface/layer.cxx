@@ -101,6 +101,8 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_ConvTranspose(DDLayer);
 PETSC_EXTERN PetscErrorCode DDLayerCreate_Dropout(DDLayer);
 PETSC_EXTERN PetscErrorCode DDLayerCreate_Flatten(DDLayer);
 PETSC_EXTERN PetscErrorCode DDLayerCreate_GroupNorm(DDLayer);
+PETSC_EXTERN PetscErrorCode DDLayerCreate_LayerNorm(DDLayer);
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Reshape(DDLayer);
 PETSC_EXTERN PetscErrorCode DDLayerCreate_Loss(DDLayer);
 PETSC_EXTERN PetscErrorCode DDLayerCreate_Spectral(DDLayer);
 PETSC_EXTERN PetscErrorCode DDLayerCreate_Pool(DDLayer);
@@ -141,6 +143,8 @@ PetscErrorCode DDLayerRegisterAll(void)
   PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERCONCAT, DDLayerCreate_Concat));
   PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERLOSS, DDLayerCreate_Loss));
   PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERSPECTRAL, DDLayerCreate_Spectral));
+  PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERLAYERNORM, DDLayerCreate_LayerNorm));
+  PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERRESHAPE, DDLayerCreate_Reshape));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -19,6 +19,11 @@
   copies of x, Pfi = 1 no reduction of y, Pn = 1 no copies of the parameters.
 
   Workers with fo = 0 are x's own ranks; the others are the lowest ranks x does not use.
+  Inputs of order d > 2, (N, T..., Fi) as torch.nn.Linear takes them, are (N T..., Fi) matrices:
+  every partition and tensor above gets the extents T... (unsplit, partition extent 1) between
+  its batch and feature dimensions, and each worker's rows are its samples times prod(T).
+  Splitting T... is rejected (it would need the rows of a worker to be a box across several
+  dimensions); repartition or reshape first.
   Local kernels: the GEMM entries of the layer's backend chain (/cpu/dnnl: oneDNN's sgemm in
   float32; /cpu/blas: OpenBLAS sgemm/dgemm; /cpu/ref: the reference loops, -<prefix>dd_backend /cpu/ref).
 */
@@ -198,11 +203,26 @@ static PetscErrorCode CreatePlainLike(DDTensor t, DDTensor *y)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* Whether the local storage is a row-major matrix over the last two dimensions (rows, features): features contiguous */
+/*
+  Whether the local storage is a row-major matrix (rows, features): features contiguous, and the
+  rows (all dimensions but the last) one strided sequence: C order, no halo in the dimensions
+  between the first and the last
+*/
 static bool RowMajor(const DDLayout &L)
 {
   const PetscInt c = L.order - 1;
-  return L.perm[L.order - 1] == c && (L.bdim < 0 || L.bdim == c);
+  if (L.perm[c] != c || (L.bdim >= 0 && L.bdim != c)) return false;
+  for (PetscInt k = 1; k < c; k++)
+    if (L.perm[k] != k || L.lo[k] || L.hi[k]) return false;
+  return true;
+}
+
+/* Rows of the local matrix: the product of the local extents of dimensions first .. order - 2 */
+static PetscInt Rows(const DDLayout &L, PetscInt first)
+{
+  PetscInt r = 1;
+  for (PetscInt k = first; k < L.order - 1; k++) r *= L.n[k];
+  return r;
 }
 
 /* The bulk of t as a row-major matrix: pointer to its first entry and row stride */
@@ -212,7 +232,7 @@ static T *MatOf(DDTensor t, PetscInt *ld)
   const DDLayout &L = t->layout;
   const PetscInt  r = L.order - 2, c = L.order - 1;
   *ld               = r >= 0 ? L.stride[r] : 1;
-  if (r < 0 || L.n[r] <= 1 || *ld < 1) *ld = PetscMax(1, L.n[c]);
+  if (r < 0 || Rows(L, 0) <= 1 || *ld < 1) *ld = PetscMax(1, L.n[c]);
   return HostArray<T>(t) + LayoutOffset(L, L.lo);
 }
 
@@ -233,13 +253,26 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   PetscCallMPI(MPI_Comm_size(comm, &size));
   PetscCallMPI(MPI_Comm_rank(comm, &rank));
   PetscCall(DDShapeToString_Private(x->order, x->shape, sx, sizeof(sx)));
-  PetscCheck(x->order == 2, comm, PETSC_ERR_ARG_INCOMP, "An affine layer takes (N, features) tensors of order 2; the input has order %" PetscInt_FMT " (shape %s): flatten it first (a DDLAYERFLATTEN layer, as torch.flatten(x, 1))", x->order, sx);
+  const PetscInt d = x->order;
+  PetscCheck(d >= 2, comm, PETSC_ERR_ARG_INCOMP, "An affine layer takes (N, ..., features) tensors of order at least 2; the input has order %" PetscInt_FMT " (shape %s)", d, sx);
+  for (PetscInt k = 1; k < d - 1; k++) PetscCheck(Px->shape[k] == 1, comm, PETSC_ERR_SUP, "An affine layer over the last dimension of an input of order %" PetscInt_FMT " (shape %s) supports splits of the first (batch) and last (feature) dimensions only; dimension %" PetscInt_FMT " is split over %" PetscInt_FMT " workers: repartition it (DDLAYERREPARTITION) or reshape the leading dimensions into the batch (DDLAYERRESHAPE)", d, sx, k, Px->shape[k]);
   PetscCheck(a->fo > 0, comm, PETSC_ERR_ARG_WRONGSTATE, "Affine layer %s needs a positive number of output features (DDLayerAffineSetOutputFeatures() or -%slayer_affine_out_features); it has %" PetscInt_FMT, prefix, prefix, a->fo);
   PetscCheck(a->pfo > 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "Output workers %" PetscInt_FMT " must be positive (-%slayer_affine_out_workers)", a->pfo, prefix);
-  for (PetscInt k = 0; k < 2; k++) PetscCheck(!x->replicated[k], comm, PETSC_ERR_ARG_INCOMP, "An affine layer's input cannot be replicated (dimension %" PetscInt_FMT ")", k);
-  const PetscInt N = x->shape[0], Fi = x->shape[1], Fo = a->fo;
+  for (PetscInt k = 0; k < d; k++) PetscCheck(!x->replicated[k], comm, PETSC_ERR_ARG_INCOMP, "An affine layer's input cannot be replicated (dimension %" PetscInt_FMT ")", k);
+  const PetscInt Fi = x->shape[d - 1], Fo = a->fo;
+  PetscInt       inner = 1; /* rows per sample: the extents between the batch and the features */
+  for (PetscInt k = 1; k < d - 1; k++) inner *= x->shape[k];
   a->Pn  = Px->shape[0];
-  a->Pfi = Px->shape[1];
+  a->Pfi = Px->shape[d - 1];
+  /* a partition shape (lead, Pn, 1, ..., 1, last) of order d + 1 (lead < 0: order d, without it) */
+  auto pshape = [&](PetscInt lead, PetscInt pn, PetscInt last) {
+    std::vector<PetscInt> v;
+    if (lead >= 0) v.push_back(lead);
+    v.push_back(pn);
+    for (PetscInt k = 1; k < d - 1; k++) v.push_back(1);
+    v.push_back(last);
+    return v;
+  };
   const PetscInt Pn = a->Pn, Pfi = a->Pfi, Pfo = a->pfo, W = Pfo * Pn * Pfi;
   PetscCheck(W <= size, comm, PETSC_ERR_ARG_SIZ, "The affine layer's work partition needs %" PetscInt_FMT " ranks (Pfo %" PetscInt_FMT " x Pn %" PetscInt_FMT " x Pfi %" PetscInt_FMT ", -%slayer_affine_out_workers) but the communicator has %d", W, Pfo, Pn, Pfi, prefix, size);
   a->bcastX  = Pfo > 1;
@@ -254,10 +287,10 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   PetscCall(DDSplitOwnership_Private(Fo, Pfo, fr.data()));
   for (PetscInt p = 0; p < Pfo; p++) fol[p] = fr[p + 1] - fr[p];
   for (PetscInt p = 0; p < Pn; p++) nl[p] = x->ranges[0][p + 1] - x->ranges[0][p];
-  for (PetscInt p = 0; p < Pfi; p++) fil[p] = x->ranges[1][p + 1] - x->ranges[1][p];
+  for (PetscInt p = 0; p < Pfi; p++) fil[p] = x->ranges[d - 1][p + 1] - x->ranges[d - 1][p];
   /* x^ */
   if (a->bcastX) {
-    PetscCall(MakePartition(comm, {Pfo, Pn, Pfi}, wr, &a->Pwx));
+    PetscCall(MakePartition(comm, pshape(Pfo, Pn, Pfi), wr, &a->Pwx));
     PetscCall(DDTensorCreateBroadcast(x, a->Pwx, &a->xh));
     PetscCall(DDTensorSetFormat(a->xh, DD_FORMAT_PLAIN));
     PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, x, a->xh, &a->Bx));
@@ -268,14 +301,16 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     std::vector<PetscMPIInt> r;
     for (PetscInt n = 0; n < Pn; n++)
       for (PetscInt fo = 0; fo < Pfo; fo++) r.push_back(wrank(fo, n, 0));
-    PetscCall(MakePartition(comm, {Pn, Pfo}, r, &a->Py));
-    PetscInt shape[2] = {N, Fo};
+    PetscCall(MakePartition(comm, pshape(-1, Pn, Pfo), r, &a->Py));
+    PetscInt shape[DD_MAX_DIM];
+    for (PetscInt k = 0; k < d - 1; k++) shape[k] = x->shape[k];
+    shape[d - 1] = Fo;
     PetscCall(DDTensorCreate(comm, &y));
     PetscCall(DDTensorSetPartition(y, a->Py));
-    PetscCall(DDTensorSetShape(y, 2, shape));
+    PetscCall(DDTensorSetShape(y, d, shape));
     PetscCall(DDTensorSetDataType(y, x->dtype));
     PetscCall(DDTensorSetOwnershipRanges(y, 0, nl.data()));
-    PetscCall(DDTensorSetOwnershipRanges(y, 1, fol.data()));
+    PetscCall(DDTensorSetOwnershipRanges(y, d - 1, fol.data()));
     PetscCall(DDTensorSetUp(y));
     PetscCall(DDLayerSetOutput_Private(l, y));
   }
@@ -284,7 +319,7 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     for (PetscInt fi = 0; fi < Pfi; fi++)
       for (PetscInt n = 0; n < Pn; n++)
         for (PetscInt fo = 0; fo < Pfo; fo++) r.push_back(wrank(fo, n, fi));
-    PetscCall(MakePartition(comm, {Pfi, Pn, Pfo}, r, &a->Pwy));
+    PetscCall(MakePartition(comm, pshape(Pfi, Pn, Pfo), r, &a->Pwy));
     PetscCall(DDTensorCreateBroadcast(l->output, a->Pwy, &a->yh));
     PetscCall(MakePrimitive(comm, DDPRIMITIVESUMREDUCE, a->yh, l->output, &a->Ry));
   }
@@ -348,15 +383,15 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
       const PetscInt fo = i / (Pn * Pfi), n = (i / Pfi) % Pn, fi = i % Pfi;
       a->worker     = true;
       a->biasworker = a->bias && fi == 0;
-      a->g.N        = nl[n];
+      a->g.N        = nl[n] * inner;
       a->g.Fi       = fil[fi];
       a->g.Fo       = fol[fo];
     }
   if (a->worker) { /* the tensors' pieces must be the worker's blocks */
     const DDLayout &Lw = a->wh->layout, &Ly = (a->reduceY ? a->yh : l->output)->layout;
     PetscCheck(Lw.n[Lw.order - 2] == a->g.Fo && Lw.n[Lw.order - 1] == a->g.Fi, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Weight block mismatch");
-    PetscCheck(Ly.n[Ly.order - 2] == a->g.N && Ly.n[Ly.order - 1] == a->g.Fo, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Output block mismatch");
-    if (a->bcastX) PetscCheck(a->xh->layout.n[1] == a->g.N && a->xh->layout.n[2] == a->g.Fi, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Input block mismatch");
+    PetscCheck(Rows(Ly, 0) == a->g.N && Ly.n[Ly.order - 1] == a->g.Fo, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Output block mismatch");
+    if (a->bcastX) PetscCheck(Rows(a->xh->layout, 0) == a->g.N && a->xh->layout.n[d] == a->g.Fi, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Input block mismatch");
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -530,12 +565,17 @@ static PetscErrorCode Affine_View(DDLayer l, PetscViewer viewer)
 /*MC
   DDLAYERAFFINE - "affine": distributed dense layer y = x W^T + b (paper 000 sec. 4.2.1, Fig. 5)
 
-  Input (N, Fi), output (N, Fo), weights W (Fo, Fi) and bias b (Fo) as torch.nn.Linear stores
-  them, initialized as PyTorch does (Kaiming-uniform with a = sqrt(5): U(-1/sqrt(Fi), 1/sqrt(Fi))
-  for W and b), identically on any partition. Inputs of higher order must be flattened first
-  (`DDLAYERFLATTEN`).
+  Input (N, Fi) or (N, T..., Fi), output (N, Fo) or (N, T..., Fo): like torch.nn.Linear, the
+  layer acts on the last dimension, every leading index being a row. Weights W (Fo, Fi) and bias
+  b (Fo) as torch.nn.Linear stores them, initialized as PyTorch does (Kaiming-uniform with
+  a = sqrt(5): U(-1/sqrt(Fi), 1/sqrt(Fi)) for W and b), identically on any partition. To mix
+  all features of a (N, C, H, W) tensor instead, flatten it first (`DDLAYERFLATTEN`).
 
-  Distribution: the input's partition Pn x Pfi and -layer_affine_out_workers Pfo give the
+  Envelope: the input may be split along its first (batch) and last (feature) dimensions; a
+  split of the dimensions between them is an error (repartition first, or fold them into the
+  batch with `DDLAYERRESHAPE`), as is a replicated input.
+
+  Distribution: the input's partition Pn x Pfi (Pn x 1 ... x 1 x Pfi for order > 2) and -layer_affine_out_workers Pfo give the
   weights' partition Pfo x Pfi, the bias on its Pfo x 1 column (counted once), and the output
   on Pn x Pfo. Forward broadcasts x over the Pfo output workers, multiplies by the local
   weight block, and sum-reduces the partial products over the Pfi input workers; the batch

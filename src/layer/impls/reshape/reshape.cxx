@@ -1,0 +1,303 @@
+/*
+  DDLAYERRESHAPE: x.view(shape) / x.reshape(shape) of PyTorch: the same entries in the same
+  global C order, a new shape (one entry may be -1, inferred). Paper 000 sec. 3: data movement
+  between distributions is a linear map; here a permutation of global indices.
+
+  The output is split over a partition of the output's order: given
+  (DDLayerReshapeSetPartition) or, by default, (Pn, 1, ..., 1) on the first worker of each of the
+  input's batch slices when the leading extent is kept (samples do not move), else one worker
+  (the input's first). A box of the output is not a box of the input in general, so the data
+  movement is a DDPRIMITIVESCATTER on global indices, as DDLAYERFLATTEN: output entry i copies
+  the input entry with the same global C-order index. Backward is its adjoint.
+*/
+#include <ddnn/private/ddlayerimpl.h>
+#include <layer/impls/common/layerutil.hpp>
+#include <vector>
+
+using namespace ddnn;
+
+namespace
+{
+struct Reshape {
+  std::vector<PetscInt> shape;       /* as given, one entry possibly -1 */
+  DDPartition           part = NULL; /* given by the user */
+  DDPartition           Py   = NULL; /* used */
+  DDPrimitive           S    = NULL; /* the scatter x -> y */
+  DDTensor              xin = NULL, yo = NULL, dyo = NULL, dxo = NULL;
+};
+} // namespace
+
+static PetscErrorCode ReshapeGet(DDLayer l, Reshape **f, const char fn[])
+{
+  PetscFunctionBegin;
+  PetscCall(DDLayerCheckType_Private(l, DDLAYERRESHAPE, fn));
+  *f = (Reshape *)l->data;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerReshapeSetShape - The output shape of a reshape layer (Tensor.view's shape; required)
+
+  Logically collective
+
+  Input Parameters:
++ l     - a `DDLAYERRESHAPE` layer
+. n     - the output's order, 1 to `DD_MAX_DIM`
+- shape - the extents, positive, except at most one -1: inferred from the input's size
+
+  Options Database Key:
+. -layer_reshape_shape <n0,n1,...> - the shape, e.g. 8,-1,16
+
+  Notes:
+  The entries keep their global C-order index (torch's view semantics); the product of the
+  extents must be the input's size, which `DDLayerSetUp()` checks. The batch is not special:
+  give it explicitly (or as the -1).
+
+  Level: beginner
+
+.seealso: `DDLAYERRESHAPE`, `DDLayerReshapeSetPartition()`, `DDLAYERFLATTEN`
+@*/
+PetscErrorCode DDLayerReshapeSetShape(DDLayer l, PetscInt n, const PetscInt shape[])
+{
+  Reshape *f;
+  PetscInt neg = 0;
+
+  PetscFunctionBegin;
+  PetscCall(ReshapeGet(l, &f, "DDLayerReshapeSetShape"));
+  PetscCheck(n >= 1 && n <= DD_MAX_DIM, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "A reshape's output order must be 1 to %d, not %" PetscInt_FMT " (-layer_reshape_shape)", DD_MAX_DIM, n);
+  if (n) PetscValidIntPointer(shape, 3);
+  for (PetscInt k = 0; k < n; k++) {
+    PetscCheck(shape[k] >= 1 || shape[k] == -1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Reshape extent %" PetscInt_FMT " (entry %" PetscInt_FMT ") must be positive or -1 (-layer_reshape_shape)", shape[k], k);
+    if (shape[k] == -1) neg++;
+  }
+  PetscCheck(neg <= 1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "A reshape's shape may have one -1 (inferred extent), it has %" PetscInt_FMT " (-layer_reshape_shape)", neg);
+  f->shape.assign(shape, shape + n);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerReshapeSetPartition - The partition of a reshape layer's output
+
+  Logically collective
+
+  Input Parameters:
++ l    - a `DDLAYERRESHAPE` layer
+- part - a partition whose order is the output's, on the layer's communicator (possibly a
+         subset of its ranks); referenced by the layer
+
+  Notes:
+  Default: (Pn, 1, ..., 1) on the first worker of each of the input's batch slices, with the
+  input's batch ownership, when the output's first extent equals the input's; else the input's
+  first worker alone. The output is balanced over the given partition's other dimensions.
+
+  Level: intermediate
+
+.seealso: `DDLAYERRESHAPE`, `DDLayerReshapeSetShape()`
+@*/
+PetscErrorCode DDLayerReshapeSetPartition(DDLayer l, DDPartition part)
+{
+  Reshape *f;
+
+  PetscFunctionBegin;
+  PetscCall(ReshapeGet(l, &f, "DDLayerReshapeSetPartition"));
+  PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 2);
+  PetscCall(PetscObjectReference((PetscObject)part));
+  PetscCall(DDPartitionDestroy(&f->part));
+  f->part = part;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Reshape_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
+{
+  PetscInt  v[DD_MAX_DIM + 1], n = DD_MAX_DIM + 1;
+  PetscBool set;
+
+  PetscFunctionBegin;
+  PetscOptionsHeadBegin(PetscOptionsObject, "DDLayer reshape options");
+  PetscCall(PetscOptionsIntArray("-layer_reshape_shape", "Output shape (one entry may be -1)", "DDLayerReshapeSetShape", v, &n, &set));
+  if (set) PetscCall(DDLayerReshapeSetShape(l, n, v));
+  PetscOptionsHeadEnd();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Reshape_Reset(DDLayer l)
+{
+  Reshape *f = (Reshape *)l->data;
+
+  PetscFunctionBegin;
+  PetscCall(DDPartitionDestroy(&f->Py));
+  PetscCall(DDPrimitiveDestroy(&f->S));
+  for (DDTensor *t : {&f->xin, &f->yo, &f->dyo, &f->dxo}) PetscCall(DDTensorDestroy(t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Reshape_Destroy(DDLayer l)
+{
+  Reshape *f = (Reshape *)l->data;
+
+  PetscFunctionBegin;
+  PetscCall(Reshape_Reset(l));
+  PetscCall(DDPartitionDestroy(&f->part));
+  delete f;
+  l->data = NULL;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Reshape_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
+{
+  Reshape       *f    = (Reshape *)l->data;
+  DDTensor       x    = xs[0], y;
+  MPI_Comm       comm = PetscObjectComm((PetscObject)l);
+  const PetscInt o    = (PetscInt)f->shape.size();
+  const char    *prefix;
+  char           sx[128];
+  PetscInt       shape[DD_MAX_DIM], size = 1, known = 1, neg = -1;
+
+  PetscFunctionBegin;
+  PetscCall(PetscObjectGetOptionsPrefix((PetscObject)l, &prefix));
+  if (!prefix) prefix = "";
+  PetscCall(DDShapeToString_Private(x->order, x->shape, sx, sizeof(sx)));
+  PetscCheck(o > 0, comm, PETSC_ERR_ARG_WRONGSTATE, "Reshape layer %s needs its output shape (DDLayerReshapeSetShape() or -%slayer_reshape_shape)", prefix, prefix);
+  for (PetscInt k = 0; k < x->order; k++) PetscCheck(!x->replicated[k], comm, PETSC_ERR_ARG_INCOMP, "Reshape moves split tensors; the input is replicated along dimension %" PetscInt_FMT, k);
+  for (PetscInt k = 0; k < x->order; k++) size *= x->shape[k];
+  for (PetscInt k = 0; k < o; k++) {
+    shape[k] = f->shape[k];
+    if (shape[k] < 0) neg = k;
+    else known *= shape[k];
+  }
+  if (neg >= 0) {
+    PetscCheck(known > 0 && size % known == 0, comm, PETSC_ERR_ARG_INCOMP, "Reshape: the input (shape %s, %" PetscInt_FMT " entries) cannot be viewed with the known extents (product %" PetscInt_FMT ") of -%slayer_reshape_shape", sx, size, known, prefix);
+    shape[neg] = size / known;
+  } else PetscCheck(known == size, comm, PETSC_ERR_ARG_INCOMP, "Reshape: the shape of -%slayer_reshape_shape has %" PetscInt_FMT " entries but the input (shape %s) has %" PetscInt_FMT, prefix, known, sx, size);
+  /* the output partition */
+  const bool keepbatch = shape[0] == x->shape[0];
+  if (f->part) {
+    PetscMPIInt cmp;
+    PetscCallMPI(MPI_Comm_compare(comm, PetscObjectComm((PetscObject)f->part), &cmp));
+    PetscCheck(cmp == MPI_IDENT || cmp == MPI_CONGRUENT, comm, PETSC_ERR_ARG_NOTSAMECOMM, "The reshape layer's output partition lives on another communicator than the layer");
+    PetscCheck(f->part->order == o, comm, PETSC_ERR_ARG_INCOMP, "The reshape layer's output partition (DDLayerReshapeSetPartition()) has order %" PetscInt_FMT " but the output shape (-%slayer_reshape_shape) has order %" PetscInt_FMT, f->part->order, prefix, o);
+    PetscCall(PetscObjectReference((PetscObject)f->part));
+    f->Py = f->part;
+  } else {
+    const PetscInt           Pn = keepbatch ? x->part->shape[0] : 1, rest = x->part->size / x->part->shape[0];
+    std::vector<PetscInt>    ps(o, 1);
+    std::vector<PetscMPIInt> ranks(Pn);
+    ps[0] = Pn;
+    for (PetscInt n = 0; n < Pn; n++) ranks[n] = x->part->ranks[n * rest];
+    PetscCall(MakePartition(comm, ps, ranks, &f->Py));
+  }
+  /* the output: the input's batch ownership when the batch extent and split agree, else balanced */
+  PetscCall(DDTensorCreate(comm, &y));
+  PetscCall(DDTensorSetPartition(y, f->Py));
+  PetscCall(DDTensorSetShape(y, o, shape));
+  PetscCall(DDTensorSetDataType(y, x->dtype));
+  PetscCall(DDTensorSetEmptyPiecesAllowed(y, PETSC_TRUE));
+  if (keepbatch && f->Py->shape[0] == x->part->shape[0]) {
+    std::vector<PetscInt> nl(f->Py->shape[0]);
+    for (PetscInt p = 0; p < f->Py->shape[0]; p++) nl[p] = x->ranges[0][p + 1] - x->ranges[0][p];
+    PetscCall(DDTensorSetOwnershipRanges(y, 0, nl.data()));
+  }
+  PetscCall(DDTensorSetUp(y));
+  PetscCall(DDLayerSetOutput_Private(l, y));
+  /* the index map: y's local entries in C order copy x's entries of the same global C-order index */
+  {
+    const DDLayout       &L = y->layout;
+    const PetscInt        nloc = L.bulksize;
+    std::vector<PetscInt> map((size_t)nloc);
+    PetscInt              j[DD_MAX_DIM] = {0};
+    for (PetscInt i = 0; i < nloc; i++) {
+      PetscInt gi = 0;
+      for (PetscInt k = 0; k < o; k++) gi = gi * shape[k] + L.start[k] + j[k];
+      map[i] = gi;
+      for (PetscInt k = o - 1; k >= 0; k--) {
+        if (++j[k] < L.n[k]) break;
+        j[k] = 0;
+      }
+    }
+    PetscCall(DDPrimitiveCreate(comm, &f->S));
+    PetscCall(DDPrimitiveSetType(f->S, DDPRIMITIVESCATTER));
+    PetscCall(DDPrimitiveScatterSetIndexMap(f->S, nloc, map.data()));
+    PetscCall(DDPrimitiveSetUp(f->S, x, y));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Reshape_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTensor y)
+{
+  Reshape *f = (Reshape *)l->data;
+  DDTensor xin, yo;
+
+  PetscFunctionBegin;
+  PetscCall(ConformLayout(xs[0], l->setupin[0], &f->xin, &xin, true));
+  PetscCall(ConformLayout(y, l->output, &f->yo, &yo, false));
+  PetscCall(DDPrimitiveApply(f->S, xin, yo));
+  if (yo != y) PetscCall(DDTensorCopy(yo, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Reshape_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTensor dxs[])
+{
+  Reshape *f  = (Reshape *)l->data;
+  DDTensor dx = dxs ? dxs[0] : NULL, dyo, dxo;
+
+  PetscFunctionBegin;
+  if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(ConformLayout(dy, l->output, &f->dyo, &dyo, true));
+  PetscCall(ConformLayout(dx, l->setupin[0], &f->dxo, &dxo, false));
+  PetscCall(DDPrimitiveApplyAdjoint(f->S, dyo, dxo));
+  if (dxo != dx) PetscCall(DDTensorCopy(dxo, dx));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Reshape_View(DDLayer l, PetscViewer viewer)
+{
+  Reshape *f = (Reshape *)l->data;
+
+  PetscFunctionBegin;
+  PetscCall(PetscViewerASCIIPrintf(viewer, "shape ("));
+  PetscCall(PetscViewerASCIIUseTabs(viewer, PETSC_FALSE));
+  for (size_t k = 0; k < f->shape.size(); k++) PetscCall(PetscViewerASCIIPrintf(viewer, "%s%" PetscInt_FMT, k ? ", " : "", f->shape[k]));
+  PetscCall(PetscViewerASCIIPrintf(viewer, ")%s\n", f->part ? " onto a given partition" : ""));
+  PetscCall(PetscViewerASCIIUseTabs(viewer, PETSC_TRUE));
+  if (l->setupcalled) {
+    PetscCall(PetscViewerASCIIPushTab(viewer));
+    PetscCall(DDPrimitiveView(f->S, viewer));
+    PetscCall(PetscViewerASCIIPopTab(viewer));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*MC
+  DDLAYERRESHAPE - "reshape": Tensor.view(shape) / torch.reshape of PyTorch, distributed
+
+  The output holds the input's entries in the same global C order with the shape of
+  -layer_reshape_shape (required; one extent may be -1, inferred from the input's size, as
+  torch does). Any input partition; the output is split over `DDLayerReshapeSetPartition()`'s
+  partition (of the output's order; default (Pn, 1, ..., 1) on the first worker of each of the
+  input's batch slices when the first extent is kept, else the input's first worker), balanced
+  except for a kept batch split. The data movement is a `DDPRIMITIVESCATTER` on global indices
+  (logged as DDPrimScatter); Backward applies its adjoint. No parameters.
+
+  Envelope: a replicated input, a shape whose product differs from the input's size, more than
+  one -1, non-positive extents or a partition of another order are errors naming the setting.
+
+  Options Database Key:
+. -layer_reshape_shape <n0,n1,...> - the output shape
+
+  Level: beginner
+
+.seealso: `DDLayerReshapeSetShape()`, `DDLayerReshapeSetPartition()`, `DDLAYERFLATTEN`, `DDLAYERREPARTITION`
+M*/
+PETSC_EXTERN PetscErrorCode DDLayerCreate_Reshape(DDLayer l)
+{
+  PetscFunctionBegin;
+  l->data                = new Reshape;
+  l->ops->setfromoptions = Reshape_SetFromOptions;
+  l->ops->setup          = Reshape_SetUp;
+  l->ops->forward        = Reshape_Forward;
+  l->ops->backward       = Reshape_Backward;
+  l->ops->view           = Reshape_View;
+  l->ops->reset          = Reshape_Reset;
+  l->ops->destroy        = Reshape_Destroy;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
