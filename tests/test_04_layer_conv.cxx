@@ -562,6 +562,17 @@ TEST(ConvBadInput, GroupsAndPaddingRules)
   DDT(DDLayerConvSetPaddingType(l, DD_CONV_PADDING_SAME));
   DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_INCOMP, "Padding 'same' (-layer_conv_padding) needs stride 1");
   DDT(DDLayerDestroy(&l));
+  /* reflect padding as large as the input on one side */
+  {
+    ConvCfg  r;
+    r.mode   = DD_PADDING_REFLECT;
+    r.p      = {0, 1};
+    r.pafter = {6, 1};
+    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+    Configure(r)(l);
+    DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_OUTOFRANGE, "Reflect padding (0 before, 6 after) must be smaller than the input (6) along spatial dimension 0 (-layer_conv_padding, -layer_conv_padding_after)");
+    DDT(DDLayerDestroy(&l));
+  }
   /* groups over a channel partition (or channel workers): an error naming the settings */
   if (W > 1) {
     DDTensor xc = MakeInput({{2, 4, 6, 5}, {1, 2, 1, 1}, {}, {}}, DD_FLOAT64, 1);

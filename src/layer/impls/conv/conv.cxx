@@ -592,6 +592,8 @@ static PetscErrorCode Conv_ResolveGeometry(DDLayer l, Conv *c, DDTensor x, Petsc
     PetscInt n = x->shape[2 + j - (3 - D)], ext = d[j] * (k[j] - 1) + 1;
     PetscCheck(n + p[j] + c->pa[j] >= ext, comm, PETSC_ERR_ARG_SIZ, "Kernel of extent %" PetscInt_FMT " is larger than the padded input (%" PetscInt_FMT " + %" PetscInt_FMT " + %" PetscInt_FMT ") along spatial dimension %" PetscInt_FMT " (-%s%s)", ext, n, p[j], c->pa[j], j - (3 - D), prefix ? prefix : "", c->kernel.opt);
     c->So[j] = (n + p[j] + c->pa[j] - ext) / s[j] + 1;
+    /* PyTorch's rule for reflect padding, on each side */
+    PetscCheck(c->padmode != DD_PADDING_REFLECT || (p[j] < n && c->pa[j] < n), comm, PETSC_ERR_ARG_OUTOFRANGE, "Reflect padding (%" PetscInt_FMT " before, %" PetscInt_FMT " after) must be smaller than the input (%" PetscInt_FMT ") along spatial dimension %" PetscInt_FMT " (-%slayer_conv_padding, -%slayer_conv_padding_after)", p[j], c->pa[j], n, j - (3 - D), prefix ? prefix : "", prefix ? prefix : "");
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
