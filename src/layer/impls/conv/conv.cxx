@@ -203,7 +203,9 @@ static PetscErrorCode DDLayerConvSetPadding_Conv(DDLayer l, PetscInt n, const Pe
 
   Notes:
   For a transposed convolution, as in PyTorch, the padding removes entries from both sides of
-  the full output (it is the padding of the convolution it is the adjoint of).
+  the full output (it is the padding of the convolution it is the adjoint of). A convolution
+  also takes different paddings per side (`DDLayerConvSetPaddingBeforeAfter()`) and PyTorch's
+  'same' and 'valid' (`DDLayerConvSetPaddingType()`, or -layer_conv_padding same|valid).
 
   Options Database Keys:
 + -layer_conv_padding <p0,...> - the paddings (conv)
@@ -211,7 +213,7 @@ static PetscErrorCode DDLayerConvSetPadding_Conv(DDLayer l, PetscInt n, const Pe
 
   Level: beginner
 
-.seealso: `DDLayerConvSetPaddingMode()`, `DDLayerConvSetOutputPadding()`
+.seealso: `DDLayerConvSetPaddingMode()`, `DDLayerConvSetOutputPadding()`, `DDLayerConvSetPaddingBeforeAfter()`, `DDLayerConvSetPaddingType()`
 @*/
 PetscErrorCode DDLayerConvSetPadding(DDLayer l, PetscInt n, const PetscInt p[])
 {
