@@ -121,6 +121,16 @@ PETSC_EXTERN PetscErrorCode DDLayerConvSetBias(DDLayer, PetscBool);
 PETSC_EXTERN PetscErrorCode DDLayerConvSetPaddingMode(DDLayer, DDPaddingMode);
 PETSC_EXTERN PetscErrorCode DDLayerConvSetChannelWorkers(DDLayer, PetscInt);
 PETSC_EXTERN PetscErrorCode DDLayerConvSetOverlap(DDLayer, PetscBool);
+/* the padding rule of a convolution: explicit entries (DDLayerConvSetPadding(), DDLayerConvSetPaddingBeforeAfter()), or PyTorch's padding='same' / 'valid' */
+typedef enum {
+  DD_CONV_PADDING_EXPLICIT = 0,
+  DD_CONV_PADDING_SAME,
+  DD_CONV_PADDING_VALID
+} DDConvPaddingType;
+PETSC_EXTERN const char *const DDConvPaddingTypes[];
+PETSC_EXTERN PetscErrorCode    DDLayerConvSetPaddingType(DDLayer, DDConvPaddingType);
+PETSC_EXTERN PetscErrorCode    DDLayerConvSetPaddingBeforeAfter(DDLayer, PetscInt, const PetscInt[], const PetscInt[]);
+PETSC_EXTERN PetscErrorCode    DDLayerConvSetGroups(DDLayer, PetscInt);
 
 /* pooling */
 typedef enum {

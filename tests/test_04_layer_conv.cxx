@@ -15,6 +15,9 @@ struct ConvCfg {
   DDPaddingMode         mode = DD_PADDING_ZEROS;
   PetscInt              pco  = 1;
   PetscBool             overlap = PETSC_FALSE;
+  PetscInt              groups  = 1;
+  std::vector<PetscInt> pafter; /* non-empty: asymmetric padding, p before and pafter after */
+  DDConvPaddingType     ptype = DD_CONV_PADDING_EXPLICIT;
 };
 
 static std::function<void(DDLayer)> Configure(const ConvCfg &c)
@@ -24,7 +27,10 @@ static std::function<void(DDLayer)> Configure(const ConvCfg &c)
     DDT(DDLayerConvSetOutputChannels(l, c.co));
     DDT(DDLayerConvSetKernel(l, (PetscInt)c.k.size(), c.k.data()));
     DDT(DDLayerConvSetStride(l, (PetscInt)c.s.size(), c.s.data()));
-    DDT(DDLayerConvSetPadding(l, (PetscInt)c.p.size(), c.p.data()));
+    if (c.pafter.empty()) DDT(DDLayerConvSetPadding(l, (PetscInt)c.p.size(), c.p.data()));
+    else DDT(DDLayerConvSetPaddingBeforeAfter(l, (PetscInt)c.p.size(), c.p.data(), c.pafter.data()));
+    DDT(DDLayerConvSetPaddingType(l, c.ptype));
+    DDT(DDLayerConvSetGroups(l, c.groups));
     DDT(DDLayerConvSetDilation(l, (PetscInt)c.d.size(), c.d.data()));
     DDT(DDLayerConvSetBias(l, c.bias));
     DDT(DDLayerConvSetPaddingMode(l, c.mode));
@@ -407,4 +413,221 @@ TEST(Conv, OverlapOfHaloAndInteriorComputeGivesTheSameResults)
       ExpectSameRun(on, off, 1e-6, "overlap, float32 (oneDNN regions)");
     }
   }
+}
+
+/*
+  Against PyTorch 1.13 (float64; torch.nn.functional.conv1d/conv2d with groups, padding='same',
+  F.pad then an unpadded conv for asymmetric padding): x_i = sin(0.71 i + 0.3),
+  w_i = 0.3 cos(0.53 i), b_i = 0.1 i - 0.2, dy_i = sin(0.23 i + 0.1) in C order; the values are
+  sum_i v_i cos(0.37 i) of y, dx, dw and db (see the report of the change for the script).
+*/
+static void TorchSums(const std::function<void(DDLayer)> &configure, const InputSpec &in, const std::vector<PetscInt> &yshape, const double want[4], const std::string &what)
+{
+  auto     fill = [](PetscInt n, double (*f)(PetscInt)) { std::vector<double> v((size_t)n); for (PetscInt i = 0; i < n; i++) v[(size_t)i] = f(i); return v; };
+  auto     wsum = [](const std::vector<double> &v) { double s = 0; for (size_t i = 0; i < v.size(); i++) s += v[i] * std::cos(0.37 * (double)i); return s; };
+  DDTensor x    = MakeInput(in, DD_FLOAT64, 1), y, dy, dx;
+  DDLayer  l;
+  PetscInt nx = 1, ny = 1, np;
+  for (PetscInt e : in.shape) nx *= e;
+  for (PetscInt e : yshape) ny *= e;
+  DDT(DDTensorSetValuesGlobal(x, fill(nx, [](PetscInt i) { return std::sin(0.71 * (double)i + 0.3); }).data()));
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  configure(l);
+  DDT(DDLayerSetUp(l, x));
+  DDTensor *ps, *gs;
+  DDT(DDLayerGetParameters(l, &np, &ps));
+  ASSERT_EQ(np, 2);
+  PetscInt        nw;
+  const PetscInt *bshape;
+  DDT(DDTensorGetSize(ps[0], &nw));
+  DDT(DDTensorGetShape(ps[1], &bshape));
+  DDT(DDTensorSetValuesGlobal(ps[0], fill((PetscInt)nw, [](PetscInt i) { return 0.3 * std::cos(0.53 * (double)i); }).data()));
+  DDT(DDTensorSetValuesGlobal(ps[1], fill(bshape[0], [](PetscInt i) { return 0.1 * (double)i - 0.2; }).data()));
+  DDT(DDLayerGetOutput(l, &y));
+  const PetscInt *shape;
+  DDT(DDTensorGetShape(y, &shape));
+  for (size_t j = 0; j < yshape.size(); j++) ASSERT_EQ(shape[j], yshape[j]) << what << ": output dimension " << j;
+  DDT(DDLayerForward(l, x, y));
+  DDT(DDLayerCreateOutput(l, &dy));
+  DDT(DDTensorSetValuesGlobal(dy, fill(ny, [](PetscInt i) { return std::sin(0.23 * (double)i + 0.1); }).data()));
+  DDT(DDTensorDuplicate(x, &dx));
+  DDT(DDLayerBackward(l, dy, dx));
+  DDT(DDLayerGetGradients(l, &np, &gs));
+  const double got[4] = {wsum(GatherAll(y)), wsum(GatherAll(dx)), wsum(GatherAll(gs[0])), wsum(GatherAll(gs[1]))};
+  const char  *names[4] = {"y", "dx", "dw", "db"};
+  for (int q = 0; q < 4; q++) EXPECT_NEAR(got[q], want[q], 1e-12 * (1 + std::fabs(want[q]))) << what << ": " << names[q];
+  DDT(DDTensorDestroy(&dy));
+  DDT(DDTensorDestroy(&dx));
+  DDT(DDLayerDestroy(&l));
+  DDT(DDTensorDestroy(&x));
+}
+
+TEST(Conv, GroupsDepthwiseSameAndAsymmetricPaddingMatchPyTorch)
+{
+  struct Case {
+    std::vector<PetscInt> xshape, yshape;
+    ConvCfg               c;
+    double                want[4];
+    const char           *what;
+  };
+  std::vector<Case> cases(6);
+  cases[0] = {{2, 4, 7, 6}, {2, 6, 7, 6}, ConvCfg(), {-5.996563114947273, -1.480023942012997, -6.866282280140416, 3.717058838737467}, "groups 2"};
+  cases[0].c.co = 6, cases[0].c.groups = 2;
+  cases[1] = {{2, 4, 7, 6}, {2, 4, 4, 3}, ConvCfg(), {-2.8022756315001414, -1.8582831991046223, -0.7820252584843712, 5.856555273864052}, "depthwise stride 2"};
+  cases[1].c.co = 4, cases[1].c.groups = 4, cases[1].c.s = {2};
+  cases[2] = {{2, 4, 9, 8}, {2, 8, 9, 8}, ConvCfg(), {-1.681637550677876, -0.24849294150605972, -5.9708428556955955, 14.111675490497433}, "depthwise multiplier 2, dilation 2"};
+  cases[2].c.co = 8, cases[2].c.groups = 4, cases[2].c.p = {2}, cases[2].c.d = {2};
+  cases[3] = {{2, 3, 7, 6}, {2, 2, 7, 6}, ConvCfg(), {-0.07569477414137404, 0.2808332529460879, -4.783453435276254, 2.694711844955176}, "'same', kernel 4x2, dilation 1x2"};
+  cases[3].c.co = 2, cases[3].c.k = {4, 2}, cases[3].c.d = {1, 2}, cases[3].c.ptype = DD_CONV_PADDING_SAME;
+  cases[4] = {{2, 3, 7, 6}, {2, 2, 8, 5}, ConvCfg(), {-6.3394082790023, -0.022972487117145057, -2.5581409712468597, 2.654391629498841}, "asymmetric padding (1, 0) before, (2, 1) after"};
+  cases[4].c.co = 2, cases[4].c.p = {1, 0}, cases[4].c.pafter = {2, 1};
+  cases[5] = {{2, 6, 9}, {2, 3, 9}, ConvCfg(), {1.5210707687172553, -6.48535434876543, -16.537162187787686, 3.5576140275107466}, "1-D 'same', kernel 2, groups 3"};
+  cases[5].c.co = 3, cases[5].c.k = {2}, cases[5].c.groups = 3, cases[5].c.ptype = DD_CONV_PADDING_SAME;
+  const int W = Size();
+  for (const Case &cs : cases) {
+    const size_t order = cs.xshape.size();
+    InputSpec    sp, ba, se;
+    sp.shape = ba.shape = se.shape = cs.xshape;
+    sp.pshape = ba.pshape = std::vector<PetscInt>(order, 1);
+    sp.pshape[order - 1] = W; /* spatial: pieces of 1-3 entries, halos from past the neighbours */
+    ba.pshape[0]         = std::min(W, 2);
+    if (W > 2 && order == 4) ba.pshape[2] = W / 2 * 2 == W ? W / 2 : 1; /* batch x spatial */
+    TorchSums(Configure(cs.c), se, cs.yshape, cs.want, std::string(cs.what) + " (1 rank)");
+    TorchSums(Configure(cs.c), sp, cs.yshape, cs.want, std::string(cs.what) + " (spatial)");
+    TorchSums(Configure(cs.c), ba, cs.yshape, cs.want, std::string(cs.what) + " (batch)");
+    CheckAgainstSerial(cs.c, sp, cs.what);
+    CheckAgainstSerial(cs.c, ba, cs.what);
+    ConvCfg c32 = cs.c;
+    RunResult f32 = RunLayer(Configure(c32), {sp}, DD_FLOAT32, 5), f64 = RunLayer(Configure(c32), {Serial(sp)}, DD_FLOAT64, 5);
+    ExpectSameRun(f32, f64, 2e-5, std::string(cs.what) + ": float32 on P ranks vs float64 on 1");
+  }
+}
+
+TEST(Conv, AdjointTestsGroupsAndAsymmetricPadding)
+{
+  int                                W = Size();
+  std::vector<std::vector<PetscInt>> f;
+  Factorizations(W, 2, f);
+  for (auto &ps : f)
+    for (int q = 0; q < 3; q++) {
+      DDTensor x = MakeInput({{2, 6, 8 * ps[0] + 1, 8 * ps[1] + 2}, {1, 1, ps[0], ps[1]}, {}, {}}, DD_FLOAT64, 3);
+      DDLayer  l;
+      ConvCfg  c;
+      c.co     = q == 1 ? 6 : 9;
+      c.groups = q == 1 ? 6 : 3;
+      c.s      = {q == 2 ? 1 : 2};
+      if (q == 0) c.p = {2, 0}, c.pafter = {0, 1};
+      if (q == 1) c.mode = DD_PADDING_REFLECT, c.pafter = {2};
+      if (q == 2) c.k = {4}, c.ptype = DD_CONV_PADDING_SAME, c.mode = DD_PADDING_CIRCULAR;
+      DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+      Configure(c)(l);
+      DDT(DDLayerSetUp(l, x));
+      PetscReal err;
+      DDT(DDLayerAdjointTest(l, PETSC_FALSE, 1, &err));
+      EXPECT_LT(err, 1e-13) << "wrt input, case " << q;
+      DDT(DDLayerAdjointTest(l, PETSC_TRUE, 2, &err));
+      EXPECT_LT(err, 1e-13) << "wrt weights and bias, case " << q;
+      DDT(DDLayerDestroy(&l));
+      DDT(DDTensorDestroy(&x));
+    }
+  /* finite differences through a depthwise, asymmetric-padded convolution */
+  InputSpec in;
+  in.shape  = {2, 3, 5, 4};
+  in.pshape = {1, 1, 1, Size() > 1 ? 2 : 1};
+  ConvCfg c;
+  c.co     = 3;
+  c.groups = 3;
+  c.p      = {0, 1};
+  c.pafter = {1, 2};
+  ExpectFiniteDifferences(Configure(c), {in}, 9, 1e-7);
+}
+
+TEST(ConvBadInput, GroupsAndPaddingRules)
+{
+  const int W = Size();
+  DDTensor  x = MakeInput({{2, 4, 6, 4 * W}, {1, 1, 1, W}, {}, {}}, DD_FLOAT64, 1);
+  DDLayer   l;
+  ConvCfg   c;
+  c.groups = 3;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  Configure(c)(l);
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_INCOMP, "input channels 4 are not divisible by its groups 3 (-layer_conv_groups)");
+  DDT(DDLayerConvSetGroups(l, 2));
+  DDT(DDLayerConvSetOutputChannels(l, 5));
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_INCOMP, "output channels 5 are not divisible by its groups 2");
+  DD_EXPECT_ERROR(DDLayerConvSetGroups(l, 0), PETSC_ERR_ARG_OUTOFRANGE, "-layer_conv_groups");
+  DDT(DDLayerConvSetOutputChannels(l, 4));
+  PetscInt s = 2;
+  DDT(DDLayerConvSetStride(l, 1, &s));
+  DDT(DDLayerConvSetPaddingType(l, DD_CONV_PADDING_SAME));
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_INCOMP, "Padding 'same' (-layer_conv_padding) needs stride 1");
+  DDT(DDLayerDestroy(&l));
+  /* reflect padding as large as the input on one side */
+  {
+    ConvCfg  r;
+    r.mode   = DD_PADDING_REFLECT;
+    r.p      = {0, 1};
+    r.pafter = {6, 1};
+    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+    Configure(r)(l);
+    DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_OUTOFRANGE, "Reflect padding (0 before, 6 after) must be smaller than the input (6) along spatial dimension 0 (-layer_conv_padding, -layer_conv_padding_after)");
+    DDT(DDLayerDestroy(&l));
+  }
+  /* groups over a channel partition (or channel workers): an error naming the settings */
+  if (W > 1) {
+    DDTensor xc = MakeInput({{2, 4, 6, 5}, {1, 2, 1, 1}, {}, {}}, DD_FLOAT64, 1);
+    c.groups    = 2;
+    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+    Configure(c)(l);
+    DD_EXPECT_ERROR(DDLayerSetUp(l, xc), PETSC_ERR_SUP, "need unpartitioned channels: the input has 2 channel pieces");
+    DDT(DDLayerDestroy(&l));
+    DDT(DDTensorDestroy(&xc));
+    c.pco = 2;
+    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+    Configure(c)(l);
+    DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_SUP, "-layer_conv_channel_workers is 2");
+    DDT(DDLayerDestroy(&l));
+  }
+  /* the setters of the padding rules are conv's only */
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DDT(DDLayerSetType(l, DDLAYERCONVTRANSPOSE));
+  DD_EXPECT_ERROR(DDLayerConvSetPaddingType(l, DD_CONV_PADDING_SAME), PETSC_ERR_ARG_WRONG, "DDLayerConvSetPaddingType");
+  DDT(DDLayerDestroy(&l));
+  DDT(DDTensorDestroy(&x));
+}
+
+TEST(Conv, OptionsDatabaseGroupsAndPaddingRules)
+{
+  const int W = Size();
+  DDTensor  x = MakeInput({{1, 4, 9, 8 * W + 2}, {1, 1, 1, W}, {}, {}}, DD_FLOAT64, 1);
+  struct Opt {
+    const char *padding, *after;
+    PetscInt    H, Wd;
+  };
+  for (const Opt &o : std::vector<Opt>{{"same", nullptr, 9, 8 * W + 2}, {"valid", nullptr, 7, 8 * W}, {"1,0", "2,3", 10, 8 * W + 3}, {"1", nullptr, 9, 8 * W + 2}}) {
+    DDT(PetscOptionsSetValue(NULL, "-c2_layer_type", "conv"));
+    DDT(PetscOptionsSetValue(NULL, "-c2_layer_conv_out_channels", "8"));
+    DDT(PetscOptionsSetValue(NULL, "-c2_layer_conv_kernel", "3"));
+    DDT(PetscOptionsSetValue(NULL, "-c2_layer_conv_groups", "4"));
+    DDT(PetscOptionsSetValue(NULL, "-c2_layer_conv_padding", o.padding));
+    if (o.after) DDT(PetscOptionsSetValue(NULL, "-c2_layer_conv_padding_after", o.after));
+    DDLayer l;
+    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+    DDT(DDLayerSetOptionsPrefix(l, "c2_"));
+    DDT(DDLayerSetFromOptions(l));
+    DDT(DDLayerSetUp(l, x));
+    DDTensor        y;
+    const PetscInt *shape;
+    DDT(DDLayerGetOutput(l, &y));
+    DDT(DDTensorGetShape(y, &shape));
+    EXPECT_EQ(shape[1], 8);
+    EXPECT_EQ(shape[2], o.H) << "padding " << o.padding;
+    EXPECT_EQ(shape[3], o.Wd) << "padding " << o.padding;
+    PetscInt64 np;
+    DDT(DDLayerGetNumParameters(l, &np));
+    EXPECT_EQ(np, 8 * 1 * 3 * 3 + 8); /* weights (8, 4/4, 3, 3) */
+    DDT(DDLayerDestroy(&l));
+    for (auto k : {"-c2_layer_type", "-c2_layer_conv_out_channels", "-c2_layer_conv_kernel", "-c2_layer_conv_groups", "-c2_layer_conv_padding", "-c2_layer_conv_padding_after"}) DDT(PetscOptionsClearValue(NULL, k));
+  }
+  DDT(DDTensorDestroy(&x));
 }

@@ -19,6 +19,7 @@ struct CTCfg {
   std::vector<PetscInt> k = {3}, s = {2}, p = {1}, op = {0}, d = {1};
   PetscBool             bias = PETSC_TRUE;
   PetscInt              pco  = 1;
+  PetscInt              groups = 1;
 };
 
 static std::function<void(DDLayer)> Configure(const CTCfg &c)
@@ -33,13 +34,14 @@ static std::function<void(DDLayer)> Configure(const CTCfg &c)
     DDT(DDLayerConvSetDilation(l, (PetscInt)c.d.size(), c.d.data()));
     DDT(DDLayerConvSetBias(l, c.bias));
     DDT(DDLayerConvSetChannelWorkers(l, c.pco));
+    DDT(DDLayerConvSetGroups(l, c.groups));
   };
 }
 
 static std::string Describe(const CTCfg &c)
 {
   char b[128];
-  snprintf(b, sizeof(b), "k%d s%d p%d op%d d%d co%d pco%d bias %d", (int)c.k[0], (int)c.s[0], (int)c.p[0], (int)c.op[0], (int)c.d[0], (int)c.co, (int)c.pco, (int)c.bias);
+  snprintf(b, sizeof(b), "k%d s%d p%d op%d d%d co%d pco%d groups %d bias %d", (int)c.k[0], (int)c.s[0], (int)c.p[0], (int)c.op[0], (int)c.d[0], (int)c.co, (int)c.pco, (int)c.groups, (int)c.bias);
   return b;
 }
 
@@ -355,19 +357,19 @@ TEST(ConvTranspose, IsTheAdjointOfConv)
   for (int D = 1; D <= 2; D++) {
     std::vector<std::vector<PetscInt>> f;
     Factorizations(W, D, f);
-    for (int extra = 0; extra < 2; extra++) {
+    for (int extra = 0; extra < 4; extra++) {
       auto                  ps = f.back();
-      const PetscInt        Ci = 3, Co = 4, k = 3, s = 2, p = 1;
+      const PetscInt        G = extra < 2 ? 1 : 2, Ci = 3 * G, Co = 4, k = 3, s = 2, p = 1; /* then grouped: weights (Co, Ci/G, k...) both */
       std::vector<PetscInt> xs = {2, Ci}, zs = {2, Co}, pp = {1, 1};
       for (int j = 0; j < D; j++) {
-        PetscInt L = 4 * ps[j] + 5 + extra; /* odd: output padding 0, even: 1 */
+        PetscInt L = 4 * ps[j] + 5 + extra % 2; /* odd: output padding 0, even: 1 */
         xs.push_back(L);
         zs.push_back((L + 2 * p - k) / s + 1);
         pp.push_back(ps[j]);
       }
       DDTensor x = MakeInput({xs, pp, {}, {}}, DD_FLOAT64, 21), z = MakeInput({zs, pp, {}, {}}, DD_FLOAT64, 22);
       DDLayer  conv, convt;
-      PetscInt kk[1] = {k}, ss[1] = {s}, pd[1] = {p}, op[1] = {extra};
+      PetscInt kk[1] = {k}, ss[1] = {s}, pd[1] = {p}, op[1] = {extra % 2};
       DDT(DDLayerCreate(PETSC_COMM_WORLD, &conv));
       DDT(DDLayerSetType(conv, DDLAYERCONV));
       DDT(DDLayerConvSetOutputChannels(conv, Co));
@@ -375,6 +377,7 @@ TEST(ConvTranspose, IsTheAdjointOfConv)
       DDT(DDLayerConvSetStride(conv, 1, ss));
       DDT(DDLayerConvSetPadding(conv, 1, pd));
       DDT(DDLayerConvSetBias(conv, PETSC_FALSE));
+      DDT(DDLayerConvSetGroups(conv, G));
       DDT(DDLayerSetUp(conv, x));
       DDT(DDLayerInitializeParameters(conv, 5));
       DDT(DDLayerCreate(PETSC_COMM_WORLD, &convt));
@@ -385,6 +388,7 @@ TEST(ConvTranspose, IsTheAdjointOfConv)
       DDT(DDLayerConvSetPadding(convt, 1, pd));
       DDT(DDLayerConvSetOutputPadding(convt, 1, op));
       DDT(DDLayerConvSetBias(convt, PETSC_FALSE));
+      DDT(DDLayerConvSetGroups(convt, G));
       DDT(DDLayerSetUp(convt, z));
       /* the same weights */
       PetscInt  np;
@@ -409,8 +413,8 @@ TEST(ConvTranspose, IsTheAdjointOfConv)
       DDT(DDTensorDuplicate(z, &dzt));
       DDT(DDLayerBackward(convt, dyt, dzt));
       std::vector<double> a = GatherAll(yt), b = GatherAll(dxc), cz = GatherAll(dzt), cy = GatherAll(yc);
-      EXPECT_LT(RelDiff(a, b), 1e-12) << "convtranspose(z) vs conv's input gradient at z, D " << D << " output padding " << extra;
-      EXPECT_LT(RelDiff(cz, cy), 1e-12) << "convtranspose's input gradient at x vs conv(x), D " << D << " output padding " << extra;
+      EXPECT_LT(RelDiff(a, b), 1e-12) << "convtranspose(z) vs conv's input gradient at z, D " << D << " output padding " << extra % 2 << " groups " << G;
+      EXPECT_LT(RelDiff(cz, cy), 1e-12) << "convtranspose's input gradient at x vs conv(x), D " << D << " output padding " << extra % 2 << " groups " << G;
       for (auto t : {&dyc, &dxc, &dyt, &dzt, &x, &z}) DDT(DDTensorDestroy(t));
       DDT(DDLayerDestroy(&conv));
       DDT(DDLayerDestroy(&convt));
@@ -686,4 +690,153 @@ TEST(ConvTransposeBadInput, SettersOfTheOtherType)
   DDT(DDLayerSetType(l, DDLAYERLOSS));
   DD_EXPECT_ERROR(DDLayerConvSetStride(l, 1, &k), PETSC_ERR_ARG_WRONG, "needs a conv or convtranspose layer, this one is loss");
   DDT(DDLayerDestroy(&l));
+}
+
+/*
+  Against PyTorch 1.13 (float64, torch.nn.functional.conv_transpose2d with groups):
+  x_i = sin(0.71 i + 0.3), w_i = 0.3 cos(0.53 i), b_i = 0.1 i - 0.2, dy_i = sin(0.23 i + 0.1)
+  in C order; the values are sum_i v_i cos(0.37 i) of y, dx, dw and db.
+*/
+static void TorchSums(const std::function<void(DDLayer)> &configure, const InputSpec &in, const std::vector<PetscInt> &yshape, const double want[4], const std::string &what)
+{
+  auto     fill = [](PetscInt n, double (*f)(PetscInt)) { std::vector<double> v((size_t)n); for (PetscInt i = 0; i < n; i++) v[(size_t)i] = f(i); return v; };
+  auto     wsum = [](const std::vector<double> &v) { double s = 0; for (size_t i = 0; i < v.size(); i++) s += v[i] * std::cos(0.37 * (double)i); return s; };
+  DDTensor x    = MakeInput(in, DD_FLOAT64, 1), y, dy, dx;
+  DDLayer  l;
+  PetscInt nx = 1, ny = 1, np, nw;
+  for (PetscInt e : in.shape) nx *= e;
+  for (PetscInt e : yshape) ny *= e;
+  DDT(DDTensorSetValuesGlobal(x, fill(nx, [](PetscInt i) { return std::sin(0.71 * (double)i + 0.3); }).data()));
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  configure(l);
+  DDT(DDLayerSetUp(l, x));
+  DDTensor       *ps, *gs;
+  const PetscInt *bshape, *shape;
+  DDT(DDLayerGetParameters(l, &np, &ps));
+  ASSERT_EQ(np, 2);
+  DDT(DDTensorGetSize(ps[0], &nw));
+  DDT(DDTensorGetShape(ps[1], &bshape));
+  DDT(DDTensorSetValuesGlobal(ps[0], fill(nw, [](PetscInt i) { return 0.3 * std::cos(0.53 * (double)i); }).data()));
+  DDT(DDTensorSetValuesGlobal(ps[1], fill(bshape[0], [](PetscInt i) { return 0.1 * (double)i - 0.2; }).data()));
+  DDT(DDLayerGetOutput(l, &y));
+  DDT(DDTensorGetShape(y, &shape));
+  for (size_t j = 0; j < yshape.size(); j++) ASSERT_EQ(shape[j], yshape[j]) << what << ": output dimension " << j;
+  DDT(DDLayerForward(l, x, y));
+  DDT(DDLayerCreateOutput(l, &dy));
+  DDT(DDTensorSetValuesGlobal(dy, fill(ny, [](PetscInt i) { return std::sin(0.23 * (double)i + 0.1); }).data()));
+  DDT(DDTensorDuplicate(x, &dx));
+  DDT(DDLayerBackward(l, dy, dx));
+  DDT(DDLayerGetGradients(l, &np, &gs));
+  const double got[4]   = {wsum(GatherAll(y)), wsum(GatherAll(dx)), wsum(GatherAll(gs[0])), wsum(GatherAll(gs[1]))};
+  const char  *names[4] = {"y", "dx", "dw", "db"};
+  for (int q = 0; q < 4; q++) EXPECT_NEAR(got[q], want[q], 1e-12 * (1 + std::fabs(want[q]))) << what << ": " << names[q];
+  DDT(DDTensorDestroy(&dy));
+  DDT(DDTensorDestroy(&dx));
+  DDT(DDLayerDestroy(&l));
+  DDT(DDTensorDestroy(&x));
+}
+
+TEST(ConvTranspose, GroupsAndDepthwiseMatchPyTorch)
+{
+  const int W = Size();
+  struct Case {
+    std::vector<PetscInt> yshape;
+    CTCfg                 c;
+    double                want[4];
+    const char           *what;
+  };
+  std::vector<Case> cases(2);
+  cases[0] = {{2, 6, 10, 12}, CTCfg(), {13.10941350549494, 3.4308138820381706, -5.421210578286692, 0.018212987091096533}, "groups 2, stride 2, output padding 1"};
+  cases[0].c.co = 6, cases[0].c.groups = 2, cases[0].c.op = {1};
+  cases[1] = {{2, 4, 5, 6}, CTCfg(), {1.0774880261837532, -2.6749647868932365, -60.461787423052996, 3.418282515028429}, "depthwise"};
+  cases[1].c.co = 4, cases[1].c.groups = 4, cases[1].c.s = {1};
+  for (const Case &cs : cases) {
+    InputSpec sp, ba, se;
+    sp.shape = ba.shape = se.shape = {2, 4, 5, 6};
+    sp.pshape                      = {1, 1, 1, W};
+    ba.pshape                      = {std::min(W, 2), 1, W > 2 && W % 2 == 0 ? W / 2 : 1, 1};
+    TorchSums(Configure(cs.c), se, cs.yshape, cs.want, std::string(cs.what) + " (1 rank)");
+    TorchSums(Configure(cs.c), sp, cs.yshape, cs.want, std::string(cs.what) + " (spatial)");
+    TorchSums(Configure(cs.c), ba, cs.yshape, cs.want, std::string(cs.what) + " (batch)");
+    CheckAgainstSerial(cs.c, sp, cs.what);
+    CheckAgainstSerial(cs.c, ba, cs.what);
+    RunResult f32 = RunLayer(Configure(cs.c), {sp}, DD_FLOAT32, 5), f64 = RunLayer(Configure(cs.c), {Serial(sp)}, DD_FLOAT64, 5);
+    ExpectSameRun(f32, f64, 2e-5, std::string(cs.what) + ": float32 on P ranks vs float64 on 1");
+  }
+}
+
+TEST(ConvTranspose, AdjointTestsGroups)
+{
+  int                                W = Size();
+  std::vector<std::vector<PetscInt>> f;
+  Factorizations(W, 2, f);
+  for (auto &ps : f) {
+    DDTensor x = MakeInput({{2, 6, 3 * ps[0] + 1, 3 * ps[1] + 2}, {1, 1, ps[0], ps[1]}, {}, {}}, DD_FLOAT64, 3);
+    for (PetscInt G : {2, 3, 6}) {
+      DDLayer l;
+      CTCfg   c;
+      c.co     = G == 3 ? 9 : 6;
+      c.groups = G;
+      c.op     = {1};
+      DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+      Configure(c)(l);
+      DDT(DDLayerSetUp(l, x));
+      PetscReal err;
+      DDT(DDLayerAdjointTest(l, PETSC_FALSE, 1, &err));
+      EXPECT_LT(err, 1e-13) << "wrt input " << Describe(c);
+      DDT(DDLayerAdjointTest(l, PETSC_TRUE, 2, &err));
+      EXPECT_LT(err, 1e-13) << "wrt weights and bias " << Describe(c);
+      DDT(DDLayerDestroy(&l));
+    }
+    DDT(DDTensorDestroy(&x));
+  }
+  InputSpec in;
+  in.shape  = {2, 4, 3, 4};
+  in.pshape = {1, 1, 1, Size() > 1 ? 2 : 1};
+  CTCfg c;
+  c.co     = 2;
+  c.groups = 2;
+  ExpectFiniteDifferences(Configure(c), {in}, 9, 1e-7);
+}
+
+TEST(ConvTransposeBadInput, Groups)
+{
+  const int W = Size();
+  DDTensor  x = MakeInput({{2, 4, 3, 2 * W}, {1, 1, 1, W}, {}, {}}, DD_FLOAT64, 1);
+  DDLayer   l;
+  CTCfg     c;
+  c.groups = 3;
+  c.co     = 3;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  Configure(c)(l);
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_INCOMP, "input channels 4 are not divisible by its groups 3 (-layer_convtranspose_groups)");
+  DDT(DDLayerConvSetGroups(l, 2));
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_INCOMP, "output channels 3 are not divisible by its groups 2");
+  DD_EXPECT_ERROR(DDLayerConvSetGroups(l, -1), PETSC_ERR_ARG_OUTOFRANGE, "-layer_convtranspose_groups");
+  DDT(DDLayerDestroy(&l));
+  if (W > 1) {
+    DDTensor xc = MakeInput({{2, 4, 3, 3}, {1, 2, 1, 1}, {}, {}}, DD_FLOAT64, 1);
+    c.co        = 4;
+    c.groups    = 2;
+    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+    Configure(c)(l);
+    DD_EXPECT_ERROR(DDLayerSetUp(l, xc), PETSC_ERR_SUP, "need unpartitioned channels: the input has 2 channel pieces and -layer_convtranspose_channel_workers is 1");
+    DDT(DDLayerDestroy(&l));
+    DDT(DDTensorDestroy(&xc));
+  }
+  /* options */
+  DDT(PetscOptionsSetValue(NULL, "-ct2_layer_type", "convtranspose"));
+  DDT(PetscOptionsSetValue(NULL, "-ct2_layer_convtranspose_out_channels", "8"));
+  DDT(PetscOptionsSetValue(NULL, "-ct2_layer_convtranspose_kernel", "3"));
+  DDT(PetscOptionsSetValue(NULL, "-ct2_layer_convtranspose_groups", "4"));
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DDT(DDLayerSetOptionsPrefix(l, "ct2_"));
+  DDT(DDLayerSetFromOptions(l));
+  DDT(DDLayerSetUp(l, x));
+  PetscInt64 np;
+  DDT(DDLayerGetNumParameters(l, &np));
+  EXPECT_EQ(np, 4 * 2 * 3 * 3 + 8); /* weights (4, 8/4, 3, 3) */
+  DDT(DDLayerDestroy(&l));
+  for (auto k : {"-ct2_layer_type", "-ct2_layer_convtranspose_out_channels", "-ct2_layer_convtranspose_kernel", "-ct2_layer_convtranspose_groups"}) DDT(PetscOptionsClearValue(NULL, k));
+  DDT(DDTensorDestroy(&x));
 }

@@ -92,6 +92,38 @@ TEST(Backends, Conv)
   }
 }
 
+/* grouped (depthwise) convolutions and asymmetric / 'same' padding: every backend (oneDNN declines groups: its chain's GEMM) against the reference loops */
+TEST(Backends, ConvGroupsAndAsymmetricPadding)
+{
+  struct Case {
+    std::vector<PetscInt> shape, k, s, pb, pa, d;
+    PetscInt              co, groups;
+    DDConvPaddingType     type;
+    const char           *what;
+  };
+  for (const Case &c : std::vector<Case>{{{2, 6, 13, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 9, 3, DD_CONV_PADDING_EXPLICIT, "2-D groups 3"},
+                                         {{2, 4, 13, 11}, {3, 3}, {2, 1}, {1, 1}, {1, 1}, {1, 2}, 8, 4, DD_CONV_PADDING_EXPLICIT, "2-D depthwise x2, strided dilated"},
+                                         {{1, 3, 15, 12}, {4, 2}, {1, 1}, {0, 0}, {0, 0}, {1, 2}, 4, 1, DD_CONV_PADDING_SAME, "2-D 'same' even kernel"},
+                                         {{2, 3, 13, 11}, {3, 3}, {1, 2}, {1, 0}, {2, 1}, {1, 1}, 4, 1, DD_CONV_PADDING_EXPLICIT, "2-D asymmetric padding"},
+                                         {{2, 4, 7, 6, 9}, {3, 3, 3}, {1, 2, 1}, {0, 1, 2}, {2, 1, 0}, {1, 1, 1}, 4, 4, DD_CONV_PADDING_EXPLICIT, "3-D depthwise asymmetric"},
+                                         {{3, 6, 17}, {4}, {1}, {0}, {0}, {1}, 3, 3, DD_CONV_PADDING_SAME, "1-D 'same' groups 3"}}) {
+    const PetscInt D = (PetscInt)c.k.size();
+    for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST})
+      CheckBackends(
+        [&](DDLayer l) {
+          DDT(DDLayerSetType(l, DDLAYERCONV));
+          DDT(DDLayerConvSetOutputChannels(l, c.co));
+          DDT(DDLayerConvSetGroups(l, c.groups));
+          DDT(DDLayerConvSetKernel(l, D, c.k.data()));
+          DDT(DDLayerConvSetStride(l, D, c.s.data()));
+          DDT(DDLayerConvSetPaddingBeforeAfter(l, D, c.pb.data(), c.pa.data()));
+          DDT(DDLayerConvSetPaddingType(l, c.type));
+          DDT(DDLayerConvSetDilation(l, D, c.d.data()));
+        },
+        Input(c.shape, fmt), std::string("conv ") + c.what);
+  }
+}
+
 TEST(Backends, ConvTranspose)
 {
   struct Case {
@@ -113,6 +145,32 @@ TEST(Backends, ConvTranspose)
         DDT(DDLayerConvSetOutputPadding(l, D, c.op.data()));
       },
       Input(c.shape), std::string("convtranspose ") + c.what);
+  }
+}
+
+TEST(Backends, ConvTransposeGroups)
+{
+  struct Case {
+    std::vector<PetscInt> shape, k, s, p, op;
+    PetscInt              co, groups;
+    const char           *what;
+  };
+  for (const Case &c : std::vector<Case>{{{2, 4, 7, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 0}, 6, 2, "2-D groups 2, stride 2, output padding"},
+                                         {{1, 4, 5, 6}, {2, 2}, {3, 3}, {0, 0}, {0, 0}, 4, 4, "2-D depthwise gaps (s > k)"},
+                                         {{1, 3, 4, 3, 5}, {3, 3, 3}, {1, 2, 1}, {1, 1, 1}, {0, 1, 0}, 6, 3, "3-D groups 3"}}) {
+    const PetscInt D = (PetscInt)c.k.size();
+    for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST})
+      CheckBackends(
+        [&](DDLayer l) {
+          DDT(DDLayerSetType(l, DDLAYERCONVTRANSPOSE));
+          DDT(DDLayerConvSetOutputChannels(l, c.co));
+          DDT(DDLayerConvSetGroups(l, c.groups));
+          DDT(DDLayerConvSetKernel(l, D, c.k.data()));
+          DDT(DDLayerConvSetStride(l, D, c.s.data()));
+          DDT(DDLayerConvSetPadding(l, D, c.p.data()));
+          DDT(DDLayerConvSetOutputPadding(l, D, c.op.data()));
+        },
+        Input(c.shape, fmt), std::string("convtranspose ") + c.what);
   }
 }
 

@@ -36,6 +36,7 @@ struct ConvGeom {
   PetscInt in[3]  = {1, 1, 1}; /* input window */
   PetscInt out[3] = {1, 1, 1}; /* output */
   PetscInt k[3]   = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1};
+  PetscInt groups = 1; /* channel groups (PyTorch's groups): Ci and Co are multiples; weights (Co, Ci/groups, k...), transposed (Ci, Co/groups, k...) */
   PetscInt KK() const { return k[0] * k[1] * k[2]; }
 };
 

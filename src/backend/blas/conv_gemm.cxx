@@ -338,7 +338,7 @@ void RowSums(const Mat<const T> &m, PetscInt R, PetscInt C, T *db)
 .seealso: ConvForwardRef(), ConvBackwardDataGemm(), ConvBackwardWeightsGemm()
 @*/
 template <class T>
-void ConvForwardGemm(const ConvGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y)
+void ConvForwardGemm1(const ConvGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y)
 {
   const PetscInt KK = g.KK(), K = g.Ci * KK, P = Prod(g.out);
   if (g.N == 0 || g.Co == 0 || P == 0) return;
@@ -392,7 +392,7 @@ void ConvForwardGemm(const ConvGeom &g, const View<const T> &x, const T *w, cons
 .seealso: ConvBackwardDataRef(), ConvForwardGemm()
 @*/
 template <class T>
-void ConvBackwardDataGemm(const ConvGeom &g, const View<const T> &dy, const T *w, const View<T> &dx)
+void ConvBackwardDataGemm1(const ConvGeom &g, const View<const T> &dy, const T *w, const View<T> &dx)
 {
   const PetscInt KK = g.KK(), K = g.Ci * KK, P = Prod(g.out);
   if (g.N == 0 || g.Ci == 0 || g.Co == 0 || P == 0) return;
@@ -442,7 +442,7 @@ void ConvBackwardDataGemm(const ConvGeom &g, const View<const T> &dy, const T *w
 .seealso: ConvBackwardWeightsRef(), ConvForwardGemm()
 @*/
 template <class T>
-void ConvBackwardWeightsGemm(const ConvGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db)
+void ConvBackwardWeightsGemm1(const ConvGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db)
 {
   const PetscInt KK = g.KK(), K = g.Ci * KK, P = Prod(g.out);
   if (g.N == 0 || g.Co == 0 || P == 0) return;
@@ -487,7 +487,7 @@ void ConvBackwardWeightsGemm(const ConvGeom &g, const View<const T> &x, const Vi
 .seealso: ConvTForwardRef(), ConvTBackwardDataGemm(), ConvTBackwardWeightsGemm()
 @*/
 template <class T>
-void ConvTForwardGemm(const ConvTGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y)
+void ConvTForwardGemm1(const ConvTGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y)
 {
   const PetscInt KK = g.KK(), K = g.Co * KK, P = Prod(g.in), Pout = Prod(g.out);
   if (g.N == 0 || g.Co == 0 || Pout == 0) return;
@@ -546,7 +546,7 @@ void ConvTForwardGemm(const ConvTGeom &g, const View<const T> &x, const T *w, co
 .seealso: ConvTBackwardDataRef(), ConvTForwardGemm()
 @*/
 template <class T>
-void ConvTBackwardDataGemm(const ConvTGeom &g, const View<const T> &dy, const T *w, const View<T> &dx)
+void ConvTBackwardDataGemm1(const ConvTGeom &g, const View<const T> &dy, const T *w, const View<T> &dx)
 {
   const PetscInt KK = g.KK(), K = g.Co * KK, P = Prod(g.in);
   if (g.N == 0 || g.Ci == 0 || g.Co == 0 || P == 0) return;
@@ -595,7 +595,7 @@ void ConvTBackwardDataGemm(const ConvTGeom &g, const View<const T> &dy, const T 
 .seealso: ConvTBackwardWeightsRef(), ConvTForwardGemm()
 @*/
 template <class T>
-void ConvTBackwardWeightsGemm(const ConvTGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db)
+void ConvTBackwardWeightsGemm1(const ConvTGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db)
 {
   const PetscInt KK = g.KK(), K = g.Co * KK, P = Prod(g.in);
   if (db)
@@ -628,6 +628,72 @@ void ConvTBackwardWeightsGemm(const ConvTGeom &g, const View<const T> &x, const 
       const Mat<const T> D = Operand(fd, spd, ty, dy, n, g.Co, pa, m, segs, 1);
       MatGemm(g.Ci, K, m, X, Transposed(D), (T)1, DW);
     }
+}
+
+/*
+  Grouped convolutions (g.groups = G > 1): one GEMM convolution per group on the group's channel
+  slices of the views (channels start at group * C/G) and its contiguous block of the weights,
+  (Co/G)(Ci/G) k... entries from group * (Co/G)(Ci/G) k... in both the (Co, Ci/G, k...) and the
+  transposed (Ci, Co/G, k...) layouts; bias and its gradient at group * Co/G.
+*/
+template <class Geom>
+static inline Geom GroupGeom(const Geom &g)
+{
+  Geom q   = g;
+  q.groups = 1;
+  q.Ci     = g.Ci / g.groups;
+  q.Co     = g.Co / g.groups;
+  return q;
+}
+template <class T>
+static inline View<T> ChannelShift(View<T> v, PetscInt c)
+{
+  v.p += c * v.sc;
+  return v;
+}
+template <class T, class Geom, class F>
+static inline void ForGroups(const Geom &g, F &&f)
+{
+  const Geom     q  = GroupGeom(g);
+  const PetscInt wg = q.Ci * q.Co * g.KK();
+  for (PetscInt gi = 0; gi < g.groups; gi++) f(q, gi * q.Ci, gi * q.Co, gi * wg);
+}
+
+template <class T>
+void ConvForwardGemm(const ConvGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y)
+{
+  if (g.groups <= 1) return ConvForwardGemm1<T>(g, x, w, b, y);
+  ForGroups<T>(g, [&](const ConvGeom &q, PetscInt ci, PetscInt co, PetscInt wo) { ConvForwardGemm1<T>(q, ChannelShift(x, ci), w + wo, b ? b + co : nullptr, ChannelShift(y, co)); });
+}
+template <class T>
+void ConvBackwardDataGemm(const ConvGeom &g, const View<const T> &dy, const T *w, const View<T> &dx)
+{
+  if (g.groups <= 1) return ConvBackwardDataGemm1<T>(g, dy, w, dx);
+  ForGroups<T>(g, [&](const ConvGeom &q, PetscInt ci, PetscInt co, PetscInt wo) { ConvBackwardDataGemm1<T>(q, ChannelShift(dy, co), w + wo, ChannelShift(dx, ci)); });
+}
+template <class T>
+void ConvBackwardWeightsGemm(const ConvGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db)
+{
+  if (g.groups <= 1) return ConvBackwardWeightsGemm1<T>(g, x, dy, dw, db);
+  ForGroups<T>(g, [&](const ConvGeom &q, PetscInt ci, PetscInt co, PetscInt wo) { ConvBackwardWeightsGemm1<T>(q, ChannelShift(x, ci), ChannelShift(dy, co), dw + wo, db ? db + co : nullptr); });
+}
+template <class T>
+void ConvTForwardGemm(const ConvTGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y)
+{
+  if (g.groups <= 1) return ConvTForwardGemm1<T>(g, x, w, b, y);
+  ForGroups<T>(g, [&](const ConvTGeom &q, PetscInt ci, PetscInt co, PetscInt wo) { ConvTForwardGemm1<T>(q, ChannelShift(x, ci), w + wo, b ? b + co : nullptr, ChannelShift(y, co)); });
+}
+template <class T>
+void ConvTBackwardDataGemm(const ConvTGeom &g, const View<const T> &dy, const T *w, const View<T> &dx)
+{
+  if (g.groups <= 1) return ConvTBackwardDataGemm1<T>(g, dy, w, dx);
+  ForGroups<T>(g, [&](const ConvTGeom &q, PetscInt ci, PetscInt co, PetscInt wo) { ConvTBackwardDataGemm1<T>(q, ChannelShift(dy, co), w + wo, ChannelShift(dx, ci)); });
+}
+template <class T>
+void ConvTBackwardWeightsGemm(const ConvTGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db)
+{
+  if (g.groups <= 1) return ConvTBackwardWeightsGemm1<T>(g, x, dy, dw, db);
+  ForGroups<T>(g, [&](const ConvTGeom &q, PetscInt ci, PetscInt co, PetscInt wo) { ConvTBackwardWeightsGemm1<T>(q, ChannelShift(x, ci), ChannelShift(dy, co), dw + wo, db ? db + co : nullptr); });
 }
 
 #define DD_CONV_GEMM(T) \

@@ -38,6 +38,10 @@ struct DnnlGemm {
 PetscErrorCode DnnlConvFormats(const ConvGeom &q, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs, bool *ok)
 {
   PetscFunctionBegin;
+  if (q.groups > 1) { /* grouped convolutions: declined, the chain's /cpu/blas GEMM loops over the groups */
+    *ok = false;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   PetscCall(DnnlConv::Preferred(q, transposed, xf, xbs, yf, ybs));
   *ok = true;
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -207,6 +211,7 @@ private:
 PetscErrorCode DnnlConvCreate(const ConvKernelSpec &spec, std::unique_ptr<ConvKernel> *k)
 {
   PetscFunctionBegin;
+  if (spec.g.groups > 1) PetscFunctionReturn(PETSC_SUCCESS); /* declined (*k stays NULL): the chain falls back to /cpu/blas */
   std::unique_ptr<DnnlConvKernel> c(new DnnlConvKernel);
   PetscCall(c->SetUp(spec));
   k->reset(c.release());

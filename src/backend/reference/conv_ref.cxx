@@ -1,7 +1,8 @@
 /*
   Plain reference loops of the convolution: the truth the fast kernels are checked against,
   and the float64 path. Geometry: out o along a dimension reads input o s + t d (t < k)
-  of the (already padded) window.
+  of the (already padded) window. Groups (g.groups = G): output channel co reads the Ci/G input
+  channels of its group, co / (Co/G), with weights (Co, Ci/G, k...) as torch.nn.Conv stores them.
 */
 #include <backend/kernels.hpp>
 
@@ -10,15 +11,16 @@ namespace ddnn
 template <class T>
 void ConvForwardRef(const ConvGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y)
 {
-  const PetscInt KK = g.KK();
+  const PetscInt KK = g.KK(), Cig = g.Ci / g.groups, Cog = g.Co / g.groups;
   for (PetscInt n = 0; n < g.N; n++)
     for (PetscInt co = 0; co < g.Co; co++)
       for (PetscInt o0 = 0; o0 < g.out[0]; o0++)
         for (PetscInt o1 = 0; o1 < g.out[1]; o1++)
           for (PetscInt o2 = 0; o2 < g.out[2]; o2++) {
             T acc = b ? b[co] : (T)0;
-            for (PetscInt ci = 0; ci < g.Ci; ci++) {
-              const T *wk = w + (co * g.Ci + ci) * KK;
+            for (PetscInt cl = 0; cl < Cig; cl++) {
+              const PetscInt ci = (co / Cog) * Cig + cl;
+              const T       *wk = w + (co * Cig + cl) * KK;
               for (PetscInt t0 = 0; t0 < g.k[0]; t0++)
                 for (PetscInt t1 = 0; t1 < g.k[1]; t1++)
                   for (PetscInt t2 = 0; t2 < g.k[2]; t2++)
@@ -31,15 +33,16 @@ void ConvForwardRef(const ConvGeom &g, const View<const T> &x, const T *w, const
 template <class T>
 void ConvBackwardDataRef(const ConvGeom &g, const View<const T> &dy, const T *w, const View<T> &dx)
 {
-  const PetscInt KK = g.KK();
+  const PetscInt KK = g.KK(), Cig = g.Ci / g.groups, Cog = g.Co / g.groups;
   for (PetscInt n = 0; n < g.N; n++)
     for (PetscInt co = 0; co < g.Co; co++)
       for (PetscInt o0 = 0; o0 < g.out[0]; o0++)
         for (PetscInt o1 = 0; o1 < g.out[1]; o1++)
           for (PetscInt o2 = 0; o2 < g.out[2]; o2++) {
             const T v = dy.at(n, co, o0, o1, o2);
-            for (PetscInt ci = 0; ci < g.Ci; ci++) {
-              const T *wk = w + (co * g.Ci + ci) * KK;
+            for (PetscInt cl = 0; cl < Cig; cl++) {
+              const PetscInt ci = (co / Cog) * Cig + cl;
+              const T       *wk = w + (co * Cig + cl) * KK;
               for (PetscInt t0 = 0; t0 < g.k[0]; t0++)
                 for (PetscInt t1 = 0; t1 < g.k[1]; t1++)
                   for (PetscInt t2 = 0; t2 < g.k[2]; t2++) dx.at(n, ci, o0 * g.s[0] + t0 * g.d[0], o1 * g.s[1] + t1 * g.d[1], o2 * g.s[2] + t2 * g.d[2]) += wk[(t0 * g.k[1] + t1) * g.k[2] + t2] * v;
@@ -50,9 +53,9 @@ void ConvBackwardDataRef(const ConvGeom &g, const View<const T> &dy, const T *w,
 template <class T>
 void ConvBackwardWeightsRef(const ConvGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db)
 {
-  const PetscInt KK = g.KK();
+  const PetscInt KK = g.KK(), Cig = g.Ci / g.groups, Cog = g.Co / g.groups;
   for (PetscInt co = 0; co < g.Co; co++)
-    for (PetscInt ci = 0; ci < g.Ci; ci++)
+    for (PetscInt cl = 0; cl < Cig; cl++)
       for (PetscInt t0 = 0; t0 < g.k[0]; t0++)
         for (PetscInt t1 = 0; t1 < g.k[1]; t1++)
           for (PetscInt t2 = 0; t2 < g.k[2]; t2++) {
@@ -60,8 +63,8 @@ void ConvBackwardWeightsRef(const ConvGeom &g, const View<const T> &x, const Vie
             for (PetscInt n = 0; n < g.N; n++)
               for (PetscInt o0 = 0; o0 < g.out[0]; o0++)
                 for (PetscInt o1 = 0; o1 < g.out[1]; o1++)
-                  for (PetscInt o2 = 0; o2 < g.out[2]; o2++) acc += dy.at(n, co, o0, o1, o2) * x.at(n, ci, o0 * g.s[0] + t0 * g.d[0], o1 * g.s[1] + t1 * g.d[1], o2 * g.s[2] + t2 * g.d[2]);
-            dw[(co * g.Ci + ci) * KK + (t0 * g.k[1] + t1) * g.k[2] + t2] += acc;
+                  for (PetscInt o2 = 0; o2 < g.out[2]; o2++) acc += dy.at(n, co, o0, o1, o2) * x.at(n, (co / Cog) * Cig + cl, o0 * g.s[0] + t0 * g.d[0], o1 * g.s[1] + t1 * g.d[1], o2 * g.s[2] + t2 * g.d[2]);
+            dw[(co * Cig + cl) * KK + (t0 * g.k[1] + t1) * g.k[2] + t2] += acc;
           }
   if (db)
     for (PetscInt co = 0; co < g.Co; co++) {
@@ -77,7 +80,7 @@ void ConvBackwardWeightsRef(const ConvGeom &g, const View<const T> &x, const Vie
 template <class T>
 void ConvTransposeForwardRef(const ConvGeom &g, const View<const T> &x, const T *w, const View<T> &y)
 {
-  /* y[n, co, i s + t d] += w[ci, co, t] x[n, ci, i]: here Ci is the transposed conv's input channels */
+  /* y[n, co, i s + t d] += w[ci, co, t] x[n, ci, i]: here Ci is the transposed conv's input channels (no groups) */
   const PetscInt KK = g.KK();
   for (PetscInt n = 0; n < g.N; n++)
     for (PetscInt ci = 0; ci < g.Ci; ci++)

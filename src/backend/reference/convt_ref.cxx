@@ -2,7 +2,9 @@
   Plain reference loops of the transposed convolution (DDLAYERCONVTRANSPOSE): the float64
   path, the fallback of the oneDNN path where a worker's crop is negative, and the truth the
   oneDNN deconvolution is checked against. Geometry (kernels.hpp, ConvTGeom): window entry li
-  feeds box entry lo = li s + t d - pl along each dimension, when 0 <= lo < out.
+  feeds box entry lo = li s + t d - pl along each dimension, when 0 <= lo < out. Groups
+  (g.groups = G): input channel ci feeds the Co/G output channels of its group, ci / (Ci/G), with
+  weights (Ci, Co/G, k...) as torch.nn.ConvTranspose stores them.
 */
 #include <backend/kernels.hpp>
 
@@ -18,7 +20,7 @@ static inline PetscInt Tap(const ConvTGeom &g, PetscInt j, PetscInt li, PetscInt
 template <class T>
 void ConvTForwardRef(const ConvTGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y)
 {
-  const PetscInt KK = g.KK();
+  const PetscInt KK = g.KK(), Cig = g.Ci / g.groups, Cog = g.Co / g.groups;
   for (PetscInt n = 0; n < g.N; n++)
     for (PetscInt co = 0; co < g.Co; co++)
       for (PetscInt o0 = 0; o0 < g.out[0]; o0++)
@@ -30,8 +32,9 @@ void ConvTForwardRef(const ConvTGeom &g, const View<const T> &x, const T *w, con
         for (PetscInt i1 = 0; i1 < g.in[1]; i1++)
           for (PetscInt i2 = 0; i2 < g.in[2]; i2++) {
             const T v = x.at(n, ci, i0, i1, i2);
-            for (PetscInt co = 0; co < g.Co; co++) {
-              const T *wk = w + (ci * g.Co + co) * KK;
+            for (PetscInt cl = 0; cl < Cog; cl++) {
+              const PetscInt co = (ci / Cig) * Cog + cl;
+              const T       *wk = w + (ci * Cog + cl) * KK;
               for (PetscInt t0 = 0; t0 < g.k[0]; t0++) {
                 PetscInt o0 = Tap(g, 0, i0, t0);
                 if (o0 < 0) continue;
@@ -52,15 +55,16 @@ void ConvTForwardRef(const ConvTGeom &g, const View<const T> &x, const T *w, con
 template <class T>
 void ConvTBackwardDataRef(const ConvTGeom &g, const View<const T> &dy, const T *w, const View<T> &dx)
 {
-  const PetscInt KK = g.KK();
+  const PetscInt KK = g.KK(), Cig = g.Ci / g.groups, Cog = g.Co / g.groups;
   for (PetscInt n = 0; n < g.N; n++)
     for (PetscInt ci = 0; ci < g.Ci; ci++)
       for (PetscInt i0 = 0; i0 < g.in[0]; i0++)
         for (PetscInt i1 = 0; i1 < g.in[1]; i1++)
           for (PetscInt i2 = 0; i2 < g.in[2]; i2++) {
             T acc = 0;
-            for (PetscInt co = 0; co < g.Co; co++) {
-              const T *wk = w + (ci * g.Co + co) * KK;
+            for (PetscInt cl = 0; cl < Cog; cl++) {
+              const PetscInt co = (ci / Cig) * Cog + cl;
+              const T       *wk = w + (ci * Cog + cl) * KK;
               for (PetscInt t0 = 0; t0 < g.k[0]; t0++) {
                 PetscInt o0 = Tap(g, 0, i0, t0);
                 if (o0 < 0) continue;
@@ -82,9 +86,9 @@ void ConvTBackwardDataRef(const ConvTGeom &g, const View<const T> &dy, const T *
 template <class T>
 void ConvTBackwardWeightsRef(const ConvTGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db)
 {
-  const PetscInt KK = g.KK();
+  const PetscInt KK = g.KK(), Cig = g.Ci / g.groups, Cog = g.Co / g.groups;
   for (PetscInt ci = 0; ci < g.Ci; ci++)
-    for (PetscInt co = 0; co < g.Co; co++)
+    for (PetscInt cl = 0; cl < Cog; cl++)
       for (PetscInt t0 = 0; t0 < g.k[0]; t0++)
         for (PetscInt t1 = 0; t1 < g.k[1]; t1++)
           for (PetscInt t2 = 0; t2 < g.k[2]; t2++) {
@@ -99,11 +103,11 @@ void ConvTBackwardWeightsRef(const ConvTGeom &g, const View<const T> &x, const V
                   for (PetscInt i2 = 0; i2 < g.in[2]; i2++) {
                     PetscInt o2 = Tap(g, 2, i2, t2);
                     if (o2 < 0) continue;
-                    acc += x.at(n, ci, i0, i1, i2) * dy.at(n, co, o0, o1, o2);
+                    acc += x.at(n, ci, i0, i1, i2) * dy.at(n, (ci / Cig) * Cog + cl, o0, o1, o2);
                   }
                 }
               }
-            dw[(ci * g.Co + co) * KK + (t0 * g.k[1] + t1) * g.k[2] + t2] += acc;
+            dw[(ci * Cog + cl) * KK + (t0 * g.k[1] + t1) * g.k[2] + t2] += acc;
           }
   if (db)
     for (PetscInt co = 0; co < g.Co; co++) {

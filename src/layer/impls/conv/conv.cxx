@@ -29,8 +29,11 @@ namespace
 {
 struct Conv : ConvDistribution {
   /* hyper-parameters (co and bias are the distribution's) */
-  SpatialParam  kernel, stride, padding, dilation;
-  DDPaddingMode padmode = DD_PADDING_ZEROS;
+  SpatialParam      kernel, stride, padding, dilation;
+  SpatialParam      padafter; /* the padding after the last entry, when it differs from the one before (padding) */
+  DDConvPaddingType padtype = DD_CONV_PADDING_EXPLICIT;
+  PetscInt          pa[3]   = {0, 0, 0}; /* resolved padding after (padding before: p of the set-up) */
+  DDPaddingMode     padmode = DD_PADDING_ZEROS;
   PetscInt      pco     = 1;
   PetscBool     overlap = PETSC_FALSE;
   /* set-up */
@@ -49,6 +52,7 @@ struct Conv : ConvDistribution {
     kernel.opt   = "layer_conv_kernel";
     stride.opt   = "layer_conv_stride";
     padding.opt  = "layer_conv_padding";
+    padafter.opt = "layer_conv_padding_after";
     dilation.opt = "layer_conv_dilation";
   }
 };
@@ -187,6 +191,8 @@ static PetscErrorCode DDLayerConvSetPadding_Conv(DDLayer l, PetscInt n, const Pe
 
   PetscFunctionBegin;
   PetscCall(c->padding.Set(PetscObjectComm((PetscObject)l), n, p, "The padding"));
+  c->padafter.n = 0;
+  c->padtype    = DD_CONV_PADDING_EXPLICIT;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -197,7 +203,9 @@ static PetscErrorCode DDLayerConvSetPadding_Conv(DDLayer l, PetscInt n, const Pe
 
   Notes:
   For a transposed convolution, as in PyTorch, the padding removes entries from both sides of
-  the full output (it is the padding of the convolution it is the adjoint of).
+  the full output (it is the padding of the convolution it is the adjoint of). A convolution
+  also takes different paddings per side (`DDLayerConvSetPaddingBeforeAfter()`) and PyTorch's
+  'same' and 'valid' (`DDLayerConvSetPaddingType()`, or -layer_conv_padding same|valid).
 
   Options Database Keys:
 + -layer_conv_padding <p0,...> - the paddings (conv)
@@ -205,7 +213,7 @@ static PetscErrorCode DDLayerConvSetPadding_Conv(DDLayer l, PetscInt n, const Pe
 
   Level: beginner
 
-.seealso: `DDLayerConvSetPaddingMode()`, `DDLayerConvSetOutputPadding()`
+.seealso: `DDLayerConvSetPaddingMode()`, `DDLayerConvSetOutputPadding()`, `DDLayerConvSetPaddingBeforeAfter()`, `DDLayerConvSetPaddingType()`
 @*/
 PetscErrorCode DDLayerConvSetPadding(DDLayer l, PetscInt n, const PetscInt p[])
 {
@@ -278,6 +286,119 @@ PetscErrorCode DDLayerConvSetBias(DDLayer l, PetscBool flg)
   PetscFunctionBegin;
   PetscCall(ConvSetter(l, "DDLayerConvSetBias", &f));
   PetscCall((*f)(l, flg));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+const char *const DDConvPaddingTypes[] = {"explicit", "same", "valid", "DDConvPaddingType", "DD_CONV_PADDING_", nullptr};
+
+/*@
+  DDLayerConvSetPaddingBeforeAfter - Padding per spatial dimension before the first and after the last entry (asymmetric padding)
+
+  Logically collective
+
+  Input Parameters:
++ l      - a `DDLAYERCONV` layer
+. n      - 1 (the same in every dimension) or the number of spatial dimensions
+. before - the paddings before the first entry, outermost spatial dimension first
+- after  - the paddings after the last entry
+
+  Notes:
+  The output has floor((n + before + after - d (k - 1) - 1) / s) + 1 entries per dimension, as
+  torch.nn.functional.pad followed by an unpadded convolution. Every padding mode applies on
+  both sides. Not for `DDLAYERCONVTRANSPOSE` (its padding stays symmetric).
+
+  Options Database Keys:
++ -layer_conv_padding <p0,...> - the paddings before (and after, unless the next key is given)
+- -layer_conv_padding_after <a0,...> - the paddings after
+
+  Level: intermediate
+
+.seealso: `DDLayerConvSetPadding()`, `DDLayerConvSetPaddingType()`, `DDLayerConvSetPaddingMode()`
+@*/
+PetscErrorCode DDLayerConvSetPaddingBeforeAfter(DDLayer l, PetscInt n, const PetscInt before[], const PetscInt after[])
+{
+  Conv *c;
+
+  PetscFunctionBegin;
+  PetscCall(ConvGet(l, &c, "DDLayerConvSetPaddingBeforeAfter"));
+  PetscCall(c->padding.Set(PetscObjectComm((PetscObject)l), n, before, "The padding before"));
+  PetscCall(c->padafter.Set(PetscObjectComm((PetscObject)l), n, after, "The padding after"));
+  c->padtype = DD_CONV_PADDING_EXPLICIT;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerConvSetPaddingType - The padding rule of a convolution: explicit entries (default), PyTorch's padding='same' or 'valid'
+
+  Logically collective
+
+  Input Parameters:
++ l    - a `DDLAYERCONV` layer
+- type - `DD_CONV_PADDING_EXPLICIT`, `DD_CONV_PADDING_SAME` or `DD_CONV_PADDING_VALID`
+
+  Notes:
+  'same' keeps the spatial sizes: it needs stride 1 in every dimension and pads d (k - 1) entries
+  per dimension, half before and the rest after (an odd total puts the extra entry at the end,
+  as PyTorch does). 'valid' is no padding. Setting explicit paddings (`DDLayerConvSetPadding()`,
+  `DDLayerConvSetPaddingBeforeAfter()`) selects `DD_CONV_PADDING_EXPLICIT` again.
+
+  Options Database Key:
+. -layer_conv_padding <same,valid> - the rule (integers there are explicit paddings)
+
+  Level: intermediate
+
+.seealso: `DDLayerConvSetPadding()`, `DDLayerConvSetPaddingBeforeAfter()`, `DDConvPaddingType`
+@*/
+PetscErrorCode DDLayerConvSetPaddingType(DDLayer l, DDConvPaddingType type)
+{
+  Conv *c;
+
+  PetscFunctionBegin;
+  PetscCall(ConvGet(l, &c, "DDLayerConvSetPaddingType"));
+  PetscCheck(type >= DD_CONV_PADDING_EXPLICIT && type <= DD_CONV_PADDING_VALID, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Unknown padding type %d (-layer_conv_padding)", (int)type);
+  c->padtype = type;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode DDLayerConvSetGroups_Conv(DDLayer l, PetscInt g)
+{
+  PetscFunctionBegin;
+  PetscCheck(g >= 1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Groups %" PetscInt_FMT " must be positive (-layer_conv_groups)", g);
+  ((Conv *)l->data)->groups = g;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDLayerConvSetGroups - Number of channel groups of a convolution or transposed convolution (PyTorch's groups, default 1)
+
+  Logically collective
+
+  Input Parameters:
++ l      - the layer
+- groups - the number of groups: the input and output channels must be multiples of it
+
+  Notes:
+  Group g connects input channels [g Ci/G, (g + 1) Ci/G) to output channels [g Co/G, (g + 1) Co/G):
+  groups = Ci is a depthwise convolution. The weights are (Co, Ci/G, k...) (transposed:
+  (Ci, Co/G, k...)), as PyTorch stores them. The channels must not be partitioned (Pci = Pco = 1):
+  batch and spatial partitions carry grouped convolutions; a channel partition is an error.
+  oneDNN declines groups, so float32 runs the GEMM kernels of /cpu/blas.
+
+  Options Database Keys:
++ -layer_conv_groups <g> - the groups (conv)
+- -layer_convtranspose_groups <g> - the groups (convtranspose)
+
+  Level: intermediate
+
+.seealso: `DDLAYERCONV`, `DDLAYERCONVTRANSPOSE`, `DDLayerConvSetOutputChannels()`
+@*/
+PetscErrorCode DDLayerConvSetGroups(DDLayer l, PetscInt groups)
+{
+  PetscErrorCode(*f)(DDLayer, PetscInt);
+
+  PetscFunctionBegin;
+  PetscCall(ConvSetter(l, "DDLayerConvSetGroups", &f));
+  PetscCall((*f)(l, groups));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -376,7 +497,27 @@ static PetscErrorCode Conv_SetFromOptions(DDLayer l, PetscOptionItems *PetscOpti
   PetscCall(PetscOptionsInt("-layer_conv_out_channels", "Output channels", "DDLayerConvSetOutputChannels", c->co, &c->co, NULL));
   PetscCall(c->kernel.FromOptions(PetscOptionsObject, "-layer_conv_kernel", "Kernel size per spatial dimension", "DDLayerConvSetKernel"));
   PetscCall(c->stride.FromOptions(PetscOptionsObject, "-layer_conv_stride", "Stride per spatial dimension", "DDLayerConvSetStride"));
-  PetscCall(c->padding.FromOptions(PetscOptionsObject, "-layer_conv_padding", "Padding per spatial dimension", "DDLayerConvSetPadding"));
+  {
+    /* -layer_conv_padding takes integers (explicit paddings) or same / valid */
+    char      rule[64] = "";
+    PetscBool isrule   = PETSC_FALSE;
+    PetscCall(PetscOptionsString("-layer_conv_padding", "Padding per spatial dimension: p0,... or same or valid", "DDLayerConvSetPaddingType", rule, rule, sizeof(rule), &set));
+    if (set) {
+      PetscBool same, valid;
+      PetscCall(PetscStrcasecmp(rule, "same", &same));
+      PetscCall(PetscStrcasecmp(rule, "valid", &valid));
+      if (same || valid) {
+        c->padtype = same ? DD_CONV_PADDING_SAME : DD_CONV_PADDING_VALID;
+        isrule     = PETSC_TRUE;
+      }
+    }
+    if (!isrule) {
+      PetscCall(c->padding.FromOptions(PetscOptionsObject, "-layer_conv_padding", "Padding per spatial dimension", "DDLayerConvSetPadding"));
+      if (set) c->padtype = DD_CONV_PADDING_EXPLICIT;
+    }
+    PetscCall(c->padafter.FromOptions(PetscOptionsObject, "-layer_conv_padding_after", "Padding after the last entry per spatial dimension", "DDLayerConvSetPaddingBeforeAfter"));
+  }
+  PetscCall(PetscOptionsInt("-layer_conv_groups", "Channel groups (PyTorch's groups)", "DDLayerConvSetGroups", c->groups, &c->groups, NULL));
   PetscCall(c->dilation.FromOptions(PetscOptionsObject, "-layer_conv_dilation", "Dilation per spatial dimension", "DDLayerConvSetDilation"));
   PetscCall(PetscOptionsBool("-layer_conv_bias", "Learnable bias", "DDLayerConvSetBias", c->bias, &c->bias, NULL));
   mode = (PetscEnum)c->padmode;
@@ -413,6 +554,7 @@ static PetscErrorCode Conv_Destroy(DDLayer l)
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetDilation_C", NULL));
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetBias_C", NULL));
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetChannelWorkers_C", NULL));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetGroups_C", NULL));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -430,13 +572,30 @@ static PetscErrorCode Conv_ResolveGeometry(DDLayer l, Conv *c, DDTensor x, Petsc
   PetscCheck(c->co > 0, comm, PETSC_ERR_ARG_WRONGSTATE, "Layer %s needs its number of output channels (-%slayer_conv_out_channels)", prefix ? prefix : "", prefix ? prefix : "");
   PetscCall(c->kernel.Resolve(l, D, 1, true, 1, k));
   PetscCall(c->stride.Resolve(l, D, 1, false, 1, s));
-  PetscCall(c->padding.Resolve(l, D, 0, false, 0, p));
   PetscCall(c->dilation.Resolve(l, D, 1, false, 1, d));
+  /* p: the padding before the first entry, c->pa after the last (PyTorch's padding='same': d (k - 1) in all, the odd entry at the end) */
+  if (c->padtype == DD_CONV_PADDING_SAME) {
+    for (PetscInt j = 3 - D; j < 3; j++) PetscCheck(s[j] == 1, comm, PETSC_ERR_ARG_INCOMP, "Padding 'same' (-%slayer_conv_padding) needs stride 1, not %" PetscInt_FMT " along spatial dimension %" PetscInt_FMT " (-%slayer_conv_stride)", prefix ? prefix : "", s[j], j - (3 - D), prefix ? prefix : "");
+    for (PetscInt j = 0; j < 3; j++) {
+      const PetscInt tot = d[j] * (k[j] - 1);
+      p[j]               = tot / 2;
+      c->pa[j]           = tot - p[j];
+    }
+  } else if (c->padtype == DD_CONV_PADDING_VALID) {
+    for (PetscInt j = 0; j < 3; j++) p[j] = c->pa[j] = 0;
+  } else {
+    PetscCall(c->padding.Resolve(l, D, 0, false, 0, p));
+    if (c->padafter.n) PetscCall(c->padafter.Resolve(l, D, 0, false, 0, c->pa));
+    else
+      for (PetscInt j = 0; j < 3; j++) c->pa[j] = p[j];
+  }
   for (PetscInt j = 0; j < x->order; j++) PetscCheck(!x->replicated[j], comm, PETSC_ERR_ARG_INCOMP, "A convolution's input cannot be replicated (dimension %" PetscInt_FMT ")", j);
   for (PetscInt j = 3 - D; j < 3; j++) {
     PetscInt n = x->shape[2 + j - (3 - D)], ext = d[j] * (k[j] - 1) + 1;
-    PetscCheck(n + 2 * p[j] >= ext, comm, PETSC_ERR_ARG_SIZ, "Kernel of extent %" PetscInt_FMT " is larger than the padded input (%" PetscInt_FMT " + 2 x %" PetscInt_FMT ") along spatial dimension %" PetscInt_FMT " (-%s%s)", ext, n, p[j], j - (3 - D), prefix ? prefix : "", c->kernel.opt);
-    c->So[j] = (n + 2 * p[j] - ext) / s[j] + 1;
+    PetscCheck(n + p[j] + c->pa[j] >= ext, comm, PETSC_ERR_ARG_SIZ, "Kernel of extent %" PetscInt_FMT " is larger than the padded input (%" PetscInt_FMT " + %" PetscInt_FMT " + %" PetscInt_FMT ") along spatial dimension %" PetscInt_FMT " (-%s%s)", ext, n, p[j], c->pa[j], j - (3 - D), prefix ? prefix : "", c->kernel.opt);
+    c->So[j] = (n + p[j] + c->pa[j] - ext) / s[j] + 1;
+    /* PyTorch's rule for reflect padding, on each side */
+    PetscCheck(c->padmode != DD_PADDING_REFLECT || (p[j] < n && c->pa[j] < n), comm, PETSC_ERR_ARG_OUTOFRANGE, "Reflect padding (%" PetscInt_FMT " before, %" PetscInt_FMT " after) must be smaller than the input (%" PetscInt_FMT ") along spatial dimension %" PetscInt_FMT " (-%slayer_conv_padding, -%slayer_conv_padding_after)", p[j], c->pa[j], n, j - (3 - D), prefix ? prefix : "", prefix ? prefix : "");
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -471,6 +630,7 @@ static PetscErrorCode Conv_SetUpLocalKernel(DDLayer l, Conv *c, DDTensor x, DDTe
   g.N  = Lx.n[lead];
   g.Ci = Lx.n[lead + 1];
   g.Co = Ly.n[ly + 1];
+  g.groups = c->groups;
   for (PetscInt j = 0; j < 3; j++) {
     g.k[j] = k[j];
     g.s[j] = s[j];
@@ -712,7 +872,7 @@ static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
   Conv *c = (Conv *)l->data;
 
   PetscFunctionBegin;
-  PetscCall(PetscViewerASCIIPrintf(viewer, "out channels %" PetscInt_FMT ", bias %s, padding mode %s, channel workers %" PetscInt_FMT ", overlap %s\n", c->co, c->bias ? "yes" : "no", DDPaddingModes[c->padmode], c->pco, c->overlap ? (c->overlapOn ? "on (interior + boundary regions)" : "on (no interior on rank 0)") : "off"));
+  PetscCall(PetscViewerASCIIPrintf(viewer, "out channels %" PetscInt_FMT ", groups %" PetscInt_FMT ", padding %s, bias %s, padding mode %s, channel workers %" PetscInt_FMT ", overlap %s\n", c->co, c->groups, DDConvPaddingTypes[c->padtype], c->bias ? "yes" : "no", DDPaddingModes[c->padmode], c->pco, c->overlap ? (c->overlapOn ? "on (interior + boundary regions)" : "on (no interior on rank 0)") : "off"));
   if (l->setupcalled) {
     const char *dist = (!c->bcastX && !c->reduceY) ? "spatial" : (c->Pss == 1 ? "channel" : "general");
     PetscCall(PetscViewerASCIIPrintf(viewer, "kernel %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " stride %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT ", %s distribution (Pn %" PetscInt_FMT ", Pci %" PetscInt_FMT ", Pco %" PetscInt_FMT ", spatial %" PetscInt_FMT "), kernels: %s\n", c->g.k[0], c->g.k[1], c->g.k[2], c->g.s[0], c->g.s[1], c->g.s[2], dist, c->Pn, c->Pci, c->pco, c->Pss,
@@ -724,9 +884,12 @@ static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
 /*MC
   DDLAYERCONV - "conv": distributed 1-, 2- and 3-D convolution (paper 000 sec. 4.1.2, Fig. 4)
 
-  Input N x C x spatial; output N x Co x spatial'; weights (Co, Ci, k...) as PyTorch stores them,
-  bias (Co). Stride, padding (zeros, reflect, replicate, circular), dilation and bias mean what
-  they mean in torch.nn.Conv1d/2d/3d.
+  Input N x C x spatial; output N x Co x spatial'; weights (Co, Ci/groups, k...) as PyTorch stores them,
+  bias (Co). Stride, padding (zeros, reflect, replicate, circular; symmetric, before/after, 'same'
+  or 'valid'), dilation, groups and bias mean what they mean in torch.nn.Conv1d/2d/3d.
+  Envelope: 'same' needs stride 1; groups need Ci and Co divisible by them and unpartitioned
+  channels (Pci = Pco = 1; batch and spatial partitions only), and run on the GEMM kernels of
+  /cpu/blas in float32 (oneDNN declines them).
 
   Distributions: the input's partition Pn x Pci x Ps and -layer_conv_channel_workers Pco choose
   spatial-only (Pci = Pco = 1: a halo exchange, and the weights broadcast from their owner),
@@ -740,7 +903,9 @@ static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
 + -layer_conv_out_channels <n> - output channels
 . -layer_conv_kernel <k,...> - kernel size (1 or D entries)
 . -layer_conv_stride <s,...> - stride
-. -layer_conv_padding <p,...> - padding
+. -layer_conv_padding <p,...|same|valid> - padding (before and after, unless -layer_conv_padding_after), or PyTorch's rule
+. -layer_conv_padding_after <p,...> - padding after the last entry (asymmetric padding)
+. -layer_conv_groups <g> - channel groups (default 1; Ci = g is depthwise)
 . -layer_conv_dilation <d,...> - dilation
 . -layer_conv_bias <bool> - bias
 . -layer_conv_padding_mode <zeros,reflect,replicate,circular> - padding mode
@@ -770,6 +935,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Conv(DDLayer l)
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetDilation_C", DDLayerConvSetDilation_Conv));
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetBias_C", DDLayerConvSetBias_Conv));
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetChannelWorkers_C", DDLayerConvSetChannelWorkers_Conv));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetGroups_C", DDLayerConvSetGroups_Conv));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -20,7 +20,7 @@ inline std::vector<PetscInt> Cat(std::initializer_list<PetscInt> a, const std::v
 
 /*
   Parameters of a convolution or transposed convolution over Pn x Pci x Pco x Pss workers (paper 000
-  sec. 4.1.2, Fig. 4): the weights, Co x Ci x k... (transposed: Ci x Co x k...), on Pr = Pco x Pci
+  sec. 4.1.2, Fig. 4): the weights, Co x Ci/G x k... (transposed: Ci x Co/G x k...) for c->groups = G, on Pr = Pco x Pci
   (Pci x Pco), the channel pieces following x's; the bias (Co) on Pb = Pco; with bcastW, their
   broadcasts w^ = B w, b^ = B b onto all Pn x Pss replicas (otherwise w^ is w). rank(co, n, ci, s)
   is the rank of a worker. C has the members named below.
@@ -49,10 +49,10 @@ PetscErrorCode ConvSetUpParameters(DDLayer l, C *c, DDTensor x, PetscInt D, cons
     PetscCall(MakePartition(comm, Cat({P1, P2}, ones), r, &c->Pr));
   }
   std::vector<PetscInt> shape, cl((size_t)Pci);
-  if (transposed) shape = {x->shape[1], c->co};
-  else shape = {c->co, x->shape[1]};
+  if (transposed) shape = {x->shape[1], c->co / c->groups};
+  else shape = {c->co, x->shape[1] / c->groups};
   for (PetscInt j = 3 - D; j < 3; j++) shape.push_back(k[j]);
-  for (PetscInt ci = 0; ci < Pci; ci++) cl[ci] = x->ranges[1][ci + 1] - x->ranges[1][ci];
+  for (PetscInt ci = 0; ci < Pci; ci++) cl[ci] = (x->ranges[1][ci + 1] - x->ranges[1][ci]) / (transposed ? 1 : c->groups); /* groups: Pci = 1 (SetUpWorkPartition) */
   PetscCall(DDTensorCreate(comm, &c->w));
   PetscCall(DDTensorSetPartition(c->w, c->Pr));
   PetscCall(DDTensorSetShape(c->w, 2 + D, shape.data()));
@@ -125,7 +125,7 @@ PetscErrorCode ConvSetUpOutputReduce(DDLayer l, C *c, PetscInt Pn, PetscInt Pci,
   rank-independent geometry (ci, co channels per worker, 8 output entries per spatial dimension), so
   that every rank picks the same formats.
 */
-inline PetscErrorCode ConvKernelFormats(DDLayer l, DDTensor x, PetscInt D, const PetscInt k[3], const PetscInt s[3], const PetscInt d[3], PetscInt ci, PetscInt co, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs, DDBackend *which)
+inline PetscErrorCode ConvKernelFormats(DDLayer l, DDTensor x, PetscInt D, const PetscInt k[3], const PetscInt s[3], const PetscInt d[3], PetscInt ci, PetscInt co, PetscInt groups, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs, DDBackend *which)
 {
   DDBackend b;
   ConvGeom  q;
@@ -140,6 +140,7 @@ inline PetscErrorCode ConvKernelFormats(DDLayer l, DDTensor x, PetscInt D, const
   q.N  = 2;
   q.Ci = PetscMax(1, ci);
   q.Co = PetscMax(1, co);
+  q.groups = groups;
   for (PetscInt j = 0; j < 3; j++) {
     PetscInt &narrow = transposed ? q.in[j] : q.out[j], &wide = transposed ? q.out[j] : q.in[j];
     q.k[j] = k[j];
@@ -191,6 +192,7 @@ inline PetscErrorCode ConvKernelCreate(MPI_Comm comm, DDBackend b, const ConvTGe
 struct ConvDistribution {
   PetscBool   bias = PETSC_TRUE; /* hyper-parameters */
   PetscInt    co   = 0;          /* output channels */
+  PetscInt    groups = 1;        /* channel groups (PyTorch's groups) */
   PetscInt    D = 0, lead = 0, So[3] = {1, 1, 1};
   bool        bcastX = false, reduceY = false, bcastW = false, xdirect = false;
   DDBackend   kb = NULL; /* the backend whose chain makes the local kernels */
@@ -216,7 +218,7 @@ struct ConvDistribution {
     output-channel workers pco: which broadcasts and reductions are needed, and the workers' ranks
     (co = 0 are x's workers, the others the lowest ranks x does not use). what names the layer in errors.
   */
-  PetscErrorCode SetUpWorkPartition(DDLayer l, DDTensor x, PetscInt pco, const char what[])
+  PetscErrorCode SetUpWorkPartition(DDLayer l, DDTensor x, PetscInt pco, const char what[], bool transposedKey = false)
   {
     MPI_Comm    comm = PetscObjectComm((PetscObject)l);
     DDPartition Px   = x->part;
@@ -230,6 +232,17 @@ struct ConvDistribution {
     for (PetscInt j = 0; j < D; j++) {
       Ps[j] = Px->shape[2 + j];
       Pss *= Ps[j];
+    }
+    {
+      const char *prefix;
+      const char *key = transposedKey ? "convtranspose" : "conv";
+      PetscCall(PetscObjectGetOptionsPrefix((PetscObject)l, &prefix));
+      if (!prefix) prefix = "";
+      PetscCheck(groups >= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "The %s's groups %" PetscInt_FMT " must be positive (-%slayer_%s_groups)", what, groups, prefix, key);
+      PetscCheck(x->shape[1] % groups == 0, comm, PETSC_ERR_ARG_INCOMP, "The %s's input channels %" PetscInt_FMT " are not divisible by its groups %" PetscInt_FMT " (-%slayer_%s_groups)", what, x->shape[1], groups, prefix, key);
+      PetscCheck(co % groups == 0, comm, PETSC_ERR_ARG_INCOMP, "The %s's output channels %" PetscInt_FMT " are not divisible by its groups %" PetscInt_FMT " (-%slayer_%s_groups, -%slayer_%s_out_channels)", what, co, groups, prefix, key, prefix, key);
+      /* channel pieces would have to follow the group boundaries, with the group offset of each piece in the kernels: not supported */
+      PetscCheck(groups == 1 || (Pci == 1 && Pco == 1), comm, PETSC_ERR_SUP, "The %s's groups %" PetscInt_FMT " (-%slayer_%s_groups) need unpartitioned channels: the input has %" PetscInt_FMT " channel pieces and -%slayer_%s_channel_workers is %" PetscInt_FMT "; partition the batch or the spatial dimensions instead", what, groups, prefix, key, Pci, prefix, key, Pco);
     }
     const PetscInt W = Pco * Pn * Pci * Pss;
     PetscCheck(W <= size, comm, PETSC_ERR_ARG_SIZ, "The %s's work partition needs %" PetscInt_FMT " ranks (Pco %" PetscInt_FMT " x Pn %" PetscInt_FMT " x Pci %" PetscInt_FMT " x spatial %" PetscInt_FMT ") but the communicator has %d", what, W, Pco, Pn, Pci, Pss, size);
@@ -250,7 +263,7 @@ struct ConvDistribution {
     DDTensorFormat xf;
     PetscInt       xbs;
     PetscFunctionBegin;
-    PetscCall(ConvKernelFormats(l, x, D, k, s, d, x->shape[1] / Pci, co / Pco, transposed, &xf, &xbs, &yformat, &ybs, &kb));
+    PetscCall(ConvKernelFormats(l, x, D, k, s, d, x->shape[1] / Pci, co / Pco, groups, transposed, &xf, &xbs, &yformat, &ybs, &kb));
     xdirect = false;
     if (bcastX) {
       PetscCall(MakePartition(comm, Cat({Pco, Pn, Pci}, SpatialShape()), wr, &Pwx));

@@ -153,6 +153,14 @@ static PetscErrorCode DDLayerConvSetBias_ConvT(DDLayer l, PetscBool flg)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+static PetscErrorCode DDLayerConvSetGroups_ConvT(DDLayer l, PetscInt g)
+{
+  PetscFunctionBegin;
+  PetscCheck(g >= 1, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Groups %" PetscInt_FMT " must be positive (-layer_convtranspose_groups)", g);
+  ((ConvT *)l->data)->groups = g;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 static PetscErrorCode DDLayerConvSetChannelWorkers_ConvT(DDLayer l, PetscInt n)
 {
   PetscFunctionBegin;
@@ -208,6 +216,7 @@ static PetscErrorCode ConvT_SetFromOptions(DDLayer l, PetscOptionItems *PetscOpt
   PetscCall(c->outpad.FromOptions(PetscOptionsObject, "-layer_convtranspose_output_padding", "Output padding per spatial dimension", "DDLayerConvSetOutputPadding"));
   PetscCall(c->dilation.FromOptions(PetscOptionsObject, "-layer_convtranspose_dilation", "Dilation per spatial dimension", "DDLayerConvSetDilation"));
   PetscCall(PetscOptionsBool("-layer_convtranspose_bias", "Learnable bias", "DDLayerConvSetBias", c->bias, &c->bias, NULL));
+  PetscCall(PetscOptionsInt("-layer_convtranspose_groups", "Channel groups (PyTorch's groups)", "DDLayerConvSetGroups", c->groups, &c->groups, NULL));
   PetscCall(PetscOptionsInt("-layer_convtranspose_channel_workers", "Workers over the output channels", "DDLayerConvSetChannelWorkers", c->pco, &c->pco, NULL));
   PetscOptionsHeadEnd();
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -223,7 +232,7 @@ static PetscErrorCode ConvT_Reset(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static const char *const ConvTSetters[] = {"DDLayerConvSetOutputChannels_C", "DDLayerConvSetKernel_C", "DDLayerConvSetStride_C", "DDLayerConvSetPadding_C", "DDLayerConvSetDilation_C", "DDLayerConvSetBias_C", "DDLayerConvSetChannelWorkers_C"};
+static const char *const ConvTSetters[] = {"DDLayerConvSetOutputChannels_C", "DDLayerConvSetKernel_C", "DDLayerConvSetStride_C", "DDLayerConvSetPadding_C", "DDLayerConvSetDilation_C", "DDLayerConvSetBias_C", "DDLayerConvSetChannelWorkers_C", "DDLayerConvSetGroups_C"};
 
 static PetscErrorCode ConvT_Destroy(DDLayer l)
 {
@@ -341,6 +350,7 @@ static PetscErrorCode ConvT_SetUpLocalKernel(DDLayer l, ConvT *c, DDTensor x, DD
   g.N     = Lx.n[lead];
   g.Ci    = Lx.n[lead + 1];
   g.Co    = Ly.n[ly + 1];
+  g.groups = c->groups;
   for (PetscInt j = 0; j < 3; j++) {
     g.k[j] = k[j];
     g.s[j] = s[j];
@@ -383,7 +393,7 @@ static PetscErrorCode ConvT_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
 
   PetscFunctionBegin;
   PetscCall(ConvT_ResolveGeometry(l, c, x));
-  PetscCall(c->SetUpWorkPartition(l, x, c->pco, "transposed convolution"));
+  PetscCall(c->SetUpWorkPartition(l, x, c->pco, "transposed convolution", true));
   PetscCall(ConvT_OutputBoxes(c, x, orange));
   PetscCall(c->SetUpKernelInput(l, x, c->k, c->s, c->d, true));
   PetscCall(c->SetUpOutput(l, x));
@@ -495,7 +505,7 @@ static PetscErrorCode ConvT_View(DDLayer l, PetscViewer viewer)
   ConvT *c = (ConvT *)l->data;
 
   PetscFunctionBegin;
-  PetscCall(PetscViewerASCIIPrintf(viewer, "out channels %" PetscInt_FMT ", bias %s, channel workers %" PetscInt_FMT "\n", c->co, c->bias ? "yes" : "no", c->pco));
+  PetscCall(PetscViewerASCIIPrintf(viewer, "out channels %" PetscInt_FMT ", groups %" PetscInt_FMT ", bias %s, channel workers %" PetscInt_FMT "\n", c->co, c->groups, c->bias ? "yes" : "no", c->pco));
   if (l->setupcalled) {
     const char *dist = (!c->bcastX && !c->reduceY) ? "spatial" : (c->Pss == 1 ? "channel" : "general");
     char buf[5][64];
@@ -517,9 +527,11 @@ static PetscErrorCode ConvT_View(DDLayer l, PetscViewer viewer)
   DDLAYERCONVTRANSPOSE - "convtranspose": distributed 1-, 2- and 3-D transposed convolution, learnable upsampling (paper 000 sec. 4.1.1-4.1.2, Fig. 4, App. B)
 
   Input N x Ci x spatial; output N x Co x spatial' with spatial' = (n - 1) s - 2 p + d (k - 1) + op + 1;
-  weights (Ci, Co, k...) as PyTorch stores them, bias (Co). Stride, padding (it crops the full
-  output), output padding, dilation and bias mean what they mean in
-  torch.nn.ConvTranspose1d/2d/3d (no groups; zero padding only). It is the adjoint of the
+  weights (Ci, Co/groups, k...) as PyTorch stores them, bias (Co). Stride, padding (it crops the full
+  output), output padding, dilation, groups and bias mean what they mean in
+  torch.nn.ConvTranspose1d/2d/3d (zero padding only; symmetric padding only). Groups (up to
+  groups = Ci = Co) need Ci and Co divisible by them and unpartitioned channels (Pci = Pco = 1):
+  batch and spatial partitions only; oneDNN declines them (the GEMM kernels of /cpu/blas run). It is the adjoint of the
   `DDLAYERCONV` with the same weights, stride, padding and dilation, whose input has spatial'.
 
   Distributions, as for `DDLAYERCONV`: the input's partition Pn x Pci x Ps and
@@ -543,6 +555,7 @@ static PetscErrorCode ConvT_View(DDLayer l, PetscViewer viewer)
 . -layer_convtranspose_output_padding <op,...> - output padding
 . -layer_convtranspose_dilation <d,...> - dilation
 . -layer_convtranspose_bias <bool> - bias
+. -layer_convtranspose_groups <g> - channel groups (default 1)
 . -layer_convtranspose_channel_workers <n> - Pco
 - -primitive_halo_neighbors_only <bool> - fail set-up when a halo would come from past the adjacent workers (paper 000's assumption; default: from any worker)
 
@@ -569,6 +582,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_ConvTranspose(DDLayer l)
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetDilation_C", DDLayerConvSetDilation_ConvT));
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetBias_C", DDLayerConvSetBias_ConvT));
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetChannelWorkers_C", DDLayerConvSetChannelWorkers_ConvT));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetGroups_C", DDLayerConvSetGroups_ConvT));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
