@@ -3,6 +3,7 @@
   in the same run (issue: primitives' performance goals).
 
     mpiexec -n 2 ./bench_primitives [-n 512] [-c 16] [-reps 50] [-setup_only]
+                                    [-halo_only -batch N]
 
   Reports, per primitive, the median time of ddnn and of the MPI baseline and their ratio:
   - halo exchange (k=3, pad 1) of a 1 x C x n x n float32 tensor split along H (faces are
@@ -51,11 +52,11 @@ static PetscErrorCode Report(const char *what, double tdd, double tmpi, double g
 }
 
 /* halo exchange with a 3-wide kernel along dimension `dim` of a 1 x C x n x n tensor split there */
-static PetscErrorCode BenchHalo(PetscInt C, PetscInt n, PetscInt dim, int reps, const char *label, DDTensorFormat fmt = DD_FORMAT_PLAIN)
+static PetscErrorCode BenchHalo(PetscInt N, PetscInt C, PetscInt n, PetscInt dim, int reps, const char *label, DDTensorFormat fmt = DD_FORMAT_PLAIN)
 {
   MPI_Comm    comm = PETSC_COMM_WORLD;
   PetscMPIInt size, rank;
-  PetscInt    pshape[4] = {1, 1, 1, 1}, shape[4] = {1, C, n, n};
+  PetscInt    pshape[4] = {1, 1, 1, 1}, shape[4] = {N, C, n, n};
   DDPartition part;
   DDTensor    x;
   DDPrimitive H;
@@ -82,7 +83,7 @@ static PetscErrorCode BenchHalo(PetscInt C, PetscInt n, PetscInt dim, int reps, 
   tsetup = MPI_Wtime() - t0;
   PetscCall(Time(comm, reps, [&]() { return DDPrimitiveApply(H, x, NULL); }, &tdd));
   /* baseline: the same bytes with MPI_Sendrecv to both neighbors, contiguous buffers */
-  PetscInt          face = C * n; /* one row or one column of every channel */
+  PetscInt          face = N * C * n; /* one row or one column of every channel */
   std::vector<float> sl(face, 1), sr(face, 1), rl(face), rr(face);
   int               left = rank > 0 ? rank - 1 : MPI_PROC_NULL, right = rank < size - 1 ? rank + 1 : MPI_PROC_NULL;
   PetscCall(Time(comm, reps, [&]() -> PetscErrorCode {
@@ -250,20 +251,29 @@ static PetscErrorCode BenchSetup(PetscInt C, PetscInt nloc)
 
 int main(int argc, char **argv)
 {
-  PetscInt  n = 512, C = 16, reps = 50;
-  PetscBool setuponly = PETSC_FALSE;
+  PetscInt  n = 512, C = 16, N = 1, reps = 50;
+  PetscBool setuponly = PETSC_FALSE, haloonly = PETSC_FALSE;
 
   PetscCall(DDInitialize(&argc, &argv, NULL, NULL));
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-n", &n, NULL));
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-c", &C, NULL));
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-reps", &reps, NULL));
   PetscCall(PetscOptionsGetBool(NULL, NULL, "-setup_only", &setuponly, NULL));
+  PetscCall(PetscOptionsGetInt(NULL, NULL, "-batch", &N, NULL));
+  PetscCall(PetscOptionsGetBool(NULL, NULL, "-halo_only", &haloonly, NULL));
+  if (haloonly) { /* the halo exchanges of a batch N x C x n x n tensor alone (per-call costs of small tensors: -batch 8 -c 16 -n 32) */
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "tensor %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " float32, median of %" PetscInt_FMT " runs\n", N, C, n, n, reps));
+    PetscCall(BenchHalo(N, C, n, 2, (int)reps, "halo, H split (contiguous faces)"));
+    PetscCall(BenchHalo(N, C, n, 3, (int)reps, "halo, W split (strided faces)"));
+    PetscCall(DDFinalize());
+    return 0;
+  }
   if (!setuponly) {
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "tensor 1x%" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " float32, median of %" PetscInt_FMT " runs\n", C, n, n, reps));
-    PetscCall(BenchHalo(C, n, 2, (int)reps, "halo, H split (contiguous faces)"));
-    PetscCall(BenchHalo(C, n, 3, (int)reps, "halo, W split (strided faces)"));
-    PetscCall(BenchHalo(C, n, 3, (int)reps, "halo, W split, channels-last", DD_FORMAT_CHANNELS_LAST));
-    PetscCall(BenchHalo(C, n, 3, (int)reps, "halo, W split, blocked nChw16c", DD_FORMAT_BLOCKED));
+    PetscCall(BenchHalo(1, C, n, 2, (int)reps, "halo, H split (contiguous faces)"));
+    PetscCall(BenchHalo(1, C, n, 3, (int)reps, "halo, W split (strided faces)"));
+    PetscCall(BenchHalo(1, C, n, 3, (int)reps, "halo, W split, channels-last", DD_FORMAT_CHANNELS_LAST));
+    PetscCall(BenchHalo(1, C, n, 3, (int)reps, "halo, W split, blocked nChw16c", DD_FORMAT_BLOCKED));
     PetscCall(BenchRepartition(C, n, (int)reps));
     PetscCall(BenchCollectives(C * n * n / 4, (int)reps));
   }

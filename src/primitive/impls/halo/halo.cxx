@@ -578,12 +578,13 @@ static PetscErrorCode HA_ApplyBegin(DDPrimitive prim, DDTensor x, DDTensor y)
   auto *h = (Halo *)prim->data;
 
   PetscFunctionBegin;
+  PetscCall(h->ex->ForwardBegin(x->dtype, x->array, x->array));
+  /* the constant padding while the messages are in flight (its entries are no leaves of the exchange) */
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
     FillRuns(h->padruns, (T *)x->array, (T)h->padvalue);
     return PETSC_SUCCESS;
   }));
-  PetscCall(h->ex->ForwardBegin(x->dtype, x->array, x->array));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
