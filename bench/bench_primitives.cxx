@@ -51,6 +51,41 @@ static PetscErrorCode Report(const char *what, double tdd, double tmpi, double g
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  The face of a local N x C x Hs x Ws float32 storage (split dimension dim = 2 or 3 at index `at`)
+  as an MPI subarray type, in the storage order of fmt: plain NCHW, channels-last NHWC, blocked
+  N(C/16)HW16c. The second baseline moves the same faces with these types straight out of and
+  into a storage-shaped array: what MPI alone does with the tensor's storage.
+*/
+static PetscErrorCode FaceType(DDTensorFormat fmt, PetscInt N, PetscInt C, PetscInt Hs, PetscInt Ws, PetscInt dim, PetscInt at, MPI_Datatype *t)
+{
+  int sizes[5], sub[5], st[5] = {0, 0, 0, 0, 0}, nd, k;
+
+  PetscFunctionBeginUser;
+  if (fmt == DD_FORMAT_CHANNELS_LAST) {
+    int s[4] = {(int)N, (int)Hs, (int)Ws, (int)C};
+    nd       = 4;
+    std::copy(s, s + 4, sizes);
+    k = dim == 2 ? 1 : 2;
+  } else if (fmt == DD_FORMAT_BLOCKED) {
+    int s[5] = {(int)N, (int)(C / 16), (int)Hs, (int)Ws, 16};
+    nd       = 5;
+    std::copy(s, s + 5, sizes);
+    k = dim == 2 ? 2 : 3;
+  } else {
+    int s[4] = {(int)N, (int)C, (int)Hs, (int)Ws};
+    nd       = 4;
+    std::copy(s, s + 4, sizes);
+    k = dim == 2 ? 2 : 3;
+  }
+  std::copy(sizes, sizes + nd, sub);
+  sub[k] = 1;
+  st[k]  = (int)at;
+  PetscCallMPI(MPI_Type_create_subarray(nd, sizes, sub, st, MPI_ORDER_C, MPI_FLOAT, t));
+  PetscCallMPI(MPI_Type_commit(t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* halo exchange with a 3-wide kernel along dimension `dim` of a 1 x C x n x n tensor split there */
 static PetscErrorCode BenchHalo(PetscInt N, PetscInt C, PetscInt n, PetscInt dim, int reps, const char *label, DDTensorFormat fmt = DD_FORMAT_PLAIN)
 {
@@ -92,6 +127,26 @@ static PetscErrorCode BenchHalo(PetscInt N, PetscInt C, PetscInt n, PetscInt dim
     return PETSC_SUCCESS;
   }, &tmpi));
   PetscCall(Report(label, tdd, tmpi, (dim == 2 || fmt != DD_FORMAT_PLAIN) ? 1.2 : 2.0));
+  /* second baseline: MPI moving the same faces out of and into the storage (subarray types) */
+  if (fmt != DD_FORMAT_BLOCKED || C % 16 == 0) {
+    PetscInt           nl = n / size, Hs = dim == 2 ? nl + 2 : n, Ws = dim == 3 ? nl + 2 : n;
+    std::vector<float> st((size_t)(N * C * Hs * Ws), 1);
+    MPI_Datatype       f[4]; /* send left (1), send right (nl), recv left (0), recv right (nl + 1) */
+    PetscInt           at[4] = {1, nl, 0, nl + 1};
+    double             tst;
+    for (int i = 0; i < 4; i++) PetscCall(FaceType(fmt, N, C, Hs, Ws, dim, at[i], &f[i]));
+    PetscCall(Time(comm, reps, [&]() -> PetscErrorCode {
+      MPI_Request q[4];
+      PetscCallMPI(MPI_Irecv(st.data(), 1, f[2], left, 0, comm, &q[0]));
+      PetscCallMPI(MPI_Irecv(st.data(), 1, f[3], right, 1, comm, &q[1]));
+      PetscCallMPI(MPI_Isend(st.data(), 1, f[0], left, 1, comm, &q[2]));
+      PetscCallMPI(MPI_Isend(st.data(), 1, f[1], right, 0, comm, &q[3]));
+      PetscCallMPI(MPI_Waitall(4, q, MPI_STATUSES_IGNORE));
+      return PETSC_SUCCESS;
+    }, &tst));
+    PetscCall(PetscPrintf(comm, "%-44s ddnn %9.1f us   MPI %9.1f us   ratio %5.2f   (MPI datatypes on a storage-shaped array)\n", "  same faces, in and out of the storage", 1e6 * tdd, 1e6 * tst, tdd / tst));
+    for (int i = 0; i < 4; i++) PetscCallMPI(MPI_Type_free(&f[i]));
+  }
   double adj;
   PetscCall(Time(comm, reps, [&]() { return DDPrimitiveApplyAdjoint(H, x, NULL); }, &adj));
   PetscCall(PetscPrintf(comm, "%-44s ddnn %9.1f us   (adjoint: add into owners + clear)   set-up %.1f ms\n", "  adjoint of the same", 1e6 * adj, 1e3 * tsetup));
@@ -140,6 +195,30 @@ static PetscErrorCode BenchRepartition(PetscInt C, PetscInt n, int reps)
     return PETSC_SUCCESS;
   }, &tmpi));
   PetscCall(Report("repartition H-split -> W-split", tdd, tmpi, 1.3));
+  /* second baseline: MPI_Alltoallw with subarray types straight between storage-shaped arrays */
+  if (n % size == 0) {
+    int                       nl = (int)(n / size), xs[4] = {1, (int)C, nl, (int)n}, ys[4] = {1, (int)C, (int)n, nl}, sub[4] = {1, (int)C, nl, nl};
+    std::vector<float>        xa((size_t)C * nl * n, 1), ya((size_t)C * nl * n);
+    std::vector<MPI_Datatype> st(size), rt(size);
+    std::vector<int>          one(size, 1), zero(size, 0);
+    double                    tst;
+    for (int q = 0; q < size; q++) {
+      int s0[4] = {0, 0, 0, q * nl}, r0[4] = {0, 0, q * nl, 0};
+      PetscCallMPI(MPI_Type_create_subarray(4, xs, sub, s0, MPI_ORDER_C, MPI_FLOAT, &st[q]));
+      PetscCallMPI(MPI_Type_create_subarray(4, ys, sub, r0, MPI_ORDER_C, MPI_FLOAT, &rt[q]));
+      PetscCallMPI(MPI_Type_commit(&st[q]));
+      PetscCallMPI(MPI_Type_commit(&rt[q]));
+    }
+    PetscCall(Time(comm, reps, [&]() -> PetscErrorCode {
+      PetscCallMPI(MPI_Alltoallw(xa.data(), one.data(), zero.data(), st.data(), ya.data(), one.data(), zero.data(), rt.data(), comm));
+      return PETSC_SUCCESS;
+    }, &tst));
+    PetscCall(PetscPrintf(comm, "%-44s ddnn %9.1f us   MPI %9.1f us   ratio %5.2f   (MPI_Alltoallw, subarray types on the storages)\n", "  same, in and out of the storages", 1e6 * tdd, 1e6 * tst, tdd / tst));
+    for (int q = 0; q < size; q++) {
+      PetscCallMPI(MPI_Type_free(&st[q]));
+      PetscCallMPI(MPI_Type_free(&rt[q]));
+    }
+  }
   PetscCall(PetscPrintf(comm, "%-44s set-up %.1f ms\n", "", 1e3 * tsetup));
   PetscCall(DDPrimitiveDestroy(&T));
   PetscCall(DDTensorDestroy(&x));
