@@ -3,6 +3,7 @@
   in the same run (issue: primitives' performance goals).
 
     mpiexec -n 2 ./bench_primitives [-n 512] [-c 16] [-reps 50] [-setup_only]
+                                    [-halo_only -batch N]
 
   Reports, per primitive, the median time of ddnn and of the MPI baseline and their ratio:
   - halo exchange (k=3, pad 1) of a 1 x C x n x n float32 tensor split along H (faces are
@@ -50,12 +51,47 @@ static PetscErrorCode Report(const char *what, double tdd, double tmpi, double g
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  The face of a local N x C x Hs x Ws float32 storage (split dimension dim = 2 or 3 at index `at`)
+  as an MPI subarray type, in the storage order of fmt: plain NCHW, channels-last NHWC, blocked
+  N(C/16)HW16c. The second baseline moves the same faces with these types straight out of and
+  into a storage-shaped array: what MPI alone does with the tensor's storage.
+*/
+static PetscErrorCode FaceType(DDTensorFormat fmt, PetscInt N, PetscInt C, PetscInt Hs, PetscInt Ws, PetscInt dim, PetscInt at, MPI_Datatype *t)
+{
+  int sizes[5], sub[5], st[5] = {0, 0, 0, 0, 0}, nd, k;
+
+  PetscFunctionBeginUser;
+  if (fmt == DD_FORMAT_CHANNELS_LAST) {
+    int s[4] = {(int)N, (int)Hs, (int)Ws, (int)C};
+    nd       = 4;
+    std::copy(s, s + 4, sizes);
+    k = dim == 2 ? 1 : 2;
+  } else if (fmt == DD_FORMAT_BLOCKED) {
+    int s[5] = {(int)N, (int)(C / 16), (int)Hs, (int)Ws, 16};
+    nd       = 5;
+    std::copy(s, s + 5, sizes);
+    k = dim == 2 ? 2 : 3;
+  } else {
+    int s[4] = {(int)N, (int)C, (int)Hs, (int)Ws};
+    nd       = 4;
+    std::copy(s, s + 4, sizes);
+    k = dim == 2 ? 2 : 3;
+  }
+  std::copy(sizes, sizes + nd, sub);
+  sub[k] = 1;
+  st[k]  = (int)at;
+  PetscCallMPI(MPI_Type_create_subarray(nd, sizes, sub, st, MPI_ORDER_C, MPI_FLOAT, t));
+  PetscCallMPI(MPI_Type_commit(t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* halo exchange with a 3-wide kernel along dimension `dim` of a 1 x C x n x n tensor split there */
-static PetscErrorCode BenchHalo(PetscInt C, PetscInt n, PetscInt dim, int reps, const char *label, DDTensorFormat fmt = DD_FORMAT_PLAIN)
+static PetscErrorCode BenchHalo(PetscInt N, PetscInt C, PetscInt n, PetscInt dim, int reps, const char *label, DDTensorFormat fmt = DD_FORMAT_PLAIN)
 {
   MPI_Comm    comm = PETSC_COMM_WORLD;
   PetscMPIInt size, rank;
-  PetscInt    pshape[4] = {1, 1, 1, 1}, shape[4] = {1, C, n, n};
+  PetscInt    pshape[4] = {1, 1, 1, 1}, shape[4] = {N, C, n, n};
   DDPartition part;
   DDTensor    x;
   DDPrimitive H;
@@ -82,7 +118,7 @@ static PetscErrorCode BenchHalo(PetscInt C, PetscInt n, PetscInt dim, int reps, 
   tsetup = MPI_Wtime() - t0;
   PetscCall(Time(comm, reps, [&]() { return DDPrimitiveApply(H, x, NULL); }, &tdd));
   /* baseline: the same bytes with MPI_Sendrecv to both neighbors, contiguous buffers */
-  PetscInt          face = C * n; /* one row or one column of every channel */
+  PetscInt          face = N * C * n; /* one row or one column of every channel */
   std::vector<float> sl(face, 1), sr(face, 1), rl(face), rr(face);
   int               left = rank > 0 ? rank - 1 : MPI_PROC_NULL, right = rank < size - 1 ? rank + 1 : MPI_PROC_NULL;
   PetscCall(Time(comm, reps, [&]() -> PetscErrorCode {
@@ -91,6 +127,26 @@ static PetscErrorCode BenchHalo(PetscInt C, PetscInt n, PetscInt dim, int reps, 
     return PETSC_SUCCESS;
   }, &tmpi));
   PetscCall(Report(label, tdd, tmpi, (dim == 2 || fmt != DD_FORMAT_PLAIN) ? 1.2 : 2.0));
+  /* second baseline: MPI moving the same faces out of and into the storage (subarray types) */
+  if (fmt != DD_FORMAT_BLOCKED || C % 16 == 0) {
+    PetscInt           nl = n / size, Hs = dim == 2 ? nl + 2 : n, Ws = dim == 3 ? nl + 2 : n;
+    std::vector<float> st((size_t)(N * C * Hs * Ws), 1);
+    MPI_Datatype       f[4]; /* send left (1), send right (nl), recv left (0), recv right (nl + 1) */
+    PetscInt           at[4] = {1, nl, 0, nl + 1};
+    double             tst;
+    for (int i = 0; i < 4; i++) PetscCall(FaceType(fmt, N, C, Hs, Ws, dim, at[i], &f[i]));
+    PetscCall(Time(comm, reps, [&]() -> PetscErrorCode {
+      MPI_Request q[4];
+      PetscCallMPI(MPI_Irecv(st.data(), 1, f[2], left, 0, comm, &q[0]));
+      PetscCallMPI(MPI_Irecv(st.data(), 1, f[3], right, 1, comm, &q[1]));
+      PetscCallMPI(MPI_Isend(st.data(), 1, f[0], left, 1, comm, &q[2]));
+      PetscCallMPI(MPI_Isend(st.data(), 1, f[1], right, 0, comm, &q[3]));
+      PetscCallMPI(MPI_Waitall(4, q, MPI_STATUSES_IGNORE));
+      return PETSC_SUCCESS;
+    }, &tst));
+    PetscCall(PetscPrintf(comm, "%-44s ddnn %9.1f us   MPI %9.1f us   ratio %5.2f   (MPI datatypes on a storage-shaped array)\n", "  same faces, in and out of the storage", 1e6 * tdd, 1e6 * tst, tdd / tst));
+    for (int i = 0; i < 4; i++) PetscCallMPI(MPI_Type_free(&f[i]));
+  }
   double adj;
   PetscCall(Time(comm, reps, [&]() { return DDPrimitiveApplyAdjoint(H, x, NULL); }, &adj));
   PetscCall(PetscPrintf(comm, "%-44s ddnn %9.1f us   (adjoint: add into owners + clear)   set-up %.1f ms\n", "  adjoint of the same", 1e6 * adj, 1e3 * tsetup));
@@ -139,6 +195,30 @@ static PetscErrorCode BenchRepartition(PetscInt C, PetscInt n, int reps)
     return PETSC_SUCCESS;
   }, &tmpi));
   PetscCall(Report("repartition H-split -> W-split", tdd, tmpi, 1.3));
+  /* second baseline: MPI_Alltoallw with subarray types straight between storage-shaped arrays */
+  if (n % size == 0) {
+    int                       nl = (int)(n / size), xs[4] = {1, (int)C, nl, (int)n}, ys[4] = {1, (int)C, (int)n, nl}, sub[4] = {1, (int)C, nl, nl};
+    std::vector<float>        xa((size_t)C * nl * n, 1), ya((size_t)C * nl * n);
+    std::vector<MPI_Datatype> st(size), rt(size);
+    std::vector<int>          one(size, 1), zero(size, 0);
+    double                    tst;
+    for (int q = 0; q < size; q++) {
+      int s0[4] = {0, 0, 0, q * nl}, r0[4] = {0, 0, q * nl, 0};
+      PetscCallMPI(MPI_Type_create_subarray(4, xs, sub, s0, MPI_ORDER_C, MPI_FLOAT, &st[q]));
+      PetscCallMPI(MPI_Type_create_subarray(4, ys, sub, r0, MPI_ORDER_C, MPI_FLOAT, &rt[q]));
+      PetscCallMPI(MPI_Type_commit(&st[q]));
+      PetscCallMPI(MPI_Type_commit(&rt[q]));
+    }
+    PetscCall(Time(comm, reps, [&]() -> PetscErrorCode {
+      PetscCallMPI(MPI_Alltoallw(xa.data(), one.data(), zero.data(), st.data(), ya.data(), one.data(), zero.data(), rt.data(), comm));
+      return PETSC_SUCCESS;
+    }, &tst));
+    PetscCall(PetscPrintf(comm, "%-44s ddnn %9.1f us   MPI %9.1f us   ratio %5.2f   (MPI_Alltoallw, subarray types on the storages)\n", "  same, in and out of the storages", 1e6 * tdd, 1e6 * tst, tdd / tst));
+    for (int q = 0; q < size; q++) {
+      PetscCallMPI(MPI_Type_free(&st[q]));
+      PetscCallMPI(MPI_Type_free(&rt[q]));
+    }
+  }
   PetscCall(PetscPrintf(comm, "%-44s set-up %.1f ms\n", "", 1e3 * tsetup));
   PetscCall(DDPrimitiveDestroy(&T));
   PetscCall(DDTensorDestroy(&x));
@@ -250,20 +330,29 @@ static PetscErrorCode BenchSetup(PetscInt C, PetscInt nloc)
 
 int main(int argc, char **argv)
 {
-  PetscInt  n = 512, C = 16, reps = 50;
-  PetscBool setuponly = PETSC_FALSE;
+  PetscInt  n = 512, C = 16, N = 1, reps = 50;
+  PetscBool setuponly = PETSC_FALSE, haloonly = PETSC_FALSE;
 
   PetscCall(DDInitialize(&argc, &argv, NULL, NULL));
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-n", &n, NULL));
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-c", &C, NULL));
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-reps", &reps, NULL));
   PetscCall(PetscOptionsGetBool(NULL, NULL, "-setup_only", &setuponly, NULL));
+  PetscCall(PetscOptionsGetInt(NULL, NULL, "-batch", &N, NULL));
+  PetscCall(PetscOptionsGetBool(NULL, NULL, "-halo_only", &haloonly, NULL));
+  if (haloonly) { /* the halo exchanges of a batch N x C x n x n tensor alone (per-call costs of small tensors: -batch 8 -c 16 -n 32) */
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "tensor %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " float32, median of %" PetscInt_FMT " runs\n", N, C, n, n, reps));
+    PetscCall(BenchHalo(N, C, n, 2, (int)reps, "halo, H split (contiguous faces)"));
+    PetscCall(BenchHalo(N, C, n, 3, (int)reps, "halo, W split (strided faces)"));
+    PetscCall(DDFinalize());
+    return 0;
+  }
   if (!setuponly) {
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "tensor 1x%" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " float32, median of %" PetscInt_FMT " runs\n", C, n, n, reps));
-    PetscCall(BenchHalo(C, n, 2, (int)reps, "halo, H split (contiguous faces)"));
-    PetscCall(BenchHalo(C, n, 3, (int)reps, "halo, W split (strided faces)"));
-    PetscCall(BenchHalo(C, n, 3, (int)reps, "halo, W split, channels-last", DD_FORMAT_CHANNELS_LAST));
-    PetscCall(BenchHalo(C, n, 3, (int)reps, "halo, W split, blocked nChw16c", DD_FORMAT_BLOCKED));
+    PetscCall(BenchHalo(1, C, n, 2, (int)reps, "halo, H split (contiguous faces)"));
+    PetscCall(BenchHalo(1, C, n, 3, (int)reps, "halo, W split (strided faces)"));
+    PetscCall(BenchHalo(1, C, n, 3, (int)reps, "halo, W split, channels-last", DD_FORMAT_CHANNELS_LAST));
+    PetscCall(BenchHalo(1, C, n, 3, (int)reps, "halo, W split, blocked nChw16c", DD_FORMAT_BLOCKED));
     PetscCall(BenchRepartition(C, n, (int)reps));
     PetscCall(BenchCollectives(C * n * n / 4, (int)reps));
   }

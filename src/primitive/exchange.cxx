@@ -25,13 +25,32 @@ void Runs::Build(const PetscInt *idx, PetscInt n)
       len.push_back(1);
     }
   }
+  /* a constant stride between runs of one length: the plan's constant-stride loops */
+  stride = 0;
+  if (off.size() >= 2 && off[1] > off[0]) {
+    PetscInt s = off[1] - off[0];
+    bool     ok = true;
+    for (size_t i = 1; i < off.size() && ok; i++) ok = len[i] == len[0] && off[i] - off[i - 1] == s;
+    if (ok) stride = s;
+  }
+}
+
+void Exchange::FreePlan(Plan &pl)
+{
+  for (auto *v : {&pl.recv, &pl.send})
+    for (auto &r : *v)
+      if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+  pl.recv.clear();
+  pl.send.clear();
+  pl.ti = -1;
 }
 
 Exchange::~Exchange()
 {
+  FreePlan(fwd);
+  FreePlan(adj);
   for (auto *v : {&sendTo, &recvFrom})
     for (auto &p : *v) {
-      if (p.req != MPI_REQUEST_NULL) MPI_Request_free(&p.req);
       for (auto &t : p.type)
         if (t != MPI_DATATYPE_NULL) MPI_Type_free(&t);
     }
@@ -116,18 +135,17 @@ PetscInt Exchange::RemoteEntries() const
   inside MPI calls), so the local copy and the transfer overlap.
 */
 template <class T>
-static inline void SelfCopy(const CopyRuns &s, const T *from, const std::vector<PetscInt> &fo, T *to, const std::vector<PetscInt> &to_o, bool add, std::vector<Peer> *progress = nullptr)
+static inline void SelfCopy(const CopyRuns &s, const T *from, const std::vector<PetscInt> &fo, T *to, const std::vector<PetscInt> &to_o, bool add, std::vector<MPI_Request> *progress = nullptr)
 {
   size_t since = 0;
   for (size_t i = 0; i < s.len.size(); i++) {
     since += (size_t)s.len[i];
     if (progress && since * sizeof(T) > (1 << 18)) {
       since = 0;
-      for (auto &p : *progress)
-        if (p.req != MPI_REQUEST_NULL) {
-          int done;
-          MPI_Test(&p.req, &done, MPI_STATUS_IGNORE);
-        }
+      if (!progress->empty()) {
+        int done;
+        MPI_Testall((int)progress->size(), progress->data(), &done, MPI_STATUSES_IGNORE);
+      }
     }
     const T *f = from + fo[i];
     T       *t = to + to_o[i];
@@ -138,95 +156,130 @@ static inline void SelfCopy(const CopyRuns &s, const T *from, const std::vector<
   }
 }
 
-/*
-  One direction of the exchange: src's entries go to the peers in `to` and dst's come from the
-  peers in `from` (forward: roots -> leaves, from = recvFrom, to = sendTo; the adjoint the
-  reverse, adding into dst with add). Single-run messages go straight between the storages,
-  indexed ones through MPI datatypes (not when adding: that needs the values apart), the others
-  through packed buffers; the rank's own part is copied while the messages are in flight.
-*/
-PetscErrorCode Exchange::Begin(DDDataType dt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, const std::vector<PetscInt> &srcself, const std::vector<PetscInt> &dstself, bool add)
+/* packing and unpacking of one message: constant-stride loops on host memory, the backend's run lists otherwise */
+static inline PetscErrorCode PackRuns(DDMemType memtype, const struct _DDBackendVecOps *ops, DDDataType dt, const Runs &r, const void *src, void *buf)
 {
-  MPI_Datatype mt;
+  if (memtype == DD_MEMTYPE_HOST && r.Strided()) return HostPackStrided(dt, (PetscInt)r.off.size(), r.off[0], r.stride, r.len[0], src, buf);
+  return ops->pack(dt, r.off.size(), r.off.data(), r.len.data(), r.total, src, buf);
+}
+
+static inline PetscErrorCode UnpackRuns(DDMemType memtype, const struct _DDBackendVecOps *ops, DDDataType dt, const Runs &r, const void *buf, void *dst, bool add)
+{
+  if (memtype == DD_MEMTYPE_HOST && r.Strided()) return HostUnpackStrided(dt, (PetscInt)r.off.size(), r.off[0], r.stride, r.len[0], buf, dst, add ? PETSC_TRUE : PETSC_FALSE);
+  return ops->unpack(dt, r.off.size(), r.off.data(), r.len.data(), r.total, buf, dst, add ? PETSC_TRUE : PETSC_FALSE);
+}
+
+/*
+  The persistent requests of one direction: single-run messages go straight between the
+  storages, indexed ones through MPI datatypes (not when adding: that needs the values apart),
+  the others through the peers' packed buffers.
+*/
+PetscErrorCode Exchange::MakePlan(Plan &pl, int ti, MPI_Datatype mt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add)
+{
+  const size_t es = ti == 0 ? sizeof(float) : sizeof(double);
 
   PetscFunctionBegin;
-  PetscCheck(!inflight, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "Exchange already in flight");
-  PetscCall(DDDataTypeGetMPIType(dt, &mt));
-  const struct _DDBackendVecOps *ops;
-  PetscCall(DDVecOps_Private(memtype, &ops)); /* packing runs on the memory's backend */
-  PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    PetscFunctionBegin;
-    const int ti = sizeof(T) == 4 ? 0 : 1;
-    for (auto &p : from) {
-      if (p.type[ti] != MPI_DATATYPE_NULL && !add) {
-        PetscCallMPI(MPI_Irecv(dst, 1, p.type[ti], p.rank, tag, comm, &p.req));
-        continue;
-      }
-      if (p.buf.empty()) p.buf.resize(sizeof(double) * (size_t)p.runs.total + 1);
-      void *b = (!add && p.runs.Single()) ? (void *)((T *)dst + p.runs.off[0]) : (void *)p.buf.data();
-      PetscCallMPI(MPI_Irecv(b, (PetscMPIInt)p.runs.total, mt, p.rank, tag, comm, &p.req));
+  FreePlan(pl);
+  pl.recv.assign(from.size(), MPI_REQUEST_NULL);
+  pl.send.assign(to.size(), MPI_REQUEST_NULL);
+  for (size_t i = 0; i < from.size(); i++) {
+    Peer &p = from[i];
+    if (p.type[ti] != MPI_DATATYPE_NULL && !add) {
+      PetscCallMPI(MPI_Recv_init(dst, 1, p.type[ti], p.rank, tag, comm, &pl.recv[i]));
+      continue;
     }
-    for (auto &p : to) {
-      if (p.type[ti] != MPI_DATATYPE_NULL) {
-        PetscCallMPI(MPI_Isend(src, 1, p.type[ti], p.rank, tag, comm, &p.req));
-        continue;
-      }
-      const void *b = (const T *)src + p.runs.off[0];
-      if (!p.runs.Single()) {
-        PetscCall(ops->pack(dt, p.runs.off.size(), p.runs.off.data(), p.runs.len.data(), p.runs.total, src, p.buf.data()));
-        b = p.buf.data();
-      }
-      PetscCallMPI(MPI_Isend(b, (PetscMPIInt)p.runs.total, mt, p.rank, tag, comm, &p.req));
+    if (p.buf.empty()) p.buf.resize(sizeof(double) * (size_t)p.runs.total + 1);
+    void *b = (!add && p.runs.Single()) ? (void *)((char *)dst + es * (size_t)p.runs.off[0]) : (void *)p.buf.data();
+    PetscCallMPI(MPI_Recv_init(b, (PetscMPIInt)p.runs.total, mt, p.rank, tag, comm, &pl.recv[i]));
+  }
+  for (size_t i = 0; i < to.size(); i++) {
+    Peer &p = to[i];
+    if (p.type[ti] != MPI_DATATYPE_NULL) {
+      PetscCallMPI(MPI_Send_init(src, 1, p.type[ti], p.rank, tag, comm, &pl.send[i]));
+      continue;
     }
-    SelfCopy<T>(self, (const T *)src, srcself, (T *)dst, dstself, add, &from);
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }));
-  inflight = true;
+    if (p.buf.empty()) p.buf.resize(sizeof(double) * (size_t)p.runs.total + 1);
+    const void *b = p.runs.Single() ? (const void *)((const char *)src + es * (size_t)p.runs.off[0]) : (const void *)p.buf.data();
+    PetscCallMPI(MPI_Send_init(b, (PetscMPIInt)p.runs.total, mt, p.rank, tag, comm, &pl.send[i]));
+  }
+  pl.src = src;
+  pl.dst = dst;
+  pl.ti  = ti;
+  pl.add = add;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-PetscErrorCode Exchange::End(DDDataType dt, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add)
+/*
+  One direction of the exchange: src's entries go to the peers in `to` and dst's come from the
+  peers in `from` (forward: roots -> leaves, from = recvFrom, to = sendTo; the adjoint the
+  reverse, adding into dst with add). The receives start first, each send as soon as its
+  buffer is packed, and the rank's own part is copied while the messages are in flight.
+*/
+PetscErrorCode Exchange::Begin(Plan &pl, DDDataType dt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, const std::vector<PetscInt> &srcself, const std::vector<PetscInt> &dstself, bool add)
+{
+  PetscFunctionBegin;
+  PetscCheck(!inflight, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "Exchange already in flight");
+  const int ti = dt == DD_FLOAT32 ? 0 : 1;
+  if (pl.ti != ti || pl.src != src || pl.dst != dst || pl.add != add) {
+    MPI_Datatype mt;
+    PetscCall(DDDataTypeGetMPIType(dt, &mt));
+    PetscCall(MakePlan(pl, ti, mt, src, dst, from, to, add));
+  }
+  const struct _DDBackendVecOps *ops = nullptr;
+  PetscCall(DDVecOps_Private(memtype, &ops)); /* packing runs on the memory's backend */
+  if (!pl.recv.empty()) PetscCallMPI(MPI_Startall((int)pl.recv.size(), pl.recv.data()));
+  for (size_t i = 0; i < to.size(); i++) {
+    Peer &p = to[i];
+    if (p.type[ti] == MPI_DATATYPE_NULL && !p.runs.Single()) PetscCall(PackRuns(memtype, ops, dt, p.runs, src, p.buf.data()));
+    PetscCallMPI(MPI_Start(&pl.send[i]));
+  }
+  inflight = true;
+  if (self.len.empty()) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    SelfCopy<T>(self, (const T *)src, srcself, (T *)dst, dstself, add, &pl.recv);
+    return PETSC_SUCCESS;
+  }));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode Exchange::End(Plan &pl, DDDataType dt, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add)
 {
   PetscFunctionBegin;
   PetscCheck(inflight, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "No exchange in flight");
-  const struct _DDBackendVecOps *ops;
+  const int                      ti  = dt == DD_FLOAT32 ? 0 : 1;
+  const struct _DDBackendVecOps *ops = nullptr;
   PetscCall(DDVecOps_Private(memtype, &ops));
-  PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    PetscFunctionBegin;
-    const int ti = sizeof(T) == 4 ? 0 : 1;
-    for (auto &p : from) {
-      PetscCallMPI(MPI_Wait(&p.req, MPI_STATUS_IGNORE));
-      if (add || (!p.runs.Single() && p.type[ti] == MPI_DATATYPE_NULL)) PetscCall(ops->unpack(dt, p.runs.off.size(), p.runs.off.data(), p.runs.len.data(), p.runs.total, p.buf.data(), dst, add ? PETSC_TRUE : PETSC_FALSE));
-    }
-    for (auto &p : to) PetscCallMPI(MPI_Wait(&p.req, MPI_STATUS_IGNORE));
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }));
+  for (size_t i = 0; i < from.size(); i++) {
+    Peer &p = from[i];
+    PetscCallMPI(MPI_Wait(&pl.recv[i], MPI_STATUS_IGNORE));
+    if (add || (!p.runs.Single() && p.type[ti] == MPI_DATATYPE_NULL)) PetscCall(UnpackRuns(memtype, ops, dt, p.runs, p.buf.data(), dst, add));
+  }
+  if (!pl.send.empty()) PetscCallMPI(MPI_Waitall((int)pl.send.size(), pl.send.data(), MPI_STATUSES_IGNORE));
   inflight = false;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 PetscErrorCode Exchange::ForwardBegin(DDDataType dt, const void *root, void *leaf)
 {
-  return Begin(dt, root, leaf, recvFrom, sendTo, self.root, self.leaf, false);
+  return Begin(fwd, dt, root, leaf, recvFrom, sendTo, self.root, self.leaf, false);
 }
 
 PetscErrorCode Exchange::ForwardEnd(DDDataType dt, const void *root, void *leaf)
 {
   (void)root;
-  return End(dt, leaf, recvFrom, sendTo, false);
+  return End(fwd, dt, leaf, recvFrom, sendTo, false);
 }
 
 PetscErrorCode Exchange::AdjointBegin(DDDataType dt, const void *leaf, void *root, bool add)
 {
-  return Begin(dt, leaf, root, sendTo, recvFrom, self.leaf, self.root, add);
+  return Begin(adj, dt, leaf, root, sendTo, recvFrom, self.leaf, self.root, add);
 }
 
 PetscErrorCode Exchange::AdjointEnd(DDDataType dt, const void *leaf, void *root, bool add)
 {
   (void)leaf;
-  return End(dt, root, sendTo, recvFrom, add);
+  return End(adj, dt, root, sendTo, recvFrom, add);
 }
 
 PetscErrorCode Exchange::ZeroLeaves(DDDataType dt, void *leaf)
@@ -234,8 +287,7 @@ PetscErrorCode Exchange::ZeroLeaves(DDDataType dt, void *leaf)
   PetscFunctionBegin;
   PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
-    T *a    = (T *)leaf;
-    for (size_t i = 0; i < allLeaves.off.size(); i++) std::memset(a + allLeaves.off[i], 0, sizeof(T) * (size_t)allLeaves.len[i]);
+    FillRuns(allLeaves, (T *)leaf, (T)0);
     return PETSC_SUCCESS;
   }));
   PetscFunctionReturn(PETSC_SUCCESS);

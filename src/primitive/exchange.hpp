@@ -2,6 +2,15 @@
   Exchange: executes a PetscSF communication graph (roots -> leaves) and its transpose with
   run-based packing and persistent point-to-point messages (C++ only).
 
+  Everything that does not depend on the data is planned once: the runs of every message are
+  found at set-up, and runs of equal length at a constant stride (a W-split face: one entry per
+  row; channels-last or blocked faces: one channel vector per row) are recognised there and
+  copied by constant-stride loops instead of through the offset lists. The messages are
+  persistent requests (MPI_Send_init / MPI_Recv_init), created at the first exchange in each
+  direction and re-created only when the storages' addresses, the data type or the adding
+  mode change; every later call packs straight into the send buffer, starts them
+  (MPI_Start), and unpacks straight from the receive buffer.
+
   PetscSF describes the graphs of the repartition and halo primitives; this engine moves the
   data. It merges the graph's index lists into runs of consecutive offsets (memcpy-sized
   pieces for faces along slow dimensions, tight gather loops for strided faces), sends
@@ -13,15 +22,34 @@
 #include <ddnn/private/ddimpl.h>
 #include <petscsf.h>
 #include <vector>
+#include <algorithm>
 
 namespace ddnn
 {
 struct Runs {
   std::vector<PetscInt> off, len;
   PetscInt              total = 0;
+  PetscInt              stride = 0; /* > 0: every run has length len[0] and off[i] = off[0] + i stride (found at Build) */
   void                  Build(const PetscInt *idx, PetscInt n);
   bool                  Single() const { return off.size() == 1; }
+  bool                  Strided() const { return stride > 0; }
 };
+
+/* Constant-stride packing of n runs of length len, the first at `first` (host memory; exchange.cxx's plans use it) */
+PetscErrorCode HostPackStrided(DDDataType dt, PetscInt n, PetscInt first, PetscInt stride, PetscInt len, const void *src, void *buf);
+PetscErrorCode HostUnpackStrided(DDDataType dt, PetscInt n, PetscInt first, PetscInt stride, PetscInt len, const void *buf, void *dst, PetscBool add);
+
+/* a[run] = v over all runs, with the constant-stride loop where the runs have one */
+template <class T>
+inline void FillRuns(const Runs &r, T *a, T v)
+{
+  if (r.Strided() && r.len[0] == 1) {
+    T *p = a + r.off[0];
+    for (size_t i = 0; i < r.off.size(); i++, p += r.stride) *p = v;
+    return;
+  }
+  for (size_t i = 0; i < r.off.size(); i++) std::fill(a + r.off[i], a + r.off[i] + r.len[i], v);
+}
 
 struct CopyRuns { /* element-wise pairs root -> leaf, merged where both are consecutive */
   std::vector<PetscInt> root, leaf, len;
@@ -32,7 +60,6 @@ struct Peer {
   PetscMPIInt       rank = -1;
   Runs              runs;
   std::vector<char> buf;
-  MPI_Request       req = MPI_REQUEST_NULL;
   MPI_Datatype      type[2] = {MPI_DATATYPE_NULL, MPI_DATATYPE_NULL}; /* indexed over the runs, float and double; NULL: pack by hand */
 };
 
@@ -54,9 +81,20 @@ public:
   PetscInt       NumPeers() const { return (PetscInt)(sendTo.size() + recvFrom.size()); }
 
 private:
+  /* the persistent requests of one direction, valid for the addresses, type and mode they were made for */
+  struct Plan {
+    const void              *src = nullptr;
+    void                    *dst = nullptr;
+    int                      ti  = -1;
+    bool                     add = false;
+    std::vector<MPI_Request> recv, send; /* one per peer of `from` and of `to` */
+  };
+  PetscErrorCode    MakePlan(Plan &pl, int ti, MPI_Datatype mt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add);
+  static void       FreePlan(Plan &pl);
   /* one direction: src -> the peers in `to`, the peers in `from` -> dst (adding with add) */
-  PetscErrorCode    Begin(DDDataType dt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, const std::vector<PetscInt> &srcself, const std::vector<PetscInt> &dstself, bool add);
-  PetscErrorCode    End(DDDataType dt, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add);
+  PetscErrorCode    Begin(Plan &pl, DDDataType dt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, const std::vector<PetscInt> &srcself, const std::vector<PetscInt> &dstself, bool add);
+  PetscErrorCode    End(Plan &pl, DDDataType dt, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add);
+  Plan              fwd, adj;
   std::vector<Peer> sendTo;   /* forward: roots of mine that leaf ranks need */
   std::vector<Peer> recvFrom; /* forward: leaves of mine whose roots live on root ranks */
   CopyRuns          self;

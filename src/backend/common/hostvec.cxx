@@ -4,6 +4,7 @@
 */
 #include <backend/interface/backends.hpp>
 #include <tensor/layout.hpp>
+#include <primitive/exchange.hpp>
 #include <algorithm>
 #include <cstring>
 
@@ -106,5 +107,81 @@ PetscErrorCode HostUnpack(DDDataType dt, size_t n, const PetscInt off[], const P
   return PETSC_SUCCESS;
 }
 } // namespace
+
+/*
+  The exchange's constant-stride plans (Runs::Strided(), found once at set-up): n runs of len
+  entries, the i-th at first + i stride. Single entries (a W-split face of plain storage) are a
+  strided gather/scatter without the offset list; channel vectors of 8 or 16 entries
+  (channels-last or blocked faces) are fixed-size copies the compiler turns into vector moves.
+*/
+template <class T, PetscInt L>
+static inline void PackFixed(PetscInt n, const T *s, PetscInt stride, T *buf)
+{
+  for (PetscInt i = 0; i < n; i++, s += stride, buf += L) std::memcpy(buf, s, sizeof(T) * L);
+}
+
+template <class T, PetscInt L>
+static inline void UnpackFixed(PetscInt n, const T *buf, T *d, PetscInt stride, bool add)
+{
+  if (add)
+    for (PetscInt i = 0; i < n; i++, d += stride, buf += L)
+      for (PetscInt j = 0; j < L; j++) d[j] += buf[j];
+  else
+    for (PetscInt i = 0; i < n; i++, d += stride, buf += L) std::memcpy(d, buf, sizeof(T) * L);
+}
+
+template <class T>
+static void PackStridedT(PetscInt n, PetscInt stride, PetscInt len, const T *s, T *buf)
+{
+  switch (len) {
+  case 1:
+    PackFixed<T, 1>(n, s, stride, buf);
+    return;
+  case 8:
+    PackFixed<T, 8>(n, s, stride, buf);
+    return;
+  case 16:
+    PackFixed<T, 16>(n, s, stride, buf);
+    return;
+  default:
+    for (PetscInt i = 0; i < n; i++, s += stride, buf += len) std::memcpy(buf, s, sizeof(T) * (size_t)len);
+  }
+}
+
+template <class T>
+static void UnpackStridedT(PetscInt n, PetscInt stride, PetscInt len, const T *buf, T *d, bool add)
+{
+  switch (len) {
+  case 1:
+    UnpackFixed<T, 1>(n, buf, d, stride, add);
+    return;
+  case 8:
+    UnpackFixed<T, 8>(n, buf, d, stride, add);
+    return;
+  case 16:
+    UnpackFixed<T, 16>(n, buf, d, stride, add);
+    return;
+  default:
+    for (PetscInt i = 0; i < n; i++, d += stride, buf += len) {
+      if (add)
+        for (PetscInt j = 0; j < len; j++) d[j] += buf[j];
+      else std::memcpy(d, buf, sizeof(T) * (size_t)len);
+    }
+  }
+}
+
+PetscErrorCode ddnn::HostPackStrided(DDDataType dt, PetscInt n, PetscInt first, PetscInt stride, PetscInt len, const void *src, void *buf)
+{
+  if (dt == DD_FLOAT32) PackStridedT<float>(n, stride, len, (const float *)src + first, (float *)buf);
+  else PackStridedT<double>(n, stride, len, (const double *)src + first, (double *)buf);
+  return PETSC_SUCCESS;
+}
+
+PetscErrorCode ddnn::HostUnpackStrided(DDDataType dt, PetscInt n, PetscInt first, PetscInt stride, PetscInt len, const void *buf, void *dst, PetscBool add)
+{
+  if (dt == DD_FLOAT32) UnpackStridedT<float>(n, stride, len, (const float *)buf, (float *)dst + first, add ? true : false);
+  else UnpackStridedT<double>(n, stride, len, (const double *)buf, (double *)dst + first, add ? true : false);
+  return PETSC_SUCCESS;
+}
 
 const struct _DDBackendVecOps ddnn::HostVecOps = {HostSet, HostScale, HostCopy, HostAXPBY, HostPack, HostUnpack};

@@ -578,13 +578,13 @@ static PetscErrorCode HA_ApplyBegin(DDPrimitive prim, DDTensor x, DDTensor y)
   auto *h = (Halo *)prim->data;
 
   PetscFunctionBegin;
+  PetscCall(h->ex->ForwardBegin(x->dtype, x->array, x->array));
+  /* the constant padding while the messages are in flight (its entries are no leaves of the exchange) */
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
-    T *a    = (T *)x->array;
-    for (size_t i = 0; i < h->padruns.off.size(); i++) std::fill(a + h->padruns.off[i], a + h->padruns.off[i] + h->padruns.len[i], (T)h->padvalue);
+    FillRuns(h->padruns, (T *)x->array, (T)h->padvalue);
     return PETSC_SUCCESS;
   }));
-  PetscCall(h->ex->ForwardBegin(x->dtype, x->array, x->array));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -616,8 +616,7 @@ static PetscErrorCode HA_AdjointEnd(DDPrimitive prim, DDTensor y, DDTensor x)
   PetscCall(h->ex->ZeroLeaves(x->dtype, x->array));
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
-    T *a    = (T *)x->array;
-    for (size_t i = 0; i < h->padruns.off.size(); i++) std::fill(a + h->padruns.off[i], a + h->padruns.off[i] + h->padruns.len[i], (T)0);
+    FillRuns(h->padruns, (T *)x->array, (T)0);
     return PETSC_SUCCESS;
   }));
   PetscFunctionReturn(PETSC_SUCCESS);
