@@ -293,36 +293,31 @@ PetscErrorCode ddnn::DDBackendConvFormats(DDBackend b, DDDataType dt, const Conv
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-PetscErrorCode ddnn::DDBackendConvCreate(DDBackend b, const ConvKernelSpec &spec, std::unique_ptr<ConvKernel> *k)
+/* the first backend along b's chain whose factory (member m of its table for spec's dtype) accepts spec */
+template <class Spec, class K, class F32, class F64>
+static PetscErrorCode CreateAlongChain(DDBackend b, const Spec &spec, std::unique_ptr<K> *k, F32 KernelTable<float>::*m32, F64 KernelTable<double>::*m64, DDKernelKind kind)
 {
   const DDDataType dt = spec.x.t->dtype;
 
   PetscFunctionBegin;
   k->reset();
   for (DDBackend w = b; w; w = DDBackendNext_Private(w)) {
-    auto fn = dt == DD_FLOAT32 ? w->f32.convcreate : w->f64.convcreate;
-    if (!fn) continue;
-    PetscCall(fn(spec, k));
+    if (dt == DD_FLOAT32 ? !(w->f32.*m32) : !(w->f64.*m64)) continue;
+    PetscCall(dt == DD_FLOAT32 ? (w->f32.*m32)(spec, k) : (w->f64.*m64)(spec, k));
     if (*k) PetscFunctionReturn(PETSC_SUCCESS);
   }
-  PetscCall(DDBackendMissing_Private(b, dt, DD_KERNEL_CONV));
+  PetscCall(DDBackendMissing_Private(b, dt, kind));
   PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode ddnn::DDBackendConvCreate(DDBackend b, const ConvKernelSpec &spec, std::unique_ptr<ConvKernel> *k)
+{
+  return CreateAlongChain(b, spec, k, &KernelTable<float>::convcreate, &KernelTable<double>::convcreate, DD_KERNEL_CONV);
 }
 
 PetscErrorCode ddnn::DDBackendPoolCreate(DDBackend b, const PoolKernelSpec &spec, std::unique_ptr<PoolKernel> *k)
 {
-  const DDDataType dt = spec.x.t->dtype;
-
-  PetscFunctionBegin;
-  k->reset();
-  for (DDBackend w = b; w; w = DDBackendNext_Private(w)) {
-    auto fn = dt == DD_FLOAT32 ? w->f32.poolcreate : w->f64.poolcreate;
-    if (!fn) continue;
-    PetscCall(fn(spec, k));
-    if (*k) PetscFunctionReturn(PETSC_SUCCESS);
-  }
-  PetscCall(DDBackendMissing_Private(b, dt, DD_KERNEL_POOL));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return CreateAlongChain(b, spec, k, &KernelTable<float>::poolcreate, &KernelTable<double>::poolcreate, DD_KERNEL_POOL);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -353,40 +348,46 @@ static PetscErrorCode HostSet(void *d, int v, size_t n)
 }
 const struct _DDBackendMemOps ddnn::HostMemOps = {HostMalloc, HostFree, HostCopy, HostSet};
 
-/* the memory operations of a memory type (the host's, or the device backend's) */
-PetscErrorCode ddnn::DDMemOps_Private(DDMemType mt, const struct _DDBackendMemOps **ops)
+/* the backend that owns the memory of type mt (not the host's: every CPU backend shares it) */
+static PetscErrorCode MemoryBackend(DDMemType mt, DDBackend *b)
 {
   PetscFunctionBegin;
-  if (mt == DD_MEMTYPE_HOST) {
-    *ops = &HostMemOps;
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
   PetscCall(DDBackendRegisterAll());
   for (auto &e : Registry())
     if (e->memtype == mt) {
       PetscCall(DeviceCheck(e.get()));
-      *ops = &e->mem;
+      *b = e.get();
       PetscFunctionReturn(PETSC_SUCCESS);
     }
   SETERRQ(PETSC_COMM_SELF, PETSC_ERR_SUP, "No backend of this build has %s memory: configure ddnn with -DDDNN_WITH_CUDA=ON", DDMemTypes[mt]);
 }
 
+/* the memory operations of a memory type (the host's, or the device backend's) */
+PetscErrorCode ddnn::DDMemOps_Private(DDMemType mt, const struct _DDBackendMemOps **ops)
+{
+  DDBackend b;
+
+  PetscFunctionBegin;
+  if (mt == DD_MEMTYPE_HOST) *ops = &HostMemOps;
+  else {
+    PetscCall(MemoryBackend(mt, &b));
+    *ops = &b->mem;
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* the vector operations of a memory type */
 PetscErrorCode ddnn::DDVecOps_Private(DDMemType mt, const struct _DDBackendVecOps **ops)
 {
+  DDBackend b;
+
   PetscFunctionBegin;
-  if (mt == DD_MEMTYPE_HOST) {
-    *ops = &HostVecOps;
-    PetscFunctionReturn(PETSC_SUCCESS);
+  if (mt == DD_MEMTYPE_HOST) *ops = &HostVecOps;
+  else {
+    PetscCall(MemoryBackend(mt, &b));
+    *ops = &b->vec;
   }
-  PetscCall(DDBackendRegisterAll());
-  for (auto &e : Registry())
-    if (e->memtype == mt) {
-      PetscCall(DeviceCheck(e.get()));
-      *ops = &e->vec;
-      PetscFunctionReturn(PETSC_SUCCESS);
-    }
-  SETERRQ(PETSC_COMM_SELF, PETSC_ERR_SUP, "No backend of this build has %s memory: configure ddnn with -DDDNN_WITH_CUDA=ON", DDMemTypes[mt]);
+  PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 /* ---------------------------------------------------------------------------------------- */

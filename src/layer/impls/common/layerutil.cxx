@@ -164,4 +164,28 @@ PetscErrorCode CreateLike(DDTensor x, DDTensor *y)
   *y = t;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+PetscErrorCode PrimitiveLayerForward(DDLayer l, DDPrimitive S, DDTensor x, DDTensor y, DDTensor *xin, DDTensor *yo)
+{
+  DDTensor xu, yu;
+
+  PetscFunctionBegin;
+  PetscCall(ConformLayout(x, l->setupin[0], xin, &xu, true));
+  PetscCall(ConformLayout(y, l->output, yo, &yu, false));
+  PetscCall(DDPrimitiveApply(S, xu, yu));
+  if (yu != y) PetscCall(DDTensorCopy(yu, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode PrimitiveLayerBackward(DDLayer l, DDPrimitive S, DDTensor dy, DDTensor dx, DDTensor *dyo, DDTensor *dxo)
+{
+  DDTensor dyu, dxu;
+
+  PetscFunctionBegin;
+  if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(ConformLayout(dy, l->output, dyo, &dyu, true));
+  PetscCall(ConformLayout(dx, l->setupin[0], dxo, &dxu, false));
+  PetscCall(DDPrimitiveApplyAdjoint(S, dyu, dxu));
+  if (dxu != dx) PetscCall(DDTensorCopy(dxu, dx));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
 } // namespace ddnn

@@ -90,4 +90,11 @@ struct SpatialParam {
 };
 /* A halo-free tensor distributed like x, in x's format (the output of a pointwise or normalization layer) */
 PetscErrorCode CreateLike(DDTensor x, DDTensor *y);
+/*
+  A layer whose whole work is one linear primitive S from its input to its output (flatten, reshape):
+  y = S x and dx = S^* dy in the set-up layouts, through conforming copies cached in *xin, *yo (Forward)
+  and *dyo, *dxo (Backward) when the given tensors' halos differ.
+*/
+PetscErrorCode PrimitiveLayerForward(DDLayer l, DDPrimitive S, DDTensor x, DDTensor y, DDTensor *xin, DDTensor *yo);
+PetscErrorCode PrimitiveLayerBackward(DDLayer l, DDPrimitive S, DDTensor dy, DDTensor dx, DDTensor *dyo, DDTensor *dxo);
 } // namespace ddnn

@@ -151,28 +151,13 @@ static PetscErrorCode Flatten_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
 static PetscErrorCode Flatten_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTensor y)
 {
   Flatten *f = (Flatten *)l->data;
-  DDTensor xin, yo;
-
-  PetscFunctionBegin;
-  PetscCall(ConformLayout(xs[0], l->setupin[0], &f->xin, &xin, true));
-  PetscCall(ConformLayout(y, l->output, &f->yo, &yo, false));
-  PetscCall(DDPrimitiveApply(f->S, xin, yo));
-  if (yo != y) PetscCall(DDTensorCopy(yo, y));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return PrimitiveLayerForward(l, f->S, xs[0], y, &f->xin, &f->yo);
 }
 
 static PetscErrorCode Flatten_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTensor dxs[])
 {
-  Flatten *f  = (Flatten *)l->data;
-  DDTensor dx = dxs ? dxs[0] : NULL, dyo, dxo;
-
-  PetscFunctionBegin;
-  if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
-  PetscCall(ConformLayout(dy, l->output, &f->dyo, &dyo, true));
-  PetscCall(ConformLayout(dx, l->setupin[0], &f->dxo, &dxo, false));
-  PetscCall(DDPrimitiveApplyAdjoint(f->S, dyo, dxo));
-  if (dxo != dx) PetscCall(DDTensorCopy(dxo, dx));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  Flatten *f = (Flatten *)l->data;
+  return PrimitiveLayerBackward(l, f->S, dy, dxs ? dxs[0] : NULL, &f->dyo, &f->dxo);
 }
 
 static PetscErrorCode Flatten_View(DDLayer l, PetscViewer viewer)

@@ -225,28 +225,13 @@ static PetscErrorCode Reshape_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
 static PetscErrorCode Reshape_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTensor y)
 {
   Reshape *f = (Reshape *)l->data;
-  DDTensor xin, yo;
-
-  PetscFunctionBegin;
-  PetscCall(ConformLayout(xs[0], l->setupin[0], &f->xin, &xin, true));
-  PetscCall(ConformLayout(y, l->output, &f->yo, &yo, false));
-  PetscCall(DDPrimitiveApply(f->S, xin, yo));
-  if (yo != y) PetscCall(DDTensorCopy(yo, y));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return PrimitiveLayerForward(l, f->S, xs[0], y, &f->xin, &f->yo);
 }
 
 static PetscErrorCode Reshape_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTensor dxs[])
 {
-  Reshape *f  = (Reshape *)l->data;
-  DDTensor dx = dxs ? dxs[0] : NULL, dyo, dxo;
-
-  PetscFunctionBegin;
-  if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
-  PetscCall(ConformLayout(dy, l->output, &f->dyo, &dyo, true));
-  PetscCall(ConformLayout(dx, l->setupin[0], &f->dxo, &dxo, false));
-  PetscCall(DDPrimitiveApplyAdjoint(f->S, dyo, dxo));
-  if (dxo != dx) PetscCall(DDTensorCopy(dxo, dx));
-  PetscFunctionReturn(PETSC_SUCCESS);
+  Reshape *f = (Reshape *)l->data;
+  return PrimitiveLayerBackward(l, f->S, dy, dxs ? dxs[0] : NULL, &f->dyo, &f->dxo);
 }
 
 static PetscErrorCode Reshape_View(DDLayer l, PetscViewer viewer)
