@@ -5,6 +5,7 @@
 #include <ddnn/private/ddimpl.h>
 #include <dddataset.h>
 #include <sys/ddsysimpl.h>
+#include <cmath>
 
 static PetscLogStage StageForward = -1, StageBackward = -1, StageUpdate = -1, StageData = -1;
 
@@ -87,7 +88,7 @@ PetscErrorCode DDNetTrainEpoch(DDNet net, DDOptimizer opt, DDDataset ds, PetscIn
     if (PetscIsInfOrNanReal(loss)) { /* the loss is the same on every rank: a collective error */
       PetscInt step = 0, epoch = 0;
       PetscCall(DDOptimizerGetStepCount(opt, &step, &epoch));
-      SETERRQ(PetscObjectComm((PetscObject)net), PETSC_ERR_NOT_CONVERGED, "Training diverged: the loss is %g at step %" PetscInt_FMT " of %" PetscInt_FMT " of this epoch (epoch %" PetscInt_FMT ", optimizer step %" PetscInt_FMT "); lower the learning rate, or run with -dd_check_finite to find the first layer and tensor that is not finite", (double)loss, b + 1, nb, epoch + 1, step + 1);
+      SETERRQ(PetscObjectComm((PetscObject)net), PETSC_ERR_NOT_CONVERGED, "Training diverged: the loss is %s at step %" PetscInt_FMT " of %" PetscInt_FMT " of this epoch (epoch %" PetscInt_FMT ", optimizer step %" PetscInt_FMT "); lower the learning rate, or run with -dd_check_finite to find the first layer and tensor that is not finite", std::isnan((double)loss) ? "nan" : ((double)loss > 0 ? "inf" : "-inf"), b + 1, nb, epoch + 1, step + 1);
     }
     sum += loss;
     PetscCall(PetscLogStagePush(StageBackward));
