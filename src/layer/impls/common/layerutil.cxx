@@ -164,28 +164,113 @@ PetscErrorCode CreateLike(DDTensor x, DDTensor *y)
   *y = t;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
-PetscErrorCode PrimitiveLayerForward(DDLayer l, DDPrimitive S, DDTensor x, DDTensor y, DDTensor *xin, DDTensor *yo)
+PetscErrorCode ViewLayer::SetPartition(DDPartition p)
+{
+  PetscFunctionBegin;
+  PetscCall(PetscObjectReference((PetscObject)p));
+  PetscCall(DDPartitionDestroy(&part));
+  part = p;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode ViewLayer::SetUp(DDLayer l, DDTensor x, PetscInt o, const PetscInt shape[], const char what[])
+{
+  MPI_Comm   comm      = PetscObjectComm((PetscObject)l);
+  const bool keepbatch = shape[0] == x->shape[0];
+  DDTensor   y;
+
+  PetscFunctionBegin;
+  for (PetscInt k = 0; k < x->order; k++) PetscCheck(!x->replicated[k], comm, PETSC_ERR_ARG_INCOMP, "A %s layer moves split tensors; the input is replicated along dimension %" PetscInt_FMT, what, k);
+  /* the output partition */
+  if (part) {
+    PetscMPIInt cmp;
+    PetscCallMPI(MPI_Comm_compare(comm, PetscObjectComm((PetscObject)part), &cmp));
+    PetscCheck(cmp == MPI_IDENT || cmp == MPI_CONGRUENT, comm, PETSC_ERR_ARG_NOTSAMECOMM, "The %s layer's output partition lives on another communicator than the layer", what);
+    PetscCall(PetscObjectReference((PetscObject)part));
+    Py = part;
+  } else {
+    const PetscInt           Pn = keepbatch ? x->part->shape[0] : 1, rest = x->part->size / x->part->shape[0];
+    std::vector<PetscInt>    ps((size_t)o, 1);
+    std::vector<PetscMPIInt> ranks((size_t)Pn);
+    ps[0] = Pn;
+    for (PetscInt n = 0; n < Pn; n++) ranks[n] = x->part->ranks[n * rest];
+    PetscCall(MakePartition(comm, ps, ranks, &Py));
+  }
+  /* the output: the input's batch ownership when the batch extent and split agree, else balanced */
+  PetscCall(DDTensorCreate(comm, &y));
+  PetscCall(DDTensorSetPartition(y, Py));
+  PetscCall(DDTensorSetShape(y, o, shape));
+  PetscCall(DDTensorSetDataType(y, x->dtype));
+  PetscCall(DDTensorSetEmptyPiecesAllowed(y, PETSC_TRUE));
+  if (keepbatch && Py->shape[0] == x->part->shape[0]) {
+    std::vector<PetscInt> nl((size_t)Py->shape[0]);
+    for (PetscInt p = 0; p < Py->shape[0]; p++) nl[p] = x->ranges[0][p + 1] - x->ranges[0][p];
+    PetscCall(DDTensorSetOwnershipRanges(y, 0, nl.data()));
+  }
+  PetscCall(DDTensorSetUp(y));
+  PetscCall(DDLayerSetOutput_Private(l, y));
+  /* the index map: y's local entries in C order copy x's entries of the same global C-order index */
+  {
+    const DDLayout       &L    = y->layout;
+    const PetscInt        nloc = L.bulksize;
+    std::vector<PetscInt> map((size_t)nloc);
+    PetscInt              j[DD_MAX_DIM] = {0};
+    for (PetscInt i = 0; i < nloc; i++) {
+      PetscInt gi = 0;
+      for (PetscInt k = 0; k < o; k++) gi = gi * shape[k] + L.start[k] + j[k];
+      map[i] = gi;
+      for (PetscInt k = o - 1; k >= 0; k--) {
+        if (++j[k] < L.n[k]) break;
+        j[k] = 0;
+      }
+    }
+    PetscCall(DDPrimitiveCreate(comm, &S));
+    PetscCall(DDPrimitiveSetType(S, DDPRIMITIVESCATTER));
+    PetscCall(DDPrimitiveScatterSetIndexMap(S, nloc, map.data()));
+    PetscCall(DDPrimitiveSetUp(S, x, y));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode ViewLayer::Forward(DDLayer l, DDTensor x, DDTensor y)
 {
   DDTensor xu, yu;
 
   PetscFunctionBegin;
-  PetscCall(ConformLayout(x, l->setupin[0], xin, &xu, true));
-  PetscCall(ConformLayout(y, l->output, yo, &yu, false));
+  PetscCall(ConformLayout(x, l->setupin[0], &xin, &xu, true));
+  PetscCall(ConformLayout(y, l->output, &yo, &yu, false));
   PetscCall(DDPrimitiveApply(S, xu, yu));
   if (yu != y) PetscCall(DDTensorCopy(yu, y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-PetscErrorCode PrimitiveLayerBackward(DDLayer l, DDPrimitive S, DDTensor dy, DDTensor dx, DDTensor *dyo, DDTensor *dxo)
+PetscErrorCode ViewLayer::Backward(DDLayer l, DDTensor dy, DDTensor dx)
 {
   DDTensor dyu, dxu;
 
   PetscFunctionBegin;
   if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
-  PetscCall(ConformLayout(dy, l->output, dyo, &dyu, true));
-  PetscCall(ConformLayout(dx, l->setupin[0], dxo, &dxu, false));
+  PetscCall(ConformLayout(dy, l->output, &dyo, &dyu, true));
+  PetscCall(ConformLayout(dx, l->setupin[0], &dxo, &dxu, false));
   PetscCall(DDPrimitiveApplyAdjoint(S, dyu, dxu));
   if (dxu != dx) PetscCall(DDTensorCopy(dxu, dx));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode ViewLayer::Reset()
+{
+  PetscFunctionBegin;
+  PetscCall(DDPartitionDestroy(&Py));
+  PetscCall(DDPrimitiveDestroy(&S));
+  for (DDTensor *t : {&xin, &yo, &dyo, &dxo}) PetscCall(DDTensorDestroy(t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode ViewLayer::Destroy()
+{
+  PetscFunctionBegin;
+  PetscCall(Reset());
+  PetscCall(DDPartitionDestroy(&part));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 } // namespace ddnn

@@ -91,10 +91,25 @@ struct SpatialParam {
 /* A halo-free tensor distributed like x, in x's format (the output of a pointwise or normalization layer) */
 PetscErrorCode CreateLike(DDTensor x, DDTensor *y);
 /*
-  A layer whose whole work is one linear primitive S from its input to its output (flatten, reshape):
-  y = S x and dx = S^* dy in the set-up layouts, through conforming copies cached in *xin, *yo (Forward)
-  and *dyo, *dxo (Backward) when the given tensors' halos differ.
+  The state of a layer that views its input under another global shape with the same C-order
+  index (flatten, reshape): output entry i copies the input entry of the same global C-order index
+  through a DDPRIMITIVESCATTER S (Backward is its adjoint). The output lives on the partition the
+  user gave (part), or by default on (Pn, 1, ...): the input's batch workers when the batch extent is
+  kept, else the input's first worker; it keeps the input's batch ownership when the batch split
+  agrees. Copies conforming to the set-up layouts are cached in xin, yo (Forward) and dyo, dxo.
 */
-PetscErrorCode PrimitiveLayerForward(DDLayer l, DDPrimitive S, DDTensor x, DDTensor y, DDTensor *xin, DDTensor *yo);
-PetscErrorCode PrimitiveLayerBackward(DDLayer l, DDPrimitive S, DDTensor dy, DDTensor dx, DDTensor *dyo, DDTensor *dxo);
+struct ViewLayer {
+  DDPartition part = NULL; /* given by the user */
+  DDPartition Py   = NULL; /* used */
+  DDPrimitive S    = NULL; /* the scatter x -> y */
+  DDTensor    xin = NULL, yo = NULL, dyo = NULL, dxo = NULL;
+
+  PetscErrorCode SetPartition(DDPartition p);
+  /* the output (shape[o]), its partition (a given one must have order o), and S; what names the layer type in errors */
+  PetscErrorCode SetUp(DDLayer l, DDTensor x, PetscInt o, const PetscInt shape[], const char what[]);
+  PetscErrorCode Forward(DDLayer l, DDTensor x, DDTensor y);
+  PetscErrorCode Backward(DDLayer l, DDTensor dy, DDTensor dx);
+  PetscErrorCode Reset();   /* what set-up built */
+  PetscErrorCode Destroy(); /* and the given partition */
+};
 } // namespace ddnn

@@ -20,11 +20,7 @@ using namespace ddnn;
 
 namespace
 {
-struct Flatten {
-  DDPartition               part = NULL; /* given by the user */
-  DDPartition               Py   = NULL; /* used */
-  DDPrimitive               S    = NULL; /* the scatter x -> y */
-  DDTensor                  xin = NULL, yo = NULL, dyo = NULL, dxo = NULL;
+struct Flatten : ViewLayer {
 };
 } // namespace
 
@@ -63,9 +59,7 @@ PetscErrorCode DDLayerFlattenSetPartition(DDLayer l, DDPartition part)
   PetscCall(FlattenGet(l, &f, "DDLayerFlattenSetPartition"));
   PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 2);
   PetscCheck(part->order == 2, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_INCOMP, "A flatten layer's output partition has order 2 (Pn, Pf), not %" PetscInt_FMT, part->order);
-  PetscCall(PetscObjectReference((PetscObject)part));
-  PetscCall(DDPartitionDestroy(&f->part));
-  f->part = part;
+  PetscCall(f->SetPartition(part));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -74,9 +68,7 @@ static PetscErrorCode Flatten_Reset(DDLayer l)
   Flatten *f = (Flatten *)l->data;
 
   PetscFunctionBegin;
-  PetscCall(DDPartitionDestroy(&f->Py));
-  PetscCall(DDPrimitiveDestroy(&f->S));
-  for (DDTensor *t : {&f->xin, &f->yo, &f->dyo, &f->dxo}) PetscCall(DDTensorDestroy(t));
+  PetscCall(f->Reset());
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -85,8 +77,7 @@ static PetscErrorCode Flatten_Destroy(DDLayer l)
   Flatten *f = (Flatten *)l->data;
 
   PetscFunctionBegin;
-  PetscCall(Flatten_Reset(l));
-  PetscCall(DDPartitionDestroy(&f->part));
+  PetscCall(f->Destroy());
   delete f;
   l->data = NULL;
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -95,7 +86,7 @@ static PetscErrorCode Flatten_Destroy(DDLayer l)
 static PetscErrorCode Flatten_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
 {
   Flatten    *f    = (Flatten *)l->data;
-  DDTensor    x    = xs[0], y;
+  DDTensor    x    = xs[0];
   MPI_Comm    comm = PetscObjectComm((PetscObject)l);
   const PetscInt o = x->order;
   char        sx[128];
@@ -103,61 +94,21 @@ static PetscErrorCode Flatten_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   PetscFunctionBegin;
   PetscCall(DDShapeToString_Private(o, x->shape, sx, sizeof(sx)));
   PetscCheck(o >= 2, comm, PETSC_ERR_ARG_INCOMP, "Flatten takes (N, C, ...) tensors of order at least 2 and flattens the dimensions after the first (torch.flatten(x, 1)); the input has order %" PetscInt_FMT " (shape %s)", o, sx);
-  for (PetscInt k = 0; k < o; k++) PetscCheck(!x->replicated[k], comm, PETSC_ERR_ARG_INCOMP, "Flatten moves split tensors; the input is replicated along dimension %" PetscInt_FMT, k);
   PetscInt F = 1;
   for (PetscInt k = 1; k < o; k++) F *= x->shape[k];
-  /* the output partition */
-  if (f->part) {
-    PetscMPIInt cmp;
-    PetscCallMPI(MPI_Comm_compare(comm, PetscObjectComm((PetscObject)f->part), &cmp));
-    PetscCheck(cmp == MPI_IDENT || cmp == MPI_CONGRUENT, comm, PETSC_ERR_ARG_NOTSAMECOMM, "The flatten layer's output partition lives on another communicator than the layer");
-    PetscCall(PetscObjectReference((PetscObject)f->part));
-    f->Py = f->part;
-  } else {
-    const PetscInt           Pn = x->part->shape[0], rest = x->part->size / Pn, shape[2] = {Pn, 1};
-    std::vector<PetscMPIInt> ranks(Pn);
-    for (PetscInt n = 0; n < Pn; n++) ranks[n] = x->part->ranks[n * rest];
-    PetscCall(DDPartitionCreateCartesian(comm, 2, shape, Pn, ranks.data(), &f->Py));
-  }
-  /* the output: the input's batch ownership when the batch split agrees, balanced features */
-  {
-    const PetscInt shape[2] = {x->shape[0], F};
-    PetscCall(DDTensorCreate(comm, &y));
-    PetscCall(DDTensorSetPartition(y, f->Py));
-    PetscCall(DDTensorSetShape(y, 2, shape));
-    PetscCall(DDTensorSetDataType(y, x->dtype));
-    if (f->Py->shape[0] == x->part->shape[0]) {
-      std::vector<PetscInt> nl(f->Py->shape[0]);
-      for (PetscInt p = 0; p < f->Py->shape[0]; p++) nl[p] = x->ranges[0][p + 1] - x->ranges[0][p];
-      PetscCall(DDTensorSetOwnershipRanges(y, 0, nl.data()));
-    }
-    PetscCall(DDTensorSetUp(y));
-    PetscCall(DDLayerSetOutput_Private(l, y));
-  }
-  /* the index map: y's entry (n, f) copies x's entry of global C-order index n F + f */
-  {
-    const PetscInt        n0 = y->layout.bulksize ? y->layout.n[0] : 0, n1 = y->layout.n[1], s0 = y->layout.start[0], s1 = y->layout.start[1];
-    std::vector<PetscInt> map((size_t)(n0 * n1));
-    for (PetscInt i = 0; i < n0; i++)
-      for (PetscInt j = 0; j < n1; j++) map[i * n1 + j] = (s0 + i) * F + s1 + j;
-    PetscCall(DDPrimitiveCreate(comm, &f->S));
-    PetscCall(DDPrimitiveSetType(f->S, DDPRIMITIVESCATTER));
-    PetscCall(DDPrimitiveScatterSetIndexMap(f->S, n0 * n1, map.data()));
-    PetscCall(DDPrimitiveSetUp(f->S, x, y));
-  }
+  const PetscInt shape[2] = {x->shape[0], F};
+  PetscCall(f->SetUp(l, x, 2, shape, "flatten"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 static PetscErrorCode Flatten_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTensor y)
 {
-  Flatten *f = (Flatten *)l->data;
-  return PrimitiveLayerForward(l, f->S, xs[0], y, &f->xin, &f->yo);
+  return ((Flatten *)l->data)->Forward(l, xs[0], y);
 }
 
 static PetscErrorCode Flatten_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTensor dxs[])
 {
-  Flatten *f = (Flatten *)l->data;
-  return PrimitiveLayerBackward(l, f->S, dy, dxs ? dxs[0] : NULL, &f->dyo, &f->dxo);
+  return ((Flatten *)l->data)->Backward(l, dy, dxs ? dxs[0] : NULL);
 }
 
 static PetscErrorCode Flatten_View(DDLayer l, PetscViewer viewer)

@@ -18,12 +18,8 @@ using namespace ddnn;
 
 namespace
 {
-struct Reshape {
-  std::vector<PetscInt> shape;       /* as given, one entry possibly -1 */
-  DDPartition           part = NULL; /* given by the user */
-  DDPartition           Py   = NULL; /* used */
-  DDPrimitive           S    = NULL; /* the scatter x -> y */
-  DDTensor              xin = NULL, yo = NULL, dyo = NULL, dxo = NULL;
+struct Reshape : ViewLayer {
+  std::vector<PetscInt> shape; /* as given, one entry possibly -1 */
 };
 } // namespace
 
@@ -101,9 +97,7 @@ PetscErrorCode DDLayerReshapeSetPartition(DDLayer l, DDPartition part)
   PetscFunctionBegin;
   PetscCall(ReshapeGet(l, &f, "DDLayerReshapeSetPartition"));
   PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 2);
-  PetscCall(PetscObjectReference((PetscObject)part));
-  PetscCall(DDPartitionDestroy(&f->part));
-  f->part = part;
+  PetscCall(f->SetPartition(part));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -125,9 +119,7 @@ static PetscErrorCode Reshape_Reset(DDLayer l)
   Reshape *f = (Reshape *)l->data;
 
   PetscFunctionBegin;
-  PetscCall(DDPartitionDestroy(&f->Py));
-  PetscCall(DDPrimitiveDestroy(&f->S));
-  for (DDTensor *t : {&f->xin, &f->yo, &f->dyo, &f->dxo}) PetscCall(DDTensorDestroy(t));
+  PetscCall(f->Reset());
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -136,8 +128,7 @@ static PetscErrorCode Reshape_Destroy(DDLayer l)
   Reshape *f = (Reshape *)l->data;
 
   PetscFunctionBegin;
-  PetscCall(Reshape_Reset(l));
-  PetscCall(DDPartitionDestroy(&f->part));
+  PetscCall(f->Destroy());
   delete f;
   l->data = NULL;
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -146,7 +137,7 @@ static PetscErrorCode Reshape_Destroy(DDLayer l)
 static PetscErrorCode Reshape_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
 {
   Reshape       *f    = (Reshape *)l->data;
-  DDTensor       x    = xs[0], y;
+  DDTensor       x    = xs[0];
   MPI_Comm       comm = PetscObjectComm((PetscObject)l);
   const PetscInt o    = (PetscInt)f->shape.size();
   const char    *prefix;
@@ -158,7 +149,6 @@ static PetscErrorCode Reshape_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   if (!prefix) prefix = "";
   PetscCall(DDShapeToString_Private(x->order, x->shape, sx, sizeof(sx)));
   PetscCheck(o > 0, comm, PETSC_ERR_ARG_WRONGSTATE, "Reshape layer %s needs its output shape (DDLayerReshapeSetShape() or -%slayer_reshape_shape)", prefix, prefix);
-  for (PetscInt k = 0; k < x->order; k++) PetscCheck(!x->replicated[k], comm, PETSC_ERR_ARG_INCOMP, "Reshape moves split tensors; the input is replicated along dimension %" PetscInt_FMT, k);
   for (PetscInt k = 0; k < x->order; k++) size *= x->shape[k];
   for (PetscInt k = 0; k < o; k++) {
     shape[k] = f->shape[k];
@@ -169,69 +159,19 @@ static PetscErrorCode Reshape_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     PetscCheck(known > 0 && size % known == 0, comm, PETSC_ERR_ARG_INCOMP, "Reshape: the input (shape %s, %" PetscInt_FMT " entries) cannot be viewed with the known extents (product %" PetscInt_FMT ") of -%slayer_reshape_shape", sx, size, known, prefix);
     shape[neg] = size / known;
   } else PetscCheck(known == size, comm, PETSC_ERR_ARG_INCOMP, "Reshape: the shape of -%slayer_reshape_shape has %" PetscInt_FMT " entries but the input (shape %s) has %" PetscInt_FMT, prefix, known, sx, size);
-  /* the output partition */
-  const bool keepbatch = shape[0] == x->shape[0];
-  if (f->part) {
-    PetscMPIInt cmp;
-    PetscCallMPI(MPI_Comm_compare(comm, PetscObjectComm((PetscObject)f->part), &cmp));
-    PetscCheck(cmp == MPI_IDENT || cmp == MPI_CONGRUENT, comm, PETSC_ERR_ARG_NOTSAMECOMM, "The reshape layer's output partition lives on another communicator than the layer");
-    PetscCheck(f->part->order == o, comm, PETSC_ERR_ARG_INCOMP, "The reshape layer's output partition (DDLayerReshapeSetPartition()) has order %" PetscInt_FMT " but the output shape (-%slayer_reshape_shape) has order %" PetscInt_FMT, f->part->order, prefix, o);
-    PetscCall(PetscObjectReference((PetscObject)f->part));
-    f->Py = f->part;
-  } else {
-    const PetscInt           Pn = keepbatch ? x->part->shape[0] : 1, rest = x->part->size / x->part->shape[0];
-    std::vector<PetscInt>    ps(o, 1);
-    std::vector<PetscMPIInt> ranks(Pn);
-    ps[0] = Pn;
-    for (PetscInt n = 0; n < Pn; n++) ranks[n] = x->part->ranks[n * rest];
-    PetscCall(MakePartition(comm, ps, ranks, &f->Py));
-  }
-  /* the output: the input's batch ownership when the batch extent and split agree, else balanced */
-  PetscCall(DDTensorCreate(comm, &y));
-  PetscCall(DDTensorSetPartition(y, f->Py));
-  PetscCall(DDTensorSetShape(y, o, shape));
-  PetscCall(DDTensorSetDataType(y, x->dtype));
-  PetscCall(DDTensorSetEmptyPiecesAllowed(y, PETSC_TRUE));
-  if (keepbatch && f->Py->shape[0] == x->part->shape[0]) {
-    std::vector<PetscInt> nl(f->Py->shape[0]);
-    for (PetscInt p = 0; p < f->Py->shape[0]; p++) nl[p] = x->ranges[0][p + 1] - x->ranges[0][p];
-    PetscCall(DDTensorSetOwnershipRanges(y, 0, nl.data()));
-  }
-  PetscCall(DDTensorSetUp(y));
-  PetscCall(DDLayerSetOutput_Private(l, y));
-  /* the index map: y's local entries in C order copy x's entries of the same global C-order index */
-  {
-    const DDLayout       &L = y->layout;
-    const PetscInt        nloc = L.bulksize;
-    std::vector<PetscInt> map((size_t)nloc);
-    PetscInt              j[DD_MAX_DIM] = {0};
-    for (PetscInt i = 0; i < nloc; i++) {
-      PetscInt gi = 0;
-      for (PetscInt k = 0; k < o; k++) gi = gi * shape[k] + L.start[k] + j[k];
-      map[i] = gi;
-      for (PetscInt k = o - 1; k >= 0; k--) {
-        if (++j[k] < L.n[k]) break;
-        j[k] = 0;
-      }
-    }
-    PetscCall(DDPrimitiveCreate(comm, &f->S));
-    PetscCall(DDPrimitiveSetType(f->S, DDPRIMITIVESCATTER));
-    PetscCall(DDPrimitiveScatterSetIndexMap(f->S, nloc, map.data()));
-    PetscCall(DDPrimitiveSetUp(f->S, x, y));
-  }
+  PetscCheck(!f->part || f->part->order == o, comm, PETSC_ERR_ARG_INCOMP, "The reshape layer's output partition (DDLayerReshapeSetPartition()) has order %" PetscInt_FMT " but the output shape (-%slayer_reshape_shape) has order %" PetscInt_FMT, f->part ? f->part->order : 0, prefix, o);
+  PetscCall(f->SetUp(l, x, o, shape, "reshape"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 static PetscErrorCode Reshape_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTensor y)
 {
-  Reshape *f = (Reshape *)l->data;
-  return PrimitiveLayerForward(l, f->S, xs[0], y, &f->xin, &f->yo);
+  return ((Reshape *)l->data)->Forward(l, xs[0], y);
 }
 
 static PetscErrorCode Reshape_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTensor dxs[])
 {
-  Reshape *f = (Reshape *)l->data;
-  return PrimitiveLayerBackward(l, f->S, dy, dxs ? dxs[0] : NULL, &f->dyo, &f->dxo);
+  return ((Reshape *)l->data)->Backward(l, dy, dxs ? dxs[0] : NULL);
 }
 
 static PetscErrorCode Reshape_View(DDLayer l, PetscViewer viewer)
