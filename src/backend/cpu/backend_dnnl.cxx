@@ -102,7 +102,7 @@ public:
   bool           OverwritesDx() const override { return !edge && k; }
   PetscErrorCode Forward(DDTensor x, DDTensor w, PetscObjectState wstate, DDTensor b, DDTensor y) override
   {
-    KernelEvent        e(Self(), DD_KERNEL_CONV);
+    KernelEvent        e(self, DD_KERNEL_CONV);
     std::vector<float> zero;
     const float       *bp = nullptr;
     PetscFunctionBegin;
@@ -125,7 +125,7 @@ public:
   }
   PetscErrorCode BackwardData(DDTensor dy, DDTensor w, PetscObjectState wstate, DDTensor dx) override
   {
-    KernelEvent e(Self(), DD_KERNEL_CONV);
+    KernelEvent e(self, DD_KERNEL_CONV);
     PetscFunctionBegin;
     if (k) { /* the edge rows do not reach the window */
       PetscCall(k->BackwardData(WindowPtr(dy, corg), (const float *)w->array, wstate != wbwd, WindowPtr(dx, spec.x.org)));
@@ -135,7 +135,7 @@ public:
   }
   PetscErrorCode BackwardWeights(DDTensor x, DDTensor dy, DDTensor dw, DDTensor db) override
   {
-    KernelEvent        e(Self(), DD_KERNEL_CONV);
+    KernelEvent        e(self, DD_KERNEL_CONV);
     std::vector<float> scratch;
     float             *dbp = nullptr;
     PetscFunctionBegin;
@@ -159,6 +159,7 @@ public:
   }
 
 private:
+  DDBackend                self = Self(); /* for the log events: looked up once, at creation */
   ConvKernelSpec           spec;
   std::unique_ptr<DnnlConv> k;
   std::string              name = "oneDNN (edge rows only)";
@@ -262,7 +263,7 @@ public:
   bool           ModifiesDy() const override { return hascorr; }
   PetscErrorCode Forward(DDTensor x, DDTensor y, bool training) override
   {
-    KernelEvent e(Self(), DD_KERNEL_POOL);
+    KernelEvent e(self, DD_KERNEL_POOL);
     PetscFunctionBegin;
     PetscCall(k.Forward(WindowPtr(x, xorg), WindowPtr(y, yorg), training));
     if (hascorr) ApplyCorrection((float *)y->array);
@@ -270,7 +271,7 @@ public:
   }
   PetscErrorCode Backward(DDTensor dy, DDTensor dx) override
   {
-    KernelEvent e(Self(), DD_KERNEL_POOL);
+    KernelEvent e(self, DD_KERNEL_POOL);
     PetscFunctionBegin;
     if (hascorr) ApplyCorrection((float *)dy->array);
     PetscCall(k.Backward(WindowPtr(dy, yorg), WindowPtr(dx, xorg)));
@@ -278,6 +279,7 @@ public:
   }
 
 private:
+  DDBackend   self = Self(); /* for the log events: looked up once, at creation */
   DnnlPool    k;
   std::string name;
   PoolGeom    g;

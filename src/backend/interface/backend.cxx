@@ -23,7 +23,7 @@ static std::vector<std::unique_ptr<_p_DDBackend>> &Registry()
   return r;
 }
 static PetscBool    registered = PETSC_FALSE;
-static std::string  defaultname;
+static DDBackend    defaultbackend = nullptr; /* a registry entry: looked up once, not per kernel call */
 static PetscClassId DD_BACKEND_CLASSID;
 
 static const char *const KernelKindNames[] = {"Conv", "Pool", "Gemm", "Upsample", "Pointwise", "Norm", "Optimizer"};
@@ -95,13 +95,11 @@ PetscErrorCode DDBackendRegisterAll(void)
   PetscCall(DDBackendCreate_Blas());
 #if DDNN_WITH_DNNL
   PetscCall(DDBackendCreate_Dnnl());
-  defaultname = "/cpu/dnnl";
-#else
-  defaultname = "/cpu/blas";
 #endif
 #if DDNN_WITH_CUDA
   PetscCall(DDBackendCreate_Cuda());
 #endif
+  defaultbackend = DDBackendLookup_Private(DDNN_WITH_DNNL ? "/cpu/dnnl" : "/cpu/blas");
   {
     char      name[64];
     PetscBool flg;
@@ -116,7 +114,7 @@ PetscErrorCode DDBackendFinalizePackage_Private(void)
   PetscFunctionBegin;
   Registry().clear();
   registered = PETSC_FALSE;
-  defaultname.clear();
+  defaultbackend = nullptr;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -205,7 +203,7 @@ PetscErrorCode DDBackendSetDefault(const char name[])
 
   PetscFunctionBegin;
   PetscCall(DDBackendGet(name, &b));
-  defaultname = b->name;
+  defaultbackend = b;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -223,7 +221,7 @@ PetscErrorCode DDBackendGetDefault(const char *name[])
   PetscFunctionBegin;
   PetscCall(DDInitializePackage());
   PetscCall(DDBackendRegisterAll());
-  *name = defaultname.c_str();
+  *name = defaultbackend->name;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -241,7 +239,7 @@ PetscErrorCode DDBackendView(PetscViewer viewer)
   PetscFunctionBegin;
   PetscCall(DDBackendRegisterAll());
   if (!viewer) viewer = PETSC_VIEWER_STDOUT_WORLD;
-  PetscCall(PetscViewerASCIIPrintf(viewer, "ddnn backends (default %s):\n", defaultname.c_str()));
+  PetscCall(PetscViewerASCIIPrintf(viewer, "ddnn backends (default %s):\n", defaultbackend->name));
   PetscCall(PetscViewerASCIIPushTab(viewer));
   for (auto &e : Registry()) {
     auto has = [](const auto &t) {
@@ -449,11 +447,7 @@ PetscErrorCode DDLayerGetBackend_Private(DDLayer layer, DDBackend *b)
 {
   PetscFunctionBegin;
   if (layer->backend) *b = layer->backend;
-  else {
-    const char *n;
-    PetscCall(DDBackendGetDefault(&n));
-    PetscCall(DDBackendGet(n, b));
-  }
+  else PetscCall(DDBackendDefault_Private(b));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -467,9 +461,9 @@ DDBackend ddnn::DDBackendLookup_Private(const char name[])
 
 PetscErrorCode ddnn::DDBackendDefault_Private(DDBackend *b)
 {
-  const char *n;
   PetscFunctionBegin;
-  PetscCall(DDBackendGetDefault(&n));
-  PetscCall(DDBackendGet(n, b));
+  PetscCall(DDInitializePackage());
+  PetscCall(DDBackendRegisterAll());
+  *b = defaultbackend;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
