@@ -2,7 +2,9 @@
   DDLAYERAFFINE: P ranks equal 1 rank (outputs, input, weight and bias gradients) for input-feature,
   output-feature, Pfo x Pfi, batch and all work partitions, unbalanced features and subsets of
   ranks; adjoint tests wrt input and parameters; BLAS against the reference loops; finite
-  differences; a hand-computed case; float32 against float64; options; bad input.
+  differences; a hand-computed case; float32 against float64; options; bad input. Inputs
+  (N, T..., F) as torch.nn.Linear takes them: PyTorch's numbers, and the middle dimensions T...
+  split (balanced, skewed and empty pieces) against one rank, adjoint tests and finite differences.
 */
 #include "layertest.hpp"
 #include <backend/kernels.hpp>
@@ -420,19 +422,6 @@ TEST(Affine, OptionsDatabase)
   DDT(DDTensorDestroy(&x));
 }
 
-TEST(AffineBadInput, SplitMiddleDimensionIsNamed)
-{
-  int W = Size();
-  if (W < 2) GTEST_SKIP() << "needs 2 ranks";
-  DDTensor x = MakeInput({{2, 4, 3, 4}, {1, 2, 1, 1}, {}, {}}, DD_FLOAT64, 1);
-  DDLayer  l;
-  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
-  Configure(AffCfg())(l);
-  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_SUP, "supports splits of the first (batch) and last (feature) dimensions only; dimension 1 is split over 2 workers");
-  DDT(DDLayerDestroy(&l));
-  DDT(DDTensorDestroy(&x));
-}
-
 TEST(AffineBadInput, Order1Input)
 {
   DDTensor x = MakeInput({{6}, {}, {}, {}}, DD_FLOAT64, 1);
@@ -498,14 +487,14 @@ TEST(AffineLastDim, PyTorchLinearOnNTF)
   int tried = 0;
   for (PetscInt pfo : {1, 2}) {
     if (W % pfo) continue;
-    std::vector<std::vector<PetscInt>> f; /* Pn x Pfi of W / Pfo workers: Pfo Pn Pfi = W */
-    Factorizations(W / (int)pfo, 2, f);
+    std::vector<std::vector<PetscInt>> f; /* Pn x Pt x Pfi of W / Pfo workers: Pfo Pn Pt Pfi = W */
+    Factorizations(W / (int)pfo, 3, f);
     for (auto &ps : f) {
-      if (ps[0] > 2 || ps[1] > 4) continue;
+      if (ps[0] > 2 || ps[1] > 4 || ps[2] > 4) continue; /* Pt = 4 > T = 3: an empty piece */
       for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
         tried++;
         const double tol = dt == DD_FLOAT64 ? 1e-14 : 1e-5;
-        DDTensor     x   = MakeInput({{2, 3, 4}, {ps[0], 1, ps[1]}, {}, {}}, dt, 1), y, dy, dx, *p, *g;
+        DDTensor     x   = MakeInput({{2, 3, 4}, {ps[0], ps[1], ps[2]}, {}, {}}, dt, 1), y, dy, dx, *p, *g;
         DDLayer      l;
         PetscInt     np;
         AffCfg       c;
@@ -534,7 +523,7 @@ TEST(AffineLastDim, PyTorchLinearOnNTF)
         DDT(DDLayerZeroGradients(l));
         DDT(DDLayerBackward(l, dy, dx));
         DDT(DDLayerGetGradients(l, &np, &g));
-        std::string what = std::string(dt == DD_FLOAT64 ? "float64" : "float32") + " Pn " + std::to_string(ps[0]) + " Pfi " + std::to_string(ps[1]) + " Pfo " + std::to_string(pfo);
+        std::string what = std::string(dt == DD_FLOAT64 ? "float64" : "float32") + " Pn " + std::to_string(ps[0]) + " Pt " + std::to_string(ps[1]) + " Pfi " + std::to_string(ps[2]) + " Pfo " + std::to_string(pfo);
         auto md = [](const std::vector<double> &a, const double *b) {
           double e = 0;
           for (size_t i = 0; i < a.size(); i++) e = std::max(e, std::fabs(a[i] - b[i]));
@@ -607,4 +596,93 @@ TEST(AffineLastDim, AdjointAndFiniteDifferences)
     DDT(DDLayerDestroy(&l));
     DDT(DDTensorDestroy(&x));
   }
+}
+
+/*
+  Unbalanced pieces with an empty one along every split dimension k of extent n over P workers:
+  piece 0 empty, piece 1 n - (P - 2) entries, the others 1 each (balanced where n < P - 1)
+*/
+static std::vector<std::vector<PetscInt>> SkewedPieces(const std::vector<PetscInt> &shape, const std::vector<PetscInt> &pshape)
+{
+  std::vector<std::vector<PetscInt>> lx(shape.size());
+  for (size_t k = 0; k < shape.size(); k++) {
+    if (pshape[k] < 2 || shape[k] - (pshape[k] - 2) < 1) continue; /* too few entries: balanced */
+    lx[k].assign(pshape[k], 1);
+    lx[k][0] = 0;
+    lx[k][1] = shape[k] - (pshape[k] - 2);
+  }
+  return lx;
+}
+
+/*
+  (N, H, W, F) inputs with the middle dimensions H, W split (torch.nn.Linear's rows are
+  independent: paper 000 sec. 4.1, the middle dimensions as extra batch dimensions): every
+  factorization of the ranks over the four dimensions, balanced and with skewed/empty pieces,
+  Pfo = 1 and 2, float64 and float32, against the one-rank run (outputs, input and parameter
+  gradients)
+*/
+TEST(AffineLastDim, SplitMiddleDimensionsMatchOneRank)
+{
+  const int W     = Size();
+  int       tried = 0, middle = 0;
+  for (PetscInt pfo : {1, 2}) {
+    if (W % pfo) continue;
+    std::vector<std::vector<PetscInt>> f;
+    Factorizations(W / (int)pfo, 4, f);
+    for (auto &ps : f) {
+      for (bool skew : {false, true}) {
+        InputSpec in;
+        in.shape  = {2, 5, 4, 2 * ps[3] + 1};
+        in.pshape = ps;
+        if (skew) in.lx = SkewedPieces(in.shape, in.pshape);
+        AffCfg c;
+        c.fo             = 3;
+        c.pfo            = pfo;
+        std::string what = std::string(skew ? "skewed/empty" : "balanced") + " pieces, x partition " + std::to_string(ps[0]) + "x" + std::to_string(ps[1]) + "x" + std::to_string(ps[2]) + "x" + std::to_string(ps[3]) + ", Pfo " + std::to_string(pfo);
+        CheckAgainstSerial(c, in, "float64, " + what);
+        CheckAgainstSerial(c, in, "float32, " + what, DD_FLOAT32, 1e-5);
+        c.ref = true;
+        CheckAgainstSerial(c, in, "float64, reference loops, " + what);
+        tried++;
+        middle += ps[1] > 1 || ps[2] > 1;
+      }
+    }
+  }
+  EXPECT_GT(tried, 0);
+  if (W > 1) EXPECT_GT(middle, 0) << "no partition split a middle dimension";
+}
+
+/* adjoint tests (float64) wrt input and parameters with the middle dimensions split, skewed and empty pieces */
+TEST(AffineLastDim, SplitMiddleDimensionsAdjoint)
+{
+  const int                          W = Size();
+  std::vector<std::vector<PetscInt>> parts = {{1, W, 1, 1}, {1, 1, W, 1}};
+  if (W % 2 == 0) parts.push_back({1, 2, W / 2, 1});
+  if (W % 2 == 0) parts.push_back({2, W / 2, 1, 1});
+  for (auto &ps : parts) {
+    for (bool skew : {false, true}) {
+      InputSpec in;
+      in.shape  = {3, W + 2, W + 1, 4};
+      in.pshape = ps;
+      if (skew) in.lx = SkewedPieces(in.shape, in.pshape);
+      for (PetscBool wrtp : {PETSC_FALSE, PETSC_TRUE}) {
+        DDTensor  x = MakeInput(in, DD_FLOAT64, 3);
+        DDLayer   l;
+        PetscReal err;
+        DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+        Configure(AffCfg())(l);
+        DDT(DDLayerSetUp(l, x));
+        DDT(DDLayerInitializeParameters(l, 2));
+        DDT(DDLayerAdjointTest(l, wrtp, 4, &err));
+        EXPECT_LT(err, 1e-14) << (wrtp ? "wrt parameters" : "wrt input") << ", x partition " << ps[0] << "x" << ps[1] << "x" << ps[2] << "x" << ps[3] << (skew ? " skewed" : "");
+        DDT(DDLayerDestroy(&l));
+        DDT(DDTensorDestroy(&x));
+      }
+    }
+  }
+  /* finite differences through a split middle dimension */
+  InputSpec in;
+  in.shape  = {2, 3, 4};
+  in.pshape = {1, W > 1 ? 2 : 1, 1};
+  ExpectFiniteDifferences(Configure(AffCfg()), {in}, 9, 1e-8);
 }

@@ -8,7 +8,8 @@
     W  (Fo, Fi) on Pr = Pfo x Pfi            (the workers with n = 0)
     b  (Fo) on Pb = Pfo                      (the workers with n = 0, fi = 0: counted once)
   and the work partition Pw of Pfo Pn Pfi workers (fo, n, fi), numbered three ways so that the
-  broadcasts and sum-reductions align at the trailing dimension (as in DDLAYERCONV):
+  broadcasts and sum-reductions align at the trailing dimension (as in DDLAYERCONV); for
+  order > 2 inputs Pn stands for the Pn prod(Pt) batch workers, see below:
     Pw_x = (Pfo, Pn, Pfi)   x^ = B x  (copies over fo; x^ has shape (1, N, Fi))
     Pw_y = (Pfi, Pn, Pfo)   y  = R y^ (sums over fi; y^ has shape (1, N, Fo))
     Pw_w = (Pn, Pfo, Pfi)   W^ = B W  (copies over n: the batch workers share the weights)
@@ -19,11 +20,14 @@
   copies of x, Pfi = 1 no reduction of y, Pn = 1 no copies of the parameters.
 
   Workers with fo = 0 are x's own ranks; the others are the lowest ranks x does not use.
-  Inputs of order d > 2, (N, T..., Fi) as torch.nn.Linear takes them, are (N T..., Fi) matrices:
-  every partition and tensor above gets the extents T... (unsplit, partition extent 1) between
-  its batch and feature dimensions, and each worker's rows are its samples times prod(T).
-  Splitting T... is rejected (it would need the rows of a worker to be a box across several
-  dimensions); repartition or reshape first.
+  Inputs of order d > 2, (N, T..., Fi) as torch.nn.Linear takes them, are (N T..., Fi) matrices
+  whose rows are independent: the middle dimensions T... act as extra batch dimensions (paper 000
+  sec. 4.1 and 4.2.1 with the batch n generalized to the index (n, t...)). x's partition is
+  Pn x Pt... x Pfi; every work and output partition above gets the extents Pt... between its
+  batch and feature dimensions (x's ownership there), and "the batch workers" are the
+  Pb = Pn prod(Pt) workers (n, t...) (numbered in C order): W^ = B W copies the weights to all
+  of them, and B^* sums their weight gradients. A worker's rows are the C-order box of its
+  pieces of N, T... (each local piece is contiguous rows once its halo is stripped: RowMajor).
   Local kernels: the GEMM entries of the layer's backend chain (/cpu/dnnl: oneDNN's sgemm in
   float32; /cpu/blas: OpenBLAS sgemm/dgemm; /cpu/ref: the reference loops, -<prefix>dd_backend /cpu/ref).
 */
@@ -255,21 +259,19 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   PetscCall(DDShapeToString_Private(x->order, x->shape, sx, sizeof(sx)));
   const PetscInt d = x->order;
   PetscCheck(d >= 2, comm, PETSC_ERR_ARG_INCOMP, "An affine layer takes (N, ..., features) tensors of order at least 2; the input has order %" PetscInt_FMT " (shape %s)", d, sx);
-  for (PetscInt k = 1; k < d - 1; k++) PetscCheck(Px->shape[k] == 1, comm, PETSC_ERR_SUP, "An affine layer over the last dimension of an input of order %" PetscInt_FMT " (shape %s) supports splits of the first (batch) and last (feature) dimensions only; dimension %" PetscInt_FMT " is split over %" PetscInt_FMT " workers: repartition it (DDLAYERREPARTITION) or reshape the leading dimensions into the batch (DDLAYERRESHAPE)", d, sx, k, Px->shape[k]);
   PetscCheck(a->fo > 0, comm, PETSC_ERR_ARG_WRONGSTATE, "Affine layer %s needs a positive number of output features (DDLayerAffineSetOutputFeatures() or -%slayer_affine_out_features); it has %" PetscInt_FMT, prefix, prefix, a->fo);
   PetscCheck(a->pfo > 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "Output workers %" PetscInt_FMT " must be positive (-%slayer_affine_out_workers)", a->pfo, prefix);
   for (PetscInt k = 0; k < d; k++) PetscCheck(!x->replicated[k], comm, PETSC_ERR_ARG_INCOMP, "An affine layer's input cannot be replicated (dimension %" PetscInt_FMT ")", k);
   const PetscInt Fi = x->shape[d - 1], Fo = a->fo;
-  PetscInt       inner = 1; /* rows per sample: the extents between the batch and the features */
-  for (PetscInt k = 1; k < d - 1; k++) inner *= x->shape[k];
-  a->Pn  = Px->shape[0];
+  /* the batch workers: x's workers along dimensions 0 .. d - 2 (the batch and the middle dimensions) */
+  a->Pn = 1;
+  for (PetscInt k = 0; k < d - 1; k++) a->Pn *= Px->shape[k];
   a->Pfi = Px->shape[d - 1];
-  /* a partition shape (lead, Pn, 1, ..., 1, last) of order d + 1 (lead < 0: order d, without it) */
-  auto pshape = [&](PetscInt lead, PetscInt pn, PetscInt last) {
+  /* a partition shape (lead, Pn, Pt..., last) of order d + 1 (lead < 0: order d, without it) */
+  auto pshape = [&](PetscInt lead, PetscInt last) {
     std::vector<PetscInt> v;
     if (lead >= 0) v.push_back(lead);
-    v.push_back(pn);
-    for (PetscInt k = 1; k < d - 1; k++) v.push_back(1);
+    for (PetscInt k = 0; k < d - 1; k++) v.push_back(Px->shape[k]);
     v.push_back(last);
     return v;
   };
@@ -286,11 +288,19 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   std::vector<PetscInt> fol(Pfo), fr(Pfo + 1), nl(Pn), fil(Pfi);
   PetscCall(DDSplitOwnership_Private(Fo, Pfo, fr.data()));
   for (PetscInt p = 0; p < Pfo; p++) fol[p] = fr[p + 1] - fr[p];
-  for (PetscInt p = 0; p < Pn; p++) nl[p] = x->ranges[0][p + 1] - x->ranges[0][p];
+  for (PetscInt p = 0; p < Pn; p++) { /* rows of batch worker p: the product of its pieces of N, T... */
+    PetscInt rows = 1, q = p;
+    for (PetscInt k = d - 2; k >= 0; k--) {
+      const PetscInt c = q % Px->shape[k];
+      q /= Px->shape[k];
+      rows *= x->ranges[k][c + 1] - x->ranges[k][c];
+    }
+    nl[p] = rows;
+  }
   for (PetscInt p = 0; p < Pfi; p++) fil[p] = x->ranges[d - 1][p + 1] - x->ranges[d - 1][p];
   /* x^ */
   if (a->bcastX) {
-    PetscCall(MakePartition(comm, pshape(Pfo, Pn, Pfi), wr, &a->Pwx));
+    PetscCall(MakePartition(comm, pshape(Pfo, Pfi), wr, &a->Pwx));
     PetscCall(DDTensorCreateBroadcast(x, a->Pwx, &a->xh));
     PetscCall(DDTensorSetFormat(a->xh, DD_FORMAT_PLAIN));
     PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, x, a->xh, &a->Bx));
@@ -301,7 +311,7 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     std::vector<PetscMPIInt> r;
     for (PetscInt n = 0; n < Pn; n++)
       for (PetscInt fo = 0; fo < Pfo; fo++) r.push_back(wrank(fo, n, 0));
-    PetscCall(MakePartition(comm, pshape(-1, Pn, Pfo), r, &a->Py));
+    PetscCall(MakePartition(comm, pshape(-1, Pfo), r, &a->Py));
     PetscInt shape[DD_MAX_DIM];
     for (PetscInt k = 0; k < d - 1; k++) shape[k] = x->shape[k];
     shape[d - 1] = Fo;
@@ -309,7 +319,11 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     PetscCall(DDTensorSetPartition(y, a->Py));
     PetscCall(DDTensorSetShape(y, d, shape));
     PetscCall(DDTensorSetDataType(y, x->dtype));
-    PetscCall(DDTensorSetOwnershipRanges(y, 0, nl.data()));
+    for (PetscInt k = 0; k < d - 1; k++) { /* x's ownership of N, T... */
+      std::vector<PetscInt> lx(Px->shape[k]);
+      for (PetscInt p = 0; p < Px->shape[k]; p++) lx[p] = x->ranges[k][p + 1] - x->ranges[k][p];
+      PetscCall(DDTensorSetOwnershipRanges(y, k, lx.data()));
+    }
     PetscCall(DDTensorSetOwnershipRanges(y, d - 1, fol.data()));
     PetscCall(DDTensorSetUp(y));
     PetscCall(DDLayerSetOutput_Private(l, y));
@@ -319,7 +333,7 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     for (PetscInt fi = 0; fi < Pfi; fi++)
       for (PetscInt n = 0; n < Pn; n++)
         for (PetscInt fo = 0; fo < Pfo; fo++) r.push_back(wrank(fo, n, fi));
-    PetscCall(MakePartition(comm, pshape(Pfi, Pn, Pfo), r, &a->Pwy));
+    PetscCall(MakePartition(comm, pshape(Pfi, Pfo), r, &a->Pwy));
     PetscCall(DDTensorCreateBroadcast(l->output, a->Pwy, &a->yh));
     PetscCall(MakePrimitive(comm, DDPRIMITIVESUMREDUCE, a->yh, l->output, &a->Ry));
   }
@@ -383,7 +397,7 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
       const PetscInt fo = i / (Pn * Pfi), n = (i / Pfi) % Pn, fi = i % Pfi;
       a->worker     = true;
       a->biasworker = a->bias && fi == 0;
-      a->g.N        = nl[n] * inner;
+      a->g.N        = nl[n];
       a->g.Fi       = fil[fi];
       a->g.Fo       = fol[fo];
     }
@@ -558,7 +572,7 @@ static PetscErrorCode Affine_View(DDLayer l, PetscViewer viewer)
 
   PetscFunctionBegin;
   PetscCall(PetscViewerASCIIPrintf(viewer, "out features %" PetscInt_FMT ", bias %s, output workers (Pfo) %" PetscInt_FMT "\n", a->fo, a->bias ? "yes" : "no", a->pfo));
-  if (l->setupcalled) PetscCall(PetscViewerASCIIPrintf(viewer, "weights (%" PetscInt_FMT ", %" PetscInt_FMT ") on Pfo %" PetscInt_FMT " x Pfi %" PetscInt_FMT ", shared by Pn %" PetscInt_FMT " batch workers; GEMM from backend %s\n", a->w->shape[0], a->w->shape[1], a->pfo, a->Pfi, a->Pn, a->kb->name));
+  if (l->setupcalled) PetscCall(PetscViewerASCIIPrintf(viewer, "weights (%" PetscInt_FMT ", %" PetscInt_FMT ") on Pfo %" PetscInt_FMT " x Pfi %" PetscInt_FMT ", shared by %" PetscInt_FMT " batch workers; GEMM from backend %s\n", a->w->shape[0], a->w->shape[1], a->pfo, a->Pfi, a->Pn, a->kb->name));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -571,13 +585,14 @@ static PetscErrorCode Affine_View(DDLayer l, PetscViewer viewer)
   a = sqrt(5): U(-1/sqrt(Fi), 1/sqrt(Fi)) for W and b), identically on any partition. To mix
   all features of a (N, C, H, W) tensor instead, flatten it first (`DDLAYERFLATTEN`).
 
-  Envelope: the input may be split along its first (batch) and last (feature) dimensions; a
-  split of the dimensions between them is an error (repartition first, or fold them into the
-  batch with `DDLAYERRESHAPE`), as is a replicated input.
+  Envelope: the input may be split along any of its dimensions, with unbalanced or empty
+  pieces; the middle dimensions T... of an order > 2 input act as extra batch dimensions (rows
+  are independent), so splitting them costs only more copies of the weights. A replicated
+  input is an error.
 
-  Distribution: the input's partition Pn x Pfi (Pn x 1 ... x 1 x Pfi for order > 2) and -layer_affine_out_workers Pfo give the
+  Distribution: the input's partition Pn x Pfi (Pn x Pt... x Pfi for order > 2) and -layer_affine_out_workers Pfo give the
   weights' partition Pfo x Pfi, the bias on its Pfo x 1 column (counted once), and the output
-  on Pn x Pfo. Forward broadcasts x over the Pfo output workers, multiplies by the local
+  on Pn x Pfo (Pn x Pt... x Pfo, the input's ownership of N, T...). Forward broadcasts x over the Pfo output workers, multiplies by the local
   weight block, and sum-reduces the partial products over the Pfi input workers; the batch
   workers share the weights through a broadcast, whose adjoint sums their gradients (paper 001's
   Pr x Pc grid). Backward applies the adjoints of the same primitives.
