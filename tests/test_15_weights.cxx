@@ -9,7 +9,8 @@
    - bad files, written here with DDTensorWriteHDF5() (no torch needed): a missing dataset, an
      extra dataset, a wrong shape, a counter of several entries are errors naming the dataset, on
      every rank; two layers with one weights name and an unknown layer are errors too.
-  The torch side (a LeNet-5 trained in PyTorch loaded here and back) is tests/torch/.
+  The torch side (a LeNet-5 and the main job's U-Net trained in PyTorch, loaded here and back) is
+  tests/torch/ (test_15_torch_weights, test_15_torch_unet).
 */
 #include "layertest.hpp"
 #include <unistd.h>

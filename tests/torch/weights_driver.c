@@ -1,7 +1,8 @@
 /*
   weights_driver: the ddnn side of tests/torch/test_torch_weights.py. Builds the network of the
   options (share/ddnn/lenet5.opts), reads its inputs x (N, C, H, W) and label (N) from -data,
-  partitioned over the ranks as -xpart gives (the label along the batch), and
+  partitioned over the ranks as -xpart gives (the label along the batch), or with -tshape
+  N,C,H,W a dense target (dataset "target", split as x: the main job's U-Net), and
    -mode eval:  loads the weights (-net_load_weights, read at the end of DDNetSetUp()), evaluates
                 and writes the output of layer -output_layer to -out as dataset "y";
    -mode train: trains -steps steps (the optimizer of the options), saves the weights to -save
@@ -16,10 +17,10 @@ int main(int argc, char **argv)
   DDNet       net;
   DDTensor    x, label, in[2], y;
   DDPartition px, pl;
-  PetscInt    xpart[4] = {1, 1, 1, 1}, n = 4, shape[4] = {0, 0, 0, 0}, ns = 4, steps = 0, P, lshape[1];
+  PetscInt    xpart[4] = {1, 1, 1, 1}, n = 4, shape[4] = {0, 0, 0, 0}, ns = 4, tshape[4] = {0, 0, 0, 0}, nt = 4, steps = 0, P, lshape[1];
   PetscMPIInt size, lranks[4], xranks[64];
   char        data[PETSC_MAX_PATH_LEN], out[PETSC_MAX_PATH_LEN], save[PETSC_MAX_PATH_LEN] = "", mode[16] = "eval", dt[16] = "float32", olayer[64] = "out";
-  PetscBool   flg;
+  PetscBool   flg, dense;
   DDDataType  dtype;
 
   PetscCall(DDInitialize(&argc, &argv, NULL, NULL));
@@ -36,6 +37,8 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsGetIntArray(NULL, NULL, "-xpart", xpart, &n, NULL));
   PetscCall(PetscOptionsGetIntArray(NULL, NULL, "-xshape", shape, &ns, &flg));
   PetscCheck(flg && ns == 4 && n == 4, PETSC_COMM_WORLD, PETSC_ERR_USER, "Give -xshape N,C,H,W and -xpart a,b,c,d");
+  PetscCall(PetscOptionsGetIntArray(NULL, NULL, "-tshape", tshape, &nt, &dense));
+  PetscCheck(!dense || nt == 4, PETSC_COMM_WORLD, PETSC_ERR_USER, "Give -tshape N,C,H,W (4 entries, %" PetscInt_FMT " given)", nt);
   dtype = dt[5] == '6' ? DD_FLOAT64 : DD_FLOAT32;
   P     = xpart[0] * xpart[1] * xpart[2] * xpart[3];
   PetscCheck(P == size, PETSC_COMM_WORLD, PETSC_ERR_USER, "-xpart has %" PetscInt_FMT " pieces for %d ranks", P, size);
@@ -46,9 +49,14 @@ int main(int argc, char **argv)
   PetscCall(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 1, xpart, xpart[0], lranks, &pl));
   lshape[0] = shape[0];
   PetscCall(DDTensorCreateFromPartition(px, dtype, 4, shape, &x));
-  PetscCall(DDTensorCreateFromPartition(pl, dtype, 1, lshape, &label));
   PetscCall(DDTensorReadHDF5(x, data, "x"));
-  PetscCall(DDTensorReadHDF5(label, data, "label"));
+  if (dense) {
+    PetscCall(DDTensorCreateFromPartition(px, dtype, 4, tshape, &label));
+    PetscCall(DDTensorReadHDF5(label, data, "target"));
+  } else {
+    PetscCall(DDTensorCreateFromPartition(pl, dtype, 1, lshape, &label));
+    PetscCall(DDTensorReadHDF5(label, data, "label"));
+  }
   in[0] = x;
   in[1] = label;
   PetscCall(DDNetCreate(PETSC_COMM_WORLD, &net));
