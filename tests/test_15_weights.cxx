@@ -9,6 +9,8 @@
    - bad files, written here with DDTensorWriteHDF5() (no torch needed): a missing dataset, an
      extra dataset, a wrong shape, a counter of several entries are errors naming the dataset, on
      every rank; two layers with one weights name and an unknown layer are errors too.
+   - the main job's U-Net (share/ddnn/main_job.opts) saved from one rank loads onto batch and
+     spatial partitions of all ranks (and back) with the same outputs, in float64 and float32.
   The torch side (a LeNet-5 and the main job's U-Net trained in PyTorch, loaded here and back) is
   tests/torch/ (test_15_torch_weights, test_15_torch_unet).
 */
@@ -254,4 +256,78 @@ TEST(Weights, BadFiles)
   DDT(DDNetDestroy(&net));
   DDT(DDTensorDestroy(&x));
   if (Rank() == 0) unlink(file.c_str());
+}
+
+/* the main job's U-Net (share/ddnn/main_job.opts) under an options prefix, set up on (x, target) */
+static DDNet MainJobUNet(const char *prefix, DDTensor x, DDTensor t)
+{
+  DDNet    net;
+  DDTensor in[2] = {x, t};
+  DDT(PetscOptionsPrefixPush(NULL, prefix));
+  DDT(PetscOptionsInsertFile(PETSC_COMM_WORLD, NULL, DDNN_SHARE_DIR "/main_job.opts", PETSC_TRUE));
+  DDT(PetscOptionsPrefixPop(NULL));
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, prefix));
+  DDT(DDNetSetFromOptions(net));
+  DDT(DDNetSetUp(net, 2, in));
+  return net;
+}
+
+static std::vector<double> UNetOutput(DDNet net, DDTensor x, DDTensor t)
+{
+  DDTensor in[2] = {x, t}, y;
+  DDT(DDNetForward(net, 2, in));
+  DDT(DDNetGetLayerOutput(net, "out", &y));
+  return GatherAll(y);
+}
+
+/*
+  The U-Net's weights, written by a network on one rank, read by networks on batch and spatial
+  partitions of all ranks (unbalanced: 16 rows over 3 ranks), float64 and float32: the same
+  outputs; and written by a partitioned network, read back on one rank (the torch side of the
+  same round trip is tests/torch/test_torch_unet.py)
+*/
+TEST(Weights, MainJobUNetAcrossPartitions)
+{
+  const PetscInt W    = Size();
+  std::string    file = Tmp("unet.h5"), back = Tmp("unet_back.h5");
+  InputSpec      s;
+  s.shape          = {2, 1, 16, 16};
+  DDTensor x1      = MakeInput(Serial(s), DD_FLOAT64, 7), t1 = MakeInput(Serial(s), DD_FLOAT64, 8);
+  DDNet    a       = MainJobUNet("t15ua_", x1, t1);
+  DDT(DDNetInitializeParameters(a, 5));
+  DDT(DDNetSaveWeights(a, file.c_str()));
+  const std::vector<double> ya = UNetOutput(a, x1, t1);
+  for (auto ps : std::vector<std::vector<PetscInt>>{{W, 1, 1, 1}, {1, 1, W, 1}, {1, 1, 1, W}}) {
+    for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+      InputSpec sp = s;
+      sp.pshape    = ps;
+      DDTensor x   = MakeInput(sp, dt, 7), t = MakeInput(sp, dt, 8);
+      DDNet    b   = MainJobUNet("t15ub_", x, t);
+      const std::string what = std::string(dt == DD_FLOAT64 ? "float64" : "float32") + ", x partition " + std::to_string(ps[0]) + "x1x" + std::to_string(ps[2]) + "x" + std::to_string(ps[3]);
+      EXPECT_GT(RelDiff(UNetOutput(b, x, t), ya), 1e-3) << what << ": the networks must start different";
+      DDT(DDNetLoadWeights(b, file.c_str()));
+      EXPECT_LT(RelDiff(UNetOutput(b, x, t), ya), dt == DD_FLOAT64 ? 1e-13 : 1e-5) << what;
+      if (dt == DD_FLOAT64 && ps[2] == W) { /* and back: saved from the partition, read on one rank */
+        DDT(DDNetInitializeParameters(b, 6));
+        DDT(DDNetSaveWeights(b, back.c_str()));
+        const std::vector<double> yb = UNetOutput(b, x, t);
+        DDNet c = MainJobUNet("t15uc_", x1, t1);
+        DDT(DDNetLoadWeights(c, back.c_str()));
+        EXPECT_LT(RelDiff(UNetOutput(c, x1, t1), yb), 1e-13) << what << ", back on one rank";
+        EXPECT_GT(RelDiff(yb, ya), 1e-3) << what << ": reinitialized";
+        DDT(DDNetDestroy(&c));
+      }
+      DDT(DDNetDestroy(&b));
+      DDT(DDTensorDestroy(&x));
+      DDT(DDTensorDestroy(&t));
+    }
+  }
+  DDT(DDNetDestroy(&a));
+  DDT(DDTensorDestroy(&x1));
+  DDT(DDTensorDestroy(&t1));
+  if (Rank() == 0) {
+    unlink(file.c_str());
+    unlink(back.c_str());
+  }
 }
