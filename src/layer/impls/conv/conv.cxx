@@ -5,7 +5,8 @@
     x  on Px = Pn x Pci x Ps                 (the input's own partition)
     y  on Py = Pn x Pco x Ps                 (the output)
     w  on Pr = Pco x Pci x 1...1             (weights (Co, Ci, k...), on the workers with n = 0, s = 0)
-    b  on Pb = Pco                           (bias, on the workers with n = 0, ci = 0, s = 0: counted once)
+    b  on Pb = Pco                           (bias, on the workers with n = 0, ci = cib, s = 0: counted once;
+                                              cib the first non-empty input-channel piece)
   and the work partition Pw = Pco x Pn x Pci x Ps of Pco Pn Pci |Ps| workers, numbered three
   ways so that the broadcasts and sum-reductions align at the trailing dimension:
     Pw_x = (Pco, Pn, Pci, Ps)  x^ = B x  (copies over co; x^ has shape (1, N, Ci, S))
@@ -630,7 +631,7 @@ static PetscErrorCode Conv_SetUpLocalKernel(DDLayer l, Conv *c, DDTensor x, DDTe
   g.N  = Lx.n[lead];
   g.Ci = Lx.n[lead + 1];
   g.Co = Ly.n[ly + 1];
-  g.groups = c->groups;
+  c->SetLocalGroups(g, x->shape[1], Lx, lead + 1, Ly, ly + 1);
   for (PetscInt j = 0; j < 3; j++) {
     g.k[j] = k[j];
     g.s[j] = s[j];

@@ -350,7 +350,7 @@ static PetscErrorCode ConvT_SetUpLocalKernel(DDLayer l, ConvT *c, DDTensor x, DD
   g.N     = Lx.n[lead];
   g.Ci    = Lx.n[lead + 1];
   g.Co    = Ly.n[ly + 1];
-  g.groups = c->groups;
+  c->SetLocalGroups(g, x->shape[1], Lx, lead + 1, Ly, ly + 1);
   for (PetscInt j = 0; j < 3; j++) {
     g.k[j] = k[j];
     g.s[j] = s[j];
