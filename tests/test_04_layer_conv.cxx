@@ -636,8 +636,8 @@ static std::vector<PetscInt> UnevenPieces(PetscInt C, PetscInt P)
 /*
   Grouped and depthwise convolutions over channel partitions (Pci input pieces, Pco output workers,
   the rest spatial): P ranks equal 1 rank (output, input and parameter gradients) in float64 and
-  float32, balanced and unbalanced (with empty) input pieces; output pieces of 9 or 10 channels over
-  Pco cut groups of 3 or 2.
+  float32, balanced (plain) and unbalanced (with empty; channels-last) input pieces, with and without
+  overlap; output pieces of 9 or 10 channels over Pco cut groups of 3 or 2.
 */
 TEST(Conv, GroupsOverChannelPartitions)
 {
@@ -660,7 +660,9 @@ TEST(Conv, GroupsOverChannelPartitions)
           in.shape  = {2, g.ci, 7, 3 * ps + 2};
           in.pshape = {1, pci, 1, ps};
           if (uneven) in.lx = {{}, UnevenPieces(g.ci, pci)};
+          if (uneven) in.fmt = DD_FORMAT_CHANNELS_LAST;
           ConvCfg c;
+          c.overlap = cnt % 2 ? PETSC_TRUE : PETSC_FALSE; /* the interior while the halo is in flight */
           c.co     = g.co;
           c.groups = g.groups;
           c.s      = {g.s};

@@ -848,8 +848,8 @@ static std::vector<PetscInt> UnevenPieces(PetscInt C, PetscInt P)
 /*
   Grouped and depthwise transposed convolutions over channel partitions (Pci input pieces, Pco
   output workers, the rest spatial): P ranks equal 1 rank (output, input and parameter gradients)
-  in float64 and float32, balanced and unbalanced (with empty) input pieces; output pieces of 9 or
-  10 channels over Pco cut groups.
+  in float64 and float32, balanced (plain) and unbalanced (with empty; channels-last) input pieces;
+  output pieces of 9 or 10 channels over Pco cut groups.
 */
 TEST(ConvTranspose, GroupsOverChannelPartitions)
 {
@@ -872,6 +872,7 @@ TEST(ConvTranspose, GroupsOverChannelPartitions)
           in.shape  = {2, g.ci, 4, 2 * ps + 1};
           in.pshape = {1, pci, 1, ps};
           if (uneven) in.lx = {{}, UnevenPieces(g.ci, pci)};
+          if (uneven) in.fmt = DD_FORMAT_CHANNELS_LAST;
           CTCfg c;
           c.co     = g.co;
           c.groups = g.groups;
