@@ -884,6 +884,11 @@ TEST(ConvTranspose, GroupsOverChannelPartitions)
           snprintf(what, sizeof(what), "%s, Pci %d (%s) x Pco %d x spatial %d", g.what, (int)pci, uneven ? "uneven" : "balanced", (int)pco, (int)ps);
           CheckAgainstSerial(c, in, what);
           CheckAgainstSerial(c, in, std::string(what) + " float32", DD_FLOAT32, 2e-5);
+          if (ps % 2 == 0) { /* half the spatial workers on the batch instead: the weights are shared by n, s and co */
+            in.pshape   = {2, pci, 1, ps / 2};
+            in.shape[3] = 2 * (ps / 2) + 1;
+            CheckAgainstSerial(c, in, std::string(what) + " with a batch split");
+          }
           cnt++;
         }
     }
