@@ -656,6 +656,7 @@ TEST(Conv, GroupsOverChannelPartitions)
       for (const G &g : cases)
         for (int uneven = 0; uneven < 2; uneven++) {
           if (uneven && pci == 1) continue;
+          if (W > 4 && &g - cases.data() >= 2) continue; /* above 4 ranks (oversubscribed in the suite): the first two cases */
           InputSpec in;
           in.shape  = {2, g.ci, 7, 3 * ps + 2};
           in.pshape = {1, pci, 1, ps};

@@ -868,6 +868,7 @@ TEST(ConvTranspose, GroupsOverChannelPartitions)
       for (const G &g : cases)
         for (int uneven = 0; uneven < 2; uneven++) {
           if (uneven && pci == 1) continue;
+          if (W > 4 && &g - cases.data() >= 2) continue; /* above 4 ranks (oversubscribed in the suite): the first two cases */
           InputSpec in;
           in.shape  = {2, g.ci, 4, 2 * ps + 1};
           in.pshape = {1, pci, 1, ps};
