@@ -245,6 +245,7 @@ struct ConvDistribution {
   void SetLocalGroups(ConvGeom &g, PetscInt cin, const DDLayout &Lx, PetscInt xc, const DDLayout &Ly, PetscInt yc) const
   {
     g.groups = groups;
+    g.cig = g.cog = g.ci0 = g.co0 = 0;
     if (!GroupSplit()) return;
     g.groups = 1;
     g.cig    = cin / groups;
