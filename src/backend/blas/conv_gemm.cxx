@@ -328,6 +328,7 @@ void RowSums(const Mat<const T> &m, PetscInt R, PetscInt C, T *db)
 + g - the geometry (spatial dimensions padded to 3 with leading unit dimensions)
 . x - the input window (already padded), any strides
 . w - the weights (Co, Ci, k0, k1, k2), C order
+. ldw - the row stride of w (0: packed; a sub-block of a grouped layer's weights otherwise)
 - b - the bias (Co), or NULL
 
   Output Parameter:
@@ -382,7 +383,8 @@ void ConvForwardGemm1(const ConvGeom &g, const View<const T> &x, const T *w, con
   Input Parameters:
 + g  - the geometry
 . dy - the output gradient (N, Co, out), any strides
-- w  - the weights (Co, Ci, k0, k1, k2)
+. w  - the weights (Co, Ci, k0, k1, k2)
+- ldw - the row stride of w (0: packed; a sub-block of a grouped layer's weights otherwise)
 
   Output Parameter:
 . dx - the window's gradient, accumulated into (any strides)
@@ -435,6 +437,7 @@ void ConvBackwardDataGemm1(const ConvGeom &g, const View<const T> &dy, const T *
 
   Output Parameters:
 + dw - the weights' gradient (Co, Ci, k0, k1, k2), accumulated into
+. ldw - the row stride of dw (0: packed; a sub-block of a grouped layer's weights otherwise)
 - db - the bias' gradient (Co), accumulated into, or NULL
 
   Level: developer
@@ -477,6 +480,7 @@ void ConvBackwardWeightsGemm1(const ConvGeom &g, const View<const T> &x, const V
 + g - the geometry (ConvTGeom: crops pl, pr, either may be negative)
 . x - the input window (N, Ci, in), any strides
 . w - the weights (Ci, Co, k0, k1, k2)
+. ldw - the row stride of w (0: packed; a sub-block of a grouped layer's weights otherwise)
 - b - the bias (Co), or NULL
 
   Output Parameter:
@@ -536,7 +540,8 @@ void ConvTForwardGemm1(const ConvTGeom &g, const View<const T> &x, const T *w, c
   Input Parameters:
 + g  - the geometry
 . dy - the output gradient (N, Co, out), any strides
-- w  - the weights (Ci, Co, k0, k1, k2)
+. w  - the weights (Ci, Co, k0, k1, k2)
+- ldw - the row stride of w (0: packed; a sub-block of a grouped layer's weights otherwise)
 
   Output Parameter:
 . dx - the window's gradient (N, Ci, in), accumulated into
@@ -588,6 +593,7 @@ void ConvTBackwardDataGemm1(const ConvTGeom &g, const View<const T> &dy, const T
 
   Output Parameters:
 + dw - the weights' gradient (Ci, Co, k0, k1, k2), accumulated into
+. ldw - the row stride of dw (0: packed; a sub-block of a grouped layer's weights otherwise)
 - db - the bias' gradient (Co), accumulated into, or NULL
 
   Level: developer
