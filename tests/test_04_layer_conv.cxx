@@ -2,7 +2,8 @@
   DDLAYERCONV: P ranks equal 1 rank (outputs, input and parameter gradients) for spatial, batch,
   channel-in, channel-out and general distributions, unbalanced and subset partitions, 1-3-D;
   adjoint tests wrt input and weights; oneDNN against the reference loops; finite differences;
-  bad input.
+  grouped and depthwise convolutions over channel partitions (pieces that cut groups, unbalanced
+  and empty ones); bad input.
 */
 #include "layertest.hpp"
 
@@ -573,21 +574,6 @@ TEST(ConvBadInput, GroupsAndPaddingRules)
     DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_OUTOFRANGE, "Reflect padding (0 before, 6 after) must be smaller than the input (6) along spatial dimension 0 (-layer_conv_padding, -layer_conv_padding_after)");
     DDT(DDLayerDestroy(&l));
   }
-  /* groups over a channel partition (or channel workers): an error naming the settings */
-  if (W > 1) {
-    DDTensor xc = MakeInput({{2, 4, 6, 5}, {1, 2, 1, 1}, {}, {}}, DD_FLOAT64, 1);
-    c.groups    = 2;
-    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
-    Configure(c)(l);
-    DD_EXPECT_ERROR(DDLayerSetUp(l, xc), PETSC_ERR_SUP, "need unpartitioned channels: the input has 2 channel pieces");
-    DDT(DDLayerDestroy(&l));
-    DDT(DDTensorDestroy(&xc));
-    c.pco = 2;
-    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
-    Configure(c)(l);
-    DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_SUP, "-layer_conv_channel_workers is 2");
-    DDT(DDLayerDestroy(&l));
-  }
   /* the setters of the padding rules are conv's only */
   DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
   DDT(DDLayerSetType(l, DDLAYERCONVTRANSPOSE));
@@ -630,4 +616,104 @@ TEST(Conv, OptionsDatabaseGroupsAndPaddingRules)
     for (auto k : {"-c2_layer_type", "-c2_layer_conv_out_channels", "-c2_layer_conv_kernel", "-c2_layer_conv_groups", "-c2_layer_conv_padding", "-c2_layer_conv_padding_after"}) DDT(PetscOptionsClearValue(NULL, k));
   }
   DDT(DDTensorDestroy(&x));
+}
+
+/*
+  Unbalanced channel pieces of C channels over P workers, from the weights 1, 3, 0, 2 (an empty
+  piece from P = 3 on): pieces that cut groups, lie inside one or hold several.
+*/
+static std::vector<PetscInt> UnevenPieces(PetscInt C, PetscInt P)
+{
+  const PetscInt        wt[4] = {1, 3, 0, 2};
+  PetscInt              sum = 0, got = 0;
+  std::vector<PetscInt> r((size_t)P);
+  for (PetscInt i = 0; i < P; i++) sum += wt[i % 4];
+  for (PetscInt i = 0; i < P; i++) got += (r[i] = C * wt[i % 4] / sum);
+  r[P - 1] += C - got;
+  return r;
+}
+
+/*
+  Grouped and depthwise convolutions over channel partitions (Pci input pieces, Pco output workers,
+  the rest spatial): P ranks equal 1 rank (output, input and parameter gradients) in float64 and
+  float32, balanced (plain) and unbalanced (with empty; channels-last) input pieces, with and without
+  overlap; output pieces of 9 or 10 channels over Pco cut groups of 3 or 2.
+*/
+TEST(Conv, GroupsOverChannelPartitions)
+{
+  const int W = Size();
+  struct G {
+    PetscInt ci, co, groups, s, p, d;
+    PetscBool bias;
+    const char *what;
+  };
+  const std::vector<G> cases = {{6, 9, 3, 1, 1, 1, PETSC_TRUE, "groups 3"}, {6, 6, 6, 2, 1, 1, PETSC_TRUE, "depthwise, stride 2"}, {5, 10, 5, 1, 2, 2, PETSC_TRUE, "depthwise x2, dilation 2"}, {4, 6, 2, 1, 1, 1, PETSC_FALSE, "groups 2, no bias"}};
+  int cnt = 0;
+  for (PetscInt pci = 1; pci <= W; pci++)
+    for (PetscInt pco = 1; pci * pco <= W; pco++) {
+      if (W % (pci * pco)) continue;
+      const PetscInt ps = W / (pci * pco);
+      for (const G &g : cases)
+        for (int uneven = 0; uneven < 2; uneven++) {
+          if (uneven && pci == 1) continue;
+          if (W > 4 && &g - cases.data() >= 2) continue; /* above 4 ranks (oversubscribed in the suite): the first two cases */
+          InputSpec in;
+          in.shape  = {2, g.ci, 7, 3 * ps + 2};
+          in.pshape = {1, pci, 1, ps};
+          if (uneven) in.lx = {{}, UnevenPieces(g.ci, pci)};
+          if (uneven) in.fmt = DD_FORMAT_CHANNELS_LAST;
+          ConvCfg c;
+          c.overlap = cnt % 2 ? PETSC_TRUE : PETSC_FALSE; /* the interior while the halo is in flight */
+          c.co     = g.co;
+          c.groups = g.groups;
+          c.s      = {g.s};
+          c.p      = {g.p};
+          c.d      = {g.d};
+          c.bias   = g.bias;
+          c.pco    = pco;
+          char what[160];
+          snprintf(what, sizeof(what), "%s, Pci %d (%s) x Pco %d x spatial %d", g.what, (int)pci, uneven ? "uneven" : "balanced", (int)pco, (int)ps);
+          CheckAgainstSerial(c, in, what);
+          CheckAgainstSerial(c, in, (std::string(what) + " float32").c_str(), DD_FLOAT32, 2e-5);
+          if (ps % 2 == 0) { /* half the spatial workers on the batch instead: the weights are shared by n, s and ci */
+            in.pshape = {2, pci, 1, ps / 2};
+            in.shape[3] = 3 * (ps / 2) + 2;
+            CheckAgainstSerial(c, in, (std::string(what) + " with a batch split").c_str());
+          }
+          cnt++;
+        }
+    }
+  EXPECT_GT(cnt, 0);
+}
+
+/* the linear part of grouped convolutions over channel partitions is the adjoint of its backward pass (float64) */
+TEST(Conv, AdjointTestsGroupsOverChannelPartitions)
+{
+  const int W = Size();
+  for (PetscInt pci = 1; pci <= W; pci++) {
+    if (W % pci) continue;
+    const PetscInt pco = W / pci;
+    for (PetscInt G : {3, 6}) {
+      InputSpec in;
+      in.shape  = {2, 6, 6, 5};
+      in.pshape = {1, pci, 1, 1};
+      in.lx     = {{}, UnevenPieces(6, pci)};
+      DDTensor x = MakeInput(in, DD_FLOAT64, 3);
+      DDLayer  l;
+      ConvCfg  c;
+      c.co     = G == 3 ? 9 : 6;
+      c.groups = G;
+      c.pco    = pco;
+      DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+      Configure(c)(l);
+      DDT(DDLayerSetUp(l, x));
+      PetscReal err;
+      DDT(DDLayerAdjointTest(l, PETSC_FALSE, 1, &err));
+      EXPECT_LT(err, 1e-13) << "wrt input, groups " << G << " Pci " << pci << " Pco " << pco;
+      DDT(DDLayerAdjointTest(l, PETSC_TRUE, 2, &err));
+      EXPECT_LT(err, 1e-13) << "wrt weights and bias, groups " << G << " Pci " << pci << " Pco " << pco;
+      DDT(DDLayerDestroy(&l));
+      DDT(DDTensorDestroy(&x));
+    }
+  }
 }

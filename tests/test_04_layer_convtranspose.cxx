@@ -4,7 +4,9 @@
   padding and dilation, unbalanced and subset partitions, channel distributions (Pci, Pco,
   both, with space); adjoint tests wrt input and weights; the transposed convolution is the
   adjoint of the convolution with the same weights; oneDNN against the reference loops
-  (including the workers that fall back to them); finite differences; options; bad input.
+  (including the workers that fall back to them); finite differences; options; grouped and
+  depthwise transposed convolutions over channel partitions (pieces that cut groups, unbalanced and
+  empty ones); bad input.
 */
 #include "layertest.hpp"
 #include <iostream>
@@ -814,16 +816,6 @@ TEST(ConvTransposeBadInput, Groups)
   DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_INCOMP, "output channels 3 are not divisible by its groups 2");
   DD_EXPECT_ERROR(DDLayerConvSetGroups(l, -1), PETSC_ERR_ARG_OUTOFRANGE, "-layer_convtranspose_groups");
   DDT(DDLayerDestroy(&l));
-  if (W > 1) {
-    DDTensor xc = MakeInput({{2, 4, 3, 3}, {1, 2, 1, 1}, {}, {}}, DD_FLOAT64, 1);
-    c.co        = 4;
-    c.groups    = 2;
-    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
-    Configure(c)(l);
-    DD_EXPECT_ERROR(DDLayerSetUp(l, xc), PETSC_ERR_SUP, "need unpartitioned channels: the input has 2 channel pieces and -layer_convtranspose_channel_workers is 1");
-    DDT(DDLayerDestroy(&l));
-    DDT(DDTensorDestroy(&xc));
-  }
   /* options */
   DDT(PetscOptionsSetValue(NULL, "-ct2_layer_type", "convtranspose"));
   DDT(PetscOptionsSetValue(NULL, "-ct2_layer_convtranspose_out_channels", "8"));
@@ -839,4 +831,100 @@ TEST(ConvTransposeBadInput, Groups)
   DDT(DDLayerDestroy(&l));
   for (auto k : {"-ct2_layer_type", "-ct2_layer_convtranspose_out_channels", "-ct2_layer_convtranspose_kernel", "-ct2_layer_convtranspose_groups"}) DDT(PetscOptionsClearValue(NULL, k));
   DDT(DDTensorDestroy(&x));
+}
+
+/* Unbalanced channel pieces of C channels over P workers, from the weights 1, 3, 0, 2 (an empty piece from P = 3 on) */
+static std::vector<PetscInt> UnevenPieces(PetscInt C, PetscInt P)
+{
+  const PetscInt        wt[4] = {1, 3, 0, 2};
+  PetscInt              sum = 0, got = 0;
+  std::vector<PetscInt> r((size_t)P);
+  for (PetscInt i = 0; i < P; i++) sum += wt[i % 4];
+  for (PetscInt i = 0; i < P; i++) got += (r[i] = C * wt[i % 4] / sum);
+  r[P - 1] += C - got;
+  return r;
+}
+
+/*
+  Grouped and depthwise transposed convolutions over channel partitions (Pci input pieces, Pco
+  output workers, the rest spatial): P ranks equal 1 rank (output, input and parameter gradients)
+  in float64 and float32, balanced (plain) and unbalanced (with empty; channels-last) input pieces;
+  output pieces of 9 or 10 channels over Pco cut groups.
+*/
+TEST(ConvTranspose, GroupsOverChannelPartitions)
+{
+  const int W = Size();
+  struct G {
+    PetscInt    ci, co, groups, s, op;
+    PetscBool   bias;
+    const char *what;
+  };
+  const std::vector<G> cases = {{6, 9, 3, 2, 1, PETSC_TRUE, "groups 3, stride 2"}, {6, 6, 6, 1, 0, PETSC_TRUE, "depthwise"}, {5, 10, 5, 2, 0, PETSC_TRUE, "depthwise x2, stride 2"}, {4, 6, 2, 2, 1, PETSC_FALSE, "groups 2, no bias"}};
+  int cnt = 0;
+  for (PetscInt pci = 1; pci <= W; pci++)
+    for (PetscInt pco = 1; pci * pco <= W; pco++) {
+      if (W % (pci * pco)) continue;
+      const PetscInt ps = W / (pci * pco);
+      for (const G &g : cases)
+        for (int uneven = 0; uneven < 2; uneven++) {
+          if (uneven && pci == 1) continue;
+          if (W > 4 && &g - cases.data() >= 2) continue; /* above 4 ranks (oversubscribed in the suite): the first two cases */
+          InputSpec in;
+          in.shape  = {2, g.ci, 4, 2 * ps + 1};
+          in.pshape = {1, pci, 1, ps};
+          if (uneven) in.lx = {{}, UnevenPieces(g.ci, pci)};
+          if (uneven) in.fmt = DD_FORMAT_CHANNELS_LAST;
+          CTCfg c;
+          c.co     = g.co;
+          c.groups = g.groups;
+          c.s      = {g.s};
+          c.op     = {g.op};
+          c.bias   = g.bias;
+          c.pco    = pco;
+          char what[160];
+          snprintf(what, sizeof(what), "%s, Pci %d (%s) x Pco %d x spatial %d", g.what, (int)pci, uneven ? "uneven" : "balanced", (int)pco, (int)ps);
+          CheckAgainstSerial(c, in, what);
+          CheckAgainstSerial(c, in, std::string(what) + " float32", DD_FLOAT32, 2e-5);
+          if (ps % 2 == 0) { /* half the spatial workers on the batch instead: the weights are shared by n, s and co */
+            in.pshape   = {2, pci, 1, ps / 2};
+            in.shape[3] = 2 * (ps / 2) + 1;
+            CheckAgainstSerial(c, in, std::string(what) + " with a batch split");
+          }
+          cnt++;
+        }
+    }
+  EXPECT_GT(cnt, 0);
+}
+
+/* the linear part of grouped transposed convolutions over channel partitions is the adjoint of its backward pass (float64) */
+TEST(ConvTranspose, AdjointTestsGroupsOverChannelPartitions)
+{
+  const int W = Size();
+  for (PetscInt pci = 1; pci <= W; pci++) {
+    if (W % pci) continue;
+    const PetscInt pco = W / pci;
+    for (PetscInt G : {3, 6}) {
+      InputSpec in;
+      in.shape  = {2, 6, 4, 5};
+      in.pshape = {1, pci, 1, 1};
+      in.lx     = {{}, UnevenPieces(6, pci)};
+      DDTensor x = MakeInput(in, DD_FLOAT64, 3);
+      DDLayer  l;
+      CTCfg    c;
+      c.co     = G == 3 ? 9 : 6;
+      c.groups = G;
+      c.pco    = pco;
+      c.op     = {1};
+      DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+      Configure(c)(l);
+      DDT(DDLayerSetUp(l, x));
+      PetscReal err;
+      DDT(DDLayerAdjointTest(l, PETSC_FALSE, 1, &err));
+      EXPECT_LT(err, 1e-13) << "wrt input " << Describe(c) << " Pci " << pci;
+      DDT(DDLayerAdjointTest(l, PETSC_TRUE, 2, &err));
+      EXPECT_LT(err, 1e-13) << "wrt weights and bias " << Describe(c) << " Pci " << pci;
+      DDT(DDLayerDestroy(&l));
+      DDT(DDTensorDestroy(&x));
+    }
+  }
 }

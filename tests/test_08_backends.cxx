@@ -5,6 +5,10 @@
 */
 #include "layertest.hpp"
 #include <ddnn/private/ddbackendimpl.h>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
 
 using namespace ddtest;
 
@@ -92,7 +96,7 @@ TEST(Backends, Conv)
   }
 }
 
-/* grouped (depthwise) convolutions and asymmetric / 'same' padding: every backend (oneDNN declines groups: its chain's GEMM) against the reference loops */
+/* grouped (depthwise) convolutions and asymmetric / 'same' padding: every backend (oneDNN's grouped convolution in float32) against the reference loops */
 TEST(Backends, ConvGroupsAndAsymmetricPadding)
 {
   struct Case {
@@ -274,4 +278,130 @@ TEST(Backends, Registry)
     EXPECT_NE(msg.find(nogpu), std::string::npos) << msg;
   }
   DDT(DDLayerDestroy(&l));
+}
+
+namespace
+{
+/* the text of DDLayerView() (what rank 0 prints), on every rank */
+std::string ViewText(DDLayer l)
+{
+  char        name[256];
+  PetscViewer v;
+  int         pid = Rank() == 0 ? (int)getpid() : 0;
+  MPI_Bcast(&pid, 1, MPI_INT, 0, PETSC_COMM_WORLD);
+  snprintf(name, sizeof(name), "/tmp/ddnn_backends_view_%d.txt", pid);
+  DDT(PetscViewerASCIIOpen(PETSC_COMM_WORLD, name, &v));
+  DDT(DDLayerView(l, v));
+  DDT(PetscViewerDestroy(&v));
+  std::string text;
+  if (Rank() == 0) {
+    std::ifstream     f(name);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    text = ss.str();
+    std::remove(name);
+  }
+  int n = (int)text.size();
+  MPI_Bcast(&n, 1, MPI_INT, 0, PETSC_COMM_WORLD);
+  text.resize(n);
+  MPI_Bcast(&text[0], n, MPI_CHAR, 0, PETSC_COMM_WORLD);
+  return text;
+}
+} // namespace
+
+#if DDNN_WITH_DNNL
+/*
+  Grouped and depthwise convolutions and transposed convolutions on /cpu/dnnl in float32 run
+  oneDNN's kernels (not the fallback's GEMM or loops), and equal /cpu/ref in float32 and float64
+  (float64 runs the fallback)
+*/
+TEST(Backends, ConvGroupsRunOnDnnl)
+{
+  struct Case {
+    bool                  transposed;
+    std::vector<PetscInt> shape, k;
+    PetscInt              co, groups, s;
+    const char           *what;
+  };
+  for (const Case &c : std::vector<Case>{{false, {2, 6, 11, 13}, {3, 3}, 9, 3, 1, "conv groups 3"},
+                                         {false, {2, 8, 11, 13}, {3, 3}, 8, 8, 2, "conv depthwise, stride 2"},
+                                         {false, {2, 4, 9, 7, 6}, {3, 3, 3}, 8, 4, 1, "conv 3-D depthwise x2"},
+                                         {false, {3, 6, 17}, {5}, 6, 2, 1, "conv 1-D groups 2"},
+                                         {true, {2, 6, 7, 6}, {3, 3}, 9, 3, 2, "convtranspose groups 3, stride 2"},
+                                         {true, {2, 8, 7, 6}, {3, 3}, 8, 8, 1, "convtranspose depthwise"},
+                                         {true, {1, 4, 4, 3, 5}, {3, 3, 3}, 8, 4, 2, "convtranspose 3-D depthwise x2"},
+                                         {true, {2, 6, 9}, {4}, 4, 2, 2, "convtranspose 1-D groups 2"}}) {
+    const PetscInt D = (PetscInt)c.k.size();
+    std::vector<PetscInt> st(D, c.s), pd(D, 1);
+    auto configure = [&](DDLayer l) {
+      DDT(DDLayerSetType(l, c.transposed ? DDLAYERCONVTRANSPOSE : DDLAYERCONV));
+      DDT(DDLayerConvSetOutputChannels(l, c.co));
+      DDT(DDLayerConvSetGroups(l, c.groups));
+      DDT(DDLayerConvSetKernel(l, D, c.k.data()));
+      DDT(DDLayerConvSetStride(l, D, st.data()));
+      DDT(DDLayerConvSetPadding(l, D, pd.data()));
+    };
+    /* the kernel that runs (rank 0's; every rank has a spatial piece of the same kind) */
+    InputSpec in = Input(c.shape);
+    DDTensor  x  = MakeInput(in, DD_FLOAT32, 1);
+    DDLayer   l;
+    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+    configure(l);
+    DDT(DDLayerSetBackend(l, "/cpu/dnnl"));
+    DDT(DDLayerSetUp(l, x));
+    std::string text = ViewText(l);
+    if (Rank() == 0) printf("[ %s on /cpu/dnnl, float32 ] %s", c.what, text.c_str());
+    EXPECT_NE(text.find("kernels: "), std::string::npos) << c.what << ": " << text;
+    EXPECT_EQ(text.find("OpenBLAS"), std::string::npos) << c.what << ": " << text;
+    EXPECT_EQ(text.find("reference loops"), std::string::npos) << c.what << ": " << text;
+    EXPECT_EQ(text.find("none (no local output)"), std::string::npos) << c.what << ": " << text;
+    DDT(DDLayerDestroy(&l));
+    DDT(DDTensorDestroy(&x));
+    CheckBackends(configure, in, c.what);
+  }
+}
+#endif
+
+/*
+  Grouped and depthwise convolutions and transposed convolutions over channel partitions (input
+  pieces that cut groups, unbalanced with an empty one; or output-channel workers): every backend
+  (oneDNN declines local channels that are not whole groups: its chain's GEMM) against the
+  reference loops on one rank
+*/
+TEST(Backends, ConvGroupsOverChannelPartitions)
+{
+  const int W = Size();
+  for (int transposed = 0; transposed < 2; transposed++)
+    for (PetscInt G : {3, 6})
+      for (int split = 0; split < 2; split++) {
+        InputSpec in;
+        PetscInt  pco = 1;
+        in.shape      = {2, 6, 7, 8};
+        if (!split) { /* Pci = W, pieces 1, 3, 0, 2, ... */
+          in.pshape = {1, W, 1, 1};
+          std::vector<PetscInt> lc(W, 0);
+          const PetscInt        wt[4] = {1, 3, 0, 2};
+          PetscInt              got   = 0;
+          for (int i = 0; i < W - 1; i++) got += (lc[i] = std::min<PetscInt>(wt[i % 4], 6 - got));
+          lc[W - 1] = 6 - got;
+          in.lx     = {{}, lc};
+        } else { /* Pco = W, x on rank 0 */
+          in.pshape = {1, 1, 1, 1};
+          in.ranks  = {0};
+          pco       = W;
+        }
+        const PetscInt co = G == 3 ? 9 : 6;
+        CheckBackends(
+          [&](DDLayer l) {
+            const PetscInt k = 3, s = transposed ? 2 : 1, p = 1;
+            DDT(DDLayerSetType(l, transposed ? DDLAYERCONVTRANSPOSE : DDLAYERCONV));
+            DDT(DDLayerConvSetOutputChannels(l, co));
+            DDT(DDLayerConvSetGroups(l, G));
+            DDT(DDLayerConvSetKernel(l, 1, &k));
+            DDT(DDLayerConvSetStride(l, 1, &s));
+            DDT(DDLayerConvSetPadding(l, 1, &p));
+            DDT(DDLayerConvSetChannelWorkers(l, pco));
+          },
+          in, std::string(transposed ? "convtranspose" : "conv") + " groups " + std::to_string(G) + (split ? " over Pco" : " over Pci"));
+      }
 }

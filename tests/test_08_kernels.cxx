@@ -4,8 +4,9 @@
   and float32, on random geometries (fixed seed): 1-D, 2-D, 3-D, kernel sizes 1-5, strides 1-3,
   dilations 1-2, channels and samples including 0 and 1, empty outputs, transposed-convolution
   crops of either sign, plain and channels-last views inside bigger buffers (halos), and the
-  accumulate semantics (dx, dw, db pre-filled). Whole buffers are compared, so a write outside
-  a view fails too.
+  accumulate semantics (dx, dw, db pre-filled); grouped convolutions, also over partitioned channels
+  (ConvGeom's cig, cog, ci0, co0: local channels that cut groups). Whole buffers are compared, so a
+  write outside a view fails too.
 */
 #include "ddtest.hpp"
 #include <backend/blas/conv_gemm.hpp>
@@ -116,7 +117,7 @@ struct Case {
   std::string Describe() const
   {
     std::ostringstream o;
-    o << (transposed ? "convT" : "conv") << " D=" << g.D << " N=" << g.N << " Ci=" << g.Ci << " Co=" << g.Co;
+    o << (transposed ? "convT" : "conv") << " D=" << g.D << " N=" << g.N << " Ci=" << g.Ci << " Co=" << g.Co << " groups=" << g.groups << " cig=" << g.cig << " cog=" << g.cog << " ci0=" << g.ci0 << " co0=" << g.co0;
     for (int j = 0; j < 3; j++)
       o << " [in " << g.in[j] << " out " << g.out[j] << " k " << g.k[j] << " s " << g.s[j] << " d " << g.d[j] << " pl " << g.pl[j] << " pr " << g.pr[j] << "]";
     o << (clx ? " x:cl" : " x:plain") << (halox ? "+halo" : "") << (cly ? " y:cl" : " y:plain") << (haloy ? "+halo" : "") << (bias ? "" : " b=NULL") << (dbias ? "" : " db=NULL");
@@ -138,7 +139,7 @@ void Compare(const Case &c, std::mt19937 &rng)
   Buf<T>         Y  = MakeBuf<T>(g.N, g.Co, g.out, c.cly, c.haloy, rng);
   Buf<T>         DY = MakeBuf<T>(g.N, g.Co, g.out, c.cly, c.haloy, rng);
   Buf<T>         DX = MakeBuf<T>(g.N, g.Ci, g.in, c.clx, c.halox, rng);
-  std::vector<T> w  = Random<T>((size_t)(g.Ci * g.Co * KK), rng), b = Random<T>((size_t)g.Co, rng);
+  std::vector<T> w  = Random<T>((size_t)((c.transposed ? g.Ci * g.Cog() : g.Co * g.Cig()) * KK), rng), b = Random<T>((size_t)g.Co, rng);
   std::vector<T> dw = Random<T>(w.size(), rng), db = Random<T>(b.size(), rng);
   const T       *bp = c.bias ? b.data() : nullptr;
 
@@ -233,6 +234,35 @@ void RandomCases(bool transposed, unsigned seed, int count)
   std::mt19937 rng(seed);
   for (int i = 0; i < count; i++) Compare<T>(RandomCase(rng, transposed, 1 + i % 3), rng);
 }
+
+/*
+  Random grouped cases: whole groups (groups = G, channels multiples of G), or a worker's block of
+  groups over partitioned channels (cig, cog channels per group of G groups; local input channels
+  [ci0, ci0 + Ci) and output channels [co0, co0 + Co) of the layer's, anywhere, empty included)
+*/
+template <class T>
+void RandomGroupedCases(bool transposed, unsigned seed, int count)
+{
+  std::mt19937 rng(seed);
+  for (int i = 0; i < count; i++) {
+    Case           c  = RandomCase(rng, transposed, 1 + i % 3);
+    ConvTGeom     &g  = c.g;
+    const PetscInt G  = Pick(rng, 1, 4), cig = Pick(rng, 1, 3), cog = Pick(rng, 1, 3);
+    if (i % 3 == 0) {
+      g.groups = G;
+      g.Ci     = G * cig;
+      g.Co     = G * cog;
+    } else {
+      g.cig = cig;
+      g.cog = cog;
+      g.ci0 = Pick(rng, 0, G * cig - 1);
+      g.co0 = Pick(rng, 0, G * cog - 1);
+      g.Ci  = Pick(rng, 0, G * cig - g.ci0);
+      g.Co  = Pick(rng, 0, G * cog - g.co0);
+    }
+    Compare<T>(c, rng);
+  }
+}
 } // namespace
 
 TEST(ConvGemm, RandomFloat64)
@@ -250,6 +280,22 @@ TEST(ConvTGemm, RandomFloat64)
 TEST(ConvTGemm, RandomFloat32)
 {
   RandomCases<float>(true, 2027, 600);
+}
+TEST(ConvGemm, GroupedAndPartitionedGroupsFloat64)
+{
+  RandomGroupedCases<double>(false, 3024, 400);
+}
+TEST(ConvGemm, GroupedAndPartitionedGroupsFloat32)
+{
+  RandomGroupedCases<float>(false, 3025, 400);
+}
+TEST(ConvTGemm, GroupedAndPartitionedGroupsFloat64)
+{
+  RandomGroupedCases<double>(true, 3026, 400);
+}
+TEST(ConvTGemm, GroupedAndPartitionedGroupsFloat32)
+{
+  RandomGroupedCases<float>(true, 3027, 400);
 }
 
 /* k = 1, unit strides: the kernels hand the views to BLAS without im2col where they are matrices */

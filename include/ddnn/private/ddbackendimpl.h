@@ -37,7 +37,16 @@ struct ConvGeom {
   PetscInt out[3] = {1, 1, 1}; /* output */
   PetscInt k[3]   = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1};
   PetscInt groups = 1; /* channel groups (PyTorch's groups): Ci and Co are multiples; weights (Co, Ci/groups, k...), transposed (Ci, Co/groups, k...) */
+  /*
+    groups over partitioned channels (a worker's channels need not be whole groups): cig, cog > 0 are the
+    layer's channels per group, ci0, co0 the global indices of the local first input and output channels;
+    weights (Co, cig, k...), transposed (Ci, cog, k...); output channel co reads input channel
+    ((co0 + co) / cog) cig + j - ci0 (j < cig) where it is local. 0: the local channels are whole groups.
+  */
+  PetscInt cig = 0, cog = 0, ci0 = 0, co0 = 0;
   PetscInt KK() const { return k[0] * k[1] * k[2]; }
+  PetscInt Cig() const { return cig > 0 ? cig : Ci / groups; }
+  PetscInt Cog() const { return cog > 0 ? cog : Co / groups; }
 };
 
 /*

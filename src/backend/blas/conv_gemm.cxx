@@ -328,6 +328,7 @@ void RowSums(const Mat<const T> &m, PetscInt R, PetscInt C, T *db)
 + g - the geometry (spatial dimensions padded to 3 with leading unit dimensions)
 . x - the input window (already padded), any strides
 . w - the weights (Co, Ci, k0, k1, k2), C order
+. ldw - the row stride of w (0: packed; a sub-block of a grouped layer's weights otherwise)
 - b - the bias (Co), or NULL
 
   Output Parameter:
@@ -338,7 +339,7 @@ void RowSums(const Mat<const T> &m, PetscInt R, PetscInt C, T *db)
 .seealso: ConvForwardRef(), ConvBackwardDataGemm(), ConvBackwardWeightsGemm()
 @*/
 template <class T>
-void ConvForwardGemm1(const ConvGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y)
+void ConvForwardGemm1(const ConvGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y, PetscInt ldw = 0)
 {
   const PetscInt KK = g.KK(), K = g.Ci * KK, P = Prod(g.out);
   if (g.N == 0 || g.Co == 0 || P == 0) return;
@@ -351,7 +352,7 @@ void ConvForwardGemm1(const ConvGeom &g, const View<const T> &x, const T *w, con
   std::vector<Seg> segs;
   Mat<const T>     W;
   W.p  = w;
-  W.ld = std::max<PetscInt>(K, 1);
+  W.ld = ldw > 0 ? ldw : std::max<PetscInt>(K, 1);
   for (PetscInt n = 0; n < g.N; n++)
     for (PetscInt pa = 0; pa < P; pa += pt) {
       const PetscInt m = std::min(pt, P - pa);
@@ -382,7 +383,8 @@ void ConvForwardGemm1(const ConvGeom &g, const View<const T> &x, const T *w, con
   Input Parameters:
 + g  - the geometry
 . dy - the output gradient (N, Co, out), any strides
-- w  - the weights (Co, Ci, k0, k1, k2)
+. w  - the weights (Co, Ci, k0, k1, k2)
+- ldw - the row stride of w (0: packed; a sub-block of a grouped layer's weights otherwise)
 
   Output Parameter:
 . dx - the window's gradient, accumulated into (any strides)
@@ -392,7 +394,7 @@ void ConvForwardGemm1(const ConvGeom &g, const View<const T> &x, const T *w, con
 .seealso: ConvBackwardDataRef(), ConvForwardGemm()
 @*/
 template <class T>
-void ConvBackwardDataGemm1(const ConvGeom &g, const View<const T> &dy, const T *w, const View<T> &dx)
+void ConvBackwardDataGemm1(const ConvGeom &g, const View<const T> &dy, const T *w, const View<T> &dx, PetscInt ldw = 0)
 {
   const PetscInt KK = g.KK(), K = g.Ci * KK, P = Prod(g.out);
   if (g.N == 0 || g.Ci == 0 || g.Co == 0 || P == 0) return;
@@ -405,7 +407,7 @@ void ConvBackwardDataGemm1(const ConvGeom &g, const View<const T> &dy, const T *
   std::vector<Seg> segs;
   Mat<const T>     Wt; /* W^T, K x Co */
   Wt.p  = w;
-  Wt.ld = K;
+  Wt.ld = ldw > 0 ? ldw : K;
   Wt.tr = true;
   for (PetscInt n = 0; n < g.N; n++)
     for (PetscInt pa = 0; pa < P; pa += pt) {
@@ -435,6 +437,7 @@ void ConvBackwardDataGemm1(const ConvGeom &g, const View<const T> &dy, const T *
 
   Output Parameters:
 + dw - the weights' gradient (Co, Ci, k0, k1, k2), accumulated into
+. ldw - the row stride of dw (0: packed; a sub-block of a grouped layer's weights otherwise)
 - db - the bias' gradient (Co), accumulated into, or NULL
 
   Level: developer
@@ -442,7 +445,7 @@ void ConvBackwardDataGemm1(const ConvGeom &g, const View<const T> &dy, const T *
 .seealso: ConvBackwardWeightsRef(), ConvForwardGemm()
 @*/
 template <class T>
-void ConvBackwardWeightsGemm1(const ConvGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db)
+void ConvBackwardWeightsGemm1(const ConvGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db, PetscInt ldw = 0)
 {
   const PetscInt KK = g.KK(), K = g.Ci * KK, P = Prod(g.out);
   if (g.N == 0 || g.Co == 0 || P == 0) return;
@@ -455,7 +458,7 @@ void ConvBackwardWeightsGemm1(const ConvGeom &g, const View<const T> &x, const V
   std::vector<Seg> segs;
   Mat<T>           DW;
   DW.p  = dw;
-  DW.ld = std::max<PetscInt>(K, 1);
+  DW.ld = ldw > 0 ? ldw : std::max<PetscInt>(K, 1);
   for (PetscInt n = 0; n < g.N; n++)
     for (PetscInt pa = 0; pa < P; pa += pt) {
       const PetscInt m = std::min(pt, P - pa);
@@ -477,6 +480,7 @@ void ConvBackwardWeightsGemm1(const ConvGeom &g, const View<const T> &x, const V
 + g - the geometry (ConvTGeom: crops pl, pr, either may be negative)
 . x - the input window (N, Ci, in), any strides
 . w - the weights (Ci, Co, k0, k1, k2)
+. ldw - the row stride of w (0: packed; a sub-block of a grouped layer's weights otherwise)
 - b - the bias (Co), or NULL
 
   Output Parameter:
@@ -487,7 +491,7 @@ void ConvBackwardWeightsGemm1(const ConvGeom &g, const View<const T> &x, const V
 .seealso: ConvTForwardRef(), ConvTBackwardDataGemm(), ConvTBackwardWeightsGemm()
 @*/
 template <class T>
-void ConvTForwardGemm1(const ConvTGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y)
+void ConvTForwardGemm1(const ConvTGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y, PetscInt ldw = 0)
 {
   const PetscInt KK = g.KK(), K = g.Co * KK, P = Prod(g.in), Pout = Prod(g.out);
   if (g.N == 0 || g.Co == 0 || Pout == 0) return;
@@ -510,7 +514,7 @@ void ConvTForwardGemm1(const ConvTGeom &g, const View<const T> &x, const T *w, c
   std::vector<Seg> segs;
   Mat<const T>     Wt; /* W^T, Co KK x Ci */
   Wt.p  = w;
-  Wt.ld = K;
+  Wt.ld = ldw > 0 ? ldw : K;
   Wt.tr = true;
   for (PetscInt n = 0; n < g.N; n++)
     for (PetscInt pa = 0; pa < P; pa += pt) {
@@ -536,7 +540,8 @@ void ConvTForwardGemm1(const ConvTGeom &g, const View<const T> &x, const T *w, c
   Input Parameters:
 + g  - the geometry
 . dy - the output gradient (N, Co, out), any strides
-- w  - the weights (Ci, Co, k0, k1, k2)
+. w  - the weights (Ci, Co, k0, k1, k2)
+- ldw - the row stride of w (0: packed; a sub-block of a grouped layer's weights otherwise)
 
   Output Parameter:
 . dx - the window's gradient (N, Ci, in), accumulated into
@@ -546,7 +551,7 @@ void ConvTForwardGemm1(const ConvTGeom &g, const View<const T> &x, const T *w, c
 .seealso: ConvTBackwardDataRef(), ConvTForwardGemm()
 @*/
 template <class T>
-void ConvTBackwardDataGemm1(const ConvTGeom &g, const View<const T> &dy, const T *w, const View<T> &dx)
+void ConvTBackwardDataGemm1(const ConvTGeom &g, const View<const T> &dy, const T *w, const View<T> &dx, PetscInt ldw = 0)
 {
   const PetscInt KK = g.KK(), K = g.Co * KK, P = Prod(g.in);
   if (g.N == 0 || g.Ci == 0 || g.Co == 0 || P == 0) return;
@@ -559,7 +564,7 @@ void ConvTBackwardDataGemm1(const ConvTGeom &g, const View<const T> &dy, const T
   std::vector<Seg> segs;
   Mat<const T>     W; /* Ci x Co KK */
   W.p  = w;
-  W.ld = K;
+  W.ld = ldw > 0 ? ldw : K;
   for (PetscInt n = 0; n < g.N; n++)
     for (PetscInt pa = 0; pa < P; pa += pt) {
       const PetscInt m = std::min(pt, P - pa);
@@ -588,6 +593,7 @@ void ConvTBackwardDataGemm1(const ConvTGeom &g, const View<const T> &dy, const T
 
   Output Parameters:
 + dw - the weights' gradient (Ci, Co, k0, k1, k2), accumulated into
+. ldw - the row stride of dw (0: packed; a sub-block of a grouped layer's weights otherwise)
 - db - the bias' gradient (Co), accumulated into, or NULL
 
   Level: developer
@@ -595,7 +601,7 @@ void ConvTBackwardDataGemm1(const ConvTGeom &g, const View<const T> &dy, const T
 .seealso: ConvTBackwardWeightsRef(), ConvTForwardGemm()
 @*/
 template <class T>
-void ConvTBackwardWeightsGemm1(const ConvTGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db)
+void ConvTBackwardWeightsGemm1(const ConvTGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db, PetscInt ldw = 0)
 {
   const PetscInt KK = g.KK(), K = g.Co * KK, P = Prod(g.in);
   if (db)
@@ -619,7 +625,7 @@ void ConvTBackwardWeightsGemm1(const ConvTGeom &g, const View<const T> &x, const
   std::vector<Seg> segs;
   Mat<T>           DW; /* Ci x Co KK */
   DW.p  = dw;
-  DW.ld = K;
+  DW.ld = ldw > 0 ? ldw : K;
   for (PetscInt n = 0; n < g.N; n++)
     for (PetscInt pa = 0; pa < P; pa += pt) {
       const PetscInt m = std::min(pt, P - pa);
@@ -631,19 +637,46 @@ void ConvTBackwardWeightsGemm1(const ConvTGeom &g, const View<const T> &x, const
 }
 
 /*
-  Grouped convolutions (g.groups = G > 1): one GEMM convolution per group on the group's channel
-  slices of the views (channels start at group * C/G) and its contiguous block of the weights,
-  (Co/G)(Ci/G) k... entries from group * (Co/G)(Ci/G) k... in both the (Co, Ci/G, k...) and the
-  transposed (Ci, Co/G, k...) layouts; bias and its gradient at group * Co/G.
+  Grouped convolutions (g.groups = G > 1), also over partitioned channels (ConvGeom's cig, cog, ci0,
+  co0: paper 000 sec. 4.1.2's Pco x Pci blocks, whose channels need not be whole groups): one GEMM
+  convolution per group that has local input and output channels, on the group's local channel
+  slices [ia, ib) of x and [ca, cb) of y and the sub-block of the weights that connects them (rows
+  of the local output channels (transposed: input channels), columns from the first local in-group
+  index; leading dimension cig KK (transposed: cog KK)). Output channels no local input reaches get
+  the bias (or 0); the bias' gradient is summed over all local output channels.
 */
-template <class Geom>
-static inline Geom GroupGeom(const Geom &g)
+struct GroupSlice {
+  PetscInt ci, nci, co, nco, wo, ldw; /* local channel slices, the weights' offset and leading dimension */
+};
+template <class Geom, class F>
+static inline void ForGroups(const Geom &g, bool transposed, F &&f)
 {
-  Geom q   = g;
-  q.groups = 1;
-  q.Ci     = g.Ci / g.groups;
-  q.Co     = g.Co / g.groups;
-  return q;
+  const PetscInt Cig = g.Cig(), Cog = g.Cog(), KK = g.KK();
+  if (g.Ci <= 0 || g.Co <= 0 || Cig <= 0 || Cog <= 0) return;
+  const PetscInt glo = std::max(g.ci0 / Cig, g.co0 / Cog), ghi = std::min((g.ci0 + g.Ci - 1) / Cig, (g.co0 + g.Co - 1) / Cog);
+  for (PetscInt gi = glo; gi <= ghi; gi++) {
+    const PetscInt ia = std::max(g.ci0, gi * Cig), ib = std::min(g.ci0 + g.Ci, (gi + 1) * Cig);
+    const PetscInt ca = std::max(g.co0, gi * Cog), cb = std::min(g.co0 + g.Co, (gi + 1) * Cog);
+    if (ib <= ia || cb <= ca) continue;
+    GroupSlice sl;
+    sl.ci  = ia - g.ci0;
+    sl.nci = ib - ia;
+    sl.co  = ca - g.co0;
+    sl.nco = cb - ca;
+    if (!transposed) {
+      sl.ldw = Cig * KK;
+      sl.wo  = sl.co * sl.ldw + (ia - gi * Cig) * KK;
+    } else {
+      sl.ldw = Cog * KK;
+      sl.wo  = sl.ci * sl.ldw + (ca - gi * Cog) * KK;
+    }
+    Geom q   = g;
+    q.groups = 1;
+    q.cig = q.cog = q.ci0 = q.co0 = 0;
+    q.Ci                          = sl.nci;
+    q.Co                          = sl.nco;
+    f(q, sl);
+  }
 }
 template <class T>
 static inline View<T> ChannelShift(View<T> v, PetscInt c)
@@ -651,49 +684,79 @@ static inline View<T> ChannelShift(View<T> v, PetscInt c)
   v.p += c * v.sc;
   return v;
 }
-template <class T, class Geom, class F>
-static inline void ForGroups(const Geom &g, F &&f)
+/* y = b (or 0) on the local output channels no group slice writes */
+template <class T, class Geom>
+static void FillUncovered(const Geom &g, bool transposed, const T *b, const View<T> &y)
 {
-  const Geom     q  = GroupGeom(g);
-  const PetscInt wg = q.Ci * q.Co * g.KK();
-  for (PetscInt gi = 0; gi < g.groups; gi++) f(q, gi * q.Ci, gi * q.Co, gi * wg);
+  std::vector<char> covered((size_t)std::max<PetscInt>(g.Co, 0), 0);
+  ForGroups(g, transposed, [&](const Geom &, const GroupSlice &sl) { std::fill(covered.begin() + sl.co, covered.begin() + sl.co + sl.nco, 1); });
+  for (PetscInt co = 0; co < g.Co; co++) {
+    if (covered[co]) continue;
+    const T v = b ? b[co] : (T)0;
+    for (PetscInt n = 0; n < g.N; n++)
+      for (PetscInt o0 = 0; o0 < g.out[0]; o0++)
+        for (PetscInt o1 = 0; o1 < g.out[1]; o1++)
+          for (PetscInt o2 = 0; o2 < g.out[2]; o2++) y.at(n, co, o0, o1, o2) = v;
+  }
+}
+/* db += the sums of dy over the whole box, per output channel */
+template <class T, class Geom>
+static void BiasGradient(const Geom &g, const View<const T> &dy, T *db)
+{
+  for (PetscInt co = 0; co < g.Co; co++) {
+    T acc = 0;
+    for (PetscInt n = 0; n < g.N; n++)
+      for (PetscInt o0 = 0; o0 < g.out[0]; o0++)
+        for (PetscInt o1 = 0; o1 < g.out[1]; o1++)
+          for (PetscInt o2 = 0; o2 < g.out[2]; o2++) acc += dy.at(n, co, o0, o1, o2);
+    db[co] += acc;
+  }
+}
+/* whether g is a plain convolution: one group, not over partitioned channels */
+static inline bool Dense(const ConvGeom &g)
+{
+  return g.groups <= 1 && g.cig <= 0;
 }
 
 template <class T>
 void ConvForwardGemm(const ConvGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y)
 {
-  if (g.groups <= 1) return ConvForwardGemm1<T>(g, x, w, b, y);
-  ForGroups<T>(g, [&](const ConvGeom &q, PetscInt ci, PetscInt co, PetscInt wo) { ConvForwardGemm1<T>(q, ChannelShift(x, ci), w + wo, b ? b + co : nullptr, ChannelShift(y, co)); });
+  if (Dense(g)) return ConvForwardGemm1<T>(g, x, w, b, y);
+  FillUncovered<T>(g, false, b, y);
+  ForGroups(g, false, [&](const ConvGeom &q, const GroupSlice &sl) { ConvForwardGemm1<T>(q, ChannelShift(x, sl.ci), w + sl.wo, b ? b + sl.co : nullptr, ChannelShift(y, sl.co), sl.ldw); });
 }
 template <class T>
 void ConvBackwardDataGemm(const ConvGeom &g, const View<const T> &dy, const T *w, const View<T> &dx)
 {
-  if (g.groups <= 1) return ConvBackwardDataGemm1<T>(g, dy, w, dx);
-  ForGroups<T>(g, [&](const ConvGeom &q, PetscInt ci, PetscInt co, PetscInt wo) { ConvBackwardDataGemm1<T>(q, ChannelShift(dy, co), w + wo, ChannelShift(dx, ci)); });
+  if (Dense(g)) return ConvBackwardDataGemm1<T>(g, dy, w, dx);
+  ForGroups(g, false, [&](const ConvGeom &q, const GroupSlice &sl) { ConvBackwardDataGemm1<T>(q, ChannelShift(dy, sl.co), w + sl.wo, ChannelShift(dx, sl.ci), sl.ldw); });
 }
 template <class T>
 void ConvBackwardWeightsGemm(const ConvGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db)
 {
-  if (g.groups <= 1) return ConvBackwardWeightsGemm1<T>(g, x, dy, dw, db);
-  ForGroups<T>(g, [&](const ConvGeom &q, PetscInt ci, PetscInt co, PetscInt wo) { ConvBackwardWeightsGemm1<T>(q, ChannelShift(x, ci), ChannelShift(dy, co), dw + wo, db ? db + co : nullptr); });
+  if (Dense(g)) return ConvBackwardWeightsGemm1<T>(g, x, dy, dw, db);
+  if (db) BiasGradient<T>(g, dy, db);
+  ForGroups(g, false, [&](const ConvGeom &q, const GroupSlice &sl) { ConvBackwardWeightsGemm1<T>(q, ChannelShift(x, sl.ci), ChannelShift(dy, sl.co), dw + sl.wo, (T *)nullptr, sl.ldw); });
 }
 template <class T>
 void ConvTForwardGemm(const ConvTGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y)
 {
-  if (g.groups <= 1) return ConvTForwardGemm1<T>(g, x, w, b, y);
-  ForGroups<T>(g, [&](const ConvTGeom &q, PetscInt ci, PetscInt co, PetscInt wo) { ConvTForwardGemm1<T>(q, ChannelShift(x, ci), w + wo, b ? b + co : nullptr, ChannelShift(y, co)); });
+  if (Dense(g)) return ConvTForwardGemm1<T>(g, x, w, b, y);
+  FillUncovered<T>(g, true, b, y);
+  ForGroups(g, true, [&](const ConvTGeom &q, const GroupSlice &sl) { ConvTForwardGemm1<T>(q, ChannelShift(x, sl.ci), w + sl.wo, b ? b + sl.co : nullptr, ChannelShift(y, sl.co), sl.ldw); });
 }
 template <class T>
 void ConvTBackwardDataGemm(const ConvTGeom &g, const View<const T> &dy, const T *w, const View<T> &dx)
 {
-  if (g.groups <= 1) return ConvTBackwardDataGemm1<T>(g, dy, w, dx);
-  ForGroups<T>(g, [&](const ConvTGeom &q, PetscInt ci, PetscInt co, PetscInt wo) { ConvTBackwardDataGemm1<T>(q, ChannelShift(dy, co), w + wo, ChannelShift(dx, ci)); });
+  if (Dense(g)) return ConvTBackwardDataGemm1<T>(g, dy, w, dx);
+  ForGroups(g, true, [&](const ConvTGeom &q, const GroupSlice &sl) { ConvTBackwardDataGemm1<T>(q, ChannelShift(dy, sl.co), w + sl.wo, ChannelShift(dx, sl.ci), sl.ldw); });
 }
 template <class T>
 void ConvTBackwardWeightsGemm(const ConvTGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db)
 {
-  if (g.groups <= 1) return ConvTBackwardWeightsGemm1<T>(g, x, dy, dw, db);
-  ForGroups<T>(g, [&](const ConvTGeom &q, PetscInt ci, PetscInt co, PetscInt wo) { ConvTBackwardWeightsGemm1<T>(q, ChannelShift(x, ci), ChannelShift(dy, co), dw + wo, db ? db + co : nullptr); });
+  if (Dense(g)) return ConvTBackwardWeightsGemm1<T>(g, x, dy, dw, db);
+  if (db) BiasGradient<T>(g, dy, db);
+  ForGroups(g, true, [&](const ConvTGeom &q, const GroupSlice &sl) { ConvTBackwardWeightsGemm1<T>(q, ChannelShift(x, sl.ci), ChannelShift(dy, sl.co), dw + sl.wo, (T *)nullptr, sl.ldw); });
 }
 
 #define DD_CONV_GEMM(T) \

@@ -1,6 +1,7 @@
 /*
   /cpu/dnnl: oneDNN's float32 kernels — convolution and transposed convolution (forward, backward
-  data, backward weights; jit kernels on dense staged windows), max and average pooling, and the
+  data, backward weights; jit kernels on dense staged windows; grouped and depthwise ones as
+  oneDNN's grouped weights (G, O/G, I/G, k...)), max and average pooling, and the
   dense layer's products through dnnl_sgemm. float64 and the geometries oneDNN does not take fall
   back to /cpu/blas (then /cpu/ref).
 */
@@ -38,7 +39,7 @@ struct DnnlGemm {
 PetscErrorCode DnnlConvFormats(const ConvGeom &q, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs, bool *ok)
 {
   PetscFunctionBegin;
-  if (q.groups > 1) { /* grouped convolutions: declined, the chain's /cpu/blas GEMM loops over the groups */
+  if (q.cig > 0) { /* groups over partitioned channels (local channels that are not whole groups): declined, the chain's /cpu/blas GEMM slices the groups */
     *ok = false;
     PetscFunctionReturn(PETSC_SUCCESS);
   }
@@ -212,7 +213,7 @@ private:
 PetscErrorCode DnnlConvCreate(const ConvKernelSpec &spec, std::unique_ptr<ConvKernel> *k)
 {
   PetscFunctionBegin;
-  if (spec.g.groups > 1) PetscFunctionReturn(PETSC_SUCCESS); /* declined (*k stays NULL): the chain falls back to /cpu/blas */
+  if (spec.g.cig > 0) PetscFunctionReturn(PETSC_SUCCESS); /* groups over partitioned channels: declined (*k stays NULL), the chain falls back to /cpu/blas */
   std::unique_ptr<DnnlConvKernel> c(new DnnlConvKernel);
   PetscCall(c->SetUp(spec));
   k->reset(c.release());

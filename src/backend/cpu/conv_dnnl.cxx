@@ -6,7 +6,10 @@
   ((O, I, k...) for a convolution, (I, O, k...) for a transposed one) and reordered into the
   primitive's format only when they changed. The deconvolution primitives have the same
   argument roles as the convolution's (src = x, the deconvolution's input; dst = y), and
-  their padding crops the output: the local "crop" of a worker's output box.
+  their padding crops the output: the local "crop" of a worker's output box. Groups (g.groups =
+  G > 1): oneDNN's grouped weights (G, O/G, I/G, k...) are PyTorch's (Co, Ci/G, k...) as they are
+  (tag goi..., the same bytes), and a transposed convolution's (Ci, Co/G, k...) = (G, I/G, O/G, k...)
+  in the order g, i, o, k... (tag acb...).
 */
 #include <backend/cpu/conv_dnnl.hpp>
 #include <unordered_map>
@@ -16,6 +19,15 @@ namespace ddnn
 using md  = dnnl::memory::desc;
 using tag = dnnl::memory::format_tag;
 using dt  = dnnl::memory::data_type;
+
+/* the logical weight dimensions: (O, I, k...), or (G, O/G, I/G, k...) for groups */
+static dnnl::memory::dims WeightDims(const ConvGeom &g)
+{
+  dnnl::memory::dims wd = {g.Co, g.Ci};
+  if (g.groups > 1) wd = {g.groups, g.Co / g.groups, g.Ci / g.groups};
+  for (PetscInt j = 3 - g.D; j < 3; j++) wd.push_back(g.k[j]);
+  return wd;
+}
 
 static dnnl::memory::dims Spatial(const PetscInt v[3], PetscInt D, PetscInt add = 0)
 {
@@ -30,11 +42,10 @@ PetscErrorCode DnnlConv::Preferred(const ConvGeom &g, bool transposed, DDTensorF
   *xf = *yf = DD_FORMAT_PLAIN;
   *xbs = *ybs = 1;
   DDDnnlCall({
-    dnnl::memory::dims xd = {g.N, g.Ci}, yd = {g.N, g.Co}, wd = {g.Co, g.Ci};
+    dnnl::memory::dims xd = {g.N, g.Ci}, yd = {g.N, g.Co}, wd = WeightDims(g);
     for (PetscInt j = 3 - g.D; j < 3; j++) {
       xd.push_back(g.in[j]);
       yd.push_back(g.out[j]);
-      wd.push_back(g.k[j]);
     }
     auto strides = Spatial(g.s, g.D), dil = Spatial(g.d, g.D, -1), pad = Spatial(g.s, g.D, 0);
     for (auto &p : pad) p = 0;
@@ -71,9 +82,11 @@ PetscErrorCode DnnlConv::SetUp(const ConvGeom &g, const md &x, const md &y, cons
     const PetscInt zero[3] = {0, 0, 0};
     auto           strides = Spatial(g.s, g.D), dil = Spatial(g.d, g.D, -1), pl = Spatial(padl ? padl : zero, g.D), pr = Spatial(padr ? padr : zero, g.D);
     /* conv weights are (O, I, k...); a deconvolution's logical (O, I, k...) are stored (I, O, k...) by PyTorch */
-    dnnl::memory::dims wd = {g.Co, g.Ci};
-    for (PetscInt j = 3 - g.D; j < 3; j++) wd.push_back(g.k[j]);
-    if (!transposed) wplain = md(wd, dt::f32, g.D == 1 ? tag::oiw : g.D == 2 ? tag::oihw : tag::oidhw);
+    dnnl::memory::dims wd = WeightDims(g);
+    if (g.groups > 1) {
+      if (!transposed) wplain = md(wd, dt::f32, g.D == 1 ? tag::goiw : g.D == 2 ? tag::goihw : tag::goidhw);
+      else wplain = md(wd, dt::f32, g.D == 1 ? tag::acbd : g.D == 2 ? tag::acbde : tag::acbdef);
+    } else if (!transposed) wplain = md(wd, dt::f32, g.D == 1 ? tag::oiw : g.D == 2 ? tag::oihw : tag::oidhw);
     else wplain = md(wd, dt::f32, g.D == 1 ? tag::bac : g.D == 2 ? tag::iohw : tag::iodhw);
     md wany(wd, dt::f32, tag::any);
     bmd = md({g.Co}, dt::f32, tag::x);

@@ -4,7 +4,9 @@
   oneDNN deconvolution is checked against. Geometry (kernels.hpp, ConvTGeom): window entry li
   feeds box entry lo = li s + t d - pl along each dimension, when 0 <= lo < out. Groups
   (g.groups = G): input channel ci feeds the Co/G output channels of its group, ci / (Ci/G), with
-  weights (Ci, Co/G, k...) as torch.nn.ConvTranspose stores them.
+  weights (Ci, Co/G, k...) as torch.nn.ConvTranspose stores them. Groups over partitioned channels
+  (ConvGeom's cog, ci0, co0): local input channel ci is of group (ci0 + ci) / cig and feeds those of
+  its cog output channels that are local (OutChannel() >= 0).
 */
 #include <backend/kernels.hpp>
 
@@ -17,10 +19,17 @@ static inline PetscInt Tap(const ConvTGeom &g, PetscInt j, PetscInt li, PetscInt
   return (lo >= 0 && lo < g.out[j]) ? lo : -1;
 }
 
+/* the local output channel of in-group index cl of local input channel ci, or -1 when it is not local */
+static inline PetscInt OutChannel(const ConvTGeom &g, PetscInt Cig, PetscInt Cog, PetscInt ci, PetscInt cl)
+{
+  const PetscInt co = ((g.ci0 + ci) / Cig) * Cog + cl - g.co0;
+  return co >= 0 && co < g.Co ? co : -1;
+}
+
 template <class T>
 void ConvTForwardRef(const ConvTGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y)
 {
-  const PetscInt KK = g.KK(), Cig = g.Ci / g.groups, Cog = g.Co / g.groups;
+  const PetscInt KK = g.KK(), Cig = g.Cig(), Cog = g.Cog();
   for (PetscInt n = 0; n < g.N; n++)
     for (PetscInt co = 0; co < g.Co; co++)
       for (PetscInt o0 = 0; o0 < g.out[0]; o0++)
@@ -33,8 +42,9 @@ void ConvTForwardRef(const ConvTGeom &g, const View<const T> &x, const T *w, con
           for (PetscInt i2 = 0; i2 < g.in[2]; i2++) {
             const T v = x.at(n, ci, i0, i1, i2);
             for (PetscInt cl = 0; cl < Cog; cl++) {
-              const PetscInt co = (ci / Cig) * Cog + cl;
-              const T       *wk = w + (ci * Cog + cl) * KK;
+              const PetscInt co = OutChannel(g, Cig, Cog, ci, cl);
+              if (co < 0) continue;
+              const T *wk = w + (ci * Cog + cl) * KK;
               for (PetscInt t0 = 0; t0 < g.k[0]; t0++) {
                 PetscInt o0 = Tap(g, 0, i0, t0);
                 if (o0 < 0) continue;
@@ -55,7 +65,7 @@ void ConvTForwardRef(const ConvTGeom &g, const View<const T> &x, const T *w, con
 template <class T>
 void ConvTBackwardDataRef(const ConvTGeom &g, const View<const T> &dy, const T *w, const View<T> &dx)
 {
-  const PetscInt KK = g.KK(), Cig = g.Ci / g.groups, Cog = g.Co / g.groups;
+  const PetscInt KK = g.KK(), Cig = g.Cig(), Cog = g.Cog();
   for (PetscInt n = 0; n < g.N; n++)
     for (PetscInt ci = 0; ci < g.Ci; ci++)
       for (PetscInt i0 = 0; i0 < g.in[0]; i0++)
@@ -63,8 +73,9 @@ void ConvTBackwardDataRef(const ConvTGeom &g, const View<const T> &dy, const T *
           for (PetscInt i2 = 0; i2 < g.in[2]; i2++) {
             T acc = 0;
             for (PetscInt cl = 0; cl < Cog; cl++) {
-              const PetscInt co = (ci / Cig) * Cog + cl;
-              const T       *wk = w + (ci * Cog + cl) * KK;
+              const PetscInt co = OutChannel(g, Cig, Cog, ci, cl);
+              if (co < 0) continue;
+              const T *wk = w + (ci * Cog + cl) * KK;
               for (PetscInt t0 = 0; t0 < g.k[0]; t0++) {
                 PetscInt o0 = Tap(g, 0, i0, t0);
                 if (o0 < 0) continue;
@@ -86,9 +97,11 @@ void ConvTBackwardDataRef(const ConvTGeom &g, const View<const T> &dy, const T *
 template <class T>
 void ConvTBackwardWeightsRef(const ConvTGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db)
 {
-  const PetscInt KK = g.KK(), Cig = g.Ci / g.groups, Cog = g.Co / g.groups;
+  const PetscInt KK = g.KK(), Cig = g.Cig(), Cog = g.Cog();
   for (PetscInt ci = 0; ci < g.Ci; ci++)
-    for (PetscInt cl = 0; cl < Cog; cl++)
+    for (PetscInt cl = 0; cl < Cog; cl++) {
+      const PetscInt co = OutChannel(g, Cig, Cog, ci, cl);
+      if (co < 0) continue;
       for (PetscInt t0 = 0; t0 < g.k[0]; t0++)
         for (PetscInt t1 = 0; t1 < g.k[1]; t1++)
           for (PetscInt t2 = 0; t2 < g.k[2]; t2++) {
@@ -103,12 +116,13 @@ void ConvTBackwardWeightsRef(const ConvTGeom &g, const View<const T> &x, const V
                   for (PetscInt i2 = 0; i2 < g.in[2]; i2++) {
                     PetscInt o2 = Tap(g, 2, i2, t2);
                     if (o2 < 0) continue;
-                    acc += x.at(n, ci, i0, i1, i2) * dy.at(n, (ci / Cig) * Cog + cl, o0, o1, o2);
+                    acc += x.at(n, ci, i0, i1, i2) * dy.at(n, co, o0, o1, o2);
                   }
                 }
               }
             dw[(ci * Cog + cl) * KK + (t0 * g.k[1] + t1) * g.k[2] + t2] += acc;
           }
+    }
   if (db)
     for (PetscInt co = 0; co < g.Co; co++) {
       T acc = 0;

@@ -4,8 +4,10 @@
   Partitions (D spatial dimensions, Ps = P_0 x ... x P_{D-1}):
     x  on Px = Pn x Pci x Ps                 (the input's own partition)
     y  on Py = Pn x Pco x Ps                 (the output)
-    w  on Pr = Pco x Pci x 1...1             (weights (Co, Ci, k...), on the workers with n = 0, s = 0)
-    b  on Pb = Pco                           (bias, on the workers with n = 0, ci = 0, s = 0: counted once)
+    w  on Pr = Pco x Pci x 1...1             (weights (Co, Ci, k...), on the workers with n = 0, s = 0;
+                                              groups: (Co, Ci/G, k...) on Pco x 1, shared by the ci workers)
+    b  on Pb = Pco                           (bias, on the workers with n = 0, ci = cib, s = 0: counted once;
+                                              cib the first non-empty input-channel piece)
   and the work partition Pw = Pco x Pn x Pci x Ps of Pco Pn Pci |Ps| workers, numbered three
   ways so that the broadcasts and sum-reductions align at the trailing dimension:
     Pw_x = (Pco, Pn, Pci, Ps)  x^ = B x  (copies over co; x^ has shape (1, N, Ci, S))
@@ -380,9 +382,15 @@ static PetscErrorCode DDLayerConvSetGroups_Conv(DDLayer l, PetscInt g)
   Notes:
   Group g connects input channels [g Ci/G, (g + 1) Ci/G) to output channels [g Co/G, (g + 1) Co/G):
   groups = Ci is a depthwise convolution. The weights are (Co, Ci/G, k...) (transposed:
-  (Ci, Co/G, k...)), as PyTorch stores them. The channels must not be partitioned (Pci = Pco = 1):
-  batch and spatial partitions carry grouped convolutions; a channel partition is an error.
-  oneDNN declines groups, so float32 runs the GEMM kernels of /cpu/blas.
+  (Ci, Co/G, k...)), as PyTorch stores them (so `DDNetLoadWeights()` reads them unchanged). Every
+  distribution carries groups: batch, spatial, and channel partitions (Pci input pieces, Pco output
+  workers) with any piece boundaries, pieces that cut groups, unbalanced and empty ones included;
+  each worker connects each of its output channels to the input channels of its group that it holds
+  (paper 000 sec. 4.1.2's Pco x Pci blocks; a block that shares no group only adds its bias). With
+  groups the weights are partitioned by rows only (Co over Pco; transposed: Ci over Pci) and
+  broadcast whole to the ci (co) workers of each row piece. In float32 /cpu/dnnl runs oneDNN's
+  grouped convolution when the channels are not partitioned; over partitioned channels oneDNN
+  declines and the GEMM kernels of /cpu/blas run.
 
   Options Database Keys:
 + -layer_conv_groups <g> - the groups (conv)
@@ -630,7 +638,7 @@ static PetscErrorCode Conv_SetUpLocalKernel(DDLayer l, Conv *c, DDTensor x, DDTe
   g.N  = Lx.n[lead];
   g.Ci = Lx.n[lead + 1];
   g.Co = Ly.n[ly + 1];
-  g.groups = c->groups;
+  c->SetLocalGroups(g, x->shape[1], Lx, lead + 1, Ly, ly + 1);
   for (PetscInt j = 0; j < 3; j++) {
     g.k[j] = k[j];
     g.s[j] = s[j];
@@ -887,9 +895,10 @@ static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
   Input N x C x spatial; output N x Co x spatial'; weights (Co, Ci/groups, k...) as PyTorch stores them,
   bias (Co). Stride, padding (zeros, reflect, replicate, circular; symmetric, before/after, 'same'
   or 'valid'), dilation, groups and bias mean what they mean in torch.nn.Conv1d/2d/3d.
-  Envelope: 'same' needs stride 1; groups need Ci and Co divisible by them and unpartitioned
-  channels (Pci = Pco = 1; batch and spatial partitions only), and run on the GEMM kernels of
-  /cpu/blas in float32 (oneDNN declines them).
+  Envelope: 'same' needs stride 1; groups need Ci and Co divisible by them (an error naming
+  -layer_conv_groups otherwise) and take every distribution, channel partitions whose pieces cut
+  groups included (`DDLayerConvSetGroups()`); in float32 they run oneDNN's grouped convolution on
+  unpartitioned channels and the GEMM kernels of /cpu/blas over partitioned ones.
 
   Distributions: the input's partition Pn x Pci x Ps and -layer_conv_channel_workers Pco choose
   spatial-only (Pci = Pco = 1: a halo exchange, and the weights broadcast from their owner),

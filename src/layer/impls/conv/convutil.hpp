@@ -23,15 +23,24 @@ inline std::vector<PetscInt> Cat(std::initializer_list<PetscInt> a, const std::v
   sec. 4.1.2, Fig. 4): the weights, Co x Ci/G x k... (transposed: Ci x Co/G x k...) for c->groups = G, on Pr = Pco x Pci
   (Pci x Pco), the channel pieces following x's; the bias (Co) on Pb = Pco; with bcastW, their
   broadcasts w^ = B w, b^ = B b onto all Pn x Pss replicas (otherwise w^ is w). rank(co, n, ci, s)
-  is the rank of a worker. C has the members named below.
+  is the rank of a worker. C has the members named below. The bias lives on the workers of ci piece
+  c->cib (the first non-empty one), which add it.
+  Groups (G > 1): the in-group dimension of the weights is not split. A (co, ci) block of the work
+  partition whose pieces cut groups needs, of the rows of its output channels (transposed: of its
+  input channels), the columns of the input (output) channels it holds of each row's group, which
+  is no block of a tensor product partition; so the weights live on Pr = Pco x 1 (transposed
+  Pci x 1), rows following y's (x's) channel pieces, and w^ = B w broadcasts them over the ci (co)
+  workers too. Each worker's kernel uses the columns of its own channels and leaves zero gradients
+  in the others, so dw = B^* dw^ still sums each entry's contributions.
 */
 template <class C, class Rank>
 PetscErrorCode ConvSetUpParameters(DDLayer l, C *c, DDTensor x, PetscInt D, const PetscInt k[3], PetscInt Pn, PetscInt Pci, PetscInt Pco, PetscInt Pss, bool transposed, Rank rank)
 {
   MPI_Comm              comm = PetscObjectComm((PetscObject)l);
   std::vector<PetscInt> ones((size_t)D, 1);
-  /* (i1, i2): the two channel indices in the weights' order */
-  const PetscInt P1 = transposed ? Pci : Pco, P2 = transposed ? Pco : Pci;
+  /* (i1, i2): the two channel indices in the weights' order; groups: i2 is not split (P2 = 1), its workers share the weights */
+  const bool     grouped = c->groups > 1;
+  const PetscInt P1 = transposed ? Pci : Pco, P2 = grouped ? 1 : (transposed ? Pco : Pci), Pshare = grouped ? (transposed ? Pco : Pci) : 1;
   auto           coci = [&](PetscInt i1, PetscInt i2, PetscInt &co, PetscInt &ci) {
     co = transposed ? i2 : i1;
     ci = transposed ? i1 : i2;
@@ -48,29 +57,33 @@ PetscErrorCode ConvSetUpParameters(DDLayer l, C *c, DDTensor x, PetscInt D, cons
       }
     PetscCall(MakePartition(comm, Cat({P1, P2}, ones), r, &c->Pr));
   }
-  std::vector<PetscInt> shape, cl((size_t)Pci);
+  std::vector<PetscInt> shape, cl((size_t)Pci), rl((size_t)P1);
   if (transposed) shape = {x->shape[1], c->co / c->groups};
   else shape = {c->co, x->shape[1] / c->groups};
   for (PetscInt j = 3 - D; j < 3; j++) shape.push_back(k[j]);
-  for (PetscInt ci = 0; ci < Pci; ci++) cl[ci] = (x->ranges[1][ci + 1] - x->ranges[1][ci]) / (transposed ? 1 : c->groups); /* groups: Pci = 1 (SetUpWorkPartition) */
+  for (PetscInt ci = 0; ci < Pci; ci++) cl[ci] = x->ranges[1][ci + 1] - x->ranges[1][ci];
+  /* groups: the rows follow the pieces of y's output channels (transposed: x's input channels) */
+  for (PetscInt i1 = 0; i1 < P1 && grouped; i1++) rl[i1] = transposed ? cl[i1] : l->output->ranges[1][i1 + 1] - l->output->ranges[1][i1];
   PetscCall(DDTensorCreate(comm, &c->w));
   PetscCall(DDTensorSetPartition(c->w, c->Pr));
   PetscCall(DDTensorSetShape(c->w, 2 + D, shape.data()));
   PetscCall(DDTensorSetDataType(c->w, x->dtype));
-  PetscCall(DDTensorSetOwnershipRanges(c->w, transposed ? 0 : 1, cl.data()));
+  if (grouped) PetscCall(DDTensorSetOwnershipRanges(c->w, 0, rl.data()));
+  else PetscCall(DDTensorSetOwnershipRanges(c->w, transposed ? 0 : 1, cl.data()));
   PetscCall(DDTensorSetUp(c->w));
   PetscCall(DDLayerAddParameter_Private(l, "weight", c->w));
   if (c->bcastW) {
     std::vector<PetscMPIInt> rw;
     for (PetscInt n = 0; n < Pn; n++)
       for (PetscInt sl = 0; sl < Pss; sl++)
-        for (PetscInt i1 = 0; i1 < P1; i1++)
-          for (PetscInt i2 = 0; i2 < P2; i2++) {
-            PetscInt co, ci;
-            coci(i1, i2, co, ci);
-            rw.push_back(rank(co, n, ci, sl));
-          }
-    PetscCall(MakePartition(comm, Cat({Pn * Pss, P1, P2}, ones), rw, &c->Pww));
+        for (PetscInt sh = 0; sh < Pshare; sh++)
+          for (PetscInt i1 = 0; i1 < P1; i1++)
+            for (PetscInt i2 = 0; i2 < P2; i2++) {
+              PetscInt co, ci;
+              coci(i1, grouped ? sh : i2, co, ci);
+              rw.push_back(rank(co, n, ci, sl));
+            }
+    PetscCall(MakePartition(comm, Cat({Pn * Pss * Pshare, P1, P2}, ones), rw, &c->Pww));
     PetscCall(DDTensorCreateBroadcast(c->w, c->Pww, &c->wh));
     PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, c->w, c->wh, &c->Bw));
   } else {
@@ -79,7 +92,7 @@ PetscErrorCode ConvSetUpParameters(DDLayer l, C *c, DDTensor x, PetscInt D, cons
   }
   if (!c->bias) PetscFunctionReturn(PETSC_SUCCESS);
   std::vector<PetscMPIInt> rb;
-  for (PetscInt co = 0; co < Pco; co++) rb.push_back(rank(co, 0, 0, 0));
+  for (PetscInt co = 0; co < Pco; co++) rb.push_back(rank(co, 0, c->cib, 0));
   PetscCall(MakePartition(comm, {Pco}, rb, &c->Pb));
   PetscCall(DDTensorCreateFromPartition(c->Pb, x->dtype, 1, &c->co, &c->b));
   PetscCall(DDLayerAddParameter_Private(l, "bias", c->b));
@@ -87,7 +100,7 @@ PetscErrorCode ConvSetUpParameters(DDLayer l, C *c, DDTensor x, PetscInt D, cons
     std::vector<PetscMPIInt> rbw;
     for (PetscInt n = 0; n < Pn; n++)
       for (PetscInt sl = 0; sl < Pss; sl++)
-        for (PetscInt co = 0; co < Pco; co++) rbw.push_back(rank(co, n, 0, sl));
+        for (PetscInt co = 0; co < Pco; co++) rbw.push_back(rank(co, n, c->cib, sl));
     PetscCall(MakePartition(comm, {Pn * Pss, Pco}, rbw, &c->Pwb));
     PetscCall(DDTensorCreateBroadcast(c->b, c->Pwb, &c->bh));
     PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, c->b, c->bh, &c->Bb));
@@ -123,9 +136,10 @@ PetscErrorCode ConvSetUpOutputReduce(DDLayer l, C *c, PetscInt Pn, PetscInt Pci,
   layer's backend chain (oneDNN's preferred ones for float32 on /cpu/dnnl, strided ones for loops over
   views); *which is the backend that decided, whose chain then makes the kernels. They come from a
   rank-independent geometry (ci, co channels per worker, 8 output entries per spatial dimension), so
-  that every rank picks the same formats.
+  that every rank picks the same formats. groupsplit: groups over partitioned channels, whose local
+  problems are marked by ConvGeom's cig, cog (the backends that cannot take them decline).
 */
-inline PetscErrorCode ConvKernelFormats(DDLayer l, DDTensor x, PetscInt D, const PetscInt k[3], const PetscInt s[3], const PetscInt d[3], PetscInt ci, PetscInt co, PetscInt groups, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs, DDBackend *which)
+inline PetscErrorCode ConvKernelFormats(DDLayer l, DDTensor x, PetscInt D, const PetscInt k[3], const PetscInt s[3], const PetscInt d[3], PetscInt ci, PetscInt co, PetscInt groups, bool groupsplit, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs, DDBackend *which)
 {
   DDBackend b;
   ConvGeom  q;
@@ -141,6 +155,11 @@ inline PetscErrorCode ConvKernelFormats(DDLayer l, DDTensor x, PetscInt D, const
   q.Ci = PetscMax(1, ci);
   q.Co = PetscMax(1, co);
   q.groups = groups;
+  if (groupsplit) { /* groups over partitioned channels: the local channels need not be whole groups (ConvGeom's cig, cog) */
+    q.groups = 1;
+    q.cig    = PetscMax(1, x->shape[1] / groups);
+    q.cog    = PetscMax(1, co / groups); /* a marker: the formats do not depend on the exact value */
+  }
   for (PetscInt j = 0; j < 3; j++) {
     PetscInt &narrow = transposed ? q.in[j] : q.out[j], &wide = transposed ? q.out[j] : q.in[j];
     q.k[j] = k[j];
@@ -207,11 +226,33 @@ struct ConvDistribution {
 
   /* ---- set-up steps shared by the convolution and the transposed convolution ---- */
   PetscInt                 Pco = 1;      /* output-channel workers */
+  PetscInt                 cib = 0;      /* the input-channel piece whose workers add the bias: the first non-empty one */
   std::vector<PetscMPIInt> wr;           /* rank of worker (co, n, ci, s) */
   DDTensorFormat           yformat = DD_FORMAT_PLAIN;
   PetscInt                 ybs     = 1;
   PetscMPIInt WorkerRank(PetscInt co, PetscInt n, PetscInt ci, PetscInt sl) const { return wr[((co * Pn + n) * Pci + ci) * Pss + sl]; }
   std::vector<PetscInt> SpatialShape() const { return std::vector<PetscInt>(Ps, Ps + D); }
+  /* groups over partitioned channels: the workers' local channels need not be whole groups */
+  bool GroupSplit() const { return groups > 1 && (Pci > 1 || Pco > 1); }
+
+  /*
+    The channels of this worker's local problem g (g.Ci input channels of x^ from global channel
+    Lx.start[xc], g.Co of the box from Ly.start[yc]) with groups over partitioned channels: the
+    layer's channels per group and the global offsets, for the kernels to connect each output
+    channel to the input channels of its group they hold (ConvGeom's cig, cog, ci0, co0). Any piece
+    boundaries work, those that cut groups included (paper 000 sec. 4.1.2's Pco x Pci blocks).
+  */
+  void SetLocalGroups(ConvGeom &g, PetscInt cin, const DDLayout &Lx, PetscInt xc, const DDLayout &Ly, PetscInt yc) const
+  {
+    g.groups = groups;
+    g.cig = g.cog = g.ci0 = g.co0 = 0;
+    if (!GroupSplit()) return;
+    g.groups = 1;
+    g.cig    = cin / groups;
+    g.cog    = co / groups;
+    g.ci0    = Lx.start[xc];
+    g.co0    = Ly.start[yc];
+  }
 
   /*
     The work partition Pco x Pn x Pci x Ps (paper 000 Fig. 4) from x's partition and the number of
@@ -241,14 +282,13 @@ struct ConvDistribution {
       PetscCheck(groups >= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "The %s's groups %" PetscInt_FMT " must be positive (-%slayer_%s_groups)", what, groups, prefix, key);
       PetscCheck(x->shape[1] % groups == 0, comm, PETSC_ERR_ARG_INCOMP, "The %s's input channels %" PetscInt_FMT " are not divisible by its groups %" PetscInt_FMT " (-%slayer_%s_groups)", what, x->shape[1], groups, prefix, key);
       PetscCheck(co % groups == 0, comm, PETSC_ERR_ARG_INCOMP, "The %s's output channels %" PetscInt_FMT " are not divisible by its groups %" PetscInt_FMT " (-%slayer_%s_groups, -%slayer_%s_out_channels)", what, co, groups, prefix, key, prefix, key);
-      /* channel pieces would have to follow the group boundaries, with the group offset of each piece in the kernels: not supported */
-      PetscCheck(groups == 1 || (Pci == 1 && Pco == 1), comm, PETSC_ERR_SUP, "The %s's groups %" PetscInt_FMT " (-%slayer_%s_groups) need unpartitioned channels: the input has %" PetscInt_FMT " channel pieces and -%slayer_%s_channel_workers is %" PetscInt_FMT "; partition the batch or the spatial dimensions instead", what, groups, prefix, key, Pci, prefix, key, Pco);
     }
     const PetscInt W = Pco * Pn * Pci * Pss;
     PetscCheck(W <= size, comm, PETSC_ERR_ARG_SIZ, "The %s's work partition needs %" PetscInt_FMT " ranks (Pco %" PetscInt_FMT " x Pn %" PetscInt_FMT " x Pci %" PetscInt_FMT " x spatial %" PetscInt_FMT ") but the communicator has %d", what, W, Pco, Pn, Pci, Pss, size);
     bcastX  = Pco > 1;
     reduceY = Pci > 1;
-    bcastW  = Pn * Pss > 1;
+    for (cib = 0; cib < Pci - 1 && x->ranges[1][cib + 1] == x->ranges[1][cib]; cib++) { }
+    bcastW  = Pn * Pss * (groups > 1 ? (transposedKey ? Pco : Pci) : 1) > 1; /* groups: the weights are shared by the ci (transposed: co) workers too */
     PetscCall(ReplicaRanks(comm, Px, Pco, what, wr));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
@@ -263,7 +303,7 @@ struct ConvDistribution {
     DDTensorFormat xf;
     PetscInt       xbs;
     PetscFunctionBegin;
-    PetscCall(ConvKernelFormats(l, x, D, k, s, d, x->shape[1] / Pci, co / Pco, groups, transposed, &xf, &xbs, &yformat, &ybs, &kb));
+    PetscCall(ConvKernelFormats(l, x, D, k, s, d, x->shape[1] / Pci, co / Pco, groups, GroupSplit(), transposed, &xf, &xbs, &yformat, &ybs, &kb));
     xdirect = false;
     if (bcastX) {
       PetscCall(MakePartition(comm, Cat({Pco, Pn, Pci}, SpatialShape()), wr, &Pwx));
@@ -329,13 +369,13 @@ struct ConvDistribution {
 
   /*
     The local frame on the window [wa, wb) of x^ (the halo's window) and the box yt: whether this rank
-    works and adds the bias (ci = 0), and the storage origins of the window and the box.
+    works and adds the bias (ci = cib), and the storage origins of the window and the box.
   */
   void SetUpLocalFrame(DDTensor x, DDTensor yt, const PetscInt wa[])
   {
     const DDLayout &Lx = xh->layout, &Ly = yt->layout;
     active     = xh->active ? true : false;
-    biasworker = active && (bcastX ? xh->part->coords[2] : x->part->coords[1]) == 0;
+    biasworker = active && (bcastX ? xh->part->coords[2] : x->part->coords[1]) == cib;
     for (PetscInt j = 0; j < Lx.order; j++) xorg[j] = Lx.lo[j];
     for (PetscInt j = 0; j < D; j++) xorg[lead + 2 + j] = wa[lead + 2 + j] - Lx.start[lead + 2 + j] + Lx.lo[lead + 2 + j];
     for (PetscInt j = 0; j < Ly.order; j++) yorg[j] = Ly.lo[j];

@@ -350,7 +350,7 @@ static PetscErrorCode ConvT_SetUpLocalKernel(DDLayer l, ConvT *c, DDTensor x, DD
   g.N     = Lx.n[lead];
   g.Ci    = Lx.n[lead + 1];
   g.Co    = Ly.n[ly + 1];
-  g.groups = c->groups;
+  c->SetLocalGroups(g, x->shape[1], Lx, lead + 1, Ly, ly + 1);
   for (PetscInt j = 0; j < 3; j++) {
     g.k[j] = k[j];
     g.s[j] = s[j];
@@ -530,8 +530,11 @@ static PetscErrorCode ConvT_View(DDLayer l, PetscViewer viewer)
   weights (Ci, Co/groups, k...) as PyTorch stores them, bias (Co). Stride, padding (it crops the full
   output), output padding, dilation, groups and bias mean what they mean in
   torch.nn.ConvTranspose1d/2d/3d (zero padding only; symmetric padding only). Groups (up to
-  groups = Ci = Co) need Ci and Co divisible by them and unpartitioned channels (Pci = Pco = 1):
-  batch and spatial partitions only; oneDNN declines them (the GEMM kernels of /cpu/blas run). It is the adjoint of the
+  groups = Ci = Co) need Ci and Co divisible by them and take every distribution, channel pieces
+  that cut groups, unbalanced and empty ones included (`DDLayerConvSetGroups()`; the weights are
+  then split over Pci by rows and broadcast to the co workers); in float32 they run oneDNN's
+  grouped deconvolution on unpartitioned channels and the GEMM kernels of /cpu/blas over
+  partitioned ones. It is the adjoint of the
   `DDLAYERCONV` with the same weights, stride, padding and dilation, whose input has spatial'.
 
   Distributions, as for `DDLAYERCONV`: the input's partition Pn x Pci x Ps and
