@@ -19,6 +19,29 @@ PetscBool DDPackageInitialized = PETSC_FALSE;
 static PetscBool DDBeganPetsc  = PETSC_FALSE;
 static PetscBool DDPushedErrorHandler = PETSC_FALSE;
 
+/* the last allocation requested through PETSc (its size and caller), for the out-of-memory message;
+   recorded without allocating, so that the error handler can name it */
+typedef struct {
+  size_t      bytes;
+  int         line;
+  const char *func, *file;
+} DDMallocRecord;
+static DDMallocRecord DDLastMalloc = {0, 0, NULL, NULL};
+static PetscErrorCode (*DDTrMallocInner)(size_t, PetscBool, int, const char[], const char[], void **)  = NULL;
+static PetscErrorCode (*DDTrReallocInner)(size_t, int, const char[], const char[], void **)            = NULL;
+
+static PetscErrorCode DDTrMalloc(size_t bytes, PetscBool clear, int line, const char func[], const char file[], void **result)
+{
+  DDLastMalloc = {bytes, line, func, file};
+  return (*DDTrMallocInner)(bytes, clear, line, func, file, result);
+}
+
+static PetscErrorCode DDTrRealloc(size_t bytes, int line, const char func[], const char file[], void **result)
+{
+  DDLastMalloc = {bytes, line, func, file};
+  return (*DDTrReallocInner)(bytes, line, func, file, result);
+}
+
 PetscClassId  DD_PARTITION_CLASSID, DD_TENSOR_CLASSID;
 PetscLogEvent DD_TensorScatter, DD_TensorGather, DD_TensorSetUp;
 
@@ -189,6 +212,12 @@ PetscErrorCode DDInitialize(int *argc, char ***argv, const char file[], const ch
     if (all && !has) {
       PetscCall(PetscPushErrorHandler(DDErrorHandlerAllRanks, NULL));
       DDPushedErrorHandler = PETSC_TRUE;
+      if (PetscTrMalloc != DDTrMalloc) { /* record every allocation's size and caller (the memory routines stay PETSc's) */
+        DDTrMallocInner  = PetscTrMalloc;
+        DDTrReallocInner = PetscTrRealloc;
+        PetscTrMalloc    = DDTrMalloc;
+        PetscTrRealloc   = DDTrRealloc;
+      }
     }
   }
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -211,6 +240,11 @@ PetscErrorCode DDInitialize(int *argc, char ***argv, const char file[], const ch
   the communicator: message". An error that every rank raises then prints this line once more
   per rank beyond the first.
 
+  A failed allocation is reported by PETSc 3.18's `PetscMallocAlign()` with errno as its error
+  code and ends as "out-of-range error code"; this handler turns it into `PETSC_ERR_MEM` with a
+  message that gives the size requested and the function, file and line that asked for it
+  (`DDInitialize()` has PETSc's allocation routines record them).
+
   Level: developer
 
 .seealso: `DDInitialize()`, `DDCheckAll()`, `PetscTraceBackErrorHandler()`
@@ -218,6 +252,17 @@ PetscErrorCode DDInitialize(int *argc, char ***argv, const char file[], const ch
 PetscErrorCode DDErrorHandlerAllRanks(MPI_Comm comm, int line, const char *fun, const char *file, PetscErrorCode n, PetscErrorType p, const char *mess, void *ctx)
 {
   PetscMPIInt rank = 0;
+  static char oom[PETSC_MAX_PATH_LEN + 256];
+
+  if (p == PETSC_ERROR_INITIAL && fun && !strcmp(fun, "PetscMallocAlign") && n != PETSC_ERR_MEM) {
+    /* PETSc 3.18's PetscMallocAlign() reports a failed allocation with errno (ENOMEM) as the error
+       code and the caller's name as the message, which ends as "out-of-range error code <line>":
+       make it PETSC_ERR_MEM, with the size and the caller that DDTrMalloc() recorded */
+    const DDMallocRecord *r = &DDLastMalloc;
+    (void)PetscSNPrintf(oom, sizeof(oom), "Out of memory: an allocation of %.0f bytes (%.3g GiB) failed in %s() at %s:%d", (double)r->bytes, (double)r->bytes / 1073741824.0, r->func ? r->func : (mess ? mess : "?"), r->file ? r->file : "?", r->line);
+    n    = PETSC_ERR_MEM;
+    mess = oom;
+  }
 
   if (comm != PETSC_COMM_SELF && comm != MPI_COMM_NULL) (void)MPI_Comm_rank(comm, &rank);
   if (rank != 0 && p == PETSC_ERROR_INITIAL) {
@@ -427,6 +472,10 @@ PetscErrorCode DDFinalize(void)
   if (DDPushedErrorHandler) {
     PetscCall(PetscPopErrorHandler());
     DDPushedErrorHandler = PETSC_FALSE;
+  }
+  if (PetscTrMalloc == DDTrMalloc) {
+    PetscTrMalloc  = DDTrMallocInner;
+    PetscTrRealloc = DDTrReallocInner;
   }
   if (DDBeganPetsc) {
     DDBeganPetsc = PETSC_FALSE;
