@@ -145,7 +145,11 @@ PetscErrorCode DDFunctionListKnownTypes_Private(PetscFunctionList list, char buf
   Notes:
   When it initializes PETSc, the files given with -options_file_yaml are parsed first, so that a
   YAML syntax error is reported with the file, line and column (PETSc itself reports only "YAML
-  parser loading error"); the function then returns `PETSC_ERR_FILE_UNEXPECTED`.
+  parser loading error"); the function then returns `PETSC_ERR_FILE_UNEXPECTED`. The
+  -options_file and -options_file_yaml arguments must be the same on every rank (PETSc reads
+  them collectively): when they differ, every rank prints its own and the function returns
+  `PETSC_ERR_ARG_INCOMP` before PETSc starts (it initializes MPI itself for this check, and
+  `DDFinalize()` ends it).
 
   Level: beginner
 
@@ -187,6 +191,33 @@ static PetscErrorCode DDCheckYAMLFiles(int argc, char **argv)
   return PETSC_SUCCESS;
 }
 
+/*
+  PETSc reads the -options_file and -options_file_yaml files inside PetscInitialize() on the first
+  rank and broadcasts them: given on some ranks only (an MPMD launch), the ranks take other
+  collective calls and PetscInitialize() dies with an MPI buffer error or hangs. Compare these
+  arguments across MPI_COMM_WORLD first and report the difference on stderr, from every rank.
+*/
+static uint64_t DDHashString(const char *);
+
+static PetscErrorCode DDCheckOptionsFilesSame(int argc, char **argv)
+{
+  std::string mine;
+  int         size = 1, rank = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "-options_file") && strcmp(argv[i], "-options_file_yaml")) continue;
+    mine += std::string(mine.empty() ? "" : " ") + argv[i] + (i + 1 < argc ? std::string(" ") + argv[i + 1] : "");
+  }
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (size == 1) return PETSC_SUCCESS;
+  uint64_t h = DDHashString(mine.c_str()), in[2] = {h, ~h}, out[2];
+  if (MPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS) return PETSC_ERR_MPI;
+  if (out[0] == ~out[1]) return PETSC_SUCCESS;
+  fprintf(stderr, "ddnn: [rank %d] the options files on the command line differ between ranks (PETSc reads them collectively; options must be the same on every rank): rank %d has \"%s\"\n", rank, rank, mine.c_str());
+  fflush(stderr);
+  return PETSC_ERR_ARG_INCOMP;
+}
+
 PetscErrorCode DDInitialize(int *argc, char ***argv, const char file[], const char help[])
 {
   PetscBool petscinit;
@@ -194,11 +225,24 @@ PetscErrorCode DDInitialize(int *argc, char ***argv, const char file[], const ch
   PetscFunctionBegin;
   PetscCall(PetscInitialized(&petscinit));
   if (!petscinit) {
+    int mpiinit = 0, beganmpi = 0;
     if (argc && argv) {
       PetscErrorCode yerr = DDCheckYAMLFiles(*argc, *argv);
       if (yerr) return yerr; /* PETSc is not initialized yet: no error handler to call */
     }
+    if (MPI_Initialized(&mpiinit) == MPI_SUCCESS && !mpiinit && argc && argv) {
+      if (MPI_Init(argc, argv) != MPI_SUCCESS) return PETSC_ERR_MPI;
+      beganmpi = 1;
+    }
+    if (argc && argv) {
+      PetscErrorCode oerr = DDCheckOptionsFilesSame(*argc, *argv);
+      if (oerr) {
+        if (beganmpi) MPI_Finalize();
+        return oerr;
+      }
+    }
     PetscCall(PetscInitialize(argc, argv, file, help));
+    if (beganmpi) PetscBeganMPI = PETSC_TRUE; /* PetscFinalize() ends MPI, as if PETSc had started it */
     DDBeganPetsc = PETSC_TRUE;
   }
   PetscCall(DDInitializePackage());
@@ -313,7 +357,9 @@ static std::string DDLineAround(const std::string &s, size_t pos)
   Compares a 64-bit hash of the value across comm (the minimum and maximum of one
   `MPI_Allreduce()`); when they differ, the two ranks holding the extreme hashes exchange their
   text and every rank raises `PETSC_ERR_ARG_INCOMP` naming what differs, the two ranks and the
-  first line on which their values differ. Options given differently on different ranks (per-rank
+  first line on which their values differ; ranks that reached different checks (`what` differs:
+  they took different paths through the program) raise an error naming both checks. Options
+  given differently on different ranks (per-rank
   environments, MPMD launches) then fail at set-up with a message instead of hanging in a later
   collective call or running with other numbers.
 
@@ -325,12 +371,13 @@ PetscErrorCode DDCheckSameString(MPI_Comm comm, const char what[], const char va
 {
   uint64_t    h, in[2], out[2];
   PetscMPIInt rank, size, r[2], rr[2];
+  std::string mine = std::string(what) + '\x1f' + value; /* ranks at different checks disagree too */
 
   PetscFunctionBegin;
   PetscCallMPI(MPI_Comm_size(comm, &size));
   if (size == 1) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCallMPI(MPI_Comm_rank(comm, &rank));
-  h     = DDHashString(value);
+  h     = DDHashString(mine.c_str());
   in[0] = h;
   in[1] = ~h;
   PetscCallMPI(MPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_MIN, comm));
@@ -338,19 +385,25 @@ PetscErrorCode DDCheckSameString(MPI_Comm comm, const char what[], const char va
   r[0] = h == out[0] ? rank : size;
   r[1] = h == ~out[1] ? rank : size;
   PetscCallMPI(MPI_Allreduce(r, rr, 2, MPI_INT, MPI_MIN, comm));
-  std::string v[2];
+  std::string v[2], w[2];
   for (int k = 0; k < 2; k++) {
-    int len = rank == rr[k] ? (int)strlen(value) : 0;
+    int len = rank == rr[k] ? (int)mine.size() : 0;
     PetscCallMPI(MPI_Bcast(&len, 1, MPI_INT, rr[k], comm));
     std::vector<char> buf(len + 1, 0);
-    if (rank == rr[k]) memcpy(buf.data(), value, len);
+    if (rank == rr[k]) memcpy(buf.data(), mine.data(), len);
     PetscCallMPI(MPI_Bcast(buf.data(), len, MPI_CHAR, rr[k], comm));
-    v[k] = std::string(buf.data(), len);
+    std::string both(buf.data(), len);
+    size_t      sep = both.find('\x1f');
+    w[k]            = both.substr(0, sep);
+    v[k]            = sep == std::string::npos ? "" : both.substr(sep + 1);
   }
+  const int          lo = PetscMin(rr[0], rr[1]), hi = PetscMax(rr[0], rr[1]);
+  const int          il = rr[0] == lo ? 0 : 1, ih = 1 - il;
+  const std::string &a = v[il], &b = v[ih];
+  /* the ranks reached different checks: they took different paths through the program */
+  PetscCheck(w[0] == w[1], PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "The ranks took different paths through the program (options or arguments that differ between ranks, such as -restart or a step count given to some ranks only?): at the same collective check, rank %d checks %s (\"%s\") while rank %d checks %s (\"%s\")", lo, w[il].c_str(), DDLineAround(a, 0).c_str(), hi, w[ih].c_str(), DDLineAround(b, 0).c_str());
   size_t pos = 0;
-  while (pos < v[0].size() && pos < v[1].size() && v[0][pos] == v[1][pos]) pos++;
-  const int lo = PetscMin(rr[0], rr[1]), hi = PetscMax(rr[0], rr[1]);
-  const std::string &a = v[rr[0] == lo ? 0 : 1], &b = v[rr[0] == lo ? 1 : 0];
+  while (pos < a.size() && pos < b.size() && a[pos] == b[pos]) pos++;
   SETERRQ(PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "%s differs between ranks (ranks %d and %d disagree; options or arguments must be the same on every rank): rank %d has \"%s\", rank %d has \"%s\"", what, lo, hi, lo, DDLineAround(a, pos).c_str(), hi, DDLineAround(b, pos).c_str());
 }
 
