@@ -140,6 +140,20 @@ TEST(RankConsistency, SameStringPassesAndNamesTheFirstDifference)
   DD_EXPECT_ERROR(DDCheckSameString(PETSC_COMM_WORLD, "The data file name", v.c_str()), PETSC_ERR_ARG_INCOMP, "\"/tmp/other.h5\"");
 }
 
+TEST(RankConsistency, RanksAtDifferentChecksAreToldTheyTookDifferentPaths)
+{
+  /* -restart on one rank only: rank 0 checks a tensor's shape while the last rank checks a file
+     name, at the same collective call; the values alone would be compared as if they were one */
+  if (Size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  bool        last = Rank() == Size() - 1;
+  std::string m;
+  PetscErrorCode e = Catch([&]() { return DDCheckSameString(PETSC_COMM_WORLD, last ? "the checkpoint file name" : "the shape of a tensor", last ? "ck.h5" : "4x1x8x8"); }, &m);
+  EXPECT_EQ((int)e, (int)PETSC_ERR_ARG_INCOMP) << m;
+  EXPECT_NE(m.find("took different paths"), std::string::npos) << m;
+  EXPECT_NE(m.find("checks the shape of a tensor (\"4x1x8x8\")"), std::string::npos) << m;
+  EXPECT_NE(m.find("checks the checkpoint file name (\"ck.h5\")"), std::string::npos) << m;
+}
+
 /* the message an error handler prints, captured */
 static std::string Printed;
 static PetscErrorCode CapturePrintf(const char fmt[], ...)

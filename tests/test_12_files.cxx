@@ -110,6 +110,18 @@ TEST(DataFiles, InterruptedGenerationIsRefusedAsIncomplete)
   Remove(file);
 }
 
+TEST(DataFiles, SliceCountThatDiffersBetweenRanksIsAnError)
+{
+  /* -nsamples given differently on one rank: each rank would write other slices and hang */
+  if (Size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  std::string file = Tmp("slices.h5");
+  Remove(file);
+  DDTensor s = MakeInput({{1, 4, 6}, {1, 1, Size() <= 6 ? Size() : 1}, {}, {}}, DD_FLOAT64, 3);
+  DD_EXPECT_ERROR(DDTensorWriteHDF5Slice(s, file.c_str(), "input", 0, Rank() == 1 ? 32 : 24), PETSC_ERR_ARG_INCOMP, "slice count differs between ranks");
+  DDT(DDTensorDestroy(&s));
+  Remove(file);
+}
+
 TEST(DataFiles, FlippedDataByteIsAnErrorNamingFileAndDataset)
 {
   std::string file = Tmp("flip.h5");
