@@ -231,7 +231,8 @@ PetscErrorCode DDInitialize(int *argc, char ***argv, const char file[], const ch
       if (yerr) return yerr; /* PETSc is not initialized yet: no error handler to call */
     }
     if (MPI_Initialized(&mpiinit) == MPI_SUCCESS && !mpiinit && argc && argv) {
-      if (MPI_Init(argc, argv) != MPI_SUCCESS) return PETSC_ERR_MPI;
+      int provided; /* the thread level PETSc 3.18 asks for (PETSC_MPI_THREAD_REQUIRED) */
+      if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) return PETSC_ERR_MPI;
       beganmpi = 1;
     }
     if (argc && argv) {
