@@ -1,9 +1,12 @@
 /*
   Nothing silent (issue 13): messages that name the culprit, integer options that overflow, a
   learning rate of inf or nan, options or shapes that differ between ranks, an error raised on one
-  rank alone, and lists without silent limits (network inputs, layers, layer names).
+  rank alone, and lists without silent limits (network inputs, layers, layer names); an
+  out-of-memory error says memory, how much and where, also for a C++ std::bad_alloc.
 */
 #include "layertest.hpp"
+#include <ddnn/private/ddlayerimpl.h>
+#include <new>
 #include <cmath>
 #include <cstdarg>
 
@@ -137,6 +140,20 @@ TEST(RankConsistency, SameStringPassesAndNamesTheFirstDifference)
   DD_EXPECT_ERROR(DDCheckSameString(PETSC_COMM_WORLD, "The data file name", v.c_str()), PETSC_ERR_ARG_INCOMP, "\"/tmp/other.h5\"");
 }
 
+TEST(RankConsistency, RanksAtDifferentChecksAreToldTheyTookDifferentPaths)
+{
+  /* -restart on one rank only: rank 0 checks a tensor's shape while the last rank checks a file
+     name, at the same collective call; the values alone would be compared as if they were one */
+  if (Size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  bool        last = Rank() == Size() - 1;
+  std::string m;
+  PetscErrorCode e = Catch([&]() { return DDCheckSameString(PETSC_COMM_WORLD, last ? "the checkpoint file name" : "the shape of a tensor", last ? "ck.h5" : "4x1x8x8"); }, &m);
+  EXPECT_EQ((int)e, (int)PETSC_ERR_ARG_INCOMP) << m;
+  EXPECT_NE(m.find("took different paths"), std::string::npos) << m;
+  EXPECT_NE(m.find("checks the shape of a tensor (\"4x1x8x8\")"), std::string::npos) << m;
+  EXPECT_NE(m.find("checks the checkpoint file name (\"ck.h5\")"), std::string::npos) << m;
+}
+
 /* the message an error handler prints, captured */
 static std::string Printed;
 static PetscErrorCode CapturePrintf(const char fmt[], ...)
@@ -244,4 +261,52 @@ TEST(Truncation, LongLayerNamesKeepTheirPrefixOrNameTheLimit)
   DDT(DDNetDestroy(&net));
   DDT(PetscOptionsClearValue(NULL, "-t11ln_net_inputs"));
   DDT(PetscOptionsClearValue(NULL, "-t11ln_net_layers"));
+}
+
+/* ---------------------------------------------------------------------- */
+/* out of memory */
+
+TEST(Messages, OutOfMemorySaysMemoryHowMuchAndWhere)
+{
+  /* PETSc 3.18 reports a failed PetscMalloc() with errno as its code and the caller's name as the
+     message, ending as "out-of-range error code <line>"; with DDInitialize()'s handler it is
+     PETSC_ERR_MEM with the size and the caller */
+  PetscErrorCode (*saved)(const char[], ...) = PetscErrorPrintf;
+  double        *a                            = NULL;
+  const size_t   n                            = (size_t)1 << 42; /* 32 TiB of doubles */
+  Printed.clear();
+  PetscErrorPrintf   = CapturePrintf;
+  PetscErrorCode err = PetscMalloc1(n, &a);
+  PetscErrorPrintf   = saved;
+  EXPECT_EQ((int)err, (int)PETSC_ERR_MEM) << Printed;
+  EXPECT_EQ(a, (double *)NULL);
+  EXPECT_NE(Printed.find("Out of memory: an allocation of " + std::to_string(n * sizeof(double)) + " bytes"), std::string::npos) << Printed;
+  EXPECT_NE(Printed.find("test_11_silent.cxx"), std::string::npos) << Printed;
+}
+
+/* a layer type whose set-up throws std::bad_alloc, as a std::vector sized by a huge shape does */
+static PetscErrorCode Throws_SetUp(DDLayer, PetscInt, DDTensor[])
+{
+  throw std::bad_alloc();
+}
+static PetscErrorCode DDLayerCreate_TestThrows(DDLayer l)
+{
+  PetscFunctionBegin;
+  l->ops->setup = Throws_SetUp;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+TEST(Messages, BadAllocInLayerSetUpIsAnOutOfMemoryErrorNamingTheLayer)
+{
+  /* a C++ exception through the C interface would abort the program */
+  DDT(DDLayerRegister("t11_throws", DDLayerCreate_TestThrows));
+  DDT(PetscOptionsInsertString(NULL, "-t11ba_net_inputs x -t11ba_net_layers big -t11ba_big_layer_type t11_throws"));
+  DDNet net;
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, "t11ba_"));
+  DDT(DDNetSetFromOptions(net));
+  DDTensor x = MakeInput({{2, 3}, {}, {}, {}}, DD_FLOAT64, 1);
+  DD_EXPECT_ERROR(DDNetSetUp(net, 1, &x), PETSC_ERR_MEM, "Out of memory: a C++ allocation (std::bad_alloc) failed while setting up layer \"big\" (t11_throws) on an input of global shape 2x3");
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
 }

@@ -110,6 +110,18 @@ TEST(DataFiles, InterruptedGenerationIsRefusedAsIncomplete)
   Remove(file);
 }
 
+TEST(DataFiles, SliceCountThatDiffersBetweenRanksIsAnError)
+{
+  /* -nsamples given differently on one rank: each rank would write other slices and hang */
+  if (Size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  std::string file = Tmp("slices.h5");
+  Remove(file);
+  DDTensor s = MakeInput({{1, 4, 6}, {1, 1, Size() <= 6 ? Size() : 1}, {}, {}}, DD_FLOAT64, 3);
+  DD_EXPECT_ERROR(DDTensorWriteHDF5Slice(s, file.c_str(), "input", 0, Rank() == 1 ? 32 : 24), PETSC_ERR_ARG_INCOMP, "slice count differs between ranks");
+  DDT(DDTensorDestroy(&s));
+  Remove(file);
+}
+
 TEST(DataFiles, FlippedDataByteIsAnErrorNamingFileAndDataset)
 {
   std::string file = Tmp("flip.h5");
@@ -387,5 +399,80 @@ TEST(Checkpoints, CorruptedStaleAndForeignPaths)
   DDT(DDNetDestroy(&net));
   DDT(DDTensorDestroy(&x));
   DDT(DDTensorDestroy(&t));
+  Remove(file);
+}
+
+/* six convolutions with 40-character names, the last one's width chosen: a signature of ~400 characters */
+static DDNet LongNamedNet(const char *prefix, int lastchannels)
+{
+  std::string p = std::string("-") + prefix, layers;
+  for (int i = 0; i < 6; i++) {
+    std::string name = "a_rather_long_layer_name_for_signature_" + std::to_string(i);
+    layers += (i ? "," : "") + name;
+    DDT(PetscOptionsSetValue(NULL, (p + name + "_layer_type").c_str(), "conv"));
+    DDT(PetscOptionsSetValue(NULL, (p + name + "_layer_conv_out_channels").c_str(), i == 5 ? std::to_string(lastchannels).c_str() : "2"));
+    DDT(PetscOptionsSetValue(NULL, (p + name + "_layer_conv_kernel").c_str(), "1"));
+  }
+  DDT(PetscOptionsSetValue(NULL, (p + "net_inputs").c_str(), "x"));
+  DDT(PetscOptionsSetValue(NULL, (p + "net_layers").c_str(), layers.c_str()));
+  DDNet net;
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, prefix));
+  DDT(DDNetSetFromOptions(net));
+  return net;
+}
+
+TEST(Checkpoints, AnotherNetworkNamesTheFirstParameterThatDiffers)
+{
+  /* the signatures agree for their first ~330 characters: a message cut at 200 characters never
+     reached the layer that differs */
+  std::string file = Tmp("sig.h5");
+  const int   P    = Size();
+  DDTensor    x    = MakeInput({{2, 1, 3, 2 * P}, {1, 1, 1, P}, {}, {}}, DD_FLOAT64, 1);
+  DDNet       a = LongNamedNet("f12sa_", 3), b = LongNamedNet("f12sb_", 4);
+  DDT(DDNetSetUp(a, 1, &x));
+  DDT(DDNetSetUp(b, 1, &x));
+  DDT(DDCheckpointSave(a, NULL, file.c_str()));
+  std::string    m;
+  PetscErrorCode e = Catch([&]() { return DDCheckpointLoad(b, NULL, file.c_str()); }, &m);
+  EXPECT_EQ(e, PETSC_ERR_FILE_UNEXPECTED) << m;
+  EXPECT_NE(m.find("the first that differs is parameter 10, a_rather_long_layer_name_for_signature_5.weight:3x2x1x1 in the file but a_rather_long_layer_name_for_signature_5.weight:4x2x1x1 in this network"), std::string::npos) << m;
+  EXPECT_NE(m.find(file), std::string::npos) << m;
+  DDT(DDCheckpointLoad(a, NULL, file.c_str())); /* its own checkpoint loads */
+  DDT(DDNetDestroy(&a));
+  DDT(DDNetDestroy(&b));
+  DDT(DDTensorDestroy(&x));
+  Remove(file);
+}
+
+TEST(DataFiles, AnotherSampleShapeNamesBothShapes)
+{
+  std::string file = Tmp("shape.h5");
+  DDDataset   ds   = NULL;
+  Remove(file);
+  WriteSlices(file, 4, 4);
+  DDT(OpenDataset(file, &ds));
+  PetscInt        order;
+  const PetscInt *ss;
+  DDT(DDDatasetGetSampleShape(ds, 0, &order, &ss));
+  ASSERT_GE(order, 1);
+  /* a batch tensor for samples one entry wider in the last dimension */
+  std::vector<PetscInt> bshape = {2}, bpart = {1};
+  std::string           fs, bs;
+  for (PetscInt k = 0; k < order; k++) {
+    PetscInt v = ss[k] + (k == order - 1);
+    bshape.push_back(v);
+    bpart.push_back(1);
+    fs += (k ? "x" : "") + std::to_string(ss[k]);
+    bs += (k ? "x" : "") + std::to_string(v);
+  }
+  DDTensor t = MakeInput({bshape, bpart, {}, {}}, DD_FLOAT64, 1);
+  std::string    m;
+  PetscErrorCode e = Catch([&]() { return DDDatasetReadBatch(ds, 0, 0, 2, t); }, &m);
+  EXPECT_EQ(e, PETSC_ERR_ARG_SIZ) << m;
+  EXPECT_NE(m.find("have shape " + fs + ", but the batch tensor holds samples of shape " + bs), std::string::npos) << m;
+  EXPECT_NE(m.find(file), std::string::npos) << m;
+  DDT(DDTensorDestroy(&t));
+  DDT(DDDatasetDestroy(&ds));
   Remove(file);
 }

@@ -278,7 +278,7 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsBool("-require_progress", "Fail unless the loss fell and the surrogate beats the trivial predictor", NULL, progress, &progress, NULL));
   PetscOptionsEnd();
   PetscCheck(B >= 1, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-batch %" PetscInt_FMT ": the batch size must be positive", B);
-  PetscCheck(ntest >= B && S - ntest >= B, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "Need at least a batch of training and of test samples");
+  PetscCheck(ntest >= B && S - ntest >= B, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-batch %" PetscInt_FMT " needs at least a batch of training and of held-out samples: -nsamples %" PetscInt_FMT " with -ntest %" PetscInt_FMT " gives %" PetscInt_FMT " and %" PetscInt_FMT, B, S, ntest, S - ntest, ntest);
   /* the checkpoint path must be writable (and not a device or directory) before any work is done */
   PetscCall(DDFileCheckWritable(PETSC_COMM_WORLD, ckpt));
 

@@ -8,6 +8,8 @@
 #include <io/h5util.hpp>
 #include <dddataset.h>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 using namespace ddnn;
 
@@ -28,6 +30,29 @@ static PetscErrorCode Signature(DDNet net, std::string &sig)
     sig += ";";
   }
   PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the first entry ("<layer>.<param>:<shape>") where two signatures differ, its index, and the entry counts */
+static void SignatureFirstDifference(const std::string &a, const std::string &b, PetscInt *k, std::string &ea, std::string &eb, PetscInt *na, PetscInt *nb)
+{
+  auto split = [](const std::string &s) {
+    std::vector<std::string> v;
+    size_t                   p = 0, q;
+    while ((q = s.find(';', p)) != std::string::npos) {
+      v.push_back(s.substr(p, q - p));
+      p = q + 1;
+    }
+    if (p < s.size()) v.push_back(s.substr(p));
+    return v;
+  };
+  std::vector<std::string> va = split(a), vb = split(b);
+  size_t                   i  = 0;
+  while (i < va.size() && i < vb.size() && va[i] == vb[i]) i++;
+  *k  = (PetscInt)i;
+  ea  = i < va.size() ? va[i] : "";
+  eb  = i < vb.size() ? vb[i] : "";
+  *na = (PetscInt)va.size();
+  *nb = (PetscInt)vb.size();
 }
 
 /* calls f(name "<layer>.<buffer>", tensor or NULL, counter or NULL) for every buffer of every layer */
@@ -141,7 +166,8 @@ PetscErrorCode DDCheckpointSave(DDNet net, DDOptimizer opt, const char file[])
   and step count. Errors on every rank, naming the file (and dataset), when the file is missing,
   truncated, incomplete or from an older ddnn, corrupted (a content checksum or HDF5 metadata
   checksum does not match), when it comes from another network (parameter names or shapes
-  differ: both signatures are printed) or another optimizer.
+  differ: the first parameter that differs is named, with its shape in the file and in the network)
+  or another optimizer.
 
   Level: beginner
 
@@ -167,7 +193,12 @@ PetscErrorCode DDCheckpointLoad(DDNet net, DDOptimizer opt, const char file[])
     DDCheckAll(comm, H5Aexists(fid, "ddnn_checkpoint_version") > 0, PETSC_ERR_FILE_UNEXPECTED, "Checkpoint \"%s\" is incomplete or from an older ddnn (no \"ddnn_checkpoint_version\"): it lacks the layers' buffers and checksums", file);
     PetscCall(H5ReadIntAttribute(comm, fid, file, "ddnn_checkpoint_version", &version));
     DDCheckAll(comm, version == 2, PETSC_ERR_FILE_UNEXPECTED, "Checkpoint \"%s\" has format version %" PetscInt64_FMT ", this ddnn reads version 2", file, version);
-    DDCheckAll(comm, fsig == sig, PETSC_ERR_FILE_UNEXPECTED, "Checkpoint \"%s\" is from another network: it holds %.200s but this network has %.200s", file, fsig.c_str(), sig.c_str());
+    if (fsig != sig) {
+      std::string fe, ne;
+      PetscInt    k = 0, fn = 0, nn = 0;
+      SignatureFirstDifference(fsig, sig, &k, fe, ne, &fn, &nn);
+      DDCheckAll(comm, PETSC_FALSE, PETSC_ERR_FILE_UNEXPECTED, "Checkpoint \"%s\" is from another network (%" PetscInt_FMT " parameters in the file, %" PetscInt_FMT " in this network): the first that differs is parameter %" PetscInt_FMT ", %s in the file but %s in this network", file, fn, nn, k, fe.empty() ? "absent" : fe.c_str(), ne.empty() ? "absent" : ne.c_str());
+    }
     for (PetscInt i = 0; i < n; i++) {
       const char *name;
       PetscCall(DDNetGetParameterName(net, i, &name));

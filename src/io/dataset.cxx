@@ -323,7 +323,12 @@ PetscErrorCode DDDatasetReadBatch(DDDataset ds, PetscInt field, PetscInt start, 
   const std::vector<PetscInt> &fs = I->shapes[field];
   bool                         ok = (PetscInt)fs.size() == t->order && t->shape[0] == n;
   for (PetscInt k = 1; ok && k < t->order; k++) ok = fs[k] == t->shape[k];
-  PetscCheck(ok, comm, PETSC_ERR_ARG_SIZ, "Batch tensor of order %" PetscInt_FMT " does not hold %" PetscInt_FMT " samples of dataset \"%s\"", t->order, n, I->fields[field].c_str());
+  if (!ok) { /* name both shapes: the batch tensor's sample shape and the file's */
+    char ts[256], fsh[256];
+    PetscCall(DDShapeToString_Private(t->order - 1, t->shape + 1, ts, sizeof(ts)));
+    PetscCall(DDShapeToString_Private((PetscInt)fs.size() - 1, fs.data() + 1, fsh, sizeof(fsh)));
+    SETERRQ(comm, PETSC_ERR_ARG_SIZ, "The samples of dataset \"%s\" in \"%s\" have shape %s, but the batch tensor holds samples of shape %s (%" PetscInt_FMT " of them, for a batch of %" PetscInt_FMT ")", I->fields[field].c_str(), I->file.c_str(), fsh, ts, t->shape[0], n);
+  }
   for (PetscInt k = 1; k < t->order; k++) PetscCheck(!t->replicated[k] || t->part->shape[k] == 1, comm, PETSC_ERR_SUP, "Batch tensors with replicated dimensions are not supported");
   const char *path = I->fields[field].c_str();
   hid_t       dset = H5Dopen2(I->fid, path, H5P_DEFAULT);

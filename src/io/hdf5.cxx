@@ -604,6 +604,11 @@ PetscErrorCode DDTensorWriteHDF5Slice(DDTensor t, const char file[], const char 
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorWriteHDF5Slice"));
   PetscCall(DDTensorCheckHost_Private(t, "DDTensorWriteHDF5Slice"));
   PetscCheck(index >= 0 && index < total, comm, PETSC_ERR_ARG_OUTOFRANGE, "Slice %" PetscInt_FMT " is outside [0, %" PetscInt_FMT ")", index, total);
+  { /* a slice count given differently on the ranks (-nsamples on one rank) would write other slices on each rank and hang in the collective writes */
+    char v[64];
+    PetscCall(PetscSNPrintf(v, sizeof(v), "slice %" PetscInt_FMT " of %" PetscInt_FMT, index, total));
+    PetscCall(DDCheckSameString(comm, "DDTensorWriteHDF5Slice()'s slice index or slice count", v));
+  }
   const PetscInt       drop = (t->order > 1 && t->shape[0] == 1) ? 1 : 0;
   std::vector<hsize_t> dims(t->order + 1 - drop), start(dims.size(), 0), count(dims.size(), 0);
   dims[0] = (hsize_t)total;

@@ -46,7 +46,8 @@ PetscErrorCode DDNetTrainResetStages_Private(void)
   Notes:
   Each step zeroes the gradients, runs `DDNetForward()`, `DDNetBackward()` and
   `DDOptimizerStep()`; a loss that is nan or inf stops training with an error naming the step
-  (`DDNetSetCheckFinite()` names the first layer and tensor); the batch size, seed and dataset
+  (`DDNetSetCheckFinite()` names the first layer and tensor), or naming the data field and the
+  batch's samples when the batch itself holds nan or inf; the batch size, seed and dataset
   size must agree on every rank (`DDCheckSameString()`); -log_view reports the stages "DD Data", "DD Forward", "DD Backward",
   "DD Update". Ends with `DDOptimizerEndEpoch()`.
 
@@ -88,6 +89,20 @@ PetscErrorCode DDNetTrainEpoch(DDNet net, DDOptimizer opt, DDDataset ds, PetscIn
     if (PetscIsInfOrNanReal(loss)) { /* the loss is the same on every rank: a collective error */
       PetscInt step = 0, epoch = 0;
       PetscCall(DDOptimizerGetStepCount(opt, &step, &epoch));
+      for (PetscInt f = 0; f < nf; f++) { /* non-finite data is the data file's fault, not the learning rate's */
+        PetscReal nrm;
+        PetscCall(DDTensorNorm(xs[f], NORM_2, &nrm));
+        if (!PetscIsInfOrNanReal(nrm)) continue;
+        const PetscInt *order;
+        char            list[160] = "", one[24];
+        PetscCall(DDDatasetGetOrder(ds, &order));
+        for (PetscInt i = 0; i < batch && i < 8; i++) {
+          PetscCall(PetscSNPrintf(one, sizeof(one), i ? ", %" PetscInt_FMT : "%" PetscInt_FMT, order[b * batch + i]));
+          PetscCall(PetscStrlcat(list, one, sizeof(list)));
+        }
+        if (batch > 8) PetscCall(PetscStrlcat(list, ", ...", sizeof(list)));
+        SETERRQ(PetscObjectComm((PetscObject)net), PETSC_ERR_FP, "Training stopped: the loss is %s at step %" PetscInt_FMT " of %" PetscInt_FMT " of this epoch (epoch %" PetscInt_FMT ") because the data is not finite: field %" PetscInt_FMT " of the dataset holds nan or inf in one of this batch's samples (%s)", std::isnan((double)loss) ? "nan" : ((double)loss > 0 ? "inf" : "-inf"), b + 1, nb, epoch + 1, f, list);
+      }
       SETERRQ(PetscObjectComm((PetscObject)net), PETSC_ERR_NOT_CONVERGED, "Training diverged: the loss is %s at step %" PetscInt_FMT " of %" PetscInt_FMT " of this epoch (epoch %" PetscInt_FMT ", optimizer step %" PetscInt_FMT "); lower the learning rate, or run with -dd_check_finite to find the first layer and tensor that is not finite", std::isnan((double)loss) ? "nan" : ((double)loss > 0 ? "inf" : "-inf"), b + 1, nb, epoch + 1, step + 1);
     }
     sum += loss;

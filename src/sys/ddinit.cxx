@@ -19,6 +19,29 @@ PetscBool DDPackageInitialized = PETSC_FALSE;
 static PetscBool DDBeganPetsc  = PETSC_FALSE;
 static PetscBool DDPushedErrorHandler = PETSC_FALSE;
 
+/* the last allocation requested through PETSc (its size and caller), for the out-of-memory message;
+   recorded without allocating, so that the error handler can name it */
+typedef struct {
+  size_t      bytes;
+  int         line;
+  const char *func, *file;
+} DDMallocRecord;
+static DDMallocRecord DDLastMalloc = {0, 0, NULL, NULL};
+static PetscErrorCode (*DDTrMallocInner)(size_t, PetscBool, int, const char[], const char[], void **)  = NULL;
+static PetscErrorCode (*DDTrReallocInner)(size_t, int, const char[], const char[], void **)            = NULL;
+
+static PetscErrorCode DDTrMalloc(size_t bytes, PetscBool clear, int line, const char func[], const char file[], void **result)
+{
+  DDLastMalloc = {bytes, line, func, file};
+  return (*DDTrMallocInner)(bytes, clear, line, func, file, result);
+}
+
+static PetscErrorCode DDTrRealloc(size_t bytes, int line, const char func[], const char file[], void **result)
+{
+  DDLastMalloc = {bytes, line, func, file};
+  return (*DDTrReallocInner)(bytes, line, func, file, result);
+}
+
 PetscClassId  DD_PARTITION_CLASSID, DD_TENSOR_CLASSID;
 PetscLogEvent DD_TensorScatter, DD_TensorGather, DD_TensorSetUp;
 
@@ -122,7 +145,11 @@ PetscErrorCode DDFunctionListKnownTypes_Private(PetscFunctionList list, char buf
   Notes:
   When it initializes PETSc, the files given with -options_file_yaml are parsed first, so that a
   YAML syntax error is reported with the file, line and column (PETSc itself reports only "YAML
-  parser loading error"); the function then returns `PETSC_ERR_FILE_UNEXPECTED`.
+  parser loading error"); the function then returns `PETSC_ERR_FILE_UNEXPECTED`. The
+  -options_file and -options_file_yaml arguments must be the same on every rank (PETSc reads
+  them collectively): when they differ, every rank prints its own and the function returns
+  `PETSC_ERR_ARG_INCOMP` before PETSc starts (it initializes MPI itself for this check, and
+  `DDFinalize()` ends it).
 
   Level: beginner
 
@@ -164,6 +191,33 @@ static PetscErrorCode DDCheckYAMLFiles(int argc, char **argv)
   return PETSC_SUCCESS;
 }
 
+/*
+  PETSc reads the -options_file and -options_file_yaml files inside PetscInitialize() on the first
+  rank and broadcasts them: given on some ranks only (an MPMD launch), the ranks take other
+  collective calls and PetscInitialize() dies with an MPI buffer error or hangs. Compare these
+  arguments across MPI_COMM_WORLD first and report the difference on stderr, from every rank.
+*/
+static uint64_t DDHashString(const char *);
+
+static PetscErrorCode DDCheckOptionsFilesSame(int argc, char **argv)
+{
+  std::string mine;
+  int         size = 1, rank = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "-options_file") && strcmp(argv[i], "-options_file_yaml")) continue;
+    mine += std::string(mine.empty() ? "" : " ") + argv[i] + (i + 1 < argc ? std::string(" ") + argv[i + 1] : "");
+  }
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (size == 1) return PETSC_SUCCESS;
+  uint64_t h = DDHashString(mine.c_str()), in[2] = {h, ~h}, out[2];
+  if (MPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS) return PETSC_ERR_MPI;
+  if (out[0] == ~out[1]) return PETSC_SUCCESS;
+  fprintf(stderr, "ddnn: [rank %d] the options files on the command line differ between ranks (PETSc reads them collectively; options must be the same on every rank): rank %d has \"%s\"\n", rank, rank, mine.c_str());
+  fflush(stderr);
+  return PETSC_ERR_ARG_INCOMP;
+}
+
 PetscErrorCode DDInitialize(int *argc, char ***argv, const char file[], const char help[])
 {
   PetscBool petscinit;
@@ -171,11 +225,25 @@ PetscErrorCode DDInitialize(int *argc, char ***argv, const char file[], const ch
   PetscFunctionBegin;
   PetscCall(PetscInitialized(&petscinit));
   if (!petscinit) {
+    int mpiinit = 0, beganmpi = 0;
     if (argc && argv) {
       PetscErrorCode yerr = DDCheckYAMLFiles(*argc, *argv);
       if (yerr) return yerr; /* PETSc is not initialized yet: no error handler to call */
     }
+    if (MPI_Initialized(&mpiinit) == MPI_SUCCESS && !mpiinit && argc && argv) {
+      int provided; /* the thread level PETSc 3.18 asks for (PETSC_MPI_THREAD_REQUIRED) */
+      if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) return PETSC_ERR_MPI;
+      beganmpi = 1;
+    }
+    if (argc && argv) {
+      PetscErrorCode oerr = DDCheckOptionsFilesSame(*argc, *argv);
+      if (oerr) {
+        if (beganmpi) MPI_Finalize();
+        return oerr;
+      }
+    }
     PetscCall(PetscInitialize(argc, argv, file, help));
+    if (beganmpi) PetscBeganMPI = PETSC_TRUE; /* PetscFinalize() ends MPI, as if PETSc had started it */
     DDBeganPetsc = PETSC_TRUE;
   }
   PetscCall(DDInitializePackage());
@@ -189,6 +257,12 @@ PetscErrorCode DDInitialize(int *argc, char ***argv, const char file[], const ch
     if (all && !has) {
       PetscCall(PetscPushErrorHandler(DDErrorHandlerAllRanks, NULL));
       DDPushedErrorHandler = PETSC_TRUE;
+      if (PetscTrMalloc != DDTrMalloc) { /* record every allocation's size and caller (the memory routines stay PETSc's) */
+        DDTrMallocInner  = PetscTrMalloc;
+        DDTrReallocInner = PetscTrRealloc;
+        PetscTrMalloc    = DDTrMalloc;
+        PetscTrRealloc   = DDTrRealloc;
+      }
     }
   }
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -211,6 +285,11 @@ PetscErrorCode DDInitialize(int *argc, char ***argv, const char file[], const ch
   the communicator: message". An error that every rank raises then prints this line once more
   per rank beyond the first.
 
+  A failed allocation is reported by PETSc 3.18's `PetscMallocAlign()` with errno as its error
+  code and ends as "out-of-range error code"; this handler turns it into `PETSC_ERR_MEM` with a
+  message that gives the size requested and the function, file and line that asked for it
+  (`DDInitialize()` has PETSc's allocation routines record them).
+
   Level: developer
 
 .seealso: `DDInitialize()`, `DDCheckAll()`, `PetscTraceBackErrorHandler()`
@@ -218,6 +297,17 @@ PetscErrorCode DDInitialize(int *argc, char ***argv, const char file[], const ch
 PetscErrorCode DDErrorHandlerAllRanks(MPI_Comm comm, int line, const char *fun, const char *file, PetscErrorCode n, PetscErrorType p, const char *mess, void *ctx)
 {
   PetscMPIInt rank = 0;
+  static char oom[PETSC_MAX_PATH_LEN + 256];
+
+  if (p == PETSC_ERROR_INITIAL && fun && !strcmp(fun, "PetscMallocAlign") && n != PETSC_ERR_MEM) {
+    /* PETSc 3.18's PetscMallocAlign() reports a failed allocation with errno (ENOMEM) as the error
+       code and the caller's name as the message, which ends as "out-of-range error code <line>":
+       make it PETSC_ERR_MEM, with the size and the caller that DDTrMalloc() recorded */
+    const DDMallocRecord *r = &DDLastMalloc;
+    (void)PetscSNPrintf(oom, sizeof(oom), "Out of memory: an allocation of %.0f bytes (%.3g GiB) failed in %s() at %s:%d", (double)r->bytes, (double)r->bytes / 1073741824.0, r->func ? r->func : (mess ? mess : "?"), r->file ? r->file : "?", r->line);
+    n    = PETSC_ERR_MEM;
+    mess = oom;
+  }
 
   if (comm != PETSC_COMM_SELF && comm != MPI_COMM_NULL) (void)MPI_Comm_rank(comm, &rank);
   if (rank != 0 && p == PETSC_ERROR_INITIAL) {
@@ -268,7 +358,9 @@ static std::string DDLineAround(const std::string &s, size_t pos)
   Compares a 64-bit hash of the value across comm (the minimum and maximum of one
   `MPI_Allreduce()`); when they differ, the two ranks holding the extreme hashes exchange their
   text and every rank raises `PETSC_ERR_ARG_INCOMP` naming what differs, the two ranks and the
-  first line on which their values differ. Options given differently on different ranks (per-rank
+  first line on which their values differ; ranks that reached different checks (`what` differs:
+  they took different paths through the program) raise an error naming both checks. Options
+  given differently on different ranks (per-rank
   environments, MPMD launches) then fail at set-up with a message instead of hanging in a later
   collective call or running with other numbers.
 
@@ -280,12 +372,13 @@ PetscErrorCode DDCheckSameString(MPI_Comm comm, const char what[], const char va
 {
   uint64_t    h, in[2], out[2];
   PetscMPIInt rank, size, r[2], rr[2];
+  std::string mine = std::string(what) + '\x1f' + value; /* ranks at different checks disagree too */
 
   PetscFunctionBegin;
   PetscCallMPI(MPI_Comm_size(comm, &size));
   if (size == 1) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCallMPI(MPI_Comm_rank(comm, &rank));
-  h     = DDHashString(value);
+  h     = DDHashString(mine.c_str());
   in[0] = h;
   in[1] = ~h;
   PetscCallMPI(MPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_MIN, comm));
@@ -293,19 +386,25 @@ PetscErrorCode DDCheckSameString(MPI_Comm comm, const char what[], const char va
   r[0] = h == out[0] ? rank : size;
   r[1] = h == ~out[1] ? rank : size;
   PetscCallMPI(MPI_Allreduce(r, rr, 2, MPI_INT, MPI_MIN, comm));
-  std::string v[2];
+  std::string v[2], w[2];
   for (int k = 0; k < 2; k++) {
-    int len = rank == rr[k] ? (int)strlen(value) : 0;
+    int len = rank == rr[k] ? (int)mine.size() : 0;
     PetscCallMPI(MPI_Bcast(&len, 1, MPI_INT, rr[k], comm));
     std::vector<char> buf(len + 1, 0);
-    if (rank == rr[k]) memcpy(buf.data(), value, len);
+    if (rank == rr[k]) memcpy(buf.data(), mine.data(), len);
     PetscCallMPI(MPI_Bcast(buf.data(), len, MPI_CHAR, rr[k], comm));
-    v[k] = std::string(buf.data(), len);
+    std::string both(buf.data(), len);
+    size_t      sep = both.find('\x1f');
+    w[k]            = both.substr(0, sep);
+    v[k]            = sep == std::string::npos ? "" : both.substr(sep + 1);
   }
+  const int          lo = PetscMin(rr[0], rr[1]), hi = PetscMax(rr[0], rr[1]);
+  const int          il = rr[0] == lo ? 0 : 1, ih = 1 - il;
+  const std::string &a = v[il], &b = v[ih];
+  /* the ranks reached different checks: they took different paths through the program */
+  PetscCheck(w[0] == w[1], PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "The ranks took different paths through the program (options or arguments that differ between ranks, such as -restart or a step count given to some ranks only?): at the same collective check, rank %d checks %s (\"%s\") while rank %d checks %s (\"%s\")", lo, w[il].c_str(), DDLineAround(a, 0).c_str(), hi, w[ih].c_str(), DDLineAround(b, 0).c_str());
   size_t pos = 0;
-  while (pos < v[0].size() && pos < v[1].size() && v[0][pos] == v[1][pos]) pos++;
-  const int lo = PetscMin(rr[0], rr[1]), hi = PetscMax(rr[0], rr[1]);
-  const std::string &a = v[rr[0] == lo ? 0 : 1], &b = v[rr[0] == lo ? 1 : 0];
+  while (pos < a.size() && pos < b.size() && a[pos] == b[pos]) pos++;
   SETERRQ(PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "%s differs between ranks (ranks %d and %d disagree; options or arguments must be the same on every rank): rank %d has \"%s\", rank %d has \"%s\"", what, lo, hi, lo, DDLineAround(a, pos).c_str(), hi, DDLineAround(b, pos).c_str());
 }
 
@@ -427,6 +526,10 @@ PetscErrorCode DDFinalize(void)
   if (DDPushedErrorHandler) {
     PetscCall(PetscPopErrorHandler());
     DDPushedErrorHandler = PETSC_FALSE;
+  }
+  if (PetscTrMalloc == DDTrMalloc) {
+    PetscTrMalloc  = DDTrMallocInner;
+    PetscTrRealloc = DDTrReallocInner;
   }
   if (DDBeganPetsc) {
     DDBeganPetsc = PETSC_FALSE;

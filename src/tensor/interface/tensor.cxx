@@ -44,7 +44,8 @@ PetscErrorCode LayoutBuild(DDLayout *L, PetscInt order, const PetscInt n[], cons
   for (PetscInt p = order - 1; p >= 0; p--) {
     PetscInt k   = L->perm[p];
     L->stride[k] = s;
-    s *= (k == L->bdim) ? (L->alloc[k] + L->bs - 1) / L->bs : L->alloc[k];
+    /* a local piece of more than PETSC_MAX_INT entries is an error, not a wrapped (negative) size */
+    PetscCall(PetscIntMultError(s, (k == L->bdim) ? (L->alloc[k] + L->bs - 1) / L->bs : L->alloc[k], &s));
   }
   L->size = s;
   PetscFunctionReturn(PETSC_SUCCESS);
