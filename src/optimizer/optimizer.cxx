@@ -9,6 +9,7 @@
 #include <vector>
 #include <string>
 #include <cmath>
+#include <cstdio>
 
 using namespace ddnn;
 
@@ -232,7 +233,12 @@ PetscErrorCode DDOptimizerSetLearningRate(DDOptimizer opt, PetscReal lr)
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
-  PetscCheck(lr > 0 && !PetscIsInfOrNanReal(lr), PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_OUTOFRANGE, "Learning rate %g must be positive and finite", (double)lr);
+  if (!(lr > 0 && !PetscIsInfOrNanReal(lr))) {
+    char        v[64];
+    const char *prefix = ((PetscObject)opt)->prefix ? ((PetscObject)opt)->prefix : "";
+    (void)snprintf(v, sizeof(v), "%g", (double)lr); /* C's %g: PETSc's formatting would print "inf." */
+    SETERRQ(PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_OUTOFRANGE, "The learning rate %s (-%soptimizer_lr) must be positive and finite", v, prefix);
+  }
   opt->lr = lr;
   PetscFunctionReturn(PETSC_SUCCESS);
 }

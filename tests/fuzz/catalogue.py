@@ -325,9 +325,9 @@ def cases(good, restarted):
     add("paths", "-checkpoint in a missing directory", BASE + D + ["-checkpoint", W("nosuchdir", "c.h5")], words=["nosuchdir"])
     add("paths", "-data in a missing directory", BASE + ["-data", W("nosuchdir", "d.h5")] + K(), words=["nosuchdir"])
     # non-finite
-    add("nonfinite", "-optimizer_lr 1e400 (inf)", R + ["-optimizer_lr", "1e400"], words=["learning rate inf", "finite"])
-    add("nonfinite", "-optimizer_lr nan", R + ["-optimizer_lr", "nan"], words=["learning rate nan", "finite"])
-    add("nonfinite", "-optimizer_lr -1", R + ["-optimizer_lr", "-1"], words=["learning rate -1", "positive"])
+    add("nonfinite", "-optimizer_lr 1e400 (inf)", R + ["-optimizer_lr", "1e400"], words=["learning rate inf", "-optimizer_lr", "finite"])
+    add("nonfinite", "-optimizer_lr nan", R + ["-optimizer_lr", "nan"], words=["learning rate nan", "-optimizer_lr", "finite"])
+    add("nonfinite", "-optimizer_lr -1", R + ["-optimizer_lr", "-1"], words=["learning rate -1", "-optimizer_lr", "positive"])
     add("nonfinite", "-optimizer_lr 1e30 (diverges)", R + ["-optimizer_lr", "1e30"], np=2, words=["diverged", "step"])
     add("nonfinite", "a NaN in the input data", BASE + ["-data", W("nan_input.h5")] + K(), words=["nan"], h5import=True)
     add("nonfinite", "an inf in the target data", BASE + ["-data", W("inf_target.h5")] + K(), words=["inf"], h5import=True)
