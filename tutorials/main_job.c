@@ -9,7 +9,7 @@ static const char help[] = "The main job: a PETSc solver makes Poisson data on a
                            "  -restart          continue from the checkpoint\n"
                            "  -require_progress fail unless the training loss fell and the surrogate beats the trivial predictor\n"
                            "  -eval_grid <n>    after training, also evaluate on the held-out samples solved on an n x n grid\n"
-                           "  -eval_data <file> HDF5 file of those samples (default <data>.grid<n>.h5; generated if missing)\n"
+                           "  -eval_data <file> HDF5 file of those samples (default <data>_grid<n>.h5; generated if missing)\n"
                            "The network and the optimizer come from the options database (share/ddnn/main_job.opts).\n";
 /*
   1. Data. For every sample, a random coefficient field kappa(x, y) = exp(sum of a few random
@@ -204,32 +204,32 @@ static PetscErrorCode HeldOutError(DDNet net, DDDataset test, DDDataset train, D
   PetscCall(DDTensorDuplicate(xs[1], &mean));
   PetscCall(DDTensorDuplicate(xs[1], &diff));
   if (train) { /* mean training target, broadcast over the batch */
-  PetscCall(DDDatasetGetNumSamples(train, &St));
-  PetscCall(DDDatasetShuffle(train, 0));
-  PetscCall(DDTensorZeroEntries(mean));
-  for (PetscInt b = 0; b + B <= St; b += B) {
-    PetscCall(DDDatasetReadBatch(train, 1, b, B, xs[1]));
-    PetscCall(DDTensorAXPY(mean, 1.0, xs[1]));
-  }
-  { /* average over the batch rows too (the batch tensors are plain, without halo) */
-    void      *a;
-    DDDataType dt;
-    PetscInt   st[4], n[4], strides[4];
-    PetscCall(DDTensorGetDataType(mean, &dt));
-    PetscCall(DDTensorGetCorners(mean, st, n));
-    PetscCall(DDTensorGetLocalStrides(mean, strides));
-    PetscCall(DDTensorGetArray(mean, &a));
-    for (PetscInt i = 0; i < n[2] * n[3]; i++) {
-      PetscReal s = 0;
-      for (PetscInt r = 0; r < n[0]; r++) s += dt == DD_FLOAT32 ? ((float *)a)[r * strides[0] + i] : ((double *)a)[r * strides[0] + i];
-      s /= B * (St / B);
-      for (PetscInt r = 0; r < n[0]; r++) {
-        if (dt == DD_FLOAT32) ((float *)a)[r * strides[0] + i] = (float)s;
-        else ((double *)a)[r * strides[0] + i] = s;
-      }
+    PetscCall(DDDatasetGetNumSamples(train, &St));
+    PetscCall(DDDatasetShuffle(train, 0));
+    PetscCall(DDTensorZeroEntries(mean));
+    for (PetscInt b = 0; b + B <= St; b += B) {
+      PetscCall(DDDatasetReadBatch(train, 1, b, B, xs[1]));
+      PetscCall(DDTensorAXPY(mean, 1.0, xs[1]));
     }
-    PetscCall(DDTensorRestoreArray(mean, &a));
-  }
+    { /* average over the batch rows too (the batch tensors are plain, without halo) */
+      void      *a;
+      DDDataType dt;
+      PetscInt   st[4], n[4], strides[4];
+      PetscCall(DDTensorGetDataType(mean, &dt));
+      PetscCall(DDTensorGetCorners(mean, st, n));
+      PetscCall(DDTensorGetLocalStrides(mean, strides));
+      PetscCall(DDTensorGetArray(mean, &a));
+      for (PetscInt i = 0; i < n[2] * n[3]; i++) {
+        PetscReal s = 0;
+        for (PetscInt r = 0; r < n[0]; r++) s += dt == DD_FLOAT32 ? ((float *)a)[r * strides[0] + i] : ((double *)a)[r * strides[0] + i];
+        s /= B * (St / B);
+        for (PetscInt r = 0; r < n[0]; r++) {
+          if (dt == DD_FLOAT32) ((float *)a)[r * strides[0] + i] = (float)s;
+          else ((double *)a)[r * strides[0] + i] = s;
+        }
+      }
+      PetscCall(DDTensorRestoreArray(mean, &a));
+    }
   }
   PetscCall(DDDatasetGetNumSamples(test, &S));
   PetscCall(DDDatasetShuffle(test, 0));
