@@ -10,8 +10,16 @@
 
   Times are medians of -reps repetitions of fwd+bwd (Forward, then Backward with the input
   gradient), after two warm-up calls. Cases: (N, C, H, W) -> C channels, modes (m, m).
+
+  -kernels 1 (1 rank) also times the local FFT kernels of the backend tier (FftKernel) for the two
+  stages of each case at 1 rank, Forward + Adjoint: FFTW (/cpu/ref, the kernel every CPU backend
+  reaches) and, in a CUDA build on a process with a device, cuFFT (/gpu/cuda; arrays in device
+  memory, the time taken after a synchronizing copy).
 */
 #include <ddnn.h>
+#include <ddnn/private/ddbackendimpl.h>
+#include <backend/interface/backends.hpp>
+#include <memory>
 #include <vector>
 #include <string>
 #include <algorithm>
@@ -130,10 +138,43 @@ static PetscErrorCode RunDDNN(const Case &c, const std::vector<PetscInt> &ps, DD
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* median Forward + Adjoint time of the FFT kernel of backend b for one stage (arrays in b's memory) */
+static PetscErrorCode TimeFftKernel(DDBackend b, DDDataType dt, bool real, PetscInt A, PetscInt L, PetscInt m, PetscInt B, PetscInt reps, double *t)
+{
+  ddnn::FftKernelSpec              spec;
+  std::unique_ptr<ddnn::FftKernel> k;
+  DDBackend                        which;
+  const size_t                     es = dt == DD_FLOAT64 ? sizeof(double) : sizeof(float);
+  void                            *a, *y;
+  double                           sync;
+
+  PetscFunctionBegin;
+  spec.real = real, spec.A = A, spec.L = L, spec.m = m, spec.B = B, spec.K = real ? m : 2 * m;
+  const size_t na = (size_t)(A * L * B * (real ? 1 : 2)) * es, nb = (size_t)(A * spec.K * B * 2) * es;
+  PetscCall(b->mem.malloc(na, &a));
+  PetscCall(b->mem.malloc(nb, &y));
+  spec.a = a, spec.b = y;
+  PetscCall(ddnn::DDBackendFftCreate(b, dt, spec, &k, &which));
+  std::vector<double> ts;
+  for (PetscInt r = 0; r < reps + 2; r++) {
+    double t0 = MPI_Wtime();
+    PetscCall(k->Forward(a, y));
+    PetscCall(k->Adjoint(y, a));
+    PetscCall(b->mem.copy(&sync, a, b->memtype == DD_MEMTYPE_HOST ? 0 : sizeof(float))); /* waits for the device */
+    if (r >= 2) ts.push_back(MPI_Wtime() - t0);
+  }
+  std::sort(ts.begin(), ts.end());
+  *t = ts[ts.size() / 2];
+  k.reset();
+  PetscCall(b->mem.free(a));
+  PetscCall(b->mem.free(y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 int main(int argc, char **argv)
 {
   PetscInt    reps = 20;
-  PetscBool   torch = PETSC_TRUE;
+  PetscBool   torch = PETSC_TRUE, kernels = PETSC_FALSE;
   char        dts[16] = "float32";
   PetscMPIInt size;
 
@@ -141,6 +182,7 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-reps", &reps, NULL));
   PetscCall(PetscOptionsGetBool(NULL, NULL, "-torch", &torch, NULL));
   PetscCall(PetscOptionsGetString(NULL, NULL, "-dtype", dts, sizeof(dts), NULL));
+  PetscCall(PetscOptionsGetBool(NULL, NULL, "-kernels", &kernels, NULL));
   PetscCallMPI(MPI_Comm_size(PETSC_COMM_WORLD, &size));
   const DDDataType  dt    = std::string(dts) == "float64" ? DD_FLOAT64 : DD_FLOAT32;
   std::vector<Case> cases = {{8, 32, 64, 64, 12}, {4, 32, 128, 128, 16}, {1, 64, 256, 256, 16}};
@@ -158,6 +200,30 @@ int main(int argc, char **argv)
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s %6d %12.3f %12s %14" PetscInt64_FMT " %14" PetscInt64_FMT " %7.2f %10s %7s\n", name, size, 1e3 * t, have ? std::to_string(1e3 * tt).substr(0, 8).c_str() : "-", pr, fu,
                           pr ? (double)fu / (double)pr : 0.0, "", have ? std::to_string(t / tt).substr(0, 5).c_str() : "-"));
     if (have && c.N == cases.back().N && c.C == cases.back().C) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "(PyTorch %s, one thread)\n", ver.c_str()));
+  }
+  if (kernels && size == 1) { /* the local FFT kernels of the two stages: r2c along W (N C H rows, m kept), c2c along H (stride m) */
+    DDBackend ref = ddnn::DDBackendLookup_Private("/cpu/ref"), gpu = ddnn::DDBackendLookup_Private("/gpu/cuda");
+    PetscBool havegpu = PETSC_FALSE;
+    if (gpu) { /* a CUDA build: a device is there when its memory can be had */
+      void *p;
+      PetscCall(PetscPushErrorHandler(PetscReturnErrorHandler, NULL));
+      havegpu = gpu->mem.malloc(16, &p) == PETSC_SUCCESS ? PETSC_TRUE : PETSC_FALSE;
+      PetscCall(PetscPopErrorHandler());
+      if (havegpu) PetscCall(gpu->mem.free(p));
+    }
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "local FFT kernels (Forward + Adjoint), medians of %" PetscInt_FMT ": %-22s %10s %10s %10s\n", reps, "stage", "fftw [ms]", "cufft [ms]", "ratio"));
+    for (const auto &c : cases)
+      for (int st = 0; st < 2; st++) {
+        const bool     real = st == 0;
+        const PetscInt A = real ? c.N * c.C * c.H : c.N * c.C, L = real ? c.W : c.H, B = real ? 1 : c.m;
+        double         th, tg = 0;
+        char           name[64];
+        PetscCall(TimeFftKernel(ref, dt, real, A, L, c.m, B, reps, &th));
+        if (havegpu) PetscCall(TimeFftKernel(gpu, dt, real, A, L, c.m, B, reps, &tg));
+        snprintf(name, sizeof(name), "%s %d,%d,%d,%d m%d", real ? "r2c" : "c2c", (int)c.N, (int)c.C, (int)c.H, (int)c.W, (int)c.m);
+        PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%*s%-22s %10.3f %10s %10s\n", 48, "", name, 1e3 * th, havegpu ? std::to_string(1e3 * tg).substr(0, 8).c_str() : "-", havegpu ? std::to_string(th / tg).substr(0, 6).c_str() : "-"));
+      }
+    if (!havegpu) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "(no CUDA device%s: cuFFT not timed)\n", gpu ? "" : " backend in this build"));
   }
   PetscCall(DDFinalize());
   return 0;

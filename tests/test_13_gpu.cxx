@@ -5,7 +5,7 @@
   asking for it (and for device memory) is an error "no CUDA device"; host-only paths (layers,
   primitives, Vec sharing, HDF5, datasets) refuse device tensors with an error naming the function.
 
-  Device tests (vector operations, pack/unpack, pointwise and GEMM kernels against the host and
+  Device tests (vector operations, pack/unpack, pointwise, GEMM and cuFFT kernels against the host and
   reference kernels, device tensors' accessors): they need a CUDA device and are skipped with a
   visible message where cudaGetDeviceCount() finds none. Without DDNN_WITH_CUDA the GPU tests skip
   visibly; the refusal tests still run (they need no device).
@@ -505,4 +505,85 @@ TEST(Gpu, LayersRefuseTheDeviceBackend)
   EXPECT_NE(msg.find("layers do not run there yet"), std::string::npos) << msg;
   DDT(DDLayerDestroy(&l));
   DDT(DDTensorDestroy(&x));
+}
+
+/* the FFT kernel of /gpu/cuda is in the table (host-side: no device needed) */
+TEST(Gpu, FftKernelRegistered)
+{
+  REQUIRE_CUDA_BUILD();
+  DDBackend b = ddnn::DDBackendLookup_Private("/gpu/cuda");
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(b->f32.fftcreate, nullptr);
+  EXPECT_NE(b->f64.fftcreate, nullptr);
+}
+
+/*
+  cuFFT through the backend tier: the /gpu/cuda FftKernel of one stage of the fft primitive
+  (real r2c with truncation, complex with the two corner blocks; the complex plans batched over B
+  = 1, over B with A executions, over A with B executions) equals the FFTW kernel of /cpu/ref
+  (itself checked against a direct DFT in test_14_spectral), forward and adjoint
+*/
+template <class T>
+static void FftCase(DDBackend g, DDBackend ref, bool real, PetscInt A, PetscInt L, PetscInt m, PetscInt B)
+{
+  ddnn::FftKernelSpec spec;
+  spec.real = real, spec.A = A, spec.L = L, spec.m = m, spec.B = B, spec.K = real ? m : 2 * m;
+  const PetscInt na = A * L * B * (real ? 1 : 2), nb = A * spec.K * B * 2;
+  const double   tol = sizeof(T) == 4 ? 1e-5 : 1e-12;
+  const DDDataType dt = sizeof(T) == 4 ? DD_FLOAT32 : DD_FLOAT64;
+  std::vector<T> a(na), b(nb), ha(na), hb(nb);
+  for (PetscInt i = 0; i < na; i++) a[i] = (T)std::sin(0.37 * i + 0.1);
+  for (PetscInt i = 0; i < nb; i++) b[i] = (T)std::cos(0.53 * i - 0.2);
+  void *da, *db;
+  DDT(g->mem.malloc(na * sizeof(T), &da));
+  DDT(g->mem.malloc(nb * sizeof(T), &db));
+  std::unique_ptr<ddnn::FftKernel> kg, kh;
+  DDBackend                        wg, wh;
+  ddnn::FftKernelSpec              hspec = spec;
+  spec.a = da, spec.b = db, hspec.a = ha.data(), hspec.b = hb.data();
+  DDT(ddnn::DDBackendFftCreate(g, dt, spec, &kg, &wg));
+  DDT(ddnn::DDBackendFftCreate(ref, dt, hspec, &kh, &wh));
+  EXPECT_STREQ(wg->name, "/gpu/cuda");
+  EXPECT_STREQ(kg->Name(), "cufft");
+  double scale = 0;
+  for (PetscInt i = 0; i < na; i++) scale += std::abs((double)a[i]);
+  /* forward */
+  DDT(g->mem.copy(da, a.data(), na * sizeof(T)));
+  DDT(kg->Forward(da, db));
+  DDT(kh->Forward(a.data(), hb.data()));
+  std::vector<T> gb(nb), ga(na);
+  DDT(g->mem.copy(gb.data(), db, nb * sizeof(T)));
+  for (PetscInt i = 0; i < nb; i++) EXPECT_NEAR(gb[i], hb[i], tol * scale) << (real ? "real" : "complex") << " forward, L " << L << " B " << B << " entry " << i;
+  /* adjoint */
+  DDT(g->mem.copy(db, b.data(), nb * sizeof(T)));
+  DDT(kg->Adjoint(db, da));
+  DDT(kh->Adjoint(b.data(), ha.data()));
+  DDT(g->mem.copy(ga.data(), da, na * sizeof(T)));
+  DDT(g->mem.copy(gb.data(), db, nb * sizeof(T)));
+  for (PetscInt i = 0; i < nb; i++) EXPECT_EQ(gb[i], b[i]) << "Adjoint changed b";
+  scale = 0;
+  for (PetscInt i = 0; i < nb; i++) scale += std::abs((double)b[i]);
+  for (PetscInt i = 0; i < na; i++) EXPECT_NEAR(ga[i], ha[i], tol * scale) << (real ? "real" : "complex") << " adjoint, L " << L << " B " << B << " entry " << i;
+  CHECK_PENDING();
+  kg.reset();
+  DDT(g->mem.free(da));
+  DDT(g->mem.free(db));
+}
+
+TEST(Gpu, FftMatchesFftw)
+{
+  REQUIRE_DEVICE();
+  DDBackend g = ddnn::DDBackendLookup_Private("/gpu/cuda"), ref = ddnn::DDBackendLookup_Private("/cpu/ref");
+  for (int dbl = 0; dbl < 2; dbl++) {
+    auto run = [&](bool real, PetscInt A, PetscInt L, PetscInt m, PetscInt B) {
+      if (dbl) FftCase<double>(g, ref, real, A, L, m, B);
+      else FftCase<float>(g, ref, real, A, L, m, B);
+    };
+    run(true, 5, 12, 4, 1);  /* even length */
+    run(true, 3, 9, 5, 1);   /* odd length, every mode */
+    run(true, 2, 8, 5, 1);   /* the Nyquist mode kept */
+    run(false, 3, 10, 3, 1); /* one batched plan */
+    run(false, 2, 8, 2, 5);  /* A executions of B interleaved transforms */
+    run(false, 6, 8, 3, 2);  /* B executions of A transforms */
+  }
 }

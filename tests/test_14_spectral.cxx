@@ -8,9 +8,14 @@
   000 eq. 26) in float64 to 1e-12; the shell Mat; float32; bad input.
   Spectral layer: P ranks = 1 rank, finite differences, a PyTorch SpectralConv2d (values
   hard-coded), bad input.
+  The local FFT kernel of the backend tier (FftKernel): the FFTW kernel, found along the default
+  backend's chain, equals a direct DFT with its truncation and its Adjoint is the exact adjoint, in
+  float64 and float32 (the cuFFT kernel is checked against it in test_13_gpu).
 */
 #include "layertest.hpp"
 #include <ddnn/private/ddimpl.h>
+#include <ddnn/private/ddbackendimpl.h>
+#include <backend/interface/backends.hpp>
 #include <cmath>
 #include <complex>
 
@@ -129,6 +134,66 @@ std::vector<FFTCase> FFTCases()
   };
 }
 } // namespace
+
+/* one stage's local transforms: real (A, L) -> (A, m) or complex (A, L, B) -> (A, 2m, B) */
+struct FftCase {
+  bool     real;
+  PetscInt A, L, m, B;
+};
+/* real: L even and odd, Nyquist kept (L = 8, m = 5); complex: B = 1, A <= B, A > B */
+const FftCase kFftCases[] = {{true, 5, 12, 4, 1}, {true, 3, 9, 5, 1}, {true, 2, 8, 5, 1}, {false, 3, 10, 3, 1}, {false, 2, 8, 2, 5}, {false, 6, 8, 3, 2}};
+
+template <class T>
+void FftKernelCase(const FftCase &c)
+{
+  ddnn::FftKernelSpec spec;
+  spec.real = c.real, spec.A = c.A, spec.L = c.L, spec.m = c.m, spec.B = c.B, spec.K = c.real ? c.m : 2 * c.m;
+  const PetscInt      na = c.A * c.L * c.B * (c.real ? 1 : 2), nb = c.A * spec.K * c.B * 2;
+  std::vector<T>      a(na), b(nb), a2(na), b2(nb, (T)7);
+  for (PetscInt i = 0; i < na; i++) a[i] = (T)std::sin(0.37 * i + 0.1);
+  for (PetscInt i = 0; i < nb; i++) b[i] = (T)std::cos(0.53 * i - 0.2);
+  spec.a = a2.data(), spec.b = b2.data();
+  DDBackend                       def, which;
+  std::unique_ptr<ddnn::FftKernel> k;
+  DDT(ddnn::DDBackendDefault_Private(&def));
+  DDT(ddnn::DDBackendFftCreate(def, sizeof(T) == 4 ? DD_FLOAT32 : DD_FLOAT64, spec, &k, &which));
+  ASSERT_TRUE(k);
+  EXPECT_STREQ(which->name, "/cpu/ref");
+  EXPECT_STREQ(k->Name(), "fftw");
+  /* forward against the direct DFT (double), then the adjoint identity <F a, b> = <a, F^* b> */
+  DDT(k->Forward(a.data(), b2.data()));
+  const double tol = sizeof(T) == 4 ? 2e-5 : 1e-13;
+  double       scale = 0, fab = 0, afb = 0;
+  for (PetscInt i = 0; i < na; i++) scale += std::abs((double)a[i]);
+  for (PetscInt i = 0; i < c.A; i++)
+    for (PetscInt q = 0; q < spec.K; q++)
+      for (PetscInt e = 0; e < c.B; e++) {
+        const PetscInt       f = (c.real || q < c.m) ? q : c.L - 2 * c.m + q;
+        std::complex<double> z = 0;
+        for (PetscInt j = 0; j < c.L; j++) {
+          const PetscInt       o  = (i * c.L + j) * c.B + e;
+          std::complex<double> aj = c.real ? std::complex<double>(a[o], 0) : std::complex<double>(a[2 * o], a[2 * o + 1]);
+          z += aj * std::polar(1.0, -2 * PETSC_PI * (double)(j * f % c.L) / c.L);
+        }
+        const PetscInt o = (i * spec.K + q) * c.B + e;
+        EXPECT_NEAR(b2[2 * o], z.real(), tol * scale) << (c.real ? "real" : "complex") << " L " << c.L << " mode " << q;
+        EXPECT_NEAR(b2[2 * o + 1], z.imag(), tol * scale) << (c.real ? "real" : "complex") << " L " << c.L << " mode " << q;
+      }
+  std::vector<T> bcopy(b);
+  DDT(k->Adjoint(b.data(), a2.data()));
+  for (PetscInt i = 0; i < nb; i++) EXPECT_EQ(b[i], bcopy[i]) << "Adjoint changed b";
+  for (PetscInt i = 0; i < nb; i++) fab += (double)b2[i] * (double)b[i];
+  for (PetscInt i = 0; i < na; i++) afb += (double)a[i] * (double)a2[i];
+  EXPECT_NEAR(fab, afb, (sizeof(T) == 4 ? 1e-5 : 1e-12) * (std::abs(fab) + 1)) << "adjoint test, " << (c.real ? "real" : "complex") << " L " << c.L;
+}
+
+TEST(FFT, KernelEqualsDirectDFTAndIsAdjoint)
+{
+  for (const FftCase &c : kFftCases) {
+    FftKernelCase<double>(c);
+    FftKernelCase<float>(c);
+  }
+}
 
 TEST(FFT, EqualsPlainDFTAndPassesAdjointTest)
 {

@@ -8,6 +8,8 @@ static const char help[] = "The main job: a PETSc solver makes Poisson data on a
                            "  -checkpoint <f>   checkpoint file written at the end of every epoch\n"
                            "  -restart          continue from the checkpoint\n"
                            "  -require_progress fail unless the training loss fell and the surrogate beats the trivial predictor\n"
+                           "  -eval_grid <n>    after training, also evaluate on the held-out samples solved on an n x n grid\n"
+                           "  -eval_data <file> HDF5 file of those samples (default <data>_grid<n>.h5; generated if missing)\n"
                            "The network and the optimizer come from the options database (share/ddnn/main_job.opts).\n";
 /*
   1. Data. For every sample, a random coefficient field kappa(x, y) = exp(sum of a few random
@@ -20,6 +22,12 @@ static const char help[] = "The main job: a PETSc solver makes Poisson data on a
      are split along H and W exactly as the simulation's grid, so every rank reads only its piece.
   3. Evaluation. The relative L2 error of the surrogate on the held-out samples, against the
      trivial predictor (the mean training target).
+  4. With -eval_grid n: resolution invariance. The held-out samples (the same coefficient fields:
+     same seeds, same law) are solved again on an n x n DMDA; a second network is built from the
+     same options at that shape, gets the trained weights through DDNetSaveWeights() and
+     DDNetLoadWeights(), and its relative L2 error there is reported. Grid-independent networks
+     (the FNO of main_job_fno.opts; a fully convolutional U-Net too, whose kernels then see a finer
+     spacing than in training) run at any n their layers accept.
 
     mpiexec -n 2 ./main_job -options_file share/ddnn/main_job.opts
 */
@@ -109,7 +117,7 @@ static PetscErrorCode SolveSample(DM da, KSP ksp, Mat A, Vec b, Vec u, Vec lk, P
   also marked incomplete until its last sample is written and then gets a content checksum, both
   checked by DDDatasetSetUp(). A path that exists and is not a regular file is never replaced.
 */
-static PetscErrorCode GenerateData(DM da, const char *file, PetscInt S)
+static PetscErrorCode GenerateData(DM da, const char *file, PetscInt s0, PetscInt S)
 {
   Mat      A;
   Vec      b, u, lk;
@@ -140,7 +148,7 @@ static PetscErrorCode GenerateData(DM da, const char *file, PetscInt S)
   PetscCall(DDTensorCreateFromDMDA(da, DD_FLOAT64, &tu));
   PetscCall(DDTensorCreateFromDMDA(da, DD_FLOAT64, &tk));
   for (PetscInt s = 0; s < S; s++) {
-    PetscCall(SolveSample(da, ksp, A, b, u, lk, s));
+    PetscCall(SolveSample(da, ksp, A, b, u, lk, s0 + s)); /* sample s0 + s: its coefficient field's seed */
     PetscCall(DDTensorPlaceVec(tu, u));
     PetscCall(DDTensorPlaceVec(tk, lk));
     PetscCall(DDTensorWriteHDF5Slice(tk, tmp, "input", s, S));
@@ -182,7 +190,8 @@ static PetscErrorCode BatchTensor(DM da, PetscInt B, PetscInt n, DDDataType dt, 
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* relative L2 error of the network's prediction on every held-out sample, and of the trivial predictor */
+/* relative L2 error of the network's prediction on every held-out sample, and of the trivial predictor
+   (the mean training target; not computed when train is NULL) */
 static PetscErrorCode HeldOutError(DDNet net, DDDataset test, DDDataset train, DDTensor xs[], PetscInt B, const char *predname, PetscReal *err, PetscReal *trivial)
 {
   PetscInt  S, St;
@@ -194,32 +203,33 @@ static PetscErrorCode HeldOutError(DDNet net, DDDataset test, DDDataset train, D
   PetscCall(DDNetGetLayerOutput(net, predname, &pred));
   PetscCall(DDTensorDuplicate(xs[1], &mean));
   PetscCall(DDTensorDuplicate(xs[1], &diff));
-  /* mean training target, broadcast over the batch */
-  PetscCall(DDDatasetGetNumSamples(train, &St));
-  PetscCall(DDDatasetShuffle(train, 0));
-  PetscCall(DDTensorZeroEntries(mean));
-  for (PetscInt b = 0; b + B <= St; b += B) {
-    PetscCall(DDDatasetReadBatch(train, 1, b, B, xs[1]));
-    PetscCall(DDTensorAXPY(mean, 1.0, xs[1]));
-  }
-  { /* average over the batch rows too (the batch tensors are plain, without halo) */
-    void      *a;
-    DDDataType dt;
-    PetscInt   st[4], n[4], strides[4];
-    PetscCall(DDTensorGetDataType(mean, &dt));
-    PetscCall(DDTensorGetCorners(mean, st, n));
-    PetscCall(DDTensorGetLocalStrides(mean, strides));
-    PetscCall(DDTensorGetArray(mean, &a));
-    for (PetscInt i = 0; i < n[2] * n[3]; i++) {
-      PetscReal s = 0;
-      for (PetscInt r = 0; r < n[0]; r++) s += dt == DD_FLOAT32 ? ((float *)a)[r * strides[0] + i] : ((double *)a)[r * strides[0] + i];
-      s /= B * (St / B);
-      for (PetscInt r = 0; r < n[0]; r++) {
-        if (dt == DD_FLOAT32) ((float *)a)[r * strides[0] + i] = (float)s;
-        else ((double *)a)[r * strides[0] + i] = s;
-      }
+  if (train) { /* mean training target, broadcast over the batch */
+    PetscCall(DDDatasetGetNumSamples(train, &St));
+    PetscCall(DDDatasetShuffle(train, 0));
+    PetscCall(DDTensorZeroEntries(mean));
+    for (PetscInt b = 0; b + B <= St; b += B) {
+      PetscCall(DDDatasetReadBatch(train, 1, b, B, xs[1]));
+      PetscCall(DDTensorAXPY(mean, 1.0, xs[1]));
     }
-    PetscCall(DDTensorRestoreArray(mean, &a));
+    { /* average over the batch rows too (the batch tensors are plain, without halo) */
+      void      *a;
+      DDDataType dt;
+      PetscInt   st[4], n[4], strides[4];
+      PetscCall(DDTensorGetDataType(mean, &dt));
+      PetscCall(DDTensorGetCorners(mean, st, n));
+      PetscCall(DDTensorGetLocalStrides(mean, strides));
+      PetscCall(DDTensorGetArray(mean, &a));
+      for (PetscInt i = 0; i < n[2] * n[3]; i++) {
+        PetscReal s = 0;
+        for (PetscInt r = 0; r < n[0]; r++) s += dt == DD_FLOAT32 ? ((float *)a)[r * strides[0] + i] : ((double *)a)[r * strides[0] + i];
+        s /= B * (St / B);
+        for (PetscInt r = 0; r < n[0]; r++) {
+          if (dt == DD_FLOAT32) ((float *)a)[r * strides[0] + i] = (float)s;
+          else ((double *)a)[r * strides[0] + i] = s;
+        }
+      }
+      PetscCall(DDTensorRestoreArray(mean, &a));
+    }
   }
   PetscCall(DDDatasetGetNumSamples(test, &S));
   PetscCall(DDDatasetShuffle(test, 0));
@@ -234,24 +244,91 @@ static PetscErrorCode HeldOutError(DDNet net, DDDataset test, DDDataset train, D
     PetscCall(DDTensorAXPY(diff, -1.0, xs[1]));
     PetscCall(DDTensorNorm(diff, NORM_2, &nd));
     enet += nd / nu;
+    if (!train) continue;
     PetscCall(DDTensorCopy(mean, diff));
     PetscCall(DDTensorAXPY(diff, -1.0, xs[1]));
     PetscCall(DDTensorNorm(diff, NORM_2, &nd));
     etriv += nd / nu;
   }
-  *err     = enet / nb;
-  *trivial = etriv / nb;
+  *err = enet / nb;
+  if (trivial) *trivial = train ? etriv / nb : -1;
   PetscCall(DDNetSetTraining(net, PETSC_TRUE));
   PetscCall(DDTensorDestroy(&mean));
   PetscCall(DDTensorDestroy(&diff));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  Resolution invariance (-eval_grid): the held-out samples s0, ..., s0 + ntest - 1 (the same
+  coefficient fields as the training grid's held-out set) solved on an ng x ng DMDA, and a network
+  built from the same options at that shape. Set up before training, so that a network that
+  cannot run at ng (a spectral layer's modes, pooling) is an error before any work is done; it
+  gets the trained weights after training (EvalGridError()).
+*/
+typedef struct {
+  DM        da;
+  DDNet     net;
+  DDDataset test;
+  DDTensor  xs[2];
+} EvalGrid;
+
+static PetscErrorCode EvalGridSetUp(PetscInt ng, const char *efile, PetscBool regenerate, PetscInt s0, PetscInt ntest, PetscInt B, DDDataType dt, EvalGrid *E)
+{
+  const char *fields[] = {"input", "target"};
+  PetscInt    total;
+  int         exists = 0;
+  PetscMPIInt rank;
+
+  PetscFunctionBeginUser;
+  PetscCallMPI(MPI_Comm_rank(PETSC_COMM_WORLD, &rank));
+  PetscCall(DMDACreate2d(PETSC_COMM_WORLD, DM_BOUNDARY_NONE, DM_BOUNDARY_NONE, DMDA_STENCIL_STAR, ng, ng, PETSC_DECIDE, PETSC_DECIDE, 1, 1, NULL, NULL, &E->da));
+  PetscCall(DMSetUp(E->da));
+  PetscCall(BatchTensor(E->da, B, ng, dt, &E->xs[0]));
+  PetscCall(BatchTensor(E->da, B, ng, dt, &E->xs[1]));
+  PetscCall(DDNetCreate(PETSC_COMM_WORLD, &E->net));
+  PetscCall(DDNetSetFromOptions(E->net));
+  PetscCall(DDNetSetUp(E->net, 2, E->xs));
+  if (!rank) exists = access(efile, F_OK) == 0;
+  PetscCallMPI(MPI_Bcast(&exists, 1, MPI_INT, 0, PETSC_COMM_WORLD));
+  if (!exists || regenerate) PetscCall(GenerateData(E->da, efile, s0, ntest));
+  else PetscCall(PetscPrintf(PETSC_COMM_WORLD, "eval data: reusing %s (-regenerate to make it again)\n", efile));
+  PetscCall(DDDatasetCreate(PETSC_COMM_WORLD, &E->test));
+  PetscCall(DDDatasetSetFile(E->test, efile));
+  PetscCall(DDDatasetSetFields(E->test, 2, fields));
+  PetscCall(DDDatasetSetUp(E->test));
+  PetscCall(DDDatasetGetNumSamples(E->test, &total));
+  PetscCheck(total == ntest, PETSC_COMM_WORLD, PETSC_ERR_FILE_UNEXPECTED, "-eval_data %s has %" PetscInt_FMT " samples, not the %" PetscInt_FMT " held-out ones (-regenerate to make it again)", efile, total, ntest);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the trained weights (saved to wfile) onto the -eval_grid network, and its held-out relative L2 error */
+static PetscErrorCode EvalGridError(EvalGrid *E, PetscInt B, const char *pred, const char *wfile, PetscReal *err)
+{
+  PetscFunctionBeginUser;
+  PetscCall(DDNetLoadWeights(E->net, wfile));
+  PetscCall(HeldOutError(E->net, E->test, NULL, E->xs, B, pred, err, NULL));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode EvalGridDestroy(EvalGrid *E)
+{
+  PetscFunctionBeginUser;
+  PetscCall(DDNetDestroy(&E->net));
+  PetscCall(DDTensorDestroy(&E->xs[0]));
+  PetscCall(DDTensorDestroy(&E->xs[1]));
+  PetscCall(DDDatasetDestroy(&E->test));
+  PetscCall(DMDestroy(&E->da));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 int main(int argc, char **argv)
 {
   DM          da;
-  PetscInt    S = 160, ntest = 32, n = 32, epochs = 20, B = 8;
+  PetscInt    S = 160, ntest = 32, n = 32, epochs = 20, B = 8, egrid = 0, total;
   char        file[PETSC_MAX_PATH_LEN] = "main_job_data.h5", ckpt[PETSC_MAX_PATH_LEN] = "main_job_checkpoint.h5", pred[64] = "out";
+  char        efile[PETSC_MAX_PATH_LEN] = "", wfile[PETSC_MAX_PATH_LEN + 16];
+  PetscBool   eval = PETSC_FALSE;
+  EvalGrid    E    = {NULL, NULL, NULL, {NULL, NULL}};
   PetscBool   regenerate = PETSC_FALSE, restart = PETSC_FALSE, f32 = PETSC_TRUE, progress = PETSC_FALSE;
   PetscReal   firstloss = -1, lastloss = -1;
   DDNet       net;
@@ -276,7 +353,22 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsBool("-restart", "Continue from the checkpoint", NULL, restart, &restart, NULL));
   PetscCall(PetscOptionsBool("-float32", "Train in float32 (oneDNN kernels)", NULL, f32, &f32, NULL));
   PetscCall(PetscOptionsBool("-require_progress", "Fail unless the loss fell and the surrogate beats the trivial predictor", NULL, progress, &progress, NULL));
+  PetscCall(PetscOptionsInt("-eval_grid", "After training, evaluate on the held-out samples solved on this grid", NULL, egrid, &egrid, &eval));
+  PetscCall(PetscOptionsString("-eval_data", "HDF5 file of the held-out samples on the -eval_grid grid", NULL, efile, efile, sizeof(efile), NULL));
   PetscOptionsEnd();
+  PetscCheck(!eval || egrid >= 3, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-eval_grid %" PetscInt_FMT ": the evaluation grid needs at least 3 points per side (one interior point)", egrid);
+  if (eval) {
+    size_t len;
+    PetscCall(PetscStrlen(file, &len));
+    if (!efile[0]) { /* <data>_grid<n>.h5 beside the training data */
+      PetscBool h5 = PETSC_FALSE;
+      if (len > 3) PetscCall(PetscStrcmp(file + len - 3, ".h5", &h5));
+      PetscCall(PetscSNPrintf(efile, sizeof(efile), "%.*s_grid%" PetscInt_FMT ".h5", (int)(h5 ? len - 3 : len), file, egrid));
+    }
+    PetscCall(PetscSNPrintf(wfile, sizeof(wfile), "%s.weights.h5", ckpt));
+    PetscCall(DDFileCheckWritable(PETSC_COMM_WORLD, efile));
+    PetscCall(DDFileCheckWritable(PETSC_COMM_WORLD, wfile));
+  }
   PetscCheck(B >= 1, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-batch %" PetscInt_FMT ": the batch size must be positive", B);
   PetscCheck(ntest >= B && S - ntest >= B, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-batch %" PetscInt_FMT " needs at least a batch of training and of held-out samples: -nsamples %" PetscInt_FMT " with -ntest %" PetscInt_FMT " gives %" PetscInt_FMT " and %" PetscInt_FMT, B, S, ntest, S - ntest, ntest);
   /* the checkpoint path must be writable (and not a device or directory) before any work is done */
@@ -289,14 +381,13 @@ int main(int argc, char **argv)
     int exists = 0;
     if (!rank) exists = access(file, F_OK) == 0;
     PetscCallMPI(MPI_Bcast(&exists, 1, MPI_INT, 0, PETSC_COMM_WORLD));
-    if (!exists || regenerate) PetscCall(GenerateData(da, file, S));
+    if (!exists || regenerate) PetscCall(GenerateData(da, file, 0, S));
     else PetscCall(PetscPrintf(PETSC_COMM_WORLD, "data: reusing %s (-regenerate to make it again)\n", file));
   }
 
   /* datasets: train on the first samples, hold out the last ones */
   {
     const char *fields[] = {"input", "target"};
-    PetscInt    total;
     PetscCall(DDDatasetCreate(PETSC_COMM_WORLD, &train));
     PetscCall(DDDatasetSetFile(train, file));
     PetscCall(DDDatasetSetFields(train, 2, fields));
@@ -331,6 +422,7 @@ int main(int argc, char **argv)
     PetscCall(DDNetGetParameters(net, &np, &ps, &gs));
     PetscCall(DDOptimizerSetUp(opt, np, ps, gs));
   }
+  if (eval) PetscCall(EvalGridSetUp(egrid, efile, regenerate, total - ntest, ntest, B, f32 ? DD_FLOAT32 : DD_FLOAT64, &E));
   PetscCall(DDOptionsCheckUnused(PETSC_COMM_WORLD, NULL));
   if (restart) {
     PetscInt step, epoch;
@@ -362,6 +454,13 @@ int main(int argc, char **argv)
     PetscCall(HeldOutError(net, test, train, xs, B, pred, &err, &triv));
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "held-out relative L2 error: surrogate %.4f, trivial predictor (mean field) %.4f, ratio %.3f\n", (double)err, (double)triv, (double)(err / triv)));
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "checkpoint: %s\n", ckpt));
+    if (eval) { /* the trained weights onto a network built at the -eval_grid shape */
+      PetscReal eerr;
+      PetscCall(DDNetSaveWeights(net, wfile));
+      PetscCall(EvalGridError(&E, B, pred, wfile, &eerr));
+      PetscCheck(!PetscIsInfOrNanReal(eerr), PETSC_COMM_WORLD, PETSC_ERR_FP, "The held-out error on the %" PetscInt_FMT " x %" PetscInt_FMT " grid is %g", egrid, egrid, (double)eerr);
+      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "held-out relative L2 error on a %" PetscInt_FMT " x %" PetscInt_FMT " grid (trained on %" PetscInt_FMT " x %" PetscInt_FMT ", weights %s): surrogate %.4f (on %" PetscInt_FMT " x %" PetscInt_FMT ": %.4f)\n", egrid, egrid, n, n, wfile, (double)eerr, n, n, (double)err));
+    }
     { /* peak resident memory of the ranks */
       struct rusage ru;
       double        mine, mx;
@@ -375,6 +474,7 @@ int main(int argc, char **argv)
       PetscCheck(err < triv, PETSC_COMM_WORLD, PETSC_ERR_NOT_CONVERGED, "The surrogate (%g) does not beat the trivial predictor (%g)", (double)err, (double)triv);
     }
   }
+  if (eval) PetscCall(EvalGridDestroy(&E));
   PetscCall(DDTensorDestroy(&xs[0]));
   PetscCall(DDTensorDestroy(&xs[1]));
   PetscCall(DDDatasetDestroy(&train));

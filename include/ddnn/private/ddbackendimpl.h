@@ -189,6 +189,41 @@ public:
   virtual PetscErrorCode Backward(DDTensor dy, DDTensor dx)             = 0;
 };
 
+/*
+  FFT: what a local FFT kernel is set up for on one worker (one stage of the fft primitive's pencil
+  decomposition, src/primitive/impls/fft/fft.cxx). The array a is (A, L, B) in C order: A outer
+  entries, the transform along the L middle entries (stride B), B inner entries; b is (A, K, B).
+  Complex entries are (real, imaginary) pairs of T.
+    real:    a real (A, L) with B = 1; the real-to-complex transform keeps the first K = m entries
+             of the half-spectrum (m <= L/2 + 1).
+    complex: a complex (A, L, B); the forward complex transform keeps K = 2 m entries, the
+             frequencies 0..m-1 and L-m..L-1 (the two corner blocks of the FNO's weights).
+  a and b are the arrays at set-up, in the memory of the backend's type (a kernel may plan on
+  them; later calls pass arrays of the same shapes). Both are non-empty (A, B >= 1).
+*/
+struct FftKernelSpec {
+  bool     real = false;
+  PetscInt L = 0, m = 0, K = 0, A = 0, B = 0;
+  void    *a = nullptr, *b = nullptr;
+};
+
+/*
+  FftKernel - the local transforms of one stage, unnormalized (FFTW's and cuFFT's convention).
+  Forward: b = T F a (F: the batched 1-D DFT along L, exp(-2 pi i jk/L); T: keep the K entries).
+  Adjoint: a = F^* T^* b, the exact adjoint of Forward for the real inner products of a and b:
+           T^* zero-pads; in the real case the kept entries are first weighted by 1/2 except k = 0
+           and k = L/2 (then c2r, which counts each conjugate partner once more); complex: the
+           unnormalized backward transform. a is overwritten; b is not changed.
+*/
+class FftKernel
+{
+public:
+  virtual ~FftKernel() = default;
+  virtual const char    *Name() const                     = 0;
+  virtual PetscErrorCode Forward(const void *a, void *b)  = 0;
+  virtual PetscErrorCode Adjoint(const void *b, void *a)  = 0;
+};
+
 /* Coefficients of the optimizers' update kernels (PyTorch's torch.optim rules, evaluated in double) */
 struct SGDCoefficients {
   double lr = 0, momentum = 0, weight_decay = 0;
@@ -210,6 +245,8 @@ struct KernelTable {
   PetscErrorCode (*convformats)(const ConvGeom &q, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs, bool *ok) = nullptr;
   PetscErrorCode (*convcreate)(const ConvKernelSpec &, std::unique_ptr<ConvKernel> *)                                                           = nullptr;
   PetscErrorCode (*poolcreate)(const PoolKernelSpec &, std::unique_ptr<PoolKernel> *)                                                           = nullptr;
+  /* local FFTs of a stage of the fft primitive (NULL kernel: declined) */
+  PetscErrorCode (*fftcreate)(const FftKernelSpec &, std::unique_ptr<FftKernel> *) = nullptr;
   /* GEMM (the dense layer): Y = X W^T (+ b); dX = dY W; dW += dY^T X, db += column sums of dY */
   void (*affinefwd)(const AffineGeom &, const T *x, PetscInt ldx, const T *w, PetscInt ldw, const T *b, T *y, PetscInt ldy)         = nullptr;
   void (*affinebwddata)(const AffineGeom &, const T *dy, PetscInt ldy, const T *w, PetscInt ldw, T *dx, PetscInt ldx)              = nullptr;
@@ -253,6 +290,7 @@ typedef enum {
   DD_KERNEL_POINTWISE,
   DD_KERNEL_NORM,
   DD_KERNEL_OPTIMIZER,
+  DD_KERNEL_FFT,
   DD_KERNEL_NKINDS
 } DDKernelKind;
 } // namespace ddnn
@@ -332,6 +370,16 @@ PetscErrorCode DDBackendConvFormats(DDBackend b, DDDataType dt, const ConvGeom &
 PetscErrorCode DDBackendConvCreate(DDBackend b, const ConvKernelSpec &spec, std::unique_ptr<ConvKernel> *k);
 /* A pooling kernel likewise */
 PetscErrorCode DDBackendPoolCreate(DDBackend b, const PoolKernelSpec &spec, std::unique_ptr<PoolKernel> *k);
+/*
+  An FFT kernel of element type dt from the first backend along b's chain that accepts spec, and
+  that backend (*which: its memory type is the arrays'; its FFT event times the calls)
+*/
+PetscErrorCode DDBackendFftCreate(DDBackend b, DDDataType dt, const FftKernelSpec &spec, std::unique_ptr<FftKernel> *k, DDBackend *which);
+} // namespace ddnn
+/* the backend whose chain a DDPRIMITIVEFFT's kernels come from (before set-up; NULL: the default) */
+PETSC_EXTERN PetscErrorCode DDPrimitiveFFTSetBackend_Private(DDPrimitive, DDBackend);
+namespace ddnn
+{
 } // namespace ddnn
 
 /* Registration (backends register themselves in DDBackendRegisterAll()) */

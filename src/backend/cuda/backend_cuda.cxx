@@ -1,7 +1,8 @@
 /*
   /gpu/cuda: the CUDA backend (issue 11, first part). Device memory through a caching pool, the
   vector operations of device memory as CUDA kernels, pointwise activations and the affine layer's
-  GEMMs on cuBLAS, in float32 and float64. It falls back to nothing: a kernel it lacks (convolution,
+  GEMMs on cuBLAS, the fft primitive's local transforms on cuFFT (FftKernel: batched 1-D plans,
+  the mode truncation and the adjoint's zero-padding as kernels), in float32 and float64. It falls back to nothing: a kernel it lacks (convolution,
   pooling, interpolation) is an error naming the kernel kind, never a host loop on device pointers.
 
   Memory: cudaMalloc behind size-class free lists (powers of two from 256 B to 64 MiB, then
@@ -30,6 +31,9 @@
 #include <backend/cuda/cudakernels.hpp>
 #include <tensor/layout.hpp>
 #include <cublas_v2.h>
+#include <cufft.h>
+#include <memory>
+#include <climits>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -410,9 +414,126 @@ void AffBwdWeights(const AffineGeom &g, const T *x, PetscInt ldx, const T *dy, P
   }
 }
 
+/* ------------------------------------------------------------------------------------------
+   FFT: the local transforms of a stage of the fft primitive on cuFFT (FftKernelSpec in
+   ddnn/private/ddbackendimpl.h; the FNO's truncated FFT, Li et al. 2021), the same map as the
+   FFTW kernel of /cpu/ref: b = T F a, and its exact adjoint a = F^* T^* b
+------------------------------------------------------------------------------------------ */
+#define DDCallCUFFT(call) \
+  do { \
+    cufftResult r_ = (call); \
+    PetscCheck(r_ == CUFFT_SUCCESS, PETSC_COMM_SELF, PETSC_ERR_LIB, "/gpu/cuda: %s failed (cufftResult %d)", #call, (int)r_); \
+  } while (0)
+
+template <class T>
+struct Cufft;
+template <>
+struct Cufft<float> {
+  static constexpr cufftType R2C = CUFFT_R2C, C2R = CUFFT_C2R, C2C = CUFFT_C2C;
+  static cufftResult ExecR2C(cufftHandle p, const float *in, float *out) { return cufftExecR2C(p, (cufftReal *)in, (cufftComplex *)out); }
+  static cufftResult ExecC2R(cufftHandle p, float *in, float *out) { return cufftExecC2R(p, (cufftComplex *)in, (cufftReal *)out); }
+  static cufftResult ExecC2C(cufftHandle p, const float *in, float *out, int dir) { return cufftExecC2C(p, (cufftComplex *)in, (cufftComplex *)out, dir); }
+};
+template <>
+struct Cufft<double> {
+  static constexpr cufftType R2C = CUFFT_D2Z, C2R = CUFFT_Z2D, C2C = CUFFT_Z2Z;
+  static cufftResult ExecR2C(cufftHandle p, const double *in, double *out) { return cufftExecD2Z(p, (cufftDoubleReal *)in, (cufftDoubleComplex *)out); }
+  static cufftResult ExecC2R(cufftHandle p, double *in, double *out) { return cufftExecZ2D(p, (cufftDoubleComplex *)in, (cufftDoubleReal *)out); }
+  static cufftResult ExecC2C(cufftHandle p, const double *in, double *out, int dir) { return cufftExecZ2Z(p, (cufftDoubleComplex *)in, (cufftDoubleComplex *)out, dir); }
+};
+
+template <class T>
+class CufftKernel : public FftKernel
+{
+public:
+  FftKernelSpec s;
+  PetscInt      Lc    = 0;
+  cufftHandle   fwd   = 0, adj = 0; /* complex stages: fwd runs both directions */
+  bool          hfwd  = false, hadj = false;
+  PetscInt      loops = 1, step = 0; /* complex stages: executions of the plan, complex entries between them */
+  T            *work  = nullptr;     /* the full transform (A, Lc, B) complex */
+
+  ~CufftKernel() override
+  {
+    if (hfwd) (void)cufftDestroy(fwd);
+    if (hadj) (void)cufftDestroy(adj);
+    if (work) (void)CudaFree(work);
+  }
+  const char *Name() const override { return "cufft"; }
+
+  /*
+    Plans (cufftPlanMany, advanced layout): real stages one r2c and one c2r plan over A rows; complex
+    stages one plan along L (stride B), batched over the larger of A and B and executed once per
+    entry of the smaller (once when B = 1).
+  */
+  PetscErrorCode SetUp(const FftKernelSpec &spec)
+  {
+    PetscFunctionBegin;
+    s  = spec;
+    Lc = s.real ? s.L / 2 + 1 : s.L;
+    PetscCheck(s.A * s.L * s.B <= (PetscInt)INT_MAX && s.A * Lc * s.B <= (PetscInt)INT_MAX, PETSC_COMM_SELF, PETSC_ERR_SUP, "/gpu/cuda: a stage of %" PetscInt_FMT " x %" PetscInt_FMT " x %" PetscInt_FMT " entries is beyond cuFFT's 32-bit plans", s.A, s.L, s.B);
+    PetscCall(CudaMalloc(sizeof(T) * 2 * (size_t)(s.A * Lc * s.B), (void **)&work));
+    int n[1] = {(int)s.L}, nr[1] = {(int)s.L}, nc[1] = {(int)Lc};
+    if (s.real) {
+      DDCallCUFFT(cufftPlanMany(&fwd, 1, n, nr, 1, (int)s.L, nc, 1, (int)Lc, Cufft<T>::R2C, (int)s.A));
+      hfwd = true;
+      DDCallCUFFT(cufftPlanMany(&adj, 1, n, nc, 1, (int)Lc, nr, 1, (int)s.L, Cufft<T>::C2R, (int)s.A));
+      hadj = true;
+    } else {
+      int stride, dist, batch;
+      if (s.B == 1) {
+        stride = 1, dist = (int)s.L, batch = (int)s.A;
+      } else if (s.A <= s.B) { /* A executions of B interleaved transforms */
+        stride = (int)s.B, dist = 1, batch = (int)s.B;
+        loops = s.A, step = s.L * s.B;
+      } else { /* B executions of A transforms L B apart */
+        stride = (int)s.B, dist = (int)(s.L * s.B), batch = (int)s.A;
+        loops = s.B, step = 1;
+      }
+      DDCallCUFFT(cufftPlanMany(&fwd, 1, n, nr, stride, dist, nr, stride, dist, Cufft<T>::C2C, batch));
+      hfwd = true;
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+
+  PetscErrorCode Forward(const void *a, void *b) override
+  {
+    PetscFunctionBegin;
+    PetscCall(DDBackendCudaCheckPending_Private());
+    if (s.real) DDCallCUFFT(Cufft<T>::ExecR2C(fwd, (const T *)a, work));
+    else
+      for (PetscInt l = 0; l < loops; l++) DDCallCUFFT(Cufft<T>::ExecC2C(fwd, (const T *)a + 2 * l * step, work + 2 * l * step, CUFFT_FORWARD));
+    DDCallCUDA(cuda::FftGather<T>(work, (T *)b, s.A, Lc, s.K, s.B, s.L, s.m, s.real));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+
+  PetscErrorCode Adjoint(const void *b, void *a) override
+  {
+    PetscFunctionBegin;
+    PetscCall(DDBackendCudaCheckPending_Private());
+    DDCallCUDA(cudaMemset(work, 0, sizeof(T) * 2 * (size_t)(s.A * Lc * s.B)));
+    DDCallCUDA(cuda::FftScatter<T>((const T *)b, work, s.A, Lc, s.K, s.B, s.L, s.m, s.real));
+    if (s.real) DDCallCUFFT(Cufft<T>::ExecC2R(adj, work, (T *)a));
+    else
+      for (PetscInt l = 0; l < loops; l++) DDCallCUFFT(Cufft<T>::ExecC2C(fwd, work + 2 * l * step, (T *)a + 2 * l * step, CUFFT_INVERSE));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+};
+
+template <class T>
+PetscErrorCode CudaFftCreate(const FftKernelSpec &spec, std::unique_ptr<FftKernel> *k)
+{
+  PetscFunctionBegin;
+  auto f = std::make_unique<CufftKernel<T>>();
+  PetscCall(f->SetUp(spec));
+  *k = std::move(f);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 template <class T>
 void FillCuda(KernelTable<T> &t)
 {
+  t.fftcreate        = CudaFftCreate<T>;
   t.affinefwd        = AffFwd<T>;
   t.affinebwddata    = AffBwdData<T>;
   t.affinebwdweights = AffBwdWeights<T>;

@@ -1,7 +1,8 @@
 /*
   CUDA kernels of the /gpu/cuda backend: the vector operations of device memory (set, scale, copy,
   axpby over a layout's bulk in any storage format; packing of runs for the exchange engine), the
-  pointwise activations and the affine layer's bias helpers. See cudakernels.hpp.
+  pointwise activations, the affine layer's bias helpers and the FFT kernel's mode truncation.
+  See cudakernels.hpp.
 */
 #include "cudakernels.hpp"
 #include <math.h>
@@ -265,7 +266,58 @@ cudaError_t ColumnSumsAdd(const T *dy, int64_t ldy, int64_t N, int64_t Fo, T *db
   return cudaGetLastError();
 }
 
+namespace
+{
+/* complex entry idx of b (A, K, B) -> its complex entry in work (A, Lc, B), and its Hermitian weight */
+__device__ inline int64_t FftFull(int64_t idx, int64_t Lc, int64_t K, int64_t B, int64_t L, int64_t m, bool real, double *w)
+{
+  const int64_t e = idx % B, q = (idx / B) % K, i = idx / (B * K);
+  const int64_t k = (real || q < m) ? q : L - 2 * m + q;
+  *w              = (real && k != 0 && 2 * k != L) ? 0.5 : 1.0;
+  return (i * Lc + k) * B + e;
+}
+template <class T>
+__global__ void FftGatherKernel(const T *work, T *b, int64_t n, int64_t Lc, int64_t K, int64_t B, int64_t L, int64_t m, bool real)
+{
+  for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+    double        w;
+    const int64_t f = FftFull(idx, Lc, K, B, L, m, real, &w);
+    b[2 * idx]      = work[2 * f];
+    b[2 * idx + 1]  = work[2 * f + 1];
+  }
+}
+template <class T>
+__global__ void FftScatterKernel(const T *b, T *work, int64_t n, int64_t Lc, int64_t K, int64_t B, int64_t L, int64_t m, bool real)
+{
+  for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+    double        w;
+    const int64_t f  = FftFull(idx, Lc, K, B, L, m, real, &w);
+    work[2 * f]     = (T)w * b[2 * idx];
+    work[2 * f + 1] = (T)w * b[2 * idx + 1];
+  }
+}
+} // namespace
+
+template <class T>
+cudaError_t FftGather(const T *work, T *b, int64_t A, int64_t Lc, int64_t K, int64_t B, int64_t L, int64_t m, bool real)
+{
+  const int64_t n = A * K * B;
+  if (n <= 0) return cudaSuccess;
+  FftGatherKernel<T><<<Blocks(n), kThreads>>>(work, b, n, Lc, K, B, L, m, real);
+  return cudaGetLastError();
+}
+template <class T>
+cudaError_t FftScatter(const T *b, T *work, int64_t A, int64_t Lc, int64_t K, int64_t B, int64_t L, int64_t m, bool real)
+{
+  const int64_t n = A * K * B;
+  if (n <= 0) return cudaSuccess;
+  FftScatterKernel<T><<<Blocks(n), kThreads>>>(b, work, n, Lc, K, B, L, m, real);
+  return cudaGetLastError();
+}
+
 #define DD_CUDA_INSTANTIATE(T) \
+  template cudaError_t FftGather<T>(const T *, T *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool); \
+  template cudaError_t FftScatter<T>(const T *, T *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool); \
   template cudaError_t ActForward<T>(int, T, const T *, T *, int64_t); \
   template cudaError_t ActBackward<T>(int, T, const T *, const T *, T *, int64_t); \
   template cudaError_t FillRows<T>(T *, int64_t, const T *, int64_t, int64_t); \

@@ -57,5 +57,18 @@ template <class T>
 cudaError_t FillRows(T *y, int64_t ldy, const T *b, int64_t N, int64_t Fo);
 template <class T>
 cudaError_t ColumnSumsAdd(const T *dy, int64_t ldy, int64_t N, int64_t Fo, T *db);
+
+/*
+  The FFT kernel's truncation (FftKernelSpec in ddnn/private/ddbackendimpl.h): work is the full
+  transform (A, Lc, B) and b the kept modes (A, K, B), complex entries as (re, im) pairs of T;
+  kept entry q is frequency q (real: the half-spectrum, or q < m) or L - 2 m + q.
+  FftGather: b = T work. FftScatter: work = T^* (w b), the Hermitian weights w (1/2 but at k = 0
+  and k = L/2) in the real case, 1 otherwise; the entries of work no mode reaches are left as they
+  are (the caller zeroes work first).
+*/
+template <class T>
+cudaError_t FftGather(const T *work, T *b, int64_t A, int64_t Lc, int64_t K, int64_t B, int64_t L, int64_t m, bool real);
+template <class T>
+cudaError_t FftScatter(const T *b, T *work, int64_t A, int64_t Lc, int64_t K, int64_t B, int64_t L, int64_t m, bool real);
 } // namespace cuda
 } // namespace ddnn

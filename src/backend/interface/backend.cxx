@@ -26,7 +26,8 @@ static PetscBool    registered = PETSC_FALSE;
 static DDBackend    defaultbackend = nullptr; /* a registry entry: looked up once, not per kernel call */
 static PetscClassId DD_BACKEND_CLASSID;
 
-static const char *const KernelKindNames[] = {"Conv", "Pool", "Gemm", "Upsample", "Pointwise", "Norm", "Optimizer"};
+static const char *const KernelKindNames[] = {"Conv", "Pool", "Gemm", "Upsample", "Pointwise", "Norm", "Optimizer", "FFT"};
+static_assert(sizeof(KernelKindNames) / sizeof(KernelKindNames[0]) == DD_KERNEL_NKINDS, "a name for every kernel kind");
 
 /* "cpu/dnnl" and "/cpu/dnnl" name the same backend */
 static std::string Normalize(const char name[])
@@ -316,6 +317,23 @@ PetscErrorCode ddnn::DDBackendConvCreate(DDBackend b, const ConvKernelSpec &spec
 PetscErrorCode ddnn::DDBackendPoolCreate(DDBackend b, const PoolKernelSpec &spec, std::unique_ptr<PoolKernel> *k)
 {
   return CreateAlongChain(b, spec, k, &KernelTable<float>::poolcreate, &KernelTable<double>::poolcreate, DD_KERNEL_POOL);
+}
+
+PetscErrorCode ddnn::DDBackendFftCreate(DDBackend b, DDDataType dt, const FftKernelSpec &spec, std::unique_ptr<FftKernel> *k, DDBackend *which)
+{
+  PetscFunctionBegin;
+  k->reset();
+  for (DDBackend w = b; w; w = DDBackendNext_Private(w)) {
+    auto fn = dt == DD_FLOAT32 ? w->f32.fftcreate : w->f64.fftcreate;
+    if (!fn) continue;
+    PetscCall(fn(spec, k));
+    if (*k) {
+      *which = w;
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
+  }
+  PetscCall(DDBackendMissing_Private(b, dt, DD_KERNEL_FFT));
+  PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -10,6 +10,13 @@
 
 using namespace ddnn;
 
+namespace ddnn
+{
+/* fft_fftw.cxx: the local FFTs of the fft primitive's stages (FFTW) */
+template <class T>
+PetscErrorCode FftwCreate(const FftKernelSpec &, std::unique_ptr<FftKernel> *);
+} // namespace ddnn
+
 namespace
 {
 struct RefConvLoops {
@@ -125,6 +132,7 @@ void FillRef(KernelTable<T> &t)
   t.lnapply          = LayerNormApply<T>;
   t.lnbwdsums        = LayerNormBackwardSums<T>;
   t.lnbwdapply       = LayerNormBackwardApply<T>;
+  t.fftcreate        = FftwCreate<T>;
 }
 } // namespace
 

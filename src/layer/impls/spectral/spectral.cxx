@@ -170,11 +170,16 @@ static PetscErrorCode CreateOnPartitionOf(DDTensor t, const PetscInt shape[], Pe
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode MakeFFT(MPI_Comm comm, DDTensor x, DDTensor X, DDPrimitive *F)
+/* the fft primitive x -> X, its local FFTs from the chain of the layer's backend */
+static PetscErrorCode MakeFFT(DDLayer l, MPI_Comm comm, DDTensor x, DDTensor X, DDPrimitive *F)
 {
+  DDBackend b;
+
   PetscFunctionBegin;
+  PetscCall(DDLayerGetBackend_Private(l, &b));
   PetscCall(DDPrimitiveCreate(comm, F));
   PetscCall(DDPrimitiveSetType(*F, DDPRIMITIVEFFT));
+  PetscCall(DDPrimitiveFFTSetBackend_Private(*F, b));
   PetscCall(DDPrimitiveSetUp(*F, x, X));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -216,7 +221,7 @@ static PetscErrorCode Spectral_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   }
   /* spectral tensors on the Fourier partition, and the transforms */
   PetscCall(DDTensorCreateFFT(x, d, modes, &a->X));
-  PetscCall(MakeFFT(comm, x, a->X, &a->F1));
+  PetscCall(MakeFFT(l, comm, x, a->X, &a->F1));
   PetscCall(DDTensorDuplicate(a->X, &a->dX));
   {
     PetscInt shape[DD_MAX_DIM], one = 1;
@@ -224,7 +229,7 @@ static PetscErrorCode Spectral_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     shape[1] = Cout;
     PetscCall(CreateOnPartitionOf(a->X, shape, 1, &one, &a->Y));
     PetscCall(DDTensorDuplicate(a->Y, &a->dY));
-    PetscCall(MakeFFT(comm, l->output, a->Y, &a->F2));
+    PetscCall(MakeFFT(l, comm, l->output, a->Y, &a->F2));
     /* the weights: (Cin, Cout, modes..., 2), the modes owned as in X */
     shape[0] = Cin;
     PetscInt fr[2] = {0, 1};
@@ -413,7 +418,8 @@ static PetscErrorCode Spectral_View(DDLayer l, PetscViewer viewer)
   of the reference code's weights1..weights4 concatenated along the mode dimensions (see
   `DDPRIMITIVEFFT` for the mode order), partitioned over the modes like the Fourier-space tensors
   of `DDTensorCreateFFT()` (channel mixing is local per mode). The transforms are
-  `DDPRIMITIVEFFT` primitives (distributed FFTW with mode truncation between the stages).
+  `DDPRIMITIVEFFT` primitives (distributed FFTs with mode truncation between the stages; the local
+  transforms are the FFT kernels of the layer's backend chain: FFTW on the CPU, cuFFT on /gpu/cuda).
   Default initialization U(-1/(Cin Cout), 1/(Cin Cout)).
 
   Level: intermediate

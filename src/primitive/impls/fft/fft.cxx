@@ -26,6 +26,11 @@
   in the stages; the P workers go to the spatial dimensions that are not transformed (two
   factors, a pencil, in 3-D; for d = 1 the batch dimension).
 
+  The local transforms (F_d = r2c_d, fft_j) with their truncation T_j are kernels of the backend
+  tier (FftKernel, ddnn/private/ddbackendimpl.h): FFTW on the CPU backends, cuFFT on /gpu/cuda,
+  found along the chain of the backend DDPrimitiveFFTSetBackend_Private() gave (the spectral
+  layer's) or the default one; -log_view times them as "FFT:<backend>".
+
   Adjoint (exact, real inner products on both sides): y -> x is
     b_1 = R_f^* y; a_j = fft_j^*(T_j^* b_j) (zero-padding, then the unnormalized backward FFT);
     b_{j+1} = R_j^* a_j; a_d = r2c^*(T_d^* b_d); x = R_0^* a_d,
@@ -36,41 +41,14 @@
 #include <ddnn/private/ddprimitiveimpl.h>
 #include <ddnn/private/ddbackendimpl.h>
 #include <tensor/layout.hpp>
-#include <fftw3.h>
+#include <backend/interface/backends.hpp>
+#include <memory>
 #include <vector>
-#include <cstring>
 
 using namespace ddnn;
 
 namespace
 {
-template <class T>
-struct FFTW;
-template <>
-struct FFTW<double> {
-  typedef fftw_complex C;
-  typedef fftw_plan    Plan;
-  static Plan  R2C(int rank, const fftw_iodim *d, int hr, const fftw_iodim *h, double *in, C *out, unsigned f) { return fftw_plan_guru_dft_r2c(rank, d, hr, h, in, out, f); }
-  static Plan  C2R(int rank, const fftw_iodim *d, int hr, const fftw_iodim *h, C *in, double *out, unsigned f) { return fftw_plan_guru_dft_c2r(rank, d, hr, h, in, out, f); }
-  static Plan  DFT(int rank, const fftw_iodim *d, int hr, const fftw_iodim *h, C *in, C *out, int sign, unsigned f) { return fftw_plan_guru_dft(rank, d, hr, h, in, out, sign, f); }
-  static void  ExecR2C(Plan p, double *in, C *out) { fftw_execute_dft_r2c(p, in, out); }
-  static void  ExecC2R(Plan p, C *in, double *out) { fftw_execute_dft_c2r(p, in, out); }
-  static void  ExecDFT(Plan p, C *in, C *out) { fftw_execute_dft(p, in, out); }
-  static void  Destroy(void *p) { fftw_destroy_plan((Plan)p); }
-};
-template <>
-struct FFTW<float> {
-  typedef fftwf_complex C;
-  typedef fftwf_plan    Plan;
-  static Plan  R2C(int rank, const fftwf_iodim *d, int hr, const fftwf_iodim *h, float *in, C *out, unsigned f) { return fftwf_plan_guru_dft_r2c(rank, d, hr, h, in, out, f); }
-  static Plan  C2R(int rank, const fftwf_iodim *d, int hr, const fftwf_iodim *h, C *in, float *out, unsigned f) { return fftwf_plan_guru_dft_c2r(rank, d, hr, h, in, out, f); }
-  static Plan  DFT(int rank, const fftwf_iodim *d, int hr, const fftwf_iodim *h, C *in, C *out, int sign, unsigned f) { return fftwf_plan_guru_dft(rank, d, hr, h, in, out, sign, f); }
-  static void  ExecR2C(Plan p, float *in, C *out) { fftwf_execute_dft_r2c(p, in, out); }
-  static void  ExecC2R(Plan p, C *in, float *out) { fftwf_execute_dft_c2r(p, in, out); }
-  static void  ExecDFT(Plan p, C *in, C *out) { fftwf_execute_dft(p, in, out); }
-  static void  Destroy(void *p) { fftwf_destroy_plan((Plan)p); }
-};
-
 /* One local transform: along tensor dimension `dim` of a (full length L there) into b (K kept entries there) */
 struct Stage {
   PetscInt    dim  = 0;     /* tensor dimension transformed (2 + spatial index) */
@@ -80,8 +58,8 @@ struct Stage {
   DDPartition part = NULL;
   DDTensor    a = NULL, b = NULL;
   DDPrimitive R = NULL; /* previous stage's b (or x) -> a */
-  void       *fwd = NULL, *adj = NULL; /* FFTW plans */
-  void       *work = NULL;             /* A * Lc * B complex, Lc = L/2+1 (real) or L */
+  std::unique_ptr<FftKernel> k;        /* the local transforms (none where this rank's pencils are empty) */
+  DDBackend                  which = NULL; /* the backend whose kernel k is */
   PetscInt64  movedPruned = 0, movedFull = 0; /* entries R moves between ranks (global), pruned and not */
 };
 
@@ -90,6 +68,7 @@ struct FFT {
   PetscInt           s[3] = {0, 0, 0}, m[3] = {0, 0, 0};
   std::vector<Stage> st;            /* st[0] real stage (last dim), then dims d-2, ..., 0 */
   DDPrimitive        Rf   = NULL;   /* last b -> y */
+  DDBackend          backend = NULL; /* where the kernels are looked for (NULL: the default backend) */
   PetscInt64         movedFinal[2] = {0, 0};
 };
 
@@ -169,14 +148,11 @@ void FourierPartitionShape(PetscInt d, PetscInt P, PetscInt ps[])
   }
 }
 
-PetscErrorCode DestroyStage(Stage &S, DDDataType dt)
+PetscErrorCode DestroyStage(Stage &S)
 {
   PetscFunctionBegin;
-  if (S.fwd) (dt == DD_FLOAT64 ? FFTW<double>::Destroy : FFTW<float>::Destroy)(S.fwd);
-  if (S.adj) (dt == DD_FLOAT64 ? FFTW<double>::Destroy : FFTW<float>::Destroy)(S.adj);
-  S.fwd = S.adj = NULL;
-  if (S.work) fftw_free(S.work);
-  S.work = NULL;
+  S.k.reset();
+  S.which = NULL;
   PetscCall(DDPrimitiveDestroy(&S.R));
   PetscCall(DDTensorDestroy(&S.a));
   PetscCall(DDTensorDestroy(&S.b));
@@ -197,98 +173,6 @@ PetscErrorCode StageTensor(MPI_Comm comm, DDPartition part, PetscInt order, cons
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* Plans of a stage (FFTW_ESTIMATE: the arrays are not touched); the tensors' arrays may be unaligned */
-template <class T>
-PetscErrorCode PlanStage(Stage &S)
-{
-  typedef typename FFTW<T>::C C;
-  const unsigned              flags = FFTW_ESTIMATE | FFTW_UNALIGNED;
-  const PetscInt              Lc    = S.real ? S.L / 2 + 1 : S.L;
-
-  PetscFunctionBegin;
-  if (!S.a->layout.bulksize || !S.b->layout.bulksize) PetscFunctionReturn(PETSC_SUCCESS);
-  S.work = fftw_malloc(sizeof(C) * (size_t)(S.A * Lc * S.B));
-  PetscCheck(S.work, PETSC_COMM_SELF, PETSC_ERR_MEM, "fftw_malloc failed");
-  C *w  = (C *)S.work;
-  T *ta = (T *)S.a->array;
-  /* guru dims: the transform of length L with stride B; loops over A (stride L B) and B (stride 1) */
-  if (sizeof(T) == sizeof(double)) {
-    fftw_iodim dim = {(int)S.L, (int)S.B, (int)S.B};
-    if (S.real) {
-      fftw_iodim dr = {(int)S.L, 1, 1}, hr[1] = {{(int)S.A, (int)S.L, (int)Lc}}, hc[1] = {{(int)S.A, (int)Lc, (int)S.L}};
-      S.fwd = (void *)FFTW<double>::R2C(1, &dr, 1, hr, (double *)ta, (fftw_complex *)w, flags);
-      S.adj = (void *)FFTW<double>::C2R(1, &dr, 1, hc, (fftw_complex *)w, (double *)ta, flags | FFTW_DESTROY_INPUT);
-    } else {
-      fftw_iodim hb[2] = {{(int)S.A, (int)(S.L * S.B), (int)(S.L * S.B)}, {(int)S.B, 1, 1}};
-      S.fwd            = (void *)FFTW<double>::DFT(1, &dim, 2, hb, (fftw_complex *)ta, (fftw_complex *)w, FFTW_FORWARD, flags);
-      S.adj            = (void *)FFTW<double>::DFT(1, &dim, 2, hb, (fftw_complex *)w, (fftw_complex *)ta, FFTW_BACKWARD, flags);
-    }
-  } else {
-    fftwf_iodim dim = {(int)S.L, (int)S.B, (int)S.B};
-    if (S.real) {
-      fftwf_iodim dr = {(int)S.L, 1, 1}, hr[1] = {{(int)S.A, (int)S.L, (int)Lc}}, hc[1] = {{(int)S.A, (int)Lc, (int)S.L}};
-      S.fwd = (void *)FFTW<float>::R2C(1, &dr, 1, hr, (float *)ta, (fftwf_complex *)w, flags);
-      S.adj = (void *)FFTW<float>::C2R(1, &dr, 1, hc, (fftwf_complex *)w, (float *)ta, flags | FFTW_DESTROY_INPUT);
-    } else {
-      fftwf_iodim hb[2] = {{(int)S.A, (int)(S.L * S.B), (int)(S.L * S.B)}, {(int)S.B, 1, 1}};
-      S.fwd             = (void *)FFTW<float>::DFT(1, &dim, 2, hb, (fftwf_complex *)ta, (fftwf_complex *)w, FFTW_FORWARD, flags);
-      S.adj             = (void *)FFTW<float>::DFT(1, &dim, 2, hb, (fftwf_complex *)w, (fftwf_complex *)ta, FFTW_BACKWARD, flags);
-    }
-  }
-  PetscCheck(S.fwd && S.adj, PETSC_COMM_SELF, PETSC_ERR_LIB, "FFTW could not plan a transform of length %" PetscInt_FMT, S.L);
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
-/* Kept entry q (0 <= q < K) of a stage -> its frequency index in the full transform */
-inline PetscInt KeptFrequency(const Stage &S, PetscInt q)
-{
-  if (S.real) return q;
-  return q < S.m ? q : S.L - 2 * S.m + q;
-}
-
-/* b = T fft(a) on this rank's pencils */
-template <class T>
-void StageForward(Stage &S)
-{
-  typedef typename FFTW<T>::C C;
-  if (!S.fwd) return;
-  const PetscInt Lc = S.real ? S.L / 2 + 1 : S.L;
-  C             *w  = (C *)S.work;
-  T             *b  = (T *)S.b->array;
-  if (S.real) FFTW<T>::ExecR2C((typename FFTW<T>::Plan)S.fwd, (T *)S.a->array, w);
-  else FFTW<T>::ExecDFT((typename FFTW<T>::Plan)S.fwd, (C *)S.a->array, w);
-  for (PetscInt i = 0; i < S.A; i++)
-    for (PetscInt q = 0; q < S.K; q++) {
-      const C *src = w + (i * Lc + KeptFrequency(S, q)) * S.B;
-      T       *dst = b + 2 * (i * S.K + q) * S.B;
-      std::memcpy(dst, src, sizeof(C) * (size_t)S.B);
-    }
-}
-
-/* a = fft^*(T^* b): zero-padding (and the Hermitian weights of the real stage), then the backward transform */
-template <class T>
-void StageAdjoint(Stage &S)
-{
-  typedef typename FFTW<T>::C C;
-  if (!S.fwd) {
-    if (S.a->array && S.a->layout.size) std::memset(S.a->array, 0, sizeof(T) * (size_t)S.a->layout.size);
-    return;
-  }
-  const PetscInt Lc = S.real ? S.L / 2 + 1 : S.L;
-  C             *w  = (C *)S.work;
-  const T       *b  = (const T *)S.b->array;
-  std::memset((void *)w, 0, sizeof(C) * (size_t)(S.A * Lc * S.B));
-  for (PetscInt i = 0; i < S.A; i++)
-    for (PetscInt q = 0; q < S.K; q++) {
-      const PetscInt k   = KeptFrequency(S, q);
-      const T        wk  = (S.real && k != 0 && 2 * k != S.L) ? (T)0.5 : (T)1;
-      const T       *src = b + 2 * (i * S.K + q) * S.B;
-      T             *dst = (T *)(w + (i * Lc + k) * S.B);
-      for (PetscInt e = 0; e < 2 * S.B; e++) dst[e] = wk * src[e];
-    }
-  if (S.real) FFTW<T>::ExecC2R((typename FFTW<T>::Plan)S.adj, w, (T *)S.a->array);
-  else FFTW<T>::ExecDFT((typename FFTW<T>::Plan)S.adj, w, (C *)S.a->array);
-}
 } // namespace
 
 static PetscErrorCode FFT_Reset(DDPrimitive prim)
@@ -296,8 +180,7 @@ static PetscErrorCode FFT_Reset(DDPrimitive prim)
   auto *f = (FFT *)prim->data;
 
   PetscFunctionBegin;
-  DDDataType dt = prim->xref ? prim->xref->dtype : DD_FLOAT64;
-  for (auto &S : f->st) PetscCall(DestroyStage(S, dt));
+  for (auto &S : f->st) PetscCall(DestroyStage(S));
   f->st.clear();
   PetscCall(DDPrimitiveDestroy(&f->Rf));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -325,6 +208,7 @@ static PetscErrorCode FFTCheckShapes(MPI_Comm comm, DDTensor x, DDTensor y, Pets
   PetscCheck(x->dtype == DD_FLOAT32 || x->dtype == DD_FLOAT64, comm, PETSC_ERR_SUP, "The fft primitive supports float32 and float64 tensors, not %s", DDDataTypes[x->dtype]);
   PetscCheck(y->order == x->order + 1 && y->shape[y->order - 1] == 2 && y->shape[0] == x->shape[0] && y->shape[1] == x->shape[1], comm, PETSC_ERR_ARG_SIZ,
              "The fft primitive maps x of shape %s to y of shape (N, C, 2 m_1, ..., m_d, 2); y has shape %s", sx, sy);
+  PetscCheck(x->memtype == DD_MEMTYPE_HOST && y->memtype == DD_MEMTYPE_HOST, comm, PETSC_ERR_SUP, "The fft primitive takes host tensors (x is in %s memory, y in %s memory); device tensors are not supported yet (the /gpu/cuda FFT kernels are reached through the backend tier)", DDMemTypes[x->memtype], DDMemTypes[y->memtype]);
   for (PetscInt k = 0; k < x->order; k++) PetscCheck(!x->replicated[k], comm, PETSC_ERR_ARG_INCOMP, "The fft primitive's input cannot be replicated (dimension %" PetscInt_FMT ")", k);
   for (PetscInt k = 0; k < y->order; k++) PetscCheck(!y->replicated[k], comm, PETSC_ERR_ARG_INCOMP, "The fft primitive's output cannot be replicated (dimension %" PetscInt_FMT ")", k);
   for (PetscInt j = 0; j < *d; j++) {
@@ -341,11 +225,27 @@ static PetscErrorCode FFTCheckShapes(MPI_Comm comm, DDTensor x, DDTensor y, Pets
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-template <class T>
-static PetscErrorCode FFTPlanAll(FFT *f)
+/* the local FFT kernels of the stages, from the chain of the primitive's backend (in x's memory) */
+static PetscErrorCode FFTCreateKernels(FFT *f, DDTensor x)
 {
+  DDBackend b = f->backend;
+
   PetscFunctionBegin;
-  for (auto &S : f->st) PetscCall(PlanStage<T>(S));
+  if (!b) PetscCall(DDBackendDefault_Private(&b));
+  PetscCheck(b->memtype == x->memtype, PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "The fft primitive's tensors are in %s memory, but the kernels of backend %s run on %s memory", DDMemTypes[x->memtype], b->name, DDMemTypes[b->memtype]);
+  for (auto &S : f->st) {
+    FftKernelSpec spec;
+    if (!S.a->layout.bulksize || !S.b->layout.bulksize) continue; /* no pencils here */
+    spec.real = S.real;
+    spec.L    = S.L;
+    spec.m    = S.m;
+    spec.K    = S.K;
+    spec.A    = S.A;
+    spec.B    = S.B;
+    spec.a    = S.a->array;
+    spec.b    = S.b->array;
+    PetscCall(DDBackendFftCreate(b, x->dtype, spec, &S.k, &S.which));
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -410,8 +310,7 @@ static PetscErrorCode FFT_SetUp(DDPrimitive prim, DDTensor x, DDTensor y)
   PetscCall(DDPrimitiveSetUp(f->Rf, f->st[d - 1].b, y));
   f->movedFinal[0] = MovedEntries(oc, cur, prevps, ranks, P, y->part->shape, y->part->ranks, y->part->size);
   f->movedFinal[1] = MovedEntries(oc, full, prevps, ranks, P, y->part->shape, y->part->ranks, y->part->size);
-  if (x->dtype == DD_FLOAT64) PetscCall(FFTPlanAll<double>(f));
-  else PetscCall(FFTPlanAll<float>(f));
+  PetscCall(FFTCreateKernels(f, x));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -423,8 +322,10 @@ static PetscErrorCode FFT_Apply(DDPrimitive prim, DDTensor x, DDTensor y)
   for (size_t t = 0; t < f->st.size(); t++) {
     Stage &S = f->st[t];
     PetscCall(DDPrimitiveApply(S.R, t == 0 ? x : f->st[t - 1].b, S.a));
-    if (x->dtype == DD_FLOAT64) StageForward<double>(S);
-    else StageForward<float>(S);
+    if (S.k) { /* b = T fft(a) on this rank's pencils */
+      KernelEvent e(S.which, DD_KERNEL_FFT);
+      PetscCall(S.k->Forward(S.a->array, S.b->array));
+    }
   }
   PetscCall(DDPrimitiveApply(f->Rf, f->st.back().b, y));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -444,8 +345,14 @@ static PetscErrorCode FFT_Adjoint(DDPrimitive prim, DDTensor y, DDTensor x)
   PetscCall(DDPrimitiveApplyAdjoint(f->Rf, y, f->st.back().b));
   for (PetscInt t = (PetscInt)f->st.size() - 1; t >= 0; t--) {
     Stage &S = f->st[t];
-    if (x->dtype == DD_FLOAT64) StageAdjoint<double>(S);
-    else StageAdjoint<float>(S);
+    if (S.k) { /* a = fft^*(T^* b) */
+      KernelEvent e(S.which, DD_KERNEL_FFT);
+      PetscCall(S.k->Adjoint(S.b->array, S.a->array));
+    } else if (S.a->layout.size) { /* no pencils here: nothing of a is reached */
+      const struct _DDBackendMemOps *ops;
+      PetscCall(DDMemOps_Private(S.a->memtype, &ops));
+      PetscCall(ops->set(S.a->array, 0, (size_t)S.a->layout.size * (S.a->dtype == DD_FLOAT64 ? sizeof(double) : sizeof(float))));
+    }
     PetscCall(DDPrimitiveApplyAdjoint(S.R, S.a, t == 0 ? x : f->st[t - 1].b));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -463,6 +370,11 @@ static PetscErrorCode FFT_View(DDPrimitive prim, PetscViewer viewer)
   PetscCall(DDPrimitiveFFTGetVolume(prim, &pr, &fu));
   PetscCall(PetscViewerASCIIPrintf(viewer, "%" PetscInt_FMT "-D real FFT, modes", f->d));
   for (PetscInt j = 0; j < f->d; j++) PetscCall(PetscViewerASCIIPrintf(viewer, " %" PetscInt_FMT "/%" PetscInt_FMT, f->m[j], f->s[j]));
+  for (auto &S : f->st)
+    if (S.k) {
+      PetscCall(PetscViewerASCIIPrintf(viewer, ", local transforms: %s (%s)", S.k->Name(), S.which->name));
+      break;
+    }
   PetscCall(PetscViewerASCIIPrintf(viewer, "\n  bytes moved by the transposes after the first transform: %" PetscInt64_FMT " (without pruning %" PetscInt64_FMT ")\n", pr, fu));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -509,6 +421,24 @@ PetscErrorCode DDPrimitiveFFTGetVolume(DDPrimitive prim, PetscInt64 *pruned, Pet
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  DDPrimitiveFFTSetBackend_Private - the backend along whose chain the fft primitive finds its
+  local FFT kernels (before DDPrimitiveSetUp(); NULL: the default backend). The spectral layer
+  passes its own (-<prefix>dd_backend).
+*/
+PetscErrorCode DDPrimitiveFFTSetBackend_Private(DDPrimitive prim, DDBackend b)
+{
+  PetscBool isfft;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  PetscCall(PetscObjectTypeCompare((PetscObject)prim, DDPRIMITIVEFFT, &isfft));
+  PetscCheck(isfft, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_WRONG, "DDPrimitiveFFTSetBackend_Private() needs a primitive of type %s", DDPRIMITIVEFFT);
+  PetscCheck(!prim->setupcalled, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_WRONGSTATE, "Set the fft primitive's backend before DDPrimitiveSetUp()");
+  ((FFT *)prim->data)->backend = b;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*MC
   DDPRIMITIVEFFT - "fft": the distributed real-to-complex FFT of a tensor's spatial dimensions, truncated to its lowest modes
 
@@ -519,8 +449,9 @@ PetscErrorCode DDPrimitiveFFTGetVolume(DDPrimitive prim, PetscInt64 *pruned, Pet
   0..m_i-1 and s_i-m_i..s_i-1 (stored in that order), along the last the first m_d <= s_d/2+1
   entries of the half-spectrum; complex numbers as a trailing dimension (real, imaginary).
 
-  A pencil decomposition through `DDPRIMITIVEREPARTITION` on x's workers, with local FFTW
-  transforms (double and single precision) and mode truncation between the stages: after the
+  A pencil decomposition through `DDPRIMITIVEREPARTITION` on x's workers, with the local
+  transforms of the backend tier (FFTW on the CPU backends, double and single precision; cuFFT
+  kernels on /gpu/cuda; -log_view events "FFT:<backend>") and mode truncation between the stages: after the
   first (real-to-complex) transform only the kept modes travel (`DDPrimitiveFFTGetVolume()`).
   The adjoint is the exact adjoint of this real linear map (Hermitian weights 1/2 on the modes of
   the last dimension that have a conjugate partner, then c2r), so DDPrimitiveAdjointTest() holds
