@@ -87,8 +87,36 @@ inline void ForEachRun(const DDLayout &L, const PetscInt a[], const PetscInt b[]
       }
       if (p < 0) break;
     }
+  } else if (a[L.bdim] % L.bs == 0 && b[L.bdim] % L.bs == 0) {
+    /*
+      blocked, the box covers whole channel blocks: the storage is the plain layout of the
+      dimensions perm[0..d-1] (the block dimension counting blocks) followed by the bs entries
+      of a block, and runs merge as in the plain case: a full block with the innermost
+      dimension's range, then across every dimension the box covers fully (e.g. a whole
+      8x16x32x32 nChw16c bulk inside a halo'd storage: one run of 16 W 16c entries per row,
+      not one per position; the main job's activations walked 16-entry runs before).
+    */
+    const PetscInt bd = L.bdim, bs = L.bs, d1 = d - 1;
+    auto           ext  = [&](PetscInt k) { return k == bd ? (b[k] - a[k]) / bs : b[k] - a[k]; };
+    PetscInt       q    = d1, len = bs * ext(L.perm[d1]);
+    while (q > 0 && a[L.perm[q]] == 0 && b[L.perm[q]] == L.alloc[L.perm[q]]) {
+      q--;
+      len *= ext(L.perm[q]);
+    }
+    PetscInt j[DD_MAX_DIM];
+    for (PetscInt k = 0; k < d; k++) j[k] = a[k];
+    while (true) {
+      f(LayoutOffset(L, j), len);
+      PetscInt p = q - 1;
+      for (; p >= 0; p--) {
+        PetscInt k = L.perm[p];
+        if ((j[k] += (k == bd ? bs : 1)) < b[k]) break;
+        j[k] = a[k];
+      }
+      if (p < 0) break;
+    }
   } else {
-    /* blocked: contiguous runs are pieces of one channel block at one position */
+    /* blocked, partial blocks: contiguous runs are pieces of one channel block at one position */
     const PetscInt bd = L.bdim, bs = L.bs;
     PetscInt       ob[DD_MAX_DIM];
     for (PetscInt k = 0; k < d; k++) ob[k] = (k == bd) ? a[k] + 1 : b[k];
@@ -157,7 +185,40 @@ inline void ForEachBulkRunPair(const DDLayout &A, const DDLayout &B, F &&f)
     b[k] = A.n[k];
   }
   const PetscInt inA = A.perm[d - 1], inB = B.perm[d - 1];
-  if (A.bdim < 0 && B.bdim < 0 && inA == inB) {
+  bool           sameorder = A.bdim == B.bdim && A.bs == B.bs;
+  for (PetscInt k = 0; k < d; k++) sameorder = sameorder && A.perm[k] == B.perm[k];
+  if (sameorder && A.bdim >= 0 && A.lo[A.bdim] % A.bs == 0 && B.lo[A.bdim] % A.bs == 0 && A.n[A.bdim] % A.bs == 0) {
+    /*
+      Both blocked the same way, whole blocks, different halos (e.g. an activation's input
+      without halo and its output with the halo its consumer convolution grew): runs of a
+      block times the innermost dimension, merged outward across the dimensions that both
+      storages hold without halo. (Element-wise tiles before: the main job's activations.)
+    */
+    const PetscInt bd = A.bdim, bs = A.bs, d1 = d - 1;
+    auto           ext  = [&](PetscInt k) { return k == bd ? A.n[k] / bs : A.n[k]; };
+    auto           full = [&](const DDLayout &L, PetscInt k) { return L.lo[k] == 0 && L.alloc[k] == L.n[k]; };
+    PetscInt       q    = d1, len = bs * ext(A.perm[d1]);
+    while (q > 0 && full(A, A.perm[q]) && full(B, A.perm[q])) {
+      q--;
+      len *= ext(A.perm[q]);
+    }
+    PetscInt j[DD_MAX_DIM];
+    for (PetscInt k = 0; k < d; k++) j[k] = 0;
+    while (true) {
+      for (PetscInt k = 0; k < d; k++) {
+        ja[k] = j[k] + A.lo[k];
+        jb[k] = j[k] + B.lo[k];
+      }
+      f(LayoutOffset(A, ja), LayoutOffset(B, jb), len);
+      PetscInt p = q - 1;
+      for (; p >= 0; p--) {
+        PetscInt k = A.perm[p];
+        if ((j[k] += (k == bd ? bs : 1)) < A.n[k]) break;
+        j[k] = 0;
+      }
+      if (p < 0) break;
+    }
+  } else if (A.bdim < 0 && B.bdim < 0 && inA == inB) {
     PetscInt ob[DD_MAX_DIM];
     for (PetscInt k = 0; k < d; k++) ob[k] = (k == inA) ? 1 : b[k];
     ForEachIndex(d, a, ob, A.perm, [&](const PetscInt *j) {

@@ -476,9 +476,14 @@ static PetscErrorCode Activation_Backward(DDLayer l, DDTensor dy, PetscInt nin, 
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
-  /* dy walks with x when they share the storage layout; otherwise it is copied into dx first */
+  /*
+    dy walks with x when they share the storage layout, or with dx; when x and dx share theirs and
+    dy differs (e.g. only in its halo: the output's halo grown by a consumer convolution), the
+    pair walk of dy and dx reads dy in place; otherwise dy is copied into dx first
+  */
   const bool withx = LayoutSameStorage(x->layout, dy->layout), withdx = !withx && LayoutSameStorage(dx->layout, dy->layout);
-  if (!withx && !withdx) PetscCall(DDTensorCopy(dy, dx));
+  const bool xdx = !withx && !withdx && LayoutSameStorage(x->layout, dx->layout);
+  if (!withx && !withdx && !xdx) PetscCall(DDTensorCopy(dy, dx));
   if (!x->active) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
     using T          = decltype(z);
@@ -489,7 +494,8 @@ static PetscErrorCode Activation_Backward(DDLayer l, DDTensor dy, PetscInt nin, 
     decltype(KernelTable<T>::actbwd) fn;
     PetscCall(LayerKernel<T>(l, &KernelTable<T>::actbwd, DD_KERNEL_POINTWISE, &fn, &which));
     KernelEvent e(which, DD_KERNEL_POINTWISE);
-    ForEachBulkRunPair(x->layout, dx->layout, [&](PetscInt ox, PetscInt od, PetscInt len) { fn(s->type, p, xa + ox, withx ? ga + ox : (withdx ? ga + od : da + od), da + od, len); });
+    if (xdx) ForEachBulkRunPair(dy->layout, dx->layout, [&](PetscInt og, PetscInt od, PetscInt len) { fn(s->type, p, xa + od, ga + og, da + od, len); });
+    else ForEachBulkRunPair(x->layout, dx->layout, [&](PetscInt ox, PetscInt od, PetscInt len) { fn(s->type, p, xa + ox, withx ? ga + ox : (withdx ? ga + od : da + od), da + od, len); });
     return PETSC_SUCCESS;
   }));
   PetscFunctionReturn(PETSC_SUCCESS);

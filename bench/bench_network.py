@@ -1,0 +1,205 @@
+#!/usr/bin/python3
+"""
+bench_network.py - whole networks, ddnn against the same network in PyTorch (issue 16, item 6).
+
+    /usr/bin/python3 bench/bench_network.py [--build build] [--ranks 1,2] [--dtypes float32,float64]
+        [--nets unet,lenet5] [--rounds 3] [--epochs 3] [--steps 200] [--workdir DIR] [--ddnn-args "..."]
+
+Runs, interleaved (ddnn, PyTorch, ddnn, ... with the order flipped every round), for every net,
+rank count P and data type:
+  unet:   build/tutorials/main_job -options_file share/ddnn/main_job.opts (the main job: U-Net on
+          32x32 Poisson data, batch 8, 512 training samples = 64 steps per epoch) with
+          mpiexec -n P, OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=1, -epochs E+1 (the first epoch is
+          a warm-up and is dropped), against bench/torch_network.py --net unet --threads P on
+          the same HDF5 file (written by the first main_job run into --workdir);
+  lenet5: build/tutorials/ex6_example_nets -options_file share/ddnn/lenet5.opts -steps S (batch
+          16 of 1x32x32, 10 classes) against torch_network.py --net lenet5 --steps S.
+Each run gives the median of its epochs (unet: DDNetTrainEpoch's seconds as main_job prints them)
+or its time for S steps (lenet5); the table gives, per case, the median over the rounds and the
+ratio ddnn / PyTorch (goal of issue 16: <= 0.75). Timing is never asserted. Run it on an idle
+machine: both sides want P cores.
+
+    /usr/bin/python3 bench/bench_network.py --weak [--weak-grid 64] [--weak-batch 8] [--rounds 3] [--epochs 2]
+
+gives the main job's weak scaling instead (same entries per rank and step at 1 and 2 ranks; see weak()).
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def env1():
+    e = dict(os.environ)
+    e.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return e
+
+
+def run(cmd, env, cwd):
+    r = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode:
+        sys.exit("failed (%d): %s\n%s" % (r.returncode, " ".join(cmd), r.stdout[-3000:]))
+    return r.stdout
+
+
+def mpi(P):
+    return ["mpiexec", "--oversubscribe", "--bind-to", "none", "-n", str(P)]
+
+
+def ddnn_unet(a, P, dt):
+    cmd = mpi(P) + [os.path.join(a.build, "tutorials", "main_job"), "-options_file", os.path.join(ROOT, "share/ddnn/main_job.opts"),
+                    "-epochs", str(a.epochs + 1), "-float32", "1" if dt == "float32" else "0",
+                    "-data", os.path.join(a.workdir, "main_job_data.h5"), "-checkpoint", os.path.join(a.workdir, "ckpt.h5")] + a.ddnn_args.split()
+    out = run(cmd, env1(), a.workdir)
+    t = [float(m.group(1)) for m in re.finditer(r"^epoch\s+\d+ .*\s([0-9.]+) s$", out, re.M)]
+    if len(t) != a.epochs + 1:
+        sys.exit("cannot read the epoch times of:\n" + out[-3000:])
+    return statistics.median(t[1:])
+
+
+def ddnn_weak(a, P, dt, grid, batch):
+    """seconds per training step of the main job (median over the timed epochs)"""
+    cmd = mpi(P) + [os.path.join(a.build, "tutorials", "main_job"), "-options_file", os.path.join(ROOT, "share/ddnn/main_job.opts"),
+                    "-epochs", str(a.epochs + 1), "-float32", "1" if dt == "float32" else "0", "-grid", str(grid), "-batch", str(batch),
+                    "-data", os.path.join(a.workdir, "main_job_data_%d.h5" % grid), "-checkpoint", os.path.join(a.workdir, "ckpt.h5")] + a.ddnn_args.split()
+    out = run(cmd, env1(), a.workdir)
+    t = [float(m.group(1)) for m in re.finditer(r"^epoch\s+\d+ .*\s([0-9.]+) s$", out, re.M)]
+    if len(t) != a.epochs + 1:
+        sys.exit("cannot read the epoch times of:\n" + out[-3000:])
+    return statistics.median(t[1:]) / ((576 - 64) // batch)
+
+
+def weak(a):
+    """
+    Weak scaling (issue 16, item 5): the same entries per rank and step at 1 and 2 ranks. The
+    main job's grid is square (-grid n), so 2 ranks cannot hold twice a 1-rank square grid at
+    the same batch; the per-rank work is kept instead by the batch: 1 rank -grid G -batch B/2
+    (local B/2 x G x G) against 2 ranks -grid G -batch B (local B x G x G/2, a halo exchange
+    per convolution), and the efficiency is t_step(1 rank) / t_step(2 ranks).
+    """
+    G, B = a.weak_grid, a.weak_batch
+    cases = [(P, dt) for P in (1, 2) for dt in a.dtypes.split(",")]
+    res = {c: [] for c in cases}
+    for r in range(a.rounds):
+        for dt in a.dtypes.split(","):
+            order = (1, 2) if r % 2 == 0 else (2, 1)
+            for P in order:
+                res[(P, dt)].append(ddnn_weak(a, P, dt, G, B // 2 if P == 1 else B))
+            print("round %d  %-7s 1 rank %.2f ms/step  2 ranks %.2f ms/step" % (r + 1, dt, 1e3 * res[(1, dt)][-1], 1e3 * res[(2, dt)][-1]), flush=True)
+    print("\n| dtype | 1 rank: -grid %d -batch %d, ms/step | 2 ranks: -grid %d -batch %d, ms/step | efficiency t1/t2 | goal >= 0.90 |" % (G, B // 2, G, B))
+    print("|---|---:|---:|---:|---|")
+    for dt in a.dtypes.split(","):
+        t1, t2 = statistics.median(res[(1, dt)]), statistics.median(res[(2, dt)])
+        print("| %s | %.2f | %.2f | %.2f | %s |" % (dt, 1e3 * t1, 1e3 * t2, t1 / t2, "met" if t1 / t2 >= 0.9 else "not met"))
+
+
+def ddnn_lenet(a, P, dt):
+    cmd = mpi(P) + [os.path.join(a.build, "tutorials", "ex6_example_nets"), "-options_file", os.path.join(ROOT, "share/ddnn/lenet5.opts"),
+                    "-steps", str(a.steps), "-print_every", str(10 * a.steps), "-eval_batches", "1"] + (["-float64"] if dt == "float64" else []) + a.ddnn_args.split()
+    out = run(cmd, env1(), a.workdir)
+    m = re.search(r"^\d+ steps in ([0-9.]+) s", out, re.M)
+    if not m:
+        sys.exit("cannot read the time of:\n" + out[-3000:])
+    return float(m.group(1))
+
+
+def torch_net(a, net, P, dt):
+    e = dict(os.environ)
+    e.update(OMP_NUM_THREADS=str(P), OPENBLAS_NUM_THREADS=str(P))
+    cmd = [a.python, os.path.join(HERE, "torch_network.py"), "--net", net, "--threads", str(P), "--dtype", dt]
+    if net == "unet":
+        cmd += ["--epochs", str(a.epochs), "--data", os.path.join(a.workdir, "main_job_data.h5")]
+    else:
+        cmd += ["--steps", str(a.steps), "--runs", "1"]
+    out = run(cmd, e, a.workdir)
+    return statistics.median(json.loads(out.strip().splitlines()[-1])["times"])
+
+
+def check_params(a):
+    """
+    The smoke test (CTest bench_network_params): each ddnn network has as many parameters as its
+    PyTorch twin in torch_network.py, i.e. the benchmark compares the same networks. The ddnn
+    side is read from DDNetView's "total parameters" line of a run with no training (main_job
+    -epochs 0 on a small data file; ex6_example_nets -steps 1). Exit 77 (skipped) without torch.
+    """
+    try:
+        subprocess.run([a.python, "-c", "import torch"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except (OSError, subprocess.CalledProcessError):
+        print("torch is not importable by %s: skipped" % a.python)
+        sys.exit(77)
+    ddnn = {}
+    for net in a.nets.split(","):
+        if net == "unet":
+            cmd = mpi(1) + [os.path.join(a.build, "tutorials", "main_job"), "-options_file", os.path.join(ROOT, "share/ddnn/main_job.opts"), "-epochs", "0",
+                            "-nsamples", "24", "-ntest", "8", "-data", os.path.join(a.workdir, "params.h5"), "-checkpoint", os.path.join(a.workdir, "params_ckpt.h5")]
+        else:
+            cmd = mpi(1) + [os.path.join(a.build, "tutorials", "ex6_example_nets"), "-options_file", os.path.join(ROOT, "share/ddnn/%s.opts" % net), "-steps", "1", "-eval_batches", "1"]
+        out = run(cmd, env1(), a.workdir)
+        m = re.search(r"total parameters: (\d+)", out)
+        if not m:
+            sys.exit("no parameter count in the output of %s:\n%s" % (" ".join(cmd), out[-2000:]))
+        ddnn[net] = int(m.group(1))
+        t = json.loads(run([a.python, os.path.join(HERE, "torch_network.py"), "--net", net, "--count"], dict(os.environ), a.workdir).strip().splitlines()[-1])["params"]
+        print("%-7s ddnn %d parameters, PyTorch %d" % (net, ddnn[net], t))
+        if t != ddnn[net]:
+            sys.exit("%s: ddnn has %d parameters, the PyTorch network of torch_network.py %d: they are not the same network" % (net, ddnn[net], t))
+
+
+def main():
+    ap = argparse.ArgumentParser(description="ddnn against PyTorch, whole networks")
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--ranks", default="1,2")
+    ap.add_argument("--dtypes", default="float32,float64")
+    ap.add_argument("--nets", default="unet,lenet5")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=3, help="unet: timed epochs per run (plus one warm-up)")
+    ap.add_argument("--steps", type=int, default=200, help="lenet5: timed steps per run")
+    ap.add_argument("--workdir", default="")
+    ap.add_argument("--python", default="/usr/bin/python3")
+    ap.add_argument("--ddnn-args", default="", help="extra options for the ddnn programs (e.g. -log_view)")
+    ap.add_argument("--check-params", action="store_true", help="only check that both sides have the same parameter count (the CTest smoke test)")
+    ap.add_argument("--weak", action="store_true", help="weak scaling of the main job instead (see weak())")
+    ap.add_argument("--weak-grid", type=int, default=64)
+    ap.add_argument("--weak-batch", type=int, default=8, help="the 2-rank batch; 1 rank runs half of it")
+    a = ap.parse_args()
+    a.build = os.path.abspath(a.build)
+    a.workdir = os.path.abspath(a.workdir or tempfile.mkdtemp(prefix="bench_network_"))
+    os.makedirs(a.workdir, exist_ok=True)
+    if a.check_params:
+        check_params(a)
+        return
+    if a.weak:
+        weak(a)
+        return
+    cases = [(n, int(P), d) for n in a.nets.split(",") for P in a.ranks.split(",") for d in a.dtypes.split(",")]
+    res = {c: ([], []) for c in cases}
+    for r in range(a.rounds):
+        for c in cases:
+            net, P, dt = c
+            sides = [0, 1] if r % 2 == 0 else [1, 0]
+            for s in sides:
+                if s == 0:
+                    t = ddnn_unet(a, P, dt) if net == "unet" else ddnn_lenet(a, P, dt)
+                else:
+                    t = torch_net(a, net, P, dt)
+                res[c][s].append(t)
+            print("round %d  %-6s P=%d %-7s ddnn %.3f s  torch %.3f s" % (r + 1, net, P, dt, res[c][0][-1], res[c][1][-1]), flush=True)
+    unit = {"unet": "s/epoch", "lenet5": "s/%d steps" % a.steps}
+    print("\n| net | ranks / threads | dtype | ddnn (median) | PyTorch (median) | ddnn / PyTorch | goal <= 0.75 |")
+    print("|---|---|---|---:|---:|---:|---|")
+    for c in cases:
+        net, P, dt = c
+        d, t = statistics.median(res[c][0]), statistics.median(res[c][1])
+        print("| %s | %d | %s | %.3f %s | %.3f | %.2f | %s |" % (net, P, dt, d, unit[net], t, d / t, "met" if d / t <= 0.75 else "not met"))
+        print("|  |  |  | runs: %s | %s |  |  |" % (" ".join("%.3f" % x for x in res[c][0]), " ".join("%.3f" % x for x in res[c][1])))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+#!/usr/bin/python3
+"""
+torch_network.py - the networks of bench_network.sh written in PyTorch, timed per epoch (or step).
+
+    OMP_NUM_THREADS=T /usr/bin/python3 bench/torch_network.py --net unet --threads T \
+        [--dtype float32|float64] [--epochs E] [--data main_job_data.h5] [--ntest 64] [--batch 8] [--grid 32]
+    OMP_NUM_THREADS=T /usr/bin/python3 bench/torch_network.py --net lenet5 --threads T [--steps 200] [--batch 16]
+    /usr/bin/python3 bench/torch_network.py --net unet --count   # parameter count only
+
+unet: the main job's surrogate of share/ddnn/main_job.opts, layer for layer: conv 3x3 (padding 1,
+bias) + ReLU twice per level, 2x2 max-pool, channels 16/32/64, bilinear x2 upsampling
+(align_corners false, as -layer_upsample_mode linear), concatenation [upsampled, skip] along the
+channels, a 1x1 output convolution, MSE loss (mean); Adam (lr 2e-3, betas 0.9/0.999, eps 1e-8)
+with the cosine schedule (T_max 40, eta_min 5e-5) stepped once per epoch, as DDOptimizerEndEpoch.
+The data are the main job's HDF5 file (datasets "input" and "target", shape (S, 1, n, n)): the
+first S - ntest samples, shuffled every epoch, batches of --batch, the last partial batch dropped
+(DDNetTrainEpoch). Without --data (or when the file is missing), random data of the same shape.
+One epoch is timed like DDNetTrainEpoch's seconds: batch fetch, forward, zero_grad, backward, step.
+
+lenet5: share/ddnn/lenet5.opts (conv 5x5 -> 6, tanh, avg-pool 2, conv 5x5 -> 16, tanh, avg-pool 2,
+flatten, affine 120/84/10 with tanh between, cross-entropy), Adam lr 2e-3, batch 16 of 1x32x32;
+a fresh random mini-batch every step (ex6_example_nets computes gratings + noise; here torch.rand
+and random labels, of the same shape); --steps steps timed as ex6_example_nets times them.
+
+Output, one JSON line: {"net", "dtype", "threads", "params", "times": [seconds per epoch, or per
+--steps steps], "loss": [...]}.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class UNet(nn.Module):
+    """share/ddnn/main_job.opts: c1,a1,c2,a2,p1,c3,a3,c4,a4,p2,c5,a5,c6,a6,u2,k2,c7,a7,u1,k1,c8,a8,out"""
+
+    def __init__(self):
+        super().__init__()
+        c = lambda i, o, k=3: nn.Conv2d(i, o, k, padding=k // 2, bias=True)
+        self.c1, self.c2 = c(1, 16), c(16, 16)
+        self.c3, self.c4 = c(16, 32), c(32, 32)
+        self.c5, self.c6 = c(32, 64), c(64, 64)
+        self.c7 = c(64 + 32, 32)  # k2 = concat(u2, a4)
+        self.c8 = c(32 + 16, 16)  # k1 = concat(u1, a2)
+        self.out = c(16, 1, 1)
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+
+    def forward(self, x):
+        a2 = F.relu(self.c2(F.relu(self.c1(x))))
+        a4 = F.relu(self.c4(F.relu(self.c3(F.max_pool2d(a2, 2)))))
+        a6 = F.relu(self.c6(F.relu(self.c5(F.max_pool2d(a4, 2)))))
+        a7 = F.relu(self.c7(torch.cat([self.up(a6), a4], 1)))
+        a8 = F.relu(self.c8(torch.cat([self.up(a7), a2], 1)))
+        return self.out(a8)
+
+
+class LeNet5(nn.Module):
+    """share/ddnn/lenet5.opts: 61,706 parameters"""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c3 = nn.Conv2d(1, 6, 5), nn.Conv2d(6, 16, 5)
+        self.f5, self.f6, self.out = nn.Linear(400, 120), nn.Linear(120, 84), nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = F.avg_pool2d(torch.tanh(self.c1(x)), 2)
+        x = F.avg_pool2d(torch.tanh(self.c3(x)), 2)
+        x = torch.flatten(x, 1)
+        return self.out(torch.tanh(self.f6(torch.tanh(self.f5(x)))))
+
+
+def nparams(m):
+    return sum(p.numel() for p in m.parameters())
+
+
+def unet_data(args, dtype):
+    if args.data and os.path.exists(args.data):
+        import h5py
+
+        with h5py.File(args.data, "r") as f:
+            x, y = f["input"][()], f["target"][()]
+        S = x.shape[0] - args.ntest
+        return torch.tensor(x[:S], dtype=dtype), torch.tensor(y[:S], dtype=dtype)
+    g = torch.Generator().manual_seed(0)
+    S = args.nsamples - args.ntest
+    return (torch.rand((S, 1, args.grid, args.grid), generator=g, dtype=dtype),
+            torch.rand((S, 1, args.grid, args.grid), generator=g, dtype=dtype))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    ap.add_argument("--net", choices=["unet", "lenet5"], default="unet")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    ap.add_argument("--epochs", type=int, default=3, help="unet: timed epochs (after one warm-up epoch)")
+    ap.add_argument("--steps", type=int, default=200, help="lenet5: steps per timed run")
+    ap.add_argument("--runs", type=int, default=3, help="lenet5: timed runs of --steps steps (after a warm-up run)")
+    ap.add_argument("--data", default="")
+    ap.add_argument("--nsamples", type=int, default=576)
+    ap.add_argument("--ntest", type=int, default=64)
+    ap.add_argument("--grid", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=0, help="default: 8 (unet), 16 (lenet5)")
+    ap.add_argument("--count", action="store_true", help="print the parameter count and exit")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    dtype = torch.float32 if args.dtype == "float32" else torch.float64
+    torch.manual_seed(0)
+    model = (UNet() if args.net == "unet" else LeNet5()).to(dtype).train()
+    if args.count:
+        print(json.dumps({"net": args.net, "params": nparams(model)}))
+        return
+    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
+    times, losses = [], []
+    if args.net == "unet":
+        B = args.batch or 8
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=40, eta_min=5e-5)
+        X, Y = unet_data(args, dtype)
+        nb = X.shape[0] // B
+        for e in range(args.epochs + 1):  # epoch 0: warm-up
+            perm = torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(17 + e))
+            tot = 0.0
+            t0 = time.perf_counter()
+            for b in range(nb):
+                idx = perm[b * B:(b + 1) * B]
+                x, y = X[idx], Y[idx]
+                loss = F.mse_loss(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                tot += loss.item()
+            sched.step()
+            t = time.perf_counter() - t0
+            if e:
+                times.append(t)
+                losses.append(tot / nb)
+    else:
+        B = args.batch or 16
+        for r in range(args.runs + 1):
+            tot = 0.0
+            t0 = time.perf_counter()
+            for s in range(args.steps):
+                x = torch.rand((B, 1, 32, 32), dtype=dtype) * 2 - 1
+                lab = torch.randint(0, 10, (B,))
+                loss = F.cross_entropy(model(x), lab)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                tot += loss.item()
+            t = time.perf_counter() - t0
+            if r:
+                times.append(t)
+                losses.append(tot / args.steps)
+    print(json.dumps({"net": args.net, "dtype": args.dtype, "threads": args.threads, "params": nparams(model),
+                      "times": times, "loss": losses}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
