@@ -22,6 +22,7 @@
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <ddnn/private/ddprimitiveimpl.h>
+#include <ddnn/private/ddnetimpl.h>
 #include <primitive/exchange.hpp>
 #include <ddmodel.h>
 #include <ddconf.h>
@@ -481,6 +482,8 @@ static std::vector<DDPrimitive> LayerPrimitives(DDLayer layer)
   return v;
 }
 
+static PetscErrorCode LayerModelComm(DDLayer, PetscBool, PetscBool, PetscInt64 *, PetscInt64 *, PetscInt64 *, PetscInt64 *);
+
 /*@C
   DDLayerGetModelComm - The point-to-point messages and bytes one forward or backward of a set-up layer sends and receives on this rank
 
@@ -508,12 +511,21 @@ static std::vector<DDPrimitive> LayerPrimitives(DDLayer layer)
 @*/
 PetscErrorCode DDLayerGetModelComm(DDLayer layer, PetscBool backward, PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
 {
-  PetscInt64 t[4] = {0, 0, 0, 0};
-
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
   PetscCheck(layer->setupcalled, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONGSTATE, "Set the layer up before asking for its model");
+  PetscCall(LayerModelComm(layer, backward, PETSC_FALSE, sendmsgs, sendbytes, recvmsgs, recvbytes));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* nodx: the backward computes no input gradient (a network's first layer): the data-path exchanges' adjoints do not run */
+static PetscErrorCode LayerModelComm(DDLayer layer, PetscBool backward, PetscBool nodx, PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
+{
+  PetscInt64 t[4] = {0, 0, 0, 0};
+
+  PetscFunctionBegin;
   for (DDPrimitive p : LayerPrimitives(layer)) {
+    if (backward && nodx) break;
     PetscInt64 v[4];
     if (!p->setupcalled) continue;
     PetscCall(DDPrimitiveGetCommVolume(p, backward, &v[0], &v[1], &v[2], &v[3]));
@@ -524,6 +536,45 @@ PetscErrorCode DDLayerGetModelComm(DDLayer layer, PetscBool backward, PetscInt64
     if (nested) continue;
     for (int k = 0; k < 4; k++) t[k] += v[k];
   }
+  if (sendmsgs) *sendmsgs = t[0];
+  if (sendbytes) *sendbytes = t[1];
+  if (recvmsgs) *recvmsgs = t[2];
+  if (recvbytes) *recvbytes = t[3];
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDLayerGetCommCounters - The point-to-point messages and bytes a layer's primitives actually sent and received on this rank since they were set up (or their counters reset)
+
+  Not collective
+
+  Input Parameters:
++ layer    - the set-up layer
+- backward - `PETSC_FALSE`: the forward applications, `PETSC_TRUE`: the adjoint ones
+
+  Output Parameters:
++ sendmsgs  - messages started (or NULL)
+. sendbytes - bytes in them (or NULL)
+. recvmsgs  - messages received (or NULL)
+- recvbytes - bytes received, as MPI reports them (or NULL)
+
+  Notes:
+  The measured side of `DDLayerGetModelComm()`: after k forward and backward calls the counters
+  equal k times the prediction.
+
+  Level: intermediate
+
+.seealso: `DDLayerGetModelComm()`, `DDPrimitiveGetCommCounters()`
+@*/
+PetscErrorCode DDLayerGetCommCounters(DDLayer layer, PetscBool backward, PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
+{
+  PetscInt64 t[4] = {0, 0, 0, 0};
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  for (auto *ex : ddnn::ExchangeRegistry())
+    if (ddnn::ExchangeIsUnder(ex->owner, layer))
+      for (int k = 0; k < 4; k++) t[k] += ex->counted[backward ? 1 : 0][k];
   if (sendmsgs) *sendmsgs = t[0];
   if (sendbytes) *sendbytes = t[1];
   if (recvmsgs) *recvmsgs = t[2];
@@ -689,7 +740,17 @@ static PetscReal CeilLog2(PetscMPIInt p)
 
 .seealso: `DDModelCalibrate()`, `DDLayerGetModelComm()`, `DDNetViewModel()`
 @*/
+static PetscErrorCode LayerModelTime(DDLayer, PetscBool, PetscReal *, PetscReal *, PetscReal *, PetscReal *, PetscBool *);
+
 PetscErrorCode DDLayerGetModelTime(DDLayer layer, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCall(LayerModelTime(layer, PETSC_FALSE, compf, commf, compb, commb, calibrated));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
 {
   DDLayerType type;
   const char *bname;
@@ -713,7 +774,7 @@ PetscErrorCode DDLayerGetModelTime(DDLayer layer, PetscReal *compf, PetscReal *c
     if (it == M.kern.end()) ok = PETSC_FALSE;
     else comp[b] = it->second.c0 + it->second.c1 * (IsGemmKind(kind) ? f : by);
     PetscInt64 v[4], calls, cb;
-    PetscCall(DDLayerGetModelComm(layer, b ? PETSC_TRUE : PETSC_FALSE, &v[0], &v[1], &v[2], &v[3]));
+    PetscCall(LayerModelComm(layer, b ? PETSC_TRUE : PETSC_FALSE, nodx, &v[0], &v[1], &v[2], &v[3]));
     PetscCall(DDLayerGetModelCollectives(layer, b ? PETSC_TRUE : PETSC_FALSE, &calls, &cb));
     if ((v[0] || v[2] || calls) && !M.commok) ok = PETSC_FALSE;
     comm[b] = M.alpha * (PetscReal)PetscMax(v[0], v[2]) + M.beta * (PetscReal)PetscMax(v[1], v[3]);
@@ -733,6 +794,90 @@ PetscErrorCode DDLayerGetModelTime(DDLayer layer, PetscReal *compf, PetscReal *c
   if (compb) *compb = comp[1];
   if (commb) *commb = comm[1];
   if (calibrated) *calibrated = ok;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* whether the network's backward asks layer i for no input gradient (every input a network input whose gradient is not wanted) */
+static PetscBool NetLayerNoDx(DDNet net, PetscInt i)
+{
+  ddnn::NetImpl *I = net->impl;
+  if (i < 0 || i >= (PetscInt)I->nodes.size()) return PETSC_FALSE;
+  for (int k : I->nodes[i].inputs)
+    if (k >= 0 || (size_t)(-1 - k) >= I->wantgrad.size() || I->wantgrad[-1 - k]) return PETSC_FALSE;
+  return PETSC_TRUE;
+}
+
+/*@C
+  DDNetGetLayerModelComm - The point-to-point messages and bytes one forward or backward of a network's layer sends and receives on this rank, as the network runs it
+
+  Not collective
+
+  Input Parameters:
++ net      - the set-up network
+. i        - the layer's index (as in `DDNetGetLayerByIndex()`)
+- backward - `PETSC_FALSE`: forward, `PETSC_TRUE`: backward
+
+  Output Parameters:
++ sendmsgs  - messages sent (or NULL)
+. sendbytes - bytes sent (or NULL)
+. recvmsgs  - messages received (or NULL)
+- recvbytes - bytes received (or NULL)
+
+  Notes:
+  As `DDLayerGetModelComm()`, except that a layer whose inputs are all network inputs whose
+  gradient is not wanted computes no input gradient in `DDNetBackward()`, so the adjoints of its
+  exchanges (the input's halo) do not run.
+
+  Level: intermediate
+
+.seealso: `DDLayerGetModelComm()`, `DDNetGetModelTime()`
+@*/
+PetscErrorCode DDNetGetLayerModelComm(DDNet net, PetscInt i, PetscBool backward, PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
+{
+  DDLayer     l;
+  const char *name;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
+  PetscCheck(l->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Set the network up before asking for its model");
+  PetscCall(LayerModelComm(l, backward, NetLayerNoDx(net, i), sendmsgs, sendbytes, recvmsgs, recvbytes));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDNetGetLayerModelTime - The predicted times of one forward and one backward of a network's layer on this rank, as the network runs it
+
+  Not collective
+
+  Input Parameters:
++ net - the set-up network
+- i   - the layer's index (as in `DDNetGetLayerByIndex()`)
+
+  Output Parameters:
++ compf      - forward compute seconds
+. commf      - forward communication seconds
+. compb      - backward compute seconds
+. commb      - backward communication seconds
+- calibrated - whether the calibration data were there
+
+  Notes:
+  As `DDLayerGetModelTime()`, with the backward exchanges of `DDNetGetLayerModelComm()`.
+
+  Level: intermediate
+
+.seealso: `DDLayerGetModelTime()`, `DDNetGetModelTime()`
+@*/
+PetscErrorCode DDNetGetLayerModelTime(DDNet net, PetscInt i, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
+{
+  DDLayer     l;
+  const char *name;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
+  PetscCheck(l->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Set the network up before asking for its model");
+  PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), compf, commf, compb, commb, calibrated));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -774,7 +919,7 @@ PetscErrorCode DDNetGetModelTime(DDNet net, PetscReal *tforward, PetscReal *tbac
     PetscReal   t[4];
     PetscBool   c;
     PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
-    PetscCall(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &c));
+    PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), &t[0], &t[1], &t[2], &t[3], &c));
     PetscReal f[2] = {t[0] + t[1], t[2] + t[3]};
     PetscCall(MPIU_Allreduce(MPI_IN_PLACE, f, 2, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)net)));
     tf += f[0];
@@ -848,9 +993,9 @@ PetscErrorCode DDNetViewModel(DDNet net, PetscViewer viewer)
     PetscInt64  cf[4], cb[4], mem[4], q[8];
     PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
     PetscCall(DDLayerGetType(l, &type));
-    PetscCall(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
-    PetscCall(DDLayerGetModelComm(l, PETSC_FALSE, &cf[0], &cf[1], &cf[2], &cf[3]));
-    PetscCall(DDLayerGetModelComm(l, PETSC_TRUE, &cb[0], &cb[1], &cb[2], &cb[3]));
+    PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), &t[0], &t[1], &t[2], &t[3], &ok));
+    PetscCall(DDNetGetLayerModelComm(net, i, PETSC_FALSE, &cf[0], &cf[1], &cf[2], &cf[3]));
+    PetscCall(DDNetGetLayerModelComm(net, i, PETSC_TRUE, &cb[0], &cb[1], &cb[2], &cb[3]));
     PetscCall(DDLayerGetModelMemory(l, &mem[0], &mem[1], &mem[2], &mem[3]));
     PetscReal tt[2] = {t[0] + t[1], t[2] + t[3]};
     PetscCall(MPIU_Allreduce(MPI_IN_PLACE, tt, 2, MPIU_REAL, MPIU_MAX, comm));
