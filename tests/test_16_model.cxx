@@ -27,6 +27,7 @@ static std::string Tmp(const char *name)
 
 static void WriteFile(const std::string &file, const std::string &text)
 {
+  MPI_Barrier(PETSC_COMM_WORLD); /* no rank still reads the file's previous text */
   if (Rank() == 0) {
     std::ofstream f(file);
     f << text;

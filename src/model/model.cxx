@@ -150,8 +150,10 @@ PetscErrorCode DDModelGetCachePath(const char *path[])
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* reads the cache into M (entries of the file replace those in memory); a missing file is not an error */
-static PetscErrorCode ModelReadCache(const std::string &path, PetscBool *found)
+/* reads the cache into M (entries of the file replace those in memory); a missing file is not an
+   error; a file we cannot use leaves M alone and says why (the callers raise the error, on every
+   rank where they are collective) */
+static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *found, std::string &why)
 {
   FILE *f;
   char  line[1024];
@@ -159,16 +161,15 @@ static PetscErrorCode ModelReadCache(const std::string &path, PetscBool *found)
 
   PetscFunctionBegin;
   *found = PETSC_FALSE;
-  f      = fopen(path.c_str(), "r");
+  why.clear();
+  f = fopen(path.c_str(), "r");
   if (!f) {
-    PetscCheck(errno == ENOENT, PETSC_COMM_SELF, PETSC_ERR_FILE_OPEN, "Cannot read the model cache %s: %s", path.c_str(), strerror(errno));
+    if (errno != ENOENT) why = std::string("it cannot be read (") + strerror(errno) + ")";
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   std::map<std::string, Fit> kern;
   bool                       commok = false, host = false;
   double                     alpha = 0, beta = 0;
-  PetscErrorCode             err   = PETSC_SUCCESS;
-  std::string                why;
   while (fgets(line, sizeof(line), f)) {
     ln++;
     std::string s(line);
@@ -199,8 +200,9 @@ static PetscErrorCode ModelReadCache(const std::string &path, PetscBool *found)
       PetscBool ok;
       PetscCall(PetscEListFind(2, DDDataTypes, b, &dt, &ok)); /* float32, float64 */
       if (!ok) {
+        fclose(f);
         why = "line " + std::to_string(ln) + " names an unknown data type " + b;
-        break;
+        PetscFunctionReturn(PETSC_SUCCESS);
       }
       kern[KernelKey(a, (DDDataType)dt, c, d[0] == 'b')] = Fit{x, y};
     } else {
@@ -211,8 +213,7 @@ static PetscErrorCode ModelReadCache(const std::string &path, PetscBool *found)
   fclose(f);
   if (why.empty() && ln == 0) why = "it is empty";
   if (why.empty() && !host) why = "it names no host";
-  PetscCheck(why.empty(), PETSC_COMM_SELF, PETSC_ERR_FILE_UNEXPECTED, "The model cache %s cannot be used: %s. Remove it or recalibrate (-dd_model_calibrate) with -dd_model_cache naming another file", path.c_str(), why.c_str());
-  (void)err;
+  if (!why.empty()) PetscFunctionReturn(PETSC_SUCCESS);
   if (commok) {
     M.commok = true;
     M.alpha  = alpha;
@@ -220,6 +221,18 @@ static PetscErrorCode ModelReadCache(const std::string &path, PetscBool *found)
   }
   for (auto &kv : kern) M.kern[kv.first] = kv.second;
   *found = PETSC_TRUE;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+#define MODEL_CACHE_ERR "The model cache %s cannot be used: %s. Remove it, or recalibrate (-dd_model_calibrate) with -dd_model_cache naming another file"
+
+static PetscErrorCode ModelReadCache(const std::string &path, PetscBool *found)
+{
+  std::string why;
+
+  PetscFunctionBegin;
+  PetscCall(ModelReadCacheWhy(path, found, why));
+  PetscCheck(why.empty(), PETSC_COMM_SELF, PETSC_ERR_FILE_UNEXPECTED, MODEL_CACHE_ERR, path.c_str(), why.c_str());
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -291,7 +304,11 @@ PetscErrorCode DDModelLoad(MPI_Comm comm, const char backend[], DDDataType dt, P
   PetscFunctionBegin;
   PetscValidPointer(calibrated, 4);
   PetscCall(ModelCachePath(M.path));
-  PetscCall(ModelReadCache(M.path, &found));
+  {
+    std::string why;
+    PetscCall(ModelReadCacheWhy(M.path, &found, why));
+    DDCheckAll(comm, why.empty(), PETSC_ERR_FILE_UNEXPECTED, MODEL_CACHE_ERR, M.path.c_str(), why.c_str()); /* on every rank, so that none waits in a collective */
+  }
   M.loaded = true;
   if (!bname) PetscCall(DDBackendGetDefault(&bname));
   for (auto k : calibratedKinds)
