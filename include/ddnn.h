@@ -8,5 +8,6 @@
 #include <ddprimitive.h>
 #include <ddlayer.h>
 #include <ddnet.h>
+#include <ddmodel.h>
 #include <ddoptimizer.h>
 #include <dddataset.h>

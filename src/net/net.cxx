@@ -3,6 +3,7 @@
   accumulated over the consumers of every tensor in the backward sweep.
 */
 #include <ddnn/private/ddnetimpl.h>
+#include <ddmodel.h>
 #include <sys/ddsysimpl.h>
 #include <tensor/layout.hpp>
 #include <cmath>
@@ -980,6 +981,7 @@ PetscErrorCode DDNetView(DDNet net, PetscViewer viewer)
     PetscInt64 np;
     PetscCall(DDNetGetNumParameters(net, &np));
     PetscCall(PetscViewerASCIIPrintf(viewer, "total parameters: %" PetscInt64_FMT "\n", np));
+    PetscCall(DDNetViewModel(net, viewer)); /* the performance model per layer and per step (issue 16) */
   }
   PetscCall(PetscViewerASCIIPopTab(viewer));
   PetscFunctionReturn(PETSC_SUCCESS);

@@ -3,6 +3,7 @@
 #include <backend/interface/backends.hpp>
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 namespace ddnn
 {
@@ -35,6 +36,72 @@ void Runs::Build(const PetscInt *idx, PetscInt n)
   }
 }
 
+static std::vector<Exchange *>            registry;
+static std::vector<const void *>          ownerstack;
+static std::map<const void *, const void *> parentof;
+
+void ExchangeOwnerPush(const void *obj)
+{
+  if (!ownerstack.empty() && ownerstack.back() != obj) parentof[obj] = ownerstack.back();
+  ownerstack.push_back(obj);
+}
+
+void ExchangeOwnerPop()
+{
+  if (!ownerstack.empty()) ownerstack.pop_back();
+}
+
+void ExchangeForget(const void *obj)
+{
+  parentof.erase(obj);
+  for (auto it = parentof.begin(); it != parentof.end();) {
+    if (it->second == obj) it = parentof.erase(it);
+    else ++it;
+  }
+}
+
+bool ExchangeIsUnder(const void *obj, const void *ancestor)
+{
+  for (int depth = 0; obj && depth < 64; depth++) {
+    if (obj == ancestor) return true;
+    auto it = parentof.find(obj);
+    obj     = it == parentof.end() ? nullptr : it->second;
+  }
+  return false;
+}
+
+std::vector<const void *> ExchangeObjectsUnder(const void *ancestor)
+{
+  std::vector<const void *> v;
+  for (auto &kv : parentof)
+    if (ExchangeIsUnder(kv.first, ancestor)) v.push_back(kv.first);
+  return v;
+}
+
+const std::vector<Exchange *> &ExchangeRegistry()
+{
+  return registry;
+}
+
+void Exchange::PlannedVolume(int dir, size_t es, PetscInt64 v[4]) const
+{
+  const std::vector<Peer> &to = dir == 0 ? sendTo : recvFrom, &from = dir == 0 ? recvFrom : sendTo;
+  v[0] = (PetscInt64)to.size();
+  v[1] = 0;
+  for (auto &p : to) v[1] += (PetscInt64)es * p.runs.total;
+  v[2] = (PetscInt64)from.size();
+  v[3] = 0;
+  for (auto &p : from) v[3] += (PetscInt64)es * p.runs.total;
+}
+
+PetscInt64 Exchange::BufferBytes() const
+{
+  PetscInt64 b = 0;
+  for (auto *v : {&sendTo, &recvFrom})
+    for (auto &p : *v) b += (PetscInt64)p.buf.size();
+  return b;
+}
+
 void Exchange::FreePlan(Plan &pl)
 {
   for (auto *v : {&pl.recv, &pl.send})
@@ -47,6 +114,7 @@ void Exchange::FreePlan(Plan &pl)
 
 Exchange::~Exchange()
 {
+  registry.erase(std::remove(registry.begin(), registry.end(), this), registry.end());
   FreePlan(fwd);
   FreePlan(adj);
   for (auto *v : {&sendTo, &recvFrom})
@@ -66,6 +134,8 @@ PetscErrorCode Exchange::SetUp(PetscSF sf, MPI_Comm c, PetscMPIInt t, PetscBool 
   PetscFunctionBegin;
   comm = c;
   tag  = t;
+  if (std::find(registry.begin(), registry.end(), this) == registry.end()) registry.push_back(this);
+  owner = ownerstack.empty() ? nullptr : ownerstack.back();
   PetscCallMPI(MPI_Comm_rank(comm, &me));
   PetscCall(PetscSFGetRootRanks(sf, &nroot, &rranks, &roffset, &rmine, &rremote));
   PetscCall(PetscSFGetLeafRanks(sf, &nleaf, &lranks, &ioffset, &irootloc));
@@ -232,6 +302,8 @@ PetscErrorCode Exchange::Begin(Plan &pl, DDDataType dt, const void *src, void *d
     Peer &p = to[i];
     if (p.type[ti] == MPI_DATATYPE_NULL && !p.runs.Single()) PetscCall(PackRuns(memtype, ops, dt, p.runs, src, p.buf.data()));
     PetscCallMPI(MPI_Start(&pl.send[i]));
+    counted[&pl == &fwd ? 0 : 1][0]++;
+    counted[&pl == &fwd ? 0 : 1][1] += (PetscInt64)(ti == 0 ? sizeof(float) : sizeof(double)) * p.runs.total;
   }
   inflight = true;
   if (self.len.empty()) PetscFunctionReturn(PETSC_SUCCESS);
@@ -251,8 +323,13 @@ PetscErrorCode Exchange::End(Plan &pl, DDDataType dt, void *dst, std::vector<Pee
   const struct _DDBackendVecOps *ops = nullptr;
   PetscCall(DDVecOps_Private(memtype, &ops));
   for (size_t i = 0; i < from.size(); i++) {
-    Peer &p = from[i];
-    PetscCallMPI(MPI_Wait(&pl.recv[i], MPI_STATUS_IGNORE));
+    Peer      &p = from[i];
+    MPI_Status st;
+    int        nb = 0;
+    PetscCallMPI(MPI_Wait(&pl.recv[i], &st));
+    PetscCallMPI(MPI_Get_count(&st, MPI_BYTE, &nb)); /* what arrived, for the model's counters */
+    counted[&pl == &fwd ? 0 : 1][2]++;
+    counted[&pl == &fwd ? 0 : 1][3] += nb;
     if (add || (!p.runs.Single() && p.type[ti] == MPI_DATATYPE_NULL)) PetscCall(UnpackRuns(memtype, ops, dt, p.runs, p.buf.data(), dst, add));
   }
   if (!pl.send.empty()) PetscCallMPI(MPI_Waitall((int)pl.send.size(), pl.send.data(), MPI_STATUSES_IGNORE));

@@ -79,6 +79,16 @@ public:
   PetscErrorCode ZeroLeaves(DDDataType dt, void *leaf);
   PetscInt       RemoteEntries() const;
   PetscInt       NumPeers() const { return (PetscInt)(sendTo.size() + recvFrom.size()); }
+  /* performance model (issue 16): what one exchange in direction dir (0 forward, 1 adjoint) sends
+     and receives on this rank, from the plan: v = {messages sent, bytes sent, messages received,
+     bytes received} for entries of es bytes; the rank's own part is a copy, not a message */
+  void           PlannedVolume(int dir, size_t es, PetscInt64 v[4]) const;
+  /* bytes of the message buffers the plan allocated */
+  PetscInt64     BufferBytes() const;
+  /* what was actually moved since the last reset, same order as PlannedVolume(); sends counted as
+     started, receives from the completed requests' statuses (MPI_Get_count in bytes) */
+  PetscInt64     counted[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+  const void    *owner = nullptr; /* the object (primitive) whose set-up built this exchange */
 
 private:
   /* the persistent requests of one direction, valid for the addresses, type and mode they were made for */
@@ -102,6 +112,22 @@ private:
   MPI_Comm          comm = MPI_COMM_NULL;
   PetscMPIInt       tag  = 0;
   bool              inflight = false;
+};
+/*
+  The model's bookkeeping (issue 16): every live Exchange is registered, with the object whose
+  set-up built it (ExchangeOwnerPush() before a primitive's or a layer's set-up, Pop after), and
+  every such object with the object being set up around it (a layer's primitives, an fft's
+  repartitions). ExchangeIsUnder() walks that chain.
+*/
+void ExchangeOwnerPush(const void *obj);
+void ExchangeOwnerPop();
+void ExchangeForget(const void *obj); /* an object being destroyed: drop it from the chain */
+bool ExchangeIsUnder(const void *obj, const void *ancestor);
+const std::vector<Exchange *> &ExchangeRegistry();
+std::vector<const void *>      ExchangeObjectsUnder(const void *ancestor); /* the objects set up inside ancestor's set-up, at any depth */
+struct ExchangeOwnerGuard { /* Push in the constructor, Pop in the destructor (also on an error return) */
+  explicit ExchangeOwnerGuard(const void *obj) { ExchangeOwnerPush(obj); }
+  ~ExchangeOwnerGuard() { ExchangeOwnerPop(); }
 };
 /* -dd_exchange_mpi_types <bool>: MPI derived datatypes instead of hand packing for long runs */
 PetscBool DDExchangeUseTypes();

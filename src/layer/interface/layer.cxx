@@ -5,6 +5,7 @@
 #include <ddnn/private/ddbackendimpl.h>
 #include <tensor/layout.hpp>
 #include <sys/ddsysimpl.h>
+#include <primitive/exchange.hpp>
 #include <map>
 #include <string>
 #include <vector>
@@ -490,7 +491,10 @@ PetscErrorCode DDLayerSetUpMulti(DDLayer layer, PetscInt n, DDTensor xs[])
     layer->nincap = n;
   }
   layer->nin = n;
-  PetscCall((*layer->ops->setup)(layer, n, xs));
+  {
+    ddnn::ExchangeOwnerGuard owner(layer); /* the primitives set up here are the layer's, for the performance model */
+    PetscCall((*layer->ops->setup)(layer, n, xs));
+  }
   PetscCheck(layer->output, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Layer type %s did not create its output", ((PetscObject)layer)->type_name);
   for (PetscInt i = 0; i < n; i++) {
     layer->inhash[i] = xs[i]->layouthash;
@@ -1181,6 +1185,7 @@ PetscErrorCode DDLayerDestroy(DDLayer *layer)
   PetscCall(DDLayerReset(*layer));
   if ((*layer)->ops->destroy) PetscCall((*(*layer)->ops->destroy)(*layer));
   PetscCall(PetscFree4((*layer)->inhash, (*layer)->setupin, (*layer)->saved, (*layer)->savedstate));
+  ddnn::ExchangeForget(*layer);
   PetscCall(PetscHeaderDestroy(layer));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -5,6 +5,8 @@
 #include <ddnn/private/ddprimitiveimpl.h>
 #include <tensor/layout.hpp>
 #include <sys/ddsysimpl.h>
+#include <primitive/exchange.hpp>
+#include <ddmodel.h>
 #include <vector>
 #include <map>
 #include <string>
@@ -329,7 +331,10 @@ PetscErrorCode DDPrimitiveSetUp(DDPrimitive prim, DDTensor x, DDTensor y)
     PetscCheck(cmp == MPI_IDENT || cmp == MPI_CONGRUENT, comm, PETSC_ERR_ARG_NOTSAMECOMM, "The tensors must live on the primitive's communicator");
   }
   PetscCall(DDPrimitiveReset(prim));
-  PetscCall((*prim->ops->setup)(prim, x, y));
+  {
+    ddnn::ExchangeOwnerGuard owner(prim); /* the exchanges built here (and by nested primitives) are prim's, for the model */
+    PetscCall((*prim->ops->setup)(prim, x, y));
+  }
   prim->xhash = x->layouthash;
   prim->yhash = y->layouthash;
   PetscCall(PetscObjectReference((PetscObject)x));
@@ -811,6 +816,162 @@ PetscErrorCode DDPrimitiveDestroy(DDPrimitive *prim)
   }
   PetscCall(DDPrimitiveReset(*prim));
   if ((*prim)->ops->destroy) PetscCall((*(*prim)->ops->destroy)(*prim));
+  ddnn::ExchangeForget(*prim);
   PetscCall(PetscHeaderDestroy(prim));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the exchanges built by prim's set-up (its own and those of primitives it set up inside) */
+template <class F>
+static void ForEachExchangeOf(DDPrimitive prim, F f)
+{
+  for (auto *ex : ddnn::ExchangeRegistry())
+    if (ddnn::ExchangeIsUnder(ex->owner, prim)) f(*ex);
+}
+
+/*@
+  DDPrimitiveGetCommVolume - The point-to-point messages and bytes one application of a primitive sends and receives on this rank, from its set-up graph
+
+  Not collective
+
+  Input Parameters:
++ prim    - the set-up primitive
+- adjoint - `PETSC_FALSE` for `DDPrimitiveApply()`, `PETSC_TRUE` for `DDPrimitiveApplyAdjoint()`
+
+  Output Parameters:
++ sendmsgs  - messages this rank sends (or NULL)
+. sendbytes - bytes in them (or NULL)
+. recvmsgs  - messages this rank receives (or NULL)
+- recvbytes - bytes in them (or NULL)
+
+  Notes:
+  The counts are those of the exchange engine's plan (the peers and runs found at set-up), for
+  the data type of the tensors the primitive was set up with; the rank's own part is a copy, not
+  a message, and is not counted. Primitives that build others (fft's repartitions) include
+  theirs. The collective primitives (`DDPRIMITIVEBROADCAST`/sum-reduce and `DDPRIMITIVEALLSUMREDUCE`)
+  move their data with MPI collectives, not through the exchange engine: for them the counts
+  are zero and the model prices them as collectives (`DDLayerGetModelCollectives()`).
+  This is the SR(n) term of the performance model of paper 003 sec. V-A.
+
+  Level: intermediate
+
+.seealso: `DDPrimitiveGetCommCounters()`, `DDLayerGetModelComm()`
+@*/
+PetscErrorCode DDPrimitiveGetCommVolume(DDPrimitive prim, PetscBool adjoint, PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
+{
+  PetscInt64 t[4] = {0, 0, 0, 0};
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  PetscCheck(prim->setupcalled, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_WRONGSTATE, "Call DDPrimitiveSetUp() before DDPrimitiveGetCommVolume()");
+  size_t es;
+  PetscCall(DDDataTypeGetSize(prim->xref->dtype, &es));
+  ForEachExchangeOf(prim, [&](const ddnn::Exchange &ex) {
+    PetscInt64 v[4];
+    ex.PlannedVolume(adjoint ? 1 : 0, es, v);
+    for (int k = 0; k < 4; k++) t[k] += v[k];
+  });
+  if (sendmsgs) *sendmsgs = t[0];
+  if (sendbytes) *sendbytes = t[1];
+  if (recvmsgs) *recvmsgs = t[2];
+  if (recvbytes) *recvbytes = t[3];
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDPrimitiveGetCommCounters - The point-to-point messages and bytes a primitive actually sent and received on this rank since its set-up or the last `DDPrimitiveResetCommCounters()`
+
+  Not collective
+
+  Input Parameters:
++ prim    - the primitive
+- adjoint - `PETSC_FALSE`: the applications, `PETSC_TRUE`: the adjoint applications
+
+  Output Parameters:
++ sendmsgs  - messages started (or NULL)
+. sendbytes - bytes in them (or NULL)
+. recvmsgs  - messages received (or NULL)
+- recvbytes - bytes received, as MPI reports them for the completed receives (`MPI_Get_count()` in bytes) (or NULL)
+
+  Notes:
+  The measured side of `DDPrimitiveGetCommVolume()`: after k applications the counters equal k
+  times the volume. The engine counts every exchange it runs, whoever calls it.
+
+  Level: intermediate
+
+.seealso: `DDPrimitiveGetCommVolume()`, `DDPrimitiveResetCommCounters()`, `DDCommGetCounters()`
+@*/
+PetscErrorCode DDPrimitiveGetCommCounters(DDPrimitive prim, PetscBool adjoint, PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
+{
+  PetscInt64 t[4] = {0, 0, 0, 0};
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  ForEachExchangeOf(prim, [&](const ddnn::Exchange &ex) {
+    for (int k = 0; k < 4; k++) t[k] += ex.counted[adjoint ? 1 : 0][k];
+  });
+  if (sendmsgs) *sendmsgs = t[0];
+  if (sendbytes) *sendbytes = t[1];
+  if (recvmsgs) *recvmsgs = t[2];
+  if (recvbytes) *recvbytes = t[3];
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDPrimitiveResetCommCounters - Sets a primitive's communication counters to zero
+
+  Not collective
+
+  Input Parameter:
+. prim - the primitive
+
+  Level: intermediate
+
+.seealso: `DDPrimitiveGetCommCounters()`
+@*/
+PetscErrorCode DDPrimitiveResetCommCounters(DDPrimitive prim)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  ForEachExchangeOf(prim, [&](ddnn::Exchange &ex) {
+    for (auto &d : ex.counted)
+      for (auto &c : d) c = 0;
+  });
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDCommGetCounters - The point-to-point messages and bytes all live exchanges of this process sent and received since they were built
+
+  Not collective
+
+  Input Parameter:
+. adjoint - `PETSC_FALSE`: forward applications, `PETSC_TRUE`: adjoint applications
+
+  Output Parameters:
++ sendmsgs  - messages started (or NULL)
+. sendbytes - bytes in them (or NULL)
+. recvmsgs  - messages received (or NULL)
+- recvbytes - bytes received (or NULL)
+
+  Notes:
+  Take the difference of two calls around a piece of work to count what it moved, whichever
+  primitives (and layers) did it.
+
+  Level: intermediate
+
+.seealso: `DDPrimitiveGetCommCounters()`
+@*/
+PetscErrorCode DDCommGetCounters(PetscBool adjoint, PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
+{
+  PetscInt64 t[4] = {0, 0, 0, 0};
+
+  PetscFunctionBegin;
+  for (auto *ex : ddnn::ExchangeRegistry())
+    for (int k = 0; k < 4; k++) t[k] += ex->counted[adjoint ? 1 : 0][k];
+  if (sendmsgs) *sendmsgs = t[0];
+  if (sendbytes) *sendbytes = t[1];
+  if (recvmsgs) *recvmsgs = t[2];
+  if (recvbytes) *recvbytes = t[3];
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -1,0 +1,230 @@
+/*
+  bench_model: the performance model (issue 16) against measurement, per layer and per step,
+  for the main job's U-Net (share/ddnn/main_job.opts: 8 x 1 x 32 x 32, spatial partition) and
+  an example net (share/ddnn/lenet5.opts: 16 x 1 x 32 x 32, batch partition).
+    OPENBLAS_NUM_THREADS=1 ./bench_model [-steps 20] [-grid 32] [-dtype float32|float64] [-dd_model_cache <file>]
+    OPENBLAS_NUM_THREADS=1 mpiexec -n 2 ./bench_model
+  The model's calibration is read from its cache (DDModelGetCachePath()); without one, this
+  program runs DDModelCalibrate() first (a few seconds) and says so.
+  Measured per layer: the layer alone (DDLayerForwardMulti / DDLayerBackwardMulti on the tensors
+  the network set it up with, after a network step filled them), ranks synchronised before each
+  call, the median over the steps of the slowest rank's time; per step: DDNetForward +
+  DDNetBackward, median of the slowest rank. Predicted: DDLayerGetModelTime() as the network runs
+  the layer (no input gradient for a first layer), max over ranks; step: DDNetGetModelTime().
+*/
+#include <ddnn.h>
+#include <ddnn/private/ddnetimpl.h>
+#include <vector>
+#include <string>
+#include <algorithm>
+#include <cstdio>
+#include <cmath>
+
+#ifndef DDNN_SHARE_DIR
+  #define DDNN_SHARE_DIR "share/ddnn"
+#endif
+
+static double Median(std::vector<double> v)
+{
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+static PetscErrorCode MaxTime(double t0, double t1, double *t)
+{
+  PetscFunctionBeginUser;
+  *t = t1 - t0;
+  PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, t, 1, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* a network from an options file (under its own prefix) and its two inputs */
+static PetscErrorCode Build(const char *file, const char *prefix, bool unet, PetscInt grid, DDDataType dt, DDNet *net, DDTensor in[2])
+{
+  PetscMPIInt P;
+  DDPartition px, pl;
+
+  PetscFunctionBeginUser;
+  PetscCallMPI(MPI_Comm_size(PETSC_COMM_WORLD, &P));
+  PetscCall(PetscOptionsPrefixPush(NULL, prefix));
+  PetscCall(PetscOptionsInsertFile(PETSC_COMM_WORLD, NULL, (std::string(DDNN_SHARE_DIR) + "/" + file).c_str(), PETSC_TRUE));
+  PetscCall(PetscOptionsPrefixPop(NULL));
+  PetscCall(DDNetCreate(PETSC_COMM_WORLD, net));
+  PetscCall(DDNetSetOptionsPrefix(*net, prefix));
+  PetscCall(DDNetSetFromOptions(*net));
+  std::vector<PetscMPIInt> ranks(P);
+  for (PetscMPIInt i = 0; i < P; i++) ranks[i] = i;
+  if (unet) { /* x and target (8, 1, grid, grid) split over H x W like the DMDA */
+    PetscInt a = 1;
+    for (PetscInt f = 1; f * f <= P; f++)
+      if (P % f == 0) a = f;
+    const PetscInt ps[4] = {1, 1, a, P / a}, sh[4] = {8, 1, grid, grid};
+    PetscCall(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 4, ps, P, ranks.data(), &px));
+    PetscCall(DDTensorCreateFromPartition(px, dt, 4, sh, &in[0]));
+    PetscCall(DDTensorCreateFromPartition(px, dt, 4, sh, &in[1]));
+    PetscCall(DDTensorSetRandomGlobal(in[0], 1, -1, 1));
+    PetscCall(DDTensorSetRandomGlobal(in[1], 2, -1, 1));
+    PetscCall(DDPartitionDestroy(&px));
+  } else { /* lenet: x (16, 1, 32, 32) split over the batch, labels (16) alike */
+    const PetscInt ps[4] = {P, 1, 1, 1}, sh[4] = {16, 1, 32, 32}, pl1 = P, n = 16;
+    PetscCall(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 4, ps, P, ranks.data(), &px));
+    PetscCall(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 1, &pl1, P, ranks.data(), &pl));
+    PetscCall(DDTensorCreateFromPartition(px, dt, 4, sh, &in[0]));
+    PetscCall(DDTensorCreateFromPartition(pl, dt, 1, &n, &in[1]));
+    PetscCall(DDTensorSetRandomGlobal(in[0], 1, -1, 1));
+    {
+      std::vector<double> lab(16);
+      for (int i = 0; i < 16; i++) lab[i] = i % 10;
+      if (dt == DD_FLOAT64) PetscCall(DDTensorSetValuesGlobal(in[1], lab.data()));
+      else {
+        std::vector<float> f(lab.begin(), lab.end());
+        PetscCall(DDTensorSetValuesGlobal(in[1], f.data()));
+      }
+    }
+    PetscCall(DDPartitionDestroy(&px));
+    PetscCall(DDPartitionDestroy(&pl));
+  }
+  PetscCall(DDNetSetUp(*net, 2, in));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode Run(const char *title, const char *file, const char *prefix, bool unet, PetscInt grid, DDDataType dt, PetscInt steps)
+{
+  DDNet    net;
+  DDTensor in[2];
+  PetscInt n;
+
+  PetscFunctionBeginUser;
+  PetscCall(Build(file, prefix, unet, grid, dt, &net, in));
+  PetscCall(DDNetGetNumLayers(net, &n));
+  /* per step, measured */
+  std::vector<double> tf, tb;
+  for (PetscInt s = 0; s < steps + 2; s++) {
+    PetscLogDouble t0, t1, t2;
+    double         a, b;
+    PetscCallMPI(MPI_Barrier(PETSC_COMM_WORLD));
+    PetscCall(PetscTime(&t0));
+    PetscCall(DDNetForward(net, 2, in));
+    PetscCall(PetscTime(&t1));
+    PetscCall(DDNetZeroGradients(net));
+    PetscCall(DDNetBackward(net, NULL));
+    PetscCall(PetscTime(&t2));
+    PetscCall(MaxTime(t0, t1, &a));
+    PetscCall(MaxTime(t1, t2, &b));
+    if (s >= 2) {
+      tf.push_back(a);
+      tb.push_back(b);
+    }
+  }
+  /* per layer, measured alone */
+  ddnn::NetImpl                    *I = net->impl;
+  std::vector<std::vector<double>> lf(n), lb(n);
+  for (PetscInt i = 0; i < n; i++) {
+    DDLayer               l = I->nodes[i].layer;
+    std::vector<DDTensor> xs(l->setupin, l->setupin + l->nin), dxs(l->nin, NULL);
+    bool                  nodx = true;
+    for (int k : I->nodes[i].inputs)
+      if (k >= 0) nodx = false;
+    if (!nodx)
+      for (PetscInt j = 0; j < l->nin; j++)
+        if (I->nodes[i].inputs[j] >= 0) PetscCall(DDTensorDuplicate(xs[j], &dxs[j]));
+    DDTensor dy = NULL;
+    if (i != (PetscInt)I->output) {
+      PetscCall(DDTensorDuplicate(l->output, &dy));
+      PetscCall(DDTensorSetRandomGlobal(dy, 3, -1, 1));
+    }
+    for (PetscInt s = 0; s < steps + 2; s++) {
+      PetscLogDouble t0, t1, t2;
+      double         a, b;
+      PetscCallMPI(MPI_Barrier(PETSC_COMM_WORLD));
+      PetscCall(PetscTime(&t0));
+      PetscCall(DDLayerForwardMulti(l, l->nin, xs.data(), l->output));
+      PetscCall(PetscTime(&t1));
+      PetscCallMPI(MPI_Barrier(PETSC_COMM_WORLD));
+      PetscCall(PetscTime(&t1));
+      PetscCall(DDLayerBackwardMulti(l, dy, l->nin, dxs.data()));
+      PetscCall(PetscTime(&t2));
+      PetscCall(MaxTime(t0, t1, &a));
+      PetscCall(MaxTime(t1, t2, &b));
+      if (s >= 2) {
+        lf[i].push_back(a);
+        lb[i].push_back(b);
+      }
+    }
+    for (auto &d : dxs) PetscCall(DDTensorDestroy(&d));
+    PetscCall(DDTensorDestroy(&dy));
+  }
+  PetscMPIInt P;
+  PetscCallMPI(MPI_Comm_size(PETSC_COMM_WORLD, &P));
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "\n%s, %d rank(s), %s, %" PetscInt_FMT " steps (medians, ms; ratio = predicted / measured)\n", title, P, DDDataTypes[dt], steps));
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-8s %-13s %9s %9s %6s %9s %9s %6s %9s %9s\n", "layer", "type", "fwd pred", "fwd meas", "ratio", "bwd pred", "bwd meas", "ratio", "comm KiB", "mem KiB"));
+  double    sp[2] = {0, 0}, sm[2] = {0, 0};
+  PetscBool allok = PETSC_TRUE;
+  for (PetscInt i = 0; i < n; i++) {
+    DDLayer     l;
+    const char *name;
+    DDLayerType type;
+    PetscReal   t[4];
+    PetscBool   ok;
+    PetscInt64  c[4], m[4];
+    PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
+    PetscCall(DDLayerGetType(l, &type));
+    PetscCall(DDNetGetLayerModelTime(net, i, &t[0], &t[1], &t[2], &t[3], &ok));
+    PetscCall(DDNetGetLayerModelComm(net, i, PETSC_FALSE, &c[0], &c[1], &c[2], &c[3]));
+    PetscCall(DDLayerGetModelMemory(l, &m[0], &m[1], &m[2], &m[3]));
+    double pr[2] = {t[0] + t[1], t[2] + t[3]}, mem = (double)(m[0] + m[1] + m[2] + m[3]), cm = (double)PetscMax(c[1], c[3]);
+    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, pr, 2, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD));
+    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &mem, 1, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD));
+    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &cm, 1, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD));
+    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &ok, 1, MPIU_BOOL, MPI_LAND, PETSC_COMM_WORLD));
+    if (!ok) allok = PETSC_FALSE;
+    double mf = Median(lf[i]), mb = Median(lb[i]);
+    sp[0] += pr[0];
+    sp[1] += pr[1];
+    sm[0] += mf;
+    sm[1] += mb;
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-8s %-13s %9.4f %9.4f %6.2f %9.4f %9.4f %6.2f %9.1f %9.1f\n", name, type, 1e3 * pr[0], 1e3 * mf, pr[0] / mf, 1e3 * pr[1], 1e3 * mb, pr[1] / mb, cm / 1024, mem / 1024));
+  }
+  PetscReal pf, pb;
+  PetscBool ok;
+  PetscCall(DDNetGetModelTime(net, &pf, &pb, &ok));
+  double mf = Median(tf), mb = Median(tb);
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s %9.4f %9.4f %6.2f %9.4f %9.4f %6.2f\n", "sum of layers", 1e3 * sp[0], 1e3 * sm[0], sp[0] / sm[0], 1e3 * sp[1], 1e3 * sm[1], sp[1] / sm[1]));
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s %9.4f %9.4f %6.2f %9.4f %9.4f %6.2f   step: predicted %.3f ms, measured %.3f ms, ratio %.2f%s\n", "network step", 1e3 * (double)pf, 1e3 * mf, (double)pf / mf, 1e3 * (double)pb, 1e3 * mb, (double)pb / mb, 1e3 * (double)(pf + pb), 1e3 * (mf + mb), (double)(pf + pb) / (mf + mb), (ok && allok) ? "" : "  (NOT CALIBRATED: some terms are missing)"));
+  PetscCall(DDNetDestroy(&net));
+  PetscCall(DDTensorDestroy(&in[0]));
+  PetscCall(DDTensorDestroy(&in[1]));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+int main(int argc, char **argv)
+{
+  PetscInt   steps = 20, grid = 32;
+  char       dts[32] = "float32";
+  DDDataType dt;
+  PetscBool  have;
+
+  PetscCall(DDInitialize(&argc, &argv, NULL, NULL));
+  PetscCall(PetscOptionsGetInt(NULL, NULL, "-steps", &steps, NULL));
+  PetscCall(PetscOptionsGetInt(NULL, NULL, "-grid", &grid, NULL));
+  PetscCall(PetscOptionsGetString(NULL, NULL, "-dtype", dts, sizeof(dts), NULL));
+  dt = !strcmp(dts, "float64") ? DD_FLOAT64 : DD_FLOAT32;
+  PetscCall(DDModelLoad(PETSC_COMM_WORLD, NULL, dt, &have));
+  PetscReal a, b;
+  PetscBool commok;
+  PetscCall(DDModelGetCommParameters(&a, &b, &commok));
+  PetscMPIInt P;
+  PetscCallMPI(MPI_Comm_size(PETSC_COMM_WORLD, &P));
+  if (!have || (P > 1 && !commok)) {
+    const char *path;
+    PetscCall(DDModelGetCachePath(&path));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "calibrating (no %s%s in %s) ...\n", have ? "" : "kernel fits", (P > 1 && !commok) ? " alpha-beta fit" : "", path));
+    PetscCall(DDModelCalibrate(PETSC_COMM_WORLD, NULL, dt));
+    PetscCall(DDModelGetCommParameters(&a, &b, &commok));
+  }
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "MPI: alpha %.2f us, beta %.3f ns/B (%.2f GB/s)%s\n", 1e6 * (double)a, 1e9 * (double)b, b > 0 ? 1e-9 / (double)b : 0.0, commok ? "" : " (not calibrated)"));
+  PetscCall(Run("main job U-Net (share/ddnn/main_job.opts), spatial partition", "main_job.opts", "unet_", true, grid, dt, steps));
+  PetscCall(Run("LeNet-5 (share/ddnn/lenet5.opts), batch partition", "lenet5.opts", "lenet_", false, grid, dt, steps));
+  PetscCall(DDFinalize());
+  return 0;
+}

@@ -1,0 +1,265 @@
+/*
+  The calibration run of the performance model (issue 16 item 2; paper 003 sec. V-A: "empirical
+  estimates ... from a simple benchmark that times the appropriate function", combined with an
+  analytic alpha-beta communication model, sec. II-B):
+  - MPI: pairs of ranks exchange n bytes both ways at once (MPI_Sendrecv, as the halo and
+    repartition exchanges do) at several n; t(n) = alpha + beta n by least squares;
+  - kernels: each calibrated layer kind, on the chosen backend and data type, at three sizes,
+    timed on every rank at once on PETSC_COMM_SELF (the ranks share the machine as in a run),
+    forward and backward separately (lower quartiles of the repetitions), the slowest rank's times fitted as
+    t = c0 + c1 work (DDLayerGetModelWork()). The timed layer takes the output of a layer of the
+    same kind as its input, so its input is in the format a chain of ddnn layers hands over.
+*/
+#include <ddnn/private/ddlayerimpl.h>
+#include <ddmodel.h>
+#include <petsctime.h>
+#include <vector>
+#include <string>
+#include <algorithm>
+#include <cmath>
+
+namespace ddnn
+{
+/* model.cxx's store and cache */
+PetscErrorCode ModelStoreComm_Private(PetscReal alpha, PetscReal beta);
+PetscErrorCode ModelStoreKernel_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, const std::vector<double> &work, const std::vector<double> &t);
+PetscErrorCode ModelSave_Private(MPI_Comm comm);
+} // namespace ddnn
+
+/* the lower quartile of repeated timings: robust against other processes taking the core for a while (a shared machine), unlike the mean, and less optimistic than the minimum */
+static double QuartileOf(std::vector<double> v)
+{
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 4];
+}
+
+/* t(n) of one exchange of n bytes with the partner rank (lower quartile), on every rank of a pair */
+static PetscErrorCode CalibrateComm(MPI_Comm comm, PetscReal *alpha, PetscReal *beta)
+{
+  PetscMPIInt         rank, size;
+  const int           sizes[] = {8, 512, 4096, 32768, 131072, 524288, 2097152};
+  std::vector<double> w, t;
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  PetscMPIInt         partner = (rank ^ 1) < size ? (rank ^ 1) : MPI_PROC_NULL;
+  std::vector<char>   sb(2097152, 1), rb(2097152);
+  for (int n : sizes) {
+    int                 reps = n <= 32768 ? 200 : 30;
+    std::vector<double> ts;
+    PetscCallMPI(MPI_Barrier(comm));
+    for (int r = 0; r < reps + 5; r++) {
+      PetscLogDouble t0, t1;
+      PetscCall(PetscTime(&t0));
+      PetscCallMPI(MPI_Sendrecv(sb.data(), n, MPI_BYTE, partner, 77, rb.data(), n, MPI_BYTE, partner, 77, comm, MPI_STATUS_IGNORE));
+      PetscCall(PetscTime(&t1));
+      if (r >= 5) ts.push_back(t1 - t0);
+    }
+    double m = QuartileOf(ts);
+    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &m, 1, MPI_DOUBLE, MPI_MAX, comm));
+    w.push_back(n);
+    t.push_back(m);
+  }
+  /* least squares of t = alpha + beta n */
+  double nn = (double)w.size(), sw = 0, st = 0, sww = 0, swt = 0;
+  for (size_t i = 0; i < w.size(); i++) {
+    sw += w[i];
+    st += t[i];
+    sww += w[i] * w[i];
+    swt += w[i] * t[i];
+  }
+  double b = (nn * swt - sw * st) / (nn * sww - sw * sw), a = (st - b * sw) / nn;
+  if (b < 0) b = t.back() / w.back();
+  if (a < 0) a = t.front(); /* the smallest message's time: the latency */
+  *alpha = a;
+  *beta  = b;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode FillTensor(DDTensor t, PetscReal shift)
+{
+  void    *a;
+  PetscInt n;
+  DDDataType dt;
+
+  PetscFunctionBegin;
+  PetscCall(DDTensorGetLocalStorageSize(t, &n));
+  PetscCall(DDTensorGetDataType(t, &dt));
+  PetscCall(DDTensorGetArray(t, &a));
+  for (PetscInt i = 0; i < n; i++) {
+    double v = std::sin(0.37 * (double)i + shift);
+    if (dt == DD_FLOAT32) ((float *)a)[i] = (float)v;
+    else ((double *)a)[i] = v;
+  }
+  PetscCall(DDTensorRestoreArray(t, &a));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* a layer of a calibrated kind, set up on x */
+static PetscErrorCode MakeLayer(const std::string &kind, const char backend[], DDTensor x, PetscInt ch, DDLayer *l)
+{
+  PetscFunctionBegin;
+  PetscCall(DDLayerCreate(PETSC_COMM_SELF, l));
+  PetscCall(DDLayerSetType(*l, kind.c_str()));
+  if (backend) PetscCall(DDLayerSetBackend(*l, backend));
+  const PetscInt k3[2] = {3, 3}, p1[2] = {1, 1}, k2[2] = {2, 2}, s2[2] = {2, 2};
+  if (kind == DDLAYERCONV) {
+    PetscCall(DDLayerConvSetOutputChannels(*l, ch));
+    PetscCall(DDLayerConvSetKernel(*l, 2, k3));
+    PetscCall(DDLayerConvSetPadding(*l, 2, p1));
+  } else if (kind == DDLAYERCONVTRANSPOSE) {
+    PetscCall(DDLayerConvSetOutputChannels(*l, ch));
+    PetscCall(DDLayerConvSetKernel(*l, 2, k2));
+    PetscCall(DDLayerConvSetStride(*l, 2, s2));
+  } else if (kind == DDLAYERAFFINE) {
+    PetscCall(DDLayerAffineSetOutputFeatures(*l, ch));
+  } else if (kind == DDLAYERACTIVATION) {
+    PetscCall(DDLayerActivationSetType(*l, DD_ACT_RELU));
+  } else if (kind == DDLAYERPOOL) {
+    PetscCall(DDLayerPoolSetType(*l, DD_POOL_MAX));
+    PetscCall(DDLayerPoolSetKernel(*l, 2, k2));
+    PetscCall(DDLayerPoolSetStride(*l, 2, s2));
+  } else if (kind == DDLAYERUPSAMPLE) {
+    PetscCall(DDLayerUpsampleSetMode(*l, DD_UPSAMPLE_LINEAR));
+    PetscCall(DDLayerUpsampleSetScale(*l, 2, s2));
+  }
+  PetscCall(DDLayerSetUp(*l, x));
+  PetscCall(DDLayerInitializeParameters(*l, 7));
+  PetscCall(DDLayerSetTraining(*l, PETSC_TRUE));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* times one kind at one size; returns the timed layer's work and lower-quartile times */
+static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DDDataType dt, PetscInt size, double work[2], double tm[2])
+{
+  DDPartition part;
+  DDTensor    x0, dx, dy;
+  DDLayer     A, B;
+  PetscInt    shape[4], order, ch;
+
+  PetscFunctionBegin;
+  if (kind == DDLAYERAFFINE) {
+    order    = 2;
+    shape[0] = 32;
+    shape[1] = 64 * size; /* 64, 256, 1024 features */
+    ch       = shape[1];
+  } else {
+    order    = 4;
+    shape[0] = 4;
+    shape[1] = 16;
+    shape[2] = shape[3] = (kind == DDLAYERPOOL ? 32 : 16) * size; /* pool halves A's output: B sees the same sizes as the others */
+    if (kind == DDLAYERUPSAMPLE || kind == DDLAYERCONVTRANSPOSE) shape[2] = shape[3] = 8 * size; /* A doubles: B sees 16 ... */
+    ch = 16;
+  }
+  const PetscInt pshape[4] = {1, 1, 1, 1};
+  PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, order, pshape, PETSC_DECIDE, NULL, &part));
+  PetscCall(DDTensorCreateFromPartition(part, dt, order, shape, &x0));
+  PetscCall(FillTensor(x0, 0.1));
+  PetscCall(MakeLayer(kind, backend, x0, ch, &A));
+  DDTensor x;
+  PetscCall(DDLayerGetOutput(A, &x));
+  PetscCall(DDLayerForward(A, x0, x)); /* x: in the format a layer of this kind hands over */
+  PetscCall(MakeLayer(kind, backend, x, ch, &B));
+  DDTensor y;
+  PetscCall(DDLayerGetOutput(B, &y));
+  PetscCall(DDTensorDuplicate(y, &dy));
+  PetscCall(FillTensor(dy, 0.3));
+  PetscCall(DDTensorDuplicate(x, &dx));
+  PetscReal f, b;
+  for (int d = 0; d < 2; d++) {
+    PetscCall(DDLayerGetModelWork(B, d ? PETSC_TRUE : PETSC_FALSE, &f, &b));
+    work[d] = (kind == DDLAYERCONV || kind == DDLAYERCONVTRANSPOSE || kind == DDLAYERAFFINE) ? f : b;
+  }
+  std::vector<double> tf, tb;
+  PetscLogDouble      spent = 0;
+  for (int r = 0; r < 60 && (r < 7 || spent < 0.08); r++) {
+    PetscLogDouble t0, t1, t2;
+    PetscCall(PetscTime(&t0));
+    PetscCall(DDLayerForward(B, x, y));
+    PetscCall(PetscTime(&t1));
+    PetscCall(DDLayerBackward(B, dy, dx));
+    PetscCall(PetscTime(&t2));
+    if (r >= 2) { /* two warm-up calls */
+      tf.push_back(t1 - t0);
+      tb.push_back(t2 - t1);
+      spent += t2 - t0;
+    }
+  }
+  tm[0] = QuartileOf(tf);
+  tm[1] = QuartileOf(tb);
+  PetscCall(DDTensorDestroy(&dx));
+  PetscCall(DDTensorDestroy(&dy));
+  PetscCall(DDLayerDestroy(&B));
+  PetscCall(DDLayerDestroy(&A));
+  PetscCall(DDTensorDestroy(&x0));
+  PetscCall(DDPartitionDestroy(&part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDModelCalibrate - Measures this machine for the performance model and caches the result: an alpha-beta fit of MPI and the kernel times of each calibrated layer kind on a backend and data type
+
+  Collective
+
+  Input Parameters:
++ comm    - the ranks to measure on (as in the runs to be predicted: one rank per core)
+. backend - the backend's name (NULL: the default)
+- dt      - the data type
+
+  Options Database Keys:
++ -dd_model_calibrate    - `DDNetView()` (-net_view) calibrates first when the cache lacks the network's backend and data type
+- -dd_model_cache <path> - the cache file (`DDModelGetCachePath()`)
+
+  Notes:
+  Pairs of ranks exchange 8 B to 2 MiB both ways at once (MPI_Sendrecv, as the exchange engine's
+  halo and repartition messages go), and t = alpha + beta n is fitted to the slowest pair's
+  lower quartiles by least squares; on one rank alpha and beta are kept from the cache (none are needed
+  there). Every rank then times, at three sizes, one forward and one backward of conv (3x3, 16
+  channels), convtranspose (2x2 stride 2), affine, ReLU, batch norm, max pool 2x2 and bilinear
+  upsampling x2 on PETSC_COMM_SELF (lower quartiles after warm-up, all ranks at once), and
+  t = c0 + c1 work is fitted to the slowest rank's quartiles (work: `DDLayerGetModelWork()`).
+  Rank 0 writes the merged cache. Takes a few seconds. Paper 003 sec. V-A.
+
+  Level: intermediate
+
+.seealso: `DDModelLoad()`, `DDLayerGetModelTime()`, `DDNetViewModel()`
+@*/
+PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType dt)
+{
+  PetscMPIInt size;
+  const char *bname = backend;
+  PetscBool   have;
+
+  PetscFunctionBegin;
+  PetscCall(DDInitializePackage());
+  PetscCheck(dt == DD_FLOAT32 || dt == DD_FLOAT64, comm, PETSC_ERR_ARG_OUTOFRANGE, "DDModelCalibrate(): unknown data type %d", (int)dt);
+  if (!bname) PetscCall(DDBackendGetDefault(&bname));
+  {
+    DDBackend b;
+    PetscCall(DDBackendGet(bname, &b)); /* an unknown backend's name is an error here */
+  }
+  PetscCall(DDModelLoad(comm, bname, dt, &have)); /* a corrupt cache is an error before any measurement */
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  if (size > 1) {
+    PetscReal a, b;
+    PetscCall(CalibrateComm(comm, &a, &b));
+    PetscCall(ddnn::ModelStoreComm_Private(a, b));
+  }
+  const char *const kinds[] = {DDLAYERCONV, DDLAYERCONVTRANSPOSE, DDLAYERAFFINE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, DDLAYERUPSAMPLE};
+  for (const char *k : kinds) {
+    std::vector<double> w[2], t[2];
+    for (PetscInt s : {1, 2, 4}) {
+      double wk[2], tm[2];
+      PetscCall(TimeKind(k, bname, dt, s, wk, tm));
+      PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
+      for (int d = 0; d < 2; d++) {
+        w[d].push_back(wk[d]);
+        t[d].push_back(tm[d]);
+      }
+    }
+    for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, k, d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
+  }
+  PetscCall(ddnn::ModelSave_Private(comm));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}

@@ -1,0 +1,1090 @@
+/*
+  The performance model of layers and distributions (issue 16, items 2 and 4; paper 003 sec. V).
+
+  Time of a layer = local compute + communication (paper 003 sec. V-A, FP/BPx/BPw/BPa):
+  - compute: kernel times measured by a calibration run (DDModelCalibrate(), -dd_model_calibrate)
+    as in paper 003 sec. V-A ("empirical estimates ... a simple benchmark that times the
+    appropriate function"), on the chosen backend and data type, at a few sizes per layer kind,
+    fitted as t = c0 + c1 * work (least squares): work is the GEMM flops of conv, convtranspose
+    and affine, the bytes read and written by the other kernels; c0 is the per-call overhead;
+  - point-to-point communication: the exact messages and bytes of each primitive's set-up graph
+    (DDPrimitiveGetCommVolume(), from the exchange engine's plan) priced with the linear model
+    alpha + beta n (paper 003 sec. II-B, SR(n)), alpha and beta fitted to a ping-pong at several
+    sizes on this machine (least squares), full duplex: max(sent, received) per rank;
+  - collectives (weight broadcast / gradient sum-reduce, the norms' all-sum-reduce): the
+    binomial-tree and Rabenseifner models of Thakur et al. (paper 003 ref. [22]) on the same
+    alpha and beta, over the primitive's communicator.
+  Memory per rank per layer: the output and the tensors kept for backward (activations), the
+  halo regions and the exchange engine's message buffers, weights and gradients, and the layer's
+  other work tensors (those its primitives were set up on).
+
+  The calibration is cached per machine in a small text file (DDModelGetCachePath()).
+*/
+#include <ddnn/private/ddlayerimpl.h>
+#include <ddnn/private/ddprimitiveimpl.h>
+#include <ddnn/private/ddnetimpl.h>
+#include <primitive/exchange.hpp>
+#include <ddmodel.h>
+#include <ddconf.h>
+#include <petsctime.h>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cerrno>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#ifndef DDNN_MODEL_CACHE_DIR
+  #define DDNN_MODEL_CACHE_DIR "."
+#endif
+
+namespace
+{
+struct Fit {
+  double c0 = 0, c1 = 0;
+};
+
+struct ModelState {
+  bool                       loaded = false; /* the cache file was read (or found absent) */
+  bool                       commok = false;
+  double                     alpha = 0, beta = 0;
+  std::map<std::string, Fit> kern; /* "backend dtype kind f|b" */
+  std::string                path;
+};
+ModelState M;
+
+const char *const cacheMagic = "ddnn-model-cache 1";
+
+std::string HostName()
+{
+  char h[256] = {0};
+  if (gethostname(h, sizeof(h) - 1)) std::strcpy(h, "unknown");
+  for (char *c = h; *c; c++)
+    if (*c == ' ' || *c == '/') *c = '_';
+  return h;
+}
+
+std::string KernelKey(const std::string &backend, DDDataType dt, const std::string &kind, bool bwd)
+{
+  return backend + " " + DDDataTypes[dt] + " " + kind + " " + (bwd ? "b" : "f");
+}
+
+/* least squares of t = c0 + c1 w */
+Fit LeastSquares(const std::vector<double> &w, const std::vector<double> &t)
+{
+  double n = (double)w.size(), sw = 0, st = 0, sww = 0, swt = 0;
+  for (size_t i = 0; i < w.size(); i++) {
+    sw += w[i];
+    st += t[i];
+    sww += w[i] * w[i];
+    swt += w[i] * t[i];
+  }
+  Fit    f;
+  double d = n * sww - sw * sw;
+  f.c1     = d > 0 ? (n * swt - sw * st) / d : 0;
+  f.c0     = (st - f.c1 * sw) / n;
+  if (f.c1 < 0) { /* noise: fall back to a pure rate through the largest size */
+    f.c1 = t.back() / w.back();
+    f.c0 = 0;
+  }
+  if (f.c0 < 0) { /* no negative overhead: the rate through the largest size */
+    f.c0 = 0;
+    f.c1 = t.back() / w.back();
+  }
+  return f;
+}
+
+/* the layer kinds the calibration times; the others are priced as the generic memory-bound kernel */
+const char *const calibratedKinds[] = {DDLAYERCONV, DDLAYERCONVTRANSPOSE, DDLAYERAFFINE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, DDLAYERUPSAMPLE};
+
+bool IsGemmKind(const std::string &k)
+{
+  return k == DDLAYERCONV || k == DDLAYERCONVTRANSPOSE || k == DDLAYERAFFINE;
+}
+} // namespace
+
+static PetscErrorCode ModelCachePath(std::string &path)
+{
+  char      buf[PETSC_MAX_PATH_LEN];
+  PetscBool set;
+
+  PetscFunctionBegin;
+  PetscCall(PetscOptionsGetString(NULL, NULL, "-dd_model_cache", buf, sizeof(buf), &set));
+  if (set) path = buf;
+  else {
+    const char *x = getenv("XDG_CACHE_HOME");
+    if (x && x[0]) path = std::string(x) + "/ddnn/model-" + HostName() + ".txt";
+    else path = std::string(DDNN_MODEL_CACHE_DIR) + "/ddnn-model-cache/model-" + HostName() + ".txt";
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDModelGetCachePath - The file the performance model's calibration is cached in
+
+  Not collective
+
+  Output Parameter:
+. path - the path (owned by ddnn; valid until the next call)
+
+  Options Database Key:
+. -dd_model_cache <path> - the file; default $XDG_CACHE_HOME/ddnn/model-<host>.txt, or, without
+  XDG_CACHE_HOME, ddnn-model-cache/model-<host>.txt in ddnn's build directory. ddnn writes nowhere else.
+
+  Level: intermediate
+
+.seealso: `DDModelCalibrate()`, `DDModelLoad()`
+@*/
+PetscErrorCode DDModelGetCachePath(const char *path[])
+{
+  PetscFunctionBegin;
+  PetscValidPointer(path, 1);
+  PetscCall(ModelCachePath(M.path));
+  *path = M.path.c_str();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* reads the cache into M (entries of the file replace those in memory); a missing file is not an
+   error; a file we cannot use leaves M alone and says why (the callers raise the error, on every
+   rank where they are collective) */
+static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *found, std::string &why)
+{
+  FILE *f;
+  char  line[1024];
+  int   ln = 0;
+
+  PetscFunctionBegin;
+  *found = PETSC_FALSE;
+  why.clear();
+  f = fopen(path.c_str(), "r");
+  if (!f) {
+    if (errno != ENOENT) why = std::string("it cannot be read (") + strerror(errno) + ")";
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  std::map<std::string, Fit> kern;
+  bool                       commok = false, host = false;
+  double                     alpha = 0, beta = 0;
+  while (fgets(line, sizeof(line), f)) {
+    ln++;
+    std::string s(line);
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    if (ln == 1) {
+      if (s != cacheMagic) {
+        why = "its first line is not \"" + std::string(cacheMagic) + "\" (not a ddnn model cache, or another version)";
+        break;
+      }
+      continue;
+    }
+    if (s.empty() || s[0] == '#') continue;
+    char   a[256], b[64], c[64], d[8];
+    double x, y;
+    int    n = 0;
+    if (!strncmp(s.c_str(), "host ", 5)) {
+      if (s.substr(5) != HostName()) {
+        why = "it was calibrated on host " + s.substr(5) + ", not on this one (" + HostName() + "): a foreign cache";
+        break;
+      }
+      host = true;
+    } else if (sscanf(s.c_str(), "comm %lg %lg%n", &x, &y, &n) == 2 && n == (int)s.size() && x >= 0 && y >= 0 && std::isfinite(x) && std::isfinite(y)) {
+      commok = true;
+      alpha  = x;
+      beta   = y;
+    } else if (sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg%n", a, b, c, d, &x, &y, &n) == 6 && n == (int)s.size() && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && y >= 0 && std::isfinite(x) && std::isfinite(y)) {
+      PetscInt  dt;
+      PetscBool ok;
+      PetscCall(PetscEListFind(2, DDDataTypes, b, &dt, &ok)); /* float32, float64 */
+      if (!ok) {
+        fclose(f);
+        why = "line " + std::to_string(ln) + " names an unknown data type " + b;
+        PetscFunctionReturn(PETSC_SUCCESS);
+      }
+      kern[KernelKey(a, (DDDataType)dt, c, d[0] == 'b')] = Fit{x, y};
+    } else {
+      why = "line " + std::to_string(ln) + " is malformed: \"" + s + "\"";
+      break;
+    }
+  }
+  fclose(f);
+  if (why.empty() && ln == 0) why = "it is empty";
+  if (why.empty() && !host) why = "it names no host";
+  if (!why.empty()) PetscFunctionReturn(PETSC_SUCCESS);
+  if (commok) {
+    M.commok = true;
+    M.alpha  = alpha;
+    M.beta   = beta;
+  }
+  for (auto &kv : kern) M.kern[kv.first] = kv.second;
+  *found = PETSC_TRUE;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+#define MODEL_CACHE_ERR "The model cache %s cannot be used: %s. Remove it, or recalibrate (-dd_model_calibrate) with -dd_model_cache naming another file"
+
+static PetscErrorCode ModelReadCache(const std::string &path, PetscBool *found)
+{
+  std::string why;
+
+  PetscFunctionBegin;
+  PetscCall(ModelReadCacheWhy(path, found, why));
+  PetscCheck(why.empty(), PETSC_COMM_SELF, PETSC_ERR_FILE_UNEXPECTED, MODEL_CACHE_ERR, path.c_str(), why.c_str());
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode ModelMkdirs(const std::string &path)
+{
+  PetscFunctionBegin;
+  for (size_t i = 1; i < path.size(); i++) {
+    if (path[i] != '/') continue;
+    std::string d = path.substr(0, i);
+    if (mkdir(d.c_str(), 0755) && errno != EEXIST) SETERRQ(PETSC_COMM_SELF, PETSC_ERR_FILE_OPEN, "Cannot create the directory %s of the model cache %s: %s", d.c_str(), path.c_str(), strerror(errno));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode ModelWriteCache(const std::string &path)
+{
+  PetscFunctionBegin;
+  PetscCall(ModelMkdirs(path));
+  std::string tmp = path + ".tmp" + std::to_string((long)getpid());
+  FILE       *f   = fopen(tmp.c_str(), "w");
+  PetscCheck(f, PETSC_COMM_SELF, PETSC_ERR_FILE_OPEN, "Cannot write the model cache %s: %s", tmp.c_str(), strerror(errno));
+  fprintf(f, "%s\n# ddnn performance model calibration (DDModelCalibrate): t = c0 + c1 work; comm: alpha [s] beta [s/byte]\nhost %s\n", cacheMagic, HostName().c_str());
+  if (M.commok) fprintf(f, "comm %.9g %.9g\n", M.alpha, M.beta);
+  for (auto &kv : M.kern) fprintf(f, "kernel %s %.9g %.9g\n", kv.first.c_str(), kv.second.c0, kv.second.c1);
+  PetscCheck(fclose(f) == 0, PETSC_COMM_SELF, PETSC_ERR_FILE_WRITE, "Cannot write the model cache %s", tmp.c_str());
+  PetscCheck(rename(tmp.c_str(), path.c_str()) == 0, PETSC_COMM_SELF, PETSC_ERR_FILE_WRITE, "Cannot move %s to the model cache %s: %s", tmp.c_str(), path.c_str(), strerror(errno));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* reads the cache once per process (on every rank: the file is small) */
+static PetscErrorCode ModelEnsureLoaded(void)
+{
+  PetscBool found;
+
+  PetscFunctionBegin;
+  if (M.loaded) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(ModelCachePath(M.path));
+  PetscCall(ModelReadCache(M.path, &found));
+  M.loaded = true;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDModelLoad - Reads the performance model's calibration from its cache file and says whether it holds the kernel rates of a backend and data type
+
+  Collective
+
+  Input Parameters:
++ comm    - the ranks that will use the model
+. backend - the backend's name (NULL: the default backend)
+- dt      - the data type
+
+  Output Parameter:
+. calibrated - whether the cache holds the fits of every calibrated layer kind for backend and dt
+
+  Notes:
+  A cache file that is not ours, is malformed, or was written on another host is an error naming
+  the file. A missing file is not: calibrated is then `PETSC_FALSE`.
+
+  Level: intermediate
+
+.seealso: `DDModelCalibrate()`, `DDModelGetCachePath()`
+@*/
+PetscErrorCode DDModelLoad(MPI_Comm comm, const char backend[], DDDataType dt, PetscBool *calibrated)
+{
+  const char *bname = backend;
+  PetscBool   found, all = PETSC_TRUE;
+
+  PetscFunctionBegin;
+  PetscValidPointer(calibrated, 4);
+  PetscCall(ModelCachePath(M.path));
+  {
+    std::string why;
+    PetscCall(ModelReadCacheWhy(M.path, &found, why));
+    DDCheckAll(comm, why.empty(), PETSC_ERR_FILE_UNEXPECTED, MODEL_CACHE_ERR, M.path.c_str(), why.c_str()); /* on every rank, so that none waits in a collective */
+  }
+  M.loaded = true;
+  if (!bname) PetscCall(DDBackendGetDefault(&bname));
+  for (auto k : calibratedKinds)
+    for (int b = 0; b < 2; b++)
+      if (!M.kern.count(KernelKey(bname, dt, k, b))) all = PETSC_FALSE;
+  PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &all, 1, MPIU_BOOL, MPI_LAND, comm));
+  *calibrated = all;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDModelSetCommParameters - Sets the latency and inverse bandwidth of the model's point-to-point messages (instead of measuring them)
+
+  Not collective
+
+  Input Parameters:
++ alpha - seconds per message
+- beta  - seconds per byte
+
+  Notes:
+  For hypothetical machines (the predictions for paper 000's and 003's configurations). Not written to the cache.
+
+  Level: advanced
+
+.seealso: `DDModelGetCommParameters()`, `DDModelCalibrate()`
+@*/
+PetscErrorCode DDModelSetCommParameters(PetscReal alpha, PetscReal beta)
+{
+  PetscFunctionBegin;
+  PetscCheck(alpha >= 0 && beta >= 0 && !PetscIsInfOrNanReal(alpha) && !PetscIsInfOrNanReal(beta), PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "alpha %g and beta %g must be finite and >= 0", (double)alpha, (double)beta);
+  PetscCall(ModelEnsureLoaded());
+  M.commok = true;
+  M.alpha  = alpha;
+  M.beta   = beta;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDModelGetCommParameters - The latency and inverse bandwidth of the model's messages (alpha + beta n)
+
+  Not collective
+
+  Output Parameters:
++ alpha      - seconds per message
+. beta       - seconds per byte
+- calibrated - whether they were measured (or set); if not, alpha and beta are 0
+
+  Level: intermediate
+
+.seealso: `DDModelCalibrate()`, `DDModelSetCommParameters()`
+@*/
+PetscErrorCode DDModelGetCommParameters(PetscReal *alpha, PetscReal *beta, PetscBool *calibrated)
+{
+  PetscFunctionBegin;
+  PetscCall(ModelEnsureLoaded());
+  if (alpha) *alpha = M.alpha;
+  if (beta) *beta = M.beta;
+  if (calibrated) *calibrated = M.commok ? PETSC_TRUE : PETSC_FALSE;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDModelGetKernelFit - The calibrated time of a layer kind's kernels, t = c0 + c1 work
+
+  Not collective
+
+  Input Parameters:
++ backend  - the backend's name (NULL: the default)
+. dt       - the data type
+. kind     - the layer type (`DDLAYERCONV`, ...)
+- backward - `PETSC_FALSE`: forward, `PETSC_TRUE`: backward
+
+  Output Parameters:
++ c0         - seconds per call
+. c1         - seconds per unit of work: per flop for conv, convtranspose and affine, per byte read and written otherwise
+- calibrated - whether the cache holds this fit
+
+  Level: intermediate
+
+.seealso: `DDModelCalibrate()`, `DDLayerGetModelWork()`
+@*/
+PetscErrorCode DDModelGetKernelFit(const char backend[], DDDataType dt, const char kind[], PetscBool backward, PetscReal *c0, PetscReal *c1, PetscBool *calibrated)
+{
+  const char *bname = backend;
+
+  PetscFunctionBegin;
+  PetscValidCharPointer(kind, 3);
+  PetscCall(ModelEnsureLoaded());
+  if (!bname) PetscCall(DDBackendGetDefault(&bname));
+  auto it = M.kern.find(KernelKey(bname, dt, kind, backward));
+  if (c0) *c0 = it == M.kern.end() ? 0 : it->second.c0;
+  if (c1) *c1 = it == M.kern.end() ? 0 : it->second.c1;
+  if (calibrated) *calibrated = it == M.kern.end() ? PETSC_FALSE : PETSC_TRUE;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDModelReset - Forgets the calibration held in memory (the cache file is read again on next use)
+
+  Not collective
+
+  Level: advanced
+
+.seealso: `DDModelLoad()`
+@*/
+PetscErrorCode DDModelReset(void)
+{
+  PetscFunctionBegin;
+  M = ModelState();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* ---------------------------------------------------------------------------------------------
+   The work of a layer: GEMM flops (conv kinds, affine) or bytes read and written (the others)
+   --------------------------------------------------------------------------------------------- */
+static PetscInt64 Bulk(DDTensor t)
+{
+  return (t && t->active) ? (PetscInt64)t->layout.bulksize : 0;
+}
+
+static PetscInt64 Storage(DDTensor t)
+{
+  return (t && t->active) ? (PetscInt64)t->layout.size : 0;
+}
+
+/*@C
+  DDLayerGetModelWork - The local work of a set-up layer's forward or backward kernels on this rank, in the unit its kind is calibrated in
+
+  Not collective
+
+  Input Parameters:
++ layer    - the set-up layer
+- backward - `PETSC_FALSE`: forward, `PETSC_TRUE`: backward
+
+  Output Parameters:
++ flops - GEMM flops (conv, convtranspose, affine: 2 per multiply-add; backward: the data and the weight gradient, twice the forward); 0 for the other kinds
+- bytes - bytes read and written (the other kinds: inputs and output forward; inputs, output and its gradient backward); 0 for the GEMM kinds
+
+  Notes:
+  The convolution's flops are 2 |y_local| |w| / C_out (the local output times the filter's
+  reduction length), the transposed one's 2 |x_local| |w| / C_in, the affine's 2 |y_local| F_in:
+  exact for sample, spatial and filter partitions (paper 003 sec. V-A, C(n, c, h, w, f)); for a
+  channel partition of a convolution they count the whole reduction on every rank.
+
+  Level: intermediate
+
+.seealso: `DDLayerGetModelTime()`, `DDModelCalibrate()`
+@*/
+PetscErrorCode DDLayerGetModelWork(DDLayer layer, PetscBool backward, PetscReal *flops, PetscReal *bytes)
+{
+  DDLayerType type;
+  PetscReal   f = 0, b = 0;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCheck(layer->setupcalled, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONGSTATE, "Set the layer up before asking for its model");
+  PetscCall(DDLayerGetType(layer, &type));
+  std::string kind = type;
+  DDTensor    y    = layer->output;
+  if (IsGemmKind(kind) && layer->nparams > 0) {
+    DDTensor   w  = layer->params[0];
+    PetscInt64 nw = 1;
+    for (PetscInt d = 0; d < w->order; d++) nw *= w->shape[d];
+    if (kind == DDLAYERCONV) f = 2.0 * (PetscReal)Bulk(y) * (PetscReal)(nw / PetscMax(w->shape[0], 1));
+    else if (kind == DDLAYERCONVTRANSPOSE) f = 2.0 * (PetscReal)Bulk(layer->setupin[0]) * (PetscReal)(nw / PetscMax(w->shape[0], 1));
+    else f = 2.0 * (PetscReal)Bulk(y) * (PetscReal)w->shape[w->order - 1]; /* affine: weight (F_out, F_in) */
+    if (backward) f *= 2;
+  } else {
+    size_t     es;
+    PetscInt64 in = 0;
+    PetscCall(DDDataTypeGetSize(y->dtype, &es));
+    for (PetscInt i = 0; i < layer->nin; i++) in += Bulk(layer->setupin[i]);
+    b = (PetscReal)es * (PetscReal)(in + (backward ? 2 : 1) * Bulk(y));
+  }
+  if (flops) *flops = f;
+  if (bytes) *bytes = b;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the primitives set up inside the layer's set-up */
+static std::vector<DDPrimitive> LayerPrimitives(DDLayer layer)
+{
+  std::vector<DDPrimitive> v;
+  for (const void *o : ddnn::ExchangeObjectsUnder(layer)) {
+    PetscObject obj = (PetscObject)o;
+    if (obj != (PetscObject)layer && obj->classid == DD_PRIMITIVE_CLASSID) v.push_back((DDPrimitive)obj);
+  }
+  return v;
+}
+
+static PetscErrorCode LayerModelComm(DDLayer, PetscBool, PetscBool, PetscInt64 *, PetscInt64 *, PetscInt64 *, PetscInt64 *);
+
+/*@C
+  DDLayerGetModelComm - The point-to-point messages and bytes one forward or backward of a set-up layer sends and receives on this rank
+
+  Not collective
+
+  Input Parameters:
++ layer    - the set-up layer
+- backward - `PETSC_FALSE`: `DDLayerForward()`, `PETSC_TRUE`: `DDLayerBackward()`
+
+  Output Parameters:
++ sendmsgs  - messages sent (or NULL)
+. sendbytes - bytes sent (or NULL)
+. recvmsgs  - messages received (or NULL)
+- recvbytes - bytes received (or NULL)
+
+  Notes:
+  The sum of `DDPrimitiveGetCommVolume()` over the primitives the layer built at set-up: the
+  forward applies each once, the backward each adjoint once (a halo exchange forward, its
+  adjoint on the input gradient backward; a repartition and its transpose). The collectives are
+  counted by `DDLayerGetModelCollectives()`.
+
+  Level: intermediate
+
+.seealso: `DDPrimitiveGetCommVolume()`, `DDLayerGetModelTime()`
+@*/
+PetscErrorCode DDLayerGetModelComm(DDLayer layer, PetscBool backward, PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCheck(layer->setupcalled, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONGSTATE, "Set the layer up before asking for its model");
+  PetscCall(LayerModelComm(layer, backward, PETSC_FALSE, sendmsgs, sendbytes, recvmsgs, recvbytes));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* nodx: the backward computes no input gradient (a network's first layer): the data-path exchanges' adjoints do not run */
+static PetscErrorCode LayerModelComm(DDLayer layer, PetscBool backward, PetscBool nodx, PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
+{
+  PetscInt64 t[4] = {0, 0, 0, 0};
+
+  PetscFunctionBegin;
+  for (DDPrimitive p : LayerPrimitives(layer)) {
+    if (backward && nodx) break;
+    PetscInt64 v[4];
+    if (!p->setupcalled) continue;
+    PetscCall(DDPrimitiveGetCommVolume(p, backward, &v[0], &v[1], &v[2], &v[3]));
+    /* a primitive set up inside another one is already counted by it */
+    bool nested = false;
+    for (DDPrimitive q : LayerPrimitives(layer))
+      if (q != p && ddnn::ExchangeIsUnder(p, q)) nested = true;
+    if (nested) continue;
+    for (int k = 0; k < 4; k++) t[k] += v[k];
+  }
+  if (sendmsgs) *sendmsgs = t[0];
+  if (sendbytes) *sendbytes = t[1];
+  if (recvmsgs) *recvmsgs = t[2];
+  if (recvbytes) *recvbytes = t[3];
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDLayerGetCommCounters - The point-to-point messages and bytes a layer's primitives actually sent and received on this rank since they were set up (or their counters reset)
+
+  Not collective
+
+  Input Parameters:
++ layer    - the set-up layer
+- backward - `PETSC_FALSE`: the forward applications, `PETSC_TRUE`: the adjoint ones
+
+  Output Parameters:
++ sendmsgs  - messages started (or NULL)
+. sendbytes - bytes in them (or NULL)
+. recvmsgs  - messages received (or NULL)
+- recvbytes - bytes received, as MPI reports them (or NULL)
+
+  Notes:
+  The measured side of `DDLayerGetModelComm()`: after k forward and backward calls the counters
+  equal k times the prediction.
+
+  Level: intermediate
+
+.seealso: `DDLayerGetModelComm()`, `DDPrimitiveGetCommCounters()`
+@*/
+PetscErrorCode DDLayerGetCommCounters(DDLayer layer, PetscBool backward, PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
+{
+  PetscInt64 t[4] = {0, 0, 0, 0};
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  for (auto *ex : ddnn::ExchangeRegistry())
+    if (ddnn::ExchangeIsUnder(ex->owner, layer))
+      for (int k = 0; k < 4; k++) t[k] += ex->counted[backward ? 1 : 0][k];
+  if (sendmsgs) *sendmsgs = t[0];
+  if (sendbytes) *sendbytes = t[1];
+  if (recvmsgs) *recvmsgs = t[2];
+  if (recvbytes) *recvbytes = t[3];
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* a collective primitive of the layer: its kind (1 broadcast/reduce, 2 all-reduce), bytes and group size */
+static PetscErrorCode CollectiveOf(DDPrimitive p, int *kind, PetscInt64 *bytes, PetscMPIInt *group)
+{
+  PetscBool bc, ar;
+  size_t    es;
+
+  PetscFunctionBegin;
+  *kind  = 0;
+  *bytes = 0;
+  *group = 1;
+  PetscCall(PetscObjectTypeCompareAny((PetscObject)p, &bc, DDPRIMITIVEBROADCAST, DDPRIMITIVESUMREDUCE, ""));
+  PetscCall(PetscObjectTypeCompare((PetscObject)p, DDPRIMITIVEALLSUMREDUCE, &ar));
+  if ((!bc && !ar) || !p->setupcalled) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(DDDataTypeGetSize(p->xref->dtype, &es));
+  *kind = bc ? 1 : 2;
+  /* the data a rank holds: the broadcast's copy (y), the all-reduce's x */
+  *bytes = (PetscInt64)es * PetscMax(Bulk(p->xref), Bulk(p->yref));
+  /* the ranks the collective spans: the larger of the two partitions (a broadcast over the
+     replicas; an all-sum over the slice the statistics are summed over is at most that) */
+  PetscMPIInt sx = p->xref->part ? (PetscMPIInt)p->xref->part->size : 1, sy = p->yref->part ? (PetscMPIInt)p->yref->part->size : 1;
+  *group = PetscMax(sx, sy);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDLayerGetModelCollectives - The collective calls and the bytes in them that one forward or backward of a set-up layer makes on this rank
+
+  Not collective
+
+  Input Parameters:
++ layer    - the set-up layer
+- backward - `PETSC_FALSE`: forward, `PETSC_TRUE`: backward
+
+  Output Parameters:
++ calls - collective calls spanning more than one rank (weight broadcasts forward and gradient sum-reductions backward, the norms' all-sum-reductions)
+- bytes - the bytes this rank contributes to them
+
+  Notes:
+  These move their data with MPI collectives, whose messages are MPI's choice; the model prices
+  them with Thakur et al.'s formulas (paper 003 ref. [22]): a broadcast or reduce of n bytes over
+  p ranks ceil(log2 p)(alpha + beta n), an all-reduce 2 ceil(log2 p) alpha + 2 (p-1)/p beta n.
+
+  Level: intermediate
+
+.seealso: `DDLayerGetModelComm()`, `DDLayerGetModelTime()`
+@*/
+PetscErrorCode DDLayerGetModelCollectives(DDLayer layer, PetscBool backward, PetscInt64 *calls, PetscInt64 *bytes)
+{
+  PetscInt64 c = 0, b = 0;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  (void)backward; /* the broadcast forward and its adjoint backward move the same bytes, as do the all-sums */
+  for (DDPrimitive p : LayerPrimitives(layer)) {
+    int         kind;
+    PetscInt64  n;
+    PetscMPIInt g;
+    PetscCall(CollectiveOf(p, &kind, &n, &g));
+    if (!kind || g < 2) continue;
+    c++;
+    b += n;
+  }
+  if (calls) *calls = c;
+  if (bytes) *bytes = b;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDLayerGetModelMemory - The memory a set-up layer holds on this rank, by kind
+
+  Not collective
+
+  Input Parameter:
+. layer - the set-up layer
+
+  Output Parameters:
++ activations - bytes of the output and of the tensors kept for backward (bulk entries)
+. halo        - bytes of the halo regions of those and of the layer's work tensors, and of the exchange engine's message buffers
+. params      - bytes of the weights and their gradients
+- work        - bytes of the other tensors the layer's primitives work on (halo'd copies of the input, broadcast weights, statistics)
+
+  Level: intermediate
+
+.seealso: `DDLayerGetModelTime()`
+@*/
+PetscErrorCode DDLayerGetModelMemory(DDLayer layer, PetscInt64 *activations, PetscInt64 *halo, PetscInt64 *params, PetscInt64 *work)
+{
+  size_t             es;
+  PetscInt64         a = 0, h = 0, p = 0, w = 0;
+  std::set<DDTensor> seen;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCheck(layer->setupcalled, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONGSTATE, "Set the layer up before asking for its model");
+  PetscCall(DDDataTypeGetSize(layer->output->dtype, &es));
+  for (PetscInt i = 0; i < layer->nin; i++) seen.insert(layer->setupin[i]); /* the inputs belong to their producers */
+  auto add = [&](DDTensor t, PetscInt64 &bulkto) {
+    if (!t || seen.count(t)) return;
+    seen.insert(t);
+    size_t s = es;
+    DDDataTypeGetSize(t->dtype, &s);
+    bulkto += (PetscInt64)s * Bulk(t);
+    h += (PetscInt64)s * (Storage(t) - Bulk(t));
+  };
+  add(layer->output, a);
+  for (PetscInt i = 0; i < layer->nin; i++)
+    if (layer->saved && layer->saved[i]) add(layer->saved[i], a);
+  for (PetscInt i = 0; i < layer->nparams; i++) {
+    add(layer->params[i], p);
+    if (layer->grads) add(layer->grads[i], p);
+  }
+  for (DDPrimitive q : LayerPrimitives(layer)) {
+    if (!q->setupcalled) continue;
+    add(q->xref, w);
+    add(q->yref, w);
+  }
+  for (auto *ex : ddnn::ExchangeRegistry())
+    if (ddnn::ExchangeIsUnder(ex->owner, layer)) h += ex->BufferBytes();
+  if (activations) *activations = a;
+  if (halo) *halo = h;
+  if (params) *params = p;
+  if (work) *work = w;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscReal CeilLog2(PetscMPIInt p)
+{
+  PetscReal l = 0;
+  for (PetscMPIInt q = 1; q < p; q *= 2) l++;
+  return l;
+}
+
+/*@C
+  DDLayerGetModelTime - The predicted times of one forward and one backward of a set-up layer on this rank
+
+  Not collective
+
+  Input Parameter:
+. layer - the set-up layer
+
+  Output Parameters:
++ compf      - forward compute seconds (calibrated kernel fit of the layer's kind)
+. commf      - forward communication seconds (point-to-point and collectives, alpha-beta)
+. compb      - backward compute seconds
+. commb      - backward communication seconds
+- calibrated - whether the kernel fits for the layer's backend and data type (and, on more than one rank, alpha and beta) are known; if not, the missing terms are 0
+
+  Notes:
+  Paper 003 sec. V-A: FP = C(local) + SR(halo), BP = Cx + Cw + SR(halo) + AR(weights); a
+  point-to-point exchange costs max(messages sent, received) alpha + max(bytes sent, received)
+  beta on a rank (full duplex), overlap is not subtracted. Layer kinds that the calibration does
+  not time (add, concat, loss, dropout, reshape, ...) are priced with the activation's fit (a
+  memory-bound kernel) on their bytes.
+
+  Level: intermediate
+
+.seealso: `DDModelCalibrate()`, `DDLayerGetModelComm()`, `DDNetViewModel()`
+@*/
+static PetscErrorCode LayerModelTime(DDLayer, PetscBool, PetscReal *, PetscReal *, PetscReal *, PetscReal *, PetscBool *);
+
+PetscErrorCode DDLayerGetModelTime(DDLayer layer, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCall(LayerModelTime(layer, PETSC_FALSE, compf, commf, compb, commb, calibrated));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
+{
+  DDLayerType type;
+  const char *bname;
+  PetscBool   ok = PETSC_TRUE;
+  PetscReal   comp[2] = {0, 0}, comm[2] = {0, 0};
+  PetscMPIInt size;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCheck(layer->setupcalled, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONGSTATE, "Set the layer up before asking for its model");
+  PetscCall(ModelEnsureLoaded());
+  PetscCall(DDLayerGetType(layer, &type));
+  PetscCall(DDLayerGetBackend(layer, &bname));
+  PetscCallMPI(MPI_Comm_size(PetscObjectComm((PetscObject)layer), &size));
+  std::string kind = type;
+  if (std::find_if(std::begin(calibratedKinds), std::end(calibratedKinds), [&](const char *k) { return kind == k; }) == std::end(calibratedKinds)) kind = DDLAYERACTIVATION;
+  for (int b = 0; b < 2; b++) {
+    PetscReal f, by;
+    PetscCall(DDLayerGetModelWork(layer, b ? PETSC_TRUE : PETSC_FALSE, &f, &by));
+    auto it = M.kern.find(KernelKey(bname, layer->output->dtype, kind, b));
+    if (it == M.kern.end()) ok = PETSC_FALSE;
+    else comp[b] = it->second.c0 + it->second.c1 * (IsGemmKind(kind) ? f : by);
+    PetscInt64 v[4], calls, cb;
+    PetscCall(LayerModelComm(layer, b ? PETSC_TRUE : PETSC_FALSE, nodx, &v[0], &v[1], &v[2], &v[3]));
+    PetscCall(DDLayerGetModelCollectives(layer, b ? PETSC_TRUE : PETSC_FALSE, &calls, &cb));
+    if ((v[0] || v[2] || calls) && !M.commok) ok = PETSC_FALSE;
+    comm[b] = M.alpha * (PetscReal)PetscMax(v[0], v[2]) + M.beta * (PetscReal)PetscMax(v[1], v[3]);
+    for (DDPrimitive p : LayerPrimitives(layer)) {
+      int         ck;
+      PetscInt64  n;
+      PetscMPIInt g;
+      PetscCall(CollectiveOf(p, &ck, &n, &g));
+      if (!ck || g < 2) continue;
+      if (ck == 1) comm[b] += CeilLog2(g) * (M.alpha + M.beta * (PetscReal)n);
+      else comm[b] += 2 * CeilLog2(g) * M.alpha + 2.0 * (g - 1) / g * M.beta * (PetscReal)n;
+    }
+  }
+  (void)size;
+  if (compf) *compf = comp[0];
+  if (commf) *commf = comm[0];
+  if (compb) *compb = comp[1];
+  if (commb) *commb = comm[1];
+  if (calibrated) *calibrated = ok;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* whether the network's backward asks layer i for no input gradient (every input a network input whose gradient is not wanted) */
+static PetscBool NetLayerNoDx(DDNet net, PetscInt i)
+{
+  ddnn::NetImpl *I = net->impl;
+  if (i < 0 || i >= (PetscInt)I->nodes.size()) return PETSC_FALSE;
+  for (int k : I->nodes[i].inputs)
+    if (k >= 0 || (size_t)(-1 - k) >= I->wantgrad.size() || I->wantgrad[-1 - k]) return PETSC_FALSE;
+  return PETSC_TRUE;
+}
+
+/*@C
+  DDNetGetLayerModelComm - The point-to-point messages and bytes one forward or backward of a network's layer sends and receives on this rank, as the network runs it
+
+  Not collective
+
+  Input Parameters:
++ net      - the set-up network
+. i        - the layer's index (as in `DDNetGetLayerByIndex()`)
+- backward - `PETSC_FALSE`: forward, `PETSC_TRUE`: backward
+
+  Output Parameters:
++ sendmsgs  - messages sent (or NULL)
+. sendbytes - bytes sent (or NULL)
+. recvmsgs  - messages received (or NULL)
+- recvbytes - bytes received (or NULL)
+
+  Notes:
+  As `DDLayerGetModelComm()`, except that a layer whose inputs are all network inputs whose
+  gradient is not wanted computes no input gradient in `DDNetBackward()`, so the adjoints of its
+  exchanges (the input's halo) do not run.
+
+  Level: intermediate
+
+.seealso: `DDLayerGetModelComm()`, `DDNetGetModelTime()`
+@*/
+PetscErrorCode DDNetGetLayerModelComm(DDNet net, PetscInt i, PetscBool backward, PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
+{
+  DDLayer     l;
+  const char *name;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
+  PetscCheck(l->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Set the network up before asking for its model");
+  PetscCall(LayerModelComm(l, backward, NetLayerNoDx(net, i), sendmsgs, sendbytes, recvmsgs, recvbytes));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDNetGetLayerModelTime - The predicted times of one forward and one backward of a network's layer on this rank, as the network runs it
+
+  Not collective
+
+  Input Parameters:
++ net - the set-up network
+- i   - the layer's index (as in `DDNetGetLayerByIndex()`)
+
+  Output Parameters:
++ compf      - forward compute seconds
+. commf      - forward communication seconds
+. compb      - backward compute seconds
+. commb      - backward communication seconds
+- calibrated - whether the calibration data were there
+
+  Notes:
+  As `DDLayerGetModelTime()`, with the backward exchanges of `DDNetGetLayerModelComm()`.
+
+  Level: intermediate
+
+.seealso: `DDLayerGetModelTime()`, `DDNetGetModelTime()`
+@*/
+PetscErrorCode DDNetGetLayerModelTime(DDNet net, PetscInt i, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
+{
+  DDLayer     l;
+  const char *name;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
+  PetscCheck(l->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Set the network up before asking for its model");
+  PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), compf, commf, compb, commb, calibrated));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDNetGetModelTime - The predicted time of one forward and one backward of a set-up network
+
+  Collective
+
+  Input Parameter:
+. net - the set-up network
+
+  Output Parameters:
++ tforward   - seconds: the sum over the layers of the slowest rank's forward time
+. tbackward  - seconds, the same for the backward
+- calibrated - whether every layer's prediction had its calibration data
+
+  Notes:
+  Layers run one after the other and each waits for its slowest rank (its exchanges
+  synchronise), so the step is the sum over layers of the maximum over ranks (paper 003 sec. V-B,
+  without overlap between layers). An automatic chooser can call this for a candidate
+  distribution after `DDNetSetUp()` on it; set-up builds only plans and tensors, no kernel runs.
+
+  Level: intermediate
+
+.seealso: `DDLayerGetModelTime()`, `DDNetViewModel()`
+@*/
+PetscErrorCode DDNetGetModelTime(DDNet net, PetscReal *tforward, PetscReal *tbackward, PetscBool *calibrated)
+{
+  PetscInt  n;
+  PetscReal tf = 0, tb = 0;
+  PetscBool ok = PETSC_TRUE;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCall(DDNetGetNumLayers(net, &n));
+  for (PetscInt i = 0; i < n; i++) {
+    DDLayer     l;
+    const char *name;
+    PetscReal   t[4];
+    PetscBool   c;
+    PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
+    PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), &t[0], &t[1], &t[2], &t[3], &c));
+    PetscReal f[2] = {t[0] + t[1], t[2] + t[3]};
+    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, f, 2, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)net)));
+    tf += f[0];
+    tb += f[1];
+    if (!c) ok = PETSC_FALSE;
+  }
+  PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &ok, 1, MPIU_BOOL, MPI_LAND, PetscObjectComm((PetscObject)net)));
+  if (tforward) *tforward = tf;
+  if (tbackward) *tbackward = tb;
+  if (calibrated) *calibrated = ok;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDNetViewModel - Prints the performance model of a set-up network: per layer the predicted forward and backward times, messages and bytes, and memory per rank; per step the totals
+
+  Collective
+
+  Input Parameters:
++ net    - the set-up network
+- viewer - an ASCII viewer (NULL: stdout of the network's communicator)
+
+  Options Database Keys:
++ -net_view             - `DDNetView()` prints this after the layers
+. -dd_model_calibrate   - calibrate (`DDModelCalibrate()`) first if the cache lacks the network's backend and data type
+- -dd_model_cache <path> - the cache file
+
+  Notes:
+  Times and memory are the maximum over ranks, messages and bytes the maximum over ranks of
+  max(sent, received). Without calibration data the times print as "not calibrated".
+
+  Level: intermediate
+
+.seealso: `DDNetView()`, `DDLayerGetModelTime()`, `DDModelCalibrate()`
+@*/
+PetscErrorCode DDNetViewModel(DDNet net, PetscViewer viewer)
+{
+  MPI_Comm  comm;
+  PetscInt  n;
+  PetscBool iascii, cal = PETSC_FALSE, allok = PETSC_TRUE;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  comm = PetscObjectComm((PetscObject)net);
+  if (!viewer) PetscCall(PetscViewerASCIIGetStdout(comm, &viewer));
+  PetscCall(PetscObjectTypeCompare((PetscObject)viewer, PETSCVIEWERASCII, &iascii));
+  if (!iascii) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(DDNetGetNumLayers(net, &n));
+  if (!n) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscOptionsGetBool(NULL, NULL, "-dd_model_calibrate", &cal, NULL));
+  {
+    DDLayer     l0;
+    const char *nm, *bname;
+    PetscBool   have;
+    PetscCall(DDNetGetLayerByIndex(net, 0, &l0, &nm));
+    PetscCall(DDLayerGetBackend(l0, &bname));
+    PetscCall(DDModelLoad(comm, bname, l0->output->dtype, &have));
+    if (cal && !have) PetscCall(DDModelCalibrate(comm, bname, l0->output->dtype));
+  }
+  PetscCall(PetscViewerASCIIPrintf(viewer, "performance model (per rank, max over ranks; paper 003 sec. V):\n"));
+  PetscCall(PetscViewerASCIIPushTab(viewer));
+  PetscCall(PetscViewerASCIIPrintf(viewer, "%-12s %-13s %10s %10s %9s %10s %9s %10s %10s %10s %10s %10s\n", "layer", "type", "fwd ms", "bwd ms", "fwd msgs", "fwd KiB", "bwd msgs", "bwd KiB", "act KiB", "halo KiB", "param KiB", "work KiB"));
+  PetscReal  tot[2] = {0, 0};
+  PetscInt64 totc[4] = {0, 0, 0, 0}, totm[4] = {0, 0, 0, 0};
+  for (PetscInt i = 0; i < n; i++) {
+    DDLayer     l;
+    const char *name;
+    DDLayerType type;
+    PetscReal   t[4];
+    PetscBool   ok;
+    PetscInt64  cf[4], cb[4], mem[4], q[8];
+    PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
+    PetscCall(DDLayerGetType(l, &type));
+    PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), &t[0], &t[1], &t[2], &t[3], &ok));
+    PetscCall(DDNetGetLayerModelComm(net, i, PETSC_FALSE, &cf[0], &cf[1], &cf[2], &cf[3]));
+    PetscCall(DDNetGetLayerModelComm(net, i, PETSC_TRUE, &cb[0], &cb[1], &cb[2], &cb[3]));
+    PetscCall(DDLayerGetModelMemory(l, &mem[0], &mem[1], &mem[2], &mem[3]));
+    PetscReal tt[2] = {t[0] + t[1], t[2] + t[3]};
+    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, tt, 2, MPIU_REAL, MPIU_MAX, comm));
+    q[0] = PetscMax(cf[0], cf[2]);
+    q[1] = PetscMax(cf[1], cf[3]);
+    q[2] = PetscMax(cb[0], cb[2]);
+    q[3] = PetscMax(cb[1], cb[3]);
+    for (int k = 0; k < 4; k++) q[4 + k] = mem[k];
+    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, q, 8, MPIU_INT64, MPI_MAX, comm));
+    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &ok, 1, MPIU_BOOL, MPI_LAND, comm));
+    if (!ok) allok = PETSC_FALSE;
+    char tf[32], tb[32];
+    if (ok) {
+      PetscCall(PetscSNPrintf(tf, sizeof(tf), "%10.4f", (double)(1e3 * tt[0])));
+      PetscCall(PetscSNPrintf(tb, sizeof(tb), "%10.4f", (double)(1e3 * tt[1])));
+    } else {
+      PetscCall(PetscStrncpy(tf, "     n/c", sizeof(tf)));
+      PetscCall(PetscStrncpy(tb, "     n/c", sizeof(tb)));
+    }
+    PetscCall(PetscViewerASCIIPrintf(viewer, "%-12s %-13s %10s %10s %9" PetscInt64_FMT " %10.1f %9" PetscInt64_FMT " %10.1f %10.1f %10.1f %10.1f %10.1f\n", name, type, tf, tb, q[0], q[1] / 1024.0, q[2], q[3] / 1024.0, q[4] / 1024.0, q[5] / 1024.0, q[6] / 1024.0, q[7] / 1024.0));
+    tot[0] += tt[0];
+    tot[1] += tt[1];
+    for (int k = 0; k < 4; k++) {
+      totc[k] += q[k];
+      totm[k] += q[4 + k];
+    }
+  }
+  if (allok) PetscCall(PetscViewerASCIIPrintf(viewer, "%-26s %10.4f %10.4f %9" PetscInt64_FMT " %10.1f %9" PetscInt64_FMT " %10.1f %10.1f %10.1f %10.1f %10.1f\n", "total", (double)(1e3 * tot[0]), (double)(1e3 * tot[1]), totc[0], totc[1] / 1024.0, totc[2], totc[3] / 1024.0, totm[0] / 1024.0, totm[1] / 1024.0, totm[2] / 1024.0, totm[3] / 1024.0));
+  else PetscCall(PetscViewerASCIIPrintf(viewer, "%-26s %10s %10s %9" PetscInt64_FMT " %10.1f %9" PetscInt64_FMT " %10.1f %10.1f %10.1f %10.1f %10.1f\n", "total", "n/c", "n/c", totc[0], totc[1] / 1024.0, totc[2], totc[3] / 1024.0, totm[0] / 1024.0, totm[1] / 1024.0, totm[2] / 1024.0, totm[3] / 1024.0));
+  if (allok) PetscCall(PetscViewerASCIIPrintf(viewer, "predicted step (forward + backward): %.4f ms; memory per rank %.1f KiB\n", (double)(1e3 * (tot[0] + tot[1])), (totm[0] + totm[1] + totm[2] + totm[3]) / 1024.0));
+  else {
+    const char *path;
+    PetscCall(DDModelGetCachePath(&path));
+    PetscCall(PetscViewerASCIIPrintf(viewer, "predicted step: not calibrated (n/c: no kernel rates or alpha-beta fit for this backend and data type in %s; run with -dd_model_calibrate); memory per rank %.1f KiB\n", path, (totm[0] + totm[1] + totm[2] + totm[3]) / 1024.0));
+  }
+  PetscCall(PetscViewerASCIIPopTab(viewer));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+namespace ddnn
+{
+/* calibrate.cxx's results into the store */
+PetscErrorCode ModelStoreComm_Private(PetscReal alpha, PetscReal beta)
+{
+  PetscFunctionBegin;
+  M.commok = true;
+  M.alpha  = alpha;
+  M.beta   = beta;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode ModelStoreKernel_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, const std::vector<double> &work, const std::vector<double> &t)
+{
+  PetscFunctionBegin;
+  PetscCheck(!work.empty() && work.size() == t.size() && work.back() > 0, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Calibration of %s gave no work", kind);
+  M.kern[KernelKey(backend, dt, kind, bwd ? true : false)] = LeastSquares(work, t);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* rank 0 writes the cache; every rank learns whether it could */
+PetscErrorCode ModelSave_Private(MPI_Comm comm)
+{
+  PetscMPIInt    rank;
+  PetscErrorCode ierr = PETSC_SUCCESS;
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  PetscCall(ModelCachePath(M.path));
+  if (!rank) ierr = ModelWriteCache(M.path);
+  PetscCallMPI(MPI_Bcast(&ierr, 1, MPI_INT, 0, comm));
+  PetscCheck(!ierr, comm, PETSC_ERR_FILE_WRITE, "Rank 0 could not write the model cache %s", M.path.c_str());
+  M.loaded = true;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+} // namespace ddnn

@@ -1,0 +1,382 @@
+/*
+  Issue 16, the performance model: the communication volume predicted for each primitive (from
+  its set-up graph) and for each layer of the main job's U-Net equals the messages and bytes the
+  exchange engine actually moves (counted per message: sends as started, receives from the MPI
+  statuses), and agrees with the closed form of a halo exchange; the calibration cache is ours
+  (a corrupt or foreign file is an error naming it); an uncalibrated view says so; bad input.
+  Run at 1, 2, 4 and 8 ranks.
+*/
+#include "layertest.hpp"
+#include <ddmodel.h>
+#include <fstream>
+#include <unistd.h>
+#include <cstdlib>
+#include <array>
+#include <iterator>
+
+using namespace ddtest;
+
+#ifndef DDNN_SHARE_DIR
+  #error "DDNN_SHARE_DIR (the source tree's share/ddnn) must be defined"
+#endif
+
+static std::string Tmp(const char *name)
+{
+  return std::string("/tmp/ddnn_test16_") + std::to_string(getppid()) + "_" + name;
+}
+
+static void WriteFile(const std::string &file, const std::string &text)
+{
+  MPI_Barrier(PETSC_COMM_WORLD); /* no rank still reads the file's previous text */
+  if (Rank() == 0) {
+    std::ofstream f(file);
+    f << text;
+  }
+  MPI_Barrier(PETSC_COMM_WORLD);
+}
+
+/* the two factors of P closest to each other, a x b with a <= b */
+static void Split2(PetscMPIInt P, PetscInt &a, PetscInt &b)
+{
+  a = 1;
+  for (PetscInt f = 1; f * f <= P; f++)
+    if (P % f == 0) a = f;
+  b = P / a;
+}
+
+static DDPrimitive MakePrim(DDPrimitiveType type)
+{
+  DDPrimitive p;
+  DDT(DDPrimitiveCreate(PETSC_COMM_WORLD, &p));
+  DDT(DDPrimitiveSetType(p, type));
+  return p;
+}
+
+/* after k applications each way, the counters are k times the predicted volume on every rank, and the bytes sent overall equal the bytes received */
+static void ExpectCountsEqualVolume(DDPrimitive p, DDTensor x, DDTensor y, int k, const char *what)
+{
+  DDT(DDPrimitiveResetCommCounters(p));
+  for (int i = 0; i < k; i++) DDT(DDPrimitiveApply(p, x, y));
+  for (int i = 0; i < k; i++) DDT(DDPrimitiveApplyAdjoint(p, y, x));
+  for (int adj = 0; adj < 2; adj++) {
+    PetscInt64 v[4], c[4];
+    DDT(DDPrimitiveGetCommVolume(p, adj ? PETSC_TRUE : PETSC_FALSE, &v[0], &v[1], &v[2], &v[3]));
+    DDT(DDPrimitiveGetCommCounters(p, adj ? PETSC_TRUE : PETSC_FALSE, &c[0], &c[1], &c[2], &c[3]));
+    bool ok = true;
+    for (int j = 0; j < 4; j++) ok = ok && c[j] == k * v[j];
+    EXPECT_TRUE(AllTrue(ok)) << what << (adj ? " adjoint" : " forward") << " on rank " << Rank() << ": predicted " << v[0] << " msgs " << v[1] << " B sent, " << v[2] << " msgs " << v[3] << " B received per application; counted " << c[0] << "/" << c[1] << "/" << c[2] << "/" << c[3] << " after " << k;
+    PetscInt64 g[4] = {v[0], v[1], v[2], v[3]};
+    MPI_Allreduce(MPI_IN_PLACE, g, 4, MPIU_INT64, MPI_SUM, PETSC_COMM_WORLD);
+    EXPECT_EQ(g[0], g[2]) << what;
+    EXPECT_EQ(g[1], g[3]) << what;
+    if (Size() > 1 && adj == 0) EXPECT_GT(g[1], 0) << what << ": no bytes move on " << Size() << " ranks";
+  }
+}
+
+/* a halo of width 1 along a split H of (N, C, H, W): closed form, and counts as predicted */
+TEST(ModelComm, HaloVolumeClosedFormAndCounts)
+{
+  PetscMPIInt P = Size();
+  for (DDDataType dt : {DD_FLOAT32, DD_FLOAT64}) {
+    for (int splitw = 0; splitw < 2; splitw++) {
+      InputSpec s;
+      s.shape  = {2, 3, 4 * P, 5 * P};
+      s.pshape = {1, 1, splitw ? 1 : (PetscInt)P, splitw ? (PetscInt)P : 1};
+      DDTensor    x = MakeInput(s, dt, 1);
+      DDPrimitive H = MakePrim(DDPRIMITIVEHALO);
+      for (PetscInt d = 2; d < 4; d++) DDT(DDPrimitiveHaloSetKernel(H, d, 3, 1, 1, 1, PETSC_DECIDE));
+      DDT(DDPrimitiveSetUp(H, x, NULL));
+      PetscInt64 v[4];
+      DDT(DDPrimitiveGetCommVolume(H, PETSC_FALSE, &v[0], &v[1], &v[2], &v[3]));
+      PetscMPIInt r       = Rank();
+      PetscInt64  nb      = (r > 0) + (r < P - 1); /* neighbours along the split dimension */
+      size_t      es      = dt == DD_FLOAT32 ? 4 : 8;
+      PetscInt64  face    = 2 * 3 * (splitw ? 4 * P : 5 * P); /* N C times the other spatial extent */
+      EXPECT_EQ(v[0], nb) << "rank " << r;
+      EXPECT_EQ(v[2], nb) << "rank " << r;
+      EXPECT_EQ(v[1], (PetscInt64)es * face * nb) << "rank " << r << (splitw ? " W split" : " H split");
+      EXPECT_EQ(v[3], (PetscInt64)es * face * nb) << "rank " << r;
+      ExpectCountsEqualVolume(H, x, x, 3, splitw ? "halo W split" : "halo H split");
+      DDT(DDPrimitiveDestroy(&H));
+      DDT(DDTensorDestroy(&x));
+    }
+  }
+}
+
+/* repartitions H -> W, batch -> spatial, and a scatter-based broadcast-free gather onto rank 0 */
+TEST(ModelComm, RepartitionCountsAsPredicted)
+{
+  PetscMPIInt P = Size();
+  PetscInt    a, b;
+  Split2(P, a, b);
+  struct Case {
+    std::vector<PetscInt> from, to;
+    const char           *what;
+  } cases[] = {
+    {{1, 1, P, 1}, {1, 1, 1, P}, "repartition H -> W"},
+    {{P, 1, 1, 1}, {1, 1, a, b}, "repartition batch -> H x W"},
+    {{1, 1, a, b}, {1, 1, 1, 1}, "repartition H x W -> rank 0"},
+  };
+  for (auto &c : cases) {
+    InputSpec s, t;
+    s.shape = t.shape = {2 * P, 3, 6 * P, 5 * P};
+    s.pshape          = c.from;
+    t.pshape          = c.to;
+    DDTensor    x = MakeInput(s, DD_FLOAT64, 2), y = MakeInput(t, DD_FLOAT64, 3);
+    DDPrimitive R = MakePrim(DDPRIMITIVEREPARTITION);
+    DDT(DDPrimitiveSetUp(R, x, y));
+    ExpectCountsEqualVolume(R, x, y, 2, c.what);
+    DDT(DDPrimitiveDestroy(&R));
+    DDT(DDTensorDestroy(&x));
+    DDT(DDTensorDestroy(&y));
+  }
+}
+
+/* the collective primitives move nothing through the exchange engine: volume 0, counters 0 */
+TEST(ModelComm, CollectivesHaveNoPointToPointVolume)
+{
+  DDPartition    part;
+  DDTensor       x;
+  const PetscInt ps[2] = {Size(), 1}, sh[2] = {4, 3};
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 2, ps, PETSC_DECIDE, NULL, &part));
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &x));
+  DDT(DDTensorSetPartition(x, part));
+  DDT(DDTensorSetShape(x, 2, sh));
+  DDT(DDTensorSetReplicated(x, 0, PETSC_TRUE));
+  DDT(DDTensorSetUp(x));
+  DDT(DDPartitionDestroy(&part));
+  DDPrimitive A = MakePrim(DDPRIMITIVEALLSUMREDUCE);
+  PetscInt    d0 = 0;
+  DDT(DDPrimitiveAllSumReduceSetDimensions(A, 1, &d0));
+  DDT(DDPrimitiveSetUp(A, x, x));
+  DDT(DDPrimitiveApply(A, x, x));
+  PetscInt64 v[4], c[4];
+  DDT(DDPrimitiveGetCommVolume(A, PETSC_FALSE, &v[0], &v[1], &v[2], &v[3]));
+  DDT(DDPrimitiveGetCommCounters(A, PETSC_FALSE, &c[0], &c[1], &c[2], &c[3]));
+  for (int j = 0; j < 4; j++) {
+    EXPECT_EQ(v[j], 0);
+    EXPECT_EQ(c[j], 0);
+  }
+  DDT(DDPrimitiveDestroy(&A));
+  DDT(DDTensorDestroy(&x));
+}
+
+/* the main job's U-Net (share/ddnn/main_job.opts) on a spatial partition of all ranks */
+static DDNet MainJobNet(DDTensor in[2], DDDataType dt)
+{
+  static bool inserted = false;
+  if (!inserted) {
+    DDT(PetscOptionsPrefixPush(NULL, "mj_"));
+    DDT(PetscOptionsInsertFile(PETSC_COMM_WORLD, NULL, (std::string(DDNN_SHARE_DIR) + "/main_job.opts").c_str(), PETSC_TRUE));
+    DDT(PetscOptionsPrefixPop(NULL));
+    inserted = true;
+  }
+  DDNet    net;
+  PetscInt a, b;
+  Split2(Size(), a, b);
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, "mj_"));
+  DDT(DDNetSetFromOptions(net));
+  InputSpec s;
+  s.shape  = {8, 1, 32, 32};
+  s.pshape = {1, 1, a, b};
+  in[0]    = MakeInput(s, dt, 5);
+  in[1]    = MakeInput(s, dt, 6);
+  DDT(DDNetSetUp(net, 2, in));
+  return net;
+}
+
+/* per layer, the predicted messages and bytes of a forward and of a backward equal what the steps moved; so do the network's totals */
+TEST(ModelComm, MainJobUNetLayersMoveWhatIsPredicted)
+{
+  DDTensor in[2];
+  DDNet    net = MainJobNet(in, DD_FLOAT32);
+  PetscInt n;
+  DDT(DDNetGetNumLayers(net, &n));
+  const int  steps = 2;
+  PetscInt64 g0[2][4], g1[2][4];
+  for (int adj = 0; adj < 2; adj++) DDT(DDCommGetCounters(adj ? PETSC_TRUE : PETSC_FALSE, &g0[adj][0], &g0[adj][1], &g0[adj][2], &g0[adj][3]));
+  std::vector<std::array<PetscInt64, 8>> before(n);
+  for (PetscInt i = 0; i < n; i++) {
+    DDLayer     l;
+    const char *name;
+    DDT(DDNetGetLayerByIndex(net, i, &l, &name));
+    for (int adj = 0; adj < 2; adj++) DDT(DDLayerGetCommCounters(l, adj ? PETSC_TRUE : PETSC_FALSE, &before[i][4 * adj], &before[i][4 * adj + 1], &before[i][4 * adj + 2], &before[i][4 * adj + 3]));
+  }
+  for (int s = 0; s < steps; s++) {
+    DDT(DDNetForward(net, 2, in));
+    DDT(DDNetZeroGradients(net));
+    DDT(DDNetBackward(net, NULL));
+  }
+  for (int adj = 0; adj < 2; adj++) DDT(DDCommGetCounters(adj ? PETSC_TRUE : PETSC_FALSE, &g1[adj][0], &g1[adj][1], &g1[adj][2], &g1[adj][3]));
+  PetscInt64 sum[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}, anybytes = 0;
+  for (PetscInt i = 0; i < n; i++) {
+    DDLayer     l;
+    const char *name;
+    DDT(DDNetGetLayerByIndex(net, i, &l, &name));
+    for (int adj = 0; adj < 2; adj++) {
+      PetscInt64 v[4], c[4];
+      DDT(DDNetGetLayerModelComm(net, i, adj ? PETSC_TRUE : PETSC_FALSE, &v[0], &v[1], &v[2], &v[3]));
+      DDT(DDLayerGetCommCounters(l, adj ? PETSC_TRUE : PETSC_FALSE, &c[0], &c[1], &c[2], &c[3]));
+      bool ok = true;
+      for (int j = 0; j < 4; j++) {
+        ok = ok && c[j] - before[i][4 * adj + j] == steps * v[j];
+        sum[adj][j] += v[j];
+      }
+      anybytes += v[1];
+      EXPECT_TRUE(AllTrue(ok)) << "layer " << name << (adj ? " backward" : " forward") << " rank " << Rank() << ": predicted " << v[0] << "/" << v[1] << "/" << v[2] << "/" << v[3] << " per step, counted " << c[0] - before[i][4 * adj] << "/" << c[1] - before[i][4 * adj + 1] << "/" << c[2] - before[i][4 * adj + 2] << "/" << c[3] - before[i][4 * adj + 3] << " in " << steps;
+    }
+  }
+  /* everything the engine moved in these steps (whoever moved it) is in some layer's prediction */
+  for (int adj = 0; adj < 2; adj++)
+    for (int j = 0; j < 4; j++) EXPECT_TRUE(AllTrue(g1[adj][j] - g0[adj][j] == steps * sum[adj][j])) << (adj ? "backward" : "forward") << " total, entry " << j << " on rank " << Rank() << ": " << g1[adj][j] - g0[adj][j] << " moved, " << steps * sum[adj][j] << " predicted";
+  MPI_Allreduce(MPI_IN_PLACE, &anybytes, 1, MPIU_INT64, MPI_SUM, PETSC_COMM_WORLD);
+  if (Size() > 1) EXPECT_GT(anybytes, 0) << "the U-Net on a spatial partition exchanges halos";
+  else EXPECT_EQ(anybytes, 0) << "one rank sends nothing";
+  /* memory: the weights of each conv are counted, activations are positive */
+  for (PetscInt i = 0; i < n; i++) {
+    DDLayer     l;
+    const char *name;
+    PetscInt64  m[4], np;
+    DDT(DDNetGetLayerByIndex(net, i, &l, &name));
+    DDT(DDLayerGetModelMemory(l, &m[0], &m[1], &m[2], &m[3]));
+    DDT(DDLayerGetNumParameters(l, &np));
+    PetscInt64 act = m[0];
+    MPI_Allreduce(MPI_IN_PLACE, &act, 1, MPIU_INT64, MPI_SUM, PETSC_COMM_WORLD);
+    EXPECT_GT(act, 0) << name;
+    PetscInt64 par = m[2]; /* weights and gradients (float32), on the ranks that own them (paper 000: the root; the others hold broadcast copies, counted as work) */
+    MPI_Allreduce(MPI_IN_PLACE, &par, 1, MPIU_INT64, MPI_SUM, PETSC_COMM_WORLD);
+    EXPECT_GE(par, 2 * 4 * np) << name;
+  }
+  /* the GEMM work of a convolution: 2 |y_local| C_in k^2 per forward; summed over ranks, the global count */
+  DDLayer   c3, a3;
+  PetscReal f, b;
+  DDT(DDNetGetLayer(net, "c3", &c3)); /* 16 -> 32 channels, 3x3, at 16 x 16, batch 8 */
+  DDT(DDLayerGetModelWork(c3, PETSC_FALSE, &f, &b));
+  MPI_Allreduce(MPI_IN_PLACE, &f, 1, MPIU_REAL, MPI_SUM, PETSC_COMM_WORLD);
+  EXPECT_EQ(f, 2.0 * 8 * 32 * 16 * 16 * 16 * 9);
+  EXPECT_EQ(b, 0);
+  DDT(DDNetGetLayer(net, "a3", &a3)); /* ReLU on 8 x 32 x 16 x 16 float32: reads x, writes y */
+  DDT(DDLayerGetModelWork(a3, PETSC_FALSE, &f, &b));
+  MPI_Allreduce(MPI_IN_PLACE, &b, 1, MPIU_REAL, MPI_SUM, PETSC_COMM_WORLD);
+  EXPECT_EQ(b, 2.0 * 4 * 32 * 16 * 16 * 8);
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&in[0]));
+  DDT(DDTensorDestroy(&in[1]));
+}
+
+/* without calibration data the view says so and the times are flagged; with alpha-beta and fits set, the prediction is their formula */
+TEST(ModelCache, NotCalibratedAndCorruptOrForeignCache)
+{
+  std::string missing = Tmp("none.txt"), bad = Tmp("bad.txt"), foreign = Tmp("foreign.txt");
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", missing.c_str()));
+  DDT(DDModelReset());
+  DDTensor in[2];
+  DDNet    net = MainJobNet(in, DD_FLOAT32);
+  PetscReal tf, tb;
+  PetscBool cal;
+  DDT(DDNetGetModelTime(net, &tf, &tb, &cal));
+  EXPECT_FALSE(cal);
+  std::string out = Tmp("view.txt");
+  PetscViewer v;
+  DDT(PetscViewerASCIIOpen(PETSC_COMM_WORLD, out.c_str(), &v));
+  DDT(DDNetView(net, v));
+  DDT(PetscViewerDestroy(&v));
+  if (Rank() == 0) {
+    std::ifstream f(out);
+    std::string   text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("not calibrated"), std::string::npos) << text;
+    EXPECT_NE(text.find("performance model"), std::string::npos) << text;
+    std::remove(out.c_str());
+  }
+  WriteFile(bad, "ddnn-model-cache 1\nhost x\nkernel a b\n");
+  WriteFile(foreign, "ddnn-model-cache 1\nhost some-other-machine-1234\ncomm 1e-6 1e-9\n");
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", bad.c_str()));
+  DDT(DDModelReset());
+  PetscBool have;
+  DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, bad);
+  WriteFile(bad, "#!/bin/sh\n");
+  DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "not a ddnn model cache");
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", foreign.c_str()));
+  DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "foreign");
+  /* set parameters by hand: the layer's communication time is alpha max(msgs) + beta max(bytes) */
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", missing.c_str()));
+  DDT(DDModelReset());
+  DDT(DDModelSetCommParameters(1e-5, 1e-9));
+  DDLayer c1;
+  DDT(DDNetGetLayer(net, "c1", &c1));
+  PetscReal t[4];
+  PetscInt64 c[4];
+  DDT(DDLayerGetModelTime(c1, &t[0], &t[1], &t[2], &t[3], &cal));
+  DDT(DDLayerGetModelComm(c1, PETSC_FALSE, &c[0], &c[1], &c[2], &c[3]));
+  PetscInt64 calls, cb;
+  DDT(DDLayerGetModelCollectives(c1, PETSC_FALSE, &calls, &cb));
+  if (calls == 0) EXPECT_NEAR(t[1], 1e-5 * std::max(c[0], c[2]) + 1e-9 * std::max(c[1], c[3]), 1e-15);
+  else EXPECT_GT(t[1], 1e-5 * std::max(c[0], c[2]) + 1e-9 * std::max(c[1], c[3]));
+  EXPECT_FALSE(cal); /* no kernel fits in the (missing) cache */
+  DD_EXPECT_ERROR(DDModelSetCommParameters(-1, 0), PETSC_ERR_ARG_OUTOFRANGE, "alpha");
+  DDT(DDModelReset());
+  DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
+  if (Rank() == 0) {
+    std::remove(bad.c_str());
+    std::remove(foreign.c_str());
+  }
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&in[0]));
+  DDT(DDTensorDestroy(&in[1]));
+}
+
+/* a calibration run writes our cache, which then holds every kind; predictions are positive (1 and 2 ranks: it takes seconds) */
+TEST(ModelCache, CalibrateWritesAndLoads)
+{
+  if (Size() > 2) GTEST_SKIP() << "calibration is timed at 1 and 2 ranks";
+  std::string file = Tmp("cal.txt");
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
+  DDT(DDModelReset());
+  DDT(DDModelCalibrate(PETSC_COMM_WORLD, NULL, DD_FLOAT32));
+  DDT(DDModelReset());
+  PetscBool have;
+  DDT(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have));
+  EXPECT_TRUE(have);
+  DDT(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT64, &have));
+  EXPECT_FALSE(have);
+  PetscReal a, b, c0, c1;
+  PetscBool ok;
+  DDT(DDModelGetCommParameters(&a, &b, &ok));
+  if (Size() > 1) {
+    EXPECT_TRUE(ok);
+    EXPECT_GT(b, 0);
+  }
+  DDT(DDModelGetKernelFit(NULL, DD_FLOAT32, DDLAYERCONV, PETSC_FALSE, &c0, &c1, &ok));
+  EXPECT_TRUE(ok);
+  EXPECT_GT(c1, 0);
+  EXPECT_LT(c1, 1e-6); /* slower than 1 Mflop/s would be a broken fit */
+  DDTensor in[2];
+  DDNet    net = MainJobNet(in, DD_FLOAT32);
+  PetscReal tf, tb;
+  DDT(DDNetGetModelTime(net, &tf, &tb, &ok));
+  EXPECT_TRUE(ok);
+  EXPECT_GT(tf, 0);
+  EXPECT_GT(tb, 0);
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&in[0]));
+  DDT(DDTensorDestroy(&in[1]));
+  DDT(DDModelReset());
+  DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
+  if (Rank() == 0) std::remove(file.c_str());
+}
+
+TEST(ModelBadInput, NotSetUp)
+{
+  DDPrimitive H = MakePrim(DDPRIMITIVEHALO);
+  PetscInt64  v;
+  DD_EXPECT_ERROR(DDPrimitiveGetCommVolume(H, PETSC_FALSE, &v, NULL, NULL, NULL), PETSC_ERR_ARG_WRONGSTATE, "DDPrimitiveSetUp");
+  DDT(DDPrimitiveDestroy(&H));
+  DDLayer l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DDT(DDLayerSetType(l, DDLAYERACTIVATION));
+  PetscReal t;
+  PetscBool ok;
+  DD_EXPECT_ERROR(DDLayerGetModelTime(l, &t, NULL, NULL, NULL, &ok), PETSC_ERR_ARG_WRONGSTATE, "Set the layer up");
+  DDT(DDLayerDestroy(&l));
+}
