@@ -67,7 +67,7 @@ TEST(Options, LearningRateInfOrNanIsRejected)
   DD_EXPECT_ERROR(DDOptimizerSetWeightDecay(opt, (PetscReal)INFINITY), PETSC_ERR_ARG_OUTOFRANGE, "must be non-negative and finite");
   DDT(DDOptimizerSetOptionsPrefix(opt, "t11lr_"));
   DDT(PetscOptionsSetValue(NULL, "-t11lr_optimizer_lr", "1e400"));
-  DD_EXPECT_ERROR(DDOptimizerSetFromOptions(opt), PETSC_ERR_ARG_OUTOFRANGE, "learning rate inf (-optimizer_lr)");
+  DD_EXPECT_ERROR(DDOptimizerSetFromOptions(opt), PETSC_ERR_ARG_OUTOFRANGE, "learning rate inf (-t11lr_optimizer_lr)");
   DDT(PetscOptionsClearValue(NULL, "-t11lr_optimizer_lr"));
   DDT(DDOptimizerDestroy(&opt));
 }
