@@ -272,6 +272,24 @@ typedef struct {
   DDTensor  xs[2];
 } EvalGrid;
 
+/* The DMDA's process grid for an n x n grid on size ranks, chosen as PETSc 3.18's DMSetUp_DA_2D does
+   (m near sqrt(size) dividing it); a grid with fewer points than processes in a direction is refused
+   here with the option's name instead of PETSc's "Partition in y direction is too fine". */
+static PetscErrorCode CheckGridForRanks(const char *opt, PetscInt n)
+{
+  PetscMPIInt size;
+  PetscInt    m, k;
+
+  PetscFunctionBeginUser;
+  PetscCallMPI(MPI_Comm_size(PETSC_COMM_WORLD, &size));
+  m = (PetscInt)(0.5 + PetscSqrtReal((PetscReal)size));
+  if (m < 1) m = 1;
+  while (m > 0 && size % m) m--;
+  k = size / m;
+  PetscCheck(n >= m && n >= k, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "%s %" PetscInt_FMT " is too small for %d ranks: the DMDA splits the grid over %" PetscInt_FMT " x %" PetscInt_FMT " processes and needs at least one point per process in each direction", opt, n, size, m, k);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 static PetscErrorCode EvalGridSetUp(PetscInt ng, const char *efile, PetscBool regenerate, PetscInt s0, PetscInt ntest, PetscInt B, DDDataType dt, EvalGrid *E)
 {
   const char *fields[] = {"input", "target"};
@@ -281,6 +299,7 @@ static PetscErrorCode EvalGridSetUp(PetscInt ng, const char *efile, PetscBool re
 
   PetscFunctionBeginUser;
   PetscCallMPI(MPI_Comm_rank(PETSC_COMM_WORLD, &rank));
+  PetscCall(CheckGridForRanks("-eval_grid", ng));
   PetscCall(DMDACreate2d(PETSC_COMM_WORLD, DM_BOUNDARY_NONE, DM_BOUNDARY_NONE, DMDA_STENCIL_STAR, ng, ng, PETSC_DECIDE, PETSC_DECIDE, 1, 1, NULL, NULL, &E->da));
   PetscCall(DMSetUp(E->da));
   PetscCall(BatchTensor(E->da, B, ng, dt, &E->xs[0]));
@@ -375,6 +394,7 @@ int main(int argc, char **argv)
   PetscCall(DDFileCheckWritable(PETSC_COMM_WORLD, ckpt));
 
   /* the simulation's grid: its decomposition is the network's */
+  PetscCall(CheckGridForRanks("-grid", n));
   PetscCall(DMDACreate2d(PETSC_COMM_WORLD, DM_BOUNDARY_NONE, DM_BOUNDARY_NONE, DMDA_STENCIL_STAR, n, n, PETSC_DECIDE, PETSC_DECIDE, 1, 1, NULL, NULL, &da));
   PetscCall(DMSetUp(da));
   { /* -regenerate replaces the file (atomically, by a rename) only when it is a regular file */

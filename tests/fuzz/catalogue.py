@@ -292,7 +292,7 @@ def cases(good, restarted):
     add("yaml", "missing file", ["-options_file_yaml", W("nosuch.yaml")], prog=EX6, words=["nosuch.yaml"])
     add("yaml", "an unknown key", ["-options_file", os.path.join(SHARE, "lenet5.opts"), "-options_file_yaml", W("bad_key.yaml"), "-steps", "1"], prog=EX6, words=["-c1_layer_conv_no_such_key"])
     # partitions
-    add("partition", "more ranks than grid points", R + ["-grid", "2"], np=3, words=["partition", "too fine"])
+    add("partition", "more ranks than grid points", R + ["-grid", "2"], np=3, words=["-grid 2", "too small for 3 ranks"])
     add("partition", "-data_partition not matching the ranks", ["-options_file", os.path.join(SHARE, "lenet5.opts"), "-steps", "1", "-data_partition", "1,1,3,1"], prog=EX6, np=2, words=["partition"])
     add("partition", "-data_batch 0", ["-options_file", os.path.join(SHARE, "lenet5.opts"), "-steps", "1", "-data_batch", "0"], prog=EX6, words=["-data_batch 0", "positive"])
     add("partition", "-data_partition with a zero", ["-options_file", os.path.join(SHARE, "lenet5.opts"), "-steps", "1", "-data_partition", "1,1,0,2"], prog=EX6, np=2, words=["partition"])
