@@ -393,28 +393,14 @@ static PetscErrorCode DDNetFreeGradients(NetImpl *I)
 }
 
 /* Sets up one layer; an error also names the layer (its own message may not: the traceback shows which).
-   A C++ exception (std::bad_alloc from a std::vector sized by the layer's shapes) must not cross
-   the C interface, where it would abort the program: it becomes PETSC_ERR_MEM naming the layer
-   and the local size of its inputs. */
+   C++ exceptions of a layer's set-up are turned into PETSc errors by DDLayerSetUpMulti(). */
 static PetscErrorCode DDNetLayerSetUp(Node &nd, std::vector<DDTensor> &ins)
 {
   PetscErrorCode ierr;
   const char    *type = ((PetscObject)nd.layer)->type_name ? ((PetscObject)nd.layer)->type_name : "no type";
 
   PetscFunctionBegin;
-  try {
-    ierr = DDLayerSetUpMulti(nd.layer, (PetscInt)ins.size(), ins.data());
-  } catch (const std::bad_alloc &e) {
-    char     sh[256] = "";
-    PetscInt local   = 0;
-    if (!ins.empty() && ins[0]) {
-      PetscCall(DDShapeToString_Private(ins[0]->order, ins[0]->shape, sh, sizeof(sh)));
-      local = ins[0]->layout.size;
-    }
-    SETERRQ(PETSC_COMM_SELF, PETSC_ERR_MEM, "Out of memory: a C++ allocation (%s) failed while setting up layer \"%s\" (%s) on an input of global shape %s, %" PetscInt_FMT " entries on this rank", e.what(), nd.name.c_str(), type, sh[0] ? sh : "?", local);
-  } catch (const std::exception &e) {
-    SETERRQ(PETSC_COMM_SELF, PETSC_ERR_LIB, "Setting up layer \"%s\" (%s) raised the C++ exception: %s", nd.name.c_str(), type, e.what());
-  }
+  ierr = DDLayerSetUpMulti(nd.layer, (PetscInt)ins.size(), ins.data());
   if (ierr) (void)(*PetscErrorPrintf)("while setting up layer \"%s\" (%s) of the network\n", nd.name.c_str(), type);
   PetscCall(ierr);
   PetscFunctionReturn(PETSC_SUCCESS);

@@ -7,6 +7,8 @@
 #include <sys/ddsysimpl.h>
 #include <primitive/exchange.hpp>
 #include <map>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 #include <cmath>
@@ -493,7 +495,24 @@ PetscErrorCode DDLayerSetUpMulti(DDLayer layer, PetscInt n, DDTensor xs[])
   layer->nin = n;
   {
     ddnn::ExchangeOwnerGuard owner(layer); /* the primitives set up here are the layer's, for the performance model */
-    PetscCall((*layer->ops->setup)(layer, n, xs));
+    PetscErrorCode           ierr;
+    /* A C++ exception (std::bad_alloc from a std::vector sized by the layer's shapes) must not cross the
+       C interface, where it would abort the program: it becomes PETSC_ERR_MEM naming the layer (its
+       options prefix, which is its name in a network) and the size of its first input. */
+    try {
+      ierr = (*layer->ops->setup)(layer, n, xs);
+    } catch (const std::exception &e) {
+      const char *type = ((PetscObject)layer)->type_name ? ((PetscObject)layer)->type_name : "no type";
+      const char *pre  = ((PetscObject)layer)->prefix;
+      std::string name = pre ? pre : "";
+      char        sh[256] = "?";
+      if (!name.empty() && name.back() == '_') name.pop_back();
+      if (name.empty()) name = "(no prefix)";
+      if (n > 0 && xs[0]) PetscCall(DDShapeToString_Private(xs[0]->order, xs[0]->shape, sh, sizeof(sh)));
+      if (dynamic_cast<const std::bad_alloc *>(&e)) SETERRQ(PETSC_COMM_SELF, PETSC_ERR_MEM, "Out of memory: a C++ allocation (%s) failed while setting up layer \"%s\" (%s) on an input of global shape %s, %" PetscInt_FMT " entries on this rank", e.what(), name.c_str(), type, sh, n > 0 && xs[0] ? xs[0]->layout.size : 0);
+      SETERRQ(PETSC_COMM_SELF, PETSC_ERR_LIB, "Setting up layer \"%s\" (%s) raised the C++ exception: %s", name.c_str(), type, e.what());
+    }
+    PetscCall(ierr);
   }
   PetscCheck(layer->output, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Layer type %s did not create its output", ((PetscObject)layer)->type_name);
   for (PetscInt i = 0; i < n; i++) {
