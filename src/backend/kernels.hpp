@@ -45,6 +45,21 @@ inline View<T> MakeView(DDTensor t, PetscInt lead, const PetscInt origin[], Pets
   return v;
 }
 
+/* db += the sums of dy over the whole output box, per output channel (conv and transposed conv, any geometry
+   with N, Co and out[3]) */
+template <class T, class Geom>
+inline void BiasGradientRef(const Geom &g, const View<const T> &dy, T *db)
+{
+  for (PetscInt co = 0; co < g.Co; co++) {
+    T acc = 0;
+    for (PetscInt n = 0; n < g.N; n++)
+      for (PetscInt o0 = 0; o0 < g.out[0]; o0++)
+        for (PetscInt o1 = 0; o1 < g.out[1]; o1++)
+          for (PetscInt o2 = 0; o2 < g.out[2]; o2++) acc += dy.at(n, co, o0, o1, o2);
+    db[co] += acc;
+  }
+}
+
 /* Reference convolution loops (any element type). w is (Co, Ci, k0, k1, k2) in C order. */
 template <class T>
 void ConvForwardRef(const ConvGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y);

@@ -699,19 +699,6 @@ static void FillUncovered(const Geom &g, bool transposed, const T *b, const View
           for (PetscInt o2 = 0; o2 < g.out[2]; o2++) y.at(n, co, o0, o1, o2) = v;
   }
 }
-/* db += the sums of dy over the whole box, per output channel */
-template <class T, class Geom>
-static void BiasGradient(const Geom &g, const View<const T> &dy, T *db)
-{
-  for (PetscInt co = 0; co < g.Co; co++) {
-    T acc = 0;
-    for (PetscInt n = 0; n < g.N; n++)
-      for (PetscInt o0 = 0; o0 < g.out[0]; o0++)
-        for (PetscInt o1 = 0; o1 < g.out[1]; o1++)
-          for (PetscInt o2 = 0; o2 < g.out[2]; o2++) acc += dy.at(n, co, o0, o1, o2);
-    db[co] += acc;
-  }
-}
 /* whether g is a plain convolution: one group, not over partitioned channels */
 static inline bool Dense(const ConvGeom &g)
 {
@@ -735,7 +722,7 @@ template <class T>
 void ConvBackwardWeightsGemm(const ConvGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db)
 {
   if (Dense(g)) return ConvBackwardWeightsGemm1<T>(g, x, dy, dw, db);
-  if (db) BiasGradient<T>(g, dy, db);
+  if (db) BiasGradientRef<T>(g, dy, db);
   ForGroups(g, false, [&](const ConvGeom &q, const GroupSlice &sl) { ConvBackwardWeightsGemm1<T>(q, ChannelShift(x, sl.ci), ChannelShift(dy, sl.co), dw + sl.wo, (T *)nullptr, sl.ldw); });
 }
 template <class T>
@@ -755,7 +742,7 @@ template <class T>
 void ConvTBackwardWeightsGemm(const ConvTGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db)
 {
   if (Dense(g)) return ConvTBackwardWeightsGemm1<T>(g, x, dy, dw, db);
-  if (db) BiasGradient<T>(g, dy, db);
+  if (db) BiasGradientRef<T>(g, dy, db);
   ForGroups(g, true, [&](const ConvTGeom &q, const GroupSlice &sl) { ConvTBackwardWeightsGemm1<T>(q, ChannelShift(x, sl.ci), ChannelShift(dy, sl.co), dw + sl.wo, (T *)nullptr, sl.ldw); });
 }
 

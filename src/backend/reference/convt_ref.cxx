@@ -123,15 +123,7 @@ void ConvTBackwardWeightsRef(const ConvTGeom &g, const View<const T> &x, const V
             dw[(ci * Cog + cl) * KK + (t0 * g.k[1] + t1) * g.k[2] + t2] += acc;
           }
     }
-  if (db)
-    for (PetscInt co = 0; co < g.Co; co++) {
-      T acc = 0;
-      for (PetscInt n = 0; n < g.N; n++)
-        for (PetscInt o0 = 0; o0 < g.out[0]; o0++)
-          for (PetscInt o1 = 0; o1 < g.out[1]; o1++)
-            for (PetscInt o2 = 0; o2 < g.out[2]; o2++) acc += dy.at(n, co, o0, o1, o2);
-      db[co] += acc;
-    }
+  if (db) BiasGradientRef<T>(g, dy, db);
 }
 
 #define DD_INSTANTIATE_CONVT(T) \
