@@ -17,6 +17,7 @@
 #include <string>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace ddnn
 {
@@ -24,6 +25,8 @@ namespace ddnn
 PetscErrorCode ModelStoreComm_Private(PetscReal alpha, PetscReal beta);
 PetscErrorCode ModelStoreKernel_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, const std::vector<double> &work, const std::vector<double> &t);
 PetscErrorCode ModelSave_Private(MPI_Comm comm);
+PetscErrorCode ModelStoreRunCost_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, double c);
+PetscErrorCode ModelKernelTime_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, double w, double *t);
 } // namespace ddnn
 
 /* the lower quartile of repeated timings: robust against other processes taking the core for a while (a shared machine), unlike the mean, and less optimistic than the minimum */
@@ -101,7 +104,7 @@ static PetscErrorCode MakeLayer(const std::string &kind, const char backend[], D
 {
   PetscFunctionBegin;
   PetscCall(DDLayerCreate(PETSC_COMM_SELF, l));
-  PetscCall(DDLayerSetType(*l, kind.c_str()));
+  PetscCall(DDLayerSetType(*l, kind.rfind(DDLAYERACTIVATION, 0) == 0 ? DDLAYERACTIVATION : kind.c_str()));
   if (backend) PetscCall(DDLayerSetBackend(*l, backend));
   const PetscInt k3[2] = {3, 3}, p1[2] = {1, 1}, k2[2] = {2, 2}, s2[2] = {2, 2};
   if (kind == DDLAYERCONV) {
@@ -116,6 +119,12 @@ static PetscErrorCode MakeLayer(const std::string &kind, const char backend[], D
     PetscCall(DDLayerAffineSetOutputFeatures(*l, ch));
   } else if (kind == DDLAYERACTIVATION) {
     PetscCall(DDLayerActivationSetType(*l, DD_ACT_RELU));
+  } else if (kind.rfind(std::string(DDLAYERACTIVATION) + "-", 0) == 0) { /* "activation-tanh": another function */
+    PetscInt  t;
+    PetscBool found;
+    PetscCall(PetscEListFind(DD_ACT_PRELU + 1, DDActivationTypes, kind.c_str() + strlen(DDLAYERACTIVATION) + 1, &t, &found));
+    PetscCheck(found, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Unknown calibration kind %s", kind.c_str());
+    PetscCall(DDLayerActivationSetType(*l, (DDActivationType)t));
   } else if (kind == DDLAYERPOOL) {
     PetscCall(DDLayerPoolSetType(*l, DD_POOL_MAX));
     PetscCall(DDLayerPoolSetKernel(*l, 2, k2));
@@ -142,14 +151,14 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
   if (kind == DDLAYERAFFINE) {
     order    = 2;
     shape[0] = 32;
-    shape[1] = 64 * size; /* 64, 256, 1024 features */
+    shape[1] = 16 * size; /* 16 ... 256 features */
     ch       = shape[1];
   } else {
     order    = 4;
     shape[0] = 4;
     shape[1] = 16;
-    shape[2] = shape[3] = (kind == DDLAYERPOOL ? 32 : 16) * size; /* pool halves A's output: B sees the same sizes as the others */
-    if (kind == DDLAYERUPSAMPLE || kind == DDLAYERCONVTRANSPOSE) shape[2] = shape[3] = 8 * size; /* A doubles: B sees 16 ... */
+    shape[2] = shape[3] = (kind == DDLAYERPOOL ? 8 : 4) * size; /* pool halves A's output: B sees the same sizes as the others */
+    if (kind == DDLAYERUPSAMPLE || kind == DDLAYERCONVTRANSPOSE) shape[2] = shape[3] = 2 * size; /* A doubles: B sees 4 ... 64 */
     ch = 16;
   }
   const PetscInt pshape[4] = {1, 1, 1, 1};
@@ -197,6 +206,93 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* a ReLU from a plain input to a channels-last output (the walk converts element by element): its
+   bytes, runs (DDLayerGetModelRuns()) and lower-quartile times, for the per-run cost */
+static PetscErrorCode TimeConversion(const char backend[], DDDataType dt, double work[2], double *runs, double tm[2])
+{
+  DDPartition    part;
+  DDTensor       x, y, dy, dx;
+  DDLayer        B;
+  const PetscInt shape[4] = {4, 16, 32, 32}, pshape[4] = {1, 1, 1, 1};
+  PetscInt64     r;
+
+  PetscFunctionBegin;
+  PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, 4, pshape, PETSC_DECIDE, NULL, &part));
+  PetscCall(DDTensorCreateFromPartition(part, dt, 4, shape, &x));
+  PetscCall(FillTensor(x, 0.1));
+  PetscCall(MakeLayer(DDLAYERACTIVATION, backend, x, 16, &B));
+  PetscCall(DDLayerGetOutput(B, &y));
+  PetscCall(DDTensorSetFormat(y, DD_FORMAT_CHANNELS_LAST)); /* as a consumer may ask of it */
+  PetscCall(DDLayerGetModelRuns(B, &r));
+  *runs = (double)r;
+  PetscCheck(r > 1, PETSC_COMM_SELF, PETSC_ERR_PLIB, "The calibration's format conversion walks %" PetscInt64_FMT " run(s)", r);
+  PetscCall(DDTensorDuplicate(y, &dy));
+  PetscCall(FillTensor(dy, 0.3));
+  PetscCall(DDTensorDuplicate(x, &dx));
+  for (int d = 0; d < 2; d++) {
+    PetscReal f, b;
+    PetscCall(DDLayerGetModelWork(B, d ? PETSC_TRUE : PETSC_FALSE, &f, &b));
+    work[d] = b;
+  }
+  std::vector<double> tf, tb;
+  for (int r2 = 0; r2 < 22; r2++) {
+    PetscLogDouble t0, t1, t2;
+    PetscCall(PetscTime(&t0));
+    PetscCall(DDLayerForward(B, x, y));
+    PetscCall(PetscTime(&t1));
+    PetscCall(DDLayerBackward(B, dy, dx));
+    PetscCall(PetscTime(&t2));
+    if (r2 >= 2) {
+      tf.push_back(t1 - t0);
+      tb.push_back(t2 - t1);
+    }
+  }
+  tm[0] = QuartileOf(tf);
+  tm[1] = QuartileOf(tb);
+  PetscCall(DDTensorDestroy(&dx));
+  PetscCall(DDTensorDestroy(&dy));
+  PetscCall(DDLayerDestroy(&B));
+  PetscCall(DDTensorDestroy(&x));
+  PetscCall(DDPartitionDestroy(&part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* DDTensorZeroEntries (axpy false) or DDTensorAXPY (true) of n entries: bytes (written; read and written) and lower-quartile time */
+static PetscErrorCode TimeAux(bool axpy, DDDataType dt, PetscInt n, double *work, double *tm)
+{
+  DDPartition    part;
+  DDTensor       x, y;
+  const PetscInt p1 = 1;
+  size_t         es;
+
+  PetscFunctionBegin;
+  PetscCall(DDDataTypeGetSize(dt, &es));
+  PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, 1, &p1, PETSC_DECIDE, NULL, &part));
+  PetscCall(DDTensorCreateFromPartition(part, dt, 1, &n, &x));
+  PetscCall(DDTensorCreateFromPartition(part, dt, 1, &n, &y));
+  PetscCall(FillTensor(x, 0.1));
+  PetscCall(FillTensor(y, 0.2));
+  std::vector<double> ts;
+  PetscLogDouble      spent = 0;
+  for (int r = 0; r < 200 && (r < 12 || spent < 0.03); r++) {
+    PetscLogDouble t0, t1;
+    PetscCall(PetscTime(&t0));
+    if (axpy) PetscCall(DDTensorAXPY(y, 1e-3, x));
+    else PetscCall(DDTensorZeroEntries(y));
+    PetscCall(PetscTime(&t1));
+    if (r >= 2) {
+      ts.push_back(t1 - t0);
+      spent += t1 - t0;
+    }
+  }
+  *tm   = QuartileOf(ts);
+  *work = (double)es * (double)n * (axpy ? 3 : 1);
+  PetscCall(DDTensorDestroy(&x));
+  PetscCall(DDTensorDestroy(&y));
+  PetscCall(DDPartitionDestroy(&part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@C
   DDModelCalibrate - Measures this machine for the performance model and caches the result: an alpha-beta fit of MPI and the kernel times of each calibrated layer kind on a backend and data type
 
@@ -215,10 +311,14 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
   Pairs of ranks exchange 8 B to 2 MiB both ways at once (MPI_Sendrecv, as the exchange engine's
   halo and repartition messages go), and t = alpha + beta n is fitted to the slowest pair's
   lower quartiles by least squares; on one rank alpha and beta are kept from the cache (none are needed
-  there). Every rank then times, at three sizes, one forward and one backward of conv (3x3, 16
+  there). Every rank then times, at four sizes (4x4 to 64x64: the small ones fix the per-call
+  cost, and the fit weighs relative errors), one forward and one backward of conv (3x3, 16
   channels), convtranspose (2x2 stride 2), affine, ReLU, batch norm, max pool 2x2 and bilinear
-  upsampling x2 on PETSC_COMM_SELF (lower quartiles after warm-up, all ranks at once), and
+  upsampling x2, and the other activation functions (tanh, sigmoid, ...), on PETSC_COMM_SELF (lower quartiles after warm-up, all ranks at once), and
   t = c0 + c1 work is fitted to the slowest rank's quartiles (work: `DDLayerGetModelWork()`).
+  A ReLU from a plain to a channels-last tensor gives the per-run cost of a format conversion
+  (`DDLayerGetModelRuns()`), and `DDTensorZeroEntries()` and `DDTensorAXPY()` at 256 to 1M entries
+  the network's own work (`DDNetGetModelTime()`, `DDNetGetModelUpdateTime()`).
   Rank 0 writes the merged cache. Takes a few seconds. Paper 003 sec. V-A.
 
   Level: intermediate
@@ -246,10 +346,12 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
     PetscCall(CalibrateComm(comm, &a, &b));
     PetscCall(ddnn::ModelStoreComm_Private(a, b));
   }
-  const char *const kinds[] = {DDLAYERCONV, DDLAYERCONVTRANSPOSE, DDLAYERAFFINE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, DDLAYERUPSAMPLE};
-  for (const char *k : kinds) {
+  std::vector<std::string> kinds = {DDLAYERCONV, DDLAYERCONVTRANSPOSE, DDLAYERAFFINE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, DDLAYERUPSAMPLE};
+  for (DDActivationType a : {DD_ACT_LEAKYRELU, DD_ACT_TANH, DD_ACT_SIGMOID, DD_ACT_GELU, DD_ACT_IDENTITY, DD_ACT_SILU, DD_ACT_ELU, DD_ACT_SOFTPLUS}) kinds.push_back(std::string(DDLAYERACTIVATION) + "-" + DDActivationTypes[a]); /* model.cxx's calibratedActs */
+  for (const std::string &ks : kinds) {
+    const char *k = ks.c_str();
     std::vector<double> w[2], t[2];
-    for (PetscInt s : {1, 2, 4}) {
+    for (PetscInt s : {1, 4, 8, 16}) { /* 4x4 (the per-call cost: LeNet's small layers) to 64x64 */
       double wk[2], tm[2];
       PetscCall(TimeKind(k, bname, dt, s, wk, tm));
       PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
@@ -259,6 +361,27 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
       }
     }
     for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, k, d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
+  }
+  {
+    double wk[2], tm[2], runs;
+    PetscCall(TimeConversion(bname, dt, wk, &runs, tm));
+    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
+    for (int d = 0; d < 2; d++) {
+      double base;
+      PetscCall(ddnn::ModelKernelTime_Private(bname, dt, DDLAYERACTIVATION, d ? PETSC_TRUE : PETSC_FALSE, wk[d], &base));
+      PetscCall(ddnn::ModelStoreRunCost_Private(bname, dt, DDLAYERACTIVATION, d ? PETSC_TRUE : PETSC_FALSE, std::max(0.0, (tm[d] - base) / (runs - 1))));
+    }
+  }
+  for (int a = 0; a < 2; a++) {
+    std::vector<double> w, t;
+    for (PetscInt n : {256, 4096, 65536, 1048576}) {
+      double wk, tm;
+      PetscCall(TimeAux(a == 1, dt, n, &wk, &tm));
+      PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &tm, 1, MPI_DOUBLE, MPI_MAX, comm));
+      w.push_back(wk);
+      t.push_back(tm);
+    }
+    PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, a ? "tensoraxpy" : "tensorzero", PETSC_FALSE, w, t));
   }
   PetscCall(ddnn::ModelSave_Private(comm));
   PetscFunctionReturn(PETSC_SUCCESS);
