@@ -2,7 +2,7 @@
   bench_model: the performance model (issue 16) against measurement, per layer and per step,
   for the main job's U-Net (share/ddnn/main_job.opts: 8 x 1 x 32 x 32, spatial partition) and
   an example net (share/ddnn/lenet5.opts: 16 x 1 x 32 x 32, batch partition).
-    OPENBLAS_NUM_THREADS=1 ./bench_model [-steps 20] [-grid 32] [-dtype float32|float64] [-dd_model_cache <file>]
+    OPENBLAS_NUM_THREADS=1 ./bench_model [-steps 20] [-grid 32] [-dtype float32|float64] [-dd_model_cache <file>] [-recalibrate]
     OPENBLAS_NUM_THREADS=1 mpiexec -n 2 ./bench_model
   The model's calibration is read from its cache (DDModelGetCachePath()); without one, this
   program runs DDModelCalibrate() first (a few seconds) and says so.
@@ -231,12 +231,13 @@ int main(int argc, char **argv)
   PetscInt   steps = 20, grid = 32;
   char       dts[32] = "float32";
   DDDataType dt;
-  PetscBool  have;
+  PetscBool  have, recal = PETSC_FALSE;
 
   PetscCall(DDInitialize(&argc, &argv, NULL, NULL));
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-steps", &steps, NULL));
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-grid", &grid, NULL));
   PetscCall(PetscOptionsGetString(NULL, NULL, "-dtype", dts, sizeof(dts), NULL));
+  PetscCall(PetscOptionsGetBool(NULL, NULL, "-recalibrate", &recal, NULL)); /* calibrate now, under the load the measurement will see */
   dt = !strcmp(dts, "float64") ? DD_FLOAT64 : DD_FLOAT32;
   PetscCall(DDModelLoad(PETSC_COMM_WORLD, NULL, dt, &have));
   PetscReal a, b;
@@ -244,7 +245,7 @@ int main(int argc, char **argv)
   PetscCall(DDModelGetCommParameters(&a, &b, &commok));
   PetscMPIInt P;
   PetscCallMPI(MPI_Comm_size(PETSC_COMM_WORLD, &P));
-  if (!have || (P > 1 && !commok)) {
+  if (!have || (P > 1 && !commok) || recal) {
     const char *path;
     PetscCall(DDModelGetCachePath(&path));
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "calibrating (no %s%s in %s) ...\n", have ? "" : "kernel fits", (P > 1 && !commok) ? " alpha-beta fit" : "", path));

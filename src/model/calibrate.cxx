@@ -12,6 +12,7 @@
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <ddmodel.h>
+#include <ddprimitive.h>
 #include <petsctime.h>
 #include <vector>
 #include <string>
@@ -293,6 +294,56 @@ static PetscErrorCode TimeAux(bool axpy, DDDataType dt, PetscInt n, double *work
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* the median time of a halo exchange of width 1 (and of its adjoint) on (4, 16, n, n P) split over W
+   across comm, applied back to back as a network's layers apply it (packing, the messages, the
+   wait for the neighbour and unpacking), and the bytes a rank sends or receives (the most) */
+static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double work[2], double tm[2])
+{
+  PetscMPIInt P;
+  DDPartition part;
+  DDTensor    x;
+  DDPrimitive H;
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_size(comm, &P));
+  const PetscInt ps[4] = {1, 1, 1, P}, sh[4] = {4, 16, n, n * P};
+  PetscCall(DDPartitionCreateCartesian(comm, 4, ps, P, NULL, &part));
+  PetscCall(DDTensorCreateFromPartition(part, dt, 4, sh, &x));
+  PetscCall(FillTensor(x, 0.2));
+  PetscCall(DDPrimitiveCreate(comm, &H));
+  PetscCall(DDPrimitiveSetType(H, DDPRIMITIVEHALO));
+  for (PetscInt d = 2; d < 4; d++) PetscCall(DDPrimitiveHaloSetKernel(H, d, 3, 1, 1, 1, PETSC_DECIDE));
+  PetscCall(DDPrimitiveSetUp(H, x, NULL));
+  for (int d = 0; d < 2; d++) {
+    PetscInt64 v[4];
+    PetscCall(DDPrimitiveGetCommVolume(H, d ? PETSC_TRUE : PETSC_FALSE, &v[0], &v[1], &v[2], &v[3]));
+    work[d] = (double)PetscMax(v[1], v[3]);
+    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &work[d], 1, MPI_DOUBLE, MPI_MAX, comm));
+  }
+  std::vector<double> ts[2];
+  PetscCallMPI(MPI_Barrier(comm));
+  for (int r = 0; r < 62; r++) {
+    PetscLogDouble t0, t1, t2;
+    PetscCall(PetscTime(&t0));
+    PetscCall(DDPrimitiveApply(H, x, x));
+    PetscCall(PetscTime(&t1));
+    PetscCall(DDPrimitiveApplyAdjoint(H, x, x));
+    PetscCall(PetscTime(&t2));
+    if (r >= 2) {
+      ts[0].push_back(t1 - t0);
+      ts[1].push_back(t2 - t1);
+    }
+  }
+  for (int d = 0; d < 2; d++) {
+    std::sort(ts[d].begin(), ts[d].end());
+    tm[d] = ts[d][ts[d].size() / 2];
+  }
+  PetscCall(DDPrimitiveDestroy(&H));
+  PetscCall(DDTensorDestroy(&x));
+  PetscCall(DDPartitionDestroy(&part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@C
   DDModelCalibrate - Measures this machine for the performance model and caches the result: an alpha-beta fit of MPI and the kernel times of each calibrated layer kind on a backend and data type
 
@@ -318,7 +369,10 @@ static PetscErrorCode TimeAux(bool axpy, DDDataType dt, PetscInt n, double *work
   t = c0 + c1 work is fitted to the slowest rank's quartiles (work: `DDLayerGetModelWork()`).
   A ReLU from a plain to a channels-last tensor gives the per-run cost of a format conversion
   (`DDLayerGetModelRuns()`), and `DDTensorZeroEntries()` and `DDTensorAXPY()` at 256 to 1M entries
-  the network's own work (`DDNetGetModelTime()`, `DDNetGetModelUpdateTime()`).
+  the network's own work (`DDNetGetModelTime()`, `DDNetGetModelUpdateTime()`). On more than one
+  rank, a halo exchange of width 1 along a W split, applied back to back as layers apply it
+  (median: packing, waiting and unpacking included), is fitted as t = c0 + c1 bytes and prices
+  the layers' halo exchanges in place of alpha-beta.
   Rank 0 writes the merged cache. Takes a few seconds. Paper 003 sec. V-A.
 
   Level: intermediate
@@ -371,6 +425,19 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
       PetscCall(ddnn::ModelKernelTime_Private(bname, dt, DDLAYERACTIVATION, d ? PETSC_TRUE : PETSC_FALSE, wk[d], &base));
       PetscCall(ddnn::ModelStoreRunCost_Private(bname, dt, DDLAYERACTIVATION, d ? PETSC_TRUE : PETSC_FALSE, std::max(0.0, (tm[d] - base) / (runs - 1))));
     }
+  }
+  if (size > 1) {
+    std::vector<double> w[2], t[2];
+    for (PetscInt n : {4, 16, 32, 64}) {
+      double wk[2], tm[2];
+      PetscCall(TimeHalo(comm, dt, n, wk, tm));
+      PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
+      for (int d = 0; d < 2; d++) {
+        w[d].push_back(wk[d]);
+        t[d].push_back(tm[d]);
+      }
+    }
+    for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, "halo", d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
   }
   for (int a = 0; a < 2; a++) {
     std::vector<double> w, t;

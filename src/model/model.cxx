@@ -112,6 +112,8 @@ const char *const calibratedKinds[] = {DDLAYERCONV, DDLAYERCONVTRANSPOSE, DDLAYE
    the gradients of tensors with several consumers, DDNetZeroGradients, the optimizer's update),
    calibrated as these kinds of the kernel table: t = c0 + c1 bytes */
 const char *const kindZero = "tensorzero", *const kindAxpy = "tensoraxpy";
+/* a halo exchange (DDPRIMITIVEHALO) applied as a layer applies it, on more than one rank: t = c0 + c1 max(bytes sent, received) */
+const char *const kindHalo = "halo";
 
 /* the activation functions other than relu, calibrated separately as "activation-<type>" (a
    tanh costs some 40x a relu per entry: LeNet-5's); prelu is priced as leakyrelu */
@@ -900,6 +902,26 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *c
     PetscCall(DDLayerGetModelCollectives(layer, b ? PETSC_TRUE : PETSC_FALSE, &calls, &cb));
     if ((v[0] || v[2] || calls) && !M.commok) ok = PETSC_FALSE;
     comm[b] = M.alpha * (PetscReal)PetscMax(v[0], v[2]) + M.beta * (PetscReal)PetscMax(v[1], v[3]);
+    /* a halo exchange as it is called (DDModelCalibrate() times DDPrimitiveApply() of a halo,
+       packing, waiting and unpacking included): its fit replaces alpha-beta on its volume */
+    auto hf = M.kern.find(KernelKey(bname, layer->output->dtype, kindHalo, b));
+    if (hf != M.kern.end() && !(b && nodx)) {
+      for (DDPrimitive p : LayerPrimitives(layer)) {
+        PetscBool  ishalo;
+        PetscInt64 w[4];
+        if (!p->setupcalled) continue;
+        PetscCall(PetscObjectTypeCompare((PetscObject)p, DDPRIMITIVEHALO, &ishalo));
+        if (!ishalo) continue;
+        bool nested = false;
+        for (DDPrimitive q : LayerPrimitives(layer))
+          if (q != p && ddnn::ExchangeIsUnder(p, q)) nested = true;
+        if (nested) continue;
+        PetscCall(DDPrimitiveGetCommVolume(p, b ? PETSC_TRUE : PETSC_FALSE, &w[0], &w[1], &w[2], &w[3]));
+        if (!w[0] && !w[2]) continue;
+        comm[b] += hf->second.c0 + hf->second.c1 * (PetscReal)PetscMax(w[1], w[3]) - (M.alpha * (PetscReal)PetscMax(w[0], w[2]) + M.beta * (PetscReal)PetscMax(w[1], w[3]));
+      }
+      comm[b] = PetscMax(comm[b], 0);
+    }
     for (DDPrimitive p : LayerPrimitives(layer)) {
       int         ck;
       PetscInt64  n;
