@@ -178,7 +178,7 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
   PetscMPIInt P;
   PetscCallMPI(MPI_Comm_size(PETSC_COMM_WORLD, &P));
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "\n%s, %d rank(s), %s, %" PetscInt_FMT " steps (medians, ms; ratio = predicted / measured)\n", title, P, DDDataTypes[dt], steps));
-  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-8s %-13s %9s %9s %6s %9s %9s %6s %9s %9s\n", "layer", "type", "fwd pred", "fwd meas", "ratio", "bwd pred", "bwd meas", "ratio", "comm KiB", "mem KiB"));
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-8s %-13s %9s %9s %6s %9s %9s %6s %9s %9s %8s\n", "layer", "type", "fwd pred", "fwd meas", "ratio", "bwd pred", "bwd meas", "ratio", "comm KiB", "mem KiB", "runs"));
   double    sp[2] = {0, 0}, sm[2] = {0, 0};
   PetscBool allok = PETSC_TRUE;
   for (PetscInt i = 0; i < n; i++) {
@@ -193,6 +193,9 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
     PetscCall(DDNetGetLayerModelTime(net, i, &t[0], &t[1], &t[2], &t[3], &ok));
     PetscCall(DDNetGetLayerModelComm(net, i, PETSC_FALSE, &c[0], &c[1], &c[2], &c[3]));
     PetscCall(DDLayerGetModelMemory(l, &m[0], &m[1], &m[2], &m[3]));
+    PetscInt64 runs;
+    PetscCall(DDLayerGetModelRuns(l, &runs));
+    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &runs, 1, MPIU_INT64, MPI_MAX, PETSC_COMM_WORLD));
     double pr[2] = {t[0] + t[1], t[2] + t[3]}, mem = (double)(m[0] + m[1] + m[2] + m[3]), cm = (double)PetscMax(c[1], c[3]);
     PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, pr, 2, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD));
     PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &mem, 1, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD));
@@ -204,7 +207,7 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
     sp[1] += pr[1];
     sm[0] += mf;
     sm[1] += mb;
-    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-8s %-13s %9.4f %9.4f %6.2f %9.4f %9.4f %6.2f %9.1f %9.1f\n", name, type, 1e3 * pr[0], 1e3 * mf, pr[0] / mf, 1e3 * pr[1], 1e3 * mb, pr[1] / mb, cm / 1024, mem / 1024));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-8s %-13s %9.4f %9.4f %6.2f %9.4f %9.4f %6.2f %9.1f %9.1f %8" PetscInt64_FMT "\n", name, type, 1e3 * pr[0], 1e3 * mf, pr[0] / mf, 1e3 * pr[1], 1e3 * mb, pr[1] / mb, cm / 1024, mem / 1024, runs));
   }
   PetscReal pf, pb, pz, pu;
   PetscBool ok, okz;

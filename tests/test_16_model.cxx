@@ -383,7 +383,7 @@ static std::string SyntheticCache(const char *name)
   const char *bname;
   DDT(DDBackendGetDefault(&bname));
   std::string b = std::string(bname) + " float64 ", file = Tmp(name);
-  WriteFile(file, "ddnn-model-cache 1\nhost " + Host() + "\n" + "kernel " + b + "activation f 1e-06 2e-10\n" + "kernel " + b + "activation b 3e-06 4e-10\n" + "runcost " + b + "activation f 5e-09\n" + "runcost " + b + "activation b 7e-09\n" + "kernel " + b + "activation-tanh f 2e-06 8e-10\n" + "kernel " + b + "tensorzero f 1.5e-07 1e-11\n" + "kernel " + b + "tensoraxpy f 2.5e-07 3e-11\n");
+  WriteFile(file, "ddnn-model-cache 1\nhost " + Host() + "\n" + "kernel " + b + "activation f 1e-06 2e-10\n" + "kernel " + b + "activation b 3e-06 4e-10\n" + "runcost " + b + "activation f 5e-09\n" + "runcost " + b + "activation b 7e-09\n" + "runcost " + b + "activation-rows f 1.1e-08\n" + "runcost " + b + "activation-rows b 1.3e-08\n" + "kernel " + b + "activation-tanh f 2e-06 8e-10\n" + "kernel " + b + "tensorzero f 1.5e-07 1e-11\n" + "kernel " + b + "tensoraxpy f 2.5e-07 3e-11\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
   DDT(DDModelReset());
   return file;
@@ -417,6 +417,9 @@ TEST(ModelWork, FormatConversionRunsAndTimeExact)
   DDT(DDTensorSetHalo(y, lo, hi)); /* as a consumer convolution grows it */
   DDT(DDLayerGetModelRuns(l, &runs));
   EXPECT_EQ(runs, 2 * 3 * 4); /* one per row of W */
+  DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
+  EXPECT_NEAR(t[0], 1e-6 + 2e-10 * by + 1.1e-8 * 23, 1e-15);
+  EXPECT_NEAR(t[2], 3e-6 + 4e-10 * byb + 1.3e-8 * 23, 1e-15);
   DDT(DDTensorSetFormat(y, DD_FORMAT_CHANNELS_LAST));
   DDT(DDLayerGetModelRuns(l, &runs));
   EXPECT_EQ(runs, 120); /* one per entry */

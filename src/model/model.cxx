@@ -94,13 +94,15 @@ Fit LeastSquares(const std::vector<double> &w, const std::vector<double> &t)
   double d = n * sww - sw * sw;
   f.c1     = d > 0 ? (n * swt - sw * st) / d : 0;
   f.c0     = (st - f.c1 * sw) / n;
-  if (f.c1 < 0) { /* noise: fall back to a pure rate through the largest size */
-    f.c1 = t.back() / w.back();
+  if (f.c1 < 0 || f.c0 < 0) { /* noise, or no overhead to see: a pure rate, fitted through the origin in relative error */
+    double num = 0, den = 0;
+    for (size_t i = 0; i < w.size(); i++) {
+      double q = t[i] > 0 ? 1.0 / (t[i] * t[i]) : 1.0;
+      num += q * w[i] * t[i];
+      den += q * w[i] * w[i];
+    }
     f.c0 = 0;
-  }
-  if (f.c0 < 0) { /* no negative overhead: the rate through the largest size */
-    f.c0 = 0;
-    f.c1 = t.back() / w.back();
+    f.c1 = den > 0 ? num / den : t.back() / w.back();
   }
   return f;
 }
@@ -352,7 +354,7 @@ PetscErrorCode DDModelLoad(MPI_Comm comm, const char backend[], DDDataType dt, P
     for (int b = 0; b < 2; b++)
       if (!M.kern.count(KernelKey(bname, dt, k, b))) all = PETSC_FALSE;
   for (int b = 0; b < 2; b++) {
-    if (!M.runcost.count(KernelKey(bname, dt, DDLAYERACTIVATION, b))) all = PETSC_FALSE;
+    if (!M.runcost.count(KernelKey(bname, dt, DDLAYERACTIVATION, b)) || !M.runcost.count(KernelKey(bname, dt, "activation-rows", b))) all = PETSC_FALSE;
     for (auto a : calibratedActs)
       if (!M.kern.count(KernelKey(bname, dt, ActKind(a), b))) all = PETSC_FALSE;
   }
@@ -562,8 +564,9 @@ static PetscInt64 PairRuns(DDTensor x, DDTensor y)
   (src/tensor/layout.hpp, ForEachBulkRunPair): one run when both are stored alike and
   contiguously, one per row when their halos differ, one per element when their storage orders
   differ (a ReLU between a plain tensor and a channels-last or blocked one converts the format
-  element by element). The model prices each run with the calibrated per-run cost
-  (`DDModelCalibrate()`), on top of t = c0 + c1 bytes.
+  element by element). The model prices each run beyond the first with the calibrated per-run
+  cost of a row-by-row walk (same storage order, other halos) or of an element-by-element one
+  (another storage order) (`DDModelCalibrate()`), on top of t = c0 + c1 bytes.
 
   Level: intermediate
 
@@ -890,7 +893,14 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *c
     else comp[b] = it->second.c0 + it->second.c1 * (IsGemmKind(kind) ? f : by);
     if (!IsGemmKind(kind)) { /* the walk's runs: a format conversion between input and output costs per element */
       PetscInt64 runs;
-      auto       rc = M.runcost.find(KernelKey(bname, layer->output->dtype, DDLAYERACTIVATION, b));
+      /* the same storage order with other halos: a row-by-row walk; otherwise element by element */
+      bool rows = false;
+      if (layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->active && layer->output->active) {
+        const DDLayout &A = layer->setupin[0]->layout, &B = layer->output->layout;
+        rows = A.order == B.order && A.bdim == B.bdim && A.bs == B.bs;
+        for (PetscInt k = 0; rows && k < A.order; k++) rows = A.perm[k] == B.perm[k];
+      }
+      auto rc = M.runcost.find(KernelKey(bname, layer->output->dtype, rows ? "activation-rows" : DDLAYERACTIVATION, b));
       PetscCall(DDLayerGetModelRuns(layer, &runs));
       if (runs > 1) {
         if (rc == M.runcost.end()) ok = PETSC_FALSE;
