@@ -1295,6 +1295,14 @@ PetscErrorCode DDNetViewModel(DDNet net, PetscViewer viewer)
   }
   if (allok) PetscCall(PetscViewerASCIIPrintf(viewer, "%-26s %10.4f %10.4f %9" PetscInt64_FMT " %10.1f %9" PetscInt64_FMT " %10.1f %10.1f %10.1f %10.1f %10.1f\n", "total", (double)(1e3 * tot[0]), (double)(1e3 * tot[1]), totc[0], totc[1] / 1024.0, totc[2], totc[3] / 1024.0, totm[0] / 1024.0, totm[1] / 1024.0, totm[2] / 1024.0, totm[3] / 1024.0));
   else PetscCall(PetscViewerASCIIPrintf(viewer, "%-26s %10s %10s %9" PetscInt64_FMT " %10.1f %9" PetscInt64_FMT " %10.1f %10.1f %10.1f %10.1f %10.1f\n", "total", "n/c", "n/c", totc[0], totc[1] / 1024.0, totc[2], totc[3] / 1024.0, totm[0] / 1024.0, totm[1] / 1024.0, totm[2] / 1024.0, totm[3] / 1024.0));
+  {
+    PetscReal o;
+    PetscCall(NetBackwardOverhead(net, &o, &allok));
+    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &o, 1, MPIU_REAL, MPIU_MAX, comm));
+    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &allok, 1, MPIU_BOOL, MPI_LAND, comm));
+    tot[1] += o;
+    if (allok) PetscCall(PetscViewerASCIIPrintf(viewer, "the network's own work in the backward (zeroing output gradients, accumulating shared ones): %.4f ms\n", (double)(1e3 * o)));
+  }
   if (allok) PetscCall(PetscViewerASCIIPrintf(viewer, "predicted step (forward + backward): %.4f ms; memory per rank %.1f KiB\n", (double)(1e3 * (tot[0] + tot[1])), (totm[0] + totm[1] + totm[2] + totm[3]) / 1024.0));
   else {
     const char *path;
