@@ -2,14 +2,15 @@
   bench_model: the performance model (issue 16) against measurement, per layer and per step,
   for the main job's U-Net (share/ddnn/main_job.opts: 8 x 1 x 32 x 32, spatial partition) and
   an example net (share/ddnn/lenet5.opts: 16 x 1 x 32 x 32, batch partition).
-    OPENBLAS_NUM_THREADS=1 ./bench_model [-steps 20] [-grid 32] [-dtype float32|float64] [-dd_model_cache <file>]
+    OPENBLAS_NUM_THREADS=1 ./bench_model [-steps 20] [-grid 32] [-dtype float32|float64] [-dd_model_cache <file>] [-recalibrate]
     OPENBLAS_NUM_THREADS=1 mpiexec -n 2 ./bench_model
   The model's calibration is read from its cache (DDModelGetCachePath()); without one, this
   program runs DDModelCalibrate() first (a few seconds) and says so.
   Measured per layer: the layer alone (DDLayerForwardMulti / DDLayerBackwardMulti on the tensors
   the network set it up with, after a network step filled them), ranks synchronised before each
-  call, the median over the steps of the slowest rank's time; per step: DDNetForward +
-  DDNetBackward, median of the slowest rank. Predicted: DDLayerGetModelTime() as the network runs
+  call, the median over the steps of the slowest rank's time; per step: DDNetForward, then
+  DDNetZeroGradients + DDNetBackward, median of the slowest rank. Each step is followed by every
+  layer alone (interleaved: on a shared machine both see the same load). Predicted: DDLayerGetModelTime() as the network runs
   the layer (no input gradient for a first layer), max over ranks; step: DDNetGetModelTime().
 */
 #include <ddnn.h>
@@ -19,6 +20,16 @@
 #include <algorithm>
 #include <cstdio>
 #include <cmath>
+#include <ctime>
+
+/* this thread's CPU seconds: a step's wall time on a shared, overloaded machine includes the time
+   slices other processes took (a 10 ms step is preempted, a 0.1 ms layer call rarely is) */
+static double CpuNow(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 #ifndef DDNN_SHARE_DIR
   #define DDNN_SHARE_DIR "share/ddnn"
@@ -97,52 +108,60 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
   PetscFunctionBeginUser;
   PetscCall(Build(file, prefix, unet, grid, dt, &net, in));
   PetscCall(DDNetGetNumLayers(net, &n));
-  /* per step, measured */
-  std::vector<double> tf, tb;
-  for (PetscInt s = 0; s < steps + 2; s++) {
-    PetscLogDouble t0, t1, t2;
-    double         a, b;
-    PetscCallMPI(MPI_Barrier(PETSC_COMM_WORLD));
-    PetscCall(PetscTime(&t0));
-    PetscCall(DDNetForward(net, 2, in));
-    PetscCall(PetscTime(&t1));
-    PetscCall(DDNetZeroGradients(net));
-    PetscCall(DDNetBackward(net, NULL));
-    PetscCall(PetscTime(&t2));
-    PetscCall(MaxTime(t0, t1, &a));
-    PetscCall(MaxTime(t1, t2, &b));
-    if (s >= 2) {
-      tf.push_back(a);
-      tb.push_back(b);
-    }
-  }
-  /* per layer, measured alone */
-  ddnn::NetImpl                    *I = net->impl;
-  std::vector<std::vector<double>> lf(n), lb(n);
+  /* measured, interleaved (the machine is shared: a step and the layers alone see the same load):
+     per step DDNetForward, then DDNetZeroGradients + DDNetBackward; then every layer alone */
+  ddnn::NetImpl                      *I = net->impl;
+  std::vector<std::vector<double>>    lf(n), lb(n);
+  std::vector<std::vector<DDTensor>>  xs(n), dxs(n);
+  std::vector<DDTensor>               dys(n, NULL);
+  std::vector<double>                 tf, tb, cf, cb;
   for (PetscInt i = 0; i < n; i++) {
-    DDLayer               l = I->nodes[i].layer;
-    std::vector<DDTensor> xs(l->setupin, l->setupin + l->nin), dxs(l->nin, NULL);
-    bool                  nodx = true;
+    DDLayer l = I->nodes[i].layer;
+    xs[i].assign(l->setupin, l->setupin + l->nin);
+    dxs[i].assign(l->nin, NULL);
+    bool nodx = true;
     for (int k : I->nodes[i].inputs)
       if (k >= 0) nodx = false;
     if (!nodx)
       for (PetscInt j = 0; j < l->nin; j++)
-        if (I->nodes[i].inputs[j] >= 0) PetscCall(DDTensorDuplicate(xs[j], &dxs[j]));
-    DDTensor dy = NULL;
+        if (I->nodes[i].inputs[j] >= 0) PetscCall(DDTensorDuplicate(xs[i][j], &dxs[i][j]));
     if (i != (PetscInt)I->output) {
-      PetscCall(DDTensorDuplicate(l->output, &dy));
-      PetscCall(DDTensorSetRandomGlobal(dy, 3, -1, 1));
+      PetscCall(DDTensorDuplicate(l->output, &dys[i]));
+      PetscCall(DDTensorSetRandomGlobal(dys[i], 3, -1, 1));
     }
-    for (PetscInt s = 0; s < steps + 2; s++) {
-      PetscLogDouble t0, t1, t2;
-      double         a, b;
+  }
+  for (PetscInt s = 0; s < steps + 2; s++) {
+    PetscLogDouble t0, t1, t2;
+    double         a, b;
+    PetscCallMPI(MPI_Barrier(PETSC_COMM_WORLD));
+    double c0 = CpuNow();
+    PetscCall(PetscTime(&t0));
+    PetscCall(DDNetForward(net, 2, in));
+    PetscCall(PetscTime(&t1));
+    double c1 = CpuNow();
+    PetscCall(DDNetZeroGradients(net));
+    PetscCall(DDNetBackward(net, NULL));
+    PetscCall(PetscTime(&t2));
+    double c2 = CpuNow();
+    PetscCall(MaxTime(t0, t1, &a));
+    PetscCall(MaxTime(t1, t2, &b));
+    if (s >= 2) {
+      double c[2] = {c1 - c0, c2 - c1};
+      PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, c, 2, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD));
+      tf.push_back(a);
+      tb.push_back(b);
+      cf.push_back(c[0]);
+      cb.push_back(c[1]);
+    }
+    for (PetscInt i = 0; i < n; i++) {
+      DDLayer l = I->nodes[i].layer;
       PetscCallMPI(MPI_Barrier(PETSC_COMM_WORLD));
       PetscCall(PetscTime(&t0));
-      PetscCall(DDLayerForwardMulti(l, l->nin, xs.data(), l->output));
+      PetscCall(DDLayerForwardMulti(l, l->nin, xs[i].data(), l->output));
       PetscCall(PetscTime(&t1));
       PetscCallMPI(MPI_Barrier(PETSC_COMM_WORLD));
       PetscCall(PetscTime(&t1));
-      PetscCall(DDLayerBackwardMulti(l, dy, l->nin, dxs.data()));
+      PetscCall(DDLayerBackwardMulti(l, dys[i], l->nin, dxs[i].data()));
       PetscCall(PetscTime(&t2));
       PetscCall(MaxTime(t0, t1, &a));
       PetscCall(MaxTime(t1, t2, &b));
@@ -151,13 +170,15 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
         lb[i].push_back(b);
       }
     }
-    for (auto &d : dxs) PetscCall(DDTensorDestroy(&d));
-    PetscCall(DDTensorDestroy(&dy));
+  }
+  for (PetscInt i = 0; i < n; i++) {
+    for (auto &d : dxs[i]) PetscCall(DDTensorDestroy(&d));
+    PetscCall(DDTensorDestroy(&dys[i]));
   }
   PetscMPIInt P;
   PetscCallMPI(MPI_Comm_size(PETSC_COMM_WORLD, &P));
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "\n%s, %d rank(s), %s, %" PetscInt_FMT " steps (medians, ms; ratio = predicted / measured)\n", title, P, DDDataTypes[dt], steps));
-  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-8s %-13s %9s %9s %6s %9s %9s %6s %9s %9s\n", "layer", "type", "fwd pred", "fwd meas", "ratio", "bwd pred", "bwd meas", "ratio", "comm KiB", "mem KiB"));
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-8s %-13s %9s %9s %6s %9s %9s %6s %9s %9s %8s\n", "layer", "type", "fwd pred", "fwd meas", "ratio", "bwd pred", "bwd meas", "ratio", "comm KiB", "mem KiB", "runs"));
   double    sp[2] = {0, 0}, sm[2] = {0, 0};
   PetscBool allok = PETSC_TRUE;
   for (PetscInt i = 0; i < n; i++) {
@@ -172,6 +193,9 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
     PetscCall(DDNetGetLayerModelTime(net, i, &t[0], &t[1], &t[2], &t[3], &ok));
     PetscCall(DDNetGetLayerModelComm(net, i, PETSC_FALSE, &c[0], &c[1], &c[2], &c[3]));
     PetscCall(DDLayerGetModelMemory(l, &m[0], &m[1], &m[2], &m[3]));
+    PetscInt64 runs;
+    PetscCall(DDLayerGetModelRuns(l, &runs));
+    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &runs, 1, MPIU_INT64, MPI_MAX, PETSC_COMM_WORLD));
     double pr[2] = {t[0] + t[1], t[2] + t[3]}, mem = (double)(m[0] + m[1] + m[2] + m[3]), cm = (double)PetscMax(c[1], c[3]);
     PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, pr, 2, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD));
     PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &mem, 1, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD));
@@ -183,14 +207,22 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
     sp[1] += pr[1];
     sm[0] += mf;
     sm[1] += mb;
-    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-8s %-13s %9.4f %9.4f %6.2f %9.4f %9.4f %6.2f %9.1f %9.1f\n", name, type, 1e3 * pr[0], 1e3 * mf, pr[0] / mf, 1e3 * pr[1], 1e3 * mb, pr[1] / mb, cm / 1024, mem / 1024));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-8s %-13s %9.4f %9.4f %6.2f %9.4f %9.4f %6.2f %9.1f %9.1f %8" PetscInt64_FMT "\n", name, type, 1e3 * pr[0], 1e3 * mf, pr[0] / mf, 1e3 * pr[1], 1e3 * mb, pr[1] / mb, cm / 1024, mem / 1024, runs));
   }
-  PetscReal pf, pb;
-  PetscBool ok;
+  PetscReal pf, pb, pz, pu;
+  PetscBool ok, okz;
   PetscCall(DDNetGetModelTime(net, &pf, &pb, &ok));
+  PetscCall(DDNetGetModelUpdateTime(net, 3, &pz, &pu, &okz)); /* the measured backward includes DDNetZeroGradients */
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "predicted: the net's own work in DDNetBackward %.4f ms, DDNetZeroGradients %.4f ms (in bwd pred below), an SGD update %.4f ms (not measured here)\n", 1e3 * (double)(pb - sp[1]), 1e3 * (double)pz, 1e3 * (double)pu));
+  pb += pz;
+  if (!okz) ok = PETSC_FALSE;
   double mf = Median(tf), mb = Median(tb);
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s %9.4f %9.4f %6.2f %9.4f %9.4f %6.2f\n", "sum of layers", 1e3 * sp[0], 1e3 * sm[0], sp[0] / sm[0], 1e3 * sp[1], 1e3 * sm[1], sp[1] / sm[1]));
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s %9.4f %9.4f %6.2f %9.4f %9.4f %6.2f   step: predicted %.3f ms, measured %.3f ms, ratio %.2f%s\n", "network step", 1e3 * (double)pf, 1e3 * mf, (double)pf / mf, 1e3 * (double)pb, 1e3 * mb, (double)pb / mb, 1e3 * (double)(pf + pb), 1e3 * (mf + mb), (double)(pf + pb) / (mf + mb), (ok && allok) ? "" : "  (NOT CALIBRATED: some terms are missing)"));
+  {
+    double mcf = Median(cf), mcb = Median(cb);
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s %9.4f %9.4f %6.2f %9.4f %9.4f %6.2f   step CPU time (this thread's, slowest rank): ratio %.2f\n", "network step, CPU", 1e3 * (double)pf, 1e3 * mcf, (double)pf / mcf, 1e3 * (double)pb, 1e3 * mcb, (double)pb / mcb, (double)(pf + pb) / (mcf + mcb)));
+  }
   PetscCall(DDNetDestroy(&net));
   PetscCall(DDTensorDestroy(&in[0]));
   PetscCall(DDTensorDestroy(&in[1]));
@@ -202,12 +234,13 @@ int main(int argc, char **argv)
   PetscInt   steps = 20, grid = 32;
   char       dts[32] = "float32";
   DDDataType dt;
-  PetscBool  have;
+  PetscBool  have, recal = PETSC_FALSE;
 
   PetscCall(DDInitialize(&argc, &argv, NULL, NULL));
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-steps", &steps, NULL));
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-grid", &grid, NULL));
   PetscCall(PetscOptionsGetString(NULL, NULL, "-dtype", dts, sizeof(dts), NULL));
+  PetscCall(PetscOptionsGetBool(NULL, NULL, "-recalibrate", &recal, NULL)); /* calibrate now, under the load the measurement will see */
   dt = !strcmp(dts, "float64") ? DD_FLOAT64 : DD_FLOAT32;
   PetscCall(DDModelLoad(PETSC_COMM_WORLD, NULL, dt, &have));
   PetscReal a, b;
@@ -215,7 +248,7 @@ int main(int argc, char **argv)
   PetscCall(DDModelGetCommParameters(&a, &b, &commok));
   PetscMPIInt P;
   PetscCallMPI(MPI_Comm_size(PETSC_COMM_WORLD, &P));
-  if (!have || (P > 1 && !commok)) {
+  if (!have || (P > 1 && !commok) || recal) {
     const char *path;
     PetscCall(DDModelGetCachePath(&path));
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "calibrating (no %s%s in %s) ...\n", have ? "" : "kernel fits", (P > 1 && !commok) ? " alpha-beta fit" : "", path));

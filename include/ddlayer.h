@@ -187,6 +187,7 @@ typedef enum {
 } DDGeluApproximate;
 PETSC_EXTERN const char *const DDGeluApproximates[];
 PETSC_EXTERN PetscErrorCode    DDLayerActivationSetType(DDLayer, DDActivationType);
+PETSC_EXTERN PetscErrorCode    DDLayerActivationGetType(DDLayer, DDActivationType *);
 PETSC_EXTERN PetscErrorCode    DDLayerActivationSetNegativeSlope(DDLayer, PetscReal);
 PETSC_EXTERN PetscErrorCode    DDLayerActivationSetGeluApproximate(DDLayer, DDGeluApproximate);
 PETSC_EXTERN PetscErrorCode    DDLayerActivationSetAlpha(DDLayer, PetscReal);

@@ -26,6 +26,7 @@ PETSC_EXTERN PetscErrorCode DDModelReset(void);
 
 /* per layer and per network: predicted times, communication and memory */
 PETSC_EXTERN PetscErrorCode DDLayerGetModelWork(DDLayer, PetscBool, PetscReal *, PetscReal *);
+PETSC_EXTERN PetscErrorCode DDLayerGetModelRuns(DDLayer, PetscInt64 *);
 PETSC_EXTERN PetscErrorCode DDLayerGetModelComm(DDLayer, PetscBool, PetscInt64 *, PetscInt64 *, PetscInt64 *, PetscInt64 *);
 PETSC_EXTERN PetscErrorCode DDLayerGetCommCounters(DDLayer, PetscBool, PetscInt64 *, PetscInt64 *, PetscInt64 *, PetscInt64 *);
 PETSC_EXTERN PetscErrorCode DDLayerGetModelCollectives(DDLayer, PetscBool, PetscInt64 *, PetscInt64 *);
@@ -34,4 +35,5 @@ PETSC_EXTERN PetscErrorCode DDLayerGetModelTime(DDLayer, PetscReal *, PetscReal 
 PETSC_EXTERN PetscErrorCode DDNetGetLayerModelComm(DDNet, PetscInt, PetscBool, PetscInt64 *, PetscInt64 *, PetscInt64 *, PetscInt64 *);
 PETSC_EXTERN PetscErrorCode DDNetGetLayerModelTime(DDNet, PetscInt, PetscReal *, PetscReal *, PetscReal *, PetscReal *, PetscBool *);
 PETSC_EXTERN PetscErrorCode DDNetGetModelTime(DDNet, PetscReal *, PetscReal *, PetscBool *);
+PETSC_EXTERN PetscErrorCode DDNetGetModelUpdateTime(DDNet, PetscInt, PetscReal *, PetscReal *, PetscBool *);
 PETSC_EXTERN PetscErrorCode DDNetViewModel(DDNet, PetscViewer);

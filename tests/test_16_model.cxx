@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <cstdlib>
 #include <array>
+#include <cstring>
 #include <iterator>
 
 using namespace ddtest;
@@ -363,6 +364,152 @@ TEST(ModelCache, CalibrateWritesAndLoads)
   DDT(DDTensorDestroy(&in[1]));
   DDT(DDModelReset());
   DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
+  if (Rank() == 0) std::remove(file.c_str());
+}
+
+/* this host's name as the cache writes it */
+static std::string Host()
+{
+  char h[256] = {0};
+  if (gethostname(h, sizeof(h) - 1)) std::strcpy(h, "unknown");
+  for (char *c = h; *c; c++)
+    if (*c == ' ' || *c == '/') *c = '_';
+  return h;
+}
+
+/* a cache with known fits: the predictions are then exact formulas */
+static std::string SyntheticCache(const char *name)
+{
+  const char *bname;
+  DDT(DDBackendGetDefault(&bname));
+  std::string b = std::string(bname) + " float64 ", file = Tmp(name);
+  WriteFile(file, "ddnn-model-cache 1\nhost " + Host() + "\n" + "kernel " + b + "activation f 1e-06 2e-10\n" + "kernel " + b + "activation b 3e-06 4e-10\n" + "runcost " + b + "activation f 5e-09\n" + "runcost " + b + "activation b 7e-09\n" + "runcost " + b + "activation-rows f 1.1e-08\n" + "runcost " + b + "activation-rows b 1.3e-08\n" + "kernel " + b + "activation-tanh f 2e-06 8e-10\n" + "kernel " + b + "tensorzero f 1.5e-07 1e-11\n" + "kernel " + b + "tensoraxpy f 2.5e-07 3e-11\n");
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
+  DDT(DDModelReset());
+  return file;
+}
+
+/* a ReLU between a plain input and an output stored otherwise walks one run per row (other halo)
+   or per entry (channels-last: a format conversion); the runs and their price are exact */
+TEST(ModelWork, FormatConversionRunsAndTimeExact)
+{
+  std::string    file = SyntheticCache("runs.txt");
+  DDPartition    part;
+  DDTensor       x, y;
+  DDLayer        l;
+  const PetscInt shape[4] = {2, 3, 4, 5}, ps[4] = {1, 1, 1, 1};
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_SELF, 4, ps, PETSC_DECIDE, NULL, &part));
+  DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 4, shape, &x));
+  DDT(DDLayerCreate(PETSC_COMM_SELF, &l));
+  DDT(DDLayerSetType(l, DDLAYERACTIVATION));
+  DDT(DDLayerSetUp(l, x));
+  DDT(DDLayerGetOutput(l, &y));
+  PetscInt64 runs;
+  PetscReal  t[4];
+  PetscBool  ok;
+  DDT(DDLayerGetModelRuns(l, &runs));
+  EXPECT_EQ(runs, 1); /* the same contiguous storage */
+  DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
+  const double by = 8.0 * 120 * 2, byb = 8.0 * 120 * 3;
+  EXPECT_NEAR(t[0], 1e-6 + 2e-10 * by, 1e-15);
+  EXPECT_NEAR(t[2], 3e-6 + 4e-10 * byb, 1e-15);
+  const PetscInt lo[4] = {0, 0, 1, 1}, hi[4] = {0, 0, 1, 1};
+  DDT(DDTensorSetHalo(y, lo, hi)); /* as a consumer convolution grows it */
+  DDT(DDLayerGetModelRuns(l, &runs));
+  EXPECT_EQ(runs, 2 * 3 * 4); /* one per row of W */
+  DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
+  EXPECT_NEAR(t[0], 1e-6 + 2e-10 * by + 1.1e-8 * 23, 1e-15);
+  EXPECT_NEAR(t[2], 3e-6 + 4e-10 * byb + 1.3e-8 * 23, 1e-15);
+  DDT(DDTensorSetFormat(y, DD_FORMAT_CHANNELS_LAST));
+  DDT(DDLayerGetModelRuns(l, &runs));
+  EXPECT_EQ(runs, 120); /* one per entry */
+  DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
+  EXPECT_NEAR(t[0], 1e-6 + 2e-10 * by + 5e-9 * 119, 1e-15);
+  EXPECT_NEAR(t[2], 3e-6 + 4e-10 * byb + 7e-9 * 119, 1e-15);
+  EXPECT_EQ(t[1], 0);
+  /* another function has its own fit (tanh costs tens of relus) */
+  DDT(DDLayerActivationSetType(l, DD_ACT_TANH));
+  DDActivationType at;
+  DDT(DDLayerActivationGetType(l, &at));
+  EXPECT_EQ(at, DD_ACT_TANH);
+  DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
+  EXPECT_NEAR(t[0], 2e-6 + 8e-10 * by + 5e-9 * 119, 1e-15);
+  EXPECT_FALSE(ok); /* no backward fit of tanh in this cache */
+  DDT(DDLayerDestroy(&l));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDPartitionDestroy(&part));
+  DDT(DDModelReset());
+  DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
+  MPI_Barrier(PETSC_COMM_WORLD);
+  if (Rank() == 0) std::remove(file.c_str());
+}
+
+/* the network's own work: DDNetBackward zeroes every output gradient but the loss's and adds the
+   gradients of tensors with two consumers (the U-Net's skip connections); DDNetZeroGradients and
+   an update are bandwidth-bound kernels over every parameter: exact under known fits */
+TEST(ModelWork, NetOwnWorkExact)
+{
+  std::string file = SyntheticCache("net.txt");
+  DDTensor    in[2];
+  DDNet       net = MainJobNet(in, DD_FLOAT64);
+  PetscInt    n;
+  DDT(DDNetGetNumLayers(net, &n));
+  double   over = 0, zero = 0, upd = 0, layers = 0;
+  PetscInt axpys = 0;
+  DDLayer  last;
+  for (PetscInt i = 0; i < n; i++) {
+    DDLayer     l;
+    const char *name;
+    DDTensor    y;
+    PetscInt    m;
+    PetscReal   t[4];
+    PetscBool   ok;
+    DDT(DDNetGetLayerByIndex(net, i, &l, &name));
+    DDT(DDNetGetLayerModelTime(net, i, &t[0], &t[1], &t[2], &t[3], &ok));
+    double tb = t[2] + t[3];
+    MPI_Allreduce(MPI_IN_PLACE, &tb, 1, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD);
+    layers += tb;
+    DDT(DDLayerGetOutput(l, &y));
+    DDT(DDTensorGetLocalStorageSize(y, &m));
+    if (i < n - 1) over += 1.5e-7 + 1e-11 * 8.0 * (double)m;
+    if (!std::strcmp(name, "a2") || !std::strcmp(name, "a4")) { /* to a pool and a concat */
+      DDT(DDTensorGetLocalSize(y, &m));
+      over += 2 * (2.5e-7 + 3e-11 * 3 * 8.0 * (double)m);
+      axpys += 2;
+    }
+    PetscInt  np;
+    DDTensor *gs;
+    DDT(DDLayerGetGradients(l, &np, &gs));
+    for (PetscInt p = 0; p < np; p++) {
+      DDT(DDTensorGetLocalStorageSize(gs[p], &m));
+      if (!m) continue; /* not held on this rank */
+      zero += 1.5e-7 + 1e-11 * 8.0 * (double)m;
+      upd += 2.5e-7 + 3e-11 * 5 * 8.0 * (double)m;
+    }
+    last = l;
+  }
+  EXPECT_EQ(axpys, 4);
+  DDLayerType lt;
+  DDT(DDLayerGetType(last, &lt));
+  EXPECT_STREQ(lt, DDLAYERLOSS);
+  double m3[3] = {over, zero, upd};
+  MPI_Allreduce(MPI_IN_PLACE, m3, 3, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD);
+  PetscReal tf, tb, tz, tu;
+  PetscBool ok;
+  DDT(DDNetGetModelTime(net, &tf, &tb, &ok));
+  EXPECT_NEAR(tb - layers, m3[0], 1e-12 * (1 + layers));
+  EXPECT_GT(m3[0], 0);
+  DDT(DDNetGetModelUpdateTime(net, 5, &tz, &tu, &ok));
+  EXPECT_NEAR(tz, m3[1], 1e-15 + 1e-12 * m3[1]);
+  EXPECT_NEAR(tu, m3[2], 1e-15 + 1e-12 * m3[2]);
+  EXPECT_TRUE(ok);
+  DD_EXPECT_ERROR(DDNetGetModelUpdateTime(net, 0, &tz, &tu, &ok), PETSC_ERR_ARG_OUTOFRANGE, "streams");
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&in[0]));
+  DDT(DDTensorDestroy(&in[1]));
+  DDT(DDModelReset());
+  DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
+  MPI_Barrier(PETSC_COMM_WORLD);
   if (Rank() == 0) std::remove(file.c_str());
 }
 

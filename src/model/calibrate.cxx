@@ -12,11 +12,14 @@
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <ddmodel.h>
+#include <ddprimitive.h>
 #include <petsctime.h>
 #include <vector>
 #include <string>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <unistd.h>
 
 namespace ddnn
 {
@@ -24,6 +27,8 @@ namespace ddnn
 PetscErrorCode ModelStoreComm_Private(PetscReal alpha, PetscReal beta);
 PetscErrorCode ModelStoreKernel_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, const std::vector<double> &work, const std::vector<double> &t);
 PetscErrorCode ModelSave_Private(MPI_Comm comm);
+PetscErrorCode ModelStoreRunCost_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, double c);
+PetscErrorCode ModelKernelTime_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, double w, double *t);
 } // namespace ddnn
 
 /* the lower quartile of repeated timings: robust against other processes taking the core for a while (a shared machine), unlike the mean, and less optimistic than the minimum */
@@ -31,6 +36,23 @@ static double QuartileOf(std::vector<double> v)
 {
   std::sort(v.begin(), v.end());
   return v[v.size() / 4];
+}
+
+/* reads twice the core's L2 cache: a layer in a network finds its tensors where the layers
+   before it pushed them (out of L2), not in the cache its own previous call left them in, so the
+   kernels are timed that way (timed back to back on hot caches they ran 2-3x faster than in a net) */
+static void EvictL2(void)
+{
+  static std::vector<char> buf;
+  if (buf.empty()) {
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    buf.assign((size_t)2 * (size_t)(l2 > 0 ? l2 : 2097152), 0);
+  }
+  volatile char sink = 0; /* reads: the evicting lines are clean, so the timed kernel pays no write-backs for them */
+  char          acc  = 0;
+  for (size_t i = 0; i < buf.size(); i += 64) acc ^= buf[i];
+  sink = acc;
+  (void)sink;
 }
 
 /* t(n) of one exchange of n bytes with the partner rank (lower quartile), on every rank of a pair */
@@ -101,7 +123,7 @@ static PetscErrorCode MakeLayer(const std::string &kind, const char backend[], D
 {
   PetscFunctionBegin;
   PetscCall(DDLayerCreate(PETSC_COMM_SELF, l));
-  PetscCall(DDLayerSetType(*l, kind.c_str()));
+  PetscCall(DDLayerSetType(*l, kind.rfind(DDLAYERACTIVATION, 0) == 0 ? DDLAYERACTIVATION : kind.c_str()));
   if (backend) PetscCall(DDLayerSetBackend(*l, backend));
   const PetscInt k3[2] = {3, 3}, p1[2] = {1, 1}, k2[2] = {2, 2}, s2[2] = {2, 2};
   if (kind == DDLAYERCONV) {
@@ -116,6 +138,12 @@ static PetscErrorCode MakeLayer(const std::string &kind, const char backend[], D
     PetscCall(DDLayerAffineSetOutputFeatures(*l, ch));
   } else if (kind == DDLAYERACTIVATION) {
     PetscCall(DDLayerActivationSetType(*l, DD_ACT_RELU));
+  } else if (kind.rfind(std::string(DDLAYERACTIVATION) + "-", 0) == 0) { /* "activation-tanh": another function */
+    PetscInt  t;
+    PetscBool found;
+    PetscCall(PetscEListFind(DD_ACT_PRELU + 1, DDActivationTypes, kind.c_str() + strlen(DDLAYERACTIVATION) + 1, &t, &found));
+    PetscCheck(found, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Unknown calibration kind %s", kind.c_str());
+    PetscCall(DDLayerActivationSetType(*l, (DDActivationType)t));
   } else if (kind == DDLAYERPOOL) {
     PetscCall(DDLayerPoolSetType(*l, DD_POOL_MAX));
     PetscCall(DDLayerPoolSetKernel(*l, 2, k2));
@@ -142,14 +170,14 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
   if (kind == DDLAYERAFFINE) {
     order    = 2;
     shape[0] = 32;
-    shape[1] = 64 * size; /* 64, 256, 1024 features */
+    shape[1] = 16 * size; /* 16 ... 256 features */
     ch       = shape[1];
   } else {
     order    = 4;
     shape[0] = 4;
     shape[1] = 16;
-    shape[2] = shape[3] = (kind == DDLAYERPOOL ? 32 : 16) * size; /* pool halves A's output: B sees the same sizes as the others */
-    if (kind == DDLAYERUPSAMPLE || kind == DDLAYERCONVTRANSPOSE) shape[2] = shape[3] = 8 * size; /* A doubles: B sees 16 ... */
+    shape[2] = shape[3] = (kind == DDLAYERPOOL ? 8 : 4) * size; /* pool halves A's output: B sees the same sizes as the others */
+    if (kind == DDLAYERUPSAMPLE || kind == DDLAYERCONVTRANSPOSE) shape[2] = shape[3] = 2 * size; /* A doubles: B sees 4 ... 64 */
     ch = 16;
   }
   const PetscInt pshape[4] = {1, 1, 1, 1};
@@ -174,15 +202,18 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
   std::vector<double> tf, tb;
   PetscLogDouble      spent = 0;
   for (int r = 0; r < 60 && (r < 7 || spent < 0.08); r++) {
-    PetscLogDouble t0, t1, t2;
+    PetscLogDouble t0, t1, t1b, t2;
+    EvictL2();
     PetscCall(PetscTime(&t0));
     PetscCall(DDLayerForward(B, x, y));
     PetscCall(PetscTime(&t1));
+    EvictL2();
+    PetscCall(PetscTime(&t1b));
     PetscCall(DDLayerBackward(B, dy, dx));
     PetscCall(PetscTime(&t2));
     if (r >= 2) { /* two warm-up calls */
       tf.push_back(t1 - t0);
-      tb.push_back(t2 - t1);
+      tb.push_back(t2 - t1b);
       spent += t2 - t0;
     }
   }
@@ -193,6 +224,152 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
   PetscCall(DDLayerDestroy(&B));
   PetscCall(DDLayerDestroy(&A));
   PetscCall(DDTensorDestroy(&x0));
+  PetscCall(DDPartitionDestroy(&part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* a ReLU from a plain input to a channels-last output (rows false: the walk converts element by
+   element) or to a plain output with a halo of 1 in H and W (rows true: the walk goes row by row,
+   as into the halo a consumer convolution grew): its bytes, runs (DDLayerGetModelRuns()) and
+   lower-quartile times, for the per-run cost */
+static PetscErrorCode TimeConversion(const char backend[], DDDataType dt, bool rows, double work[2], double *runs, double tm[2])
+{
+  DDPartition    part;
+  DDTensor       x, y, dy, dx;
+  DDLayer        B;
+  const PetscInt shape[4] = {4, 16, 32, 32}, pshape[4] = {1, 1, 1, 1};
+  PetscInt64     r;
+
+  PetscFunctionBegin;
+  PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, 4, pshape, PETSC_DECIDE, NULL, &part));
+  PetscCall(DDTensorCreateFromPartition(part, dt, 4, shape, &x));
+  PetscCall(FillTensor(x, 0.1));
+  PetscCall(MakeLayer(DDLAYERACTIVATION, backend, x, 16, &B));
+  PetscCall(DDLayerGetOutput(B, &y));
+  if (rows) {
+    const PetscInt lo[4] = {0, 0, 1, 1};
+    PetscCall(DDTensorSetHalo(y, lo, lo));
+  } else PetscCall(DDTensorSetFormat(y, DD_FORMAT_CHANNELS_LAST)); /* as a consumer may ask of it */
+  PetscCall(DDLayerGetModelRuns(B, &r));
+  *runs = (double)r;
+  PetscCheck(r > 1, PETSC_COMM_SELF, PETSC_ERR_PLIB, "The calibration's format conversion walks %" PetscInt64_FMT " run(s)", r);
+  PetscCall(DDTensorDuplicate(y, &dy));
+  PetscCall(FillTensor(dy, 0.3));
+  PetscCall(DDTensorDuplicate(x, &dx));
+  for (int d = 0; d < 2; d++) {
+    PetscReal f, b;
+    PetscCall(DDLayerGetModelWork(B, d ? PETSC_TRUE : PETSC_FALSE, &f, &b));
+    work[d] = b;
+  }
+  std::vector<double> tf, tb;
+  for (int r2 = 0; r2 < 22; r2++) {
+    PetscLogDouble t0, t1, t1b, t2;
+    EvictL2();
+    PetscCall(PetscTime(&t0));
+    PetscCall(DDLayerForward(B, x, y));
+    PetscCall(PetscTime(&t1));
+    EvictL2();
+    PetscCall(PetscTime(&t1b));
+    PetscCall(DDLayerBackward(B, dy, dx));
+    PetscCall(PetscTime(&t2));
+    if (r2 >= 2) {
+      tf.push_back(t1 - t0);
+      tb.push_back(t2 - t1b);
+    }
+  }
+  tm[0] = QuartileOf(tf);
+  tm[1] = QuartileOf(tb);
+  PetscCall(DDTensorDestroy(&dx));
+  PetscCall(DDTensorDestroy(&dy));
+  PetscCall(DDLayerDestroy(&B));
+  PetscCall(DDTensorDestroy(&x));
+  PetscCall(DDPartitionDestroy(&part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* DDTensorZeroEntries (axpy false) or DDTensorAXPY (true) of n entries: bytes (written; read and written) and lower-quartile time */
+static PetscErrorCode TimeAux(bool axpy, DDDataType dt, PetscInt n, double *work, double *tm)
+{
+  DDPartition    part;
+  DDTensor       x, y;
+  const PetscInt p1 = 1;
+  size_t         es;
+
+  PetscFunctionBegin;
+  PetscCall(DDDataTypeGetSize(dt, &es));
+  PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, 1, &p1, PETSC_DECIDE, NULL, &part));
+  PetscCall(DDTensorCreateFromPartition(part, dt, 1, &n, &x));
+  PetscCall(DDTensorCreateFromPartition(part, dt, 1, &n, &y));
+  PetscCall(FillTensor(x, 0.1));
+  PetscCall(FillTensor(y, 0.2));
+  std::vector<double> ts;
+  PetscLogDouble      spent = 0;
+  for (int r = 0; r < 200 && (r < 12 || spent < 0.03); r++) {
+    PetscLogDouble t0, t1;
+    EvictL2();
+    PetscCall(PetscTime(&t0));
+    if (axpy) PetscCall(DDTensorAXPY(y, 1e-3, x));
+    else PetscCall(DDTensorZeroEntries(y));
+    PetscCall(PetscTime(&t1));
+    if (r >= 2) {
+      ts.push_back(t1 - t0);
+      spent += t1 - t0;
+    }
+  }
+  *tm   = QuartileOf(ts);
+  *work = (double)es * (double)n * (axpy ? 3 : 1);
+  PetscCall(DDTensorDestroy(&x));
+  PetscCall(DDTensorDestroy(&y));
+  PetscCall(DDPartitionDestroy(&part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the median time of a halo exchange of width 1 (and of its adjoint) on (4, 16, n, n P) split over W
+   across comm, applied back to back as a network's layers apply it (packing, the messages, the
+   wait for the neighbour and unpacking), and the bytes a rank sends or receives (the most) */
+static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double work[2], double tm[2])
+{
+  PetscMPIInt P;
+  DDPartition part;
+  DDTensor    x;
+  DDPrimitive H;
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_size(comm, &P));
+  const PetscInt ps[4] = {1, 1, 1, P}, sh[4] = {4, 16, n, n * P};
+  PetscCall(DDPartitionCreateCartesian(comm, 4, ps, P, NULL, &part));
+  PetscCall(DDTensorCreateFromPartition(part, dt, 4, sh, &x));
+  PetscCall(FillTensor(x, 0.2));
+  PetscCall(DDPrimitiveCreate(comm, &H));
+  PetscCall(DDPrimitiveSetType(H, DDPRIMITIVEHALO));
+  for (PetscInt d = 2; d < 4; d++) PetscCall(DDPrimitiveHaloSetKernel(H, d, 3, 1, 1, 1, PETSC_DECIDE));
+  PetscCall(DDPrimitiveSetUp(H, x, NULL));
+  for (int d = 0; d < 2; d++) {
+    PetscInt64 v[4];
+    PetscCall(DDPrimitiveGetCommVolume(H, d ? PETSC_TRUE : PETSC_FALSE, &v[0], &v[1], &v[2], &v[3]));
+    work[d] = (double)PetscMax(v[1], v[3]);
+    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &work[d], 1, MPI_DOUBLE, MPI_MAX, comm));
+  }
+  std::vector<double> ts[2];
+  PetscCallMPI(MPI_Barrier(comm));
+  for (int r = 0; r < 62; r++) {
+    PetscLogDouble t0, t1, t2;
+    PetscCall(PetscTime(&t0));
+    PetscCall(DDPrimitiveApply(H, x, x));
+    PetscCall(PetscTime(&t1));
+    PetscCall(DDPrimitiveApplyAdjoint(H, x, x));
+    PetscCall(PetscTime(&t2));
+    if (r >= 2) {
+      ts[0].push_back(t1 - t0);
+      ts[1].push_back(t2 - t1);
+    }
+  }
+  for (int d = 0; d < 2; d++) {
+    std::sort(ts[d].begin(), ts[d].end());
+    tm[d] = ts[d][ts[d].size() / 2];
+  }
+  PetscCall(DDPrimitiveDestroy(&H));
+  PetscCall(DDTensorDestroy(&x));
   PetscCall(DDPartitionDestroy(&part));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -212,13 +389,22 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
 - -dd_model_cache <path> - the cache file (`DDModelGetCachePath()`)
 
   Notes:
+  The kernels are timed with their tensors pushed out of the core's L2 cache before each call, as
+  the layers before them in a network do.
   Pairs of ranks exchange 8 B to 2 MiB both ways at once (MPI_Sendrecv, as the exchange engine's
   halo and repartition messages go), and t = alpha + beta n is fitted to the slowest pair's
   lower quartiles by least squares; on one rank alpha and beta are kept from the cache (none are needed
-  there). Every rank then times, at three sizes, one forward and one backward of conv (3x3, 16
+  there). Every rank then times, at four sizes (4x4 to 64x64: the small ones fix the per-call
+  cost, and the fit weighs relative errors), one forward and one backward of conv (3x3, 16
   channels), convtranspose (2x2 stride 2), affine, ReLU, batch norm, max pool 2x2 and bilinear
-  upsampling x2 on PETSC_COMM_SELF (lower quartiles after warm-up, all ranks at once), and
+  upsampling x2, and the other activation functions (tanh, sigmoid, ...), on PETSC_COMM_SELF (lower quartiles after warm-up, all ranks at once), and
   t = c0 + c1 work is fitted to the slowest rank's quartiles (work: `DDLayerGetModelWork()`).
+  A ReLU from a plain to a channels-last tensor gives the per-run cost of a format conversion
+  (`DDLayerGetModelRuns()`), one into a tensor with a halo the per-run cost of a row-by-row walk, and `DDTensorZeroEntries()` and `DDTensorAXPY()` at 256 to 1M entries
+  the network's own work (`DDNetGetModelTime()`, `DDNetGetModelUpdateTime()`). On more than one
+  rank, a halo exchange of width 1 along a W split, applied back to back as layers apply it
+  (median: packing, waiting and unpacking included), is fitted as t = c0 + c1 bytes and prices
+  the layers' halo exchanges in place of alpha-beta.
   Rank 0 writes the merged cache. Takes a few seconds. Paper 003 sec. V-A.
 
   Level: intermediate
@@ -246,10 +432,12 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
     PetscCall(CalibrateComm(comm, &a, &b));
     PetscCall(ddnn::ModelStoreComm_Private(a, b));
   }
-  const char *const kinds[] = {DDLAYERCONV, DDLAYERCONVTRANSPOSE, DDLAYERAFFINE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, DDLAYERUPSAMPLE};
-  for (const char *k : kinds) {
+  std::vector<std::string> kinds = {DDLAYERCONV, DDLAYERCONVTRANSPOSE, DDLAYERAFFINE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, DDLAYERUPSAMPLE};
+  for (DDActivationType a : {DD_ACT_LEAKYRELU, DD_ACT_TANH, DD_ACT_SIGMOID, DD_ACT_GELU, DD_ACT_IDENTITY, DD_ACT_SILU, DD_ACT_ELU, DD_ACT_SOFTPLUS}) kinds.push_back(std::string(DDLAYERACTIVATION) + "-" + DDActivationTypes[a]); /* model.cxx's calibratedActs */
+  for (const std::string &ks : kinds) {
+    const char *k = ks.c_str();
     std::vector<double> w[2], t[2];
-    for (PetscInt s : {1, 2, 4}) {
+    for (PetscInt s : {1, 4, 8, 16}) { /* 4x4 (the per-call cost: LeNet's small layers) to 64x64 */
       double wk[2], tm[2];
       PetscCall(TimeKind(k, bname, dt, s, wk, tm));
       PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
@@ -259,6 +447,40 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
       }
     }
     for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, k, d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
+  }
+  for (int rows = 0; rows < 2; rows++) {
+    double wk[2], tm[2], runs;
+    PetscCall(TimeConversion(bname, dt, rows == 1, wk, &runs, tm));
+    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
+    for (int d = 0; d < 2; d++) {
+      double base;
+      PetscCall(ddnn::ModelKernelTime_Private(bname, dt, DDLAYERACTIVATION, d ? PETSC_TRUE : PETSC_FALSE, wk[d], &base));
+      PetscCall(ddnn::ModelStoreRunCost_Private(bname, dt, rows ? "activation-rows" : DDLAYERACTIVATION, d ? PETSC_TRUE : PETSC_FALSE, std::max(0.0, (tm[d] - base) / (runs - 1))));
+    }
+  }
+  if (size > 1) {
+    std::vector<double> w[2], t[2];
+    for (PetscInt n : {4, 16, 32, 64}) {
+      double wk[2], tm[2];
+      PetscCall(TimeHalo(comm, dt, n, wk, tm));
+      PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
+      for (int d = 0; d < 2; d++) {
+        w[d].push_back(wk[d]);
+        t[d].push_back(tm[d]);
+      }
+    }
+    for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, "halo", d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
+  }
+  for (int a = 0; a < 2; a++) {
+    std::vector<double> w, t;
+    for (PetscInt n : {256, 4096, 65536, 1048576}) {
+      double wk, tm;
+      PetscCall(TimeAux(a == 1, dt, n, &wk, &tm));
+      PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &tm, 1, MPI_DOUBLE, MPI_MAX, comm));
+      w.push_back(wk);
+      t.push_back(tm);
+    }
+    PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, a ? "tensoraxpy" : "tensorzero", PETSC_FALSE, w, t));
   }
   PetscCall(ddnn::ModelSave_Private(comm));
   PetscFunctionReturn(PETSC_SUCCESS);

@@ -24,6 +24,7 @@
 #include <ddnn/private/ddprimitiveimpl.h>
 #include <ddnn/private/ddnetimpl.h>
 #include <primitive/exchange.hpp>
+#include <tensor/layout.hpp>
 #include <ddmodel.h>
 #include <ddconf.h>
 #include <petsctime.h>
@@ -55,6 +56,7 @@ struct ModelState {
   bool                       commok = false;
   double                     alpha = 0, beta = 0;
   std::map<std::string, Fit> kern; /* "backend dtype kind f|b" */
+  std::map<std::string, double> runcost; /* seconds per run of a pointwise loop over two layouts (same keys) */
   std::string                path;
 };
 ModelState M;
@@ -75,33 +77,56 @@ std::string KernelKey(const std::string &backend, DDDataType dt, const std::stri
   return backend + " " + DDDataTypes[dt] + " " + kind + " " + (bwd ? "b" : "f");
 }
 
-/* least squares of t = c0 + c1 w */
+/* least squares of t = c0 + c1 w in relative error (weights 1/t^2): the small sizes, where the
+   per-call cost c0 dominates, count as much as the large ones (LeNet's layers are small) */
 Fit LeastSquares(const std::vector<double> &w, const std::vector<double> &t)
 {
-  double n = (double)w.size(), sw = 0, st = 0, sww = 0, swt = 0;
+  double n = 0, sw = 0, st = 0, sww = 0, swt = 0;
   for (size_t i = 0; i < w.size(); i++) {
-    sw += w[i];
-    st += t[i];
-    sww += w[i] * w[i];
-    swt += w[i] * t[i];
+    double q = t[i] > 0 ? 1.0 / (t[i] * t[i]) : 1.0;
+    n += q;
+    sw += q * w[i];
+    st += q * t[i];
+    sww += q * w[i] * w[i];
+    swt += q * w[i] * t[i];
   }
   Fit    f;
   double d = n * sww - sw * sw;
   f.c1     = d > 0 ? (n * swt - sw * st) / d : 0;
   f.c0     = (st - f.c1 * sw) / n;
-  if (f.c1 < 0) { /* noise: fall back to a pure rate through the largest size */
-    f.c1 = t.back() / w.back();
+  if (f.c1 < 0 || f.c0 < 0) { /* noise, or no overhead to see: a pure rate, fitted through the origin in relative error */
+    double num = 0, den = 0;
+    for (size_t i = 0; i < w.size(); i++) {
+      double q = t[i] > 0 ? 1.0 / (t[i] * t[i]) : 1.0;
+      num += q * w[i] * t[i];
+      den += q * w[i] * w[i];
+    }
     f.c0 = 0;
-  }
-  if (f.c0 < 0) { /* no negative overhead: the rate through the largest size */
-    f.c0 = 0;
-    f.c1 = t.back() / w.back();
+    f.c1 = den > 0 ? num / den : t.back() / w.back();
   }
   return f;
 }
 
 /* the layer kinds the calibration times; the others are priced as the generic memory-bound kernel */
 const char *const calibratedKinds[] = {DDLAYERCONV, DDLAYERCONVTRANSPOSE, DDLAYERAFFINE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, DDLAYERUPSAMPLE};
+
+/* the net's own kernels (DDNetBackward's zeroing of the output gradients and accumulation of
+   the gradients of tensors with several consumers, DDNetZeroGradients, the optimizer's update),
+   calibrated as these kinds of the kernel table: t = c0 + c1 bytes */
+const char *const kindZero = "tensorzero", *const kindAxpy = "tensoraxpy";
+/* a halo exchange (DDPRIMITIVEHALO) applied as a layer applies it, on more than one rank: t = c0 + c1 max(bytes sent, received) */
+const char *const kindHalo = "halo";
+
+/* the activation functions other than relu, calibrated separately as "activation-<type>" (a
+   tanh costs some 40x a relu per entry: LeNet-5's); prelu is priced as leakyrelu */
+const DDActivationType calibratedActs[] = {DD_ACT_LEAKYRELU, DD_ACT_TANH, DD_ACT_SIGMOID, DD_ACT_GELU, DD_ACT_IDENTITY, DD_ACT_SILU, DD_ACT_ELU, DD_ACT_SOFTPLUS};
+
+std::string ActKind(DDActivationType t)
+{
+  if (t == DD_ACT_RELU) return DDLAYERACTIVATION;
+  if (t == DD_ACT_PRELU) t = DD_ACT_LEAKYRELU;
+  return std::string(DDLAYERACTIVATION) + "-" + DDActivationTypes[t];
+}
 
 bool IsGemmKind(const std::string &k)
 {
@@ -168,6 +193,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   std::map<std::string, Fit> kern;
+  std::map<std::string, double> runcost;
   bool                       commok = false, host = false;
   double                     alpha = 0, beta = 0;
   while (fgets(line, sizeof(line), f)) {
@@ -205,6 +231,16 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
         PetscFunctionReturn(PETSC_SUCCESS);
       }
       kern[KernelKey(a, (DDDataType)dt, c, d[0] == 'b')] = Fit{x, y};
+    } else if (sscanf(s.c_str(), "runcost %255s %63s %63s %7s %lg%n", a, b, c, d, &x, &n) == 5 && n == (int)s.size() && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && std::isfinite(x)) {
+      PetscInt  dt;
+      PetscBool ok;
+      PetscCall(PetscEListFind(2, DDDataTypes, b, &dt, &ok));
+      if (!ok) {
+        fclose(f);
+        why = "line " + std::to_string(ln) + " names an unknown data type " + b;
+        PetscFunctionReturn(PETSC_SUCCESS);
+      }
+      runcost[KernelKey(a, (DDDataType)dt, c, d[0] == 'b')] = x;
     } else {
       why = "line " + std::to_string(ln) + " is malformed: \"" + s + "\"";
       break;
@@ -220,6 +256,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
     M.beta   = beta;
   }
   for (auto &kv : kern) M.kern[kv.first] = kv.second;
+  for (auto &kv : runcost) M.runcost[kv.first] = kv.second;
   *found = PETSC_TRUE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -254,9 +291,10 @@ static PetscErrorCode ModelWriteCache(const std::string &path)
   std::string tmp = path + ".tmp" + std::to_string((long)getpid());
   FILE       *f   = fopen(tmp.c_str(), "w");
   PetscCheck(f, PETSC_COMM_SELF, PETSC_ERR_FILE_OPEN, "Cannot write the model cache %s: %s", tmp.c_str(), strerror(errno));
-  fprintf(f, "%s\n# ddnn performance model calibration (DDModelCalibrate): t = c0 + c1 work; comm: alpha [s] beta [s/byte]\nhost %s\n", cacheMagic, HostName().c_str());
+  fprintf(f, "%s\n# ddnn performance model calibration (DDModelCalibrate): t = c0 + c1 work (+ runcost per run of a pointwise loop); comm: alpha [s] beta [s/byte]\nhost %s\n", cacheMagic, HostName().c_str());
   if (M.commok) fprintf(f, "comm %.9g %.9g\n", M.alpha, M.beta);
   for (auto &kv : M.kern) fprintf(f, "kernel %s %.9g %.9g\n", kv.first.c_str(), kv.second.c0, kv.second.c1);
+  for (auto &kv : M.runcost) fprintf(f, "runcost %s %.9g\n", kv.first.c_str(), kv.second);
   PetscCheck(fclose(f) == 0, PETSC_COMM_SELF, PETSC_ERR_FILE_WRITE, "Cannot write the model cache %s", tmp.c_str());
   PetscCheck(rename(tmp.c_str(), path.c_str()) == 0, PETSC_COMM_SELF, PETSC_ERR_FILE_WRITE, "Cannot move %s to the model cache %s: %s", tmp.c_str(), path.c_str(), strerror(errno));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -287,6 +325,7 @@ static PetscErrorCode ModelEnsureLoaded(void)
 
   Output Parameter:
 . calibrated - whether the cache holds the fits of every calibrated layer kind for backend and dt
+  (and the per-run cost of the pointwise loops, and the zeroing and axpy of the network's own work)
 
   Notes:
   A cache file that is not ours, is malformed, or was written on another host is an error naming
@@ -314,6 +353,13 @@ PetscErrorCode DDModelLoad(MPI_Comm comm, const char backend[], DDDataType dt, P
   for (auto k : calibratedKinds)
     for (int b = 0; b < 2; b++)
       if (!M.kern.count(KernelKey(bname, dt, k, b))) all = PETSC_FALSE;
+  for (int b = 0; b < 2; b++) {
+    if (!M.runcost.count(KernelKey(bname, dt, DDLAYERACTIVATION, b)) || !M.runcost.count(KernelKey(bname, dt, "activation-rows", b))) all = PETSC_FALSE;
+    for (auto a : calibratedActs)
+      if (!M.kern.count(KernelKey(bname, dt, ActKind(a), b))) all = PETSC_FALSE;
+  }
+  for (auto k : {kindZero, kindAxpy})
+    if (!M.kern.count(KernelKey(bname, dt, k, false))) all = PETSC_FALSE;
   PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &all, 1, MPIU_BOOL, MPI_LAND, comm));
   *calibrated = all;
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -485,6 +531,54 @@ PetscErrorCode DDLayerGetModelWork(DDLayer layer, PetscBool backward, PetscReal 
   }
   if (flops) *flops = f;
   if (bytes) *bytes = b;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the runs of ForEachBulkRunPair(x, y) (src/tensor/layout.hpp): 1 for identical contiguous
+   storage, rows when the halos differ, one per element when the storage orders differ (a format
+   conversion: plain <-> channels-last or blocked) */
+static PetscInt64 PairRuns(DDTensor x, DDTensor y)
+{
+  if (!x || !y || !x->active || !y->active || x->layout.order != y->layout.order) return 0;
+  for (PetscInt k = 0; k < x->layout.order; k++)
+    if (x->layout.n[k] != y->layout.n[k]) return 0;
+  PetscInt64 r = 0;
+  ddnn::ForEachBulkRunPair(x->layout, y->layout, [&](PetscInt, PetscInt, PetscInt) { r++; });
+  return r;
+}
+
+/*@C
+  DDLayerGetModelRuns - The contiguous runs a set-up pointwise layer's loops walk on this rank: the cost of converting between its input's and its output's storage
+
+  Not collective
+
+  Input Parameter:
+. layer - the set-up layer
+
+  Output Parameter:
+. runs - the runs of the walk over the first input's and the output's bulk (the same per forward
+         and backward); 0 when they have different local shapes (not a pointwise layer)
+
+  Notes:
+  A pointwise layer (activation, dropout, add) walks its input and output in matching runs
+  (src/tensor/layout.hpp, ForEachBulkRunPair): one run when both are stored alike and
+  contiguously, one per row when their halos differ, one per element when their storage orders
+  differ (a ReLU between a plain tensor and a channels-last or blocked one converts the format
+  element by element). The model prices each run beyond the first with the calibrated per-run
+  cost of a row-by-row walk (same storage order, other halos) or of an element-by-element one
+  (another storage order) (`DDModelCalibrate()`), on top of t = c0 + c1 bytes.
+
+  Level: intermediate
+
+.seealso: `DDLayerGetModelWork()`, `DDLayerGetModelTime()`
+@*/
+PetscErrorCode DDLayerGetModelRuns(DDLayer layer, PetscInt64 *runs)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscValidPointer(runs, 2);
+  PetscCheck(layer->setupcalled, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONGSTATE, "Set the layer up before asking for its model");
+  *runs = layer->nin > 0 ? PairRuns(layer->setupin[0], layer->output) : 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -749,7 +843,9 @@ static PetscReal CeilLog2(PetscMPIInt p)
   Notes:
   Paper 003 sec. V-A: FP = C(local) + SR(halo), BP = Cx + Cw + SR(halo) + AR(weights); a
   point-to-point exchange costs max(messages sent, received) alpha + max(bytes sent, received)
-  beta on a rank (full duplex), overlap is not subtracted. Layer kinds that the calibration does
+  beta on a rank (full duplex), overlap is not subtracted. The memory-bound kinds add the
+  calibrated per-run cost times the runs of their walk beyond the first (`DDLayerGetModelRuns()`:
+  a format conversion between input and output). Layer kinds that the calibration does
   not time (add, concat, loss, dropout, reshape, ...) are priced with the activation's fit (a
   memory-bound kernel) on their bytes.
 
@@ -784,17 +880,58 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *c
   PetscCallMPI(MPI_Comm_size(PetscObjectComm((PetscObject)layer), &size));
   std::string kind = type;
   if (std::find_if(std::begin(calibratedKinds), std::end(calibratedKinds), [&](const char *k) { return kind == k; }) == std::end(calibratedKinds)) kind = DDLAYERACTIVATION;
+  else if (kind == DDLAYERACTIVATION) {
+    DDActivationType at;
+    PetscCall(DDLayerActivationGetType(layer, &at));
+    kind = ActKind(at);
+  }
   for (int b = 0; b < 2; b++) {
     PetscReal f, by;
     PetscCall(DDLayerGetModelWork(layer, b ? PETSC_TRUE : PETSC_FALSE, &f, &by));
     auto it = M.kern.find(KernelKey(bname, layer->output->dtype, kind, b));
     if (it == M.kern.end()) ok = PETSC_FALSE;
     else comp[b] = it->second.c0 + it->second.c1 * (IsGemmKind(kind) ? f : by);
+    if (!IsGemmKind(kind)) { /* the walk's runs: a format conversion between input and output costs per element */
+      PetscInt64 runs;
+      /* the same storage order with other halos: a row-by-row walk; otherwise element by element */
+      bool rows = false;
+      if (layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->active && layer->output->active) {
+        const DDLayout &A = layer->setupin[0]->layout, &B = layer->output->layout;
+        rows = A.order == B.order && A.bdim == B.bdim && A.bs == B.bs;
+        for (PetscInt k = 0; rows && k < A.order; k++) rows = A.perm[k] == B.perm[k];
+      }
+      auto rc = M.runcost.find(KernelKey(bname, layer->output->dtype, rows ? "activation-rows" : DDLAYERACTIVATION, b));
+      PetscCall(DDLayerGetModelRuns(layer, &runs));
+      if (runs > 1) {
+        if (rc == M.runcost.end()) ok = PETSC_FALSE;
+        else comp[b] += rc->second * (PetscReal)(runs - 1);
+      }
+    }
     PetscInt64 v[4], calls, cb;
     PetscCall(LayerModelComm(layer, b ? PETSC_TRUE : PETSC_FALSE, nodx, &v[0], &v[1], &v[2], &v[3]));
     PetscCall(DDLayerGetModelCollectives(layer, b ? PETSC_TRUE : PETSC_FALSE, &calls, &cb));
     if ((v[0] || v[2] || calls) && !M.commok) ok = PETSC_FALSE;
     comm[b] = M.alpha * (PetscReal)PetscMax(v[0], v[2]) + M.beta * (PetscReal)PetscMax(v[1], v[3]);
+    /* a halo exchange as it is called (DDModelCalibrate() times DDPrimitiveApply() of a halo,
+       packing, waiting and unpacking included): its fit replaces alpha-beta on its volume */
+    auto hf = M.kern.find(KernelKey(bname, layer->output->dtype, kindHalo, b));
+    if (hf != M.kern.end() && !(b && nodx)) {
+      for (DDPrimitive p : LayerPrimitives(layer)) {
+        PetscBool  ishalo;
+        PetscInt64 w[4];
+        if (!p->setupcalled) continue;
+        PetscCall(PetscObjectTypeCompare((PetscObject)p, DDPRIMITIVEHALO, &ishalo));
+        if (!ishalo) continue;
+        bool nested = false;
+        for (DDPrimitive q : LayerPrimitives(layer))
+          if (q != p && ddnn::ExchangeIsUnder(p, q)) nested = true;
+        if (nested) continue;
+        PetscCall(DDPrimitiveGetCommVolume(p, b ? PETSC_TRUE : PETSC_FALSE, &w[0], &w[1], &w[2], &w[3]));
+        if (!w[0] && !w[2]) continue;
+        comm[b] += hf->second.c0 + hf->second.c1 * (PetscReal)PetscMax(w[1], w[3]) - (M.alpha * (PetscReal)PetscMax(w[0], w[2]) + M.beta * (PetscReal)PetscMax(w[1], w[3]));
+      }
+      comm[b] = PetscMax(comm[b], 0);
+    }
     for (DDPrimitive p : LayerPrimitives(layer)) {
       int         ck;
       PetscInt64  n;
@@ -898,6 +1035,115 @@ PetscErrorCode DDNetGetLayerModelTime(DDNet net, PetscInt i, PetscReal *compf, P
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* t = c0 + c1 bytes of one of the net's own kernels (kindZero, kindAxpy) */
+static PetscReal AuxTime(const char bname[], DDDataType dt, const char *kind, PetscReal bytes, PetscBool *ok)
+{
+  auto it = M.kern.find(KernelKey(bname, dt, kind, false));
+  if (it == M.kern.end()) {
+    *ok = PETSC_FALSE;
+    return 0;
+  }
+  return it->second.c0 + it->second.c1 * bytes;
+}
+
+/* the work DDNetBackward() does around the layers on this rank: zeroing the output gradient of
+   every layer upstream of the output (and of the wanted input gradients), and adding the input
+   gradient of a tensor with several consumers into its gradient (DDTensorAXPY: 3 streams) */
+static PetscErrorCode NetBackwardOverhead(DDNet net, PetscReal *t, PetscBool *ok)
+{
+  ddnn::NetImpl *I  = net->impl;
+  const int      nn = (int)I->nodes.size();
+  DDLayer        l0 = I->nodes[0].layer;
+  const char    *bname;
+  DDDataType     dt = l0->output->dtype;
+  size_t         es;
+
+  PetscFunctionBegin;
+  *t = 0;
+  PetscCall(DDLayerGetBackend(l0, &bname));
+  PetscCall(DDDataTypeGetSize(dt, &es));
+  std::vector<bool> live(nn, false);
+  live[I->output] = true;
+  for (int i = (int)I->output; i >= 0; i--)
+    if (live[i])
+      for (int k : I->nodes[i].inputs)
+        if (k >= 0) live[k] = true;
+  for (int i = 0; i < nn; i++) {
+    if (!live[i]) continue;
+    if (i != (int)I->output) *t += AuxTime(bname, dt, kindZero, (PetscReal)es * (PetscReal)Storage(I->nodes[i].layer->output), ok);
+    for (int k : I->nodes[i].inputs) {
+      bool want = k >= 0 || ((size_t)(-1 - k) < I->wantgrad.size() && I->wantgrad[-1 - k]);
+      if (!want || (k >= 0 && I->nodes[k].consumers == 1)) continue;
+      DDTensor x = k >= 0 ? I->nodes[k].layer->output : (I->inputs.size() > (size_t)(-1 - k) ? I->inputs[-1 - k] : NULL);
+      *t += AuxTime(bname, dt, kindAxpy, 3.0 * (PetscReal)es * (PetscReal)Bulk(x), ok);
+    }
+  }
+  for (size_t k = 0; k < I->wantgrad.size(); k++)
+    if (I->wantgrad[k] && k < I->inputs.size()) *t += AuxTime(bname, dt, kindZero, (PetscReal)es * (PetscReal)Storage(I->inputs[k]), ok);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDNetGetModelUpdateTime - The predicted time of the per-step work on a network's parameters: zeroing their gradients and an optimizer's update
+
+  Collective
+
+  Input Parameters:
++ net     - the set-up network
+- streams - the arrays of the size of the parameters the optimizer's update reads and writes per
+            parameter tensor (plain SGD 3: p and g read, p written; momentum 5; Adam 7)
+
+  Output Parameters:
++ tzero      - seconds of `DDNetZeroGradients()` (max over ranks)
+. tupdate    - seconds of the update (max over ranks)
+- calibrated - whether the zeroing and axpy fits were in the calibration
+
+  Notes:
+  Both are bandwidth-bound kernels over every parameter tensor, one call each: zeroing is priced
+  with the calibrated `DDTensorZeroEntries()` fit on the gradient's bytes, the update with the
+  calibrated `DDTensorAXPY()` fit (3 streams) scaled to the given streams.
+
+  Level: intermediate
+
+.seealso: `DDNetGetModelTime()`, `DDModelCalibrate()`
+@*/
+PetscErrorCode DDNetGetModelUpdateTime(DDNet net, PetscInt streams, PetscReal *tzero, PetscReal *tupdate, PetscBool *calibrated)
+{
+  PetscInt  n;
+  PetscReal t[2] = {0, 0};
+  PetscBool ok   = PETSC_TRUE;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCheck(net->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Set the network up before asking for its model");
+  PetscCheck(streams >= 1, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "streams %" PetscInt_FMT " must be at least 1 (the update writes the parameters)", streams);
+  PetscCall(ModelEnsureLoaded());
+  PetscCall(DDNetGetNumLayers(net, &n));
+  for (PetscInt i = 0; i < n; i++) {
+    DDLayer     l;
+    const char *name, *bname;
+    size_t      es;
+    PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
+    PetscCall(DDLayerGetBackend(l, &bname));
+    for (PetscInt p = 0; p < l->nparams; p++) {
+      DDTensor g = l->grads[p];
+      if (!g || !g->active) continue;
+      PetscCall(DDDataTypeGetSize(g->dtype, &es));
+      PetscReal by = (PetscReal)es * (PetscReal)Storage(g);
+      t[0] += AuxTime(bname, g->dtype, kindZero, by, &ok);
+      auto it = M.kern.find(KernelKey(bname, g->dtype, kindAxpy, false));
+      if (it == M.kern.end()) ok = PETSC_FALSE;
+      else t[1] += it->second.c0 + it->second.c1 * (PetscReal)streams * by;
+    }
+  }
+  PetscCall(MPIU_Allreduce(MPI_IN_PLACE, t, 2, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)net)));
+  PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &ok, 1, MPIU_BOOL, MPI_LAND, PetscObjectComm((PetscObject)net)));
+  if (tzero) *tzero = t[0];
+  if (tupdate) *tupdate = t[1];
+  if (calibrated) *calibrated = ok;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@C
   DDNetGetModelTime - The predicted time of one forward and one backward of a set-up network
 
@@ -908,7 +1154,8 @@ PetscErrorCode DDNetGetLayerModelTime(DDNet net, PetscInt i, PetscReal *compf, P
 
   Output Parameters:
 + tforward   - seconds: the sum over the layers of the slowest rank's forward time
-. tbackward  - seconds, the same for the backward
+. tbackward  - seconds, the same for the backward, plus the network's own work in `DDNetBackward()`
+               (zeroing the layers' output gradients, accumulating those of tensors with several consumers)
 - calibrated - whether every layer's prediction had its calibration data
 
   Notes:
@@ -942,6 +1189,12 @@ PetscErrorCode DDNetGetModelTime(DDNet net, PetscReal *tforward, PetscReal *tbac
     tf += f[0];
     tb += f[1];
     if (!c) ok = PETSC_FALSE;
+  }
+  if (n > 0) {
+    PetscReal o;
+    PetscCall(NetBackwardOverhead(net, &o, &ok));
+    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &o, 1, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)net)));
+    tb += o;
   }
   PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &ok, 1, MPIU_BOOL, MPI_LAND, PetscObjectComm((PetscObject)net)));
   if (tforward) *tforward = tf;
@@ -1042,6 +1295,14 @@ PetscErrorCode DDNetViewModel(DDNet net, PetscViewer viewer)
   }
   if (allok) PetscCall(PetscViewerASCIIPrintf(viewer, "%-26s %10.4f %10.4f %9" PetscInt64_FMT " %10.1f %9" PetscInt64_FMT " %10.1f %10.1f %10.1f %10.1f %10.1f\n", "total", (double)(1e3 * tot[0]), (double)(1e3 * tot[1]), totc[0], totc[1] / 1024.0, totc[2], totc[3] / 1024.0, totm[0] / 1024.0, totm[1] / 1024.0, totm[2] / 1024.0, totm[3] / 1024.0));
   else PetscCall(PetscViewerASCIIPrintf(viewer, "%-26s %10s %10s %9" PetscInt64_FMT " %10.1f %9" PetscInt64_FMT " %10.1f %10.1f %10.1f %10.1f %10.1f\n", "total", "n/c", "n/c", totc[0], totc[1] / 1024.0, totc[2], totc[3] / 1024.0, totm[0] / 1024.0, totm[1] / 1024.0, totm[2] / 1024.0, totm[3] / 1024.0));
+  {
+    PetscReal o;
+    PetscCall(NetBackwardOverhead(net, &o, &allok));
+    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &o, 1, MPIU_REAL, MPIU_MAX, comm));
+    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &allok, 1, MPIU_BOOL, MPI_LAND, comm));
+    tot[1] += o;
+    if (allok) PetscCall(PetscViewerASCIIPrintf(viewer, "the network's own work in the backward (zeroing output gradients, accumulating shared ones): %.4f ms\n", (double)(1e3 * o)));
+  }
   if (allok) PetscCall(PetscViewerASCIIPrintf(viewer, "predicted step (forward + backward): %.4f ms; memory per rank %.1f KiB\n", (double)(1e3 * (tot[0] + tot[1])), (totm[0] + totm[1] + totm[2] + totm[3]) / 1024.0));
   else {
     const char *path;
@@ -1061,6 +1322,23 @@ PetscErrorCode ModelStoreComm_Private(PetscReal alpha, PetscReal beta)
   M.commok = true;
   M.alpha  = alpha;
   M.beta   = beta;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode ModelStoreRunCost_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, double c)
+{
+  PetscFunctionBegin;
+  M.runcost[KernelKey(backend, dt, kind, bwd ? true : false)] = c;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* t = c0 + c1 w of a kernel (the caller's measurements) evaluated at w: for the per-run cost's residual */
+PetscErrorCode ModelKernelTime_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, double w, double *t)
+{
+  PetscFunctionBegin;
+  auto it = M.kern.find(KernelKey(backend, dt, kind, bwd ? true : false));
+  PetscCheck(it != M.kern.end(), PETSC_COMM_SELF, PETSC_ERR_PLIB, "No fit of %s yet", kind);
+  *t = it->second.c0 + it->second.c1 * w;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -114,6 +114,32 @@ PetscErrorCode DDLayerActivationSetType(DDLayer l, DDActivationType type)
 }
 
 /*@
+  DDLayerActivationGetType - The activation function
+
+  Not collective
+
+  Input Parameter:
+. l - a `DDLAYERACTIVATION` layer
+
+  Output Parameter:
+. type - the function
+
+  Level: beginner
+
+.seealso: `DDLAYERACTIVATION`, `DDLayerActivationSetType()`
+@*/
+PetscErrorCode DDLayerActivationGetType(DDLayer l, DDActivationType *type)
+{
+  Activation *s;
+
+  PetscFunctionBegin;
+  PetscValidPointer(type, 2);
+  PetscCall(ActivationGet(l, &s, "DDLayerActivationGetType"));
+  *type = s->type;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
   DDLayerActivationSetNegativeSlope - The slope of leakyrelu for negative inputs (default 0.01)
 
   Logically collective
