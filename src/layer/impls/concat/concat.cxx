@@ -24,8 +24,6 @@ namespace
 struct Concat {
   PetscInt                               dim = 1; /* as given (may be negative, counting from the end) */
   PetscInt                               d   = 1; /* resolved at set-up */
-  bool                                   local = false; /* one worker along d: every rank copies its inputs' pieces into y's */
-  std::vector<PetscInt>                  offset;        /* input i fills [offset[i], offset[i+1]) of y along d */
   std::vector<DDPrimitive>               S;        /* the scatter of each input into its range of y */
   std::vector<DDTensor>                  xin, dxo; /* inputs (gradients) whose halo differs from set-up */
   DDTensor                               yo = NULL, dyo = NULL;
@@ -121,7 +119,6 @@ static PetscErrorCode Concat_SetUp(DDLayer l, PetscInt n, DDTensor xs[])
   const PetscInt d = c->dim < 0 ? c->dim + o : c->dim;
   PetscCheck(d >= 0 && d < o, comm, PETSC_ERR_ARG_OUTOFRANGE, "Concat dimension %" PetscInt_FMT " does not exist in inputs of order %" PetscInt_FMT " (DDLayerConcatSetDimension() or -%slayer_concat_dim)", c->dim, o, prefix);
   c->d = d;
-  c->local = x0->part->shape[d] == 1;
   PetscCall(DDShapeToString_Private(o, x0->shape, s0, sizeof(s0)));
   std::vector<PetscInt> offset(n + 1, 0);
   for (PetscInt i = 0; i < n; i++) {
@@ -140,7 +137,6 @@ static PetscErrorCode Concat_SetUp(DDLayer l, PetscInt n, DDTensor xs[])
     }
     offset[i + 1] = offset[i] + xi->shape[d];
   }
-  c->offset = offset;
   /* the output: x0's partition and ownership outside d, balanced along d, x0's format */
   {
     std::vector<PetscInt> shape(x0->shape, x0->shape + o);
@@ -200,38 +196,6 @@ static PetscErrorCode Concat_SetUp(DDLayer l, PetscInt n, DDTensor xs[])
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/*
-  The local path (one worker along d, e.g. the channels of a spatially split U-Net, paper 000
-  sec. 5): each rank holds input i's piece whole along d, the same entries of y's piece in
-  [offset_i, offset_{i+1}) along d, so S_i (forward, toy = true) and S_i* (backward) are block
-  copies between x_i's bulk and that window of y's storage: y's layout with input i's extent along
-  d and the other inputs' ranges counted as halo, walked pairwise (whole runs of channel blocks
-  when the offsets are multiples of the block size, as in the main job) instead of packed and
-  unpacked through the scatter's exchange engine.
-*/
-static PetscErrorCode ConcatLocalCopy(Concat *c, PetscInt i, DDTensor x, DDTensor y, bool toy)
-{
-  const DDLayout &X = x->layout;
-  DDLayout        W = y->layout;
-  const PetscInt  d = c->d;
-
-  PetscFunctionBegin;
-  if (!X.bulksize) PetscFunctionReturn(PETSC_SUCCESS); /* no piece on this rank (or an empty one) */
-  PetscCheck(X.n[d] == c->offset[i + 1] - c->offset[i] && W.n[d] == c->offset.back(), PETSC_COMM_SELF, PETSC_ERR_PLIB, "Concat: local pieces do not hold the whole concatenation dimension");
-  W.lo[d] += c->offset[i];
-  W.n[d]     = X.n[d];
-  W.start[d] = X.start[d];
-  W.bulksize = X.bulksize;
-  PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    T *xa = (T *)x->array, *ya = (T *)y->array;
-    if (toy) ForEachBulkRunPair(X, W, [&](PetscInt ox, PetscInt oy, PetscInt len) { std::copy(xa + ox, xa + ox + len, ya + oy); });
-    else ForEachBulkRunPair(X, W, [&](PetscInt ox, PetscInt oy, PetscInt len) { std::copy(ya + oy, ya + oy + len, xa + ox); });
-    return PETSC_SUCCESS;
-  }));
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
 static PetscErrorCode Concat_Forward(DDLayer l, PetscInt n, DDTensor xs[], DDTensor y)
 {
   Concat               *c = (Concat *)l->data;
@@ -241,12 +205,8 @@ static PetscErrorCode Concat_Forward(DDLayer l, PetscInt n, DDTensor xs[], DDTen
   PetscFunctionBegin;
   for (PetscInt i = 0; i < n; i++) PetscCall(ConformLayout(xs[i], l->setupin[i], &c->xin[i], &xin[i], true));
   PetscCall(ConformLayout(y, l->output, &c->yo, &yo, false));
-  if (c->local) {
-    for (PetscInt i = 0; i < n; i++) PetscCall(ConcatLocalCopy(c, i, xin[i], yo, true));
-  } else {
-    for (PetscInt i = 0; i < n; i++) PetscCall(DDPrimitiveApplyBegin(c->S[i], xin[i], yo));
-    for (PetscInt i = 0; i < n; i++) PetscCall(DDPrimitiveApplyEnd(c->S[i], xin[i], yo));
-  }
+  for (PetscInt i = 0; i < n; i++) PetscCall(DDPrimitiveApplyBegin(c->S[i], xin[i], yo));
+  for (PetscInt i = 0; i < n; i++) PetscCall(DDPrimitiveApplyEnd(c->S[i], xin[i], yo));
   if (yo != y) PetscCall(DDTensorCopy(yo, y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -263,12 +223,11 @@ static PetscErrorCode Concat_Backward(DDLayer l, DDTensor dy, PetscInt n, DDTens
   for (PetscInt i = 0; i < n; i++) {
     if (!dxs[i]) continue;
     PetscCall(ConformLayout(dxs[i], l->setupin[i], &c->dxo[i], &dxo[i], false));
-    if (c->local) PetscCall(ConcatLocalCopy(c, i, dxo[i], dyo, false));
-    else PetscCall(DDPrimitiveApplyAdjointBegin(c->S[i], dyo, dxo[i]));
+    PetscCall(DDPrimitiveApplyAdjointBegin(c->S[i], dyo, dxo[i]));
   }
   for (PetscInt i = 0; i < n; i++) {
     if (!dxs[i]) continue;
-    if (!c->local) PetscCall(DDPrimitiveApplyAdjointEnd(c->S[i], dyo, dxo[i]));
+    PetscCall(DDPrimitiveApplyAdjointEnd(c->S[i], dyo, dxo[i]));
     if (dxo[i] != dxs[i]) PetscCall(DDTensorCopy(dxo[i], dxs[i]));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -295,10 +254,10 @@ static PetscErrorCode Concat_View(DDLayer l, PetscViewer viewer)
   shape and ownership outside the concatenation dimension (default 1, the channels;
   `DDLayerConcatSetDimension()`, negative values count from the end). Along that dimension each
   input may be split in its own way; the output is split evenly there. When the dimension has
-  one worker (the usual spatially decomposed U-Net) the layer is a local block copy of each
-  input into its range of the output (Backward: out of it); otherwise entries move to their new
-  owners through one `DDPRIMITIVESCATTER` per input (logged as DDPrimScatter), and Backward
-  applies their adjoints, splitting dy into the inputs' gradients.
+  one worker (the usual spatially decomposed U-Net) the layer is a local copy; otherwise
+  entries move to their new owners. The data movement is one `DDPRIMITIVESCATTER` per input
+  (logged as DDPrimScatter); Backward applies their adjoints, splitting dy into the inputs'
+  gradients.
 
   Options Database Key:
 . -layer_concat_dim <d> - the dimension
