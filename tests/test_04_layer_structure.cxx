@@ -322,6 +322,16 @@ TEST(Concat, ChannelsUnsplitSpatialSplit)
   c.shape[1]  = 1;
   c.fmt       = DD_FORMAT_BLOCKED;
   CheckConcat({a, b, c}, 1, "channels, unsplit, 3 inputs, 3 formats");
+  /* the main job's case: blocked inputs whose ranges start at whole blocks (the local copy's
+     runs of whole blocks), then one of 7 channels and one after it at offset 31, not a block start (default blocks of 8) */
+  InputSpec e = a, f = a, g = a, h = a;
+  e.fmt = f.fmt = g.fmt = h.fmt = DD_FORMAT_BLOCKED;
+  e.shape[1]                    = 8;
+  f.shape[1]                    = 16;
+  g.shape[1]                    = 7;
+  h.shape[1]                    = 9;
+  CheckConcat({e, f}, 1, "channels, unsplit, blocked, whole blocks");
+  CheckConcat({e, f, g, h}, 1, "channels, unsplit, blocked, partial blocks");
 }
 
 TEST(Concat, ChannelsSplit)

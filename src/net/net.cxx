@@ -636,8 +636,13 @@ PetscErrorCode DDNetBackward(DDNet net, DDTensor dy)
   for (int i = 0; i < nn; i++) {
     Node &nd = I->nodes[i];
     if (!live[i] || i == I->output) continue;
-    if (!nd.dy) PetscCall(DDTensorDuplicate(nd.layer->output, &nd.dy));
-    PetscCall(DDTensorZeroEntries(nd.dy));
+    if (!nd.dy) PetscCall(DDTensorDuplicate(nd.layer->output, &nd.dy)); /* created zero */
+    /*
+      Only a gradient that is summed over several consumers needs zeroing: a live tensor with one
+      consumer has that consumer live too, and its DDLayerBackwardMulti() overwrites the gradient
+      (the contract the accumulation below relies on for its scratch tensors as well).
+    */
+    else if (nd.consumers > 1) PetscCall(DDTensorZeroEntries(nd.dy));
   }
   for (size_t k = 0; k < I->ingrads.size(); k++)
     if (I->wantgrad[k]) PetscCall(DDTensorZeroEntries(I->ingrads[k]));
