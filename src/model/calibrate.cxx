@@ -158,6 +158,36 @@ static PetscErrorCode MakeLayer(const std::string &kind, const char backend[], D
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* Lower-quartile times of a layer's forward (tm[0]) and backward (tm[1]), each called with the caches
+   evicted as inside a network: two warm-up calls, then at least minreps and at most maxreps timed calls,
+   repeated until they add up to mintime seconds */
+static PetscErrorCode TimeForwardBackward(DDLayer B, DDTensor x, DDTensor y, DDTensor dy, DDTensor dx, int minreps, int maxreps, PetscLogDouble mintime, double tm[2])
+{
+  std::vector<double> tf, tb;
+  PetscLogDouble      spent = 0;
+
+  PetscFunctionBegin;
+  for (int r = 0; r < maxreps + 2 && (r < minreps + 2 || spent < mintime); r++) {
+    PetscLogDouble t0, t1, t1b, t2;
+    EvictL2();
+    PetscCall(PetscTime(&t0));
+    PetscCall(DDLayerForward(B, x, y));
+    PetscCall(PetscTime(&t1));
+    EvictL2();
+    PetscCall(PetscTime(&t1b));
+    PetscCall(DDLayerBackward(B, dy, dx));
+    PetscCall(PetscTime(&t2));
+    if (r >= 2) { /* two warm-up calls */
+      tf.push_back(t1 - t0);
+      tb.push_back(t2 - t1b);
+      spent += t2 - t0;
+    }
+  }
+  tm[0] = QuartileOf(tf);
+  tm[1] = QuartileOf(tb);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* times one kind at one size; returns the timed layer's work and lower-quartile times */
 static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DDDataType dt, PetscInt size, double work[2], double tm[2])
 {
@@ -199,26 +229,7 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
     PetscCall(DDLayerGetModelWork(B, d ? PETSC_TRUE : PETSC_FALSE, &f, &b));
     work[d] = (kind == DDLAYERCONV || kind == DDLAYERCONVTRANSPOSE || kind == DDLAYERAFFINE) ? f : b;
   }
-  std::vector<double> tf, tb;
-  PetscLogDouble      spent = 0;
-  for (int r = 0; r < 60 && (r < 7 || spent < 0.08); r++) {
-    PetscLogDouble t0, t1, t1b, t2;
-    EvictL2();
-    PetscCall(PetscTime(&t0));
-    PetscCall(DDLayerForward(B, x, y));
-    PetscCall(PetscTime(&t1));
-    EvictL2();
-    PetscCall(PetscTime(&t1b));
-    PetscCall(DDLayerBackward(B, dy, dx));
-    PetscCall(PetscTime(&t2));
-    if (r >= 2) { /* two warm-up calls */
-      tf.push_back(t1 - t0);
-      tb.push_back(t2 - t1b);
-      spent += t2 - t0;
-    }
-  }
-  tm[0] = QuartileOf(tf);
-  tm[1] = QuartileOf(tb);
+  PetscCall(TimeForwardBackward(B, x, y, dy, dx, 5, 58, 0.08, tm));
   PetscCall(DDTensorDestroy(&dx));
   PetscCall(DDTensorDestroy(&dy));
   PetscCall(DDLayerDestroy(&B));
@@ -261,24 +272,7 @@ static PetscErrorCode TimeConversion(const char backend[], DDDataType dt, bool r
     PetscCall(DDLayerGetModelWork(B, d ? PETSC_TRUE : PETSC_FALSE, &f, &b));
     work[d] = b;
   }
-  std::vector<double> tf, tb;
-  for (int r2 = 0; r2 < 22; r2++) {
-    PetscLogDouble t0, t1, t1b, t2;
-    EvictL2();
-    PetscCall(PetscTime(&t0));
-    PetscCall(DDLayerForward(B, x, y));
-    PetscCall(PetscTime(&t1));
-    EvictL2();
-    PetscCall(PetscTime(&t1b));
-    PetscCall(DDLayerBackward(B, dy, dx));
-    PetscCall(PetscTime(&t2));
-    if (r2 >= 2) {
-      tf.push_back(t1 - t0);
-      tb.push_back(t2 - t1b);
-    }
-  }
-  tm[0] = QuartileOf(tf);
-  tm[1] = QuartileOf(tb);
+  PetscCall(TimeForwardBackward(B, x, y, dy, dx, 20, 20, 0, tm));
   PetscCall(DDTensorDestroy(&dx));
   PetscCall(DDTensorDestroy(&dy));
   PetscCall(DDLayerDestroy(&B));

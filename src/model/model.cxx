@@ -647,10 +647,7 @@ static PetscErrorCode LayerModelComm(DDLayer layer, PetscBool backward, PetscBoo
     if (nested) continue;
     for (int k = 0; k < 4; k++) t[k] += v[k];
   }
-  if (sendmsgs) *sendmsgs = t[0];
-  if (sendbytes) *sendbytes = t[1];
-  if (recvmsgs) *recvmsgs = t[2];
-  if (recvbytes) *recvbytes = t[3];
+  ddnn::CommVolumeOut(t, sendmsgs, sendbytes, recvmsgs, recvbytes);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -686,10 +683,7 @@ PetscErrorCode DDLayerGetCommCounters(DDLayer layer, PetscBool backward, PetscIn
   for (auto *ex : ddnn::ExchangeRegistry())
     if (ddnn::ExchangeIsUnder(ex->owner, layer))
       for (int k = 0; k < 4; k++) t[k] += ex->counted[backward ? 1 : 0][k];
-  if (sendmsgs) *sendmsgs = t[0];
-  if (sendbytes) *sendbytes = t[1];
-  if (recvmsgs) *recvmsgs = t[2];
-  if (recvbytes) *recvbytes = t[3];
+  ddnn::CommVolumeOut(t, sendmsgs, sendbytes, recvmsgs, recvbytes);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

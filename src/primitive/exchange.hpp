@@ -26,6 +26,16 @@
 
 namespace ddnn
 {
+
+/* Writes the four message/byte counts t (sent messages, sent bytes, received messages, received bytes)
+   to the optional outputs of the public volume and counter getters */
+inline void CommVolumeOut(const PetscInt64 t[4], PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
+{
+  if (sendmsgs) *sendmsgs = t[0];
+  if (sendbytes) *sendbytes = t[1];
+  if (recvmsgs) *recvmsgs = t[2];
+  if (recvbytes) *recvbytes = t[3];
+}
 struct Runs {
   std::vector<PetscInt> off, len;
   PetscInt              total = 0;

@@ -871,10 +871,7 @@ PetscErrorCode DDPrimitiveGetCommVolume(DDPrimitive prim, PetscBool adjoint, Pet
     ex.PlannedVolume(adjoint ? 1 : 0, es, v);
     for (int k = 0; k < 4; k++) t[k] += v[k];
   });
-  if (sendmsgs) *sendmsgs = t[0];
-  if (sendbytes) *sendbytes = t[1];
-  if (recvmsgs) *recvmsgs = t[2];
-  if (recvbytes) *recvbytes = t[3];
+  ddnn::CommVolumeOut(t, sendmsgs, sendbytes, recvmsgs, recvbytes);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -910,10 +907,7 @@ PetscErrorCode DDPrimitiveGetCommCounters(DDPrimitive prim, PetscBool adjoint, P
   ForEachExchangeOf(prim, [&](const ddnn::Exchange &ex) {
     for (int k = 0; k < 4; k++) t[k] += ex.counted[adjoint ? 1 : 0][k];
   });
-  if (sendmsgs) *sendmsgs = t[0];
-  if (sendbytes) *sendbytes = t[1];
-  if (recvmsgs) *recvmsgs = t[2];
-  if (recvbytes) *recvbytes = t[3];
+  ddnn::CommVolumeOut(t, sendmsgs, sendbytes, recvmsgs, recvbytes);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -969,9 +963,6 @@ PetscErrorCode DDCommGetCounters(PetscBool adjoint, PetscInt64 *sendmsgs, PetscI
   PetscFunctionBegin;
   for (auto *ex : ddnn::ExchangeRegistry())
     for (int k = 0; k < 4; k++) t[k] += ex->counted[adjoint ? 1 : 0][k];
-  if (sendmsgs) *sendmsgs = t[0];
-  if (sendbytes) *sendbytes = t[1];
-  if (recvmsgs) *recvmsgs = t[2];
-  if (recvbytes) *recvbytes = t[3];
+  ddnn::CommVolumeOut(t, sendmsgs, sendbytes, recvmsgs, recvbytes);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
