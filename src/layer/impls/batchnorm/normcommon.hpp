@@ -1,5 +1,5 @@
 /*
-  Pieces shared by the normalization layers (batchnorm, groupnorm; paper 000 sec. 4.2.2).
+  Pieces shared by the normalization layers (batchnorm, groupnorm, layernorm; paper 000 sec. 4.2.2).
 
   Per-channel parameters (affine weight and bias, running statistics) live on a partition Pc
   that follows the input's channel split, on the input's workers with coordinate 0 in every

@@ -15,7 +15,8 @@
   The weight and bias live on the partition of the normalized dimensions (the workers with
   coordinate 0 in the leading ones), are broadcast to every worker (Pc -> Pw, aligned at the
   trailing dimension) and their gradients sum-reduced by the broadcast's adjoint, the pattern
-  of ChannelParams (normcommon.hpp) for k dimensions.
+  of ChannelParams (normcommon.hpp), whose worker copies, broadcast and reduction it uses on partitions
+  of the k normalized dimensions set up here.
   The local loops (KernelTable<T>::lnsums, lnapply, lnbwdsums, lnbwdapply of the layer's backend
   chain; /cpu/ref's plain loops) run on a plain (C-order, halo-free) view of the rank's piece:
   R rows by M entries.
@@ -32,9 +33,8 @@ struct LayerNorm {
   std::vector<PetscInt> nshape; /* normalized_shape, when given */
   PetscReal             eps = 1e-5;
   /* set-up */
-  DDPartition Pc = NULL, Pw = NULL;
-  DDPrimitive B = NULL, A = NULL;
-  bool        bcast = false;
+  ChannelParams cp; /* Pc (the normalized dimensions' workers), Pw, the broadcast B: set up here for k dimensions */
+  DDPrimitive   A = NULL;
   DDTensor    w = NULL, b = NULL; /* owned by the layer's parameter list */
   DDTensor    wh = NULL, bh = NULL, dwh = NULL, dbh = NULL, tmp = NULL, st = NULL;
   DDTensor    pm = NULL; /* the plain model layout */
@@ -173,10 +173,7 @@ static PetscErrorCode LayerNorm_Reset(DDLayer l)
   s->forwarded = false;
   for (DDTensor *t : {&s->wh, &s->bh, &s->dwh, &s->dbh, &s->tmp, &s->st, &s->pm, &s->xc, &s->yc, &s->dyc, &s->dxc}) PetscCall(DDTensorDestroy(t));
   PetscCall(DDPrimitiveDestroy(&s->A));
-  PetscCall(DDPrimitiveDestroy(&s->B));
-  PetscCall(DDPartitionDestroy(&s->Pc));
-  PetscCall(DDPartitionDestroy(&s->Pw));
-  s->bcast = false;
+  PetscCall(s->cp.Reset());
   s->R = s->M = 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -274,16 +271,16 @@ static PetscErrorCode LayerNorm_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     /* in C order the worker index is (leading index) Pk + (normalized index): P's ranks are Pw's, the first Pk Pc's */
     std::vector<PetscInt>    ps(P->shape + lead, P->shape + d), pw;
     std::vector<PetscMPIInt> rc(P->ranks, P->ranks + Pk), rw(P->ranks, P->ranks + P->size);
-    PetscCall(MakePartition(comm, ps, rc, &s->Pc));
-    s->bcast = Po > 1;
-    if (s->bcast) {
+    PetscCall(MakePartition(comm, ps, rc, &s->cp.Pc));
+    s->cp.bcast = Po > 1;
+    if (s->cp.bcast) {
       pw.push_back(Po);
       pw.insert(pw.end(), ps.begin(), ps.end());
-      PetscCall(MakePartition(comm, pw, rw, &s->Pw));
+      PetscCall(MakePartition(comm, pw, rw, &s->cp.Pw));
     }
     for (DDTensor *p : {&s->w, &s->b, &s->tmp}) {
       PetscCall(DDTensorCreate(comm, p));
-      PetscCall(DDTensorSetPartition(*p, s->Pc));
+      PetscCall(DDTensorSetPartition(*p, s->cp.Pc));
       PetscCall(DDTensorSetShape(*p, k, x->shape + lead));
       PetscCall(DDTensorSetDataType(*p, x->dtype));
       PetscCall(DDTensorSetEmptyPiecesAllowed(*p, PETSC_TRUE));
@@ -296,15 +293,8 @@ static PetscErrorCode LayerNorm_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     }
     PetscCall(DDLayerAddParameter_Private(l, "weight", s->w));
     PetscCall(DDLayerAddParameter_Private(l, "bias", s->b));
-    for (auto pr : {std::make_pair(s->w, &s->wh), std::make_pair(s->b, &s->bh)}) {
-      if (!s->bcast) {
-        PetscCall(PetscObjectReference((PetscObject)pr.first));
-        *pr.second = pr.first;
-        continue;
-      }
-      PetscCall(DDTensorCreateBroadcast(pr.first, s->Pw, pr.second));
-      if (!s->B) PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, pr.first, *pr.second, &s->B));
-    }
+    PetscCall(s->cp.CreateWorkerCopy(s->w, &s->wh));
+    PetscCall(s->cp.CreateWorkerCopy(s->b, &s->bh));
     PetscCall(DDTensorDuplicate(s->wh, &s->dwh));
     PetscCall(DDTensorDuplicate(s->bh, &s->dbh));
     if (x->active) PetscCheck(s->wh->active && s->wh->layout.bulksize == s->M, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Layer normalization: the weights' workers' piece does not match the input's");
@@ -339,10 +329,8 @@ static PetscErrorCode LayerNorm_Forward(DDLayer l, PetscInt nin, DDTensor xs[], 
   PetscCall(ConformLayout(y, s->pm, &s->yc, &yo, false));
   s->xconformed = x != xs[0];
   s->forwarded  = true;
-  if (s->bcast) {
-    PetscCall(DDPrimitiveApply(s->B, s->w, s->wh));
-    PetscCall(DDPrimitiveApply(s->B, s->b, s->bh));
-  }
+  PetscCall(s->cp.ToWorkers(s->w, s->wh));
+  PetscCall(s->cp.ToWorkers(s->b, s->bh));
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
     using T     = decltype(z);
     double  *st = act ? (double *)s->st->array : nullptr;
@@ -396,12 +384,8 @@ static PetscErrorCode LayerNorm_Backward(DDLayer l, DDTensor dy, PetscInt nin, D
     s->q.assign(R, 0.0);
     s->q2.assign(R, 0.0);
     if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::lnbwdsums, R, M, xa, ga, (const double *)s->mean.data(), (const double *)s->rstd.data(), wa, dw, db, s->q.data(), s->q2.data()));
-    for (auto pr : {std::make_pair(s->dwh, l->grads[0]), std::make_pair(s->dbh, l->grads[1])}) {
-      if (s->bcast) {
-        PetscCall(DDPrimitiveApplyAdjoint(s->B, pr.first, s->tmp));
-        PetscCall(DDTensorAXPY(pr.second, 1.0, s->tmp));
-      } else PetscCall(DDTensorAXPY(pr.second, 1.0, pr.first));
-    }
+    PetscCall(s->cp.FromWorkers(s->dwh, s->tmp, l->grads[0]));
+    PetscCall(s->cp.FromWorkers(s->dbh, s->tmp, l->grads[1]));
     if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
     for (PetscInt r = 0; r < R; r++) {
       st[2 * r]     = s->q[r];
