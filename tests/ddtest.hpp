@@ -8,6 +8,7 @@
 #pragma once
 #include <gtest/gtest.h>
 #include <ddnn.h>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,30 @@ inline PetscErrorCode Catch(F &&f, std::string *msg = nullptr)
 }
 
 /* Every rank must agree that a condition holds (so a failure on one rank fails everywhere) */
+/* The adjoint test (paper 000 eq. 26) of a primitive's shell Mat: <A u, v> = <u, A^T v> for random u, v
+   (float64). The caller gets u and z = A u when it asks (and destroys them), e.g. to compare with Apply. */
+inline void ExpectMatAdjoint(Mat A, Vec *uo = nullptr, Vec *zo = nullptr)
+{
+  Vec         u, v, w, z;
+  PetscScalar a, b;
+  DDT(MatCreateVecs(A, &u, &v));
+  DDT(VecDuplicate(u, &w));
+  DDT(VecDuplicate(v, &z));
+  DDT(VecSetRandom(u, NULL));
+  DDT(VecSetRandom(v, NULL));
+  DDT(MatMult(A, u, z));
+  DDT(MatMultTranspose(A, v, w));
+  DDT(VecDot(z, v, &a));
+  DDT(VecDot(u, w, &b));
+  EXPECT_NEAR(a, b, 1e-12 * (1 + std::fabs(a)));
+  DDT(VecDestroy(&v));
+  DDT(VecDestroy(&w));
+  if (uo) *uo = u;
+  else DDT(VecDestroy(&u));
+  if (zo) *zo = z;
+  else DDT(VecDestroy(&z));
+}
+
 inline bool AllTrue(bool v, MPI_Comm comm = PETSC_COMM_WORLD)
 {
   int in = v ? 1 : 0, out;
