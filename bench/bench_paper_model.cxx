@@ -11,8 +11,12 @@
     sizes of Tables I and II (up to 2048 ranks).
 
   Per configuration: the predicted time per step (forward + backward, the sum over layers of the
-  slowest rank's time, as DDNetGetModelTime()), its communication fraction, memory per rank (the
-  sum over layers of the largest rank's), and speed-ups, beside the papers' published numbers.
+  slowest rank's time, as DDNetGetModelTime()), the fractions of it in halo exchanges and in the
+  weights' collectives, memory per rank (the sum over layers of the largest rank's
+  DDLayerGetModelMemory(); "+dy": with the network's gradient of every layer output, another copy
+  of the activations), and speed-ups, beside the papers' published numbers. "(ar)": the same step
+  with the weights kept on every rank and their gradients all-reduced once per step in one bucket
+  (Rabenseifner) instead of ddnn's broadcast per forward and sum-reduction per backward per layer.
 
   Usage:
     bench_paper_model [-paper 000|003|all] [-machine here|v100] [-alpha s] [-beta s/byte] [-dd_model_calibrate]
@@ -82,16 +86,28 @@ struct Net {
 };
 
 struct Step {
-  PetscReal  tf = 0, tb = 0, comm = 0;
-  PetscInt64 mem = 0, msgs = 0, bytes = 0;
+  PetscReal  tf = 0, tb = 0, comm = 0, coll = 0, allreduce = 0;
+  PetscInt64 mem = 0, act = 0, msgs = 0, bytes = 0;
   PetscBool  cal = PETSC_TRUE;
 };
+
+PetscReal CeilLog2(PetscInt64 p)
+{
+  PetscReal l = 0;
+  for (PetscInt64 q = 1; q < p; q *= 2) l++;
+  return l;
+}
 
 /* the step: per layer the slowest rank (DDModelPredictLayerMax), consumer = the next layer */
 PetscErrorCode Evaluate(const Net &n, Step *st)
 {
+  PetscReal alpha, beta;
+  PetscInt64 ranks = 1, wbytes = 0;
+
   PetscFunctionBegin;
   *st = Step();
+  PetscCall(DDModelGetCommParameters(&alpha, &beta, NULL));
+  for (PetscInt k = 0; k < n.order; k++) ranks *= n.L[0].parts[k];
   for (size_t i = 0; i < n.L.size(); i++) {
     DDModelLayerPrediction p;
     const DDModelLayerSpec *next = i + 1 < n.L.size() ? &n.L[i + 1] : NULL;
@@ -100,11 +116,17 @@ PetscErrorCode Evaluate(const Net &n, Step *st)
     st->tf += p.time[0] + p.time[1];
     st->tb += p.time[2] + p.time[3];
     st->comm += p.time[1] + p.time[3];
+    st->coll += p.tcoll[0] + p.tcoll[1];
     for (int k = 0; k < 4; k++) st->mem += p.memory[k];
+    st->act += p.memory[0];
+    wbytes += p.memory[2] / 2; /* weights (and their gradients) on their owner */
     st->msgs += PetscMax(p.comm[0][0], p.comm[0][2]) + PetscMax(p.comm[1][0], p.comm[1][2]);
     st->bytes += PetscMax(p.comm[0][1], p.comm[0][3]) + PetscMax(p.comm[1][1], p.comm[1][3]);
     if (!p.calibrated) st->cal = PETSC_FALSE;
   }
+  /* the alternative of issue 16 item 6: weights kept on every rank, the gradients all-reduced once
+     per step in one bucket (Rabenseifner, paper 003 ref. [22]) instead of a broadcast per forward and a reduce per backward, per layer */
+  if (ranks > 1) st->allreduce = 2 * CeilLog2(ranks) * alpha + 2.0 * (PetscReal)(ranks - 1) / (PetscReal)ranks * beta * (PetscReal)wbytes;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -234,7 +256,7 @@ int main(int argc, char **argv)
   if (strcmp(paper, "003")) {
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "\npaper 000 sec. 5.3: 3-D U-Net (depth 5), weak scaling over P = p^3 tasks (spatial p x p x p); per task: batch x side^3\n"));
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "published (Fig. 9, TinkerCliffs, 4 threads/task, 8 GB/task): adjoint 'excellent scalability', forward 'less ideal'; 1 x 64^3 per task is about the memory limit\n"));
-    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-9s %3s %5s %-16s %10s %10s %7s %9s %9s %11s %9s\n", "per task", "p", "P", "global input", "fwd s", "bwd s", "comm %", "msgs", "MiB moved", "mem/task GiB", "weak eff"));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-9s %3s %5s %-12s %10s %10s %6s %6s %7s %8s %7s %7s %7s %9s %9s\n", "per task", "p", "P", "global", "fwd s", "bwd s", "halo%", "coll%", "msgs", "MiB p2p", "mem GiB", "+dy GiB", "eff", "allred s", "eff (ar)"));
     const PetscInt cfg[3][2] = {{3, 32}, {3, 48}, {1, 64}};
     for (auto &c : cfg) {
       PetscReal t1 = 0;
@@ -243,11 +265,12 @@ int main(int argc, char **argv)
         Step st;
         PetscCall(UNet3D(n, c[0], c[1] * p, p));
         PetscCall(Evaluate(n, &st));
-        if (p == 1) t1 = st.tf + st.tb;
+        const PetscReal t = st.tf + st.tb, tar = t - st.coll + st.allreduce;
+        if (p == 1) t1 = t;
         char cfgs[16], glob[32];
         snprintf(cfgs, sizeof(cfgs), "%dx%d^3", (int)c[0], (int)c[1]);
         snprintf(glob, sizeof(glob), "%dx%d^3", (int)c[0], (int)(c[1] * p));
-        PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-9s %3d %5d %-16s %s %s %7.1f %9lld %9.1f %11.2f %9.2f\n", cfgs, (int)p, (int)(p * p * p), glob, Time(b1, sizeof(b1), st.cal, st.tf), Time(b2, sizeof(b2), st.cal, st.tb), st.cal ? 100.0 * st.comm / (st.tf + st.tb) : 0.0, (long long)st.msgs, st.bytes / 1048576.0, st.mem / 1073741824.0, st.cal ? t1 / (st.tf + st.tb) : 0.0));
+        PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-9s %3d %5d %-12s %s %s %6.1f %6.1f %7lld %8.1f %7.2f %7.2f %7.2f %9.4f %9.2f\n", cfgs, (int)p, (int)(p * p * p), glob, Time(b1, sizeof(b1), st.cal, st.tf), Time(b2, sizeof(b2), st.cal, st.tb), st.cal ? 100.0 * (st.comm - st.coll) / t : 0.0, st.cal ? 100.0 * st.coll / t : 0.0, (long long)st.msgs, st.bytes / 1048576.0, st.mem / 1073741824.0, (st.mem + st.act) / 1073741824.0, st.cal ? t1 / t : 0.0, (double)st.allreduce, st.cal ? t1 / tar : 0.0));
       }
     }
   }
@@ -258,9 +281,9 @@ int main(int argc, char **argv)
       const double(*tab)[5] = m ? tab2 : tab1;
       PetscCall(PetscPrintf(PETSC_COMM_WORLD, "\npaper 003 sec. VI-B: %s mesh model (%dx%d, 18 channels, 6 blocks of %d conv-BN-ReLU), hybrid sample/spatial, mini-batch N over N x g ranks\n", m ? "2K" : "1K", (int)side, (int)side, (int)convs));
       PetscCall(PetscPrintf(PETSC_COMM_WORLD, "published: Table %s (Lassen, V100), mini-batch time and speed-up over %d GPU%s/sample\n", m ? "II" : "I", (int)gps[base], base ? "s" : ""));
-      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%5s %3s %5s %-6s %10s %7s %11s %9s %11s %9s\n", "N", "g", "ranks", "split", "step s", "comm %", "mem/GPU GiB", "speed-up", "paper s", "paper x"));
+      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%5s %3s %5s %-5s %10s %6s %6s %7s %7s %8s %10s %8s %8s %8s\n", "N", "g", "ranks", "split", "step s", "halo%", "coll%", "mem GiB", "+dy GiB", "speedup", "step(ar) s", "sp.(ar)", "paper s", "paper x"));
       for (int r = 0; r < 9; r++) {
-        PetscReal tbase = 0;
+        PetscReal tbase = 0, tbasear = 0;
         for (int g = base; g < 5; g++) {
           const PetscInt N = tn[r];
           if (N * gps[g] > 2048 || tab[r][g] == 0) continue;
@@ -268,13 +291,16 @@ int main(int argc, char **argv)
           Step st;
           PetscCall(MeshModel(n, side, convs, N, gsplit[g][0], gsplit[g][1]));
           PetscCall(Evaluate(n, &st));
-          const PetscReal t = st.tf + st.tb;
-          if (g == base) tbase = t;
+          const PetscReal t = st.tf + st.tb, tar = t - st.coll + st.allreduce;
+          if (g == base) {
+            tbase   = t;
+            tbasear = tar;
+          }
           char split[16], ps[32], px[16];
           snprintf(split, sizeof(split), "%dx%d", (int)gsplit[g][0], (int)gsplit[g][1]);
           snprintf(ps, sizeof(ps), "%.3g", tab[r][g]);
           snprintf(px, sizeof(px), "%.1fx", tab[r][base] / tab[r][g]);
-          PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%5d %3d %5d %-6s %s %7.1f %11.2f %8.2fx %11s %9s\n", (int)N, (int)gps[g], (int)(N * gps[g]), split, Time(b3, sizeof(b3), st.cal, t), st.cal ? 100.0 * st.comm / t : 0.0, st.mem / 1073741824.0, st.cal ? tbase / t : 0.0, ps, px));
+          PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%5d %3d %5d %-5s %s %6.1f %6.1f %7.2f %7.2f %7.2fx %s %7.2fx %8s %8s\n", (int)N, (int)gps[g], (int)(N * gps[g]), split, Time(b3, sizeof(b3), st.cal, t), st.cal ? 100.0 * (st.comm - st.coll) / t : 0.0, st.cal ? 100.0 * st.coll / t : 0.0, st.mem / 1073741824.0, (st.mem + st.act) / 1073741824.0, st.cal ? tbase / t : 0.0, Time(b2, sizeof(b2), st.cal, tar), st.cal ? tbasear / tar : 0.0, ps, px));
         }
       }
     }

@@ -62,6 +62,7 @@ typedef struct {
   PetscInt64 collcalls, collbytes; /* DDLayerGetModelCollectives() */
   PetscInt64 memory[4];            /* DDLayerGetModelMemory(): activations, halo, params, work */
   PetscReal  time[4];              /* DDLayerGetModelTime(): compute forward, comm forward, compute backward, comm backward */
+  PetscReal  tcoll[2];             /* the collectives' part of the comm times: forward, backward */
   PetscBool  calibrated;           /* whether the calibration held every fit the times need */
 } DDModelLayerPrediction;
 

@@ -326,6 +326,10 @@ TEST(ModelAnalytic, HaloClosedForm)
   DDModelLayerSpec       s;
   DDModelLayerPrediction p;
   const PetscInt         shape[4] = {1, 1, 8, 8}, parts[4] = {1, 1, 2, 2};
+  const std::string      none = std::string("/tmp/ddnn_test16a_none_") + std::to_string(getppid()) + ".txt";
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", none.c_str())); /* no file: no kernel fits, alpha-beta as set */
+  DDT(DDModelReset());
+  DDT(DDModelSetCommParameters(1e-6, 1e-9));
   DDT(DDModelLayerSpecInitialize(&s, DDLAYERCONV, DD_FLOAT32, 4, shape, parts));
   s.channels  = 1;
   s.kernel[0] = s.kernel[1] = 3;
@@ -341,12 +345,21 @@ TEST(ModelAnalytic, HaloClosedForm)
     EXPECT_EQ(p.collcalls, 1); /* the weights' broadcast */
     EXPECT_EQ(p.collbytes, 4 * 9);
     EXPECT_EQ(p.memory[2], r == 0 ? 2 * 4 * 9 : 0);
+    /* alpha-beta of the exchange (max of sent, received) and a binomial broadcast over 4 ranks */
+    EXPECT_NEAR(p.tcoll[0], 2 * (1e-6 + 1e-9 * 36), 1e-18);
+    EXPECT_NEAR(p.time[1], 3e-6 + 36e-9 + p.tcoll[0], 1e-18);
+    EXPECT_NEAR(p.time[3], p.time[1], 1e-18);
+    EXPECT_EQ(p.time[0], 0); /* no kernel fit */
+    EXPECT_FALSE(p.calibrated);
   }
   s.noinputgradient = PETSC_TRUE;
   DDT(DDModelPredictLayerMax(&s, NULL, NULL, &p));
   EXPECT_EQ(p.comm[0][0], 3);
   EXPECT_EQ(p.comm[1][0], 0);
   EXPECT_EQ(p.memory[2], 2 * 4 * 9);
+  EXPECT_NEAR(p.time[3], p.tcoll[1], 1e-18); /* no input gradient: the weights' reduction only */
+  DDT(DDModelReset());
+  DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
 }
 
 TEST(ModelAnalytic, BadDescriptions)

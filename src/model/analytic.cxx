@@ -497,8 +497,11 @@ PetscErrorCode DDModelPredictLayer(const DDModelLayerSpec *spec, const DDModelLa
         comm = PetscMax(comm, 0);
       }
       for (auto &c : colls) {
-        if (c.kind == 1) comm += CeilLog2(c.group) * (alpha + beta * (PetscReal)c.bytes);
-        else comm += 2 * CeilLog2(c.group) * alpha + 2.0 * (PetscReal)(c.group - 1) / (PetscReal)c.group * beta * (PetscReal)c.bytes;
+        PetscReal t;
+        if (c.kind == 1) t = CeilLog2(c.group) * (alpha + beta * (PetscReal)c.bytes);
+        else t = 2 * CeilLog2(c.group) * alpha + 2.0 * (PetscReal)(c.group - 1) / (PetscReal)c.group * beta * (PetscReal)c.bytes;
+        comm += t;
+        pred->tcoll[b] += t;
       }
       pred->time[2 * b]     = comp;
       pred->time[2 * b + 1] = comm;
@@ -552,6 +555,7 @@ PetscErrorCode DDModelPredictLayerMax(const DDModelLayerSpec *spec, const DDMode
       if (p.time[2 * b] + p.time[2 * b + 1] > pred->time[2 * b] + pred->time[2 * b + 1]) {
         pred->time[2 * b]     = p.time[2 * b];
         pred->time[2 * b + 1] = p.time[2 * b + 1];
+        pred->tcoll[b]        = p.tcoll[b];
       }
     }
     pred->runs      = PetscMax(pred->runs, p.runs);
