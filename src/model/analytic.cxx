@@ -360,8 +360,13 @@ PetscErrorCode DDModelLayerSpecInitialize(DDModelLayerSpec *spec, DDLayerType ty
   Covered: convolution (stride, padding, bias; no dilation or groups), batch normalization (affine),
   activation (priced as ReLU), max or average pooling, nearest or linear upsampling by 1 or 2, concatenation
   of two inputs along the channels, loss (mean reduction); partitions that split the batch and the
-  spatial dimensions but not the channels, no empty pieces; plain storage (as the float64 kernels
-  and the reference backend use). A configuration outside this is an error naming it.
+  spatial dimensions but not the channels, no empty pieces, the partition spanning the
+  communicator. A configuration outside this is an error naming it. Storage is plain (float64, and
+  float32 layers of fewer than 16 channels on /cpu/dnnl): with oneDNN's blocked float32 storage the
+  messages, bytes, collectives, work, activations, parameters and work tensors are the same, but
+  the halo memory (storage and message buffers) and the runs of the pointwise walks (so the
+  pointwise layers' compute times) differ. Not in it: the network's own work in
+  `DDNetBackward()` and the optimizer's update (`DDNetGetModelUpdateTime()`).
 
   Level: intermediate
 
