@@ -19,13 +19,14 @@
   (Rabenseifner) instead of ddnn's broadcast per forward and sum-reduction per backward per layer.
 
   Usage:
-    bench_paper_model [-paper 000|003|all] [-machine here|v100] [-alpha s] [-beta s/byte] [-dd_model_calibrate]
+    bench_paper_model [-paper 000|003|all] [-machine here|v100|rates] [-alpha s] [-beta s/byte] [-dd_model_calibrate]
   -machine here: this machine's calibration (the model cache, DDModelGetCachePath(); with
                  -dd_model_calibrate it is measured first if absent); alpha/beta are then an
                  on-node ping-pong's, so the times are those of this machine's cores and memory.
   -machine v100: a stated set of rates for the papers' hardware (a V100: 7 TFLOP/s in the
                  convolutions, 700 GB/s in the memory-bound kernels, 20 us per kernel call;
-                 EDR InfiniBand: alpha 5 us, beta 1/12.5 GB/s), written to a temporary cache.
+                 EDR InfiniBand: alpha 5 us, beta 1/12.5 GB/s), written to a temporary cache;
+  -machine rates: the same with -conv_gflops, -mem_gbs, -call_us, -net_alpha (s), -net_gbs.
   -alpha, -beta: replace the point-to-point parameters (DDModelSetCommParameters()).
 */
 #include <ddnn.h>
@@ -178,13 +179,20 @@ PetscErrorCode MeshModel(Net &n, PetscInt side, PetscInt convs, PetscInt N, Pets
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* a cache with stated rates of the papers' hardware */
-PetscErrorCode V100Cache(std::string &file)
+/* a cache with stated rates (default: the papers' hardware, a V100 on EDR InfiniBand) */
+PetscErrorCode RatesCache(std::string &file)
 {
   char        host[256] = {0};
   const char *bname;
+  PetscReal   gflops = 7000, gbs = 700, callus = 20, alpha = 5e-6, netgbs = 12.5;
 
   PetscFunctionBegin;
+  PetscCall(PetscOptionsGetReal(NULL, NULL, "-conv_gflops", &gflops, NULL));
+  PetscCall(PetscOptionsGetReal(NULL, NULL, "-mem_gbs", &gbs, NULL));
+  PetscCall(PetscOptionsGetReal(NULL, NULL, "-call_us", &callus, NULL));
+  PetscCall(PetscOptionsGetReal(NULL, NULL, "-net_alpha", &alpha, NULL));
+  PetscCall(PetscOptionsGetReal(NULL, NULL, "-net_gbs", &netgbs, NULL));
+  PetscCheck(gflops > 0 && gbs > 0 && callus >= 0 && alpha >= 0 && netgbs > 0, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "-conv_gflops %g, -mem_gbs %g and -net_gbs %g must be positive, -call_us %g and -net_alpha %g non-negative", (double)gflops, (double)gbs, (double)netgbs, (double)callus, (double)alpha);
   PetscCall(DDBackendGetDefault(&bname));
   if (gethostname(host, sizeof(host) - 1)) std::strcpy(host, "unknown");
   for (char *c = host; *c; c++)
@@ -192,10 +200,10 @@ PetscErrorCode V100Cache(std::string &file)
   file    = "/tmp/ddnn_bench_paper_model_" + std::to_string((long)getpid()) + ".txt";
   FILE *f = fopen(file.c_str(), "w");
   PetscCheck(f, PETSC_COMM_SELF, PETSC_ERR_FILE_OPEN, "Cannot write %s", file.c_str());
-  fprintf(f, "ddnn-model-cache 1\nhost %s\ncomm 5e-06 8e-11\n", host);
+  fprintf(f, "ddnn-model-cache 1\nhost %s\ncomm %.6g %.6g\n", host, (double)alpha, 1e-9 / (double)netgbs);
   for (const char *d : {"f", "b"}) {
-    fprintf(f, "kernel %s float32 conv %s 2e-05 %.6g\n", bname, d, 1.0 / 7e12);
-    for (const char *k : {"batchnorm", "activation", "pool", "upsample"}) fprintf(f, "kernel %s float32 %s %s 2e-05 %.6g\n", bname, k, d, 1.0 / 700e9);
+    fprintf(f, "kernel %s float32 conv %s %.6g %.6g\n", bname, d, 1e-6 * (double)callus, 1e-9 / (double)gflops);
+    for (const char *k : {"batchnorm", "activation", "pool", "upsample"}) fprintf(f, "kernel %s float32 %s %s %.6g %.6g\n", bname, k, d, 1e-6 * (double)callus, 1e-9 / (double)gbs);
     fprintf(f, "runcost %s float32 activation-rows %s 0\n", bname, d);
   }
   fclose(f);
@@ -233,9 +241,9 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsGetReal(NULL, NULL, "-alpha", &alpha, NULL));
   PetscCall(PetscOptionsGetReal(NULL, NULL, "-beta", &beta, NULL));
   PetscCall(PetscOptionsGetBool(NULL, NULL, "-dd_model_calibrate", &cal, NULL));
-  PetscCheck(!strcmp(machine, "here") || !strcmp(machine, "v100"), PETSC_COMM_WORLD, PETSC_ERR_ARG_WRONG, "-machine %s: here or v100", machine);
+  PetscCheck(!strcmp(machine, "here") || !strcmp(machine, "v100") || !strcmp(machine, "rates"), PETSC_COMM_WORLD, PETSC_ERR_ARG_WRONG, "-machine %s: here, v100 or rates", machine);
   PetscCheck(!strcmp(paper, "000") || !strcmp(paper, "003") || !strcmp(paper, "all"), PETSC_COMM_WORLD, PETSC_ERR_ARG_WRONG, "-paper %s: 000, 003 or all", paper);
-  if (!strcmp(machine, "v100")) PetscCall(V100Cache(tmpcache));
+  if (strcmp(machine, "here")) PetscCall(RatesCache(tmpcache));
   PetscCall(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have));
   if (!have && cal && tmpcache.empty()) PetscCall(DDModelCalibrate(PETSC_COMM_WORLD, NULL, DD_FLOAT32));
   if (alpha >= 0 || beta >= 0) {
