@@ -37,3 +37,35 @@ PETSC_EXTERN PetscErrorCode DDNetGetLayerModelTime(DDNet, PetscInt, PetscReal *,
 PETSC_EXTERN PetscErrorCode DDNetGetModelTime(DDNet, PetscReal *, PetscReal *, PetscBool *);
 PETSC_EXTERN PetscErrorCode DDNetGetModelUpdateTime(DDNet, PetscInt, PetscReal *, PetscReal *, PetscBool *);
 PETSC_EXTERN PetscErrorCode DDNetViewModel(DDNet, PetscViewer);
+
+/* the analytic model: the same predictions for layers that are not set up (paper-scale configurations) */
+typedef struct {
+  DDLayerType type;              /* conv, batchnorm, activation (relu), pool (max/avg), upsample (nearest or linear, x2), concat, loss */
+  DDDataType  dtype;             /* the data type */
+  PetscInt    order;             /* 2 + the spatial dimensions (3 to 5) */
+  PetscInt    shape[DD_MAX_DIM]; /* the global shape of the (first) input: N, C, spatial... */
+  PetscInt    parts[DD_MAX_DIM]; /* the workers along each dimension of the input's partition (parts[1] = 1: channels not split) */
+  PetscInt    channels;          /* conv: output channels; concat: channels of the second input */
+  PetscInt    kernel[3];         /* conv, pool: kernel size per spatial dimension */
+  PetscInt    stride[3];         /* conv, pool: stride; upsample: the scale factor (1 or 2) */
+  PetscInt    padding[3];        /* conv, pool: padding (zeros) */
+  PetscBool   bias;              /* conv: with a bias */
+  PetscBool   linear;            /* upsample: linear interpolation (align_corners false) instead of nearest */
+  PetscBool   noinputgradient;   /* the backward computes no input gradient (a network's first layer) */
+} DDModelLayerSpec;
+
+typedef struct {
+  PetscInt   outshape[DD_MAX_DIM]; /* the global shape of the output */
+  PetscReal  flops[2], bytes[2];   /* DDLayerGetModelWork(): forward, backward */
+  PetscInt64 runs;                 /* DDLayerGetModelRuns() */
+  PetscInt64 comm[2][4];           /* DDLayerGetModelComm(): forward, backward x {messages sent, bytes sent, messages received, bytes received} */
+  PetscInt64 collcalls, collbytes; /* DDLayerGetModelCollectives() */
+  PetscInt64 memory[4];            /* DDLayerGetModelMemory(): activations, halo, params, work */
+  PetscReal  time[4];              /* DDLayerGetModelTime(): compute forward, comm forward, compute backward, comm backward */
+  PetscReal  tcoll[2];             /* the collectives' part of the comm times: forward, backward */
+  PetscBool  calibrated;           /* whether the calibration held every fit the times need */
+} DDModelLayerPrediction;
+
+PETSC_EXTERN PetscErrorCode DDModelLayerSpecInitialize(DDModelLayerSpec *, DDLayerType, DDDataType, PetscInt, const PetscInt[], const PetscInt[]);
+PETSC_EXTERN PetscErrorCode DDModelPredictLayer(const DDModelLayerSpec *, const DDModelLayerSpec *, const char[], PetscInt, DDModelLayerPrediction *);
+PETSC_EXTERN PetscErrorCode DDModelPredictLayerMax(const DDModelLayerSpec *, const DDModelLayerSpec *, const char[], DDModelLayerPrediction *);

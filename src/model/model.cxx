@@ -1360,3 +1360,17 @@ PetscErrorCode ModelSave_Private(MPI_Comm comm)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 } // namespace ddnn
+
+namespace ddnn
+{
+/* the calibrated per-run cost of a pointwise walk (the runcost entries), for the analytic model (analytic.cxx) */
+PetscErrorCode ModelRunCost_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, double *c, PetscBool *found)
+{
+  PetscFunctionBegin;
+  PetscCall(ModelEnsureLoaded());
+  auto it = M.runcost.find(KernelKey(backend, dt, kind, bwd ? true : false));
+  *found  = it == M.runcost.end() ? PETSC_FALSE : PETSC_TRUE;
+  *c      = it == M.runcost.end() ? 0 : it->second;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+} // namespace ddnn
