@@ -257,7 +257,7 @@ int main(int argc, char **argv)
   if (!have || (P > 1 && !commok) || recal) {
     const char *path;
     PetscCall(DDModelGetCachePath(&path));
-    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "calibrating (no %s%s in %s) ...\n", have ? "" : "kernel fits", (P > 1 && !commok) ? " alpha-beta fit" : "", path));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "calibrating (%s%s in %s) ...\n", recal ? "-recalibrate" : (have ? "no" : "no kernel fits"), (P > 1 && !commok) ? " alpha-beta fit" : "", path));
     PetscCall(DDModelCalibrate(PETSC_COMM_WORLD, NULL, dt));
     PetscCall(DDModelGetCommParameters(&a, &b, &commok));
   }

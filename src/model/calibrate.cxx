@@ -30,6 +30,8 @@ PetscErrorCode ModelStoreKernel_Private(const char backend[], DDDataType dt, con
 PetscErrorCode ModelSave_Private(MPI_Comm comm);
 PetscErrorCode ModelStoreRunCost_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, double c);
 PetscErrorCode ModelKernelTime_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, double w, double *t);
+PetscErrorCode ModelStoreGemmKernel_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, const std::vector<std::vector<double>> &X, const std::vector<double> &t);
+PetscErrorCode ModelGemmBytes_Private(DDLayer layer, PetscBool backward, double e[3]);
 } // namespace ddnn
 
 /* the lower quartile of repeated timings: robust against other processes taking the core for a while (a shared machine), unlike the mean, and less optimistic than the minimum */
@@ -188,7 +190,7 @@ static PetscErrorCode MakeLayer(const std::string &kind, const char backend[], D
 /* Lower-quartile times of a layer's forward (tm[0]) and backward (tm[1]), each called with the caches
    evicted as inside a network: two warm-up calls, then at least minreps and at most maxreps timed calls,
    repeated until they add up to mintime seconds */
-static PetscErrorCode TimeForwardBackward(DDLayer B, DDTensor x, DDTensor y, DDTensor dy, DDTensor dx, int minreps, int maxreps, PetscLogDouble mintime, double tm[2])
+static PetscErrorCode TimeForwardBackwardMulti(DDLayer B, PetscInt nin, DDTensor xs[], DDTensor y, DDTensor dy, DDTensor dxs[], int minreps, int maxreps, PetscLogDouble mintime, double tm[2])
 {
   std::vector<double> tf, tb;
   PetscLogDouble      spent = 0;
@@ -198,11 +200,11 @@ static PetscErrorCode TimeForwardBackward(DDLayer B, DDTensor x, DDTensor y, DDT
     Stamp t0, t1, t1b, t2;
     EvictL2();
     PetscCall(Now(&t0));
-    PetscCall(DDLayerForward(B, x, y));
+    PetscCall(DDLayerForwardMulti(B, nin, xs, y));
     PetscCall(Now(&t1));
     EvictL2();
     PetscCall(Now(&t1b));
-    PetscCall(DDLayerBackward(B, dy, dx));
+    PetscCall(DDLayerBackwardMulti(B, dy, nin, dxs));
     PetscCall(Now(&t2));
     if (r >= 2) { /* two warm-up calls */
       tf.push_back(Elapsed(t0, t1));
@@ -212,6 +214,13 @@ static PetscErrorCode TimeForwardBackward(DDLayer B, DDTensor x, DDTensor y, DDT
   }
   tm[0] = QuartileOf(tf);
   tm[1] = QuartileOf(tb);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode TimeForwardBackward(DDLayer B, DDTensor x, DDTensor y, DDTensor dy, DDTensor dx, int minreps, int maxreps, PetscLogDouble mintime, double tm[2])
+{
+  PetscFunctionBegin;
+  PetscCall(TimeForwardBackwardMulti(B, 1, &x, y, dy, &dx, minreps, maxreps, mintime, tm));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -257,11 +266,168 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
     work[d] = (kind == DDLAYERCONV || kind == DDLAYERCONVTRANSPOSE || kind == DDLAYERAFFINE) ? f : b;
   }
   PetscCall(TimeForwardBackward(B, x, y, dy, dx, 5, 58, 0.08, tm));
+  PetscCall(PetscInfo(NULL, "calibration: %s %s size %" PetscInt_FMT ": work %g %g, forward %g s, backward %g s\n", kind.c_str(), DDDataTypes[dt], size, work[0], work[1], tm[0], tm[1]));
   PetscCall(DDTensorDestroy(&dx));
   PetscCall(DDTensorDestroy(&dy));
   PetscCall(DDLayerDestroy(&B));
   PetscCall(DDLayerDestroy(&A));
   PetscCall(DDTensorDestroy(&x0));
+  PetscCall(DDPartitionDestroy(&part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* a shape of the GEMM kinds' design: conv (n, c, h, h) -> cout channels, k x k (padding 1 for
+   3 x 3, none otherwise: LeNet's 5 x 5 shrink); affine (n, c) -> cout */
+struct GemmShape {
+  PetscInt n, c, h, cout, k;
+};
+
+/* conv: 3 x 3 with 16 channels (the U-Net's body) at 4 sizes, and the shapes whose rate differs:
+   one input channel (first layers), one output channel 1 x 1 and 3 x 3 (output layers), LeNet's
+   5 x 5 with 1 -> 6 and 6 -> 16, wider 32 and 64 channels, 32 -> 16 (a decoder after a concat) */
+static const GemmShape convShapes[] = {
+  {4, 16, 4, 16, 3},  {4, 16, 16, 16, 3}, {4, 16, 32, 16, 3}, {4, 1, 32, 16, 3}, {4, 16, 32, 1, 1}, {4, 16, 32, 1, 3},
+  {4, 1, 32, 6, 5},   {4, 6, 14, 16, 5},  {4, 32, 16, 32, 3}, {4, 64, 8, 64, 3}, {4, 32, 32, 16, 3}, {16, 1, 32, 6, 5},
+};
+/* affine: square layers at batch 32, and the GEMM shapes of a classifier head on small batches (LeNet's 400 -> 120 -> 84 -> 10) */
+static const GemmShape affineShapes[] = {
+  {32, 16, 1, 16, 1}, {32, 64, 1, 64, 1}, {32, 256, 1, 256, 1}, {16, 400, 1, 120, 1}, {16, 120, 1, 84, 1}, {16, 84, 1, 10, 1}, {8, 400, 1, 120, 1}, {4, 1024, 1, 64, 1},
+};
+
+/* times a conv or affine layer of one shape; its input comes from a layer of the same kind (1 x 1
+   for conv: the same size), in the format that kind hands over. X: (flops, input, output, weight bytes) */
+static PetscErrorCode TimeGemm(const std::string &kind, const char backend[], DDDataType dt, const GemmShape &g, double X[2][4], double tm[3])
+{
+  DDPartition part;
+  DDTensor    x0, x, y, dx, dy, x1 = NULL;
+  DDLayer     A, B;
+  const bool  conv = kind == DDLAYERCONV;
+  const PetscInt order = conv ? 4 : 2, shape[4] = {g.n, conv ? 2 : 16, g.h, g.h}, pshape[4] = {1, 1, 1, 1};
+
+  PetscFunctionBegin;
+  PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, order, pshape, PETSC_DECIDE, NULL, &part));
+  PetscCall(DDTensorCreateFromPartition(part, dt, order, shape, &x0));
+  PetscCall(FillTensor(x0, 0.1));
+  for (int l = 0; l < 2; l++) {
+    DDLayer *L = l ? &B : &A;
+    PetscCall(DDLayerCreate(PETSC_COMM_SELF, L));
+    PetscCall(DDLayerSetType(*L, kind.c_str()));
+    if (backend) PetscCall(DDLayerSetBackend(*L, backend));
+    if (conv) {
+      const PetscInt k[2] = {l ? g.k : 1, l ? g.k : 1}, p[2] = {l && g.k == 3 ? 1 : 0, l && g.k == 3 ? 1 : 0};
+      PetscCall(DDLayerConvSetOutputChannels(*L, l ? g.cout : g.c));
+      PetscCall(DDLayerConvSetKernel(*L, 2, k));
+      PetscCall(DDLayerConvSetPadding(*L, 2, p));
+    } else PetscCall(DDLayerAffineSetOutputFeatures(*L, l ? g.cout : g.c));
+    PetscCall(DDLayerSetUp(*L, l ? x : x0));
+    PetscCall(DDLayerInitializeParameters(*L, 7));
+    PetscCall(DDLayerSetTraining(*L, PETSC_TRUE));
+    if (!l) {
+      PetscCall(DDLayerGetOutput(A, &x));
+      PetscCall(DDLayerForward(A, x0, x));
+      if (conv && g.c == 1) { /* one channel: a first layer, on the network's (plain) input */
+        const PetscInt s1[4] = {g.n, 1, g.h, g.h};
+        PetscCall(DDTensorCreateFromPartition(part, dt, 4, s1, &x1));
+        PetscCall(FillTensor(x1, 0.15));
+        x = x1;
+      }
+    }
+  }
+  PetscCall(DDLayerGetOutput(B, &y));
+  PetscCall(DDTensorDuplicate(y, &dy));
+  PetscCall(FillTensor(dy, 0.3));
+  PetscCall(DDTensorDuplicate(x, &dx));
+  for (int d = 0; d < 2; d++) {
+    PetscReal f, b;
+    double    e[3];
+    PetscCall(ddnn::ModelGemmBytes_Private(B, d ? PETSC_TRUE : PETSC_FALSE, e));
+    PetscCall(DDLayerGetModelWork(B, d ? PETSC_TRUE : PETSC_FALSE, &f, &b));
+    X[d][0] = f;
+    for (int j = 0; j < 3; j++) X[d][1 + j] = e[j];
+  }
+  PetscCall(TimeForwardBackward(B, x, y, dy, dx, 5, 58, 0.08, tm));
+  { /* the backward of a network's first layer: no input gradient, the weight's alone */
+    double tn[2];
+    PetscCall(TimeForwardBackward(B, x, y, dy, NULL, 5, 58, 0.04, tn));
+    tm[2] = tn[1];
+  }
+  PetscCall(PetscInfo(NULL, "calibration: %s %s n %" PetscInt_FMT " c %" PetscInt_FMT " h %" PetscInt_FMT " cout %" PetscInt_FMT " k %" PetscInt_FMT ": forward %g s, backward %g s, without dx %g s\n", kind.c_str(), DDDataTypes[dt], g.n, g.c, g.h, g.cout, g.k, tm[0], tm[1], tm[2]));
+  PetscCall(DDTensorDestroy(&dx));
+  PetscCall(DDTensorDestroy(&dy));
+  PetscCall(DDLayerDestroy(&B));
+  PetscCall(DDLayerDestroy(&A));
+  PetscCall(DDTensorDestroy(&x1));
+  PetscCall(DDTensorDestroy(&x0));
+  PetscCall(DDPartitionDestroy(&part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* times a layer kind whose inputs are not one layer's output: concat (two (4, 16, 4s, 4s) along
+   C), flatten ((4, 16, 4s, 4s)), loss (mse of (4, 1, 8s, 8s) against a target of that shape) and
+   loss-crossentropy ((16 s, 10) logits against class indices); the bytes of DDLayerGetModelWork() */
+static PetscErrorCode TimeOther(const std::string &kind, const char backend[], DDDataType dt, PetscInt size, double work[2], double tm[2])
+{
+  DDPartition part, pl = NULL;
+  DDTensor    xs[2] = {NULL, NULL}, dxs[2] = {NULL, NULL}, y, dy;
+  DDLayer     B;
+  PetscInt    nin = 1;
+  const PetscInt pshape[4] = {1, 1, 1, 1};
+
+  PetscFunctionBegin;
+  const bool ce = kind == "loss-crossentropy";
+  PetscInt   order = ce ? 2 : 4, shape[4] = {4, 16, 4 * size, 4 * size};
+  if (kind == DDLAYERLOSS) {
+    shape[1] = 1;
+    shape[2] = shape[3] = 8 * size;
+  }
+  if (ce) {
+    shape[0] = 16 * size;
+    shape[1] = 10;
+  }
+  PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, order, pshape, PETSC_DECIDE, NULL, &part));
+  PetscCall(DDTensorCreateFromPartition(part, dt, order, shape, &xs[0]));
+  PetscCall(FillTensor(xs[0], 0.1));
+  PetscCall(DDLayerCreate(PETSC_COMM_SELF, &B));
+  PetscCall(DDLayerSetType(B, kind.rfind(DDLAYERLOSS, 0) == 0 ? DDLAYERLOSS : kind.c_str()));
+  if (backend) PetscCall(DDLayerSetBackend(B, backend));
+  if (kind == DDLAYERCONCAT || kind == DDLAYERLOSS) {
+    nin = 2;
+    PetscCall(DDTensorCreateFromPartition(part, dt, order, shape, &xs[1]));
+    PetscCall(FillTensor(xs[1], 0.2));
+  } else if (ce) {
+    nin = 2;
+    PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, 1, pshape, PETSC_DECIDE, NULL, &pl));
+    PetscCall(DDTensorCreateFromPartition(pl, dt, 1, shape, &xs[1]));
+    std::vector<double> lab(shape[0]);
+    for (PetscInt i = 0; i < shape[0]; i++) lab[i] = (double)(i % 10);
+    if (dt == DD_FLOAT64) PetscCall(DDTensorSetValuesGlobal(xs[1], lab.data()));
+    else {
+      std::vector<float> f(lab.begin(), lab.end());
+      PetscCall(DDTensorSetValuesGlobal(xs[1], f.data()));
+    }
+    PetscCall(DDLayerLossSetType(B, DD_LOSS_CROSSENTROPY));
+  }
+  if (kind == DDLAYERCONCAT) PetscCall(DDLayerConcatSetDimension(B, 1));
+  PetscCall(DDLayerSetUpMulti(B, nin, xs));
+  PetscCall(DDLayerSetTraining(B, PETSC_TRUE));
+  PetscCall(DDLayerGetOutput(B, &y));
+  PetscCall(DDTensorDuplicate(y, &dy));
+  PetscCall(FillTensor(dy, 0.3));
+  PetscCall(DDTensorDuplicate(xs[0], &dxs[0]));
+  if (kind == DDLAYERCONCAT) PetscCall(DDTensorDuplicate(xs[1], &dxs[1])); /* a loss's target has no gradient */
+  for (int d = 0; d < 2; d++) {
+    PetscReal f, b;
+    PetscCall(DDLayerGetModelWork(B, d ? PETSC_TRUE : PETSC_FALSE, &f, &b));
+    work[d] = b;
+  }
+  PetscCall(TimeForwardBackwardMulti(B, nin, xs, y, dy, dxs, 5, 58, 0.05, tm));
+  for (int i = 0; i < 2; i++) {
+    PetscCall(DDTensorDestroy(&xs[i]));
+    PetscCall(DDTensorDestroy(&dxs[i]));
+  }
+  PetscCall(DDTensorDestroy(&dy));
+  PetscCall(DDLayerDestroy(&B));
+  PetscCall(DDPartitionDestroy(&pl));
   PetscCall(DDPartitionDestroy(&part));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -453,7 +619,39 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
     PetscCall(CalibrateComm(comm, &a, &b));
     PetscCall(ddnn::ModelStoreComm_Private(a, b));
   }
-  std::vector<std::string> kinds = {DDLAYERCONV, DDLAYERCONVTRANSPOSE, DDLAYERAFFINE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, DDLAYERUPSAMPLE};
+  for (const std::string gk : {DDLAYERCONV, DDLAYERAFFINE}) { /* t = c0 + c1 flops + c2 input + c3 output bytes + c4 (idle-lane flops or weight bytes) over a design of shapes */
+    std::vector<std::vector<double>> X[3];
+    std::vector<double>              t[3];
+    const bool                       conv = gk == DDLAYERCONV;
+    const size_t                     ns   = conv ? sizeof(convShapes) / sizeof(convShapes[0]) : sizeof(affineShapes) / sizeof(affineShapes[0]);
+    for (size_t i = 0; i < ns; i++) {
+      const GemmShape &g = conv ? convShapes[i] : affineShapes[i];
+      double           Xi[2][4], tm[3];
+      PetscCall(TimeGemm(gk, bname, dt, g, Xi, tm));
+      PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 3, MPI_DOUBLE, MPI_MAX, comm));
+      for (int d = 0; d < 3; d++) {
+        if (d == 1 && conv && g.c == 1) continue; /* one input channel: a first layer, whose input gradient is not computed (d = 2) */
+        X[d].push_back(std::vector<double>(Xi[d ? 1 : 0], Xi[d ? 1 : 0] + 4));
+        t[d].push_back(tm[d]);
+      }
+    }
+    for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreGemmKernel_Private(bname, dt, gk.c_str(), d ? PETSC_TRUE : PETSC_FALSE, X[d], t[d]));
+    PetscCall(ddnn::ModelStoreGemmKernel_Private(bname, dt, (gk + "-wgrad").c_str(), PETSC_TRUE, X[2], t[2]));
+  }
+  for (const std::string ok : {DDLAYERCONCAT, DDLAYERFLATTEN, DDLAYERLOSS, "loss-crossentropy"}) {
+    std::vector<double> w[2], t[2];
+    for (PetscInt s : {1, 2, 4, 8}) {
+      double wk[2], tm[2];
+      PetscCall(TimeOther(ok, bname, dt, s, wk, tm));
+      PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
+      for (int d = 0; d < 2; d++) {
+        w[d].push_back(wk[d]);
+        t[d].push_back(tm[d]);
+      }
+    }
+    for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, ok.c_str(), d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
+  }
+  std::vector<std::string> kinds = {DDLAYERCONVTRANSPOSE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, DDLAYERUPSAMPLE};
   for (DDActivationType a : {DD_ACT_LEAKYRELU, DD_ACT_TANH, DD_ACT_SIGMOID, DD_ACT_GELU, DD_ACT_IDENTITY, DD_ACT_SILU, DD_ACT_ELU, DD_ACT_SOFTPLUS}) kinds.push_back(std::string(DDLAYERACTIVATION) + "-" + DDActivationTypes[a]); /* model.cxx's calibratedActs */
   for (const std::string &ks : kinds) {
     const char *k = ks.c_str();

@@ -47,13 +47,15 @@
 
 namespace
 {
+/* t = c0 + c1 work (+ cx . (input bytes, output bytes, conv: wasted lane flops / affine: weight bytes) for conv and affine, GemmBytes()) */
 struct Fit {
-  double c0 = 0, c1 = 0;
+  double c0 = 0, c1 = 0, cx[3] = {0, 0, 0};
 };
 
 struct ModelState {
   bool                       loaded = false; /* the cache file was read (or found absent) */
   bool                       commok = false;
+  int                        stale  = 0; /* the cache file's version when it is an older one (its contents ignored) */
   double                     alpha = 0, beta = 0;
   std::map<std::string, Fit> kern; /* "backend dtype kind f|b" */
   std::map<std::string, double> runcost; /* seconds per run of a pointwise loop over two layouts (same keys) */
@@ -61,7 +63,9 @@ struct ModelState {
 };
 ModelState M;
 
-const char *const cacheMagic = "ddnn-model-cache 1";
+/* version 2: the GEMM kinds' fits have three more terms, and concat, flatten and the losses their own fits */
+const int         cacheVersion = 2;
+const char *const cacheMagic   = "ddnn-model-cache 2";
 
 std::string HostName()
 {
@@ -107,8 +111,96 @@ Fit LeastSquares(const std::vector<double> &w, const std::vector<double> &t)
   return f;
 }
 
+/* least squares of t = c . (1, features) in relative error (weights 1/t^2) with non-negative
+   coefficients: the terms that come out negative are dropped one at a time (the most negative first)
+   and the rest refitted (an active-set NNLS of a few terms); at least the first feature (the flops) is kept */
+Fit LeastSquaresMulti(const std::vector<std::vector<double>> &X, const std::vector<double> &t)
+{
+  const size_t      m = X.empty() ? 0 : X[0].size() + 1;
+  std::vector<bool> on(m, true);
+  std::vector<double> c(m, 0);
+  for (size_t pass = 0; pass < m; pass++) {
+    std::vector<size_t> idx;
+    for (size_t j = 0; j < m; j++)
+      if (on[j]) idx.push_back(j);
+    const size_t        k = idx.size();
+    std::vector<double> A(k * k, 0), r(k, 0);
+    for (size_t i = 0; i < t.size(); i++) {
+      double q = t[i] > 0 ? 1.0 / (t[i] * t[i]) : 1.0;
+      for (size_t a = 0; a < k; a++) {
+        double fa = idx[a] ? X[i][idx[a] - 1] : 1.0;
+        r[a] += q * fa * t[i];
+        for (size_t b = 0; b < k; b++) A[a * k + b] += q * fa * (idx[b] ? X[i][idx[b] - 1] : 1.0);
+      }
+    }
+    /* Gaussian elimination with partial pivoting, scaled by the diagonal (the features span 10 decades) */
+    std::vector<double> sc(k);
+    for (size_t a = 0; a < k; a++) sc[a] = A[a * k + a] > 0 ? 1.0 / std::sqrt(A[a * k + a]) : 1.0;
+    for (size_t a = 0; a < k; a++) {
+      r[a] *= sc[a];
+      for (size_t b = 0; b < k; b++) A[a * k + b] *= sc[a] * sc[b];
+    }
+    bool singular = false;
+    for (size_t a = 0; a < k && !singular; a++) {
+      size_t p = a;
+      for (size_t b = a + 1; b < k; b++)
+        if (std::fabs(A[b * k + a]) > std::fabs(A[p * k + a])) p = b;
+      if (std::fabs(A[p * k + a]) < 1e-12) {
+        singular = true;
+        break;
+      }
+      if (p != a) {
+        for (size_t b = 0; b < k; b++) std::swap(A[a * k + b], A[p * k + b]);
+        std::swap(r[a], r[p]);
+      }
+      for (size_t b = a + 1; b < k; b++) {
+        double f = A[b * k + a] / A[a * k + a];
+        for (size_t e = a; e < k; e++) A[b * k + e] -= f * A[a * k + e];
+        r[b] -= f * r[a];
+      }
+    }
+    std::vector<double> x(k, 0);
+    if (!singular)
+      for (size_t a = k; a-- > 0;) {
+        double v = r[a];
+        for (size_t b = a + 1; b < k; b++) v -= A[a * k + b] * x[b];
+        x[a] = v / A[a * k + a];
+      }
+    size_t worst = m;
+    double wv    = 0;
+    for (size_t a = 0; a < k; a++) {
+      x[a] *= sc[a];
+      if (singular) {
+        if (idx[a] > 1) worst = idx[a]; /* dependent features: drop the last extra term */
+      } else if (idx[a] != 1 && x[a] < wv) { /* the flops term is kept */
+        wv    = x[a];
+        worst = idx[a];
+      }
+    }
+    if (singular && worst == m) break; /* c[1] = 0: the plain rate below */
+    if (worst == m) {
+      std::fill(c.begin(), c.end(), 0.0);
+      for (size_t a = 0; a < k; a++) c[idx[a]] = x[a];
+      break;
+    }
+    on[worst] = false;
+  }
+  Fit f;
+  if (c.size() < 2 || c[1] <= 0) { /* nothing sensible: the rate alone */
+    std::vector<double> w;
+    for (auto &row : X) w.push_back(row[0]);
+    return LeastSquares(w, t);
+  }
+  f.c0 = c[0];
+  f.c1 = c[1];
+  for (size_t j = 2; j < m && j < 5; j++) f.cx[j - 2] = c[j];
+  return f;
+}
+
 /* the layer kinds the calibration times; the others are priced as the generic memory-bound kernel */
-const char *const calibratedKinds[] = {DDLAYERCONV, DDLAYERCONVTRANSPOSE, DDLAYERAFFINE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, DDLAYERUPSAMPLE};
+const char *const calibratedKinds[] = {DDLAYERCONV, DDLAYERCONVTRANSPOSE, DDLAYERAFFINE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, DDLAYERUPSAMPLE, DDLAYERCONCAT, DDLAYERFLATTEN, DDLAYERLOSS};
+/* a loss against class indices (cross-entropy: a softmax per sample) has its own fit; the others (mse, l1, soft targets) the loss's */
+const char *const kindLossCE = "loss-crossentropy";
 
 /* the net's own kernels (DDNetBackward's zeroing of the output gradients and accumulation of
    the gradients of tensors with several consumers, DDNetZeroGradients, the optimizer's update),
@@ -187,6 +279,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
   PetscFunctionBegin;
   *found = PETSC_FALSE;
   why.clear();
+  M.stale = 0;
   f = fopen(path.c_str(), "r");
   if (!f) {
     if (errno != ENOENT) why = std::string("it cannot be read (") + strerror(errno) + ")";
@@ -201,16 +294,22 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
     std::string s(line);
     while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
     if (ln == 1) {
+      int v = 0, nv = 0;
+      if (sscanf(s.c_str(), "ddnn-model-cache %d%n", &v, &nv) == 1 && nv == (int)s.size() && v >= 1 && v < cacheVersion) { /* an older ddnn's: stale, recalibrated */
+        fclose(f);
+        M.stale = v;
+        PetscFunctionReturn(PETSC_SUCCESS);
+      }
       if (s != cacheMagic) {
-        why = "its first line is not \"" + std::string(cacheMagic) + "\" (not a ddnn model cache, or another version)";
+        why = "its first line is not \"" + std::string(cacheMagic) + "\" (not a ddnn model cache, or a newer version)";
         break;
       }
       continue;
     }
     if (s.empty() || s[0] == '#') continue;
     char   a[256], b[64], c[64], d[8];
-    double x, y;
-    int    n = 0;
+    double x, y, e[3] = {0, 0, 0};
+    int    n = 0, nk = 0;
     if (!strncmp(s.c_str(), "host ", 5)) {
       if (s.substr(5) != HostName()) {
         why = "it was calibrated on host " + s.substr(5) + ", not on this one (" + HostName() + "): a foreign cache";
@@ -221,7 +320,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
       commok = true;
       alpha  = x;
       beta   = y;
-    } else if (sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg%n", a, b, c, d, &x, &y, &n) == 6 && n == (int)s.size() && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && y >= 0 && std::isfinite(x) && std::isfinite(y)) {
+    } else if ((((nk = sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg %lg %lg %lg%n", a, b, c, d, &x, &y, &e[0], &e[1], &e[2], &n)) == 9 && n == (int)s.size()) || (sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg%n", a, b, c, d, &x, &y, &n) == 6 && n == (int)s.size())) && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && y >= 0 && std::isfinite(x) && std::isfinite(y) && e[0] >= 0 && e[1] >= 0 && e[2] >= 0 && std::isfinite(e[0] + e[1] + e[2])) {
       PetscInt  dt;
       PetscBool ok;
       PetscCall(PetscEListFind(2, DDDataTypes, b, &dt, &ok)); /* float32, float64 */
@@ -230,7 +329,12 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
         why = "line " + std::to_string(ln) + " names an unknown data type " + b;
         PetscFunctionReturn(PETSC_SUCCESS);
       }
-      kern[KernelKey(a, (DDDataType)dt, c, d[0] == 'b')] = Fit{x, y};
+      Fit fit;
+      fit.c0 = x;
+      fit.c1 = y;
+      if (nk == 9)
+        for (int j = 0; j < 3; j++) fit.cx[j] = e[j];
+      kern[KernelKey(a, (DDDataType)dt, c, d[0] == 'b')] = fit;
     } else if (sscanf(s.c_str(), "runcost %255s %63s %63s %7s %lg%n", a, b, c, d, &x, &n) == 5 && n == (int)s.size() && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && std::isfinite(x)) {
       PetscInt  dt;
       PetscBool ok;
@@ -291,9 +395,13 @@ static PetscErrorCode ModelWriteCache(const std::string &path)
   std::string tmp = path + ".tmp" + std::to_string((long)getpid());
   FILE       *f   = fopen(tmp.c_str(), "w");
   PetscCheck(f, PETSC_COMM_SELF, PETSC_ERR_FILE_OPEN, "Cannot write the model cache %s: %s", tmp.c_str(), strerror(errno));
-  fprintf(f, "%s\n# ddnn performance model calibration (DDModelCalibrate): t = c0 + c1 work (+ runcost per run of a pointwise loop); comm: alpha [s] beta [s/byte]\nhost %s\n", cacheMagic, HostName().c_str());
+  fprintf(f, "%s\n# ddnn performance model calibration (DDModelCalibrate): t = c0 + c1 work [conv, affine: + c2 input bytes + c3 output bytes + c4 (conv: flops of idle vector lanes; affine: weight bytes)] (+ runcost per run of a pointwise loop); comm: alpha [s] beta [s/byte]\nhost %s\n", cacheMagic, HostName().c_str());
   if (M.commok) fprintf(f, "comm %.9g %.9g\n", M.alpha, M.beta);
-  for (auto &kv : M.kern) fprintf(f, "kernel %s %.9g %.9g\n", kv.first.c_str(), kv.second.c0, kv.second.c1);
+  for (auto &kv : M.kern) {
+    const Fit &k = kv.second;
+    if (k.cx[0] || k.cx[1] || k.cx[2]) fprintf(f, "kernel %s %.9g %.9g %.9g %.9g %.9g\n", kv.first.c_str(), k.c0, k.c1, k.cx[0], k.cx[1], k.cx[2]);
+    else fprintf(f, "kernel %s %.9g %.9g\n", kv.first.c_str(), k.c0, k.c1);
+  }
   for (auto &kv : M.runcost) fprintf(f, "runcost %s %.9g\n", kv.first.c_str(), kv.second);
   PetscCheck(fclose(f) == 0, PETSC_COMM_SELF, PETSC_ERR_FILE_WRITE, "Cannot write the model cache %s", tmp.c_str());
   PetscCheck(rename(tmp.c_str(), path.c_str()) == 0, PETSC_COMM_SELF, PETSC_ERR_FILE_WRITE, "Cannot move %s to the model cache %s: %s", tmp.c_str(), path.c_str(), strerror(errno));
@@ -328,8 +436,10 @@ static PetscErrorCode ModelEnsureLoaded(void)
   (and the per-run cost of the pointwise loops, and the zeroing and axpy of the network's own work)
 
   Notes:
-  A cache file that is not ours, is malformed, or was written on another host is an error naming
-  the file. A missing file is not: calibrated is then `PETSC_FALSE`.
+  A cache file that is not ours, is malformed, is of a newer version, or was written on another
+  host is an error naming the file. A missing file is not, nor one written by an older ddnn (an
+  older cache version: its fits are those of an older model): calibrated is then `PETSC_FALSE`,
+  `DDNetViewModel()` says the cache is stale, and `DDModelCalibrate()` (-dd_model_calibrate) rewrites it.
 
   Level: intermediate
 
@@ -353,6 +463,10 @@ PetscErrorCode DDModelLoad(MPI_Comm comm, const char backend[], DDDataType dt, P
   for (auto k : calibratedKinds)
     for (int b = 0; b < 2; b++)
       if (!M.kern.count(KernelKey(bname, dt, k, b))) all = PETSC_FALSE;
+  for (int b = 0; b < 2; b++)
+    if (!M.kern.count(KernelKey(bname, dt, kindLossCE, b))) all = PETSC_FALSE;
+  for (auto k : {DDLAYERCONV, DDLAYERAFFINE})
+    if (!M.kern.count(KernelKey(bname, dt, std::string(k) + "-wgrad", true))) all = PETSC_FALSE;
   for (int b = 0; b < 2; b++) {
     if (!M.runcost.count(KernelKey(bname, dt, DDLAYERACTIVATION, b)) || !M.runcost.count(KernelKey(bname, dt, "activation-rows", b))) all = PETSC_FALSE;
     for (auto a : calibratedActs)
@@ -532,6 +646,44 @@ PetscErrorCode DDLayerGetModelWork(DDLayer layer, PetscBool backward, PetscReal 
   if (flops) *flops = f;
   if (bytes) *bytes = b;
   PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the lanes of this core's widest vector registers for entries of es bytes */
+static double VectorLanes(size_t es)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  size_t bytes = __builtin_cpu_supports("avx512f") ? 64 : (__builtin_cpu_supports("avx2") ? 32 : 16);
+#else
+  size_t bytes = 16;
+#endif
+  return (double)PetscMax((size_t)1, bytes / es);
+}
+
+/* the GEMM kinds' other terms on this rank: the bytes of the (first) input and of the output, and
+   for conv the flops its vector lanes waste, for affine the bytes of its weight. Convolution
+   kernels vectorise over channels (oneDNN: blocks of 16 fp32 channels): with few output channels
+   (forward, weight gradient) or input channels (data gradient) most lanes idle, and the U-Net's
+   16 -> 1 1x1 and LeNet's 1 -> 6 5x5 and 6 -> 16 5x5 run at a tenth to a third of the rate of
+   16 -> 16 3x3; the flops of the channels padded to whole vectors, less the true ones, price that.
+   An affine layer on a small batch streams its weight. Fitted over such shapes (DDModelCalibrate()) */
+static void GemmBytes(DDLayer layer, PetscBool backward, double e[3])
+{
+  size_t      es = 4;
+  DDLayerType type;
+  DDDataTypeGetSize(layer->output->dtype, &es);
+  DDLayerGetType(layer, &type);
+  e[0] = (double)es * (double)(layer->nin > 0 ? Bulk(layer->setupin[0]) : 0);
+  e[1] = (double)es * (double)Bulk(layer->output);
+  e[2] = 0;
+  if (layer->nparams < 1) return;
+  DDTensor w = layer->params[0];
+  if (!strcmp(type, DDLAYERCONV) && w->order >= 2) { /* weight (Cout, Cin/groups, k...) */
+    const double V = VectorLanes(es), co = (double)w->shape[0], ci = (double)w->shape[1];
+    PetscReal    f, b;
+    if (co < 1 || ci < 1 || DDLayerGetModelWork(layer, PETSC_FALSE, &f, &b)) return;
+    const double po = std::ceil(co / V) * V / co, pi = std::ceil(ci / V) * V / ci; /* padded / true channels */
+    e[2] = backward ? (double)f * (pi + po - 2) : (double)f * (po - 1);
+  } else if (strcmp(type, DDLAYERCONV)) e[2] = (double)es * (double)Bulk(w);
 }
 
 /* the runs of ForEachBulkRunPair(x, y) (src/tensor/layout.hpp): 1 for identical contiguous
@@ -874,7 +1026,9 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *c
   PetscCallMPI(MPI_Comm_size(PetscObjectComm((PetscObject)layer), &size));
   std::string kind = type;
   if (std::find_if(std::begin(calibratedKinds), std::end(calibratedKinds), [&](const char *k) { return kind == k; }) == std::end(calibratedKinds)) kind = DDLAYERACTIVATION;
-  else if (kind == DDLAYERACTIVATION) {
+  else if (kind == DDLAYERLOSS) {
+    if (layer->nin > 1 && layer->setupin[1] && layer->setupin[0] && layer->setupin[1]->order < layer->setupin[0]->order) kind = kindLossCE; /* class-index targets */
+  } else if (kind == DDLAYERACTIVATION) {
     DDActivationType at;
     PetscCall(DDLayerActivationGetType(layer, &at));
     kind = ActKind(at);
@@ -882,9 +1036,17 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *c
   for (int b = 0; b < 2; b++) {
     PetscReal f, by;
     PetscCall(DDLayerGetModelWork(layer, b ? PETSC_TRUE : PETSC_FALSE, &f, &by));
-    auto it = M.kern.find(KernelKey(bname, layer->output->dtype, kind, b));
+    /* a first layer of a network computes no input gradient: the GEMM kinds' weight gradient alone has its own fit */
+    auto it = M.kern.find(KernelKey(bname, layer->output->dtype, b && nodx && IsGemmKind(kind) ? kind + "-wgrad" : kind, b));
     if (it == M.kern.end()) ok = PETSC_FALSE;
-    else comp[b] = it->second.c0 + it->second.c1 * (IsGemmKind(kind) ? f : by);
+    else {
+      comp[b] = it->second.c0 + it->second.c1 * (IsGemmKind(kind) ? f : by);
+      if (IsGemmKind(kind)) {
+        double e[3];
+        GemmBytes(layer, b ? PETSC_TRUE : PETSC_FALSE, e);
+        for (int j = 0; j < 3; j++) comp[b] += it->second.cx[j] * e[j];
+      }
+    }
     if (!IsGemmKind(kind)) { /* the walk's runs: a format conversion between input and output costs per element */
       PetscInt64 runs;
       /* the same storage order with other halos: a row-by-row walk; otherwise element by element */
@@ -1301,7 +1463,8 @@ PetscErrorCode DDNetViewModel(DDNet net, PetscViewer viewer)
   else {
     const char *path;
     PetscCall(DDModelGetCachePath(&path));
-    PetscCall(PetscViewerASCIIPrintf(viewer, "predicted step: not calibrated (n/c: no kernel rates or alpha-beta fit for this backend and data type in %s; run with -dd_model_calibrate); memory per rank %.1f KiB\n", path, (totm[0] + totm[1] + totm[2] + totm[3]) / 1024.0));
+    if (M.stale) PetscCall(PetscViewerASCIIPrintf(viewer, "predicted step: not calibrated (n/c: the model cache %s is stale, written by an older ddnn (cache version %d, this one reads %d); run with -dd_model_calibrate to rewrite it); memory per rank %.1f KiB\n", path, M.stale, cacheVersion, (totm[0] + totm[1] + totm[2] + totm[3]) / 1024.0));
+    else PetscCall(PetscViewerASCIIPrintf(viewer, "predicted step: not calibrated (n/c: no kernel rates or alpha-beta fit for this backend and data type in %s; run with -dd_model_calibrate); memory per rank %.1f KiB\n", path, (totm[0] + totm[1] + totm[2] + totm[3]) / 1024.0));
   }
   PetscCall(PetscViewerASCIIPopTab(viewer));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -1336,6 +1499,23 @@ PetscErrorCode ModelKernelTime_Private(const char backend[], DDDataType dt, cons
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* the GEMM kinds' fit over several shapes: rows (work, input bytes, output bytes, weight bytes) */
+PetscErrorCode ModelStoreGemmKernel_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, const std::vector<std::vector<double>> &X, const std::vector<double> &t)
+{
+  PetscFunctionBegin;
+  PetscCheck(!X.empty() && X.size() == t.size() && X[0].size() == 4, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Calibration of %s gave no work", kind);
+  M.kern[KernelKey(backend, dt, kind, bwd ? true : false)] = LeastSquaresMulti(X, t);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* GemmBytes() for the calibration */
+PetscErrorCode ModelGemmBytes_Private(DDLayer layer, PetscBool backward, double e[3])
+{
+  PetscFunctionBegin;
+  GemmBytes(layer, backward, e);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 PetscErrorCode ModelStoreKernel_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, const std::vector<double> &work, const std::vector<double> &t)
 {
   PetscFunctionBegin;
@@ -1357,6 +1537,7 @@ PetscErrorCode ModelSave_Private(MPI_Comm comm)
   PetscCallMPI(MPI_Bcast(&ierr, 1, MPI_INT, 0, comm));
   PetscCheck(!ierr, comm, PETSC_ERR_FILE_WRITE, "Rank 0 could not write the model cache %s", M.path.c_str());
   M.loaded = true;
+  M.stale  = 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 } // namespace ddnn
