@@ -254,10 +254,16 @@ int main(int argc, char **argv)
   PetscCall(DDModelGetCommParameters(&a, &b, &commok));
   PetscMPIInt P;
   PetscCallMPI(MPI_Comm_size(PETSC_COMM_WORLD, &P));
-  if (!have || (P > 1 && !commok) || recal) {
+  PetscBool collok = PETSC_TRUE; /* the collectives measured on P ranks */
+  if (P > 1) { /* a calibration on P ranks stores its fits under "<backend>@P" */
+    const char *bn;
+    PetscCall(DDBackendGetDefault(&bn));
+    PetscCall(DDModelGetKernelFit((std::string(bn) + "@" + std::to_string(P)).c_str(), dt, ("bcast-g" + std::to_string(P)).c_str(), PETSC_FALSE, NULL, NULL, &collok));
+  }
+  if (!have || (P > 1 && (!commok || !collok)) || recal) {
     const char *path;
     PetscCall(DDModelGetCachePath(&path));
-    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "calibrating (%s%s in %s) ...\n", recal ? "-recalibrate" : (have ? "no" : "no kernel fits"), (P > 1 && !commok) ? " alpha-beta fit" : "", path));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "calibrating (%s%s in %s) ...\n", recal ? "-recalibrate" : (have ? "no" : "no kernel fits"), (P > 1 && (!commok || !collok)) ? " alpha-beta or collective fits" : "", path));
     PetscCall(DDModelCalibrate(PETSC_COMM_WORLD, NULL, dt));
     PetscCall(DDModelGetCommParameters(&a, &b, &commok));
   }

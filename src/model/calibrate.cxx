@@ -128,6 +128,61 @@ static PetscErrorCode CalibrateComm(MPI_Comm comm, PetscReal *alpha, PetscReal *
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* The collectives as the primitives call them (DDPRIMITIVEBROADCAST: MPI_Ibcast and a wait, its
+   adjoint MPI_Reduce; DDPRIMITIVEALLSUMREDUCE: MPI_Allreduce), in groups of g consecutive ranks
+   (g = 2, 4, ... up to the size of comm, and that size), at 256 B to 1 MiB: per repetition the
+   slowest rank of the slowest group (all start together after a barrier), lower quartile; stored
+   as the fits "bcast-g<g>" (forward: broadcast, backward: reduce) and "allsum-g<g>" of t = c0 + c1 bytes */
+static PetscErrorCode CalibrateCollectives(MPI_Comm comm, const char bname[], DDDataType dt)
+{
+  PetscMPIInt      rank, size;
+  const int        sizes[] = {256, 8192, 131072, 1048576};
+  std::vector<int> gs;
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  for (int g = 2; g < size; g *= 2) gs.push_back(g);
+  if (size > 1) gs.push_back(size);
+  std::vector<char> a(1048576, 1), b(1048576);
+  for (int g : gs) {
+    MPI_Comm    gc;
+    const bool  full = (rank / g + 1) * g <= size; /* the ranks of a last, smaller group only keep step */
+    PetscCallMPI(MPI_Comm_split(comm, rank / g, rank, &gc));
+    std::vector<double> w, t[3];
+    for (int n : sizes) {
+      const int           reps = n <= 8192 ? 60 : 20;
+      std::vector<double> ts[3];
+      for (int op = 0; op < 3; op++) {
+        for (int r = 0; r < reps + 3; r++) {
+          Stamp t0, t1;
+          PetscCallMPI(MPI_Barrier(comm));
+          PetscCall(Now(&t0));
+          if (op == 0) {
+            MPI_Request req;
+            PetscCallMPI(MPI_Ibcast(a.data(), n, MPI_BYTE, 0, gc, &req));
+            PetscCallMPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+          } else if (op == 1) PetscCallMPI(MPI_Reduce(a.data(), b.data(), n / 4, MPI_FLOAT, MPI_SUM, 0, gc));
+          else PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, b.data(), n / 4, MPI_FLOAT, MPI_SUM, gc));
+          PetscCall(Now(&t1));
+          double e = full ? Elapsed(t0, t1) : 0;
+          PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &e, 1, MPI_DOUBLE, MPI_MAX, comm));
+          if (r >= 3) ts[op].push_back(e);
+        }
+        t[op].push_back(QuartileOf(ts[op]));
+      }
+      w.push_back(n);
+    }
+    PetscCallMPI(MPI_Comm_free(&gc));
+    const std::string bk = "bcast-g" + std::to_string(g), ak = "allsum-g" + std::to_string(g);
+    PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, bk.c_str(), PETSC_FALSE, w, t[0]));
+    PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, bk.c_str(), PETSC_TRUE, w, t[1]));
+    PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, ak.c_str(), PETSC_FALSE, w, t[2]));
+    PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, ak.c_str(), PETSC_TRUE, w, t[2]));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 static PetscErrorCode FillTensor(DDTensor t, PetscReal shift)
 {
   void    *a;
@@ -190,25 +245,36 @@ static PetscErrorCode MakeLayer(const std::string &kind, const char backend[], D
 /* Lower-quartile times of a layer's forward (tm[0]) and backward (tm[1]), each called with the caches
    evicted as inside a network: two warm-up calls, then at least minreps and at most maxreps timed calls,
    repeated until they add up to mintime seconds */
+/* the ranks DDModelCalibrate() measures on: every rank times its own copy of a kernel, all start
+   each call together, and a call takes the slowest rank's time, as a layer whose ranks meet at its
+   exchanges does in a network (on P > 1 ranks, the wait for the slowest is part of a layer's time) */
+static MPI_Comm calcomm = MPI_COMM_NULL;
+
 static PetscErrorCode TimeForwardBackwardMulti(DDLayer B, PetscInt nin, DDTensor xs[], DDTensor y, DDTensor dy, DDTensor dxs[], int minreps, int maxreps, PetscLogDouble mintime, double tm[2])
 {
   std::vector<double> tf, tb;
   PetscLogDouble      spent = 0;
+  PetscMPIInt         P     = 1;
 
   PetscFunctionBegin;
-  for (int r = 0; r < maxreps + 2 && (r < minreps + 2 || spent < mintime); r++) {
+  if (calcomm != MPI_COMM_NULL) PetscCallMPI(MPI_Comm_size(calcomm, &P));
+  for (int r = 0; r < maxreps + 2 && (r < minreps + 2 || spent < mintime); r++) { /* the same repetitions on every rank: spent is the ranks' maximum */
     Stamp t0, t1, t1b, t2;
     EvictL2();
+    if (P > 1) PetscCallMPI(MPI_Barrier(calcomm));
     PetscCall(Now(&t0));
     PetscCall(DDLayerForwardMulti(B, nin, xs, y));
     PetscCall(Now(&t1));
     EvictL2();
+    if (P > 1) PetscCallMPI(MPI_Barrier(calcomm));
     PetscCall(Now(&t1b));
     PetscCall(DDLayerBackwardMulti(B, dy, nin, dxs));
     PetscCall(Now(&t2));
     if (r >= 2) { /* two warm-up calls */
-      tf.push_back(Elapsed(t0, t1));
-      tb.push_back(Elapsed(t1b, t2));
+      double e[2] = {Elapsed(t0, t1), Elapsed(t1b, t2)};
+      if (P > 1) PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, e, 2, MPI_DOUBLE, MPI_MAX, calcomm));
+      tf.push_back(e[0]);
+      tb.push_back(e[1]);
       spent += tf.back() + tb.back();
     }
   }
@@ -613,6 +679,10 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
     PetscCall(DDBackendGet(bname, &b)); /* an unknown backend's name is an error here */
   }
   PetscCall(DDModelLoad(comm, bname, dt, &have)); /* a corrupt cache is an error before any measurement */
+  calcomm = comm;
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  /* the fits are stored under the backend's name, on P > 1 ranks under "<name>@P" (model.cxx, FindKern()) */
+  const std::string bkey = size > 1 ? std::string(bname) + "@" + std::to_string(size) : std::string(bname);
   PetscCallMPI(MPI_Comm_size(comm, &size));
   if (size > 1) {
     PetscReal a, b;
@@ -635,8 +705,8 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
         t[d].push_back(tm[d]);
       }
     }
-    for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreGemmKernel_Private(bname, dt, gk.c_str(), d ? PETSC_TRUE : PETSC_FALSE, X[d], t[d]));
-    PetscCall(ddnn::ModelStoreGemmKernel_Private(bname, dt, (gk + "-wgrad").c_str(), PETSC_TRUE, X[2], t[2]));
+    for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreGemmKernel_Private(bkey.c_str(), dt, gk.c_str(), d ? PETSC_TRUE : PETSC_FALSE, X[d], t[d]));
+    PetscCall(ddnn::ModelStoreGemmKernel_Private(bkey.c_str(), dt, (gk + "-wgrad").c_str(), PETSC_TRUE, X[2], t[2]));
   }
   for (const std::string ok : {DDLAYERCONCAT, DDLAYERFLATTEN, DDLAYERLOSS, "loss-crossentropy"}) {
     std::vector<double> w[2], t[2];
@@ -649,7 +719,7 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
         t[d].push_back(tm[d]);
       }
     }
-    for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, ok.c_str(), d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
+    for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, ok.c_str(), d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
   }
   std::vector<std::string> kinds = {DDLAYERCONVTRANSPOSE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, DDLAYERUPSAMPLE};
   for (DDActivationType a : {DD_ACT_LEAKYRELU, DD_ACT_TANH, DD_ACT_SIGMOID, DD_ACT_GELU, DD_ACT_IDENTITY, DD_ACT_SILU, DD_ACT_ELU, DD_ACT_SOFTPLUS}) kinds.push_back(std::string(DDLAYERACTIVATION) + "-" + DDActivationTypes[a]); /* model.cxx's calibratedActs */
@@ -665,7 +735,7 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
         t[d].push_back(tm[d]);
       }
     }
-    for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, k, d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
+    for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, k, d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
   }
   for (int rows = 0; rows < 2; rows++) {
     double wk[2], tm[2], runs;
@@ -673,10 +743,11 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
     PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
     for (int d = 0; d < 2; d++) {
       double base;
-      PetscCall(ddnn::ModelKernelTime_Private(bname, dt, DDLAYERACTIVATION, d ? PETSC_TRUE : PETSC_FALSE, wk[d], &base));
-      PetscCall(ddnn::ModelStoreRunCost_Private(bname, dt, rows ? "activation-rows" : DDLAYERACTIVATION, d ? PETSC_TRUE : PETSC_FALSE, std::max(0.0, (tm[d] - base) / (runs - 1))));
+      PetscCall(ddnn::ModelKernelTime_Private(bkey.c_str(), dt, DDLAYERACTIVATION, d ? PETSC_TRUE : PETSC_FALSE, wk[d], &base));
+      PetscCall(ddnn::ModelStoreRunCost_Private(bkey.c_str(), dt, rows ? "activation-rows" : DDLAYERACTIVATION, d ? PETSC_TRUE : PETSC_FALSE, std::max(0.0, (tm[d] - base) / (runs - 1))));
     }
   }
+  if (size > 1) PetscCall(CalibrateCollectives(comm, bkey.c_str(), dt));
   if (size > 1) {
     std::vector<double> w[2], t[2];
     for (PetscInt n : {4, 16, 32, 64}) {
@@ -688,7 +759,7 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
         t[d].push_back(tm[d]);
       }
     }
-    for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, "halo", d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
+    for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, "halo", d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
   }
   for (int a = 0; a < 2; a++) {
     std::vector<double> w, t;
@@ -699,8 +770,9 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
       w.push_back(wk);
       t.push_back(tm);
     }
-    PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, a ? "tensoraxpy" : "tensorzero", PETSC_FALSE, w, t));
+    PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, a ? "tensoraxpy" : "tensorzero", PETSC_FALSE, w, t));
   }
+  calcomm = MPI_COMM_NULL;
   PetscCall(ddnn::ModelSave_Private(comm));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -81,6 +81,27 @@ std::string KernelKey(const std::string &backend, DDDataType dt, const std::stri
   return backend + " " + DDDataTypes[dt] + " " + kind + " " + (bwd ? "b" : "f");
 }
 
+/* a calibration on P > 1 ranks stores its fits under "<backend>@P" (the kernels timed on every rank
+   at once, each call the slowest rank's time); a prediction on P ranks uses those, else the ones of
+   a calibration on one rank */
+std::map<std::string, Fit>::const_iterator FindKern(const std::string &bname, PetscMPIInt P, DDDataType dt, const std::string &kind, bool bwd)
+{
+  if (P > 1) {
+    auto it = M.kern.find(KernelKey(bname + "@" + std::to_string(P), dt, kind, bwd));
+    if (it != M.kern.end()) return it;
+  }
+  return M.kern.find(KernelKey(bname, dt, kind, bwd));
+}
+
+std::map<std::string, double>::const_iterator FindRunCost(const std::string &bname, PetscMPIInt P, DDDataType dt, const std::string &kind, bool bwd)
+{
+  if (P > 1) {
+    auto it = M.runcost.find(KernelKey(bname + "@" + std::to_string(P), dt, kind, bwd));
+    if (it != M.runcost.end()) return it;
+  }
+  return M.runcost.find(KernelKey(bname, dt, kind, bwd));
+}
+
 /* least squares of t = c0 + c1 w in relative error (weights 1/t^2): the small sizes, where the
    per-call cost c0 dominates, count as much as the large ones (LeNet's layers are small) */
 Fit LeastSquares(const std::vector<double> &w, const std::vector<double> &t)
@@ -460,20 +481,23 @@ PetscErrorCode DDModelLoad(MPI_Comm comm, const char backend[], DDDataType dt, P
   }
   M.loaded = true;
   if (!bname) PetscCall(DDBackendGetDefault(&bname));
+  PetscMPIInt P;
+  PetscCallMPI(MPI_Comm_size(comm, &P));
+  auto has = [&](const std::string &k, bool b) { return FindKern(bname, P, dt, k, b) != M.kern.end(); };
   for (auto k : calibratedKinds)
     for (int b = 0; b < 2; b++)
-      if (!M.kern.count(KernelKey(bname, dt, k, b))) all = PETSC_FALSE;
+      if (!has(k, b)) all = PETSC_FALSE;
   for (int b = 0; b < 2; b++)
-    if (!M.kern.count(KernelKey(bname, dt, kindLossCE, b))) all = PETSC_FALSE;
+    if (!has(kindLossCE, b)) all = PETSC_FALSE;
   for (auto k : {DDLAYERCONV, DDLAYERAFFINE})
-    if (!M.kern.count(KernelKey(bname, dt, std::string(k) + "-wgrad", true))) all = PETSC_FALSE;
+    if (!has(std::string(k) + "-wgrad", true)) all = PETSC_FALSE;
   for (int b = 0; b < 2; b++) {
-    if (!M.runcost.count(KernelKey(bname, dt, DDLAYERACTIVATION, b)) || !M.runcost.count(KernelKey(bname, dt, "activation-rows", b))) all = PETSC_FALSE;
+    if (FindRunCost(bname, P, dt, DDLAYERACTIVATION, b) == M.runcost.end() || FindRunCost(bname, P, dt, "activation-rows", b) == M.runcost.end()) all = PETSC_FALSE;
     for (auto a : calibratedActs)
-      if (!M.kern.count(KernelKey(bname, dt, ActKind(a), b))) all = PETSC_FALSE;
+      if (!has(ActKind(a), b)) all = PETSC_FALSE;
   }
   for (auto k : {kindZero, kindAxpy})
-    if (!M.kern.count(KernelKey(bname, dt, k, false))) all = PETSC_FALSE;
+    if (!has(k, false)) all = PETSC_FALSE;
   PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &all, 1, MPIU_BOOL, MPI_LAND, comm));
   *calibrated = all;
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -1037,7 +1061,7 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *c
     PetscReal f, by;
     PetscCall(DDLayerGetModelWork(layer, b ? PETSC_TRUE : PETSC_FALSE, &f, &by));
     /* a first layer of a network computes no input gradient: the GEMM kinds' weight gradient alone has its own fit */
-    auto it = M.kern.find(KernelKey(bname, layer->output->dtype, b && nodx && IsGemmKind(kind) ? kind + "-wgrad" : kind, b));
+    auto it = FindKern(bname, size, layer->output->dtype, b && nodx && IsGemmKind(kind) ? kind + "-wgrad" : kind, b);
     if (it == M.kern.end()) ok = PETSC_FALSE;
     else {
       comp[b] = it->second.c0 + it->second.c1 * (IsGemmKind(kind) ? f : by);
@@ -1056,7 +1080,7 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *c
         rows = A.order == B.order && A.bdim == B.bdim && A.bs == B.bs;
         for (PetscInt k = 0; rows && k < A.order; k++) rows = A.perm[k] == B.perm[k];
       }
-      auto rc = M.runcost.find(KernelKey(bname, layer->output->dtype, rows ? "activation-rows" : DDLAYERACTIVATION, b));
+      auto rc = FindRunCost(bname, size, layer->output->dtype, rows ? "activation-rows" : DDLAYERACTIVATION, b);
       PetscCall(DDLayerGetModelRuns(layer, &runs));
       if (runs > 1) {
         if (rc == M.runcost.end()) ok = PETSC_FALSE;
@@ -1070,7 +1094,7 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *c
     comm[b] = M.alpha * (PetscReal)PetscMax(v[0], v[2]) + M.beta * (PetscReal)PetscMax(v[1], v[3]);
     /* a halo exchange as it is called (DDModelCalibrate() times DDPrimitiveApply() of a halo,
        packing, waiting and unpacking included): its fit replaces alpha-beta on its volume */
-    auto hf = M.kern.find(KernelKey(bname, layer->output->dtype, kindHalo, b));
+    auto hf = FindKern(bname, size, layer->output->dtype, kindHalo, b);
     if (hf != M.kern.end() && !(b && nodx)) {
       for (DDPrimitive p : LayerPrimitives(layer)) {
         PetscBool  ishalo;
@@ -1094,7 +1118,13 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *c
       PetscMPIInt g;
       PetscCall(CollectiveOf(p, &ck, &n, &g));
       if (!ck || g < 2) continue;
-      if (ck == 1) comm[b] += CeilLog2(g) * (M.alpha + M.beta * (PetscReal)n);
+      /* measured (DDModelCalibrate(), on a group of g ranks): a broadcast forward and a reduce
+         backward, a sum-reduce the other way round, an all-reduce both ways */
+      PetscBool isreduce;
+      PetscCall(PetscObjectTypeCompare((PetscObject)p, DDPRIMITIVESUMREDUCE, &isreduce));
+      auto cf = FindKern(bname, size, layer->output->dtype, (ck == 1 ? "bcast-g" : "allsum-g") + std::to_string(g), ck == 1 ? (b ? !isreduce : (bool)isreduce) : false);
+      if (cf != M.kern.end()) comm[b] += cf->second.c0 + cf->second.c1 * (PetscReal)n;
+      else if (ck == 1) comm[b] += CeilLog2(g) * (M.alpha + M.beta * (PetscReal)n); /* not measured at this group size: Thakur et al. */
       else comm[b] += 2 * CeilLog2(g) * M.alpha + 2.0 * (g - 1) / g * M.beta * (PetscReal)n;
     }
   }
@@ -1192,9 +1222,9 @@ PetscErrorCode DDNetGetLayerModelTime(DDNet net, PetscInt i, PetscReal *compf, P
 }
 
 /* t = c0 + c1 bytes of one of the net's own kernels (kindZero, kindAxpy) */
-static PetscReal AuxTime(const char bname[], DDDataType dt, const char *kind, PetscReal bytes, PetscBool *ok)
+static PetscReal AuxTime(const char bname[], PetscMPIInt P, DDDataType dt, const char *kind, PetscReal bytes, PetscBool *ok)
 {
-  auto it = M.kern.find(KernelKey(bname, dt, kind, false));
+  auto it = FindKern(bname, P, dt, kind, false);
   if (it == M.kern.end()) {
     *ok = PETSC_FALSE;
     return 0;
@@ -1213,9 +1243,11 @@ static PetscErrorCode NetBackwardOverhead(DDNet net, PetscReal *t, PetscBool *ok
   const char    *bname;
   DDDataType     dt = l0->output->dtype;
   size_t         es;
+  PetscMPIInt    P;
 
   PetscFunctionBegin;
   *t = 0;
+  PetscCallMPI(MPI_Comm_size(PetscObjectComm((PetscObject)net), &P));
   PetscCall(DDLayerGetBackend(l0, &bname));
   PetscCall(DDDataTypeGetSize(dt, &es));
   std::vector<bool> live(nn, false);
@@ -1226,16 +1258,16 @@ static PetscErrorCode NetBackwardOverhead(DDNet net, PetscReal *t, PetscBool *ok
         if (k >= 0) live[k] = true;
   for (int i = 0; i < nn; i++) {
     if (!live[i]) continue;
-    if (i != (int)I->output) *t += AuxTime(bname, dt, kindZero, (PetscReal)es * (PetscReal)Storage(I->nodes[i].layer->output), ok);
+    if (i != (int)I->output) *t += AuxTime(bname, P, dt, kindZero, (PetscReal)es * (PetscReal)Storage(I->nodes[i].layer->output), ok);
     for (int k : I->nodes[i].inputs) {
       bool want = k >= 0 || ((size_t)(-1 - k) < I->wantgrad.size() && I->wantgrad[-1 - k]);
       if (!want || (k >= 0 && I->nodes[k].consumers == 1)) continue;
       DDTensor x = k >= 0 ? I->nodes[k].layer->output : (I->inputs.size() > (size_t)(-1 - k) ? I->inputs[-1 - k] : NULL);
-      *t += AuxTime(bname, dt, kindAxpy, 3.0 * (PetscReal)es * (PetscReal)Bulk(x), ok);
+      *t += AuxTime(bname, P, dt, kindAxpy, 3.0 * (PetscReal)es * (PetscReal)Bulk(x), ok);
     }
   }
   for (size_t k = 0; k < I->wantgrad.size(); k++)
-    if (I->wantgrad[k] && k < I->inputs.size()) *t += AuxTime(bname, dt, kindZero, (PetscReal)es * (PetscReal)Storage(I->inputs[k]), ok);
+    if (I->wantgrad[k] && k < I->inputs.size()) *t += AuxTime(bname, P, dt, kindZero, (PetscReal)es * (PetscReal)Storage(I->inputs[k]), ok);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -1274,6 +1306,8 @@ PetscErrorCode DDNetGetModelUpdateTime(DDNet net, PetscInt streams, PetscReal *t
   PetscCheck(net->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Set the network up before asking for its model");
   PetscCheck(streams >= 1, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "streams %" PetscInt_FMT " must be at least 1 (the update writes the parameters)", streams);
   PetscCall(ModelEnsureLoaded());
+  PetscMPIInt P;
+  PetscCallMPI(MPI_Comm_size(PetscObjectComm((PetscObject)net), &P));
   PetscCall(DDNetGetNumLayers(net, &n));
   for (PetscInt i = 0; i < n; i++) {
     DDLayer     l;
@@ -1286,8 +1320,8 @@ PetscErrorCode DDNetGetModelUpdateTime(DDNet net, PetscInt streams, PetscReal *t
       if (!g || !g->active) continue;
       PetscCall(DDDataTypeGetSize(g->dtype, &es));
       PetscReal by = (PetscReal)es * (PetscReal)Storage(g);
-      t[0] += AuxTime(bname, g->dtype, kindZero, by, &ok);
-      auto it = M.kern.find(KernelKey(bname, g->dtype, kindAxpy, false));
+      t[0] += AuxTime(bname, P, g->dtype, kindZero, by, &ok);
+      auto it = FindKern(bname, P, g->dtype, kindAxpy, false);
       if (it == M.kern.end()) ok = PETSC_FALSE;
       else t[1] += it->second.c0 + it->second.c1 * (PetscReal)streams * by;
     }
