@@ -1023,17 +1023,40 @@ static PetscReal CeilLog2(PetscMPIInt p)
 
 .seealso: `DDModelCalibrate()`, `DDLayerGetModelComm()`, `DDNetViewModel()`
 @*/
-static PetscErrorCode LayerModelTime(DDLayer, PetscBool, PetscReal *, PetscReal *, PetscReal *, PetscReal *, PetscBool *);
+static PetscErrorCode LayerModelTime(DDLayer, PetscBool, PetscBool, PetscReal *, PetscReal *, PetscReal *, PetscReal *, PetscBool *);
 
-PetscErrorCode DDLayerGetModelTime(DDLayer layer, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
+/* the core's private cache: tensors that together exceed it are found in memory */
+static double L2Bytes(void)
 {
+  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return l2 > 0 ? (double)l2 : 1048576.0;
+}
+
+/* whether a layer's kernels find their tensors in memory (cold): the memory the layer holds on
+   this rank (a layer alone) or its network holds (DDNetGetModelTime()) exceeds the core's L2 cache */
+static PetscErrorCode LayerCold(DDLayer layer, PetscBool *cold)
+{
+  PetscInt64 m[4];
+
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
-  PetscCall(LayerModelTime(layer, PETSC_FALSE, compf, commf, compb, commb, calibrated));
+  PetscCall(DDLayerGetModelMemory(layer, &m[0], &m[1], &m[2], &m[3]));
+  *cold = (double)(m[0] + m[1] + m[2] + m[3]) > L2Bytes() ? PETSC_TRUE : PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
+PetscErrorCode DDLayerGetModelTime(DDLayer layer, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
+{
+  PetscBool cold;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCheck(layer->setupcalled, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONGSTATE, "Set the layer up before asking for its model");
+  PetscCall(LayerCold(layer, &cold));
+  PetscCall(LayerModelTime(layer, PETSC_FALSE, cold, compf, commf, compb, commb, calibrated));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscBool cold, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
 {
   DDLayerType type;
   const char *bname;
@@ -1061,7 +1084,9 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *c
     PetscReal f, by;
     PetscCall(DDLayerGetModelWork(layer, b ? PETSC_TRUE : PETSC_FALSE, &f, &by));
     /* a first layer of a network computes no input gradient: the GEMM kinds' weight gradient alone has its own fit */
-    auto it = FindKern(bname, size, layer->output->dtype, b && nodx && IsGemmKind(kind) ? kind + "-wgrad" : kind, b);
+    const std::string fk = b && nodx && IsGemmKind(kind) ? kind + "-wgrad" : kind;
+    auto              it = cold ? FindKern(bname, size, layer->output->dtype, fk + ":cold", b) : M.kern.end();
+    if (it == M.kern.end()) it = FindKern(bname, size, layer->output->dtype, fk, b); /* no cold fit: the warm one */
     if (it == M.kern.end()) ok = PETSC_FALSE;
     else {
       comp[b] = it->second.c0 + it->second.c1 * (IsGemmKind(kind) ? f : by);
@@ -1134,6 +1159,26 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *c
   if (compb) *compb = comp[1];
   if (commb) *commb = comm[1];
   if (calibrated) *calibrated = ok;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* whether a network's layers find their tensors in memory: the memory the network holds on this rank exceeds the core's L2 cache */
+static PetscErrorCode NetCold(DDNet net, PetscBool *cold)
+{
+  PetscInt n;
+  double   m = 0;
+
+  PetscFunctionBegin;
+  PetscCall(DDNetGetNumLayers(net, &n));
+  for (PetscInt i = 0; i < n; i++) {
+    DDLayer     l;
+    const char *name;
+    PetscInt64  q[4];
+    PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
+    PetscCall(DDLayerGetModelMemory(l, &q[0], &q[1], &q[2], &q[3]));
+    m += (double)(q[0] + q[1] + q[2] + q[3]);
+  }
+  *cold = m > L2Bytes() ? PETSC_TRUE : PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -1217,7 +1262,9 @@ PetscErrorCode DDNetGetLayerModelTime(DDNet net, PetscInt i, PetscReal *compf, P
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
   PetscCheck(l->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Set the network up before asking for its model");
-  PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), compf, commf, compb, commb, calibrated));
+  PetscBool cold;
+  PetscCall(NetCold(net, &cold));
+  PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), cold, compf, commf, compb, commb, calibrated));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -1367,13 +1414,15 @@ PetscErrorCode DDNetGetModelTime(DDNet net, PetscReal *tforward, PetscReal *tbac
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   PetscCall(DDNetGetNumLayers(net, &n));
+  PetscBool cold = PETSC_FALSE;
+  if (n > 0) PetscCall(NetCold(net, &cold));
   for (PetscInt i = 0; i < n; i++) {
     DDLayer     l;
     const char *name;
     PetscReal   t[4];
     PetscBool   c;
     PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
-    PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), &t[0], &t[1], &t[2], &t[3], &c));
+    PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), cold, &t[0], &t[1], &t[2], &t[3], &c));
     PetscReal f[2] = {t[0] + t[1], t[2] + t[3]};
     PetscCall(MPIU_Allreduce(MPI_IN_PLACE, f, 2, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)net)));
     tf += f[0];
@@ -1444,6 +1493,8 @@ PetscErrorCode DDNetViewModel(DDNet net, PetscViewer viewer)
   PetscCall(PetscViewerASCIIPrintf(viewer, "%-12s %-13s %10s %10s %9s %10s %9s %10s %10s %10s %10s %10s\n", "layer", "type", "fwd ms", "bwd ms", "fwd msgs", "fwd KiB", "bwd msgs", "bwd KiB", "act KiB", "halo KiB", "param KiB", "work KiB"));
   PetscReal  tot[2] = {0, 0};
   PetscInt64 totc[4] = {0, 0, 0, 0}, totm[4] = {0, 0, 0, 0};
+  PetscBool  cold;
+  PetscCall(NetCold(net, &cold));
   for (PetscInt i = 0; i < n; i++) {
     DDLayer     l;
     const char *name;
@@ -1453,7 +1504,7 @@ PetscErrorCode DDNetViewModel(DDNet net, PetscViewer viewer)
     PetscInt64  cf[4], cb[4], mem[4], q[8];
     PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
     PetscCall(DDLayerGetType(l, &type));
-    PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), &t[0], &t[1], &t[2], &t[3], &ok));
+    PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), cold, &t[0], &t[1], &t[2], &t[3], &ok));
     PetscCall(DDNetGetLayerModelComm(net, i, PETSC_FALSE, &cf[0], &cf[1], &cf[2], &cf[3]));
     PetscCall(DDNetGetLayerModelComm(net, i, PETSC_TRUE, &cb[0], &cb[1], &cb[2], &cb[3]));
     PetscCall(DDLayerGetModelMemory(l, &mem[0], &mem[1], &mem[2], &mem[3]));
