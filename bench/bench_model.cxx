@@ -9,7 +9,9 @@
   Measured per layer: the layer alone (DDLayerForwardMulti / DDLayerBackwardMulti on the tensors
   the network set it up with, after a network step filled them), ranks synchronised before each
   call, the median over the steps of the slowest rank's time; per step: DDNetForward, then
-  DDNetZeroGradients + DDNetBackward, median of the slowest rank. Each step is followed by every
+  DDNetZeroGradients + DDNetBackward, median of the slowest rank. Each call is timed as the smaller
+  of its wall time and the process's CPU time (on a shared machine other processes' time slices
+  are not ours; the wall-time step is printed too). Each step is followed by every
   layer alone (interleaved: on a shared machine both see the same load). Predicted: DDLayerGetModelTime() as the network runs
   the layer (no input gradient for a first layer), max over ranks; step: DDNetGetModelTime().
 */

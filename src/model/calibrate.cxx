@@ -1,14 +1,19 @@
 /*
-  The calibration run of the performance model (issue 16 item 2; paper 003 sec. V-A: "empirical
-  estimates ... from a simple benchmark that times the appropriate function", combined with an
-  analytic alpha-beta communication model, sec. II-B):
+  The calibration run of the performance model (issue 16 items 2 and 4; paper 003 sec. V-A:
+  "empirical estimates ... from a simple benchmark that times the appropriate function", combined
+  with an analytic alpha-beta communication model, sec. II-B):
   - MPI: pairs of ranks exchange n bytes both ways at once (MPI_Sendrecv, as the halo and
-    repartition exchanges do) at several n; t(n) = alpha + beta n by least squares;
-  - kernels: each calibrated layer kind, on the chosen backend and data type, at three sizes,
-    timed on every rank at once on PETSC_COMM_SELF (the ranks share the machine as in a run),
-    forward and backward separately (lower quartiles of the repetitions), the slowest rank's times fitted as
-    t = c0 + c1 work (DDLayerGetModelWork()). The timed layer takes the output of a layer of the
-    same kind as its input, so its input is in the format a chain of ddnn layers hands over.
+    repartition exchanges do) at several n; t(n) = alpha + beta n by least squares; the
+    collectives (broadcast, reduce, all-reduce) measured as such in groups of 2 ... P ranks;
+  - kernels: each calibrated layer kind, on the chosen backend and data type, at four sizes (conv
+    and affine: over a design of shapes), timed on every rank at once on PETSC_COMM_SELF (the ranks
+    share the machine as in a run), each call the slowest rank's, forward and backward separately
+    (lower quartiles of the repetitions), fitted as t = c0 + c1 work (DDLayerGetModelWork()) (conv,
+    affine: + terms in input, output bytes and idle lanes or weight bytes), once warm (tensors out of
+    L2) and once cold (tensors out of every cache). The timed layer takes the output of a layer of
+    the same kind as its input, so its input is in the format a chain of ddnn layers hands over.
+  - every call is timed as the smaller of its wall time and the process's CPU time (Elapsed()), so
+    that other processes' time slices on a shared machine do not enter the fits.
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <ddmodel.h>
@@ -243,9 +248,6 @@ static PetscErrorCode MakeLayer(const std::string &kind, const char backend[], D
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* Lower-quartile times of a layer's forward (tm[0]) and backward (tm[1]), each called with the caches
-   evicted as inside a network: two warm-up calls, then at least minreps and at most maxreps timed calls,
-   repeated until they add up to mintime seconds */
 /* the ranks DDModelCalibrate() measures on: every rank times its own copy of a kernel, all start
    each call together, and a call takes the slowest rank's time, as a layer whose ranks meet at its
    exchanges does in a network (on P > 1 ranks, the wait for the slowest is part of a layer's time) */
@@ -276,6 +278,10 @@ static PetscErrorCode FlushTensors(PetscInt n, DDTensor t[])
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* Lower-quartile times of a layer's forward (tm[0]) and backward (tm[1]), each called with the caches
+   evicted as inside a network (L2, or every level when calflush): two warm-up calls, then at least
+   minreps and at most maxreps timed calls, repeated until they add up to mintime seconds; on P > 1
+   ranks each call is the slowest rank's */
 static PetscErrorCode TimeForwardBackwardMulti(DDLayer B, PetscInt nin, DDTensor xs[], DDTensor y, DDTensor dy, DDTensor dxs[], int minreps, int maxreps, PetscLogDouble mintime, double tm[2])
 {
   std::vector<double> tf, tb;
@@ -679,23 +685,39 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
 - -dd_model_cache <path> - the cache file (`DDModelGetCachePath()`)
 
   Notes:
-  The kernels are timed with their tensors pushed out of the core's L2 cache before each call, as
-  the layers before them in a network do.
+  Every call is timed as the smaller of its wall time and the process's CPU time (other processes'
+  time slices on a shared machine are not the kernel's), and each layer kind twice: with its tensors
+  pushed out of the core's L2 cache before each call (warm: the layers before it in a small network
+  did that), and with them written back to memory and out of every cache (cold, stored as
+  "<kind>:cold": a network whose memory per rank exceeds L2 finds them there).
   Pairs of ranks exchange 8 B to 2 MiB both ways at once (MPI_Sendrecv, as the exchange engine's
   halo and repartition messages go), and t = alpha + beta n is fitted to the slowest pair's
-  lower quartiles by least squares; on one rank alpha and beta are kept from the cache (none are needed
-  there). Every rank then times, at four sizes (4x4 to 64x64: the small ones fix the per-call
-  cost, and the fit weighs relative errors), one forward and one backward of conv (3x3, 16
-  channels), convtranspose (2x2 stride 2), affine, ReLU, batch norm, max pool 2x2 and bilinear
-  upsampling x2, and the other activation functions (tanh, sigmoid, ...), on PETSC_COMM_SELF (lower quartiles after warm-up, all ranks at once), and
-  t = c0 + c1 work is fitted to the slowest rank's quartiles (work: `DDLayerGetModelWork()`).
+  lower quartiles by least squares; on one rank alpha and beta are kept from the cache (none are
+  needed there). Every rank then times, after warm-up, one forward and one backward of:
+  conv over 12 shapes (3x3 with 16 channels at 4x4 to 32x32, 32 and 64 channels, 1 -> 16 and
+  16 -> 1 channels, 1x1, LeNet's 5x5 1 -> 6 and 6 -> 16) and affine over 8 (square at batch 32, a
+  classifier head 400 -> 120 -> 84 -> 10 at batch 4 to 16), fitted as t = c0 + c1 flops + c2 input
+  bytes + c3 output bytes + c4 (conv: flops of idle vector lanes, affine: weight bytes) by
+  non-negative least squares in relative error, and their backward without the input gradient
+  (a network's first layer, "<kind>-wgrad"); at four sizes (4x4 to 64x64: the small ones fix the
+  per-call cost) convtranspose (2x2 stride 2), ReLU, batch norm, max pool 2x2, bilinear upsampling
+  x2, the other activation functions (tanh, sigmoid, ...), concat, flatten, the mse loss and the
+  cross-entropy loss against class indices, fitted as t = c0 + c1 work (`DDLayerGetModelWork()`).
+  All ranks run at once on PETSC_COMM_SELF, start each call together, and a call takes the slowest
+  rank's time (the wait for it is part of a layer's time in a network); on P > 1 ranks the fits are
+  stored as those of "<backend>@P", used for predictions on P ranks (else the one-rank fits).
   A ReLU from a plain to a channels-last tensor gives the per-run cost of a format conversion
-  (`DDLayerGetModelRuns()`), one into a tensor with a halo the per-run cost of a row-by-row walk, and `DDTensorZeroEntries()` and `DDTensorAXPY()` at 256 to 1M entries
-  the network's own work (`DDNetGetModelTime()`, `DDNetGetModelUpdateTime()`). On more than one
-  rank, a halo exchange of width 1 along a W split, applied back to back as layers apply it
-  (median: packing, waiting and unpacking included), is fitted as t = c0 + c1 bytes and prices
-  the layers' halo exchanges in place of alpha-beta.
-  Rank 0 writes the merged cache. Takes a few seconds. Paper 003 sec. V-A.
+  (`DDLayerGetModelRuns()`), one into a tensor with a halo the per-run cost of a row-by-row walk,
+  and `DDTensorZeroEntries()` and `DDTensorAXPY()` at 256 to 1M entries the network's own work
+  (`DDNetGetModelTime()`, `DDNetGetModelUpdateTime()`). On more than one rank, a halo exchange of
+  width 1 along a W split, applied back to back as layers apply it (median: packing, waiting and
+  unpacking included), is fitted as t = c0 + c1 bytes and prices the layers' halo exchanges in
+  place of alpha-beta, and MPI_Ibcast, MPI_Reduce and MPI_Allreduce of 256 B to 1 MiB in groups of
+  2, 4, ... and P ranks (the slowest rank, lower quartile) the weight broadcasts, gradient
+  reductions and all-reductions in place of Thakur's formulas.
+  Rank 0 writes the merged cache. Measured on 2 cores shared with other work (load 10-13): about
+  15 s on one rank, 2.5 min on two (every call waits at a barrier for the other rank's time slice;
+  far less on an idle machine). Paper 003 sec. V-A.
 
   Level: intermediate
 
@@ -721,7 +743,6 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
   PetscCallMPI(MPI_Comm_size(comm, &size));
   /* the fits are stored under the backend's name, on P > 1 ranks under "<name>@P" (model.cxx, FindKern()) */
   const std::string bkey = size > 1 ? std::string(bname) + "@" + std::to_string(size) : std::string(bname);
-  PetscCallMPI(MPI_Comm_size(comm, &size));
   if (size > 1) {
     PetscReal a, b;
     PetscCall(CalibrateComm(comm, &a, &b));

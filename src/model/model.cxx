@@ -6,14 +6,21 @@
     as in paper 003 sec. V-A ("empirical estimates ... a simple benchmark that times the
     appropriate function"), on the chosen backend and data type, at a few sizes per layer kind,
     fitted as t = c0 + c1 * work (least squares): work is the GEMM flops of conv, convtranspose
-    and affine, the bytes read and written by the other kernels; c0 is the per-call overhead;
+    and affine, the bytes read and written by the other kernels; c0 is the per-call overhead.
+    conv and affine are fitted over a design of shapes with three more terms (GemmBytes(): input
+    and output bytes, and the flops of idle vector lanes for conv, the weight's bytes for affine),
+    a network's first layer by the fit of a backward without input gradient; each kind twice,
+    warm (tensors out of L2) and cold (out of every cache), the cold fits for networks whose
+    memory per rank exceeds the core's L2; on P ranks the fits measured on P ranks at once, each
+    call the slowest rank's (the wait for it is part of a layer's time);
   - point-to-point communication: the exact messages and bytes of each primitive's set-up graph
     (DDPrimitiveGetCommVolume(), from the exchange engine's plan) priced with the linear model
     alpha + beta n (paper 003 sec. II-B, SR(n)), alpha and beta fitted to a ping-pong at several
     sizes on this machine (least squares), full duplex: max(sent, received) per rank;
-  - collectives (weight broadcast / gradient sum-reduce, the norms' all-sum-reduce): the
-    binomial-tree and Rabenseifner models of Thakur et al. (paper 003 ref. [22]) on the same
-    alpha and beta, over the primitive's communicator.
+  - collectives (weight broadcast / gradient sum-reduce, the norms' all-sum-reduce): measured
+    (MPI_Ibcast, MPI_Reduce, MPI_Allreduce in groups of 2 ... P ranks, t = c0 + c1 bytes); at a
+    group size not measured, the binomial-tree and Rabenseifner models of Thakur et al. (paper 003
+    ref. [22]) on alpha and beta.
   Memory per rank per layer: the output and the tensors kept for backward (activations), the
   halo regions and the exchange engine's message buffers, weights and gradients, and the layer's
   other work tensors (those its primitives were set up on).
@@ -902,8 +909,10 @@ static PetscErrorCode CollectiveOf(DDPrimitive p, int *kind, PetscInt64 *bytes, 
 
   Notes:
   These move their data with MPI collectives, whose messages are MPI's choice; the model prices
-  them with Thakur et al.'s formulas (paper 003 ref. [22]): a broadcast or reduce of n bytes over
-  p ranks ceil(log2 p)(alpha + beta n), an all-reduce 2 ceil(log2 p) alpha + 2 (p-1)/p beta n.
+  them with the fits `DDModelCalibrate()` measured for the group size (broadcast, reduce,
+  all-reduce: t = c0 + c1 n), and where there is none with Thakur et al.'s formulas (paper 003
+  ref. [22]): a broadcast or reduce of n bytes over p ranks ceil(log2 p)(alpha + beta n), an
+  all-reduce 2 ceil(log2 p) alpha + 2 (p-1)/p beta n.
 
   Level: intermediate
 
@@ -1015,9 +1024,12 @@ static PetscReal CeilLog2(PetscMPIInt p)
   point-to-point exchange costs max(messages sent, received) alpha + max(bytes sent, received)
   beta on a rank (full duplex), overlap is not subtracted. The memory-bound kinds add the
   calibrated per-run cost times the runs of their walk beyond the first (`DDLayerGetModelRuns()`:
-  a format conversion between input and output). Layer kinds that the calibration does
-  not time (add, concat, loss, dropout, reshape, ...) are priced with the activation's fit (a
-  memory-bound kernel) on their bytes.
+  a format conversion between input and output). conv and affine add the terms of their input and
+  output bytes and of idle vector lanes (conv) or weight bytes (affine); a layer alone whose memory
+  on this rank exceeds the core's L2 cache is priced with the cold fits (tensors in memory).
+  A loss against class indices has the cross-entropy fit, the other losses the mse fit.
+  Layer kinds that the calibration does not time (add, dropout, reshape, ...) are priced with the
+  activation's fit (a memory-bound kernel) on their bytes.
 
   Level: intermediate
 
@@ -1398,7 +1410,9 @@ PetscErrorCode DDNetGetModelUpdateTime(DDNet net, PetscInt streams, PetscReal *t
   Notes:
   Layers run one after the other and each waits for its slowest rank (its exchanges
   synchronise), so the step is the sum over layers of the maximum over ranks (paper 003 sec. V-B,
-  without overlap between layers). An automatic chooser can call this for a candidate
+  without overlap between layers). The kernels are priced cold (their tensors in memory) when the
+  network's memory on this rank exceeds the core's L2 cache, warm otherwise (`DDModelCalibrate()`).
+  An automatic chooser can call this for a candidate
   distribution after `DDNetSetUp()` on it; set-up builds only plans and tensors, no kernel runs.
 
   Level: intermediate
