@@ -577,6 +577,12 @@ PetscErrorCode DDModelGetCommParameters(PetscReal *alpha, PetscReal *beta, Petsc
 . c1         - seconds per unit of work: per flop for conv, convtranspose and affine, per byte read and written otherwise
 - calibrated - whether the cache holds this fit
 
+  Notes:
+  The fits of conv and affine have three more terms (input and output bytes, idle-lane flops or
+  weight bytes; `DDModelCalibrate()`), not returned here. The kind may carry a suffix: "-wgrad"
+  (the backward of a first layer), ":cold" (tensors in memory); backend "<name>@P" names the fits
+  measured on P ranks at once, and "bcast-g<g>", "allsum-g<g>" the collectives in groups of g ranks.
+
   Level: intermediate
 
 .seealso: `DDModelCalibrate()`, `DDLayerGetModelWork()`
