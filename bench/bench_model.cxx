@@ -5,7 +5,7 @@
     OPENBLAS_NUM_THREADS=1 ./bench_model [-steps 20] [-grid 32] [-dtype float32|float64] [-dd_model_cache <file>] [-recalibrate]
     OPENBLAS_NUM_THREADS=1 mpiexec -n 2 ./bench_model
   The model's calibration is read from its cache (DDModelGetCachePath()); without one, this
-  program runs DDModelCalibrate() first (a few seconds) and says so.
+  program runs DDModelCalibrate() first (15 s on 1 rank, minutes on 2 on a loaded machine) and says so.
   Measured per layer: the layer alone (DDLayerForwardMulti / DDLayerBackwardMulti on the tensors
   the network set it up with, after a network step filled them), ranks synchronised before each
   call, the median over the steps of the slowest rank's time; per step: DDNetForward, then
