@@ -26,6 +26,8 @@ static std::string Tmp(const char *name)
   return std::string("/tmp/ddnn_test16_") + std::to_string(getppid()) + "_" + name;
 }
 
+static std::string Host(void); /* this host's name as the cache writes it */
+
 static void WriteFile(const std::string &file, const std::string &text)
 {
   MPI_Barrier(PETSC_COMM_WORLD); /* no rank still reads the file's previous text */
@@ -290,14 +292,18 @@ TEST(ModelCache, NotCalibratedAndCorruptOrForeignCache)
     EXPECT_NE(text.find("performance model"), std::string::npos) << text;
     std::remove(out.c_str());
   }
-  WriteFile(bad, "ddnn-model-cache 1\nhost x\nkernel a b\n");
-  WriteFile(foreign, "ddnn-model-cache 1\nhost some-other-machine-1234\ncomm 1e-6 1e-9\n");
+  WriteFile(bad, "ddnn-model-cache 2\nhost x\nkernel a b\n");
+  WriteFile(foreign, "ddnn-model-cache 2\nhost some-other-machine-1234\ncomm 1e-6 1e-9\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", bad.c_str()));
   DDT(DDModelReset());
   PetscBool have;
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, bad);
   WriteFile(bad, "#!/bin/sh\n");
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "not a ddnn model cache");
+  WriteFile(bad, "ddnn-model-cache 3\nhost x\n"); /* a newer ddnn's */
+  DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "newer version");
+  WriteFile(bad, "ddnn-model-cache 2\nhost " + Host() + "\nkernel a float32 conv f 1 2 3\n"); /* three coefficients: neither form */
+  DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "line 3 is malformed");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", foreign.c_str()));
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "foreign");
   /* set parameters by hand: the layer's communication time is alpha max(msgs) + beta max(bytes) */
@@ -332,13 +338,35 @@ TEST(ModelCache, CalibrateWritesAndLoads)
 {
   if (Size() > 2) GTEST_SKIP() << "calibration is timed at 1 and 2 ranks";
   std::string file = Tmp("cal.txt");
+  /* an older ddnn's cache: stale, not an error; the calibration rewrites it */
+  WriteFile(file, "ddnn-model-cache 1\nhost " + Host() + "\ncomm 1e-6 1e-9\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
-  DDT(DDModelReset());
-  DDT(DDModelCalibrate(PETSC_COMM_WORLD, NULL, DD_FLOAT32));
   DDT(DDModelReset());
   PetscBool have;
   DDT(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have));
+  EXPECT_FALSE(have);
+  DDT(DDModelCalibrate(PETSC_COMM_WORLD, NULL, DD_FLOAT32));
+  DDT(DDModelReset());
+  DDT(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have));
   EXPECT_TRUE(have);
+  if (Rank() == 0) {
+    std::ifstream f(file);
+    std::string   first;
+    std::getline(f, first);
+    EXPECT_EQ(first, "ddnn-model-cache 2");
+  }
+  if (Size() > 1) { /* the kernels timed on P ranks at once are stored as such, and the collectives measured */
+    const char *bn;
+    DDT(DDBackendGetDefault(&bn));
+    std::string bp = std::string(bn) + "@" + std::to_string(Size());
+    PetscBool   okp;
+    PetscReal   k0, k1;
+    DDT(DDModelGetKernelFit(bp.c_str(), DD_FLOAT32, DDLAYERCONV, PETSC_TRUE, &k0, &k1, &okp));
+    EXPECT_TRUE(okp);
+    DDT(DDModelGetKernelFit(bp.c_str(), DD_FLOAT32, ("bcast-g" + std::to_string(Size())).c_str(), PETSC_FALSE, &k0, &k1, &okp));
+    EXPECT_TRUE(okp);
+    EXPECT_GT(k0 + k1, 0);
+  }
   DDT(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT64, &have));
   EXPECT_FALSE(have);
   PetscReal a, b, c0, c1;
@@ -348,10 +376,19 @@ TEST(ModelCache, CalibrateWritesAndLoads)
     EXPECT_TRUE(ok);
     EXPECT_GT(b, 0);
   }
-  DDT(DDModelGetKernelFit(NULL, DD_FLOAT32, DDLAYERCONV, PETSC_FALSE, &c0, &c1, &ok));
-  EXPECT_TRUE(ok);
-  EXPECT_GT(c1, 0);
-  EXPECT_LT(c1, 1e-6); /* slower than 1 Mflop/s would be a broken fit */
+  {
+    const char *bn;
+    DDT(DDBackendGetDefault(&bn));
+    std::string bp = Size() > 1 ? std::string(bn) + "@" + std::to_string(Size()) : std::string(bn);
+    DDT(DDModelGetKernelFit(bp.c_str(), DD_FLOAT32, DDLAYERCONV, PETSC_FALSE, &c0, &c1, &ok));
+    EXPECT_TRUE(ok);
+    EXPECT_GT(c1, 0);
+    EXPECT_LT(c1, 1e-6); /* slower than 1 Mflop/s would be a broken fit */
+    for (const char *k : {"conv-wgrad", DDLAYERLOSS, "loss-crossentropy", DDLAYERCONCAT, DDLAYERFLATTEN}) {
+      DDT(DDModelGetKernelFit(bp.c_str(), DD_FLOAT32, k, PETSC_TRUE, &c0, &c1, &ok));
+      EXPECT_TRUE(ok) << k;
+    }
+  }
   DDTensor in[2];
   DDNet    net = MainJobNet(in, DD_FLOAT32);
   PetscReal tf, tb;
@@ -368,7 +405,7 @@ TEST(ModelCache, CalibrateWritesAndLoads)
 }
 
 /* this host's name as the cache writes it */
-static std::string Host()
+static std::string Host(void)
 {
   char h[256] = {0};
   if (gethostname(h, sizeof(h) - 1)) std::strcpy(h, "unknown");
@@ -383,7 +420,7 @@ static std::string SyntheticCache(const char *name)
   const char *bname;
   DDT(DDBackendGetDefault(&bname));
   std::string b = std::string(bname) + " float64 ", file = Tmp(name);
-  WriteFile(file, "ddnn-model-cache 1\nhost " + Host() + "\n" + "kernel " + b + "activation f 1e-06 2e-10\n" + "kernel " + b + "activation b 3e-06 4e-10\n" + "runcost " + b + "activation f 5e-09\n" + "runcost " + b + "activation b 7e-09\n" + "runcost " + b + "activation-rows f 1.1e-08\n" + "runcost " + b + "activation-rows b 1.3e-08\n" + "kernel " + b + "activation-tanh f 2e-06 8e-10\n" + "kernel " + b + "tensorzero f 1.5e-07 1e-11\n" + "kernel " + b + "tensoraxpy f 2.5e-07 3e-11\n");
+  WriteFile(file, "ddnn-model-cache 2\nhost " + Host() + "\n" + "kernel " + b + "activation f 1e-06 2e-10\n" + "kernel " + b + "activation b 3e-06 4e-10\n" + "runcost " + b + "activation f 5e-09\n" + "runcost " + b + "activation b 7e-09\n" + "runcost " + b + "activation-rows f 1.1e-08\n" + "runcost " + b + "activation-rows b 1.3e-08\n" + "kernel " + b + "activation-tanh f 2e-06 8e-10\n" + "kernel " + b + "tensorzero f 1.5e-07 1e-11\n" + "kernel " + b + "tensoraxpy f 2.5e-07 3e-11\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
   DDT(DDModelReset());
   return file;
@@ -504,6 +541,121 @@ TEST(ModelWork, NetOwnWorkExact)
   EXPECT_NEAR(tu, m3[2], 1e-15 + 1e-12 * m3[2]);
   EXPECT_TRUE(ok);
   DD_EXPECT_ERROR(DDNetGetModelUpdateTime(net, 0, &tz, &tu, &ok), PETSC_ERR_ARG_OUTOFRANGE, "streams");
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&in[0]));
+  DDT(DDTensorDestroy(&in[1]));
+  DDT(DDModelReset());
+  DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
+  MPI_Barrier(PETSC_COMM_WORLD);
+  if (Rank() == 0) std::remove(file.c_str());
+}
+
+/* this core's vector lanes for entries of es bytes, as the model counts them (model.cxx, VectorLanes()) */
+static double Lanes(size_t es)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  size_t bytes = __builtin_cpu_supports("avx512f") ? 64 : (__builtin_cpu_supports("avx2") ? 32 : 16);
+#else
+  size_t bytes = 16;
+#endif
+  return (double)std::max((size_t)1, bytes / es);
+}
+
+static PetscInt LocalSize(DDTensor t)
+{
+  PetscInt m;
+  DDT(DDTensorGetLocalSize(t, &m));
+  return m;
+}
+
+/* conv's fit has terms in its input and output bytes and in the flops of idle vector lanes (few
+   channels); a network's first layer (no input gradient) is priced by the weight-gradient fit; the
+   collectives by their measured fits on P ranks (stored as "<backend>@P"), the halo by alpha-beta:
+   all exact under known fits. A cache of an older version is stale: not calibrated, and the view says so */
+TEST(ModelWork, GemmTermsFirstLayerAndCollectivesExact)
+{
+  const char *bname;
+  DDT(DDBackendGetDefault(&bname));
+  std::string b = std::string(bname) + " float64 ", bp = std::string(bname) + "@" + std::to_string(Size()) + " float64 ", file = Tmp("gemm.txt"), g = "bcast-g" + std::to_string(Size());
+  const double c[5] = {3e-6, 2e-11, 5e-11, 7e-11, 1.3e-11}, cb[5] = {5e-6, 3e-11, 4e-11, 6e-11, 1.7e-11}, cw[5] = {4e-6, 2.5e-11, 1e-11, 2e-11, 0.9e-11};
+  auto line = [](const std::string &key, const double *k) {
+    char buf[256];
+    snprintf(buf, sizeof(buf), "kernel %s %.9g %.9g %.9g %.9g %.9g\n", key.c_str(), k[0], k[1], k[2], k[3], k[4]);
+    return std::string(buf);
+  };
+  WriteFile(file, "ddnn-model-cache 2\nhost " + Host() + "\ncomm 1e-05 1e-09\n" + line(b + "conv f", c) + line(b + "conv b", cb) + line(b + "conv-wgrad b", cw) + "kernel " + bp + g + " f 2e-06 1e-09\n" + "kernel " + bp + g + " b 3e-06 2e-09\n");
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
+  DDT(DDModelReset());
+  DDTensor in[2];
+  DDNet    net = MainJobNet(in, DD_FLOAT64);
+  PetscInt n;
+  DDT(DDNetGetNumLayers(net, &n));
+  const double V = Lanes(8);
+  int          seen = 0;
+  DDLayer      prev = NULL;
+  for (PetscInt i = 0; i < n; i++) {
+    DDLayer     l;
+    const char *name;
+    DDT(DDNetGetLayerByIndex(net, i, &l, &name));
+    bool first = !std::strcmp(name, "c1"), mid = !std::strcmp(name, "c2"), last = !std::strcmp(name, "out");
+    if (first || mid || last) {
+      DDTensor  y, *ws;
+      PetscInt  np;
+      PetscReal t[4], f, fb, by;
+      PetscBool ok;
+      DDT(DDLayerGetOutput(l, &y));
+      DDT(DDLayerGetParameters(l, &np, &ws));
+      const PetscInt *wsh;
+      DDT(DDTensorGetShape(ws[0], &wsh));
+      DDT(DDLayerGetModelWork(l, PETSC_FALSE, &f, &by));
+      DDT(DDLayerGetModelWork(l, PETSC_TRUE, &fb, &by));
+      EXPECT_EQ(fb, 2 * f);
+      DDTensor x = first ? in[0] : NULL;
+      if (!first) DDT(DDLayerGetOutput(prev, &x));
+      const double I = 8.0 * (double)LocalSize(x), O = 8.0 * (double)LocalSize(y), co = (double)wsh[0], ci = (double)wsh[1];
+      const double po = std::ceil(co / V) * V / co, pi = std::ceil(ci / V) * V / ci;
+      DDT(DDNetGetLayerModelTime(net, i, &t[0], &t[1], &t[2], &t[3], &ok));
+      EXPECT_NEAR(t[0], c[0] + c[1] * f + c[2] * I + c[3] * O + c[4] * f * (po - 1), 1e-12 * t[0]) << name;
+      const double *k = first ? cw : cb; /* the first layer computes no input gradient */
+      EXPECT_NEAR(t[2], k[0] + k[1] * fb + k[2] * I + k[3] * O + k[4] * f * (pi + po - 2), 1e-12 * t[2]) << name;
+      if (last) EXPECT_GT(c[4] * f * (po - 1), c[1] * f); /* one output channel: most lanes idle */
+      if (mid) { /* communication: the halo by alpha-beta, the weight's broadcast and reduction by the fits on P ranks */
+        PetscInt64 v[4], w[4], calls, cbytes;
+        DDT(DDNetGetLayerModelComm(net, i, PETSC_FALSE, &v[0], &v[1], &v[2], &v[3]));
+        DDT(DDNetGetLayerModelComm(net, i, PETSC_TRUE, &w[0], &w[1], &w[2], &w[3]));
+        DDT(DDLayerGetModelCollectives(l, PETSC_FALSE, &calls, &cbytes));
+        if (Size() == 1) EXPECT_EQ(calls, 0);
+        EXPECT_NEAR(t[1], 1e-5 * std::max(v[0], v[2]) + 1e-9 * std::max(v[1], v[3]) + calls * 2e-6 + 1e-9 * cbytes, 1e-15 + 1e-12 * t[1]);
+        EXPECT_NEAR(t[3], 1e-5 * std::max(w[0], w[2]) + 1e-9 * std::max(w[1], w[3]) + calls * 3e-6 + 2e-9 * cbytes, 1e-15 + 1e-12 * t[3]);
+        if (Size() > 1) EXPECT_GT(calls, 0);
+      }
+      seen++;
+    }
+    prev = l;
+  }
+  EXPECT_EQ(seen, 3);
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&in[0]));
+  DDT(DDTensorDestroy(&in[1]));
+  /* an older cache: stale, not calibrated, and the view names it */
+  WriteFile(file, "ddnn-model-cache 1\nhost " + Host() + "\nkernel " + b + "conv f 1 2\n");
+  DDT(DDModelReset());
+  PetscBool have;
+  DDT(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT64, &have));
+  EXPECT_FALSE(have);
+  net = MainJobNet(in, DD_FLOAT64);
+  std::string out = Tmp("staleview.txt");
+  PetscViewer v;
+  DDT(PetscViewerASCIIOpen(PETSC_COMM_WORLD, out.c_str(), &v));
+  DDT(DDNetViewModel(net, v));
+  DDT(PetscViewerDestroy(&v));
+  if (Rank() == 0) {
+    std::ifstream f(out);
+    std::string   text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("is stale"), std::string::npos) << text;
+    EXPECT_NE(text.find(file), std::string::npos) << text;
+    std::remove(out.c_str());
+  }
   DDT(DDNetDestroy(&net));
   DDT(DDTensorDestroy(&in[0]));
   DDT(DDTensorDestroy(&in[1]));

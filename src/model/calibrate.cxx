@@ -1,14 +1,19 @@
 /*
-  The calibration run of the performance model (issue 16 item 2; paper 003 sec. V-A: "empirical
-  estimates ... from a simple benchmark that times the appropriate function", combined with an
-  analytic alpha-beta communication model, sec. II-B):
+  The calibration run of the performance model (issue 16 items 2 and 4; paper 003 sec. V-A:
+  "empirical estimates ... from a simple benchmark that times the appropriate function", combined
+  with an analytic alpha-beta communication model, sec. II-B):
   - MPI: pairs of ranks exchange n bytes both ways at once (MPI_Sendrecv, as the halo and
-    repartition exchanges do) at several n; t(n) = alpha + beta n by least squares;
-  - kernels: each calibrated layer kind, on the chosen backend and data type, at three sizes,
-    timed on every rank at once on PETSC_COMM_SELF (the ranks share the machine as in a run),
-    forward and backward separately (lower quartiles of the repetitions), the slowest rank's times fitted as
-    t = c0 + c1 work (DDLayerGetModelWork()). The timed layer takes the output of a layer of the
-    same kind as its input, so its input is in the format a chain of ddnn layers hands over.
+    repartition exchanges do) at several n; t(n) = alpha + beta n by least squares; the
+    collectives (broadcast, reduce, all-reduce) measured as such in groups of 2 ... P ranks;
+  - kernels: each calibrated layer kind, on the chosen backend and data type, at four sizes (conv
+    and affine: over a design of shapes), timed on every rank at once on PETSC_COMM_SELF (the ranks
+    share the machine as in a run), each call the slowest rank's, forward and backward separately
+    (lower quartiles of the repetitions), fitted as t = c0 + c1 work (DDLayerGetModelWork()) (conv,
+    affine: + terms in input, output bytes and idle lanes or weight bytes), once warm (tensors out of
+    L2) and once cold (tensors out of every cache). The timed layer takes the output of a layer of
+    the same kind as its input, so its input is in the format a chain of ddnn layers hands over.
+  - every call is timed as the smaller of its wall time and the process's CPU time (Elapsed()), so
+    that other processes' time slices on a shared machine do not enter the fits.
 */
 #include <ddnn/private/ddlayerimpl.h>
 #include <ddmodel.h>
@@ -19,7 +24,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 #include <unistd.h>
+#include <ctime>
 
 namespace ddnn
 {
@@ -29,6 +36,8 @@ PetscErrorCode ModelStoreKernel_Private(const char backend[], DDDataType dt, con
 PetscErrorCode ModelSave_Private(MPI_Comm comm);
 PetscErrorCode ModelStoreRunCost_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, double c);
 PetscErrorCode ModelKernelTime_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, double w, double *t);
+PetscErrorCode ModelStoreGemmKernel_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, const std::vector<std::vector<double>> &X, const std::vector<double> &t);
+PetscErrorCode ModelGemmBytes_Private(DDLayer layer, PetscBool backward, double e[3]);
 } // namespace ddnn
 
 /* the lower quartile of repeated timings: robust against other processes taking the core for a while (a shared machine), unlike the mean, and less optimistic than the minimum */
@@ -36,6 +45,32 @@ static double QuartileOf(std::vector<double> v)
 {
   std::sort(v.begin(), v.end());
   return v[v.size() / 4];
+}
+
+/* a moment on two clocks: the wall clock and the CPU time of this process (all its threads) */
+struct Stamp {
+  double wall, cpu;
+};
+
+static PetscErrorCode Now(Stamp *s)
+{
+  struct timespec ts;
+
+  PetscFunctionBegin;
+  PetscCall(PetscTime(&s->wall));
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  s->cpu = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the time from a to b as an idle core would see it: the smaller of the wall time and the process's
+   CPU time. On a shared machine the wall time of a call includes the time slices other processes
+   took (a 50 us kernel preempted for a 4 ms slice reads 80x too slow), the CPU time does not; with
+   several threads the CPU time adds theirs, and the wall time is the smaller. MPI waits spin (the
+   CPU time counts them) */
+static double Elapsed(const Stamp &a, const Stamp &b)
+{
+  return std::min(b.wall - a.wall, b.cpu - a.cpu);
 }
 
 /* reads twice the core's L2 cache: a layer in a network finds its tensors where the layers
@@ -72,11 +107,11 @@ static PetscErrorCode CalibrateComm(MPI_Comm comm, PetscReal *alpha, PetscReal *
     std::vector<double> ts;
     PetscCallMPI(MPI_Barrier(comm));
     for (int r = 0; r < reps + 5; r++) {
-      PetscLogDouble t0, t1;
-      PetscCall(PetscTime(&t0));
+      Stamp t0, t1;
+      PetscCall(Now(&t0));
       PetscCallMPI(MPI_Sendrecv(sb.data(), n, MPI_BYTE, partner, 77, rb.data(), n, MPI_BYTE, partner, 77, comm, MPI_STATUS_IGNORE));
-      PetscCall(PetscTime(&t1));
-      if (r >= 5) ts.push_back(t1 - t0);
+      PetscCall(Now(&t1));
+      if (r >= 5) ts.push_back(Elapsed(t0, t1));
     }
     double m = QuartileOf(ts);
     PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &m, 1, MPI_DOUBLE, MPI_MAX, comm));
@@ -96,6 +131,61 @@ static PetscErrorCode CalibrateComm(MPI_Comm comm, PetscReal *alpha, PetscReal *
   if (a < 0) a = t.front(); /* the smallest message's time: the latency */
   *alpha = a;
   *beta  = b;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* The collectives as the primitives call them (DDPRIMITIVEBROADCAST: MPI_Ibcast and a wait, its
+   adjoint MPI_Reduce; DDPRIMITIVEALLSUMREDUCE: MPI_Allreduce), in groups of g consecutive ranks
+   (g = 2, 4, ... up to the size of comm, and that size), at 256 B to 1 MiB: per repetition the
+   slowest rank of the slowest group (all start together after a barrier), lower quartile; stored
+   as the fits "bcast-g<g>" (forward: broadcast, backward: reduce) and "allsum-g<g>" of t = c0 + c1 bytes */
+static PetscErrorCode CalibrateCollectives(MPI_Comm comm, const char bname[], DDDataType dt)
+{
+  PetscMPIInt      rank, size;
+  const int        sizes[] = {256, 8192, 131072, 1048576};
+  std::vector<int> gs;
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  for (int g = 2; g < size; g *= 2) gs.push_back(g);
+  if (size > 1) gs.push_back(size);
+  std::vector<char> a(1048576, 1), b(1048576);
+  for (int g : gs) {
+    MPI_Comm    gc;
+    const bool  full = (rank / g + 1) * g <= size; /* the ranks of a last, smaller group only keep step */
+    PetscCallMPI(MPI_Comm_split(comm, rank / g, rank, &gc));
+    std::vector<double> w, t[3];
+    for (int n : sizes) {
+      const int           reps = n <= 8192 ? 60 : 20;
+      std::vector<double> ts[3];
+      for (int op = 0; op < 3; op++) {
+        for (int r = 0; r < reps + 3; r++) {
+          Stamp t0, t1;
+          PetscCallMPI(MPI_Barrier(comm));
+          PetscCall(Now(&t0));
+          if (op == 0) {
+            MPI_Request req;
+            PetscCallMPI(MPI_Ibcast(a.data(), n, MPI_BYTE, 0, gc, &req));
+            PetscCallMPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+          } else if (op == 1) PetscCallMPI(MPI_Reduce(a.data(), b.data(), n / 4, MPI_FLOAT, MPI_SUM, 0, gc));
+          else PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, b.data(), n / 4, MPI_FLOAT, MPI_SUM, gc));
+          PetscCall(Now(&t1));
+          double e = full ? Elapsed(t0, t1) : 0;
+          PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &e, 1, MPI_DOUBLE, MPI_MAX, comm));
+          if (r >= 3) ts[op].push_back(e);
+        }
+        t[op].push_back(QuartileOf(ts[op]));
+      }
+      w.push_back(n);
+    }
+    PetscCallMPI(MPI_Comm_free(&gc));
+    const std::string bk = "bcast-g" + std::to_string(g), ak = "allsum-g" + std::to_string(g);
+    PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, bk.c_str(), PETSC_FALSE, w, t[0]));
+    PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, bk.c_str(), PETSC_TRUE, w, t[1]));
+    PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, ak.c_str(), PETSC_FALSE, w, t[2]));
+    PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, ak.c_str(), PETSC_TRUE, w, t[2]));
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -158,33 +248,88 @@ static PetscErrorCode MakeLayer(const std::string &kind, const char backend[], D
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* the ranks DDModelCalibrate() measures on: every rank times its own copy of a kernel, all start
+   each call together, and a call takes the slowest rank's time, as a layer whose ranks meet at its
+   exchanges does in a network (on P > 1 ranks, the wait for the slowest is part of a layer's time) */
+static MPI_Comm calcomm = MPI_COMM_NULL;
+/* the kernels are timed cold: their tensors written back to memory and out of every cache before each call */
+static bool calflush = false;
+
+/* writes the tensors' lines back and out of every cache level */
+static PetscErrorCode FlushTensors(PetscInt n, DDTensor t[])
+{
+  PetscFunctionBegin;
+#if defined(__x86_64__)
+  for (PetscInt i = 0; i < n; i++) {
+    const void *a;
+    PetscInt    m;
+    DDDataType  dt;
+    size_t      es;
+    if (!t[i]) continue;
+    PetscCall(DDTensorGetLocalStorageSize(t[i], &m));
+    PetscCall(DDTensorGetDataType(t[i], &dt));
+    PetscCall(DDDataTypeGetSize(dt, &es));
+    PetscCall(DDTensorGetArrayRead(t[i], &a));
+    for (size_t o = 0; o < (size_t)m * es; o += 64) __builtin_ia32_clflush((const char *)a + o);
+    PetscCall(DDTensorRestoreArrayRead(t[i], &a));
+  }
+  __builtin_ia32_mfence();
+#endif
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* Lower-quartile times of a layer's forward (tm[0]) and backward (tm[1]), each called with the caches
-   evicted as inside a network: two warm-up calls, then at least minreps and at most maxreps timed calls,
-   repeated until they add up to mintime seconds */
-static PetscErrorCode TimeForwardBackward(DDLayer B, DDTensor x, DDTensor y, DDTensor dy, DDTensor dx, int minreps, int maxreps, PetscLogDouble mintime, double tm[2])
+   evicted as inside a network (L2, or every level when calflush): two warm-up calls, then at least
+   minreps and at most maxreps timed calls, repeated until they add up to mintime seconds; on P > 1
+   ranks each call is the slowest rank's */
+static PetscErrorCode TimeForwardBackwardMulti(DDLayer B, PetscInt nin, DDTensor xs[], DDTensor y, DDTensor dy, DDTensor dxs[], int minreps, int maxreps, PetscLogDouble mintime, double tm[2])
 {
   std::vector<double> tf, tb;
   PetscLogDouble      spent = 0;
+  PetscMPIInt         P     = 1;
 
   PetscFunctionBegin;
-  for (int r = 0; r < maxreps + 2 && (r < minreps + 2 || spent < mintime); r++) {
-    PetscLogDouble t0, t1, t1b, t2;
+  if (calcomm != MPI_COMM_NULL) PetscCallMPI(MPI_Comm_size(calcomm, &P));
+  std::vector<DDTensor> all(xs, xs + nin);
+  all.push_back(y);
+  all.push_back(dy);
+  for (PetscInt i = 0; i < nin; i++) all.push_back(dxs[i]);
+  const bool flush = calflush;
+  if (flush) { /* the second, cold pass: fewer repetitions (each writes the tensors back first) */
+    maxreps = PetscMin(maxreps, 30);
+    mintime *= 0.5;
+  }
+  for (int r = 0; r < maxreps + 2 && (r < minreps + 2 || spent < mintime); r++) { /* the same repetitions on every rank: spent is the ranks' maximum */
+    Stamp t0, t1, t1b, t2;
     EvictL2();
-    PetscCall(PetscTime(&t0));
-    PetscCall(DDLayerForward(B, x, y));
-    PetscCall(PetscTime(&t1));
+    if (flush) PetscCall(FlushTensors((PetscInt)all.size(), all.data()));
+    if (P > 1) PetscCallMPI(MPI_Barrier(calcomm));
+    PetscCall(Now(&t0));
+    PetscCall(DDLayerForwardMulti(B, nin, xs, y));
+    PetscCall(Now(&t1));
     EvictL2();
-    PetscCall(PetscTime(&t1b));
-    PetscCall(DDLayerBackward(B, dy, dx));
-    PetscCall(PetscTime(&t2));
+    if (flush) PetscCall(FlushTensors((PetscInt)all.size(), all.data()));
+    if (P > 1) PetscCallMPI(MPI_Barrier(calcomm));
+    PetscCall(Now(&t1b));
+    PetscCall(DDLayerBackwardMulti(B, dy, nin, dxs));
+    PetscCall(Now(&t2));
     if (r >= 2) { /* two warm-up calls */
-      tf.push_back(t1 - t0);
-      tb.push_back(t2 - t1b);
-      spent += t2 - t0;
+      double e[2] = {Elapsed(t0, t1), Elapsed(t1b, t2)};
+      if (P > 1) PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, e, 2, MPI_DOUBLE, MPI_MAX, calcomm));
+      tf.push_back(e[0]);
+      tb.push_back(e[1]);
+      spent += tf.back() + tb.back();
     }
   }
   tm[0] = QuartileOf(tf);
   tm[1] = QuartileOf(tb);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode TimeForwardBackward(DDLayer B, DDTensor x, DDTensor y, DDTensor dy, DDTensor dx, int minreps, int maxreps, PetscLogDouble mintime, double tm[2])
+{
+  PetscFunctionBegin;
+  PetscCall(TimeForwardBackwardMulti(B, 1, &x, y, dy, &dx, minreps, maxreps, mintime, tm));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -230,11 +375,168 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
     work[d] = (kind == DDLAYERCONV || kind == DDLAYERCONVTRANSPOSE || kind == DDLAYERAFFINE) ? f : b;
   }
   PetscCall(TimeForwardBackward(B, x, y, dy, dx, 5, 58, 0.08, tm));
+  PetscCall(PetscInfo(NULL, "calibration: %s %s size %" PetscInt_FMT ": work %g %g, forward %g s, backward %g s\n", kind.c_str(), DDDataTypes[dt], size, work[0], work[1], tm[0], tm[1]));
   PetscCall(DDTensorDestroy(&dx));
   PetscCall(DDTensorDestroy(&dy));
   PetscCall(DDLayerDestroy(&B));
   PetscCall(DDLayerDestroy(&A));
   PetscCall(DDTensorDestroy(&x0));
+  PetscCall(DDPartitionDestroy(&part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* a shape of the GEMM kinds' design: conv (n, c, h, h) -> cout channels, k x k (padding 1 for
+   3 x 3, none otherwise: LeNet's 5 x 5 shrink); affine (n, c) -> cout */
+struct GemmShape {
+  PetscInt n, c, h, cout, k;
+};
+
+/* conv: 3 x 3 with 16 channels (the U-Net's body) at 4 sizes, and the shapes whose rate differs:
+   one input channel (first layers), one output channel 1 x 1 and 3 x 3 (output layers), LeNet's
+   5 x 5 with 1 -> 6 and 6 -> 16, wider 32 and 64 channels, 32 -> 16 (a decoder after a concat) */
+static const GemmShape convShapes[] = {
+  {4, 16, 4, 16, 3},  {4, 16, 16, 16, 3}, {4, 16, 32, 16, 3}, {4, 1, 32, 16, 3}, {4, 16, 32, 1, 1}, {4, 16, 32, 1, 3},
+  {4, 1, 32, 6, 5},   {4, 6, 14, 16, 5},  {4, 32, 16, 32, 3}, {4, 64, 8, 64, 3}, {4, 32, 32, 16, 3}, {16, 1, 32, 6, 5},
+};
+/* affine: square layers at batch 32, and the GEMM shapes of a classifier head on small batches (LeNet's 400 -> 120 -> 84 -> 10) */
+static const GemmShape affineShapes[] = {
+  {32, 16, 1, 16, 1}, {32, 64, 1, 64, 1}, {32, 256, 1, 256, 1}, {16, 400, 1, 120, 1}, {16, 120, 1, 84, 1}, {16, 84, 1, 10, 1}, {8, 400, 1, 120, 1}, {4, 1024, 1, 64, 1},
+};
+
+/* times a conv or affine layer of one shape; its input comes from a layer of the same kind (1 x 1
+   for conv: the same size), in the format that kind hands over. X: (flops, input, output, weight bytes) */
+static PetscErrorCode TimeGemm(const std::string &kind, const char backend[], DDDataType dt, const GemmShape &g, double X[2][4], double tm[3])
+{
+  DDPartition part;
+  DDTensor    x0, x, y, dx, dy, x1 = NULL;
+  DDLayer     A, B;
+  const bool  conv = kind == DDLAYERCONV;
+  const PetscInt order = conv ? 4 : 2, shape[4] = {g.n, conv ? 2 : 16, g.h, g.h}, pshape[4] = {1, 1, 1, 1};
+
+  PetscFunctionBegin;
+  PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, order, pshape, PETSC_DECIDE, NULL, &part));
+  PetscCall(DDTensorCreateFromPartition(part, dt, order, shape, &x0));
+  PetscCall(FillTensor(x0, 0.1));
+  for (int l = 0; l < 2; l++) {
+    DDLayer *L = l ? &B : &A;
+    PetscCall(DDLayerCreate(PETSC_COMM_SELF, L));
+    PetscCall(DDLayerSetType(*L, kind.c_str()));
+    if (backend) PetscCall(DDLayerSetBackend(*L, backend));
+    if (conv) {
+      const PetscInt k[2] = {l ? g.k : 1, l ? g.k : 1}, p[2] = {l && g.k == 3 ? 1 : 0, l && g.k == 3 ? 1 : 0};
+      PetscCall(DDLayerConvSetOutputChannels(*L, l ? g.cout : g.c));
+      PetscCall(DDLayerConvSetKernel(*L, 2, k));
+      PetscCall(DDLayerConvSetPadding(*L, 2, p));
+    } else PetscCall(DDLayerAffineSetOutputFeatures(*L, l ? g.cout : g.c));
+    PetscCall(DDLayerSetUp(*L, l ? x : x0));
+    PetscCall(DDLayerInitializeParameters(*L, 7));
+    PetscCall(DDLayerSetTraining(*L, PETSC_TRUE));
+    if (!l) {
+      PetscCall(DDLayerGetOutput(A, &x));
+      PetscCall(DDLayerForward(A, x0, x));
+      if (conv && g.c == 1) { /* one channel: a first layer, on the network's (plain) input */
+        const PetscInt s1[4] = {g.n, 1, g.h, g.h};
+        PetscCall(DDTensorCreateFromPartition(part, dt, 4, s1, &x1));
+        PetscCall(FillTensor(x1, 0.15));
+        x = x1;
+      }
+    }
+  }
+  PetscCall(DDLayerGetOutput(B, &y));
+  PetscCall(DDTensorDuplicate(y, &dy));
+  PetscCall(FillTensor(dy, 0.3));
+  PetscCall(DDTensorDuplicate(x, &dx));
+  for (int d = 0; d < 2; d++) {
+    PetscReal f, b;
+    double    e[3];
+    PetscCall(ddnn::ModelGemmBytes_Private(B, d ? PETSC_TRUE : PETSC_FALSE, e));
+    PetscCall(DDLayerGetModelWork(B, d ? PETSC_TRUE : PETSC_FALSE, &f, &b));
+    X[d][0] = f;
+    for (int j = 0; j < 3; j++) X[d][1 + j] = e[j];
+  }
+  PetscCall(TimeForwardBackward(B, x, y, dy, dx, 5, 58, 0.08, tm));
+  { /* the backward of a network's first layer: no input gradient, the weight's alone */
+    double tn[2];
+    PetscCall(TimeForwardBackward(B, x, y, dy, NULL, 5, 58, 0.04, tn));
+    tm[2] = tn[1];
+  }
+  PetscCall(PetscInfo(NULL, "calibration: %s %s n %" PetscInt_FMT " c %" PetscInt_FMT " h %" PetscInt_FMT " cout %" PetscInt_FMT " k %" PetscInt_FMT ": forward %g s, backward %g s, without dx %g s\n", kind.c_str(), DDDataTypes[dt], g.n, g.c, g.h, g.cout, g.k, tm[0], tm[1], tm[2]));
+  PetscCall(DDTensorDestroy(&dx));
+  PetscCall(DDTensorDestroy(&dy));
+  PetscCall(DDLayerDestroy(&B));
+  PetscCall(DDLayerDestroy(&A));
+  PetscCall(DDTensorDestroy(&x1));
+  PetscCall(DDTensorDestroy(&x0));
+  PetscCall(DDPartitionDestroy(&part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* times a layer kind whose inputs are not one layer's output: concat (two (4, 16, 4s, 4s) along
+   C), flatten ((4, 16, 4s, 4s)), loss (mse of (4, 1, 8s, 8s) against a target of that shape) and
+   loss-crossentropy ((16 s, 10) logits against class indices); the bytes of DDLayerGetModelWork() */
+static PetscErrorCode TimeOther(const std::string &kind, const char backend[], DDDataType dt, PetscInt size, double work[2], double tm[2])
+{
+  DDPartition part, pl = NULL;
+  DDTensor    xs[2] = {NULL, NULL}, dxs[2] = {NULL, NULL}, y, dy;
+  DDLayer     B;
+  PetscInt    nin = 1;
+  const PetscInt pshape[4] = {1, 1, 1, 1};
+
+  PetscFunctionBegin;
+  const bool ce = kind == "loss-crossentropy";
+  PetscInt   order = ce ? 2 : 4, shape[4] = {4, 16, 4 * size, 4 * size};
+  if (kind == DDLAYERLOSS) {
+    shape[1] = 1;
+    shape[2] = shape[3] = 8 * size;
+  }
+  if (ce) {
+    shape[0] = 16 * size;
+    shape[1] = 10;
+  }
+  PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, order, pshape, PETSC_DECIDE, NULL, &part));
+  PetscCall(DDTensorCreateFromPartition(part, dt, order, shape, &xs[0]));
+  PetscCall(FillTensor(xs[0], 0.1));
+  PetscCall(DDLayerCreate(PETSC_COMM_SELF, &B));
+  PetscCall(DDLayerSetType(B, kind.rfind(DDLAYERLOSS, 0) == 0 ? DDLAYERLOSS : kind.c_str()));
+  if (backend) PetscCall(DDLayerSetBackend(B, backend));
+  if (kind == DDLAYERCONCAT || kind == DDLAYERLOSS) {
+    nin = 2;
+    PetscCall(DDTensorCreateFromPartition(part, dt, order, shape, &xs[1]));
+    PetscCall(FillTensor(xs[1], 0.2));
+  } else if (ce) {
+    nin = 2;
+    PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, 1, pshape, PETSC_DECIDE, NULL, &pl));
+    PetscCall(DDTensorCreateFromPartition(pl, dt, 1, shape, &xs[1]));
+    std::vector<double> lab(shape[0]);
+    for (PetscInt i = 0; i < shape[0]; i++) lab[i] = (double)(i % 10);
+    if (dt == DD_FLOAT64) PetscCall(DDTensorSetValuesGlobal(xs[1], lab.data()));
+    else {
+      std::vector<float> f(lab.begin(), lab.end());
+      PetscCall(DDTensorSetValuesGlobal(xs[1], f.data()));
+    }
+    PetscCall(DDLayerLossSetType(B, DD_LOSS_CROSSENTROPY));
+  }
+  if (kind == DDLAYERCONCAT) PetscCall(DDLayerConcatSetDimension(B, 1));
+  PetscCall(DDLayerSetUpMulti(B, nin, xs));
+  PetscCall(DDLayerSetTraining(B, PETSC_TRUE));
+  PetscCall(DDLayerGetOutput(B, &y));
+  PetscCall(DDTensorDuplicate(y, &dy));
+  PetscCall(FillTensor(dy, 0.3));
+  PetscCall(DDTensorDuplicate(xs[0], &dxs[0]));
+  if (kind == DDLAYERCONCAT) PetscCall(DDTensorDuplicate(xs[1], &dxs[1])); /* a loss's target has no gradient */
+  for (int d = 0; d < 2; d++) {
+    PetscReal f, b;
+    PetscCall(DDLayerGetModelWork(B, d ? PETSC_TRUE : PETSC_FALSE, &f, &b));
+    work[d] = b;
+  }
+  PetscCall(TimeForwardBackwardMulti(B, nin, xs, y, dy, dxs, 5, 58, 0.05, tm));
+  for (int i = 0; i < 2; i++) {
+    PetscCall(DDTensorDestroy(&xs[i]));
+    PetscCall(DDTensorDestroy(&dxs[i]));
+  }
+  PetscCall(DDTensorDestroy(&dy));
+  PetscCall(DDLayerDestroy(&B));
+  PetscCall(DDPartitionDestroy(&pl));
   PetscCall(DDPartitionDestroy(&part));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -299,15 +601,15 @@ static PetscErrorCode TimeAux(bool axpy, DDDataType dt, PetscInt n, double *work
   std::vector<double> ts;
   PetscLogDouble      spent = 0;
   for (int r = 0; r < 200 && (r < 12 || spent < 0.03); r++) {
-    PetscLogDouble t0, t1;
+    Stamp t0, t1;
     EvictL2();
-    PetscCall(PetscTime(&t0));
+    PetscCall(Now(&t0));
     if (axpy) PetscCall(DDTensorAXPY(y, 1e-3, x));
     else PetscCall(DDTensorZeroEntries(y));
-    PetscCall(PetscTime(&t1));
+    PetscCall(Now(&t1));
     if (r >= 2) {
-      ts.push_back(t1 - t0);
-      spent += t1 - t0;
+      ts.push_back(Elapsed(t0, t1));
+      spent += ts.back();
     }
   }
   *tm   = QuartileOf(ts);
@@ -347,15 +649,15 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
   std::vector<double> ts[2];
   PetscCallMPI(MPI_Barrier(comm));
   for (int r = 0; r < 62; r++) {
-    PetscLogDouble t0, t1, t2;
-    PetscCall(PetscTime(&t0));
+    Stamp t0, t1, t2;
+    PetscCall(Now(&t0));
     PetscCall(DDPrimitiveApply(H, x, x));
-    PetscCall(PetscTime(&t1));
+    PetscCall(Now(&t1));
     PetscCall(DDPrimitiveApplyAdjoint(H, x, x));
-    PetscCall(PetscTime(&t2));
+    PetscCall(Now(&t2));
     if (r >= 2) {
-      ts[0].push_back(t1 - t0);
-      ts[1].push_back(t2 - t1);
+      ts[0].push_back(Elapsed(t0, t1));
+      ts[1].push_back(Elapsed(t1, t2));
     }
   }
   for (int d = 0; d < 2; d++) {
@@ -383,23 +685,39 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
 - -dd_model_cache <path> - the cache file (`DDModelGetCachePath()`)
 
   Notes:
-  The kernels are timed with their tensors pushed out of the core's L2 cache before each call, as
-  the layers before them in a network do.
+  Every call is timed as the smaller of its wall time and the process's CPU time (other processes'
+  time slices on a shared machine are not the kernel's), and each layer kind twice: with its tensors
+  pushed out of the core's L2 cache before each call (warm: the layers before it in a small network
+  did that), and with them written back to memory and out of every cache (cold, stored as
+  "<kind>:cold": a network whose memory per rank exceeds L2 finds them there).
   Pairs of ranks exchange 8 B to 2 MiB both ways at once (MPI_Sendrecv, as the exchange engine's
   halo and repartition messages go), and t = alpha + beta n is fitted to the slowest pair's
-  lower quartiles by least squares; on one rank alpha and beta are kept from the cache (none are needed
-  there). Every rank then times, at four sizes (4x4 to 64x64: the small ones fix the per-call
-  cost, and the fit weighs relative errors), one forward and one backward of conv (3x3, 16
-  channels), convtranspose (2x2 stride 2), affine, ReLU, batch norm, max pool 2x2 and bilinear
-  upsampling x2, and the other activation functions (tanh, sigmoid, ...), on PETSC_COMM_SELF (lower quartiles after warm-up, all ranks at once), and
-  t = c0 + c1 work is fitted to the slowest rank's quartiles (work: `DDLayerGetModelWork()`).
+  lower quartiles by least squares; on one rank alpha and beta are kept from the cache (none are
+  needed there). Every rank then times, after warm-up, one forward and one backward of:
+  conv over 12 shapes (3x3 with 16 channels at 4x4 to 32x32, 32 and 64 channels, 1 -> 16 and
+  16 -> 1 channels, 1x1, LeNet's 5x5 1 -> 6 and 6 -> 16) and affine over 8 (square at batch 32, a
+  classifier head 400 -> 120 -> 84 -> 10 at batch 4 to 16), fitted as t = c0 + c1 flops + c2 input
+  bytes + c3 output bytes + c4 (conv: flops of idle vector lanes, affine: weight bytes) by
+  non-negative least squares in relative error, and their backward without the input gradient
+  (a network's first layer, "<kind>-wgrad"); at four sizes (4x4 to 64x64: the small ones fix the
+  per-call cost) convtranspose (2x2 stride 2), ReLU, batch norm, max pool 2x2, bilinear upsampling
+  x2, the other activation functions (tanh, sigmoid, ...), concat, flatten, the mse loss and the
+  cross-entropy loss against class indices, fitted as t = c0 + c1 work (`DDLayerGetModelWork()`).
+  All ranks run at once on PETSC_COMM_SELF, start each call together, and a call takes the slowest
+  rank's time (the wait for it is part of a layer's time in a network); on P > 1 ranks the fits are
+  stored as those of "<backend>@P", used for predictions on P ranks (else the one-rank fits).
   A ReLU from a plain to a channels-last tensor gives the per-run cost of a format conversion
-  (`DDLayerGetModelRuns()`), one into a tensor with a halo the per-run cost of a row-by-row walk, and `DDTensorZeroEntries()` and `DDTensorAXPY()` at 256 to 1M entries
-  the network's own work (`DDNetGetModelTime()`, `DDNetGetModelUpdateTime()`). On more than one
-  rank, a halo exchange of width 1 along a W split, applied back to back as layers apply it
-  (median: packing, waiting and unpacking included), is fitted as t = c0 + c1 bytes and prices
-  the layers' halo exchanges in place of alpha-beta.
-  Rank 0 writes the merged cache. Takes a few seconds. Paper 003 sec. V-A.
+  (`DDLayerGetModelRuns()`), one into a tensor with a halo the per-run cost of a row-by-row walk,
+  and `DDTensorZeroEntries()` and `DDTensorAXPY()` at 256 to 1M entries the network's own work
+  (`DDNetGetModelTime()`, `DDNetGetModelUpdateTime()`). On more than one rank, a halo exchange of
+  width 1 along a W split, applied back to back as layers apply it (median: packing, waiting and
+  unpacking included), is fitted as t = c0 + c1 bytes and prices the layers' halo exchanges in
+  place of alpha-beta, and MPI_Ibcast, MPI_Reduce and MPI_Allreduce of 256 B to 1 MiB in groups of
+  2, 4, ... and P ranks (the slowest rank, lower quartile) the weight broadcasts, gradient
+  reductions and all-reductions in place of Thakur's formulas.
+  Rank 0 writes the merged cache. Measured on 2 cores shared with other work (load 10-13): about
+  15 s on one rank, 2.5 min on two (every call waits at a barrier for the other rank's time slice;
+  far less on an idle machine). Paper 003 sec. V-A.
 
   Level: intermediate
 
@@ -420,38 +738,82 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
     PetscCall(DDBackendGet(bname, &b)); /* an unknown backend's name is an error here */
   }
   PetscCall(DDModelLoad(comm, bname, dt, &have)); /* a corrupt cache is an error before any measurement */
+  calcomm  = comm;
+  calflush = false;
   PetscCallMPI(MPI_Comm_size(comm, &size));
+  /* the fits are stored under the backend's name, on P > 1 ranks under "<name>@P" (model.cxx, FindKern()) */
+  const std::string bkey = size > 1 ? std::string(bname) + "@" + std::to_string(size) : std::string(bname);
   if (size > 1) {
     PetscReal a, b;
     PetscCall(CalibrateComm(comm, &a, &b));
     PetscCall(ddnn::ModelStoreComm_Private(a, b));
   }
-  std::vector<std::string> kinds = {DDLAYERCONV, DDLAYERCONVTRANSPOSE, DDLAYERAFFINE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, DDLAYERUPSAMPLE};
-  for (DDActivationType a : {DD_ACT_LEAKYRELU, DD_ACT_TANH, DD_ACT_SIGMOID, DD_ACT_GELU, DD_ACT_IDENTITY, DD_ACT_SILU, DD_ACT_ELU, DD_ACT_SOFTPLUS}) kinds.push_back(std::string(DDLAYERACTIVATION) + "-" + DDActivationTypes[a]); /* model.cxx's calibratedActs */
-  for (const std::string &ks : kinds) {
-    const char *k = ks.c_str();
-    std::vector<double> w[2], t[2];
-    for (PetscInt s : {1, 4, 8, 16}) { /* 4x4 (the per-call cost: LeNet's small layers) to 64x64 */
-      double wk[2], tm[2];
-      PetscCall(TimeKind(k, bname, dt, s, wk, tm));
-      PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
-      for (int d = 0; d < 2; d++) {
-        w[d].push_back(wk[d]);
-        t[d].push_back(tm[d]);
+  /* twice: with the tensors in the caches below L2 (warm), and written back to memory before each
+     call (cold, ":cold"): a network whose tensors exceed the core's L2 finds them in memory (model.cxx, NetCold()) */
+  for (int cold = 0; cold < 2; cold++) {
+    const std::string sfx = cold ? ":cold" : "";
+    calflush              = cold == 1;
+    for (const std::string gk : {DDLAYERCONV, DDLAYERAFFINE}) { /* t = c0 + c1 flops + c2 input + c3 output bytes + c4 (idle-lane flops or weight bytes) over a design of shapes */
+      std::vector<std::vector<double>> X[3];
+      std::vector<double>              t[3];
+      const bool                       conv = gk == DDLAYERCONV;
+      const size_t                     ns   = conv ? sizeof(convShapes) / sizeof(convShapes[0]) : sizeof(affineShapes) / sizeof(affineShapes[0]);
+      for (size_t i = 0; i < ns; i++) {
+        const GemmShape &g = conv ? convShapes[i] : affineShapes[i];
+        double           Xi[2][4], tm[3];
+        PetscCall(TimeGemm(gk, bname, dt, g, Xi, tm));
+        PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 3, MPI_DOUBLE, MPI_MAX, comm));
+        for (int d = 0; d < 3; d++) {
+          if (d == 1 && conv && g.c == 1) continue; /* one input channel: a first layer, whose input gradient is not computed (d = 2) */
+          X[d].push_back(std::vector<double>(Xi[d ? 1 : 0], Xi[d ? 1 : 0] + 4));
+          t[d].push_back(tm[d]);
+        }
       }
+      for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreGemmKernel_Private(bkey.c_str(), dt, (gk + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, X[d], t[d]));
+      PetscCall(ddnn::ModelStoreGemmKernel_Private(bkey.c_str(), dt, (gk + "-wgrad" + sfx).c_str(), PETSC_TRUE, X[2], t[2]));
     }
-    for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, k, d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
+    for (const std::string ok : {DDLAYERCONCAT, DDLAYERFLATTEN, DDLAYERLOSS, "loss-crossentropy"}) {
+      std::vector<double> w[2], t[2];
+      for (PetscInt s : {1, 2, 4, 8}) {
+        double wk[2], tm[2];
+        PetscCall(TimeOther(ok, bname, dt, s, wk, tm));
+        PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
+        for (int d = 0; d < 2; d++) {
+          w[d].push_back(wk[d]);
+          t[d].push_back(tm[d]);
+        }
+      }
+      for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, (ok + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
+    }
+    std::vector<std::string> kinds = {DDLAYERCONVTRANSPOSE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, DDLAYERUPSAMPLE};
+    for (DDActivationType a : {DD_ACT_LEAKYRELU, DD_ACT_TANH, DD_ACT_SIGMOID, DD_ACT_GELU, DD_ACT_IDENTITY, DD_ACT_SILU, DD_ACT_ELU, DD_ACT_SOFTPLUS}) kinds.push_back(std::string(DDLAYERACTIVATION) + "-" + DDActivationTypes[a]); /* model.cxx's calibratedActs */
+    for (const std::string &ks : kinds) {
+      const char *k = ks.c_str();
+      std::vector<double> w[2], t[2];
+      for (PetscInt s : {1, 4, 8, 16}) { /* 4x4 (the per-call cost: LeNet's small layers) to 64x64 */
+        double wk[2], tm[2];
+        PetscCall(TimeKind(k, bname, dt, s, wk, tm));
+        PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
+        for (int d = 0; d < 2; d++) {
+          w[d].push_back(wk[d]);
+          t[d].push_back(tm[d]);
+        }
+      }
+      for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, (ks + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
+    }
   }
+  calflush = false;
   for (int rows = 0; rows < 2; rows++) {
     double wk[2], tm[2], runs;
     PetscCall(TimeConversion(bname, dt, rows == 1, wk, &runs, tm));
     PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
     for (int d = 0; d < 2; d++) {
       double base;
-      PetscCall(ddnn::ModelKernelTime_Private(bname, dt, DDLAYERACTIVATION, d ? PETSC_TRUE : PETSC_FALSE, wk[d], &base));
-      PetscCall(ddnn::ModelStoreRunCost_Private(bname, dt, rows ? "activation-rows" : DDLAYERACTIVATION, d ? PETSC_TRUE : PETSC_FALSE, std::max(0.0, (tm[d] - base) / (runs - 1))));
+      PetscCall(ddnn::ModelKernelTime_Private(bkey.c_str(), dt, DDLAYERACTIVATION, d ? PETSC_TRUE : PETSC_FALSE, wk[d], &base));
+      PetscCall(ddnn::ModelStoreRunCost_Private(bkey.c_str(), dt, rows ? "activation-rows" : DDLAYERACTIVATION, d ? PETSC_TRUE : PETSC_FALSE, std::max(0.0, (tm[d] - base) / (runs - 1))));
     }
   }
+  if (size > 1) PetscCall(CalibrateCollectives(comm, bkey.c_str(), dt));
   if (size > 1) {
     std::vector<double> w[2], t[2];
     for (PetscInt n : {4, 16, 32, 64}) {
@@ -463,7 +825,7 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
         t[d].push_back(tm[d]);
       }
     }
-    for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, "halo", d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
+    for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, "halo", d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
   }
   for (int a = 0; a < 2; a++) {
     std::vector<double> w, t;
@@ -474,8 +836,9 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
       w.push_back(wk);
       t.push_back(tm);
     }
-    PetscCall(ddnn::ModelStoreKernel_Private(bname, dt, a ? "tensoraxpy" : "tensorzero", PETSC_FALSE, w, t));
+    PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, a ? "tensoraxpy" : "tensorzero", PETSC_FALSE, w, t));
   }
+  calcomm = MPI_COMM_NULL;
   PetscCall(ddnn::ModelSave_Private(comm));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -6,14 +6,21 @@
     as in paper 003 sec. V-A ("empirical estimates ... a simple benchmark that times the
     appropriate function"), on the chosen backend and data type, at a few sizes per layer kind,
     fitted as t = c0 + c1 * work (least squares): work is the GEMM flops of conv, convtranspose
-    and affine, the bytes read and written by the other kernels; c0 is the per-call overhead;
+    and affine, the bytes read and written by the other kernels; c0 is the per-call overhead.
+    conv and affine are fitted over a design of shapes with three more terms (GemmBytes(): input
+    and output bytes, and the flops of idle vector lanes for conv, the weight's bytes for affine),
+    a network's first layer by the fit of a backward without input gradient; each kind twice,
+    warm (tensors out of L2) and cold (out of every cache), the cold fits for networks whose
+    memory per rank exceeds the core's L2; on P ranks the fits measured on P ranks at once, each
+    call the slowest rank's (the wait for it is part of a layer's time);
   - point-to-point communication: the exact messages and bytes of each primitive's set-up graph
     (DDPrimitiveGetCommVolume(), from the exchange engine's plan) priced with the linear model
     alpha + beta n (paper 003 sec. II-B, SR(n)), alpha and beta fitted to a ping-pong at several
     sizes on this machine (least squares), full duplex: max(sent, received) per rank;
-  - collectives (weight broadcast / gradient sum-reduce, the norms' all-sum-reduce): the
-    binomial-tree and Rabenseifner models of Thakur et al. (paper 003 ref. [22]) on the same
-    alpha and beta, over the primitive's communicator.
+  - collectives (weight broadcast / gradient sum-reduce, the norms' all-sum-reduce): measured
+    (MPI_Ibcast, MPI_Reduce, MPI_Allreduce in groups of 2 ... P ranks, t = c0 + c1 bytes); at a
+    group size not measured, the binomial-tree and Rabenseifner models of Thakur et al. (paper 003
+    ref. [22]) on alpha and beta.
   Memory per rank per layer: the output and the tensors kept for backward (activations), the
   halo regions and the exchange engine's message buffers, weights and gradients, and the layer's
   other work tensors (those its primitives were set up on).
@@ -47,13 +54,15 @@
 
 namespace
 {
+/* t = c0 + c1 work (+ cx . (input bytes, output bytes, conv: wasted lane flops / affine: weight bytes) for conv and affine, GemmBytes()) */
 struct Fit {
-  double c0 = 0, c1 = 0;
+  double c0 = 0, c1 = 0, cx[3] = {0, 0, 0};
 };
 
 struct ModelState {
   bool                       loaded = false; /* the cache file was read (or found absent) */
   bool                       commok = false;
+  int                        stale  = 0; /* the cache file's version when it is an older one (its contents ignored) */
   double                     alpha = 0, beta = 0;
   std::map<std::string, Fit> kern; /* "backend dtype kind f|b" */
   std::map<std::string, double> runcost; /* seconds per run of a pointwise loop over two layouts (same keys) */
@@ -61,7 +70,9 @@ struct ModelState {
 };
 ModelState M;
 
-const char *const cacheMagic = "ddnn-model-cache 1";
+/* version 2: the GEMM kinds' fits have three more terms, and concat, flatten and the losses their own fits */
+const int         cacheVersion = 2;
+const char *const cacheMagic   = "ddnn-model-cache 2";
 
 std::string HostName()
 {
@@ -75,6 +86,27 @@ std::string HostName()
 std::string KernelKey(const std::string &backend, DDDataType dt, const std::string &kind, bool bwd)
 {
   return backend + " " + DDDataTypes[dt] + " " + kind + " " + (bwd ? "b" : "f");
+}
+
+/* a calibration on P > 1 ranks stores its fits under "<backend>@P" (the kernels timed on every rank
+   at once, each call the slowest rank's time); a prediction on P ranks uses those, else the ones of
+   a calibration on one rank */
+std::map<std::string, Fit>::const_iterator FindKern(const std::string &bname, PetscMPIInt P, DDDataType dt, const std::string &kind, bool bwd)
+{
+  if (P > 1) {
+    auto it = M.kern.find(KernelKey(bname + "@" + std::to_string(P), dt, kind, bwd));
+    if (it != M.kern.end()) return it;
+  }
+  return M.kern.find(KernelKey(bname, dt, kind, bwd));
+}
+
+std::map<std::string, double>::const_iterator FindRunCost(const std::string &bname, PetscMPIInt P, DDDataType dt, const std::string &kind, bool bwd)
+{
+  if (P > 1) {
+    auto it = M.runcost.find(KernelKey(bname + "@" + std::to_string(P), dt, kind, bwd));
+    if (it != M.runcost.end()) return it;
+  }
+  return M.runcost.find(KernelKey(bname, dt, kind, bwd));
 }
 
 /* least squares of t = c0 + c1 w in relative error (weights 1/t^2): the small sizes, where the
@@ -107,8 +139,96 @@ Fit LeastSquares(const std::vector<double> &w, const std::vector<double> &t)
   return f;
 }
 
+/* least squares of t = c . (1, features) in relative error (weights 1/t^2) with non-negative
+   coefficients: the terms that come out negative are dropped one at a time (the most negative first)
+   and the rest refitted (an active-set NNLS of a few terms); at least the first feature (the flops) is kept */
+Fit LeastSquaresMulti(const std::vector<std::vector<double>> &X, const std::vector<double> &t)
+{
+  const size_t      m = X.empty() ? 0 : X[0].size() + 1;
+  std::vector<bool> on(m, true);
+  std::vector<double> c(m, 0);
+  for (size_t pass = 0; pass < m; pass++) {
+    std::vector<size_t> idx;
+    for (size_t j = 0; j < m; j++)
+      if (on[j]) idx.push_back(j);
+    const size_t        k = idx.size();
+    std::vector<double> A(k * k, 0), r(k, 0);
+    for (size_t i = 0; i < t.size(); i++) {
+      double q = t[i] > 0 ? 1.0 / (t[i] * t[i]) : 1.0;
+      for (size_t a = 0; a < k; a++) {
+        double fa = idx[a] ? X[i][idx[a] - 1] : 1.0;
+        r[a] += q * fa * t[i];
+        for (size_t b = 0; b < k; b++) A[a * k + b] += q * fa * (idx[b] ? X[i][idx[b] - 1] : 1.0);
+      }
+    }
+    /* Gaussian elimination with partial pivoting, scaled by the diagonal (the features span 10 decades) */
+    std::vector<double> sc(k);
+    for (size_t a = 0; a < k; a++) sc[a] = A[a * k + a] > 0 ? 1.0 / std::sqrt(A[a * k + a]) : 1.0;
+    for (size_t a = 0; a < k; a++) {
+      r[a] *= sc[a];
+      for (size_t b = 0; b < k; b++) A[a * k + b] *= sc[a] * sc[b];
+    }
+    bool singular = false;
+    for (size_t a = 0; a < k && !singular; a++) {
+      size_t p = a;
+      for (size_t b = a + 1; b < k; b++)
+        if (std::fabs(A[b * k + a]) > std::fabs(A[p * k + a])) p = b;
+      if (std::fabs(A[p * k + a]) < 1e-12) {
+        singular = true;
+        break;
+      }
+      if (p != a) {
+        for (size_t b = 0; b < k; b++) std::swap(A[a * k + b], A[p * k + b]);
+        std::swap(r[a], r[p]);
+      }
+      for (size_t b = a + 1; b < k; b++) {
+        double f = A[b * k + a] / A[a * k + a];
+        for (size_t e = a; e < k; e++) A[b * k + e] -= f * A[a * k + e];
+        r[b] -= f * r[a];
+      }
+    }
+    std::vector<double> x(k, 0);
+    if (!singular)
+      for (size_t a = k; a-- > 0;) {
+        double v = r[a];
+        for (size_t b = a + 1; b < k; b++) v -= A[a * k + b] * x[b];
+        x[a] = v / A[a * k + a];
+      }
+    size_t worst = m;
+    double wv    = 0;
+    for (size_t a = 0; a < k; a++) {
+      x[a] *= sc[a];
+      if (singular) {
+        if (idx[a] > 1) worst = idx[a]; /* dependent features: drop the last extra term */
+      } else if (idx[a] != 1 && x[a] < wv) { /* the flops term is kept */
+        wv    = x[a];
+        worst = idx[a];
+      }
+    }
+    if (singular && worst == m) break; /* c[1] = 0: the plain rate below */
+    if (worst == m) {
+      std::fill(c.begin(), c.end(), 0.0);
+      for (size_t a = 0; a < k; a++) c[idx[a]] = x[a];
+      break;
+    }
+    on[worst] = false;
+  }
+  Fit f;
+  if (c.size() < 2 || c[1] <= 0) { /* nothing sensible: the rate alone */
+    std::vector<double> w;
+    for (auto &row : X) w.push_back(row[0]);
+    return LeastSquares(w, t);
+  }
+  f.c0 = c[0];
+  f.c1 = c[1];
+  for (size_t j = 2; j < m && j < 5; j++) f.cx[j - 2] = c[j];
+  return f;
+}
+
 /* the layer kinds the calibration times; the others are priced as the generic memory-bound kernel */
-const char *const calibratedKinds[] = {DDLAYERCONV, DDLAYERCONVTRANSPOSE, DDLAYERAFFINE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, DDLAYERUPSAMPLE};
+const char *const calibratedKinds[] = {DDLAYERCONV, DDLAYERCONVTRANSPOSE, DDLAYERAFFINE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, DDLAYERUPSAMPLE, DDLAYERCONCAT, DDLAYERFLATTEN, DDLAYERLOSS};
+/* a loss against class indices (cross-entropy: a softmax per sample) has its own fit; the others (mse, l1, soft targets) the loss's */
+const char *const kindLossCE = "loss-crossentropy";
 
 /* the net's own kernels (DDNetBackward's zeroing of the output gradients and accumulation of
    the gradients of tensors with several consumers, DDNetZeroGradients, the optimizer's update),
@@ -187,6 +307,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
   PetscFunctionBegin;
   *found = PETSC_FALSE;
   why.clear();
+  M.stale = 0;
   f = fopen(path.c_str(), "r");
   if (!f) {
     if (errno != ENOENT) why = std::string("it cannot be read (") + strerror(errno) + ")";
@@ -201,16 +322,22 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
     std::string s(line);
     while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
     if (ln == 1) {
+      int v = 0, nv = 0;
+      if (sscanf(s.c_str(), "ddnn-model-cache %d%n", &v, &nv) == 1 && nv == (int)s.size() && v >= 1 && v < cacheVersion) { /* an older ddnn's: stale, recalibrated */
+        fclose(f);
+        M.stale = v;
+        PetscFunctionReturn(PETSC_SUCCESS);
+      }
       if (s != cacheMagic) {
-        why = "its first line is not \"" + std::string(cacheMagic) + "\" (not a ddnn model cache, or another version)";
+        why = "its first line is not \"" + std::string(cacheMagic) + "\" (not a ddnn model cache, or a newer version)";
         break;
       }
       continue;
     }
     if (s.empty() || s[0] == '#') continue;
     char   a[256], b[64], c[64], d[8];
-    double x, y;
-    int    n = 0;
+    double x, y, e[3] = {0, 0, 0};
+    int    n = 0, nk = 0;
     if (!strncmp(s.c_str(), "host ", 5)) {
       if (s.substr(5) != HostName()) {
         why = "it was calibrated on host " + s.substr(5) + ", not on this one (" + HostName() + "): a foreign cache";
@@ -221,7 +348,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
       commok = true;
       alpha  = x;
       beta   = y;
-    } else if (sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg%n", a, b, c, d, &x, &y, &n) == 6 && n == (int)s.size() && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && y >= 0 && std::isfinite(x) && std::isfinite(y)) {
+    } else if ((((nk = sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg %lg %lg %lg%n", a, b, c, d, &x, &y, &e[0], &e[1], &e[2], &n)) == 9 && n == (int)s.size()) || (sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg%n", a, b, c, d, &x, &y, &n) == 6 && n == (int)s.size())) && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && y >= 0 && std::isfinite(x) && std::isfinite(y) && e[0] >= 0 && e[1] >= 0 && e[2] >= 0 && std::isfinite(e[0] + e[1] + e[2])) {
       PetscInt  dt;
       PetscBool ok;
       PetscCall(PetscEListFind(2, DDDataTypes, b, &dt, &ok)); /* float32, float64 */
@@ -230,7 +357,12 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
         why = "line " + std::to_string(ln) + " names an unknown data type " + b;
         PetscFunctionReturn(PETSC_SUCCESS);
       }
-      kern[KernelKey(a, (DDDataType)dt, c, d[0] == 'b')] = Fit{x, y};
+      Fit fit;
+      fit.c0 = x;
+      fit.c1 = y;
+      if (nk == 9)
+        for (int j = 0; j < 3; j++) fit.cx[j] = e[j];
+      kern[KernelKey(a, (DDDataType)dt, c, d[0] == 'b')] = fit;
     } else if (sscanf(s.c_str(), "runcost %255s %63s %63s %7s %lg%n", a, b, c, d, &x, &n) == 5 && n == (int)s.size() && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && std::isfinite(x)) {
       PetscInt  dt;
       PetscBool ok;
@@ -291,9 +423,13 @@ static PetscErrorCode ModelWriteCache(const std::string &path)
   std::string tmp = path + ".tmp" + std::to_string((long)getpid());
   FILE       *f   = fopen(tmp.c_str(), "w");
   PetscCheck(f, PETSC_COMM_SELF, PETSC_ERR_FILE_OPEN, "Cannot write the model cache %s: %s", tmp.c_str(), strerror(errno));
-  fprintf(f, "%s\n# ddnn performance model calibration (DDModelCalibrate): t = c0 + c1 work (+ runcost per run of a pointwise loop); comm: alpha [s] beta [s/byte]\nhost %s\n", cacheMagic, HostName().c_str());
+  fprintf(f, "%s\n# ddnn performance model calibration (DDModelCalibrate): t = c0 + c1 work [conv, affine: + c2 input bytes + c3 output bytes + c4 (conv: flops of idle vector lanes; affine: weight bytes)] (+ runcost per run of a pointwise loop); comm: alpha [s] beta [s/byte]\nhost %s\n", cacheMagic, HostName().c_str());
   if (M.commok) fprintf(f, "comm %.9g %.9g\n", M.alpha, M.beta);
-  for (auto &kv : M.kern) fprintf(f, "kernel %s %.9g %.9g\n", kv.first.c_str(), kv.second.c0, kv.second.c1);
+  for (auto &kv : M.kern) {
+    const Fit &k = kv.second;
+    if (k.cx[0] || k.cx[1] || k.cx[2]) fprintf(f, "kernel %s %.9g %.9g %.9g %.9g %.9g\n", kv.first.c_str(), k.c0, k.c1, k.cx[0], k.cx[1], k.cx[2]);
+    else fprintf(f, "kernel %s %.9g %.9g\n", kv.first.c_str(), k.c0, k.c1);
+  }
   for (auto &kv : M.runcost) fprintf(f, "runcost %s %.9g\n", kv.first.c_str(), kv.second);
   PetscCheck(fclose(f) == 0, PETSC_COMM_SELF, PETSC_ERR_FILE_WRITE, "Cannot write the model cache %s", tmp.c_str());
   PetscCheck(rename(tmp.c_str(), path.c_str()) == 0, PETSC_COMM_SELF, PETSC_ERR_FILE_WRITE, "Cannot move %s to the model cache %s: %s", tmp.c_str(), path.c_str(), strerror(errno));
@@ -328,8 +464,10 @@ static PetscErrorCode ModelEnsureLoaded(void)
   (and the per-run cost of the pointwise loops, and the zeroing and axpy of the network's own work)
 
   Notes:
-  A cache file that is not ours, is malformed, or was written on another host is an error naming
-  the file. A missing file is not: calibrated is then `PETSC_FALSE`.
+  A cache file that is not ours, is malformed, is of a newer version, or was written on another
+  host is an error naming the file. A missing file is not, nor one written by an older ddnn (an
+  older cache version: its fits are those of an older model): calibrated is then `PETSC_FALSE`,
+  `DDNetViewModel()` says the cache is stale, and `DDModelCalibrate()` (-dd_model_calibrate) rewrites it.
 
   Level: intermediate
 
@@ -350,16 +488,23 @@ PetscErrorCode DDModelLoad(MPI_Comm comm, const char backend[], DDDataType dt, P
   }
   M.loaded = true;
   if (!bname) PetscCall(DDBackendGetDefault(&bname));
+  PetscMPIInt P;
+  PetscCallMPI(MPI_Comm_size(comm, &P));
+  auto has = [&](const std::string &k, bool b) { return FindKern(bname, P, dt, k, b) != M.kern.end(); };
   for (auto k : calibratedKinds)
     for (int b = 0; b < 2; b++)
-      if (!M.kern.count(KernelKey(bname, dt, k, b))) all = PETSC_FALSE;
+      if (!has(k, b)) all = PETSC_FALSE;
+  for (int b = 0; b < 2; b++)
+    if (!has(kindLossCE, b)) all = PETSC_FALSE;
+  for (auto k : {DDLAYERCONV, DDLAYERAFFINE})
+    if (!has(std::string(k) + "-wgrad", true)) all = PETSC_FALSE;
   for (int b = 0; b < 2; b++) {
-    if (!M.runcost.count(KernelKey(bname, dt, DDLAYERACTIVATION, b)) || !M.runcost.count(KernelKey(bname, dt, "activation-rows", b))) all = PETSC_FALSE;
+    if (FindRunCost(bname, P, dt, DDLAYERACTIVATION, b) == M.runcost.end() || FindRunCost(bname, P, dt, "activation-rows", b) == M.runcost.end()) all = PETSC_FALSE;
     for (auto a : calibratedActs)
-      if (!M.kern.count(KernelKey(bname, dt, ActKind(a), b))) all = PETSC_FALSE;
+      if (!has(ActKind(a), b)) all = PETSC_FALSE;
   }
   for (auto k : {kindZero, kindAxpy})
-    if (!M.kern.count(KernelKey(bname, dt, k, false))) all = PETSC_FALSE;
+    if (!has(k, false)) all = PETSC_FALSE;
   PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &all, 1, MPIU_BOOL, MPI_LAND, comm));
   *calibrated = all;
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -431,6 +576,12 @@ PetscErrorCode DDModelGetCommParameters(PetscReal *alpha, PetscReal *beta, Petsc
 + c0         - seconds per call
 . c1         - seconds per unit of work: per flop for conv, convtranspose and affine, per byte read and written otherwise
 - calibrated - whether the cache holds this fit
+
+  Notes:
+  The fits of conv and affine have three more terms (input and output bytes, idle-lane flops or
+  weight bytes; `DDModelCalibrate()`), not returned here. The kind may carry a suffix: "-wgrad"
+  (the backward of a first layer), ":cold" (tensors in memory); backend "<name>@P" names the fits
+  measured on P ranks at once, and "bcast-g<g>", "allsum-g<g>" the collectives in groups of g ranks.
 
   Level: intermediate
 
@@ -532,6 +683,44 @@ PetscErrorCode DDLayerGetModelWork(DDLayer layer, PetscBool backward, PetscReal 
   if (flops) *flops = f;
   if (bytes) *bytes = b;
   PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the lanes of this core's widest vector registers for entries of es bytes */
+static double VectorLanes(size_t es)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  size_t bytes = __builtin_cpu_supports("avx512f") ? 64 : (__builtin_cpu_supports("avx2") ? 32 : 16);
+#else
+  size_t bytes = 16;
+#endif
+  return (double)PetscMax((size_t)1, bytes / es);
+}
+
+/* the GEMM kinds' other terms on this rank: the bytes of the (first) input and of the output, and
+   for conv the flops its vector lanes waste, for affine the bytes of its weight. Convolution
+   kernels vectorise over channels (oneDNN: blocks of 16 fp32 channels): with few output channels
+   (forward, weight gradient) or input channels (data gradient) most lanes idle, and the U-Net's
+   16 -> 1 1x1 and LeNet's 1 -> 6 5x5 and 6 -> 16 5x5 run at a tenth to a third of the rate of
+   16 -> 16 3x3; the flops of the channels padded to whole vectors, less the true ones, price that.
+   An affine layer on a small batch streams its weight. Fitted over such shapes (DDModelCalibrate()) */
+static void GemmBytes(DDLayer layer, PetscBool backward, double e[3])
+{
+  size_t      es = 4;
+  DDLayerType type;
+  DDDataTypeGetSize(layer->output->dtype, &es);
+  DDLayerGetType(layer, &type);
+  e[0] = (double)es * (double)(layer->nin > 0 ? Bulk(layer->setupin[0]) : 0);
+  e[1] = (double)es * (double)Bulk(layer->output);
+  e[2] = 0;
+  if (layer->nparams < 1) return;
+  DDTensor w = layer->params[0];
+  if (!strcmp(type, DDLAYERCONV) && w->order >= 2) { /* weight (Cout, Cin/groups, k...) */
+    const double V = VectorLanes(es), co = (double)w->shape[0], ci = (double)w->shape[1];
+    PetscReal    f, b;
+    if (co < 1 || ci < 1 || DDLayerGetModelWork(layer, PETSC_FALSE, &f, &b)) return;
+    const double po = std::ceil(co / V) * V / co, pi = std::ceil(ci / V) * V / ci; /* padded / true channels */
+    e[2] = backward ? (double)f * (pi + po - 2) : (double)f * (po - 1);
+  } else if (strcmp(type, DDLAYERCONV)) e[2] = (double)es * (double)Bulk(w);
 }
 
 /* the runs of ForEachBulkRunPair(x, y) (src/tensor/layout.hpp): 1 for identical contiguous
@@ -726,8 +915,10 @@ static PetscErrorCode CollectiveOf(DDPrimitive p, int *kind, PetscInt64 *bytes, 
 
   Notes:
   These move their data with MPI collectives, whose messages are MPI's choice; the model prices
-  them with Thakur et al.'s formulas (paper 003 ref. [22]): a broadcast or reduce of n bytes over
-  p ranks ceil(log2 p)(alpha + beta n), an all-reduce 2 ceil(log2 p) alpha + 2 (p-1)/p beta n.
+  them with the fits `DDModelCalibrate()` measured for the group size (broadcast, reduce,
+  all-reduce: t = c0 + c1 n), and where there is none with Thakur et al.'s formulas (paper 003
+  ref. [22]): a broadcast or reduce of n bytes over p ranks ceil(log2 p)(alpha + beta n), an
+  all-reduce 2 ceil(log2 p) alpha + 2 (p-1)/p beta n.
 
   Level: intermediate
 
@@ -839,25 +1030,51 @@ static PetscReal CeilLog2(PetscMPIInt p)
   point-to-point exchange costs max(messages sent, received) alpha + max(bytes sent, received)
   beta on a rank (full duplex), overlap is not subtracted. The memory-bound kinds add the
   calibrated per-run cost times the runs of their walk beyond the first (`DDLayerGetModelRuns()`:
-  a format conversion between input and output). Layer kinds that the calibration does
-  not time (add, concat, loss, dropout, reshape, ...) are priced with the activation's fit (a
-  memory-bound kernel) on their bytes.
+  a format conversion between input and output). conv and affine add the terms of their input and
+  output bytes and of idle vector lanes (conv) or weight bytes (affine); a layer alone whose memory
+  on this rank exceeds the core's L2 cache is priced with the cold fits (tensors in memory).
+  A loss against class indices has the cross-entropy fit, the other losses the mse fit.
+  Layer kinds that the calibration does not time (add, dropout, reshape, ...) are priced with the
+  activation's fit (a memory-bound kernel) on their bytes.
 
   Level: intermediate
 
 .seealso: `DDModelCalibrate()`, `DDLayerGetModelComm()`, `DDNetViewModel()`
 @*/
-static PetscErrorCode LayerModelTime(DDLayer, PetscBool, PetscReal *, PetscReal *, PetscReal *, PetscReal *, PetscBool *);
+static PetscErrorCode LayerModelTime(DDLayer, PetscBool, PetscBool, PetscReal *, PetscReal *, PetscReal *, PetscReal *, PetscBool *);
 
-PetscErrorCode DDLayerGetModelTime(DDLayer layer, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
+/* the core's private cache: tensors that together exceed it are found in memory */
+static double L2Bytes(void)
 {
+  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return l2 > 0 ? (double)l2 : 1048576.0;
+}
+
+/* whether a layer's kernels find their tensors in memory (cold): the memory the layer holds on
+   this rank (a layer alone) or its network holds (DDNetGetModelTime()) exceeds the core's L2 cache */
+static PetscErrorCode LayerCold(DDLayer layer, PetscBool *cold)
+{
+  PetscInt64 m[4];
+
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
-  PetscCall(LayerModelTime(layer, PETSC_FALSE, compf, commf, compb, commb, calibrated));
+  PetscCall(DDLayerGetModelMemory(layer, &m[0], &m[1], &m[2], &m[3]));
+  *cold = (double)(m[0] + m[1] + m[2] + m[3]) > L2Bytes() ? PETSC_TRUE : PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
+PetscErrorCode DDLayerGetModelTime(DDLayer layer, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
+{
+  PetscBool cold;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCheck(layer->setupcalled, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONGSTATE, "Set the layer up before asking for its model");
+  PetscCall(LayerCold(layer, &cold));
+  PetscCall(LayerModelTime(layer, PETSC_FALSE, cold, compf, commf, compb, commb, calibrated));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscBool cold, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
 {
   DDLayerType type;
   const char *bname;
@@ -874,7 +1091,9 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *c
   PetscCallMPI(MPI_Comm_size(PetscObjectComm((PetscObject)layer), &size));
   std::string kind = type;
   if (std::find_if(std::begin(calibratedKinds), std::end(calibratedKinds), [&](const char *k) { return kind == k; }) == std::end(calibratedKinds)) kind = DDLAYERACTIVATION;
-  else if (kind == DDLAYERACTIVATION) {
+  else if (kind == DDLAYERLOSS) {
+    if (layer->nin > 1 && layer->setupin[1] && layer->setupin[0] && layer->setupin[1]->order < layer->setupin[0]->order) kind = kindLossCE; /* class-index targets */
+  } else if (kind == DDLAYERACTIVATION) {
     DDActivationType at;
     PetscCall(DDLayerActivationGetType(layer, &at));
     kind = ActKind(at);
@@ -882,9 +1101,19 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *c
   for (int b = 0; b < 2; b++) {
     PetscReal f, by;
     PetscCall(DDLayerGetModelWork(layer, b ? PETSC_TRUE : PETSC_FALSE, &f, &by));
-    auto it = M.kern.find(KernelKey(bname, layer->output->dtype, kind, b));
+    /* a first layer of a network computes no input gradient: the GEMM kinds' weight gradient alone has its own fit */
+    const std::string fk = b && nodx && IsGemmKind(kind) ? kind + "-wgrad" : kind;
+    auto              it = cold ? FindKern(bname, size, layer->output->dtype, fk + ":cold", b) : M.kern.end();
+    if (it == M.kern.end()) it = FindKern(bname, size, layer->output->dtype, fk, b); /* no cold fit: the warm one */
     if (it == M.kern.end()) ok = PETSC_FALSE;
-    else comp[b] = it->second.c0 + it->second.c1 * (IsGemmKind(kind) ? f : by);
+    else {
+      comp[b] = it->second.c0 + it->second.c1 * (IsGemmKind(kind) ? f : by);
+      if (IsGemmKind(kind)) {
+        double e[3];
+        GemmBytes(layer, b ? PETSC_TRUE : PETSC_FALSE, e);
+        for (int j = 0; j < 3; j++) comp[b] += it->second.cx[j] * e[j];
+      }
+    }
     if (!IsGemmKind(kind)) { /* the walk's runs: a format conversion between input and output costs per element */
       PetscInt64 runs;
       /* the same storage order with other halos: a row-by-row walk; otherwise element by element */
@@ -894,7 +1123,7 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *c
         rows = A.order == B.order && A.bdim == B.bdim && A.bs == B.bs;
         for (PetscInt k = 0; rows && k < A.order; k++) rows = A.perm[k] == B.perm[k];
       }
-      auto rc = M.runcost.find(KernelKey(bname, layer->output->dtype, rows ? "activation-rows" : DDLAYERACTIVATION, b));
+      auto rc = FindRunCost(bname, size, layer->output->dtype, rows ? "activation-rows" : DDLAYERACTIVATION, b);
       PetscCall(DDLayerGetModelRuns(layer, &runs));
       if (runs > 1) {
         if (rc == M.runcost.end()) ok = PETSC_FALSE;
@@ -908,7 +1137,7 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *c
     comm[b] = M.alpha * (PetscReal)PetscMax(v[0], v[2]) + M.beta * (PetscReal)PetscMax(v[1], v[3]);
     /* a halo exchange as it is called (DDModelCalibrate() times DDPrimitiveApply() of a halo,
        packing, waiting and unpacking included): its fit replaces alpha-beta on its volume */
-    auto hf = M.kern.find(KernelKey(bname, layer->output->dtype, kindHalo, b));
+    auto hf = FindKern(bname, size, layer->output->dtype, kindHalo, b);
     if (hf != M.kern.end() && !(b && nodx)) {
       for (DDPrimitive p : LayerPrimitives(layer)) {
         PetscBool  ishalo;
@@ -932,7 +1161,13 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *c
       PetscMPIInt g;
       PetscCall(CollectiveOf(p, &ck, &n, &g));
       if (!ck || g < 2) continue;
-      if (ck == 1) comm[b] += CeilLog2(g) * (M.alpha + M.beta * (PetscReal)n);
+      /* measured (DDModelCalibrate(), on a group of g ranks): a broadcast forward and a reduce
+         backward, a sum-reduce the other way round, an all-reduce both ways */
+      PetscBool isreduce;
+      PetscCall(PetscObjectTypeCompare((PetscObject)p, DDPRIMITIVESUMREDUCE, &isreduce));
+      auto cf = FindKern(bname, size, layer->output->dtype, (ck == 1 ? "bcast-g" : "allsum-g") + std::to_string(g), ck == 1 ? (b ? !isreduce : (bool)isreduce) : false);
+      if (cf != M.kern.end()) comm[b] += cf->second.c0 + cf->second.c1 * (PetscReal)n;
+      else if (ck == 1) comm[b] += CeilLog2(g) * (M.alpha + M.beta * (PetscReal)n); /* not measured at this group size: Thakur et al. */
       else comm[b] += 2 * CeilLog2(g) * M.alpha + 2.0 * (g - 1) / g * M.beta * (PetscReal)n;
     }
   }
@@ -942,6 +1177,26 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscReal *c
   if (compb) *compb = comp[1];
   if (commb) *commb = comm[1];
   if (calibrated) *calibrated = ok;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* whether a network's layers find their tensors in memory: the memory the network holds on this rank exceeds the core's L2 cache */
+static PetscErrorCode NetCold(DDNet net, PetscBool *cold)
+{
+  PetscInt n;
+  double   m = 0;
+
+  PetscFunctionBegin;
+  PetscCall(DDNetGetNumLayers(net, &n));
+  for (PetscInt i = 0; i < n; i++) {
+    DDLayer     l;
+    const char *name;
+    PetscInt64  q[4];
+    PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
+    PetscCall(DDLayerGetModelMemory(l, &q[0], &q[1], &q[2], &q[3]));
+    m += (double)(q[0] + q[1] + q[2] + q[3]);
+  }
+  *cold = m > L2Bytes() ? PETSC_TRUE : PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -1025,14 +1280,16 @@ PetscErrorCode DDNetGetLayerModelTime(DDNet net, PetscInt i, PetscReal *compf, P
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
   PetscCheck(l->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Set the network up before asking for its model");
-  PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), compf, commf, compb, commb, calibrated));
+  PetscBool cold;
+  PetscCall(NetCold(net, &cold));
+  PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), cold, compf, commf, compb, commb, calibrated));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 /* t = c0 + c1 bytes of one of the net's own kernels (kindZero, kindAxpy) */
-static PetscReal AuxTime(const char bname[], DDDataType dt, const char *kind, PetscReal bytes, PetscBool *ok)
+static PetscReal AuxTime(const char bname[], PetscMPIInt P, DDDataType dt, const char *kind, PetscReal bytes, PetscBool *ok)
 {
-  auto it = M.kern.find(KernelKey(bname, dt, kind, false));
+  auto it = FindKern(bname, P, dt, kind, false);
   if (it == M.kern.end()) {
     *ok = PETSC_FALSE;
     return 0;
@@ -1051,9 +1308,11 @@ static PetscErrorCode NetBackwardOverhead(DDNet net, PetscReal *t, PetscBool *ok
   const char    *bname;
   DDDataType     dt = l0->output->dtype;
   size_t         es;
+  PetscMPIInt    P;
 
   PetscFunctionBegin;
   *t = 0;
+  PetscCallMPI(MPI_Comm_size(PetscObjectComm((PetscObject)net), &P));
   PetscCall(DDLayerGetBackend(l0, &bname));
   PetscCall(DDDataTypeGetSize(dt, &es));
   std::vector<bool> live(nn, false);
@@ -1064,16 +1323,16 @@ static PetscErrorCode NetBackwardOverhead(DDNet net, PetscReal *t, PetscBool *ok
         if (k >= 0) live[k] = true;
   for (int i = 0; i < nn; i++) {
     if (!live[i]) continue;
-    if (i != (int)I->output) *t += AuxTime(bname, dt, kindZero, (PetscReal)es * (PetscReal)Storage(I->nodes[i].layer->output), ok);
+    if (i != (int)I->output) *t += AuxTime(bname, P, dt, kindZero, (PetscReal)es * (PetscReal)Storage(I->nodes[i].layer->output), ok);
     for (int k : I->nodes[i].inputs) {
       bool want = k >= 0 || ((size_t)(-1 - k) < I->wantgrad.size() && I->wantgrad[-1 - k]);
       if (!want || (k >= 0 && I->nodes[k].consumers == 1)) continue;
       DDTensor x = k >= 0 ? I->nodes[k].layer->output : (I->inputs.size() > (size_t)(-1 - k) ? I->inputs[-1 - k] : NULL);
-      *t += AuxTime(bname, dt, kindAxpy, 3.0 * (PetscReal)es * (PetscReal)Bulk(x), ok);
+      *t += AuxTime(bname, P, dt, kindAxpy, 3.0 * (PetscReal)es * (PetscReal)Bulk(x), ok);
     }
   }
   for (size_t k = 0; k < I->wantgrad.size(); k++)
-    if (I->wantgrad[k] && k < I->inputs.size()) *t += AuxTime(bname, dt, kindZero, (PetscReal)es * (PetscReal)Storage(I->inputs[k]), ok);
+    if (I->wantgrad[k] && k < I->inputs.size()) *t += AuxTime(bname, P, dt, kindZero, (PetscReal)es * (PetscReal)Storage(I->inputs[k]), ok);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -1112,6 +1371,8 @@ PetscErrorCode DDNetGetModelUpdateTime(DDNet net, PetscInt streams, PetscReal *t
   PetscCheck(net->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Set the network up before asking for its model");
   PetscCheck(streams >= 1, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "streams %" PetscInt_FMT " must be at least 1 (the update writes the parameters)", streams);
   PetscCall(ModelEnsureLoaded());
+  PetscMPIInt P;
+  PetscCallMPI(MPI_Comm_size(PetscObjectComm((PetscObject)net), &P));
   PetscCall(DDNetGetNumLayers(net, &n));
   for (PetscInt i = 0; i < n; i++) {
     DDLayer     l;
@@ -1124,8 +1385,8 @@ PetscErrorCode DDNetGetModelUpdateTime(DDNet net, PetscInt streams, PetscReal *t
       if (!g || !g->active) continue;
       PetscCall(DDDataTypeGetSize(g->dtype, &es));
       PetscReal by = (PetscReal)es * (PetscReal)Storage(g);
-      t[0] += AuxTime(bname, g->dtype, kindZero, by, &ok);
-      auto it = M.kern.find(KernelKey(bname, g->dtype, kindAxpy, false));
+      t[0] += AuxTime(bname, P, g->dtype, kindZero, by, &ok);
+      auto it = FindKern(bname, P, g->dtype, kindAxpy, false);
       if (it == M.kern.end()) ok = PETSC_FALSE;
       else t[1] += it->second.c0 + it->second.c1 * (PetscReal)streams * by;
     }
@@ -1155,7 +1416,9 @@ PetscErrorCode DDNetGetModelUpdateTime(DDNet net, PetscInt streams, PetscReal *t
   Notes:
   Layers run one after the other and each waits for its slowest rank (its exchanges
   synchronise), so the step is the sum over layers of the maximum over ranks (paper 003 sec. V-B,
-  without overlap between layers). An automatic chooser can call this for a candidate
+  without overlap between layers). The kernels are priced cold (their tensors in memory) when the
+  network's memory on this rank exceeds the core's L2 cache, warm otherwise (`DDModelCalibrate()`).
+  An automatic chooser can call this for a candidate
   distribution after `DDNetSetUp()` on it; set-up builds only plans and tensors, no kernel runs.
 
   Level: intermediate
@@ -1171,13 +1434,15 @@ PetscErrorCode DDNetGetModelTime(DDNet net, PetscReal *tforward, PetscReal *tbac
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   PetscCall(DDNetGetNumLayers(net, &n));
+  PetscBool cold = PETSC_FALSE;
+  if (n > 0) PetscCall(NetCold(net, &cold));
   for (PetscInt i = 0; i < n; i++) {
     DDLayer     l;
     const char *name;
     PetscReal   t[4];
     PetscBool   c;
     PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
-    PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), &t[0], &t[1], &t[2], &t[3], &c));
+    PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), cold, &t[0], &t[1], &t[2], &t[3], &c));
     PetscReal f[2] = {t[0] + t[1], t[2] + t[3]};
     PetscCall(MPIU_Allreduce(MPI_IN_PLACE, f, 2, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)net)));
     tf += f[0];
@@ -1248,6 +1513,8 @@ PetscErrorCode DDNetViewModel(DDNet net, PetscViewer viewer)
   PetscCall(PetscViewerASCIIPrintf(viewer, "%-12s %-13s %10s %10s %9s %10s %9s %10s %10s %10s %10s %10s\n", "layer", "type", "fwd ms", "bwd ms", "fwd msgs", "fwd KiB", "bwd msgs", "bwd KiB", "act KiB", "halo KiB", "param KiB", "work KiB"));
   PetscReal  tot[2] = {0, 0};
   PetscInt64 totc[4] = {0, 0, 0, 0}, totm[4] = {0, 0, 0, 0};
+  PetscBool  cold;
+  PetscCall(NetCold(net, &cold));
   for (PetscInt i = 0; i < n; i++) {
     DDLayer     l;
     const char *name;
@@ -1257,7 +1524,7 @@ PetscErrorCode DDNetViewModel(DDNet net, PetscViewer viewer)
     PetscInt64  cf[4], cb[4], mem[4], q[8];
     PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
     PetscCall(DDLayerGetType(l, &type));
-    PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), &t[0], &t[1], &t[2], &t[3], &ok));
+    PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), cold, &t[0], &t[1], &t[2], &t[3], &ok));
     PetscCall(DDNetGetLayerModelComm(net, i, PETSC_FALSE, &cf[0], &cf[1], &cf[2], &cf[3]));
     PetscCall(DDNetGetLayerModelComm(net, i, PETSC_TRUE, &cb[0], &cb[1], &cb[2], &cb[3]));
     PetscCall(DDLayerGetModelMemory(l, &mem[0], &mem[1], &mem[2], &mem[3]));
@@ -1301,7 +1568,8 @@ PetscErrorCode DDNetViewModel(DDNet net, PetscViewer viewer)
   else {
     const char *path;
     PetscCall(DDModelGetCachePath(&path));
-    PetscCall(PetscViewerASCIIPrintf(viewer, "predicted step: not calibrated (n/c: no kernel rates or alpha-beta fit for this backend and data type in %s; run with -dd_model_calibrate); memory per rank %.1f KiB\n", path, (totm[0] + totm[1] + totm[2] + totm[3]) / 1024.0));
+    if (M.stale) PetscCall(PetscViewerASCIIPrintf(viewer, "predicted step: not calibrated (n/c: the model cache %s is stale, written by an older ddnn (cache version %d, this one reads %d); run with -dd_model_calibrate to rewrite it); memory per rank %.1f KiB\n", path, M.stale, cacheVersion, (totm[0] + totm[1] + totm[2] + totm[3]) / 1024.0));
+    else PetscCall(PetscViewerASCIIPrintf(viewer, "predicted step: not calibrated (n/c: no kernel rates or alpha-beta fit for this backend and data type in %s; run with -dd_model_calibrate); memory per rank %.1f KiB\n", path, (totm[0] + totm[1] + totm[2] + totm[3]) / 1024.0));
   }
   PetscCall(PetscViewerASCIIPopTab(viewer));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -1336,6 +1604,23 @@ PetscErrorCode ModelKernelTime_Private(const char backend[], DDDataType dt, cons
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* the GEMM kinds' fit over several shapes: rows (work, input bytes, output bytes, weight bytes) */
+PetscErrorCode ModelStoreGemmKernel_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, const std::vector<std::vector<double>> &X, const std::vector<double> &t)
+{
+  PetscFunctionBegin;
+  PetscCheck(!X.empty() && X.size() == t.size() && X[0].size() == 4, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Calibration of %s gave no work", kind);
+  M.kern[KernelKey(backend, dt, kind, bwd ? true : false)] = LeastSquaresMulti(X, t);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* GemmBytes() for the calibration */
+PetscErrorCode ModelGemmBytes_Private(DDLayer layer, PetscBool backward, double e[3])
+{
+  PetscFunctionBegin;
+  GemmBytes(layer, backward, e);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 PetscErrorCode ModelStoreKernel_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, const std::vector<double> &work, const std::vector<double> &t)
 {
   PetscFunctionBegin;
@@ -1357,6 +1642,7 @@ PetscErrorCode ModelSave_Private(MPI_Comm comm)
   PetscCallMPI(MPI_Bcast(&ierr, 1, MPI_INT, 0, comm));
   PetscCheck(!ierr, comm, PETSC_ERR_FILE_WRITE, "Rank 0 could not write the model cache %s", M.path.c_str());
   M.loaded = true;
+  M.stale  = 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 } // namespace ddnn
