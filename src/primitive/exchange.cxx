@@ -137,6 +137,12 @@ void Exchange::FreePlan(Plan &pl)
 Exchange::~Exchange()
 {
   registry.erase(std::remove(registry.begin(), registry.end(), this), registry.end());
+  for (auto *v : {&sendTo, &recvFrom}) /* a peer may still be reading a packed buffer */
+    for (auto &p : *v)
+      if (p.pending) {
+        MPI_Wait(p.pending, MPI_STATUS_IGNORE);
+        p.pending = nullptr;
+      }
   FreePlan(fwd);
   FreePlan(adj);
   for (auto *v : {&sendTo, &recvFrom})
@@ -554,6 +560,12 @@ PetscErrorCode Exchange::Begin(Plan &pl, DDDataType dt, const void *src, void *d
   PetscFunctionBegin;
   PetscCheck(!inflight, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "Exchange already in flight");
   const int ti = dt == DD_FLOAT32 ? 0 : 1;
+  for (auto *v : {&from, &to}) /* the reads of our packed buffers the last exchange did not wait for */
+    for (auto &p : *v)
+      if (p.pending) {
+        PetscCallMPI(MPI_Wait(p.pending, MPI_STATUS_IGNORE));
+        p.pending = nullptr;
+      }
   if (pl.ti != ti || pl.src != src || pl.dst != dst || pl.add != add) {
     MPI_Datatype mt;
     PetscCall(DDDataTypeGetMPIType(dt, &mt));
@@ -646,7 +658,9 @@ PetscErrorCode Exchange::End(Plan &pl, DDDataType dt, void *dst, std::vector<Pee
       if (!lk.es) continue;
       if (lk.active) PetscCallMPI(MPI_Wait(&lk.done, MPI_STATUS_IGNORE));
       else {
-        PetscCallMPI(MPI_Wait(&lk.done, MPI_STATUS_IGNORE));
+        /* a sender read from its packed buffer need not wait: its storage is free, the buffer waits until its next use */
+        if (!lk.reader && lk.localbuf) p.pending = &lk.done;
+        else PetscCallMPI(MPI_Wait(&lk.done, MPI_STATUS_IGNORE));
         PetscCallMPI(MPI_Wait(&lk.ready, MPI_STATUS_IGNORE));
         if (lk.reader) {
           if (lk.localbuf) PetscCall(UnpackRuns(memtype, ops, dt, p.runs, p.buf.data(), dst, add));

@@ -75,6 +75,7 @@ struct Peer {
   long              pid = 0;     /* cma: the peer's process id */
   bool              cma = false; /* both ranks of the pair can read and write each other's memory (same node, process_vm_readv allowed) */
   Runs              rruns;       /* cma: the peer's runs of the same messages (the other end's offsets, same entry order) */
+  MPI_Request      *pending = nullptr; /* cma: the done signal of a read of our packed buffer that End did not wait for (before the buffer's next use) */
 };
 
 /*
