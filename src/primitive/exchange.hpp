@@ -11,6 +11,15 @@
   mode change; every later call packs straight into the send buffer, starts them
   (MPI_Start), and unpacks straight from the receive buffer.
 
+  Between ranks of one node the data of a pair does not go through MPI's transport at all: at
+  set-up the two ranks check that each can read the other's memory (process_vm_readv of a
+  token; same processor name) and exchange their run lists, and every exchange is then one copy
+  by the kernel from one process's storage (or packed buffer) into the other's (cross-memory
+  attach, the single-copy mechanism MPI's shared-memory transport uses for large contiguous
+  messages, here for any layout), with two 8-byte persistent MPI messages per pair as the
+  ready and done signals (see CmaLink). -dd_exchange_cma 0, device memory, or ranks on
+  different nodes use the MPI messages below.
+
   PetscSF describes the graphs of the repartition and halo primitives; this engine moves the
   data. It merges the graph's index lists into runs of consecutive offsets (memcpy-sized
   pieces for faces along slow dimensions, tight gather loops for strided faces), sends
