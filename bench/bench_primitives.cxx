@@ -3,7 +3,7 @@
   in the same run (issue: primitives' performance goals).
 
     mpiexec -n 2 ./bench_primitives [-n 512] [-c 16] [-reps 50] [-setup_only]
-                                    [-halo_only -batch N]
+                                    [-halo_only -batch N] [-cases haloH,haloW,haloWcl,haloWbl,repart,coll,setup] [-breakdown]
 
   Reports, per primitive, the median time of ddnn and of the MPI baseline and their ratio:
   - halo exchange (k=3, pad 1) of a 1 x C x n x n float32 tensor split along H (faces are
@@ -17,6 +17,7 @@
 #include <vector>
 #include <algorithm>
 #include <functional>
+#include <string>
 
 static double Median(std::vector<double> v)
 {
@@ -42,6 +43,14 @@ static PetscErrorCode Time(MPI_Comm comm, int reps, const std::function<PetscErr
   }
   *t = Median(ts);
   PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* -cases a,b,...: the cases to run (haloH, haloW, haloWcl, haloWbl, repart, coll, setup); all without it */
+static bool Want(const char *cases, const char *name)
+{
+  if (!cases[0]) return true;
+  std::string s = std::string(",") + cases + ",", n = std::string(",") + name + ",";
+  return s.find(n) != std::string::npos;
 }
 
 static PetscErrorCode Report(const char *what, double tdd, double tmpi, double goal)
@@ -87,6 +96,8 @@ static PetscErrorCode FaceType(DDTensorFormat fmt, PetscInt N, PetscInt C, Petsc
 }
 
 /* halo exchange with a 3-wide kernel along dimension `dim` of a 1 x C x n x n tensor split there */
+static PetscBool breakdown = PETSC_FALSE;
+
 static PetscErrorCode BenchHalo(PetscInt N, PetscInt C, PetscInt n, PetscInt dim, int reps, const char *label, DDTensorFormat fmt = DD_FORMAT_PLAIN)
 {
   MPI_Comm    comm = PETSC_COMM_WORLD;
@@ -117,6 +128,20 @@ static PetscErrorCode BenchHalo(PetscInt N, PetscInt C, PetscInt n, PetscInt dim
   PetscCall(DDPrimitiveSetUp(H, x, NULL));
   tsetup = MPI_Wtime() - t0;
   PetscCall(Time(comm, reps, [&]() { return DDPrimitiveApply(H, x, NULL); }, &tdd));
+  if (breakdown) { /* where the time of one exchange goes, per rank: Begin (packing, signals) and End (waits, copies, unpacking) */
+    std::vector<double> tb, te;
+    for (int r = 0; r < reps; r++) {
+      PetscCallMPI(MPI_Barrier(comm));
+      double t0 = MPI_Wtime();
+      PetscCall(DDPrimitiveApplyBegin(H, x, NULL));
+      double t1 = MPI_Wtime();
+      PetscCall(DDPrimitiveApplyEnd(H, x, NULL));
+      tb.push_back(t1 - t0);
+      te.push_back(MPI_Wtime() - t1);
+    }
+    PetscCall(PetscSynchronizedPrintf(comm, "  [%d] Begin %.1f us, End %.1f us (medians)\n", rank, 1e6 * Median(tb), 1e6 * Median(te)));
+    PetscCall(PetscSynchronizedFlush(comm, PETSC_STDOUT));
+  }
   /* baseline: the same bytes with MPI_Sendrecv to both neighbors, contiguous buffers */
   PetscInt          face = N * C * n; /* one row or one column of every channel */
   std::vector<float> sl(face, 1), sr(face, 1), rl(face), rr(face);
@@ -332,6 +357,7 @@ int main(int argc, char **argv)
 {
   PetscInt  n = 512, C = 16, N = 1, reps = 50;
   PetscBool setuponly = PETSC_FALSE, haloonly = PETSC_FALSE;
+  char      cases[256] = "";
 
   PetscCall(DDInitialize(&argc, &argv, NULL, NULL));
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-n", &n, NULL));
@@ -340,6 +366,8 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsGetBool(NULL, NULL, "-setup_only", &setuponly, NULL));
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-batch", &N, NULL));
   PetscCall(PetscOptionsGetBool(NULL, NULL, "-halo_only", &haloonly, NULL));
+  PetscCall(PetscOptionsGetBool(NULL, NULL, "-breakdown", &breakdown, NULL));
+  PetscCall(PetscOptionsGetString(NULL, NULL, "-cases", cases, sizeof(cases), NULL));
   if (haloonly) { /* the halo exchanges of a batch N x C x n x n tensor alone (per-call costs of small tensors: -batch 8 -c 16 -n 32) */
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "tensor %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " float32, median of %" PetscInt_FMT " runs\n", N, C, n, n, reps));
     PetscCall(BenchHalo(N, C, n, 2, (int)reps, "halo, H split (contiguous faces)"));
@@ -347,16 +375,17 @@ int main(int argc, char **argv)
     PetscCall(DDFinalize());
     return 0;
   }
+  if (cases[0]) setuponly = PETSC_FALSE;
   if (!setuponly) {
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "tensor 1x%" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " float32, median of %" PetscInt_FMT " runs\n", C, n, n, reps));
-    PetscCall(BenchHalo(1, C, n, 2, (int)reps, "halo, H split (contiguous faces)"));
-    PetscCall(BenchHalo(1, C, n, 3, (int)reps, "halo, W split (strided faces)"));
-    PetscCall(BenchHalo(1, C, n, 3, (int)reps, "halo, W split, channels-last", DD_FORMAT_CHANNELS_LAST));
-    PetscCall(BenchHalo(1, C, n, 3, (int)reps, "halo, W split, blocked nChw16c", DD_FORMAT_BLOCKED));
-    PetscCall(BenchRepartition(C, n, (int)reps));
-    PetscCall(BenchCollectives(C * n * n / 4, (int)reps));
+    if (Want(cases, "haloH")) PetscCall(BenchHalo(1, C, n, 2, (int)reps, "halo, H split (contiguous faces)"));
+    if (Want(cases, "haloW")) PetscCall(BenchHalo(1, C, n, 3, (int)reps, "halo, W split (strided faces)"));
+    if (Want(cases, "haloWcl")) PetscCall(BenchHalo(1, C, n, 3, (int)reps, "halo, W split, channels-last", DD_FORMAT_CHANNELS_LAST));
+    if (Want(cases, "haloWbl")) PetscCall(BenchHalo(1, C, n, 3, (int)reps, "halo, W split, blocked nChw16c", DD_FORMAT_BLOCKED));
+    if (Want(cases, "repart")) PetscCall(BenchRepartition(C, n, (int)reps));
+    if (Want(cases, "coll")) PetscCall(BenchCollectives(C * n * n / 4, (int)reps));
   }
-  PetscCall(BenchSetup(C, 128));
+  if (Want(cases, "setup")) PetscCall(BenchSetup(C, 128));
   PetscCall(DDFinalize());
   return 0;
 }

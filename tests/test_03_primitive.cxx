@@ -1165,3 +1165,157 @@ TEST(PrimitiveBadInput, ScatterIndexMap)
   DDT(DDPartitionDestroy(&Px));
   DDT(DDPartitionDestroy(&Py));
 }
+
+/* ---------------------------------------------------------------------- */
+/* the exchange engine's single-copy path (cross-memory attach) against its MPI path */
+
+#include <primitive/exchange.hpp>
+#include <unistd.h>
+#include <sys/uio.h>
+
+/* whether every rank can read every other rank's memory (an independent probe of what the engine's set-up checks) */
+static bool CmaPossible()
+{
+  int ok = 0, all = 0;
+#if defined(__linux__)
+  MPI_Comm node;
+  int      ns;
+  MPI_Comm_split_type(PETSC_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  MPI_Comm_size(node, &ns);
+  MPI_Comm_free(&node);
+  long                mine[3] = {(long)getpid(), 0, 0x5eed + Rank()}, peer[3];
+  mine[1]                     = (long)(size_t)&mine[2];
+  const int           W       = Size();
+  std::vector<long>   every(3 * W);
+  MPI_Allgather(mine, 3, MPI_LONG, every.data(), 3, MPI_LONG, PETSC_COMM_WORLD);
+  ok = ns == W;
+  for (int r = 0; r < W && ok; r++) {
+    if (r == Rank()) continue;
+    struct iovec l = {&peer[0], sizeof(long)}, rm = {(void *)(size_t)every[3 * r + 1], sizeof(long)};
+    ok = process_vm_readv((pid_t)every[3 * r], &l, 1, &rm, 1, 0) == (ssize_t)sizeof(long) && peer[0] == every[3 * r + 2];
+  }
+  MPI_Barrier(PETSC_COMM_WORLD); /* the tokens live on the stack until every rank has read them */
+#endif
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, PETSC_COMM_WORLD);
+  return all != 0;
+}
+
+/* pairs of the primitive's exchanges that use cross-memory attach (summed over ranks) */
+static PetscInt CmaPairsOf(DDPrimitive p)
+{
+  PetscInt n = 0, all = 0;
+  for (auto *ex : ddnn::ExchangeRegistry())
+    if (ddnn::ExchangeIsUnder(ex->owner, p)) n += ex->CmaPairs();
+  MPI_Allreduce(&n, &all, 1, MPIU_INT, MPI_SUM, PETSC_COMM_WORLD);
+  return all;
+}
+
+/* the tensor's whole storage (bulk, halo, padding) as bytes */
+static std::vector<char> Storage(DDTensor t)
+{
+  size_t es = t->dtype == DD_FLOAT32 ? 4 : 8;
+  return std::vector<char>((const char *)t->array, (const char *)t->array + es * (size_t)t->layout.size);
+}
+
+/* the same primitive set up with the single-copy path and without it: storages equal byte by byte after forward and adjoint */
+static void ExpectCmaEqualsMpi(const std::function<DDPrimitive()> &make, DDTensor x, DDTensor y, DDTensor x2, DDTensor y2, bool expectcma, const std::string &what)
+{
+  DDT(PetscOptionsSetValue(NULL, "-dd_exchange_cma", "1"));
+  DDPrimitive A = make();
+  DDT(DDPrimitiveSetUp(A, x, y));
+  DDT(PetscOptionsSetValue(NULL, "-dd_exchange_cma", "0"));
+  DDPrimitive B = make();
+  DDT(DDPrimitiveSetUp(B, x2, y2));
+  DDT(PetscOptionsClearValue(NULL, "-dd_exchange_cma"));
+  if (expectcma) EXPECT_GT(CmaPairsOf(A), 0) << what;
+  EXPECT_EQ(CmaPairsOf(B), 0) << what;
+  for (int rep = 0; rep < 2; rep++) { /* twice: the second call runs on the persistent plans */
+    DDT(DDTensorSetRandomGlobal(x, 7 + rep, -1, 1));
+    DDT(DDTensorSetRandomGlobal(x2, 7 + rep, -1, 1));
+    if (y) {
+      DDT(DDTensorSetRandomGlobal(y, 70 + rep, -1, 1));
+      DDT(DDTensorSetRandomGlobal(y2, 70 + rep, -1, 1));
+    }
+    DDT(DDPrimitiveApply(A, x, y));
+    DDT(DDPrimitiveApply(B, x2, y2));
+    EXPECT_TRUE(Storage(y ? y : x) == Storage(y ? y2 : x2)) << "forward, " << what;
+    DDT(DDPrimitiveApplyAdjoint(A, y ? y : x, x));
+    DDT(DDPrimitiveApplyAdjoint(B, y ? y2 : x2, x2));
+    EXPECT_TRUE(Storage(x) == Storage(x2)) << "adjoint, " << what;
+  }
+  PetscReal err;
+  DDT(DDPrimitiveAdjointTest(A, NULL, NULL, 3, &err));
+  EXPECT_LT(err, x->dtype == DD_FLOAT64 ? ADJ_TOL : 1e-5) << what;
+  DDT(DDPrimitiveDestroy(&A));
+  DDT(DDPrimitiveDestroy(&B));
+}
+
+/*
+  Every plan of the single-copy path: halo exchanges in plain, channels-last and blocked storage
+  split along H, W or both (faces of long runs read in place, of short runs through the packed
+  buffers, the adjoint adding from the buffer), widths 1 and 2, balanced and unbalanced pieces
+  with empty ones, float32 and float64; repartitions between the partitions of the repartition
+  tests (the side with more runs writing or reading) and one whose rank holds more runs than
+  one system call takes (IOV_MAX), in both directions.
+*/
+TEST(Exchange, CrossMemoryAttachEqualsMpiOnEveryPath)
+{
+  const int  W      = Size();
+  const bool expect = W > 1 && CmaPossible();
+  std::vector<std::vector<PetscInt>> f;
+  Factorizations(W, 2, f);
+  int idx = 0;
+  for (auto &ps : f)
+    for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST, DD_FORMAT_BLOCKED})
+      for (PetscInt k : {3, 5})
+        for (bool unbal : {false, true}) {
+          idx++;
+          DDDataType  dt   = idx % 2 ? DD_FLOAT64 : DD_FLOAT32;
+          DDPartition part = MakePart({1, 1, ps[0], ps[1]});
+          std::vector<PetscInt> shape = {2, 16, 6 * ps[0] + 3, 5 * ps[1] + 4};
+          DDTensor    x = MakeTensor(part, dt, shape, unbal, 0, fmt), x2;
+          DDT(DDTensorDuplicate(x, &x2));
+          std::string what = "halo " + std::to_string(ps[0]) + "x" + std::to_string(ps[1]) + " format " + std::to_string((int)fmt) + " k" + std::to_string(k) + (unbal ? " unbalanced" : "");
+          auto make = [&]() {
+            DDPrimitive H = MakePrim(DDPRIMITIVEHALO);
+            DDT(DDPrimitiveHaloSetKernel(H, 2, k, 1, 1, k / 2, PETSC_DECIDE));
+            DDT(DDPrimitiveHaloSetKernel(H, 3, k, 1, 1, k / 2, PETSC_DECIDE));
+            return H;
+          };
+          ExpectCmaEqualsMpi(make, x, NULL, x2, NULL, expect && !unbal, what);
+          DDT(DDTensorDestroy(&x));
+          DDT(DDTensorDestroy(&x2));
+          DDT(DDPartitionDestroy(&part));
+        }
+  for (int order = 2; order <= 4; order++) {
+    auto cases = RepartitionCases(order);
+    int  c     = 0;
+    for (auto &rc : cases) {
+      c++;
+      std::vector<PetscInt> shape(order);
+      for (int m = 0; m < order; m++) shape[m] = 9 + 3 * m;
+      DDPartition    Px = MakePart(rc.px, rc.rx), Py = MakePart(rc.py, rc.ry);
+      DDTensorFormat fx = c % 3 == 0 ? DD_FORMAT_CHANNELS_LAST : DD_FORMAT_PLAIN, fy = (c % 4 == 1 && order >= 2) ? DD_FORMAT_BLOCKED : DD_FORMAT_PLAIN;
+      DDDataType     dt = c % 2 ? DD_FLOAT64 : DD_FLOAT32;
+      DDTensor       x = MakeTensor(Px, dt, shape, rc.unbalanced, c % 2, fx), y = MakeTensor(Py, dt, shape, false, (c + 1) % 3, fy), x2, y2;
+      DDT(DDTensorDuplicate(x, &x2));
+      DDT(DDTensorDuplicate(y, &y2));
+      ExpectCmaEqualsMpi([]() { return MakePrim(DDPRIMITIVEREPARTITION); }, x, y, x2, y2, false, "repartition order " + std::to_string(order) + " case " + std::to_string(c));
+      for (DDTensor *t : {&x, &y, &x2, &y2}) DDT(DDTensorDestroy(t));
+      DDT(DDPartitionDestroy(&Px));
+      DDT(DDPartitionDestroy(&Py));
+    }
+  }
+  /* H split -> W split with 1030 rows per rank: the writer's runs need two system calls */
+  {
+    DDPartition Px = MakePart({1, (PetscInt)W, 1}), Py = MakePart({1, 1, (PetscInt)W});
+    std::vector<PetscInt> shape = {1, 1030 * (PetscInt)W, 64};
+    DDTensor    x = MakeTensor(Px, DD_FLOAT64, shape, false, 0, DD_FORMAT_PLAIN), y = MakeTensor(Py, DD_FLOAT64, shape, false, 0, DD_FORMAT_PLAIN), x2, y2;
+    DDT(DDTensorDuplicate(x, &x2));
+    DDT(DDTensorDuplicate(y, &y2));
+    ExpectCmaEqualsMpi([]() { return MakePrim(DDPRIMITIVEREPARTITION); }, x, y, x2, y2, expect, "repartition of more runs than IOV_MAX");
+    for (DDTensor *t : {&x, &y, &x2, &y2}) DDT(DDTensorDestroy(t));
+    DDT(DDPartitionDestroy(&Px));
+    DDT(DDPartitionDestroy(&Py));
+  }
+}

@@ -3,7 +3,16 @@
 #include <backend/interface/backends.hpp>
 #include <algorithm>
 #include <cstring>
+#include <cerrno>
+#include <climits>
 #include <map>
+#include <unistd.h>
+#if defined(__linux__)
+  #define DD_HAVE_CMA 1
+#endif
+#if !defined(IOV_MAX)
+  #define IOV_MAX 1024
+#endif
 
 namespace ddnn
 {
@@ -11,6 +20,13 @@ PetscBool DDExchangeUseTypes()
 {
   PetscBool flg = PETSC_TRUE;
   PetscOptionsGetBool(NULL, NULL, "-dd_exchange_mpi_types", &flg, NULL);
+  return flg;
+}
+
+PetscBool DDExchangeUseCma()
+{
+  PetscBool flg = PETSC_TRUE;
+  PetscOptionsGetBool(NULL, NULL, "-dd_exchange_cma", &flg, NULL);
   return flg;
 }
 
@@ -107,14 +123,26 @@ void Exchange::FreePlan(Plan &pl)
   for (auto *v : {&pl.recv, &pl.send})
     for (auto &r : *v)
       if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+  for (auto *v : {&pl.rlink, &pl.slink})
+    for (auto &lk : *v)
+      for (MPI_Request *r : {&lk.ready, &lk.done})
+        if (*r != MPI_REQUEST_NULL) MPI_Request_free(r);
   pl.recv.clear();
   pl.send.clear();
+  pl.rlink.clear();
+  pl.slink.clear();
   pl.ti = -1;
 }
 
 Exchange::~Exchange()
 {
   registry.erase(std::remove(registry.begin(), registry.end(), this), registry.end());
+  for (auto *v : {&sendTo, &recvFrom}) /* a peer may still be reading a packed buffer */
+    for (auto &p : *v)
+      if (p.pending) {
+        MPI_Wait(p.pending, MPI_STATUS_IGNORE);
+        p.pending = nullptr;
+      }
   FreePlan(fwd);
   FreePlan(adj);
   for (auto *v : {&sendTo, &recvFrom})
@@ -189,6 +217,221 @@ PetscErrorCode Exchange::SetUp(PetscSF sf, MPI_Comm c, PetscMPIInt t, PetscBool 
         }
       } else p.buf.resize(sizeof(double) * (size_t)p.runs.total + 1);
     }
+  PetscCall(SetUpCma(DDExchangeUseCma()));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscInt Exchange::CmaPairs() const
+{
+  PetscInt n = 0;
+  for (auto *v : {&sendTo, &recvFrom})
+    for (auto &p : *v) n += p.cma ? 1 : 0;
+  return n;
+}
+
+/*
+  Which pairs may use cross-memory attach: the two ranks run on one node (same processor name)
+  and each could read a token from the other's memory with process_vm_readv (the system may
+  forbid it: ptrace restrictions, containers). Both ends of a pair learn both answers, and the
+  runs of the other end of each pair, so that both make the same plan (MakeLink). Collective
+  over the peers; ranks without peers take no part.
+*/
+PetscErrorCode Exchange::SetUpCma(PetscBool usecma)
+{
+  std::vector<PetscMPIInt> peers;
+
+  PetscFunctionBegin;
+  for (auto &t : ctag) PetscCall(PetscCommGetNewTag(comm, &t));
+  for (auto *v : {&sendTo, &recvFrom})
+    for (auto &p : *v) peers.push_back(p.rank);
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  if (peers.empty()) PetscFunctionReturn(PETSC_SUCCESS);
+  const size_t np = peers.size();
+  char         name[MPI_MAX_PROCESSOR_NAME + 1] = "";
+  int          nl                               = 0;
+  PetscCallMPI(MPI_Get_processor_name(name, &nl));
+  unsigned long long h = 1469598103934665603ULL; /* FNV-1a of the processor name */
+  for (int i = 0; i < nl; i++) h = (h ^ (unsigned char)name[i]) * 1099511628211ULL;
+  token = (unsigned long long)(size_t)this * 0x9E3779B97F4A7C15ULL ^ (unsigned long long)(MPI_Wtime() * 1e9) ^ ((unsigned long long)getpid() << 20);
+#if !defined(DD_HAVE_CMA)
+  usecma = PETSC_FALSE;
+#endif
+  /* stage 1: {use, pid, token address, token, name hash} to and from every peer */
+  std::vector<unsigned long long> mine = {(unsigned long long)usecma, (unsigned long long)getpid(), (unsigned long long)(size_t)&token, token, h}, theirs(5 * np);
+  std::vector<MPI_Request>        rq(2 * np);
+  std::vector<int>                ok(np, 0), theirok(np, 0);
+  for (size_t i = 0; i < np; i++) PetscCallMPI(MPI_Irecv(&theirs[5 * i], 5, MPI_UNSIGNED_LONG_LONG, peers[i], ctag[0], comm, &rq[i]));
+  for (size_t i = 0; i < np; i++) PetscCallMPI(MPI_Isend(mine.data(), 5, MPI_UNSIGNED_LONG_LONG, peers[i], ctag[0], comm, &rq[np + i]));
+  PetscCallMPI(MPI_Waitall((int)rq.size(), rq.data(), MPI_STATUSES_IGNORE));
+  /* stage 2: read each peer's token */
+  for (size_t i = 0; i < np; i++) {
+    const unsigned long long *t = &theirs[5 * i];
+    if (!usecma || !t[0] || t[4] != h) continue;
+#if defined(DD_HAVE_CMA)
+    unsigned long long v = 0;
+    struct iovec       l  = {&v, sizeof(v)}, r = {(void *)(size_t)t[2], sizeof(v)};
+    ok[i]                 = process_vm_readv((pid_t)t[1], &l, 1, &r, 1, 0) == (ssize_t)sizeof(v) && v == t[3];
+#endif
+  }
+  for (size_t i = 0; i < np; i++) PetscCallMPI(MPI_Irecv(&theirok[i], 1, MPI_INT, peers[i], ctag[1], comm, &rq[i]));
+  for (size_t i = 0; i < np; i++) PetscCallMPI(MPI_Isend(&ok[i], 1, MPI_INT, peers[i], ctag[1], comm, &rq[np + i]));
+  PetscCallMPI(MPI_Waitall((int)rq.size(), rq.data(), MPI_STATUSES_IGNORE));
+  /* stage 3: the runs of both ends of every pair that may use it */
+  std::vector<std::vector<PetscInt>> out;
+  std::vector<MPI_Request>           sq;
+  out.reserve(sendTo.size() + recvFrom.size());
+  for (int k = 0; k < 2; k++)
+    for (auto &p : k == 0 ? sendTo : recvFrom) {
+      size_t i = (size_t)(std::lower_bound(peers.begin(), peers.end(), p.rank) - peers.begin());
+      p.cma    = ok[i] && theirok[i];
+      p.pid    = (long)theirs[5 * i + 1];
+      if (!p.cma) continue;
+      std::vector<PetscInt> v(p.runs.off);
+      v.insert(v.end(), p.runs.len.begin(), p.runs.len.end());
+      out.push_back(std::move(v));
+      sq.emplace_back();
+      PetscCallMPI(MPI_Isend(out.back().data(), (PetscMPIInt)out.back().size(), MPIU_INT, p.rank, ctag[2 + k], comm, &sq.back()));
+    }
+  for (int k = 0; k < 2; k++)
+    for (auto &p : k == 0 ? sendTo : recvFrom) {
+      if (!p.cma) continue;
+      MPI_Status  st;
+      PetscMPIInt n;
+      PetscCallMPI(MPI_Probe(p.rank, ctag[3 - k], comm, &st)); /* our sendTo's other end is the peer's recvFrom and back */
+      PetscCallMPI(MPI_Get_count(&st, MPIU_INT, &n));
+      std::vector<PetscInt> v(n);
+      PetscCallMPI(MPI_Recv(v.data(), n, MPIU_INT, p.rank, ctag[3 - k], comm, MPI_STATUS_IGNORE));
+      PetscCheck(n % 2 == 0, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Bad run list from rank %d", p.rank);
+      p.rruns.off.assign(v.begin(), v.begin() + n / 2);
+      p.rruns.len.assign(v.begin() + n / 2, v.end());
+      p.rruns.total = 0;
+      for (auto l : p.rruns.len) p.rruns.total += l;
+      PetscCheck(p.rruns.total == p.runs.total, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Rank %d moves %" PetscInt_FMT " entries to this rank's %" PetscInt_FMT, p.rank, p.rruns.total, p.runs.total);
+      if (p.buf.empty()) p.buf.resize(sizeof(double) * (size_t)p.runs.total + 1);
+    }
+  if (!sq.empty()) PetscCallMPI(MPI_Waitall((int)sq.size(), sq.data(), MPI_STATUSES_IGNORE));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* a side's runs are read or written in place by the remote process only if they are few and long (the kernel pins each remote run) */
+static bool RemoteInPlace(const Runs &r, size_t es)
+{
+  size_t n = r.off.size();
+  return n == 1 || (n <= IOV_MAX && (size_t)r.total * es >= 1024 * n);
+}
+
+/* the local side's runs are handed to the system call as they are if they are not short (else through the buffer) */
+static bool LocalInPlace(const Runs &r, size_t es)
+{
+  size_t n = r.off.size();
+  return n == 1 || (size_t)r.total * es >= 256 * n;
+}
+
+/* the system calls of one active side: the runs of both sides (or the whole buffer) cut where they meet, at most IOV_MAX iovecs per side and call */
+void Exchange::MakeCalls(CmaCalls &c, const Runs &L, bool lbuf, const Runs &R, bool rbuf, PetscInt total, size_t es, char *lbase)
+{
+  const PetscInt  whole[2] = {0, total};
+  const PetscInt *lo = lbuf ? &whole[0] : L.off.data(), *ll = lbuf ? &whole[1] : L.len.data(), *ro = rbuf ? &whole[0] : R.off.data(), *rl = rbuf ? &whole[1] : R.len.data();
+  const size_t    nL = lbuf ? 1 : L.off.size(), nR = rbuf ? 1 : R.off.size();
+  size_t          li = 0, ri = 0;
+  PetscInt        lp = 0, rp = 0, cl = 0, cr = 0; /* positions in the current runs; iovecs in the current call */
+
+  c = CmaCalls();
+  while (li < nL && ri < nR) {
+    if (ll[li] == lp) {
+      li++;
+      lp = 0;
+      continue;
+    }
+    if (rl[ri] == rp) {
+      ri++;
+      rp = 0;
+      continue;
+    }
+    PetscInt piece = PetscMin(ll[li] - lp, rl[ri] - rp), a = lo[li] + lp, b = ro[ri] + rp;
+    bool     lext = cl > 0 && c.loff.back() + c.llen.back() == a, rext = cr > 0 && c.roff.back() + c.rlen.back() == b;
+    if ((!lext && cl == IOV_MAX) || (!rext && cr == IOV_MAX)) { /* a new call */
+      c.ncall.push_back(cl);
+      c.ncall.push_back(cr);
+      cl = cr = 0;
+      lext = rext = false;
+    }
+    if (lext) c.llen.back() += piece;
+    else {
+      c.loff.push_back(a);
+      c.llen.push_back(piece);
+      cl++;
+    }
+    if (rext) c.rlen.back() += piece;
+    else {
+      c.roff.push_back(b);
+      c.rlen.push_back(piece);
+      cr++;
+    }
+    lp += piece;
+    rp += piece;
+  }
+  if (cl) {
+    c.ncall.push_back(cl);
+    c.ncall.push_back(cr);
+  }
+  c.liov.resize(c.loff.size());
+  for (size_t i = 0; i < c.loff.size(); i++) c.liov[i] = {lbase + es * (size_t)c.loff[i], es * (size_t)c.llen[i]};
+  c.riov.resize(c.roff.size());
+}
+
+/*
+  The cma plan of one pair. Both ends compute the same from the same runs: the active side (the
+  one with more runs: the kernel pins each remote run, local runs are cheap), and whether the
+  passive side goes through its buffer. A receiver that adds goes through its buffer by its own
+  choice, which it signals when passive; so the active side plans both remote layouts.
+*/
+PetscErrorCode Exchange::MakeLink(CmaLink &lk, Peer &p, bool reader, bool add, size_t es, const void *mine)
+{
+  const Runs &w = reader ? p.rruns : p.runs, &r = reader ? p.runs : p.rruns;
+
+  PetscFunctionBegin;
+  const bool  areader = r.off.size() >= w.off.size();
+  const Runs &L = areader ? r : w, &R = areader ? w : r;
+  const bool  rbuf = !RemoteInPlace(R, es);
+  lk.reader = reader;
+  lk.active = reader == areader;
+  lk.es     = es;
+  if (!lk.active) {
+    lk.localbuf = rbuf || (reader && add);
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  lk.localbuf = (reader && add) || !LocalInPlace(L, es);
+  char *lbase = lk.localbuf ? p.buf.data() : (char *)mine;
+  MakeCalls(lk.calls[0], L, lk.localbuf, R, false, p.runs.total, es, lbase);
+  MakeCalls(lk.calls[1], L, lk.localbuf, R, true, p.runs.total, es, lbase);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the active side's copy: process_vm_readv (receiver) or process_vm_writev (sender), call by call */
+PetscErrorCode Exchange::CmaCopy(CmaLink &lk, Peer &p)
+{
+  PetscFunctionBegin;
+#if defined(DD_HAVE_CMA)
+  CmaCalls   &c  = lk.calls[lk.rsig & 1];
+  const char *rb = (const char *)(size_t)(lk.rsig & ~1ULL);
+  if (rb != c.rbase) {
+    for (size_t i = 0; i < c.roff.size(); i++) c.riov[i] = {(char *)rb + lk.es * (size_t)c.roff[i], lk.es * (size_t)c.rlen[i]};
+    c.rbase = rb;
+  }
+  size_t l = 0, r = 0;
+  for (size_t k = 0; k < c.ncall.size(); k += 2) {
+    size_t nl = (size_t)c.ncall[k], nr = (size_t)c.ncall[k + 1], want = 0;
+    for (size_t i = 0; i < nl; i++) want += c.liov[l + i].iov_len;
+    ssize_t got = lk.reader ? process_vm_readv((pid_t)p.pid, &c.liov[l], nl, &c.riov[r], nr, 0) : process_vm_writev((pid_t)p.pid, &c.liov[l], nl, &c.riov[r], nr, 0);
+    PetscCheck(got == (ssize_t)want, PETSC_COMM_SELF, PETSC_ERR_SYS, "Cross-memory %s of %zu bytes %s rank %d (pid %ld) moved %zd: %s; run with -dd_exchange_cma 0", lk.reader ? "read" : "write", want, lk.reader ? "from" : "to", p.rank, p.pid, (ssize_t)got, got < 0 ? strerror(errno) : "short transfer");
+    l += nl;
+    r += nr;
+  }
+#else
+  SETERRQ(PETSC_COMM_SELF, PETSC_ERR_SUP, "Cross-memory attach is not available on this system");
+#endif
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -239,6 +482,7 @@ static inline PetscErrorCode UnpackRuns(DDMemType memtype, const struct _DDBacke
   return ops->unpack(dt, r.off.size(), r.off.data(), r.len.data(), r.total, buf, dst, add ? PETSC_TRUE : PETSC_FALSE);
 }
 
+
 /*
   The persistent requests of one direction: single-run messages go straight between the
   storages, indexed ones through MPI datatypes (not when adding: that needs the values apart),
@@ -252,8 +496,33 @@ PetscErrorCode Exchange::MakePlan(Plan &pl, int ti, MPI_Datatype mt, const void 
   FreePlan(pl);
   pl.recv.assign(from.size(), MPI_REQUEST_NULL);
   pl.send.assign(to.size(), MPI_REQUEST_NULL);
+  pl.rlink.assign(from.size(), CmaLink());
+  pl.slink.assign(to.size(), CmaLink());
+  const bool cma = memtype == DD_MEMTYPE_HOST; /* the processes' memories; device memory goes through MPI */
+  /* cma pairs: the plan, and the persistent signals (tags by which end is passive: a rank may be passive in both pairs with a peer) */
+  for (int k = 0; k < 2; k++) {
+    std::vector<Peer>    &v  = k == 0 ? from : to;
+    std::vector<CmaLink> &lv = k == 0 ? pl.rlink : pl.slink;
+    for (size_t i = 0; i < v.size(); i++) {
+      Peer    &p = v[i];
+      CmaLink &lk = lv[i];
+      if (!cma || !p.cma) continue;
+      PetscCall(MakeLink(lk, p, k == 0, add, es, k == 0 ? dst : src));
+      const bool  passivewriter = lk.active == lk.reader;          /* the pair's passive end is the sender */
+      PetscMPIInt tr = ctag[passivewriter ? 0 : 2], td = ctag[passivewriter ? 1 : 3];
+      if (lk.active) {
+        PetscCallMPI(MPI_Recv_init(&lk.rsig, 1, MPI_UNSIGNED_LONG_LONG, p.rank, tr, comm, &lk.ready));
+        PetscCallMPI(MPI_Send_init(&lk.sig, 1, MPI_UNSIGNED_LONG_LONG, p.rank, td, comm, &lk.done));
+      } else {
+        lk.sig = (unsigned long long)(size_t)(lk.localbuf ? (const void *)p.buf.data() : (k == 0 ? (const void *)dst : src)) | (lk.localbuf ? 1ULL : 0ULL);
+        PetscCallMPI(MPI_Send_init(&lk.sig, 1, MPI_UNSIGNED_LONG_LONG, p.rank, tr, comm, &lk.ready));
+        PetscCallMPI(MPI_Recv_init(&lk.rsig, 1, MPI_UNSIGNED_LONG_LONG, p.rank, td, comm, &lk.done));
+      }
+    }
+  }
   for (size_t i = 0; i < from.size(); i++) {
     Peer &p = from[i];
+    if (pl.rlink[i].es) continue;
     if (p.type[ti] != MPI_DATATYPE_NULL && !add) {
       PetscCallMPI(MPI_Recv_init(dst, 1, p.type[ti], p.rank, tag, comm, &pl.recv[i]));
       continue;
@@ -264,6 +533,7 @@ PetscErrorCode Exchange::MakePlan(Plan &pl, int ti, MPI_Datatype mt, const void 
   }
   for (size_t i = 0; i < to.size(); i++) {
     Peer &p = to[i];
+    if (pl.slink[i].es) continue;
     if (p.type[ti] != MPI_DATATYPE_NULL) {
       PetscCallMPI(MPI_Send_init(src, 1, p.type[ti], p.rank, tag, comm, &pl.send[i]));
       continue;
@@ -290,6 +560,12 @@ PetscErrorCode Exchange::Begin(Plan &pl, DDDataType dt, const void *src, void *d
   PetscFunctionBegin;
   PetscCheck(!inflight, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "Exchange already in flight");
   const int ti = dt == DD_FLOAT32 ? 0 : 1;
+  for (auto *v : {&from, &to}) /* the reads of our packed buffers the last exchange did not wait for */
+    for (auto &p : *v)
+      if (p.pending) {
+        PetscCallMPI(MPI_Wait(p.pending, MPI_STATUS_IGNORE));
+        p.pending = nullptr;
+      }
   if (pl.ti != ti || pl.src != src || pl.dst != dst || pl.add != add) {
     MPI_Datatype mt;
     PetscCall(DDDataTypeGetMPIType(dt, &mt));
@@ -297,13 +573,32 @@ PetscErrorCode Exchange::Begin(Plan &pl, DDDataType dt, const void *src, void *d
   }
   const struct _DDBackendVecOps *ops = nullptr;
   PetscCall(DDVecOps_Private(memtype, &ops)); /* packing runs on the memory's backend */
-  if (!pl.recv.empty()) PetscCallMPI(MPI_Startall((int)pl.recv.size(), pl.recv.data()));
+  const size_t es = ti == 0 ? sizeof(float) : sizeof(double);
+  for (size_t i = 0; i < from.size(); i++) { /* receives: MPI, or the cma signals (an active end waits for ready, a passive one for done) */
+    CmaLink &lk = pl.rlink[i];
+    if (!lk.es) {
+      if (pl.recv[i] != MPI_REQUEST_NULL) PetscCallMPI(MPI_Start(&pl.recv[i]));
+      continue;
+    }
+    PetscCallMPI(MPI_Start(lk.active ? &lk.ready : &lk.done));
+    if (!lk.active) PetscCallMPI(MPI_Start(&lk.ready)); /* our destination may be written now */
+  }
   for (size_t i = 0; i < to.size(); i++) {
-    Peer &p = to[i];
+    Peer    &p  = to[i];
+    CmaLink &lk = pl.slink[i];
+    counted[&pl == &fwd ? 0 : 1][0]++;
+    counted[&pl == &fwd ? 0 : 1][1] += (PetscInt64)es * p.runs.total;
+    if (lk.es) {
+      if (lk.localbuf) PetscCall(PackRuns(memtype, ops, dt, p.runs, src, p.buf.data()));
+      if (lk.active) PetscCallMPI(MPI_Start(&lk.ready));
+      else {
+        PetscCallMPI(MPI_Start(&lk.done));
+        PetscCallMPI(MPI_Start(&lk.ready)); /* our source (or its packed copy) may be read now */
+      }
+      continue;
+    }
     if (p.type[ti] == MPI_DATATYPE_NULL && !p.runs.Single()) PetscCall(PackRuns(memtype, ops, dt, p.runs, src, p.buf.data()));
     PetscCallMPI(MPI_Start(&pl.send[i]));
-    counted[&pl == &fwd ? 0 : 1][0]++;
-    counted[&pl == &fwd ? 0 : 1][1] += (PetscInt64)(ti == 0 ? sizeof(float) : sizeof(double)) * p.runs.total;
   }
   inflight = true;
   if (self.len.empty()) PetscFunctionReturn(PETSC_SUCCESS);
@@ -322,17 +617,61 @@ PetscErrorCode Exchange::End(Plan &pl, DDDataType dt, void *dst, std::vector<Pee
   const int                      ti  = dt == DD_FLOAT32 ? 0 : 1;
   const struct _DDBackendVecOps *ops = nullptr;
   PetscCall(DDVecOps_Private(memtype, &ops));
+  const size_t es = ti == 0 ? sizeof(float) : sizeof(double);
+  PetscInt64  *cnt = counted[&pl == &fwd ? 0 : 1];
+  /* the active ends of cma pairs copy first: their peers signalled ready in their Begin */
+  for (int k = 0; k < 2; k++) {
+    std::vector<Peer>    &v  = k == 0 ? from : to;
+    std::vector<CmaLink> &lv = k == 0 ? pl.rlink : pl.slink;
+    for (size_t i = 0; i < v.size(); i++) {
+      CmaLink &lk = lv[i];
+      Peer    &p  = v[i];
+      if (!lk.es || !lk.active) continue;
+      PetscCallMPI(MPI_Wait(&lk.ready, MPI_STATUS_IGNORE));
+      PetscCall(CmaCopy(lk, p));
+      PetscCallMPI(MPI_Start(&lk.done));
+      if (lk.reader) {
+        if (lk.localbuf) PetscCall(UnpackRuns(memtype, ops, dt, p.runs, p.buf.data(), dst, add));
+        cnt[2]++;
+        cnt[3] += (PetscInt64)es * p.runs.total;
+      }
+    }
+  }
   for (size_t i = 0; i < from.size(); i++) {
     Peer      &p = from[i];
     MPI_Status st;
     int        nb = 0;
+    if (pl.rlink[i].es) continue;
     PetscCallMPI(MPI_Wait(&pl.recv[i], &st));
     PetscCallMPI(MPI_Get_count(&st, MPI_BYTE, &nb)); /* what arrived, for the model's counters */
-    counted[&pl == &fwd ? 0 : 1][2]++;
-    counted[&pl == &fwd ? 0 : 1][3] += nb;
+    cnt[2]++;
+    cnt[3] += nb;
     if (add || (!p.runs.Single() && p.type[ti] == MPI_DATATYPE_NULL)) PetscCall(UnpackRuns(memtype, ops, dt, p.runs, p.buf.data(), dst, add));
   }
-  if (!pl.send.empty()) PetscCallMPI(MPI_Waitall((int)pl.send.size(), pl.send.data(), MPI_STATUSES_IGNORE));
+  /* the passive ends wait until their peers are done with their memory */
+  for (int k = 0; k < 2; k++) {
+    std::vector<Peer>    &v  = k == 0 ? from : to;
+    std::vector<CmaLink> &lv = k == 0 ? pl.rlink : pl.slink;
+    for (size_t i = 0; i < v.size(); i++) {
+      CmaLink &lk = lv[i];
+      Peer    &p  = v[i];
+      if (!lk.es) continue;
+      if (lk.active) PetscCallMPI(MPI_Wait(&lk.done, MPI_STATUS_IGNORE));
+      else {
+        /* a sender read from its packed buffer need not wait: its storage is free, the buffer waits until its next use */
+        if (!lk.reader && lk.localbuf) p.pending = &lk.done;
+        else PetscCallMPI(MPI_Wait(&lk.done, MPI_STATUS_IGNORE));
+        PetscCallMPI(MPI_Wait(&lk.ready, MPI_STATUS_IGNORE));
+        if (lk.reader) {
+          if (lk.localbuf) PetscCall(UnpackRuns(memtype, ops, dt, p.runs, p.buf.data(), dst, add));
+          cnt[2]++;
+          cnt[3] += (PetscInt64)es * p.runs.total;
+        }
+      }
+    }
+  }
+  for (auto &r : pl.send)
+    if (r != MPI_REQUEST_NULL) PetscCallMPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
   inflight = false;
   PetscFunctionReturn(PETSC_SUCCESS);
 }

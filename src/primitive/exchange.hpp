@@ -11,6 +11,15 @@
   mode change; every later call packs straight into the send buffer, starts them
   (MPI_Start), and unpacks straight from the receive buffer.
 
+  Between ranks of one node the data of a pair does not go through MPI's transport at all: at
+  set-up the two ranks check that each can read the other's memory (process_vm_readv of a
+  token; same processor name) and exchange their run lists, and every exchange is then one copy
+  by the kernel from one process's storage (or packed buffer) into the other's (cross-memory
+  attach, the single-copy mechanism MPI's shared-memory transport uses for large contiguous
+  messages, here for any layout), with two 8-byte persistent MPI messages per pair as the
+  ready and done signals (see CmaLink). -dd_exchange_cma 0, device memory, or ranks on
+  different nodes use the MPI messages below.
+
   PetscSF describes the graphs of the repartition and halo primitives; this engine moves the
   data. It merges the graph's index lists into runs of consecutive offsets (memcpy-sized
   pieces for faces along slow dimensions, tight gather loops for strided faces), sends
@@ -21,6 +30,7 @@
 #pragma once
 #include <ddnn/private/ddimpl.h>
 #include <petscsf.h>
+#include <sys/uio.h>
 #include <vector>
 #include <algorithm>
 
@@ -71,6 +81,35 @@ struct Peer {
   Runs              runs;
   std::vector<char> buf;
   MPI_Datatype      type[2] = {MPI_DATATYPE_NULL, MPI_DATATYPE_NULL}; /* indexed over the runs, float and double; NULL: pack by hand */
+  long              pid = 0;     /* cma: the peer's process id */
+  bool              cma = false; /* both ranks of the pair can read and write each other's memory (same node, process_vm_readv allowed) */
+  Runs              rruns;       /* cma: the peer's runs of the same messages (the other end's offsets, same entry order) */
+  MPI_Request      *pending = nullptr; /* cma: the done signal of a read of our packed buffer that End did not wait for (before the buffer's next use) */
+};
+
+/*
+  One pair of a direction moved by a single copy between the two processes' memories (cross-memory
+  attach: process_vm_readv / process_vm_writev, what MPI's shared-memory transport does for large
+  contiguous messages). The side with more runs is "active" and makes the system calls, whose
+  per-run cost is small on the local side and large on the remote side; the other side is
+  "passive" and only signals. A remote side with many short runs packs them into its buffer first
+  (one remote run); a local side with short runs goes through its buffer and the packing loops.
+  A receiver that adds (a rank's own choice: the scatter's adjoint where its roots have several
+  leaves) goes through its buffer; as the passive side it says so in its signal.
+*/
+struct CmaCalls { /* the active side's system calls: iovecs in elements, ncall[2c], ncall[2c + 1]: local and remote counts of call c */
+  std::vector<PetscInt>     loff, llen, roff, rlen, ncall;
+  std::vector<struct iovec> liov, riov; /* in bytes, for the current addresses */
+  const void               *rbase = nullptr; /* the remote base riov was made for */
+};
+struct CmaLink {
+  bool               active = false;    /* this rank makes the system calls */
+  bool               reader = false;    /* this rank receives the entries (its dst) */
+  bool               localbuf = false;  /* this rank's side goes through its packed buffer */
+  size_t             es = 0;            /* entry size in bytes; 0: not a cma pair */
+  CmaCalls           calls[2];          /* active: the remote side in place or through its buffer (as the passive side signals) */
+  unsigned long long sig = 0, rsig = 0; /* the signal's payload sent (passive: base address, | 1 when through its buffer) and received */
+  MPI_Request        ready = MPI_REQUEST_NULL, done = MPI_REQUEST_NULL; /* persistent signals: passive -> active, active -> passive */
 };
 
 class Exchange
@@ -79,6 +118,8 @@ public:
   ~Exchange();
   DDMemType memtype = DD_MEMTYPE_HOST; /* where the storages live: the backend of that memory packs and unpacks */
   PetscErrorCode SetUp(PetscSF sf, MPI_Comm comm, PetscMPIInt tag, PetscBool usetypes);
+  /* how many pairs (of sendTo and recvFrom) move their data by cross-memory attach instead of MPI messages */
+  PetscInt       CmaPairs() const;
   /* leaf = root (forward) */
   PetscErrorCode ForwardBegin(DDDataType dt, const void *root, void *leaf);
   PetscErrorCode ForwardEnd(DDDataType dt, const void *root, void *leaf);
@@ -107,13 +148,18 @@ private:
     void                    *dst = nullptr;
     int                      ti  = -1;
     bool                     add = false;
-    std::vector<MPI_Request> recv, send; /* one per peer of `from` and of `to` */
+    std::vector<MPI_Request> recv, send; /* one per peer of `from` and of `to` (cma pairs: the ready/done signals) */
+    std::vector<CmaLink>     rlink, slink; /* per peer of `from` and of `to`: the cma plan (unused for MPI pairs) */
   };
   PetscErrorCode    MakePlan(Plan &pl, int ti, MPI_Datatype mt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add);
   static void       FreePlan(Plan &pl);
   /* one direction: src -> the peers in `to`, the peers in `from` -> dst (adding with add) */
   PetscErrorCode    Begin(Plan &pl, DDDataType dt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, const std::vector<PetscInt> &srcself, const std::vector<PetscInt> &dstself, bool add);
   PetscErrorCode    End(Plan &pl, DDDataType dt, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add);
+  PetscErrorCode    SetUpCma(PetscBool usecma);
+  PetscErrorCode    MakeLink(CmaLink &lk, Peer &p, bool reader, bool add, size_t es, const void *mine);
+  PetscErrorCode    CmaCopy(CmaLink &lk, Peer &p);
+  static void       MakeCalls(CmaCalls &c, const Runs &L, bool lbuf, const Runs &R, bool rbuf, PetscInt total, size_t es, char *lbase);
   Plan              fwd, adj;
   std::vector<Peer> sendTo;   /* forward: roots of mine that leaf ranks need */
   std::vector<Peer> recvFrom; /* forward: leaves of mine whose roots live on root ranks */
@@ -121,6 +167,8 @@ private:
   Runs              allLeaves;
   MPI_Comm          comm = MPI_COMM_NULL;
   PetscMPIInt       tag  = 0;
+  PetscMPIInt       ctag[4] = {0, 0, 0, 0}; /* cma signals: ready, done where the passive side writes; ready, done where it reads */
+  unsigned long long token = 0; /* cma set-up: a value the peers read from this process to prove they can */
   bool              inflight = false;
 };
 /*
@@ -141,4 +189,6 @@ struct ExchangeOwnerGuard { /* Push in the constructor, Pop in the destructor (a
 };
 /* -dd_exchange_mpi_types <bool>: MPI derived datatypes instead of hand packing for long runs */
 PetscBool DDExchangeUseTypes();
+/* -dd_exchange_cma <bool>: single-copy cross-memory attach between ranks of one node (default true where the system allows it) */
+PetscBool DDExchangeUseCma();
 } // namespace ddnn
