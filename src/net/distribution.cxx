@@ -784,6 +784,9 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
     }
     ins = keep;
   }
+  PetscCall(NetInsert(net, user, ins));
+  for (auto &d : dec)
+    for (auto &c : d.cands) PetscCall(DDPartitionDestroy(&c.part)); /* the inserted layers hold references */
   /* the plan's own figures, from a set-up of it */
   PetscCall(NetSetUpLayers_Private(net, xin));
   {
