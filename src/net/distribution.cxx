@@ -279,6 +279,8 @@ struct Decision {
   /* shuffle[a][c]: from the tensor arriving under the parent's candidate a onto candidate c */
   std::vector<std::vector<double>> stime, smem;
   std::vector<std::vector<int>>    sident; /* 1: the arriving partition is already candidate c's */
+  std::vector<DDTensor>            arrive; /* per parent candidate: a tensor laid out as what arrives (kept from the trials) */
+  std::vector<std::vector<PetscInt>> halo; /* per candidate: the halo widths (lo, hi) the layer wants on its input */
   int                              chosen = -1;
 };
 
@@ -392,9 +394,10 @@ static PetscErrorCode SameLayout(DDTensor x, DDTensor y, PetscBool *same)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* Shuffle(D_i, D_j): the model's time and memory of a repartition of x onto part, forward and (unless
-   x is a network input, whose gradient training does not need) adjoint; ident when no data moves */
-static PetscErrorCode ShuffleCost(DDTensor x, DDPartition part, bool fwdonly, double *t, double *m, int *ident)
+/* Shuffle(D_i, D_j): the model's time and memory of a repartition of x onto part (its output with the
+   given halo), forward and adjoint (when x is a network input, whose gradient training does not need, the
+   adjoint's communication is left out as DDNetGetLayerModelTime() does); ident when no data moves */
+static PetscErrorCode ShuffleCost(DDTensor x, DDPartition part, const std::vector<PetscInt> &halo, bool fwdonly, double *t, double *m, int *ident)
 {
   DDLayer        r;
   PetscErrorCode ierr;
@@ -404,6 +407,7 @@ static PetscErrorCode ShuffleCost(DDTensor x, DDPartition part, bool fwdonly, do
   PetscCall(DDLayerCreate(PetscObjectComm((PetscObject)x), &r));
   PetscCall(DDLayerSetType(r, DDLAYERREPARTITION));
   PetscCall(DDLayerRepartitionSetPartition(r, part));
+  if (!halo.empty()) PetscCall(DDLayerSetOutputHalo_Private(r, halo.data(), halo.data() + DD_MAX_DIM));
   PetscCall(PetscPushErrorHandler(PetscReturnErrorHandler, NULL));
   ierr = DDLayerSetUp(r, x);
   PetscCall(PetscPopErrorHandler());
@@ -418,7 +422,7 @@ static PetscErrorCode ShuffleCost(DDTensor x, DDPartition part, bool fwdonly, do
     PetscBool  cal, same;
     PetscCall(DDLayerGetModelTime(r, &c[0], &c[1], &c[2], &c[3], &cal));
     PetscCall(DDLayerGetModelMemory(r, &mm[0], &mm[1], &mm[2], &mm[3]));
-    v[0] = c[0] + c[1] + (fwdonly ? 0 : c[2] + c[3]);
+    v[0] = c[0] + c[1] + c[2] + (fwdonly ? 0 : c[3]); /* as the network's first layer: no adjoint communication (DDNetGetLayerModelTime()) */
     v[1] = (PetscReal)(mm[0] + mm[1] + mm[2] + mm[3]);
     PetscCall(MPIU_Allreduce(MPI_IN_PLACE, v, 2, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)x)));
     PetscCall(SameLayout(x, r->output, &same));
@@ -556,12 +560,26 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
     d.stime.assign(na, std::vector<double>(d.cands.size(), INF));
     d.smem.assign(na, std::vector<double>(d.cands.size(), INF));
     d.sident.assign(na, std::vector<int>(d.cands.size(), 0));
+    d.arrive.assign(na, NULL);
+    d.halo.assign(d.cands.size(), std::vector<PetscInt>());
   }
   double constT = 0, constM = 0; /* the layers no decision layer owns */
   PetscReal tzero = 0; /* unused: the network's own work is the same for every plan up to the inserted layers */
   (void)tzero;
 
-  if (!dec.empty()) {
+  I->plan.ncands.clear();
+  for (auto &d : dec) I->plan.ncands.push_back((PetscInt)d.cands.size());
+  const bool forced = !I->forcedplan.empty();
+  if (forced) { /* a plan given by a test (the brute force): no choice */
+    PetscCheck(I->forcedplan.size() == dec.size(), comm, PETSC_ERR_ARG_SIZ, "A forced plan needs %zu decision layers, not %zu", dec.size(), I->forcedplan.size());
+    for (size_t j = 0; j < dec.size(); j++) {
+      PetscCheck(I->forcedplan[j] >= 0 && I->forcedplan[j] < (int)dec[j].cands.size(), comm, PETSC_ERR_ARG_OUTOFRANGE, "Forced candidate %d of layer %s out of range", I->forcedplan[j], user[dec[j].node].name.c_str());
+      dec[j].chosen = I->forcedplan[j];
+      dec[j].time.assign(dec[j].cands.size(), 0);
+      for (auto &v : dec[j].stime) v.assign(dec[j].cands.size(), 0);
+    }
+  }
+  if (!dec.empty() && !forced) {
     { /* the model must be calibrated for the network's backend and data type */
       const char *bname;
       PetscBool   have, commok;
@@ -612,16 +630,23 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
               constM += m[pos[i]];
             }
         }
-        /* the shuffles into each decision layer from what arrives under its parent's candidate */
+        /* what arrives at each decision layer under its parent's candidate, and the halo it wants under its own */
         for (size_t j = 0; j < dec.size(); j++) {
           Decision &d  = dec[j];
           int       ap = d.pred >= 0 ? a[decof[d.pred]] : 0;
-          if (d.stime[ap][0] < INF || d.stime[ap][d.cands.size() - 1] < INF) continue; /* done */
-          int      k0 = I->nodes[pos[d.node]].inputs[0];
-          DDTensor x;
-          if (I->nodes[k0 >= 0 ? k0 : 0].autoinserted && k0 >= 0) k0 = I->nodes[k0].inputs[0];
-          x = k0 < 0 ? xin[-1 - k0] : I->nodes[k0].layer->output;
-          for (size_t c = 0; c < d.cands.size(); c++) PetscCall(ShuffleCost(x, d.cands[c].part, d.fromnetinput, &d.stime[ap][c], &d.smem[ap][c], &d.sident[ap][c]));
+          int       k0 = I->nodes[pos[d.node]].inputs[0];
+          if (k0 >= 0 && I->nodes[k0].autoinserted) {
+            DDTensor y = I->nodes[k0].layer->output;
+            if (record[j]) {
+              d.halo[a[j]].assign(2 * DD_MAX_DIM, 0);
+              PetscCall(DDTensorGetHalo(y, d.halo[a[j]].data(), d.halo[a[j]].data() + DD_MAX_DIM));
+            }
+            k0 = I->nodes[k0].inputs[0];
+          }
+          if (!d.arrive[ap]) {
+            DDTensor x = k0 < 0 ? xin[-1 - k0] : I->nodes[k0].layer->output;
+            PetscCall(DDTensorDuplicateLayout(x, x->dtype, &d.arrive[ap]));
+          }
         }
       }
       PetscCall(NetRestore(net, user));
@@ -643,6 +668,26 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
           PetscCall(trial(b, r, &ok));
           if (!ok) PetscCall(PetscInfo(net, "-net_distribution auto: layer %s does not accept the partition %s\n", user[dec[j].node].name.c_str(), dec[j].cands[t].name.c_str()));
         }
+    }
+    /* Shuffle(D_i, D_j): a repartition from what arrives onto each candidate, its output with the halo the layer wants there */
+    for (auto &d : dec) {
+      for (size_t ap = 0; ap < d.arrive.size(); ap++) {
+        if (!d.arrive[ap]) continue;
+        for (size_t c = 0; c < d.cands.size(); c++) {
+          if (!(d.time[c] < INF)) continue;
+          PetscCall(ShuffleCost(d.arrive[ap], d.cands[c].part, d.halo[c], d.fromnetinput, &d.stime[ap][c], &d.smem[ap][c], &d.sident[ap][c]));
+        }
+        PetscCall(DDTensorDestroy(&d.arrive[ap]));
+      }
+    }
+    for (auto &d : dec) { /* the tables, for -info */
+      std::string t;
+      for (size_t c = 0; c < d.cands.size(); c++) {
+        t += " " + d.cands[c].name + ": " + std::to_string(1e3 * d.time[c]) + " ms, shuffles from the parent's candidates";
+        for (size_t a = 0; a < d.stime.size(); a++) t += " " + std::to_string(1e3 * d.stime[a][c]) + (d.sident[a][c] ? "(none)" : "");
+        t += ";";
+      }
+      PetscCall(PetscInfo(net, "-net_distribution auto: layer %s:%s\n", user[d.node].name.c_str(), t.c_str()));
     }
     /* the shortest path over the heaviest chain first (paper 003 sec. V-C), under the memory cap */
     const bool capped = I->memlimit > 0;
@@ -745,7 +790,7 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
   for (auto &d : dec) {
     int ap = d.pred >= 0 ? dec[decof[d.pred]].chosen : 0;
     int c  = d.chosen;
-    if (!d.sident[ap][c]) ins.push_back({d.node, 0, d.cands[c].part});
+    if (!(d.fromnetinput && c == 0)) ins.push_back({d.node, 0, d.cands[c].part}); /* dropped below if no data would move */
     predicted += d.time[c] + d.stime[ap][c];
     char line[256];
     PetscCall(PetscSNPrintf(line, sizeof(line), "  %-12s %-28s %10.4f ms%s;", user[d.node].name.c_str(), d.cands[c].name.c_str(), 1e3 * d.time[c], d.sident[ap][c] ? "" : " + repartition"));
@@ -760,24 +805,22 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
     if (view.back() == ',') view.pop_back();
     view += "\n";
   }
-  { /* the inputs k > 0 of multi-input layers: a repartition onto input 0's partition where they differ */
-    std::vector<Ins> all = ins, keep = ins;
-    size_t           nd  = ins.size();
+  { /* the inputs k > 0 of multi-input layers: a repartition onto input 0's partition; then every
+       inserted repartition that moves no data (the partition arrives as wanted) is dropped */
+    std::vector<Ins> all = ins, keep;
     for (int i = 0; i < nu; i++)
       if (decof[i] < 0)
         for (size_t s = 1; s < user[i].inputs.size(); s++) all.push_back({i, (int)s, NULL});
-    if (all.size() > nd) {
+    if (!all.empty()) {
       std::sort(all.begin(), all.end(), [](const Ins &a, const Ins &b) { return a.before != b.before ? a.before < b.before : a.slot < b.slot; });
       PetscCall(NetInsert(net, user, all));
       PetscCall(NetSetUpLayers_Private(net, xin));
       size_t q = 0;
       for (auto &n : I->nodes) {
         if (!n.autoinserted) continue;
-        if (n.automatch >= 0) {
-          PetscBool same;
-          PetscCall(SameLayout(n.layer->setupin[0], n.layer->output, &same));
-          if (!same) keep.push_back(all[q]);
-        }
+        PetscBool same;
+        PetscCall(SameLayout(n.layer->setupin[0], n.layer->output, &same));
+        if (!same) keep.push_back(all[q]);
         q++;
       }
       PetscCall(NetRestore(net, user));

@@ -932,7 +932,12 @@ PetscErrorCode DDNetInitializeParameters(DDNet net, PetscInt64 seed)
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
-  for (size_t i = 0; i < net->impl->nodes.size(); i++) PetscCall(DDLayerInitializeParameters(net->impl->nodes[i].layer, seed * 1000003 + (PetscInt64)i));
+  PetscInt64 u = 0; /* the index among the user's layers: the repartitions -net_distribution auto inserts change nothing */
+  for (size_t i = 0; i < net->impl->nodes.size(); i++) {
+    if (net->impl->nodes[i].autoinserted) continue;
+    PetscCall(DDLayerInitializeParameters(net->impl->nodes[i].layer, seed * 1000003 + u));
+    u++;
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -27,6 +27,7 @@ struct NetPlan {
   PetscInt    inserted = 0;        /* repartitions inserted */
   PetscReal   predicted = 0;       /* predicted step time of the plan's decision layers and shuffles, seconds */
   PetscInt64  memory    = 0;       /* predicted memory per rank of the whole network, bytes */
+  std::vector<PetscInt> ncands;    /* candidates per decision layer, in layer order */
 };
 
 /* the graph, evaluated in insertion order */
@@ -47,6 +48,7 @@ struct NetImpl {
   DDNetDistribution        distribution = DD_NET_DISTRIBUTION_GIVEN; /* -net_distribution */
   PetscInt64               memlimit     = 0;                         /* -net_memory_limit, bytes per rank; 0: none */
   NetPlan                  plan;
+  std::vector<int>         forcedplan; /* tests only: the candidate of every decision layer, instead of the choice */
 };
 
 /* net.cxx: the two set-up passes over the current graph (no parameters initialised) */
