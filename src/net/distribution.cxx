@@ -404,6 +404,21 @@ static PetscErrorCode ShuffleCost(DDTensor x, DDPartition part, const std::vecto
   PetscBool      ok;
 
   PetscFunctionBegin;
+  { /* no data moves when x is already laid out as the balanced tensor on part: no plan to build */
+    DDTensor  y;
+    PetscBool same, eq;
+    PetscCall(DDPartitionEqual(x->part, part, &eq));
+    if (eq) {
+      PetscCall(DDTensorCreateRepartition(x, part, &y));
+      PetscCall(SameLayout(x, y, &same));
+      PetscCall(DDTensorDestroy(&y));
+      if (same) {
+        *t = *m = 0;
+        *ident  = 1;
+        PetscFunctionReturn(PETSC_SUCCESS);
+      }
+    }
+  }
   PetscCall(DDLayerCreate(PetscObjectComm((PetscObject)x), &r));
   PetscCall(DDLayerSetType(r, DDLAYERREPARTITION));
   PetscCall(DDLayerRepartitionSetPartition(r, part));
@@ -500,6 +515,8 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
   I->wantgrad.assign(xin.size(), false); /* as after set-up: the model's first layers need no input gradient */
 
   /* the given distribution: which layers decide, the shapes of their inputs, their partitions */
+  PetscLogDouble tick[5];
+  PetscCall(PetscTime(&tick[0]));
   PetscCall(NetSetUpLayers_Private(net, xin));
   std::vector<int>      owner(nu);
   std::vector<Decision> dec;
@@ -592,6 +609,7 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
         PetscCall(DDModelCalibrate(comm, bname, user[0].layer->output->dtype));
       }
     }
+    PetscCall(PetscTime(&tick[1]));
     /* trial set-ups: trial t gives every decision layer its candidate t (or keep); one that fails
        is retried layer by layer, so that a candidate a layer does not accept is only that one's loss */
     size_t T = 0;
@@ -669,6 +687,7 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
           if (!ok) PetscCall(PetscInfo(net, "-net_distribution auto: layer %s does not accept the partition %s\n", user[dec[j].node].name.c_str(), dec[j].cands[t].name.c_str()));
         }
     }
+    PetscCall(PetscTime(&tick[2]));
     /* Shuffle(D_i, D_j): a repartition from what arrives onto each candidate, its output with the halo the layer wants there */
     for (auto &d : dec) {
       for (size_t ap = 0; ap < d.arrive.size(); ap++) {
@@ -689,6 +708,8 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
       }
       PetscCall(PetscInfo(net, "-net_distribution auto: layer %s:%s\n", user[d.node].name.c_str(), t.c_str()));
     }
+    PetscCall(PetscTime(&tick[3]));
+    PetscCall(PetscInfo(net, "-net_distribution auto: %zu decision layers; set-up and calibration %g s, trials %g s, shuffles %g s\n", dec.size(), tick[1] - tick[0], tick[2] - tick[1], tick[3] - tick[2]));
     /* the shortest path over the heaviest chain first (paper 003 sec. V-C), under the memory cap */
     const bool capped = I->memlimit > 0;
     double     usedM  = constM;
@@ -830,6 +851,8 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
   PetscCall(NetInsert(net, user, ins));
   for (auto &d : dec)
     for (auto &c : d.cands) PetscCall(DDPartitionDestroy(&c.part)); /* the inserted layers hold references */
+  PetscCall(PetscTime(&tick[4]));
+  PetscCall(PetscInfo(net, "-net_distribution auto: plan and its repartitions %g s\n", tick[4] - tick[0]));
   /* the plan's own figures, from a set-up of it */
   PetscCall(NetSetUpLayers_Private(net, xin));
   {
