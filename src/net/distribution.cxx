@@ -826,6 +826,7 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
     if (view.back() == ',') view.pop_back();
     view += "\n";
   }
+  bool setup = false; /* the net is set up with the final graph */
   { /* the inputs k > 0 of multi-input layers: a repartition onto input 0's partition; then every
        inserted repartition that moves no data (the partition arrives as wanted) is dropped */
     std::vector<Ins> all = ins, keep;
@@ -844,17 +845,18 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
         if (!same) keep.push_back(all[q]);
         q++;
       }
-      PetscCall(NetRestore(net, user));
+      if (keep.size() == all.size()) setup = true;
+      else PetscCall(NetRestore(net, user));
     }
     ins = keep;
   }
-  PetscCall(NetInsert(net, user, ins));
+  if (!setup) PetscCall(NetInsert(net, user, ins));
   for (auto &d : dec)
     for (auto &c : d.cands) PetscCall(DDPartitionDestroy(&c.part)); /* the inserted layers hold references */
   PetscCall(PetscTime(&tick[4]));
   PetscCall(PetscInfo(net, "-net_distribution auto: plan and its repartitions %g s\n", tick[4] - tick[0]));
-  /* the plan's own figures, from a set-up of it */
-  PetscCall(NetSetUpLayers_Private(net, xin));
+  /* the plan's own figures, from a set-up of it (which DDNetSetUp() keeps) */
+  if (!setup) PetscCall(NetSetUpLayers_Private(net, xin));
   {
     std::vector<double> t, m;
     double              mem = 0, step = 0;

@@ -538,12 +538,12 @@ PetscErrorCode DDNetSetUp(DDNet net, PetscInt n, DDTensor xs[])
   }
   PetscCall(DDNetFreeGradients(I));
   std::vector<DDTensor> xin(xs, xs + n);
-  if (I->distribution == DD_NET_DISTRIBUTION_AUTO) PetscCall(ddnn::NetDistribute_Private(net, xin)); /* chooses and inserts the repartitions (src/net/distribution.cxx) */
+  if (I->distribution == DD_NET_DISTRIBUTION_AUTO) PetscCall(ddnn::NetDistribute_Private(net, xin)); /* chooses and inserts the repartitions and sets the layers up (src/net/distribution.cxx) */
   else {
     PetscCall(ddnn::NetRemoveAutoLayers_Private(net));
     I->plan = ddnn::NetPlan();
+    PetscCall(ddnn::NetSetUpLayers_Private(net, xin));
   }
-  PetscCall(ddnn::NetSetUpLayers_Private(net, xin));
   /* the parameters, in layer order */
   I->params.clear();
   I->grads.clear();

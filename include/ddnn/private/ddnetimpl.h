@@ -53,7 +53,7 @@ struct NetImpl {
 
 /* net.cxx: the two set-up passes over the current graph (no parameters initialised) */
 PetscErrorCode NetSetUpLayers_Private(DDNet, std::vector<DDTensor> &);
-/* distribution.cxx: chooses and inserts the repartitions of -net_distribution auto */
+/* distribution.cxx: chooses and inserts the repartitions of -net_distribution auto, and leaves the layers set up */
 PetscErrorCode NetDistribute_Private(DDNet, std::vector<DDTensor> &);
 PetscErrorCode NetRemoveAutoLayers_Private(DDNet);
 } // namespace ddnn
