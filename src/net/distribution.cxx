@@ -68,6 +68,12 @@ const char *const DDNetDistributions[] = {"given", "auto", "DDNetDistribution", 
   The chosen repartitions are inserted as `DDLAYERREPARTITION` layers named
   "<layer>_auto_in<k>" (input k of the layer); `DDNetView()` prints the plan.
 
+  The inserted layers count in `DDNetGetNumLayers()` and `DDNetGetLayerByIndex()`; parameters are
+  initialised by the index among the user's layers, so a seed gives the same weights in both modes.
+  Another `DDNetSetUp()` plans again (replacing the inserted layers). The network's output keeps
+  the partition chosen for its layer: read it with a repartition (`DDPRIMITIVEREPARTITION`) where the
+  given one is needed.
+
   Kept as given: the network inputs' partitions, the user's repartition layers and every layer
   after one (up to the output), and a conv or convtranspose whose -layer_conv_channel_workers
   (-layer_convtranspose_channel_workers) option is given.
@@ -807,7 +813,8 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
      and before every input of a multi-input layer that inherits from another owner than its input 0 */
   std::vector<Ins> ins;
   double           predicted = constT;
-  std::string      view      = "automatic distribution (-net_distribution auto; paper 003 sec. V-C) on " + std::to_string(P) + " rank(s):\n";
+  std::string      view      = "automatic distribution (-net_distribution auto; paper 003 sec. V-C) on " + std::to_string(P) + " rank(s)" + (forced ? " (a forced plan)" : "") + ":\n";
+  if (!dec.empty()) view += "  per layer with weights: its input's partition, the predicted time (forward + backward) of it and the layers inheriting its partition; the alternatives\n";
   for (auto &d : dec) {
     int ap = d.pred >= 0 ? dec[decof[d.pred]].chosen : 0;
     int c  = d.chosen;

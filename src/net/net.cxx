@@ -499,6 +499,10 @@ PetscErrorCode ddnn::NetSetUpLayers_Private(DDNet net, std::vector<DDTensor> &xi
   Every rank must hold the same graph (inputs, layers, connections): a difference, such as
   an option given to some ranks only, is an error naming the ranks and the first difference.
 
+  With `DD_NET_DISTRIBUTION_AUTO` (`DDNetSetDistribution()`, -net_distribution auto) set-up first
+  chooses the partition of every layer with weights by the performance model and inserts the
+  repartition layers (paper 003 sec. V-C; see `DDNetSetDistribution()`); given mode removes them again.
+
   Options Database Keys:
 + -net_seed <s> - seed of the parameters
 . -net_load_weights <file.h5> - then load the parameters and buffers from a PyTorch state_dict in HDF5 (`DDNetLoadWeights()`)
