@@ -42,6 +42,18 @@ PETSC_EXTERN PetscErrorCode DDNetSetCheckFinite(DDNet, PetscBool);
 PETSC_EXTERN PetscErrorCode DDNetView(DDNet, PetscViewer);
 PETSC_EXTERN PetscErrorCode DDNetViewFromOptions(DDNet, PetscObject, const char[]);
 PETSC_EXTERN PetscErrorCode DDNetDestroy(DDNet *);
+/* automatic per-layer distribution (issue 16; paper 003 sec. V-C), src/net/distribution.cxx */
+typedef enum {
+  DD_NET_DISTRIBUTION_GIVEN = 0,
+  DD_NET_DISTRIBUTION_AUTO  = 1
+} DDNetDistribution;
+PETSC_EXTERN const char *const DDNetDistributions[];
+PETSC_EXTERN PetscErrorCode    DDNetSetDistribution(DDNet, DDNetDistribution);
+PETSC_EXTERN PetscErrorCode    DDNetGetDistribution(DDNet, DDNetDistribution *);
+PETSC_EXTERN PetscErrorCode    DDNetSetMemoryLimit(DDNet, PetscInt64);
+PETSC_EXTERN PetscErrorCode    DDNetGetMemoryLimit(DDNet, PetscInt64 *);
+PETSC_EXTERN PetscErrorCode    DDNetGetDistributionPlan(DDNet, PetscInt *, PetscReal *, PetscInt64 *);
+PETSC_EXTERN PetscErrorCode    DDNetViewDistribution(DDNet, PetscViewer);
 /* weights as a PyTorch state_dict in HDF5 (src/net/weights.cxx) */
 PETSC_EXTERN PetscErrorCode DDNetLoadWeights(DDNet, const char[]);
 PETSC_EXTERN PetscErrorCode DDNetSaveWeights(DDNet, const char[]);

@@ -195,14 +195,18 @@ static PetscErrorCode BatchTensor(DM da, PetscInt B, PetscInt n, DDDataType dt, 
 static PetscErrorCode HeldOutError(DDNet net, DDDataset test, DDDataset train, DDTensor xs[], PetscInt B, const char *predname, PetscReal *err, PetscReal *trivial)
 {
   PetscInt  S, St;
-  DDTensor  pred, mean, diff;
-  PetscReal enet = 0, etriv = 0;
+  DDTensor    pred, mean, diff;
+  DDPrimitive T = NULL; /* the prediction onto the target's partition (-net_distribution auto may choose another) */
+  PetscReal   enet = 0, etriv = 0;
 
   PetscFunctionBeginUser;
   PetscCall(DDNetSetTraining(net, PETSC_FALSE));
   PetscCall(DDNetGetLayerOutput(net, predname, &pred));
   PetscCall(DDTensorDuplicate(xs[1], &mean));
   PetscCall(DDTensorDuplicate(xs[1], &diff));
+  PetscCall(DDPrimitiveCreate(PETSC_COMM_WORLD, &T));
+  PetscCall(DDPrimitiveSetType(T, DDPRIMITIVEREPARTITION));
+  PetscCall(DDPrimitiveSetUp(T, pred, diff));
   if (train) { /* mean training target, broadcast over the batch */
     PetscCall(DDDatasetGetNumSamples(train, &St));
     PetscCall(DDDatasetShuffle(train, 0));
@@ -240,7 +244,7 @@ static PetscErrorCode HeldOutError(DDNet net, DDDataset test, DDDataset train, D
     PetscCall(DDDatasetReadBatch(test, 1, b, B, xs[1]));
     PetscCall(DDNetForward(net, 2, xs));
     PetscCall(DDTensorNorm(xs[1], NORM_2, &nu));
-    PetscCall(DDTensorCopy(pred, diff));
+    PetscCall(DDPrimitiveApply(T, pred, diff));
     PetscCall(DDTensorAXPY(diff, -1.0, xs[1]));
     PetscCall(DDTensorNorm(diff, NORM_2, &nd));
     enet += nd / nu;
@@ -255,6 +259,7 @@ static PetscErrorCode HeldOutError(DDNet net, DDDataset test, DDDataset train, D
   PetscCall(DDNetSetTraining(net, PETSC_TRUE));
   PetscCall(DDTensorDestroy(&mean));
   PetscCall(DDTensorDestroy(&diff));
+  PetscCall(DDPrimitiveDestroy(&T));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -215,6 +215,8 @@ static PetscErrorCode DDNetGetListOption(const char prefix[], const char name[],
 . -<layer>_layer_inputs <p,q> - a layer's inputs (default: the previous layer)
 . -net_output <name> - the output layer (default: the last)
 . -dd_check_finite - check every layer's output and gradients for nan/inf (`DDNetSetCheckFinite()`)
+. -net_distribution <given,auto> - the layers' distribution (`DDNetSetDistribution()`)
+. -net_memory_limit <bytes> - memory per rank for the automatic distribution (`DDNetSetMemoryLimit()`)
 - -net_view - view the network after set-up
 
   Notes:
@@ -254,6 +256,17 @@ PetscErrorCode DDNetSetFromOptions(DDNet net)
   if (flg) net->impl->outname = out;
   PetscCall(PetscOptionsBool("-dd_check_finite", "Check every layer's output and gradients for nan/inf", "DDNetSetCheckFinite", net->impl->checkfinite ? PETSC_TRUE : PETSC_FALSE, &flg, NULL));
   net->impl->checkfinite = flg ? true : false;
+  {
+    PetscEnum  d   = (PetscEnum)net->impl->distribution;
+    PetscReal  lim = (PetscReal)net->impl->memlimit;
+    PetscCall(PetscOptionsEnum("-net_distribution", "Distribution of the layers: given (inherited from the inputs and the user's repartitions) or auto (chosen by the performance model)", "DDNetSetDistribution", DDNetDistributions, d, &d, &flg));
+    if (flg) PetscCall(DDNetSetDistribution(net, (DDNetDistribution)d));
+    PetscCall(PetscOptionsReal("-net_memory_limit", "Memory per rank the automatic distribution may plan for (bytes; 0: no limit)", "DDNetSetMemoryLimit", lim, &lim, &flg));
+    if (flg) {
+      PetscCheck(!PetscIsInfOrNanReal(lim) && lim >= 0 && lim < 9.2e18 && lim == PetscFloorReal(lim), comm, PETSC_ERR_ARG_OUTOFRANGE, "-%snet_memory_limit %g must be a whole number of bytes >= 0 (0: no limit)", prefix ? prefix : "", (double)lim);
+      PetscCall(DDNetSetMemoryLimit(net, (PetscInt64)lim));
+    }
+  }
   PetscOptionsEnd();
   {
     std::string np = std::string(prefix ? prefix : "") + "net_";
@@ -406,6 +419,65 @@ static PetscErrorCode DDNetLayerSetUp(Node &nd, std::vector<DDTensor> &ins)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* a repartition inserted by -net_distribution auto before a multi-input layer moves its input onto the partition of that layer's input 0 */
+static PetscErrorCode NetAutoMatch(DDNet net, Node &nd, std::vector<DDTensor> &xin)
+{
+  NetImpl *I = net->impl;
+  int      k = I->nodes[nd.automatch].inputs[0];
+
+  PetscFunctionBegin;
+  PetscCall(DDLayerRepartitionSetPartition(nd.layer, k < 0 ? xin[-1 - k]->part : I->nodes[k].layer->output->part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* The two set-up passes over the current graph (also the trial set-ups of the automatic distribution) */
+PetscErrorCode ddnn::NetSetUpLayers_Private(DDNet net, std::vector<DDTensor> &xin)
+{
+  NetImpl              *I    = net->impl;
+  MPI_Comm              comm = PetscObjectComm((PetscObject)net);
+  std::vector<DDTensor> ins;
+
+  PetscFunctionBegin;
+  /* consumers of every node, and the output */
+  for (auto &nd : I->nodes) nd.consumers = 0;
+  for (auto &nd : I->nodes)
+    for (int k : nd.inputs)
+      if (k >= 0) I->nodes[k].consumers++;
+  I->output = (int)I->nodes.size() - 1;
+  if (!I->outname.empty()) {
+    int idx;
+    PetscCall(DDNetFind(net, I->outname, &idx));
+    PetscCheck(idx >= 0, comm, PETSC_ERR_ARG_WRONG, "The network output \"%s\" is not a layer", I->outname.c_str());
+    I->output = idx;
+  }
+  /* pass 1: discover the halos every tensor needs */
+  for (auto &nd : I->nodes) {
+    PetscCall(DDLayerSetOutputHalo_Private(nd.layer, NULL, NULL));
+    PetscCall(DDNetInputsOf(net, nd, xin, ins));
+    if (nd.automatch >= 0) PetscCall(NetAutoMatch(net, nd, xin));
+    PetscCall(DDNetLayerSetUp(nd, ins));
+  }
+  /* pass 2: outputs created with their final halos */
+  std::vector<std::vector<PetscInt>> lo(I->nodes.size()), hi(I->nodes.size());
+  for (size_t i = 0; i < I->nodes.size(); i++) {
+    lo[i].assign(DD_MAX_DIM, 0);
+    hi[i].assign(DD_MAX_DIM, 0);
+    PetscCall(DDTensorGetHalo(I->nodes[i].layer->output, lo[i].data(), hi[i].data()));
+  }
+  for (size_t i = 0; i < I->nodes.size(); i++) {
+    Node &nd = I->nodes[i];
+    PetscCall(DDLayerSetOutputHalo_Private(nd.layer, lo[i].data(), hi[i].data()));
+    PetscCall(DDNetInputsOf(net, nd, xin, ins));
+    if (nd.automatch >= 0) PetscCall(NetAutoMatch(net, nd, xin));
+    PetscCall(DDNetLayerSetUp(nd, ins));
+  }
+  for (auto &nd : I->nodes) {
+    PetscCall(DDNetInputsOf(net, nd, xin, ins));
+    for (size_t k = 0; k < ins.size(); k++) PetscCheck(ins[k]->layouthash == nd.layer->inhash[k], comm, PETSC_ERR_PLIB, "Layouts did not settle for layer \"%s\" input %zu", nd.name.c_str(), k);
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@
   DDNetSetUp - Sets every layer up for inputs laid out like the given tensors
 
@@ -426,6 +498,10 @@ static PetscErrorCode DDNetLayerSetUp(Node &nd, std::vector<DDTensor> &ins)
 
   Every rank must hold the same graph (inputs, layers, connections): a difference, such as
   an option given to some ranks only, is an error naming the ranks and the first difference.
+
+  With `DD_NET_DISTRIBUTION_AUTO` (`DDNetSetDistribution()`, -net_distribution auto) set-up first
+  chooses the partition of every layer with weights by the performance model and inserts the
+  repartition layers (paper 003 sec. V-C; see `DDNetSetDistribution()`); given mode removes them again.
 
   Options Database Keys:
 + -net_seed <s> - seed of the parameters
@@ -465,41 +541,12 @@ PetscErrorCode DDNetSetUp(DDNet net, PetscInt n, DDTensor xs[])
     I->step        = 0;
   }
   PetscCall(DDNetFreeGradients(I));
-  std::vector<DDTensor> xin(xs, xs + n), ins;
-  /* consumers of every node, and the output */
-  for (auto &nd : I->nodes) nd.consumers = 0;
-  for (auto &nd : I->nodes)
-    for (int k : nd.inputs)
-      if (k >= 0) I->nodes[k].consumers++;
-  I->output = (int)I->nodes.size() - 1;
-  if (!I->outname.empty()) {
-    int idx;
-    PetscCall(DDNetFind(net, I->outname, &idx));
-    PetscCheck(idx >= 0, comm, PETSC_ERR_ARG_WRONG, "The network output \"%s\" is not a layer", I->outname.c_str());
-    I->output = idx;
-  }
-  /* pass 1: discover the halos every tensor needs */
-  for (auto &nd : I->nodes) {
-    PetscCall(DDLayerSetOutputHalo_Private(nd.layer, NULL, NULL));
-    PetscCall(DDNetInputsOf(net, nd, xin, ins));
-    PetscCall(DDNetLayerSetUp(nd, ins));
-  }
-  /* pass 2: outputs created with their final halos */
-  std::vector<std::vector<PetscInt>> lo(I->nodes.size()), hi(I->nodes.size());
-  for (size_t i = 0; i < I->nodes.size(); i++) {
-    lo[i].assign(DD_MAX_DIM, 0);
-    hi[i].assign(DD_MAX_DIM, 0);
-    PetscCall(DDTensorGetHalo(I->nodes[i].layer->output, lo[i].data(), hi[i].data()));
-  }
-  for (size_t i = 0; i < I->nodes.size(); i++) {
-    Node &nd = I->nodes[i];
-    PetscCall(DDLayerSetOutputHalo_Private(nd.layer, lo[i].data(), hi[i].data()));
-    PetscCall(DDNetInputsOf(net, nd, xin, ins));
-    PetscCall(DDNetLayerSetUp(nd, ins));
-  }
-  for (auto &nd : I->nodes) {
-    PetscCall(DDNetInputsOf(net, nd, xin, ins));
-    for (size_t k = 0; k < ins.size(); k++) PetscCheck(ins[k]->layouthash == nd.layer->inhash[k], comm, PETSC_ERR_PLIB, "Layouts did not settle for layer \"%s\" input %zu", nd.name.c_str(), k);
+  std::vector<DDTensor> xin(xs, xs + n);
+  if (I->distribution == DD_NET_DISTRIBUTION_AUTO) PetscCall(ddnn::NetDistribute_Private(net, xin)); /* chooses and inserts the repartitions and sets the layers up (src/net/distribution.cxx) */
+  else {
+    PetscCall(ddnn::NetRemoveAutoLayers_Private(net));
+    I->plan = ddnn::NetPlan();
+    PetscCall(ddnn::NetSetUpLayers_Private(net, xin));
   }
   /* the parameters, in layer order */
   I->params.clear();
@@ -889,7 +936,12 @@ PetscErrorCode DDNetInitializeParameters(DDNet net, PetscInt64 seed)
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
-  for (size_t i = 0; i < net->impl->nodes.size(); i++) PetscCall(DDLayerInitializeParameters(net->impl->nodes[i].layer, seed * 1000003 + (PetscInt64)i));
+  PetscInt64 u = 0; /* the index among the user's layers: the repartitions -net_distribution auto inserts change nothing */
+  for (size_t i = 0; i < net->impl->nodes.size(); i++) {
+    if (net->impl->nodes[i].autoinserted) continue;
+    PetscCall(DDLayerInitializeParameters(net->impl->nodes[i].layer, seed * 1000003 + u));
+    u++;
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -973,6 +1025,7 @@ PetscErrorCode DDNetView(DDNet net, PetscViewer viewer)
     PetscCall(DDNetGetNumParameters(net, &np));
     PetscCall(PetscViewerASCIIPrintf(viewer, "total parameters: %" PetscInt64_FMT "\n", np));
     PetscCall(DDNetViewModel(net, viewer)); /* the performance model per layer and per step (issue 16) */
+    PetscCall(DDNetViewDistribution(net, viewer)); /* the automatic distribution's plan, if any */
   }
   PetscCall(PetscViewerASCIIPopTab(viewer));
   PetscFunctionReturn(PETSC_SUCCESS);

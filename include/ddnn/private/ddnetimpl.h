@@ -16,6 +16,18 @@ struct NetNode {
   int              consumers = 0;
   std::string      weightsname;            /* the module name in weights files (DDNetSetLayerWeightsName()) */
   bool             weightsnameset = false; /* else the layer's name */
+  bool             autoinserted   = false; /* a repartition inserted by the automatic distribution (src/net/distribution.cxx) */
+  int              automatch      = -1;    /* >= 0: such a repartition onto the partition of input 0 of node automatch */
+};
+
+/* the plan of the automatic distribution, for DDNetView() */
+struct NetPlan {
+  bool        done = false;
+  std::string view;                /* the plan, as printed */
+  PetscInt    inserted = 0;        /* repartitions inserted */
+  PetscReal   predicted = 0;       /* predicted step time of the plan's decision layers and shuffles, seconds */
+  PetscInt64  memory    = 0;       /* predicted memory per rank of the whole network, bytes */
+  std::vector<PetscInt> ncands;    /* candidates per decision layer, in layer order */
 };
 
 /* the graph, evaluated in insertion order */
@@ -33,7 +45,17 @@ struct NetImpl {
   bool                     forwarddone = false;
   bool                     checkfinite = false; /* -dd_check_finite: every layer's output and gradients */
   PetscInt64               step        = 0;     /* DDNetForward() calls since set-up, for messages */
+  DDNetDistribution        distribution = DD_NET_DISTRIBUTION_GIVEN; /* -net_distribution */
+  PetscInt64               memlimit     = 0;                         /* -net_memory_limit, bytes per rank; 0: none */
+  NetPlan                  plan;
+  std::vector<int>         forcedplan; /* tests only: the candidate of every decision layer, instead of the choice */
 };
+
+/* net.cxx: the two set-up passes over the current graph (no parameters initialised) */
+PetscErrorCode NetSetUpLayers_Private(DDNet, std::vector<DDTensor> &);
+/* distribution.cxx: chooses and inserts the repartitions of -net_distribution auto, and leaves the layers set up */
+PetscErrorCode NetDistribute_Private(DDNet, std::vector<DDTensor> &);
+PetscErrorCode NetRemoveAutoLayers_Private(DDNet);
 } // namespace ddnn
 
 struct _DDNetOps {

@@ -1,0 +1,897 @@
+/*
+  Automatic per-layer distribution (issue 16, item 3): -net_distribution auto chooses, for the
+  ranks of the network's communicator, the partition of every layer's input that the user did not
+  choose, to minimise the performance model's predicted time of a training step under a memory
+  cap per rank, and inserts the repartitions between layers whose distributions differ (the
+  conversions of paper 002).
+
+  The method is paper 003 sec. V-C ("Parallel execution strategies"):
+  - "decision" layers are the ones with weights (conv, convtranspose, affine, the norms, ...) of one
+    input; every other layer inherits the distribution of its input 0 ("other layers simply
+    inherit the distribution of their parent"), so a decision layer owns the segment of layers up
+    to the next decision layer;
+  - the candidates of a decision layer are the partition its input has under the given
+    distribution ("keep") and every factorisation of P over the input's dimensions (sample,
+    channel/filter, spatial splits and their products: paper 001's Pr x Pc sample x spatial grid);
+  - Cost_D(segment) is read from the model (DDNetGetLayerModelTime(), DDLayerGetModelMemory())
+    after trial set-ups of the whole network, each with an explicit repartition before every
+    decision layer (so that segments are independent); set-up builds plans, it runs no kernel;
+  - Shuffle(D_i, D_j) is the model's time of the repartition layer from the tensor that arrives
+    at layer j when layer i's segment runs under D_i onto D_j (its exact messages and bytes of the
+    forward and the adjoint, priced with alpha-beta, and its copies); 0 when the partitions agree;
+  - the decision layers form a forest (each has the owner of its input 0 as parent): the heaviest
+    root-to-leaf chain is solved first as a shortest path over (layer, candidate) vertices, then
+    the heaviest chain of the layers left, whose first layer starts from its parent's chosen
+    partition ("longest path first"); under a memory cap the path keeps the Pareto front of
+    (time, memory) labels per vertex, with the memory the other layers need at least reserved;
+  - layers with several inputs (concatenations, sums, losses) get a repartition of every input
+    whose partition differs from input 0's.
+*/
+#include <ddnn/private/ddnetimpl.h>
+#include <ddmodel.h>
+#include <algorithm>
+#include <cstring>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+using ddnn::NetImpl;
+using Node = ddnn::NetNode;
+
+const char *const DDNetDistributions[] = {"given", "auto", "DDNetDistribution", "DD_NET_DISTRIBUTION_", nullptr};
+
+/*@
+  DDNetSetDistribution - How the layers of a network are distributed over its ranks
+
+  Logically collective
+
+  Input Parameters:
++ net  - the network
+- dist - `DD_NET_DISTRIBUTION_GIVEN` (default): every layer inherits the partition of its input
+         (the network inputs' partitions and the user's repartition layers decide);
+         `DD_NET_DISTRIBUTION_AUTO`: `DDNetSetUp()` chooses the partition of every decision layer
+         by the performance model and inserts the repartitions
+
+  Options Database Key:
+. -net_distribution <given,auto> - the choice
+
+  Notes:
+  In auto mode, `DDNetSetUp()` follows paper 003 sec. V-C. The decision layers are those with
+  weights and one input (conv, convtranspose, affine, batchnorm, ...); the others inherit the
+  partition of their input 0. The candidates of a decision layer are its input's partition under
+  the given distribution and every factorisation of the communicator's size P over the input's
+  dimensions (sample, channel, spatial splits and their products, e.g. the sample x spatial
+  Pr x Pc grid of paper 001) that the layer accepts; the plan minimises the model's predicted
+  time of a forward and backward (`DDNetGetModelTime()`) under the memory cap
+  (`DDNetSetMemoryLimit()`), a repartition between two layers costing its forward and its adjoint.
+  The chosen repartitions are inserted as `DDLAYERREPARTITION` layers named
+  "<layer>_auto_in<k>" (input k of the layer); `DDNetView()` prints the plan.
+
+  The inserted layers count in `DDNetGetNumLayers()` and `DDNetGetLayerByIndex()`; parameters are
+  initialised by the index among the user's layers, so a seed gives the same weights in both modes.
+  Another `DDNetSetUp()` plans again (replacing the inserted layers). The network's output keeps
+  the partition chosen for its layer: read it with a repartition (`DDPRIMITIVEREPARTITION`) where the
+  given one is needed.
+
+  Kept as given: the network inputs' partitions, the user's repartition layers and every layer
+  after one (up to the output), and a conv or convtranspose whose -layer_conv_channel_workers
+  (-layer_convtranspose_channel_workers) option is given.
+
+  The model needs the calibration of this machine for the network's backend and data type: if
+  the cache (`DDModelGetCachePath()`) lacks it, set-up calibrates first (`DDModelCalibrate()`,
+  some seconds, written to the cache for the next runs). On one rank there is nothing to choose.
+
+  Level: intermediate
+
+.seealso: `DDNetSetUp()`, `DDNetSetMemoryLimit()`, `DDNetViewDistribution()`, `DDNetGetModelTime()`, `DDLAYERREPARTITION`
+@*/
+PetscErrorCode DDNetSetDistribution(DDNet net, DDNetDistribution dist)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCheck(dist == DD_NET_DISTRIBUTION_GIVEN || dist == DD_NET_DISTRIBUTION_AUTO, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "Unknown network distribution %d: DD_NET_DISTRIBUTION_GIVEN or DD_NET_DISTRIBUTION_AUTO", (int)dist);
+  if (net->impl->distribution != dist) net->setupcalled = PETSC_FALSE;
+  net->impl->distribution = dist;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetGetDistribution - How the layers of a network are distributed (`DDNetSetDistribution()`)
+
+  Not collective
+
+  Input Parameter:
+. net - the network
+
+  Output Parameter:
+. dist - the distribution mode
+
+  Level: intermediate
+
+.seealso: `DDNetSetDistribution()`
+@*/
+PetscErrorCode DDNetGetDistribution(DDNet net, DDNetDistribution *dist)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscValidPointer(dist, 2);
+  *dist = net->impl->distribution;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetSetMemoryLimit - The memory per rank the automatic distribution may plan for
+
+  Logically collective
+
+  Input Parameters:
++ net   - the network
+- bytes - the cap per rank, in bytes, of the model's memory of the whole network (activations,
+          halos, weights and gradients, work tensors: `DDLayerGetModelMemory()` summed over the
+          layers); 0 (default): no cap
+
+  Options Database Key:
+. -net_memory_limit <bytes> - the cap
+
+  Notes:
+  Used by `DD_NET_DISTRIBUTION_AUTO` only. When no plan fits, `DDNetSetUp()` stops with an error
+  naming the cap and the smallest predicted memory per rank of any plan.
+
+  Level: intermediate
+
+.seealso: `DDNetSetDistribution()`, `DDLayerGetModelMemory()`
+@*/
+PetscErrorCode DDNetSetMemoryLimit(DDNet net, PetscInt64 bytes)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCheck(bytes >= 0, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "The memory limit per rank must be >= 0 bytes (0: no limit), not %" PetscInt64_FMT, bytes);
+  if (net->impl->memlimit != bytes) net->setupcalled = PETSC_FALSE;
+  net->impl->memlimit = bytes;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetGetMemoryLimit - The memory cap per rank of the automatic distribution (`DDNetSetMemoryLimit()`)
+
+  Not collective
+
+  Input Parameter:
+. net - the network
+
+  Output Parameter:
+. bytes - the cap; 0: none
+
+  Level: intermediate
+
+.seealso: `DDNetSetMemoryLimit()`
+@*/
+PetscErrorCode DDNetGetMemoryLimit(DDNet net, PetscInt64 *bytes)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscValidPointer(bytes, 2);
+  *bytes = net->impl->memlimit;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetGetDistributionPlan - What the automatic distribution chose at the last `DDNetSetUp()`
+
+  Not collective
+
+  Input Parameter:
+. net - the set-up network
+
+  Output Parameters:
++ inserted  - the repartition layers it inserted (or NULL); -1 when the network is not in auto mode
+. predicted - the predicted time of a step: the sum over the layers (the inserted repartitions
+              included) of the slowest rank's forward and backward, in seconds (or NULL)
+- memory    - the predicted memory per rank of the whole network, in bytes (or NULL)
+
+  Level: advanced
+
+.seealso: `DDNetSetDistribution()`, `DDNetViewDistribution()`
+@*/
+PetscErrorCode DDNetGetDistributionPlan(DDNet net, PetscInt *inserted, PetscReal *predicted, PetscInt64 *memory)
+{
+  NetImpl *I;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  I = net->impl;
+  PetscCheck(net->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Call DDNetSetUp() first");
+  if (inserted) *inserted = I->plan.done ? I->plan.inserted : -1;
+  if (predicted) *predicted = I->plan.predicted;
+  if (memory) *memory = I->plan.memory;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDNetViewDistribution - Prints the automatic distribution's plan: per decision layer the chosen partition and its predicted time, the alternatives' times, the inserted repartitions, the predicted step time and peak memory per rank
+
+  Collective
+
+  Input Parameters:
++ net    - the set-up network
+- viewer - an ASCII viewer (NULL: stdout of the network's communicator)
+
+  Notes:
+  `DDNetView()` (-net_view) prints this after the model; nothing is printed in given mode.
+
+  Level: intermediate
+
+.seealso: `DDNetSetDistribution()`, `DDNetView()`
+@*/
+PetscErrorCode DDNetViewDistribution(DDNet net, PetscViewer viewer)
+{
+  PetscBool iascii;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  if (!viewer) PetscCall(PetscViewerASCIIGetStdout(PetscObjectComm((PetscObject)net), &viewer));
+  PetscCall(PetscObjectTypeCompare((PetscObject)viewer, PETSCVIEWERASCII, &iascii));
+  if (!iascii || !net->impl->plan.done) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscViewerASCIIPrintf(viewer, "%s", net->impl->plan.view.c_str()));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Removes the repartitions an earlier automatic distribution inserted: the user's graph again */
+PetscErrorCode ddnn::NetRemoveAutoLayers_Private(DDNet net)
+{
+  NetImpl          *I = net->impl;
+  std::vector<int>  map(I->nodes.size(), -1);
+  std::vector<Node> keep;
+
+  PetscFunctionBegin;
+  for (size_t i = 0; i < I->nodes.size(); i++) {
+    Node &nd = I->nodes[i];
+    if (nd.autoinserted) continue;
+    Node c = nd;
+    for (int &k : c.inputs) {
+      while (k >= 0 && I->nodes[k].autoinserted) k = I->nodes[k].inputs[0];
+      if (k >= 0) k = map[k];
+    }
+    map[i] = (int)keep.size();
+    keep.push_back(c);
+  }
+  for (auto &nd : I->nodes)
+    if (nd.autoinserted) {
+      PetscCall(DDTensorDestroy(&nd.dy));
+      PetscCall(DDLayerDestroy(&nd.layer));
+    }
+  I->nodes = keep;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+namespace
+{
+const int FROM_INPUTS = -1; /* owner of a layer fed (through inheriting layers) by the network inputs */
+const int USER_FIXED  = -2; /* owner of a layer after a user's repartition: kept as given */
+
+/* one candidate distribution of a decision layer: the input's partition */
+struct Cand {
+  DDPartition part = NULL;
+  std::string name;
+};
+
+struct Decision {
+  int                 node;   /* in the user's graph */
+  int                 pred;   /* the decision layer owning its input 0, or FROM_INPUTS / USER_FIXED */
+  bool                fromnetinput = false; /* input 0 is a network input itself */
+  std::vector<Cand>   cands;
+  std::vector<double> time, mem;            /* per candidate: its segment's cost (inf: not accepted) */
+  /* shuffle[a][c]: from the tensor arriving under the parent's candidate a onto candidate c */
+  std::vector<std::vector<double>> stime, smem;
+  std::vector<std::vector<int>>    sident; /* 1: the arriving partition is already candidate c's */
+  std::vector<DDTensor>            arrive; /* per parent candidate: a tensor laid out as what arrives (kept from the trials) */
+  std::vector<std::vector<PetscInt>> halo; /* per candidate: the halo widths (lo, hi) the layer wants on its input */
+  int                              chosen = -1;
+};
+
+/* an insertion into the user's graph: a repartition before node `before` on its input `slot` */
+struct Ins {
+  int         before, slot;
+  DDPartition part;  /* the target; NULL: match the node's input 0 */
+};
+
+const double INF = std::numeric_limits<double>::infinity();
+} // namespace
+
+/* The user's graph with repartitions inserted (the user's nodes keep their order) */
+static PetscErrorCode NetInsert(DDNet net, const std::vector<Node> &user, std::vector<Ins> ins)
+{
+  NetImpl *I    = net->impl;
+  MPI_Comm comm = PetscObjectComm((PetscObject)net);
+  std::vector<int>  map(user.size(), -1);
+  std::vector<Node> out;
+
+  PetscFunctionBegin;
+  std::sort(ins.begin(), ins.end(), [](const Ins &a, const Ins &b) { return a.before != b.before ? a.before < b.before : a.slot < b.slot; });
+  size_t q = 0;
+  for (size_t j = 0; j < user.size(); j++) {
+    Node              nd = user[j];
+    std::vector<int>  matches;
+    for (int &k : nd.inputs)
+      if (k >= 0) k = map[k];
+    for (; q < ins.size() && ins[q].before == (int)j; q++) {
+      Node r;
+      r.name         = user[j].name + "_auto_in" + std::to_string(ins[q].slot);
+      r.autoinserted = true;
+      r.inputs.push_back(nd.inputs[ins[q].slot]);
+      PetscCall(DDLayerCreate(comm, &r.layer));
+      PetscCall(DDLayerSetType(r.layer, DDLAYERREPARTITION));
+      if (ins[q].part) PetscCall(DDLayerRepartitionSetPartition(r.layer, ins[q].part));
+      else matches.push_back((int)out.size());
+      nd.inputs[ins[q].slot] = (int)out.size();
+      out.push_back(r);
+    }
+    map[j] = (int)out.size();
+    for (int m : matches) out[m].automatch = map[j];
+    out.push_back(nd);
+  }
+  I->nodes = out;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Destroys the inserted layers and restores the user's graph */
+static PetscErrorCode NetRestore(DDNet net, const std::vector<Node> &user)
+{
+  PetscFunctionBegin;
+  PetscCall(ddnn::NetRemoveAutoLayers_Private(net));
+  net->impl->nodes = user;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* A trial set-up: ok on every rank when it succeeded on every rank; errors stay silent */
+static PetscErrorCode NetTrySetUp(DDNet net, std::vector<DDTensor> &xin, PetscBool *ok)
+{
+  PetscErrorCode ierr;
+
+  PetscFunctionBegin;
+  PetscCall(PetscPushErrorHandler(PetscReturnErrorHandler, NULL));
+  ierr = ddnn::NetSetUpLayers_Private(net, xin);
+  PetscCall(PetscPopErrorHandler());
+  *ok = ierr ? PETSC_FALSE : PETSC_TRUE;
+  PetscCall(MPIU_Allreduce(MPI_IN_PLACE, ok, 1, MPIU_BOOL, MPI_LAND, PetscObjectComm((PetscObject)net)));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Per node of the set-up graph: the model's time of a forward and backward and memory, max over ranks */
+static PetscErrorCode NetNodeCosts(DDNet net, std::vector<double> &t, std::vector<double> &m)
+{
+  NetImpl *I = net->impl;
+  size_t   n = I->nodes.size();
+  std::vector<PetscReal> v(2 * n);
+
+  PetscFunctionBegin;
+  for (size_t i = 0; i < n; i++) {
+    PetscReal  c[4];
+    PetscInt64 mm[4];
+    PetscBool  cal;
+    PetscCall(DDNetGetLayerModelTime(net, (PetscInt)i, &c[0], &c[1], &c[2], &c[3], &cal));
+    PetscCall(DDLayerGetModelMemory(I->nodes[i].layer, &mm[0], &mm[1], &mm[2], &mm[3]));
+    v[2 * i]     = c[0] + c[1] + c[2] + c[3];
+    v[2 * i + 1] = (PetscReal)(mm[0] + mm[1] + mm[2] + mm[3]);
+  }
+  PetscCall(MPIU_Allreduce(MPI_IN_PLACE, v.data(), (PetscMPIInt)(2 * n), MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)net)));
+  t.resize(n);
+  m.resize(n);
+  for (size_t i = 0; i < n; i++) {
+    t[i] = v[2 * i];
+    m[i] = v[2 * i + 1];
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* The layout of x agrees with the balanced one on part on every rank (no data would move) */
+static PetscErrorCode SameLayout(DDTensor x, DDTensor y, PetscBool *same)
+{
+  PetscBool eq;
+
+  PetscFunctionBegin;
+  PetscCall(DDPartitionEqual(x->part, y->part, &eq));
+  *same = eq;
+  if (eq)
+    for (PetscInt k = 0; k < x->order; k++)
+      if (x->layout.n[k] != y->layout.n[k] || x->layout.start[k] != y->layout.start[k] || x->active != y->active) *same = PETSC_FALSE;
+  PetscCall(MPIU_Allreduce(MPI_IN_PLACE, same, 1, MPIU_BOOL, MPI_LAND, PetscObjectComm((PetscObject)x)));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Shuffle(D_i, D_j): the model's time and memory of a repartition of x onto part (its output with the
+   given halo), forward and adjoint (when x is a network input, whose gradient training does not need, the
+   adjoint's communication is left out as DDNetGetLayerModelTime() does); ident when no data moves */
+static PetscErrorCode ShuffleCost(DDTensor x, DDPartition part, const std::vector<PetscInt> &halo, bool fwdonly, double *t, double *m, int *ident)
+{
+  DDLayer        r;
+  PetscErrorCode ierr;
+  PetscBool      ok;
+
+  PetscFunctionBegin;
+  { /* no data moves when x is already laid out as the balanced tensor on part: no plan to build */
+    DDTensor  y;
+    PetscBool same, eq;
+    PetscCall(DDPartitionEqual(x->part, part, &eq));
+    if (eq) {
+      PetscCall(DDTensorCreateRepartition(x, part, &y));
+      PetscCall(SameLayout(x, y, &same));
+      PetscCall(DDTensorDestroy(&y));
+      if (same) {
+        *t = *m = 0;
+        *ident  = 1;
+        PetscFunctionReturn(PETSC_SUCCESS);
+      }
+    }
+  }
+  PetscCall(DDLayerCreate(PetscObjectComm((PetscObject)x), &r));
+  PetscCall(DDLayerSetType(r, DDLAYERREPARTITION));
+  PetscCall(DDLayerRepartitionSetPartition(r, part));
+  if (!halo.empty()) PetscCall(DDLayerSetOutputHalo_Private(r, halo.data(), halo.data() + DD_MAX_DIM));
+  PetscCall(PetscPushErrorHandler(PetscReturnErrorHandler, NULL));
+  ierr = DDLayerSetUp(r, x);
+  PetscCall(PetscPopErrorHandler());
+  ok = ierr ? PETSC_FALSE : PETSC_TRUE;
+  PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &ok, 1, MPIU_BOOL, MPI_LAND, PetscObjectComm((PetscObject)x)));
+  if (!ok) {
+    *t = *m = INF;
+    *ident  = 0;
+  } else {
+    PetscReal  c[4], v[2];
+    PetscInt64 mm[4];
+    PetscBool  cal, same;
+    PetscCall(DDLayerGetModelTime(r, &c[0], &c[1], &c[2], &c[3], &cal));
+    PetscCall(DDLayerGetModelMemory(r, &mm[0], &mm[1], &mm[2], &mm[3]));
+    v[0] = c[0] + c[1] + c[2] + (fwdonly ? 0 : c[3]); /* as the network's first layer: no adjoint communication (DDNetGetLayerModelTime()) */
+    v[1] = (PetscReal)(mm[0] + mm[1] + mm[2] + mm[3]);
+    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, v, 2, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)x)));
+    PetscCall(SameLayout(x, r->output, &same));
+    *ident = same ? 1 : 0;
+    *t     = same ? 0 : v[0];
+    *m     = same ? 0 : v[1];
+  }
+  PetscCall(DDLayerDestroy(&r));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static std::string PartName(DDPartition p, PetscInt order)
+{
+  std::string s = "[";
+  for (PetscInt k = 0; k < order; k++) s += (k ? "," : "") + std::to_string((long long)p->shape[k]);
+  s += "]";
+  /* the kind of split (dimension 0 is the sample, 1 the channel, the rest spatial) */
+  bool n = p->shape[0] > 1, c = order > 1 && p->shape[1] > 1, sp = false;
+  for (PetscInt k = 2; k < order; k++)
+    if (p->shape[k] > 1) sp = true;
+  std::string kind = !n && !c && !sp ? "serial" : n && !c && !sp ? "sample" : !n && c && !sp ? (order == 2 ? "feature" : "channel") : !n && !c && sp ? "spatial" : n && !c && sp ? "sample x spatial" : "mixed";
+  return s + " " + kind;
+}
+
+/* all factorisations of P over dims with at most shape[k] workers along k */
+static void Factorisations(PetscInt P, const PetscInt *shape, PetscInt order, PetscInt k, std::vector<PetscInt> &cur, std::vector<std::vector<PetscInt>> &out)
+{
+  if (k == order) {
+    if (P == 1) out.push_back(cur);
+    return;
+  }
+  for (PetscInt f = 1; f <= P; f++)
+    if (P % f == 0 && f <= shape[k]) {
+      cur.push_back(f);
+      Factorisations(P / f, shape, order, k + 1, cur, out);
+      cur.pop_back();
+    }
+}
+
+/* a label of the constrained shortest path: time, memory, and where it came from */
+struct Label {
+  double t, m;
+  int    prevc, prevl;
+};
+
+/* keeps the Pareto front of (t, m); with no cap only the fastest */
+static void Prune(std::vector<Label> &L, bool capped)
+{
+  std::sort(L.begin(), L.end(), [](const Label &a, const Label &b) { return a.t != b.t ? a.t < b.t : a.m < b.m; });
+  std::vector<Label> o;
+  double             best = INF;
+  for (auto &l : L)
+    if (l.m < best) {
+      o.push_back(l);
+      best = l.m;
+      if (!capped) break;
+    }
+  L = o;
+}
+
+/* Chooses the distribution and inserts the repartitions (paper 003 sec. V-C) */
+PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin)
+{
+  NetImpl    *I    = net->impl;
+  MPI_Comm    comm = PetscObjectComm((PetscObject)net);
+  PetscMPIInt P;
+  PetscBool   ok;
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_size(comm, &P));
+  PetscCall(NetRemoveAutoLayers_Private(net));
+  I->plan = NetPlan();
+  const std::vector<Node> user = I->nodes;
+  const int               nu   = (int)user.size();
+  I->wantgrad.assign(xin.size(), false); /* as after set-up: the model's first layers need no input gradient */
+
+  /* the given distribution: which layers decide, the shapes of their inputs, their partitions */
+  PetscLogDouble tick[5];
+  PetscCall(PetscTime(&tick[0]));
+  PetscCall(NetSetUpLayers_Private(net, xin));
+  std::vector<int>      owner(nu);
+  std::vector<Decision> dec;
+  std::vector<int>      decof(nu, -1);
+  for (int i = 0; i < nu; i++) {
+    const Node &nd = user[i];
+    DDLayerType type;
+    const char *prefix;
+    PetscBool   pco = PETSC_FALSE;
+    int         k0  = nd.inputs[0];
+    int         up  = k0 < 0 ? FROM_INPUTS : owner[k0];
+    PetscCall(DDLayerGetType(nd.layer, &type));
+    PetscCall(PetscObjectGetOptionsPrefix((PetscObject)nd.layer, &prefix));
+    if (!strcmp(type, DDLAYERCONV)) PetscCall(PetscOptionsHasName(NULL, prefix, "-layer_conv_channel_workers", &pco));
+    if (!strcmp(type, DDLAYERCONVTRANSPOSE)) PetscCall(PetscOptionsHasName(NULL, prefix, "-layer_convtranspose_channel_workers", &pco));
+    bool weights = nd.layer->nparams > 0 || !strcmp(type, DDLAYERCONV) || !strcmp(type, DDLAYERCONVTRANSPOSE) || !strcmp(type, DDLAYERAFFINE);
+    if (!strcmp(type, DDLAYERREPARTITION)) owner[i] = USER_FIXED;
+    else if (weights && nd.inputs.size() == 1 && up != USER_FIXED && !pco && P > 1) {
+      Decision d;
+      d.node         = i;
+      d.pred         = up;
+      d.fromnetinput = k0 < 0;
+      owner[i]       = i;
+      decof[i]       = (int)dec.size();
+      dec.push_back(d);
+    } else owner[i] = up;
+  }
+  /* candidates: the given partition ("keep") first, then the factorisations of P that differ from it */
+  for (auto &d : dec) {
+    DDTensor x = user[d.node].layer->setupin[0];
+    Cand     keep;
+    PetscCall(PetscObjectReference((PetscObject)x->part));
+    keep.part = x->part;
+    keep.name = "keep " + PartName(x->part, x->order);
+    d.cands.push_back(keep);
+    std::vector<std::vector<PetscInt>> fs;
+    std::vector<PetscInt>              cur;
+    Factorisations(P, x->shape, x->order, 0, cur, fs);
+    for (auto &f : fs) {
+      std::vector<PetscMPIInt> ranks(P);
+      Cand                     c;
+      PetscBool                eq;
+      for (PetscMPIInt r = 0; r < P; r++) ranks[r] = r;
+      PetscCall(DDPartitionCreateCartesian(comm, x->order, f.data(), P, ranks.data(), &c.part));
+      PetscCall(DDPartitionEqual(c.part, keep.part, &eq));
+      if (eq) {
+        PetscCall(DDPartitionDestroy(&c.part));
+        continue;
+      }
+      c.name = PartName(c.part, x->order);
+      d.cands.push_back(c);
+    }
+    d.time.assign(d.cands.size(), INF);
+    d.mem.assign(d.cands.size(), INF);
+  }
+  for (auto &d : dec) {
+    size_t na = d.pred >= 0 ? dec[decof[d.pred]].cands.size() : 1;
+    d.stime.assign(na, std::vector<double>(d.cands.size(), INF));
+    d.smem.assign(na, std::vector<double>(d.cands.size(), INF));
+    d.sident.assign(na, std::vector<int>(d.cands.size(), 0));
+    d.arrive.assign(na, NULL);
+    d.halo.assign(d.cands.size(), std::vector<PetscInt>());
+  }
+  double constT = 0, constM = 0; /* the layers no decision layer owns */
+
+  I->plan.ncands.clear();
+  for (auto &d : dec) I->plan.ncands.push_back((PetscInt)d.cands.size());
+  const bool forced = !I->forcedplan.empty();
+  if (forced) { /* a plan given by a test (the brute force): no choice */
+    PetscCheck(I->forcedplan.size() == dec.size(), comm, PETSC_ERR_ARG_SIZ, "A forced plan needs %zu decision layers, not %zu", dec.size(), I->forcedplan.size());
+    for (size_t j = 0; j < dec.size(); j++) {
+      PetscCheck(I->forcedplan[j] >= 0 && I->forcedplan[j] < (int)dec[j].cands.size(), comm, PETSC_ERR_ARG_OUTOFRANGE, "Forced candidate %d of layer %s out of range", I->forcedplan[j], user[dec[j].node].name.c_str());
+      dec[j].chosen = I->forcedplan[j];
+      dec[j].time.assign(dec[j].cands.size(), 0);
+      for (auto &v : dec[j].stime) v.assign(dec[j].cands.size(), 0);
+    }
+  }
+  if (!dec.empty() && !forced) {
+    { /* the model must be calibrated for the network's backend and data type */
+      const char *bname;
+      PetscBool   have, commok;
+      PetscCall(DDLayerGetBackend(user[0].layer, &bname));
+      PetscCall(DDModelLoad(comm, bname, user[0].layer->output->dtype, &have));
+      PetscCall(DDModelGetCommParameters(NULL, NULL, &commok));
+      PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &commok, 1, MPIU_BOOL, MPI_LAND, comm));
+      if (!have || !commok) {
+        PetscCall(PetscInfo(net, "-net_distribution auto: calibrating the performance model (cached in the model cache for later runs)\n"));
+        PetscCall(DDModelCalibrate(comm, bname, user[0].layer->output->dtype));
+      }
+    }
+    PetscCall(PetscTime(&tick[1]));
+    /* trial set-ups: trial t gives every decision layer its candidate t (or keep); one that fails
+       is retried layer by layer, so that a candidate a layer does not accept is only that one's loss */
+    size_t T = 0;
+    for (auto &d : dec) T = std::max(T, d.cands.size());
+    auto trial = [&](const std::vector<int> &a, const std::vector<bool> &record, PetscBool *tok) -> PetscErrorCode {
+      std::vector<Ins> ins;
+      PetscFunctionBegin;
+      for (size_t j = 0; j < dec.size(); j++)
+        if (!(a[j] == 0 && dec[j].fromnetinput)) ins.push_back({dec[j].node, 0, dec[j].cands[a[j]].part});
+      for (int i = 0; i < nu; i++)
+        if (decof[i] < 0)
+          for (size_t s = 1; s < user[i].inputs.size(); s++) ins.push_back({i, (int)s, NULL});
+      PetscCall(NetInsert(net, user, ins));
+      PetscCall(NetTrySetUp(net, xin, tok));
+      if (*tok) {
+        std::vector<double> t, m;
+        std::vector<int>    pos(nu);
+        PetscCall(NetNodeCosts(net, t, m));
+        for (size_t i = 0, u = 0; i < I->nodes.size(); i++)
+          if (!I->nodes[i].autoinserted) pos[u++] = (int)i;
+        for (size_t j = 0; j < dec.size(); j++)
+          if (record[j]) {
+            double st = 0, sm = 0;
+            for (int i = 0; i < nu; i++)
+              if (owner[i] == dec[j].node) {
+                st += t[pos[i]];
+                sm += m[pos[i]];
+              }
+            dec[j].time[a[j]] = st;
+            dec[j].mem[a[j]]  = sm;
+          }
+        if (std::all_of(a.begin(), a.end(), [](int v) { return v == 0; })) {
+          for (int i = 0; i < nu; i++)
+            if (owner[i] < 0) {
+              constT += t[pos[i]];
+              constM += m[pos[i]];
+            }
+        }
+        /* what arrives at each decision layer under its parent's candidate, and the halo it wants under its own */
+        for (size_t j = 0; j < dec.size(); j++) {
+          Decision &d  = dec[j];
+          int       ap = d.pred >= 0 ? a[decof[d.pred]] : 0;
+          int       k0 = I->nodes[pos[d.node]].inputs[0];
+          if (k0 >= 0 && I->nodes[k0].autoinserted) {
+            DDTensor y = I->nodes[k0].layer->output;
+            if (record[j]) {
+              d.halo[a[j]].assign(2 * DD_MAX_DIM, 0);
+              PetscCall(DDTensorGetHalo(y, d.halo[a[j]].data(), d.halo[a[j]].data() + DD_MAX_DIM));
+            }
+            k0 = I->nodes[k0].inputs[0];
+          }
+          if (!d.arrive[ap]) {
+            DDTensor x = k0 < 0 ? xin[-1 - k0] : I->nodes[k0].layer->output;
+            PetscCall(DDTensorDuplicateLayout(x, x->dtype, &d.arrive[ap]));
+          }
+        }
+      }
+      PetscCall(NetRestore(net, user));
+      PetscFunctionReturn(PETSC_SUCCESS);
+    };
+    for (size_t t = 0; t < T; t++) {
+      std::vector<int>  a(dec.size());
+      std::vector<bool> rec(dec.size(), true);
+      for (size_t j = 0; j < dec.size(); j++) a[j] = t < dec[j].cands.size() ? (int)t : 0;
+      PetscCall(trial(a, rec, &ok));
+      if (!ok && t == 0) SETERRQ(comm, PETSC_ERR_PLIB, "-net_distribution auto: the network does not set up with explicit repartitions onto its given partitions");
+      if (!ok)
+        for (size_t j = 0; j < dec.size(); j++) {
+          if (t >= dec[j].cands.size()) continue;
+          std::vector<int>  b(dec.size(), 0);
+          std::vector<bool> r(dec.size(), false);
+          b[j] = (int)t;
+          r[j] = true;
+          PetscCall(trial(b, r, &ok));
+          if (!ok) PetscCall(PetscInfo(net, "-net_distribution auto: layer %s does not accept the partition %s\n", user[dec[j].node].name.c_str(), dec[j].cands[t].name.c_str()));
+        }
+    }
+    PetscCall(PetscTime(&tick[2]));
+    /* Shuffle(D_i, D_j): a repartition from what arrives onto each candidate, its output with the halo the layer wants there */
+    for (auto &d : dec) {
+      for (size_t ap = 0; ap < d.arrive.size(); ap++) {
+        if (!d.arrive[ap]) continue;
+        for (size_t c = 0; c < d.cands.size(); c++) {
+          if (!(d.time[c] < INF)) continue;
+          PetscCall(ShuffleCost(d.arrive[ap], d.cands[c].part, d.halo[c], d.fromnetinput, &d.stime[ap][c], &d.smem[ap][c], &d.sident[ap][c]));
+        }
+        PetscCall(DDTensorDestroy(&d.arrive[ap]));
+      }
+    }
+    for (auto &d : dec) { /* the tables, for -info */
+      std::string t;
+      for (size_t c = 0; c < d.cands.size(); c++) {
+        t += " " + d.cands[c].name + ": " + std::to_string(1e3 * d.time[c]) + " ms, shuffles from the parent's candidates";
+        for (size_t a = 0; a < d.stime.size(); a++) t += " " + std::to_string(1e3 * d.stime[a][c]) + (d.sident[a][c] ? "(none)" : "");
+        t += ";";
+      }
+      PetscCall(PetscInfo(net, "-net_distribution auto: layer %s:%s\n", user[d.node].name.c_str(), t.c_str()));
+    }
+    PetscCall(PetscTime(&tick[3]));
+    PetscCall(PetscInfo(net, "-net_distribution auto: %zu decision layers; set-up and calibration %g s, trials %g s, shuffles %g s\n", dec.size(), tick[1] - tick[0], tick[2] - tick[1], tick[3] - tick[2]));
+    /* the shortest path over the heaviest chain first (paper 003 sec. V-C), under the memory cap */
+    const bool capped = I->memlimit > 0;
+    double     usedM  = constM;
+    std::vector<double> minM(dec.size(), INF), w(dec.size(), 0);
+    for (size_t j = 0; j < dec.size(); j++) {
+      double bt = INF;
+      for (size_t c = 0; c < dec[j].cands.size(); c++) {
+        if (dec[j].time[c] < bt) bt = dec[j].time[c];
+        minM[j] = std::min(minM[j], dec[j].mem[c]);
+      }
+      w[j] = bt < INF ? bt : 0;
+    }
+    std::vector<bool> done(dec.size(), false);
+    for (;;) {
+      /* heaviest chain of undecided layers: best[j] = w[j] + max over undecided children */
+      std::vector<double> best(dec.size(), 0);
+      std::vector<int>    next(dec.size(), -1);
+      for (int j = (int)dec.size() - 1; j >= 0; j--) { /* children come after their parents */
+        if (done[j]) continue;
+        best[j] += w[j];
+        if (dec[j].pred >= 0) {
+          int p = decof[dec[j].pred];
+          if (!done[p] && (next[p] < 0 || best[j] > best[next[p]])) next[p] = j;
+        }
+      }
+      for (int j = (int)dec.size() - 1; j >= 0; j--) /* best of a parent: its own weight plus its best child's */
+        if (!done[j] && next[j] >= 0) best[j] = w[j] + best[next[j]];
+      int start = -1;
+      for (size_t j = 0; j < dec.size(); j++)
+        if (!done[j] && (dec[j].pred < 0 || done[decof[dec[j].pred]]) && (start < 0 || best[j] > best[start])) start = (int)j;
+      if (start < 0) break;
+      std::vector<int> chain;
+      for (int j = start; j >= 0; j = next[j]) chain.push_back(j);
+      /* the memory the layers not yet placed need at least */
+      double reserve = 0;
+      for (size_t j = 0; j < dec.size(); j++)
+        if (!done[j] && std::find(chain.begin(), chain.end(), (int)j) == chain.end()) reserve += minM[j];
+      double budget = capped ? (double)I->memlimit - usedM - reserve : INF;
+      std::vector<std::vector<std::vector<Label>>> L(chain.size());
+      for (size_t q = 0; q < chain.size(); q++) {
+        Decision &d = dec[chain[q]];
+        L[q].resize(d.cands.size());
+        for (size_t c = 0; c < d.cands.size(); c++) {
+          if (!(d.time[c] < INF)) continue;
+          if (q == 0) {
+            int ap = d.pred >= 0 ? dec[decof[d.pred]].chosen : 0;
+            if (d.stime[ap][c] < INF) L[q][c].push_back({d.stime[ap][c] + d.time[c], d.smem[ap][c] + d.mem[c], -1, -1});
+          } else {
+            Decision &p = dec[chain[q - 1]];
+            for (size_t pc = 0; pc < p.cands.size(); pc++)
+              for (size_t l = 0; l < L[q - 1][pc].size(); l++) {
+                const Label &a = L[q - 1][pc][l];
+                if (!(d.stime[pc][c] < INF)) continue;
+                L[q][c].push_back({a.t + d.stime[pc][c] + d.time[c], a.m + d.smem[pc][c] + d.mem[c], (int)pc, (int)l});
+              }
+          }
+          std::vector<Label> &V = L[q][c];
+          V.erase(std::remove_if(V.begin(), V.end(), [&](const Label &x) { return x.m > budget; }), V.end());
+          Prune(V, capped);
+        }
+      }
+      int bc = -1, bl = -1;
+      for (size_t c = 0; c < L.back().size(); c++)
+        for (size_t l = 0; l < L.back()[c].size(); l++)
+          if (bc < 0 || L.back()[c][l].t < L.back()[bc][bl].t || (L.back()[c][l].t == L.back()[bc][bl].t && L.back()[c][l].m < L.back()[bc][bl].m)) {
+            bc = (int)c;
+            bl = (int)l;
+          }
+      if (bc < 0) { /* nothing fits: the smallest memory of any plan */
+        double minplan = constM;
+        for (size_t j = 0; j < dec.size(); j++) {
+          double mj = INF;
+          for (size_t c = 0; c < dec[j].cands.size(); c++)
+            for (size_t a = 0; a < dec[j].stime.size(); a++) mj = std::min(mj, dec[j].mem[c] + dec[j].smem[a][c]);
+          minplan += mj;
+        }
+        PetscCall(NetRestore(net, user));
+        for (auto &d : dec)
+          for (auto &c : d.cands) PetscCall(DDPartitionDestroy(&c.part));
+        SETERRQ(comm, PETSC_ERR_MEM, "-net_distribution auto: no distribution of the network fits the memory limit of %" PetscInt64_FMT " bytes per rank (-net_memory_limit, DDNetSetMemoryLimit()): the smallest predicted memory per rank of any plan is %.0f bytes", I->memlimit, minplan);
+      }
+      for (int q = (int)chain.size() - 1; q >= 0; q--) {
+        const Label lab = L[q][bc][bl];
+        Decision   &d   = dec[chain[q]];
+        int         ap  = q == 0 ? (d.pred >= 0 ? dec[decof[d.pred]].chosen : 0) : lab.prevc;
+        d.chosen        = bc;
+        done[chain[q]]  = true;
+        usedM += d.mem[bc] + d.smem[ap][bc];
+        bc = lab.prevc;
+        bl = lab.prevl;
+      }
+    }
+  }
+  /* the plan: a repartition before every decision layer whose candidate differs from what arrives,
+     and before every input of a multi-input layer that inherits from another owner than its input 0 */
+  std::vector<Ins> ins;
+  double           predicted = constT;
+  std::string      view      = "automatic distribution (-net_distribution auto; paper 003 sec. V-C) on " + std::to_string(P) + " rank(s)" + (forced ? " (a forced plan)" : "") + ":\n";
+  if (!dec.empty()) view += "  per layer with weights: its input's partition, the predicted time (forward + backward) of it and the layers inheriting its partition; the alternatives\n";
+  for (auto &d : dec) {
+    int ap = d.pred >= 0 ? dec[decof[d.pred]].chosen : 0;
+    int c  = d.chosen;
+    if (!(d.fromnetinput && c == 0)) ins.push_back({d.node, 0, d.cands[c].part}); /* dropped below if no data would move */
+    predicted += d.time[c] + d.stime[ap][c];
+    char line[256];
+    PetscCall(PetscSNPrintf(line, sizeof(line), "  %-12s %-28s %10.4f ms%s;", user[d.node].name.c_str(), d.cands[c].name.c_str(), 1e3 * d.time[c], d.sident[ap][c] ? "" : " + repartition"));
+    view += line;
+    view += " alternatives:";
+    for (size_t k = 0; k < d.cands.size(); k++) {
+      if ((int)k == c) continue;
+      if (d.time[k] < INF) PetscCall(PetscSNPrintf(line, sizeof(line), " %s %.4f ms,", d.cands[k].name.c_str(), 1e3 * d.time[k]));
+      else PetscCall(PetscSNPrintf(line, sizeof(line), " %s not accepted,", d.cands[k].name.c_str()));
+      view += line;
+    }
+    if (view.back() == ',') view.pop_back();
+    view += "\n";
+  }
+  bool setup = false; /* the net is set up with the final graph */
+  { /* the inputs k > 0 of multi-input layers: a repartition onto input 0's partition; then every
+       inserted repartition that moves no data (the partition arrives as wanted) is dropped */
+    std::vector<Ins> all = ins, keep;
+    for (int i = 0; i < nu; i++)
+      if (decof[i] < 0)
+        for (size_t s = 1; s < user[i].inputs.size(); s++) all.push_back({i, (int)s, NULL});
+    if (!all.empty()) {
+      std::sort(all.begin(), all.end(), [](const Ins &a, const Ins &b) { return a.before != b.before ? a.before < b.before : a.slot < b.slot; });
+      PetscCall(NetInsert(net, user, all));
+      PetscCall(NetSetUpLayers_Private(net, xin));
+      size_t q = 0;
+      for (auto &n : I->nodes) {
+        if (!n.autoinserted) continue;
+        PetscBool same;
+        PetscCall(SameLayout(n.layer->setupin[0], n.layer->output, &same));
+        if (!same) keep.push_back(all[q]);
+        q++;
+      }
+      if (keep.size() == all.size()) setup = true;
+      else PetscCall(NetRestore(net, user));
+    }
+    ins = keep;
+  }
+  if (!setup) PetscCall(NetInsert(net, user, ins));
+  for (auto &d : dec)
+    for (auto &c : d.cands) PetscCall(DDPartitionDestroy(&c.part)); /* the inserted layers hold references */
+  PetscCall(PetscTime(&tick[4]));
+  PetscCall(PetscInfo(net, "-net_distribution auto: plan and its repartitions %g s\n", tick[4] - tick[0]));
+  /* the plan's own figures, from a set-up of it (which DDNetSetUp() keeps) */
+  if (!setup) PetscCall(NetSetUpLayers_Private(net, xin));
+  {
+    std::vector<double> t, m;
+    double              mem = 0, step = 0;
+    PetscCall(NetNodeCosts(net, t, m));
+    for (size_t i = 0; i < t.size(); i++) {
+      mem += m[i];
+      step += t[i];
+      if (I->nodes[i].autoinserted) {
+        char line[256];
+        PetscCall(PetscSNPrintf(line, sizeof(line), "  inserted %s: repartition %s, %.4f ms\n", I->nodes[i].name.c_str(), I->nodes[i].automatch >= 0 ? ("onto the partition of input 0 of " + I->nodes[I->nodes[i].automatch].name).c_str() : "onto the chosen partition", 1e3 * t[i]));
+        view += line;
+      }
+    }
+    I->plan.inserted  = (PetscInt)ins.size();
+    I->plan.predicted = step;
+    I->plan.memory    = (PetscInt64)mem;
+    char line[256];
+    PetscCall(PetscSNPrintf(line, sizeof(line), "  predicted step (the layers, forward + backward): %.4f ms; memory per rank %.1f KiB%s\n", 1e3 * step, mem / 1024.0, I->memlimit > 0 ? (" (limit " + std::to_string((long long)(I->memlimit / 1024)) + " KiB)").c_str() : ""));
+    view += line;
+    if (I->memlimit > 0 && mem > (double)I->memlimit) { /* the tables price each layer next to an explicit repartition: the set-up may differ a little */
+      PetscCall(PetscSNPrintf(line, sizeof(line), "  note: the plan's set-up predicts %.0f bytes per rank, above the limit %" PetscInt64_FMT " its tables met\n", mem, I->memlimit));
+      view += line;
+    }
+  }
+  if (!forced && !dec.empty()) {
+    char line[256];
+    PetscCall(PetscSNPrintf(line, sizeof(line), "  the shortest path's cost (the layers' times from the trials and the shuffles): %.4f ms\n", 1e3 * predicted));
+    view += line;
+  }
+  I->plan.view = view;
+  I->plan.done = true;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}

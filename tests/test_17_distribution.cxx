@@ -1,0 +1,437 @@
+/*
+  Issue 16, item 3: the automatic per-layer distribution (-net_distribution auto, paper 003
+  sec. V-C). With synthetic model parameters (a model cache written here: every kernel fit and
+  alpha-beta chosen by the test) the chooser picks the expected plans (the sample split when
+  communication is dear, the user's partitions kept), its plan is the cheapest of a brute-force
+  enumeration of all plans of a small net (with and without a memory cap), an auto-distributed
+  U-Net (the main job's layers) and LeNet-like net compute the same loss, output and parameter
+  gradients as the same net on one rank (float64), and bad input gives clear errors.
+  Run at 1, 2 and 4 ranks.
+*/
+#include "layertest.hpp"
+#include <ddmodel.h>
+#include <ddnn/private/ddnetimpl.h>
+#include <fstream>
+#include <sstream>
+#include <map>
+#include <unistd.h>
+
+using namespace ddtest;
+
+#ifndef DDNN_SHARE_DIR
+  #error "DDNN_SHARE_DIR (the source tree's share/ddnn) must be defined"
+#endif
+
+static std::string Tmp(const char *name)
+{
+  return std::string("/tmp/ddnn_test17_") + std::to_string(getppid()) + "_" + name;
+}
+
+/* A model cache with synthetic parameters: alpha, beta; every kernel t = c0 + c1 work
+   (GEMM kinds: c1 per flop; the others per byte), for both data types; then loaded */
+static void UseSyntheticModel(double alpha, double beta, double c0 = 1e-6, double gemm = 1e-10, double mem = 1e-10)
+{
+  const char *bname;
+  char        host[256] = {0};
+  DDT(DDBackendGetDefault(&bname));
+  gethostname(host, sizeof(host) - 1);
+  for (char *c = host; *c; c++)
+    if (*c == ' ' || *c == '/') *c = '_';
+  std::ostringstream s;
+  s << "ddnn-model-cache 2\nhost " << host << "\ncomm " << alpha << " " << beta << "\n";
+  const char *kinds[] = {"activation", "activation-elu", "activation-gelu", "activation-identity", "activation-leakyrelu", "activation-sigmoid", "activation-silu", "activation-softplus", "activation-tanh", "affine", "batchnorm", "concat", "conv", "convtranspose", "flatten", "halo", "loss", "loss-crossentropy", "pool", "upsample"};
+  for (const char *dt : {"float32", "float64"}) {
+    for (const char *k : kinds)
+      for (const char *d : {"f", "b"}) {
+        bool g = !strcmp(k, "conv") || !strcmp(k, "convtranspose") || !strcmp(k, "affine");
+        if (!strcmp(k, "halo")) s << "kernel " << bname << " " << dt << " halo " << d << " " << alpha << " " << beta << "\n"; /* a halo exchange as called: alpha-beta too */
+        else s << "kernel " << bname << " " << dt << " " << k << " " << d << " " << c0 << " " << (g ? gemm : mem) << "\n";
+      }
+    for (const char *k : {"affine-wgrad", "conv-wgrad", "convtranspose-wgrad"}) s << "kernel " << bname << " " << dt << " " << k << " b " << c0 << " " << gemm << "\n"; /* first layers: the weight gradient alone */
+    for (const char *k : {"tensoraxpy", "tensorzero"}) s << "kernel " << bname << " " << dt << " " << k << " f " << c0 << " " << mem << "\n";
+    for (const char *k : {"activation", "activation-rows"})
+      for (const char *d : {"f", "b"}) s << "runcost " << bname << " " << dt << " " << k << " " << d << " 1e-9\n";
+  }
+  std::string file = Tmp("model.txt");
+  MPI_Barrier(PETSC_COMM_WORLD);
+  if (Rank() == 0) {
+    std::ofstream f(file);
+    f << s.str();
+  }
+  MPI_Barrier(PETSC_COMM_WORLD);
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
+  DDT(DDModelReset());
+  for (DDDataType dt : {DD_FLOAT32, DD_FLOAT64}) {
+    PetscBool cal;
+    DDT(DDModelLoad(PETSC_COMM_WORLD, NULL, dt, &cal));
+    ASSERT_TRUE(cal) << "the synthetic model cache lacks a kernel the model needs (a new calibrated kind?)";
+  }
+}
+
+static std::vector<std::string> setopts; /* the options SetOptions() set: PETSc's table is finite */
+
+/* clears them (after the networks that read them are set up or destroyed) */
+static void ForgetOptions()
+{
+  for (auto &o : setopts) DDT(PetscOptionsClearValue(NULL, o.c_str()));
+  setopts.clear();
+}
+
+/* options "-key value" lines, each given the prefix (the network's and its layers' options) */
+static void SetOptions(const std::string &prefix, const std::string &text)
+{
+  std::istringstream in(text);
+  std::string        line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ls(line);
+    std::string        key, value;
+    ls >> key;
+    std::getline(ls, value);
+    value.erase(0, value.find_first_not_of(' '));
+    if (key.size() < 2 || key[0] != '-') continue;
+    if (key == "-optimizer_type" || key.rfind("-optimizer_", 0) == 0 || key == "-epochs" || key == "-nsamples" || key == "-ntest") continue; /* not the network's */
+    setopts.push_back("-" + prefix + key.substr(1));
+    DDT(PetscOptionsSetValue(NULL, setopts.back().c_str(), value.empty() ? NULL : value.c_str()));
+  }
+}
+
+static std::string ReadFile(const std::string &path)
+{
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+static int netcount = 0;
+
+/* a network from options text, with a fresh prefix */
+static DDNet MakeNet(const std::string &text, DDNetDistribution dist, PetscInt64 cap = 0)
+{
+  DDNet       net;
+  std::string prefix = "n" + std::to_string(netcount++) + "_";
+  SetOptions(prefix, text);
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, prefix.c_str()));
+  DDT(DDNetSetFromOptions(net));
+  DDT(DDNetSetDistribution(net, dist));
+  DDT(DDNetSetMemoryLimit(net, cap));
+  return net;
+}
+
+static DDTensor Input(std::vector<PetscInt> shape, std::vector<PetscInt> pshape, DDDataType dt, PetscInt64 seed, bool serial = false)
+{
+  InputSpec s;
+  s.shape  = shape;
+  s.pshape = pshape;
+  if (serial) s = Serial(s);
+  DDTensor t = MakeInput(s, dt, seed);
+  DDT(DDTensorSetRandomGlobal(t, seed, -1.0, 1.0));
+  return t;
+}
+
+/* the predicted time of a step of the set-up network's layers, as the chooser minimises it:
+   the sum over the layers of the slowest rank's forward and backward */
+static double LayerSum(DDNet net, double *mem = nullptr)
+{
+  PetscInt n;
+  double   t = 0, m = 0;
+  DDT(DDNetGetNumLayers(net, &n));
+  for (PetscInt i = 0; i < n; i++) {
+    PetscReal  c[4];
+    PetscBool  cal;
+    DDLayer    l;
+    PetscInt64 mm[4];
+    DDT(DDNetGetLayerModelTime(net, i, &c[0], &c[1], &c[2], &c[3], &cal));
+    DDT(DDNetGetLayerByIndex(net, i, &l, NULL));
+    DDT(DDLayerGetModelMemory(l, &mm[0], &mm[1], &mm[2], &mm[3]));
+    PetscReal v[2] = {c[0] + c[1] + c[2] + c[3], (PetscReal)(mm[0] + mm[1] + mm[2] + mm[3])};
+    MPI_Allreduce(MPI_IN_PLACE, v, 2, MPIU_REAL, MPIU_MAX, PETSC_COMM_WORLD);
+    t += v[0];
+    m += v[1];
+  }
+  if (mem) *mem = m;
+  return t;
+}
+
+/* the partition shape of a layer's input 0 */
+static std::vector<PetscInt> InputPartition(DDNet net, const char *name)
+{
+  DDLayer l;
+  DDT(DDNetGetLayer(net, name, &l));
+  DDTensor x = l->setupin[0];
+  return std::vector<PetscInt>(x->part->shape, x->part->shape + x->part->order);
+}
+
+static std::string Str(const std::vector<PetscInt> &v)
+{
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); i++) s += (i ? "," : "") + std::to_string((long long)v[i]);
+  return s + "]";
+}
+
+static std::string UNetText()
+{
+  return ReadFile(std::string(DDNN_SHARE_DIR) + "/main_job.opts");
+}
+
+/* a LeNet-like net: conv, pool, conv, pool, flatten, affine, affine, mse loss */
+static const char *LeNetText = "-net_inputs x,target\n"
+                               "-net_layers c1,a1,s2,c3,a3,s4,flat,f5,a5,out,loss\n"
+                               "-c1_layer_type conv\n-c1_layer_conv_out_channels 4\n-c1_layer_conv_kernel 3\n"
+                               "-a1_layer_type activation\n-a1_layer_activation_type tanh\n"
+                               "-s2_layer_type pool\n-s2_layer_pool_type avg\n-s2_layer_pool_kernel 2\n"
+                               "-c3_layer_type conv\n-c3_layer_conv_out_channels 8\n-c3_layer_conv_kernel 3\n"
+                               "-a3_layer_type activation\n-a3_layer_activation_type tanh\n"
+                               "-s4_layer_type pool\n-s4_layer_pool_type avg\n-s4_layer_pool_kernel 2\n"
+                               "-flat_layer_type flatten\n"
+                               "-f5_layer_type affine\n-f5_layer_affine_out_features 12\n"
+                               "-a5_layer_type activation\n-a5_layer_activation_type tanh\n"
+                               "-out_layer_type affine\n-out_layer_affine_out_features 4\n"
+                               "-loss_layer_type loss\n-loss_layer_inputs out,target\n-loss_layer_loss_type mse\n";
+
+/* a line of convolutions for the brute force */
+static const char *LineText = "-net_inputs x\n"
+                              "-net_layers c1,a1,c2,a2,c3\n"
+                              "-c1_layer_type conv\n-c1_layer_conv_out_channels 4\n-c1_layer_conv_kernel 3\n-c1_layer_conv_padding 1\n"
+                              "-a1_layer_type activation\n"
+                              "-c2_layer_type conv\n-c2_layer_conv_out_channels 4\n-c2_layer_conv_kernel 3\n-c2_layer_conv_padding 1\n"
+                              "-a2_layer_type activation\n"
+                              "-c3_layer_type conv\n-c3_layer_conv_out_channels 2\n-c3_layer_conv_kernel 1\n";
+
+/* spatial split of the rows over P (as the main job's DMDA on P ranks: the batch tensors split in H) */
+static std::vector<PetscInt> RowSplit(PetscInt order)
+{
+  std::vector<PetscInt> p(order, 1);
+  p[2] = Size();
+  return p;
+}
+
+/* forward and backward of a set-up net; the loss, the output of `out`, the parameter gradients */
+static RunResult Run(DDNet net, std::vector<DDTensor> xs, const char *out)
+{
+  RunResult r;
+  DDTensor  y;
+  PetscInt  n;
+  DDTensor *ps, *gs;
+  DDT(DDNetZeroGradients(net));
+  DDT(DDNetForward(net, (PetscInt)xs.size(), xs.data()));
+  DDT(DDNetBackward(net, NULL));
+  DDT(DDNetGetLoss(net, &r.loss));
+  DDT(DDNetGetLayerOutput(net, out, &y));
+  r.y = GatherAll(y);
+  DDT(DDNetGetParameters(net, &n, &ps, &gs));
+  for (PetscInt i = 0; i < n; i++) {
+    r.params.push_back(GatherAll(ps[i]));
+    r.grads.push_back(GatherAll(gs[i]));
+  }
+  return r;
+}
+
+/* auto on P ranks against given on one rank: same loss, output, parameters and gradients (float64) */
+static void ExpectAutoEqualsSerial(const std::string &text, std::vector<PetscInt> xshape, std::vector<PetscInt> tshape, const char *out, const std::string &what)
+{
+  DDNet    ref = MakeNet(text, DD_NET_DISTRIBUTION_GIVEN), au = MakeNet(text, DD_NET_DISTRIBUTION_AUTO);
+  DDTensor x1 = Input(xshape, {}, DD_FLOAT64, 11, true), t1 = Input(tshape, {}, DD_FLOAT64, 12, true);
+  std::vector<PetscInt> tp(tshape.size(), 1);
+  if (tshape.size() == 4) tp = RowSplit(4);
+  DDTensor xp = Input(xshape, RowSplit(4), DD_FLOAT64, 11), tpt = Input(tshape, tp, DD_FLOAT64, 12);
+  DDTensor a[2] = {x1, t1}, b[2] = {xp, tpt};
+  DDT(DDNetSetUp(ref, 2, a));
+  DDT(DDNetSetUp(au, 2, b));
+  PetscInt ins;
+  DDT(DDNetGetDistributionPlan(au, &ins, NULL, NULL));
+  EXPECT_GE(ins, 0) << what;
+  ForgetOptions();
+  RunResult r = Run(ref, {x1, t1}, out), s = Run(au, {xp, tpt}, out);
+  ExpectSameRun(s, r, 1e-12, what + " (auto on " + std::to_string(Size()) + " ranks, " + std::to_string(ins) + " repartitions inserted, against 1 rank)");
+  /* and a second step after set-up again (the inserted layers replaced, not added) */
+  DDT(DDNetSetUp(au, 2, b));
+  PetscInt ins2, n1, n2;
+  DDT(DDNetGetDistributionPlan(au, &ins2, NULL, NULL));
+  EXPECT_EQ(ins, ins2) << what;
+  DDT(DDNetGetNumLayers(ref, &n1));
+  DDT(DDNetGetNumLayers(au, &n2));
+  EXPECT_EQ(n2, n1 + ins2) << what;
+  RunResult s2 = Run(au, {xp, tpt}, out);
+  ExpectSameRun(s2, r, 1e-12, what + " after a second set-up");
+  for (DDTensor *t : {&x1, &t1, &xp, &tpt}) DDT(DDTensorDestroy(t));
+  DDT(DDNetDestroy(&ref));
+  DDT(DDNetDestroy(&au));
+}
+
+TEST(Distribution, AutoEqualsOneRankUNet)
+{
+  /* cheap and dear communication: different plans, the same numbers */
+  for (double alpha : {1e-7, 1e-2}) {
+    UseSyntheticModel(alpha, alpha * 1e-3);
+    ExpectAutoEqualsSerial(UNetText(), {2, 1, 16, 16}, {2, 1, 16, 16}, "out", "main job U-Net, alpha " + std::to_string(alpha));
+  }
+}
+
+TEST(Distribution, AutoEqualsOneRankLeNet)
+{
+  for (double alpha : {1e-7, 1e-2}) {
+    UseSyntheticModel(alpha, alpha * 1e-3);
+    ExpectAutoEqualsSerial(LeNetText, {4, 1, 16, 16}, {4, 4}, "out", "LeNet-like, alpha " + std::to_string(alpha));
+  }
+}
+
+/* dear bytes: the sample split everywhere (the weights' collectives, which every split has, but no
+   halo exchanges and no partial sums of a channel split), the rows-split input moved once (8 rows:
+   fewer bytes than the halos of the convolutions forward and backward) */
+TEST(Distribution, DearCommunicationGivesSampleSplit)
+{
+  UseSyntheticModel(1e-7, 1e-5);
+  PetscInt P   = Size();
+  DDNet    net = MakeNet(LineText, DD_NET_DISTRIBUTION_AUTO);
+  DDTensor x   = Input({4 * P, 1, 8, 16}, RowSplit(4), DD_FLOAT32, 1);
+  DDT(DDNetSetUp(net, 1, &x));
+  ForgetOptions();
+  for (const char *c : {"c1", "c2", "c3"}) EXPECT_EQ(Str(InputPartition(net, c)), Str({P, 1, 1, 1})) << "layer " << c << " on " << P << " ranks";
+  PetscInt ins;
+  DDT(DDNetGetDistributionPlan(net, &ins, NULL, NULL));
+  EXPECT_EQ(ins, P > 1 ? 1 : 0) << "the input moves once";
+  DDT(DDTensorDestroy(&x));
+  DDT(DDNetDestroy(&net));
+}
+
+/* cheap communication and a batch smaller than P: not the sample split; and layers after the user's own repartition keep its partition */
+TEST(Distribution, SmallBatchAndUserPartitionsKept)
+{
+  UseSyntheticModel(1e-9, 1e-13);
+  PetscInt    P    = Size();
+  std::string text = std::string(LineText);
+  /* the user repartitions before c2 onto the sample... or the rows: c2 and c3 keep it */
+  text.replace(text.find("c1,a1,c2"), 8, "c1,a1,rp,c2");
+  text += "-rp_layer_type repartition\n-rp_layer_repartition_shape 1,1," + std::to_string(P) + ",1\n";
+  DDNet    net = MakeNet(text, DD_NET_DISTRIBUTION_AUTO);
+  DDTensor x   = Input({1, 2, 8, 8}, RowSplit(4), DD_FLOAT32, 1);
+  DDT(DDNetSetUp(net, 1, &x));
+  ForgetOptions();
+  EXPECT_EQ(InputPartition(net, "c1")[0], 1) << "a batch of 1 cannot be split";
+  EXPECT_EQ(Str(InputPartition(net, "c2")), Str({1, 1, P, 1})) << "after the user's repartition";
+  EXPECT_EQ(Str(InputPartition(net, "c3")), Str({1, 1, P, 1})) << "after the user's repartition";
+  PetscInt nl;
+  DDT(DDNetGetNumLayers(net, &nl));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDNetDestroy(&net));
+}
+
+/* the chosen plan is the cheapest of all plans (every candidate of every conv, with the repartitions
+   inserted where data must move), each set up and priced on its own; with a memory cap, the
+   cheapest of those that fit. The chooser prices a layer with an explicit repartition before its
+   successor, so a plan's own set-up may differ from its table by the layout of the tensor between
+   them (a halo, a format): the tolerance rel */
+static void ExpectCheapestOfAllPlans(const std::string &line, std::vector<PetscInt> xs, double rel, const std::string &what)
+{
+  DDNet    net = MakeNet(line, DD_NET_DISTRIBUTION_AUTO);
+  DDTensor x   = Input(xs, RowSplit(4), DD_FLOAT64, 3);
+  DDT(DDNetSetUp(net, 1, &x));
+  ForgetOptions();
+  double                m, t = LayerSum(net, &m);
+  std::vector<PetscInt> nc   = net->impl->plan.ncands;
+  std::string           plan;
+  for (PetscInt i = 0, j = 0; i < (PetscInt)net->impl->nodes.size(); i++)
+    if (!net->impl->nodes[i].autoinserted && net->impl->nodes[i].layer->nparams > 0) plan += Str(std::vector<PetscInt>(net->impl->nodes[i].layer->setupin[0]->part->shape, net->impl->nodes[i].layer->setupin[0]->part->shape + 4)) + " ", j++;
+  DDT(DDNetDestroy(&net));
+  std::vector<double>           allT, allM;
+  std::vector<std::vector<int>> plans;
+  std::vector<int>              idx(nc.size(), 0);
+  for (;;) {
+    net                   = MakeNet(line, DD_NET_DISTRIBUTION_AUTO);
+    net->impl->forcedplan = idx;
+    std::string msg;
+    PetscErrorCode ierr = Catch([&] { return DDNetSetUp(net, 1, &x); }, &msg);
+    ForgetOptions();
+    if (!ierr) {
+      double mm, tt = LayerSum(net, &mm);
+      allT.push_back(tt);
+      allM.push_back(mm);
+      plans.push_back(idx);
+    }
+    DDT(DDNetDestroy(&net));
+    size_t j = 0;
+    while (j < nc.size() && ++idx[j] == nc[j]) idx[j++] = 0;
+    if (j == nc.size()) break;
+  }
+  ASSERT_FALSE(allT.empty()) << what;
+  size_t best = 0;
+  for (size_t i = 0; i < allT.size(); i++)
+    if (allT[i] < allT[best]) best = i;
+  std::string bp;
+  for (int v : plans[best]) bp += std::to_string(v) + " ";
+  EXPECT_LE(t, allT[best] * (1 + rel)) << what << ": the automatic plan " << plan << "against the brute force's minimum over " << allT.size() << " plans (candidates " << bp << ")";
+  EXPECT_GE(t, allT[best] * (1 - 1e-12)) << what << ": the automatic plan is cheaper than every plan of the brute force";
+  if (getenv("DDNN_TEST17_VIEW")) PetscPrintf(PETSC_COMM_WORLD, "%s: auto %g s, brute force %g s over %zu plans\n", what.c_str(), t, allT[best], allT.size());
+  /* a memory cap below the unconstrained optimum's memory: the cheapest plan that fits */
+  double cap = allM[best] - 1, capT = 1e300;
+  for (size_t i = 0; i < allT.size(); i++)
+    if (allM[i] <= cap && allT[i] < capT) capT = allT[i];
+  if (capT < 1e300) {
+    net = MakeNet(line, DD_NET_DISTRIBUTION_AUTO, (PetscInt64)cap);
+    DDT(DDNetSetUp(net, 1, &x));
+    ForgetOptions();
+    t = LayerSum(net, &m);
+    EXPECT_LE(m, cap * (1 + rel)) << what << ": the plan exceeds the memory cap";
+    EXPECT_LE(t, capT * (1 + rel)) << what << ": with a memory cap of " << cap << " bytes";
+    DDT(DDNetDestroy(&net));
+  }
+  DDT(DDTensorDestroy(&x));
+}
+
+TEST(Distribution, ShortestPathEqualsBruteForce)
+{
+  PetscInt    P    = Size();
+  std::string line = LineText;
+  if (P > 2) line.replace(line.find("c1,a1,c2,a2,c3"), 14, "c1,a1,c2"); /* 4 ranks: 10 candidates per layer */
+  for (double alpha : {1e-5, 1e-8}) {
+    UseSyntheticModel(alpha, 1e-9);
+    ExpectCheapestOfAllPlans(line, {4, 2, 8, 8}, 0.02, "line of convolutions, alpha " + std::to_string(alpha));
+  }
+}
+
+TEST(Distribution, BadInput)
+{
+  UseSyntheticModel(1e-6, 1e-9);
+  std::string msg;
+  DDNet       net;
+  /* an unknown -net_distribution */
+  DDT(PetscOptionsSetValue(NULL, "-bad1_net_distribution", "magic"));
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, "bad1_"));
+  EXPECT_NE(Catch([&] { return DDNetSetFromOptions(net); }, &msg), 0);
+  EXPECT_NE(msg.find("magic"), std::string::npos) << msg;
+  DDT(DDNetDestroy(&net));
+  DDT(PetscOptionsClearValue(NULL, "-bad1_net_distribution"));
+  /* a negative memory limit, in code and as an option */
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  EXPECT_NE(Catch([&] { return DDNetSetMemoryLimit(net, -5); }, &msg), 0);
+  EXPECT_NE(msg.find("-5"), std::string::npos) << msg;
+  EXPECT_NE(Catch([&] { return DDNetSetDistribution(net, (DDNetDistribution)7); }, &msg), 0);
+  EXPECT_NE(msg.find("Unknown network distribution 7"), std::string::npos) << msg;
+  DDT(DDNetDestroy(&net));
+  DDT(PetscOptionsSetValue(NULL, "-bad2_net_memory_limit", "-1"));
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, "bad2_"));
+  EXPECT_NE(Catch([&] { return DDNetSetFromOptions(net); }, &msg), 0);
+  EXPECT_NE(msg.find("-bad2_net_memory_limit -1"), std::string::npos) << msg;
+  DDT(DDNetDestroy(&net));
+  DDT(PetscOptionsClearValue(NULL, "-bad2_net_memory_limit"));
+  /* a cap no plan fits: the error names it and the smallest memory of any plan */
+  if (Size() > 1) {
+    net        = MakeNet(LineText, DD_NET_DISTRIBUTION_AUTO, 1000);
+    DDTensor x = Input({4, 2, 8, 8}, RowSplit(4), DD_FLOAT32, 3);
+    EXPECT_NE(Catch([&] { return DDNetSetUp(net, 1, &x); }, &msg), 0);
+    EXPECT_NE(msg.find("memory limit of 1000 bytes per rank"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("smallest predicted memory per rank of any plan is"), std::string::npos) << msg;
+    /* the net is usable again with the cap lifted */
+    DDT(DDNetSetMemoryLimit(net, 0));
+    DDT(DDNetSetUp(net, 1, &x));
+    DDT(DDNetForward(net, 1, &x));
+    DDT(DDTensorDestroy(&x));
+    DDT(DDNetDestroy(&net));
+    ForgetOptions();
+  }
+}
