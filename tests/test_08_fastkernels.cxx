@@ -4,11 +4,14 @@
   average: to rounding) and upsampling (forward and nearest backward bitwise; linear backward to
   rounding) over plain, channels-last and blocked layouts built with LayoutBuild, 1-3-D, with
   halos around the storage, odd sizes, boxes that are a sub-window of the storage, empty
-  boxes, partial (ceil-mode) windows, padding and dilation; and NaN semantics against numbers
-  from PyTorch 1.13 (the activations forward and backward, max pooling).
+  boxes, partial (ceil-mode) windows, padding and dilation; NaN semantics against numbers
+  from PyTorch 1.13 (the activations forward and backward, max pooling); and the optimizers'
+  vectorized updates of /cpu/blas bitwise equal to the reference loops.
 */
 #include "ddtest.hpp"
 #include <backend/cpu/fastkernels.hpp>
+#include <backend/cpu/optimizer_kernels.hpp>
+#include <backend/interface/backends.hpp>
 #include <tensor/layout.hpp>
 #include <cmath>
 #include <cstring>
@@ -597,5 +600,80 @@ TEST(FastActivation, AsPyTorch)
     ActivationBackward<double>(DD_ACT_RELU, 0, b.data(), g.data(), g.data(), n);
     for (PetscInt i = 0; i < n; i++) EXPECT_EQ(g[i], b[i] <= 0 ? 0.0 : h[i]) << i;
   }
+}
+
+/* bitwise equal, or both NaN */
+template <class T>
+bool SameBits(T a, T b)
+{
+  return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+/*
+  The optimizers' updates of /cpu/blas (SGDUpdateFast, AdamUpdateFast: the vectorized loops and
+  their scalar tails) give bitwise the reference loops' parameters and states, float32 and float64,
+  over 5 steps of every rule: SGD plain, with momentum (the first step and later ones), Nesterov,
+  with and without weight decay; Adam with coupled and AdamW's decoupled weight decay. Runs of 0 to
+  1001 entries, starting at an odd offset (unaligned), a gradient holding inf and NaN.
+*/
+template <class T>
+void OptimizerFastEqualsReference()
+{
+  for (PetscInt n : {0, 1, 3, 4, 5, 8, 17, 1001}) {
+    for (int rule = 0; rule < 8; rule++) {
+      SGDCoefficients  sc;
+      AdamCoefficients ac;
+      const bool       adam = rule >= 5;
+      sc.lr                 = 0.05;
+      sc.momentum           = rule == 0 ? 0 : 0.9;
+      sc.nesterov           = rule == 2 || rule == 4;
+      sc.weight_decay       = rule >= 3 ? 1e-2 : 0;
+      ac.lr                 = 1e-3;
+      ac.weight_decay       = rule == 5 ? 0 : 0.1;
+      ac.decoupled          = rule == 7;
+      const std::vector<T> p0 = Random<T>(n + 1, 21), b0 = Random<T>(n + 1, 22);
+      std::vector<T>       pr(p0), pf(p0), mr(b0), mf(b0), vr(n + 1), vf(n + 1);
+      for (PetscInt i = 0; i <= n; i++) vr[i] = vf[i] = (T)(0.5 * (b0[i] + 1));
+      for (int step = 1; step <= 5; step++) {
+        std::vector<T> g = Random<T>(n + 1, 30 + step);
+        if (n > 9 && step == 3) {
+          g[5] = (T)INFINITY;
+          g[9] = (T)NAN;
+        }
+        sc.first = step == 1;
+        ac.bc1   = 1 - std::pow(ac.beta1, step);
+        ac.bc2   = 1 - std::pow(ac.beta2, step);
+        if (adam) {
+          AdamUpdate<T>(n, pr.data() + 1, g.data() + 1, mr.data() + 1, vr.data() + 1, ac);
+          AdamUpdateFast<T>(n, pf.data() + 1, g.data() + 1, mf.data() + 1, vf.data() + 1, ac);
+        } else {
+          SGDUpdate<T>(n, pr.data() + 1, g.data() + 1, mr.data() + 1, sc);
+          SGDUpdateFast<T>(n, pf.data() + 1, g.data() + 1, mf.data() + 1, sc);
+        }
+      }
+      PetscInt bad = 0;
+      for (PetscInt i = 0; i <= n && bad < 5; i++) {
+        const bool ok = SameBits(pr[i], pf[i]) && SameBits(mr[i], mf[i]) && SameBits(vr[i], vf[i]);
+        if (!ok) bad++;
+        EXPECT_TRUE(ok) << (sizeof(T) == 4 ? "float32" : "float64") << " rule " << rule << " n " << n << " entry " << i << ": p " << pr[i] << " vs " << pf[i] << ", m/buf " << mr[i] << " vs " << mf[i] << ", v " << vr[i] << " vs " << vf[i];
+      }
+      EXPECT_EQ(pf[0], p0[0]) << "the entry before the run is untouched";
+    }
+  }
+}
+
+TEST(FastOptimizer, EqualsReference)
+{
+  OptimizerFastEqualsReference<float>();
+  OptimizerFastEqualsReference<double>();
+  /* the optimizers of the CPU chains (/cpu/dnnl falls back to /cpu/blas) take the fast loops */
+  DDBackend blas = DDBackendLookup_Private("/cpu/blas");
+  ASSERT_TRUE(blas);
+  decltype(KernelTable<float>::adamupdate) fa;
+  decltype(KernelTable<double>::sgdupdate) fs;
+  DDT(DDBackendFind<float>(blas, &KernelTable<float>::adamupdate, DD_KERNEL_OPTIMIZER, &fa));
+  DDT(DDBackendFind<double>(blas, &KernelTable<double>::sgdupdate, DD_KERNEL_OPTIMIZER, &fs));
+  EXPECT_TRUE(fa == &AdamUpdateFast<float>);
+  EXPECT_TRUE(fs == &SGDUpdateFast<double>);
 }
 } // namespace
