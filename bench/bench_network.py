@@ -4,6 +4,7 @@ bench_network.py - whole networks, ddnn against the same network in PyTorch (iss
 
     /usr/bin/python3 bench/bench_network.py [--build build] [--ranks 1,2] [--dtypes float32,float64]
         [--nets unet,lenet5] [--rounds 3] [--epochs 3] [--steps 200] [--workdir DIR] [--ddnn-args "..."]
+        [--before OTHER_BUILD]
 
 Runs, interleaved (ddnn, PyTorch, ddnn, ... with the order flipped every round), for every net,
 rank count P and data type:
@@ -14,6 +15,9 @@ rank count P and data type:
           the same HDF5 file (written by the first main_job run into --workdir);
   lenet5: build/tutorials/ex6_example_nets -options_file share/ddnn/lenet5.opts -steps S (batch
           16 of 1x32x32, 10 classes) against torch_network.py --net lenet5 --steps S.
+With --before, the ddnn programs of a second build (e.g. main's, before a change) run as a third
+side in the same rounds, so that a change is measured before/after in the same minutes; the table
+then adds their median and the ratio after / before.
 Each run gives the median of its epochs (unet: DDNetTrainEpoch's seconds as main_job prints them)
 or its time for S steps (lenet5); the table gives, per case, the median over the rounds and the
 ratio ddnn / PyTorch (goal of issue 16: <= 0.75). Timing is never asserted. Run it on an idle
@@ -164,6 +168,7 @@ def main():
     ap.add_argument("--workdir", default="")
     ap.add_argument("--python", default="/usr/bin/python3")
     ap.add_argument("--ddnn-args", default="", help="extra options for the ddnn programs (e.g. -log_view)")
+    ap.add_argument("--before", default="", help="a second build whose ddnn programs run as a third side (before/after)")
     ap.add_argument("--check-params", action="store_true", help="only check that both sides have the same parameter count (the CTest smoke test)")
     ap.add_argument("--weak", action="store_true", help="weak scaling of the main job instead (see weak())")
     ap.add_argument("--weak-grid", type=int, default=64)
@@ -179,27 +184,35 @@ def main():
         weak(a)
         return
     cases = [(n, int(P), d) for n in a.nets.split(",") for P in a.ranks.split(",") for d in a.dtypes.split(",")]
-    res = {c: ([], []) for c in cases}
+    b = None
+    if a.before:
+        b = argparse.Namespace(**vars(a))
+        b.build = os.path.abspath(a.before)
+    nsides = 3 if b else 2
+    res = {c: tuple([] for _ in range(nsides)) for c in cases}
     for r in range(a.rounds):
         for c in cases:
             net, P, dt = c
-            sides = [0, 1] if r % 2 == 0 else [1, 0]
+            sides = list(range(nsides)) if r % 2 == 0 else list(reversed(range(nsides)))
             for s in sides:
                 if s == 0:
                     t = ddnn_unet(a, P, dt) if net == "unet" else ddnn_lenet(a, P, dt)
-                else:
+                elif s == 1:
                     t = torch_net(a, net, P, dt)
+                else:
+                    t = ddnn_unet(b, P, dt) if net == "unet" else ddnn_lenet(b, P, dt)
                 res[c][s].append(t)
-            print("round %d  %-6s P=%d %-7s ddnn %.3f s  torch %.3f s" % (r + 1, net, P, dt, res[c][0][-1], res[c][1][-1]), flush=True)
+            print("round %d  %-6s P=%d %-7s ddnn %.3f s  torch %.3f s%s" % (r + 1, net, P, dt, res[c][0][-1], res[c][1][-1], "  before %.3f s" % res[c][2][-1] if b else ""), flush=True)
     unit = {"unet": "s/epoch", "lenet5": "s/%d steps" % a.steps}
-    print("\n| net | ranks / threads | dtype | ddnn (median) | PyTorch (median) | ddnn / PyTorch | goal <= 0.75 |")
-    print("|---|---|---|---:|---:|---:|---|")
+    extra = " ddnn before (median) | after / before |" if b else ""
+    print("\n| net | ranks / threads | dtype | ddnn (median) | PyTorch (median) | ddnn / PyTorch | goal <= 0.75 |" + extra)
+    print("|---|---|---|---:|---:|---:|---|" + ("---:|---:|" if b else ""))
     for c in cases:
         net, P, dt = c
         d, t = statistics.median(res[c][0]), statistics.median(res[c][1])
-        print("| %s | %d | %s | %.3f %s | %.3f | %.2f | %s |" % (net, P, dt, d, unit[net], t, d / t, "met" if d / t <= 0.75 else "not met"))
-        print("|  |  |  | runs: %s | %s |  |  |" % (" ".join("%.3f" % x for x in res[c][0]), " ".join("%.3f" % x for x in res[c][1])))
-
+        more = " %.3f | %.2f |" % (statistics.median(res[c][2]), d / statistics.median(res[c][2])) if b else ""
+        print("| %s | %d | %s | %.3f %s | %.3f | %.2f | %s |%s" % (net, P, dt, d, unit[net], t, d / t, "met" if d / t <= 0.75 else "not met", more))
+        print("|  |  |  | runs: %s | %s |  |  |%s" % (" ".join("%.3f" % x for x in res[c][0]), " ".join("%.3f" % x for x in res[c][1]), " %s |  |" % " ".join("%.3f" % x for x in res[c][2]) if b else ""))
 
 if __name__ == "__main__":
     main()

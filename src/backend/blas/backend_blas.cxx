@@ -2,12 +2,13 @@
   /cpu/blas: the fast CPU kernels that need no oneDNN, in float32 and float64: convolution and
   transposed convolution as im2col/col2im + GEMM (src/backend/blas/conv_gemm.cxx), the dense layer's
   products (cblas_sgemm/dgemm), pooling, interpolation and pointwise loops written to vectorise
-  (src/backend/cpu: pool_fast, upsample_fast, pointwise). It falls back to /cpu/ref for the rest.
+  (src/backend/cpu: pool_fast, upsample_fast, pointwise) and the optimizers' updates (optimizer_fast). It falls back to /cpu/ref for the rest.
 */
 #include <backend/common/loopkernels.hpp>
 #include <backend/common/affine_gemm.hpp>
 #include <backend/cpu/fastkernels.hpp>
 #include <backend/blas/conv_gemm.hpp>
+#include <backend/cpu/optimizer_kernels.hpp>
 
 using namespace ddnn;
 
@@ -73,6 +74,8 @@ void FillBlas(KernelTable<T> &t)
   t.affinefwd        = AffineForwardGemm<T, CblasGemm>;
   t.affinebwddata    = AffineBackwardDataGemm<T, CblasGemm>;
   t.affinebwdweights = AffineBackwardWeightsGemm<T, CblasGemm>;
+  t.sgdupdate        = SGDUpdateFast<T>;
+  t.adamupdate       = AdamUpdateFast<T>;
 }
 } // namespace
 

@@ -20,6 +20,13 @@ void SGDUpdate(PetscInt n, T *p, const T *g, T *buf, const SGDCoefficients &c);
 template <class T>
 void AdamUpdate(PetscInt n, T *p, const T *g, T *m, T *v, const AdamCoefficients &c);
 
+/* The fast versions of /cpu/blas (src/backend/cpu/optimizer_fast.cxx): the same rules, vectorized,
+   bitwise equal to SGDUpdate and AdamUpdate. p, g and the state must not overlap. */
+template <class T>
+void SGDUpdateFast(PetscInt n, T *p, const T *g, T *buf, const SGDCoefficients &c);
+template <class T>
+void AdamUpdateFast(PetscInt n, T *p, const T *g, T *m, T *v, const AdamCoefficients &c);
+
 /* true when every a[i] is finite (and >= 0 when nonnegative) */
 template <class T>
 bool StateValid(PetscInt n, const T *a, bool nonnegative);

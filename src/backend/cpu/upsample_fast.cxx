@@ -12,10 +12,10 @@
   position over contiguous channel runs. Every output is the reference's expression in the
   reference's order: bitwise equal.
 
-  Backward (dx +=, as the reference): nearest, and every channels-innermost layout, scatter dy in
-  the reference's order (bitwise equal); linear on plain layouts first applies the adjoint of
-  the innermost interpolation to a dy row (a scatter into a buffer the length of the window's
-  row), then adds the buffer times the outer weights to the 1, 2 or 4 source rows (vectorized
+  Backward (dx +=, as the reference): nearest scatters dy in the reference's order (bitwise
+  equal); linear first applies the adjoint of the innermost interpolation to a dy row (a scatter
+  into a buffer the length of the window's row, times the channel run on channels-innermost
+  layouts), then adds the buffer times the outer weights to the 1, 2 or 4 source rows (vectorized
   axpys): equal to the reference up to rounding.
 */
 #include <backend/cpu/fastkernels.hpp>
@@ -215,6 +215,62 @@ void UpsampleBackwardFast(const UpsampleGeom &g, const T *dy, const BoxOffsets &
   if (g.N == 0 || g.C == 0 || g.out[0] == 0 || g.out[1] == 0 || g.out[2] == 0) return;
   const Tables<T> tb(g, xo);
   const PetscInt  O2 = g.out[2];
+  if (xo.cinner && yo.cinner && g.linear) {
+    /*
+      Linear, channels innermost (channels-last or blocked): separable, as the plain path below. Per
+      output row (n, channel run, i0, i1) the adjoint of the innermost interpolation gathers the
+      row's dy into h (the window's positions along the innermost dimension times the run's
+      channels: 2 axpys of the run's length per output position), then h times the outer weights
+      goes to the 1, 2 or 4 source rows (one axpy per window position, or one over the whole row
+      where the window's positions are consecutive runs). 3 multiply-adds per dy entry in 2-D
+      instead of 8: equal to the reference up to rounding.
+    */
+    std::vector<PetscInt> cs, cl;
+    ChannelRuns(xo, yo, g.C, &cs, &cl);
+    const PetscInt W = (PetscInt)xo.t[4].size(), ta = g.D >= 3 ? 2 : 1, tb1 = g.D >= 2 ? 2 : 1;
+    PetscInt       Lmax = 0;
+    for (PetscInt len : cl) Lmax = std::max(Lmax, len);
+    std::vector<T>        h((size_t)(W * Lmax));
+    std::vector<PetscInt> k0(g.i0[2].begin(), g.i0[2].end()), k1(g.i1[2].begin(), g.i1[2].end());
+    const T              *w0 = tb.w0[2].data(), *w1 = tb.w1[2].data();
+    for (PetscInt n = 0; n < g.N; n++)
+      for (size_t r = 0; r < cs.size(); r++) {
+        const PetscInt L = cl[r], xb = xo.t[0][n] + xo.t[1][cs[r]], yb = yo.t[0][n] + yo.t[1][cs[r]];
+        bool           rowrun = true; /* the window's positions are consecutive runs of L */
+        for (PetscInt k = 1; k < W && rowrun; k++) rowrun = xo.t[4][k] - xo.t[4][k - 1] == L;
+        for (PetscInt i0 = 0; i0 < g.out[0]; i0++)
+          for (PetscInt i1 = 0; i1 < g.out[1]; i1++) {
+            T *hh = h.data();
+            std::fill(hh, hh + W * L, (T)0);
+            const T *dr = dy + yb + yo.t[2][i0] + yo.t[3][i1];
+            for (PetscInt i2 = 0; i2 < O2; i2++) {
+              const T *v = dr + yo.t[4][i2];
+              const T  a0 = w0[i2], a1 = w1[i2];
+              T       *h0 = hh + k0[i2] * L, *h1 = hh + k1[i2] * L;
+              for (PetscInt j = 0; j < L; j++) h0[j] += a0 * v[j];
+              for (PetscInt j = 0; j < L; j++) h1[j] += a1 * v[j];
+            }
+            for (PetscInt a = 0; a < ta; a++) {
+              const PetscInt oa = xb + (ta == 1 ? tb.o0[0][i0] : (a ? tb.o1[0][i0] : tb.o0[0][i0]));
+              const T        wa = ta == 1 ? (T)1 : (a ? tb.w1[0][i0] : tb.w0[0][i0]);
+              for (PetscInt b = 0; b < tb1; b++) {
+                const T  wb = tb1 == 1 ? wa : wa * (b ? tb.w1[1][i1] : tb.w0[1][i1]);
+                T       *xr = dx + oa + (tb1 == 1 ? tb.o0[1][i1] : (b ? tb.o1[1][i1] : tb.o0[1][i1]));
+                if (rowrun) {
+                  T *p = xr + xo.t[4][0];
+                  for (PetscInt j = 0; j < W * L; j++) p[j] += wb * hh[j];
+                } else
+                  for (PetscInt k = 0; k < W; k++) {
+                    T       *p = xr + xo.t[4][k];
+                    const T *q = hh + k * L;
+                    for (PetscInt j = 0; j < L; j++) p[j] += wb * q[j];
+                  }
+              }
+            }
+          }
+      }
+    return;
+  }
   if (xo.cinner && yo.cinner) {
     /* per output position the reference's taps and coefficients, over channel runs: bitwise equal */
     std::vector<PetscInt> cs, cl;
