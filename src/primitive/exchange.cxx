@@ -482,6 +482,18 @@ static inline PetscErrorCode UnpackRuns(DDMemType memtype, const struct _DDBacke
   return ops->unpack(dt, r.off.size(), r.off.data(), r.len.data(), r.total, buf, dst, add ? PETSC_TRUE : PETSC_FALSE);
 }
 
+/* every cma link of a plan with its peer: k = 0 the peers in `from` (this rank receives), 1 those in `to` */
+template <class PL, class F>
+static PetscErrorCode ForEachLink(PL &pl, std::vector<Peer> &from, std::vector<Peer> &to, F &&f)
+{
+  PetscFunctionBegin;
+  for (int k = 0; k < 2; k++) {
+    std::vector<Peer>    &v  = k == 0 ? from : to;
+    std::vector<CmaLink> &lv = k == 0 ? pl.rlink : pl.slink;
+    for (size_t i = 0; i < v.size(); i++) PetscCall(f(k, v[i], lv[i]));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
 
 /*
   The persistent requests of one direction: single-run messages go straight between the
@@ -500,26 +512,21 @@ PetscErrorCode Exchange::MakePlan(Plan &pl, int ti, MPI_Datatype mt, const void 
   pl.slink.assign(to.size(), CmaLink());
   const bool cma = memtype == DD_MEMTYPE_HOST; /* the processes' memories; device memory goes through MPI */
   /* cma pairs: the plan, and the persistent signals (tags by which end is passive: a rank may be passive in both pairs with a peer) */
-  for (int k = 0; k < 2; k++) {
-    std::vector<Peer>    &v  = k == 0 ? from : to;
-    std::vector<CmaLink> &lv = k == 0 ? pl.rlink : pl.slink;
-    for (size_t i = 0; i < v.size(); i++) {
-      Peer    &p = v[i];
-      CmaLink &lk = lv[i];
-      if (!cma || !p.cma) continue;
-      PetscCall(MakeLink(lk, p, k == 0, add, es, k == 0 ? dst : src));
-      const bool  passivewriter = lk.active == lk.reader;          /* the pair's passive end is the sender */
-      PetscMPIInt tr = ctag[passivewriter ? 0 : 2], td = ctag[passivewriter ? 1 : 3];
-      if (lk.active) {
-        PetscCallMPI(MPI_Recv_init(&lk.rsig, 1, MPI_UNSIGNED_LONG_LONG, p.rank, tr, comm, &lk.ready));
-        PetscCallMPI(MPI_Send_init(&lk.sig, 1, MPI_UNSIGNED_LONG_LONG, p.rank, td, comm, &lk.done));
-      } else {
-        lk.sig = (unsigned long long)(size_t)(lk.localbuf ? (const void *)p.buf.data() : (k == 0 ? (const void *)dst : src)) | (lk.localbuf ? 1ULL : 0ULL);
-        PetscCallMPI(MPI_Send_init(&lk.sig, 1, MPI_UNSIGNED_LONG_LONG, p.rank, tr, comm, &lk.ready));
-        PetscCallMPI(MPI_Recv_init(&lk.rsig, 1, MPI_UNSIGNED_LONG_LONG, p.rank, td, comm, &lk.done));
-      }
+  PetscCall(ForEachLink(pl, from, to, [&](int k, Peer &p, CmaLink &lk) -> PetscErrorCode {
+    if (!cma || !p.cma) return PETSC_SUCCESS;
+    PetscCall(MakeLink(lk, p, k == 0, add, es, k == 0 ? dst : src));
+    const bool  passivewriter = lk.active == lk.reader;          /* the pair's passive end is the sender */
+    PetscMPIInt tr = ctag[passivewriter ? 0 : 2], td = ctag[passivewriter ? 1 : 3];
+    if (lk.active) {
+      PetscCallMPI(MPI_Recv_init(&lk.rsig, 1, MPI_UNSIGNED_LONG_LONG, p.rank, tr, comm, &lk.ready));
+      PetscCallMPI(MPI_Send_init(&lk.sig, 1, MPI_UNSIGNED_LONG_LONG, p.rank, td, comm, &lk.done));
+    } else {
+      lk.sig = (unsigned long long)(size_t)(lk.localbuf ? (const void *)p.buf.data() : (k == 0 ? (const void *)dst : src)) | (lk.localbuf ? 1ULL : 0ULL);
+      PetscCallMPI(MPI_Send_init(&lk.sig, 1, MPI_UNSIGNED_LONG_LONG, p.rank, tr, comm, &lk.ready));
+      PetscCallMPI(MPI_Recv_init(&lk.rsig, 1, MPI_UNSIGNED_LONG_LONG, p.rank, td, comm, &lk.done));
     }
-  }
+    return PETSC_SUCCESS;
+  }));
   for (size_t i = 0; i < from.size(); i++) {
     Peer &p = from[i];
     if (pl.rlink[i].es) continue;
@@ -620,23 +627,18 @@ PetscErrorCode Exchange::End(Plan &pl, DDDataType dt, void *dst, std::vector<Pee
   const size_t es = ti == 0 ? sizeof(float) : sizeof(double);
   PetscInt64  *cnt = counted[&pl == &fwd ? 0 : 1];
   /* the active ends of cma pairs copy first: their peers signalled ready in their Begin */
-  for (int k = 0; k < 2; k++) {
-    std::vector<Peer>    &v  = k == 0 ? from : to;
-    std::vector<CmaLink> &lv = k == 0 ? pl.rlink : pl.slink;
-    for (size_t i = 0; i < v.size(); i++) {
-      CmaLink &lk = lv[i];
-      Peer    &p  = v[i];
-      if (!lk.es || !lk.active) continue;
-      PetscCallMPI(MPI_Wait(&lk.ready, MPI_STATUS_IGNORE));
-      PetscCall(CmaCopy(lk, p));
-      PetscCallMPI(MPI_Start(&lk.done));
-      if (lk.reader) {
-        if (lk.localbuf) PetscCall(UnpackRuns(memtype, ops, dt, p.runs, p.buf.data(), dst, add));
-        cnt[2]++;
-        cnt[3] += (PetscInt64)es * p.runs.total;
-      }
+  PetscCall(ForEachLink(pl, from, to, [&](int, Peer &p, CmaLink &lk) -> PetscErrorCode {
+    if (!lk.es || !lk.active) return PETSC_SUCCESS;
+    PetscCallMPI(MPI_Wait(&lk.ready, MPI_STATUS_IGNORE));
+    PetscCall(CmaCopy(lk, p));
+    PetscCallMPI(MPI_Start(&lk.done));
+    if (lk.reader) {
+      if (lk.localbuf) PetscCall(UnpackRuns(memtype, ops, dt, p.runs, p.buf.data(), dst, add));
+      cnt[2]++;
+      cnt[3] += (PetscInt64)es * p.runs.total;
     }
-  }
+    return PETSC_SUCCESS;
+  }));
   for (size_t i = 0; i < from.size(); i++) {
     Peer      &p = from[i];
     MPI_Status st;
@@ -649,27 +651,22 @@ PetscErrorCode Exchange::End(Plan &pl, DDDataType dt, void *dst, std::vector<Pee
     if (add || (!p.runs.Single() && p.type[ti] == MPI_DATATYPE_NULL)) PetscCall(UnpackRuns(memtype, ops, dt, p.runs, p.buf.data(), dst, add));
   }
   /* the passive ends wait until their peers are done with their memory */
-  for (int k = 0; k < 2; k++) {
-    std::vector<Peer>    &v  = k == 0 ? from : to;
-    std::vector<CmaLink> &lv = k == 0 ? pl.rlink : pl.slink;
-    for (size_t i = 0; i < v.size(); i++) {
-      CmaLink &lk = lv[i];
-      Peer    &p  = v[i];
-      if (!lk.es) continue;
-      if (lk.active) PetscCallMPI(MPI_Wait(&lk.done, MPI_STATUS_IGNORE));
-      else {
-        /* a sender read from its packed buffer need not wait: its storage is free, the buffer waits until its next use */
-        if (!lk.reader && lk.localbuf) p.pending = &lk.done;
-        else PetscCallMPI(MPI_Wait(&lk.done, MPI_STATUS_IGNORE));
-        PetscCallMPI(MPI_Wait(&lk.ready, MPI_STATUS_IGNORE));
-        if (lk.reader) {
-          if (lk.localbuf) PetscCall(UnpackRuns(memtype, ops, dt, p.runs, p.buf.data(), dst, add));
-          cnt[2]++;
-          cnt[3] += (PetscInt64)es * p.runs.total;
-        }
+  PetscCall(ForEachLink(pl, from, to, [&](int, Peer &p, CmaLink &lk) -> PetscErrorCode {
+    if (!lk.es) return PETSC_SUCCESS;
+    if (lk.active) PetscCallMPI(MPI_Wait(&lk.done, MPI_STATUS_IGNORE));
+    else {
+      /* a sender read from its packed buffer need not wait: its storage is free, the buffer waits until its next use */
+      if (!lk.reader && lk.localbuf) p.pending = &lk.done;
+      else PetscCallMPI(MPI_Wait(&lk.done, MPI_STATUS_IGNORE));
+      PetscCallMPI(MPI_Wait(&lk.ready, MPI_STATUS_IGNORE));
+      if (lk.reader) {
+        if (lk.localbuf) PetscCall(UnpackRuns(memtype, ops, dt, p.runs, p.buf.data(), dst, add));
+        cnt[2]++;
+        cnt[3] += (PetscInt64)es * p.runs.total;
       }
     }
-  }
+    return PETSC_SUCCESS;
+  }));
   for (auto &r : pl.send)
     if (r != MPI_REQUEST_NULL) PetscCallMPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
   inflight = false;
