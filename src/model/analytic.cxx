@@ -23,16 +23,13 @@
 #include <ddmodel.h>
 #include <ddnn/private/ddimpl.h>
 #include <primitive/exchange.hpp>
+#include "modelimpl.hpp"
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
-namespace ddnn
-{
-PetscErrorCode ModelRunCost_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, double *c, PetscBool *found);
-}
 
 namespace
 {
@@ -227,13 +224,6 @@ void HaloVolume(const Layer &L, const DDModelLayerSpec &s, const PetscInt me[], 
     }
     if (k < 0) break;
   }
-}
-
-PetscReal CeilLog2(PetscInt64 p)
-{
-  PetscReal l = 0;
-  for (PetscInt64 q = 1; q < p; q *= 2) l++;
-  return l;
 }
 
 PetscErrorCode Describe(const DDModelLayerSpec *s, Layer &L)
@@ -442,23 +432,27 @@ PetscErrorCode DDModelPredictLayer(const DDModelLayerSpec *spec, const DDModelLa
     pred->comm[1][2] = hv[0];
     pred->comm[1][3] = hv[1];
   }
-  /* collectives: {kind (1 broadcast/reduce, 2 all-reduce), bytes, group} as model.cxx's CollectiveOf */
-  struct Coll {
-    int        kind;
-    PetscInt64 bytes, group;
+  /* collectives as model.cxx's CollectiveOf, in the order the layers set them up */
+  std::vector<ddnn::ModelCollective> colls;
+  const PetscInt                     Cin = L.in[1];
+  auto                               coll = [&](int kind, PetscInt64 bytes, bool isreduce) {
+    ddnn::ModelCollective c;
+    c.kind     = kind;
+    c.bytes    = bytes;
+    c.group    = (PetscMPIInt)L.ranks;
+    c.isreduce = isreduce;
+    colls.push_back(c);
   };
-  std::vector<Coll> colls;
-  const PetscInt    Cin = L.in[1];
   if (L.kind == K_CONV && L.ranks > 1) {
-    colls.push_back({1, es * nw, L.ranks});
-    if (spec->bias) colls.push_back({1, es * L.out[1], L.ranks});
+    coll(1, es * nw, false); /* the weights' broadcast (its adjoint the gradient's sum-reduction) */
+    if (spec->bias) coll(1, es * L.out[1], false);
   } else if (L.kind == K_BN && L.ranks > 1) {
-    colls.push_back({1, es * Cin, L.ranks});
-    colls.push_back({2, 8 * Cin, L.ranks});
-    colls.push_back({2, 16 * Cin, L.ranks});
+    coll(1, es * Cin, false);
+    coll(2, 8 * Cin, false);
+    coll(2, 16 * Cin, false);
   } else if (L.kind == K_LOSS && L.ranks > 1) {
-    colls.push_back({1, es, L.ranks});
-    colls.push_back({1, es, L.ranks});
+    coll(1, es, true);  /* the partial sums' reduction */
+    coll(1, es, false); /* the value's broadcast */
   }
   for (auto &c : colls) {
     pred->collcalls++;
@@ -475,41 +469,35 @@ PetscErrorCode DDModelPredictLayer(const DDModelLayerSpec *spec, const DDModelLa
     if (rank == 0) pred->memory[2] = 4 * es * Cin;
     if (L.ranks > 1) pred->memory[3] = (rank == 0 ? 2 : 1) * es * Cin + 24 * Cin; /* running mean and its copy, the statistics */
   } else if (L.kind == K_LOSS) pred->memory[3] = 2 * es; /* the partial sum and the broadcast value */
-  /* times (DDLayerGetModelTime) */
+  /* times (DDLayerGetModelTime): model.cxx's formula on this worker's data */
   {
-    const char *kind = L.kind == K_CONV ? DDLAYERCONV : L.kind == K_BN ? DDLAYERBATCHNORM : L.kind == K_POOL ? DDLAYERPOOL : L.kind == K_UP ? DDLAYERUPSAMPLE : DDLAYERACTIVATION;
-    PetscReal   alpha, beta;
-    PetscBool   commok;
-    PetscCall(DDModelGetCommParameters(&alpha, &beta, &commok));
+    ddnn::ModelCostInput in;
+    in.backend = bname;
+    in.dtype   = spec->dtype;
+    in.size    = (PetscMPIInt)L.ranks; /* the partition spans the communicator: the "<backend>@P" fits */
+    in.kind    = L.kind == K_CONV ? DDLAYERCONV : L.kind == K_BN ? DDLAYERBATCHNORM : L.kind == K_POOL ? DDLAYERPOOL : L.kind == K_UP ? DDLAYERUPSAMPLE : L.kind == K_CONCAT ? DDLAYERCONCAT : L.kind == K_LOSS ? DDLAYERLOSS : DDLAYERACTIVATION;
+    in.nodx    = spec->noinputgradient ? true : false;
+    /* LayerCold: the layer's memory on this rank beyond the core's L2 cache */
+    in.cold = ddnn::ModelIsCold_Private((double)(pred->memory[0] + pred->memory[1] + pred->memory[2] + pred->memory[3])) ? true : false;
+    in.runs = pred->runs;
+    in.rows = true; /* plain storage on both sides: the same storage order */
     for (int b = 0; b < 2; b++) {
-      PetscReal c0, c1, comp = 0, comm;
-      PetscBool have;
-      PetscCall(DDModelGetKernelFit(bname, spec->dtype, kind, b ? PETSC_TRUE : PETSC_FALSE, &c0, &c1, &have));
-      if (!have) ok = PETSC_FALSE;
-      else comp = c0 + c1 * (L.kind == K_CONV ? pred->flops[b] : pred->bytes[b]);
-      if (L.kind != K_CONV && pred->runs > 1) {
-        double rc;
-        PetscCall(ddnn::ModelRunCost_Private(bname, spec->dtype, "activation-rows", b ? PETSC_TRUE : PETSC_FALSE, &rc, &have));
-        if (!have) ok = PETSC_FALSE;
-        else comp += rc * (PetscReal)(pred->runs - 1);
+      in.flops[b] = pred->flops[b];
+      in.bytes[b] = pred->bytes[b];
+      for (int k = 0; k < 4; k++) in.p2p[b][k] = pred->comm[b][k];
+      if (halo && !(b && spec->noinputgradient)) in.halo[b].push_back({pred->comm[b][0], pred->comm[b][1], pred->comm[b][2], pred->comm[b][3]});
+      if (L.kind == K_CONV) { /* GemmBytes(): input and output bytes, the idle vector lanes' flops */
+        in.gemm[b][0] = (double)es * (double)xbulk;
+        in.gemm[b][1] = (double)es * (double)ybulk;
+        in.gemm[b][2] = ddnn::ModelConvIdleFlops_Private((size_t)es, (double)L.out[1], (double)Cin, (double)pred->flops[0], b ? PETSC_TRUE : PETSC_FALSE);
       }
-      const PetscInt64 *v = pred->comm[b];
-      if ((v[0] || v[2] || pred->collcalls) && !commok) ok = PETSC_FALSE;
-      comm = alpha * (PetscReal)PetscMax(v[0], v[2]) + beta * (PetscReal)PetscMax(v[1], v[3]);
-      PetscCall(DDModelGetKernelFit(bname, spec->dtype, "halo", b ? PETSC_TRUE : PETSC_FALSE, &c0, &c1, &have));
-      if (have && !(b && spec->noinputgradient)) {
-        if (halo && (v[0] || v[2])) comm += c0 + c1 * (PetscReal)PetscMax(v[1], v[3]) - (alpha * (PetscReal)PetscMax(v[0], v[2]) + beta * (PetscReal)PetscMax(v[1], v[3]));
-        comm = PetscMax(comm, 0);
-      }
-      for (auto &c : colls) {
-        PetscReal t;
-        if (c.kind == 1) t = CeilLog2(c.group) * (alpha + beta * (PetscReal)c.bytes);
-        else t = 2 * CeilLog2(c.group) * alpha + 2.0 * (PetscReal)(c.group - 1) / (PetscReal)c.group * beta * (PetscReal)c.bytes;
-        comm += t;
-        pred->tcoll[b] += t;
-      }
-      pred->time[2 * b]     = comp;
-      pred->time[2 * b + 1] = comm;
+    }
+    in.colls = colls;
+    PetscReal comp[2], comm[2];
+    PetscCall(ddnn::ModelLayerTimes_Private(in, comp, comm, pred->tcoll, &ok));
+    for (int b = 0; b < 2; b++) {
+      pred->time[2 * b]     = comp[b];
+      pred->time[2 * b + 1] = comm[b];
     }
   }
   pred->calibrated = ok;
