@@ -375,6 +375,44 @@ TEST(ModelAnalytic, UNet3DEqualsSetUpModel)
   DropCache(file);
 }
 
+/* a layer whose memory on a rank exceeds the core's L2 cache is priced with the cold fits, as
+   LayerCold() decides it for the set-up layer (8 MiB of output per rank); one without input gradient
+   (a network's first layer) with the weight gradient's own fit (conv-wgrad, no cold one: the warm) */
+TEST(ModelAnalytic, ColdLayerAndFirstLayer)
+{
+  const char *bname;
+  DDT(DDBackendGetDefault(&bname));
+  std::string       file     = SyntheticCache(bname);
+  const PetscInt    shape[4] = {4 * Size(), 16, 128, 128}, parts[4] = {Size(), 1, 1, 1};
+  DDPartition       part;
+  DDTensor          x;
+  std::vector<Node> net;
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 4, parts, PETSC_DECIDE, NULL, &part));
+  DDT(DDTensorCreateFromPartition(part, dtype, 4, shape, &x));
+  net.push_back(Conv(shape, 4, parts, 16, 3, 1, 1, PETSC_TRUE));
+  DDT(DDLayerSetUp(net[0].layer, x));
+  ExpectSameModel(net, "cold conv", true);
+  PetscInt64 mem[4];
+  DDT(DDLayerGetModelMemory(net[0].layer, &mem[0], &mem[1], &mem[2], &mem[3]));
+  long   l2   = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  double L2   = l2 > 0 ? (double)l2 : 1048576.0;
+  bool   cold = (double)(mem[0] + mem[1] + mem[2] + mem[3]) > L2;
+  DDModelLayerPrediction p;
+  DDT(DDModelPredictLayer(&net[0].spec, NULL, bname, Rank(), &p));
+  EXPECT_EQ(p.time[0] >= coldConvC0, cold) << "memory " << mem[0] + mem[1] + mem[2] + mem[3] << " bytes, L2 " << L2;
+  if (L2 < 8.0 * 1048576) EXPECT_TRUE(cold);
+  net[0].spec.noinputgradient = PETSC_TRUE;
+  DDT(DDModelPredictLayer(&net[0].spec, NULL, bname, Rank(), &p));
+  EXPECT_TRUE(p.calibrated);
+  EXPECT_NEAR(p.time[2], 4e-06 + 7e-11 * p.flops[1], 1e-12 * p.time[2]);
+  EXPECT_EQ(p.comm[1][0] + p.comm[1][2], 0);
+  EXPECT_NEAR(p.time[3], p.tcoll[1], 1e-18);
+  for (auto &n : net) DDT(DDLayerDestroy(&n.layer));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDPartitionDestroy(&part));
+  DropCache(file);
+}
+
 /* the halo of a spatial split priced by hand: 2 x 2 workers of a 1 x 1 x 8 x 8 plane, 3 x 3 kernel, padding 1 */
 TEST(ModelAnalytic, HaloClosedForm)
 {

@@ -421,6 +421,21 @@ PetscErrorCode DDModelPredictLayer(const DDModelLayerSpec *spec, const DDModelLa
     for (PetscInt k = 0; k < L.d; k++) sameshape = sameshape && PieceSize(L.in[k], L.P[k], me[k]) == PieceSize(L.out[k], L.P[k], me[k]);
   bool outhalo = ystore != ybulk;
   if (sameshape && ybulk > 0) pred->runs = outhalo ? ybulk / ylast : 1;
+  if (L.kind == K_CONV && ybulk > 0) { /* a convolution keeping the local shape (C_out = C_in, stride 1, "same" padding): runs
+                                          of the walk over its halo'd input and its output (not priced: a GEMM kind) */
+    PetscInt lo[DD_MAX_DIM], hi[DD_MAX_DIM], b[DD_MAX_DIM], j = 0;
+    bool     same = true;
+    InputHalo(L, *spec, me, lo, hi);
+    for (PetscInt k = 0; k < L.d; k++) {
+      b[k] = PieceSize(L.out[k], L.P[k], me[k]);
+      same = same && b[k] == PieceSize(L.in[k], L.P[k], me[k]);
+      if (lo[k] || hi[k] || olo[k] || ohi[k]) j = k; /* the innermost dimension either storage pads: runs break there */
+    }
+    if (same) {
+      pred->runs = 1;
+      for (PetscInt k = 0; k < j; k++) pred->runs *= b[k];
+    }
+  }
   /* this layer's halo exchange */
   PetscInt64 hv[4] = {0, 0, 0, 0}, hbuf = 0;
   bool       halo = HasHalo(L, *spec);
