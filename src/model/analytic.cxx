@@ -4,18 +4,26 @@
   configurations too large to build here (paper 000 sec. 5: the 3-D U-Net at 1152^3 on 18^3
   tasks; paper 003 sec. VI: the 1K/2K mesh models on up to 2048 GPUs) can be priced.
 
-  It is the same model, term by term (tests/test_16_model_analytic.cxx checks equality against
-  the set-up layers):
-  - compute: the calibrated fit t = c0 + c1 work of the layer's kind, on the local work of
-    DDLayerGetModelWork() (GEMM flops of the convolution, bytes of the others), plus the
-    per-run cost of a pointwise walk between differently stored input and output;
+  It is the same model: both price their data with one formula, ddnn::ModelLayerTimes_Private()
+  (model.cxx, src/model/modelimpl.hpp); this file computes that data from the description, the
+  set-up model from the set-up layer (tests/test_16_model_analytic.cxx checks equality):
+  - compute: the calibrated fit of the layer's kind (concat and the loss their own), on the local
+    work of DDLayerGetModelWork() (GEMM flops of the convolution, bytes of the others); for the
+    convolution the further terms of its input and output bytes and of the flops its idle vector
+    lanes waste (model.cxx's GemmBytes()), and for a first layer (no input gradient) the weight
+    gradient's own fit ("conv-wgrad"); the cold fits (":cold") when the layer's predicted memory on
+    the rank exceeds the core's L2 cache (as LayerCold()); on P = prod(parts) ranks the fits
+    measured on P ranks ("<backend>@P") where the calibration has them; plus the per-run cost of a
+    pointwise walk between differently stored input and output;
   - point-to-point: the halo exchange of paper 000 App. B (each worker's window follows its
     piece of the balanced output; one message per neighbor holding part of it, faces, edges and
     corners alike: paper 003 sec. V-A's FP/BPx halo terms), messages and bytes per rank from
     the pieces, priced alpha + beta n per rank, max(sent, received), or by the calibrated halo fit;
   - collectives: the weight broadcast (forward) and gradient sum-reduction (backward) of the
     convolution, the normalization's broadcast and statistics all-reductions, the loss's reduce
-    and broadcast, priced with Thakur et al.'s formulas (paper 003 ref. [22]);
+    and broadcast, priced with the measured fits of their group size ("bcast-g<g>", "allsum-g<g>";
+    the reduce direction as the set-up model takes it) and at group sizes not measured with
+    Thakur et al.'s formulas (paper 003 ref. [22]);
   - memory per rank: output (plus the halo its consumer grows on it), the exchange engine's
     message buffers, weights and gradients (on their owner), the workers' copies and statistics.
   Supported: sample, spatial and hybrid partitions (channels not split), plain storage, zero padding.
@@ -346,6 +354,11 @@ PetscErrorCode DDModelLayerSpecInitialize(DDModelLayerSpec *spec, DDLayerType ty
   the window beyond its bulk (faces, edges and corners); entries past the global edge are zero
   padding, not messages. Weights live on worker 0 and are broadcast to every worker (their
   gradients sum-reduced), the normalization's statistics are all-sum-reduced over all workers.
+  The times are the set-up model's formula on these data (`DDLayerGetModelTime()`): the fits
+  measured on prod(parts) ranks where the calibration has them, the cold fits when the predicted
+  memory on the rank exceeds the core's L2 cache, the conv's weight-gradient fit with
+  spec->noinputgradient, measured collectives at the group sizes calibrated. The loss is priced as
+  one against targets of the prediction's shape (mse, l1), not class indices.
 
   Covered: convolution (stride, padding, bias; no dilation or groups), batch normalization (affine),
   activation (priced as ReLU), max or average pooling, nearest or linear upsampling by 1 or 2, concatenation
