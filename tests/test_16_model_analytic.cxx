@@ -29,22 +29,37 @@ static std::string Host()
   return h;
 }
 
-/* a cache with known fits for every kind the chains use (backend bname, float64) and alpha-beta */
-static std::string SyntheticCache(const char *bname, const char *dt = "float64")
+/* a cache (version 2) with known fits for every kind the chains use (backend bname, data type dt) and
+   alpha-beta: conv with its three GEMM terms, its backward without input gradient (conv-wgrad), cold
+   fits of conv and activation (the others fall back to the warm ones), on P > 1 ranks fits measured
+   on P ranks for conv and activation ("<backend>@P", preferred), and the broadcast and reduce of
+   P ranks measured (the all-sums priced by Thakur et al.'s formula) */
+static const double coldConvC0 = 1.0; /* seconds: a cold conv is unmistakable */
+static std::string  SyntheticCache(const char *bname, const char *dt = "float64")
 {
   std::string file = std::string("/tmp/ddnn_test16a_") + std::to_string(getppid()) + ".txt";
   MPI_Barrier(PETSC_COMM_WORLD);
   if (Rank() == 0) {
-    std::ofstream f(file);
-    std::string   b = std::string(bname) + " " + dt + " ";
-    f << "ddnn-model-cache 1\nhost " << Host() << "\ncomm 2.5e-06 3e-10\n";
-    const char *kinds[] = {"conv", "batchnorm", "activation", "pool", "upsample", "halo"};
+    std::ofstream     f(file);
+    const std::string b = std::string(bname) + " " + dt + " ", bp = std::string(bname) + "@" + std::to_string(Size()) + " " + dt + " ";
+    f << "ddnn-model-cache 2\nhost " << Host() << "\ncomm 2.5e-06 3e-10\n";
+    const char *kinds[] = {"conv", "batchnorm", "activation", "pool", "upsample", "concat", "loss", "halo"};
     int         i       = 1;
     for (const char *k : kinds)
       for (const char *d : {"f", "b"}) {
-        f << "kernel " << b << k << " " << d << " " << 1e-6 * i << " " << 3e-11 * i << "\n";
+        f << "kernel " << b << k << " " << d << " " << 1e-6 * i << " " << 3e-11 * i;
+        if (!strcmp(k, "conv")) f << " " << 1e-12 * i << " " << 2e-12 * i << " " << 5e-13 * i;
+        f << "\n";
         i++;
       }
+    f << "kernel " << b << "conv-wgrad b 4e-06 7e-11\n";
+    f << "kernel " << b << "conv:cold f " << coldConvC0 << " 1e-10 1e-12 1e-12 1e-12\nkernel " << b << "conv:cold b 2 2e-10 1e-12 1e-12 1e-12\n";
+    f << "kernel " << b << "activation:cold f 0.5 1e-10\nkernel " << b << "activation:cold b 0.75 1e-10\n";
+    if (Size() > 1) {
+      f << "kernel " << bp << "conv f 9e-06 4e-11 3e-12 3e-12 7e-13\nkernel " << bp << "conv b 1.1e-05 5e-11 4e-12 4e-12 8e-13\n";
+      f << "kernel " << bp << "activation f 8e-06 8e-11\nkernel " << bp << "activation b 9e-06 9e-11\n";
+      f << "kernel " << bname << " " << dt << " bcast-g" << Size() << " f 3e-05 2e-09\nkernel " << bname << " " << dt << " bcast-g" << Size() << " b 4e-05 3e-09\n";
+    }
     f << "runcost " << b << "activation-rows f 1.1e-08\nruncost " << b << "activation-rows b 1.3e-08\n";
     f << "runcost " << b << "activation f 5e-09\nruncost " << b << "activation b 7e-09\n";
   }
@@ -357,6 +372,44 @@ TEST(ModelAnalytic, UNet3DEqualsSetUpModel)
   std::string    file     = SyntheticCache(bname);
   const PetscInt shape[5] = {8, 2, 10, 6, 6};
   for (auto &p : Partitions(5, Size())) UNetLike(5, shape, p.data(), true, ("3-D linear, parts " + Name(p)).c_str());
+  DropCache(file);
+}
+
+/* a layer whose memory on a rank exceeds the core's L2 cache is priced with the cold fits, as
+   LayerCold() decides it for the set-up layer (8 MiB of output per rank); one without input gradient
+   (a network's first layer) with the weight gradient's own fit (conv-wgrad, no cold one: the warm) */
+TEST(ModelAnalytic, ColdLayerAndFirstLayer)
+{
+  const char *bname;
+  DDT(DDBackendGetDefault(&bname));
+  std::string       file     = SyntheticCache(bname);
+  const PetscInt    shape[4] = {4 * Size(), 16, 128, 128}, parts[4] = {Size(), 1, 1, 1};
+  DDPartition       part;
+  DDTensor          x;
+  std::vector<Node> net;
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 4, parts, PETSC_DECIDE, NULL, &part));
+  DDT(DDTensorCreateFromPartition(part, dtype, 4, shape, &x));
+  net.push_back(Conv(shape, 4, parts, 16, 3, 1, 1, PETSC_TRUE));
+  DDT(DDLayerSetUp(net[0].layer, x));
+  ExpectSameModel(net, "cold conv", true);
+  PetscInt64 mem[4];
+  DDT(DDLayerGetModelMemory(net[0].layer, &mem[0], &mem[1], &mem[2], &mem[3]));
+  long   l2   = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  double L2   = l2 > 0 ? (double)l2 : 1048576.0;
+  bool   cold = (double)(mem[0] + mem[1] + mem[2] + mem[3]) > L2;
+  DDModelLayerPrediction p;
+  DDT(DDModelPredictLayer(&net[0].spec, NULL, bname, Rank(), &p));
+  EXPECT_EQ(p.time[0] >= coldConvC0, cold) << "memory " << mem[0] + mem[1] + mem[2] + mem[3] << " bytes, L2 " << L2;
+  if (L2 < 8.0 * 1048576) EXPECT_TRUE(cold);
+  net[0].spec.noinputgradient = PETSC_TRUE;
+  DDT(DDModelPredictLayer(&net[0].spec, NULL, bname, Rank(), &p));
+  EXPECT_TRUE(p.calibrated);
+  EXPECT_NEAR(p.time[2], 4e-06 + 7e-11 * p.flops[1], 1e-12 * p.time[2]);
+  EXPECT_EQ(p.comm[1][0] + p.comm[1][2], 0);
+  EXPECT_NEAR(p.time[3], p.tcoll[1], 1e-18);
+  for (auto &n : net) DDT(DDLayerDestroy(&n.layer));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDPartitionDestroy(&part));
   DropCache(file);
 }
 

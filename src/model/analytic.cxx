@@ -4,18 +4,26 @@
   configurations too large to build here (paper 000 sec. 5: the 3-D U-Net at 1152^3 on 18^3
   tasks; paper 003 sec. VI: the 1K/2K mesh models on up to 2048 GPUs) can be priced.
 
-  It is the same model, term by term (tests/test_16_model_analytic.cxx checks equality against
-  the set-up layers):
-  - compute: the calibrated fit t = c0 + c1 work of the layer's kind, on the local work of
-    DDLayerGetModelWork() (GEMM flops of the convolution, bytes of the others), plus the
-    per-run cost of a pointwise walk between differently stored input and output;
+  It is the same model: both price their data with one formula, ddnn::ModelLayerTimes_Private()
+  (model.cxx, src/model/modelimpl.hpp); this file computes that data from the description, the
+  set-up model from the set-up layer (tests/test_16_model_analytic.cxx checks equality):
+  - compute: the calibrated fit of the layer's kind (concat and the loss their own), on the local
+    work of DDLayerGetModelWork() (GEMM flops of the convolution, bytes of the others); for the
+    convolution the further terms of its input and output bytes and of the flops its idle vector
+    lanes waste (model.cxx's GemmBytes()), and for a first layer (no input gradient) the weight
+    gradient's own fit ("conv-wgrad"); the cold fits (":cold") when the layer's predicted memory on
+    the rank exceeds the core's L2 cache (as LayerCold()); on P = prod(parts) ranks the fits
+    measured on P ranks ("<backend>@P") where the calibration has them; plus the per-run cost of a
+    pointwise walk between differently stored input and output;
   - point-to-point: the halo exchange of paper 000 App. B (each worker's window follows its
     piece of the balanced output; one message per neighbor holding part of it, faces, edges and
     corners alike: paper 003 sec. V-A's FP/BPx halo terms), messages and bytes per rank from
     the pieces, priced alpha + beta n per rank, max(sent, received), or by the calibrated halo fit;
   - collectives: the weight broadcast (forward) and gradient sum-reduction (backward) of the
     convolution, the normalization's broadcast and statistics all-reductions, the loss's reduce
-    and broadcast, priced with Thakur et al.'s formulas (paper 003 ref. [22]);
+    and broadcast, priced with the measured fits of their group size ("bcast-g<g>", "allsum-g<g>";
+    the reduce direction as the set-up model takes it) and at group sizes not measured with
+    Thakur et al.'s formulas (paper 003 ref. [22]);
   - memory per rank: output (plus the halo its consumer grows on it), the exchange engine's
     message buffers, weights and gradients (on their owner), the workers' copies and statistics.
   Supported: sample, spatial and hybrid partitions (channels not split), plain storage, zero padding.
@@ -23,16 +31,13 @@
 #include <ddmodel.h>
 #include <ddnn/private/ddimpl.h>
 #include <primitive/exchange.hpp>
+#include "modelimpl.hpp"
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
-namespace ddnn
-{
-PetscErrorCode ModelRunCost_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, double *c, PetscBool *found);
-}
 
 namespace
 {
@@ -229,13 +234,6 @@ void HaloVolume(const Layer &L, const DDModelLayerSpec &s, const PetscInt me[], 
   }
 }
 
-PetscReal CeilLog2(PetscInt64 p)
-{
-  PetscReal l = 0;
-  for (PetscInt64 q = 1; q < p; q *= 2) l++;
-  return l;
-}
-
 PetscErrorCode Describe(const DDModelLayerSpec *s, Layer &L)
 {
   const char *t = s->type;
@@ -356,6 +354,11 @@ PetscErrorCode DDModelLayerSpecInitialize(DDModelLayerSpec *spec, DDLayerType ty
   the window beyond its bulk (faces, edges and corners); entries past the global edge are zero
   padding, not messages. Weights live on worker 0 and are broadcast to every worker (their
   gradients sum-reduced), the normalization's statistics are all-sum-reduced over all workers.
+  The times are the set-up model's formula on these data (`DDLayerGetModelTime()`): the fits
+  measured on prod(parts) ranks where the calibration has them, the cold fits when the predicted
+  memory on the rank exceeds the core's L2 cache, the conv's weight-gradient fit with
+  spec->noinputgradient, measured collectives at the group sizes calibrated. The loss is priced as
+  one against targets of the prediction's shape (mse, l1), not class indices.
 
   Covered: convolution (stride, padding, bias; no dilation or groups), batch normalization (affine),
   activation (priced as ReLU), max or average pooling, nearest or linear upsampling by 1 or 2, concatenation
@@ -431,6 +434,21 @@ PetscErrorCode DDModelPredictLayer(const DDModelLayerSpec *spec, const DDModelLa
     for (PetscInt k = 0; k < L.d; k++) sameshape = sameshape && PieceSize(L.in[k], L.P[k], me[k]) == PieceSize(L.out[k], L.P[k], me[k]);
   bool outhalo = ystore != ybulk;
   if (sameshape && ybulk > 0) pred->runs = outhalo ? ybulk / ylast : 1;
+  if (L.kind == K_CONV && ybulk > 0) { /* a convolution keeping the local shape (C_out = C_in, stride 1, "same" padding): runs
+                                          of the walk over its halo'd input and its output (not priced: a GEMM kind) */
+    PetscInt lo[DD_MAX_DIM], hi[DD_MAX_DIM], b[DD_MAX_DIM], j = 0;
+    bool     same = true;
+    InputHalo(L, *spec, me, lo, hi);
+    for (PetscInt k = 0; k < L.d; k++) {
+      b[k] = PieceSize(L.out[k], L.P[k], me[k]);
+      same = same && b[k] == PieceSize(L.in[k], L.P[k], me[k]);
+      if (lo[k] || hi[k] || olo[k] || ohi[k]) j = k; /* the innermost dimension either storage pads: runs break there */
+    }
+    if (same) {
+      pred->runs = 1;
+      for (PetscInt k = 0; k < j; k++) pred->runs *= b[k];
+    }
+  }
   /* this layer's halo exchange */
   PetscInt64 hv[4] = {0, 0, 0, 0}, hbuf = 0;
   bool       halo = HasHalo(L, *spec);
@@ -442,23 +460,27 @@ PetscErrorCode DDModelPredictLayer(const DDModelLayerSpec *spec, const DDModelLa
     pred->comm[1][2] = hv[0];
     pred->comm[1][3] = hv[1];
   }
-  /* collectives: {kind (1 broadcast/reduce, 2 all-reduce), bytes, group} as model.cxx's CollectiveOf */
-  struct Coll {
-    int        kind;
-    PetscInt64 bytes, group;
+  /* collectives as model.cxx's CollectiveOf, in the order the layers set them up */
+  std::vector<ddnn::ModelCollective> colls;
+  const PetscInt                     Cin = L.in[1];
+  auto                               coll = [&](int kind, PetscInt64 bytes, bool isreduce) {
+    ddnn::ModelCollective c;
+    c.kind     = kind;
+    c.bytes    = bytes;
+    c.group    = (PetscMPIInt)L.ranks;
+    c.isreduce = isreduce;
+    colls.push_back(c);
   };
-  std::vector<Coll> colls;
-  const PetscInt    Cin = L.in[1];
   if (L.kind == K_CONV && L.ranks > 1) {
-    colls.push_back({1, es * nw, L.ranks});
-    if (spec->bias) colls.push_back({1, es * L.out[1], L.ranks});
+    coll(1, es * nw, false); /* the weights' broadcast (its adjoint the gradient's sum-reduction) */
+    if (spec->bias) coll(1, es * L.out[1], false);
   } else if (L.kind == K_BN && L.ranks > 1) {
-    colls.push_back({1, es * Cin, L.ranks});
-    colls.push_back({2, 8 * Cin, L.ranks});
-    colls.push_back({2, 16 * Cin, L.ranks});
+    coll(1, es * Cin, false);
+    coll(2, 8 * Cin, false);
+    coll(2, 16 * Cin, false);
   } else if (L.kind == K_LOSS && L.ranks > 1) {
-    colls.push_back({1, es, L.ranks});
-    colls.push_back({1, es, L.ranks});
+    coll(1, es, true);  /* the partial sums' reduction */
+    coll(1, es, false); /* the value's broadcast */
   }
   for (auto &c : colls) {
     pred->collcalls++;
@@ -475,41 +497,35 @@ PetscErrorCode DDModelPredictLayer(const DDModelLayerSpec *spec, const DDModelLa
     if (rank == 0) pred->memory[2] = 4 * es * Cin;
     if (L.ranks > 1) pred->memory[3] = (rank == 0 ? 2 : 1) * es * Cin + 24 * Cin; /* running mean and its copy, the statistics */
   } else if (L.kind == K_LOSS) pred->memory[3] = 2 * es; /* the partial sum and the broadcast value */
-  /* times (DDLayerGetModelTime) */
+  /* times (DDLayerGetModelTime): model.cxx's formula on this worker's data */
   {
-    const char *kind = L.kind == K_CONV ? DDLAYERCONV : L.kind == K_BN ? DDLAYERBATCHNORM : L.kind == K_POOL ? DDLAYERPOOL : L.kind == K_UP ? DDLAYERUPSAMPLE : DDLAYERACTIVATION;
-    PetscReal   alpha, beta;
-    PetscBool   commok;
-    PetscCall(DDModelGetCommParameters(&alpha, &beta, &commok));
+    ddnn::ModelCostInput in;
+    in.backend = bname;
+    in.dtype   = spec->dtype;
+    in.size    = (PetscMPIInt)L.ranks; /* the partition spans the communicator: the "<backend>@P" fits */
+    in.kind    = L.kind == K_CONV ? DDLAYERCONV : L.kind == K_BN ? DDLAYERBATCHNORM : L.kind == K_POOL ? DDLAYERPOOL : L.kind == K_UP ? DDLAYERUPSAMPLE : L.kind == K_CONCAT ? DDLAYERCONCAT : L.kind == K_LOSS ? DDLAYERLOSS : DDLAYERACTIVATION;
+    in.nodx    = spec->noinputgradient ? true : false;
+    /* LayerCold: the layer's memory on this rank beyond the core's L2 cache */
+    in.cold = ddnn::ModelIsCold_Private((double)(pred->memory[0] + pred->memory[1] + pred->memory[2] + pred->memory[3])) ? true : false;
+    in.runs = pred->runs;
+    in.rows = true; /* plain storage on both sides: the same storage order */
     for (int b = 0; b < 2; b++) {
-      PetscReal c0, c1, comp = 0, comm;
-      PetscBool have;
-      PetscCall(DDModelGetKernelFit(bname, spec->dtype, kind, b ? PETSC_TRUE : PETSC_FALSE, &c0, &c1, &have));
-      if (!have) ok = PETSC_FALSE;
-      else comp = c0 + c1 * (L.kind == K_CONV ? pred->flops[b] : pred->bytes[b]);
-      if (L.kind != K_CONV && pred->runs > 1) {
-        double rc;
-        PetscCall(ddnn::ModelRunCost_Private(bname, spec->dtype, "activation-rows", b ? PETSC_TRUE : PETSC_FALSE, &rc, &have));
-        if (!have) ok = PETSC_FALSE;
-        else comp += rc * (PetscReal)(pred->runs - 1);
+      in.flops[b] = pred->flops[b];
+      in.bytes[b] = pred->bytes[b];
+      for (int k = 0; k < 4; k++) in.p2p[b][k] = pred->comm[b][k];
+      if (halo && !(b && spec->noinputgradient)) in.halo[b].push_back({pred->comm[b][0], pred->comm[b][1], pred->comm[b][2], pred->comm[b][3]});
+      if (L.kind == K_CONV) { /* GemmBytes(): input and output bytes, the idle vector lanes' flops */
+        in.gemm[b][0] = (double)es * (double)xbulk;
+        in.gemm[b][1] = (double)es * (double)ybulk;
+        in.gemm[b][2] = ddnn::ModelConvIdleFlops_Private((size_t)es, (double)L.out[1], (double)Cin, (double)pred->flops[0], b ? PETSC_TRUE : PETSC_FALSE);
       }
-      const PetscInt64 *v = pred->comm[b];
-      if ((v[0] || v[2] || pred->collcalls) && !commok) ok = PETSC_FALSE;
-      comm = alpha * (PetscReal)PetscMax(v[0], v[2]) + beta * (PetscReal)PetscMax(v[1], v[3]);
-      PetscCall(DDModelGetKernelFit(bname, spec->dtype, "halo", b ? PETSC_TRUE : PETSC_FALSE, &c0, &c1, &have));
-      if (have && !(b && spec->noinputgradient)) {
-        if (halo && (v[0] || v[2])) comm += c0 + c1 * (PetscReal)PetscMax(v[1], v[3]) - (alpha * (PetscReal)PetscMax(v[0], v[2]) + beta * (PetscReal)PetscMax(v[1], v[3]));
-        comm = PetscMax(comm, 0);
-      }
-      for (auto &c : colls) {
-        PetscReal t;
-        if (c.kind == 1) t = CeilLog2(c.group) * (alpha + beta * (PetscReal)c.bytes);
-        else t = 2 * CeilLog2(c.group) * alpha + 2.0 * (PetscReal)(c.group - 1) / (PetscReal)c.group * beta * (PetscReal)c.bytes;
-        comm += t;
-        pred->tcoll[b] += t;
-      }
-      pred->time[2 * b]     = comp;
-      pred->time[2 * b + 1] = comm;
+    }
+    in.colls = colls;
+    PetscReal comp[2], comm[2];
+    PetscCall(ddnn::ModelLayerTimes_Private(in, comp, comm, pred->tcoll, &ok));
+    for (int b = 0; b < 2; b++) {
+      pred->time[2 * b]     = comp[b];
+      pred->time[2 * b + 1] = comm[b];
     }
   }
   pred->calibrated = ok;

@@ -34,6 +34,7 @@
 #include <tensor/layout.hpp>
 #include <ddmodel.h>
 #include <ddconf.h>
+#include "modelimpl.hpp"
 #include <petsctime.h>
 #include <map>
 #include <set>
@@ -703,6 +704,16 @@ static double VectorLanes(size_t es)
    16 -> 1 1x1 and LeNet's 1 -> 6 5x5 and 6 -> 16 5x5 run at a tenth to a third of the rate of
    16 -> 16 3x3; the flops of the channels padded to whole vectors, less the true ones, price that.
    An affine layer on a small batch streams its weight. Fitted over such shapes (DDModelCalibrate()) */
+namespace ddnn
+{
+double ModelConvIdleFlops_Private(size_t es, double co, double ci, double f, PetscBool backward)
+{
+  const double V = VectorLanes(es);
+  const double po = std::ceil(co / V) * V / co, pi = std::ceil(ci / V) * V / ci; /* padded / true channels */
+  return backward ? f * (pi + po - 2) : f * (po - 1);
+}
+} // namespace ddnn
+
 static void GemmBytes(DDLayer layer, PetscBool backward, double e[3])
 {
   size_t      es = 4;
@@ -715,11 +726,10 @@ static void GemmBytes(DDLayer layer, PetscBool backward, double e[3])
   if (layer->nparams < 1) return;
   DDTensor w = layer->params[0];
   if (!strcmp(type, DDLAYERCONV) && w->order >= 2) { /* weight (Cout, Cin/groups, k...) */
-    const double V = VectorLanes(es), co = (double)w->shape[0], ci = (double)w->shape[1];
+    const double co = (double)w->shape[0], ci = (double)w->shape[1];
     PetscReal    f, b;
     if (co < 1 || ci < 1 || DDLayerGetModelWork(layer, PETSC_FALSE, &f, &b)) return;
-    const double po = std::ceil(co / V) * V / co, pi = std::ceil(ci / V) * V / ci; /* padded / true channels */
-    e[2] = backward ? (double)f * (pi + po - 2) : (double)f * (po - 1);
+    e[2] = ddnn::ModelConvIdleFlops_Private(es, co, ci, (double)f, backward);
   } else if (strcmp(type, DDLAYERCONV)) e[2] = (double)es * (double)Bulk(w);
 }
 
@@ -1052,13 +1062,26 @@ static double L2Bytes(void)
 
 /* whether a layer's kernels find their tensors in memory (cold): the memory the layer holds on
    this rank (a layer alone) or its network holds (DDNetGetModelTime()) exceeds the core's L2 cache */
+namespace ddnn
+{
+PetscBool ModelIsCold_Private(double bytes)
+{
+  return bytes > L2Bytes() ? PETSC_TRUE : PETSC_FALSE;
+}
+
+bool ModelIsGemmKind_Private(const std::string &kind)
+{
+  return IsGemmKind(kind);
+}
+} // namespace ddnn
+
 static PetscErrorCode LayerCold(DDLayer layer, PetscBool *cold)
 {
   PetscInt64 m[4];
 
   PetscFunctionBegin;
   PetscCall(DDLayerGetModelMemory(layer, &m[0], &m[1], &m[2], &m[3]));
-  *cold = (double)(m[0] + m[1] + m[2] + m[3]) > L2Bytes() ? PETSC_TRUE : PETSC_FALSE;
+  *cold = ddnn::ModelIsCold_Private((double)(m[0] + m[1] + m[2] + m[3]));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -1074,21 +1097,92 @@ PetscErrorCode DDLayerGetModelTime(DDLayer layer, PetscReal *compf, PetscReal *c
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+namespace ddnn
+{
+/* The time formula of a layer on one rank (paper 003 sec. V-A: FP = C(local) + SR(halo), BP = Cx +
+   Cw + SR(halo) + AR(weights)), from plain data: LayerModelTime() fills the input from a set-up
+   layer, DDModelPredictLayer() (analytic.cxx) from a description. */
+PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[2], PetscReal comm[2], PetscReal tcoll[2], PetscBool *ok)
+{
+  const std::string &kind  = in.kind;
+  const char        *bname = in.backend.c_str();
+  const PetscMPIInt  size  = in.size;
+  const bool         gemm  = IsGemmKind(kind);
+
+  PetscFunctionBegin;
+  PetscCall(ModelEnsureLoaded());
+  *ok = PETSC_TRUE;
+  for (int b = 0; b < 2; b++) {
+    comp[b] = comm[b] = 0;
+    if (tcoll) tcoll[b] = 0;
+    /* a first layer of a network computes no input gradient: the GEMM kinds' weight gradient alone has its own fit */
+    const std::string fk = b && in.nodx && gemm ? kind + "-wgrad" : kind;
+    auto              it = in.cold ? FindKern(bname, size, in.dtype, fk + ":cold", b) : M.kern.end();
+    if (it == M.kern.end()) it = FindKern(bname, size, in.dtype, fk, b); /* no cold fit: the warm one */
+    if (it == M.kern.end()) *ok = PETSC_FALSE;
+    else {
+      comp[b] = it->second.c0 + it->second.c1 * (gemm ? in.flops[b] : in.bytes[b]);
+      if (gemm)
+        for (int j = 0; j < 3; j++) comp[b] += it->second.cx[j] * in.gemm[b][j];
+    }
+    if (!gemm) { /* the walk's runs: a format conversion between input and output costs per element */
+      /* the same storage order with other halos: a row-by-row walk; otherwise element by element */
+      auto rc = FindRunCost(bname, size, in.dtype, in.rows ? "activation-rows" : DDLAYERACTIVATION, b);
+      if (in.runs > 1) {
+        if (rc == M.runcost.end()) *ok = PETSC_FALSE;
+        else comp[b] += rc->second * (PetscReal)(in.runs - 1);
+      }
+    }
+    const PetscInt64 *v = in.p2p[b];
+    if ((v[0] || v[2] || !in.colls.empty()) && !M.commok) *ok = PETSC_FALSE;
+    comm[b] = M.alpha * (PetscReal)PetscMax(v[0], v[2]) + M.beta * (PetscReal)PetscMax(v[1], v[3]);
+    /* a halo exchange as it is called (DDModelCalibrate() times DDPrimitiveApply() of a halo,
+       packing, waiting and unpacking included): its fit replaces alpha-beta on its volume */
+    auto hf = FindKern(bname, size, in.dtype, kindHalo, b);
+    if (hf != M.kern.end() && !(b && in.nodx)) {
+      for (const auto &w : in.halo[b]) {
+        if (!w[0] && !w[2]) continue;
+        comm[b] += hf->second.c0 + hf->second.c1 * (PetscReal)PetscMax(w[1], w[3]) - (M.alpha * (PetscReal)PetscMax(w[0], w[2]) + M.beta * (PetscReal)PetscMax(w[1], w[3]));
+      }
+      comm[b] = PetscMax(comm[b], 0);
+    }
+    for (const auto &c : in.colls) {
+      const PetscMPIInt g = c.group;
+      const PetscInt64  n = c.bytes;
+      PetscReal         t;
+      /* measured (DDModelCalibrate(), on a group of g ranks): a broadcast forward and a reduce
+         backward, a sum-reduce the other way round, an all-reduce both ways */
+      auto cf = FindKern(bname, size, in.dtype, (c.kind == 1 ? "bcast-g" : "allsum-g") + std::to_string(g), c.kind == 1 ? (b ? !c.isreduce : c.isreduce) : false);
+      if (cf != M.kern.end()) t = cf->second.c0 + cf->second.c1 * (PetscReal)n;
+      else if (c.kind == 1) t = CeilLog2(g) * (M.alpha + M.beta * (PetscReal)n); /* not measured at this group size: Thakur et al. (paper 003 ref. [22]) */
+      else t = 2 * CeilLog2(g) * M.alpha + 2.0 * (g - 1) / g * M.beta * (PetscReal)n;
+      comm[b] += t;
+      if (tcoll) tcoll[b] += t;
+    }
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+} // namespace ddnn
+
+/* fills the formula's input from a set-up layer on this rank */
 static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscBool cold, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
 {
-  DDLayerType type;
-  const char *bname;
-  PetscBool   ok = PETSC_TRUE;
-  PetscReal   comp[2] = {0, 0}, comm[2] = {0, 0};
-  PetscMPIInt size;
+  DDLayerType          type;
+  const char          *bname;
+  PetscBool            ok;
+  PetscReal            comp[2], comm[2];
+  ddnn::ModelCostInput in;
 
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
   PetscCheck(layer->setupcalled, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONGSTATE, "Set the layer up before asking for its model");
-  PetscCall(ModelEnsureLoaded());
   PetscCall(DDLayerGetType(layer, &type));
   PetscCall(DDLayerGetBackend(layer, &bname));
-  PetscCallMPI(MPI_Comm_size(PetscObjectComm((PetscObject)layer), &size));
+  PetscCallMPI(MPI_Comm_size(PetscObjectComm((PetscObject)layer), &in.size));
+  in.backend = bname;
+  in.dtype   = layer->output->dtype;
+  in.nodx    = nodx ? true : false;
+  in.cold    = cold ? true : false;
   std::string kind = type;
   if (std::find_if(std::begin(calibratedKinds), std::end(calibratedKinds), [&](const char *k) { return kind == k; }) == std::end(calibratedKinds)) kind = DDLAYERACTIVATION;
   else if (kind == DDLAYERLOSS) {
@@ -1098,80 +1192,46 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscBool co
     PetscCall(DDLayerActivationGetType(layer, &at));
     kind = ActKind(at);
   }
+  in.kind = kind;
+  if (!IsGemmKind(kind)) {
+    /* the same storage order with other halos: a row-by-row walk; otherwise element by element */
+    if (layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->active && layer->output->active) {
+      const DDLayout &A = layer->setupin[0]->layout, &B = layer->output->layout;
+      in.rows = A.order == B.order && A.bdim == B.bdim && A.bs == B.bs;
+      for (PetscInt k = 0; in.rows && k < A.order; k++) in.rows = A.perm[k] == B.perm[k];
+    }
+    PetscCall(DDLayerGetModelRuns(layer, &in.runs));
+  }
+  std::vector<DDPrimitive> prims = LayerPrimitives(layer);
   for (int b = 0; b < 2; b++) {
-    PetscReal f, by;
-    PetscCall(DDLayerGetModelWork(layer, b ? PETSC_TRUE : PETSC_FALSE, &f, &by));
-    /* a first layer of a network computes no input gradient: the GEMM kinds' weight gradient alone has its own fit */
-    const std::string fk = b && nodx && IsGemmKind(kind) ? kind + "-wgrad" : kind;
-    auto              it = cold ? FindKern(bname, size, layer->output->dtype, fk + ":cold", b) : M.kern.end();
-    if (it == M.kern.end()) it = FindKern(bname, size, layer->output->dtype, fk, b); /* no cold fit: the warm one */
-    if (it == M.kern.end()) ok = PETSC_FALSE;
-    else {
-      comp[b] = it->second.c0 + it->second.c1 * (IsGemmKind(kind) ? f : by);
-      if (IsGemmKind(kind)) {
-        double e[3];
-        GemmBytes(layer, b ? PETSC_TRUE : PETSC_FALSE, e);
-        for (int j = 0; j < 3; j++) comp[b] += it->second.cx[j] * e[j];
-      }
-    }
-    if (!IsGemmKind(kind)) { /* the walk's runs: a format conversion between input and output costs per element */
-      PetscInt64 runs;
-      /* the same storage order with other halos: a row-by-row walk; otherwise element by element */
-      bool rows = false;
-      if (layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->active && layer->output->active) {
-        const DDLayout &A = layer->setupin[0]->layout, &B = layer->output->layout;
-        rows = A.order == B.order && A.bdim == B.bdim && A.bs == B.bs;
-        for (PetscInt k = 0; rows && k < A.order; k++) rows = A.perm[k] == B.perm[k];
-      }
-      auto rc = FindRunCost(bname, size, layer->output->dtype, rows ? "activation-rows" : DDLAYERACTIVATION, b);
-      PetscCall(DDLayerGetModelRuns(layer, &runs));
-      if (runs > 1) {
-        if (rc == M.runcost.end()) ok = PETSC_FALSE;
-        else comp[b] += rc->second * (PetscReal)(runs - 1);
-      }
-    }
-    PetscInt64 v[4], calls, cb;
-    PetscCall(LayerModelComm(layer, b ? PETSC_TRUE : PETSC_FALSE, nodx, &v[0], &v[1], &v[2], &v[3]));
-    PetscCall(DDLayerGetModelCollectives(layer, b ? PETSC_TRUE : PETSC_FALSE, &calls, &cb));
-    if ((v[0] || v[2] || calls) && !M.commok) ok = PETSC_FALSE;
-    comm[b] = M.alpha * (PetscReal)PetscMax(v[0], v[2]) + M.beta * (PetscReal)PetscMax(v[1], v[3]);
-    /* a halo exchange as it is called (DDModelCalibrate() times DDPrimitiveApply() of a halo,
-       packing, waiting and unpacking included): its fit replaces alpha-beta on its volume */
-    auto hf = FindKern(bname, size, layer->output->dtype, kindHalo, b);
-    if (hf != M.kern.end() && !(b && nodx)) {
-      for (DDPrimitive p : LayerPrimitives(layer)) {
-        PetscBool  ishalo;
-        PetscInt64 w[4];
-        if (!p->setupcalled) continue;
-        PetscCall(PetscObjectTypeCompare((PetscObject)p, DDPRIMITIVEHALO, &ishalo));
-        if (!ishalo) continue;
-        bool nested = false;
-        for (DDPrimitive q : LayerPrimitives(layer))
-          if (q != p && ddnn::ExchangeIsUnder(p, q)) nested = true;
-        if (nested) continue;
-        PetscCall(DDPrimitiveGetCommVolume(p, b ? PETSC_TRUE : PETSC_FALSE, &w[0], &w[1], &w[2], &w[3]));
-        if (!w[0] && !w[2]) continue;
-        comm[b] += hf->second.c0 + hf->second.c1 * (PetscReal)PetscMax(w[1], w[3]) - (M.alpha * (PetscReal)PetscMax(w[0], w[2]) + M.beta * (PetscReal)PetscMax(w[1], w[3]));
-      }
-      comm[b] = PetscMax(comm[b], 0);
-    }
-    for (DDPrimitive p : LayerPrimitives(layer)) {
-      int         ck;
-      PetscInt64  n;
-      PetscMPIInt g;
-      PetscCall(CollectiveOf(p, &ck, &n, &g));
-      if (!ck || g < 2) continue;
-      /* measured (DDModelCalibrate(), on a group of g ranks): a broadcast forward and a reduce
-         backward, a sum-reduce the other way round, an all-reduce both ways */
-      PetscBool isreduce;
-      PetscCall(PetscObjectTypeCompare((PetscObject)p, DDPRIMITIVESUMREDUCE, &isreduce));
-      auto cf = FindKern(bname, size, layer->output->dtype, (ck == 1 ? "bcast-g" : "allsum-g") + std::to_string(g), ck == 1 ? (b ? !isreduce : (bool)isreduce) : false);
-      if (cf != M.kern.end()) comm[b] += cf->second.c0 + cf->second.c1 * (PetscReal)n;
-      else if (ck == 1) comm[b] += CeilLog2(g) * (M.alpha + M.beta * (PetscReal)n); /* not measured at this group size: Thakur et al. */
-      else comm[b] += 2 * CeilLog2(g) * M.alpha + 2.0 * (g - 1) / g * M.beta * (PetscReal)n;
+    PetscCall(DDLayerGetModelWork(layer, b ? PETSC_TRUE : PETSC_FALSE, &in.flops[b], &in.bytes[b]));
+    if (IsGemmKind(kind)) GemmBytes(layer, b ? PETSC_TRUE : PETSC_FALSE, in.gemm[b]);
+    PetscCall(LayerModelComm(layer, b ? PETSC_TRUE : PETSC_FALSE, nodx, &in.p2p[b][0], &in.p2p[b][1], &in.p2p[b][2], &in.p2p[b][3]));
+    if (b && nodx) continue; /* the data path's exchanges do not run */
+    for (DDPrimitive p : prims) {
+      PetscBool                   ishalo;
+      std::array<PetscInt64, 4> w;
+      if (!p->setupcalled) continue;
+      PetscCall(PetscObjectTypeCompare((PetscObject)p, DDPRIMITIVEHALO, &ishalo));
+      if (!ishalo) continue;
+      bool nested = false;
+      for (DDPrimitive q : prims)
+        if (q != p && ddnn::ExchangeIsUnder(p, q)) nested = true;
+      if (nested) continue;
+      PetscCall(DDPrimitiveGetCommVolume(p, b ? PETSC_TRUE : PETSC_FALSE, &w[0], &w[1], &w[2], &w[3]));
+      in.halo[b].push_back(w);
     }
   }
-  (void)size;
+  for (DDPrimitive p : prims) {
+    ddnn::ModelCollective c;
+    PetscBool             isreduce;
+    PetscCall(CollectiveOf(p, &c.kind, &c.bytes, &c.group));
+    if (!c.kind || c.group < 2) continue;
+    PetscCall(PetscObjectTypeCompare((PetscObject)p, DDPRIMITIVESUMREDUCE, &isreduce));
+    c.isreduce = isreduce ? true : false;
+    in.colls.push_back(c);
+  }
+  PetscCall(ddnn::ModelLayerTimes_Private(in, comp, comm, NULL, &ok));
   if (compf) *compf = comp[0];
   if (commf) *commf = comm[0];
   if (compb) *compb = comp[1];

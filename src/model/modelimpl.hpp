@@ -1,0 +1,50 @@
+/*
+  The performance model's time formula (paper 003 sec. V-A), shared by the set-up model
+  (model.cxx, LayerModelTime) and the analytic one (analytic.cxx, DDModelPredictLayer): both fill
+  a ModelCostInput with plain data and price it with ModelLayerTimes_Private(), so that the two
+  cannot drift apart.
+*/
+#pragma once
+#include <ddmodel.h>
+#include <array>
+#include <string>
+#include <vector>
+
+namespace ddnn
+{
+/* a collective call of a layer spanning group > 1 ranks (model.cxx's CollectiveOf) */
+struct ModelCollective {
+  int         kind     = 0;     /* 1: broadcast or sum-reduce, 2: all-sum-reduce */
+  PetscInt64  bytes    = 0;     /* the bytes a rank holds in it */
+  PetscMPIInt group    = 1;     /* the ranks it spans */
+  bool        isreduce = false; /* a sum-reduce forward (its adjoint a broadcast): priced the other way round */
+};
+
+/* what the time of one layer on one rank depends on; index [b]: 0 forward, 1 backward */
+struct ModelCostInput {
+  std::string backend;             /* the backend's name (the fits "<backend>@P" are preferred on P > 1 ranks) */
+  DDDataType  dtype = DD_FLOAT64;  /* the output's data type */
+  PetscMPIInt size  = 1;           /* the ranks the layer runs on */
+  std::string kind;                /* the calibrated kind after the mapping ("conv", "activation-tanh", "loss-crossentropy", ...) */
+  bool        nodx = false;        /* the backward computes no input gradient (a network's first layer) */
+  bool        cold = false;        /* the tensors are found in memory: the ":cold" fits where there are */
+  PetscReal   flops[2] = {0, 0};   /* GEMM flops (DDLayerGetModelWork()) */
+  PetscReal   bytes[2] = {0, 0};   /* bytes read and written (the other kinds) */
+  double      gemm[2][3] = {{0, 0, 0}, {0, 0, 0}}; /* the GEMM kinds' further terms (model.cxx's GemmBytes()) */
+  PetscInt64  runs = 0;            /* the runs of the pointwise walk (DDLayerGetModelRuns()) */
+  bool        rows = false;        /* the walk is row by row (same storage order), else element by element */
+  PetscInt64  p2p[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}; /* point-to-point {msgs sent, bytes sent, msgs received, bytes received} */
+  std::vector<std::array<PetscInt64, 4>> halo[2]; /* each halo exchange's volume (part of p2p) */
+  std::vector<ModelCollective> colls;            /* the collectives (group > 1 only) */
+};
+
+/* the calibrated times of one layer on one rank: compute and communication, forward and backward;
+   tcoll (or NULL) the collectives' part of comm; ok false when a fit it needs is missing (that term 0) */
+PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &, PetscReal comp[2], PetscReal comm[2], PetscReal tcoll[2], PetscBool *ok);
+/* whether kernels over bytes of tensors find them in memory (more than the core's L2 cache) */
+PetscBool ModelIsCold_Private(double bytes);
+/* the flops the idle vector lanes of a convolution with co output and ci input channels waste, f its forward flops */
+double ModelConvIdleFlops_Private(size_t es, double co, double ci, double f, PetscBool backward);
+/* whether kind is a GEMM kind (conv, convtranspose, affine) */
+bool ModelIsGemmKind_Private(const std::string &kind);
+} // namespace ddnn
