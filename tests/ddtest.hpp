@@ -9,7 +9,11 @@
 #include <gtest/gtest.h>
 #include <ddnn.h>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 /* A library call that must succeed: on failure the test fails and the job aborts (no hang). */
@@ -53,7 +57,6 @@ inline PetscErrorCode Catch(F &&f, std::string *msg = nullptr)
   return ierr;
 }
 
-/* Every rank must agree that a condition holds (so a failure on one rank fails everywhere) */
 /* The adjoint test (paper 000 eq. 26) of a primitive's shell Mat: <A u, v> = <u, A^T v> for random u, v
    (float64). The caller gets u and z = A u when it asks (and destroys them), e.g. to compare with Apply. */
 inline void ExpectMatAdjoint(Mat A, Vec *uo = nullptr, Vec *zo = nullptr)
@@ -78,11 +81,48 @@ inline void ExpectMatAdjoint(Mat A, Vec *uo = nullptr, Vec *zo = nullptr)
   else DDT(VecDestroy(&z));
 }
 
+/* Every rank must agree that a condition holds (so a failure on one rank fails everywhere) */
 inline bool AllTrue(bool v, MPI_Comm comm = PETSC_COMM_WORLD)
 {
   int in = v ? 1 : 0, out;
   MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, comm);
   return out != 0;
+}
+
+/* What a collective view prints (rank 0's output), on every rank: view(v) writes to an ASCII
+   viewer on PETSC_COMM_WORLD opened on a fresh temporary file, which is removed afterwards. */
+template <class F>
+inline std::string ViewedText(F &&view)
+{
+  char        name[PETSC_MAX_PATH_LEN] = "/tmp/ddnn_test_viewXXXXXX";
+  PetscViewer v;
+  if (Rank() == 0) {
+    int fd = mkstemp(name);
+    EXPECT_GE(fd, 0);
+    close(fd);
+  }
+  MPI_Bcast(name, sizeof(name), MPI_CHAR, 0, PETSC_COMM_WORLD);
+  DDT(PetscViewerASCIIOpen(PETSC_COMM_WORLD, name, &v));
+  DDT(view(v));
+  DDT(PetscViewerDestroy(&v));
+  std::string text;
+  int         len = 0;
+  if (Rank() == 0) {
+    std::ifstream f(name);
+    text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    std::remove(name);
+    len = (int)text.size();
+  }
+  MPI_Bcast(&len, 1, MPI_INT, 0, PETSC_COMM_WORLD);
+  text.resize(len);
+  MPI_Bcast(&text[0], len, MPI_CHAR, 0, PETSC_COMM_WORLD);
+  return text;
+}
+
+/* The text of DDLayerView() (what rank 0 prints), on every rank */
+inline std::string LayerViewText(DDLayer l)
+{
+  return ViewedText([&](PetscViewer v) { return DDLayerView(l, v); });
 }
 
 /* All factorizations of n into `parts` ordered factors */

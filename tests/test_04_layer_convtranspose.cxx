@@ -53,33 +53,6 @@ static void CheckAgainstSerial(const CTCfg &c, const InputSpec &in, const std::s
   ExpectSameRun(par, ser, tol, what + " " + Describe(c));
 }
 
-/* the text of DDLayerView() (what rank 0 prints), on every rank */
-static std::string ViewString(DDLayer l)
-{
-  char        name[PETSC_MAX_PATH_LEN] = "/tmp/ddnn_convt_viewXXXXXX";
-  PetscViewer v;
-  if (Rank() == 0) {
-    int fd = mkstemp(name);
-    EXPECT_GE(fd, 0);
-    close(fd);
-  }
-  MPI_Bcast(name, sizeof(name), MPI_CHAR, 0, PETSC_COMM_WORLD);
-  DDT(PetscViewerASCIIOpen(PETSC_COMM_WORLD, name, &v));
-  DDT(DDLayerView(l, v));
-  DDT(PetscViewerDestroy(&v));
-  std::string text;
-  int         len = 0;
-  if (Rank() == 0) {
-    std::ifstream f(name);
-    text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-    std::remove(name);
-    len = (int)text.size();
-  }
-  MPI_Bcast(&len, 1, MPI_INT, 0, PETSC_COMM_WORLD);
-  text.resize(len);
-  MPI_Bcast(&text[0], len, MPI_CHAR, 0, PETSC_COMM_WORLD);
-  return text;
-}
 
 /* x = [1, 2], w = [1, 1, 1], stride 2: y = [1, 1, 3, 2, 2]; with padding 1, output padding 1: [1, 3, 2, 2] */
 TEST(ConvTranspose, HandComputed1D)
@@ -470,7 +443,7 @@ TEST(ConvTranspose, FastKernelsMatchReference)
   DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
   Configure(c)(l);
   DDT(DDLayerSetUp(l, x));
-  std::string v = ViewString(l);
+  std::string v = LayerViewText(l);
   EXPECT_NE(v.find("kernels: "), std::string::npos) << v;
   EXPECT_EQ(v.find("reference loops"), std::string::npos) << v;
   EXPECT_EQ(v.find("no input reaches"), std::string::npos) << v;
@@ -518,7 +491,7 @@ TEST(ConvTranspose, RowsNoInputReaches)
     DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
     Configure(c)(l);
     DDT(DDLayerSetUp(l, x));
-    std::string v = ViewString(l);
+    std::string v = LayerViewText(l);
     EXPECT_NE(v.find("have output rows no input reaches"), std::string::npos) << v;
     EXPECT_EQ(v.find("reference loops"), std::string::npos) << v;
     DDT(DDLayerDestroy(&l));

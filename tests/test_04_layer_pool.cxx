@@ -47,31 +47,6 @@ static void CheckAgainstSerial(const PoolCfg &c, const InputSpec &in, const std:
   ExpectSameRun(par, ser, tol, what + " (" + Describe(c) + ")");
 }
 
-/* The layer's view (which names its kernels), as rank 0 sees the file every rank wrote to */
-static std::string ViewText(DDLayer l)
-{
-  char        name[256];
-  PetscViewer v;
-  int         pid = Rank() == 0 ? (int)getpid() : 0;
-  MPI_Bcast(&pid, 1, MPI_INT, 0, PETSC_COMM_WORLD);
-  snprintf(name, sizeof(name), "/tmp/ddnn_pool_view_%d.txt", pid);
-  DDT(PetscViewerASCIIOpen(PETSC_COMM_WORLD, name, &v));
-  DDT(DDLayerView(l, v));
-  DDT(PetscViewerDestroy(&v));
-  std::string text;
-  if (Rank() == 0) {
-    std::ifstream f(name);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    text = ss.str();
-    std::remove(name);
-  }
-  int n = (int)text.size();
-  MPI_Bcast(&n, 1, MPI_INT, 0, PETSC_COMM_WORLD);
-  text.resize(n);
-  MPI_Bcast(&text[0], n, MPI_CHAR, 0, PETSC_COMM_WORLD);
-  return text;
-}
 
 /* Runs a layer on given global input values and output gradient; returns y and dx (global, C order) */
 static RunResult RunValues(const std::function<void(DDLayer)> &configure, const InputSpec &spec, const std::vector<double> &xv, const std::vector<double> &dyv, DDDataType dt)
@@ -426,7 +401,7 @@ TEST(Pool, FastKernelsAreJitOnTheirOwnFormats)
       DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
       Configure(c)(l);
       DDT(DDLayerSetUp(l, x));
-      std::string text = ViewText(l);
+      std::string text = LayerViewText(l);
       if (Rank() == 0) printf("[ pool %s, %" PetscInt_FMT "c blocked float32 ] %s", c.type == DD_POOL_MAX ? "max" : "avg", bs, text.c_str());
       EXPECT_NE(text.find("kernel: jit:"), std::string::npos) << text;
       EXPECT_EQ(text.find("window copied"), std::string::npos) << text; /* k = s = 2 on even pieces: the window is the storage */
@@ -856,7 +831,7 @@ TEST(PoolDivisorOverride, OneDNNDeclinesAndTheLoopsMatch)
   DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
   ConfigureDiv(c, 4)(l);
   DDT(DDLayerSetUp(l, x));
-  std::string text = ViewText(l);
+  std::string text = LayerViewText(l);
   EXPECT_EQ(text.find("kernel: jit:"), std::string::npos) << text;
   EXPECT_NE(text.find("divisor_override 4"), std::string::npos) << text;
   DDT(DDLayerDestroy(&l));

@@ -280,35 +280,6 @@ TEST(Backends, Registry)
   DDT(DDLayerDestroy(&l));
 }
 
-namespace
-{
-/* the text of DDLayerView() (what rank 0 prints), on every rank */
-std::string ViewText(DDLayer l)
-{
-  char        name[256];
-  PetscViewer v;
-  int         pid = Rank() == 0 ? (int)getpid() : 0;
-  MPI_Bcast(&pid, 1, MPI_INT, 0, PETSC_COMM_WORLD);
-  snprintf(name, sizeof(name), "/tmp/ddnn_backends_view_%d.txt", pid);
-  DDT(PetscViewerASCIIOpen(PETSC_COMM_WORLD, name, &v));
-  DDT(DDLayerView(l, v));
-  DDT(PetscViewerDestroy(&v));
-  std::string text;
-  if (Rank() == 0) {
-    std::ifstream     f(name);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    text = ss.str();
-    std::remove(name);
-  }
-  int n = (int)text.size();
-  MPI_Bcast(&n, 1, MPI_INT, 0, PETSC_COMM_WORLD);
-  text.resize(n);
-  MPI_Bcast(&text[0], n, MPI_CHAR, 0, PETSC_COMM_WORLD);
-  return text;
-}
-} // namespace
-
 #if DDNN_WITH_DNNL
 /*
   Grouped and depthwise convolutions and transposed convolutions on /cpu/dnnl in float32 run
@@ -349,7 +320,7 @@ TEST(Backends, ConvGroupsRunOnDnnl)
     configure(l);
     DDT(DDLayerSetBackend(l, "/cpu/dnnl"));
     DDT(DDLayerSetUp(l, x));
-    std::string text = ViewText(l);
+    std::string text = LayerViewText(l);
     if (Rank() == 0) printf("[ %s on /cpu/dnnl, float32 ] %s", c.what, text.c_str());
     EXPECT_NE(text.find("kernels: "), std::string::npos) << c.what << ": " << text;
     EXPECT_EQ(text.find("OpenBLAS"), std::string::npos) << c.what << ": " << text;

@@ -280,18 +280,9 @@ TEST(ModelCache, NotCalibratedAndCorruptOrForeignCache)
   PetscBool cal;
   DDT(DDNetGetModelTime(net, &tf, &tb, &cal));
   EXPECT_FALSE(cal);
-  std::string out = Tmp("view.txt");
-  PetscViewer v;
-  DDT(PetscViewerASCIIOpen(PETSC_COMM_WORLD, out.c_str(), &v));
-  DDT(DDNetView(net, v));
-  DDT(PetscViewerDestroy(&v));
-  if (Rank() == 0) {
-    std::ifstream f(out);
-    std::string   text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    EXPECT_NE(text.find("not calibrated"), std::string::npos) << text;
-    EXPECT_NE(text.find("performance model"), std::string::npos) << text;
-    std::remove(out.c_str());
-  }
+  std::string text = ViewedText([&](PetscViewer v) { return DDNetView(net, v); });
+  EXPECT_NE(text.find("not calibrated"), std::string::npos) << text;
+  EXPECT_NE(text.find("performance model"), std::string::npos) << text;
   WriteFile(bad, "ddnn-model-cache 2\nhost x\nkernel a b\n");
   WriteFile(foreign, "ddnn-model-cache 2\nhost some-other-machine-1234\ncomm 1e-6 1e-9\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", bad.c_str()));
@@ -644,18 +635,9 @@ TEST(ModelWork, GemmTermsFirstLayerAndCollectivesExact)
   DDT(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT64, &have));
   EXPECT_FALSE(have);
   net = MainJobNet(in, DD_FLOAT64);
-  std::string out = Tmp("staleview.txt");
-  PetscViewer v;
-  DDT(PetscViewerASCIIOpen(PETSC_COMM_WORLD, out.c_str(), &v));
-  DDT(DDNetViewModel(net, v));
-  DDT(PetscViewerDestroy(&v));
-  if (Rank() == 0) {
-    std::ifstream f(out);
-    std::string   text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    EXPECT_NE(text.find("is stale"), std::string::npos) << text;
-    EXPECT_NE(text.find(file), std::string::npos) << text;
-    std::remove(out.c_str());
-  }
+  std::string text = ViewedText([&](PetscViewer v) { return DDNetViewModel(net, v); });
+  EXPECT_NE(text.find("is stale"), std::string::npos) << text;
+  EXPECT_NE(text.find(file), std::string::npos) << text;
   DDT(DDNetDestroy(&net));
   DDT(DDTensorDestroy(&in[0]));
   DDT(DDTensorDestroy(&in[1]));
