@@ -17,7 +17,6 @@
     torch's output equals ddnn's, and differs from the torch-trained network's.
 Exits 77 (CTest SKIP_RETURN_CODE) when torch or h5py cannot be imported.
 """
-import argparse
 import os
 import subprocess
 import sys
@@ -28,6 +27,7 @@ try:
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
+    from torchtest import compare, run_driver, setup
 except ImportError as e:
     print("SKIP: PyTorch or h5py is not installed (%s); install python3-torch and python3-h5py to run this test" % e)
     sys.exit(77)
@@ -57,19 +57,8 @@ class MainJobUNet(nn.Module):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--driver", required=True)
-    p.add_argument("--mpiexec", required=True)
-    p.add_argument("--np-flag", default="-n")
-    p.add_argument("--share", required=True)
-    p.add_argument("--workdir", required=True)
-    a = p.parse_args()
-    sys.path.insert(0, a.share)
+    a, W = setup()
     import h5_to_torch  # noqa: E402
-
-    torch.set_num_threads(1)
-    os.makedirs(a.workdir, exist_ok=True)
-    W = lambda f: os.path.join(a.workdir, f)  # noqa: E731
 
     N, G = 4, 32
     g = torch.Generator().manual_seed(4)
@@ -103,20 +92,7 @@ def main():
               "-tshape", "%d,1,%d,%d" % (N, G, G)]
 
     def run(np_, xpart, dtype, extra, tag=""):
-        out = W("unet_y_%d_%s_%s%s.h5" % (np_, "x".join(map(str, xpart)), dtype, tag))
-        cmd = [a.mpiexec, a.np_flag, str(np_), a.driver] + common + ["-xpart", ",".join(map(str, xpart)), "-dtype", dtype, "-out", out] + extra
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if r.returncode:
-            print(" ".join(cmd))
-            print(r.stdout)
-            sys.exit("weights_driver failed")
-        with h5py.File(out, "r") as f:
-            return np.array(f["y"])
-
-    def compare(what, y, ref, tol):
-        err = np.abs(y - ref).max() / np.abs(ref).max()
-        print("%-62s max |ddnn - torch| / max |torch| = %.2e (tolerance %.0e)" % (what, err, tol))
-        return bool(err <= tol)
+        return run_driver(a, common, W("unet_y_%d_%s_%s%s.h5" % (np_, "x".join(map(str, xpart)), dtype, tag)), np_, xpart, dtype, extra)
 
     ok = True
     cases = [(1, [1, 1, 1, 1], "float32"), (2, [2, 1, 1, 1], "float32"), (2, [1, 1, 2, 1], "float32"), (4, [1, 1, 2, 2], "float32"),
@@ -124,7 +100,7 @@ def main():
     for np_, xpart, dtype in cases:
         y = run(np_, xpart, dtype, ["-net_load_weights", W("unet_from_torch.h5")])
         ok &= compare("U-Net torch -> ddnn, %d ranks, x partition %s, %s" % (np_, xpart, dtype), y, ref32 if dtype == "float32" else ref64,
-                      1e-5 if dtype == "float32" else 1e-12)
+                      1e-5 if dtype == "float32" else 1e-12, width=62)
 
     # trained in ddnn (from the torch weights, 3 more Adam steps), loaded into torch
     for np_, xpart in [(2, [1, 1, 2, 1]), (4, [1, 1, 2, 2])]:
@@ -133,7 +109,7 @@ def main():
         back.eval()
         with torch.no_grad():
             yt = back(x.double()).numpy()
-        ok &= compare("U-Net ddnn (%d ranks %s, 3 steps) -> torch, float64" % (np_, xpart), yt, y, 1e-12)
+        ok &= compare("U-Net ddnn (%d ranks %s, 3 steps) -> torch, float64" % (np_, xpart), yt, y, 1e-12, width=62)
         moved = float(np.abs(yt - ref64).max())
         print("  the ddnn-trained output differs from the torch-trained one by %.2e (must be > 1e-4)" % moved)
         ok &= moved > 1e-4

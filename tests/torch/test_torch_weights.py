@@ -14,7 +14,6 @@
     same outputs, num_batches_tracked 5.
 Exits 77 (CTest SKIP_RETURN_CODE) when torch or h5py cannot be imported.
 """
-import argparse
 import os
 import subprocess
 import sys
@@ -24,23 +23,13 @@ try:
     import numpy as np
     import torch
     import torch.nn as nn
+    from torchtest import compare, run_driver, setup
 except ImportError as e:
     print("SKIP: PyTorch or h5py is not installed (%s); install python3-torch and python3-h5py to run this test" % e)
     sys.exit(77)
 
-p = argparse.ArgumentParser()
-p.add_argument("--driver", required=True)
-p.add_argument("--mpiexec", required=True)
-p.add_argument("--np-flag", default="-n")
-p.add_argument("--share", required=True)
-p.add_argument("--workdir", required=True)
-a = p.parse_args()
-sys.path.insert(0, a.share)
+a, W = setup()
 import h5_to_torch  # noqa: E402
-
-torch.set_num_threads(1)
-os.makedirs(a.workdir, exist_ok=True)
-W = lambda f: os.path.join(a.workdir, f)  # noqa: E731
 
 
 class LeNet5(nn.Module):
@@ -92,21 +81,7 @@ common = ["-options_file", os.path.join(a.share, "lenet5.opts"), "-c1_layer_weig
 
 
 def run(np_, xpart, dtype, extra):
-    out = W("y_%d_%s_%s.h5" % (np_, "x".join(map(str, xpart)), dtype))
-    cmd = [a.mpiexec, a.np_flag, str(np_), a.driver] + common + ["-xpart", ",".join(map(str, xpart)), "-dtype", dtype, "-out", out] + extra
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if r.returncode:
-        print(" ".join(cmd))
-        print(r.stdout)
-        sys.exit("weights_driver failed")
-    with h5py.File(out, "r") as f:
-        return np.array(f["y"])
-
-
-def compare(what, y, ref, tol):
-    err = np.abs(y - ref).max() / np.abs(ref).max()
-    print("%-48s max |ddnn - torch| / max |torch| = %.2e (tolerance %.0e)" % (what, err, tol))
-    return err <= tol
+    return run_driver(a, common, W("y_%d_%s_%s.h5" % (np_, "x".join(map(str, xpart)), dtype)), np_, xpart, dtype, extra)
 
 
 ok = True
