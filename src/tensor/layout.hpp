@@ -69,36 +69,18 @@ inline void ForEachRun(const DDLayout &L, const PetscInt a[], const PetscInt b[]
   const PetscInt d = L.order;
   for (PetscInt k = 0; k < d; k++)
     if (b[k] <= a[k]) return;
-  if (L.bdim < 0) {
-    PetscInt q = d - 1, len = b[L.perm[q]] - a[L.perm[q]];
-    while (q > 0 && a[L.perm[q]] == 0 && b[L.perm[q]] == L.alloc[L.perm[q]]) {
-      q--;
-      len *= b[L.perm[q]] - a[L.perm[q]];
-    }
-    PetscInt j[DD_MAX_DIM];
-    for (PetscInt k = 0; k < d; k++) j[k] = a[k];
-    while (true) {
-      f(LayoutOffset(L, j), len);
-      PetscInt p = q - 1;
-      for (; p >= 0; p--) {
-        PetscInt k = L.perm[p];
-        if (++j[k] < b[k]) break;
-        j[k] = a[k];
-      }
-      if (p < 0) break;
-    }
-  } else if (a[L.bdim] % L.bs == 0 && b[L.bdim] % L.bs == 0) {
+  if (L.bdim < 0 || (a[L.bdim] % L.bs == 0 && b[L.bdim] % L.bs == 0)) {
     /*
-      blocked, the box covers whole channel blocks: the storage is the plain layout of the
-      dimensions perm[0..d-1] (the block dimension counting blocks) followed by the bs entries
-      of a block, and runs merge as in the plain case: a full block with the innermost
-      dimension's range, then across every dimension the box covers fully (e.g. a whole
-      8x16x32x32 nChw16c bulk inside a halo'd storage: one run of 16 W 16c entries per row,
-      not one per position; the main job's activations walked 16-entry runs before).
+      plain, or blocked with the box covering whole channel blocks: a blocked storage is then the
+      plain layout of the dimensions perm[0..d-1] (the block dimension counting blocks) followed by
+      the bs entries of a block. A run is the innermost dimension's range (times a full block),
+      merged across every dimension the box covers fully (e.g. a whole 8x16x32x32 nChw16c bulk
+      inside a halo'd storage: one run of 16 W 16c entries per row, not one per position; the
+      main job's activations walked 16-entry runs before).
     */
-    const PetscInt bd = L.bdim, bs = L.bs, d1 = d - 1;
-    auto           ext  = [&](PetscInt k) { return k == bd ? (b[k] - a[k]) / bs : b[k] - a[k]; };
-    PetscInt       q    = d1, len = bs * ext(L.perm[d1]);
+    const PetscInt bd = L.bdim, bs = bd < 0 ? 1 : L.bs, d1 = d - 1; /* plain: bd = -1 matches no dimension */
+    auto           ext = [&](PetscInt k) { return k == bd ? (b[k] - a[k]) / bs : b[k] - a[k]; };
+    PetscInt       q   = d1, len = bs * ext(L.perm[d1]);
     while (q > 0 && a[L.perm[q]] == 0 && b[L.perm[q]] == L.alloc[L.perm[q]]) {
       q--;
       len *= ext(L.perm[q]);
