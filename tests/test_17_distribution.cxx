@@ -433,5 +433,13 @@ TEST(Distribution, BadInput)
     DDT(DDTensorDestroy(&x));
     DDT(DDNetDestroy(&net));
     ForgetOptions();
+    /* a memory cap that differs between ranks: an error on every rank, not plans that differ */
+    net = MakeNet(LineText, DD_NET_DISTRIBUTION_AUTO, Rank() == 0 ? 0 : 1 << 30);
+    x   = Input({4, 2, 8, 8}, RowSplit(4), DD_FLOAT32, 3);
+    EXPECT_NE(Catch([&] { return DDNetSetUp(net, 1, &x); }, &msg), 0);
+    EXPECT_NE(msg.find("-net_distribution or -net_memory_limit"), std::string::npos) << msg;
+    DDT(DDTensorDestroy(&x));
+    DDT(DDNetDestroy(&net));
+    ForgetOptions();
   }
 }

@@ -534,6 +534,10 @@ PetscErrorCode DDNetSetUp(DDNet net, PetscInt n, DDTensor xs[])
     }
     PetscCall(DDCheckSameString(comm, "The network's inputs, layers or their connections", g.c_str()));
   }
+  { /* the distribution mode and the memory cap decide which collective set-up work follows */
+    std::string d = std::string(DDNetDistributions[I->distribution]) + ", memory limit " + std::to_string((long long)I->memlimit) + " bytes";
+    PetscCall(DDCheckSameString(comm, "The network's -net_distribution or -net_memory_limit", d.c_str()));
+  }
   {
     PetscBool cf = I->checkfinite ? PETSC_TRUE : PETSC_FALSE;
     PetscCall(PetscOptionsGetBool(NULL, ((PetscObject)net)->prefix, "-dd_check_finite", &cf, NULL));
