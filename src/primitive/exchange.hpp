@@ -120,9 +120,11 @@ public:
   PetscErrorCode SetUp(PetscSF sf, MPI_Comm comm, PetscMPIInt tag, PetscBool usetypes);
   /* how many pairs (of sendTo and recvFrom) move their data by cross-memory attach instead of MPI messages */
   PetscInt       CmaPairs() const;
-  /* leaf = root (forward) */
+  /* leaf = root (forward); End also sets leaf[fill] = value where fill is given (entries that are
+     no leaves: the halo's constant padding), while waiting for the peers or in the same pass over
+     the rows as a received face of the same geometry (see End) */
   PetscErrorCode ForwardBegin(DDDataType dt, const void *root, void *leaf);
-  PetscErrorCode ForwardEnd(DDDataType dt, const void *root, void *leaf);
+  PetscErrorCode ForwardEnd(DDDataType dt, const void *root, void *leaf, const Runs *fill = nullptr, PetscReal value = 0);
   /* root = leaf (add = false) or root += leaf (add = true) (adjoint) */
   PetscErrorCode AdjointBegin(DDDataType dt, const void *leaf, void *root, bool add);
   PetscErrorCode AdjointEnd(DDDataType dt, const void *leaf, void *root, bool add);
@@ -155,7 +157,8 @@ private:
   static void       FreePlan(Plan &pl);
   /* one direction: src -> the peers in `to`, the peers in `from` -> dst (adding with add) */
   PetscErrorCode    Begin(Plan &pl, DDDataType dt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, const std::vector<PetscInt> &srcself, const std::vector<PetscInt> &dstself, bool add);
-  PetscErrorCode    End(Plan &pl, DDDataType dt, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add);
+  PetscErrorCode    End(Plan &pl, DDDataType dt, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add, const Runs *fill = nullptr, PetscReal value = 0);
+  PetscErrorCode    Unpack(DDDataType dt, const Peer &p, const void *buf, void *dst, bool add, const Runs *fill, PetscReal value, bool &filled);
   PetscErrorCode    SetUpCma(PetscBool usecma);
   PetscErrorCode    MakeLink(CmaLink &lk, Peer &p, bool reader, bool add, size_t es, const void *mine);
   PetscErrorCode    CmaCopy(CmaLink &lk, Peer &p);
@@ -170,6 +173,7 @@ private:
   PetscMPIInt       ctag[4] = {0, 0, 0, 0}; /* cma signals: ready, done where the passive side writes; ready, done where it reads */
   unsigned long long token = 0; /* cma set-up: a value the peers read from this process to prove they can */
   bool              inflight = false;
+  bool              fusefill = true; /* -dd_exchange_fuse_fill: a fill of End fused with a received face's unpack where their geometries match */
 };
 /*
   The model's bookkeeping (issue 16): every live Exchange is registered, with the object whose
@@ -189,6 +193,8 @@ struct ExchangeOwnerGuard { /* Push in the constructor, Pop in the destructor (a
 };
 /* -dd_exchange_mpi_types <bool>: MPI derived datatypes instead of hand packing for long runs */
 PetscBool DDExchangeUseTypes();
+/* -dd_exchange_fuse_fill <bool>: End's fill in one pass with a received face of the same rows (default true) */
+PetscBool DDExchangeFuseFill();
 /* -dd_exchange_cma <bool>: single-copy cross-memory attach between ranks of one node (default true where the system allows it) */
 PetscBool DDExchangeUseCma();
 } // namespace ddnn

@@ -579,12 +579,6 @@ static PetscErrorCode HA_ApplyBegin(DDPrimitive prim, DDTensor x, DDTensor y)
 
   PetscFunctionBegin;
   PetscCall(h->ex->ForwardBegin(x->dtype, x->array, x->array));
-  /* the constant padding while the messages are in flight (its entries are no leaves of the exchange) */
-  PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    FillRuns(h->padruns, (T *)x->array, (T)h->padvalue);
-    return PETSC_SUCCESS;
-  }));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -593,7 +587,9 @@ static PetscErrorCode HA_ApplyEnd(DDPrimitive prim, DDTensor x, DDTensor y)
   auto *h = (Halo *)prim->data;
 
   PetscFunctionBegin;
-  PetscCall(h->ex->ForwardEnd(x->dtype, x->array, x->array));
+  /* the constant padding (no leaves of the exchange) is filled by End: while the rank waits for its
+     peers, or in the same pass over the rows as the face received on the other side (a W split) */
+  PetscCall(h->ex->ForwardEnd(x->dtype, x->array, x->array, &h->padruns, h->padvalue));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
