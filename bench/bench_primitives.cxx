@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <functional>
 #include <string>
+#include <cstring>
 
 static double Median(std::vector<double> v)
 {
@@ -25,8 +26,8 @@ static double Median(std::vector<double> v)
   return v[v.size() / 2];
 }
 
-/* median over reps of the max-over-ranks time of f */
-static PetscErrorCode Time(MPI_Comm comm, int reps, const std::function<PetscErrorCode()> &f, double *t)
+/* median over reps of the max-over-ranks time of f; prep (if given) runs before each call, untimed */
+static PetscErrorCode Time(MPI_Comm comm, int reps, const std::function<PetscErrorCode()> &f, double *t, const std::function<void()> &prep = nullptr)
 {
   std::vector<double> ts;
 
@@ -34,6 +35,7 @@ static PetscErrorCode Time(MPI_Comm comm, int reps, const std::function<PetscErr
   PetscCall(f()); /* warm-up */
   PetscCall(f());
   for (int r = 0; r < reps; r++) {
+    if (prep) prep();
     PetscCallMPI(MPI_Barrier(comm));
     double t0 = MPI_Wtime();
     PetscCall(f());
@@ -95,6 +97,33 @@ static PetscErrorCode FaceType(DDTensorFormat fmt, PetscInt N, PetscInt C, Petsc
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* the storage offsets of the entries of a N x C x Hs x Ws storage in format fmt whose coordinate along dim (2 or 3) is at, sorted */
+static std::vector<PetscInt> FaceOffsets(DDTensorFormat fmt, PetscInt N, PetscInt C, PetscInt Hs, PetscInt Ws, PetscInt dim, PetscInt at)
+{
+  std::vector<PetscInt> o;
+  for (PetscInt n = 0; n < N; n++)
+    for (PetscInt c = 0; c < C; c++)
+      for (PetscInt h = dim == 2 ? at : 0; h < (dim == 2 ? at + 1 : Hs); h++)
+        for (PetscInt w = dim == 3 ? at : 0; w < (dim == 3 ? at + 1 : Ws); w++) {
+          if (fmt == DD_FORMAT_CHANNELS_LAST) o.push_back(((n * Hs + h) * Ws + w) * C + c);
+          else if (fmt == DD_FORMAT_BLOCKED) o.push_back((((n * (C / 16) + c / 16) * Hs + h) * Ws + w) * 16 + c % 16);
+          else o.push_back(((n * C + c) * Hs + h) * Ws + w);
+        }
+  std::sort(o.begin(), o.end());
+  return o;
+}
+
+/* runs of consecutive offsets: (offset, length) pairs */
+static std::vector<std::pair<PetscInt, PetscInt>> OffsetRuns(const std::vector<PetscInt> &o)
+{
+  std::vector<std::pair<PetscInt, PetscInt>> r;
+  for (PetscInt v : o) {
+    if (!r.empty() && r.back().first + r.back().second == v) r.back().second++;
+    else r.push_back({v, 1});
+  }
+  return r;
+}
+
 /* halo exchange with a 3-wide kernel along dimension `dim` of a 1 x C x n x n tensor split there */
 static PetscBool breakdown = PETSC_FALSE;
 
@@ -152,6 +181,82 @@ static PetscErrorCode BenchHalo(PetscInt N, PetscInt C, PetscInt n, PetscInt dim
     return PETSC_SUCCESS;
   }, &tmpi));
   PetscCall(Report(label, tdd, tmpi, (dim == 2 || fmt != DD_FORMAT_PLAIN) ? 1.2 : 2.0));
+  /* the same MPI_Sendrecv with data written just before each call (untimed), as every halo exchange
+     sends: the contiguous baseline sends buffers no one writes, whose cache lines stay on the receiving
+     core from one call to the next; fresh lines must cross from the writer's core first */
+  {
+    double tfresh;
+    float  v = 0;
+    PetscCall(Time(comm, reps, [&]() -> PetscErrorCode {
+      PetscCallMPI(MPI_Sendrecv(sl.data(), (int)face, MPI_FLOAT, left, 0, rr.data(), (int)face, MPI_FLOAT, right, 0, comm, MPI_STATUS_IGNORE));
+      PetscCallMPI(MPI_Sendrecv(sr.data(), (int)face, MPI_FLOAT, right, 1, rl.data(), (int)face, MPI_FLOAT, left, 1, comm, MPI_STATUS_IGNORE));
+      return PETSC_SUCCESS;
+    }, &tfresh, [&]() {
+      v += 1;
+      std::fill(sl.begin(), sl.end(), v);
+      std::fill(sr.begin(), sr.end(), v);
+    }));
+    PetscCall(PetscPrintf(comm, "%-44s ddnn %9.1f us   MPI %9.1f us   ratio %5.2f   (send buffers written before each call, untimed)\n", "  same, fresh data", 1e6 * tdd, 1e6 * tfresh, tdd / tfresh));
+  }
+  /* the floor of touching the faces in the storage: this rank's gather of its sent faces into a
+     buffer, scatter of the received ones and fill of its padding, in the tightest loops (one
+     constant-stride loop per face of single entries, the received face and the padding in one pass
+     where they have the same rows, memcpy/fill per merged run otherwise), no communication (both
+     ranks at once, max over ranks) */
+  {
+    PetscInt           nl = n / size, Hs = dim == 2 ? nl + 2 : n, Ws = dim == 3 ? nl + 2 : n;
+    std::vector<float> st((size_t)(N * C * Hs * Ws), 1), buf((size_t)(2 * N * C * n) + 1);
+    std::vector<std::vector<std::pair<PetscInt, PetscInt>>> snd, rcv, pad;
+    (rank > 0 ? snd : pad).push_back(OffsetRuns(FaceOffsets(fmt, N, C, Hs, Ws, dim, rank > 0 ? 1 : 0)));
+    if (rank > 0) rcv.push_back(OffsetRuns(FaceOffsets(fmt, N, C, Hs, Ws, dim, 0)));
+    (rank < size - 1 ? snd : pad).push_back(OffsetRuns(FaceOffsets(fmt, N, C, Hs, Ws, dim, rank < size - 1 ? nl : nl + 1)));
+    if (rank < size - 1) rcv.push_back(OffsetRuns(FaceOffsets(fmt, N, C, Hs, Ws, dim, nl + 1)));
+    /* a face of single entries at a constant stride: its stride, else 0 */
+    auto single = [](const std::vector<std::pair<PetscInt, PetscInt>> &f) -> PetscInt {
+      if (f.size() < 2 || f[0].second != 1) return 0;
+      PetscInt s = f[1].first - f[0].first;
+      for (size_t i = 1; i < f.size(); i++)
+        if (f[i].second != 1 || f[i].first - f[i - 1].first != s) return 0;
+      return s;
+    };
+    const bool            fused = rcv.size() == 1 && pad.size() == 1 && single(rcv[0]) && single(rcv[0]) == single(pad[0]) && rcv[0].size() == pad[0].size();
+    const PetscInt        rs    = fused ? single(rcv[0]) : 0, fo = fused ? pad[0][0].first - rcv[0][0].first : 0;
+    std::vector<PetscInt> ss;
+    for (auto &f : snd) ss.push_back(single(f));
+    double tfloor;
+    PetscCall(Time(comm, reps, [&]() -> PetscErrorCode {
+      float *b = buf.data();
+      for (size_t k = 0; k < snd.size(); k++) {
+        auto &f = snd[k];
+        if (PetscInt s = ss[k]) {
+          const float *p = &st[f[0].first];
+          for (size_t i = 0; i < f.size(); i++, p += s) *b++ = *p;
+        } else
+          for (auto &r : f) {
+            std::memcpy(b, &st[r.first], sizeof(float) * r.second);
+            b += r.second;
+          }
+      }
+      b = buf.data();
+      if (fused) {
+        float *d = &st[rcv[0][0].first];
+        for (size_t i = 0; i < rcv[0].size(); i++, d += rs) {
+          d[0]  = b[i];
+          d[fo] = 0;
+        }
+        return PETSC_SUCCESS;
+      }
+      for (auto &f : rcv)
+        for (auto &r : f) {
+          std::memcpy(&st[r.first], b, sizeof(float) * r.second);
+          b += r.second;
+        }
+      for (auto &f : pad)
+        for (auto &r : f) std::fill(&st[r.first], &st[r.first] + r.second, 0.f);
+      return PETSC_SUCCESS;
+    }, &tfloor));
+    PetscCall(PetscPrintf(comm, "%-44s bare loops %9.1f us = %.2f x MPI   (gather + scatter + padding of the faces, no communication)\n", "  floor: touching the faces", 1e6 * tfloor, tfloor / tmpi));
+  }
   /* second baseline: MPI moving the same faces out of and into the storage (subarray types) */
   if (fmt != DD_FORMAT_BLOCKED || C % 16 == 0) {
     PetscInt           nl = n / size, Hs = dim == 2 ? nl + 2 : n, Ws = dim == 3 ? nl + 2 : n;
@@ -206,6 +311,20 @@ static PetscErrorCode BenchRepartition(PetscInt C, PetscInt n, int reps)
   PetscCall(DDPrimitiveSetUp(T, x, y));
   tsetup = MPI_Wtime() - t0;
   PetscCall(Time(comm, reps, [&]() { return DDPrimitiveApply(T, x, y); }, &tdd));
+  if (breakdown) { /* per rank: Begin (the rank's own part, signals) and End (the transfer, waits) */
+    std::vector<double> tb, te;
+    for (int r = 0; r < reps; r++) {
+      PetscCallMPI(MPI_Barrier(comm));
+      double t0 = MPI_Wtime();
+      PetscCall(DDPrimitiveApplyBegin(T, x, y));
+      double t1 = MPI_Wtime();
+      PetscCall(DDPrimitiveApplyEnd(T, x, y));
+      tb.push_back(t1 - t0);
+      te.push_back(MPI_Wtime() - t1);
+    }
+    PetscCall(PetscSynchronizedPrintf(comm, "  [%d] Begin %.1f us, End %.1f us (medians)\n", rank, 1e6 * Median(tb), 1e6 * Median(te)));
+    PetscCall(PetscSynchronizedFlush(comm, PETSC_STDOUT));
+  }
   /* baseline: MPI_Alltoallv of the same counts, data already packed */
   PetscInt                 local;
   PetscCall(DDTensorGetLocalSize(x, &local));
