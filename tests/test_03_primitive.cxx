@@ -327,7 +327,7 @@ TEST(Repartition, Float32)
 /* halo exchange */
 
 /* After the forward exchange, every window entry equals the global tensor there (or the padding). */
-static void CheckWindow(DDPrimitive H, DDTensor x, const std::vector<double> &g, const std::vector<PetscInt> &shape, const std::vector<DDPaddingMode> &modes, const char *what)
+static void CheckWindow(DDPrimitive H, DDTensor x, const std::vector<double> &g, const std::vector<PetscInt> &shape, const std::vector<DDPaddingMode> &modes, const char *what, double padvalue = 0)
 {
   PetscInt d = (PetscInt)shape.size(), a[DD_MAX_DIM], b[DD_MAX_DIM], ord[DD_MAX_DIM];
   PetscBool active;
@@ -356,7 +356,7 @@ static void CheckWindow(DDPrimitive H, DDTensor x, const std::vector<double> &g,
       }
       PetscInt off;
       DDT(DDTensorGetLocalOffset(x, idx, &off));
-      double expect = pad ? 0.0 : g[lin];
+      double expect = pad ? padvalue : g[lin];
       if (arr[off] != expect && bad++ < 3) ADD_FAILURE() << what << ": window entry differs on rank " << Rank();
       return;
     }
@@ -1318,4 +1318,84 @@ TEST(Exchange, CrossMemoryAttachEqualsMpiOnEveryPath)
     DDT(DDPartitionDestroy(&Px));
     DDT(DDPartitionDestroy(&Py));
   }
+}
+
+/* the fills of End that an exchange of p did in the pass of a received face (summed over ranks) */
+static PetscInt64 FusedFillsOf(DDPrimitive p)
+{
+  PetscInt64 n = 0, all = 0;
+  for (auto *ex : ddnn::ExchangeRegistry())
+    if (ddnn::ExchangeIsUnder(ex->owner, p)) n += ex->fusedfills;
+  MPI_Allreduce(&n, &all, 1, MPIU_INT64, MPI_SUM, PETSC_COMM_WORLD);
+  return all;
+}
+
+/*
+  The halo's constant padding, filled by the exchange's End: while the rank waits for its peers,
+  or in one pass with a received face of the same rows (a plain W split of single-entry columns).
+  Every split of the ranks over H and W, kernels along W only (the fused pass), H only and both
+  (corners: no fusion), widths 1 and 2, plain, channels-last and blocked storage, balanced and
+  unbalanced pieces with empty ones, single-copy and MPI paths: the window against the global
+  tensor with a nonzero pad value (float64), the adjoint test (pad value 0), and the fused and unfused fills
+  equal byte by byte (float32 and float64, twice: the second call on the persistent plans).
+*/
+TEST(Halo, ConstantPaddingFilledByTheExchangeOnEveryPath)
+{
+  const int W = Size();
+  std::vector<std::vector<PetscInt>> f;
+  Factorizations(W, 2, f);
+  PetscInt64 fused = 0;
+  int        idx   = 0;
+  for (auto &ps : f)
+    for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST, DD_FORMAT_BLOCKED})
+      for (int kd = 0; kd < 3; kd++) /* the kernel along W, H, both */
+        for (PetscInt k : {3, 5})
+          for (bool unbal : {false, true})
+            for (const char *cma : {"1", "0"}) {
+              idx++;
+              DDPartition           part  = MakePart({1, 1, ps[0], ps[1]});
+              std::vector<PetscInt> shape = {2, 16, 6 * ps[0] + 3, 5 * ps[1] + 4};
+              std::string what = std::to_string(ps[0]) + "x" + std::to_string(ps[1]) + " format " + std::to_string((int)fmt) + " kernel dims " + std::to_string(kd) + " k" + std::to_string(k) + (unbal ? " unbalanced" : "") + " cma " + cma;
+              DDT(PetscOptionsSetValue(NULL, "-dd_exchange_cma", cma));
+              DDTensor ts[2][2]; /* [type][fused] */
+              DDPrimitive hs[2][2];
+              for (int t = 0; t < 2; t++)
+                for (int fu = 0; fu < 2; fu++) {
+                  DDT(PetscOptionsSetValue(NULL, "-dd_exchange_fuse_fill", fu ? "1" : "0"));
+                  ts[t][fu] = MakeTensor(part, t ? DD_FLOAT64 : DD_FLOAT32, shape, unbal, 0, fmt);
+                  DDPrimitive H = MakePrim(DDPRIMITIVEHALO);
+                  if (kd != 1) DDT(DDPrimitiveHaloSetKernel(H, 3, k, 1, 1, k / 2, PETSC_DECIDE));
+                  if (kd != 0) DDT(DDPrimitiveHaloSetKernel(H, 2, k, 1, 1, k / 2, PETSC_DECIDE));
+                  DDT(DDPrimitiveHaloSetPadValue(H, 0.5 + idx % 3));
+                  DDT(DDPrimitiveSetUp(H, ts[t][fu], NULL));
+                  hs[t][fu] = H;
+                }
+              DDT(PetscOptionsClearValue(NULL, "-dd_exchange_fuse_fill"));
+              DDT(PetscOptionsClearValue(NULL, "-dd_exchange_cma"));
+              for (int rep = 0; rep < 2; rep++)
+                for (int t = 0; t < 2; t++) {
+                  for (int fu = 0; fu < 2; fu++) {
+                    DDT(DDTensorSetRandomGlobal(ts[t][fu], 11 + rep, -1, 1));
+                    DDT(DDPrimitiveApply(hs[t][fu], ts[t][fu], NULL));
+                  }
+                  EXPECT_TRUE(Storage(ts[t][0]) == Storage(ts[t][1])) << "fused and unfused fills differ, " << what << " float" << (t ? 64 : 32);
+                }
+              auto g = Global(ts[1][1]);
+              DDT(DDPrimitiveApply(hs[1][1], ts[1][1], NULL));
+              std::vector<DDPaddingMode> modes(4, DD_PADDING_ZEROS);
+              CheckWindow(hs[1][1], ts[1][1], g, shape, modes, what.c_str(), 0.5 + idx % 3);
+              PetscReal err; /* with a zero pad value: the halo with a nonzero constant is affine, not linear */
+              DDT(DDPrimitiveHaloSetPadValue(hs[1][1], 0));
+              DDT(DDPrimitiveAdjointTest(hs[1][1], NULL, NULL, idx, &err));
+              EXPECT_LT(err, ADJ_TOL) << what;
+              fused += FusedFillsOf(hs[0][1]) + FusedFillsOf(hs[1][1]);
+              EXPECT_EQ(FusedFillsOf(hs[0][0]) + FusedFillsOf(hs[1][0]), 0) << what;
+              for (int t = 0; t < 2; t++)
+                for (int fu = 0; fu < 2; fu++) {
+                  DDT(DDPrimitiveDestroy(&hs[t][fu]));
+                  DDT(DDTensorDestroy(&ts[t][fu]));
+                }
+              DDT(DDPartitionDestroy(&part));
+            }
+  if (W > 1) EXPECT_GT(fused, 0) << "no fill was fused with a received face";
 }

@@ -526,6 +526,7 @@ PetscErrorCode Exchange::Unpack(DDDataType dt, const Peer &p, const void *buf, v
       return PETSC_SUCCESS;
     }));
     filled = true;
+    fusedfills++;
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   const struct _DDBackendVecOps *ops = nullptr;

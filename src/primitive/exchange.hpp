@@ -142,6 +142,7 @@ public:
      started, receives from the completed requests' statuses (MPI_Get_count in bytes) */
   PetscInt64     counted[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
   const void    *owner = nullptr; /* the object (primitive) whose set-up built this exchange */
+  PetscInt64     fusedfills = 0;  /* fills of End done in the pass of a received face (tests) */
 
 private:
   /* the persistent requests of one direction, valid for the addresses, type and mode they were made for */
