@@ -514,15 +514,15 @@ static bool Fusable(const Runs &r, const Runs &fill)
 }
 
 /* one received message from the peer's buffer into dst; with the fill (not yet done) in the same pass where the geometries match */
-PetscErrorCode Exchange::Unpack(DDDataType dt, const Peer &p, const void *buf, void *dst, bool add, const Runs *fill, PetscReal value, bool &filled)
+PetscErrorCode Exchange::Unpack(DDDataType dt, const Peer &p, const void *buf, void *dst, bool add, bool &filled)
 {
   const Runs &r = p.runs;
 
   PetscFunctionBegin;
-  if (fill && !filled && fusefill && !add && memtype == DD_MEMTYPE_HOST && Fusable(r, *fill)) {
+  if (pendfill && !filled && !add && Fusable(r, *pendfill)) {
     PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
       using T = decltype(z);
-      UnpackFillStrided<T>((PetscInt)r.off.size(), (const T *)buf, (T *)dst + r.off[0], r.stride, fill->off[0] - r.off[0], (T)value);
+      UnpackFillStrided<T>((PetscInt)r.off.size(), (const T *)buf, (T *)dst + r.off[0], r.stride, pendfill->off[0] - r.off[0], (T)pendvalue);
       return PETSC_SUCCESS;
     }));
     filled = true;
@@ -615,7 +615,7 @@ PetscErrorCode Exchange::MakePlan(Plan &pl, int ti, MPI_Datatype mt, const void 
   reverse, adding into dst with add). The receives start first, each send as soon as its
   buffer is packed, and the rank's own part is copied while the messages are in flight.
 */
-PetscErrorCode Exchange::Begin(Plan &pl, DDDataType dt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, const std::vector<PetscInt> &srcself, const std::vector<PetscInt> &dstself, bool add)
+PetscErrorCode Exchange::Begin(Plan &pl, DDDataType dt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, const std::vector<PetscInt> &srcself, const std::vector<PetscInt> &dstself, bool add, const Runs *fill, PetscReal value)
 {
   PetscFunctionBegin;
   PetscCheck(!inflight, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "Exchange already in flight");
@@ -661,6 +661,24 @@ PetscErrorCode Exchange::Begin(Plan &pl, DDDataType dt, const void *src, void *d
     PetscCallMPI(MPI_Start(&pl.send[i]));
   }
   inflight = true;
+  /* the fill: left for End where a face received through a buffer has its rows (one pass for both), else now, while the peers pack */
+  pendfill = nullptr;
+  if (fill && !fill->off.empty()) {
+    for (size_t i = 0; i < from.size() && !pendfill && fusefill && !add && memtype == DD_MEMTYPE_HOST; i++) {
+      const Peer    &p  = from[i];
+      const CmaLink &lk = pl.rlink[i];
+      if ((lk.es ? lk.localbuf : (!p.runs.Single() && p.type[ti] == MPI_DATATYPE_NULL)) && Fusable(p.runs, *fill)) {
+        pendfill  = fill;
+        pendvalue = value;
+      }
+    }
+    if (!pendfill)
+      PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
+        using T = decltype(z);
+        FillRuns(*fill, (T *)dst, (T)value);
+        return PETSC_SUCCESS;
+      }));
+  }
   if (self.len.empty()) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
@@ -670,9 +688,9 @@ PetscErrorCode Exchange::Begin(Plan &pl, DDDataType dt, const void *src, void *d
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-PetscErrorCode Exchange::End(Plan &pl, DDDataType dt, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add, const Runs *fill, PetscReal value)
+PetscErrorCode Exchange::End(Plan &pl, DDDataType dt, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add)
 {
-  bool filled = !fill || fill->off.empty();
+  bool filled = !pendfill;
 
   PetscFunctionBegin;
   PetscCheck(inflight, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "No exchange in flight");
@@ -686,31 +704,12 @@ PetscErrorCode Exchange::End(Plan &pl, DDDataType dt, void *dst, std::vector<Pee
     PetscCall(CmaCopy(lk, p));
     PetscCallMPI(MPI_Start(&lk.done));
     if (lk.reader) {
-      if (lk.localbuf) PetscCall(Unpack(dt, p, p.buf.data(), dst, add, fill, value, filled));
+      if (lk.localbuf) PetscCall(Unpack(dt, p, p.buf.data(), dst, add, filled));
       cnt[2]++;
       cnt[3] += (PetscInt64)es * p.runs.total;
     }
     return PETSC_SUCCESS;
   }));
-  /* the fill, unless a received face took it along (a face still to come through a buffer of the same geometry takes it below) */
-  if (!filled) {
-    bool later = false;
-    if (fusefill && !add && memtype == DD_MEMTYPE_HOST)
-      for (size_t i = 0; i < from.size() && !later; i++) {
-        const Peer    &p  = from[i];
-        const CmaLink &lk = pl.rlink[i];
-        const bool     viabuf = lk.es ? (!lk.active && lk.localbuf) : (!p.runs.Single() && p.type[ti] == MPI_DATATYPE_NULL);
-        later             = viabuf && Fusable(p.runs, *fill);
-      }
-    if (!later) {
-      PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
-        using T = decltype(z);
-        FillRuns(*fill, (T *)dst, (T)value);
-        return PETSC_SUCCESS;
-      }));
-      filled = true;
-    }
-  }
   for (size_t i = 0; i < from.size(); i++) {
     Peer      &p = from[i];
     MPI_Status st;
@@ -720,7 +719,7 @@ PetscErrorCode Exchange::End(Plan &pl, DDDataType dt, void *dst, std::vector<Pee
     PetscCallMPI(MPI_Get_count(&st, MPI_BYTE, &nb)); /* what arrived, for the model's counters */
     cnt[2]++;
     cnt[3] += nb;
-    if (add || (!p.runs.Single() && p.type[ti] == MPI_DATATYPE_NULL)) PetscCall(Unpack(dt, p, p.buf.data(), dst, add, fill, value, filled));
+    if (add || (!p.runs.Single() && p.type[ti] == MPI_DATATYPE_NULL)) PetscCall(Unpack(dt, p, p.buf.data(), dst, add, filled));
   }
   /* the passive ends wait until their peers are done with their memory */
   PetscCall(ForEachLink(pl, from, to, [&](int, Peer &p, CmaLink &lk) -> PetscErrorCode {
@@ -732,7 +731,7 @@ PetscErrorCode Exchange::End(Plan &pl, DDDataType dt, void *dst, std::vector<Pee
       else PetscCallMPI(MPI_Wait(&lk.done, MPI_STATUS_IGNORE));
       PetscCallMPI(MPI_Wait(&lk.ready, MPI_STATUS_IGNORE));
       if (lk.reader) {
-        if (lk.localbuf) PetscCall(Unpack(dt, p, p.buf.data(), dst, add, fill, value, filled));
+        if (lk.localbuf) PetscCall(Unpack(dt, p, p.buf.data(), dst, add, filled));
         cnt[2]++;
         cnt[3] += (PetscInt64)es * p.runs.total;
       }
@@ -740,21 +739,22 @@ PetscErrorCode Exchange::End(Plan &pl, DDDataType dt, void *dst, std::vector<Pee
     return PETSC_SUCCESS;
   }));
   PetscCheck(filled, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Exchange: the fill was left for a received face that did not take it");
+  pendfill = nullptr;
   for (auto &r : pl.send)
     if (r != MPI_REQUEST_NULL) PetscCallMPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
   inflight = false;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-PetscErrorCode Exchange::ForwardBegin(DDDataType dt, const void *root, void *leaf)
+PetscErrorCode Exchange::ForwardBegin(DDDataType dt, const void *root, void *leaf, const Runs *fill, PetscReal value)
 {
-  return Begin(fwd, dt, root, leaf, recvFrom, sendTo, self.root, self.leaf, false);
+  return Begin(fwd, dt, root, leaf, recvFrom, sendTo, self.root, self.leaf, false, fill, value);
 }
 
-PetscErrorCode Exchange::ForwardEnd(DDDataType dt, const void *root, void *leaf, const Runs *fill, PetscReal value)
+PetscErrorCode Exchange::ForwardEnd(DDDataType dt, const void *root, void *leaf)
 {
   (void)root;
-  return End(fwd, dt, leaf, recvFrom, sendTo, false, fill, value);
+  return End(fwd, dt, leaf, recvFrom, sendTo, false);
 }
 
 PetscErrorCode Exchange::AdjointBegin(DDDataType dt, const void *leaf, void *root, bool add)

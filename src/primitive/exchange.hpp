@@ -120,11 +120,11 @@ public:
   PetscErrorCode SetUp(PetscSF sf, MPI_Comm comm, PetscMPIInt tag, PetscBool usetypes);
   /* how many pairs (of sendTo and recvFrom) move their data by cross-memory attach instead of MPI messages */
   PetscInt       CmaPairs() const;
-  /* leaf = root (forward); End also sets leaf[fill] = value where fill is given (entries that are
-     no leaves: the halo's constant padding), while waiting for the peers or in the same pass over
-     the rows as a received face of the same geometry (see End) */
-  PetscErrorCode ForwardBegin(DDDataType dt, const void *root, void *leaf);
-  PetscErrorCode ForwardEnd(DDDataType dt, const void *root, void *leaf, const Runs *fill = nullptr, PetscReal value = 0);
+  /* leaf = root (forward); also leaf[fill] = value where fill is given (entries that are no leaves:
+     the halo's constant padding): in Begin while the peers pack, or in End in the same pass over
+     the rows as a received face of the same geometry (Fusable()); fill must live until End */
+  PetscErrorCode ForwardBegin(DDDataType dt, const void *root, void *leaf, const Runs *fill = nullptr, PetscReal value = 0);
+  PetscErrorCode ForwardEnd(DDDataType dt, const void *root, void *leaf);
   /* root = leaf (add = false) or root += leaf (add = true) (adjoint) */
   PetscErrorCode AdjointBegin(DDDataType dt, const void *leaf, void *root, bool add);
   PetscErrorCode AdjointEnd(DDDataType dt, const void *leaf, void *root, bool add);
@@ -142,7 +142,7 @@ public:
      started, receives from the completed requests' statuses (MPI_Get_count in bytes) */
   PetscInt64     counted[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
   const void    *owner = nullptr; /* the object (primitive) whose set-up built this exchange */
-  PetscInt64     fusedfills = 0;  /* fills of End done in the pass of a received face (tests) */
+  PetscInt64     fusedfills = 0;  /* fills done in the pass of a received face (tests) */
 
 private:
   /* the persistent requests of one direction, valid for the addresses, type and mode they were made for */
@@ -157,9 +157,9 @@ private:
   PetscErrorCode    MakePlan(Plan &pl, int ti, MPI_Datatype mt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add);
   static void       FreePlan(Plan &pl);
   /* one direction: src -> the peers in `to`, the peers in `from` -> dst (adding with add) */
-  PetscErrorCode    Begin(Plan &pl, DDDataType dt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, const std::vector<PetscInt> &srcself, const std::vector<PetscInt> &dstself, bool add);
-  PetscErrorCode    End(Plan &pl, DDDataType dt, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add, const Runs *fill = nullptr, PetscReal value = 0);
-  PetscErrorCode    Unpack(DDDataType dt, const Peer &p, const void *buf, void *dst, bool add, const Runs *fill, PetscReal value, bool &filled);
+  PetscErrorCode    Begin(Plan &pl, DDDataType dt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, const std::vector<PetscInt> &srcself, const std::vector<PetscInt> &dstself, bool add, const Runs *fill = nullptr, PetscReal value = 0);
+  PetscErrorCode    End(Plan &pl, DDDataType dt, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add);
+  PetscErrorCode    Unpack(DDDataType dt, const Peer &p, const void *buf, void *dst, bool add, bool &filled);
   PetscErrorCode    SetUpCma(PetscBool usecma);
   PetscErrorCode    MakeLink(CmaLink &lk, Peer &p, bool reader, bool add, size_t es, const void *mine);
   PetscErrorCode    CmaCopy(CmaLink &lk, Peer &p);
@@ -174,7 +174,9 @@ private:
   PetscMPIInt       ctag[4] = {0, 0, 0, 0}; /* cma signals: ready, done where the passive side writes; ready, done where it reads */
   unsigned long long token = 0; /* cma set-up: a value the peers read from this process to prove they can */
   bool              inflight = false;
-  bool              fusefill = true; /* -dd_exchange_fuse_fill: a fill of End fused with a received face's unpack where their geometries match */
+  bool              fusefill = true;  /* -dd_exchange_fuse_fill: a fill fused with a received face's unpack where their geometries match */
+  const Runs       *pendfill = nullptr; /* the fill Begin left for End's fused unpack, and its value */
+  PetscReal         pendvalue = 0;
 };
 /*
   The model's bookkeeping (issue 16): every live Exchange is registered, with the object whose
@@ -194,7 +196,7 @@ struct ExchangeOwnerGuard { /* Push in the constructor, Pop in the destructor (a
 };
 /* -dd_exchange_mpi_types <bool>: MPI derived datatypes instead of hand packing for long runs */
 PetscBool DDExchangeUseTypes();
-/* -dd_exchange_fuse_fill <bool>: End's fill in one pass with a received face of the same rows (default true) */
+/* -dd_exchange_fuse_fill <bool>: a forward fill in one pass with a received face of the same rows (default true) */
 PetscBool DDExchangeFuseFill();
 /* -dd_exchange_cma <bool>: single-copy cross-memory attach between ranks of one node (default true where the system allows it) */
 PetscBool DDExchangeUseCma();

@@ -578,7 +578,10 @@ static PetscErrorCode HA_ApplyBegin(DDPrimitive prim, DDTensor x, DDTensor y)
   auto *h = (Halo *)prim->data;
 
   PetscFunctionBegin;
-  PetscCall(h->ex->ForwardBegin(x->dtype, x->array, x->array));
+  /* the constant padding (no leaves of the exchange) is filled by the exchange: in Begin while the
+     peers pack, or in End in the same pass over the rows as the face received on the other side
+     (a plain W split) */
+  PetscCall(h->ex->ForwardBegin(x->dtype, x->array, x->array, &h->padruns, h->padvalue));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -587,9 +590,7 @@ static PetscErrorCode HA_ApplyEnd(DDPrimitive prim, DDTensor x, DDTensor y)
   auto *h = (Halo *)prim->data;
 
   PetscFunctionBegin;
-  /* the constant padding (no leaves of the exchange) is filled by End: while the rank waits for its
-     peers, or in the same pass over the rows as the face received on the other side (a W split) */
-  PetscCall(h->ex->ForwardEnd(x->dtype, x->array, x->array, &h->padruns, h->padvalue));
+  PetscCall(h->ex->ForwardEnd(x->dtype, x->array, x->array));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
