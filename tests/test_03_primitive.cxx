@@ -1337,7 +1337,8 @@ static PetscInt64 FusedFillsOf(DDPrimitive p)
   (corners: no fusion), widths 1 and 2, plain, channels-last and blocked storage, balanced and
   unbalanced pieces with empty ones, single-copy and MPI paths: the window against the global
   tensor with a nonzero pad value (float64), the adjoint test (pad value 0), and the fused and unfused fills
-  equal byte by byte (float32 and float64, twice: the second call on the persistent plans).
+  equal byte by byte after the forward and after the adjoint (whose add into the owners clears the
+  padding in the same pass), float32 and float64, twice: the second call on the persistent plans.
 */
 TEST(Halo, ConstantPaddingFilledByTheExchangeOnEveryPath)
 {
@@ -1379,6 +1380,8 @@ TEST(Halo, ConstantPaddingFilledByTheExchangeOnEveryPath)
                     DDT(DDPrimitiveApply(hs[t][fu], ts[t][fu], NULL));
                   }
                   EXPECT_TRUE(Storage(ts[t][0]) == Storage(ts[t][1])) << "fused and unfused fills differ, " << what << " float" << (t ? 64 : 32);
+                  for (int fu = 0; fu < 2; fu++) DDT(DDPrimitiveApplyAdjoint(hs[t][fu], ts[t][fu], ts[t][fu]));
+                  EXPECT_TRUE(Storage(ts[t][0]) == Storage(ts[t][1])) << "adjoint: fused and unfused clearing differ, " << what << " float" << (t ? 64 : 32);
                 }
               auto g = Global(ts[1][1]);
               DDT(DDPrimitiveApply(hs[1][1], ts[1][1], NULL));

@@ -125,8 +125,8 @@ public:
      the rows as a received face of the same geometry (Fusable()); fill must live until End */
   PetscErrorCode ForwardBegin(DDDataType dt, const void *root, void *leaf, const Runs *fill = nullptr, PetscReal value = 0);
   PetscErrorCode ForwardEnd(DDDataType dt, const void *root, void *leaf);
-  /* root = leaf (add = false) or root += leaf (add = true) (adjoint) */
-  PetscErrorCode AdjointBegin(DDDataType dt, const void *leaf, void *root, bool add);
+  /* root = leaf (add = false) or root += leaf (add = true) (adjoint); root[fill] = value as in the forward */
+  PetscErrorCode AdjointBegin(DDDataType dt, const void *leaf, void *root, bool add, const Runs *fill = nullptr, PetscReal value = 0);
   PetscErrorCode AdjointEnd(DDDataType dt, const void *leaf, void *root, bool add);
   /* sets every leaf entry to zero */
   PetscErrorCode ZeroLeaves(DDDataType dt, void *leaf);

@@ -599,7 +599,8 @@ static PetscErrorCode HA_AdjointBegin(DDPrimitive prim, DDTensor y, DDTensor x)
   auto *h = (Halo *)prim->data;
 
   PetscFunctionBegin;
-  PetscCall(h->ex->AdjointBegin(x->dtype, x->array, x->array, true));
+  /* the padding is cleared by the exchange (K_T of eq. 22), as the forward fills it */
+  PetscCall(h->ex->AdjointBegin(x->dtype, x->array, x->array, true, &h->padruns, 0));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -609,13 +610,8 @@ static PetscErrorCode HA_AdjointEnd(DDPrimitive prim, DDTensor y, DDTensor x)
 
   PetscFunctionBegin;
   PetscCall(h->ex->AdjointEnd(x->dtype, x->array, x->array, true));
-  /* clear the exchange's destinations (K_T of eq. 22): the halo and the padding */
+  /* clear the exchange's destinations (K_T of eq. 22): the halo (the padding was cleared by the exchange) */
   PetscCall(h->ex->ZeroLeaves(x->dtype, x->array));
-  PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    FillRuns(h->padruns, (T *)x->array, (T)0);
-    return PETSC_SUCCESS;
-  }));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
