@@ -25,7 +25,10 @@
   pieces for faces along slow dimensions, tight gather loops for strided faces), sends
   single-run messages straight from (and receives them straight into) the tensor's storage,
   copies the rank's own part directly without buffers, and adds in the adjoint with its own
-  float and double kernels.
+  float and double kernels. A caller may hand Begin a fill (the halo's constant padding, entries
+  that are no leaves): it is written while the peers pack, or, where a face received through a
+  buffer has the same rows (a plain W split: one column received, the opposite one padded), in
+  the same strided pass as that face's unpack in End.
 */
 #pragma once
 #include <ddnn/private/ddimpl.h>
@@ -196,7 +199,7 @@ struct ExchangeOwnerGuard { /* Push in the constructor, Pop in the destructor (a
 };
 /* -dd_exchange_mpi_types <bool>: MPI derived datatypes instead of hand packing for long runs */
 PetscBool DDExchangeUseTypes();
-/* -dd_exchange_fuse_fill <bool>: a forward fill in one pass with a received face of the same rows (default true) */
+/* -dd_exchange_fuse_fill <bool>: a fill (the halo's padding, forward and adjoint) in one pass with a received face of the same rows (default true) */
 PetscBool DDExchangeFuseFill();
 /* -dd_exchange_cma <bool>: single-copy cross-memory attach between ranks of one node (default true where the system allows it) */
 PetscBool DDExchangeUseCma();
