@@ -361,7 +361,7 @@ PetscErrorCode DDModelLayerSpecInitialize(DDModelLayerSpec *spec, DDLayerType ty
   one against targets of the prediction's shape (mse, l1), not class indices.
 
   Covered: convolution (stride, padding, bias; no dilation or groups), batch normalization (affine),
-  activation (priced as ReLU), max or average pooling, nearest or linear upsampling by 1 or 2, concatenation
+  activation (priced as ReLU), max or average pooling (spec->average), nearest or linear upsampling by 1 or 2, concatenation
   of two inputs along the channels, loss (mean reduction); partitions that split the batch and the
   spatial dimensions but not the channels, no empty pieces, the partition spanning the
   communicator. A configuration outside this is an error naming it. Storage is plain (float64, and
@@ -503,10 +503,10 @@ PetscErrorCode DDModelPredictLayer(const DDModelLayerSpec *spec, const DDModelLa
     in.backend = bname;
     in.dtype   = spec->dtype;
     in.size    = (PetscMPIInt)L.ranks; /* the partition spans the communicator: the "<backend>@P" fits */
-    in.kind    = L.kind == K_CONV ? DDLAYERCONV : L.kind == K_BN ? DDLAYERBATCHNORM : L.kind == K_POOL ? DDLAYERPOOL : L.kind == K_UP ? DDLAYERUPSAMPLE : L.kind == K_CONCAT ? DDLAYERCONCAT : L.kind == K_LOSS ? DDLAYERLOSS : DDLAYERACTIVATION;
+    in.kind    = L.kind == K_CONV ? DDLAYERCONV : L.kind == K_BN ? DDLAYERBATCHNORM : L.kind == K_POOL ? (spec->average ? ddnn::ModelKindPoolAvg : DDLAYERPOOL) : L.kind == K_UP ? DDLAYERUPSAMPLE : L.kind == K_CONCAT ? DDLAYERCONCAT : L.kind == K_LOSS ? DDLAYERLOSS : DDLAYERACTIVATION;
     in.nodx    = spec->noinputgradient ? true : false;
-    /* LayerCold: the layer's memory on this rank beyond the core's L2 cache */
-    in.cold = ddnn::ModelIsCold_Private((double)(pred->memory[0] + pred->memory[1] + pred->memory[2] + pred->memory[3])) ? true : false;
+    /* LayerCold: the share of the layer's memory on this rank beyond the core's L2 cache */
+    in.cold = ddnn::ModelColdFraction_Private((double)(pred->memory[0] + pred->memory[1] + pred->memory[2] + pred->memory[3]));
     in.runs = pred->runs;
     in.rows = true; /* plain storage on both sides: the same storage order */
     for (int b = 0; b < 2; b++) {

@@ -18,6 +18,7 @@
 #include <ddnn/private/ddlayerimpl.h>
 #include <ddmodel.h>
 #include <ddprimitive.h>
+#include "modelimpl.hpp"
 #include <petsctime.h>
 #include <vector>
 #include <string>
@@ -213,7 +214,8 @@ static PetscErrorCode MakeLayer(const std::string &kind, const char backend[], D
 {
   PetscFunctionBegin;
   PetscCall(DDLayerCreate(PETSC_COMM_SELF, l));
-  PetscCall(DDLayerSetType(*l, kind.rfind(DDLAYERACTIVATION, 0) == 0 ? DDLAYERACTIVATION : kind.c_str()));
+  const bool pool = kind.rfind(DDLAYERPOOL, 0) == 0; /* "pool" (max) or "pool-avg" */
+  PetscCall(DDLayerSetType(*l, kind.rfind(DDLAYERACTIVATION, 0) == 0 ? DDLAYERACTIVATION : (pool ? DDLAYERPOOL : kind.c_str())));
   if (backend) PetscCall(DDLayerSetBackend(*l, backend));
   const PetscInt k3[2] = {3, 3}, p1[2] = {1, 1}, k2[2] = {2, 2}, s2[2] = {2, 2};
   if (kind == DDLAYERCONV) {
@@ -234,8 +236,8 @@ static PetscErrorCode MakeLayer(const std::string &kind, const char backend[], D
     PetscCall(PetscEListFind(DD_ACT_PRELU + 1, DDActivationTypes, kind.c_str() + strlen(DDLAYERACTIVATION) + 1, &t, &found));
     PetscCheck(found, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Unknown calibration kind %s", kind.c_str());
     PetscCall(DDLayerActivationSetType(*l, (DDActivationType)t));
-  } else if (kind == DDLAYERPOOL) {
-    PetscCall(DDLayerPoolSetType(*l, DD_POOL_MAX));
+  } else if (pool) {
+    PetscCall(DDLayerPoolSetType(*l, kind == DDLAYERPOOL ? DD_POOL_MAX : DD_POOL_AVG));
     PetscCall(DDLayerPoolSetKernel(*l, 2, k2));
     PetscCall(DDLayerPoolSetStride(*l, 2, s2));
   } else if (kind == DDLAYERUPSAMPLE) {
@@ -351,7 +353,7 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
     order    = 4;
     shape[0] = 4;
     shape[1] = 16;
-    shape[2] = shape[3] = (kind == DDLAYERPOOL ? 8 : 4) * size; /* pool halves A's output: B sees the same sizes as the others */
+    shape[2] = shape[3] = (kind.rfind(DDLAYERPOOL, 0) == 0 ? 8 : 4) * size; /* pool halves A's output: B sees the same sizes as the others */
     if (kind == DDLAYERUPSAMPLE || kind == DDLAYERCONVTRANSPOSE) shape[2] = shape[3] = 2 * size; /* A doubles: B sees 4 ... 64 */
     ch = 16;
   }
@@ -397,10 +399,15 @@ struct GemmShape {
 static const GemmShape convShapes[] = {
   {4, 16, 4, 16, 3},  {4, 16, 16, 16, 3}, {4, 16, 32, 16, 3}, {4, 1, 32, 16, 3}, {4, 16, 32, 1, 1}, {4, 16, 32, 1, 3},
   {4, 1, 32, 6, 5},   {4, 6, 14, 16, 5},  {4, 32, 16, 32, 3}, {4, 64, 8, 64, 3}, {4, 32, 32, 16, 3}, {16, 1, 32, 6, 5},
+  /* an encoder's channel doubling and a decoder's reduction after a concatenation (the U-Net's
+     16 -> 32, 96 -> 32 and 48 -> 16 at batch 8): in float64 (im2col and GEMM on /cpu/blas) the
+     decoders' backward ran at 0.7-0.75 of the rate the shapes above gave, the doubling's at 1.3 */
+  {8, 16, 16, 32, 3}, {8, 96, 16, 32, 3}, {8, 48, 32, 16, 3},
 };
 /* affine: square layers at batch 32, and the GEMM shapes of a classifier head on small batches (LeNet's 400 -> 120 -> 84 -> 10) */
 static const GemmShape affineShapes[] = {
   {32, 16, 1, 16, 1}, {32, 64, 1, 64, 1}, {32, 256, 1, 256, 1}, {16, 400, 1, 120, 1}, {16, 120, 1, 84, 1}, {16, 84, 1, 10, 1}, {8, 400, 1, 120, 1}, {4, 1024, 1, 64, 1},
+  {8, 120, 1, 84, 1}, {8, 84, 1, 10, 1}, /* the head at batch 8 (LeNet-5's 16 on two ranks) */
 };
 
 /* times a conv or affine layer of one shape; its input comes from a layer of the same kind (1 x 1
@@ -529,7 +536,9 @@ static PetscErrorCode TimeOther(const std::string &kind, const char backend[], D
     PetscCall(DDLayerGetModelWork(B, d ? PETSC_TRUE : PETSC_FALSE, &f, &b));
     work[d] = b;
   }
-  PetscCall(TimeForwardBackwardMulti(B, nin, xs, y, dy, dxs, 5, 58, 0.05, tm));
+  /* a loss's backward is called as DDNetBackward() calls a network's output layer: dy = NULL (dL = 1;
+     the layer makes the ones itself: priced with dy given it was 2-3x under the network's) */
+  PetscCall(TimeForwardBackwardMulti(B, nin, xs, y, kind.rfind(DDLAYERLOSS, 0) == 0 ? NULL : dy, dxs, 5, 58, 0.05, tm));
   for (int i = 0; i < 2; i++) {
     PetscCall(DDTensorDestroy(&xs[i]));
     PetscCall(DDTensorDestroy(&dxs[i]));
@@ -785,7 +794,7 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
       }
       for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, (ok + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
     }
-    std::vector<std::string> kinds = {DDLAYERCONVTRANSPOSE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, DDLAYERUPSAMPLE};
+    std::vector<std::string> kinds = {DDLAYERCONVTRANSPOSE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, ddnn::ModelKindPoolAvg, DDLAYERUPSAMPLE};
     for (DDActivationType a : {DD_ACT_LEAKYRELU, DD_ACT_TANH, DD_ACT_SIGMOID, DD_ACT_GELU, DD_ACT_IDENTITY, DD_ACT_SILU, DD_ACT_ELU, DD_ACT_SOFTPLUS}) kinds.push_back(std::string(DDLAYERACTIVATION) + "-" + DDActivationTypes[a]); /* model.cxx's calibratedActs */
     for (const std::string &ks : kinds) {
       const char *k = ks.c_str();
@@ -802,17 +811,25 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
       for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, (ks + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
     }
   }
-  calflush = false;
-  for (int rows = 0; rows < 2; rows++) {
-    double wk[2], tm[2], runs;
-    PetscCall(TimeConversion(bname, dt, rows == 1, wk, &runs, tm));
-    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
-    for (int d = 0; d < 2; d++) {
-      double base;
-      PetscCall(ddnn::ModelKernelTime_Private(bkey.c_str(), dt, DDLAYERACTIVATION, d ? PETSC_TRUE : PETSC_FALSE, wk[d], &base));
-      PetscCall(ddnn::ModelStoreRunCost_Private(bkey.c_str(), dt, rows ? "activation-rows" : DDLAYERACTIVATION, d ? PETSC_TRUE : PETSC_FALSE, std::max(0.0, (tm[d] - base) / (runs - 1))));
+  /* the per-run cost of a walk over two layouts, warm and cold (":cold", each less the ReLU's fit
+     of the same kind: a row-by-row walk into a tensor with a halo touches partial cache lines at
+     every row, which costs more when they come from memory; the U-Net's ReLUs into a convolution's
+     halo were 0.45-0.75 of the measured time with the warm per-run cost alone) */
+  for (int cold = 0; cold < 2; cold++) {
+    const std::string sfx = cold ? ":cold" : "";
+    calflush              = cold == 1;
+    for (int rows = 0; rows < 2; rows++) {
+      double wk[2], tm[2], runs;
+      PetscCall(TimeConversion(bname, dt, rows == 1, wk, &runs, tm));
+      PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
+      for (int d = 0; d < 2; d++) {
+        double base;
+        PetscCall(ddnn::ModelKernelTime_Private(bkey.c_str(), dt, (DDLAYERACTIVATION + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, wk[d], &base));
+        PetscCall(ddnn::ModelStoreRunCost_Private(bkey.c_str(), dt, ((rows ? "activation-rows" : DDLAYERACTIVATION) + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, std::max(0.0, (tm[d] - base) / (runs - 1))));
+      }
     }
   }
+  calflush = false;
   if (size > 1) PetscCall(CalibrateCollectives(comm, bkey.c_str(), dt));
   if (size > 1) {
     std::vector<double> w[2], t[2];

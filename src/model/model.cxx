@@ -71,9 +71,10 @@ struct ModelState {
 };
 ModelState M;
 
-/* version 2: the GEMM kinds' fits have three more terms, and concat, flatten and the losses their own fits */
-const int         cacheVersion = 2;
-const char *const cacheMagic   = "ddnn-model-cache 2";
+/* version 2: the GEMM kinds' fits have three more terms, and concat, flatten and the losses their own fits;
+   version 3: average pooling its own fit ("pool-avg"), the losses' backward timed as a network calls it (dy = NULL) */
+const int         cacheVersion = 3;
+const char *const cacheMagic   = "ddnn-model-cache 3";
 
 std::string HostName()
 {
@@ -496,7 +497,7 @@ PetscErrorCode DDModelLoad(MPI_Comm comm, const char backend[], DDDataType dt, P
     for (int b = 0; b < 2; b++)
       if (!has(k, b)) all = PETSC_FALSE;
   for (int b = 0; b < 2; b++)
-    if (!has(kindLossCE, b)) all = PETSC_FALSE;
+    if (!has(kindLossCE, b) || !has(ddnn::ModelKindPoolAvg, b)) all = PETSC_FALSE;
   for (auto k : {DDLAYERCONV, DDLAYERAFFINE})
     if (!has(std::string(k) + "-wgrad", true)) all = PETSC_FALSE;
   for (int b = 0; b < 2; b++) {
@@ -1051,7 +1052,7 @@ static PetscReal CeilLog2(PetscMPIInt p)
 
 .seealso: `DDModelCalibrate()`, `DDLayerGetModelComm()`, `DDNetViewModel()`
 @*/
-static PetscErrorCode LayerModelTime(DDLayer, PetscBool, PetscBool, PetscReal *, PetscReal *, PetscReal *, PetscReal *, PetscBool *);
+static PetscErrorCode LayerModelTime(DDLayer, PetscBool, double, PetscReal *, PetscReal *, PetscReal *, PetscReal *, PetscBool *);
 
 /* the core's private cache: tensors that together exceed it are found in memory */
 static double L2Bytes(void)
@@ -1060,13 +1061,18 @@ static double L2Bytes(void)
   return l2 > 0 ? (double)l2 : 1048576.0;
 }
 
-/* whether a layer's kernels find their tensors in memory (cold): the memory the layer holds on
-   this rank (a layer alone) or its network holds (DDNetGetModelTime()) exceeds the core's L2 cache */
+/* the share of a layer's tensors its kernels find in memory (cold), the rest out of L2 but in the
+   caches below it (warm), when the memory the layer holds on this rank (a layer alone) or its network
+   holds (DDNetGetModelTime()) is bytes: what exceeds the core's L2 cache, 1 - L2 / bytes. A network
+   cycles through its tensors once per step; the part of them that fits in L2 is still there
+   (LeNet-5 in float64, 2.8 MiB per rank against a 2 MiB L2, ran its layers at the warm rates; the
+   U-Net, 24 MiB, at nearly the cold ones). The earlier all-or-nothing rule priced LeNet-5's layers
+   cold, 1.3-2.5x over in float64 */
 namespace ddnn
 {
-PetscBool ModelIsCold_Private(double bytes)
+double ModelColdFraction_Private(double bytes)
 {
-  return bytes > L2Bytes() ? PETSC_TRUE : PETSC_FALSE;
+  return bytes > L2Bytes() ? 1.0 - L2Bytes() / bytes : 0.0;
 }
 
 bool ModelIsGemmKind_Private(const std::string &kind)
@@ -1075,19 +1081,19 @@ bool ModelIsGemmKind_Private(const std::string &kind)
 }
 } // namespace ddnn
 
-static PetscErrorCode LayerCold(DDLayer layer, PetscBool *cold)
+static PetscErrorCode LayerCold(DDLayer layer, double *cold)
 {
   PetscInt64 m[4];
 
   PetscFunctionBegin;
   PetscCall(DDLayerGetModelMemory(layer, &m[0], &m[1], &m[2], &m[3]));
-  *cold = ddnn::ModelIsCold_Private((double)(m[0] + m[1] + m[2] + m[3]));
+  *cold = ddnn::ModelColdFraction_Private((double)(m[0] + m[1] + m[2] + m[3]));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 PetscErrorCode DDLayerGetModelTime(DDLayer layer, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
 {
-  PetscBool cold;
+  double cold;
 
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
@@ -1117,20 +1123,29 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[
     if (tcoll) tcoll[b] = 0;
     /* a first layer of a network computes no input gradient: the GEMM kinds' weight gradient alone has its own fit */
     const std::string fk = b && in.nodx && gemm ? kind + "-wgrad" : kind;
-    auto              it = in.cold ? FindKern(bname, size, in.dtype, fk + ":cold", b) : M.kern.end();
-    if (it == M.kern.end()) it = FindKern(bname, size, in.dtype, fk, b); /* no cold fit: the warm one */
+    auto              it = FindKern(bname, size, in.dtype, fk, b);
+    auto              ic = in.cold > 0 ? FindKern(bname, size, in.dtype, fk + ":cold", b) : M.kern.end();
+    if (it == M.kern.end()) it = ic; /* no warm fit: the cold one */
+    if (ic == M.kern.end()) ic = it; /* no cold fit: the warm one */
     if (it == M.kern.end()) *ok = PETSC_FALSE;
     else {
-      comp[b] = it->second.c0 + it->second.c1 * (gemm ? in.flops[b] : in.bytes[b]);
-      if (gemm)
-        for (int j = 0; j < 3; j++) comp[b] += it->second.cx[j] * in.gemm[b][j];
+      auto time = [&](const Fit &F) {
+        double t = F.c0 + F.c1 * (gemm ? in.flops[b] : in.bytes[b]);
+        if (gemm)
+          for (int j = 0; j < 3; j++) t += F.cx[j] * in.gemm[b][j];
+        return t;
+      };
+      /* the share in.cold of the tensors in memory, the rest in the caches below L2 (ModelColdFraction_Private()) */
+      comp[b] = (1 - in.cold) * time(it->second) + in.cold * time(ic->second);
     }
     if (!gemm) { /* the walk's runs: a format conversion between input and output costs per element */
-      /* the same storage order with other halos: a row-by-row walk; otherwise element by element */
-      auto rc = FindRunCost(bname, size, in.dtype, in.rows ? "activation-rows" : DDLAYERACTIVATION, b);
+      /* the same storage order with other halos: a row-by-row walk; otherwise element by element; warm and cold as the fits */
+      const std::string rk = in.rows ? "activation-rows" : DDLAYERACTIVATION;
+      auto              rc = FindRunCost(bname, size, in.dtype, rk, b), rcc = in.cold > 0 ? FindRunCost(bname, size, in.dtype, rk + ":cold", b) : M.runcost.end();
+      if (rcc == M.runcost.end()) rcc = rc; /* no cold run cost: the warm one */
       if (in.runs > 1) {
         if (rc == M.runcost.end()) *ok = PETSC_FALSE;
-        else comp[b] += rc->second * (PetscReal)(in.runs - 1);
+        else comp[b] += ((1 - in.cold) * rc->second + in.cold * rcc->second) * (PetscReal)(in.runs - 1);
       }
     }
     const PetscInt64 *v = in.p2p[b];
@@ -1165,7 +1180,7 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[
 } // namespace ddnn
 
 /* fills the formula's input from a set-up layer on this rank */
-static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscBool cold, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
+static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
 {
   DDLayerType          type;
   const char          *bname;
@@ -1182,7 +1197,7 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscBool co
   in.backend = bname;
   in.dtype   = layer->output->dtype;
   in.nodx    = nodx ? true : false;
-  in.cold    = cold ? true : false;
+  in.cold    = cold;
   std::string kind = type;
   if (std::find_if(std::begin(calibratedKinds), std::end(calibratedKinds), [&](const char *k) { return kind == k; }) == std::end(calibratedKinds)) kind = DDLAYERACTIVATION;
   else if (kind == DDLAYERLOSS) {
@@ -1191,6 +1206,10 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscBool co
     DDActivationType at;
     PetscCall(DDLayerActivationGetType(layer, &at));
     kind = ActKind(at);
+  } else if (kind == DDLAYERPOOL) {
+    DDPoolType pt;
+    PetscCall(DDLayerPoolGetType(layer, &pt));
+    if (pt == DD_POOL_AVG) kind = ddnn::ModelKindPoolAvg;
   }
   in.kind = kind;
   if (!IsGemmKind(kind)) {
@@ -1240,8 +1259,8 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscBool co
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* whether a network's layers find their tensors in memory: the memory the network holds on this rank exceeds the core's L2 cache */
-static PetscErrorCode NetCold(DDNet net, PetscBool *cold)
+/* the share of their tensors a network's layers find in memory: what of the memory the network holds on this rank exceeds the core's L2 cache */
+static PetscErrorCode NetCold(DDNet net, double *cold)
 {
   PetscInt n;
   double   m = 0;
@@ -1256,7 +1275,7 @@ static PetscErrorCode NetCold(DDNet net, PetscBool *cold)
     PetscCall(DDLayerGetModelMemory(l, &q[0], &q[1], &q[2], &q[3]));
     m += (double)(q[0] + q[1] + q[2] + q[3]);
   }
-  *cold = m > L2Bytes() ? PETSC_TRUE : PETSC_FALSE;
+  *cold = ddnn::ModelColdFraction_Private(m);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -1340,7 +1359,7 @@ PetscErrorCode DDNetGetLayerModelTime(DDNet net, PetscInt i, PetscReal *compf, P
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
   PetscCheck(l->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Set the network up before asking for its model");
-  PetscBool cold;
+  double cold;
   PetscCall(NetCold(net, &cold));
   PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), cold, compf, commf, compb, commb, calibrated));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -1494,7 +1513,7 @@ PetscErrorCode DDNetGetModelTime(DDNet net, PetscReal *tforward, PetscReal *tbac
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   PetscCall(DDNetGetNumLayers(net, &n));
-  PetscBool cold = PETSC_FALSE;
+  double cold = 0;
   if (n > 0) PetscCall(NetCold(net, &cold));
   for (PetscInt i = 0; i < n; i++) {
     DDLayer     l;
@@ -1573,7 +1592,7 @@ PetscErrorCode DDNetViewModel(DDNet net, PetscViewer viewer)
   PetscCall(PetscViewerASCIIPrintf(viewer, "%-12s %-13s %10s %10s %9s %10s %9s %10s %10s %10s %10s %10s\n", "layer", "type", "fwd ms", "bwd ms", "fwd msgs", "fwd KiB", "bwd msgs", "bwd KiB", "act KiB", "halo KiB", "param KiB", "work KiB"));
   PetscReal  tot[2] = {0, 0};
   PetscInt64 totc[4] = {0, 0, 0, 0}, totm[4] = {0, 0, 0, 0};
-  PetscBool  cold;
+  double     cold;
   PetscCall(NetCold(net, &cold));
   for (PetscInt i = 0; i < n; i++) {
     DDLayer     l;
