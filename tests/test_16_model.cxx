@@ -472,6 +472,74 @@ TEST(ModelWork, FormatConversionRunsAndTimeExact)
   if (Rank() == 0) std::remove(file.c_str());
 }
 
+/* average and max pooling have their own fits ("pool-avg", "pool"; DDLayerPoolGetType() tells them
+   apart), and a layer whose memory M exceeds the core's L2 cache is priced with the share 1 - L2 / M
+   of the cold fit and the rest of the warm one: exact under known fits */
+TEST(ModelWork, PoolTypeAndColdShareExact)
+{
+  const char *bname;
+  DDT(DDBackendGetDefault(&bname));
+  std::string b = std::string(bname) + " float64 ", file = Tmp("pool.txt");
+  WriteFile(file, "ddnn-model-cache 3\nhost " + Host() + "\n" + "kernel " + b + "pool f 1e-06 2e-10\n" + "kernel " + b + "pool b 2e-06 3e-10\n" + "kernel " + b + "pool-avg f 4e-06 5e-10\n" + "kernel " + b + "pool-avg b 6e-06 7e-10\n" + "kernel " + b + "pool:cold f 1e-03 9e-10\n");
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
+  DDT(DDModelReset());
+  long         l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  const double L2 = l2 > 0 ? (double)l2 : 1048576.0;
+  for (PetscInt big = 0; big < 2; big++) {
+    DDPartition    part;
+    DDTensor       x;
+    DDLayer        l;
+    const PetscInt shape[4] = {2, 3, big ? 1024 : 4, big ? 1024 : 4}, ps[4] = {1, 1, 1, 1}, k2[2] = {2, 2};
+    DDT(DDPartitionCreateCartesian(PETSC_COMM_SELF, 4, ps, PETSC_DECIDE, NULL, &part));
+    DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 4, shape, &x));
+    DDT(DDLayerCreate(PETSC_COMM_SELF, &l));
+    DDT(DDLayerSetType(l, DDLAYERPOOL));
+    DDT(DDLayerPoolSetKernel(l, 2, k2));
+    DDPoolType pt;
+    DDT(DDLayerPoolGetType(l, &pt));
+    EXPECT_EQ(pt, DD_POOL_MAX); /* the default */
+    DDT(DDLayerSetUp(l, x));
+    PetscInt64 m[4];
+    DDT(DDLayerGetModelMemory(l, &m[0], &m[1], &m[2], &m[3]));
+    const double M = (double)(m[0] + m[1] + m[2] + m[3]), share = M > L2 ? 1 - L2 / M : 0;
+    EXPECT_EQ(share > 0, big == 1) << "memory " << M << " bytes, L2 " << L2;
+    PetscReal f, by[2], t[4];
+    PetscBool ok;
+    for (int d = 0; d < 2; d++) DDT(DDLayerGetModelWork(l, d ? PETSC_TRUE : PETSC_FALSE, &f, &by[d]));
+    DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
+    EXPECT_TRUE(ok);
+    EXPECT_NEAR(t[0], (1 - share) * (1e-6 + 2e-10 * by[0]) + share * (1e-3 + 9e-10 * by[0]), 1e-12 * t[0]);
+    EXPECT_NEAR(t[2], 2e-6 + 3e-10 * by[1], 1e-12 * t[2]); /* no cold backward fit: the warm one */
+    DDT(DDLayerDestroy(&l));
+    /* average pooling */
+    DDT(DDLayerCreate(PETSC_COMM_SELF, &l));
+    DDT(DDLayerSetType(l, DDLAYERPOOL));
+    DDT(DDLayerPoolSetType(l, DD_POOL_AVG));
+    DDT(DDLayerPoolSetKernel(l, 2, k2));
+    DDT(DDLayerPoolGetType(l, &pt));
+    EXPECT_EQ(pt, DD_POOL_AVG);
+    DDT(DDLayerSetUp(l, x));
+    DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
+    EXPECT_NEAR(t[0], 4e-6 + 5e-10 * by[0], 1e-12 * t[0]); /* no cold fit of average pooling: the warm one */
+    EXPECT_NEAR(t[2], 6e-6 + 7e-10 * by[1], 1e-12 * t[2]);
+    DDT(DDLayerDestroy(&l));
+    DDT(DDTensorDestroy(&x));
+    DDT(DDPartitionDestroy(&part));
+  }
+  { /* the getter names a layer of another type */
+    DDLayer    l;
+    DDPoolType pt;
+    DDT(DDLayerCreate(PETSC_COMM_SELF, &l));
+    DDT(DDLayerSetType(l, DDLAYERACTIVATION));
+    DD_EXPECT_ERROR(DDLayerPoolGetType(l, &pt), PETSC_ERR_ARG_WRONG, "DDLayerPoolGetType() needs a pool layer");
+    DDT(DDLayerDestroy(&l));
+  }
+  DDT(DDModelReset());
+  DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
+  MPI_Barrier(PETSC_COMM_WORLD);
+  if (Rank() == 0) std::remove(file.c_str());
+}
+
 /* the network's own work: DDNetBackward zeroes every output gradient but the loss's and adds the
    gradients of tensors with two consumers (the U-Net's skip connections); DDNetZeroGradients and
    an update are bandwidth-bound kernels over every parameter: exact under known fits */
