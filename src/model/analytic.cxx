@@ -518,6 +518,7 @@ PetscErrorCode DDModelPredictLayer(const DDModelLayerSpec *spec, const DDModelLa
         in.gemm[b][0] = (double)es * (double)xbulk;
         in.gemm[b][1] = (double)es * (double)ybulk;
         in.gemm[b][2] = ddnn::ModelConvIdleFlops_Private((size_t)es, (double)L.out[1], (double)Cin, (double)pred->flops[0], b ? PETSC_TRUE : PETSC_FALSE);
+        in.gemm[b][3] = ddnn::ModelConvColumnRows_Private((double)ybulk, (double)ylast, (double)L.out[1], (double)(nw / L.out[1]));
       }
     }
     in.colls = colls;

@@ -38,7 +38,7 @@ PetscErrorCode ModelSave_Private(MPI_Comm comm);
 PetscErrorCode ModelStoreRunCost_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, double c);
 PetscErrorCode ModelKernelTime_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, double w, double *t);
 PetscErrorCode ModelStoreGemmKernel_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, const std::vector<std::vector<double>> &X, const std::vector<double> &t);
-PetscErrorCode ModelGemmBytes_Private(DDLayer layer, PetscBool backward, double e[3]);
+PetscErrorCode ModelGemmBytes_Private(DDLayer layer, PetscBool backward, double e[4]);
 } // namespace ddnn
 
 /* the lower quartile of repeated timings: robust against other processes taking the core for a while (a shared machine), unlike the mean, and less optimistic than the minimum */
@@ -390,35 +390,37 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
 /* a shape of the GEMM kinds' design: conv (n, c, h, h) -> cout channels, k x k (padding 1 for
    3 x 3, none otherwise: LeNet's 5 x 5 shrink); affine (n, c) -> cout */
 struct GemmShape {
-  PetscInt n, c, h, cout, k;
+  PetscInt n, c, h, cout, k, w; /* w: the width (0: h, square) */
 };
 
 /* conv: 3 x 3 with 16 channels (the U-Net's body) at 4 sizes, and the shapes whose rate differs:
    one input channel (first layers), one output channel 1 x 1 and 3 x 3 (output layers), LeNet's
    5 x 5 with 1 -> 6 and 6 -> 16, wider 32 and 64 channels, 32 -> 16 (a decoder after a concat) */
 static const GemmShape convShapes[] = {
-  {4, 16, 4, 16, 3},  {4, 16, 16, 16, 3}, {4, 16, 32, 16, 3}, {4, 1, 32, 16, 3}, {4, 16, 32, 1, 1}, {4, 16, 32, 1, 3},
-  {4, 1, 32, 6, 5},   {4, 6, 14, 16, 5},  {4, 32, 16, 32, 3}, {4, 64, 8, 64, 3}, {4, 32, 32, 16, 3}, {16, 1, 32, 6, 5},
+  {4, 16, 4, 16, 3, 0},  {4, 16, 16, 16, 3, 0}, {4, 16, 32, 16, 3, 0}, {4, 1, 32, 16, 3, 0}, {4, 16, 32, 1, 1, 0}, {4, 16, 32, 1, 3, 0},
+  {4, 1, 32, 6, 5, 0},   {4, 6, 14, 16, 5, 0},  {4, 32, 16, 32, 3, 0}, {4, 64, 8, 64, 3, 0}, {4, 32, 32, 16, 3, 0}, {16, 1, 32, 6, 5, 0},
   /* an encoder's channel doubling and a decoder's reduction after a concatenation (the U-Net's
      16 -> 32, 96 -> 32 and 48 -> 16 at batch 8): in float64 (im2col and GEMM on /cpu/blas) the
      decoders' backward ran at 0.7-0.75 of the rate the shapes above gave, the doubling's at 1.3 */
-  {8, 16, 16, 32, 3}, {8, 96, 16, 32, 3}, {8, 48, 32, 16, 3},
+  {8, 16, 16, 32, 3, 0}, {8, 96, 16, 32, 3, 0}, {8, 48, 32, 16, 3, 0},
+  /* narrow pieces (a W split, as on 2 ranks): as many column rows for half the flops */
+  {8, 16, 32, 16, 3, 16}, {8, 96, 16, 32, 3, 8}, {8, 48, 32, 16, 3, 16},
 };
 /* affine: square layers at batch 32, and the GEMM shapes of a classifier head on small batches (LeNet's 400 -> 120 -> 84 -> 10) */
 static const GemmShape affineShapes[] = {
-  {32, 16, 1, 16, 1}, {32, 64, 1, 64, 1}, {32, 256, 1, 256, 1}, {16, 400, 1, 120, 1}, {16, 120, 1, 84, 1}, {16, 84, 1, 10, 1}, {8, 400, 1, 120, 1}, {4, 1024, 1, 64, 1},
-  {8, 120, 1, 84, 1}, {8, 84, 1, 10, 1}, /* the head at batch 8 (LeNet-5's 16 on two ranks) */
+  {32, 16, 1, 16, 1, 0}, {32, 64, 1, 64, 1, 0}, {32, 256, 1, 256, 1, 0}, {16, 400, 1, 120, 1, 0}, {16, 120, 1, 84, 1, 0}, {16, 84, 1, 10, 1, 0}, {8, 400, 1, 120, 1, 0}, {4, 1024, 1, 64, 1, 0},
+  {8, 120, 1, 84, 1, 0}, {8, 84, 1, 10, 1, 0}, /* the head at batch 8 (LeNet-5's 16 on two ranks) */
 };
 
 /* times a conv or affine layer of one shape; its input comes from a layer of the same kind (1 x 1
    for conv: the same size), in the format that kind hands over. X: (flops, input, output, weight bytes) */
-static PetscErrorCode TimeGemm(const std::string &kind, const char backend[], DDDataType dt, const GemmShape &g, double X[2][4], double tm[3])
+static PetscErrorCode TimeGemm(const std::string &kind, const char backend[], DDDataType dt, const GemmShape &g, double X[2][5], double tm[3])
 {
   DDPartition part;
   DDTensor    x0, x, y, dx, dy, x1 = NULL;
   DDLayer     A, B;
   const bool  conv = kind == DDLAYERCONV;
-  const PetscInt order = conv ? 4 : 2, shape[4] = {g.n, conv ? 2 : 16, g.h, g.h}, pshape[4] = {1, 1, 1, 1};
+  const PetscInt order = conv ? 4 : 2, shape[4] = {g.n, conv ? 2 : 16, g.h, g.w > 0 ? g.w : g.h}, pshape[4] = {1, 1, 1, 1};
 
   PetscFunctionBegin;
   PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, order, pshape, PETSC_DECIDE, NULL, &part));
@@ -442,7 +444,7 @@ static PetscErrorCode TimeGemm(const std::string &kind, const char backend[], DD
       PetscCall(DDLayerGetOutput(A, &x));
       PetscCall(DDLayerForward(A, x0, x));
       if (conv && g.c == 1) { /* one channel: a first layer, on the network's (plain) input */
-        const PetscInt s1[4] = {g.n, 1, g.h, g.h};
+        const PetscInt s1[4] = {g.n, 1, g.h, g.w > 0 ? g.w : g.h};
         PetscCall(DDTensorCreateFromPartition(part, dt, 4, s1, &x1));
         PetscCall(FillTensor(x1, 0.15));
         x = x1;
@@ -455,11 +457,11 @@ static PetscErrorCode TimeGemm(const std::string &kind, const char backend[], DD
   PetscCall(DDTensorDuplicate(x, &dx));
   for (int d = 0; d < 2; d++) {
     PetscReal f, b;
-    double    e[3];
+    double    e[4];
     PetscCall(ddnn::ModelGemmBytes_Private(B, d ? PETSC_TRUE : PETSC_FALSE, e));
     PetscCall(DDLayerGetModelWork(B, d ? PETSC_TRUE : PETSC_FALSE, &f, &b));
     X[d][0] = f;
-    for (int j = 0; j < 3; j++) X[d][1 + j] = e[j];
+    for (int j = 0; j < 4; j++) X[d][1 + j] = e[j];
   }
   PetscCall(TimeForwardBackward(B, x, y, dy, dx, 5, 58, 0.08, tm));
   { /* the backward of a network's first layer: no input gradient, the weight's alone */
@@ -769,12 +771,12 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
       const size_t                     ns   = conv ? sizeof(convShapes) / sizeof(convShapes[0]) : sizeof(affineShapes) / sizeof(affineShapes[0]);
       for (size_t i = 0; i < ns; i++) {
         const GemmShape &g = conv ? convShapes[i] : affineShapes[i];
-        double           Xi[2][4], tm[3];
+        double           Xi[2][5], tm[3];
         PetscCall(TimeGemm(gk, bname, dt, g, Xi, tm));
         PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 3, MPI_DOUBLE, MPI_MAX, comm));
         for (int d = 0; d < 3; d++) {
           if (d == 1 && conv && g.c == 1) continue; /* one input channel: a first layer, whose input gradient is not computed (d = 2) */
-          X[d].push_back(std::vector<double>(Xi[d ? 1 : 0], Xi[d ? 1 : 0] + 4));
+          X[d].push_back(std::vector<double>(Xi[d ? 1 : 0], Xi[d ? 1 : 0] + 5));
           t[d].push_back(tm[d]);
         }
       }

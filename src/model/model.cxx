@@ -55,9 +55,9 @@
 
 namespace
 {
-/* t = c0 + c1 work (+ cx . (input bytes, output bytes, conv: wasted lane flops / affine: weight bytes) for conv and affine, GemmBytes()) */
+/* t = c0 + c1 work (+ cx . (input bytes, output bytes, conv: wasted lane flops / affine: weight bytes, conv: column rows) for conv and affine, GemmBytes()) */
 struct Fit {
-  double c0 = 0, c1 = 0, cx[3] = {0, 0, 0};
+  double c0 = 0, c1 = 0, cx[4] = {0, 0, 0, 0};
 };
 
 struct ModelState {
@@ -223,7 +223,7 @@ Fit LeastSquaresMulti(const std::vector<std::vector<double>> &X, const std::vect
   }
   f.c0 = c[0];
   f.c1 = c[1];
-  for (size_t j = 2; j < m && j < 5; j++) f.cx[j - 2] = c[j];
+  for (size_t j = 2; j < m && j < 6; j++) f.cx[j - 2] = c[j];
   return f;
 }
 
@@ -338,7 +338,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
     }
     if (s.empty() || s[0] == '#') continue;
     char   a[256], b[64], c[64], d[8];
-    double x, y, e[3] = {0, 0, 0};
+    double x, y, e[4] = {0, 0, 0, 0};
     int    n = 0, nk = 0;
     if (!strncmp(s.c_str(), "host ", 5)) {
       if (s.substr(5) != HostName()) {
@@ -350,7 +350,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
       commok = true;
       alpha  = x;
       beta   = y;
-    } else if ((((nk = sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg %lg %lg %lg%n", a, b, c, d, &x, &y, &e[0], &e[1], &e[2], &n)) == 9 && n == (int)s.size()) || (sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg%n", a, b, c, d, &x, &y, &n) == 6 && n == (int)s.size())) && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && y >= 0 && std::isfinite(x) && std::isfinite(y) && e[0] >= 0 && e[1] >= 0 && e[2] >= 0 && std::isfinite(e[0] + e[1] + e[2])) {
+    } else if ((((nk = sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg %lg %lg %lg %lg%n", a, b, c, d, &x, &y, &e[0], &e[1], &e[2], &e[3], &n)) == 10 && n == (int)s.size()) || ((nk = sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg %lg %lg %lg%n", a, b, c, d, &x, &y, &e[0], &e[1], &e[2], &n)) == 9 && n == (int)s.size()) || (sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg%n", a, b, c, d, &x, &y, &n) == 6 && n == (int)s.size())) && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && y >= 0 && std::isfinite(x) && std::isfinite(y) && e[0] >= 0 && e[1] >= 0 && e[2] >= 0 && e[3] >= 0 && std::isfinite(e[0] + e[1] + e[2] + e[3])) {
       PetscInt  dt;
       PetscBool ok;
       PetscCall(PetscEListFind(2, DDDataTypes, b, &dt, &ok)); /* float32, float64 */
@@ -362,8 +362,8 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
       Fit fit;
       fit.c0 = x;
       fit.c1 = y;
-      if (nk == 9)
-        for (int j = 0; j < 3; j++) fit.cx[j] = e[j];
+      if (nk >= 9)
+        for (int j = 0; j < 4; j++) fit.cx[j] = e[j]; /* 9: the three terms of a cache without the column rows' (e[3] = 0) */
       kern[KernelKey(a, (DDDataType)dt, c, d[0] == 'b')] = fit;
     } else if (sscanf(s.c_str(), "runcost %255s %63s %63s %7s %lg%n", a, b, c, d, &x, &n) == 5 && n == (int)s.size() && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && std::isfinite(x)) {
       PetscInt  dt;
@@ -425,11 +425,11 @@ static PetscErrorCode ModelWriteCache(const std::string &path)
   std::string tmp = path + ".tmp" + std::to_string((long)getpid());
   FILE       *f   = fopen(tmp.c_str(), "w");
   PetscCheck(f, PETSC_COMM_SELF, PETSC_ERR_FILE_OPEN, "Cannot write the model cache %s: %s", tmp.c_str(), strerror(errno));
-  fprintf(f, "%s\n# ddnn performance model calibration (DDModelCalibrate): t = c0 + c1 work [conv, affine: + c2 input bytes + c3 output bytes + c4 (conv: flops of idle vector lanes; affine: weight bytes)] (+ runcost per run of a pointwise loop); comm: alpha [s] beta [s/byte]\nhost %s\n", cacheMagic, HostName().c_str());
+  fprintf(f, "%s\n# ddnn performance model calibration (DDModelCalibrate): t = c0 + c1 work [conv, affine: + c2 input bytes + c3 output bytes + c4 (conv: flops of idle vector lanes; affine: weight bytes) + c5 (conv: rows of the column matrix)] (+ runcost per run of a pointwise loop); comm: alpha [s] beta [s/byte]\nhost %s\n", cacheMagic, HostName().c_str());
   if (M.commok) fprintf(f, "comm %.9g %.9g\n", M.alpha, M.beta);
   for (auto &kv : M.kern) {
     const Fit &k = kv.second;
-    if (k.cx[0] || k.cx[1] || k.cx[2]) fprintf(f, "kernel %s %.9g %.9g %.9g %.9g %.9g\n", kv.first.c_str(), k.c0, k.c1, k.cx[0], k.cx[1], k.cx[2]);
+    if (k.cx[0] || k.cx[1] || k.cx[2] || k.cx[3]) fprintf(f, "kernel %s %.9g %.9g %.9g %.9g %.9g %.9g\n", kv.first.c_str(), k.c0, k.c1, k.cx[0], k.cx[1], k.cx[2], k.cx[3]);
     else fprintf(f, "kernel %s %.9g %.9g\n", kv.first.c_str(), k.c0, k.c1);
   }
   for (auto &kv : M.runcost) fprintf(f, "runcost %s %.9g\n", kv.first.c_str(), kv.second);
@@ -713,9 +713,21 @@ double ModelConvIdleFlops_Private(size_t es, double co, double ci, double f, Pet
   const double po = std::ceil(co / V) * V / co, pi = std::ceil(ci / V) * V / ci; /* padded / true channels */
   return backward ? f * (pi + po - 2) : f * (po - 1);
 }
+
+/* The GEMM convolution kernels (float64 on /cpu/blas, src/backend/blas/conv_gemm.cxx) gather the
+   column matrix (im2col) row by row: one contiguous copy of Wout entries per (sample, input
+   channel, tap, output row), and the data gradient scatters it back (col2im); each costs a fixed
+   amount on top of its entries. Their number does not shrink when the W dimension is split: on 2
+   ranks the U-Net's decoder convolutions (W split in two) took 0.63 of their one-rank backward
+   where flops and bytes gave 0.53. Paper 003 sec. V-A prices the local kernel as measured; this is
+   a term of that measurement (DDModelCalibrate() fits its coefficient over shapes of several widths) */
+double ModelConvColumnRows_Private(double ybulk, double wout, double co, double cikk)
+{
+  return (co > 0 && wout > 0) ? ybulk / (co * wout) * cikk : 0;
+}
 } // namespace ddnn
 
-static void GemmBytes(DDLayer layer, PetscBool backward, double e[3])
+static void GemmBytes(DDLayer layer, PetscBool backward, double e[4])
 {
   size_t      es = 4;
   DDLayerType type;
@@ -723,14 +735,17 @@ static void GemmBytes(DDLayer layer, PetscBool backward, double e[3])
   DDLayerGetType(layer, &type);
   e[0] = (double)es * (double)(layer->nin > 0 ? Bulk(layer->setupin[0]) : 0);
   e[1] = (double)es * (double)Bulk(layer->output);
-  e[2] = 0;
+  e[2] = e[3] = 0;
   if (layer->nparams < 1) return;
   DDTensor w = layer->params[0];
   if (!strcmp(type, DDLAYERCONV) && w->order >= 2) { /* weight (Cout, Cin/groups, k...) */
     const double co = (double)w->shape[0], ci = (double)w->shape[1];
     PetscReal    f, b;
+    double       kk = 1;
+    for (PetscInt k = 2; k < w->order; k++) kk *= (double)w->shape[k];
     if (co < 1 || ci < 1 || DDLayerGetModelWork(layer, PETSC_FALSE, &f, &b)) return;
     e[2] = ddnn::ModelConvIdleFlops_Private(es, co, ci, (double)f, backward);
+    if (layer->output->active) e[3] = ddnn::ModelConvColumnRows_Private((double)Bulk(layer->output), (double)layer->output->layout.n[layer->output->order - 1], co, ci * kk);
   } else if (strcmp(type, DDLAYERCONV)) e[2] = (double)es * (double)Bulk(w);
 }
 
@@ -1132,7 +1147,7 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[
       auto time = [&](const Fit &F) {
         double t = F.c0 + F.c1 * (gemm ? in.flops[b] : in.bytes[b]);
         if (gemm)
-          for (int j = 0; j < 3; j++) t += F.cx[j] * in.gemm[b][j];
+          for (int j = 0; j < 4; j++) t += F.cx[j] * in.gemm[b][j];
         return t;
       };
       /* the share in.cold of the tensors in memory, the rest in the caches below L2 (ModelColdFraction_Private()) */
@@ -1683,17 +1698,17 @@ PetscErrorCode ModelKernelTime_Private(const char backend[], DDDataType dt, cons
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* the GEMM kinds' fit over several shapes: rows (work, input bytes, output bytes, weight bytes) */
+/* the GEMM kinds' fit over several shapes: rows (work, input bytes, output bytes, idle-lane flops or weight bytes, column rows) */
 PetscErrorCode ModelStoreGemmKernel_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, const std::vector<std::vector<double>> &X, const std::vector<double> &t)
 {
   PetscFunctionBegin;
-  PetscCheck(!X.empty() && X.size() == t.size() && X[0].size() == 4, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Calibration of %s gave no work", kind);
+  PetscCheck(!X.empty() && X.size() == t.size() && X[0].size() == 5, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Calibration of %s gave no work", kind);
   M.kern[KernelKey(backend, dt, kind, bwd ? true : false)] = LeastSquaresMulti(X, t);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 /* GemmBytes() for the calibration */
-PetscErrorCode ModelGemmBytes_Private(DDLayer layer, PetscBool backward, double e[3])
+PetscErrorCode ModelGemmBytes_Private(DDLayer layer, PetscBool backward, double e[4])
 {
   PetscFunctionBegin;
   GemmBytes(layer, backward, e);

@@ -33,7 +33,7 @@ struct ModelCostInput {
   double      cold = 0;            /* the share of the tensors found in memory (the ":cold" fits where there are), the rest out of L2 only (the warm fits): ModelColdFraction_Private() */
   PetscReal   flops[2] = {0, 0};   /* GEMM flops (DDLayerGetModelWork()) */
   PetscReal   bytes[2] = {0, 0};   /* bytes read and written (the other kinds) */
-  double      gemm[2][3] = {{0, 0, 0}, {0, 0, 0}}; /* the GEMM kinds' further terms (model.cxx's GemmBytes()) */
+  double      gemm[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}; /* the GEMM kinds' further terms (model.cxx's GemmBytes()) */
   PetscInt64  runs = 0;            /* the runs of the pointwise walk (DDLayerGetModelRuns()) */
   bool        rows = false;        /* the walk is row by row (same storage order), else element by element */
   PetscInt64  p2p[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}; /* point-to-point {msgs sent, bytes sent, msgs received, bytes received} */
@@ -48,6 +48,9 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &, PetscReal comp[2]
 double ModelColdFraction_Private(double bytes);
 /* the flops the idle vector lanes of a convolution with co output and ci input channels waste, f its forward flops */
 double ModelConvIdleFlops_Private(size_t es, double co, double ci, double f, PetscBool backward);
+/* the rows of the column matrix a convolution's im2col gathers (and col2im scatters) on this rank:
+   (local output entries / (Co Wout)) Ci K^d, with Wout the local output's last extent */
+double ModelConvColumnRows_Private(double ybulk, double wout, double co, double cikk);
 /* whether kind is a GEMM kind (conv, convtranspose, affine) */
 bool ModelIsGemmKind_Private(const std::string &kind);
 } // namespace ddnn
