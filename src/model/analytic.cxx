@@ -10,9 +10,10 @@
   - compute: the calibrated fit of the layer's kind (concat and the loss their own), on the local
     work of DDLayerGetModelWork() (GEMM flops of the convolution, bytes of the others); for the
     convolution the further terms of its input and output bytes and of the flops its idle vector
-    lanes waste (model.cxx's GemmBytes()), and for a first layer (no input gradient) the weight
-    gradient's own fit ("conv-wgrad"); the cold fits (":cold") when the layer's predicted memory on
-    the rank exceeds the core's L2 cache (as LayerCold()); on P = prod(parts) ranks the fits
+    lanes waste and of the rows of its column matrix (model.cxx's GemmBytes()), and for a first
+    layer (no input gradient) the weight gradient's own fit ("conv-wgrad"); the share 1 - L2 / M of
+    the cold fits (":cold") when the layer's predicted memory M on the rank exceeds the core's L2
+    cache (as LayerCold()); average pooling its own fit (spec->average); on P = prod(parts) ranks the fits
     measured on P ranks ("<backend>@P") where the calibration has them; plus the per-run cost of a
     pointwise walk between differently stored input and output;
   - point-to-point: the halo exchange of paper 000 App. B (each worker's window follows its
@@ -355,8 +356,8 @@ PetscErrorCode DDModelLayerSpecInitialize(DDModelLayerSpec *spec, DDLayerType ty
   padding, not messages. Weights live on worker 0 and are broadcast to every worker (their
   gradients sum-reduced), the normalization's statistics are all-sum-reduced over all workers.
   The times are the set-up model's formula on these data (`DDLayerGetModelTime()`): the fits
-  measured on prod(parts) ranks where the calibration has them, the cold fits when the predicted
-  memory on the rank exceeds the core's L2 cache, the conv's weight-gradient fit with
+  measured on prod(parts) ranks where the calibration has them, the share 1 - L2 / M of the cold
+  fits when the predicted memory M on the rank exceeds the core's L2 cache, the conv's weight-gradient fit with
   spec->noinputgradient, measured collectives at the group sizes calibrated. The loss is priced as
   one against targets of the prediction's shape (mse, l1), not class indices.
 

@@ -705,20 +705,25 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
   halo and repartition messages go), and t = alpha + beta n is fitted to the slowest pair's
   lower quartiles by least squares; on one rank alpha and beta are kept from the cache (none are
   needed there). Every rank then times, after warm-up, one forward and one backward of:
-  conv over 12 shapes (3x3 with 16 channels at 4x4 to 32x32, 32 and 64 channels, 1 -> 16 and
-  16 -> 1 channels, 1x1, LeNet's 5x5 1 -> 6 and 6 -> 16) and affine over 8 (square at batch 32, a
-  classifier head 400 -> 120 -> 84 -> 10 at batch 4 to 16), fitted as t = c0 + c1 flops + c2 input
-  bytes + c3 output bytes + c4 (conv: flops of idle vector lanes, affine: weight bytes) by
-  non-negative least squares in relative error, and their backward without the input gradient
-  (a network's first layer, "<kind>-wgrad"); at four sizes (4x4 to 64x64: the small ones fix the
-  per-call cost) convtranspose (2x2 stride 2), ReLU, batch norm, max pool 2x2, bilinear upsampling
-  x2, the other activation functions (tanh, sigmoid, ...), concat, flatten, the mse loss and the
-  cross-entropy loss against class indices, fitted as t = c0 + c1 work (`DDLayerGetModelWork()`).
+  conv over 18 shapes (3x3 with 16 channels at 4x4 to 32x32, 32 and 64 channels, 1 -> 16 and
+  16 -> 1 channels, 1x1, LeNet's 5x5 1 -> 6 and 6 -> 16, a channel doubling 16 -> 32 and decoder
+  reductions 96 -> 32 and 48 -> 16 at batch 8, square and of half width) and affine over 10
+  (square at batch 32, a classifier head 400 -> 120 -> 84 -> 10 at batch 4 to 16), fitted as
+  t = c0 + c1 flops + c2 input bytes + c3 output bytes + c4 (conv: flops of idle vector lanes,
+  affine: weight bytes) + c5 (conv: rows of the column matrix, N Hout Ci K^d: the GEMM kernels'
+  im2col and col2im copy one per row) by non-negative least squares in relative error, and their
+  backward without the input gradient (a network's first layer, "<kind>-wgrad"); at four sizes
+  (4x4 to 64x64: the small ones fix the per-call cost) convtranspose (2x2 stride 2), ReLU, batch
+  norm, max and average pool 2x2 ("pool", "pool-avg"), bilinear upsampling x2, the other
+  activation functions (tanh, sigmoid, ...), concat, flatten, the mse loss and the cross-entropy
+  loss against class indices (the losses' backward with dy = NULL, as `DDNetBackward()` calls a
+  network's output layer), fitted as t = c0 + c1 work (`DDLayerGetModelWork()`).
   All ranks run at once on PETSC_COMM_SELF, start each call together, and a call takes the slowest
   rank's time (the wait for it is part of a layer's time in a network); on P > 1 ranks the fits are
   stored as those of "<backend>@P", used for predictions on P ranks (else the one-rank fits).
   A ReLU from a plain to a channels-last tensor gives the per-run cost of a format conversion
-  (`DDLayerGetModelRuns()`), one into a tensor with a halo the per-run cost of a row-by-row walk,
+  (`DDLayerGetModelRuns()`), one into a tensor with a halo the per-run cost of a row-by-row walk
+  (both warm and cold),
   and `DDTensorZeroEntries()` and `DDTensorAXPY()` at 256 to 1M entries the network's own work
   (`DDNetGetModelTime()`, `DDNetGetModelUpdateTime()`). On more than one rank, a halo exchange of
   width 1 along a W split, applied back to back as layers apply it (median: packing, waiting and
@@ -726,9 +731,9 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
   place of alpha-beta, and MPI_Ibcast, MPI_Reduce and MPI_Allreduce of 256 B to 1 MiB in groups of
   2, 4, ... and P ranks (the slowest rank, lower quartile) the weight broadcasts, gradient
   reductions and all-reductions in place of Thakur's formulas.
-  Rank 0 writes the merged cache. Measured on 2 cores shared with other work (load 10-13): about
-  15 s on one rank, 2.5 min on two (every call waits at a barrier for the other rank's time slice;
-  far less on an idle machine). Paper 003 sec. V-A.
+  Rank 0 writes the merged cache. Measured on 2 cores shared with other work (load 10-15): about
+  20 s on one rank, 2.5-3 min on two (every call waits at a barrier for the other rank's time
+  slice; far less on an idle machine). Paper 003 sec. V-A.
 
   Level: intermediate
 

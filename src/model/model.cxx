@@ -1057,8 +1057,10 @@ static PetscReal CeilLog2(PetscMPIInt p)
   beta on a rank (full duplex), overlap is not subtracted. The memory-bound kinds add the
   calibrated per-run cost times the runs of their walk beyond the first (`DDLayerGetModelRuns()`:
   a format conversion between input and output). conv and affine add the terms of their input and
-  output bytes and of idle vector lanes (conv) or weight bytes (affine); a layer alone whose memory
-  on this rank exceeds the core's L2 cache is priced with the cold fits (tensors in memory).
+  output bytes, of idle vector lanes (conv) or weight bytes (affine), and of the rows of the column
+  matrix (conv); a layer alone whose memory M on this rank exceeds the core's L2 cache is priced
+  with the share 1 - L2 / M of the cold fits (tensors in memory) and the rest of the warm ones.
+  Average pooling has its own fit (`DDLayerPoolGetType()`).
   A loss against class indices has the cross-entropy fit, the other losses the mse fit.
   Layer kinds that the calibration does not time (add, dropout, reshape, ...) are priced with the
   activation's fit (a memory-bound kernel) on their bytes.
@@ -1510,8 +1512,9 @@ PetscErrorCode DDNetGetModelUpdateTime(DDNet net, PetscInt streams, PetscReal *t
   Notes:
   Layers run one after the other and each waits for its slowest rank (its exchanges
   synchronise), so the step is the sum over layers of the maximum over ranks (paper 003 sec. V-B,
-  without overlap between layers). The kernels are priced cold (their tensors in memory) when the
-  network's memory on this rank exceeds the core's L2 cache, warm otherwise (`DDModelCalibrate()`).
+  without overlap between layers). When the network's memory M on this rank exceeds the core's L2
+  cache, the kernels are priced with the share 1 - L2 / M of the cold fits (their tensors in
+  memory) and the rest of the warm ones (`DDModelCalibrate()`).
   An automatic chooser can call this for a candidate
   distribution after `DDNetSetUp()` on it; set-up builds only plans and tensors, no kernel runs.
 
