@@ -139,6 +139,7 @@ typedef enum {
 } DDPoolType;
 PETSC_EXTERN const char *const DDPoolTypes[];
 PETSC_EXTERN PetscErrorCode    DDLayerPoolSetType(DDLayer, DDPoolType);
+PETSC_EXTERN PetscErrorCode    DDLayerPoolGetType(DDLayer, DDPoolType *);
 PETSC_EXTERN PetscErrorCode    DDLayerPoolSetKernel(DDLayer, PetscInt, const PetscInt[]);
 PETSC_EXTERN PetscErrorCode    DDLayerPoolSetStride(DDLayer, PetscInt, const PetscInt[]);
 PETSC_EXTERN PetscErrorCode    DDLayerPoolSetPadding(DDLayer, PetscInt, const PetscInt[]);

@@ -52,6 +52,7 @@ typedef struct {
   PetscBool   bias;              /* conv: with a bias */
   PetscBool   linear;            /* upsample: linear interpolation (align_corners false) instead of nearest */
   PetscBool   noinputgradient;   /* the backward computes no input gradient (a network's first layer) */
+  PetscBool   average;           /* pool: average pooling instead of max pooling */
 } DDModelLayerSpec;
 
 typedef struct {

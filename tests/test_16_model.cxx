@@ -283,17 +283,17 @@ TEST(ModelCache, NotCalibratedAndCorruptOrForeignCache)
   std::string text = ViewedText([&](PetscViewer v) { return DDNetView(net, v); });
   EXPECT_NE(text.find("not calibrated"), std::string::npos) << text;
   EXPECT_NE(text.find("performance model"), std::string::npos) << text;
-  WriteFile(bad, "ddnn-model-cache 2\nhost x\nkernel a b\n");
-  WriteFile(foreign, "ddnn-model-cache 2\nhost some-other-machine-1234\ncomm 1e-6 1e-9\n");
+  WriteFile(bad, "ddnn-model-cache 3\nhost x\nkernel a b\n");
+  WriteFile(foreign, "ddnn-model-cache 3\nhost some-other-machine-1234\ncomm 1e-6 1e-9\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", bad.c_str()));
   DDT(DDModelReset());
   PetscBool have;
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, bad);
   WriteFile(bad, "#!/bin/sh\n");
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "not a ddnn model cache");
-  WriteFile(bad, "ddnn-model-cache 3\nhost x\n"); /* a newer ddnn's */
+  WriteFile(bad, "ddnn-model-cache 4\nhost x\n"); /* a newer ddnn's */
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "newer version");
-  WriteFile(bad, "ddnn-model-cache 2\nhost " + Host() + "\nkernel a float32 conv f 1 2 3\n"); /* three coefficients: neither form */
+  WriteFile(bad, "ddnn-model-cache 3\nhost " + Host() + "\nkernel a float32 conv f 1 2 3\n"); /* three coefficients: neither form */
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "line 3 is malformed");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", foreign.c_str()));
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "foreign");
@@ -344,7 +344,7 @@ TEST(ModelCache, CalibrateWritesAndLoads)
     std::ifstream f(file);
     std::string   first;
     std::getline(f, first);
-    EXPECT_EQ(first, "ddnn-model-cache 2");
+    EXPECT_EQ(first, "ddnn-model-cache 3");
   }
   if (Size() > 1) { /* the kernels timed on P ranks at once are stored as such, and the collectives measured */
     const char *bn;
@@ -411,7 +411,7 @@ static std::string SyntheticCache(const char *name)
   const char *bname;
   DDT(DDBackendGetDefault(&bname));
   std::string b = std::string(bname) + " float64 ", file = Tmp(name);
-  WriteFile(file, "ddnn-model-cache 2\nhost " + Host() + "\n" + "kernel " + b + "activation f 1e-06 2e-10\n" + "kernel " + b + "activation b 3e-06 4e-10\n" + "runcost " + b + "activation f 5e-09\n" + "runcost " + b + "activation b 7e-09\n" + "runcost " + b + "activation-rows f 1.1e-08\n" + "runcost " + b + "activation-rows b 1.3e-08\n" + "kernel " + b + "activation-tanh f 2e-06 8e-10\n" + "kernel " + b + "tensorzero f 1.5e-07 1e-11\n" + "kernel " + b + "tensoraxpy f 2.5e-07 3e-11\n");
+  WriteFile(file, "ddnn-model-cache 3\nhost " + Host() + "\n" + "kernel " + b + "activation f 1e-06 2e-10\n" + "kernel " + b + "activation b 3e-06 4e-10\n" + "runcost " + b + "activation f 5e-09\n" + "runcost " + b + "activation b 7e-09\n" + "runcost " + b + "activation-rows f 1.1e-08\n" + "runcost " + b + "activation-rows b 1.3e-08\n" + "kernel " + b + "activation-tanh f 2e-06 8e-10\n" + "kernel " + b + "tensorzero f 1.5e-07 1e-11\n" + "kernel " + b + "tensoraxpy f 2.5e-07 3e-11\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
   DDT(DDModelReset());
   return file;
@@ -466,6 +466,74 @@ TEST(ModelWork, FormatConversionRunsAndTimeExact)
   DDT(DDLayerDestroy(&l));
   DDT(DDTensorDestroy(&x));
   DDT(DDPartitionDestroy(&part));
+  DDT(DDModelReset());
+  DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
+  MPI_Barrier(PETSC_COMM_WORLD);
+  if (Rank() == 0) std::remove(file.c_str());
+}
+
+/* average and max pooling have their own fits ("pool-avg", "pool"; DDLayerPoolGetType() tells them
+   apart), and a layer whose memory M exceeds the core's L2 cache is priced with the share 1 - L2 / M
+   of the cold fit and the rest of the warm one: exact under known fits */
+TEST(ModelWork, PoolTypeAndColdShareExact)
+{
+  const char *bname;
+  DDT(DDBackendGetDefault(&bname));
+  std::string b = std::string(bname) + " float64 ", file = Tmp("pool.txt");
+  WriteFile(file, "ddnn-model-cache 3\nhost " + Host() + "\n" + "kernel " + b + "pool f 1e-06 2e-10\n" + "kernel " + b + "pool b 2e-06 3e-10\n" + "kernel " + b + "pool-avg f 4e-06 5e-10\n" + "kernel " + b + "pool-avg b 6e-06 7e-10\n" + "kernel " + b + "pool:cold f 1e-03 9e-10\n");
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
+  DDT(DDModelReset());
+  long         l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  const double L2 = l2 > 0 ? (double)l2 : 1048576.0;
+  for (PetscInt big = 0; big < 2; big++) {
+    DDPartition    part;
+    DDTensor       x;
+    DDLayer        l;
+    const PetscInt shape[4] = {2, 3, big ? 1024 : 4, big ? 1024 : 4}, ps[4] = {1, 1, 1, 1}, k2[2] = {2, 2};
+    DDT(DDPartitionCreateCartesian(PETSC_COMM_SELF, 4, ps, PETSC_DECIDE, NULL, &part));
+    DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 4, shape, &x));
+    DDT(DDLayerCreate(PETSC_COMM_SELF, &l));
+    DDT(DDLayerSetType(l, DDLAYERPOOL));
+    DDT(DDLayerPoolSetKernel(l, 2, k2));
+    DDPoolType pt;
+    DDT(DDLayerPoolGetType(l, &pt));
+    EXPECT_EQ(pt, DD_POOL_MAX); /* the default */
+    DDT(DDLayerSetUp(l, x));
+    PetscInt64 m[4];
+    DDT(DDLayerGetModelMemory(l, &m[0], &m[1], &m[2], &m[3]));
+    const double M = (double)(m[0] + m[1] + m[2] + m[3]), share = M > L2 ? 1 - L2 / M : 0;
+    EXPECT_EQ(share > 0, big == 1) << "memory " << M << " bytes, L2 " << L2;
+    PetscReal f, by[2], t[4];
+    PetscBool ok;
+    for (int d = 0; d < 2; d++) DDT(DDLayerGetModelWork(l, d ? PETSC_TRUE : PETSC_FALSE, &f, &by[d]));
+    DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
+    EXPECT_TRUE(ok);
+    EXPECT_NEAR(t[0], (1 - share) * (1e-6 + 2e-10 * by[0]) + share * (1e-3 + 9e-10 * by[0]), 1e-12 * t[0]);
+    EXPECT_NEAR(t[2], 2e-6 + 3e-10 * by[1], 1e-12 * t[2]); /* no cold backward fit: the warm one */
+    DDT(DDLayerDestroy(&l));
+    /* average pooling */
+    DDT(DDLayerCreate(PETSC_COMM_SELF, &l));
+    DDT(DDLayerSetType(l, DDLAYERPOOL));
+    DDT(DDLayerPoolSetType(l, DD_POOL_AVG));
+    DDT(DDLayerPoolSetKernel(l, 2, k2));
+    DDT(DDLayerPoolGetType(l, &pt));
+    EXPECT_EQ(pt, DD_POOL_AVG);
+    DDT(DDLayerSetUp(l, x));
+    DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
+    EXPECT_NEAR(t[0], 4e-6 + 5e-10 * by[0], 1e-12 * t[0]); /* no cold fit of average pooling: the warm one */
+    EXPECT_NEAR(t[2], 6e-6 + 7e-10 * by[1], 1e-12 * t[2]);
+    DDT(DDLayerDestroy(&l));
+    DDT(DDTensorDestroy(&x));
+    DDT(DDPartitionDestroy(&part));
+  }
+  { /* the getter names a layer of another type */
+    DDLayer    l;
+    DDPoolType pt;
+    DDT(DDLayerCreate(PETSC_COMM_SELF, &l));
+    DDT(DDLayerSetType(l, DDLAYERACTIVATION));
+    DD_EXPECT_ERROR(DDLayerPoolGetType(l, &pt), PETSC_ERR_ARG_WRONG, "DDLayerPoolGetType() needs a pool layer");
+    DDT(DDLayerDestroy(&l));
+  }
   DDT(DDModelReset());
   DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
   MPI_Barrier(PETSC_COMM_WORLD);
@@ -559,8 +627,8 @@ static PetscInt LocalSize(DDTensor t)
   return m;
 }
 
-/* conv's fit has terms in its input and output bytes and in the flops of idle vector lanes (few
-   channels); a network's first layer (no input gradient) is priced by the weight-gradient fit; the
+/* conv's fit has terms in its input and output bytes, in the flops of idle vector lanes (few
+   channels) and in the rows of its column matrix (a cache line of three such terms still reads); a network's first layer (no input gradient) is priced by the weight-gradient fit; the
    collectives by their measured fits on P ranks (stored as "<backend>@P"), the halo by alpha-beta:
    all exact under known fits. A cache of an older version is stale: not calibrated, and the view says so */
 TEST(ModelWork, GemmTermsFirstLayerAndCollectivesExact)
@@ -568,13 +636,14 @@ TEST(ModelWork, GemmTermsFirstLayerAndCollectivesExact)
   const char *bname;
   DDT(DDBackendGetDefault(&bname));
   std::string b = std::string(bname) + " float64 ", bp = std::string(bname) + "@" + std::to_string(Size()) + " float64 ", file = Tmp("gemm.txt"), g = "bcast-g" + std::to_string(Size());
-  const double c[5] = {3e-6, 2e-11, 5e-11, 7e-11, 1.3e-11}, cb[5] = {5e-6, 3e-11, 4e-11, 6e-11, 1.7e-11}, cw[5] = {4e-6, 2.5e-11, 1e-11, 2e-11, 0.9e-11};
+  const double c[6] = {3e-6, 2e-11, 5e-11, 7e-11, 1.3e-11, 4e-9}, cb[6] = {5e-6, 3e-11, 4e-11, 6e-11, 1.7e-11, 9e-9}, cw[6] = {4e-6, 2.5e-11, 1e-11, 2e-11, 0.9e-11, 0};
   auto line = [](const std::string &key, const double *k) {
     char buf[256];
-    snprintf(buf, sizeof(buf), "kernel %s %.9g %.9g %.9g %.9g %.9g\n", key.c_str(), k[0], k[1], k[2], k[3], k[4]);
+    if (k[5] > 0) snprintf(buf, sizeof(buf), "kernel %s %.9g %.9g %.9g %.9g %.9g %.9g\n", key.c_str(), k[0], k[1], k[2], k[3], k[4], k[5]);
+    else snprintf(buf, sizeof(buf), "kernel %s %.9g %.9g %.9g %.9g %.9g\n", key.c_str(), k[0], k[1], k[2], k[3], k[4]); /* the three-term form: no column rows' term */
     return std::string(buf);
   };
-  WriteFile(file, "ddnn-model-cache 2\nhost " + Host() + "\ncomm 1e-05 1e-09\n" + line(b + "conv f", c) + line(b + "conv b", cb) + line(b + "conv-wgrad b", cw) + "kernel " + bp + g + " f 2e-06 1e-09\n" + "kernel " + bp + g + " b 3e-06 2e-09\n");
+  WriteFile(file, "ddnn-model-cache 3\nhost " + Host() + "\ncomm 1e-05 1e-09\n" + line(b + "conv f", c) + line(b + "conv b", cb) + line(b + "conv-wgrad b", cw) + "kernel " + bp + g + " f 2e-06 1e-09\n" + "kernel " + bp + g + " b 3e-06 2e-09\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
   DDT(DDModelReset());
   DDTensor in[2];
@@ -605,10 +674,14 @@ TEST(ModelWork, GemmTermsFirstLayerAndCollectivesExact)
       if (!first) DDT(DDLayerGetOutput(prev, &x));
       const double I = 8.0 * (double)LocalSize(x), O = 8.0 * (double)LocalSize(y), co = (double)wsh[0], ci = (double)wsh[1];
       const double po = std::ceil(co / V) * V / co, pi = std::ceil(ci / V) * V / ci;
+      PetscInt     ys[4], ye[4];
+      DDT(DDTensorGetCorners(y, ys, ye));
+      const double rows = ye[3] > 0 ? (double)LocalSize(y) / (co * (double)ye[3]) * ci * (double)(wsh[2] * wsh[3]) : 0; /* the column matrix's rows: N Hout Ci K K */
+      if (ye[3] > 0) EXPECT_EQ(rows, (double)ye[0] * (double)ye[2] * ci * (double)(wsh[2] * wsh[3]));
       DDT(DDNetGetLayerModelTime(net, i, &t[0], &t[1], &t[2], &t[3], &ok));
-      EXPECT_NEAR(t[0], c[0] + c[1] * f + c[2] * I + c[3] * O + c[4] * f * (po - 1), 1e-12 * t[0]) << name;
+      EXPECT_NEAR(t[0], c[0] + c[1] * f + c[2] * I + c[3] * O + c[4] * f * (po - 1) + c[5] * rows, 1e-12 * t[0]) << name;
       const double *k = first ? cw : cb; /* the first layer computes no input gradient */
-      EXPECT_NEAR(t[2], k[0] + k[1] * fb + k[2] * I + k[3] * O + k[4] * f * (pi + po - 2), 1e-12 * t[2]) << name;
+      EXPECT_NEAR(t[2], k[0] + k[1] * fb + k[2] * I + k[3] * O + k[4] * f * (pi + po - 2) + k[5] * rows, 1e-12 * t[2]) << name;
       if (last) EXPECT_GT(c[4] * f * (po - 1), c[1] * f); /* one output channel: most lanes idle */
       if (mid) { /* communication: the halo by alpha-beta, the weight's broadcast and reduction by the fits on P ranks */
         PetscInt64 v[4], w[4], calls, cbytes;

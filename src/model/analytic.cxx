@@ -10,9 +10,10 @@
   - compute: the calibrated fit of the layer's kind (concat and the loss their own), on the local
     work of DDLayerGetModelWork() (GEMM flops of the convolution, bytes of the others); for the
     convolution the further terms of its input and output bytes and of the flops its idle vector
-    lanes waste (model.cxx's GemmBytes()), and for a first layer (no input gradient) the weight
-    gradient's own fit ("conv-wgrad"); the cold fits (":cold") when the layer's predicted memory on
-    the rank exceeds the core's L2 cache (as LayerCold()); on P = prod(parts) ranks the fits
+    lanes waste and of the rows of its column matrix (model.cxx's GemmBytes()), and for a first
+    layer (no input gradient) the weight gradient's own fit ("conv-wgrad"); the share 1 - L2 / M of
+    the cold fits (":cold") when the layer's predicted memory M on the rank exceeds the core's L2
+    cache (as LayerCold()); average pooling its own fit (spec->average); on P = prod(parts) ranks the fits
     measured on P ranks ("<backend>@P") where the calibration has them; plus the per-run cost of a
     pointwise walk between differently stored input and output;
   - point-to-point: the halo exchange of paper 000 App. B (each worker's window follows its
@@ -355,13 +356,13 @@ PetscErrorCode DDModelLayerSpecInitialize(DDModelLayerSpec *spec, DDLayerType ty
   padding, not messages. Weights live on worker 0 and are broadcast to every worker (their
   gradients sum-reduced), the normalization's statistics are all-sum-reduced over all workers.
   The times are the set-up model's formula on these data (`DDLayerGetModelTime()`): the fits
-  measured on prod(parts) ranks where the calibration has them, the cold fits when the predicted
-  memory on the rank exceeds the core's L2 cache, the conv's weight-gradient fit with
+  measured on prod(parts) ranks where the calibration has them, the share 1 - L2 / M of the cold
+  fits when the predicted memory M on the rank exceeds the core's L2 cache, the conv's weight-gradient fit with
   spec->noinputgradient, measured collectives at the group sizes calibrated. The loss is priced as
   one against targets of the prediction's shape (mse, l1), not class indices.
 
   Covered: convolution (stride, padding, bias; no dilation or groups), batch normalization (affine),
-  activation (priced as ReLU), max or average pooling, nearest or linear upsampling by 1 or 2, concatenation
+  activation (priced as ReLU), max or average pooling (spec->average), nearest or linear upsampling by 1 or 2, concatenation
   of two inputs along the channels, loss (mean reduction); partitions that split the batch and the
   spatial dimensions but not the channels, no empty pieces, the partition spanning the
   communicator. A configuration outside this is an error naming it. Storage is plain (float64, and
@@ -503,10 +504,10 @@ PetscErrorCode DDModelPredictLayer(const DDModelLayerSpec *spec, const DDModelLa
     in.backend = bname;
     in.dtype   = spec->dtype;
     in.size    = (PetscMPIInt)L.ranks; /* the partition spans the communicator: the "<backend>@P" fits */
-    in.kind    = L.kind == K_CONV ? DDLAYERCONV : L.kind == K_BN ? DDLAYERBATCHNORM : L.kind == K_POOL ? DDLAYERPOOL : L.kind == K_UP ? DDLAYERUPSAMPLE : L.kind == K_CONCAT ? DDLAYERCONCAT : L.kind == K_LOSS ? DDLAYERLOSS : DDLAYERACTIVATION;
+    in.kind    = L.kind == K_CONV ? DDLAYERCONV : L.kind == K_BN ? DDLAYERBATCHNORM : L.kind == K_POOL ? (spec->average ? ddnn::ModelKindPoolAvg : DDLAYERPOOL) : L.kind == K_UP ? DDLAYERUPSAMPLE : L.kind == K_CONCAT ? DDLAYERCONCAT : L.kind == K_LOSS ? DDLAYERLOSS : DDLAYERACTIVATION;
     in.nodx    = spec->noinputgradient ? true : false;
-    /* LayerCold: the layer's memory on this rank beyond the core's L2 cache */
-    in.cold = ddnn::ModelIsCold_Private((double)(pred->memory[0] + pred->memory[1] + pred->memory[2] + pred->memory[3])) ? true : false;
+    /* LayerCold: the share of the layer's memory on this rank beyond the core's L2 cache */
+    in.cold = ddnn::ModelColdFraction_Private((double)(pred->memory[0] + pred->memory[1] + pred->memory[2] + pred->memory[3]));
     in.runs = pred->runs;
     in.rows = true; /* plain storage on both sides: the same storage order */
     for (int b = 0; b < 2; b++) {
@@ -518,6 +519,7 @@ PetscErrorCode DDModelPredictLayer(const DDModelLayerSpec *spec, const DDModelLa
         in.gemm[b][0] = (double)es * (double)xbulk;
         in.gemm[b][1] = (double)es * (double)ybulk;
         in.gemm[b][2] = ddnn::ModelConvIdleFlops_Private((size_t)es, (double)L.out[1], (double)Cin, (double)pred->flops[0], b ? PETSC_TRUE : PETSC_FALSE);
+        in.gemm[b][3] = ddnn::ModelConvColumnRows_Private((double)ybulk, (double)ylast, (double)L.out[1], (double)(nw / L.out[1]));
       }
     }
     in.colls = colls;

@@ -55,9 +55,9 @@
 
 namespace
 {
-/* t = c0 + c1 work (+ cx . (input bytes, output bytes, conv: wasted lane flops / affine: weight bytes) for conv and affine, GemmBytes()) */
+/* t = c0 + c1 work (+ cx . (input bytes, output bytes, conv: wasted lane flops / affine: weight bytes, conv: column rows) for conv and affine, GemmBytes()) */
 struct Fit {
-  double c0 = 0, c1 = 0, cx[3] = {0, 0, 0};
+  double c0 = 0, c1 = 0, cx[4] = {0, 0, 0, 0};
 };
 
 struct ModelState {
@@ -71,9 +71,10 @@ struct ModelState {
 };
 ModelState M;
 
-/* version 2: the GEMM kinds' fits have three more terms, and concat, flatten and the losses their own fits */
-const int         cacheVersion = 2;
-const char *const cacheMagic   = "ddnn-model-cache 2";
+/* version 2: the GEMM kinds' fits have three more terms, and concat, flatten and the losses their own fits;
+   version 3: average pooling its own fit ("pool-avg"), the losses' backward timed as a network calls it (dy = NULL) */
+const int         cacheVersion = 3;
+const char *const cacheMagic   = "ddnn-model-cache 3";
 
 std::string HostName()
 {
@@ -222,7 +223,7 @@ Fit LeastSquaresMulti(const std::vector<std::vector<double>> &X, const std::vect
   }
   f.c0 = c[0];
   f.c1 = c[1];
-  for (size_t j = 2; j < m && j < 5; j++) f.cx[j - 2] = c[j];
+  for (size_t j = 2; j < m && j < 6; j++) f.cx[j - 2] = c[j];
   return f;
 }
 
@@ -337,7 +338,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
     }
     if (s.empty() || s[0] == '#') continue;
     char   a[256], b[64], c[64], d[8];
-    double x, y, e[3] = {0, 0, 0};
+    double x, y, e[4] = {0, 0, 0, 0};
     int    n = 0, nk = 0;
     if (!strncmp(s.c_str(), "host ", 5)) {
       if (s.substr(5) != HostName()) {
@@ -349,7 +350,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
       commok = true;
       alpha  = x;
       beta   = y;
-    } else if ((((nk = sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg %lg %lg %lg%n", a, b, c, d, &x, &y, &e[0], &e[1], &e[2], &n)) == 9 && n == (int)s.size()) || (sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg%n", a, b, c, d, &x, &y, &n) == 6 && n == (int)s.size())) && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && y >= 0 && std::isfinite(x) && std::isfinite(y) && e[0] >= 0 && e[1] >= 0 && e[2] >= 0 && std::isfinite(e[0] + e[1] + e[2])) {
+    } else if ((((nk = sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg %lg %lg %lg %lg%n", a, b, c, d, &x, &y, &e[0], &e[1], &e[2], &e[3], &n)) == 10 && n == (int)s.size()) || ((nk = sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg %lg %lg %lg%n", a, b, c, d, &x, &y, &e[0], &e[1], &e[2], &n)) == 9 && n == (int)s.size()) || (sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg%n", a, b, c, d, &x, &y, &n) == 6 && n == (int)s.size())) && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && y >= 0 && std::isfinite(x) && std::isfinite(y) && e[0] >= 0 && e[1] >= 0 && e[2] >= 0 && e[3] >= 0 && std::isfinite(e[0] + e[1] + e[2] + e[3])) {
       PetscInt  dt;
       PetscBool ok;
       PetscCall(PetscEListFind(2, DDDataTypes, b, &dt, &ok)); /* float32, float64 */
@@ -361,8 +362,8 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
       Fit fit;
       fit.c0 = x;
       fit.c1 = y;
-      if (nk == 9)
-        for (int j = 0; j < 3; j++) fit.cx[j] = e[j];
+      if (nk >= 9)
+        for (int j = 0; j < 4; j++) fit.cx[j] = e[j]; /* 9: the three terms of a cache without the column rows' (e[3] = 0) */
       kern[KernelKey(a, (DDDataType)dt, c, d[0] == 'b')] = fit;
     } else if (sscanf(s.c_str(), "runcost %255s %63s %63s %7s %lg%n", a, b, c, d, &x, &n) == 5 && n == (int)s.size() && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && std::isfinite(x)) {
       PetscInt  dt;
@@ -424,11 +425,11 @@ static PetscErrorCode ModelWriteCache(const std::string &path)
   std::string tmp = path + ".tmp" + std::to_string((long)getpid());
   FILE       *f   = fopen(tmp.c_str(), "w");
   PetscCheck(f, PETSC_COMM_SELF, PETSC_ERR_FILE_OPEN, "Cannot write the model cache %s: %s", tmp.c_str(), strerror(errno));
-  fprintf(f, "%s\n# ddnn performance model calibration (DDModelCalibrate): t = c0 + c1 work [conv, affine: + c2 input bytes + c3 output bytes + c4 (conv: flops of idle vector lanes; affine: weight bytes)] (+ runcost per run of a pointwise loop); comm: alpha [s] beta [s/byte]\nhost %s\n", cacheMagic, HostName().c_str());
+  fprintf(f, "%s\n# ddnn performance model calibration (DDModelCalibrate): t = c0 + c1 work [conv, affine: + c2 input bytes + c3 output bytes + c4 (conv: flops of idle vector lanes; affine: weight bytes) + c5 (conv: rows of the column matrix)] (+ runcost per run of a pointwise loop); comm: alpha [s] beta [s/byte]\nhost %s\n", cacheMagic, HostName().c_str());
   if (M.commok) fprintf(f, "comm %.9g %.9g\n", M.alpha, M.beta);
   for (auto &kv : M.kern) {
     const Fit &k = kv.second;
-    if (k.cx[0] || k.cx[1] || k.cx[2]) fprintf(f, "kernel %s %.9g %.9g %.9g %.9g %.9g\n", kv.first.c_str(), k.c0, k.c1, k.cx[0], k.cx[1], k.cx[2]);
+    if (k.cx[0] || k.cx[1] || k.cx[2] || k.cx[3]) fprintf(f, "kernel %s %.9g %.9g %.9g %.9g %.9g %.9g\n", kv.first.c_str(), k.c0, k.c1, k.cx[0], k.cx[1], k.cx[2], k.cx[3]);
     else fprintf(f, "kernel %s %.9g %.9g\n", kv.first.c_str(), k.c0, k.c1);
   }
   for (auto &kv : M.runcost) fprintf(f, "runcost %s %.9g\n", kv.first.c_str(), kv.second);
@@ -496,7 +497,7 @@ PetscErrorCode DDModelLoad(MPI_Comm comm, const char backend[], DDDataType dt, P
     for (int b = 0; b < 2; b++)
       if (!has(k, b)) all = PETSC_FALSE;
   for (int b = 0; b < 2; b++)
-    if (!has(kindLossCE, b)) all = PETSC_FALSE;
+    if (!has(kindLossCE, b) || !has(ddnn::ModelKindPoolAvg, b)) all = PETSC_FALSE;
   for (auto k : {DDLAYERCONV, DDLAYERAFFINE})
     if (!has(std::string(k) + "-wgrad", true)) all = PETSC_FALSE;
   for (int b = 0; b < 2; b++) {
@@ -712,9 +713,21 @@ double ModelConvIdleFlops_Private(size_t es, double co, double ci, double f, Pet
   const double po = std::ceil(co / V) * V / co, pi = std::ceil(ci / V) * V / ci; /* padded / true channels */
   return backward ? f * (pi + po - 2) : f * (po - 1);
 }
+
+/* The GEMM convolution kernels (float64 on /cpu/blas, src/backend/blas/conv_gemm.cxx) gather the
+   column matrix (im2col) row by row: one contiguous copy of Wout entries per (sample, input
+   channel, tap, output row), and the data gradient scatters it back (col2im); each costs a fixed
+   amount on top of its entries. Their number does not shrink when the W dimension is split: on 2
+   ranks the U-Net's decoder convolutions (W split in two) took 0.63 of their one-rank backward
+   where flops and bytes gave 0.53. Paper 003 sec. V-A prices the local kernel as measured; this is
+   a term of that measurement (DDModelCalibrate() fits its coefficient over shapes of several widths) */
+double ModelConvColumnRows_Private(double ybulk, double wout, double co, double cikk)
+{
+  return (co > 0 && wout > 0) ? ybulk / (co * wout) * cikk : 0;
+}
 } // namespace ddnn
 
-static void GemmBytes(DDLayer layer, PetscBool backward, double e[3])
+static void GemmBytes(DDLayer layer, PetscBool backward, double e[4])
 {
   size_t      es = 4;
   DDLayerType type;
@@ -722,14 +735,17 @@ static void GemmBytes(DDLayer layer, PetscBool backward, double e[3])
   DDLayerGetType(layer, &type);
   e[0] = (double)es * (double)(layer->nin > 0 ? Bulk(layer->setupin[0]) : 0);
   e[1] = (double)es * (double)Bulk(layer->output);
-  e[2] = 0;
+  e[2] = e[3] = 0;
   if (layer->nparams < 1) return;
   DDTensor w = layer->params[0];
   if (!strcmp(type, DDLAYERCONV) && w->order >= 2) { /* weight (Cout, Cin/groups, k...) */
     const double co = (double)w->shape[0], ci = (double)w->shape[1];
     PetscReal    f, b;
+    double       kk = 1;
+    for (PetscInt k = 2; k < w->order; k++) kk *= (double)w->shape[k];
     if (co < 1 || ci < 1 || DDLayerGetModelWork(layer, PETSC_FALSE, &f, &b)) return;
     e[2] = ddnn::ModelConvIdleFlops_Private(es, co, ci, (double)f, backward);
+    if (layer->output->active) e[3] = ddnn::ModelConvColumnRows_Private((double)Bulk(layer->output), (double)layer->output->layout.n[layer->output->order - 1], co, ci * kk);
   } else if (strcmp(type, DDLAYERCONV)) e[2] = (double)es * (double)Bulk(w);
 }
 
@@ -1041,8 +1057,10 @@ static PetscReal CeilLog2(PetscMPIInt p)
   beta on a rank (full duplex), overlap is not subtracted. The memory-bound kinds add the
   calibrated per-run cost times the runs of their walk beyond the first (`DDLayerGetModelRuns()`:
   a format conversion between input and output). conv and affine add the terms of their input and
-  output bytes and of idle vector lanes (conv) or weight bytes (affine); a layer alone whose memory
-  on this rank exceeds the core's L2 cache is priced with the cold fits (tensors in memory).
+  output bytes, of idle vector lanes (conv) or weight bytes (affine), and of the rows of the column
+  matrix (conv); a layer alone whose memory M on this rank exceeds the core's L2 cache is priced
+  with the share 1 - L2 / M of the cold fits (tensors in memory) and the rest of the warm ones.
+  Average pooling has its own fit (`DDLayerPoolGetType()`).
   A loss against class indices has the cross-entropy fit, the other losses the mse fit.
   Layer kinds that the calibration does not time (add, dropout, reshape, ...) are priced with the
   activation's fit (a memory-bound kernel) on their bytes.
@@ -1051,7 +1069,7 @@ static PetscReal CeilLog2(PetscMPIInt p)
 
 .seealso: `DDModelCalibrate()`, `DDLayerGetModelComm()`, `DDNetViewModel()`
 @*/
-static PetscErrorCode LayerModelTime(DDLayer, PetscBool, PetscBool, PetscReal *, PetscReal *, PetscReal *, PetscReal *, PetscBool *);
+static PetscErrorCode LayerModelTime(DDLayer, PetscBool, double, PetscReal *, PetscReal *, PetscReal *, PetscReal *, PetscBool *);
 
 /* the core's private cache: tensors that together exceed it are found in memory */
 static double L2Bytes(void)
@@ -1060,13 +1078,18 @@ static double L2Bytes(void)
   return l2 > 0 ? (double)l2 : 1048576.0;
 }
 
-/* whether a layer's kernels find their tensors in memory (cold): the memory the layer holds on
-   this rank (a layer alone) or its network holds (DDNetGetModelTime()) exceeds the core's L2 cache */
+/* the share of a layer's tensors its kernels find in memory (cold), the rest out of L2 but in the
+   caches below it (warm), when the memory the layer holds on this rank (a layer alone) or its network
+   holds (DDNetGetModelTime()) is bytes: what exceeds the core's L2 cache, 1 - L2 / bytes. A network
+   cycles through its tensors once per step; the part of them that fits in L2 is still there
+   (LeNet-5 in float64, 2.8 MiB per rank against a 2 MiB L2, ran its layers at the warm rates; the
+   U-Net, 24 MiB, at nearly the cold ones). The earlier all-or-nothing rule priced LeNet-5's layers
+   cold, 1.3-2.5x over in float64 */
 namespace ddnn
 {
-PetscBool ModelIsCold_Private(double bytes)
+double ModelColdFraction_Private(double bytes)
 {
-  return bytes > L2Bytes() ? PETSC_TRUE : PETSC_FALSE;
+  return bytes > L2Bytes() ? 1.0 - L2Bytes() / bytes : 0.0;
 }
 
 bool ModelIsGemmKind_Private(const std::string &kind)
@@ -1075,19 +1098,19 @@ bool ModelIsGemmKind_Private(const std::string &kind)
 }
 } // namespace ddnn
 
-static PetscErrorCode LayerCold(DDLayer layer, PetscBool *cold)
+static PetscErrorCode LayerCold(DDLayer layer, double *cold)
 {
   PetscInt64 m[4];
 
   PetscFunctionBegin;
   PetscCall(DDLayerGetModelMemory(layer, &m[0], &m[1], &m[2], &m[3]));
-  *cold = ddnn::ModelIsCold_Private((double)(m[0] + m[1] + m[2] + m[3]));
+  *cold = ddnn::ModelColdFraction_Private((double)(m[0] + m[1] + m[2] + m[3]));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 PetscErrorCode DDLayerGetModelTime(DDLayer layer, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
 {
-  PetscBool cold;
+  double cold;
 
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
@@ -1117,20 +1140,29 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[
     if (tcoll) tcoll[b] = 0;
     /* a first layer of a network computes no input gradient: the GEMM kinds' weight gradient alone has its own fit */
     const std::string fk = b && in.nodx && gemm ? kind + "-wgrad" : kind;
-    auto              it = in.cold ? FindKern(bname, size, in.dtype, fk + ":cold", b) : M.kern.end();
-    if (it == M.kern.end()) it = FindKern(bname, size, in.dtype, fk, b); /* no cold fit: the warm one */
+    auto              it = FindKern(bname, size, in.dtype, fk, b);
+    auto              ic = in.cold > 0 ? FindKern(bname, size, in.dtype, fk + ":cold", b) : M.kern.end();
+    if (it == M.kern.end()) it = ic; /* no warm fit: the cold one */
+    if (ic == M.kern.end()) ic = it; /* no cold fit: the warm one */
     if (it == M.kern.end()) *ok = PETSC_FALSE;
     else {
-      comp[b] = it->second.c0 + it->second.c1 * (gemm ? in.flops[b] : in.bytes[b]);
-      if (gemm)
-        for (int j = 0; j < 3; j++) comp[b] += it->second.cx[j] * in.gemm[b][j];
+      auto time = [&](const Fit &F) {
+        double t = F.c0 + F.c1 * (gemm ? in.flops[b] : in.bytes[b]);
+        if (gemm)
+          for (int j = 0; j < 4; j++) t += F.cx[j] * in.gemm[b][j];
+        return t;
+      };
+      /* the share in.cold of the tensors in memory, the rest in the caches below L2 (ModelColdFraction_Private()) */
+      comp[b] = (1 - in.cold) * time(it->second) + in.cold * time(ic->second);
     }
     if (!gemm) { /* the walk's runs: a format conversion between input and output costs per element */
-      /* the same storage order with other halos: a row-by-row walk; otherwise element by element */
-      auto rc = FindRunCost(bname, size, in.dtype, in.rows ? "activation-rows" : DDLAYERACTIVATION, b);
+      /* the same storage order with other halos: a row-by-row walk; otherwise element by element; warm and cold as the fits */
+      const std::string rk = in.rows ? "activation-rows" : DDLAYERACTIVATION;
+      auto              rc = FindRunCost(bname, size, in.dtype, rk, b), rcc = in.cold > 0 ? FindRunCost(bname, size, in.dtype, rk + ":cold", b) : M.runcost.end();
+      if (rcc == M.runcost.end()) rcc = rc; /* no cold run cost: the warm one */
       if (in.runs > 1) {
         if (rc == M.runcost.end()) *ok = PETSC_FALSE;
-        else comp[b] += rc->second * (PetscReal)(in.runs - 1);
+        else comp[b] += ((1 - in.cold) * rc->second + in.cold * rcc->second) * (PetscReal)(in.runs - 1);
       }
     }
     const PetscInt64 *v = in.p2p[b];
@@ -1165,7 +1197,7 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[
 } // namespace ddnn
 
 /* fills the formula's input from a set-up layer on this rank */
-static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscBool cold, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
+static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
 {
   DDLayerType          type;
   const char          *bname;
@@ -1182,7 +1214,7 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscBool co
   in.backend = bname;
   in.dtype   = layer->output->dtype;
   in.nodx    = nodx ? true : false;
-  in.cold    = cold ? true : false;
+  in.cold    = cold;
   std::string kind = type;
   if (std::find_if(std::begin(calibratedKinds), std::end(calibratedKinds), [&](const char *k) { return kind == k; }) == std::end(calibratedKinds)) kind = DDLAYERACTIVATION;
   else if (kind == DDLAYERLOSS) {
@@ -1191,6 +1223,10 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscBool co
     DDActivationType at;
     PetscCall(DDLayerActivationGetType(layer, &at));
     kind = ActKind(at);
+  } else if (kind == DDLAYERPOOL) {
+    DDPoolType pt;
+    PetscCall(DDLayerPoolGetType(layer, &pt));
+    if (pt == DD_POOL_AVG) kind = ddnn::ModelKindPoolAvg;
   }
   in.kind = kind;
   if (!IsGemmKind(kind)) {
@@ -1240,8 +1276,8 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, PetscBool co
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* whether a network's layers find their tensors in memory: the memory the network holds on this rank exceeds the core's L2 cache */
-static PetscErrorCode NetCold(DDNet net, PetscBool *cold)
+/* the share of their tensors a network's layers find in memory: what of the memory the network holds on this rank exceeds the core's L2 cache */
+static PetscErrorCode NetCold(DDNet net, double *cold)
 {
   PetscInt n;
   double   m = 0;
@@ -1256,7 +1292,7 @@ static PetscErrorCode NetCold(DDNet net, PetscBool *cold)
     PetscCall(DDLayerGetModelMemory(l, &q[0], &q[1], &q[2], &q[3]));
     m += (double)(q[0] + q[1] + q[2] + q[3]);
   }
-  *cold = m > L2Bytes() ? PETSC_TRUE : PETSC_FALSE;
+  *cold = ddnn::ModelColdFraction_Private(m);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -1340,7 +1376,7 @@ PetscErrorCode DDNetGetLayerModelTime(DDNet net, PetscInt i, PetscReal *compf, P
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
   PetscCheck(l->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Set the network up before asking for its model");
-  PetscBool cold;
+  double cold;
   PetscCall(NetCold(net, &cold));
   PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), cold, compf, commf, compb, commb, calibrated));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -1476,8 +1512,9 @@ PetscErrorCode DDNetGetModelUpdateTime(DDNet net, PetscInt streams, PetscReal *t
   Notes:
   Layers run one after the other and each waits for its slowest rank (its exchanges
   synchronise), so the step is the sum over layers of the maximum over ranks (paper 003 sec. V-B,
-  without overlap between layers). The kernels are priced cold (their tensors in memory) when the
-  network's memory on this rank exceeds the core's L2 cache, warm otherwise (`DDModelCalibrate()`).
+  without overlap between layers). When the network's memory M on this rank exceeds the core's L2
+  cache, the kernels are priced with the share 1 - L2 / M of the cold fits (their tensors in
+  memory) and the rest of the warm ones (`DDModelCalibrate()`).
   An automatic chooser can call this for a candidate
   distribution after `DDNetSetUp()` on it; set-up builds only plans and tensors, no kernel runs.
 
@@ -1494,7 +1531,7 @@ PetscErrorCode DDNetGetModelTime(DDNet net, PetscReal *tforward, PetscReal *tbac
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   PetscCall(DDNetGetNumLayers(net, &n));
-  PetscBool cold = PETSC_FALSE;
+  double cold = 0;
   if (n > 0) PetscCall(NetCold(net, &cold));
   for (PetscInt i = 0; i < n; i++) {
     DDLayer     l;
@@ -1573,7 +1610,7 @@ PetscErrorCode DDNetViewModel(DDNet net, PetscViewer viewer)
   PetscCall(PetscViewerASCIIPrintf(viewer, "%-12s %-13s %10s %10s %9s %10s %9s %10s %10s %10s %10s %10s\n", "layer", "type", "fwd ms", "bwd ms", "fwd msgs", "fwd KiB", "bwd msgs", "bwd KiB", "act KiB", "halo KiB", "param KiB", "work KiB"));
   PetscReal  tot[2] = {0, 0};
   PetscInt64 totc[4] = {0, 0, 0, 0}, totm[4] = {0, 0, 0, 0};
-  PetscBool  cold;
+  double     cold;
   PetscCall(NetCold(net, &cold));
   for (PetscInt i = 0; i < n; i++) {
     DDLayer     l;
@@ -1664,17 +1701,17 @@ PetscErrorCode ModelKernelTime_Private(const char backend[], DDDataType dt, cons
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* the GEMM kinds' fit over several shapes: rows (work, input bytes, output bytes, weight bytes) */
+/* the GEMM kinds' fit over several shapes: rows (work, input bytes, output bytes, idle-lane flops or weight bytes, column rows) */
 PetscErrorCode ModelStoreGemmKernel_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, const std::vector<std::vector<double>> &X, const std::vector<double> &t)
 {
   PetscFunctionBegin;
-  PetscCheck(!X.empty() && X.size() == t.size() && X[0].size() == 4, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Calibration of %s gave no work", kind);
+  PetscCheck(!X.empty() && X.size() == t.size() && X[0].size() == 5, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Calibration of %s gave no work", kind);
   M.kern[KernelKey(backend, dt, kind, bwd ? true : false)] = LeastSquaresMulti(X, t);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 /* GemmBytes() for the calibration */
-PetscErrorCode ModelGemmBytes_Private(DDLayer layer, PetscBool backward, double e[3])
+PetscErrorCode ModelGemmBytes_Private(DDLayer layer, PetscBool backward, double e[4])
 {
   PetscFunctionBegin;
   GemmBytes(layer, backward, e);

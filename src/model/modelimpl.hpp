@@ -12,6 +12,9 @@
 
 namespace ddnn
 {
+/* average pooling's calibrated kind (max pooling is "pool"): it reads every tap and its backward spreads dy over the window, unlike max pooling's */
+inline constexpr const char *ModelKindPoolAvg = "pool-avg";
+
 /* a collective call of a layer spanning group > 1 ranks (model.cxx's CollectiveOf) */
 struct ModelCollective {
   int         kind     = 0;     /* 1: broadcast or sum-reduce, 2: all-sum-reduce */
@@ -27,10 +30,10 @@ struct ModelCostInput {
   PetscMPIInt size  = 1;           /* the ranks the layer runs on */
   std::string kind;                /* the calibrated kind after the mapping ("conv", "activation-tanh", "loss-crossentropy", ...) */
   bool        nodx = false;        /* the backward computes no input gradient (a network's first layer) */
-  bool        cold = false;        /* the tensors are found in memory: the ":cold" fits where there are */
+  double      cold = 0;            /* the share of the tensors found in memory (the ":cold" fits where there are), the rest out of L2 only (the warm fits): ModelColdFraction_Private() */
   PetscReal   flops[2] = {0, 0};   /* GEMM flops (DDLayerGetModelWork()) */
   PetscReal   bytes[2] = {0, 0};   /* bytes read and written (the other kinds) */
-  double      gemm[2][3] = {{0, 0, 0}, {0, 0, 0}}; /* the GEMM kinds' further terms (model.cxx's GemmBytes()) */
+  double      gemm[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}; /* the GEMM kinds' further terms (model.cxx's GemmBytes()) */
   PetscInt64  runs = 0;            /* the runs of the pointwise walk (DDLayerGetModelRuns()) */
   bool        rows = false;        /* the walk is row by row (same storage order), else element by element */
   PetscInt64  p2p[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}; /* point-to-point {msgs sent, bytes sent, msgs received, bytes received} */
@@ -41,10 +44,13 @@ struct ModelCostInput {
 /* the calibrated times of one layer on one rank: compute and communication, forward and backward;
    tcoll (or NULL) the collectives' part of comm; ok false when a fit it needs is missing (that term 0) */
 PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &, PetscReal comp[2], PetscReal comm[2], PetscReal tcoll[2], PetscBool *ok);
-/* whether kernels over bytes of tensors find them in memory (more than the core's L2 cache) */
-PetscBool ModelIsCold_Private(double bytes);
+/* the share of the tensors that kernels over bytes of them (cycling through the core's L2 cache) find in memory */
+double ModelColdFraction_Private(double bytes);
 /* the flops the idle vector lanes of a convolution with co output and ci input channels waste, f its forward flops */
 double ModelConvIdleFlops_Private(size_t es, double co, double ci, double f, PetscBool backward);
+/* the rows of the column matrix a convolution's im2col gathers (and col2im scatters) on this rank:
+   (local output entries / (Co Wout)) Ci K^d, with Wout the local output's last extent */
+double ModelConvColumnRows_Private(double ybulk, double wout, double co, double cikk);
 /* whether kind is a GEMM kind (conv, convtranspose, affine) */
 bool ModelIsGemmKind_Private(const std::string &kind);
 } // namespace ddnn

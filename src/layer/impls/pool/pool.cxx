@@ -94,6 +94,32 @@ PetscErrorCode DDLayerPoolSetType(DDLayer l, DDPoolType type)
 }
 
 /*@
+  DDLayerPoolGetType - Max or average pooling
+
+  Not collective
+
+  Input Parameter:
+. l - a `DDLAYERPOOL` layer
+
+  Output Parameter:
+. type - `DD_POOL_MAX` or `DD_POOL_AVG`
+
+  Level: beginner
+
+.seealso: `DDLAYERPOOL`, `DDLayerPoolSetType()`
+@*/
+PetscErrorCode DDLayerPoolGetType(DDLayer l, DDPoolType *type)
+{
+  Pool *c;
+
+  PetscFunctionBegin;
+  PetscValidPointer(type, 2);
+  PetscCall(PoolGet(l, &c, "DDLayerPoolGetType"));
+  *type = c->type;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
   DDLayerPoolSetKernel - Window size per spatial dimension (required)
 
   Logically collective
