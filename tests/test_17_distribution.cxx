@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 #include <map>
+#include <random>
 #include <unistd.h>
 
 using namespace ddtest;
@@ -442,4 +443,103 @@ TEST(Distribution, BadInput)
     DDT(DDNetDestroy(&net));
     ForgetOptions();
   }
+}
+
+PETSC_EXTERN PetscErrorCode DDRepartitionGetCommVolume_Private(DDTensor, DDPartition, PetscInt64[4], PetscBool *);
+PETSC_EXTERN PetscErrorCode DDRepartitionGetModelCost_Private(DDTensor, DDPartition, const PetscInt[], const PetscInt[], PetscReal *, PetscReal *, PetscBool *);
+
+/* a random partition of up to P workers (a random subset of the ranks, in random order) whose
+   factors along each dimension are at most cap[k] (no cap: -1) */
+static DDPartition RandomPartition(std::mt19937 &g, PetscInt order, const PetscInt *cap)
+{
+  PetscInt                 P = Size(), nw = 1 + (PetscInt)(g() % P), left = nw;
+  std::vector<PetscInt>    sh(order, 1);
+  std::vector<PetscMPIInt> ranks(P);
+  for (PetscInt f = 2; f <= left; f++)
+    while (left % f == 0) { /* each prime factor onto a random dimension that can take it */
+      PetscInt k = (PetscInt)(g() % order);
+      for (PetscInt t = 0; t < order && cap && cap[k] >= 0 && sh[k] * f > cap[k]; t++) k = (k + 1) % order;
+      sh[k] *= f;
+      left /= f;
+    }
+  for (PetscInt i = 0; i < P; i++) ranks[i] = (PetscMPIInt)i;
+  std::shuffle(ranks.begin(), ranks.end(), g);
+  DDPartition part;
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, order, sh.data(), nw, ranks.data(), &part));
+  return part;
+}
+
+/* The planner prices a repartition from the ownership boxes (no graph built): its messages and
+   bytes equal those of the built layer's graph (DDLayerGetModelComm(), forward and adjoint) on
+   random pairs of partitions, uneven ownership and empty pieces included, and its time equals the
+   built layer's model time, its memory bounds the built layer's from above */
+TEST(Distribution, ArithmeticShuffleEqualsBuiltRepartition)
+{
+  UseSyntheticModel(1e-6, 1e-9);
+  std::mt19937 g(1234); /* the same stream on every rank */
+  int          checked = 0, refused = 0, moved = 0;
+  for (int it = 0; it < 120; it++) {
+    PetscInt              order = 2 + (PetscInt)(g() % 3);
+    std::vector<PetscInt> shape(order);
+    for (auto &s : shape) s = 1 + (PetscInt)(g() % 6);
+    DDPartition px = RandomPartition(g, order, nullptr), py = RandomPartition(g, order, (g() % 4) ? shape.data() : nullptr);
+    DDTensor    x;
+    DDDataType  dt = (g() % 2) ? DD_FLOAT32 : DD_FLOAT64;
+    DDT(DDTensorCreate(PETSC_COMM_WORLD, &x));
+    DDT(DDTensorSetPartition(x, px));
+    DDT(DDTensorSetShape(x, order, shape.data()));
+    DDT(DDTensorSetDataType(x, dt));
+    DDT(DDTensorSetEmptyPiecesAllowed(x, PETSC_TRUE));
+    if (order == 4 && g() % 3 == 0) DDT(DDTensorSetFormat(x, DD_FORMAT_CHANNELS_LAST));
+    for (PetscInt k = 0; k < order; k++) { /* uneven ownership, empty pieces included */
+      std::vector<PetscInt> lx(px->shape[k], 0);
+      for (PetscInt i = 0; i < shape[k]; i++) lx[(g() % 3) ? (PetscInt)(g() % px->shape[k]) : 0]++;
+      DDT(DDTensorSetOwnershipRanges(x, k, lx.data()));
+    }
+    DDT(DDTensorSetUp(x));
+    PetscInt lo[DD_MAX_DIM] = {0}, hi[DD_MAX_DIM] = {0};
+    for (PetscInt k = 0; k < order; k++) {
+      lo[k] = (PetscInt)(g() % 2);
+      hi[k] = (PetscInt)(g() % 2);
+    }
+    bool     withhalo = g() % 2;
+    std::string what = "case " + std::to_string(it) + ": shape " + Str(shape) + " from " + Str(std::vector<PetscInt>(px->shape, px->shape + order)) + " onto " + Str(std::vector<PetscInt>(py->shape, py->shape + order));
+    PetscInt64 v[4];
+    PetscBool  ok;
+    DDT(DDRepartitionGetCommVolume_Private(x, py, v, &ok));
+    DDLayer r;
+    DDT(DDLayerCreate(PETSC_COMM_WORLD, &r));
+    DDT(DDLayerSetType(r, DDLAYERREPARTITION));
+    DDT(DDLayerRepartitionSetPartition(r, py));
+    if (withhalo) DDT(DDLayerSetOutputHalo_Private(r, lo, hi));
+    std::string    msg;
+    PetscErrorCode ierr = Catch([&] { return DDLayerSetUp(r, x); }, &msg);
+    EXPECT_EQ(ierr == 0, ok == PETSC_TRUE) << what << ": the arithmetic says " << (ok ? "it sets up" : "it does not set up") << "; set-up: " << msg;
+    if (!ierr && ok) {
+      PetscInt64 f[4], b[4];
+      DDT(DDLayerGetModelComm(r, PETSC_FALSE, &f[0], &f[1], &f[2], &f[3]));
+      DDT(DDLayerGetModelComm(r, PETSC_TRUE, &b[0], &b[1], &b[2], &b[3]));
+      for (int k = 0; k < 4; k++) {
+        EXPECT_EQ(v[k], f[k]) << what << ", forward count " << k << " on rank " << Rank();
+        EXPECT_EQ(v[(k + 2) % 4], b[k]) << what << ", adjoint count " << k << " on rank " << Rank();
+      }
+      PetscReal  c[4], t, m;
+      PetscInt64 mm[4];
+      PetscBool  cal, ident;
+      DDT(DDLayerGetModelTime(r, &c[0], &c[1], &c[2], &c[3], &cal));
+      DDT(DDLayerGetModelMemory(r, &mm[0], &mm[1], &mm[2], &mm[3]));
+      DDT(DDRepartitionGetModelCost_Private(x, py, withhalo ? lo : NULL, withhalo ? hi : NULL, &t, &m, &ident));
+      EXPECT_NEAR(t, c[0] + c[1] + c[2] + c[3], 1e-12 * t) << what << " on rank " << Rank();
+      EXPECT_GE(m, (PetscReal)(mm[0] + mm[1] + mm[2] + mm[3])) << what << " on rank " << Rank();
+      checked++;
+      if (v[0] || v[2]) moved++;
+    } else refused++;
+    DDT(DDLayerDestroy(&r));
+    DDT(DDTensorDestroy(&x));
+    DDT(DDPartitionDestroy(&px));
+    DDT(DDPartitionDestroy(&py));
+  }
+  EXPECT_GT(checked, 60);
+  if (Size() > 1) EXPECT_GT(moved, 20);
+  if (getenv("DDNN_TEST17_VIEW")) PetscPrintf(PETSC_COMM_WORLD, "arithmetic shuffles: %d checked (%d moving data), %d refused alike\n", checked, moved, refused);
 }
