@@ -299,6 +299,20 @@ struct Ins {
   DDPartition part;  /* the target; NULL: match the node's input 0 */
 };
 
+/* a join: input `slot` > 0 of the multi-input layer `node` (a concatenation, sum or loss: a U-Net's
+   skip, a loss's target) is repartitioned onto the partition of its input 0 ("<node>_auto_in<slot>");
+   its price depends on the candidates of two decision layers, the owner of the input (src) and the
+   owner of the layer (dst); -1: an owner without a choice (a network input, a layer after a user's
+   repartition) */
+struct Join {
+  int                              node, slot, src, dst;
+  std::vector<DDTensor>            arrive; /* per src candidate: what arrives at the slot (kept from the trials) */
+  std::vector<DDPartition>         target; /* per dst candidate: the partition of input 0 */
+  std::vector<std::vector<PetscInt>> halo; /* per dst candidate: the halo the layer wants on the input */
+  std::vector<std::vector<double>> t, m;   /* [src candidate][dst candidate] */
+  std::vector<std::vector<int>>    ident;
+};
+
 const double INF = std::numeric_limits<double>::infinity();
 } // namespace
 
@@ -727,10 +741,13 @@ static void Factorisations(PetscInt P, const PetscInt *shape, PetscInt order, Pe
     }
 }
 
-/* a label of the constrained shortest path: time, memory, and where it came from */
+/* a label of the constrained shortest path: time, memory, the vertex's candidate, the candidates of
+   the earlier chain vertices a later join still needs (the chain's open joins), and where it came from */
 struct Label {
-  double t, m;
-  int    prevc, prevl;
+  double           t, m;
+  int              c;
+  std::vector<int> open;
+  int              prev;
 };
 
 /* keeps the Pareto front of (t, m); with no cap only the fastest */
@@ -831,6 +848,33 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
     d.halo.assign(d.cands.size(), std::vector<PetscInt>());
   }
   double constT = 0, constM = 0; /* the layers no decision layer owns */
+  std::vector<Join> joins;
+  for (int i = 0; i < nu; i++)
+    if (decof[i] < 0)
+      for (size_t s = 1; s < user[i].inputs.size(); s++) {
+        Join J;
+        int  k = user[i].inputs[s];
+        J.node = i;
+        J.slot = (int)s;
+        J.src  = k >= 0 && owner[k] >= 0 ? decof[owner[k]] : -1;
+        J.dst  = owner[i] >= 0 ? decof[owner[i]] : -1;
+        size_t ns = J.src >= 0 ? dec[J.src].cands.size() : 1, nd = J.dst >= 0 ? dec[J.dst].cands.size() : 1;
+        J.arrive.assign(ns, NULL);
+        J.target.assign(nd, NULL);
+        J.halo.assign(nd, std::vector<PetscInt>());
+        J.t.assign(ns, std::vector<double>(nd, INF));
+        J.m.assign(ns, std::vector<double>(nd, INF));
+        J.ident.assign(ns, std::vector<int>(nd, 0));
+        joins.push_back(J);
+      }
+  auto destroyjoins = [&]() -> PetscErrorCode {
+    PetscFunctionBegin;
+    for (auto &J : joins) {
+      for (auto &x : J.arrive) PetscCall(DDTensorDestroy(&x));
+      for (auto &p : J.target) PetscCall(DDPartitionDestroy(&p));
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  };
 
   I->plan.ncands.clear();
   for (auto &d : dec) I->plan.ncands.push_back((PetscInt)d.cands.size());
@@ -896,6 +940,20 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
               constM += m[pos[i]];
             }
         }
+        /* at each join: what arrives under its source's candidate, the partition and halo it goes to under its owner's */
+        for (auto &J : joins) {
+          int as = J.src >= 0 ? a[J.src] : 0, bd = J.dst >= 0 ? a[J.dst] : 0;
+          int r  = I->nodes[pos[J.node]].inputs[J.slot];
+          if (r < 0 || !I->nodes[r].autoinserted) continue;
+          DDLayer rl = I->nodes[r].layer;
+          if (!J.arrive[as]) PetscCall(DDTensorDuplicateLayout(rl->setupin[0], rl->setupin[0]->dtype, &J.arrive[as]));
+          if (!J.target[bd]) {
+            PetscCall(PetscObjectReference((PetscObject)rl->output->part));
+            J.target[bd] = rl->output->part;
+            J.halo[bd].assign(2 * DD_MAX_DIM, 0);
+            PetscCall(DDTensorGetHalo(rl->output, J.halo[bd].data(), J.halo[bd].data() + DD_MAX_DIM));
+          }
+        }
         /* what arrives at each decision layer under its parent's candidate, and the halo it wants under its own */
         for (size_t j = 0; j < dec.size(); j++) {
           Decision &d  = dec[j];
@@ -947,6 +1005,10 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
           for (size_t c = 0; c < d.cands.size(); c++)
             if (d.time[c] < INF) jobs.push_back({d.arrive[ap], d.cands[c].part, &d.halo[c], d.fromnetinput, &d.stime[ap][c], &d.smem[ap][c], &d.sident[ap][c]});
         }
+      for (auto &J : joins)
+        for (size_t a = 0; a < J.arrive.size(); a++)
+          for (size_t b = 0; b < J.target.size(); b++)
+            if (J.arrive[a] && J.target[b]) jobs.push_back({J.arrive[a], J.target[b], &J.halo[b], user[J.node].inputs[J.slot] < 0, &J.t[a][b], &J.m[a][b], &J.ident[a][b]});
       PetscCall(ShuffleCosts(comm, jobs, &distinct));
       for (auto &d : dec)
         for (auto &a : d.arrive) PetscCall(DDTensorDestroy(&a));
@@ -959,6 +1021,15 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
         t += ";";
       }
       PetscCall(PetscInfo(net, "-net_distribution auto: layer %s:%s\n", user[d.node].name.c_str(), t.c_str()));
+    }
+    for (auto &J : joins) {
+      std::string t;
+      for (size_t a = 0; a < J.t.size(); a++) {
+        t += " [";
+        for (size_t b = 0; b < J.t[a].size(); b++) t += (b ? " " : "") + std::to_string(1e3 * J.t[a][b]);
+        t += "]";
+      }
+      PetscCall(PetscInfo(net, "-net_distribution auto: join %s input %d (ms, per candidate of %s, per candidate of %s):%s\n", user[J.node].name.c_str(), J.slot, J.src >= 0 ? user[dec[J.src].node].name.c_str() : "(fixed)", J.dst >= 0 ? user[dec[J.dst].node].name.c_str() : "(fixed)", t.c_str()));
     }
     PetscCall(PetscTime(&tick[3]));
     PetscCall(PetscInfo(net, "-net_distribution auto: %zu decision layers; set-up and calibration %g s, trials %g s, shuffles %g s (%" PetscInt_FMT " distinct on rank 0's side)\n", dec.size(), tick[1] - tick[0], tick[2] - tick[1], tick[3] - tick[2], distinct));
@@ -1000,37 +1071,90 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
       for (size_t j = 0; j < dec.size(); j++)
         if (!done[j] && std::find(chain.begin(), chain.end(), (int)j) == chain.end()) reserve += minM[j];
       double budget = capped ? (double)I->memlimit - usedM - reserve : INF;
-      std::vector<std::vector<std::vector<Label>>> L(chain.size());
-      for (size_t q = 0; q < chain.size(); q++) {
-        Decision &d = dec[chain[q]];
-        L[q].resize(d.cands.size());
+      /* The joins (left out of paper 003 sec. V-C) enter the path's cost. A join whose other end is
+         fixed (decided on an earlier chain, or without a choice) is a cost on its chain vertex; one
+         whose two ends are both on this chain is exact: the earlier vertex's candidate is carried in
+         the labels up to the later one (the U-Net's skips: the encoder's candidate up to the decoder's
+         concatenation). A join whose other end is on a chain not yet solved is left to that chain,
+         which then sees this end fixed: a chain solved first does not know what its choice costs the
+         joins of the branches solved after it, where the plan can miss the optimum. */
+      const int        nq = (int)chain.size();
+      std::vector<int> qof(dec.size(), -1);
+      for (int q = 0; q < nq; q++) qof[chain[q]] = q;
+      std::vector<std::vector<double>> ut(nq), um(nq);
+      for (int q = 0; q < nq; q++) {
+        ut[q].assign(dec[chain[q]].cands.size(), 0);
+        um[q] = ut[q];
+      }
+      struct JPair {
+        int         e, l; /* the earlier and the later chain position */
+        const Join *J;
+        bool        srcfirst;
+      };
+      std::vector<JPair> pairs;
+      for (auto &J : joins) {
+        int  qs = J.src >= 0 ? qof[J.src] : -1, qd = J.dst >= 0 ? qof[J.dst] : -1;
+        bool sf = J.src < 0 || done[J.src], df = J.dst < 0 || done[J.dst];
+        int  cs = J.src >= 0 ? dec[J.src].chosen : 0, cd = J.dst >= 0 ? dec[J.dst].chosen : 0;
+        if (qs >= 0 && qd >= 0 && qs == qd)
+          for (size_t c = 0; c < ut[qs].size(); c++) {
+            ut[qs][c] += J.t[c][c];
+            um[qs][c] += J.m[c][c];
+          }
+        else if (qs >= 0 && qd >= 0) pairs.push_back({std::min(qs, qd), std::max(qs, qd), &J, qs < qd});
+        else if (qd >= 0 && sf)
+          for (size_t c = 0; c < ut[qd].size(); c++) {
+            ut[qd][c] += J.t[cs][c];
+            um[qd][c] += J.m[cs][c];
+          }
+        else if (qs >= 0 && df)
+          for (size_t c = 0; c < ut[qs].size(); c++) {
+            ut[qs][c] += J.t[c][cd];
+            um[qs][c] += J.m[c][cd];
+          }
+      }
+      /* open[q]: the positions e <= q whose candidate a join at a later position needs */
+      std::vector<std::vector<int>> open(nq);
+      for (int q = 0; q < nq; q++) {
+        for (auto &pr : pairs)
+          if (pr.e <= q && pr.l > q && std::find(open[q].begin(), open[q].end(), pr.e) == open[q].end()) open[q].push_back(pr.e);
+        std::sort(open[q].begin(), open[q].end());
+      }
+      auto at = [&](int q, int e) { return (int)(std::find(open[q].begin(), open[q].end(), e) - open[q].begin()); };
+      std::vector<std::vector<Label>> L(nq);
+      for (int q = 0; q < nq; q++) {
+        Decision                                               &d = dec[chain[q]];
+        std::map<std::pair<int, std::vector<int>>, std::vector<Label>> groups;
         for (size_t c = 0; c < d.cands.size(); c++) {
           if (!(d.time[c] < INF)) continue;
-          if (q == 0) {
-            int ap = d.pred >= 0 ? dec[decof[d.pred]].chosen : 0;
-            if (d.stime[ap][c] < INF) L[q][c].push_back({d.stime[ap][c] + d.time[c], d.smem[ap][c] + d.mem[c], -1, -1});
-          } else {
-            Decision &p = dec[chain[q - 1]];
-            for (size_t pc = 0; pc < p.cands.size(); pc++)
-              for (size_t l = 0; l < L[q - 1][pc].size(); l++) {
-                const Label &a = L[q - 1][pc][l];
-                if (!(d.stime[pc][c] < INF)) continue;
-                L[q][c].push_back({a.t + d.stime[pc][c] + d.time[c], a.m + d.smem[pc][c] + d.mem[c], (int)pc, (int)l});
+          auto extend = [&](const Label *a, int l) {
+            int    ap = a ? a->c : (d.pred >= 0 ? dec[decof[d.pred]].chosen : 0);
+            double t  = (a ? a->t : 0) + d.stime[ap][c] + d.time[c] + ut[q][c];
+            double m  = (a ? a->m : 0) + d.smem[ap][c] + d.mem[c] + um[q][c];
+            for (auto &pr : pairs) /* the joins closing here */
+              if (pr.l == q) {
+                int ce = a->open[at(q - 1, pr.e)];
+                t += pr.srcfirst ? pr.J->t[ce][c] : pr.J->t[c][ce];
+                m += pr.srcfirst ? pr.J->m[ce][c] : pr.J->m[c][ce];
               }
-          }
-          std::vector<Label> &V = L[q][c];
-          V.erase(std::remove_if(V.begin(), V.end(), [&](const Label &x) { return x.m > budget; }), V.end());
-          Prune(V, capped);
+            if (!(t < INF) || m > budget) return;
+            Label x{t, m, (int)c, std::vector<int>(open[q].size()), l};
+            for (size_t o = 0; o < open[q].size(); o++) x.open[o] = open[q][o] == q ? (int)c : a->open[at(q - 1, open[q][o])];
+            groups[{(int)c, x.open}].push_back(x);
+          };
+          if (q == 0) extend(nullptr, -1);
+          else
+            for (size_t l = 0; l < L[q - 1].size(); l++) extend(&L[q - 1][l], (int)l);
+        }
+        for (auto &g : groups) {
+          Prune(g.second, capped);
+          L[q].insert(L[q].end(), g.second.begin(), g.second.end());
         }
       }
-      int bc = -1, bl = -1;
-      for (size_t c = 0; c < L.back().size(); c++)
-        for (size_t l = 0; l < L.back()[c].size(); l++)
-          if (bc < 0 || L.back()[c][l].t < L.back()[bc][bl].t || (L.back()[c][l].t == L.back()[bc][bl].t && L.back()[c][l].m < L.back()[bc][bl].m)) {
-            bc = (int)c;
-            bl = (int)l;
-          }
-      if (bc < 0) { /* nothing fits: the smallest memory of any plan */
+      int bl = -1;
+      for (size_t l = 0; l < L.back().size(); l++)
+        if (bl < 0 || L.back()[l].t < L.back()[bl].t || (L.back()[l].t == L.back()[bl].t && L.back()[l].m < L.back()[bl].m)) bl = (int)l;
+      if (bl < 0) { /* nothing fits: the smallest memory of any plan */
         double minplan = constM;
         for (size_t j = 0; j < dec.size(); j++) {
           double mj = INF;
@@ -1038,20 +1162,24 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
             for (size_t a = 0; a < dec[j].stime.size(); a++) mj = std::min(mj, dec[j].mem[c] + dec[j].smem[a][c]);
           minplan += mj;
         }
+        for (auto &J : joins) {
+          double mj = INF;
+          for (auto &r : J.m)
+            for (double v : r) mj = std::min(mj, v);
+          if (mj < INF) minplan += mj;
+        }
         PetscCall(NetRestore(net, user));
         for (auto &d : dec)
           for (auto &c : d.cands) PetscCall(DDPartitionDestroy(&c.part));
+        PetscCall(destroyjoins());
         SETERRQ(comm, PETSC_ERR_MEM, "-net_distribution auto: no distribution of the network fits the memory limit of %" PetscInt64_FMT " bytes per rank (-net_memory_limit, DDNetSetMemoryLimit()): the smallest predicted memory per rank of any plan is %.0f bytes", I->memlimit, minplan);
       }
-      for (int q = (int)chain.size() - 1; q >= 0; q--) {
-        const Label lab = L[q][bc][bl];
-        Decision   &d   = dec[chain[q]];
-        int         ap  = q == 0 ? (d.pred >= 0 ? dec[decof[d.pred]].chosen : 0) : lab.prevc;
-        d.chosen        = bc;
-        done[chain[q]]  = true;
-        usedM += d.mem[bc] + d.smem[ap][bc];
-        bc = lab.prevc;
-        bl = lab.prevl;
+      usedM += L.back()[bl].m;
+      for (int q = nq - 1; q >= 0; q--) {
+        const Label &lab = L[q][bl];
+        dec[chain[q]].chosen = lab.c;
+        done[chain[q]]       = true;
+        bl                   = lab.prev;
       }
     }
   }
@@ -1079,6 +1207,8 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
     if (view.back() == ',') view.pop_back();
     view += "\n";
   }
+  if (!forced)
+    for (auto &J : joins) predicted += J.t[J.src >= 0 ? dec[J.src].chosen : 0][J.dst >= 0 ? dec[J.dst].chosen : 0];
   bool setup = false; /* the net is set up with the final graph */
   { /* the inputs k > 0 of multi-input layers: a repartition onto input 0's partition; then every
        inserted repartition that moves no data (the partition arrives as wanted) is dropped */
@@ -1106,6 +1236,7 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
   if (!setup) PetscCall(NetInsert(net, user, ins));
   for (auto &d : dec)
     for (auto &c : d.cands) PetscCall(DDPartitionDestroy(&c.part)); /* the inserted layers hold references */
+  PetscCall(destroyjoins());
   PetscCall(PetscTime(&tick[4]));
   PetscCall(PetscInfo(net, "-net_distribution auto: plan and its repartitions %g s\n", tick[4] - tick[0]));
   /* the plan's own figures, from a set-up of it (which DDNetSetUp() keeps) */
