@@ -38,6 +38,7 @@
 #include <limits>
 #include <string>
 #include <vector>
+#include <sys/ddcxx.hpp>
 
 using ddnn::NetImpl;
 using Node = ddnn::NetNode;
@@ -228,6 +229,7 @@ PetscErrorCode DDNetGetDistributionPlan(DDNet net, PetscInt *inserted, PetscReal
 .seealso: `DDNetSetDistribution()`, `DDNetView()`
 @*/
 PetscErrorCode DDNetViewDistribution(DDNet net, PetscViewer viewer)
+DD_CXX_TRY
 {
   PetscBool iascii;
 
@@ -239,6 +241,7 @@ PetscErrorCode DDNetViewDistribution(DDNet net, PetscViewer viewer)
   PetscCall(PetscViewerASCIIPrintf(viewer, "%s", net->impl->plan.view.c_str()));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* Removes the repartitions an earlier automatic distribution inserted: the user's graph again */
 PetscErrorCode ddnn::NetRemoveAutoLayers_Private(DDNet net)
