@@ -18,14 +18,20 @@
     decision layer (so that segments are independent); set-up builds plans, it runs no kernel;
   - Shuffle(D_i, D_j) is the model's time of the repartition layer from the tensor that arrives
     at layer j when layer i's segment runs under D_i onto D_j (its exact messages and bytes of the
-    forward and the adjoint, priced with alpha-beta, and its copies); 0 when the partitions agree;
+    forward and the adjoint, priced with alpha-beta, and its copies); 0 when the partitions agree.
+    It is computed without building the repartition: its messages and bytes are the intersections
+    of the two partitions' ownership boxes (DDRepartitionGetCommVolume_Private()), and each
+    distinct pair is priced once;
   - the decision layers form a forest (each has the owner of its input 0 as parent): the heaviest
     root-to-leaf chain is solved first as a shortest path over (layer, candidate) vertices, then
     the heaviest chain of the layers left, whose first layer starts from its parent's chosen
     partition ("longest path first"); under a memory cap the path keeps the Pareto front of
     (time, memory) labels per vertex, with the memory the other layers need at least reserved;
   - layers with several inputs (concatenations, sums, losses) get a repartition of every input
-    whose partition differs from input 0's.
+    whose partition differs from input 0's (a "join"); unlike the paper, its price (from the
+    candidate of the input's owner onto that of the layer's owner) is part of the path search:
+    exact when both owners are on the chain being solved or one is fixed already, left to the later
+    chain when the other owner is on a chain not solved yet.
 */
 #include <ddnn/private/ddnetimpl.h>
 #include <ddmodel.h>
@@ -68,7 +74,12 @@ const char *const DDNetDistributions[] = {"given", "auto", "DDNetDistribution", 
   dimensions (sample, channel, spatial splits and their products, e.g. the sample x spatial
   Pr x Pc grid of paper 001) that the layer accepts; the plan minimises the model's predicted
   time of a forward and backward (`DDNetGetModelTime()`) under the memory cap
-  (`DDNetSetMemoryLimit()`), a repartition between two layers costing its forward and its adjoint.
+  (`DDNetSetMemoryLimit()`), a repartition between two layers costing its forward and its adjoint,
+  and so does the repartition of a concatenation's or loss's input k > 0 onto the partition of its
+  input 0 (a U-Net's skip, a loss's target), priced for every pair of the two owners' candidates.
+  The heaviest chain is solved first (paper 003's longest-path-first rule, a heuristic), then the
+  others, each with the chains solved before fixed: a join between the chain being solved and a
+  later one is priced when the later one is solved, so the first chain's choice does not weigh it.
   The chosen repartitions are inserted as `DDLAYERREPARTITION` layers named
   "<layer>_auto_in<k>" (input k of the layer); `DDNetView()` prints the plan.
 
@@ -1219,7 +1230,14 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
     for (int i = 0; i < nu; i++)
       if (decof[i] < 0)
         for (size_t s = 1; s < user[i].inputs.size(); s++) all.push_back({i, (int)s, NULL});
-    if (!all.empty()) {
+    if (!forced && !dec.empty()) { /* which move data is known from the tables (the arithmetic shuffles): no set-up to find out */
+      for (auto &d : dec) {
+        int ap = d.pred >= 0 ? dec[decof[d.pred]].chosen : 0;
+        if (!(d.fromnetinput && d.chosen == 0) && !d.sident[ap][d.chosen]) keep.push_back({d.node, 0, d.cands[d.chosen].part});
+      }
+      for (auto &J : joins)
+        if (!J.ident[J.src >= 0 ? dec[J.src].chosen : 0][J.dst >= 0 ? dec[J.dst].chosen : 0]) keep.push_back({J.node, J.slot, NULL});
+    } else if (!all.empty()) {
       std::sort(all.begin(), all.end(), [](const Ins &a, const Ins &b) { return a.before != b.before ? a.before < b.before : a.slot < b.slot; });
       PetscCall(NetInsert(net, user, all));
       PetscCall(NetSetUpLayers_Private(net, xin));
