@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <string>
 #include <vector>
+#include <sys/ddcxx.hpp>
 
 using namespace ddnn;
 
@@ -102,6 +103,7 @@ static PetscErrorCode ForEachBuffer(DDNet net, F &&f)
 .seealso: `DDCheckpointLoad()`
 @*/
 PetscErrorCode DDCheckpointSave(DDNet net, DDOptimizer opt, const char file[])
+DD_CXX_TRY
 {
   MPI_Comm    comm = PetscObjectComm((PetscObject)net);
   std::string tmp  = std::string(file) + ".tmp", sig;
@@ -150,6 +152,7 @@ PetscErrorCode DDCheckpointSave(DDNet net, DDOptimizer opt, const char file[])
   PetscCall(FileCommit(comm, tmp.c_str(), file));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDCheckpointLoad - Restores the parameters (and optimizer state) from a checkpoint, on any partition
@@ -174,6 +177,7 @@ PetscErrorCode DDCheckpointSave(DDNet net, DDOptimizer opt, const char file[])
 .seealso: `DDCheckpointSave()`
 @*/
 PetscErrorCode DDCheckpointLoad(DDNet net, DDOptimizer opt, const char file[])
+DD_CXX_TRY
 {
   MPI_Comm    comm = PetscObjectComm((PetscObject)net);
   std::string sig, fsig, ftype;
@@ -240,3 +244,4 @@ PetscErrorCode DDCheckpointLoad(DDNet net, DDOptimizer opt, const char file[])
   PetscCall(H5Close(comm, fid));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

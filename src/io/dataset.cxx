@@ -9,6 +9,7 @@
 #include <sys/ddsysimpl.h>
 #include <algorithm>
 #include <numeric>
+#include <sys/ddcxx.hpp>
 
 using namespace ddnn;
 using DSImpl = ddnn::DatasetImpl;
@@ -57,12 +58,14 @@ PetscErrorCode DDDatasetCreate(MPI_Comm comm, DDDataset *ds)
 .seealso: `DDDatasetSetFields()`
 @*/
 PetscErrorCode DDDatasetSetFile(DDDataset ds, const char file[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(ds, DD_DATASET_CLASSID, 1);
   ds->impl->file = file;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDDatasetSetFields - The datasets read together, each of shape (S, ...) with the same S
@@ -77,6 +80,7 @@ PetscErrorCode DDDatasetSetFile(DDDataset ds, const char file[])
 .seealso: `DDDatasetReadBatch()`
 @*/
 PetscErrorCode DDDatasetSetFields(DDDataset ds, PetscInt n, const char *const fields[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(ds, DD_DATASET_CLASSID, 1);
@@ -84,6 +88,7 @@ PetscErrorCode DDDatasetSetFields(DDDataset ds, PetscInt n, const char *const fi
   for (PetscInt i = 0; i < n; i++) ds->impl->fields.push_back(fields[i]);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDDatasetSetRange - Uses samples [first, first + count) only (a train or test split)
@@ -138,6 +143,7 @@ PetscErrorCode DDDatasetSetOptionsPrefix(DDDataset ds, const char prefix[])
 .seealso: `DDDatasetSetFile()`
 @*/
 PetscErrorCode DDDatasetSetFromOptions(DDDataset ds)
+DD_CXX_TRY
 {
   char      file[PETSC_MAX_PATH_LEN], *fields[16];
   PetscInt  nf = 16, range[2] = {ds->impl->first, ds->impl->count}, nr = 2;
@@ -158,6 +164,7 @@ PetscErrorCode DDDatasetSetFromOptions(DDDataset ds)
   PetscOptionsEnd();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDDatasetSetUp - Opens the file and checks the datasets
@@ -176,6 +183,7 @@ PetscErrorCode DDDatasetSetFromOptions(DDDataset ds)
 .seealso: `DDDatasetReadBatch()`
 @*/
 PetscErrorCode DDDatasetSetUp(DDDataset ds)
+DD_CXX_TRY
 {
   DSImpl  *I    = ds->impl;
   MPI_Comm comm = PetscObjectComm((PetscObject)ds);
@@ -203,6 +211,7 @@ PetscErrorCode DDDatasetSetUp(DDDataset ds)
   ds->setupcalled = PETSC_TRUE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDDatasetGetNumSamples - Number of samples in the range
@@ -256,6 +265,7 @@ PetscErrorCode DDDatasetGetSampleShape(DDDataset ds, PetscInt field, PetscInt *o
 .seealso: `DDDatasetReadBatch()`
 @*/
 PetscErrorCode DDDatasetShuffle(DDDataset ds, PetscInt64 seed)
+DD_CXX_TRY
 {
   DSImpl *I = ds->impl;
 
@@ -270,6 +280,7 @@ PetscErrorCode DDDatasetShuffle(DDDataset ds, PetscInt64 seed)
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDDatasetGetOrder - The current sample order (indices relative to the range's first sample)
@@ -309,6 +320,7 @@ PetscErrorCode DDDatasetGetOrder(DDDataset ds, const PetscInt *order[])
 .seealso: `DDDatasetShuffle()`, `DDNetTrainEpoch()`
 @*/
 PetscErrorCode DDDatasetReadBatch(DDDataset ds, PetscInt field, PetscInt start, PetscInt n, DDTensor t)
+DD_CXX_TRY
 {
   DSImpl  *I    = ds->impl;
   MPI_Comm comm = PetscObjectComm((PetscObject)ds);
@@ -379,6 +391,7 @@ PetscErrorCode DDDatasetReadBatch(DDDataset ds, PetscInt field, PetscInt start, 
   PetscCall(PetscObjectStateIncrease((PetscObject)t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDDatasetDestroy - Closes the file and destroys the dataset

@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <libgen.h>
+#include <sys/ddcxx.hpp>
 
 using namespace ddnn;
 
@@ -521,6 +522,7 @@ PetscErrorCode H5ReadIntAttribute(MPI_Comm comm, hid_t fid, const char *file, co
 .seealso: `DDTensorReadHDF5()`, `DDDataset`
 @*/
 PetscErrorCode DDTensorWriteHDF5(DDTensor t, const char file[], const char dataset[], PetscBool append)
+DD_CXX_TRY
 {
   hid_t fid;
 
@@ -533,6 +535,7 @@ PetscErrorCode DDTensorWriteHDF5(DDTensor t, const char file[], const char datas
   PetscCall(H5Close(PetscObjectComm((PetscObject)t), fid));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDTensorReadHDF5 - Reads a dataset of the tensor's global shape into it, collectively
@@ -550,6 +553,7 @@ PetscErrorCode DDTensorWriteHDF5(DDTensor t, const char file[], const char datas
 .seealso: `DDTensorWriteHDF5()`
 @*/
 PetscErrorCode DDTensorReadHDF5(DDTensor t, const char file[], const char dataset[])
+DD_CXX_TRY
 {
   hid_t fid;
 
@@ -564,6 +568,7 @@ PetscErrorCode DDTensorReadHDF5(DDTensor t, const char file[], const char datase
   PetscCall(H5Close(PetscObjectComm((PetscObject)t), fid));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDTensorWriteHDF5Slice - Writes a tensor as slice `index` of a dataset of samples
@@ -594,6 +599,7 @@ PetscErrorCode DDTensorReadHDF5(DDTensor t, const char file[], const char datase
 .seealso: `DDDatasetReadBatch()`
 @*/
 PetscErrorCode DDTensorWriteHDF5Slice(DDTensor t, const char file[], const char dataset[], PetscInt index, PetscInt total)
+DD_CXX_TRY
 {
   MPI_Comm             comm = PetscObjectComm((PetscObject)t);
   hid_t                fid, dset, fspace, mspace, dxpl;
@@ -679,6 +685,7 @@ PetscErrorCode DDTensorWriteHDF5Slice(DDTensor t, const char file[], const char 
   PetscCall(H5Close(comm, fid));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDFileCommit - Replaces a file by a completely written temporary one: syncs it to disk and renames it
@@ -701,11 +708,13 @@ PetscErrorCode DDTensorWriteHDF5Slice(DDTensor t, const char file[], const char 
 .seealso: `DDCheckpointSave()`, `DDTensorWriteHDF5Slice()`, `DDFileCheckWritable()`
 @*/
 PetscErrorCode DDFileCommit(MPI_Comm comm, const char tmp[], const char file[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(FileCommit(comm, tmp, file));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDFileCheckWritable - Checks that a file can be written as "<file>.tmp" and renamed to `file`, before any work is done
@@ -728,6 +737,7 @@ PetscErrorCode DDFileCommit(MPI_Comm comm, const char tmp[], const char file[])
 .seealso: `DDCheckpointSave()`, `DDFileCommit()`
 @*/
 PetscErrorCode DDFileCheckWritable(MPI_Comm comm, const char file[])
+DD_CXX_TRY
 {
   std::string tmp = std::string(file) + ".tmp";
   PetscMPIInt rank;
@@ -751,3 +761,4 @@ PetscErrorCode DDFileCheckWritable(MPI_Comm comm, const char file[])
   PetscCheck(!err, comm, PETSC_ERR_FILE_OPEN, "Cannot write \"%s\" (for \"%s\"): %s", tmp.c_str(), file, std::strerror(err));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

@@ -38,6 +38,7 @@
 #include <cstring>
 #include <string>
 #include <vector>
+#include <sys/ddcxx.hpp>
 
 
 namespace
@@ -377,6 +378,7 @@ PetscErrorCode DDModelLayerSpecInitialize(DDModelLayerSpec *spec, DDLayerType ty
 .seealso: `DDModelPredictLayerMax()`, `DDLayerGetModelTime()`, `DDLayerGetModelComm()`, `DDLayerGetModelMemory()`
 @*/
 PetscErrorCode DDModelPredictLayer(const DDModelLayerSpec *spec, const DDModelLayerSpec *consumer, const char backend[], PetscInt rank, DDModelLayerPrediction *pred)
+DD_CXX_TRY
 {
   Layer       L, C;
   const char *bname = backend;
@@ -533,6 +535,7 @@ PetscErrorCode DDModelPredictLayer(const DDModelLayerSpec *spec, const DDModelLa
   pred->calibrated = ok;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDModelPredictLayerMax - The performance model's predictions for a layer that is not set up, the maximum over its workers
@@ -557,6 +560,7 @@ PetscErrorCode DDModelPredictLayer(const DDModelLayerSpec *spec, const DDModelLa
 .seealso: `DDModelPredictLayer()`
 @*/
 PetscErrorCode DDModelPredictLayerMax(const DDModelLayerSpec *spec, const DDModelLayerSpec *consumer, const char backend[], DDModelLayerPrediction *pred)
+DD_CXX_TRY
 {
   Layer                  L;
   DDModelLayerPrediction p;
@@ -589,3 +593,4 @@ PetscErrorCode DDModelPredictLayerMax(const DDModelLayerSpec *spec, const DDMode
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <unistd.h>
 #include <ctime>
+#include <sys/ddcxx.hpp>
 
 namespace ddnn
 {
@@ -740,6 +741,7 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
 .seealso: `DDModelLoad()`, `DDLayerGetModelTime()`, `DDNetViewModel()`
 @*/
 PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType dt)
+DD_CXX_TRY
 {
   PetscMPIInt size;
   const char *bname = backend;
@@ -866,3 +868,4 @@ PetscErrorCode DDModelCalibrate(MPI_Comm comm, const char backend[], DDDataType 
   PetscCall(ddnn::ModelSave_Private(comm));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

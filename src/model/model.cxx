@@ -48,6 +48,7 @@
 #include <cerrno>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/ddcxx.hpp>
 
 #ifndef DDNN_MODEL_CACHE_DIR
   #define DDNN_MODEL_CACHE_DIR "."
@@ -289,6 +290,7 @@ static PetscErrorCode ModelCachePath(std::string &path)
 .seealso: `DDModelCalibrate()`, `DDModelLoad()`
 @*/
 PetscErrorCode DDModelGetCachePath(const char *path[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidPointer(path, 1);
@@ -296,6 +298,7 @@ PetscErrorCode DDModelGetCachePath(const char *path[])
   *path = M.path.c_str();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* reads the cache into M (entries of the file replace those in memory); a missing file is not an
    error; a file we cannot use leaves M alone and says why (the callers raise the error, on every
@@ -476,6 +479,7 @@ static PetscErrorCode ModelEnsureLoaded(void)
 .seealso: `DDModelCalibrate()`, `DDModelGetCachePath()`
 @*/
 PetscErrorCode DDModelLoad(MPI_Comm comm, const char backend[], DDDataType dt, PetscBool *calibrated)
+DD_CXX_TRY
 {
   const char *bname = backend;
   PetscBool   found, all = PETSC_TRUE;
@@ -511,6 +515,7 @@ PetscErrorCode DDModelLoad(MPI_Comm comm, const char backend[], DDDataType dt, P
   *calibrated = all;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDModelSetCommParameters - Sets the latency and inverse bandwidth of the model's point-to-point messages (instead of measuring them)
@@ -590,6 +595,7 @@ PetscErrorCode DDModelGetCommParameters(PetscReal *alpha, PetscReal *beta, Petsc
 .seealso: `DDModelCalibrate()`, `DDLayerGetModelWork()`
 @*/
 PetscErrorCode DDModelGetKernelFit(const char backend[], DDDataType dt, const char kind[], PetscBool backward, PetscReal *c0, PetscReal *c1, PetscBool *calibrated)
+DD_CXX_TRY
 {
   const char *bname = backend;
 
@@ -603,6 +609,7 @@ PetscErrorCode DDModelGetKernelFit(const char backend[], DDDataType dt, const ch
   if (calibrated) *calibrated = it == M.kern.end() ? PETSC_FALSE : PETSC_TRUE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDModelReset - Forgets the calibration held in memory (the cache file is read again on next use)
@@ -836,6 +843,7 @@ static PetscErrorCode LayerModelComm(DDLayer, PetscBool, PetscBool, PetscInt64 *
 .seealso: `DDPrimitiveGetCommVolume()`, `DDLayerGetModelTime()`
 @*/
 PetscErrorCode DDLayerGetModelComm(DDLayer layer, PetscBool backward, PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
@@ -843,6 +851,7 @@ PetscErrorCode DDLayerGetModelComm(DDLayer layer, PetscBool backward, PetscInt64
   PetscCall(LayerModelComm(layer, backward, PETSC_FALSE, sendmsgs, sendbytes, recvmsgs, recvbytes));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* nodx: the backward computes no input gradient (a network's first layer): the data-path exchanges' adjoints do not run */
 static PetscErrorCode LayerModelComm(DDLayer layer, PetscBool backward, PetscBool nodx, PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
@@ -951,6 +960,7 @@ static PetscErrorCode CollectiveOf(DDPrimitive p, int *kind, PetscInt64 *bytes, 
 .seealso: `DDLayerGetModelComm()`, `DDLayerGetModelTime()`
 @*/
 PetscErrorCode DDLayerGetModelCollectives(DDLayer layer, PetscBool backward, PetscInt64 *calls, PetscInt64 *bytes)
+DD_CXX_TRY
 {
   PetscInt64 c = 0, b = 0;
 
@@ -970,6 +980,7 @@ PetscErrorCode DDLayerGetModelCollectives(DDLayer layer, PetscBool backward, Pet
   if (bytes) *bytes = b;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDLayerGetModelMemory - The memory a set-up layer holds on this rank, by kind
@@ -990,6 +1001,7 @@ PetscErrorCode DDLayerGetModelCollectives(DDLayer layer, PetscBool backward, Pet
 .seealso: `DDLayerGetModelTime()`
 @*/
 PetscErrorCode DDLayerGetModelMemory(DDLayer layer, PetscInt64 *activations, PetscInt64 *halo, PetscInt64 *params, PetscInt64 *work)
+DD_CXX_TRY
 {
   size_t             es;
   PetscInt64         a = 0, h = 0, p = 0, w = 0;
@@ -1028,6 +1040,7 @@ PetscErrorCode DDLayerGetModelMemory(DDLayer layer, PetscInt64 *activations, Pet
   if (work) *work = w;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscReal CeilLog2(PetscMPIInt p)
 {
@@ -1109,6 +1122,7 @@ static PetscErrorCode LayerCold(DDLayer layer, double *cold)
 }
 
 PetscErrorCode DDLayerGetModelTime(DDLayer layer, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
+DD_CXX_TRY
 {
   double cold;
 
@@ -1119,6 +1133,7 @@ PetscErrorCode DDLayerGetModelTime(DDLayer layer, PetscReal *compf, PetscReal *c
   PetscCall(LayerModelTime(layer, PETSC_FALSE, cold, compf, commf, compb, commb, calibrated));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 namespace ddnn
 {
@@ -1332,6 +1347,7 @@ static PetscBool NetLayerNoDx(DDNet net, PetscInt i)
 .seealso: `DDLayerGetModelComm()`, `DDNetGetModelTime()`
 @*/
 PetscErrorCode DDNetGetLayerModelComm(DDNet net, PetscInt i, PetscBool backward, PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
+DD_CXX_TRY
 {
   DDLayer     l;
   const char *name;
@@ -1343,6 +1359,7 @@ PetscErrorCode DDNetGetLayerModelComm(DDNet net, PetscInt i, PetscBool backward,
   PetscCall(LayerModelComm(l, backward, NetLayerNoDx(net, i), sendmsgs, sendbytes, recvmsgs, recvbytes));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDNetGetLayerModelTime - The predicted times of one forward and one backward of a network's layer on this rank, as the network runs it
@@ -1368,6 +1385,7 @@ PetscErrorCode DDNetGetLayerModelComm(DDNet net, PetscInt i, PetscBool backward,
 .seealso: `DDLayerGetModelTime()`, `DDNetGetModelTime()`
 @*/
 PetscErrorCode DDNetGetLayerModelTime(DDNet net, PetscInt i, PetscReal *compf, PetscReal *commf, PetscReal *compb, PetscReal *commb, PetscBool *calibrated)
+DD_CXX_TRY
 {
   DDLayer     l;
   const char *name;
@@ -1381,6 +1399,7 @@ PetscErrorCode DDNetGetLayerModelTime(DDNet net, PetscInt i, PetscReal *compf, P
   PetscCall(LayerModelTime(l, NetLayerNoDx(net, i), cold, compf, commf, compb, commb, calibrated));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* t = c0 + c1 bytes of one of the net's own kernels (kindZero, kindAxpy) */
 static PetscReal AuxTime(const char bname[], PetscMPIInt P, DDDataType dt, const char *kind, PetscReal bytes, PetscBool *ok)
@@ -1457,6 +1476,7 @@ static PetscErrorCode NetBackwardOverhead(DDNet net, PetscReal *t, PetscBool *ok
 .seealso: `DDNetGetModelTime()`, `DDModelCalibrate()`
 @*/
 PetscErrorCode DDNetGetModelUpdateTime(DDNet net, PetscInt streams, PetscReal *tzero, PetscReal *tupdate, PetscBool *calibrated)
+DD_CXX_TRY
 {
   PetscInt  n;
   PetscReal t[2] = {0, 0};
@@ -1494,6 +1514,7 @@ PetscErrorCode DDNetGetModelUpdateTime(DDNet net, PetscInt streams, PetscReal *t
   if (calibrated) *calibrated = ok;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDNetGetModelTime - The predicted time of one forward and one backward of a set-up network
@@ -1523,6 +1544,7 @@ PetscErrorCode DDNetGetModelUpdateTime(DDNet net, PetscInt streams, PetscReal *t
 .seealso: `DDLayerGetModelTime()`, `DDNetViewModel()`
 @*/
 PetscErrorCode DDNetGetModelTime(DDNet net, PetscReal *tforward, PetscReal *tbackward, PetscBool *calibrated)
+DD_CXX_TRY
 {
   PetscInt  n;
   PetscReal tf = 0, tb = 0;
@@ -1558,6 +1580,7 @@ PetscErrorCode DDNetGetModelTime(DDNet net, PetscReal *tforward, PetscReal *tbac
   if (calibrated) *calibrated = ok;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDNetViewModel - Prints the performance model of a set-up network: per layer the predicted forward and backward times, messages and bytes, and memory per rank; per step the totals
@@ -1582,6 +1605,7 @@ PetscErrorCode DDNetGetModelTime(DDNet net, PetscReal *tforward, PetscReal *tbac
 .seealso: `DDNetView()`, `DDLayerGetModelTime()`, `DDModelCalibrate()`
 @*/
 PetscErrorCode DDNetViewModel(DDNet net, PetscViewer viewer)
+DD_CXX_TRY
 {
   MPI_Comm  comm;
   PetscInt  n;
@@ -1671,6 +1695,7 @@ PetscErrorCode DDNetViewModel(DDNet net, PetscViewer viewer)
   PetscCall(PetscViewerASCIIPopTab(viewer));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 namespace ddnn
 {

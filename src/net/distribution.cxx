@@ -18,23 +18,33 @@
     decision layer (so that segments are independent); set-up builds plans, it runs no kernel;
   - Shuffle(D_i, D_j) is the model's time of the repartition layer from the tensor that arrives
     at layer j when layer i's segment runs under D_i onto D_j (its exact messages and bytes of the
-    forward and the adjoint, priced with alpha-beta, and its copies); 0 when the partitions agree;
+    forward and the adjoint, priced with alpha-beta, and its copies); 0 when the partitions agree.
+    It is computed without building the repartition: its messages and bytes are the intersections
+    of the two partitions' ownership boxes (DDRepartitionGetCommVolume_Private()), and each
+    distinct pair is priced once;
   - the decision layers form a forest (each has the owner of its input 0 as parent): the heaviest
     root-to-leaf chain is solved first as a shortest path over (layer, candidate) vertices, then
     the heaviest chain of the layers left, whose first layer starts from its parent's chosen
     partition ("longest path first"); under a memory cap the path keeps the Pareto front of
     (time, memory) labels per vertex, with the memory the other layers need at least reserved;
   - layers with several inputs (concatenations, sums, losses) get a repartition of every input
-    whose partition differs from input 0's.
+    whose partition differs from input 0's (a "join"); unlike the paper, its price (from the
+    candidate of the input's owner onto that of the layer's owner) is part of the path search:
+    exact when both owners are on the chain being solved or one is fixed already, left to the later
+    chain when the other owner is on a chain not solved yet.
 */
 #include <ddnn/private/ddnetimpl.h>
 #include <ddmodel.h>
+#include <model/modelimpl.hpp>
+#include <tensor/layout.hpp>
 #include <algorithm>
+#include <map>
 #include <cstring>
 #include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
+#include <sys/ddcxx.hpp>
 
 using ddnn::NetImpl;
 using Node = ddnn::NetNode;
@@ -64,7 +74,12 @@ const char *const DDNetDistributions[] = {"given", "auto", "DDNetDistribution", 
   dimensions (sample, channel, spatial splits and their products, e.g. the sample x spatial
   Pr x Pc grid of paper 001) that the layer accepts; the plan minimises the model's predicted
   time of a forward and backward (`DDNetGetModelTime()`) under the memory cap
-  (`DDNetSetMemoryLimit()`), a repartition between two layers costing its forward and its adjoint.
+  (`DDNetSetMemoryLimit()`), a repartition between two layers costing its forward and its adjoint,
+  and so does the repartition of a concatenation's or loss's input k > 0 onto the partition of its
+  input 0 (a U-Net's skip, a loss's target), priced for every pair of the two owners' candidates.
+  The heaviest chain is solved first (paper 003's longest-path-first rule, a heuristic), then the
+  others, each with the chains solved before fixed: a join between the chain being solved and a
+  later one is priced when the later one is solved, so the first chain's choice does not weigh it.
   The chosen repartitions are inserted as `DDLAYERREPARTITION` layers named
   "<layer>_auto_in<k>" (input k of the layer); `DDNetView()` prints the plan.
 
@@ -225,6 +240,7 @@ PetscErrorCode DDNetGetDistributionPlan(DDNet net, PetscInt *inserted, PetscReal
 .seealso: `DDNetSetDistribution()`, `DDNetView()`
 @*/
 PetscErrorCode DDNetViewDistribution(DDNet net, PetscViewer viewer)
+DD_CXX_TRY
 {
   PetscBool iascii;
 
@@ -236,6 +252,7 @@ PetscErrorCode DDNetViewDistribution(DDNet net, PetscViewer viewer)
   PetscCall(PetscViewerASCIIPrintf(viewer, "%s", net->impl->plan.view.c_str()));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* Removes the repartitions an earlier automatic distribution inserted: the user's graph again */
 PetscErrorCode ddnn::NetRemoveAutoLayers_Private(DDNet net)
@@ -294,6 +311,20 @@ struct Decision {
 struct Ins {
   int         before, slot;
   DDPartition part;  /* the target; NULL: match the node's input 0 */
+};
+
+/* a join: input `slot` > 0 of the multi-input layer `node` (a concatenation, sum or loss: a U-Net's
+   skip, a loss's target) is repartitioned onto the partition of its input 0 ("<node>_auto_in<slot>");
+   its price depends on the candidates of two decision layers, the owner of the input (src) and the
+   owner of the layer (dst); -1: an owner without a choice (a network input, a layer after a user's
+   repartition) */
+struct Join {
+  int                              node, slot, src, dst;
+  std::vector<DDTensor>            arrive; /* per src candidate: what arrives at the slot (kept from the trials) */
+  std::vector<DDPartition>         target; /* per dst candidate: the partition of input 0 */
+  std::vector<std::vector<PetscInt>> halo; /* per dst candidate: the halo the layer wants on the input */
+  std::vector<std::vector<double>> t, m;   /* [src candidate][dst candidate] */
+  std::vector<std::vector<int>>    ident;
 };
 
 const double INF = std::numeric_limits<double>::infinity();
@@ -400,58 +431,299 @@ static PetscErrorCode SameLayout(DDTensor x, DDTensor y, PetscBool *same)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* Shuffle(D_i, D_j): the model's time and memory of a repartition of x onto part (its output with the
-   given halo), forward and adjoint (when x is a network input, whose gradient training does not need, the
-   adjoint's communication is left out as DDNetGetLayerModelTime() does); ident when no data moves */
-static PetscErrorCode ShuffleCost(DDTensor x, DDPartition part, const std::vector<PetscInt> &halo, bool fwdonly, double *t, double *m, int *ident)
+/* The bulk box [a, b) in global indices of worker w (C order over the partition's shape) of a
+   tensor whose ownership offsets along k are r[k] */
+struct Box {
+  PetscInt a[DD_MAX_DIM], b[DD_MAX_DIM];
+};
+static Box WorkerBox(PetscInt order, const PetscInt pshape[], const PetscInt *const r[], PetscInt w)
 {
-  DDLayer        r;
-  PetscErrorCode ierr;
-  PetscBool      ok;
+  Box B;
+  for (PetscInt k = order - 1; k >= 0; k--) {
+    PetscInt c = w % pshape[k];
+    w /= pshape[k];
+    B.a[k] = r[k][c];
+    B.b[k] = r[k][c + 1];
+  }
+  return B;
+}
+static PetscInt64 Meet(PetscInt order, const Box &X, const Box &Y)
+{
+  PetscInt64 n = 1;
+  for (PetscInt k = 0; k < order; k++) {
+    PetscInt lo = PetscMax(X.a[k], Y.a[k]), hi = PetscMin(X.b[k], Y.b[k]);
+    if (hi <= lo) return 0;
+    n *= hi - lo;
+  }
+  return n;
+}
+
+/* The repartition of x onto the balanced tensor on part (DDTensorCreateRepartition()): its
+   ownership offsets rp (empty pieces where a dimension has fewer entries than workers); false when
+   the repartition cannot be set up (another order; a replicated dimension: DDPRIMITIVEREPARTITION
+   moves split tensors only) */
+static bool BalancedRanges(DDTensor x, DDPartition part, std::vector<PetscInt> rp[DD_MAX_DIM])
+{
+  if (part->order != x->order) return false;
+  for (PetscInt k = 0; k < x->order; k++) {
+    if (x->replicated[k]) return false;
+    rp[k].resize(part->shape[k] + 1);
+    DDSplitOwnership_Private(x->shape[k], part->shape[k], rp[k].data());
+  }
+  return true;
+}
+
+/*@C
+  DDRepartitionGetCommVolume_Private - The point-to-point messages and bytes, on this rank, of the
+  repartition of x onto the balanced tensor on part (`DDTensorCreateRepartition()`,
+  `DDPRIMITIVEREPARTITION`), computed from the ownership boxes without building its graph
+
+  Not collective
+
+  Input Parameters:
++ x    - a set-up tensor (any partition, ownership ranges and halo; empty pieces allowed)
+- part - the target partition (balanced ownership)
+
+  Output Parameters:
++ fwd - {messages sent, bytes sent, messages received, bytes received} of the forward; the
+        adjoint's are {fwd[2], fwd[3], fwd[0], fwd[1]}
+- ok  - false when the repartition cannot be set up (another order, a replicated dimension): fwd
+        is then 0
+
+  Notes:
+  The primitive's graph has a leaf for every entry of y's bulk, whose root is the same global entry
+  in x's bulk (paper 000 sec. 3.2.4), and the exchange engine sends one message per pair of
+  different ranks with a nonempty meet and copies the rank's own part: rank r sends to the rank
+  of worker s of part the entries of box_x(r) meet box_y(s), and receives from x's worker t the
+  entries of box_y(r) meet box_x(t), where the boxes are products of ownership ranges. The test
+  checks these counts against `DDLayerGetModelComm()` of built repartitions on random pairs.
+
+  Level: developer
+
+.seealso: `DDLayerGetModelComm()`, `DDPrimitiveGetCommVolume()`
+@*/
+PETSC_EXTERN PetscErrorCode DDRepartitionGetCommVolume_Private(DDTensor x, DDPartition part, PetscInt64 fwd[4], PetscBool *ok)
+{
+  std::vector<PetscInt> rp[DD_MAX_DIM];
+  const PetscInt       *rx[DD_MAX_DIM], *ry[DD_MAX_DIM];
+  PetscMPIInt           me;
+  size_t                es;
 
   PetscFunctionBegin;
-  { /* no data moves when x is already laid out as the balanced tensor on part: no plan to build */
-    DDTensor  y;
-    PetscBool same, eq;
-    PetscCall(DDPartitionEqual(x->part, part, &eq));
-    if (eq) {
-      PetscCall(DDTensorCreateRepartition(x, part, &y));
-      PetscCall(SameLayout(x, y, &same));
-      PetscCall(DDTensorDestroy(&y));
-      if (same) {
-        *t = *m = 0;
-        *ident  = 1;
-        PetscFunctionReturn(PETSC_SUCCESS);
+  for (int k = 0; k < 4; k++) fwd[k] = 0;
+  *ok = BalancedRanges(x, part, rp) ? PETSC_TRUE : PETSC_FALSE;
+  if (!*ok) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCallMPI(MPI_Comm_rank(PetscObjectComm((PetscObject)x), &me));
+  PetscCall(DDDataTypeGetSize(x->dtype, &es));
+  for (PetscInt k = 0; k < x->order; k++) {
+    rx[k] = x->ranges[k];
+    ry[k] = rp[k].data();
+  }
+  const PetscInt order = x->order;
+  if (x->part->index >= 0) { /* sends: my piece of x to y's workers */
+    Box mine = WorkerBox(order, x->part->shape, rx, x->part->index);
+    for (PetscInt s = 0; s < part->size; s++) {
+      if (part->ranks[s] == me) continue;
+      PetscInt64 n = Meet(order, mine, WorkerBox(order, part->shape, ry, s));
+      if (n) {
+        fwd[0]++;
+        fwd[1] += (PetscInt64)es * n;
       }
     }
   }
-  PetscCall(DDLayerCreate(PetscObjectComm((PetscObject)x), &r));
-  PetscCall(DDLayerSetType(r, DDLAYERREPARTITION));
-  PetscCall(DDLayerRepartitionSetPartition(r, part));
-  if (!halo.empty()) PetscCall(DDLayerSetOutputHalo_Private(r, halo.data(), halo.data() + DD_MAX_DIM));
-  PetscCall(PetscPushErrorHandler(PetscReturnErrorHandler, NULL));
-  ierr = DDLayerSetUp(r, x);
-  PetscCall(PetscPopErrorHandler());
-  ok = ierr ? PETSC_FALSE : PETSC_TRUE;
-  PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &ok, 1, MPIU_BOOL, MPI_LAND, PetscObjectComm((PetscObject)x)));
-  if (!ok) {
-    *t = *m = INF;
-    *ident  = 0;
-  } else {
-    PetscReal  c[4], v[2];
-    PetscInt64 mm[4];
-    PetscBool  cal, same;
-    PetscCall(DDLayerGetModelTime(r, &c[0], &c[1], &c[2], &c[3], &cal));
-    PetscCall(DDLayerGetModelMemory(r, &mm[0], &mm[1], &mm[2], &mm[3]));
-    v[0] = c[0] + c[1] + c[2] + (fwdonly ? 0 : c[3]); /* as the network's first layer: no adjoint communication (DDNetGetLayerModelTime()) */
-    v[1] = (PetscReal)(mm[0] + mm[1] + mm[2] + mm[3]);
-    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, v, 2, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)x)));
-    PetscCall(SameLayout(x, r->output, &same));
-    *ident = same ? 1 : 0;
-    *t     = same ? 0 : v[0];
-    *m     = same ? 0 : v[1];
+  if (part->index >= 0) { /* receives: my piece of y from x's workers */
+    Box mine = WorkerBox(order, part->shape, ry, part->index);
+    for (PetscInt t = 0; t < x->part->size; t++) {
+      if (x->part->ranks[t] == me) continue;
+      PetscInt64 n = Meet(order, mine, WorkerBox(order, x->part->shape, rx, t));
+      if (n) {
+        fwd[2]++;
+        fwd[3] += (PetscInt64)es * n;
+      }
+    }
   }
-  PetscCall(DDLayerDestroy(&r));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Shuffle(D_i, D_j) on this rank: the model's time and memory of the repartition layer of x onto
+   part with the given output halo (forward and adjoint; when x is a network input, whose gradient
+   training does not need, the adjoint's communication is left out as DDNetGetLayerModelTime() does),
+   and whether no data moves here, priced arithmetically as DDLayerGetModelTime() and
+   DDLayerGetModelMemory() price the built layer: its communication from
+   DDRepartitionGetCommVolume_Private(), its copies (DDLAYERREPARTITION is priced as a memory-bound
+   kernel on its bytes, plus the runs of its walk when input and output pieces have one shape) from
+   the output's layout on this rank, built here without a tensor. The exchange's message buffers
+   are counted at their largest (8 bytes per entry, one per peer, as the engine allocates without
+   MPI datatypes): an upper bound of the built layer's memory. t and m are this rank's; the caller
+   takes the maximum over the ranks, and the pair moves no data when every rank's ident is 1. */
+struct ShuffleLocal {
+  double t = INF, m = INF;
+  int    ident = 0;
+};
+static PetscErrorCode ShuffleCostLocal(DDTensor x, DDPartition part, const std::vector<PetscInt> &halo, bool fwdonly, ShuffleLocal *r)
+{
+  std::vector<PetscInt> rp[DD_MAX_DIM];
+  PetscInt64            v[4];
+  PetscBool             ok, eq;
+  size_t                es;
+  const char           *bname;
+
+  PetscFunctionBegin;
+  *r = ShuffleLocal();
+  PetscCall(DDRepartitionGetCommVolume_Private(x, part, v, &ok));
+  if (!ok) PetscFunctionReturn(PETSC_SUCCESS);
+  BalancedRanges(x, part, rp);
+  PetscCall(DDDataTypeGetSize(x->dtype, &es));
+  const PetscInt order = x->order;
+  const bool     act   = part->index >= 0;
+  PetscInt       n[DD_MAX_DIM], start[DD_MAX_DIM], lo[DD_MAX_DIM], hi[DD_MAX_DIM];
+  for (PetscInt k = 0; k < order; k++) {
+    PetscInt c = act ? part->coords[k] : 0;
+    start[k]   = act ? rp[k][c] : 0;
+    n[k]       = act ? rp[k][c + 1] - rp[k][c] : 0;
+    lo[k]      = act && !halo.empty() ? PetscMax(halo[k], 0) : 0;
+    hi[k]      = act && !halo.empty() ? PetscMax(halo[DD_MAX_DIM + k], 0) : 0;
+  }
+  DDLayout Ly;
+  PetscCall(ddnn::LayoutBuild(&Ly, order, n, start, lo, hi, x->format, x->bs, x->blockdim));
+  /* no data moves on this rank: same partition, the same piece (SameLayout()) */
+  PetscCall(DDPartitionEqual(x->part, part, &eq));
+  r->ident = eq && (x->active ? true : false) == act;
+  for (PetscInt k = 0; r->ident && k < order; k++)
+    if (x->layout.n[k] != n[k] || x->layout.start[k] != start[k]) r->ident = 0;
+  /* the model's input, as model.cxx's LayerModelTime() fills it for the built layer */
+  const PetscInt64 bx = x->active ? (PetscInt64)x->layout.bulksize : 0, by = act ? (PetscInt64)Ly.bulksize : 0;
+  double           bufs = 0;
+  if (v[0]) bufs += 8.0 * (double)v[1] / (double)es + (double)v[0];
+  if (v[2]) bufs += 8.0 * (double)v[3] / (double)es + (double)v[2];
+  const double mem = (double)es * (double)(act ? Ly.size : 0) + bufs;
+  ddnn::ModelCostInput in;
+  PetscCall(DDBackendGetDefault(&bname));
+  in.backend = bname;
+  PetscCallMPI(MPI_Comm_size(PetscObjectComm((PetscObject)x), &in.size));
+  in.dtype = x->dtype;
+  in.kind  = DDLAYERACTIVATION; /* not a calibrated kind: the memory-bound fit on its bytes */
+  in.cold  = ddnn::ModelIsCold_Private(mem) ? true : false;
+  for (int b = 0; b < 2; b++) in.bytes[b] = (PetscReal)es * (PetscReal)(bx + (b ? 2 : 1) * by);
+  if (x->active && act) {
+    const DDLayout &A = x->layout;
+    bool            same = A.order == Ly.order;
+    in.rows              = same && A.bdim == Ly.bdim && A.bs == Ly.bs;
+    for (PetscInt k = 0; in.rows && k < A.order; k++) in.rows = A.perm[k] == Ly.perm[k];
+    for (PetscInt k = 0; same && k < A.order; k++) same = A.n[k] == Ly.n[k];
+    if (same) ddnn::ForEachBulkRunPair(A, Ly, [&](PetscInt, PetscInt, PetscInt) { in.runs++; });
+  }
+  for (int k = 0; k < 4; k++) {
+    in.p2p[0][k] = v[k];
+    in.p2p[1][k] = v[(k + 2) % 4];
+  }
+  PetscReal comp[2], comm[2];
+  PetscCall(ddnn::ModelLayerTimes_Private(in, comp, comm, NULL, &ok));
+  r->t = comp[0] + comm[0] + comp[1] + (fwdonly ? 0 : comm[1]);
+  r->m = mem;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@C
+  DDRepartitionGetModelCost_Private - The planner's price, on this rank, of a repartition layer of x onto part with the given output halo (forward and adjoint)
+
+  Not collective
+
+  Input Parameters:
++ x    - a set-up tensor
+. part - the target partition (balanced ownership)
+- lo, hi - the output's halo widths (NULL: none)
+
+  Output Parameters:
++ t     - the model's time of a forward and a backward on this rank (infinite when it cannot be set up)
+. m     - the memory on this rank: the output's storage and the largest message buffers
+- ident - whether no data moves on this rank (same partition and piece)
+
+  Notes:
+  What `DDNetSetUp()` with -net_distribution auto uses instead of building the layer; the test
+  compares it with `DDLayerGetModelTime()` and `DDLayerGetModelMemory()` of the built layer.
+
+  Level: developer
+
+.seealso: `DDRepartitionGetCommVolume_Private()`, `DDNetSetDistribution()`
+@*/
+PETSC_EXTERN PetscErrorCode DDRepartitionGetModelCost_Private(DDTensor x, DDPartition part, const PetscInt lo[], const PetscInt hi[], PetscReal *t, PetscReal *m, PetscBool *ident)
+{
+  std::vector<PetscInt> halo;
+  ShuffleLocal          r;
+
+  PetscFunctionBegin;
+  if (lo && hi) {
+    halo.assign(2 * DD_MAX_DIM, 0);
+    for (PetscInt k = 0; k < x->order; k++) {
+      halo[k]              = lo[k];
+      halo[DD_MAX_DIM + k] = hi[k];
+    }
+  }
+  PetscCall(ShuffleCostLocal(x, part, halo, false, &r));
+  *t     = r.t;
+  *m     = r.m;
+  *ident = r.ident ? PETSC_TRUE : PETSC_FALSE;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Shuffle(D_i, D_j) of many pairs at once: each distinct (tensor layout, data type, target
+   partition, halo) priced once on this rank (cache), then one reduction over the ranks */
+struct ShuffleJob {
+  DDTensor                     x;
+  DDPartition                  part;
+  const std::vector<PetscInt> *halo;
+  bool                         fwdonly;
+  double                      *t, *m;
+  int                         *ident;
+};
+static std::string ShuffleKey(const ShuffleJob &j)
+{
+  std::string s;
+  auto        add = [&](PetscInt v) { s += std::to_string((long long)v) + ","; };
+  DDTensor    x   = j.x;
+  add(x->dtype), add(x->format), add(x->bs), add(x->blockdim), add(x->active), add(j.fwdonly), add(x->order);
+  s += "|";
+  for (PetscInt k = 0; k < x->order; k++) {
+    add(x->shape[k]), add(x->lo[k]), add(x->hi[k]), add(x->replicated[k]), add(x->part->shape[k]);
+    for (PetscInt p = 0; p <= x->part->shape[k]; p++) add(x->ranges[k][p]);
+  }
+  s += "|";
+  for (PetscInt i = 0; i < x->part->size; i++) add(x->part->ranks[i]);
+  s += "|";
+  add(j.part->order);
+  for (PetscInt k = 0; k < j.part->order; k++) add(j.part->shape[k]);
+  for (PetscInt i = 0; i < j.part->size; i++) add(j.part->ranks[i]);
+  s += "|";
+  for (PetscInt h : *j.halo) add(h);
+  return s;
+}
+static PetscErrorCode ShuffleCosts(MPI_Comm comm, std::vector<ShuffleJob> &jobs, PetscInt *distinct)
+{
+  std::map<std::string, ShuffleLocal> cache;
+  std::vector<PetscReal>              v(3 * jobs.size());
+
+  PetscFunctionBegin;
+  for (size_t i = 0; i < jobs.size(); i++) {
+    std::string key = ShuffleKey(jobs[i]);
+    auto        it  = cache.find(key);
+    if (it == cache.end()) {
+      ShuffleLocal r;
+      PetscCall(ShuffleCostLocal(jobs[i].x, jobs[i].part, *jobs[i].halo, jobs[i].fwdonly, &r));
+      it = cache.emplace(key, r).first;
+    }
+    v[3 * i]     = it->second.t;
+    v[3 * i + 1] = it->second.m;
+    v[3 * i + 2] = it->second.ident ? 0 : 1;
+  }
+  *distinct = (PetscInt)cache.size();
+  if (!v.empty()) PetscCall(MPIU_Allreduce(MPI_IN_PLACE, v.data(), (PetscMPIInt)v.size(), MPIU_REAL, MPIU_MAX, comm));
+  for (size_t i = 0; i < jobs.size(); i++) {
+    const bool ident = v[3 * i + 2] == 0 && v[3 * i] < INF;
+    *jobs[i].ident   = ident ? 1 : 0;
+    *jobs[i].t       = ident ? 0 : v[3 * i];
+    *jobs[i].m       = ident ? 0 : v[3 * i + 1];
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -483,10 +755,13 @@ static void Factorisations(PetscInt P, const PetscInt *shape, PetscInt order, Pe
     }
 }
 
-/* a label of the constrained shortest path: time, memory, and where it came from */
+/* a label of the constrained shortest path: time, memory, the vertex's candidate, the candidates of
+   the earlier chain vertices a later join still needs (the chain's open joins), and where it came from */
 struct Label {
-  double t, m;
-  int    prevc, prevl;
+  double           t, m;
+  int              c;
+  std::vector<int> open;
+  int              prev;
 };
 
 /* keeps the Pareto front of (t, m); with no cap only the fastest */
@@ -587,6 +862,33 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
     d.halo.assign(d.cands.size(), std::vector<PetscInt>());
   }
   double constT = 0, constM = 0; /* the layers no decision layer owns */
+  std::vector<Join> joins;
+  for (int i = 0; i < nu; i++)
+    if (decof[i] < 0)
+      for (size_t s = 1; s < user[i].inputs.size(); s++) {
+        Join J;
+        int  k = user[i].inputs[s];
+        J.node = i;
+        J.slot = (int)s;
+        J.src  = k >= 0 && owner[k] >= 0 ? decof[owner[k]] : -1;
+        J.dst  = owner[i] >= 0 ? decof[owner[i]] : -1;
+        size_t ns = J.src >= 0 ? dec[J.src].cands.size() : 1, nd = J.dst >= 0 ? dec[J.dst].cands.size() : 1;
+        J.arrive.assign(ns, NULL);
+        J.target.assign(nd, NULL);
+        J.halo.assign(nd, std::vector<PetscInt>());
+        J.t.assign(ns, std::vector<double>(nd, INF));
+        J.m.assign(ns, std::vector<double>(nd, INF));
+        J.ident.assign(ns, std::vector<int>(nd, 0));
+        joins.push_back(J);
+      }
+  auto destroyjoins = [&]() -> PetscErrorCode {
+    PetscFunctionBegin;
+    for (auto &J : joins) {
+      for (auto &x : J.arrive) PetscCall(DDTensorDestroy(&x));
+      for (auto &p : J.target) PetscCall(DDPartitionDestroy(&p));
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  };
 
   I->plan.ncands.clear();
   for (auto &d : dec) I->plan.ncands.push_back((PetscInt)d.cands.size());
@@ -652,6 +954,20 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
               constM += m[pos[i]];
             }
         }
+        /* at each join: what arrives under its source's candidate, the partition and halo it goes to under its owner's */
+        for (auto &J : joins) {
+          int as = J.src >= 0 ? a[J.src] : 0, bd = J.dst >= 0 ? a[J.dst] : 0;
+          int r  = I->nodes[pos[J.node]].inputs[J.slot];
+          if (r < 0 || !I->nodes[r].autoinserted) continue;
+          DDLayer rl = I->nodes[r].layer;
+          if (!J.arrive[as]) PetscCall(DDTensorDuplicateLayout(rl->setupin[0], rl->setupin[0]->dtype, &J.arrive[as]));
+          if (!J.target[bd]) {
+            PetscCall(PetscObjectReference((PetscObject)rl->output->part));
+            J.target[bd] = rl->output->part;
+            J.halo[bd].assign(2 * DD_MAX_DIM, 0);
+            PetscCall(DDTensorGetHalo(rl->output, J.halo[bd].data(), J.halo[bd].data() + DD_MAX_DIM));
+          }
+        }
         /* what arrives at each decision layer under its parent's candidate, and the halo it wants under its own */
         for (size_t j = 0; j < dec.size(); j++) {
           Decision &d  = dec[j];
@@ -692,16 +1008,24 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
         }
     }
     PetscCall(PetscTime(&tick[2]));
-    /* Shuffle(D_i, D_j): a repartition from what arrives onto each candidate, its output with the halo the layer wants there */
-    for (auto &d : dec) {
-      for (size_t ap = 0; ap < d.arrive.size(); ap++) {
-        if (!d.arrive[ap]) continue;
-        for (size_t c = 0; c < d.cands.size(); c++) {
-          if (!(d.time[c] < INF)) continue;
-          PetscCall(ShuffleCost(d.arrive[ap], d.cands[c].part, d.halo[c], d.fromnetinput, &d.stime[ap][c], &d.smem[ap][c], &d.sident[ap][c]));
+    /* Shuffle(D_i, D_j): a repartition from what arrives onto each candidate, its output with the
+       halo the layer wants there; priced from the ownership boxes, each distinct pair once */
+    PetscInt distinct = 0;
+    {
+      std::vector<ShuffleJob> jobs;
+      for (auto &d : dec)
+        for (size_t ap = 0; ap < d.arrive.size(); ap++) {
+          if (!d.arrive[ap]) continue;
+          for (size_t c = 0; c < d.cands.size(); c++)
+            if (d.time[c] < INF) jobs.push_back({d.arrive[ap], d.cands[c].part, &d.halo[c], d.fromnetinput, &d.stime[ap][c], &d.smem[ap][c], &d.sident[ap][c]});
         }
-        PetscCall(DDTensorDestroy(&d.arrive[ap]));
-      }
+      for (auto &J : joins)
+        for (size_t a = 0; a < J.arrive.size(); a++)
+          for (size_t b = 0; b < J.target.size(); b++)
+            if (J.arrive[a] && J.target[b]) jobs.push_back({J.arrive[a], J.target[b], &J.halo[b], user[J.node].inputs[J.slot] < 0, &J.t[a][b], &J.m[a][b], &J.ident[a][b]});
+      PetscCall(ShuffleCosts(comm, jobs, &distinct));
+      for (auto &d : dec)
+        for (auto &a : d.arrive) PetscCall(DDTensorDestroy(&a));
     }
     for (auto &d : dec) { /* the tables, for -info */
       std::string t;
@@ -712,8 +1036,17 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
       }
       PetscCall(PetscInfo(net, "-net_distribution auto: layer %s:%s\n", user[d.node].name.c_str(), t.c_str()));
     }
+    for (auto &J : joins) {
+      std::string t;
+      for (size_t a = 0; a < J.t.size(); a++) {
+        t += " [";
+        for (size_t b = 0; b < J.t[a].size(); b++) t += (b ? " " : "") + std::to_string(1e3 * J.t[a][b]);
+        t += "]";
+      }
+      PetscCall(PetscInfo(net, "-net_distribution auto: join %s input %d (ms, per candidate of %s, per candidate of %s):%s\n", user[J.node].name.c_str(), J.slot, J.src >= 0 ? user[dec[J.src].node].name.c_str() : "(fixed)", J.dst >= 0 ? user[dec[J.dst].node].name.c_str() : "(fixed)", t.c_str()));
+    }
     PetscCall(PetscTime(&tick[3]));
-    PetscCall(PetscInfo(net, "-net_distribution auto: %zu decision layers; set-up and calibration %g s, trials %g s, shuffles %g s\n", dec.size(), tick[1] - tick[0], tick[2] - tick[1], tick[3] - tick[2]));
+    PetscCall(PetscInfo(net, "-net_distribution auto: %zu decision layers; set-up and calibration %g s, trials %g s, shuffles %g s (%" PetscInt_FMT " distinct on rank 0's side)\n", dec.size(), tick[1] - tick[0], tick[2] - tick[1], tick[3] - tick[2], distinct));
     /* the shortest path over the heaviest chain first (paper 003 sec. V-C), under the memory cap */
     const bool capped = I->memlimit > 0;
     double     usedM  = constM;
@@ -752,37 +1085,90 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
       for (size_t j = 0; j < dec.size(); j++)
         if (!done[j] && std::find(chain.begin(), chain.end(), (int)j) == chain.end()) reserve += minM[j];
       double budget = capped ? (double)I->memlimit - usedM - reserve : INF;
-      std::vector<std::vector<std::vector<Label>>> L(chain.size());
-      for (size_t q = 0; q < chain.size(); q++) {
-        Decision &d = dec[chain[q]];
-        L[q].resize(d.cands.size());
+      /* The joins (left out of paper 003 sec. V-C) enter the path's cost. A join whose other end is
+         fixed (decided on an earlier chain, or without a choice) is a cost on its chain vertex; one
+         whose two ends are both on this chain is exact: the earlier vertex's candidate is carried in
+         the labels up to the later one (the U-Net's skips: the encoder's candidate up to the decoder's
+         concatenation). A join whose other end is on a chain not yet solved is left to that chain,
+         which then sees this end fixed: a chain solved first does not know what its choice costs the
+         joins of the branches solved after it, where the plan can miss the optimum. */
+      const int        nq = (int)chain.size();
+      std::vector<int> qof(dec.size(), -1);
+      for (int q = 0; q < nq; q++) qof[chain[q]] = q;
+      std::vector<std::vector<double>> ut(nq), um(nq);
+      for (int q = 0; q < nq; q++) {
+        ut[q].assign(dec[chain[q]].cands.size(), 0);
+        um[q] = ut[q];
+      }
+      struct JPair {
+        int         e, l; /* the earlier and the later chain position */
+        const Join *J;
+        bool        srcfirst;
+      };
+      std::vector<JPair> pairs;
+      for (auto &J : joins) {
+        int  qs = J.src >= 0 ? qof[J.src] : -1, qd = J.dst >= 0 ? qof[J.dst] : -1;
+        bool sf = J.src < 0 || done[J.src], df = J.dst < 0 || done[J.dst];
+        int  cs = J.src >= 0 ? dec[J.src].chosen : 0, cd = J.dst >= 0 ? dec[J.dst].chosen : 0;
+        if (qs >= 0 && qd >= 0 && qs == qd)
+          for (size_t c = 0; c < ut[qs].size(); c++) {
+            ut[qs][c] += J.t[c][c];
+            um[qs][c] += J.m[c][c];
+          }
+        else if (qs >= 0 && qd >= 0) pairs.push_back({std::min(qs, qd), std::max(qs, qd), &J, qs < qd});
+        else if (qd >= 0 && sf)
+          for (size_t c = 0; c < ut[qd].size(); c++) {
+            ut[qd][c] += J.t[cs][c];
+            um[qd][c] += J.m[cs][c];
+          }
+        else if (qs >= 0 && df)
+          for (size_t c = 0; c < ut[qs].size(); c++) {
+            ut[qs][c] += J.t[c][cd];
+            um[qs][c] += J.m[c][cd];
+          }
+      }
+      /* open[q]: the positions e <= q whose candidate a join at a later position needs */
+      std::vector<std::vector<int>> open(nq);
+      for (int q = 0; q < nq; q++) {
+        for (auto &pr : pairs)
+          if (pr.e <= q && pr.l > q && std::find(open[q].begin(), open[q].end(), pr.e) == open[q].end()) open[q].push_back(pr.e);
+        std::sort(open[q].begin(), open[q].end());
+      }
+      auto at = [&](int q, int e) { return (int)(std::find(open[q].begin(), open[q].end(), e) - open[q].begin()); };
+      std::vector<std::vector<Label>> L(nq);
+      for (int q = 0; q < nq; q++) {
+        Decision                                               &d = dec[chain[q]];
+        std::map<std::pair<int, std::vector<int>>, std::vector<Label>> groups;
         for (size_t c = 0; c < d.cands.size(); c++) {
           if (!(d.time[c] < INF)) continue;
-          if (q == 0) {
-            int ap = d.pred >= 0 ? dec[decof[d.pred]].chosen : 0;
-            if (d.stime[ap][c] < INF) L[q][c].push_back({d.stime[ap][c] + d.time[c], d.smem[ap][c] + d.mem[c], -1, -1});
-          } else {
-            Decision &p = dec[chain[q - 1]];
-            for (size_t pc = 0; pc < p.cands.size(); pc++)
-              for (size_t l = 0; l < L[q - 1][pc].size(); l++) {
-                const Label &a = L[q - 1][pc][l];
-                if (!(d.stime[pc][c] < INF)) continue;
-                L[q][c].push_back({a.t + d.stime[pc][c] + d.time[c], a.m + d.smem[pc][c] + d.mem[c], (int)pc, (int)l});
+          auto extend = [&](const Label *a, int l) {
+            int    ap = a ? a->c : (d.pred >= 0 ? dec[decof[d.pred]].chosen : 0);
+            double t  = (a ? a->t : 0) + d.stime[ap][c] + d.time[c] + ut[q][c];
+            double m  = (a ? a->m : 0) + d.smem[ap][c] + d.mem[c] + um[q][c];
+            for (auto &pr : pairs) /* the joins closing here */
+              if (pr.l == q) {
+                int ce = a->open[at(q - 1, pr.e)];
+                t += pr.srcfirst ? pr.J->t[ce][c] : pr.J->t[c][ce];
+                m += pr.srcfirst ? pr.J->m[ce][c] : pr.J->m[c][ce];
               }
-          }
-          std::vector<Label> &V = L[q][c];
-          V.erase(std::remove_if(V.begin(), V.end(), [&](const Label &x) { return x.m > budget; }), V.end());
-          Prune(V, capped);
+            if (!(t < INF) || m > budget) return;
+            Label x{t, m, (int)c, std::vector<int>(open[q].size()), l};
+            for (size_t o = 0; o < open[q].size(); o++) x.open[o] = open[q][o] == q ? (int)c : a->open[at(q - 1, open[q][o])];
+            groups[{(int)c, x.open}].push_back(x);
+          };
+          if (q == 0) extend(nullptr, -1);
+          else
+            for (size_t l = 0; l < L[q - 1].size(); l++) extend(&L[q - 1][l], (int)l);
+        }
+        for (auto &g : groups) {
+          Prune(g.second, capped);
+          L[q].insert(L[q].end(), g.second.begin(), g.second.end());
         }
       }
-      int bc = -1, bl = -1;
-      for (size_t c = 0; c < L.back().size(); c++)
-        for (size_t l = 0; l < L.back()[c].size(); l++)
-          if (bc < 0 || L.back()[c][l].t < L.back()[bc][bl].t || (L.back()[c][l].t == L.back()[bc][bl].t && L.back()[c][l].m < L.back()[bc][bl].m)) {
-            bc = (int)c;
-            bl = (int)l;
-          }
-      if (bc < 0) { /* nothing fits: the smallest memory of any plan */
+      int bl = -1;
+      for (size_t l = 0; l < L.back().size(); l++)
+        if (bl < 0 || L.back()[l].t < L.back()[bl].t || (L.back()[l].t == L.back()[bl].t && L.back()[l].m < L.back()[bl].m)) bl = (int)l;
+      if (bl < 0) { /* nothing fits: the smallest memory of any plan */
         double minplan = constM;
         for (size_t j = 0; j < dec.size(); j++) {
           double mj = INF;
@@ -790,20 +1176,24 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
             for (size_t a = 0; a < dec[j].stime.size(); a++) mj = std::min(mj, dec[j].mem[c] + dec[j].smem[a][c]);
           minplan += mj;
         }
+        for (auto &J : joins) {
+          double mj = INF;
+          for (auto &r : J.m)
+            for (double v : r) mj = std::min(mj, v);
+          if (mj < INF) minplan += mj;
+        }
         PetscCall(NetRestore(net, user));
         for (auto &d : dec)
           for (auto &c : d.cands) PetscCall(DDPartitionDestroy(&c.part));
+        PetscCall(destroyjoins());
         SETERRQ(comm, PETSC_ERR_MEM, "-net_distribution auto: no distribution of the network fits the memory limit of %" PetscInt64_FMT " bytes per rank (-net_memory_limit, DDNetSetMemoryLimit()): the smallest predicted memory per rank of any plan is %.0f bytes", I->memlimit, minplan);
       }
-      for (int q = (int)chain.size() - 1; q >= 0; q--) {
-        const Label lab = L[q][bc][bl];
-        Decision   &d   = dec[chain[q]];
-        int         ap  = q == 0 ? (d.pred >= 0 ? dec[decof[d.pred]].chosen : 0) : lab.prevc;
-        d.chosen        = bc;
-        done[chain[q]]  = true;
-        usedM += d.mem[bc] + d.smem[ap][bc];
-        bc = lab.prevc;
-        bl = lab.prevl;
+      usedM += L.back()[bl].m;
+      for (int q = nq - 1; q >= 0; q--) {
+        const Label &lab = L[q][bl];
+        dec[chain[q]].chosen = lab.c;
+        done[chain[q]]       = true;
+        bl                   = lab.prev;
       }
     }
   }
@@ -831,6 +1221,8 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
     if (view.back() == ',') view.pop_back();
     view += "\n";
   }
+  if (!forced)
+    for (auto &J : joins) predicted += J.t[J.src >= 0 ? dec[J.src].chosen : 0][J.dst >= 0 ? dec[J.dst].chosen : 0];
   bool setup = false; /* the net is set up with the final graph */
   { /* the inputs k > 0 of multi-input layers: a repartition onto input 0's partition; then every
        inserted repartition that moves no data (the partition arrives as wanted) is dropped */
@@ -838,7 +1230,14 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
     for (int i = 0; i < nu; i++)
       if (decof[i] < 0)
         for (size_t s = 1; s < user[i].inputs.size(); s++) all.push_back({i, (int)s, NULL});
-    if (!all.empty()) {
+    if (!forced && !dec.empty()) { /* which move data is known from the tables (the arithmetic shuffles): no set-up to find out */
+      for (auto &d : dec) {
+        int ap = d.pred >= 0 ? dec[decof[d.pred]].chosen : 0;
+        if (!(d.fromnetinput && d.chosen == 0) && !d.sident[ap][d.chosen]) keep.push_back({d.node, 0, d.cands[d.chosen].part});
+      }
+      for (auto &J : joins)
+        if (!J.ident[J.src >= 0 ? dec[J.src].chosen : 0][J.dst >= 0 ? dec[J.dst].chosen : 0]) keep.push_back({J.node, J.slot, NULL});
+    } else if (!all.empty()) {
       std::sort(all.begin(), all.end(), [](const Ins &a, const Ins &b) { return a.before != b.before ? a.before < b.before : a.slot < b.slot; });
       PetscCall(NetInsert(net, user, all));
       PetscCall(NetSetUpLayers_Private(net, xin));
@@ -858,6 +1257,7 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
   if (!setup) PetscCall(NetInsert(net, user, ins));
   for (auto &d : dec)
     for (auto &c : d.cands) PetscCall(DDPartitionDestroy(&c.part)); /* the inserted layers hold references */
+  PetscCall(destroyjoins());
   PetscCall(PetscTime(&tick[4]));
   PetscCall(PetscInfo(net, "-net_distribution auto: plan and its repartitions %g s\n", tick[4] - tick[0]));
   /* the plan's own figures, from a set-up of it (which DDNetSetUp() keeps) */

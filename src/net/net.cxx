@@ -12,6 +12,7 @@
 #include <new>
 #include <stdexcept>
 #include <map>
+#include <sys/ddcxx.hpp>
 
 using ddnn::NetImpl;
 using Node = ddnn::NetNode;
@@ -79,6 +80,7 @@ PetscErrorCode DDNetSetOptionsPrefix(DDNet net, const char prefix[])
 .seealso: `DDNetAddLayer()`
 @*/
 PetscErrorCode DDNetSetInputNames(DDNet net, PetscInt n, const char *const names[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
@@ -87,6 +89,7 @@ PetscErrorCode DDNetSetInputNames(DDNet net, PetscInt n, const char *const names
   for (PetscInt i = 0; i < n; i++) net->impl->innames.push_back(names[i]);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode DDNetFind(DDNet net, const std::string &name, int *idx)
 {
@@ -130,6 +133,7 @@ static PetscErrorCode DDNetFind(DDNet net, const std::string &name, int *idx)
 .seealso: `DDNetSetInputNames()`, `DDNetSetFromOptions()`
 @*/
 PetscErrorCode DDNetAddLayer(DDNet net, DDLayer layer, const char name[], PetscInt n, const char *const inputs[])
+DD_CXX_TRY
 {
   NetImpl *I = net->impl;
   Node     node;
@@ -158,6 +162,7 @@ PetscErrorCode DDNetAddLayer(DDNet net, DDLayer layer, const char name[], PetscI
   net->setupcalled = PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDNetSetOutput - The layer whose output is the network's output (default: the last one)
@@ -172,12 +177,14 @@ PetscErrorCode DDNetAddLayer(DDNet net, DDLayer layer, const char name[], PetscI
 .seealso: `DDNetGetOutput()`
 @*/
 PetscErrorCode DDNetSetOutput(DDNet net, const char name[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   net->impl->outname = name;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* A comma-separated list option, any length (PETSc's string-array options stop silently at the
    caller's array size: a 9th input, a 65th network input or a 257th layer would be dropped) */
@@ -233,6 +240,7 @@ static PetscErrorCode DDNetGetListOption(const char prefix[], const char name[],
 .seealso: `DDNetAddLayer()`, `DDLayerSetFromOptions()`
 @*/
 PetscErrorCode DDNetSetFromOptions(DDNet net)
+DD_CXX_TRY
 {
   PetscBool                flg, haslayers;
   const char              *prefix;
@@ -297,6 +305,7 @@ PetscErrorCode DDNetSetFromOptions(DDNet net)
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetSetCheckFinite - Checks every layer's output (in `DDNetForward()`) and every input and
@@ -514,6 +523,7 @@ PetscErrorCode ddnn::NetSetUpLayers_Private(DDNet net, std::vector<DDTensor> &xi
 .seealso: `DDNetForward()`, `DDNetBackward()`
 @*/
 PetscErrorCode DDNetSetUp(DDNet net, PetscInt n, DDTensor xs[])
+DD_CXX_TRY
 {
   NetImpl *I    = net->impl;
   MPI_Comm comm = PetscObjectComm((PetscObject)net);
@@ -581,6 +591,7 @@ PetscErrorCode DDNetSetUp(DDNet net, PetscInt n, DDTensor xs[])
   PetscCall(DDNetViewFromOptions(net, NULL, "-net_view"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetForward - Evaluates every layer on the network's inputs
@@ -597,6 +608,7 @@ PetscErrorCode DDNetSetUp(DDNet net, PetscInt n, DDTensor xs[])
 .seealso: `DDNetBackward()`, `DDNetGetOutput()`, `DDNetGetLoss()`
 @*/
 PetscErrorCode DDNetForward(DDNet net, PetscInt n, DDTensor xs[])
+DD_CXX_TRY
 {
   NetImpl              *I = net->impl;
   std::vector<DDTensor> xin(xs, xs + n), ins;
@@ -615,6 +627,7 @@ PetscErrorCode DDNetForward(DDNet net, PetscInt n, DDTensor xs[])
   I->forwarddone = true;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetGetInputGradient - The gradient of a network input, computed by the following Backward sweeps
@@ -668,6 +681,7 @@ PetscErrorCode DDNetGetInputGradient(DDNet net, PetscInt i, DDTensor *dx)
 .seealso: `DDNetForward()`, `DDNetZeroGradients()`, `DDNetGetInputGradient()`
 @*/
 PetscErrorCode DDNetBackward(DDNet net, DDTensor dy)
+DD_CXX_TRY
 {
   NetImpl *I    = net->impl;
   MPI_Comm comm = PetscObjectComm((PetscObject)net);
@@ -750,6 +764,7 @@ PetscErrorCode DDNetBackward(DDNet net, DDTensor dy)
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetGetOutput - The network's output tensor (the output layer's own output)
@@ -779,6 +794,7 @@ PetscErrorCode DDNetGetOutput(DDNet net, DDTensor *y)
 .seealso: `DDNetAddLayer()`
 @*/
 PetscErrorCode DDNetGetLayer(DDNet net, const char name[], DDLayer *layer)
+DD_CXX_TRY
 {
   int idx;
 
@@ -789,6 +805,7 @@ PetscErrorCode DDNetGetLayer(DDNet net, const char name[], DDLayer *layer)
   *layer = net->impl->nodes[idx].layer;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetGetNumLayers - Number of layers
@@ -836,6 +853,7 @@ PetscErrorCode DDNetGetLayerByIndex(DDNet net, PetscInt i, DDLayer *layer, const
 .seealso: `DDNetGetLayer()`
 @*/
 PetscErrorCode DDNetGetLayerOutput(DDNet net, const char name[], DDTensor *y)
+DD_CXX_TRY
 {
   DDLayer l;
 
@@ -844,6 +862,7 @@ PetscErrorCode DDNetGetLayerOutput(DDNet net, const char name[], DDTensor *y)
   PetscCall(DDLayerGetOutput(l, y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDNetGetParameters - All parameters and their gradients, in layer order
@@ -937,6 +956,7 @@ PetscErrorCode DDNetZeroGradients(DDNet net)
 .seealso: `DDLayerInitializeParameters()`
 @*/
 PetscErrorCode DDNetInitializeParameters(DDNet net, PetscInt64 seed)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
@@ -948,6 +968,7 @@ PetscErrorCode DDNetInitializeParameters(DDNet net, PetscInt64 seed)
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetSetTraining - Training or evaluation mode for every layer
@@ -994,6 +1015,7 @@ PetscErrorCode DDNetGetLoss(DDNet net, PetscReal *v)
 .seealso: `DDLayerView()`
 @*/
 PetscErrorCode DDNetView(DDNet net, PetscViewer viewer)
+DD_CXX_TRY
 {
   NetImpl  *I = net->impl;
   PetscBool iascii;
@@ -1034,6 +1056,7 @@ PetscErrorCode DDNetView(DDNet net, PetscViewer viewer)
   PetscCall(PetscViewerASCIIPopTab(viewer));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDNetViewFromOptions - Views the network if an option asks for it

@@ -6,6 +6,7 @@
 #include <dddataset.h>
 #include <sys/ddsysimpl.h>
 #include <cmath>
+#include <sys/ddcxx.hpp>
 
 static PetscLogStage StageForward = -1, StageBackward = -1, StageUpdate = -1, StageData = -1;
 
@@ -56,6 +57,7 @@ PetscErrorCode DDNetTrainResetStages_Private(void)
 .seealso: `DDNetEvaluate()`, `DDDatasetReadBatch()`
 @*/
 PetscErrorCode DDNetTrainEpoch(DDNet net, DDOptimizer opt, DDDataset ds, PetscInt batch, PetscInt64 seed, DDTensor xs[], DDTrainStats *stats)
+DD_CXX_TRY
 {
   PetscInt  S, nb;
   PetscReal sum = 0;
@@ -122,6 +124,7 @@ PetscErrorCode DDNetTrainEpoch(DDNet net, DDOptimizer opt, DDDataset ds, PetscIn
   stats->samples_per_s = stats->seconds > 0 ? nb * batch / stats->seconds : 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetEvaluate - Mean loss over a dataset in evaluation mode (no gradients)
@@ -142,6 +145,7 @@ PetscErrorCode DDNetTrainEpoch(DDNet net, DDOptimizer opt, DDDataset ds, PetscIn
 .seealso: `DDNetTrainEpoch()`
 @*/
 PetscErrorCode DDNetEvaluate(DDNet net, DDDataset ds, PetscInt batch, DDTensor xs[], PetscReal *loss)
+DD_CXX_TRY
 {
   PetscInt  S, nb, nf = 0;
   PetscReal sum = 0;
@@ -170,3 +174,4 @@ PetscErrorCode DDNetEvaluate(DDNet net, DDDataset ds, PetscInt batch, DDTensor x
   *loss = nb ? sum / nb : 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

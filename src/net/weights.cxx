@@ -10,6 +10,7 @@
 #include <io/h5util.hpp>
 #include <map>
 #include <set>
+#include <sys/ddcxx.hpp>
 
 using namespace ddnn;
 
@@ -196,6 +197,7 @@ static PetscErrorCode WriteCounter(MPI_Comm comm, hid_t fid, const Entry &e)
 .seealso: `DDNetLoadWeights()`, `DDNetSaveWeights()`
 @*/
 PetscErrorCode DDNetSetLayerWeightsName(DDNet net, const char layer[], const char name[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
@@ -209,6 +211,7 @@ PetscErrorCode DDNetSetLayerWeightsName(DDNet net, const char layer[], const cha
     }
   SETERRQ(PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONG, "The network has no layer \"%s\"", layer);
 }
+DD_CXX_CATCH
 
 /*@C
   DDNetLoadWeights - Reads a network's parameters and buffers from an HDF5 file holding a PyTorch state_dict
@@ -245,6 +248,7 @@ PetscErrorCode DDNetSetLayerWeightsName(DDNet net, const char layer[], const cha
 .seealso: `DDNetSaveWeights()`, `DDNetSetLayerWeightsName()`, `DDCheckpointLoad()`, `DDTensorReadHDF5()`
 @*/
 PetscErrorCode DDNetLoadWeights(DDNet net, const char file[])
+DD_CXX_TRY
 {
   MPI_Comm           comm;
   std::vector<Entry> es;
@@ -291,6 +295,7 @@ PetscErrorCode DDNetLoadWeights(DDNet net, const char file[])
   PetscCall(H5Close(comm, fid));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDNetSaveWeights - Writes a network's parameters and buffers to an HDF5 file as a PyTorch state_dict
@@ -314,6 +319,7 @@ PetscErrorCode DDNetLoadWeights(DDNet net, const char file[])
 .seealso: `DDNetLoadWeights()`, `DDNetSetLayerWeightsName()`, `DDCheckpointSave()`
 @*/
 PetscErrorCode DDNetSaveWeights(DDNet net, const char file[])
+DD_CXX_TRY
 {
   MPI_Comm           comm;
   std::vector<Entry> es;
@@ -346,3 +352,4 @@ PetscErrorCode DDNetSaveWeights(DDNet net, const char file[])
   PetscCall(FileCommit(comm, tmp.c_str(), file));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

@@ -3,6 +3,9 @@
 */
 #include <ddnn/private/ddimpl.h>
 #include <sys/ddsysimpl.h>
+#include <sys/ddcxx.hpp>
+#include <new>
+#include <stdexcept>
 #include <cstring>
 #include <cstdio>
 #include <yaml.h>
@@ -30,16 +33,43 @@ static DDMallocRecord DDLastMalloc = {0, 0, NULL, NULL};
 static PetscErrorCode (*DDTrMallocInner)(size_t, PetscBool, int, const char[], const char[], void **)  = NULL;
 static PetscErrorCode (*DDTrReallocInner)(size_t, int, const char[], const char[], void **)            = NULL;
 
+/* A failed allocation whose error came back as another code than PETSC_ERR_MEM: PETSc 3.18's
+   PetscMallocAlign() reports it with errno as the code. DDErrorHandlerAllRanks() converts it when it
+   is the handler in effect; a program (or ddnn itself, in its trial set-ups) that pushed another
+   handler, e.g. PetscReturnErrorHandler(), would get the raw code back. Here, after the inner
+   routine returned, the error is raised again as PETSC_ERR_MEM with the size and the caller, so
+   that every handler sees it (PetscReturnErrorHandler() returns PETSC_ERR_MEM, and
+   PetscErrorMessage() gives this message). Memory corruption (PETSC_ERR_MEMC, -malloc_debug) is
+   left as it is. */
+static PetscErrorCode DDOutOfMemory(PetscErrorCode ierr, size_t bytes, int line, const char func[], const char file[])
+{
+  if (!ierr || ierr == PETSC_ERR_MEM || ierr == PETSC_ERR_MEMC) return ierr;
+  return PetscError(PETSC_COMM_SELF, line, func, file, PETSC_ERR_MEM, PETSC_ERROR_INITIAL, "Out of memory: an allocation of %.0f bytes (%.3g GiB) failed in %s() at %s:%d", (double)bytes, (double)bytes / 1073741824.0, func ? func : "?", file ? file : "?", line);
+}
+
 static PetscErrorCode DDTrMalloc(size_t bytes, PetscBool clear, int line, const char func[], const char file[], void **result)
 {
   DDLastMalloc = {bytes, line, func, file};
-  return (*DDTrMallocInner)(bytes, clear, line, func, file, result);
+  return DDOutOfMemory((*DDTrMallocInner)(bytes, clear, line, func, file, result), bytes, line, func, file);
 }
 
 static PetscErrorCode DDTrRealloc(size_t bytes, int line, const char func[], const char file[], void **result)
 {
   DDLastMalloc = {bytes, line, func, file};
-  return (*DDTrReallocInner)(bytes, line, func, file, result);
+  return DDOutOfMemory((*DDTrReallocInner)(bytes, line, func, file, result), bytes, line, func, file);
+}
+
+PetscErrorCode ddnn::CxxError_Private(int line, const char func[], const char file[], const std::exception &e)
+{
+#if defined(PETSC_USE_DEBUG)
+  /* the frames PetscFunctionBegin pushed from func inward were not popped by the unwinding */
+  while (petscstack.currentsize > 0) {
+    const char *f = petscstack.function[--petscstack.currentsize];
+    if (f && func && !strcmp(f, func)) break;
+  }
+#endif
+  if (dynamic_cast<const std::bad_alloc *>(&e) || dynamic_cast<const std::length_error *>(&e)) return PetscError(PETSC_COMM_SELF, line, func, file, PETSC_ERR_MEM, PETSC_ERROR_INITIAL, "Out of memory: a C++ allocation failed in %s() (%s)", func ? func : "?", e.what());
+  return PetscError(PETSC_COMM_SELF, line, func, file, PETSC_ERR_LIB, PETSC_ERROR_INITIAL, "%s() raised the C++ exception: %s", func ? func : "?", e.what());
 }
 
 PetscClassId  DD_PARTITION_CLASSID, DD_TENSOR_CLASSID;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 #include <memory>
+#include <sys/ddcxx.hpp>
 
 using namespace ddnn;
 
@@ -86,7 +87,7 @@ PetscErrorCode DDBackendRegister_Private(const struct _p_DDBackend *b)
 .seealso: `DDBackendSetDefault()`, `DDBackendView()`
 @*/
 PetscErrorCode DDBackendRegisterAll(void)
-{
+try {
   PetscFunctionBegin;
   if (registered) PetscFunctionReturn(PETSC_SUCCESS);
   registered = PETSC_TRUE;
@@ -108,6 +109,11 @@ PetscErrorCode DDBackendRegisterAll(void)
     if (flg) PetscCall(DDBackendSetDefault(name));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
+} catch (const std::exception &e) { /* a failed allocation half-way: not registered (no default backend left NULL) */
+  Registry().clear();
+  registered     = PETSC_FALSE;
+  defaultbackend = nullptr;
+  return ddnn::CxxError_Private(__LINE__, PETSC_FUNCTION_NAME, __FILE__, e);
 }
 
 PetscErrorCode DDBackendFinalizePackage_Private(void)

@@ -1,0 +1,230 @@
+/*
+  Issue 13's leftovers: out of memory is an error that says so, whoever handles the errors.
+  - A C++ allocation (std::bad_alloc) that fails under a C entry point other than layer set-up
+    (network set-up, forward, backward; DD_CXX_TRY/DD_CXX_CATCH, src/sys/ddcxx.hpp) is
+    PETSC_ERR_MEM naming the entry point, on every rank, not a std::terminate.
+  - A PETSc allocation that fails while the caller's error handler is PetscReturnErrorHandler()
+    (pushed by the program, or by ddnn's own trial set-ups) returns PETSC_ERR_MEM and a message
+    with the size and the caller, not PETSc 3.18's raw errno code.
+  The C++ failures are injected: this program replaces the global operator new (which the library's
+  calls reach too) and can make the n-th allocation from now throw, the same on every rank.
+  Run at 1, 2 and 3 ranks.
+*/
+#include "layertest.hpp"
+#include <ddnn/private/ddlayerimpl.h>
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <sys/resource.h>
+
+using namespace ddtest;
+
+/* ---------------------------------------------------------------------- */
+/* operator new with an injected failure: the failnext-th allocation from now throws */
+static std::atomic<long> failnext{0};
+static std::atomic<long> failed{0};
+
+void *operator new(std::size_t n)
+{
+  if (failnext.load() > 0 && --failnext == 0) {
+    failed++;
+    throw std::bad_alloc();
+  }
+  void *p = std::malloc(n ? n : 1);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+void operator delete(void *p) noexcept
+{
+  std::free(p);
+}
+void operator delete(void *p, std::size_t) noexcept
+{
+  std::free(p);
+}
+
+/* runs f with the k-th C++ allocation from now failing; whether it fired */
+template <class F>
+static PetscErrorCode WithFailingAllocation(long k, F &&f, std::string *msg, bool *fired)
+{
+  long           before = failed.load();
+  PetscErrorCode ierr   = Catch(
+    [&] {
+      failnext         = k;
+      PetscErrorCode e = f();
+      failnext         = 0; /* before Catch() allocates the message */
+      return e;
+    },
+    msg);
+  *fired = failed.load() > before;
+  return ierr;
+}
+
+/* the error happened on every rank (no rank hangs in a collective the others left) */
+static bool OnEveryRank(bool mine)
+{
+  int v = mine ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, PETSC_COMM_WORLD);
+  return v == 1;
+}
+
+/* ---------------------------------------------------------------------- */
+/* a pointwise test layer (y = x) whose forward or backward throws std::bad_alloc when asked, as a
+   std::vector sized by a huge shape would */
+static int throwin = 0; /* 1: forward, 2: backward */
+
+static PetscErrorCode T_SetUp(DDLayer l, PetscInt, DDTensor xs[])
+{
+  DDTensor y;
+
+  PetscFunctionBegin;
+  PetscCall(DDTensorDuplicateLayout(xs[0], xs[0]->dtype, &y));
+  PetscCall(DDLayerSetOutput_Private(l, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+static PetscErrorCode T_Forward(DDLayer, PetscInt, DDTensor xs[], DDTensor y)
+{
+  PetscFunctionBegin;
+  if (throwin == 1) throw std::bad_alloc();
+  PetscCall(DDTensorCopy(xs[0], y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+static PetscErrorCode T_Backward(DDLayer, DDTensor dy, PetscInt, DDTensor dxs[])
+{
+  PetscFunctionBegin;
+  if (throwin == 2) throw std::bad_alloc();
+  if (dy && dxs && dxs[0]) PetscCall(DDTensorCopy(dy, dxs[0]));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+static PetscErrorCode DDLayerCreate_T11Pass(DDLayer l)
+{
+  PetscFunctionBegin;
+  l->ops->setup    = T_SetUp;
+  l->ops->forward  = T_Forward;
+  l->ops->backward = T_Backward;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+TEST(OutOfMemory, BadAllocInForwardAndBackwardIsAnErrorNamingTheCall)
+{
+  DDT(DDLayerRegister("t11_pass", DDLayerCreate_T11Pass));
+  DDT(PetscOptionsInsertString(NULL, "-t11fb_net_inputs x -t11fb_net_layers c,p -t11fb_c_layer_type conv -t11fb_c_layer_conv_out_channels 2 -t11fb_c_layer_conv_kernel 1 -t11fb_p_layer_type t11_pass"));
+  DDNet net;
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, "t11fb_"));
+  DDT(DDNetSetFromOptions(net));
+  DDTensor x = MakeInput({{2, 3, 4 * Size(), 4}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 1);
+  DDT(DDNetSetUp(net, 1, &x));
+  std::string msg;
+  throwin = 1;
+  EXPECT_EQ(Catch([&] { return DDNetForward(net, 1, &x); }, &msg), PETSC_ERR_MEM) << msg;
+  EXPECT_NE(msg.find("Out of memory: a C++ allocation failed in DDNetForward() (std::bad_alloc)"), std::string::npos) << msg;
+  throwin = 0;
+  DDT(DDNetForward(net, 1, &x)); /* usable again */
+  throwin = 2;
+  EXPECT_EQ(Catch([&] { return DDNetBackward(net, NULL); }, &msg), PETSC_ERR_MEM) << msg;
+  EXPECT_NE(msg.find("Out of memory: a C++ allocation failed in DDNetBackward() (std::bad_alloc)"), std::string::npos) << msg;
+  throwin = 0;
+  DDT(DDNetForward(net, 1, &x));
+  DDT(DDNetBackward(net, NULL));
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+}
+
+/* every C++ allocation of a network's set-up in turn fails (on every rank the same one): each time
+   an out-of-memory error naming the set-up (or the layer being set up), on every rank, never a
+   crash or hang; then the set-up succeeds when none fails */
+TEST(OutOfMemory, EveryCxxAllocationOfNetSetUpCanFail)
+{
+  /* at 3 ranks the middle rank has two neighbours and allocates more: the k-th allocation fails on
+     some ranks only, which then leave the set-up while the others wait in its next collective (an
+     error raised on one rank alone is not collective in PETSc): the sweep needs ranks that allocate
+     alike (1 and 2 ranks split in H) */
+  if (Size() > 2) GTEST_SKIP() << "ranks that allocate differently";
+  DDT(PetscOptionsInsertString(NULL, "-t11su_net_inputs x,t -t11su_net_layers c1,a1,c2,k,loss -t11su_c1_layer_type conv -t11su_c1_layer_conv_out_channels 2 -t11su_c1_layer_conv_kernel 3 -t11su_c1_layer_conv_padding 1 -t11su_a1_layer_type activation -t11su_c2_layer_type conv -t11su_c2_layer_conv_out_channels 2 -t11su_c2_layer_conv_kernel 1 -t11su_k_layer_type concat -t11su_k_layer_inputs c2,a1 -t11su_loss_layer_type loss -t11su_loss_layer_inputs k,t"));
+  DDTensor x = MakeInput({{2, 2, 4 * Size(), 4}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 1);
+  DDTensor t = MakeInput({{2, 4, 4 * Size(), 4}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 2);
+  DDTensor in[2] = {x, t};
+  long     k = getenv("DDNN_TEST11_START") ? atol(getenv("DDNN_TEST11_START")) : 1, errors = 0;
+  for (; k < 100000; k++) {
+    DDNet net;
+    DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+    DDT(DDNetSetOptionsPrefix(net, "t11su_"));
+    DDT(DDNetSetFromOptions(net));
+    std::string    msg;
+    bool           fired;
+    if (getenv("DDNN_TEST11_TRACE")) fprintf(stderr, "[%d] allocation %ld\n", Rank(), k);
+    PetscErrorCode ierr = WithFailingAllocation(k, [&] { return DDNetSetUp(net, 2, in); }, &msg, &fired);
+    if (!OnEveryRank(fired)) { /* the ranks allocate differently from here on: stop before a rank waits for another */
+      EXPECT_TRUE(OnEveryRank(!fired) || k > 1) << "allocation " << k;
+      DDT(DDNetDestroy(&net));
+      break;
+    }
+    if (!fired) {
+      EXPECT_EQ(ierr, 0) << msg;
+      DDT(DDNetForward(net, 2, in));
+      DDT(DDNetDestroy(&net));
+      break;
+    }
+    errors++;
+    EXPECT_EQ(ierr, PETSC_ERR_MEM) << "allocation " << k << ": " << msg;
+    EXPECT_TRUE(msg.find("Out of memory: a C++ allocation") != std::string::npos && (msg.find("DDNetSetUp()") != std::string::npos || msg.find("while setting up layer") != std::string::npos)) << "allocation " << k << ": " << msg;
+    EXPECT_TRUE(OnEveryRank(ierr == PETSC_ERR_MEM)) << "allocation " << k;
+    DDT(DDNetDestroy(&net));
+  }
+  EXPECT_GT(errors, 20) << "the set-up's C++ allocations were not reached";
+  if (getenv("DDNN_TEST11_VIEW")) PetscPrintf(PETSC_COMM_WORLD, "net set-up: %ld C++ allocations failed in turn, each an error\n", errors);
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+}
+
+/* ---------------------------------------------------------------------- */
+/* PETSc allocations under PetscReturnErrorHandler() (which Catch() pushes) */
+
+TEST(OutOfMemory, ReturnErrorHandlerGetsOutOfMemoryWithSizeAndCaller)
+{
+  double        *a = NULL;
+  const size_t   n = (size_t)1 << 42; /* 32 TiB of doubles */
+  std::string    msg;
+  PetscErrorCode ierr = Catch([&] { return PetscMalloc1(n, &a); }, &msg);
+  EXPECT_EQ((int)ierr, (int)PETSC_ERR_MEM) << msg;
+  EXPECT_EQ(a, (double *)NULL);
+  EXPECT_NE(msg.find("Out of memory: an allocation of " + std::to_string(n * sizeof(double)) + " bytes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("test_11_oom.cxx"), std::string::npos) << msg;
+}
+
+/* a tensor too large for the address space this test allows (RLIMIT_AS): DDTensorSetUp()'s
+   allocation fails on every rank, an out-of-memory error with its size, no hang */
+TEST(OutOfMemory, TensorTooLargeUnderReturnErrorHandler)
+{
+  struct rlimit old, lim;
+  long          pages = 0, rss;
+  FILE         *f     = fopen("/proc/self/statm", "r");
+  ASSERT_TRUE(f != NULL);
+  ASSERT_EQ(fscanf(f, "%ld %ld", &pages, &rss), 2);
+  fclose(f);
+  ASSERT_EQ(getrlimit(RLIMIT_AS, &old), 0);
+  const PetscInt per = (PetscInt)1 << 27; /* 1 GiB of doubles per rank */
+  DDPartition    part;
+  DDTensor       x;
+  PetscInt       shape[1] = {per * Size()}, ps[1] = {Size()};
+  std::vector<PetscMPIInt> ranks(Size());
+  for (PetscMPIInt r = 0; r < Size(); r++) ranks[r] = r;
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 1, ps, Size(), ranks.data(), &part));
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &x));
+  DDT(DDTensorSetPartition(x, part));
+  DDT(DDTensorSetShape(x, 1, shape));
+  lim          = old;
+  lim.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)256 << 20); /* what the process maps now, and 256 MiB */
+  if (old.rlim_cur != RLIM_INFINITY && lim.rlim_cur > old.rlim_cur) lim.rlim_cur = old.rlim_cur;
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &lim), 0);
+  std::string    msg;
+  PetscErrorCode ierr = Catch([&] { return DDTensorSetUp(x); }, &msg);
+  setrlimit(RLIMIT_AS, &old);
+  EXPECT_EQ((int)ierr, (int)PETSC_ERR_MEM) << msg;
+  EXPECT_NE(msg.find("Out of memory: an allocation of " + std::to_string((long long)per * 8 / 1000)), std::string::npos) << msg; /* 1 GiB and the alignment */
+  EXPECT_NE(msg.find("(1 GiB) failed in"), std::string::npos) << msg;
+  EXPECT_TRUE(OnEveryRank(ierr == PETSC_ERR_MEM));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDPartitionDestroy(&part));
+}
