@@ -603,7 +603,7 @@ static PetscErrorCode ShuffleCostLocal(DDTensor x, DDPartition part, const std::
   PetscCallMPI(MPI_Comm_size(PetscObjectComm((PetscObject)x), &in.size));
   in.dtype = x->dtype;
   in.kind  = DDLAYERACTIVATION; /* not a calibrated kind: the memory-bound fit on its bytes */
-  in.cold  = ddnn::ModelIsCold_Private(mem) ? true : false;
+  in.cold  = ddnn::ModelColdFraction_Private(mem);
   for (int b = 0; b < 2; b++) in.bytes[b] = (PetscReal)es * (PetscReal)(bx + (b ? 2 : 1) * by);
   if (x->active && act) {
     const DDLayout &A = x->layout;
