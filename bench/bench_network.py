@@ -4,7 +4,7 @@ bench_network.py - whole networks, ddnn against the same network in PyTorch (iss
 
     /usr/bin/python3 bench/bench_network.py [--build build] [--ranks 1,2] [--dtypes float32,float64]
         [--nets unet,lenet5] [--rounds 3] [--epochs 3] [--steps 200] [--workdir DIR] [--ddnn-args "..."]
-        [--before OTHER_BUILD]
+        [--before OTHER_BUILD] [--before-args "..."]
 
 Runs, interleaved (ddnn, PyTorch, ddnn, ... with the order flipped every round), for every net,
 rank count P and data type:
@@ -17,7 +17,9 @@ rank count P and data type:
           16 of 1x32x32, 10 classes) against torch_network.py --net lenet5 --steps S.
 With --before, the ddnn programs of a second build (e.g. main's, before a change) run as a third
 side in the same rounds, so that a change is measured before/after in the same minutes; the table
-then adds their median and the ratio after / before.
+then adds their median and the ratio after / before. --before-args gives that side its own ddnn
+options (default: --ddnn-args), so that two settings of one build compare the same way, e.g.
+--before build --ddnn-args "-net_weights replicated" --before-args "" (replicated against broadcast).
 Each run gives the median of its epochs (unet: DDNetTrainEpoch's seconds as main_job prints them)
 or its time for S steps (lenet5); the table gives, per case, the median over the rounds and the
 ratio ddnn / PyTorch (goal of issue 16: <= 0.75). Timing is never asserted. Run it on an idle
@@ -169,6 +171,7 @@ def main():
     ap.add_argument("--python", default="/usr/bin/python3")
     ap.add_argument("--ddnn-args", default="", help="extra options for the ddnn programs (e.g. -log_view)")
     ap.add_argument("--before", default="", help="a second build whose ddnn programs run as a third side (before/after)")
+    ap.add_argument("--before-args", default=None, help="the ddnn options of the --before side (default: --ddnn-args)")
     ap.add_argument("--check-params", action="store_true", help="only check that both sides have the same parameter count (the CTest smoke test)")
     ap.add_argument("--weak", action="store_true", help="weak scaling of the main job instead (see weak())")
     ap.add_argument("--weak-grid", type=int, default=64)
@@ -188,6 +191,8 @@ def main():
     if a.before:
         b = argparse.Namespace(**vars(a))
         b.build = os.path.abspath(a.before)
+        if a.before_args is not None:
+            b.ddnn_args = a.before_args
     nsides = 3 if b else 2
     res = {c: tuple([] for _ in range(nsides)) for c in cases}
     for r in range(a.rounds):

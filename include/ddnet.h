@@ -54,6 +54,14 @@ PETSC_EXTERN PetscErrorCode    DDNetSetMemoryLimit(DDNet, PetscInt64);
 PETSC_EXTERN PetscErrorCode    DDNetGetMemoryLimit(DDNet, PetscInt64 *);
 PETSC_EXTERN PetscErrorCode    DDNetGetDistributionPlan(DDNet, PetscInt *, PetscReal *, PetscInt64 *);
 PETSC_EXTERN PetscErrorCode    DDNetViewDistribution(DDNet, PetscViewer);
+/* when weights are broadcast to their workers and their gradients summed (issue 16 item 6; src/net/replicas.cxx) */
+typedef enum {
+  DD_NET_WEIGHTS_BROADCAST  = 0,
+  DD_NET_WEIGHTS_REPLICATED = 1
+} DDNetWeightMode;
+PETSC_EXTERN const char *const DDNetWeightModes[];
+PETSC_EXTERN PetscErrorCode    DDNetSetWeightMode(DDNet, DDNetWeightMode);
+PETSC_EXTERN PetscErrorCode    DDNetGetWeightMode(DDNet, DDNetWeightMode *);
 /* weights as a PyTorch state_dict in HDF5 (src/net/weights.cxx) */
 PETSC_EXTERN PetscErrorCode DDNetLoadWeights(DDNet, const char[]);
 PETSC_EXTERN PetscErrorCode DDNetSaveWeights(DDNet, const char[]);

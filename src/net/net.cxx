@@ -224,6 +224,7 @@ static PetscErrorCode DDNetGetListOption(const char prefix[], const char name[],
 . -dd_check_finite - check every layer's output and gradients for nan/inf (`DDNetSetCheckFinite()`)
 . -net_distribution <given,auto> - the layers' distribution (`DDNetSetDistribution()`)
 . -net_memory_limit <bytes> - memory per rank for the automatic distribution (`DDNetSetMemoryLimit()`)
+. -net_weights <broadcast,replicated> - broadcast the weights every call, or keep replicas (`DDNetSetWeightMode()`)
 - -net_view - view the network after set-up
 
   Notes:
@@ -274,6 +275,11 @@ DD_CXX_TRY
       PetscCheck(!PetscIsInfOrNanReal(lim) && lim >= 0 && lim < 9.2e18 && lim == PetscFloorReal(lim), comm, PETSC_ERR_ARG_OUTOFRANGE, "-%snet_memory_limit %g must be a whole number of bytes >= 0 (0: no limit)", prefix ? prefix : "", (double)lim);
       PetscCall(DDNetSetMemoryLimit(net, (PetscInt64)lim));
     }
+  }
+  {
+    PetscEnum m = (PetscEnum)net->impl->weightmode;
+    PetscCall(PetscOptionsEnum("-net_weights", "Weights broadcast on every call, or replicas kept and gradients summed once per backward", "DDNetSetWeightMode", DDNetWeightModes, m, &m, &flg));
+    if (flg) PetscCall(DDNetSetWeightMode(net, (DDNetWeightMode)m));
   }
   PetscOptionsEnd();
   {
@@ -555,6 +561,7 @@ DD_CXX_TRY
     I->step        = 0;
   }
   PetscCall(DDNetFreeGradients(I));
+  PetscCall(ddnn::NetReplicasDestroy_Private(net)); /* the layers' replicas are about to be rebuilt */
   std::vector<DDTensor> xin(xs, xs + n);
   if (I->distribution == DD_NET_DISTRIBUTION_AUTO) PetscCall(ddnn::NetDistribute_Private(net, xin)); /* chooses and inserts the repartitions and sets the layers up (src/net/distribution.cxx) */
   else {
@@ -581,6 +588,7 @@ DD_CXX_TRY
     PetscCall(PetscOptionsGetInt(NULL, ((PetscObject)net)->prefix, "-net_seed", &s, NULL));
     seed = s;
   }
+  PetscCall(ddnn::NetReplicasSetUp_Private(net)); /* -net_weights replicated: the buckets */
   PetscCall(DDNetInitializeParameters(net, seed));
   { /* weights from a PyTorch state_dict, replacing the initial ones */
     char      file[PETSC_MAX_PATH_LEN];
@@ -618,6 +626,7 @@ DD_CXX_TRY
   PetscCheck(net->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Call DDNetSetUp() first");
   PetscCheck(n == (PetscInt)I->innames.size(), PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_SIZ, "The network has %zu input(s), %" PetscInt_FMT " given", I->innames.size(), n);
   I->step++;
+  PetscCall(ddnn::NetReplicasRefresh_Private(net)); /* replicated weights: one broadcast per group if they changed */
   for (auto &nd : I->nodes) {
     PetscCall(DDNetInputsOf(net, nd, xin, ins));
     PetscCall(DDLayerForwardMulti(nd.layer, (PetscInt)ins.size(), ins.data(), nd.layer->output));
@@ -762,6 +771,7 @@ DD_CXX_TRY
         if (nd.inputs[j] < 0) PetscCall(DDTensorDestroy(&dxs[j]));
       }
   }
+  PetscCall(ddnn::NetReplicasSum_Private(net)); /* replicated weights: the gradients, one all-reduce per group */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -1094,6 +1104,7 @@ PetscErrorCode DDNetDestroy(DDNet *net)
   }
   NetImpl *I = (*net)->impl;
   PetscCall(DDNetFreeGradients(I));
+  PetscCall(ddnn::NetReplicasDestroy_Private(*net));
   for (auto &nd : I->nodes) PetscCall(DDLayerDestroy(&nd.layer));
   delete I;
   PetscCall(PetscHeaderDestroy(net));

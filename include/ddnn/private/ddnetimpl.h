@@ -30,6 +30,8 @@ struct NetPlan {
   std::vector<PetscInt> ncands;    /* candidates per decision layer, in layer order */
 };
 
+struct NetReplicas; /* src/net/replicas.cxx: the buckets of the replicated weight mode */
+
 /* the graph, evaluated in insertion order */
 struct NetImpl {
   std::vector<std::string> innames;
@@ -49,6 +51,9 @@ struct NetImpl {
   PetscInt64               memlimit     = 0;                         /* -net_memory_limit, bytes per rank; 0: none */
   NetPlan                  plan;
   std::vector<int>         forcedplan; /* tests only: the candidate of every decision layer, instead of the choice */
+  DDNetWeightMode          weightmode  = DD_NET_WEIGHTS_BROADCAST; /* -net_weights */
+  NetReplicas             *replicas    = nullptr;                  /* the replicated mode's buckets */
+  PetscInt64               nreplbcast  = 0, nreplreduce = 0;       /* the replicated mode's collectives so far (bucket broadcasts, all-reduces) */
 };
 
 /* net.cxx: the two set-up passes over the current graph (no parameters initialised) */
@@ -56,6 +61,11 @@ PetscErrorCode NetSetUpLayers_Private(DDNet, std::vector<DDTensor> &);
 /* distribution.cxx: chooses and inserts the repartitions of -net_distribution auto, and leaves the layers set up */
 PetscErrorCode NetDistribute_Private(DDNet, std::vector<DDTensor> &);
 PetscErrorCode NetRemoveAutoLayers_Private(DDNet);
+/* replicas.cxx: the replicated weight mode (DDNetSetWeightMode()): set-up (after the layers'), B before a forward, B^* after a backward */
+PetscErrorCode NetReplicasSetUp_Private(DDNet);
+PetscErrorCode NetReplicasDestroy_Private(DDNet);
+PetscErrorCode NetReplicasRefresh_Private(DDNet);
+PetscErrorCode NetReplicasSum_Private(DDNet);
 } // namespace ddnn
 
 struct _DDNetOps {

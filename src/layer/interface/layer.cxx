@@ -13,6 +13,15 @@
 #include <vector>
 #include <cmath>
 
+namespace
+{
+/* DDLayerSettingUp_Private() names the layer inside its set-up (also on an error return) */
+struct SettingUpGuard {
+  explicit SettingUpGuard(DDLayer l);
+  ~SettingUpGuard();
+};
+} // namespace
+
 using namespace ddnn;
 
 PetscClassId      DD_LAYER_CLASSID;
@@ -228,6 +237,8 @@ static PetscErrorCode DDLayerReset(DDLayer l)
   for (PetscInt i = 0; i < l->nincap; i++) PetscCall(DDTensorDestroy(&l->setupin[i]));
   PetscCall(DDLayerClearParameters_Private(l));
   PetscCall(DDLayerClearBuffers(l));
+  PetscCall(PetscFree(l->replicas));
+  l->nreplicas = 0;
   PetscCall(DDTensorDestroy(&l->output));
   l->setupcalled = PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -495,6 +506,7 @@ PetscErrorCode DDLayerSetUpMulti(DDLayer layer, PetscInt n, DDTensor xs[])
   layer->nin = n;
   {
     ddnn::ExchangeOwnerGuard owner(layer); /* the primitives set up here are the layer's, for the performance model */
+    SettingUpGuard           current(layer); /* helpers that register replicas find the layer */
     PetscErrorCode           ierr;
     /* A C++ exception (std::bad_alloc from a std::vector sized by the layer's shapes) must not cross the
        C interface, where it would abort the program: it becomes PETSC_ERR_MEM naming the layer (its
@@ -775,6 +787,101 @@ PetscErrorCode DDLayerAddParameter_Private(DDLayer l, const char name[], DDTenso
   l->grads[l->nparams]  = g;
   PetscCall(PetscStrallocpy(name, &l->paramnames[l->nparams]));
   l->nparams++;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* ---------------------------------------------------------------------- */
+/*
+  Replicated parameters (paper 000 sec. 4.1: a layer's weights are broadcast to the workers that
+  use them, w^ = B w, and their gradients summed back, dw += B^* dw^). In the broadcast weight mode
+  the layer applies B every Forward and B^* every Backward. In the replicated mode
+  (DDNetSetWeightMode(), src/net/replicas.cxx) the network marks the replica kept: it refreshes w^
+  with one bucketed broadcast per worker group when w changed, and sums the replicas' gradients,
+  which the layer adds to its slot of the bucket here, with one all-reduce per group at the end of
+  DDNetBackward(). The operator pair is the same; only when it runs changes.
+*/
+
+PetscErrorCode DDLayerAddReplica_Private(DDLayer l, DDTensor w, DDTensor wh, DDPrimitive B)
+{
+  DDTensor grad = NULL;
+
+  PetscFunctionBegin;
+  PetscCheck(l, PETSC_COMM_SELF, PETSC_ERR_PLIB, "A replica registered outside a layer's set-up");
+  for (PetscInt i = 0; i < l->nparams; i++)
+    if (l->params[i] == w) grad = l->grads[i];
+  if (!grad || !B || w == wh) PetscFunctionReturn(PETSC_SUCCESS); /* not a trainable parameter (running statistics), or not broadcast */
+  for (PetscInt i = 0; i < l->nreplicas; i++) PetscCheck(l->replicas[i].wh != wh, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Replica registered twice");
+  PetscCall(PetscRealloc(sizeof(DDLayerReplica) * (l->nreplicas + 1), &l->replicas));
+  DDLayerReplica &r = l->replicas[l->nreplicas++];
+  PetscCall(PetscMemzero(&r, sizeof(r)));
+  r.w    = w;
+  r.wh   = wh;
+  r.B    = B;
+  r.grad = grad;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static std::vector<DDLayer> &SettingUpStack()
+{
+  static std::vector<DDLayer> s;
+  return s;
+}
+SettingUpGuard::SettingUpGuard(DDLayer l) { SettingUpStack().push_back(l); }
+SettingUpGuard::~SettingUpGuard() { SettingUpStack().pop_back(); }
+
+DDLayer DDLayerSettingUp_Private(void)
+{
+  return SettingUpStack().empty() ? NULL : SettingUpStack().back();
+}
+
+static DDLayerReplica *FindReplica(DDLayer l, DDTensor wh, DDTensor grad)
+{
+  for (PetscInt i = 0; l && i < l->nreplicas; i++)
+    if ((wh && l->replicas[i].wh == wh) || (grad && l->replicas[i].grad == grad)) return &l->replicas[i];
+  return NULL;
+}
+
+PetscErrorCode DDLayerReplicaForward_Private(DDLayer l, DDTensor wh, PetscBool *done)
+{
+  DDLayerReplica  *r = FindReplica(l, wh, NULL);
+  PetscObjectState st;
+
+  PetscFunctionBegin;
+  *done = PETSC_FALSE;
+  if (!r || !r->kept) PetscFunctionReturn(PETSC_SUCCESS);
+  *done = PETSC_TRUE;
+  PetscCall(PetscObjectStateGet((PetscObject)r->w, &st));
+  if (r->fresh && st == r->wstate) PetscFunctionReturn(PETSC_SUCCESS);
+  /* w changed since the network's last refresh (a layer run on its own): the layer's broadcast */
+  PetscCall(DDPrimitiveApply(r->B, r->w, r->wh));
+  r->wstate = st;
+  r->fresh  = PETSC_TRUE;
+  r->nfallback++;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode DDLayerReplicaBackward_Private(DDLayer l, DDTensor wh, DDTensor grad, DDTensor dwh, PetscBool *done)
+{
+  DDLayerReplica *r = FindReplica(l, wh, grad);
+
+  PetscFunctionBegin;
+  *done = PETSC_FALSE;
+  if (!r || !r->kept) PetscFunctionReturn(PETSC_SUCCESS);
+  *done = PETSC_TRUE;
+  if (!r->slot || !dwh->layout.bulksize) PetscFunctionReturn(PETSC_SUCCESS); /* no piece of the replica here */
+  PetscCall(ddnn::DispatchType(dwh->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    T *s = (T *)r->slot, *a = ddnn::HostArray<T>(dwh);
+    PetscFunctionBegin;
+    if (!r->added) ddnn::BulkCOrderCopy<T>(dwh->layout, a, s, 0); /* the slot is zero after each sum: a copy is the sum */
+    else {
+      std::vector<T> tmp((size_t)dwh->layout.bulksize);
+      ddnn::BulkCOrderCopy<T>(dwh->layout, a, tmp.data(), 0);
+      for (size_t i = 0; i < tmp.size(); i++) s[i] += tmp[i];
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }));
+  r->added = PETSC_TRUE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -360,6 +360,7 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
       PetscCall(MakePartition(comm, {Pn, Pfo, Pfi}, rw, &a->Pww));
       PetscCall(DDTensorCreateBroadcast(a->w, a->Pww, &a->wh));
       PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, a->w, a->wh, &a->Bw));
+      PetscCall(DDLayerAddReplica_Private(l, a->w, a->wh, a->Bw)); /* the network may keep W^ (DDNetSetWeightMode()) */
     } else {
       PetscCall(PetscObjectReference((PetscObject)a->w));
       a->wh = a->w;
@@ -382,6 +383,7 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
         PetscCall(MakePartition(comm, {Pn, Pfo}, rbw, &a->Pwb));
         PetscCall(DDTensorCreateBroadcast(a->b, a->Pwb, &a->bh));
         PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, a->b, a->bh, &a->Bb));
+        PetscCall(DDLayerAddReplica_Private(l, a->b, a->bh, a->Bb));
       } else {
         PetscCall(PetscObjectReference((PetscObject)a->b));
         a->bh = a->b;
@@ -442,9 +444,14 @@ static PetscErrorCode Affine_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDT
     xu = a->xp;
   }
   /* W^, b^ */
-  if (a->bcastW) {
-    PetscCall(DDPrimitiveApply(a->Bw, a->w, a->wh));
-    if (a->bias) PetscCall(DDPrimitiveApply(a->Bb, a->b, a->bh));
+  if (a->bcastW) { /* unless the network keeps the replicas (DDNetSetWeightMode()), refreshed when W changed */
+    PetscBool kept;
+    PetscCall(DDLayerReplicaForward_Private(l, a->wh, &kept));
+    if (!kept) PetscCall(DDPrimitiveApply(a->Bw, a->w, a->wh));
+    if (a->bias) {
+      PetscCall(DDLayerReplicaForward_Private(l, a->bh, &kept));
+      if (!kept) PetscCall(DDPrimitiveApply(a->Bb, a->b, a->bh));
+    }
   }
   /* y^ = x^ W^T (+ b^), then y = R y^ */
   yt = a->reduceY ? a->yh : y;
@@ -519,14 +526,21 @@ static PetscErrorCode Affine_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTe
       return PETSC_SUCCESS;
     }));
   }
-  if (a->bcastW) {
-    if (!a->dwr) PetscCall(DDTensorDuplicate(a->w, &a->dwr));
-    PetscCall(DDPrimitiveApplyAdjoint(a->Bw, a->dwh, a->dwr));
-    PetscCall(DDTensorAXPY(l->grads[0], 1.0, a->dwr));
+  if (a->bcastW) { /* kept replicas: dW^, db^ go to the network's bucket, summed once per backward */
+    PetscBool kept;
+    PetscCall(DDLayerReplicaBackward_Private(l, a->wh, NULL, a->dwh, &kept));
+    if (!kept) {
+      if (!a->dwr) PetscCall(DDTensorDuplicate(a->w, &a->dwr));
+      PetscCall(DDPrimitiveApplyAdjoint(a->Bw, a->dwh, a->dwr));
+      PetscCall(DDTensorAXPY(l->grads[0], 1.0, a->dwr));
+    }
     if (a->bias) {
-      if (!a->dbr) PetscCall(DDTensorDuplicate(a->b, &a->dbr));
-      PetscCall(DDPrimitiveApplyAdjoint(a->Bb, a->dbh, a->dbr));
-      PetscCall(DDTensorAXPY(l->grads[1], 1.0, a->dbr));
+      PetscCall(DDLayerReplicaBackward_Private(l, a->bh, NULL, a->dbh, &kept));
+      if (!kept) {
+        if (!a->dbr) PetscCall(DDTensorDuplicate(a->b, &a->dbr));
+        PetscCall(DDPrimitiveApplyAdjoint(a->Bb, a->dbh, a->dbr));
+        PetscCall(DDTensorAXPY(l->grads[1], 1.0, a->dbr));
+      }
     }
   } else {
     PetscCall(PetscObjectStateIncrease((PetscObject)l->grads[0]));

@@ -32,6 +32,7 @@ struct ChannelParams {
   DDPartition Pc = NULL, Pw = NULL;
   DDPrimitive B  = NULL; /* Pc -> Pw; NULL when the input is split along the channel only */
   bool        bcast = false;
+  DDLayer     owner = NULL; /* the layer whose set-up made the workers' copies (it registers them as replicas) */
 
   PetscErrorCode SetUp(MPI_Comm comm, DDTensor x)
   {
@@ -108,21 +109,33 @@ struct ChannelParams {
       PetscCall(DDPrimitiveSetType(B, DDPRIMITIVEBROADCAST));
       PetscCall(DDPrimitiveSetUp(B, p, *ph));
     }
+    /* a trainable parameter's copy is a replica the network may keep (DDNetSetWeightMode(); paper 000 sec. 4.1) */
+    owner = DDLayerSettingUp_Private();
+    if (owner) PetscCall(DDLayerAddReplica_Private(owner, p, *ph, B));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 
+  /* ph = B p, unless ph is a replica the network keeps (then refreshed only when p changed) */
   PetscErrorCode ToWorkers(DDTensor p, DDTensor ph)
   {
+    PetscBool done = PETSC_FALSE;
+
     PetscFunctionBegin;
-    if (bcast) PetscCall(DDPrimitiveApply(B, p, ph));
+    if (!bcast) PetscFunctionReturn(PETSC_SUCCESS);
+    PetscCall(DDLayerReplicaForward_Private(owner, ph, &done));
+    if (!done) PetscCall(DDPrimitiveApply(B, p, ph));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 
-  /* grad += B^* dph (tmp: a tensor laid out like the parameter) */
+  /* grad += B^* dph (tmp: a tensor laid out like the parameter); for a kept replica dph goes to the network's bucket, summed at the end of the backward */
   PetscErrorCode FromWorkers(DDTensor dph, DDTensor tmp, DDTensor grad)
   {
+    PetscBool done = PETSC_FALSE;
+
     PetscFunctionBegin;
     if (bcast) {
+      PetscCall(DDLayerReplicaBackward_Private(owner, NULL, grad, dph, &done));
+      if (done) PetscFunctionReturn(PETSC_SUCCESS);
       PetscCall(DDPrimitiveApplyAdjoint(B, dph, tmp));
       PetscCall(DDTensorAXPY(grad, 1.0, tmp));
     } else PetscCall(DDTensorAXPY(grad, 1.0, dph));
@@ -136,6 +149,7 @@ struct ChannelParams {
     PetscCall(DDPartitionDestroy(&Pc));
     PetscCall(DDPartitionDestroy(&Pw));
     bcast = false;
+    owner = NULL;
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 };

@@ -86,6 +86,7 @@ PetscErrorCode ConvSetUpParameters(DDLayer l, C *c, DDTensor x, PetscInt D, cons
     PetscCall(MakePartition(comm, Cat({Pn * Pss * Pshare, P1, P2}, ones), rw, &c->Pww));
     PetscCall(DDTensorCreateBroadcast(c->w, c->Pww, &c->wh));
     PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, c->w, c->wh, &c->Bw));
+    PetscCall(DDLayerAddReplica_Private(l, c->w, c->wh, c->Bw)); /* the network may keep w^ (DDNetSetWeightMode()) */
   } else {
     PetscCall(PetscObjectReference((PetscObject)c->w));
     c->wh = c->w;
@@ -104,6 +105,7 @@ PetscErrorCode ConvSetUpParameters(DDLayer l, C *c, DDTensor x, PetscInt D, cons
     PetscCall(MakePartition(comm, {Pn * Pss, Pco}, rbw, &c->Pwb));
     PetscCall(DDTensorCreateBroadcast(c->b, c->Pwb, &c->bh));
     PetscCall(MakePrimitive(comm, DDPRIMITIVEBROADCAST, c->b, c->bh, &c->Bb));
+    PetscCall(DDLayerAddReplica_Private(l, c->b, c->bh, c->Bb));
   } else {
     PetscCall(PetscObjectReference((PetscObject)c->b));
     c->bh = c->b;
@@ -406,9 +408,14 @@ struct ConvDistribution {
       PetscCall(DDTensorCopy(x, xh));
       *xhat = xh;
     }
-    if (bcastW) {
-      PetscCall(DDPrimitiveApply(Bw, w, wh));
-      if (bias) PetscCall(DDPrimitiveApply(Bb, b, bh));
+    if (bcastW) { /* w^ = B_w w, b^ = B_b b, unless the network keeps the replicas (refreshed when w changed) */
+      PetscBool kept;
+      PetscCall(DDLayerReplicaForward_Private(l, wh, &kept));
+      if (!kept) PetscCall(DDPrimitiveApply(Bw, w, wh));
+      if (bias) {
+        PetscCall(DDLayerReplicaForward_Private(l, bh, &kept));
+        if (!kept) PetscCall(DDPrimitiveApply(Bb, b, bh));
+      }
     }
     PetscFunctionReturn(PETSC_SUCCESS);
   }
@@ -418,18 +425,28 @@ struct ConvDistribution {
     if (bcastX || !xdirect) return xh;
     return x->layouthash == xh->layouthash ? x : xcopy;
   }
-  /* The parameter gradients from dw^, db^: B_w^* and B_b^* sum them over the workers that share the weights */
+  /*
+    The parameter gradients from dw^, db^: B_w^* and B_b^* sum them over the workers that share the
+    weights; replicas the network keeps add dw^, db^ to its bucket, summed once per backward
+  */
   PetscErrorCode AccumulateWeightGradients(DDLayer l)
   {
     PetscFunctionBegin;
     if (bcastW) {
-      if (!dwr) PetscCall(DDTensorDuplicate(w, &dwr));
-      PetscCall(DDPrimitiveApplyAdjoint(Bw, dwh, dwr));
-      PetscCall(DDTensorAXPY(l->grads[0], 1.0, dwr));
+      PetscBool kept;
+      PetscCall(DDLayerReplicaBackward_Private(l, wh, NULL, dwh, &kept));
+      if (!kept) {
+        if (!dwr) PetscCall(DDTensorDuplicate(w, &dwr));
+        PetscCall(DDPrimitiveApplyAdjoint(Bw, dwh, dwr));
+        PetscCall(DDTensorAXPY(l->grads[0], 1.0, dwr));
+      }
       if (bias) {
-        if (!dbr) PetscCall(DDTensorDuplicate(b, &dbr));
-        PetscCall(DDPrimitiveApplyAdjoint(Bb, dbh, dbr));
-        PetscCall(DDTensorAXPY(l->grads[1], 1.0, dbr));
+        PetscCall(DDLayerReplicaBackward_Private(l, bh, NULL, dbh, &kept));
+        if (!kept) {
+          if (!dbr) PetscCall(DDTensorDuplicate(b, &dbr));
+          PetscCall(DDPrimitiveApplyAdjoint(Bb, dbh, dbr));
+          PetscCall(DDTensorAXPY(l->grads[1], 1.0, dbr));
+        }
       }
     } else {
       PetscCall(DDTensorAXPY(l->grads[0], 1.0, dwh));

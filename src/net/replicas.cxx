@@ -1,0 +1,432 @@
+/*
+  Replicated weights (issue 16, item 6): the network's weight mode (DDNetSetWeightMode()).
+
+  A layer whose input is split over samples or space broadcasts its weights to the workers that
+  use them, w^ = B w, and sums their gradients back, dw += B^* dw^ (paper 000 sec. 4.1; B and its
+  adjoint, the sum-reduction, sec. 3.2.1-3.2.2). In the broadcast mode every Forward applies B and
+  every Backward B^*, one collective per parameter and call. In the replicated mode the network
+  keeps the replicas w^ between calls and runs the same operator pair batched:
+
+  - B: at the start of DDNetForward(), when some parameter changed since the last refresh (its
+    PetscObjectState: the optimizer step, DDNetLoadWeights(), a checkpoint restart,
+    DDNetInitializeParameters(), any DDTensor write), ONE broadcast per worker group of the
+    packed parameters (a persistent bucket) refreshes every replica of the group;
+  - B^*: the layers add their replicas' local gradients dw^ to the bucket during the backward,
+    and at the end of DDNetBackward() ONE all-reduce per worker group sums them; the parameter's
+    root adds the sum to its gradient, so gradients are exact after every DDNetBackward().
+
+  A worker group is the set of ranks sharing one piece of a parameter (the root holding w's
+  piece, and the workers holding its copies), as DDPRIMITIVEBROADCAST forms it: every layer on a
+  sample or spatial split of all ranks shares one group; layers whose weights are split over
+  channel workers have one group per piece. The sums are the sums of the sum-reduction, in the
+  order MPI_Allreduce adds them (MPI_Reduce's order in broadcast mode: the same at 2 ranks,
+  possibly another association, so a rounding difference, at more).
+
+  Every rank must see the same parameter changes (as every ddnn function that writes parameters
+  does): the refresh is decided on each rank from its own copy of the parameter's state.
+*/
+#include <ddnn/private/ddnetimpl.h>
+#include <ddnn/private/ddbackendimpl.h> /* HostArray */
+#include <tensor/layout.hpp>
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <vector>
+
+using ddnn::NetImpl;
+
+const char *const DDNetWeightModes[] = {"broadcast", "replicated", "DDNetWeightMode", "DD_NET_WEIGHTS_", nullptr};
+
+namespace ddnn
+{
+/* one parameter piece of a bucket on this rank */
+struct ReplicaEntry {
+  DDLayer  l;
+  PetscInt k;             /* the replica's index in l->replicas */
+  DDTensor wh;            /* to check that the layer was not set up again */
+  PetscInt off, count;    /* entries in the bucket */
+  bool     root, member;  /* this rank holds w's piece / a copy */
+};
+
+/* the parameters of one worker group and data type, packed */
+struct ReplicaBucket {
+  std::vector<PetscMPIInt>  ranks; /* the root first, then the other workers, increasing */
+  DDDataType                dtype;
+  MPI_Datatype              mt;
+  size_t                    es = 0;
+  MPI_Comm                  comm = MPI_COMM_NULL; /* the group's (rank 0 the root); MPI_COMM_NULL: one rank */
+  std::vector<ReplicaEntry> entries;
+  PetscInt                  count = 0;
+  std::vector<char>         wbuf, gbuf; /* the weights (refresh), the replicas' gradients (summed) */
+};
+
+struct NetReplicas {
+  std::vector<ReplicaBucket>                          buckets;
+  std::map<std::vector<PetscMPIInt>, MPI_Comm>        comms; /* per distinct group */
+};
+} // namespace ddnn
+
+using ddnn::NetReplicas;
+using ddnn::ReplicaBucket;
+using ddnn::ReplicaEntry;
+
+static PetscLogEvent NET_ReplBcast = 0, NET_ReplSum = 0;
+
+/* one group of a broadcast w -> wh that this rank belongs to (as DDPRIMITIVEBROADCAST forms them) */
+struct GroupOf {
+  std::vector<PetscMPIInt> ranks; /* root first, the others increasing */
+  bool                     root = false, member = false;
+  PetscInt                 count = 0;
+  PetscInt                 gid   = 0;
+};
+
+static void ReplicaGroups(DDTensor one, DDTensor many, std::vector<GroupOf> &mine)
+{
+  DDPartition    Po = one->part, Pm = many->part;
+  const PetscInt d = Pm->order, lead = d - Po->order;
+  bool           K[DD_MAX_DIM];
+
+  mine.clear();
+  for (PetscInt k = 0; k < d; k++) K[k] = (k < lead ? 1 : Po->shape[k - lead]) == 1 && Pm->shape[k] > 1;
+  auto gidOf = [&](const PetscInt c[]) {
+    PetscInt g = 0;
+    for (PetscInt k = 0; k < d; k++)
+      if (!K[k]) g = g * Pm->shape[k] + c[k];
+    return g;
+  };
+  if (Po->index >= 0) {
+    PetscInt c[DD_MAX_DIM];
+    for (PetscInt k = 0; k < d; k++) c[k] = k < lead ? 0 : Po->coords[k - lead];
+    GroupOf g;
+    g.gid   = gidOf(c);
+    g.root  = true;
+    g.count = one->layout.bulksize;
+    mine.push_back(g);
+  }
+  if (Pm->index >= 0) {
+    GroupOf g;
+    g.gid    = gidOf(Pm->coords);
+    g.member = true;
+    g.count  = many->layout.bulksize;
+    if (!mine.empty() && mine[0].gid == g.gid) mine[0].member = true;
+    else mine.push_back(g);
+  }
+  for (auto &g : mine) {
+    PetscInt gc[DD_MAX_DIM], r = g.gid, idx = 0;
+    for (PetscInt k = d - 1; k >= 0; k--) {
+      if (K[k]) {
+        gc[k] = 0;
+        continue;
+      }
+      gc[k] = r % Pm->shape[k];
+      r /= Pm->shape[k];
+    }
+    for (PetscInt k = lead; k < d; k++) idx = idx * Po->shape[k - lead] + gc[k];
+    const PetscMPIInt        root = Po->ranks[idx];
+    std::vector<PetscMPIInt> others;
+    PetscInt                 lo[DD_MAX_DIM], hi[DD_MAX_DIM], ord[DD_MAX_DIM];
+    for (PetscInt k = 0; k < d; k++) {
+      lo[k]  = K[k] ? 0 : gc[k];
+      hi[k]  = K[k] ? Pm->shape[k] : gc[k] + 1;
+      ord[k] = k;
+    }
+    ddnn::ForEachIndex(d, lo, hi, ord, [&](const PetscInt *c) {
+      PetscInt i = 0;
+      for (PetscInt k = 0; k < d; k++) i = i * Pm->shape[k] + c[k];
+      if (Pm->ranks[i] != root) others.push_back(Pm->ranks[i]);
+    });
+    std::sort(others.begin(), others.end());
+    others.erase(std::unique(others.begin(), others.end()), others.end());
+    g.ranks.assign(1, root);
+    g.ranks.insert(g.ranks.end(), others.begin(), others.end());
+  }
+}
+
+/* Frees the buckets and the groups' communicators; the layers' replicas are no longer kept */
+PetscErrorCode ddnn::NetReplicasDestroy_Private(DDNet net)
+{
+  NetImpl *I = net->impl;
+
+  PetscFunctionBegin;
+  if (!I->replicas) PetscFunctionReturn(PETSC_SUCCESS);
+  for (auto &nd : I->nodes)
+    for (PetscInt k = 0; nd.layer && k < nd.layer->nreplicas; k++) {
+      DDLayerReplica &r = nd.layer->replicas[k];
+      r.kept = r.fresh = r.added = PETSC_FALSE;
+      r.slot = NULL;
+    }
+  for (auto &c : I->replicas->comms)
+    if (c.second != MPI_COMM_NULL) PetscCallMPI(MPI_Comm_free(&c.second));
+  delete I->replicas;
+  I->replicas = nullptr;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  Builds the buckets of the replicated mode (nothing in the broadcast mode): every layer's
+  replicas, grouped by worker group and data type, each group's communicator created once
+  (MPI_Comm_create_group, the groups in one order on every rank), and the persistent buffers.
+*/
+PetscErrorCode ddnn::NetReplicasSetUp_Private(DDNet net)
+{
+  NetImpl *I    = net->impl;
+  MPI_Comm comm = PetscObjectComm((PetscObject)net);
+
+  PetscFunctionBegin;
+  PetscCall(NetReplicasDestroy_Private(net));
+  PetscCall(DDCheckSameString(comm, "The network's weight mode (-net_weights)", DDNetWeightModes[I->weightmode]));
+  if (I->weightmode != DD_NET_WEIGHTS_REPLICATED) PetscFunctionReturn(PETSC_SUCCESS);
+  if (!NET_ReplBcast) {
+    PetscCall(PetscLogEventRegister("DDNetReplBcast", DD_NET_CLASSID, &NET_ReplBcast));
+    PetscCall(PetscLogEventRegister("DDNetReplSum", DD_NET_CLASSID, &NET_ReplSum));
+  }
+  auto *R = new NetReplicas;
+  I->replicas = R;
+  std::map<std::pair<std::vector<PetscMPIInt>, int>, size_t> index; /* (group, data type) -> bucket */
+  std::vector<GroupOf>                                        groups;
+  for (auto &nd : I->nodes) {
+    DDLayer l = nd.layer;
+    for (PetscInt k = 0; k < l->nreplicas; k++) {
+      DDLayerReplica &r = l->replicas[k];
+      r.kept  = PETSC_TRUE;
+      r.fresh = r.added = PETSC_FALSE;
+      r.slot  = NULL;
+      ReplicaGroups(r.w, r.wh, groups);
+      for (auto &g : groups) {
+        if (!g.count) continue; /* every rank of the group holds the same empty box */
+        auto key = std::make_pair(g.ranks, (int)r.w->dtype);
+        auto it  = index.find(key);
+        if (it == index.end()) {
+          ReplicaBucket b;
+          b.ranks = g.ranks;
+          b.dtype = r.w->dtype;
+          PetscCall(DDDataTypeGetMPIType(b.dtype, &b.mt));
+          PetscCall(DDDataTypeGetSize(b.dtype, &b.es));
+          R->buckets.push_back(b);
+          it = index.emplace(key, R->buckets.size() - 1).first;
+          R->comms.emplace(g.ranks, MPI_COMM_NULL);
+        }
+        ReplicaBucket &b = R->buckets[it->second];
+        ReplicaEntry   e;
+        e.l      = l;
+        e.k      = k;
+        e.wh     = r.wh;
+        e.off    = b.count;
+        e.count  = g.count;
+        e.root   = g.root;
+        e.member = g.member;
+        b.entries.push_back(e);
+        b.count += g.count;
+      }
+    }
+  }
+  /* the groups' communicators, in one (sorted) order on every rank: deadlock-free */
+  {
+    MPI_Group world;
+    PetscCallMPI(MPI_Comm_group(comm, &world));
+    for (auto &c : R->comms) {
+      if (c.first.size() < 2) continue;
+      MPI_Group grp;
+      PetscCallMPI(MPI_Group_incl(world, (PetscMPIInt)c.first.size(), c.first.data(), &grp));
+      PetscCallMPI(MPI_Comm_create_group(comm, grp, 8117, &c.second));
+      PetscCallMPI(MPI_Group_free(&grp));
+    }
+    PetscCallMPI(MPI_Group_free(&world));
+  }
+  for (auto &b : R->buckets) {
+    PetscCheck(b.count < PETSC_MPI_INT_MAX, PETSC_COMM_SELF, PETSC_ERR_SUP, "A bucket of replicated weights holds %" PetscInt_FMT " entries, more than one MPI message takes; use -net_weights broadcast", b.count);
+    b.comm = R->comms[b.ranks];
+    b.wbuf.assign(b.es * (size_t)b.count, 0);
+    b.gbuf.assign(b.es * (size_t)b.count, 0);
+    for (auto &e : b.entries)
+      if (e.member) e.l->replicas[e.k].slot = b.gbuf.data() + b.es * (size_t)e.off;
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode CheckEntry(const ReplicaEntry &e)
+{
+  PetscFunctionBegin;
+  PetscCheck(e.k < e.l->nreplicas && e.l->replicas[e.k].wh == e.wh && e.l->replicas[e.k].kept, PetscObjectComm((PetscObject)e.l), PETSC_ERR_ARG_WRONGSTATE, "Layer %s was set up again after the network: call DDNetSetUp() again", ((PetscObject)e.l)->prefix ? ((PetscObject)e.l)->prefix : "");
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  B, batched: at the start of DDNetForward(), every bucket one of whose parameters changed since
+  the last refresh is broadcast from its root (one MPI_Ibcast per group, all in flight together)
+  and unpacked into the replicas.
+*/
+PetscErrorCode ddnn::NetReplicasRefresh_Private(DDNet net)
+{
+  NetImpl                 *I = net->impl;
+  NetReplicas             *R = I->replicas;
+  std::vector<MPI_Request> reqs;
+  std::vector<size_t>      stale;
+
+  PetscFunctionBegin;
+  if (!R) PetscFunctionReturn(PETSC_SUCCESS);
+  for (size_t i = 0; i < R->buckets.size(); i++) {
+    ReplicaBucket &b = R->buckets[i];
+    bool           s = false;
+    for (auto &e : b.entries) {
+      PetscObjectState st;
+      PetscCall(CheckEntry(e));
+      DDLayerReplica &r = e.l->replicas[e.k];
+      PetscCall(PetscObjectStateGet((PetscObject)r.w, &st));
+      if (!r.fresh || st != r.wstate) s = true;
+    }
+    if (s) stale.push_back(i);
+  }
+  if (!stale.empty()) PetscCall(PetscLogEventBegin(NET_ReplBcast, net, 0, 0, 0));
+  for (size_t i : stale) {
+    ReplicaBucket &b = R->buckets[i];
+    PetscCall(ddnn::DispatchType(b.dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      PetscFunctionBegin;
+      for (auto &e : b.entries)
+        if (e.root) BulkCOrderCopy<T>(e.l->replicas[e.k].w->layout, HostArray<T>(e.l->replicas[e.k].w), (T *)b.wbuf.data() + e.off, 0);
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }));
+    if (b.comm != MPI_COMM_NULL) {
+      reqs.push_back(MPI_REQUEST_NULL);
+      PetscCallMPI(MPI_Ibcast(b.wbuf.data(), (PetscMPIInt)b.count, b.mt, 0, b.comm, &reqs.back()));
+      I->nreplbcast++;
+    }
+  }
+  if (!reqs.empty()) PetscCallMPI(MPI_Waitall((PetscMPIInt)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE));
+  for (size_t i : stale) {
+    ReplicaBucket &b = R->buckets[i];
+    PetscCall(ddnn::DispatchType(b.dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      PetscFunctionBegin;
+      for (auto &e : b.entries) {
+        if (!e.member) continue;
+        DDTensor wh = e.l->replicas[e.k].wh;
+        BulkCOrderCopy<T>(wh->layout, HostArray<T>(wh), (T *)b.wbuf.data() + e.off, 1);
+        PetscCall(PetscObjectStateIncrease((PetscObject)wh)); /* kernels' caches of w^ (reordered weights) see the change */
+      }
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }));
+  }
+  if (!stale.empty()) PetscCall(PetscLogEventEnd(NET_ReplBcast, net, 0, 0, 0));
+  /* every kept replica now holds B w (those of groups without pieces here have nothing to hold) */
+  for (auto &nd : I->nodes)
+    for (PetscInt k = 0; k < nd.layer->nreplicas; k++) {
+      DDLayerReplica &r = nd.layer->replicas[k];
+      if (!r.kept) continue;
+      PetscCall(PetscObjectStateGet((PetscObject)r.w, &r.wstate));
+      r.fresh = PETSC_TRUE;
+    }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  B^*, batched: at the end of DDNetBackward(), one MPI_Iallreduce per bucket (all in flight
+  together) sums the replicas' gradients the layers added; each parameter's root adds the sum to
+  its gradient; the buckets are zeroed for the next backward.
+*/
+PetscErrorCode ddnn::NetReplicasSum_Private(DDNet net)
+{
+  NetImpl                 *I = net->impl;
+  NetReplicas             *R = I->replicas;
+  std::vector<MPI_Request> reqs;
+
+  PetscFunctionBegin;
+  if (!R) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscLogEventBegin(NET_ReplSum, net, 0, 0, 0));
+  for (auto &b : R->buckets) {
+    for (auto &e : b.entries) PetscCall(CheckEntry(e));
+    if (b.comm == MPI_COMM_NULL) continue;
+    reqs.push_back(MPI_REQUEST_NULL);
+    PetscCallMPI(MPI_Iallreduce(MPI_IN_PLACE, b.gbuf.data(), (PetscMPIInt)b.count, b.mt, MPI_SUM, b.comm, &reqs.back()));
+    I->nreplreduce++;
+  }
+  if (!reqs.empty()) PetscCallMPI(MPI_Waitall((PetscMPIInt)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE));
+  for (auto &b : R->buckets) {
+    PetscCall(ddnn::DispatchType(b.dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      PetscFunctionBegin;
+      for (auto &e : b.entries) {
+        DDLayerReplica &r = e.l->replicas[e.k];
+        r.added           = PETSC_FALSE;
+        if (!e.root) continue;
+        BulkCOrderCopy<T>(r.grad->layout, HostArray<T>(r.grad), (T *)b.gbuf.data() + e.off, 2); /* dw += the sum */
+        PetscCall(PetscObjectStateIncrease((PetscObject)r.grad));
+      }
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }));
+    std::fill(b.gbuf.begin(), b.gbuf.end(), (char)0);
+  }
+  PetscCall(PetscLogEventEnd(NET_ReplSum, net, 0, 0, 0));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetSetWeightMode - When a network broadcasts its weights to the workers that use them and sums their gradients
+
+  Logically collective
+
+  Input Parameters:
++ net  - the network
+- mode - `DD_NET_WEIGHTS_BROADCAST` (default): every layer broadcasts its weights on every
+         forward and sum-reduces their gradients on every backward (paper 000 sec. 4.1);
+         `DD_NET_WEIGHTS_REPLICATED`: the network keeps the replicas between calls, refreshes
+         them with one broadcast per worker group at the first forward after the weights
+         changed, and sums all replicas' gradients with one all-reduce per worker group at the
+         end of every `DDNetBackward()`
+
+  Options Database Key:
+. -net_weights <broadcast,replicated> - the mode
+
+  Notes:
+  Both modes apply the same operators, the broadcast B and its adjoint (paper 000 sec. 3.2.1,
+  4.1); the replicated one batches them, at a fraction of the collective calls: for a network
+  on a sample or spatial split, one broadcast per optimizer step and one all-reduce per
+  backward instead of one broadcast and one sum-reduction per parameter and call. Gradients are
+  complete after every `DDNetBackward()`, in either mode. The sums are those of the
+  sum-reduction, added in MPI_Allreduce's order (a rounding difference at more than 2 ranks).
+
+  A weight change is seen through the parameter's state: the optimizer's step,
+  `DDNetLoadWeights()`, checkpoint restarts, `DDNetInitializeParameters()` and every `DDTensor`
+  function that writes a parameter bump it. Change parameters on every rank (as those
+  functions do), since each rank decides from its own copy whether the replicas are stale.
+
+  Setting the mode of a set-up network takes effect at once (a collective call then).
+
+  Level: intermediate
+
+.seealso: `DDNetGetWeightMode()`, `DDNetSetUp()`, `DDNetBackward()`, `DDPRIMITIVEBROADCAST`
+@*/
+PetscErrorCode DDNetSetWeightMode(DDNet net, DDNetWeightMode mode)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCheck(mode == DD_NET_WEIGHTS_BROADCAST || mode == DD_NET_WEIGHTS_REPLICATED, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "Unknown weight mode %d: DD_NET_WEIGHTS_BROADCAST or DD_NET_WEIGHTS_REPLICATED", (int)mode);
+  net->impl->weightmode = mode;
+  if (net->setupcalled) PetscCall(ddnn::NetReplicasSetUp_Private(net));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*@
+  DDNetGetWeightMode - The network's weight mode (`DDNetSetWeightMode()`)
+
+  Not collective
+
+  Input Parameter:
+. net - the network
+
+  Output Parameter:
+. mode - the weight mode
+
+  Level: intermediate
+
+.seealso: `DDNetSetWeightMode()`
+@*/
+PetscErrorCode DDNetGetWeightMode(DDNet net, DDNetWeightMode *mode)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscValidPointer(mode, 2);
+  *mode = net->impl->weightmode;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}

@@ -1,0 +1,378 @@
+/*
+  Replicated weights (issue 16 item 6; DDNetSetWeightMode(), src/net/replicas.cxx): a network that
+  keeps its weights' replicas and sums their gradients once per backward, bucketed, equals the
+  same network broadcasting them on every call (paper 000 sec. 4.1: the same operator pair, B and
+  its adjoint) -- outputs, loss, every gradient, after SGD and Adam steps, after DDNetLoadWeights(),
+  a checkpoint restart and a user's write of a parameter -- and the one-rank network; U-Net-like
+  and LeNet-like nets on spatial, sample and hybrid splits, a channel-split convolution,
+  unbalanced pieces; and it makes one broadcast per worker group after a step and one all-reduce
+  per group per backward, no per-layer broadcast.
+*/
+#include "layertest.hpp"
+#include <ddnn/private/ddnetimpl.h>
+#include <unistd.h>
+
+using namespace ddtest;
+
+static std::string Tmp(const char *name)
+{
+  return std::string("/tmp/ddnn_test18_") + std::to_string(getppid()) + "_" + name;
+}
+
+/* a U-Net-like net: conv (no bias: a batchnorm follows, the bias's gradient would be rounding noise), batchnorm, relu, pool, conv, prelu, upsample, concat, conv (bias), loss */
+static const char *kUNet = "-net_inputs x,target -net_layers c1,n1,a1,p1,c2,a2,u1,k1,c3,loss "
+                           "-c1_layer_type conv -c1_layer_conv_out_channels 3 -c1_layer_conv_kernel 3 -c1_layer_conv_padding 1 -c1_layer_conv_bias false "
+                           "-n1_layer_type batchnorm -a1_layer_type activation "
+                           "-p1_layer_type pool -p1_layer_pool_type max -p1_layer_pool_kernel 2 "
+                           "-c2_layer_type conv -c2_layer_conv_out_channels 4 -c2_layer_conv_kernel 3 -c2_layer_conv_padding 1 "
+                           "-a2_layer_type activation -a2_layer_activation_type prelu "
+                           "-u1_layer_type upsample -u1_layer_upsample_scale 2 -u1_layer_upsample_mode linear "
+                           "-k1_layer_type concat -k1_layer_inputs u1,a1 "
+                           "-c3_layer_type conv -c3_layer_conv_out_channels 1 -c3_layer_conv_kernel 3 -c3_layer_conv_padding 1 "
+                           "-loss_layer_type loss -loss_layer_inputs c3,target";
+
+/* a LeNet-like net: conv, tanh, avg pool, flatten, affine, affine, loss */
+static const char *kLeNet = "-net_inputs x,target -net_layers c1,a1,s1,flat,f1,a2,f2,loss "
+                            "-c1_layer_type conv -c1_layer_conv_out_channels 3 -c1_layer_conv_kernel 3 "
+                            "-a1_layer_type activation -a1_layer_activation_type tanh "
+                            "-s1_layer_type pool -s1_layer_pool_type avg -s1_layer_pool_kernel 2 "
+                            "-flat_layer_type flatten -f1_layer_type affine -f1_layer_affine_out_features 5 "
+                            "-a2_layer_type activation -a2_layer_activation_type tanh "
+                            "-f2_layer_type affine -f2_layer_affine_out_features 2 "
+                            "-loss_layer_type loss -loss_layer_inputs f2,target";
+
+/* a convolution over output-channel workers (-c1_layer_conv_channel_workers), then a norm over the channel split */
+static const char *kChannel = "-net_inputs x,target -net_layers c1,n1,c2,loss "
+                              "-c1_layer_type conv -c1_layer_conv_out_channels 4 -c1_layer_conv_kernel 3 -c1_layer_conv_padding 1 -c1_layer_conv_channel_workers 2 "
+                              "-n1_layer_type batchnorm "
+                              "-c2_layer_type conv -c2_layer_conv_out_channels 2 -c2_layer_conv_kernel 3 -c2_layer_conv_padding 1 "
+                              "-loss_layer_type loss -loss_layer_inputs c2,target";
+
+/* a convolution over input-channel workers (the input's channel split), a norm, a convolution */
+static const char *kEmpty = "-net_inputs x,target -net_layers c1,n1,c2,loss "
+                            "-c1_layer_type conv -c1_layer_conv_out_channels 4 -c1_layer_conv_kernel 3 -c1_layer_conv_padding 1 "
+                            "-n1_layer_type batchnorm "
+                            "-c2_layer_type conv -c2_layer_conv_out_channels 2 -c2_layer_conv_kernel 3 -c2_layer_conv_padding 1 "
+                            "-loss_layer_type loss -loss_layer_inputs c2,target";
+
+/*
+  A network from the options above, in the given weight mode, under a prefix per options string
+  and variant (the options database holds a few hundred options: the same ones are reused); variant
+  'w': -net_weights replicated sets the mode; 's': parameters from seed 7
+*/
+static DDNet MakeNet(const char *opts, DDNetWeightMode mode, char variant = 'a')
+{
+  DDNet       net;
+  const bool  byoption = variant == 'w';
+  std::string pre = std::string("r18") + (opts == kUNet ? "u" : opts == kLeNet ? "l" : opts == kEmpty ? "e" : "c") + variant + "_", s;
+  std::string o   = std::string(opts) + (byoption ? " -net_weights replicated" : "") + (variant == 's' ? " -net_seed 7" : "");
+  /* prefix every option */
+  for (size_t i = 0; i < o.size(); i++) {
+    if (o[i] == '-' && (i == 0 || o[i - 1] == ' ')) s += "-" + pre;
+    else s += o[i];
+  }
+  DDT(PetscOptionsInsertString(NULL, s.c_str()));
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, pre.c_str()));
+  DDT(DDNetSetFromOptions(net));
+  if (!byoption) DDT(DDNetSetWeightMode(net, mode));
+  return net;
+}
+
+static std::vector<std::vector<double>> All(PetscInt n, DDTensor *ts)
+{
+  std::vector<std::vector<double>> r;
+  for (PetscInt i = 0; i < n; i++) r.push_back(GatherAll(ts[i]));
+  return r;
+}
+
+static PetscInt64 Fallbacks(DDNet net)
+{
+  PetscInt64 f = 0;
+  for (auto &nd : net->impl->nodes)
+    for (PetscInt k = 0; k < nd.layer->nreplicas; k++) f += nd.layer->replicas[k].nfallback;
+  return f;
+}
+
+static PetscInt Replicas(DDNet net)
+{
+  PetscInt f = 0;
+  for (auto &nd : net->impl->nodes) f += nd.layer->nreplicas;
+  return f;
+}
+
+struct Trace {
+  std::vector<double>                           losses;
+  std::vector<std::vector<double>>              out;     /* the layer before the loss, per step */
+  std::vector<std::vector<std::vector<double>>> grads;   /* every gradient, per step */
+  std::vector<std::vector<double>>              params;  /* after the steps */
+  std::vector<PetscInt64>                       bcasts, reduces; /* the replicated mode's collectives per step */
+  PetscInt64                                    fallbacks = 0;
+  PetscInt                                      nreplicas = 0;
+};
+
+/*
+  Trains `steps` steps (opttype) on fixed random batches; every `restart` steps (0: never) the
+  network is saved to a checkpoint and a new one (same mode) loads it and goes on; loadw: after the
+  first step, a weights file written by another network replaces the weights; write: after the
+  second step the first parameter is overwritten with DDTensorSetValuesGlobal().
+*/
+static Trace Train(const char *opts, const char *outname, const InputSpec &xs, const InputSpec &ts, DDDataType dt, DDNetWeightMode mode, const char *opttype, int steps, int restart = 0, bool loadw = false, bool write = false)
+{
+  Trace       T;
+  DDTensor    x = MakeInput(xs, dt, 5), t = MakeInput(ts, dt, 6);
+  DDTensor    in[2] = {x, t};
+  DDNet       net   = NULL;
+  DDOptimizer opt   = NULL;
+  PetscInt    n;
+  DDTensor   *ps, *gs;
+  std::string ck = Tmp("ck.h5"), wf = Tmp("w.h5");
+  auto        make = [&]() {
+    net = MakeNet(opts, mode);
+    DDT(DDNetSetUp(net, 2, in));
+    DDT(DDNetGetParameters(net, &n, &ps, &gs));
+    DDT(DDOptimizerCreate(PETSC_COMM_WORLD, &opt));
+    DDT(DDOptimizerSetType(opt, opttype));
+    DDT(DDOptimizerSetLearningRate(opt, 0.05));
+    if (std::string(opttype) == "sgd") DDT(DDOptimizerSetMomentum(opt, 0.9, PETSC_FALSE));
+    DDT(DDOptimizerSetWeightDecay(opt, 1e-3));
+    DDT(DDOptimizerSetUp(opt, n, ps, gs));
+  };
+  make();
+  T.nreplicas = Replicas(net);
+  if (loadw) { /* another network's weights (other seed), written in the broadcast mode */
+    DDNet o = MakeNet(opts, DD_NET_WEIGHTS_BROADCAST, 's');
+    DDT(DDNetSetUp(o, 2, in));
+    DDT(DDNetSaveWeights(o, wf.c_str()));
+    DDT(DDNetDestroy(&o));
+  }
+  for (int s = 0; s < steps; s++) {
+    PetscReal  l;
+    DDTensor   y;
+    PetscInt64 b0 = net->impl->nreplbcast, r0 = net->impl->nreplreduce;
+    DDT(DDTensorSetRandomGlobal(x, 100 + s, -1, 1));
+    DDT(DDNetForward(net, 2, in));
+    DDT(DDNetForward(net, 2, in)); /* a second forward with the same weights: no broadcast */
+    DDT(DDNetGetLoss(net, &l));
+    DDT(DDNetGetLayerOutput(net, outname, &y));
+    T.losses.push_back(l);
+    T.out.push_back(GatherAll(y));
+    DDT(DDNetZeroGradients(net));
+    DDT(DDNetBackward(net, NULL));
+    T.grads.push_back(All(n, gs));
+    T.bcasts.push_back(net->impl->nreplbcast - b0);
+    T.reduces.push_back(net->impl->nreplreduce - r0);
+    DDT(DDOptimizerStep(opt));
+    if (loadw && s == 0) DDT(DDNetLoadWeights(net, wf.c_str()));
+    if (write && s == 1) {
+      PetscInt N;
+      DDT(DDTensorGetSize(ps[0], &N));
+      std::vector<double> v(N);
+      for (PetscInt i = 0; i < N; i++) v[i] = 0.1 * std::sin(1.0 + i);
+      if (dt == DD_FLOAT64) DDT(DDTensorSetValuesGlobal(ps[0], v.data()));
+      else {
+        std::vector<float> f(v.begin(), v.end());
+        DDT(DDTensorSetValuesGlobal(ps[0], f.data()));
+      }
+    }
+    if (restart && (s + 1) % restart == 0 && s + 1 < steps) {
+      T.fallbacks += Fallbacks(net);
+      DDT(DDCheckpointSave(net, opt, ck.c_str()));
+      DDT(DDOptimizerDestroy(&opt));
+      DDT(DDNetDestroy(&net));
+      make();
+      DDT(DDCheckpointLoad(net, opt, ck.c_str()));
+    }
+  }
+  T.params = All(n, ps);
+  T.fallbacks += Fallbacks(net);
+  DDT(DDOptimizerDestroy(&opt));
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+  if (Rank() == 0) {
+    unlink(ck.c_str());
+    unlink(wf.c_str());
+  }
+  return T;
+}
+
+static void ExpectSame(const Trace &a, const Trace &b, double tol, const std::string &what)
+{
+  ASSERT_EQ(a.losses.size(), b.losses.size()) << what;
+  for (size_t s = 0; s < a.losses.size(); s++) {
+    EXPECT_NEAR(a.losses[s], b.losses[s], tol * (1 + std::fabs(b.losses[s]))) << what << ": loss of step " << s;
+    EXPECT_LE(RelDiff(a.out[s], b.out[s]), tol) << what << ": output of step " << s;
+    ASSERT_EQ(a.grads[s].size(), b.grads[s].size()) << what;
+    for (size_t i = 0; i < a.grads[s].size(); i++) EXPECT_LE(RelDiff(a.grads[s][i], b.grads[s][i]), tol) << what << ": gradient " << i << " of step " << s;
+  }
+  ASSERT_EQ(a.params.size(), b.params.size()) << what;
+  for (size_t i = 0; i < a.params.size(); i++) EXPECT_LE(RelDiff(a.params[i], b.params[i]), tol) << what << ": parameter " << i << " after the steps";
+}
+
+/* the replicated mode's collectives: one broadcast per group at the first forward after a step, one all-reduce per group per backward */
+static void ExpectCounts(const Trace &r, const Trace &bc, PetscInt64 groups, const std::string &what)
+{
+  EXPECT_EQ(r.fallbacks, 0) << what << ": a layer broadcast its weights itself";
+  for (size_t s = 0; s < r.bcasts.size(); s++) {
+    EXPECT_EQ(r.bcasts[s], groups) << what << ": bucket broadcasts in step " << s;
+    EXPECT_EQ(r.reduces[s], groups) << what << ": bucket all-reduces in step " << s;
+    EXPECT_EQ(bc.bcasts[s], 0) << what;
+    EXPECT_EQ(bc.reduces[s], 0) << what;
+  }
+}
+
+struct Case {
+  const char *name, *opts, *out;
+  InputSpec   xs, ts;
+  PetscInt64  groups; /* expected worker groups of this rank */
+};
+
+static std::vector<Case> Cases()
+{
+  const int         W = Size();
+  std::vector<Case> c;
+  const PetscInt64  g = W > 1 ? 1 : 0; /* every layer on one split of all ranks: one group */
+  { /* spatial split of H, unbalanced */
+    InputSpec x{{2, 1, 4 * W + 4, 8}, {1, 1, W, 1}, {}, {}};
+    x.lx = {{}, {}, std::vector<PetscInt>(W, 4), {}};
+    x.lx[2][0] += 4;
+    InputSpec t = x;
+    t.lx.clear(); /* the convolutions' outputs are balanced */
+    c.push_back({"unet spatial (unbalanced)", kUNet, "c3", x, t, g});
+  }
+  { /* sample split */
+    InputSpec x{{2 * W, 1, 8, 8}, {W, 1, 1, 1}, {}, {}}, t = x;
+    c.push_back({"unet sample", kUNet, "c3", x, t, g});
+  }
+  { /* hybrid: samples x W */
+    int       a = W % 2 == 0 ? 2 : 1, b = W / a;
+    InputSpec x{{2 * a, 1, 8, 4 * b}, {a, 1, 1, b}, {}, {}}, t = x;
+    c.push_back({"unet hybrid", kUNet, "c3", x, t, g});
+  }
+  { /* LeNet-like on a sample split, unbalanced (3 samples on rank 0) */
+    InputSpec x{{W + 2, 1, 8, 8}, {W, 1, 1, 1}, {}, {}}, t{{W + 2, 2}, {W, 1}, {}, {}};
+    x.lx = {std::vector<PetscInt>(W, 1), {}, {}, {}};
+    x.lx[0][0] += 2;
+    t.lx = {x.lx[0], {}};
+    c.push_back({"lenet sample (unbalanced)", kLeNet, "f2", x, t, g});
+  }
+  if (W >= 4) { /* the first conv over 2 output-channel workers, each piece's weights replicated over 2 sample workers: a group per piece */
+    InputSpec x{{4, 2, 6, 6}, {2, 1, 1, 1}, {0, 1}, {}}, t{{4, 2, 6, 6}, {2, 1, 1, 1}, {0, 1}, {}};
+    c.push_back({"channel-split conv", kChannel, "c2", x, t, -1});
+    /* the input's channels split 3 | 0 (an empty weight piece) and its samples over 2: the convolution's weights on 2 channel pieces, each replicated over the sample workers */
+    InputSpec xe{{4, 3, 6, 6}, {2, 2, 1, 1}, {0, 1, 2, 3}, {{}, {3, 0}, {}, {}}}, te{{4, 2, 6, 6}, {2, 1, 1, 1}, {0, 2}, {}};
+    c.push_back({"input-channel split with an empty piece", kEmpty, "c2", xe, te, -1});
+  }
+  return c;
+}
+
+TEST(Replicated, EqualsBroadcastSGDAndAdam)
+{
+  for (auto &c : Cases())
+    for (const char *opt : {"sgd", "adam"}) {
+      std::string what = std::string(c.name) + ", " + opt;
+      Trace       r = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_REPLICATED, opt, 3);
+      Trace       b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, opt, 3);
+      ExpectSame(r, b, 1e-12, what);
+      if (c.groups >= 0) ExpectCounts(r, b, c.groups, what);
+      else { /* several groups: as many broadcasts after a step as all-reduces per backward, every step alike, none in broadcast mode */
+        EXPECT_EQ(r.fallbacks, 0) << what;
+        EXPECT_FALSE(AllTrue(r.bcasts[0] == 0)) << what << ": no group anywhere"; /* ranks holding only empty pieces have none */
+        for (size_t s = 0; s < r.bcasts.size(); s++) {
+          EXPECT_EQ(r.bcasts[s], r.bcasts[0]) << what;
+          EXPECT_EQ(r.reduces[s], r.bcasts[0]) << what;
+        }
+      }
+      EXPECT_EQ(r.nreplicas, b.nreplicas) << what;
+      if (Size() > 1) EXPECT_TRUE(AllTrue(r.nreplicas > 0 || c.groups != 0)) << what;
+    }
+}
+
+TEST(Replicated, PRanksEqualsOneRank)
+{
+  for (auto &c : Cases()) {
+    if (c.groups < 0) continue; /* needs 4 ranks by construction */
+    Trace r = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_REPLICATED, "adam", 3);
+    Trace s = Train(c.opts, c.out, Serial(c.xs), Serial(c.ts), DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "adam", 3);
+    ExpectSame(r, s, 1e-11, std::string(c.name) + " on P ranks vs 1");
+  }
+}
+
+TEST(Replicated, Float32EqualsBroadcast)
+{
+  auto  c = Cases()[1];
+  Trace r = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT32, DD_NET_WEIGHTS_REPLICATED, "adam", 2);
+  Trace b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT32, DD_NET_WEIGHTS_BROADCAST, "adam", 2);
+  ExpectSame(r, b, Size() <= 2 ? 0 : 1e-5, "float32 unet sample"); /* at 2 ranks a + b either way: bitwise */
+}
+
+TEST(Replicated, AfterLoadWeightsCheckpointAndUserWrites)
+{
+  for (auto &c : Cases()) {
+    if (c.groups < 0) continue;
+    std::string what = c.name;
+    { /* DDNetLoadWeights() after step 0, a DDTensorSetValuesGlobal() after step 1 */
+      Trace r = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_REPLICATED, "sgd", 4, 0, true, true);
+      Trace b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "sgd", 4, 0, true, true);
+      ExpectSame(r, b, 1e-12, what + ", weights loaded and written");
+      ExpectCounts(r, b, c.groups, what + ", weights loaded and written");
+    }
+    { /* checkpoint restarts every 2 steps against an uninterrupted broadcast run */
+      Trace r = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_REPLICATED, "adam", 4, 2);
+      Trace b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "adam", 4);
+      ExpectSame(r, b, 1e-12, what + ", checkpoint restart");
+      EXPECT_EQ(r.fallbacks, 0) << what;
+    }
+    break; /* one case is enough here */
+  }
+}
+
+TEST(Replicated, ModeSwitchOnASetUpNetAndOptions)
+{
+  auto     c = Cases()[1];
+  DDTensor x = MakeInput(c.xs, DD_FLOAT64, 5), t = MakeInput(c.ts, DD_FLOAT64, 6);
+  DDTensor in[2] = {x, t};
+  DDNet    a = MakeNet(c.opts, DD_NET_WEIGHTS_BROADCAST), b = MakeNet(c.opts, DD_NET_WEIGHTS_BROADCAST, 'w'); /* b: -net_weights replicated */
+  DDNetWeightMode m;
+  DDT(DDNetGetWeightMode(b, &m));
+  EXPECT_EQ(m, DD_NET_WEIGHTS_REPLICATED);
+  DDT(DDNetSetUp(a, 2, in));
+  DDT(DDNetSetUp(b, 2, in));
+  DDT(DDNetSetWeightMode(a, DD_NET_WEIGHTS_REPLICATED)); /* on a set-up network: at once */
+  for (int s = 0; s < 2; s++) {
+    PetscReal la, lb;
+    DDT(DDNetForward(a, 2, in));
+    DDT(DDNetForward(b, 2, in));
+    DDT(DDNetGetLoss(a, &la));
+    DDT(DDNetGetLoss(b, &lb));
+    EXPECT_NEAR(la, lb, Size() <= 2 ? 0 : 1e-12 * std::fabs(lb));
+    DDT(DDNetZeroGradients(a));
+    DDT(DDNetZeroGradients(b));
+    DDT(DDNetBackward(a, NULL));
+    DDT(DDNetBackward(b, NULL));
+    PetscInt  n;
+    DDTensor *pa, *ga, *gb;
+    DDT(DDNetGetParameters(a, &n, &pa, &ga));
+    DDT(DDNetGetParameters(b, &n, NULL, &gb));
+    /* MPI_Reduce and MPI_Allreduce add a + b alike; at more ranks they may associate differently */
+    for (PetscInt i = 0; i < n; i++) EXPECT_LE(RelDiff(GatherAll(ga[i]), GatherAll(gb[i])), Size() <= 2 ? 0 : 1e-12) << "gradient " << i;
+    for (PetscInt i = 0; i < n; i++) DDT(DDTensorAXPY(pa[i], -0.1, ga[i]));
+    DDTensor *pb;
+    DDT(DDNetGetParameters(b, &n, &pb, NULL));
+    for (PetscInt i = 0; i < n; i++) DDT(DDTensorAXPY(pb[i], -0.1, gb[i]));
+    DDT(DDNetSetWeightMode(a, s ? DD_NET_WEIGHTS_REPLICATED : DD_NET_WEIGHTS_BROADCAST)); /* and back */
+  }
+  DDT(DDNetDestroy(&a));
+  DDT(DDNetDestroy(&b));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+}
+
+TEST(ReplicatedBadInput, UnknownMode)
+{
+  DDNet net;
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DD_EXPECT_ERROR(DDNetSetWeightMode(net, (DDNetWeightMode)5), PETSC_ERR_ARG_OUTOFRANGE, "Unknown weight mode 5");
+  DDT(DDNetDestroy(&net));
+}
