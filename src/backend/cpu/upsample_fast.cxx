@@ -8,15 +8,17 @@
   innermost dimension into row buffers (cached: with an integer scale consecutive output rows
   share their source rows), then combine the 1, 2 or 4 buffers with the outer weights in a
   vectorizable loop; nearest copies source rows, and an output row whose source row is that of
-  the previous output row is a copy of it. Channels-last and blocked layouts run every output
-  position over contiguous channel runs. Every output is the reference's expression in the
-  reference's order: bitwise equal.
+  the previous output row is a copy of it. Channels-last and blocked layouts: bilinear 2-D runs
+  the same rows over whole channel runs (UpsampleRowsForward2D: a row is O2 x L contiguous
+  entries), the rest every output position over contiguous channel runs. Every output is the
+  reference's expression in the reference's order: bitwise equal.
 
   Backward (dx +=, as the reference): nearest scatters dy in the reference's order (bitwise
   equal); linear first applies the adjoint of the innermost interpolation to a dy row (a scatter
   into a buffer the length of the window's row, times the channel run on channels-innermost
   layouts), then adds the buffer times the outer weights to the 1, 2 or 4 source rows (vectorized
-  axpys): equal to the reference up to rounding.
+  axpys): equal to the reference up to rounding; bilinear 2-D on channels-innermost layouts goes
+  vertical first (UpsampleRowsBackward2D).
 */
 #include <backend/cpu/fastkernels.hpp>
 #include <algorithm>
@@ -280,12 +282,80 @@ void UpsampleForwardFast(const UpsampleGeom &g, const T *x, const BoxOffsets &xo
     }
 }
 
+/*
+  The adjoint of UpsampleRowsForward2D (bilinear, channels innermost, runs consecutive along the
+  innermost dimension in both x's window and y's box): vertical first, at the output's width: every
+  dy row (O2 x L entries, contiguous) is added times b0 and b1 to the rows G[s] of its two source
+  rows s (long vectorized axpys), then each window row gets the horizontal adjoint of its G[s] once
+  (per output position two axpys of the run), instead of once per output row. Equal to the reference
+  up to rounding. done[r]: run r is done here.
+*/
+template <class T>
+void UpsampleRowsBackward2D(const UpsampleGeom &g, const Tables<T> &tb, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo, const std::vector<PetscInt> &cs, const std::vector<PetscInt> &cl, std::vector<bool> &done)
+{
+  const PetscInt O2 = g.out[2], W = (PetscInt)xo.t[4].size(), H = (PetscInt)xo.t[3].size();
+  PetscInt       Lmax = 0;
+  for (size_t r = 0; r < cl.size(); r++) {
+    const PetscInt L = cl[r];
+    bool           ok = true;
+    for (PetscInt k = 1; k < W && ok; k++) ok = xo.t[4][k] - xo.t[4][k - 1] == L;
+    for (PetscInt k = 1; k < O2 && ok; k++) ok = yo.t[4][k] - yo.t[4][k - 1] == L;
+    done[r] = ok;
+    if (ok) Lmax = std::max(Lmax, L);
+  }
+  if (Lmax == 0) return;
+  std::vector<T>  G((size_t)(H * O2 * Lmax));
+  std::vector<char> used((size_t)H);
+  const T        *w0 = tb.w0[2].data(), *w1 = tb.w1[2].data();
+  const PetscInt *e0 = tb.o0[2].data(), *e1 = tb.o1[2].data();
+  for (PetscInt n = 0; n < g.N; n++)
+    for (size_t r = 0; r < cs.size(); r++) {
+      if (!done[r]) continue;
+      const PetscInt L = cl[r], R = O2 * L, xb = xo.t[0][n] + xo.t[1][cs[r]], yb = yo.t[0][n] + yo.t[1][cs[r]] + yo.t[4][0];
+      for (PetscInt i0 = 0; i0 < g.out[0]; i0++) {
+        std::fill(used.begin(), used.end(), 0);
+        for (PetscInt i1 = 0; i1 < g.out[1]; i1++) {
+          const T *v = dy + yb + yo.t[2][i0] + yo.t[3][i1];
+          for (int side = 0; side < 2; side++) {
+            const PetscInt s  = side ? g.i1[1][i1] : g.i0[1][i1];
+            const T        b  = side ? tb.w1[1][i1] : tb.w0[1][i1];
+            T             *Gs = G.data() + s * R;
+            if (!used[s]) {
+              for (PetscInt k = 0; k < R; k++) Gs[k] = b * v[k];
+              used[s] = 1;
+            } else
+              for (PetscInt k = 0; k < R; k++) Gs[k] += b * v[k];
+          }
+        }
+        for (PetscInt s = 0; s < H; s++) {
+          if (!used[s]) continue;
+          const T *Gs = G.data() + s * R;
+          T       *xr = dx + xb + xo.t[3][s]; /* D = 2: dimension 0 is a unit one */
+          for (PetscInt i2 = 0; i2 < O2; i2++) {
+            const T  a0 = w0[i2], a1 = w1[i2], *q = Gs + i2 * L;
+            T       *p0 = xr + e0[i2], *p1 = xr + e1[i2];
+            for (PetscInt j = 0; j < L; j++) p0[j] += a0 * q[j];
+            for (PetscInt j = 0; j < L; j++) p1[j] += a1 * q[j];
+          }
+        }
+      }
+    }
+}
+
 template <class T>
 void UpsampleBackwardFast(const UpsampleGeom &g, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo)
 {
   if (g.N == 0 || g.C == 0 || g.out[0] == 0 || g.out[1] == 0 || g.out[2] == 0) return;
   const Tables<T> tb(g, xo);
   const PetscInt  O2 = g.out[2];
+  std::vector<bool> done;
+  if (xo.cinner && yo.cinner && g.linear && g.D == 2) {
+    std::vector<PetscInt> cs, cl;
+    ChannelRuns(xo, yo, g.C, &cs, &cl);
+    done.assign(cs.size(), false);
+    UpsampleRowsBackward2D(g, tb, dy, yo, dx, xo, cs, cl, done);
+    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) return;
+  }
   if (xo.cinner && yo.cinner && g.linear) {
     /*
       Linear, channels innermost (channels-last or blocked): separable, as the plain path below. Per
@@ -306,6 +376,7 @@ void UpsampleBackwardFast(const UpsampleGeom &g, const T *dy, const BoxOffsets &
     const T              *w0 = tb.w0[2].data(), *w1 = tb.w1[2].data();
     for (PetscInt n = 0; n < g.N; n++)
       for (size_t r = 0; r < cs.size(); r++) {
+        if (!done.empty() && done[r]) continue; /* UpsampleRowsBackward2D did it */
         const PetscInt L = cl[r], xb = xo.t[0][n] + xo.t[1][cs[r]], yb = yo.t[0][n] + yo.t[1][cs[r]];
         bool           rowrun = true; /* the window's positions are consecutive runs of L */
         for (PetscInt k = 1; k < W && rowrun; k++) rowrun = xo.t[4][k] - xo.t[4][k - 1] == L;
