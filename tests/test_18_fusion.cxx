@@ -120,7 +120,8 @@ static void ExpectSame(const Trace &a, const Trace &b, double tol, const std::st
 }
 
 /*
-  2-D: c2 -> a2 (relu) -> c3 (1x1) and c5 -> a5 (relu) -> pool fuse; c1 -> a1 (relu) does not (a1's
+  2-D: c2 -> a2 (relu) -> c3 (1x1) and c5 -> a5 (relu) -> pool fuse (c2 overlapping its halo exchange
+  with the interior: one kernel per region, each fused); c1 -> a1 (relu) does not (a1's
   output needs the halo of the 3x3 convolution c2), nor c3 -> a3 (tanh), c4 -> a4 (c4's output also
   feeds the concatenation k), c6 -> a6 (prelu).
 */
@@ -128,7 +129,7 @@ static const char *Net2D = "-net_inputs x,target\n"
                            "-net_layers c1,a1,c2,a2,c3,a3,c4,a4,k,c5,a5,p,c6,a6,out,loss\n"
                            "-c1_layer_type conv\n-c1_layer_conv_out_channels 4\n-c1_layer_conv_kernel 3\n-c1_layer_conv_padding 1\n"
                            "-a1_layer_type activation\n"
-                           "-c2_layer_type conv\n-c2_layer_conv_out_channels 5\n-c2_layer_conv_kernel 3\n-c2_layer_conv_padding 1\n"
+                           "-c2_layer_type conv\n-c2_layer_conv_out_channels 5\n-c2_layer_conv_kernel 3\n-c2_layer_conv_padding 1\n-c2_layer_conv_overlap 1\n"
                            "-a2_layer_type activation\n"
                            "-c3_layer_type conv\n-c3_layer_conv_out_channels 4\n-c3_layer_conv_kernel 1\n"
                            "-a3_layer_type activation\n-a3_layer_activation_type tanh\n"

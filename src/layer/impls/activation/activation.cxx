@@ -616,6 +616,12 @@ static PetscErrorCode Activation_View(DDLayer l, PetscViewer viewer)
   sums the workers' partial gradients onto it (the broadcast's adjoint). Results do not depend on
   the partition.
 
+  In a network (`DDNetSetUp()`, -net_fuse, default on) a relu whose input is a convolution's output
+  feeding nothing else, laid out alike, is fused with it: the convolution writes relu(conv) and
+  this layer's output views the convolution's output, so that Forward does nothing (into another
+  output tensor it computes relu of its input, which is exact: relu is idempotent; into its own
+  output from another input it raises an error). Backward is unchanged (relu's mask is the same on relu(v) as on v).
+
   Envelope: every type on any partition, order and storage format of the input, float32 and
   float64. Rejected (errors naming the setting): unknown type or gelu approximation; softplus beta
   <= 0 or not finite, a NaN threshold; non-finite elu alpha or prelu init; prelu with

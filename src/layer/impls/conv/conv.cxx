@@ -955,6 +955,11 @@ static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
   Kernels: oneDNN (float32; activations in its preferred, usually blocked, format are written
   and read without reorders) or the reference loops (float64).
 
+  Fused relu: in a network (`DDNetSetUp()`, -net_fuse, default on) a convolution whose only consumer
+  is a relu layer laid out alike writes relu(conv) into its output (oneDNN's eltwise post-op, else
+  in place after the local kernels and any sum over input-channel workers); the relu layer's
+  output views it. `DDNetGetLayerOutput()` of the convolution then gives relu(conv).
+
   Options Database Keys:
 + -layer_conv_out_channels <n> - output channels
 . -layer_conv_kernel <k,...> - kernel size (1 or D entries)
