@@ -1283,6 +1283,8 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
     in.colls.push_back(c);
   }
   PetscCall(ddnn::ModelLayerTimes_Private(in, comp, comm, NULL, &ok));
+  /* a relu fused into its convolution (-net_fuse, DDNetSetUp): its output is its input's storage and its forward does nothing */
+  if (type && !strcmp(type, DDLAYERACTIVATION) && layer->output->array && layer->output->array == layer->setupin[0]->array) comp[0] = 0;
   if (compf) *compf = comp[0];
   if (commf) *commf = comm[0];
   if (compb) *compb = comp[1];

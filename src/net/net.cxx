@@ -3,6 +3,7 @@
   accumulated over the consumers of every tensor in the backward sweep.
 */
 #include <ddnn/private/ddnetimpl.h>
+#include <ddnn/private/ddbackendimpl.h>
 #include <ddmodel.h>
 #include <sys/ddsysimpl.h>
 #include <tensor/layout.hpp>
@@ -445,6 +446,53 @@ static PetscErrorCode NetAutoMatch(DDNet net, Node &nd, std::vector<DDTensor> &x
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  Conv + activation fusion (-net_fuse, default on), between the two set-up passes: a relu layer whose
+  only input is a convolution's output, which feeds nothing else and is not the network's output,
+  on the same backend and laid out exactly alike after the first pass (partition, format and halo:
+  a halo that only the activation's output needs would make the convolution's kernel stage its
+  output through a copy, which is what the fusion saves), is marked fused with it: the convolution
+  then writes relu(conv) (a oneDNN post-op, or in place after its kernel) and the activation's
+  output views that storage, so its Forward does nothing; its Backward reads relu's mask from it.
+  Every other activation and convolution is unmarked. The second pass sets the pairs up so.
+*/
+static PetscErrorCode NetFuseActivations(DDNet net)
+{
+  NetImpl  *I   = net->impl;
+  PetscBool fuse = PETSC_TRUE;
+
+  PetscFunctionBegin;
+  PetscCall(PetscOptionsGetBool(NULL, ((PetscObject)net)->prefix, "-net_fuse", &fuse, NULL));
+  std::vector<bool> fused(I->nodes.size(), false);
+  for (size_t i = 0; i < I->nodes.size() && fuse; i++) {
+    Node     &a = I->nodes[i];
+    PetscBool isact, isconv;
+    PetscCall(PetscObjectTypeCompare((PetscObject)a.layer, DDLAYERACTIVATION, &isact));
+    if (!isact || a.inputs.size() != 1 || a.inputs[0] < 0) continue;
+    const int k = a.inputs[0];
+    Node     &c = I->nodes[k];
+    PetscCall(PetscObjectTypeCompare((PetscObject)c.layer, DDLAYERCONV, &isconv));
+    if (!isconv || c.consumers != 1 || k == I->output || fused[k]) continue;
+    DDActivationType t;
+    DDBackend        ba, bc;
+    PetscCall(DDLayerActivationGetType(a.layer, &t));
+    PetscCall(DDLayerGetBackend_Private(a.layer, &ba));
+    PetscCall(DDLayerGetBackend_Private(c.layer, &bc));
+    DDTensor ya = a.layer->output, yc = c.layer->output;
+    if (t != DD_ACT_RELU || ba != bc || ya->layouthash != yc->layouthash || ya->dtype != yc->dtype || ya->memtype != DD_MEMTYPE_HOST || yc->memtype != DD_MEMTYPE_HOST) continue;
+    fused[i] = fused[k] = true;
+  }
+  for (size_t i = 0; i < I->nodes.size(); i++) {
+    DDLayer   l = I->nodes[i].layer;
+    PetscBool isact, isconv;
+    PetscCall(PetscObjectTypeCompare((PetscObject)l, DDLAYERACTIVATION, &isact));
+    PetscCall(PetscObjectTypeCompare((PetscObject)l, DDLAYERCONV, &isconv));
+    if (isact) PetscTryMethod(l, "DDLayerActivationSetFused_C", (DDLayer, PetscBool), (l, fused[i] ? PETSC_TRUE : PETSC_FALSE));
+    if (isconv) PetscTryMethod(l, "DDLayerConvSetFusedActivation_C", (DDLayer, PetscInt), (l, fused[i] ? (PetscInt)DD_ACT_RELU : -1));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* The two set-up passes over the current graph (also the trial set-ups of the automatic distribution) */
 PetscErrorCode ddnn::NetSetUpLayers_Private(DDNet net, std::vector<DDTensor> &xin)
 {
@@ -479,6 +527,7 @@ PetscErrorCode ddnn::NetSetUpLayers_Private(DDNet net, std::vector<DDTensor> &xi
     hi[i].assign(DD_MAX_DIM, 0);
     PetscCall(DDTensorGetHalo(I->nodes[i].layer->output, lo[i].data(), hi[i].data()));
   }
+  PetscCall(NetFuseActivations(net));
   for (size_t i = 0; i < I->nodes.size(); i++) {
     Node &nd = I->nodes[i];
     PetscCall(DDLayerSetOutputHalo_Private(nd.layer, lo[i].data(), hi[i].data()));
@@ -518,10 +567,19 @@ PetscErrorCode ddnn::NetSetUpLayers_Private(DDNet net, std::vector<DDTensor> &xi
   chooses the partition of every layer with weights by the performance model and inserts the
   repartition layers (paper 003 sec. V-C; see `DDNetSetDistribution()`); given mode removes them again.
 
+  Conv + activation fusion (-net_fuse, default on): a relu layer whose input is a convolution's
+  output that feeds nothing else (and is not the network's output), on the same backend and laid
+  out alike (partition, format, halo), is fused with it: the convolution writes relu(conv) (oneDNN's
+  post-op in float32 on /cpu/dnnl, else in place after its kernel) and the relu layer's output views
+  the convolution's output, so that the relu layer costs nothing forward. Outputs, loss and
+  gradients are those of the unfused network (up to the sign of zero, and where relu's input is NaN,
+  which oneDNN's post-op need not pass). `DDNetGetLayerOutput()` of such a convolution then gives relu(conv), the relu layer's output.
+
   Options Database Keys:
 + -net_seed <s> - seed of the parameters
 . -net_load_weights <file.h5> - then load the parameters and buffers from a PyTorch state_dict in HDF5 (`DDNetLoadWeights()`)
 . -dd_check_finite - check outputs and gradients for nan/inf (`DDNetSetCheckFinite()`)
+. -net_fuse <bool> - fuse relu layers into the convolutions that feed them (default true)
 - -net_view - view the network
 
   Level: beginner

@@ -153,6 +153,12 @@ public:
   virtual ~ConvKernel() = default;
   virtual const char    *Name() const = 0;
   virtual bool           OverwritesDx() const { return false; }
+  /*
+    Conv + activation fusion (DDLAYERCONV with -net_fuse): asks the kernel to write act(conv(x, w) + b)
+    in Forward from now on (an epilogue or post-op). Returns false, and changes nothing, where the
+    kernel cannot; the layer then applies the activation itself. Backward passes are unchanged.
+  */
+  virtual bool           FuseActivation(DDActivationType act) { return false; }
   virtual PetscErrorCode Forward(DDTensor x, DDTensor w, PetscObjectState wstate, DDTensor b, DDTensor y)     = 0;
   virtual PetscErrorCode BackwardData(DDTensor dy, DDTensor w, PetscObjectState wstate, DDTensor dx)          = 0;
   virtual PetscErrorCode BackwardWeights(DDTensor x, DDTensor dy, DDTensor dw, DDTensor db)                   = 0;

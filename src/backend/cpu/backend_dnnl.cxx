@@ -104,6 +104,7 @@ public:
     dnnl::memory::desc xm = WindowDesc(s.x.t, s.x.lead, D, s.x.org, nx, &h), ym = WindowDesc(s.y.t, s.y.lead, D, corg, ny, &h), none;
     k.reset(new DnnlConv);
     k->SetDenseStaging(true); /* oneDNN 2.6 runs its jit kernels on dense buffers only: halo windows are staged */
+    k->SetPostOpReLU(fuserelu);
     if (s.transposed) PetscCall(k->SetUp(gc, xm, ym, xm, ym, s.bias, true, gc.pl, gc.pr));
     else PetscCall(k->SetUp(gc, xm, ym, s.backward ? xm : none, s.backward ? ym : none, s.bias, false));
     name = k->Impl();
@@ -111,6 +112,17 @@ public:
   }
   const char    *Name() const override { return name.c_str(); }
   bool           OverwritesDx() const override { return !edge && k; }
+  /* conv + relu fusion: the forward primitive again, with the relu post-op (not the transposed convolution's edge rows, which get the bias directly) */
+  bool FuseActivation(DDActivationType act) override
+  {
+    if (act != DD_ACT_RELU || spec.transposed || edge) return false;
+    if (!k || fuserelu) return true; /* no box to write, or fused already */
+    fuserelu = true;
+    if (SetUp(spec) == PETSC_SUCCESS) return true;
+    fuserelu = false; /* oneDNN declined the post-op: the plain primitive again, the layer applies relu */
+    (void)SetUp(spec);
+    return false;
+  }
   PetscErrorCode Forward(DDTensor x, DDTensor w, PetscObjectState wstate, DDTensor b, DDTensor y) override
   {
     KernelEvent        e(self, DD_KERNEL_CONV);
@@ -174,7 +186,7 @@ private:
   ConvKernelSpec           spec;
   std::unique_ptr<DnnlConv> k;
   std::string              name = "oneDNN (edge rows only)";
-  bool                     edge = false;
+  bool                     edge = false, fuserelu = false;
   PetscInt                 cs[3] = {0, 0, 0}, ce[3] = {1, 1, 1}, corg[DD_MAX_DIM] = {0};
   PetscObjectState         wfwd = -1, wbwd = -1;
 

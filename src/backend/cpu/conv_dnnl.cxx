@@ -96,8 +96,15 @@ PetscErrorCode DnnlConv::SetUp(const ConvGeom &g, const md &x, const md &y, cons
     const md DX = staging && hasbwd ? md(dx.dims(), dt::f32, tag::any) : dx, DY = staging && hasbwd ? md(dy.dims(), dt::f32, tag::any) : dy;
     if (!transposed) {
       dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, X, wany, bias ? bmd : none, Y, strides, dil, pl, pr);
-      dnnl::convolution_forward::primitive_desc fpd(fd, CpuEngine());
+      dnnl::primitive_attr attr;
+      if (postrelu) { /* relu(conv + b) written by the forward primitive: max(v, 0) with alpha 0, as the activation layer's relu */
+        dnnl::post_ops po;
+        po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+        attr.set_post_ops(po);
+      }
+      dnnl::convolution_forward::primitive_desc fpd(fd, attr, CpuEngine());
       impl = fpd.impl_info_str();
+      if (postrelu) impl += " + relu post-op";
       fwd  = dnnl::convolution_forward(fpd);
       wfwd = fpd.weights_desc();
       pfx  = fpd.src_desc();

@@ -36,13 +36,15 @@ public:
     with valgrind); staged, both run the jit kernels on dense buffers.
   */
   void        SetDenseStaging(bool flg) { staging = flg; }
+  /* (call before SetUp) Forward writes relu(conv + b): oneDNN's eltwise_relu post-op of the forward primitive */
+  void        SetPostOpReLU(bool flg) { postrelu = flg; }
   std::string Impl() const { return impl; }
   /* the formats oneDNN prefers for the input and output of this geometry (transposed: x is the deconvolution's input) */
   static PetscErrorCode Preferred(const ConvGeom &g, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs);
 
 private:
   ConvGeom                                        geom;
-  bool                                            hasbias = false, hasbwd = false, deconv = false, staging = false;
+  bool                                            hasbias = false, hasbwd = false, deconv = false, staging = false, postrelu = false;
   dnnl::memory::desc                              wplain, bmd;
   dnnl::primitive                                 fwd, bwdd, bwdw;
   dnnl::memory::desc                              xmd, ymd, dxmd, dymd, wfwd, wbwd, dwmd;

@@ -8,15 +8,17 @@
   innermost dimension into row buffers (cached: with an integer scale consecutive output rows
   share their source rows), then combine the 1, 2 or 4 buffers with the outer weights in a
   vectorizable loop; nearest copies source rows, and an output row whose source row is that of
-  the previous output row is a copy of it. Channels-last and blocked layouts run every output
-  position over contiguous channel runs. Every output is the reference's expression in the
-  reference's order: bitwise equal.
+  the previous output row is a copy of it. Channels-last and blocked layouts: bilinear 2-D runs
+  the same rows over whole channel runs (UpsampleRowsForward2D: a row is O2 x L contiguous
+  entries), the rest every output position over contiguous channel runs. Every output is the
+  reference's expression in the reference's order: bitwise equal.
 
   Backward (dx +=, as the reference): nearest scatters dy in the reference's order (bitwise
   equal); linear first applies the adjoint of the innermost interpolation to a dy row (a scatter
   into a buffer the length of the window's row, times the channel run on channels-innermost
   layouts), then adds the buffer times the outer weights to the 1, 2 or 4 source rows (vectorized
-  axpys): equal to the reference up to rounding.
+  axpys): equal to the reference up to rounding; bilinear 2-D on channels-innermost layouts goes
+  vertical first (UpsampleRowsBackward2D).
 */
 #include <backend/cpu/fastkernels.hpp>
 #include <algorithm>
@@ -110,6 +112,73 @@ struct RowCache {
 };
 } // namespace
 
+/*
+  Bilinear, channels innermost (blocked or channels-last), where every channel run's positions along
+  the innermost dimension are consecutive in both x's window and y's box (a row of W x L and O2 x L
+  entries: whole channel blocks, or all channels): separable as the plain layouts' path. Each source
+  row's innermost interpolation h = x[e0] a0 + x[e1] a1 (per output position, times the run) is
+  computed once and cached (with scale 2 each serves about four output rows), and an output row
+  is h0 b0 + h1 b1 in one loop over O2 x L entries, instead of the per-position loop over runs of
+  L (16) entries. The reference's expression in its order: bitwise equal. done[r]: run r was
+  consecutive and is done here (a partial last channel block is not: the per-position loop does it).
+*/
+template <class T>
+void UpsampleRowsForward2D(const UpsampleGeom &g, const Tables<T> &tb, const T *x, const BoxOffsets &xo, T *y, const BoxOffsets &yo, const std::vector<PetscInt> &cs, const std::vector<PetscInt> &cl, std::vector<bool> &done)
+{
+  const PetscInt O2 = g.out[2], W = (PetscInt)xo.t[4].size();
+  PetscInt       Lmax = 0;
+  for (size_t r = 0; r < cl.size(); r++) {
+    const PetscInt L = cl[r];
+    bool           ok = true;
+    for (PetscInt k = 1; k < W && ok; k++) ok = xo.t[4][k] - xo.t[4][k - 1] == L;
+    for (PetscInt k = 1; k < O2 && ok; k++) ok = yo.t[4][k] - yo.t[4][k - 1] == L;
+    done[r] = ok;
+    if (ok) Lmax = std::max(Lmax, L);
+  }
+  if (Lmax == 0) return;
+  constexpr int  K = 4;
+  const PetscInt len = O2 * Lmax;
+  std::vector<T> buf((size_t)(K * len));
+  PetscInt       key[K], stamp[K], now = 0;
+  const T       *w0 = tb.w0[2].data(), *w1 = tb.w1[2].data();
+  const PetscInt *e0 = tb.o0[2].data(), *e1 = tb.o1[2].data();
+  for (PetscInt n = 0; n < g.N; n++)
+    for (size_t r = 0; r < cs.size(); r++) {
+      if (!done[r]) continue;
+      const PetscInt L = cl[r], xb = xo.t[0][n] + xo.t[1][cs[r]], yb = yo.t[0][n] + yo.t[1][cs[r]] + yo.t[4][0];
+      for (int k = 0; k < K; k++) key[k] = -1, stamp[k] = -1;
+      auto row = [&](PetscInt off) -> const T * { /* h of the source row at storage offset off */
+        now++;
+        int old = 0;
+        for (int k = 0; k < K; k++) {
+          if (key[k] == off) {
+            stamp[k] = now;
+            return buf.data() + k * len;
+          }
+          if (stamp[k] < stamp[old]) old = k;
+        }
+        T       *h = buf.data() + old * len;
+        const T *p = x + off;
+        for (PetscInt i2 = 0; i2 < O2; i2++) {
+          const T  a0 = w0[i2], a1 = w1[i2];
+          const T *p0 = p + e0[i2], *p1 = p + e1[i2];
+          T       *hh = h + i2 * L;
+          for (PetscInt j = 0; j < L; j++) hh[j] = p0[j] * a0 + p1[j] * a1;
+        }
+        key[old]   = off;
+        stamp[old] = now;
+        return h;
+      };
+      for (PetscInt i0 = 0; i0 < g.out[0]; i0++)
+        for (PetscInt i1 = 0; i1 < g.out[1]; i1++) {
+          const T *h0 = row(xb + tb.o0[1][i1]), *h1 = row(xb + tb.o1[1][i1]);
+          const T  b0 = tb.w0[1][i1], b1 = tb.w1[1][i1];
+          T       *yr = y + yb + yo.t[2][i0] + yo.t[3][i1];
+          for (PetscInt k = 0; k < O2 * L; k++) yr[k] = h0[k] * b0 + h1[k] * b1;
+        }
+    }
+}
+
 template <class T>
 void UpsampleForwardFast(const UpsampleGeom &g, const T *x, const BoxOffsets &xo, T *y, const BoxOffsets &yo)
 {
@@ -119,11 +188,15 @@ void UpsampleForwardFast(const UpsampleGeom &g, const T *x, const BoxOffsets &xo
   if (xo.cinner && yo.cinner) {
     std::vector<PetscInt> cs, cl;
     ChannelRuns(xo, yo, g.C, &cs, &cl);
+    std::vector<bool> done(cs.size(), false);
+    if (g.linear && g.D == 2) UpsampleRowsForward2D(g, tb, x, xo, y, yo, cs, cl, done);
+    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) return;
     for (PetscInt n = 0; n < g.N; n++)
       for (PetscInt i0 = 0; i0 < g.out[0]; i0++)
         for (PetscInt i1 = 0; i1 < g.out[1]; i1++)
           for (PetscInt i2 = 0; i2 < O2; i2++)
             for (size_t r = 0; r < cs.size(); r++) {
+              if (done[r]) continue;
               const PetscInt len = cl[r], xb = xo.t[0][n] + xo.t[1][cs[r]];
               T             *yr  = y + yo.t[0][n] + yo.t[1][cs[r]] + yo.t[2][i0] + yo.t[3][i1] + yo.t[4][i2];
               const T        a0 = tb.w0[2][i2], a1 = tb.w1[2][i2];
@@ -209,12 +282,80 @@ void UpsampleForwardFast(const UpsampleGeom &g, const T *x, const BoxOffsets &xo
     }
 }
 
+/*
+  The adjoint of UpsampleRowsForward2D (bilinear, channels innermost, runs consecutive along the
+  innermost dimension in both x's window and y's box): vertical first, at the output's width: every
+  dy row (O2 x L entries, contiguous) is added times b0 and b1 to the rows G[s] of its two source
+  rows s (long vectorized axpys), then each window row gets the horizontal adjoint of its G[s] once
+  (per output position two axpys of the run), instead of once per output row. Equal to the reference
+  up to rounding. done[r]: run r is done here.
+*/
+template <class T>
+void UpsampleRowsBackward2D(const UpsampleGeom &g, const Tables<T> &tb, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo, const std::vector<PetscInt> &cs, const std::vector<PetscInt> &cl, std::vector<bool> &done)
+{
+  const PetscInt O2 = g.out[2], W = (PetscInt)xo.t[4].size(), H = (PetscInt)xo.t[3].size();
+  PetscInt       Lmax = 0;
+  for (size_t r = 0; r < cl.size(); r++) {
+    const PetscInt L = cl[r];
+    bool           ok = true;
+    for (PetscInt k = 1; k < W && ok; k++) ok = xo.t[4][k] - xo.t[4][k - 1] == L;
+    for (PetscInt k = 1; k < O2 && ok; k++) ok = yo.t[4][k] - yo.t[4][k - 1] == L;
+    done[r] = ok;
+    if (ok) Lmax = std::max(Lmax, L);
+  }
+  if (Lmax == 0) return;
+  std::vector<T>  G((size_t)(H * O2 * Lmax));
+  std::vector<char> used((size_t)H);
+  const T        *w0 = tb.w0[2].data(), *w1 = tb.w1[2].data();
+  const PetscInt *e0 = tb.o0[2].data(), *e1 = tb.o1[2].data();
+  for (PetscInt n = 0; n < g.N; n++)
+    for (size_t r = 0; r < cs.size(); r++) {
+      if (!done[r]) continue;
+      const PetscInt L = cl[r], R = O2 * L, xb = xo.t[0][n] + xo.t[1][cs[r]], yb = yo.t[0][n] + yo.t[1][cs[r]] + yo.t[4][0];
+      for (PetscInt i0 = 0; i0 < g.out[0]; i0++) {
+        std::fill(used.begin(), used.end(), 0);
+        for (PetscInt i1 = 0; i1 < g.out[1]; i1++) {
+          const T *v = dy + yb + yo.t[2][i0] + yo.t[3][i1];
+          for (int side = 0; side < 2; side++) {
+            const PetscInt s  = side ? g.i1[1][i1] : g.i0[1][i1];
+            const T        b  = side ? tb.w1[1][i1] : tb.w0[1][i1];
+            T             *Gs = G.data() + s * R;
+            if (!used[s]) {
+              for (PetscInt k = 0; k < R; k++) Gs[k] = b * v[k];
+              used[s] = 1;
+            } else
+              for (PetscInt k = 0; k < R; k++) Gs[k] += b * v[k];
+          }
+        }
+        for (PetscInt s = 0; s < H; s++) {
+          if (!used[s]) continue;
+          const T *Gs = G.data() + s * R;
+          T       *xr = dx + xb + xo.t[3][s]; /* D = 2: dimension 0 is a unit one */
+          for (PetscInt i2 = 0; i2 < O2; i2++) {
+            const T  a0 = w0[i2], a1 = w1[i2], *q = Gs + i2 * L;
+            T       *p0 = xr + e0[i2], *p1 = xr + e1[i2];
+            for (PetscInt j = 0; j < L; j++) p0[j] += a0 * q[j];
+            for (PetscInt j = 0; j < L; j++) p1[j] += a1 * q[j];
+          }
+        }
+      }
+    }
+}
+
 template <class T>
 void UpsampleBackwardFast(const UpsampleGeom &g, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo)
 {
   if (g.N == 0 || g.C == 0 || g.out[0] == 0 || g.out[1] == 0 || g.out[2] == 0) return;
   const Tables<T> tb(g, xo);
   const PetscInt  O2 = g.out[2];
+  std::vector<bool> done;
+  if (xo.cinner && yo.cinner && g.linear && g.D == 2) {
+    std::vector<PetscInt> cs, cl;
+    ChannelRuns(xo, yo, g.C, &cs, &cl);
+    done.assign(cs.size(), false);
+    UpsampleRowsBackward2D(g, tb, dy, yo, dx, xo, cs, cl, done);
+    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) return;
+  }
   if (xo.cinner && yo.cinner && g.linear) {
     /*
       Linear, channels innermost (channels-last or blocked): separable, as the plain path below. Per
@@ -235,6 +376,7 @@ void UpsampleBackwardFast(const UpsampleGeom &g, const T *dy, const BoxOffsets &
     const T              *w0 = tb.w0[2].data(), *w1 = tb.w1[2].data();
     for (PetscInt n = 0; n < g.N; n++)
       for (size_t r = 0; r < cs.size(); r++) {
+        if (!done.empty() && done[r]) continue; /* UpsampleRowsBackward2D did it */
         const PetscInt L = cl[r], xb = xo.t[0][n] + xo.t[1][cs[r]], yb = yo.t[0][n] + yo.t[1][cs[r]];
         bool           rowrun = true; /* the window's positions are consecutive runs of L */
         for (PetscInt k = 1; k < W && rowrun; k++) rowrun = xo.t[4][k] - xo.t[4][k - 1] == L;

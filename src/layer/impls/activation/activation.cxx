@@ -13,6 +13,7 @@
 #include <layer/impls/common/layerutil.hpp>
 #include <layer/impls/batchnorm/normcommon.hpp>
 #include <ddnn/private/ddbackendimpl.h>
+#include <backend/interface/backends.hpp>
 
 using namespace ddnn;
 
@@ -28,6 +29,14 @@ struct Activation {
   ChannelParams cp;
   DDTensor      w = NULL, wh = NULL, dwh = NULL, tmp = NULL; /* w: owned by the layer's parameter list */
   PetscInt      Cl = 0;                                       /* local channels of the input */
+  /*
+    conv + activation fusion (marked by DDNetSetUp, -net_fuse): the producing convolution writes
+    relu(conv) into its output, and this layer's output views that storage (viewof: the input it
+    views, referenced; viewarr: the shared array), so that Forward has nothing to do
+  */
+  PetscBool fused   = PETSC_FALSE;
+  DDTensor  viewof  = NULL;
+  void     *viewarr = NULL;
 
   template <class T>
   ActParams<T> Params() const
@@ -327,6 +336,8 @@ static PetscErrorCode Activation_Reset(DDLayer l)
   s->w = NULL; /* owned by the layer's parameter list */
   for (DDTensor *t : {&s->wh, &s->dwh, &s->tmp}) PetscCall(DDTensorDestroy(t));
   s->Cl = 0;
+  PetscCall(DDTensorDestroy(&s->viewof)); /* fused stays: the network marks the layer before setting it up */
+  s->viewarr = NULL;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -336,6 +347,7 @@ static PetscErrorCode Activation_Destroy(DDLayer l)
   PetscCall(Activation_Reset(l));
   delete (Activation *)l->data;
   l->data = NULL;
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerActivationSetFused_C", NULL));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -375,15 +387,42 @@ static PetscErrorCode Activation_SetUpPReLU(DDLayer l, DDTensor x)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  Conv + activation fusion, private to the network (src/net/net.cxx, -net_fuse): from the next set-up
+  on, the input already holds relu of the convolution (its producer writes it) and the output views
+  the input's storage when both are laid out alike. Only relu fuses: relu(relu(v)) = relu(v), so
+  a Forward into any other tensor still computes relu of the input exactly, and relu's backward mask
+  is the same on relu(v) as on v (x <= 0 exactly where relu(x) <= 0, NaN passing dy in both).
+*/
+static PetscErrorCode DDLayerActivationSetFused_Activation(DDLayer l, PetscBool flg)
+{
+  Activation *s = (Activation *)l->data;
+
+  PetscFunctionBegin;
+  PetscCheck(!flg || s->type == DD_ACT_RELU, PetscObjectComm((PetscObject)l), PETSC_ERR_SUP, "Only relu fuses with a convolution (this activation is %s)", DDActivationTypes[s->type]);
+  s->fused = flg;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 static PetscErrorCode Activation_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
 {
   Activation *s = (Activation *)l->data;
-  DDTensor    y;
+  DDTensor    y, x = xs[0];
 
   PetscFunctionBegin;
-  PetscCall(CreateLike(xs[0], &y));
+  PetscCall(CreateLike(x, &y));
   PetscCall(DDLayerSetOutput_Private(l, y));
-  if (s->type == DD_ACT_PRELU) PetscCall(Activation_SetUpPReLU(l, xs[0]));
+  if (s->type == DD_ACT_PRELU) PetscCall(Activation_SetUpPReLU(l, x));
+  if (s->fused && s->type == DD_ACT_RELU && x->memtype == DD_MEMTYPE_HOST && y->memtype == DD_MEMTYPE_HOST && !y->placedvec && x->layouthash == y->layouthash && LayoutSameStorage(x->layout, y->layout)) {
+    const struct _DDBackendMemOps *mem;
+    PetscCall(DDMemOps_Private(y->memtype, &mem));
+    if (y->ownsarray) PetscCall(mem->free(y->array));
+    y->array     = x->array; /* the output views the input's storage */
+    y->ownsarray = PETSC_FALSE;
+    PetscCall(PetscObjectReference((PetscObject)x));
+    s->viewof  = x;
+    s->viewarr = x->array;
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -416,6 +455,10 @@ static PetscErrorCode Activation_Forward(DDLayer l, PetscInt nin, DDTensor xs[],
 
   PetscFunctionBegin;
   PetscCheck(s->type != DD_ACT_PRELU || s->w, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_WRONGSTATE, "The activation became prelu after DDLayerSetUp(): set it up again so that it has its weight");
+  if (s->viewarr && y->array == s->viewarr) { /* fused: the output is the input (relu written by the convolution) */
+    PetscCheck(s->type == DD_ACT_RELU && x == s->viewof && x->array == s->viewarr, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "The activation fused with its convolution (-net_fuse) was given another input, or a new type, or its input was laid out anew since set-up: set the network up again");
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   if (s->type == DD_ACT_PRELU) PetscCall(s->cp.ToWorkers(s->w, s->wh)); /* collective: before any early return */
   if (!x->active) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
@@ -573,6 +616,12 @@ static PetscErrorCode Activation_View(DDLayer l, PetscViewer viewer)
   sums the workers' partial gradients onto it (the broadcast's adjoint). Results do not depend on
   the partition.
 
+  In a network (`DDNetSetUp()`, -net_fuse, default on) a relu whose input is a convolution's output
+  feeding nothing else, laid out alike, is fused with it: the convolution writes relu(conv) and
+  this layer's output views the convolution's output, so that Forward does nothing (into another
+  output tensor it computes relu of its input, which is exact: relu is idempotent; into its own
+  output from another input it raises an error). Backward is unchanged (relu's mask is the same on relu(v) as on v).
+
   Envelope: every type on any partition, order and storage format of the input, float32 and
   float64. Rejected (errors naming the setting): unknown type or gelu approximation; softplus beta
   <= 0 or not finite, a NaN threshold; non-finite elu alpha or prelu init; prelu with
@@ -606,6 +655,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Activation(DDLayer l)
   l->ops->view           = Activation_View;
   l->ops->reset          = Activation_Reset;
   l->ops->destroy        = Activation_Destroy;
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerActivationSetFused_C", DDLayerActivationSetFused_Activation));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

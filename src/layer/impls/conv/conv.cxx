@@ -22,6 +22,7 @@
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <layer/impls/conv/convutil.hpp>
+#include <ddnn/private/ddbackendimpl.h>
 #include <vector>
 #include <memory>
 
@@ -49,6 +50,9 @@ struct Conv : ConvDistribution {
   };
   std::vector<Region> regions; /* interior first, then the boundary slabs */
   bool                overlapOn = false;
+  /* conv + activation fusion (marked by DDNetSetUp, -net_fuse): the output holds act(conv) */
+  PetscInt fuseact   = -1;    /* the DDActivationType, or -1: none */
+  bool     kernfused = false; /* every local kernel writes it (else Forward applies it to the output) */
   Conv()
   {
     kernel.opt   = "layer_conv_kernel";
@@ -546,6 +550,23 @@ static PetscErrorCode Conv_Reset(DDLayer l)
   c->kern.reset();
   c->regions.clear();
   c->overlapOn = false;
+  c->kernfused = false; /* fuseact stays: the network marks the layer before setting it up */
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  Conv + activation fusion, private to the network (src/net/net.cxx, -net_fuse): from the next
+  set-up on, the output is act(conv(x)): the kernels write it as a post-op where they can, else
+  Forward applies act to the output in place. act < 0 ends the fusion. The activation layer that
+  consumes the output then views it (src/layer/impls/activation/activation.cxx).
+*/
+static PetscErrorCode DDLayerConvSetFusedActivation_Conv(DDLayer l, PetscInt act)
+{
+  Conv *c = (Conv *)l->data;
+
+  PetscFunctionBegin;
+  PetscCheck(act < 0 || act == DD_ACT_RELU, PetscObjectComm((PetscObject)l), PETSC_ERR_SUP, "Only relu fuses with a convolution (asked: %s)", DDActivationTypes[act]);
+  c->fuseact = act;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -563,6 +584,7 @@ static PetscErrorCode Conv_Destroy(DDLayer l)
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetBias_C", NULL));
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetChannelWorkers_C", NULL));
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetGroups_C", NULL));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetFusedActivation_C", NULL));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -654,6 +676,8 @@ static PetscErrorCode Conv_SetUpLocalKernel(DDLayer l, Conv *c, DDTensor x, DDTe
   ConvTGeom gt;
   static_cast<ConvGeom &>(gt) = c->g;
   PetscCall(ConvKernelCreate(PetscObjectComm((PetscObject)l), c->kb, gt, false, c->bias ? true : false, true, c->xh, lead, c->xorg, yt, ly, c->yorg, c->hasout, &c->kern));
+  /* fused activation: a post-op of the kernel, unless the partial outputs are summed over ci afterwards */
+  c->kernfused = c->fuseact >= 0 && !c->reduceY && (!c->hasout || c->kern->FuseActivation((DDActivationType)c->fuseact));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -708,6 +732,7 @@ static PetscErrorCode Conv_SetUpOverlap(Conv *c, DDTensor yt, const PetscInt k[3
     ConvTGeom gt;
     static_cast<ConvGeom &>(gt) = r.g;
     PetscCall(ConvKernelCreate(PETSC_COMM_SELF, c->kb, gt, false, c->bias ? true : false, false, c->xh, lead, r.xorg, yt, ly, r.yorg, true, &r.kern));
+    if (c->kernfused) c->kernfused = r.kern->FuseActivation((DDActivationType)c->fuseact); /* else Forward applies relu (idempotent: kernels that fused it do no harm) */
     c->regions.push_back(std::move(r));
   }
   c->overlapOn = true;
@@ -780,6 +805,26 @@ static PetscErrorCode Conv_HaloAndLocal(Conv *c, DDTensor xh, DDTensor yt)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* the fused activation in place on the bulk of the output, where the kernels did not apply it (the layer's backend chain's pointwise kernel) */
+static PetscErrorCode Conv_ApplyFusedActivation(DDLayer l, Conv *c, DDTensor y)
+{
+  PetscFunctionBegin;
+  if (c->fuseact < 0 || c->kernfused || !y->active) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(DispatchType(y->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    T        *ya = HostArray<T>(y);
+    DDBackend which;
+    decltype(KernelTable<T>::actfwd) fn;
+    PetscFunctionBegin;
+    PetscCall(LayerKernel<T>(l, &KernelTable<T>::actfwd, DD_KERNEL_POINTWISE, &fn, &which));
+    KernelEvent  e(which, DD_KERNEL_POINTWISE);
+    ActParams<T> p;
+    ForEachBulkRun(y->layout, [&](PetscInt off, PetscInt len) { fn((DDActivationType)c->fuseact, p, ya + off, ya + off, len); });
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 static PetscErrorCode Conv_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTensor y)
 {
   Conv    *c = (Conv *)l->data;
@@ -796,6 +841,7 @@ static PetscErrorCode Conv_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTen
     yo = y->layouthash == l->output->layouthash ? y : l->output;
     PetscCall(Conv_HaloAndLocal(c, xh, yo));
   }
+  PetscCall(Conv_ApplyFusedActivation(l, c, yo));
   if (yo != y) PetscCall(DDTensorCopy(yo, y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -885,6 +931,7 @@ static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
     const char *dist = (!c->bcastX && !c->reduceY) ? "spatial" : (c->Pss == 1 ? "channel" : "general");
     PetscCall(PetscViewerASCIIPrintf(viewer, "kernel %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT " stride %" PetscInt_FMT "x%" PetscInt_FMT "x%" PetscInt_FMT ", %s distribution (Pn %" PetscInt_FMT ", Pci %" PetscInt_FMT ", Pco %" PetscInt_FMT ", spatial %" PetscInt_FMT "), kernels: %s\n", c->g.k[0], c->g.k[1], c->g.k[2], c->g.s[0], c->g.s[1], c->g.s[2], dist, c->Pn, c->Pci, c->pco, c->Pss,
                                      c->kern ? c->kern->Name() : "none (no local output)"));
+    if (c->fuseact >= 0) PetscCall(PetscViewerASCIIPrintf(viewer, "fused with the next activation (-net_fuse): the output holds %s(conv), %s\n", DDActivationTypes[c->fuseact], c->kernfused ? "written by the kernel" : "applied after the kernel"));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -907,6 +954,11 @@ static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
 
   Kernels: oneDNN (float32; activations in its preferred, usually blocked, format are written
   and read without reorders) or the reference loops (float64).
+
+  Fused relu: in a network (`DDNetSetUp()`, -net_fuse, default on) a convolution whose only consumer
+  is a relu layer laid out alike writes relu(conv) into its output (oneDNN's eltwise post-op, else
+  in place after the local kernels and any sum over input-channel workers); the relu layer's
+  output views it. `DDNetGetLayerOutput()` of the convolution then gives relu(conv).
 
   Options Database Keys:
 + -layer_conv_out_channels <n> - output channels
@@ -945,6 +997,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Conv(DDLayer l)
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetBias_C", DDLayerConvSetBias_Conv));
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetChannelWorkers_C", DDLayerConvSetChannelWorkers_Conv));
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetGroups_C", DDLayerConvSetGroups_Conv));
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetFusedActivation_C", DDLayerConvSetFusedActivation_Conv));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -1,0 +1,258 @@
+/*
+  Issue 16, item 6: conv + relu fusion (-net_fuse, DDNetSetUp; src/net/net.cxx). A network with
+  fusion equals the same network without (-net_fuse 0): loss, the fused relu layers' outputs, every
+  parameter gradient, and the parameters after a few optimizer steps, in 2-D and 3-D, float32
+  (oneDNN's relu post-op on /cpu/dnnl) and float64 (relu applied in place after the GEMM kernel of
+  /cpu/blas), with the batch and a spatial dimension split at 2 ranks; the fused network on P ranks
+  equals it on one rank (float64). The pairs that must not fuse stay unfused: a convolution whose
+  output has two consumers, prelu, tanh, and a relu whose output needs a halo its convolution's
+  output has not (its consumer is a 3x3 convolution). Run at 1 and 2 ranks.
+*/
+#include "layertest.hpp"
+#include <ddnn/private/ddnetimpl.h>
+#include <sstream>
+
+using namespace ddtest;
+
+static std::vector<std::string> setopts; /* the options set here: PETSc's table is finite */
+
+static void ForgetOptions()
+{
+  for (auto &o : setopts) DDT(PetscOptionsClearValue(NULL, o.c_str()));
+  setopts.clear();
+}
+
+static int netcount = 0;
+
+/* a network from "-key value" lines, each given a fresh prefix; -net_fuse as asked */
+static DDNet MakeNet(const std::string &text, bool fuse)
+{
+  DDNet              net;
+  std::string        prefix = "f" + std::to_string(netcount++) + "_";
+  std::istringstream in(text + "-net_fuse " + (fuse ? "1" : "0") + "\n");
+  std::string        line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string        key, value;
+    ls >> key >> value;
+    if (key.size() < 2 || key[0] != '-') continue;
+    setopts.push_back("-" + prefix + key.substr(1));
+    DDT(PetscOptionsSetValue(NULL, setopts.back().c_str(), value.c_str()));
+  }
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, prefix.c_str()));
+  DDT(DDNetSetFromOptions(net));
+  return net;
+}
+
+static DDTensor Input(std::vector<PetscInt> shape, std::vector<PetscInt> pshape, DDDataType dt, PetscInt64 seed, bool serial = false)
+{
+  InputSpec s;
+  s.shape  = shape;
+  s.pshape = pshape;
+  if (serial) s = Serial(s);
+  DDTensor t = MakeInput(s, dt, seed);
+  DDT(DDTensorSetRandomGlobal(t, seed, -1.0, 1.0));
+  return t;
+}
+
+/* whether layer `name` is fused: a convolution that says so in its view, a relu whose output is its input's storage */
+static bool Fused(DDNet net, const char *name)
+{
+  DDLayer   l;
+  PetscBool isconv;
+  DDT(DDNetGetLayer(net, name, &l));
+  DDT(PetscObjectTypeCompare((PetscObject)l, DDLAYERCONV, &isconv));
+  if (isconv) return LayerViewText(l).find("fused with the next activation") != std::string::npos;
+  int all, mine = l->output->array == l->setupin[0]->array && l->output->layout.size > 0 ? 1 : 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MAX, PETSC_COMM_WORLD);
+  return all != 0;
+}
+
+struct Trace {
+  std::vector<double>              losses;
+  std::vector<std::vector<double>> outs, grads, params; /* after the first step: outputs and gradients; at the end: parameters */
+};
+
+/* forward, backward, then `steps` Adam steps; the losses of every step, the outputs of `outs` and the gradients of the first, the final parameters */
+static Trace Train(DDNet net, DDTensor x, DDTensor t, const std::vector<const char *> &outs, int steps)
+{
+  Trace       r;
+  DDTensor    xs[2] = {x, t}, *ps, *gs, y;
+  PetscInt    n;
+  DDOptimizer opt;
+  DDT(DDNetSetUp(net, 2, xs));
+  DDT(DDNetGetParameters(net, &n, &ps, &gs));
+  DDT(DDOptimizerCreate(PETSC_COMM_WORLD, &opt));
+  DDT(DDOptimizerSetType(opt, DDOPTIMIZERADAM));
+  DDT(DDOptimizerSetLearningRate(opt, 0.05));
+  DDT(DDOptimizerSetUp(opt, n, ps, gs));
+  for (int s = 0; s < steps; s++) {
+    PetscReal loss;
+    DDT(DDNetZeroGradients(net));
+    DDT(DDNetForward(net, 2, xs));
+    DDT(DDNetBackward(net, NULL));
+    DDT(DDNetGetLoss(net, &loss));
+    r.losses.push_back(loss);
+    if (s == 0) {
+      for (const char *o : outs) {
+        DDT(DDNetGetLayerOutput(net, o, &y));
+        r.outs.push_back(GatherAll(y));
+      }
+      for (PetscInt i = 0; i < n; i++) r.grads.push_back(GatherAll(gs[i]));
+    }
+    DDT(DDOptimizerStep(opt));
+  }
+  for (PetscInt i = 0; i < n; i++) r.params.push_back(GatherAll(ps[i]));
+  DDT(DDOptimizerDestroy(&opt));
+  return r;
+}
+
+static void ExpectSame(const Trace &a, const Trace &b, double tol, const std::string &what)
+{
+  ASSERT_EQ(a.losses.size(), b.losses.size());
+  for (size_t s = 0; s < a.losses.size(); s++) EXPECT_NEAR(a.losses[s], b.losses[s], tol * (1 + std::fabs(b.losses[s]))) << what << ": loss of step " << s;
+  ASSERT_EQ(a.outs.size(), b.outs.size());
+  for (size_t i = 0; i < a.outs.size(); i++) EXPECT_LT(RelDiff(a.outs[i], b.outs[i]), tol) << what << ": layer output " << i;
+  ASSERT_EQ(a.grads.size(), b.grads.size());
+  for (size_t i = 0; i < a.grads.size(); i++) EXPECT_LT(RelDiff(a.grads[i], b.grads[i]), tol) << what << ": gradient of parameter " << i;
+  for (size_t i = 0; i < a.params.size(); i++) EXPECT_LT(RelDiff(a.params[i], b.params[i]), tol) << what << ": parameter " << i << " after the steps";
+}
+
+/*
+  2-D: c2 -> a2 (relu) -> c3 (1x1) and c5 -> a5 (relu) -> pool fuse (c2 overlapping its halo exchange
+  with the interior: one kernel per region, each fused); c1 -> a1 (relu) does not (a1's
+  output needs the halo of the 3x3 convolution c2), nor c3 -> a3 (tanh), c4 -> a4 (c4's output also
+  feeds the concatenation k), c6 -> a6 (prelu).
+*/
+static const char *Net2D = "-net_inputs x,target\n"
+                           "-net_layers c1,a1,c2,a2,c3,a3,c4,a4,k,c5,a5,p,c6,a6,out,loss\n"
+                           "-c1_layer_type conv\n-c1_layer_conv_out_channels 4\n-c1_layer_conv_kernel 3\n-c1_layer_conv_padding 1\n"
+                           "-a1_layer_type activation\n"
+                           "-c2_layer_type conv\n-c2_layer_conv_out_channels 5\n-c2_layer_conv_kernel 3\n-c2_layer_conv_padding 1\n-c2_layer_conv_overlap 1\n"
+                           "-a2_layer_type activation\n"
+                           "-c3_layer_type conv\n-c3_layer_conv_out_channels 4\n-c3_layer_conv_kernel 1\n"
+                           "-a3_layer_type activation\n-a3_layer_activation_type tanh\n"
+                           "-c4_layer_type conv\n-c4_layer_conv_out_channels 3\n-c4_layer_conv_kernel 1\n"
+                           "-a4_layer_type activation\n"
+                           "-k_layer_type concat\n-k_layer_inputs a4,c4\n"
+                           "-c5_layer_type conv\n-c5_layer_conv_out_channels 4\n-c5_layer_conv_kernel 1\n"
+                           "-a5_layer_type activation\n"
+                           "-p_layer_type pool\n-p_layer_pool_type max\n-p_layer_pool_kernel 2\n"
+                           "-c6_layer_type conv\n-c6_layer_conv_out_channels 3\n-c6_layer_conv_kernel 1\n"
+                           "-a6_layer_type activation\n-a6_layer_activation_type prelu\n"
+                           "-out_layer_type conv\n-out_layer_conv_out_channels 1\n-out_layer_conv_kernel 1\n"
+                           "-loss_layer_type loss\n-loss_layer_inputs out,target\n-loss_layer_loss_type mse\n";
+
+/* 3-D: c2 -> a2 (relu) -> c3 (1x1x1) fuses; c1 -> a1 (its output needs c2's halo) and c3 -> a3 (tanh) do not */
+static const char *Net3D = "-net_inputs x,target\n"
+                           "-net_layers c1,a1,c2,a2,c3,a3,out,loss\n"
+                           "-c1_layer_type conv\n-c1_layer_conv_out_channels 3\n-c1_layer_conv_kernel 3\n-c1_layer_conv_padding 1\n"
+                           "-a1_layer_type activation\n"
+                           "-c2_layer_type conv\n-c2_layer_conv_out_channels 4\n-c2_layer_conv_kernel 3\n-c2_layer_conv_padding 1\n"
+                           "-a2_layer_type activation\n"
+                           "-c3_layer_type conv\n-c3_layer_conv_out_channels 3\n-c3_layer_conv_kernel 1\n"
+                           "-a3_layer_type activation\n-a3_layer_activation_type tanh\n"
+                           "-out_layer_type conv\n-out_layer_conv_out_channels 1\n-out_layer_conv_kernel 1\n"
+                           "-loss_layer_type loss\n-loss_layer_inputs out,target\n-loss_layer_loss_type mse\n";
+
+struct Case {
+  const char               *name, *text;
+  std::vector<PetscInt>     xshape, tshape;
+  std::vector<const char *> fused, unfused, outs;
+};
+
+static const Case cases[] = {
+  {"2-D", Net2D, {4, 2, 12, 8}, {4, 1, 6, 4}, {"c2", "a2", "c5", "a5"}, {"c1", "a1", "c3", "a3", "c4", "a4", "c6", "a6", "out"}, {"a1", "a2", "a3", "a4", "a5", "a6", "out"}},
+  {"3-D", Net3D, {2, 2, 8, 6, 4}, {2, 1, 8, 6, 4}, {"c2", "a2"}, {"c1", "a1", "c3", "a3", "out"}, {"a1", "a2", "a3", "out"}},
+};
+
+/* the partition at P ranks: the batch split by 2 where P is even, the first spatial dimension by the rest */
+static std::vector<PetscInt> Split(size_t order)
+{
+  std::vector<PetscInt> p(order, 1);
+  const PetscInt        P = Size();
+  if (P % 2 == 0 && P > 2) {
+    p[0] = 2;
+    p[2] = P / 2;
+  } else p[2] = P;
+  return p;
+}
+
+/* fused == unfused on the same partition (both dtypes), the fusion marks as expected, the fused network on P ranks == on 1 rank (float64) */
+TEST(Fusion, FusedEqualsUnfused)
+{
+  for (const Case &c : cases)
+    for (DDDataType dt : {DD_FLOAT32, DD_FLOAT64}) {
+      const std::string what = std::string(c.name) + " " + DDDataTypes[dt] + " at " + std::to_string(Size()) + " ranks";
+      const double      tol  = dt == DD_FLOAT32 ? 1e-6 : 1e-12;
+      DDNet             f = MakeNet(c.text, true), u = MakeNet(c.text, false);
+      DDTensor          x = Input(c.xshape, Split(c.xshape.size()), dt, 31), t = Input(c.tshape, Split(c.tshape.size()), dt, 32);
+      Trace             tf = Train(f, x, t, c.outs, 3), tu = Train(u, x, t, c.outs, 3);
+      for (const char *n : c.fused) {
+        EXPECT_TRUE(Fused(f, n)) << what << ": " << n << " should be fused";
+        EXPECT_FALSE(Fused(u, n)) << what << ": " << n << " fused with -net_fuse 0";
+      }
+      for (const char *n : c.unfused) EXPECT_FALSE(Fused(f, n)) << what << ": " << n << " must not be fused";
+      ExpectSame(tf, tu, tol, what + ", fused vs unfused");
+      if (dt == DD_FLOAT64 && Size() > 1) { /* P ranks = 1 rank, fused */
+        DDNet    s  = MakeNet(c.text, true);
+        DDTensor xs = Input(c.xshape, {}, dt, 31, true), ts = Input(c.tshape, {}, dt, 32, true);
+        Trace    t1 = Train(s, xs, ts, c.outs, 3);
+        for (const char *n : c.fused) EXPECT_TRUE(Fused(s, n)) << what << ": " << n << " should be fused on one rank";
+        ExpectSame(tf, t1, 1e-11, what + ", fused, P ranks vs 1 rank");
+        DDT(DDNetDestroy(&s));
+        DDT(DDTensorDestroy(&xs));
+        DDT(DDTensorDestroy(&ts));
+      }
+      DDT(DDNetDestroy(&f));
+      DDT(DDNetDestroy(&u));
+      DDT(DDTensorDestroy(&x));
+      DDT(DDTensorDestroy(&t));
+      ForgetOptions();
+    }
+}
+
+/* set up again without fusion after a fused set-up: the pair is unfused and the results are still right */
+TEST(Fusion, SetUpAgainUnfuses)
+{
+  const Case &c = cases[0];
+  DDNet       f = MakeNet(c.text, true), u = MakeNet(c.text, false);
+  DDTensor    x = Input(c.xshape, Split(4), DD_FLOAT64, 41), t = Input(c.tshape, Split(4), DD_FLOAT64, 42);
+  Trace       tu = Train(u, x, t, c.outs, 2);
+  (void)Train(f, x, t, c.outs, 1);
+  EXPECT_TRUE(Fused(f, "a2"));
+  DDT(PetscOptionsSetValue(NULL, (std::string("-") + ((PetscObject)f)->prefix + "net_fuse").c_str(), "0"));
+  Trace tf = Train(f, x, t, c.outs, 2);
+  EXPECT_FALSE(Fused(f, "a2"));
+  EXPECT_FALSE(Fused(f, "c2"));
+  ExpectSame(tf, tu, 1e-12, "set up again with -net_fuse 0");
+  DDT(DDNetDestroy(&f));
+  DDT(DDNetDestroy(&u));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+  ForgetOptions();
+}
+
+/* a fused relu layer given an input other than its convolution's output: a clear error, not a silent result */
+TEST(Fusion, FusedLayerGivenAnotherInput)
+{
+  const Case &c = cases[1];
+  DDNet       f = MakeNet(c.text, true);
+  DDTensor    x = Input(c.xshape, Split(5), DD_FLOAT32, 51), t = Input(c.tshape, Split(5), DD_FLOAT32, 52);
+  (void)Train(f, x, t, c.outs, 1);
+  ASSERT_TRUE(Fused(f, "a2"));
+  DDLayer  a2;
+  DDTensor other, y;
+  DDT(DDNetGetLayer(f, "a2", &a2));
+  DDT(DDTensorDuplicate(a2->setupin[0], &other));
+  DDT(DDLayerGetOutput(a2, &y));
+  std::string msg;
+  EXPECT_NE(Catch([&] { return DDLayerForward(a2, other, y); }, &msg), PETSC_SUCCESS);
+  EXPECT_NE(msg.find("-net_fuse"), std::string::npos) << msg;
+  DDT(DDTensorDestroy(&other));
+  DDT(DDNetDestroy(&f));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+  ForgetOptions();
+}
