@@ -393,6 +393,10 @@ PetscErrorCode ddnn::NetReplicasSum_Private(DDNet net)
 
   Setting the mode of a set-up network takes effect at once (a collective call then).
 
+  The performance model (`DDNetGetModelTime()`, `-net_view`, `-net_distribution auto`) prices the
+  broadcast mode: in the replicated mode it still counts each layer's weight broadcast and
+  sum-reduction, not the per-step bucketed collectives.
+
   Level: intermediate
 
 .seealso: `DDNetGetWeightMode()`, `DDNetSetUp()`, `DDNetBackward()`, `DDPRIMITIVEBROADCAST`
