@@ -28,6 +28,7 @@
 #include <ddnn/private/ddnetimpl.h>
 #include <ddnn/private/ddbackendimpl.h> /* HostArray */
 #include <tensor/layout.hpp>
+#include <primitive/bcastgroups.hpp>
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -72,73 +73,14 @@ using ddnn::ReplicaEntry;
 
 static PetscLogEvent NET_ReplBcast = 0, NET_ReplSum = 0;
 
-/* one group of a broadcast w -> wh that this rank belongs to (as DDPRIMITIVEBROADCAST forms them) */
-struct GroupOf {
-  std::vector<PetscMPIInt> ranks; /* root first, the others increasing */
-  bool                     root = false, member = false;
-  PetscInt                 count = 0;
-  PetscInt                 gid   = 0;
-};
-
-static void ReplicaGroups(DDTensor one, DDTensor many, std::vector<GroupOf> &mine)
+/* the groups of a broadcast w -> wh that this rank belongs to, as DDPRIMITIVEBROADCAST forms them,
+   each group's ranks as the root and then the others increasing (a bucket's key) */
+static void ReplicaGroups(DDTensor one, DDTensor many, std::vector<ddnn::BcastGroup> &mine)
 {
-  DDPartition    Po = one->part, Pm = many->part;
-  const PetscInt d = Pm->order, lead = d - Po->order;
-  bool           K[DD_MAX_DIM];
-
-  mine.clear();
-  for (PetscInt k = 0; k < d; k++) K[k] = (k < lead ? 1 : Po->shape[k - lead]) == 1 && Pm->shape[k] > 1;
-  auto gidOf = [&](const PetscInt c[]) {
-    PetscInt g = 0;
-    for (PetscInt k = 0; k < d; k++)
-      if (!K[k]) g = g * Pm->shape[k] + c[k];
-    return g;
-  };
-  if (Po->index >= 0) {
-    PetscInt c[DD_MAX_DIM];
-    for (PetscInt k = 0; k < d; k++) c[k] = k < lead ? 0 : Po->coords[k - lead];
-    GroupOf g;
-    g.gid   = gidOf(c);
-    g.root  = true;
-    g.count = one->layout.bulksize;
-    mine.push_back(g);
-  }
-  if (Pm->index >= 0) {
-    GroupOf g;
-    g.gid    = gidOf(Pm->coords);
-    g.member = true;
-    g.count  = many->layout.bulksize;
-    if (!mine.empty() && mine[0].gid == g.gid) mine[0].member = true;
-    else mine.push_back(g);
-  }
+  ddnn::BroadcastGroupsOf(one, many, mine);
   for (auto &g : mine) {
-    PetscInt gc[DD_MAX_DIM], r = g.gid, idx = 0;
-    for (PetscInt k = d - 1; k >= 0; k--) {
-      if (K[k]) {
-        gc[k] = 0;
-        continue;
-      }
-      gc[k] = r % Pm->shape[k];
-      r /= Pm->shape[k];
-    }
-    for (PetscInt k = lead; k < d; k++) idx = idx * Po->shape[k - lead] + gc[k];
-    const PetscMPIInt        root = Po->ranks[idx];
-    std::vector<PetscMPIInt> others;
-    PetscInt                 lo[DD_MAX_DIM], hi[DD_MAX_DIM], ord[DD_MAX_DIM];
-    for (PetscInt k = 0; k < d; k++) {
-      lo[k]  = K[k] ? 0 : gc[k];
-      hi[k]  = K[k] ? Pm->shape[k] : gc[k] + 1;
-      ord[k] = k;
-    }
-    ddnn::ForEachIndex(d, lo, hi, ord, [&](const PetscInt *c) {
-      PetscInt i = 0;
-      for (PetscInt k = 0; k < d; k++) i = i * Pm->shape[k] + c[k];
-      if (Pm->ranks[i] != root) others.push_back(Pm->ranks[i]);
-    });
-    std::sort(others.begin(), others.end());
-    others.erase(std::unique(others.begin(), others.end()), others.end());
-    g.ranks.assign(1, root);
-    g.ranks.insert(g.ranks.end(), others.begin(), others.end());
+    std::sort(g.ranks.begin() + 1, g.ranks.end());
+    g.ranks.erase(std::unique(g.ranks.begin() + 1, g.ranks.end()), g.ranks.end());
   }
 }
 
@@ -183,7 +125,7 @@ PetscErrorCode ddnn::NetReplicasSetUp_Private(DDNet net)
   auto *R = new NetReplicas;
   I->replicas = R;
   std::map<std::pair<std::vector<PetscMPIInt>, int>, size_t> index; /* (group, data type) -> bucket */
-  std::vector<GroupOf>                                        groups;
+  std::vector<ddnn::BcastGroup>                               groups;
   for (auto &nd : I->nodes) {
     DDLayer l = nd.layer;
     for (PetscInt k = 0; k < l->nreplicas; k++) {

@@ -15,6 +15,7 @@
 */
 #include <ddnn/private/ddprimitiveimpl.h>
 #include <tensor/layout.hpp>
+#include <primitive/bcastgroups.hpp>
 #include <vector>
 #include <algorithm>
 
@@ -103,71 +104,27 @@ static PetscErrorCode BR_SetUp(DDPrimitive prim, DDTensor x, DDTensor y)
   br->lead = lead;
   br->nK   = 0;
   for (PetscInt k = 0; k < d; k++) br->nK += K[k];
-  /* group ids: C-order index of the coordinates outside K */
-  auto gidOf = [&](const PetscInt c[]) {
-    PetscInt g = 0;
-    for (PetscInt k = 0; k < d; k++)
-      if (!K[k]) g = g * Pm->shape[k] + c[k];
-    return g;
-  };
   br->ngroups = 1;
   for (PetscInt k = 0; k < d; k++)
     if (!K[k]) br->ngroups *= Pm->shape[k];
-  std::vector<Group> mine;
-  if (Po->index >= 0) {
-    PetscInt c[DD_MAX_DIM];
-    for (PetscInt k = 0; k < d; k++) c[k] = k < lead ? 0 : Po->coords[k - lead];
-    Group g;
-    g.gid   = gidOf(c);
-    g.root  = true;
-    g.count = one->layout.bulksize;
-    mine.push_back(g);
-  }
-  if (Pm->index >= 0) {
-    Group g;
-    g.gid    = gidOf(Pm->coords);
-    g.member = true;
-    g.count  = many->layout.bulksize;
-    if (!mine.empty() && mine[0].gid == g.gid) mine[0].member = true;
-    else mine.push_back(g);
-  }
-  std::sort(mine.begin(), mine.end(), [](const Group &a, const Group &b) { return a.gid < b.gid; });
+  std::vector<BcastGroup> bg;
+  std::vector<Group>      mine;
+  BroadcastGroupsOf(one, many, bg); /* by increasing gid */
   /* communicators, created group by group in increasing gid order (deadlock-free) */
   MPI_Group world;
   PetscCallMPI(MPI_Comm_group(comm, &world));
-  for (auto &g : mine) {
+  for (const auto &b : bg) {
+    Group g;
+    g.gid    = b.gid;
+    g.root   = b.root;
+    g.member = b.member;
+    g.count  = b.count;
+    mine.push_back(g);
     if (g.count == 0) continue; /* every rank of the group holds the same (empty) box */
-    PetscInt gc[DD_MAX_DIM], r = g.gid;
-    for (PetscInt k = d - 1; k >= 0; k--) {
-      if (K[k]) {
-        gc[k] = 0;
-        continue;
-      }
-      gc[k] = r % Pm->shape[k];
-      r /= Pm->shape[k];
-    }
-    std::vector<PetscMPIInt> ranks;
-    { /* root first */
-      PetscInt oc[DD_MAX_DIM], idx = 0;
-      for (PetscInt k = lead; k < d; k++) oc[k - lead] = gc[k];
-      for (PetscInt k = 0; k < Po->order; k++) idx = idx * Po->shape[k] + oc[k];
-      ranks.push_back(Po->ranks[idx]);
-    }
-    PetscInt lo[DD_MAX_DIM], hi[DD_MAX_DIM], ord[DD_MAX_DIM];
-    for (PetscInt k = 0; k < d; k++) {
-      lo[k]  = K[k] ? 0 : gc[k];
-      hi[k]  = K[k] ? Pm->shape[k] : gc[k] + 1;
-      ord[k] = k;
-    }
-    ForEachIndex(d, lo, hi, ord, [&](const PetscInt *c) {
-      PetscInt idx = 0;
-      for (PetscInt k = 0; k < d; k++) idx = idx * Pm->shape[k] + c[k];
-      if (Pm->ranks[idx] != ranks[0]) ranks.push_back(Pm->ranks[idx]);
-    });
-    if (ranks.size() == 1) continue; /* a local copy */
+    if (b.ranks.size() == 1) continue; /* a local copy */
     MPI_Group grp;
-    PetscCallMPI(MPI_Group_incl(world, (PetscMPIInt)ranks.size(), ranks.data(), &grp));
-    PetscCallMPI(MPI_Comm_create_group(comm, grp, (PetscMPIInt)(g.gid % 32767), &g.comm));
+    PetscCallMPI(MPI_Group_incl(world, (PetscMPIInt)b.ranks.size(), b.ranks.data(), &grp));
+    PetscCallMPI(MPI_Comm_create_group(comm, grp, (PetscMPIInt)(g.gid % 32767), &mine.back().comm));
     PetscCallMPI(MPI_Group_free(&grp));
   }
   PetscCallMPI(MPI_Group_free(&world));
