@@ -74,19 +74,20 @@ struct Tables {
 };
 
 /*
-  Rows of the innermost interpolation, h[j] = x[r + o0[j]] w0[j] + x[r + o1[j]] w1[j] (nearest:
-  x[r + o0[j]]), cached by the storage offset r of the source row.
+  K row buffers of len entries, the least recently used refilled: Get(key, fill) returns the row
+  cached for key, or calls fill(h) on the oldest buffer h and caches it for key.
 */
-template <class T>
-struct RowCache {
-  static constexpr int K = 6;
-  PetscInt             key[K], stamp[K], now = 0, len;
-  std::vector<T>       buf;
-  RowCache(PetscInt len_) : len(len_), buf((size_t)(K * std::max<PetscInt>(len_, 1)))
+template <class T, int K>
+struct RowSlots {
+  PetscInt       key[K], stamp[K], now = 0, len;
+  std::vector<T> buf;
+  RowSlots(PetscInt len_) : len(len_), buf((size_t)(K * std::max<PetscInt>(len_, 1))) { Clear(); }
+  void Clear()
   {
     for (int k = 0; k < K; k++) key[k] = -1, stamp[k] = -1;
   }
-  const T *Get(const T *x, PetscInt r, const Tables<T> &tb, bool linear)
+  template <class Fill>
+  const T *Get(PetscInt r, Fill &&fill)
   {
     now++;
     int old = 0;
@@ -97,17 +98,34 @@ struct RowCache {
       }
       if (stamp[k] < stamp[old]) old = k;
     }
-    T             *h  = buf.data() + old * len;
-    const T       *xr = x + r;
-    const PetscInt *o0 = tb.o0[2].data(), *o1 = tb.o1[2].data();
-    const T       *w0 = tb.w0[2].data(), *w1 = tb.w1[2].data();
-    if (linear)
-      for (PetscInt j = 0; j < len; j++) h[j] = xr[o0[j]] * w0[j] + xr[o1[j]] * w1[j];
-    else
-      for (PetscInt j = 0; j < len; j++) h[j] = xr[o0[j]];
+    T *h = buf.data() + old * len;
+    fill(h);
     key[old]   = r;
     stamp[old] = now;
     return h;
+  }
+};
+
+/*
+  Rows of the innermost interpolation, h[j] = x[r + o0[j]] w0[j] + x[r + o1[j]] w1[j] (nearest:
+  x[r + o0[j]]), cached by the storage offset r of the source row.
+*/
+template <class T>
+struct RowCache {
+  RowSlots<T, 6> slots;
+  RowCache(PetscInt len_) : slots(len_) { }
+  const T *Get(const T *x, PetscInt r, const Tables<T> &tb, bool linear)
+  {
+    return slots.Get(r, [&](T *h) {
+      const PetscInt  len = slots.len;
+      const T        *xr  = x + r;
+      const PetscInt *o0 = tb.o0[2].data(), *o1 = tb.o1[2].data();
+      const T        *w0 = tb.w0[2].data(), *w1 = tb.w1[2].data();
+      if (linear)
+        for (PetscInt j = 0; j < len; j++) h[j] = xr[o0[j]] * w0[j] + xr[o1[j]] * w1[j];
+      else
+        for (PetscInt j = 0; j < len; j++) h[j] = xr[o0[j]];
+    });
   }
 };
 } // namespace
@@ -136,38 +154,24 @@ void UpsampleRowsForward2D(const UpsampleGeom &g, const Tables<T> &tb, const T *
     if (ok) Lmax = std::max(Lmax, L);
   }
   if (Lmax == 0) return;
-  constexpr int  K = 4;
-  const PetscInt len = O2 * Lmax;
-  std::vector<T> buf((size_t)(K * len));
-  PetscInt       key[K], stamp[K], now = 0;
+  RowSlots<T, 4> slots(O2 * Lmax);
   const T       *w0 = tb.w0[2].data(), *w1 = tb.w1[2].data();
   const PetscInt *e0 = tb.o0[2].data(), *e1 = tb.o1[2].data();
   for (PetscInt n = 0; n < g.N; n++)
     for (size_t r = 0; r < cs.size(); r++) {
       if (!done[r]) continue;
       const PetscInt L = cl[r], xb = xo.t[0][n] + xo.t[1][cs[r]], yb = yo.t[0][n] + yo.t[1][cs[r]] + yo.t[4][0];
-      for (int k = 0; k < K; k++) key[k] = -1, stamp[k] = -1;
+      slots.Clear();
       auto row = [&](PetscInt off) -> const T * { /* h of the source row at storage offset off */
-        now++;
-        int old = 0;
-        for (int k = 0; k < K; k++) {
-          if (key[k] == off) {
-            stamp[k] = now;
-            return buf.data() + k * len;
+        return slots.Get(off, [&](T *h) {
+          const T *p = x + off;
+          for (PetscInt i2 = 0; i2 < O2; i2++) {
+            const T  a0 = w0[i2], a1 = w1[i2];
+            const T *p0 = p + e0[i2], *p1 = p + e1[i2];
+            T       *hh = h + i2 * L;
+            for (PetscInt j = 0; j < L; j++) hh[j] = p0[j] * a0 + p1[j] * a1;
           }
-          if (stamp[k] < stamp[old]) old = k;
-        }
-        T       *h = buf.data() + old * len;
-        const T *p = x + off;
-        for (PetscInt i2 = 0; i2 < O2; i2++) {
-          const T  a0 = w0[i2], a1 = w1[i2];
-          const T *p0 = p + e0[i2], *p1 = p + e1[i2];
-          T       *hh = h + i2 * L;
-          for (PetscInt j = 0; j < L; j++) hh[j] = p0[j] * a0 + p1[j] * a1;
-        }
-        key[old]   = off;
-        stamp[old] = now;
-        return h;
+        });
       };
       for (PetscInt i0 = 0; i0 < g.out[0]; i0++)
         for (PetscInt i1 = 0; i1 < g.out[1]; i1++) {
