@@ -206,6 +206,19 @@ inline InputSpec Serial(InputSpec s)
   return s;
 }
 
+/* a network input of this shape on a partition of this shape (serial: on rank 0 alone), filled with
+   the global random values of the seed in [-1, 1] (the same on every partition) */
+inline DDTensor RandomInput(std::vector<PetscInt> shape, std::vector<PetscInt> pshape, DDDataType dt, PetscInt64 seed, bool serial = false)
+{
+  InputSpec s;
+  s.shape  = shape;
+  s.pshape = pshape;
+  if (serial) s = Serial(s);
+  DDTensor t = MakeInput(s, dt, seed);
+  DDT(DDTensorSetRandomGlobal(t, seed, -1.0, 1.0));
+  return t;
+}
+
 /*
   Central finite differences of L = <F(x, p), r> along random directions of input i and of
   each parameter, against the gradients of Backward (float64, small cases).

@@ -121,17 +121,6 @@ static DDNet MakeNet(const std::string &text, DDNetDistribution dist, PetscInt64
   return net;
 }
 
-static DDTensor Input(std::vector<PetscInt> shape, std::vector<PetscInt> pshape, DDDataType dt, PetscInt64 seed, bool serial = false)
-{
-  InputSpec s;
-  s.shape  = shape;
-  s.pshape = pshape;
-  if (serial) s = Serial(s);
-  DDTensor t = MakeInput(s, dt, seed);
-  DDT(DDTensorSetRandomGlobal(t, seed, -1.0, 1.0));
-  return t;
-}
-
 /* the predicted time of a step of the set-up network's layers, as the chooser minimises it:
    the sum over the layers of the slowest rank's forward and backward */
 static double LayerSum(DDNet net, double *mem = nullptr)
@@ -234,10 +223,10 @@ static RunResult Run(DDNet net, std::vector<DDTensor> xs, const char *out)
 static void ExpectAutoEqualsSerial(const std::string &text, std::vector<PetscInt> xshape, std::vector<PetscInt> tshape, const char *out, const std::string &what)
 {
   DDNet    ref = MakeNet(text, DD_NET_DISTRIBUTION_GIVEN), au = MakeNet(text, DD_NET_DISTRIBUTION_AUTO);
-  DDTensor x1 = Input(xshape, {}, DD_FLOAT64, 11, true), t1 = Input(tshape, {}, DD_FLOAT64, 12, true);
+  DDTensor x1 = RandomInput(xshape, {}, DD_FLOAT64, 11, true), t1 = RandomInput(tshape, {}, DD_FLOAT64, 12, true);
   std::vector<PetscInt> tp(tshape.size(), 1);
   if (tshape.size() == 4) tp = RowSplit(4);
-  DDTensor xp = Input(xshape, RowSplit(4), DD_FLOAT64, 11), tpt = Input(tshape, tp, DD_FLOAT64, 12);
+  DDTensor xp = RandomInput(xshape, RowSplit(4), DD_FLOAT64, 11), tpt = RandomInput(tshape, tp, DD_FLOAT64, 12);
   DDTensor a[2] = {x1, t1}, b[2] = {xp, tpt};
   DDT(DDNetSetUp(ref, 2, a));
   DDT(DDNetSetUp(au, 2, b));
@@ -287,7 +276,7 @@ TEST(Distribution, DearCommunicationGivesSampleSplit)
   UseSyntheticModel(1e-7, 1e-5);
   PetscInt P   = Size();
   DDNet    net = MakeNet(LineText, DD_NET_DISTRIBUTION_AUTO);
-  DDTensor x   = Input({4 * P, 1, 8, 16}, RowSplit(4), DD_FLOAT32, 1);
+  DDTensor x   = RandomInput({4 * P, 1, 8, 16}, RowSplit(4), DD_FLOAT32, 1);
   DDT(DDNetSetUp(net, 1, &x));
   ForgetOptions();
   for (const char *c : {"c1", "c2", "c3"}) EXPECT_EQ(Str(InputPartition(net, c)), Str({P, 1, 1, 1})) << "layer " << c << " on " << P << " ranks";
@@ -308,7 +297,7 @@ TEST(Distribution, SmallBatchAndUserPartitionsKept)
   text.replace(text.find("c1,a1,c2"), 8, "c1,a1,rp,c2");
   text += "-rp_layer_type repartition\n-rp_layer_repartition_shape 1,1," + std::to_string(P) + ",1\n";
   DDNet    net = MakeNet(text, DD_NET_DISTRIBUTION_AUTO);
-  DDTensor x   = Input({1, 2, 8, 8}, RowSplit(4), DD_FLOAT32, 1);
+  DDTensor x   = RandomInput({1, 2, 8, 8}, RowSplit(4), DD_FLOAT32, 1);
   DDT(DDNetSetUp(net, 1, &x));
   ForgetOptions();
   EXPECT_EQ(InputPartition(net, "c1")[0], 1) << "a batch of 1 cannot be split";
@@ -342,7 +331,7 @@ static BruteForce ExpectCheapestOfAllPlans(const std::string &line, std::vector<
 {
   BruteForce bf;
   DDNet    net = MakeNet(line, DD_NET_DISTRIBUTION_AUTO);
-  DDTensor x   = Input(xs, RowSplit(4), DD_FLOAT64, 3);
+  DDTensor x   = RandomInput(xs, RowSplit(4), DD_FLOAT64, 3);
   DDT(DDNetSetUp(net, 1, &x));
   ForgetOptions();
   double                m, t = LayerSum(net, &m);
@@ -487,7 +476,7 @@ TEST(Distribution, BadInput)
   /* a cap no plan fits: the error names it and the smallest memory of any plan */
   if (Size() > 1) {
     net        = MakeNet(LineText, DD_NET_DISTRIBUTION_AUTO, 1000);
-    DDTensor x = Input({4, 2, 8, 8}, RowSplit(4), DD_FLOAT32, 3);
+    DDTensor x = RandomInput({4, 2, 8, 8}, RowSplit(4), DD_FLOAT32, 3);
     EXPECT_NE(Catch([&] { return DDNetSetUp(net, 1, &x); }, &msg), 0);
     EXPECT_NE(msg.find("memory limit of 1000 bytes per rank"), std::string::npos) << msg;
     EXPECT_NE(msg.find("smallest predicted memory per rank of any plan is"), std::string::npos) << msg;
@@ -500,7 +489,7 @@ TEST(Distribution, BadInput)
     ForgetOptions();
     /* a memory cap that differs between ranks: an error on every rank, not plans that differ */
     net = MakeNet(LineText, DD_NET_DISTRIBUTION_AUTO, Rank() == 0 ? 0 : 1 << 30);
-    x   = Input({4, 2, 8, 8}, RowSplit(4), DD_FLOAT32, 3);
+    x   = RandomInput({4, 2, 8, 8}, RowSplit(4), DD_FLOAT32, 3);
     EXPECT_NE(Catch([&] { return DDNetSetUp(net, 1, &x); }, &msg), 0);
     EXPECT_NE(msg.find("-net_distribution or -net_memory_limit"), std::string::npos) << msg;
     DDT(DDTensorDestroy(&x));

@@ -45,17 +45,6 @@ static DDNet MakeNet(const std::string &text, bool fuse)
   return net;
 }
 
-static DDTensor Input(std::vector<PetscInt> shape, std::vector<PetscInt> pshape, DDDataType dt, PetscInt64 seed, bool serial = false)
-{
-  InputSpec s;
-  s.shape  = shape;
-  s.pshape = pshape;
-  if (serial) s = Serial(s);
-  DDTensor t = MakeInput(s, dt, seed);
-  DDT(DDTensorSetRandomGlobal(t, seed, -1.0, 1.0));
-  return t;
-}
-
 /* whether layer `name` is fused: a convolution that says so in its view, a relu whose output is its input's storage */
 static bool Fused(DDNet net, const char *name)
 {
@@ -187,7 +176,7 @@ TEST(Fusion, FusedEqualsUnfused)
       const std::string what = std::string(c.name) + " " + DDDataTypes[dt] + " at " + std::to_string(Size()) + " ranks";
       const double      tol  = dt == DD_FLOAT32 ? 1e-6 : 1e-12;
       DDNet             f = MakeNet(c.text, true), u = MakeNet(c.text, false);
-      DDTensor          x = Input(c.xshape, Split(c.xshape.size()), dt, 31), t = Input(c.tshape, Split(c.tshape.size()), dt, 32);
+      DDTensor          x = RandomInput(c.xshape, Split(c.xshape.size()), dt, 31), t = RandomInput(c.tshape, Split(c.tshape.size()), dt, 32);
       Trace             tf = Train(f, x, t, c.outs, 3), tu = Train(u, x, t, c.outs, 3);
       for (const char *n : c.fused) {
         EXPECT_TRUE(Fused(f, n)) << what << ": " << n << " should be fused";
@@ -197,7 +186,7 @@ TEST(Fusion, FusedEqualsUnfused)
       ExpectSame(tf, tu, tol, what + ", fused vs unfused");
       if (dt == DD_FLOAT64 && Size() > 1) { /* P ranks = 1 rank, fused */
         DDNet    s  = MakeNet(c.text, true);
-        DDTensor xs = Input(c.xshape, {}, dt, 31, true), ts = Input(c.tshape, {}, dt, 32, true);
+        DDTensor xs = RandomInput(c.xshape, {}, dt, 31, true), ts = RandomInput(c.tshape, {}, dt, 32, true);
         Trace    t1 = Train(s, xs, ts, c.outs, 3);
         for (const char *n : c.fused) EXPECT_TRUE(Fused(s, n)) << what << ": " << n << " should be fused on one rank";
         ExpectSame(tf, t1, 1e-11, what + ", fused, P ranks vs 1 rank");
@@ -218,7 +207,7 @@ TEST(Fusion, SetUpAgainUnfuses)
 {
   const Case &c = cases[0];
   DDNet       f = MakeNet(c.text, true), u = MakeNet(c.text, false);
-  DDTensor    x = Input(c.xshape, Split(4), DD_FLOAT64, 41), t = Input(c.tshape, Split(4), DD_FLOAT64, 42);
+  DDTensor    x = RandomInput(c.xshape, Split(4), DD_FLOAT64, 41), t = RandomInput(c.tshape, Split(4), DD_FLOAT64, 42);
   Trace       tu = Train(u, x, t, c.outs, 2);
   (void)Train(f, x, t, c.outs, 1);
   EXPECT_TRUE(Fused(f, "a2"));
@@ -239,7 +228,7 @@ TEST(Fusion, FusedLayerGivenAnotherInput)
 {
   const Case &c = cases[1];
   DDNet       f = MakeNet(c.text, true);
-  DDTensor    x = Input(c.xshape, Split(5), DD_FLOAT32, 51), t = Input(c.tshape, Split(5), DD_FLOAT32, 52);
+  DDTensor    x = RandomInput(c.xshape, Split(5), DD_FLOAT32, 51), t = RandomInput(c.tshape, Split(5), DD_FLOAT32, 52);
   (void)Train(f, x, t, c.outs, 1);
   ASSERT_TRUE(Fused(f, "a2"));
   DDLayer  a2;
