@@ -74,6 +74,26 @@ struct Tables {
 };
 
 /*
+  Marks done[r] for the channel runs r (of lengths cl) whose positions along the innermost dimension
+  are consecutive in both x's window (W positions) and y's box (O2), i.e. whose rows are W x L and
+  O2 x L contiguous entries; returns the longest such run (0: none).
+*/
+inline PetscInt ConsecutiveRuns(const BoxOffsets &xo, const BoxOffsets &yo, PetscInt O2, const std::vector<PetscInt> &cl, std::vector<bool> &done)
+{
+  const PetscInt W    = (PetscInt)xo.t[4].size();
+  PetscInt       Lmax = 0;
+  for (size_t r = 0; r < cl.size(); r++) {
+    const PetscInt L  = cl[r];
+    bool           ok = true;
+    for (PetscInt k = 1; k < W && ok; k++) ok = xo.t[4][k] - xo.t[4][k - 1] == L;
+    for (PetscInt k = 1; k < O2 && ok; k++) ok = yo.t[4][k] - yo.t[4][k - 1] == L;
+    done[r] = ok;
+    if (ok) Lmax = std::max(Lmax, L);
+  }
+  return Lmax;
+}
+
+/*
   K row buffers of len entries, the least recently used refilled: Get(key, fill) returns the row
   cached for key, or calls fill(h) on the oldest buffer h and caches it for key.
 */
@@ -143,16 +163,7 @@ struct RowCache {
 template <class T>
 void UpsampleRowsForward2D(const UpsampleGeom &g, const Tables<T> &tb, const T *x, const BoxOffsets &xo, T *y, const BoxOffsets &yo, const std::vector<PetscInt> &cs, const std::vector<PetscInt> &cl, std::vector<bool> &done)
 {
-  const PetscInt O2 = g.out[2], W = (PetscInt)xo.t[4].size();
-  PetscInt       Lmax = 0;
-  for (size_t r = 0; r < cl.size(); r++) {
-    const PetscInt L = cl[r];
-    bool           ok = true;
-    for (PetscInt k = 1; k < W && ok; k++) ok = xo.t[4][k] - xo.t[4][k - 1] == L;
-    for (PetscInt k = 1; k < O2 && ok; k++) ok = yo.t[4][k] - yo.t[4][k - 1] == L;
-    done[r] = ok;
-    if (ok) Lmax = std::max(Lmax, L);
-  }
+  const PetscInt O2 = g.out[2], Lmax = ConsecutiveRuns(xo, yo, O2, cl, done);
   if (Lmax == 0) return;
   RowSlots<T, 4> slots(O2 * Lmax);
   const T       *w0 = tb.w0[2].data(), *w1 = tb.w1[2].data();
@@ -297,16 +308,7 @@ void UpsampleForwardFast(const UpsampleGeom &g, const T *x, const BoxOffsets &xo
 template <class T>
 void UpsampleRowsBackward2D(const UpsampleGeom &g, const Tables<T> &tb, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo, const std::vector<PetscInt> &cs, const std::vector<PetscInt> &cl, std::vector<bool> &done)
 {
-  const PetscInt O2 = g.out[2], W = (PetscInt)xo.t[4].size(), H = (PetscInt)xo.t[3].size();
-  PetscInt       Lmax = 0;
-  for (size_t r = 0; r < cl.size(); r++) {
-    const PetscInt L = cl[r];
-    bool           ok = true;
-    for (PetscInt k = 1; k < W && ok; k++) ok = xo.t[4][k] - xo.t[4][k - 1] == L;
-    for (PetscInt k = 1; k < O2 && ok; k++) ok = yo.t[4][k] - yo.t[4][k - 1] == L;
-    done[r] = ok;
-    if (ok) Lmax = std::max(Lmax, L);
-  }
+  const PetscInt O2 = g.out[2], H = (PetscInt)xo.t[3].size(), Lmax = ConsecutiveRuns(xo, yo, O2, cl, done);
   if (Lmax == 0) return;
   std::vector<T>  G((size_t)(H * O2 * Lmax));
   std::vector<char> used((size_t)H);
