@@ -793,35 +793,26 @@ DD_CXX_TRY
       for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreGemmKernel_Private(bkey.c_str(), dt, (gk + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, X[d], t[d]));
       PetscCall(ddnn::ModelStoreGemmKernel_Private(bkey.c_str(), dt, (gk + "-wgrad" + sfx).c_str(), PETSC_TRUE, X[2], t[2]));
     }
-    for (const std::string ok : {DDLAYERCONCAT, DDLAYERFLATTEN, DDLAYERLOSS, "loss-crossentropy"}) {
+    /* a memory-bound kind's fit t = c0 + c1 work over four sizes, each the slowest rank's time */
+    auto fit = [&](const std::string &kind, std::initializer_list<PetscInt> sizes, decltype(&TimeKind) timer) -> PetscErrorCode {
       std::vector<double> w[2], t[2];
-      for (PetscInt s : {1, 2, 4, 8}) {
+      PetscFunctionBegin;
+      for (PetscInt s : sizes) {
         double wk[2], tm[2];
-        PetscCall(TimeOther(ok, bname, dt, s, wk, tm));
+        PetscCall(timer(kind, bname, dt, s, wk, tm));
         PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
         for (int d = 0; d < 2; d++) {
           w[d].push_back(wk[d]);
           t[d].push_back(tm[d]);
         }
       }
-      for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, (ok + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
-    }
+      for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, (kind + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
+      PetscFunctionReturn(PETSC_SUCCESS);
+    };
+    for (const std::string ok : {DDLAYERCONCAT, DDLAYERFLATTEN, DDLAYERLOSS, "loss-crossentropy"}) PetscCall(fit(ok, {1, 2, 4, 8}, TimeOther));
     std::vector<std::string> kinds = {DDLAYERCONVTRANSPOSE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, ddnn::ModelKindPoolAvg, DDLAYERUPSAMPLE};
     for (DDActivationType a : {DD_ACT_LEAKYRELU, DD_ACT_TANH, DD_ACT_SIGMOID, DD_ACT_GELU, DD_ACT_IDENTITY, DD_ACT_SILU, DD_ACT_ELU, DD_ACT_SOFTPLUS}) kinds.push_back(std::string(DDLAYERACTIVATION) + "-" + DDActivationTypes[a]); /* model.cxx's calibratedActs */
-    for (const std::string &ks : kinds) {
-      const char *k = ks.c_str();
-      std::vector<double> w[2], t[2];
-      for (PetscInt s : {1, 4, 8, 16}) { /* 4x4 (the per-call cost: LeNet's small layers) to 64x64 */
-        double wk[2], tm[2];
-        PetscCall(TimeKind(k, bname, dt, s, wk, tm));
-        PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
-        for (int d = 0; d < 2; d++) {
-          w[d].push_back(wk[d]);
-          t[d].push_back(tm[d]);
-        }
-      }
-      for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, (ks + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
-    }
+    for (const std::string &ks : kinds) PetscCall(fit(ks, {1, 4, 8, 16}, TimeKind)); /* 4x4 (the per-call cost: LeNet's small layers) to 64x64 */
   }
   /* the per-run cost of a walk over two layouts, warm and cold (":cold", each less the ReLU's fit
      of the same kind: a row-by-row walk into a tensor with a halo touches partial cache lines at
