@@ -127,6 +127,28 @@ static std::vector<std::pair<PetscInt, PetscInt>> OffsetRuns(const std::vector<P
 /* halo exchange with a 3-wide kernel along dimension `dim` of a 1 x C x n x n tensor split there */
 static PetscBool breakdown = PETSC_FALSE;
 
+/* -breakdown: where the time of one application goes, per rank: the medians of Begin and End */
+static PetscErrorCode Breakdown(MPI_Comm comm, int reps, DDPrimitive P, DDTensor x, DDTensor y)
+{
+  std::vector<double> tb, te;
+  PetscMPIInt         rank;
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  for (int r = 0; r < reps; r++) {
+    PetscCallMPI(MPI_Barrier(comm));
+    double t0 = MPI_Wtime();
+    PetscCall(DDPrimitiveApplyBegin(P, x, y));
+    double t1 = MPI_Wtime();
+    PetscCall(DDPrimitiveApplyEnd(P, x, y));
+    tb.push_back(t1 - t0);
+    te.push_back(MPI_Wtime() - t1);
+  }
+  PetscCall(PetscSynchronizedPrintf(comm, "  [%d] Begin %.1f us, End %.1f us (medians)\n", rank, 1e6 * Median(tb), 1e6 * Median(te)));
+  PetscCall(PetscSynchronizedFlush(comm, PETSC_STDOUT));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 static PetscErrorCode BenchHalo(PetscInt N, PetscInt C, PetscInt n, PetscInt dim, int reps, const char *label, DDTensorFormat fmt = DD_FORMAT_PLAIN)
 {
   MPI_Comm    comm = PETSC_COMM_WORLD;
@@ -157,20 +179,7 @@ static PetscErrorCode BenchHalo(PetscInt N, PetscInt C, PetscInt n, PetscInt dim
   PetscCall(DDPrimitiveSetUp(H, x, NULL));
   tsetup = MPI_Wtime() - t0;
   PetscCall(Time(comm, reps, [&]() { return DDPrimitiveApply(H, x, NULL); }, &tdd));
-  if (breakdown) { /* where the time of one exchange goes, per rank: Begin (packing, signals) and End (waits, copies, unpacking) */
-    std::vector<double> tb, te;
-    for (int r = 0; r < reps; r++) {
-      PetscCallMPI(MPI_Barrier(comm));
-      double t0 = MPI_Wtime();
-      PetscCall(DDPrimitiveApplyBegin(H, x, NULL));
-      double t1 = MPI_Wtime();
-      PetscCall(DDPrimitiveApplyEnd(H, x, NULL));
-      tb.push_back(t1 - t0);
-      te.push_back(MPI_Wtime() - t1);
-    }
-    PetscCall(PetscSynchronizedPrintf(comm, "  [%d] Begin %.1f us, End %.1f us (medians)\n", rank, 1e6 * Median(tb), 1e6 * Median(te)));
-    PetscCall(PetscSynchronizedFlush(comm, PETSC_STDOUT));
-  }
+  if (breakdown) PetscCall(Breakdown(comm, reps, H, x, NULL)); /* Begin: packing, signals; End: waits, copies, unpacking */
   /* baseline: the same bytes with MPI_Sendrecv to both neighbors, contiguous buffers */
   PetscInt          face = N * C * n; /* one row or one column of every channel */
   std::vector<float> sl(face, 1), sr(face, 1), rl(face), rr(face);
@@ -311,20 +320,7 @@ static PetscErrorCode BenchRepartition(PetscInt C, PetscInt n, int reps)
   PetscCall(DDPrimitiveSetUp(T, x, y));
   tsetup = MPI_Wtime() - t0;
   PetscCall(Time(comm, reps, [&]() { return DDPrimitiveApply(T, x, y); }, &tdd));
-  if (breakdown) { /* per rank: Begin (the rank's own part, signals) and End (the transfer, waits) */
-    std::vector<double> tb, te;
-    for (int r = 0; r < reps; r++) {
-      PetscCallMPI(MPI_Barrier(comm));
-      double t0 = MPI_Wtime();
-      PetscCall(DDPrimitiveApplyBegin(T, x, y));
-      double t1 = MPI_Wtime();
-      PetscCall(DDPrimitiveApplyEnd(T, x, y));
-      tb.push_back(t1 - t0);
-      te.push_back(MPI_Wtime() - t1);
-    }
-    PetscCall(PetscSynchronizedPrintf(comm, "  [%d] Begin %.1f us, End %.1f us (medians)\n", rank, 1e6 * Median(tb), 1e6 * Median(te)));
-    PetscCall(PetscSynchronizedFlush(comm, PETSC_STDOUT));
-  }
+  if (breakdown) PetscCall(Breakdown(comm, reps, T, x, y)); /* Begin: the rank's own part, signals; End: the transfer, waits */
   /* baseline: MPI_Alltoallv of the same counts, data already packed */
   PetscInt                 local;
   PetscCall(DDTensorGetLocalSize(x, &local));
