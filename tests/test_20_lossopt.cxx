@@ -206,7 +206,10 @@ TEST(LossFastPath, AnalyticGradients)
       DDT(DDLayerLossSetReduction(l, red));
     };
     LossRun             r = RunLoss(conf, {s, s}, DD_FLOAT64, 3, false, false);
-    std::vector<double> x = GatherAll(MakeInput(s, DD_FLOAT64, 4)), t = GatherAll(MakeInput(s, DD_FLOAT64, 104));
+    DDTensor            xt = MakeInput(s, DD_FLOAT64, 4), tt = MakeInput(s, DD_FLOAT64, 104); /* RunLoss's inputs */
+    std::vector<double> x = GatherAll(xt), t = GatherAll(tt);
+    DDT(DDTensorDestroy(&xt));
+    DDT(DDTensorDestroy(&tt));
     ASSERT_TRUE(r.fast);
     ASSERT_EQ(r.dx[0].size(), x.size());
     for (size_t i = 0; i < x.size(); i++) {

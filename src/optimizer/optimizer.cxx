@@ -537,7 +537,9 @@ PetscErrorCode DDOptimizerSetUp(DDOptimizer opt, PetscInt n, DDTensor params[], 
 
   Notes:
   With clipping, the gradients are first scaled to the global norm bound; then the type updates
-  the parameters (`DDOPTIMIZERSGD`, `DDOPTIMIZERADAM`, `DDOPTIMIZERADAMW` give the rules).
+  the parameters (`DDOPTIMIZERSGD`, `DDOPTIMIZERADAM`, `DDOPTIMIZERADAMW` give the rules). The
+  global gradient norm (`DDOptimizerGetLastGradientNorm()`) takes one reduction over the
+  optimizer's communicator per step, whatever the number of parameters.
 
   Level: beginner
 
