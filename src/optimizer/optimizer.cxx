@@ -13,6 +13,32 @@
 
 using namespace ddnn;
 
+/* src/tensor/interface/tensorops.cxx: sum over n tensors of their squared 2-norms, one collective on comm (a superset of their communicators) */
+PETSC_EXTERN PetscErrorCode DDTensorNorm2SquaredSum_Private(MPI_Comm, PetscInt, const DDTensor[], PetscReal *);
+
+/* whether every rank of sub's group is in comm's (then sums over comm's ranks cover sub's) */
+static PetscErrorCode CommIsSubset(MPI_Comm sub, MPI_Comm comm, PetscBool *flg)
+{
+  PetscMPIInt cmp, n;
+  MPI_Group   gs, gc, gd;
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_compare(sub, comm, &cmp));
+  if (cmp == MPI_IDENT || cmp == MPI_CONGRUENT) {
+    *flg = PETSC_TRUE;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscCallMPI(MPI_Comm_group(sub, &gs));
+  PetscCallMPI(MPI_Comm_group(comm, &gc));
+  PetscCallMPI(MPI_Group_difference(gs, gc, &gd));
+  PetscCallMPI(MPI_Group_size(gd, &n));
+  *flg = n == 0 ? PETSC_TRUE : PETSC_FALSE;
+  PetscCallMPI(MPI_Group_free(&gd));
+  PetscCallMPI(MPI_Group_free(&gc));
+  PetscCallMPI(MPI_Group_free(&gs));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 PetscClassId      DD_OPTIMIZER_CLASSID;
 PetscFunctionList DDOptimizerList = NULL;
 static PetscBool  DDOptimizerRegisterAllCalled = PETSC_FALSE;
@@ -468,7 +494,7 @@ PetscErrorCode DDOptimizerSetFromOptions(DDOptimizer opt)
 + opt    - the optimizer
 . n      - number of parameter tensors
 . params - the parameters (e.g. from `DDNetGetParameters()`)
-- grads  - their gradients, laid out alike
+- grads  - their gradients, laid out alike, on the optimizer's communicator or on a subset of its ranks
 
   Level: beginner
 
@@ -476,9 +502,18 @@ PetscErrorCode DDOptimizerSetFromOptions(DDOptimizer opt)
 @*/
 PetscErrorCode DDOptimizerSetUp(DDOptimizer opt, PetscInt n, DDTensor params[], DDTensor grads[])
 {
+  PetscBool inside = PETSC_TRUE;
+  PetscInt  outside = -1;
+
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
   PetscCall(DDOptimizerReset(opt));
+  /* the global gradient norm is one reduction over the optimizer's ranks: every gradient must live on them */
+  for (PetscInt i = 0; i < n && inside; i++) {
+    PetscCall(CommIsSubset(PetscObjectComm((PetscObject)grads[i]), PetscObjectComm((PetscObject)opt), &inside));
+    if (!inside) outside = i;
+  }
+  DDCheckAll(PetscObjectComm((PetscObject)opt), inside, PETSC_ERR_ARG_INCOMP, "The gradient of parameter %" PetscInt_FMT " lives on ranks outside the optimizer's communicator", outside);
   for (PetscInt i = 0; i < n; i++) {
     PetscCall(DDTensorCheckCompatible_Private(params[i], grads[i], "DDOptimizerSetUp"));
     PetscCheck(LayoutSameStorage(params[i]->layout, grads[i]->layout), PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "Parameter %" PetscInt_FMT " and its gradient must have the same storage layout", i);
@@ -502,7 +537,9 @@ PetscErrorCode DDOptimizerSetUp(DDOptimizer opt, PetscInt n, DDTensor params[], 
 
   Notes:
   With clipping, the gradients are first scaled to the global norm bound; then the type updates
-  the parameters (`DDOPTIMIZERSGD`, `DDOPTIMIZERADAM`, `DDOPTIMIZERADAMW` give the rules).
+  the parameters (`DDOPTIMIZERSGD`, `DDOPTIMIZERADAM`, `DDOPTIMIZERADAMW` give the rules). The
+  global gradient norm (`DDOptimizerGetLastGradientNorm()`) takes one reduction over the
+  optimizer's communicator per step, whatever the number of parameters.
 
   Level: beginner
 
@@ -515,14 +552,12 @@ PetscErrorCode DDOptimizerStep(DDOptimizer opt)
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
   PetscCheck(opt->setupcalled, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_WRONGSTATE, "Call DDOptimizerSetUp() first");
-  /* global gradient norm (each parameter lives once, so these norms are the global ones) */
+  /* global gradient norm: each parameter lives once, so the sum over the optimizer's ranks of the
+     local sums of squares of all gradients is its square (DDTensorNorm()'s definition), in one
+     reduction per step instead of one per parameter (SetUp checked the gradients live on these ranks) */
   {
-    PetscReal tot = 0;
-    for (auto g : *opt->grads) {
-      PetscReal nrm;
-      PetscCall(DDTensorNorm(g, NORM_2, &nrm));
-      tot += nrm * nrm;
-    }
+    PetscReal tot;
+    PetscCall(DDTensorNorm2SquaredSum_Private(PetscObjectComm((PetscObject)opt), (PetscInt)opt->grads->size(), opt->grads->data(), &tot));
     opt->lastnorm = PetscSqrtReal(tot);
     if (opt->clip > 0 && opt->lastnorm > opt->clip)
       for (auto g : *opt->grads) PetscCall(DDTensorScale(g, opt->clip / (opt->lastnorm + 1e-6)));

@@ -794,6 +794,52 @@ PetscErrorCode DDTensorNorm(DDTensor x, NormType type, PetscReal *nrm)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  DDTensorNorm2SquaredSum_Private - sum_i ||x_i||_2^2 over n tensors, in one collective on comm
+
+  Collective on comm (every tensor's communicator must be comm or a subset of it; a rank may hold
+  any of the tensors: the others contribute nothing)
+
+  Notes:
+  Each rank adds the squares of the bulks of its pieces (every copy of a replicated dimension
+  counts, as in DDTensorNorm()), tensor after tensor, in double precision with eight partial sums
+  per run (so not the bits of DDTensorNorm()'s one running sum: equal to rounding); the per-rank
+  sums are added in rank order (the same bits on every run). The optimizer's global gradient norm: one reduction per step
+  instead of one per parameter.
+*/
+PETSC_EXTERN PetscErrorCode DDTensorNorm2SquaredSum_Private(MPI_Comm comm, PetscInt n, const DDTensor x[], PetscReal *sq)
+{
+  PetscReal local = 0;
+
+  PetscFunctionBegin;
+  for (PetscInt i = 0; i < n; i++) {
+    void *hx;
+    DDTensorCheck(x[i], "DDTensorNorm2SquaredSum_Private");
+    PetscCall(DDTensorGetHostArray_Private(x[i], &hx));
+    PetscCall(DispatchType(x[i]->dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      BulkApply<T>(x[i], hx, [&](const T *a, PetscInt m) {
+        /* eight partial sums (a fixed order: the same bits on every run), which the compiler vectorizes */
+        double   acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        PetscInt k      = 0;
+        for (; k + 8 <= m; k += 8)
+          for (int u = 0; u < 8; u++) {
+            const double v = (double)a[k + u];
+            acc[u] += v * v;
+          }
+        for (; k < m; k++) {
+          const double v = (double)a[k];
+          acc[0] += v * v;
+        }
+        local += (PetscReal)(((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])));
+      });
+      return PETSC_SUCCESS;
+    }));
+  }
+  PetscCall(DeterministicSum(comm, local, sq));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@
   DDTensorMaxAbsDiff - max |x - y| over the bulk of all ranks
 

@@ -50,6 +50,8 @@ struct Loss {
   DDPrimitive         B    = NULL; /* ys -> yall, for DDLayerLossGetValue() */
   double              count = 1;  /* what the mean divides by (the last Forward's) */
   PetscReal           value = 0;
+  PetscBool           generic = PETSC_FALSE; /* Backward takes the generic walk (tests: DDLayerLossSetGeneric_Private()) */
+  PetscBool           lastfast = PETSC_FALSE; /* whether the last Backward took a fast path (on this rank) */
 };
 } // namespace
 
@@ -255,6 +257,39 @@ PetscErrorCode DDLayerLossGetValue(DDLayer l, PetscReal *v)
   PetscCall(LossGet(l, &s, "DDLayerLossGetValue"));
   PetscCheck(l->forwarddone, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_WRONGSTATE, "No loss computed yet: call DDLayerForward()");
   *v = s->value;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  DDLayerLossSetGeneric_Private - Makes Backward take the generic walk (an offset per entry) instead of its fast paths
+
+  Not collective
+
+  Notes:
+  For the tests, which compare the two bit for bit.
+*/
+PETSC_EXTERN PetscErrorCode DDLayerLossSetGeneric_Private(DDLayer l, PetscBool flg)
+{
+  Loss *s;
+
+  PetscFunctionBegin;
+  PetscCall(LossGet(l, &s, "DDLayerLossSetGeneric_Private"));
+  s->generic = flg;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  DDLayerLossGetFastPathTaken_Private - Whether the last Backward on this rank took a fast path
+
+  Not collective
+*/
+PETSC_EXTERN PetscErrorCode DDLayerLossGetFastPathTaken_Private(DDLayer l, PetscBool *flg)
+{
+  Loss *s;
+
+  PetscFunctionBegin;
+  PetscCall(LossGet(l, &s, "DDLayerLossGetFastPathTaken_Private"));
+  *flg = s->lastfast;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -614,6 +649,73 @@ static PetscErrorCode Loss_Forward(DDLayer l, PetscInt n, DDTensor xs[], DDTenso
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* the derivative of an element loss (mse, l1) at r = prediction - target */
+template <DDLossType K>
+static inline double ElementDeriv(double r)
+{
+  return K == DD_LOSS_MSE ? 2 * r : (r > 0 ? 1.0 : (r < 0 ? -1.0 : 0.0));
+}
+
+/*
+  The element losses' backward over the bulk runs (paper 000 sec. 4.3: dl/dp = g l'(p - t),
+  dl/dt = -dl/dp), for gradients (and dy, reduction none) stored like the prediction: the same
+  arithmetic per element as the generic walk, so the same bits. ga: dy (reduction none) or NULL
+  for the scale g0; the target's gradient gt is stored like the target (tlikeb) or like the prediction.
+*/
+template <class T, DDLossType K>
+static void ElementBackwardRuns(const DDLayout &Lp, const DDLayout &Lt, const T *a, const T *b, const T *ga, double g0, T *gp, T *gt, bool tlikeb)
+{
+  ForEachBulkRunPair(Lp, Lt, [&](PetscInt oa, PetscInt ob, PetscInt len) {
+    const T *ap = a + oa, *bp = b + ob, *gg = ga ? ga + oa : nullptr;
+    T       *dp = gp ? gp + oa : nullptr, *dt = gt ? gt + (tlikeb ? ob : oa) : nullptr;
+    if (gg && dp && dt)
+      for (PetscInt i = 0; i < len; i++) {
+        const double dr = (double)gg[i] * ElementDeriv<K>((double)ap[i] - (double)bp[i]);
+        dp[i]           = (T)dr;
+        dt[i]           = (T)-dr;
+      }
+    else if (!gg && dp && dt)
+      for (PetscInt i = 0; i < len; i++) {
+        const double dr = g0 * ElementDeriv<K>((double)ap[i] - (double)bp[i]);
+        dp[i]           = (T)dr;
+        dt[i]           = (T)-dr;
+      }
+    else if (!gg && dp)
+      for (PetscInt i = 0; i < len; i++) dp[i] = (T)(g0 * ElementDeriv<K>((double)ap[i] - (double)bp[i]));
+    else
+      for (PetscInt i = 0; i < len; i++) {
+        const double dr = (gg ? (double)gg[i] : g0) * ElementDeriv<K>((double)ap[i] - (double)bp[i]);
+        if (dp) dp[i] = (T)dr;
+        if (dt) dt[i] = (T)-dr;
+      }
+  });
+}
+
+/*
+  Cross-entropy's backward with the class dimension not blocked: per position one storage offset
+  and the class stride (instead of an offset per entry); CrossEntropyAt() as the generic walk. The
+  probability targets' gradient gt is stored like the targets (tlikeb) or like the logits.
+*/
+template <class T>
+static void CrossEntropyBackwardStrided(const Loss *s, const DDLayout &Lp, const DDLayout &Lt, const DDLayout *Ly, const T *a, const T *b, const T *ga, double g0, T *gp, T *gt, bool tlikeb)
+{
+  const PetscInt      d = Lp.order, C = Lp.n[1], sp = Lp.stride[1], stt = s->prob ? Lt.stride[1] : 0;
+  std::vector<double> v(C), tv(s->prob ? C : 1), dv(C), dtv(C);
+  ForEachPosition(Lp, [&](const PetscInt *j) {
+    const PetscInt op = Off(Lp, d, j, 0), ot = Off(Lt, d, j, 0);
+    for (PetscInt c = 0; c < C; c++) v[c] = (double)a[op + c * sp];
+    if (s->prob)
+      for (PetscInt c = 0; c < C; c++) tv[c] = (double)b[ot + c * stt];
+    else tv[0] = (double)b[ot];
+    double wd;
+    (void)CrossEntropyAt(s, C, v.data(), tv.data(), &wd, ga ? (double)ga[Off(*Ly, d, j, 0)] : g0, dv.data(), gt ? dtv.data() : nullptr);
+    if (gp)
+      for (PetscInt c = 0; c < C; c++) gp[op + c * sp] = (T)dv[c];
+    if (gt)
+      for (PetscInt c = 0; c < C; c++) gt[tlikeb ? ot + c * stt : op + c * sp] = (T)dtv[c];
+  });
+}
+
 static PetscErrorCode Loss_Backward(DDLayer l, DDTensor dy, PetscInt n, DDTensor dxs[])
 {
   Loss      *s    = (Loss *)l->data;
@@ -621,34 +723,47 @@ static PetscErrorCode Loss_Backward(DDLayer l, DDTensor dy, PetscInt n, DDTensor
   const bool none = s->red == DD_REDUCTION_NONE;
 
   PetscFunctionBegin;
-  /* dL on every worker: the adjoint of the sum-reduction is a broadcast (reductions mean and sum) */
+  /* dL on every worker: the adjoint of the sum-reduction is a broadcast (reductions mean and sum).
+     Without dy, dL = 1: its broadcast is 1 on every worker, set locally (no message, no tensor) */
   if (!none) {
     if (dy) PetscCall(DDPrimitiveApplyAdjoint(s->R, dy, s->dpart));
-    else {
-      DDTensor one;
-      PetscCall(DDTensorDuplicate(l->output, &one));
-      PetscCall(DDTensorSet(one, 1.0));
-      PetscCall(DDPrimitiveApplyAdjoint(s->R, one, s->dpart));
-      PetscCall(DDTensorDestroy(&one));
-    }
+    else PetscCall(DDTensorSet(s->dpart, 1.0));
   }
+  s->lastfast = PETSC_FALSE;
   if (!dxs) PetscFunctionReturn(PETSC_SUCCESS);
   DDTensor dp = dxs[0], dt = n > 1 ? dxs[1] : NULL;
   PetscCall(DispatchType(p->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
     PetscFunctionBegin;
     const double g0 = none ? 1.0 : (p->active && s->dpart->layout.bulksize ? (double)(HostArray<const T>(s->dpart))[0] / (s->red == DD_REDUCTION_MEAN ? s->count : 1.0) : 0);
-    if (dp) PetscCall(DDTensorZeroEntries(dp));
-    if (dt) PetscCall(DDTensorZeroEntries(dt));
-    if (!p->active) PetscFunctionReturn(PETSC_SUCCESS);
     const T       *a  = HostArray<const T>(p), *b = HostArray<const T>(t);
     const T       *ga = none && dy ? HostArray<const T>(dy) : nullptr;
     const PetscInt d  = p->order;
-    /* the scale of position / element j: dy there (reduction none) or dL / divisor */
-    auto g = [&](const PetscInt *j, PetscInt c) { return ga ? (double)ga[Off(dy->layout, d, j, c)] : g0; };
     const DDLayout &Lp = p->layout, &Lt = t->layout;
-    if (s->type != DD_LOSS_CROSSENTROPY) {
-      auto     deriv = [&](double r) { return s->type == DD_LOSS_MSE ? 2 * r : (r > 0 ? 1.0 : (r < 0 ? -1.0 : 0.0)); };
+    const bool      ce = s->type == DD_LOSS_CROSSENTROPY, wantt = dt && (!ce || s->prob);
+    /* the fast paths: the gradients stored like the prediction (the target's: or like the target); element losses: dy too; cross-entropy: the class dimension not blocked */
+    bool       fast   = !s->generic && p->active;
+    const bool tlikeb = wantt && LayoutSameStorage(dt->layout, Lt);
+    if (dp) fast = fast && LayoutSameStorage(dp->layout, Lp);
+    if (wantt) fast = fast && (tlikeb || LayoutSameStorage(dt->layout, Lp));
+    if (ga && !ce) fast = fast && LayoutSameStorage(dy->layout, Lp);
+    if (ce) fast = fast && Lp.bdim != 1 && (!s->prob || Lt.bdim != 1);
+    /* every storage entry written: no zeroing first */
+    if (dp && !(fast && LayoutBulkIsContiguous(dp->layout))) PetscCall(DDTensorZeroEntries(dp));
+    if (dt && !(fast && wantt && LayoutBulkIsContiguous(dt->layout))) PetscCall(DDTensorZeroEntries(dt));
+    s->lastfast = fast ? PETSC_TRUE : PETSC_FALSE;
+    if (!p->active) PetscFunctionReturn(PETSC_SUCCESS);
+    T *gp = dp ? HostArray<T>(dp) : nullptr, *gt = wantt ? HostArray<T>(dt) : nullptr;
+    if (fast) {
+      if (s->type == DD_LOSS_MSE) ElementBackwardRuns<T, DD_LOSS_MSE>(Lp, Lt, a, b, ga, g0, gp, gt, tlikeb);
+      else if (s->type == DD_LOSS_L1) ElementBackwardRuns<T, DD_LOSS_L1>(Lp, Lt, a, b, ga, g0, gp, gt, tlikeb);
+      else CrossEntropyBackwardStrided<T>(s, Lp, Lt, ga ? &dy->layout : nullptr, a, b, ga, g0, gp, gt, tlikeb);
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
+    /* the generic walk (any layouts): the scale of position / element j is dy there (reduction none) or dL / divisor */
+    auto g = [&](const PetscInt *j, PetscInt c) { return ga ? (double)ga[Off(dy->layout, d, j, c)] : g0; };
+    if (!ce) {
+      auto     deriv = [&](double r) { return s->type == DD_LOSS_MSE ? ElementDeriv<DD_LOSS_MSE>(r) : ElementDeriv<DD_LOSS_L1>(r); };
       PetscInt a0[DD_MAX_DIM], b0[DD_MAX_DIM], ord[DD_MAX_DIM];
       for (PetscInt k = 0; k < d; k++) {
         a0[k]  = 0;
@@ -657,26 +772,25 @@ static PetscErrorCode Loss_Backward(DDLayer l, DDTensor dy, PetscInt n, DDTensor
       }
       ForEachIndex(d, a0, b0, ord, [&](const PetscInt *j) {
         const double dr = g(j, j[1]) * deriv((double)a[Off(Lp, d, j, j[1])] - (double)b[Off(Lt, d, j, j[1])]);
-        if (dp) (HostArray<T>(dp))[Off(dp->layout, d, j, j[1])] = (T)dr;
-        if (dt) (HostArray<T>(dt))[Off(dt->layout, d, j, j[1])] = (T)-dr;
+        if (gp) gp[Off(dp->layout, d, j, j[1])] = (T)dr;
+        if (gt) gt[Off(dt->layout, d, j, j[1])] = (T)-dr;
       });
       PetscFunctionReturn(PETSC_SUCCESS);
     }
     /* cross-entropy: the logits' gradient; probability targets get one too, class indices none */
     const PetscInt      C = Lp.n[1];
     std::vector<double> v(C), tv(s->prob ? C : 1), dv(C), dtv(C);
-    const bool          wantt = dt && s->prob;
     ForEachPosition(Lp, [&](const PetscInt *j) {
       for (PetscInt c = 0; c < C; c++) v[c] = (double)a[Off(Lp, d, j, c)];
       if (s->prob)
         for (PetscInt c = 0; c < C; c++) tv[c] = (double)b[Off(Lt, d, j, c)];
       else tv[0] = (double)b[Off(Lt, d, j, 0)];
       double wd;
-      (void)CrossEntropyAt(s, C, v.data(), tv.data(), &wd, g(j, 0), dv.data(), wantt ? dtv.data() : nullptr);
-      if (dp)
-        for (PetscInt c = 0; c < C; c++) (HostArray<T>(dp))[Off(dp->layout, d, j, c)] = (T)dv[c];
-      if (wantt)
-        for (PetscInt c = 0; c < C; c++) (HostArray<T>(dt))[Off(dt->layout, d, j, c)] = (T)dtv[c];
+      (void)CrossEntropyAt(s, C, v.data(), tv.data(), &wd, g(j, 0), dv.data(), gt ? dtv.data() : nullptr);
+      if (gp)
+        for (PetscInt c = 0; c < C; c++) gp[Off(dp->layout, d, j, c)] = (T)dv[c];
+      if (gt)
+        for (PetscInt c = 0; c < C; c++) gt[Off(dt->layout, d, j, c)] = (T)dtv[c];
     });
     PetscFunctionReturn(PETSC_SUCCESS);
   }));
@@ -744,4 +858,5 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Loss(DDLayer l)
   l->ops->destroy        = Loss_Destroy;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+
 
