@@ -13,9 +13,6 @@
 
 using namespace ddnn;
 
-/* src/tensor/interface/tensorops.cxx: sum over n tensors of their squared 2-norms, one collective on comm (a superset of their communicators) */
-PETSC_EXTERN PetscErrorCode DDTensorNorm2SquaredSum_Private(MPI_Comm, PetscInt, const DDTensor[], PetscReal *);
-
 /* whether every rank of sub's group is in comm's (then sums over comm's ranks cover sub's) */
 static PetscErrorCode CommIsSubset(MPI_Comm sub, MPI_Comm comm, PetscBool *flg)
 {

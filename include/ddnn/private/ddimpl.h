@@ -87,6 +87,7 @@ PETSC_EXTERN PetscLogEvent DD_TensorScatter, DD_TensorGather, DD_TensorSetUp;
 PETSC_EXTERN PetscErrorCode DDTensorCheckSetUp_Private(DDTensor, const char[]);
 PETSC_EXTERN PetscErrorCode DDTensorCheckSameType_Private(DDTensor, DDTensor, const char[]);
 PETSC_EXTERN PetscErrorCode DDTensorCheckCompatible_Private(DDTensor, DDTensor, const char[]);
+PETSC_EXTERN PetscErrorCode DDTensorNorm2SquaredSum_Private(MPI_Comm, PetscInt, const DDTensor[], PetscReal *);
 PETSC_EXTERN PetscErrorCode DDSplitOwnership_Private(PetscInt, PetscInt, PetscInt[]);
 PETSC_EXTERN PetscErrorCode DDShapeToString_Private(PetscInt, const PetscInt[], char[], size_t);
 PETSC_EXTERN PetscErrorCode DDTensorSetBlockDimension_Private(DDTensor, PetscInt);
