@@ -14,16 +14,24 @@ rank count P and data type:
           a warm-up and is dropped), against bench/torch_network.py --net unet --threads P on
           the same HDF5 file (written by the first main_job run into --workdir);
   lenet5: build/tutorials/ex6_example_nets -options_file share/ddnn/lenet5.opts -steps S (batch
-          16 of 1x32x32, 10 classes) against torch_network.py --net lenet5 --steps S.
+          16 of 1x32x32, 10 classes) against torch_network.py --net lenet5 --steps S. The two
+          sides make their data differently (ex6_example_nets computes gratings + noise per
+          step, PyTorch draws torch.rand and torch.randint), so both time their data generation
+          separately ("data D s of it"; "data" in torch_network.py's JSON) and the table gives
+          LeNet-5 twice: the training steps without the data generation (T - D, the comparable
+          figure and the one of issue 16's goal), and with it (T).
 With --before, the ddnn programs of a second build (e.g. main's, before a change) run as a third
 side in the same rounds, so that a change is measured before/after in the same minutes; the table
 then adds their median and the ratio after / before. --before-args gives that side its own ddnn
 options (default: --ddnn-args), so that two settings of one build compare the same way, e.g.
 --before build --ddnn-args "-net_weights replicated" --before-args "" (replicated against broadcast).
-Each run gives the median of its epochs (unet: DDNetTrainEpoch's seconds as main_job prints them)
-or its time for S steps (lenet5); the table gives, per case, the median over the rounds and the
-ratio ddnn / PyTorch (goal of issue 16: <= 0.75). Timing is never asserted. Run it on an idle
-machine: both sides want P cores.
+Each run gives the median of its epochs (unet: DDNetTrainEpoch's seconds as main_job prints them,
+which include its reads of the mini-batches from the HDF5 file, where PyTorch's epoch indexes
+tensors in memory) or its time for S steps (lenet5: with and without the data generation); the
+table gives, per case, the median over the rounds and the ratio ddnn / PyTorch (goal of issue
+16: <= 0.75). A --before build whose ex6_example_nets prints no data figure (before this split)
+shows "n/a" on the "without data" row and is compared on the "with data" row only. Timing is
+never asserted. Run it on an idle machine: both sides want P cores.
 
     /usr/bin/python3 bench/bench_network.py --weak [--weak-grid 64] [--weak-batch 8] [--rounds 3] [--epochs 2]
 
@@ -113,7 +121,8 @@ def ddnn_lenet(a, P, dt):
     m = re.search(r"^\d+ steps in ([0-9.]+) s", out, re.M)
     if not m:
         sys.exit("cannot read the time of:\n" + out[-3000:])
-    return float(m.group(1))
+    d = re.search(r"^\d+ steps in [0-9.]+ s \(.*data ([0-9.]+) s of it", out, re.M)
+    return float(m.group(1)), float(d.group(1)) if d else None  # an older ex6_example_nets prints no data figure
 
 
 def torch_net(a, net, P, dt):
@@ -124,8 +133,12 @@ def torch_net(a, net, P, dt):
         cmd += ["--epochs", str(a.epochs), "--data", os.path.join(a.workdir, "main_job_data.h5")]
     else:
         cmd += ["--steps", str(a.steps), "--runs", "1"]
-    out = run(cmd, e, a.workdir)
-    return statistics.median(json.loads(out.strip().splitlines()[-1])["times"])
+    r = json.loads(run(cmd, e, a.workdir).strip().splitlines()[-1])
+    t, d = r["times"], r.get("data") or [None] * len(r["times"])
+    if net == "unet":
+        return statistics.median(t), None
+    i = sorted(range(len(t)), key=lambda k: t[k])[len(t) // 2]  # the median run, with its own data time
+    return t[i], d[i]
 
 
 def check_params(a):
@@ -206,18 +219,35 @@ def main():
                     t = torch_net(a, net, P, dt)
                 else:
                     t = ddnn_unet(b, P, dt) if net == "unet" else ddnn_lenet(b, P, dt)
-                res[c][s].append(t)
-            print("round %d  %-6s P=%d %-7s ddnn %.3f s  torch %.3f s%s" % (r + 1, net, P, dt, res[c][0][-1], res[c][1][-1], "  before %.3f s" % res[c][2][-1] if b else ""), flush=True)
+                res[c][s].append(t if isinstance(t, tuple) else (t, None))
+            show = lambda x: "%.3f s" % x[0] + (" (data %.3f s)" % x[1] if x[1] is not None else "")
+            print("round %d  %-6s P=%d %-7s ddnn %s  torch %s%s" % (r + 1, net, P, dt, show(res[c][0][-1]), show(res[c][1][-1]), "  before %s" % show(res[c][2][-1]) if b else ""), flush=True)
     unit = {"unet": "s/epoch", "lenet5": "s/%d steps" % a.steps}
     extra = " ddnn before (median) | after / before |" if b else ""
     print("\n| net | ranks / threads | dtype | ddnn (median) | PyTorch (median) | ddnn / PyTorch | goal <= 0.75 |" + extra)
     print("|---|---|---|---:|---:|---:|---|" + ("---:|---:|" if b else ""))
+
+    def row(label, P, dt, unit, runs):
+        """one table row and its runs line; runs[s] are the side's seconds, None where it has no such figure"""
+        med = [statistics.median(x) if x and None not in x else None for x in runs]
+        f = lambda v: "%.3f" % v if v is not None else "n/a"
+        d, t = med[0], med[1]
+        ratio = d / t if d is not None and t else None
+        more = ""
+        if b:
+            more = " %s | %s |" % (f(med[2]), "%.2f" % (d / med[2]) if d is not None and med[2] else "n/a")
+        print("| %s | %d | %s | %s %s | %s | %s | %s |%s" % (label, P, dt, f(d), unit, f(t), "%.2f" % ratio if ratio is not None else "n/a",
+                                                         ("met" if ratio <= 0.75 else "not met") if ratio is not None else "", more))
+        print("|  |  |  | runs: %s | %s |  |  |%s" % (" ".join(f(x) for x in runs[0]), " ".join(f(x) for x in runs[1]), " %s |  |" % " ".join(f(x) for x in runs[2]) if b else ""))
+
     for c in cases:
         net, P, dt = c
-        d, t = statistics.median(res[c][0]), statistics.median(res[c][1])
-        more = " %.3f | %.2f |" % (statistics.median(res[c][2]), d / statistics.median(res[c][2])) if b else ""
-        print("| %s | %d | %s | %.3f %s | %.3f | %.2f | %s |%s" % (net, P, dt, d, unit[net], t, d / t, "met" if d / t <= 0.75 else "not met", more))
-        print("|  |  |  | runs: %s | %s |  |  |%s" % (" ".join("%.3f" % x for x in res[c][0]), " ".join("%.3f" % x for x in res[c][1]), " %s |  |" % " ".join("%.3f" % x for x in res[c][2]) if b else ""))
+        if net == "unet":
+            row(net, P, dt, unit[net], [[x[0] for x in res[c][s]] for s in range(nsides)])
+            continue
+        # lenet5: the training steps without the data generation (the figure of issue 16), then with it
+        row("lenet5, training without data", P, dt, unit[net], [[x[0] - x[1] if x[1] is not None else None for x in res[c][s]] for s in range(nsides)])
+        row("lenet5, with data", P, dt, unit[net], [[x[0] for x in res[c][s]] for s in range(nsides)])
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """
-torch_network.py - the networks of bench_network.sh written in PyTorch, timed per epoch (or step).
+torch_network.py - the networks of bench_network.py written in PyTorch, timed per epoch (or step).
 
     OMP_NUM_THREADS=T /usr/bin/python3 bench/torch_network.py --net unet --threads T \
         [--dtype float32|float64] [--epochs E] [--data main_job_data.h5] [--ntest 64] [--batch 8] [--grid 32]
@@ -15,15 +15,19 @@ with the cosine schedule (T_max 40, eta_min 5e-5) stepped once per epoch, as DDO
 The data are the main job's HDF5 file (datasets "input" and "target", shape (S, 1, n, n)): the
 first S - ntest samples, shuffled every epoch, batches of --batch, the last partial batch dropped
 (DDNetTrainEpoch). Without --data (or when the file is missing), random data of the same shape.
-One epoch is timed like DDNetTrainEpoch's seconds: batch fetch, forward, zero_grad, backward, step.
+One epoch is timed like DDNetTrainEpoch's seconds: batch fetch (indexing the tensors in memory),
+forward, zero_grad, backward, step; the batch fetches alone are reported as "data".
 
 lenet5: share/ddnn/lenet5.opts (conv 5x5 -> 6, tanh, avg-pool 2, conv 5x5 -> 16, tanh, avg-pool 2,
 flatten, affine 120/84/10 with tanh between, cross-entropy), Adam lr 2e-3, batch 16 of 1x32x32;
 a fresh random mini-batch every step (ex6_example_nets computes gratings + noise; here torch.rand
-and random labels, of the same shape); --steps steps timed as ex6_example_nets times them.
+and random labels, of the same shape); --steps steps timed as ex6_example_nets times them, and the
+draws of the mini-batches (torch.rand, torch.randint) timed separately as "data", as
+ex6_example_nets times its MakeBatch.
 
 Output, one JSON line: {"net", "dtype", "threads", "params", "times": [seconds per epoch, or per
---steps steps], "loss": [...]}.
+--steps steps, data included], "data": [the seconds of those spent making or fetching the
+mini-batches], "loss": [...]}.
 """
 import argparse
 import json
@@ -115,7 +119,7 @@ def main():
         print(json.dumps({"net": args.net, "params": nparams(model)}))
         return
     opt = torch.optim.Adam(model.parameters(), lr=2e-3)
-    times, losses = [], []
+    times, data, losses = [], [], []
     if args.net == "unet":
         B = args.batch or 8
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=40, eta_min=5e-5)
@@ -123,11 +127,13 @@ def main():
         nb = X.shape[0] // B
         for e in range(args.epochs + 1):  # epoch 0: warm-up
             perm = torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(17 + e))
-            tot = 0.0
+            tot, td = 0.0, 0.0
             t0 = time.perf_counter()
             for b in range(nb):
+                t1 = time.perf_counter()
                 idx = perm[b * B:(b + 1) * B]
                 x, y = X[idx], Y[idx]
+                td += time.perf_counter() - t1
                 loss = F.mse_loss(model(x), y)
                 opt.zero_grad()
                 loss.backward()
@@ -137,15 +143,18 @@ def main():
             t = time.perf_counter() - t0
             if e:
                 times.append(t)
+                data.append(td)
                 losses.append(tot / nb)
     else:
         B = args.batch or 16
         for r in range(args.runs + 1):
-            tot = 0.0
+            tot, td = 0.0, 0.0
             t0 = time.perf_counter()
             for s in range(args.steps):
+                t1 = time.perf_counter()
                 x = torch.rand((B, 1, 32, 32), dtype=dtype) * 2 - 1
                 lab = torch.randint(0, 10, (B,))
+                td += time.perf_counter() - t1
                 loss = F.cross_entropy(model(x), lab)
                 opt.zero_grad()
                 loss.backward()
@@ -154,9 +163,10 @@ def main():
             t = time.perf_counter() - t0
             if r:
                 times.append(t)
+                data.append(td)
                 losses.append(tot / args.steps)
     print(json.dumps({"net": args.net, "dtype": args.dtype, "threads": args.threads, "params": nparams(model),
-                      "times": times, "loss": losses}))
+                      "times": times, "data": data, "loss": losses}))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 #include <petscdmda.h>
 #include <cmath>
 #include <numeric>
+#include <cstring>
+#include <algorithm>
 
 using namespace ddtest;
 
@@ -351,6 +353,133 @@ TEST(Tensor, RandomGlobalIsPartitionIndependent)
     DDT(DDTensorDestroy(&t));
     DDT(DDPartitionDestroy(&p));
   }
+}
+
+/* DDTensorSetRandomGlobal's values as it computed them entry by entry before its row-wise version:
+   entry g (global C-order linear index) gets (T)(a + (b - a) u), u = splitmix64(splitmix64(seed) ^ g) / 2^64
+   to 53 bits. A copy on purpose: the values are documented to depend on the seed and g only. */
+static uint64_t RefSplitMix64(uint64_t x)
+{
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+template <class T>
+static T RefRandomGlobal(PetscInt64 seed, PetscInt64 g, PetscReal a, PetscReal b)
+{
+  return (T)(a + (b - a) * ((double)(RefSplitMix64(RefSplitMix64((uint64_t)seed) ^ (uint64_t)g) >> 11) * 0x1.0p-53));
+}
+
+/* every bulk entry of t equals the reference bit for bit, and every other storage entry (halo,
+   block padding) still holds `sentinel`; returns the number of bulk entries checked */
+template <class T>
+static PetscInt CheckRandomGlobal(DDTensor t, PetscInt64 seed, PetscReal a, PetscReal b, T sentinel, const std::string &what)
+{
+  PetscInt        order, st[DD_MAX_DIM], n[DD_MAX_DIM], ssize, bad = 0, cnt = 0;
+  const PetscInt *shape;
+  const void     *arr;
+  DDT(DDTensorGetOrder(t, &order));
+  DDT(DDTensorGetShape(t, &shape));
+  DDT(DDTensorGetCorners(t, st, n));
+  DDT(DDTensorGetLocalStorageSize(t, &ssize));
+  DDT(DDTensorGetArrayRead(t, &arr));
+  const T          *x = (const T *)arr;
+  std::vector<char> bulk(ssize, 0);
+  PetscInt          total = 1;
+  for (PetscInt k = 0; k < order; k++) total *= n[k];
+  for (PetscInt i = 0; i < total; i++) {
+    PetscInt   g[DD_MAX_DIM], r = i, off;
+    PetscInt64 lin = 0;
+    for (PetscInt k = order - 1; k >= 0; k--) {
+      g[k] = st[k] + r % n[k];
+      r /= n[k];
+    }
+    for (PetscInt k = 0; k < order; k++) lin = lin * shape[k] + g[k];
+    DDT(DDTensorGetLocalOffset(t, g, &off));
+    bulk[off]++;
+    T want = RefRandomGlobal<T>(seed, lin, a, b);
+    if (std::memcmp(&x[off], &want, sizeof(T)) && bad++ < 3) ADD_FAILURE() << what << ": entry " << lin << " is " << x[off] << ", the per-entry code gives " << want;
+    cnt++;
+  }
+  for (PetscInt o = 0; o < ssize; o++) {
+    if (bulk[o] > 1 && bad++ < 3) ADD_FAILURE() << what << ": offset " << o << " holds " << (int)bulk[o] << " bulk entries";
+    if (!bulk[o] && std::memcmp(&x[o], &sentinel, sizeof(T)) && bad++ < 3) ADD_FAILURE() << what << ": the halo/padding entry at offset " << o << " was written";
+  }
+  DDT(DDTensorRestoreArrayRead(t, &arr));
+  EXPECT_EQ(bad, 0) << what;
+  return cnt;
+}
+
+/* The row-wise DDTensorSetRandomGlobal against the per-entry reference, bit for bit: orders 1-5, up
+   to 9 Cartesian partitions of the ranks per order (all of them for orders 1-3 up to 4 ranks),
+   balanced and unbalanced (an empty piece) ownership, plain, channels-last and blocked storage
+   (blocks of 8 and 16 with partial blocks), no halo (rows merged across dimensions) and unequal
+   halos per rank, float32 and float64, several seeds and bounds; the halo is never written. */
+TEST(Tensor, RandomGlobalRowsEqualPerEntryReference)
+{
+  PetscInt checked = 0;
+  for (int order = 1; order <= 5; order++) {
+    std::vector<std::vector<PetscInt>> shapes = AllShapes(order), some;
+    const size_t                       step   = (shapes.size() + 7) / 8; /* at most 8 partitions per order (35 for order 5 on 8 ranks) */
+    for (size_t i = 0; i < shapes.size(); i += step) some.push_back(shapes[i]);
+    if (some.back() != shapes.back()) some.push_back(shapes.back());
+    for (auto &s : some) {
+      for (int variant = 0; variant < 2; variant++) {
+        DDPartition p;
+        DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, order, s.data(), PETSC_DECIDE, NULL, &p));
+        std::vector<PetscInt> shape(order);
+        for (int k = 0; k < order; k++) shape[k] = (k == 1 ? 11 : 2 + k % 3) * s[k] + (k + 1) % 3;
+        for (DDDataType dt : {DD_FLOAT32, DD_FLOAT64}) {
+          for (int fmt = 0; fmt < 4; fmt++) {
+            DDTensor t;
+            DDT(DDTensorCreate(PETSC_COMM_WORLD, &t));
+            DDT(DDTensorSetPartition(t, p));
+            DDT(DDTensorSetShape(t, order, shape.data()));
+            DDT(DDTensorSetDataType(t, dt));
+            if (variant == 1) { /* unbalanced: the first worker along each dim takes the most, the last none */
+              for (int k = 0; k < order; k++) {
+                std::vector<PetscInt> lx(s[k], 1);
+                lx[0] = shape[k] - (s[k] - 1);
+                if (s[k] > 1) {
+                  lx[0]++;
+                  lx[s[k] - 1] = 0;
+                }
+                DDT(DDTensorSetOwnershipRanges(t, k, lx.data()));
+              }
+            }
+            DDT(DDTensorSetUp(t));
+            std::vector<PetscInt> lo(order), hi(order);
+            for (int k = 0; k < order; k++) { /* no halo in the first two formats of variant 0 (merged rows) */
+              lo[k] = (variant == 0 && fmt < 2) ? 0 : (Rank() + k) % 3;
+              hi[k] = (variant == 0 && fmt < 2) ? 0 : (k + 1 + variant) % 2;
+            }
+            DDT(DDTensorSetHalo(t, lo.data(), hi.data()));
+            const DDTensorFormat f = fmt == 0 ? DD_FORMAT_PLAIN : fmt == 1 ? DD_FORMAT_CHANNELS_LAST : DD_FORMAT_BLOCKED;
+            if (fmt >= 2) DDT(DDTensorSetBlockSize(t, fmt == 2 ? 8 : 16));
+            DDT(DDTensorSetFormat(t, f));
+            for (int c = 0; c < 3; c++) {
+              const PetscInt64 seed = c == 0 ? 42 : c == 1 ? -7 : (PetscInt64)1 << 40;
+              const PetscReal  a = c == 2 ? 0.25 : -1, b = c == 2 ? 3.5 : 1;
+              std::string      what = "order " + std::to_string(order) + " variant " + std::to_string(variant) + " " + (dt == DD_FLOAT32 ? "float32 " : "float64 ") + DDTensorFormats[f] + " bs " + std::to_string(fmt == 3 ? 16 : 8) + " seed " + std::to_string(seed);
+              PetscInt         ssize;
+              void            *arr;
+              DDT(DDTensorGetLocalStorageSize(t, &ssize));
+              DDT(DDTensorGetArray(t, &arr));
+              if (dt == DD_FLOAT32) std::fill((float *)arr, (float *)arr + ssize, 1234.5f);
+              else std::fill((double *)arr, (double *)arr + ssize, 1234.5);
+              DDT(DDTensorRestoreArray(t, &arr));
+              DDT(DDTensorSetRandomGlobal(t, seed, a, b));
+              checked += dt == DD_FLOAT32 ? CheckRandomGlobal<float>(t, seed, a, b, 1234.5f, what) : CheckRandomGlobal<double>(t, seed, a, b, 1234.5, what);
+            }
+            DDT(DDTensorDestroy(&t));
+          }
+        }
+        DDT(DDPartitionDestroy(&p));
+      }
+    }
+  }
+  EXPECT_GT(checked, 0); /* every rank held entries somewhere */
 }
 
 TEST(Tensor, SubsetPartitionAndReplicatedDims)
