@@ -214,7 +214,7 @@ DD_CXX_TRY
 {
   char      file[PETSC_MAX_PATH_LEN], *fields[16];
   PetscInt  nf = 16, range[2] = {ds->impl->first, ds->impl->count}, nr = 2, mib = (PetscInt)(ds->impl->cache->limit >> 20);
-  PetscBool flg;
+  PetscBool flg, limflg;
 
   PetscFunctionBegin;
   PetscValidHeaderSpecific(ds, DD_DATASET_CLASSID, 1);
@@ -228,12 +228,12 @@ DD_CXX_TRY
   }
   PetscCall(PetscOptionsIntArray("-dataset_range", "First sample and count", "DDDatasetSetRange", range, &nr, &flg));
   if (flg) PetscCall(DDDatasetSetRange(ds, range[0], nr > 1 ? range[1] : -1));
-  PetscCall(PetscOptionsInt("-dataset_cache_limit", "Memory per rank (MiB) for the samples kept in memory; 0: read every batch from the file", "DDDatasetSetCacheLimit", mib, &mib, &flg));
-  if (flg) {
+  PetscCall(PetscOptionsInt("-dataset_cache_limit", "Memory per rank (MiB) for the samples kept in memory; 0: read every batch from the file", "DDDatasetSetCacheLimit", mib, &mib, &limflg));
+  PetscOptionsEnd();
+  if (limflg) { /* checked after PetscOptionsEnd(), which frees the options object */
     PetscCheck(mib >= 0, PetscObjectComm((PetscObject)ds), PETSC_ERR_ARG_OUTOFRANGE, "-dataset_cache_limit %" PetscInt_FMT " must be non-negative (MiB; 0 turns the cache off)", mib);
     PetscCall(DDDatasetSetCacheLimit(ds, (PetscInt64)mib << 20));
   }
-  PetscOptionsEnd();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
