@@ -9,12 +9,14 @@
      with another halo or batch size served by the entry already held;
    - a limit too small on some rank reads the file on every rank (and -info says so);
    - bad input: a negative limit (function and option), a field that is not floating point (at
-     cache fill, on every rank, nothing kept), a truncated file.
+     cache fill, on every rank, nothing kept), a truncated file (when opened, and when cut short
+     after DDDatasetSetUp(): an error at cache fill, not zeros).
 */
 #include "layertest.hpp"
 #include <fstream>
 #include <unistd.h>
 #include <hdf5.h>
+#include <sys/stat.h>
 
 using namespace ddtest;
 
@@ -337,5 +339,29 @@ TEST(Dataset, OptionsAndBadInput)
   DDT(DDDatasetDestroy(&ds));
   DDT(DDTensorDestroy(&x));
   Remove(trunc);
+  Remove(d.file);
+}
+
+TEST(Dataset, FileTruncatedAfterSetUpIsAnErrorAtCacheFill)
+{
+  /* MPI-IO reads the missing bytes as zeros: the fill checks that the data ends inside the file */
+  Data      d  = WriteData("late.h5");
+  DDDataset ds = Open(d.file, (PetscInt64)64 << 20);
+  DDTensor  x  = Batch(4, C, {{}, {Size(), 1, 1, 1}, {}, {}}, DD_FLOAT64);
+  if (Rank() == 0) {
+    struct stat sb;
+    ASSERT_EQ(stat(d.file.c_str(), &sb), 0);
+    ASSERT_EQ(truncate(d.file.c_str(), sb.st_size * 2 / 3), 0);
+  }
+  MPI_Barrier(PETSC_COMM_WORLD);
+  for (int again = 0; again < 2; again++) {
+    std::string    m;
+    PetscErrorCode e = Catch([&]() { return DDDatasetReadBatch(ds, 0, 0, 4, x); }, &m);
+    EXPECT_EQ(e, PETSC_ERR_FILE_READ) << m;
+    EXPECT_NE(m.find("\"x\" of \"" + d.file + "\" is truncated"), std::string::npos) << m;
+    EXPECT_EQ(CacheSize(ds), 0) << "nothing of a piece not read completely is kept";
+  }
+  DDT(DDTensorDestroy(&x));
+  DDT(DDDatasetDestroy(&ds));
   Remove(d.file);
 }

@@ -13,6 +13,7 @@
 #include <map>
 #include <new>
 #include <numeric>
+#include <sys/stat.h>
 #include <sys/ddcxx.hpp>
 
 using namespace ddnn;
@@ -397,8 +398,10 @@ PetscErrorCode DDDatasetGetOrder(DDDataset ds, const PetscInt *order[])
   when the dataset is destroyed.
 
   The file is read once per piece: changes made to it afterwards are not seen. Errors in the
-  file (a dataset that is not floating point, a failed read) are raised when the piece is read,
-  on every rank, and nothing of a piece that was not read completely is kept.
+  file (a dataset that is not floating point, a failed read, a file cut short after
+  `DDDatasetSetUp()` whose contiguous data no longer fits in it) are raised when the piece is
+  read, naming the file and the dataset, on every rank; nothing of a piece that was not read
+  completely is kept, and the next read tries again.
 
   A negative limit is an error.
 
@@ -474,6 +477,19 @@ static PetscErrorCode ReadPiece(DDDataset ds, PetscInt field, DDTensor t, size_t
 
   PetscFunctionBegin;
   PetscCall(OpenFloatField(ds, field, &dset));
+  { /* a file cut short after DDDatasetSetUp() reads as zeros through MPI-IO: the data must end inside the file */
+    const haddr_t      off = H5Dget_offset(dset); /* HADDR_UNDEF unless contiguous */
+    const hsize_t      sz  = H5Dget_storage_size(dset);
+    unsigned long long fsize = ~0ull;
+    PetscMPIInt        rank;
+    struct stat        sb;
+    PetscCallMPI(MPI_Comm_rank(comm, &rank));
+    if (!rank && !stat(I->file.c_str(), &sb)) fsize = (unsigned long long)sb.st_size;
+    PetscCallMPI(MPI_Bcast(&fsize, 1, MPI_UNSIGNED_LONG_LONG, 0, comm));
+    const bool whole = off == HADDR_UNDEF || (unsigned long long)off + sz <= fsize;
+    if (!whole) H5Dclose(dset);
+    DDCheckAll(comm, whole, PETSC_ERR_FILE_READ, "Dataset \"%s\" of \"%s\" is truncated: its data ends at byte %llu but the file has %llu bytes", I->fields[field].c_str(), I->file.c_str(), (unsigned long long)off + sz, fsize);
+  }
   hid_t                fsp = H5Dget_space(dset);
   std::vector<hsize_t> st(t->order), ct(t->order);
   for (PetscInt k = 1; k < t->order; k++) {
