@@ -4,7 +4,8 @@
   Tensors are written and read collectively (HDF5's MPI-IO driver), each rank selecting the
   hyperslab of its own piece, so that files hold the global tensor (readable by h5py with the
   global shape) whatever the partition. A DDDataset reads mini-batches of samples from datasets
-  of shape (S, ...), shuffled identically on every partition. Checkpoints hold parameters and
+  of shape (S, ...), shuffled identically on every partition; each rank reads its piece of the
+  samples once and serves the batches from memory (up to DDDatasetSetCacheLimit()). Checkpoints hold parameters and
   optimizer state in a partition-independent layout and are written to a temporary file that
   is renamed once complete.
 */
@@ -31,6 +32,8 @@ PETSC_EXTERN PetscErrorCode DDDatasetGetSampleShape(DDDataset, PetscInt, PetscIn
 PETSC_EXTERN PetscErrorCode DDDatasetShuffle(DDDataset, PetscInt64);
 PETSC_EXTERN PetscErrorCode DDDatasetGetOrder(DDDataset, const PetscInt *[]);
 PETSC_EXTERN PetscErrorCode DDDatasetReadBatch(DDDataset, PetscInt, PetscInt, PetscInt, DDTensor);
+PETSC_EXTERN PetscErrorCode DDDatasetSetCacheLimit(DDDataset, PetscInt64);
+PETSC_EXTERN PetscErrorCode DDDatasetGetCacheSize(DDDataset, PetscInt64 *);
 PETSC_EXTERN PetscErrorCode DDDatasetDestroy(DDDataset *);
 
 PETSC_EXTERN PetscErrorCode DDCheckpointSave(DDNet, DDOptimizer, const char[]);

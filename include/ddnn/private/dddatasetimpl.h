@@ -8,6 +8,8 @@
 
 namespace ddnn
 {
+struct DatasetCache; /* the in-memory copy of the pieces read (src/io/dataset.cxx) */
+
 /* the file, the fields read, and the (shuffled) order of the samples */
 struct DatasetImpl {
   std::string                        file;
@@ -16,6 +18,7 @@ struct DatasetImpl {
   PetscInt                           first = 0, count = -1, S = 0;
   std::vector<PetscInt>              order;  /* sample indices (relative to first), shuffled */
   hid_t                              fid = -1;
+  DatasetCache                      *cache = nullptr;
 };
 } // namespace ddnn
 
