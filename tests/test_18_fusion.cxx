@@ -15,6 +15,9 @@
 #include "layertest.hpp"
 #include <ddnn/private/ddnetimpl.h>
 #include <ddconf.h>
+#include <ddmodel.h>
+#include <fstream>
+#include <unistd.h>
 #include <sstream>
 
 using namespace ddtest;
@@ -442,4 +445,87 @@ TEST(Fusion, DnnlEltwisePostOp)
     ForgetOptions();
   }
   DDT(PetscOptionsClearValue(NULL, "-dd_dnnl_eltwise_postop"));
+}
+
+/*
+  The model (src/model): a fused activation's forward runs in its producer. A fused relu is priced
+  0 forward; a fused tanh is priced forward as the unfused tanh (the producer runs the same kernel)
+  and backward as a relu (a streaming pass reading 1 - y^2), not as a tanh. Synthetic fits: every
+  memory-bound kind 1e-10 s per byte, "activation-tanh" 1e-8 s per byte (the activations: no constant).
+*/
+TEST(Fusion, ModelPricesFusedActivations)
+{
+  const char *bname;
+  char        host[256] = {0};
+  DDT(DDBackendGetDefault(&bname));
+  gethostname(host, sizeof(host) - 1);
+  for (char *c = host; *c; c++)
+    if (*c == ' ' || *c == '/') *c = '_';
+  std::ostringstream m;
+  m << "ddnn-model-cache 3\nhost " << host << "\ncomm 1e-6 1e-10\n";
+  const char *kinds[] = {"activation", "activation-elu", "activation-gelu", "activation-identity", "activation-leakyrelu", "activation-sigmoid", "activation-silu", "activation-softplus", "activation-tanh", "affine", "batchnorm", "concat", "conv", "convtranspose", "flatten", "halo", "loss", "loss-crossentropy", "pool", "pool-avg", "upsample"};
+  for (const char *dt : {"float32", "float64"}) {
+    for (const char *k : kinds)
+      for (const char *d : {"f", "b"}) {
+        const bool g = !strcmp(k, "conv") || !strcmp(k, "convtranspose") || !strcmp(k, "affine");
+        if (!strcmp(k, "halo")) m << "kernel " << bname << " " << dt << " halo " << d << " 1e-6 1e-10\n";
+        else m << "kernel " << bname << " " << dt << " " << k << " " << d << " " << (strncmp(k, "activation", 10) ? 1e-6 : 0.0) << " " << (g ? 1e-10 : !strcmp(k, "activation-tanh") ? 1e-8 : 1e-10) << "\n";
+      }
+    for (const char *k : {"affine-wgrad", "conv-wgrad", "convtranspose-wgrad"}) m << "kernel " << bname << " " << dt << " " << k << " b 1e-6 1e-10\n";
+    for (const char *k : {"tensoraxpy", "tensorzero"}) m << "kernel " << bname << " " << dt << " " << k << " f 1e-6 1e-10\n";
+    for (const char *k : {"activation", "activation-rows"})
+      for (const char *d : {"f", "b"}) m << "runcost " << bname << " " << dt << " " << k << " " << d << " 1e-9\n";
+  }
+  const std::string file = std::string("/tmp/ddnn_test18_") + std::to_string(getppid()) + "_model.txt";
+  MPI_Barrier(PETSC_COMM_WORLD);
+  if (Rank() == 0) std::ofstream(file) << m.str();
+  MPI_Barrier(PETSC_COMM_WORLD);
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
+  DDT(DDModelReset());
+  PetscBool cal;
+  DDT(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT64, &cal));
+  ASSERT_TRUE(cal) << "the synthetic model cache lacks a kernel the model needs";
+
+  const DenseCase &c = densecases[0]; /* d1 -> a2 (tanh), d2 -> a3 (relu) fused; a4 (tanh) not */
+  DDNet            f = MakeNet(c.text, true), u = MakeNet(c.text, false);
+  DDTensor         x, t, xs[2];
+  DenseTensors(c, DD_FLOAT64, false, false, &x, &t);
+  xs[0] = x;
+  xs[1] = t;
+  DDT(DDNetSetUp(f, 2, xs));
+  DDT(DDNetSetUp(u, 2, xs));
+  auto times = [&](DDNet net, const char *name) {
+    PetscInt  n, i = -1;
+    PetscReal v[4];
+    PetscBool ok;
+    DDT(DDNetGetNumLayers(net, &n));
+    for (PetscInt k = 0; k < n; k++) {
+      DDLayer     l;
+      const char *nm;
+      DDT(DDNetGetLayerByIndex(net, k, &l, &nm));
+      if (!strcmp(nm, name)) i = k;
+    }
+    DDT(DDNetGetLayerModelTime(net, i, &v[0], &v[1], &v[2], &v[3], &ok));
+    EXPECT_TRUE(ok) << name;
+    std::vector<double> r = {v[0], v[2]}; /* compute forward, backward */
+    MPI_Allreduce(MPI_IN_PLACE, r.data(), 2, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD);
+    return r;
+  };
+  ASSERT_TRUE(Fused(f, "a2") && Fused(f, "a3") && !Fused(f, "a4"));
+  const auto ft = times(f, "a2"), ut = times(u, "a2"), fr = times(f, "a3"), ur = times(u, "a3"), f4 = times(f, "a4");
+  EXPECT_GT(ut[0], 0);
+  EXPECT_NEAR(ft[0], ut[0], 1e-9 * ut[0]) << "a fused tanh's forward runs in its producer, with the same kernel";
+  EXPECT_LT(ft[1], 0.1 * ut[1]) << "a fused tanh's backward is priced as a relu's, not a tanh's";
+  EXPECT_EQ(fr[0], 0) << "a fused relu costs nothing forward";
+  EXPECT_NEAR(fr[1], ur[1], 1e-9 * ur[1]) << "a fused relu's backward is unchanged";
+  EXPECT_GT(f4[1], 0.5 * f4[0]) << "an unfused tanh's backward is priced as a tanh";
+  DDT(DDNetDestroy(&f));
+  DDT(DDNetDestroy(&u));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+  ForgetOptions();
+  DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
+  DDT(DDModelReset());
+  MPI_Barrier(PETSC_COMM_WORLD);
+  if (Rank() == 0) std::remove(file.c_str());
 }
