@@ -378,7 +378,8 @@ TEST(Fusion, DenseAndLeNet5FusedEqualsUnfused)
 /*
   A fused tanh (dense layer d1 -> a2): forward into another tensor copies its input, which holds
   tanh(v) already (equal to the fused output); another input is a clear error, into another tensor
-  or its own output, rather than tanh applied twice
+  or its own output, rather than tanh applied twice; so is a new type before the network is set up
+  again, after which the pair is unfused and the network equals one built with the new type
 */
 TEST(Fusion, FusedTanhGivenAnotherInputOrOutput)
 {
@@ -404,6 +405,20 @@ TEST(Fusion, FusedTanhGivenAnotherInputOrOutput)
   EXPECT_NE(msg.find("-net_fuse"), std::string::npos) << msg;
   DDT(DDTensorDestroy(&other));
   DDT(DDTensorDestroy(&y2));
+  /* a new type: Forward refuses it until the network is set up again, which unfuses a gelu (as a network built with it) */
+  DDT(DDLayerActivationSetType(a2, DD_ACT_GELU));
+  EXPECT_NE(Catch([&] { return DDNetForward(f, 2, std::vector<DDTensor>{x, t}.data()); }, &msg), PETSC_SUCCESS);
+  EXPECT_NE(msg.find("set the network up again"), std::string::npos) << msg;
+  DDNet   u = MakeNet(c.text, false);
+  DDLayer ua2;
+  DDT(DDNetGetLayer(u, "a2", &ua2));
+  DDT(DDLayerActivationSetType(ua2, DD_ACT_GELU));
+  Trace tf = Train(f, x, t, c.outs, 2), tu = Train(u, x, t, c.outs, 2);
+  EXPECT_FALSE(Fused(f, "a2"));
+  EXPECT_FALSE(Fused(f, "d1"));
+  EXPECT_TRUE(Fused(f, "a3"));
+  ExpectSame(tf, tu, 1e-12, "a fused tanh made gelu, set up again");
+  DDT(DDNetDestroy(&u));
   DDT(DDNetDestroy(&f));
   DDT(DDTensorDestroy(&x));
   DDT(DDTensorDestroy(&t));

@@ -420,13 +420,11 @@ static PetscErrorCode Activation_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   PetscCall(CreateLike(x, &y));
   PetscCall(DDLayerSetOutput_Private(l, y));
   if (s->type == DD_ACT_PRELU) PetscCall(Activation_SetUpPReLU(l, x));
-  if (s->fused) {
-    /* the producer writes act(v) into x from now on: the type cannot change until the network is set up again */
-    PetscCheck(s->type == s->fusedtype && x->memtype == DD_MEMTYPE_HOST, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "The activation marked fused (-net_fuse) is now %s on %s memory: set the network up again", DDActivationTypes[s->type], x->memtype == DD_MEMTYPE_HOST ? "host" : "device");
-    PetscCall(PetscObjectReference((PetscObject)x));
+  if (s->fused && s->type == s->fusedtype && x->memtype == DD_MEMTYPE_HOST) { /* else a mark of the previous set-up, which the network's first pass meets: it marks the layer again before the second */
+    PetscCall(PetscObjectReference((PetscObject)x)); /* the producer writes act(v) into x */
     s->viewof = x;
   }
-  if (s->fused && y->memtype == DD_MEMTYPE_HOST && !y->placedvec && x->layouthash == y->layouthash && LayoutSameStorage(x->layout, y->layout)) {
+  if (s->viewof && y->memtype == DD_MEMTYPE_HOST && !y->placedvec && x->layouthash == y->layouthash && LayoutSameStorage(x->layout, y->layout)) {
     const struct _DDBackendMemOps *mem;
     PetscCall(DDMemOps_Private(y->memtype, &mem));
     if (y->ownsarray) PetscCall(mem->free(y->array));
@@ -466,6 +464,7 @@ static PetscErrorCode Activation_Forward(DDLayer l, PetscInt nin, DDTensor xs[],
 
   PetscFunctionBegin;
   PetscCheck(s->type != DD_ACT_PRELU || s->w, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_WRONGSTATE, "The activation became prelu after DDLayerSetUp(): set it up again so that it has its weight");
+  PetscCheck(!s->fused || (s->viewof && s->type == s->fusedtype), PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "The %s fused with its convolution or dense layer (-net_fuse) is now %s: set the network up again", DDActivationTypes[s->fusedtype], DDActivationTypes[s->type]);
   if (s->viewarr && y->array == s->viewarr) { /* fused: the output is the input (act written by the convolution or dense layer) */
     PetscCheck(s->type == s->fusedtype && x == s->viewof && x->array == s->viewarr, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "The activation fused with its convolution or dense layer (-net_fuse) was given another input, or a new type, or its input was laid out anew since set-up: set the network up again");
     PetscFunctionReturn(PETSC_SUCCESS);
