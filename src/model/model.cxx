@@ -1283,8 +1283,24 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
     in.colls.push_back(c);
   }
   PetscCall(ddnn::ModelLayerTimes_Private(in, comp, comm, NULL, &ok));
-  /* a relu fused into its convolution (-net_fuse, DDNetSetUp): its output is its input's storage and its forward does nothing */
-  if (type && !strcmp(type, DDLAYERACTIVATION) && layer->output->array && layer->output->array == layer->setupin[0]->array) comp[0] = 0;
+  /*
+    an activation fused into its convolution or dense layer (-net_fuse, DDNetSetUp): its output is its
+    input's storage and its forward does nothing. relu then costs nothing forward (a post-op, or an
+    idempotent pass); a tanh's or sigmoid's forward runs in the producer with this layer's own kernel
+    (priced here, where it was), and its backward reads f'(v) from the output (1 - y^2, y (1 - y)):
+    a streaming pass priced as relu's
+  */
+  if (type && !strcmp(type, DDLAYERACTIVATION) && layer->output->array && layer->output->array == layer->setupin[0]->array) {
+    if (kind == DDLAYERACTIVATION) comp[0] = 0;
+    else {
+      PetscReal cr[2], mr[2];
+      PetscBool okr;
+      in.kind = DDLAYERACTIVATION;
+      PetscCall(ddnn::ModelLayerTimes_Private(in, cr, mr, NULL, &okr));
+      comp[1] = cr[1];
+      ok      = ok && okr ? PETSC_TRUE : PETSC_FALSE;
+    }
+  }
   if (compf) *compf = comp[0];
   if (commf) *commf = comm[0];
   if (compb) *compb = comp[1];

@@ -447,14 +447,16 @@ static PetscErrorCode NetAutoMatch(DDNet net, Node &nd, std::vector<DDTensor> &x
 }
 
 /*
-  Conv + activation fusion (-net_fuse, default on), between the two set-up passes: a relu layer whose
-  only input is a convolution's output, which feeds nothing else and is not the network's output,
-  on the same backend and laid out exactly alike after the first pass (partition, format and halo:
-  a halo that only the activation's output needs would make the convolution's kernel stage its
-  output through a copy, which is what the fusion saves), is marked fused with it: the convolution
-  then writes relu(conv) (a oneDNN post-op, or in place after its kernel) and the activation's
-  output views that storage, so its Forward does nothing; its Backward reads relu's mask from it.
-  Every other activation and convolution is unmarked. The second pass sets the pairs up so.
+  Conv/affine + activation fusion (-net_fuse, default on), between the two set-up passes: a relu,
+  tanh or sigmoid layer whose only input is a convolution's or a dense (affine) layer's output,
+  which feeds nothing else and is not the network's output, on the same backend and laid out
+  exactly alike after the first pass (partition, format and halo: a halo that only the
+  activation's output needs would make the convolution's kernel stage its output through a copy,
+  which is what the fusion saves), is marked fused with it: the producer then writes act(v) (a
+  oneDNN post-op of the convolution in float32, or in place after its kernel) and the activation's
+  output views that storage, so its Forward does nothing; its Backward reads f'(v) from act(v)
+  (relu's mask, 1 - y^2, y (1 - y)). Every other activation, convolution and dense layer is
+  unmarked. The second pass sets the pairs up so.
 */
 static PetscErrorCode NetFuseActivations(DDNet net)
 {
@@ -463,7 +465,8 @@ static PetscErrorCode NetFuseActivations(DDNet net)
 
   PetscFunctionBegin;
   PetscCall(PetscOptionsGetBool(NULL, ((PetscObject)net)->prefix, "-net_fuse", &fuse, NULL));
-  std::vector<bool> fused(I->nodes.size(), false);
+  std::vector<bool>     fused(I->nodes.size(), false);
+  std::vector<PetscInt> act(I->nodes.size(), -1); /* a producer's fused activation */
   for (size_t i = 0; i < I->nodes.size() && fuse; i++) {
     Node     &a = I->nodes[i];
     PetscBool isact, isconv;
@@ -471,24 +474,29 @@ static PetscErrorCode NetFuseActivations(DDNet net)
     if (!isact || a.inputs.size() != 1 || a.inputs[0] < 0) continue;
     const int k = a.inputs[0];
     Node     &c = I->nodes[k];
+    PetscBool isaffine;
     PetscCall(PetscObjectTypeCompare((PetscObject)c.layer, DDLAYERCONV, &isconv));
-    if (!isconv || c.consumers != 1 || k == I->output || fused[k]) continue;
+    PetscCall(PetscObjectTypeCompare((PetscObject)c.layer, DDLAYERAFFINE, &isaffine));
+    if ((!isconv && !isaffine) || c.consumers != 1 || k == I->output || fused[k]) continue;
     DDActivationType t;
     DDBackend        ba, bc;
     PetscCall(DDLayerActivationGetType(a.layer, &t));
     PetscCall(DDLayerGetBackend_Private(a.layer, &ba));
     PetscCall(DDLayerGetBackend_Private(c.layer, &bc));
     DDTensor ya = a.layer->output, yc = c.layer->output;
-    if (t != DD_ACT_RELU || ba != bc || ya->layouthash != yc->layouthash || ya->dtype != yc->dtype || ya->memtype != DD_MEMTYPE_HOST || yc->memtype != DD_MEMTYPE_HOST) continue;
+    if ((t != DD_ACT_RELU && t != DD_ACT_TANH && t != DD_ACT_SIGMOID) || ba != bc || ya->layouthash != yc->layouthash || ya->dtype != yc->dtype || ya->memtype != DD_MEMTYPE_HOST || yc->memtype != DD_MEMTYPE_HOST) continue;
     fused[i] = fused[k] = true;
+    act[k]   = (PetscInt)t;
   }
   for (size_t i = 0; i < I->nodes.size(); i++) {
     DDLayer   l = I->nodes[i].layer;
-    PetscBool isact, isconv;
+    PetscBool isact, isconv, isaffine;
     PetscCall(PetscObjectTypeCompare((PetscObject)l, DDLAYERACTIVATION, &isact));
     PetscCall(PetscObjectTypeCompare((PetscObject)l, DDLAYERCONV, &isconv));
+    PetscCall(PetscObjectTypeCompare((PetscObject)l, DDLAYERAFFINE, &isaffine));
     if (isact) PetscTryMethod(l, "DDLayerActivationSetFused_C", (DDLayer, PetscBool), (l, fused[i] ? PETSC_TRUE : PETSC_FALSE));
-    if (isconv) PetscTryMethod(l, "DDLayerConvSetFusedActivation_C", (DDLayer, PetscInt), (l, fused[i] ? (PetscInt)DD_ACT_RELU : -1));
+    if (isconv) PetscTryMethod(l, "DDLayerConvSetFusedActivation_C", (DDLayer, PetscInt), (l, fused[i] ? act[i] : -1));
+    if (isaffine) PetscTryMethod(l, "DDLayerAffineSetFusedActivation_C", (DDLayer, PetscInt), (l, fused[i] ? act[i] : -1));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -567,19 +575,24 @@ PetscErrorCode ddnn::NetSetUpLayers_Private(DDNet net, std::vector<DDTensor> &xi
   chooses the partition of every layer with weights by the performance model and inserts the
   repartition layers (paper 003 sec. V-C; see `DDNetSetDistribution()`); given mode removes them again.
 
-  Conv + activation fusion (-net_fuse, default on): a relu layer whose input is a convolution's
-  output that feeds nothing else (and is not the network's output), on the same backend and laid
-  out alike (partition, format, halo), is fused with it: the convolution writes relu(conv) (oneDNN's
-  post-op in float32 on /cpu/dnnl, else in place after its kernel) and the relu layer's output views
-  the convolution's output, so that the relu layer costs nothing forward. Outputs, loss and
-  gradients are those of the unfused network (up to the sign of zero, and where relu's input is NaN,
-  which oneDNN's post-op need not pass). `DDNetGetLayerOutput()` of such a convolution then gives relu(conv), the relu layer's output.
+  Conv/affine + activation fusion (-net_fuse, default on): a relu, tanh or sigmoid layer whose
+  input is a convolution's or a dense (affine) layer's output that feeds nothing else (and is not
+  the network's output), on the same backend and laid out alike (partition, format, halo), is fused
+  with it: the producer writes act(v) (relu after a convolution: oneDNN's post-op in float32 on
+  /cpu/dnnl; otherwise in place after its kernel with the activation layer's own kernel, or with
+  -dd_dnnl_eltwise_postop oneDNN's tanh and sigmoid post-ops) and the activation layer's
+  output views the producer's output, so that the activation costs nothing forward, and its
+  backward computes f'(v) from act(v) (tanh: 1 - y^2, no tanh evaluated). Outputs, loss and
+  gradients are those of the unfused network (up to the sign of zero, where relu's input is NaN,
+  which oneDNN's post-op need not pass, and the last bits of oneDNN's tanh and sigmoid post-ops).
+  `DDNetGetLayerOutput()` of such a producer then gives act(v), the activation layer's output.
 
   Options Database Keys:
 + -net_seed <s> - seed of the parameters
 . -net_load_weights <file.h5> - then load the parameters and buffers from a PyTorch state_dict in HDF5 (`DDNetLoadWeights()`)
 . -dd_check_finite - check outputs and gradients for nan/inf (`DDNetSetCheckFinite()`)
-. -net_fuse <bool> - fuse relu layers into the convolutions that feed them (default true)
+. -net_fuse <bool> - fuse relu, tanh and sigmoid layers into the convolutions and dense layers that feed them (default true)
+. -dd_dnnl_eltwise_postop <bool> - a convolution on /cpu/dnnl computes a fused tanh or sigmoid in oneDNN's post-op (float32; default false)
 - -net_view - view the network
 
   Level: beginner

@@ -19,6 +19,14 @@ namespace
 {
 DDBackend Self() { return DDBackendLookup_Private("/cpu/dnnl"); }
 
+/* -dd_dnnl_eltwise_postop: a convolution fused with tanh or sigmoid (-net_fuse) computes them in oneDNN's post-op (default: no, the layer applies ours) */
+bool EltwisePostOp()
+{
+  PetscBool flg = PETSC_FALSE;
+  (void)PetscOptionsGetBool(NULL, NULL, "-dd_dnnl_eltwise_postop", &flg, NULL);
+  return flg ? true : false;
+}
+
 /* the first entry of a window of a float32 tensor (blocked tensors: the whole storage, the descriptor holds the offset) */
 inline void *WindowPtr(DDTensor t, const PetscInt org[]) { return (char *)t->array + (t->layout.bdim < 0 ? LayoutOffset(t->layout, org) * sizeof(float) : 0); }
 
@@ -104,7 +112,7 @@ public:
     dnnl::memory::desc xm = WindowDesc(s.x.t, s.x.lead, D, s.x.org, nx, &h), ym = WindowDesc(s.y.t, s.y.lead, D, corg, ny, &h), none;
     k.reset(new DnnlConv);
     k->SetDenseStaging(true); /* oneDNN 2.6 runs its jit kernels on dense buffers only: halo windows are staged */
-    k->SetPostOpReLU(fuserelu);
+    k->SetPostOp(fuseact);
     if (s.transposed) PetscCall(k->SetUp(gc, xm, ym, xm, ym, s.bias, true, gc.pl, gc.pr));
     else PetscCall(k->SetUp(gc, xm, ym, s.backward ? xm : none, s.backward ? ym : none, s.bias, false));
     name = k->Impl();
@@ -112,14 +120,28 @@ public:
   }
   const char    *Name() const override { return name.c_str(); }
   bool           OverwritesDx() const override { return !edge && k; }
-  /* conv + relu fusion: the forward primitive again, with the relu post-op (not the transposed convolution's edge rows, which get the bias directly) */
+  /*
+    conv + activation fusion: the forward primitive again, with the eltwise post-op of relu (bitwise
+    the activation layer's relu), and with -dd_dnnl_eltwise_postop of tanh or sigmoid too (oneDNN's
+    approximations: within a few ulp of ours, but not bitwise, and Adam's normalized steps amplify
+    such differences in near-zero gradients; by default the layer applies its own kernel after the
+    convolution instead); not the transposed convolution's edge rows, which get the bias directly.
+    identity removes the post-op (the layer takes back a fusion that another of its kernels declined)
+  */
   bool FuseActivation(DDActivationType act) override
   {
-    if (act != DD_ACT_RELU || spec.transposed || edge) return false;
-    if (!k || fuserelu) return true; /* no box to write, or fused already */
-    fuserelu = true;
+    if (act != DD_ACT_RELU && act != DD_ACT_TANH && act != DD_ACT_SIGMOID && act != DD_ACT_IDENTITY) return false;
+    if (act == fuseact) return true; /* fused already (identity: nothing fused) */
+    if ((act == DD_ACT_TANH || act == DD_ACT_SIGMOID) && !EltwisePostOp()) return false; /* the layer applies our tanh, sigmoid after the kernel: bitwise the unfused values */
+    if (spec.transposed || edge) return false;
+    if (!k) { /* no box to write */
+      fuseact = act;
+      return true;
+    }
+    const DDActivationType was = fuseact;
+    fuseact                    = act;
     if (SetUp(spec) == PETSC_SUCCESS) return true;
-    fuserelu = false; /* oneDNN declined the post-op: the plain primitive again, the layer applies relu */
+    fuseact = was; /* oneDNN declined the post-op: the primitive as it was, the layer applies the activation */
     (void)SetUp(spec);
     return false;
   }
@@ -186,7 +208,8 @@ private:
   ConvKernelSpec           spec;
   std::unique_ptr<DnnlConv> k;
   std::string              name = "oneDNN (edge rows only)";
-  bool                     edge = false, fuserelu = false;
+  bool                     edge = false;
+  DDActivationType         fuseact = DD_ACT_IDENTITY; /* the post-op of the forward primitive (identity: none) */
   PetscInt                 cs[3] = {0, 0, 0}, ce[3] = {1, 1, 1}, corg[DD_MAX_DIM] = {0};
   PetscObjectState         wfwd = -1, wbwd = -1;
 

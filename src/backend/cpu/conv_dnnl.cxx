@@ -97,14 +97,19 @@ PetscErrorCode DnnlConv::SetUp(const ConvGeom &g, const md &x, const md &y, cons
     if (!transposed) {
       dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, X, wany, bias ? bmd : none, Y, strides, dil, pl, pr);
       dnnl::primitive_attr attr;
-      if (postrelu) { /* relu(conv + b) written by the forward primitive: max(v, 0) with alpha 0, as the activation layer's relu */
+      /*
+        act(conv + b) written by the forward primitive (an eltwise post-op): relu as max(v, 0) with
+        alpha 0, as the activation layer's relu (bitwise); tanh and logistic (sigmoid) are oneDNN's
+        own approximations, within a few ulp of the activation layer's kernels
+      */
+      if (postact != DD_ACT_IDENTITY) {
         dnnl::post_ops po;
-        po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+        po.append_eltwise(1.0f, postact == DD_ACT_RELU ? dnnl::algorithm::eltwise_relu : postact == DD_ACT_TANH ? dnnl::algorithm::eltwise_tanh : dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f);
         attr.set_post_ops(po);
       }
       dnnl::convolution_forward::primitive_desc fpd(fd, attr, CpuEngine());
       impl = fpd.impl_info_str();
-      if (postrelu) impl += " + relu post-op";
+      if (postact != DD_ACT_IDENTITY) impl += std::string(" + ") + DDActivationTypes[postact] + " post-op";
       fwd  = dnnl::convolution_forward(fpd);
       wfwd = fpd.weights_desc();
       pfx  = fpd.src_desc();

@@ -36,15 +36,19 @@ public:
     with valgrind); staged, both run the jit kernels on dense buffers.
   */
   void        SetDenseStaging(bool flg) { staging = flg; }
-  /* (call before SetUp) Forward writes relu(conv + b): oneDNN's eltwise_relu post-op of the forward primitive */
-  void        SetPostOpReLU(bool flg) { postrelu = flg; }
+  /*
+    (call before SetUp) Forward writes act(conv + b): oneDNN's eltwise post-op of the forward primitive,
+    act one of relu, tanh, sigmoid (eltwise_relu, eltwise_tanh, eltwise_logistic), or identity (none)
+  */
+  void        SetPostOp(DDActivationType act) { postact = act; }
   std::string Impl() const { return impl; }
   /* the formats oneDNN prefers for the input and output of this geometry (transposed: x is the deconvolution's input) */
   static PetscErrorCode Preferred(const ConvGeom &g, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs);
 
 private:
   ConvGeom                                        geom;
-  bool                                            hasbias = false, hasbwd = false, deconv = false, staging = false, postrelu = false;
+  bool                                            hasbias = false, hasbwd = false, deconv = false, staging = false;
+  DDActivationType                                postact = DD_ACT_IDENTITY;
   dnnl::memory::desc                              wplain, bmd;
   dnnl::primitive                                 fwd, bwdd, bwdw;
   dnnl::memory::desc                              xmd, ymd, dxmd, dymd, wfwd, wbwd, dwmd;

@@ -41,6 +41,14 @@ template <class T>
 void ActivationForward(DDActivationType type, const ActParams<T> &p, const T *x, T *y, PetscInt n);
 template <class T> /* dx = f'(x) dy */
 void ActivationBackward(DDActivationType type, const ActParams<T> &p, const T *x, const T *dy, T *dx, PetscInt n);
+/*
+  dx = f'(v) dy from the output y = f(v) instead of v (dy may alias dx), for the activations that a
+  convolution or a dense layer writes fused (-net_fuse): relu, tanh (1 - y^2), sigmoid (y (1 - y)).
+  Returns false, computing nothing, for the other types. Bitwise ActivationBackward's result when y
+  is bitwise ActivationForward's.
+*/
+template <class T>
+bool ActivationBackwardFromOutput(DDActivationType type, const T *y, const T *dy, T *dx, PetscInt n);
 /* the same with only leakyrelu's slope set (the other parameters at torch's defaults) */
 template <class T>
 inline void ActivationForward(DDActivationType type, T slope, const T *x, T *y, PetscInt n)

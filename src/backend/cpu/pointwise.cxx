@@ -396,9 +396,44 @@ void ActivationBackward(DDActivationType type, const ActParams<T> &p, const T *x
   }
 }
 
+/*
+  The backward from the output y = f(v) (the fused activations: the conv or affine layer wrote y, the
+  activation layer's input is y, not v). The same expressions as ActivationBackward's on t = f(v),
+  in the same order, so that where y holds exactly the forward's f(v) (our kernels; not a oneDNN
+  post-op) dx is bitwise the unfused one: tanh' = 1 - y^2, sigmoid' = y (1 - y), relu's mask
+  y <= 0 (the same as v <= 0; NaN passes dy).
+*/
+template <class T>
+bool ActivationBackwardFromOutput(DDActivationType type, const T *y, const T *dy, T *dx, PetscInt n)
+{
+  switch (type) {
+  case DD_ACT_RELU:
+    for (PetscInt i = 0; i < n; i++) {
+      const T v = y[i], g = dy[i];
+      dx[i]     = v <= (T)0 ? (T)0 : g;
+    }
+    return true;
+  case DD_ACT_TANH:
+    for (PetscInt i = 0; i < n; i++) {
+      const T t = y[i];
+      dx[i]     = ((T)1 - t * t) * dy[i];
+    }
+    return true;
+  case DD_ACT_SIGMOID:
+    for (PetscInt i = 0; i < n; i++) {
+      const T s = y[i];
+      dx[i]     = s * ((T)1 - s) * dy[i];
+    }
+    return true;
+  default:
+    return false;
+  }
+}
+
 #define DD_INSTANTIATE(T) \
   template void ActivationForward<T>(DDActivationType, const ActParams<T> &, const T *, T *, PetscInt); \
-  template void ActivationBackward<T>(DDActivationType, const ActParams<T> &, const T *, const T *, T *, PetscInt);
+  template void ActivationBackward<T>(DDActivationType, const ActParams<T> &, const T *, const T *, T *, PetscInt); \
+  template bool ActivationBackwardFromOutput<T>(DDActivationType, const T *, const T *, T *, PetscInt);
 DD_INSTANTIATE(float)
 DD_INSTANTIATE(double)
 } // namespace ddnn

@@ -14,6 +14,7 @@
 #include <layer/impls/batchnorm/normcommon.hpp>
 #include <ddnn/private/ddbackendimpl.h>
 #include <backend/interface/backends.hpp>
+#include <backend/cpu/fastkernels.hpp>
 
 using namespace ddnn;
 
@@ -30,13 +31,15 @@ struct Activation {
   DDTensor      w = NULL, wh = NULL, dwh = NULL, tmp = NULL; /* w: owned by the layer's parameter list */
   PetscInt      Cl = 0;                                       /* local channels of the input */
   /*
-    conv + activation fusion (marked by DDNetSetUp, -net_fuse): the producing convolution writes
-    relu(conv) into its output, and this layer's output views that storage (viewof: the input it
-    views, referenced; viewarr: the shared array), so that Forward has nothing to do
+    conv/affine + activation fusion (marked by DDNetSetUp, -net_fuse): the producing convolution or
+    dense layer writes act(v) into its output (fusedtype: the act it writes), and this layer's
+    output views that storage (viewof: the input, referenced, at set-up; viewarr: the shared array,
+    NULL where the output could not view it), so that Forward has nothing to do
   */
-  PetscBool fused   = PETSC_FALSE;
-  DDTensor  viewof  = NULL;
-  void     *viewarr = NULL;
+  PetscBool        fused     = PETSC_FALSE;
+  DDActivationType fusedtype = DD_ACT_RELU;
+  DDTensor         viewof    = NULL;
+  void            *viewarr   = NULL;
 
   template <class T>
   ActParams<T> Params() const
@@ -388,19 +391,23 @@ static PetscErrorCode Activation_SetUpPReLU(DDLayer l, DDTensor x)
 }
 
 /*
-  Conv + activation fusion, private to the network (src/net/net.cxx, -net_fuse): from the next set-up
-  on, the input already holds relu of the convolution (its producer writes it) and the output views
-  the input's storage when both are laid out alike. Only relu fuses: relu(relu(v)) = relu(v), so
-  a Forward into any other tensor still computes relu of the input exactly, and relu's backward mask
-  is the same on relu(v) as on v (x <= 0 exactly where relu(x) <= 0, NaN passing dy in both).
+  Conv/affine + activation fusion, private to the network (src/net/net.cxx, -net_fuse): from the next
+  set-up on, the input already holds y = act(v) of the convolution or dense layer (its producer
+  writes it) and the output views the input's storage when both are laid out alike. relu, tanh and
+  sigmoid fuse, because their derivatives are functions of y (ActivationBackwardFromOutput):
+  relu's mask is the same on relu(v) as on v (x <= 0 exactly where relu(x) <= 0, NaN passing dy in
+  both), tanh' = 1 - y^2, sigmoid' = y (1 - y); Backward reads them from the saved input, which is
+  y. relu(relu(v)) = relu(v), so a fused relu's Forward into another tensor computes relu of the
+  input; a fused tanh or sigmoid copies its input there.
 */
 static PetscErrorCode DDLayerActivationSetFused_Activation(DDLayer l, PetscBool flg)
 {
   Activation *s = (Activation *)l->data;
 
   PetscFunctionBegin;
-  PetscCheck(!flg || s->type == DD_ACT_RELU, PetscObjectComm((PetscObject)l), PETSC_ERR_SUP, "Only relu fuses with a convolution (this activation is %s)", DDActivationTypes[s->type]);
-  s->fused = flg;
+  PetscCheck(!flg || s->type == DD_ACT_RELU || s->type == DD_ACT_TANH || s->type == DD_ACT_SIGMOID, PetscObjectComm((PetscObject)l), PETSC_ERR_SUP, "Only relu, tanh and sigmoid fuse with a convolution or a dense layer (this activation is %s)", DDActivationTypes[s->type]);
+  s->fused     = flg;
+  s->fusedtype = s->type;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -413,15 +420,17 @@ static PetscErrorCode Activation_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   PetscCall(CreateLike(x, &y));
   PetscCall(DDLayerSetOutput_Private(l, y));
   if (s->type == DD_ACT_PRELU) PetscCall(Activation_SetUpPReLU(l, x));
-  if (s->fused && s->type == DD_ACT_RELU && x->memtype == DD_MEMTYPE_HOST && y->memtype == DD_MEMTYPE_HOST && !y->placedvec && x->layouthash == y->layouthash && LayoutSameStorage(x->layout, y->layout)) {
+  if (s->fused && s->type == s->fusedtype && x->memtype == DD_MEMTYPE_HOST) { /* else a mark of the previous set-up, which the network's first pass meets: it marks the layer again before the second */
+    PetscCall(PetscObjectReference((PetscObject)x)); /* the producer writes act(v) into x */
+    s->viewof = x;
+  }
+  if (s->viewof && y->memtype == DD_MEMTYPE_HOST && !y->placedvec && x->layouthash == y->layouthash && LayoutSameStorage(x->layout, y->layout)) {
     const struct _DDBackendMemOps *mem;
     PetscCall(DDMemOps_Private(y->memtype, &mem));
     if (y->ownsarray) PetscCall(mem->free(y->array));
     y->array     = x->array; /* the output views the input's storage */
     y->ownsarray = PETSC_FALSE;
-    PetscCall(PetscObjectReference((PetscObject)x));
-    s->viewof  = x;
-    s->viewarr = x->array;
+    s->viewarr   = x->array;
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -455,8 +464,14 @@ static PetscErrorCode Activation_Forward(DDLayer l, PetscInt nin, DDTensor xs[],
 
   PetscFunctionBegin;
   PetscCheck(s->type != DD_ACT_PRELU || s->w, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_WRONGSTATE, "The activation became prelu after DDLayerSetUp(): set it up again so that it has its weight");
-  if (s->viewarr && y->array == s->viewarr) { /* fused: the output is the input (relu written by the convolution) */
-    PetscCheck(s->type == DD_ACT_RELU && x == s->viewof && x->array == s->viewarr, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "The activation fused with its convolution (-net_fuse) was given another input, or a new type, or its input was laid out anew since set-up: set the network up again");
+  PetscCheck(!s->fused || (s->viewof && s->type == s->fusedtype), PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "The %s fused with its convolution or dense layer (-net_fuse) is now %s: set the network up again", DDActivationTypes[s->fusedtype], DDActivationTypes[s->type]);
+  if (s->viewarr && y->array == s->viewarr) { /* fused: the output is the input (act written by the convolution or dense layer) */
+    PetscCheck(s->type == s->fusedtype && x == s->viewof && x->array == s->viewarr, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "The activation fused with its convolution or dense layer (-net_fuse) was given another input, or a new type, or its input was laid out anew since set-up: set the network up again");
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  if (s->viewof && s->fusedtype != DD_ACT_RELU) { /* fused tanh or sigmoid into another tensor: the input holds act(v) already */
+    PetscCheck(s->type == s->fusedtype && x == s->viewof, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "The %s fused with its convolution or dense layer (-net_fuse) was given another input, or a new type, since set-up: set the network up again", DDActivationTypes[s->fusedtype]);
+    PetscCall(DDTensorCopy(x, y));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   if (s->type == DD_ACT_PRELU) PetscCall(s->cp.ToWorkers(s->w, s->wh)); /* collective: before any early return */
@@ -545,6 +560,9 @@ static PetscErrorCode Activation_Backward(DDLayer l, DDTensor dy, PetscInt nin, 
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
+  /* fused tanh or sigmoid: the saved input is y = act(v), written by the producer, and f'(v) is a function of y */
+  const bool fromy = s->viewof && s->fusedtype != DD_ACT_RELU;
+  PetscCheck(!fromy || (s->type == s->fusedtype && x == s->viewof), PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "The %s fused with its convolution or dense layer (-net_fuse) was given another input, or a new type, since set-up: set the network up again", DDActivationTypes[s->fusedtype]);
   /*
     dy walks with x when they share the storage layout, or with dx; when x and dx share theirs and
     dy differs (e.g. only in its halo: the output's halo grown by a consumer convolution), the
@@ -563,8 +581,12 @@ static PetscErrorCode Activation_Backward(DDLayer l, DDTensor dy, PetscInt nin, 
     decltype(KernelTable<T>::actbwd) fn;
     PetscCall(LayerKernel<T>(l, &KernelTable<T>::actbwd, DD_KERNEL_POINTWISE, &fn, &which));
     KernelEvent e(which, DD_KERNEL_POINTWISE);
-    if (xdx) ForEachBulkRunPair(dy->layout, dx->layout, [&](PetscInt og, PetscInt od, PetscInt len) { fn(s->type, p, xa + od, ga + og, da + od, len); });
-    else ForEachBulkRunPair(x->layout, dx->layout, [&](PetscInt ox, PetscInt od, PetscInt len) { fn(s->type, p, xa + ox, withx ? ga + ox : (withdx ? ga + od : da + od), da + od, len); });
+    auto        run = [&](const T *xv, const T *gv, T *dv, PetscInt len) {
+      if (fromy) (void)ActivationBackwardFromOutput<T>(s->type, xv, gv, dv, len);
+      else fn(s->type, p, xv, gv, dv, len);
+    };
+    if (xdx) ForEachBulkRunPair(dy->layout, dx->layout, [&](PetscInt og, PetscInt od, PetscInt len) { run(xa + od, ga + og, da + od, len); });
+    else ForEachBulkRunPair(x->layout, dx->layout, [&](PetscInt ox, PetscInt od, PetscInt len) { run(xa + ox, withx ? ga + ox : (withdx ? ga + od : da + od), da + od, len); });
     return PETSC_SUCCESS;
   }));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -616,11 +638,14 @@ static PetscErrorCode Activation_View(DDLayer l, PetscViewer viewer)
   sums the workers' partial gradients onto it (the broadcast's adjoint). Results do not depend on
   the partition.
 
-  In a network (`DDNetSetUp()`, -net_fuse, default on) a relu whose input is a convolution's output
-  feeding nothing else, laid out alike, is fused with it: the convolution writes relu(conv) and
-  this layer's output views the convolution's output, so that Forward does nothing (into another
-  output tensor it computes relu of its input, which is exact: relu is idempotent; into its own
-  output from another input it raises an error). Backward is unchanged (relu's mask is the same on relu(v) as on v).
+  In a network (`DDNetSetUp()`, -net_fuse, default on) a relu, tanh or sigmoid whose input is a
+  convolution's or a dense (affine) layer's output feeding nothing else, laid out alike, is fused
+  with it: the producer writes y = act(v) and this layer's output views the producer's output, so
+  that Forward does nothing (into another output tensor a relu computes relu of its input, which is
+  exact: relu is idempotent, a tanh or sigmoid copies its input; from another input it raises an
+  error, except a relu into another tensor). Backward computes f'(v) from y: relu's mask is the
+  same on relu(v) as on v, tanh' = 1 - y^2, sigmoid' = y (1 - y) (bitwise the unfused results where
+  y is this layer's own kernel's; a oneDNN post-op's tanh or sigmoid may differ in the last bits).
 
   Envelope: every type on any partition, order and storage format of the input, float32 and
   float64. Rejected (errors naming the setting): unknown type or gelu approximation; softplus beta

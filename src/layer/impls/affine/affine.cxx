@@ -59,6 +59,7 @@ struct Affine {
   DDPrimitive Bx = NULL, Ry = NULL, Bw = NULL, Bb = NULL;
   AffineGeom  g;
   bool        worker = false, biasworker = false;
+  PetscInt    fuseact = -1; /* -net_fuse: the DDActivationType Forward applies to its output in place, or -1: none */
 };
 } // namespace
 
@@ -178,12 +179,50 @@ static PetscErrorCode Affine_Reset(DDLayer l)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  Affine + activation fusion, private to the network (src/net/net.cxx, -net_fuse): from the next
+  set-up on, Forward writes act(x W^T + b) (act relu, tanh or sigmoid): the activation layer's own
+  pointwise kernel in place on the output after the GEMM (and after the sum over input-feature
+  workers), so that the values are bitwise the unfused ones. The activation layer that consumes the
+  output then views it (src/layer/impls/activation/activation.cxx). act < 0 ends the fusion.
+*/
+static PetscErrorCode DDLayerAffineSetFusedActivation_Affine(DDLayer l, PetscInt act)
+{
+  Affine *a = (Affine *)l->data;
+
+  PetscFunctionBegin;
+  PetscCheck(act < 0 || act == DD_ACT_RELU || act == DD_ACT_TANH || act == DD_ACT_SIGMOID, PetscObjectComm((PetscObject)l), PETSC_ERR_SUP, "Only relu, tanh and sigmoid fuse with a dense layer (asked: %s)", act <= DD_ACT_PRELU ? DDActivationTypes[act] : "unknown");
+  a->fuseact = act;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the fused activation in place on the bulk of the output (the layer's backend chain's pointwise kernel, as the activation layer calls it) */
+static PetscErrorCode Affine_ApplyFusedActivation(DDLayer l, Affine *a, DDTensor y)
+{
+  PetscFunctionBegin;
+  if (a->fuseact < 0 || !y->active) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(DispatchType(y->dtype, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    T        *ya = HostArray<T>(y);
+    DDBackend which;
+    decltype(KernelTable<T>::actfwd) fn;
+    PetscFunctionBegin;
+    PetscCall(LayerKernel<T>(l, &KernelTable<T>::actfwd, DD_KERNEL_POINTWISE, &fn, &which));
+    KernelEvent  e(which, DD_KERNEL_POINTWISE);
+    ActParams<T> p;
+    ForEachBulkRun(y->layout, [&](PetscInt off, PetscInt len) { fn((DDActivationType)a->fuseact, p, ya + off, ya + off, len); });
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 static PetscErrorCode Affine_Destroy(DDLayer l)
 {
   PetscFunctionBegin;
   PetscCall(Affine_Reset(l));
   delete (Affine *)l->data;
   l->data = NULL;
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerAffineSetFusedActivation_C", NULL));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -475,8 +514,9 @@ static PetscErrorCode Affine_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDT
     DDTensor yo;
     PetscCall(ConformLayout(y, l->output, &a->yo, &yo, false));
     PetscCall(DDPrimitiveApply(a->Ry, a->yh, yo));
+    PetscCall(Affine_ApplyFusedActivation(l, a, yo));
     if (yo != y) PetscCall(DDTensorCopy(yo, y));
-  }
+  } else PetscCall(Affine_ApplyFusedActivation(l, a, y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -587,6 +627,7 @@ static PetscErrorCode Affine_View(DDLayer l, PetscViewer viewer)
   PetscFunctionBegin;
   PetscCall(PetscViewerASCIIPrintf(viewer, "out features %" PetscInt_FMT ", bias %s, output workers (Pfo) %" PetscInt_FMT "\n", a->fo, a->bias ? "yes" : "no", a->pfo));
   if (l->setupcalled) PetscCall(PetscViewerASCIIPrintf(viewer, "weights (%" PetscInt_FMT ", %" PetscInt_FMT ") on Pfo %" PetscInt_FMT " x Pfi %" PetscInt_FMT ", shared by %" PetscInt_FMT " batch workers; GEMM from backend %s\n", a->w->shape[0], a->w->shape[1], a->pfo, a->Pfi, a->Pn, a->kb->name));
+  if (a->fuseact >= 0) PetscCall(PetscViewerASCIIPrintf(viewer, "fused with the next activation (-net_fuse): the output holds %s(x W^T + b), applied after the GEMM\n", DDActivationTypes[a->fuseact]));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -615,6 +656,12 @@ static PetscErrorCode Affine_View(DDLayer l, PetscViewer viewer)
   (`DDLayerSetBackend()`): /cpu/dnnl gives oneDNN's sgemm in float32, whose kernels follow the CPU's
   features; /cpu/blas OpenBLAS sgemm/dgemm; /cpu/ref the reference loops.
 
+  Fused activation: in a network (`DDNetSetUp()`, -net_fuse, default on) a dense layer whose only
+  consumer is a relu, tanh or sigmoid layer laid out alike writes act(x W^T + b) into its output
+  (the activation layer's pointwise kernel in place after the GEMM and any sum over input-feature
+  workers: bitwise the unfused values); the activation layer's output views it.
+  `DDNetGetLayerOutput()` of the dense layer then gives act(x W^T + b).
+
   Options Database Keys:
 + -layer_affine_out_features <n> - output features
 . -layer_affine_bias <bool> - bias
@@ -637,6 +684,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Affine(DDLayer l)
   l->ops->view           = Affine_View;
   l->ops->reset          = Affine_Reset;
   l->ops->destroy        = Affine_Destroy;
+  PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerAffineSetFusedActivation_C", DDLayerAffineSetFusedActivation_Affine));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -556,16 +556,16 @@ static PetscErrorCode Conv_Reset(DDLayer l)
 
 /*
   Conv + activation fusion, private to the network (src/net/net.cxx, -net_fuse): from the next
-  set-up on, the output is act(conv(x)): the kernels write it as a post-op where they can, else
-  Forward applies act to the output in place. act < 0 ends the fusion. The activation layer that
-  consumes the output then views it (src/layer/impls/activation/activation.cxx).
+  set-up on, the output is act(conv(x)) (act relu, tanh or sigmoid): every kernel writes it as a
+  post-op where all of them can, else Forward applies act to the output in place. act < 0 ends the
+  fusion. The activation layer that consumes the output then views it (src/layer/impls/activation/activation.cxx).
 */
 static PetscErrorCode DDLayerConvSetFusedActivation_Conv(DDLayer l, PetscInt act)
 {
   Conv *c = (Conv *)l->data;
 
   PetscFunctionBegin;
-  PetscCheck(act < 0 || act == DD_ACT_RELU, PetscObjectComm((PetscObject)l), PETSC_ERR_SUP, "Only relu fuses with a convolution (asked: %s)", DDActivationTypes[act]);
+  PetscCheck(act < 0 || act == DD_ACT_RELU || act == DD_ACT_TANH || act == DD_ACT_SIGMOID, PetscObjectComm((PetscObject)l), PETSC_ERR_SUP, "Only relu, tanh and sigmoid fuse with a convolution (asked: %s)", act <= DD_ACT_PRELU ? DDActivationTypes[act] : "unknown");
   c->fuseact = act;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -732,7 +732,7 @@ static PetscErrorCode Conv_SetUpOverlap(Conv *c, DDTensor yt, const PetscInt k[3
     ConvTGeom gt;
     static_cast<ConvGeom &>(gt) = r.g;
     PetscCall(ConvKernelCreate(PETSC_COMM_SELF, c->kb, gt, false, c->bias ? true : false, false, c->xh, lead, r.xorg, yt, ly, r.yorg, true, &r.kern));
-    if (c->kernfused) c->kernfused = r.kern->FuseActivation((DDActivationType)c->fuseact); /* else Forward applies relu (idempotent: kernels that fused it do no harm) */
+    if (c->kernfused) c->kernfused = r.kern->FuseActivation((DDActivationType)c->fuseact); /* else Forward applies it, and Conv_SetUp takes it back from the kernels that took it */
     c->regions.push_back(std::move(r));
   }
   c->overlapOn = true;
@@ -757,6 +757,10 @@ static PetscErrorCode Conv_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   DDTensor yt = c->reduceY ? c->yh : l->output;
   PetscCall(Conv_SetUpLocalKernel(l, c, x, yt, k, s, d));
   PetscCall(Conv_SetUpOverlap(c, yt, k, s, p, d));
+  if (c->fuseact >= 0 && !c->kernfused) { /* all kernels or none: Forward applies the activation after them, and only relu is idempotent (tanh(tanh(v)) != tanh(v)) */
+    if (c->hasout) (void)c->kern->FuseActivation(DD_ACT_IDENTITY);
+    for (auto &r : c->regions) (void)r.kern->FuseActivation(DD_ACT_IDENTITY);
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -955,10 +959,12 @@ static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
   Kernels: oneDNN (float32; activations in its preferred, usually blocked, format are written
   and read without reorders) or the reference loops (float64).
 
-  Fused relu: in a network (`DDNetSetUp()`, -net_fuse, default on) a convolution whose only consumer
-  is a relu layer laid out alike writes relu(conv) into its output (oneDNN's eltwise post-op, else
-  in place after the local kernels and any sum over input-channel workers); the relu layer's
-  output views it. `DDNetGetLayerOutput()` of the convolution then gives relu(conv).
+  Fused activation: in a network (`DDNetSetUp()`, -net_fuse, default on) a convolution whose only
+  consumer is a relu, tanh or sigmoid layer laid out alike writes act(conv) into its output (relu:
+  oneDNN's eltwise post-op in float32; tanh and sigmoid: the activation layer's own kernel in place
+  after the local kernels and any sum over input-channel workers, bitwise the unfused values, or
+  with -dd_dnnl_eltwise_postop oneDNN's post-op, equal up to the last bits); the activation
+  layer's output views it. `DDNetGetLayerOutput()` of the convolution then gives act(conv).
 
   Options Database Keys:
 + -layer_conv_out_channels <n> - output channels
