@@ -6,6 +6,7 @@
 #include <tensor/layout.hpp>
 #include <sys/ddsysimpl.h>
 #include <primitive/exchange.hpp>
+#include <primitive/sfutil.hpp>
 #include <map>
 #include <new>
 #include <stdexcept>
@@ -411,6 +412,7 @@ static PetscErrorCode DDLayerCheckConsistent_Private(DDLayer layer, PetscInt n, 
   PetscFunctionBegin;
   PetscCallMPI(MPI_Comm_size(comm, &size));
   if (size == 1) PetscFunctionReturn(PETSC_SUCCESS);
+  if (ddnn::PricingSkipChecks()) PetscFunctionReturn(PETSC_SUCCESS); /* a trial set-up of -net_distribution auto: checked at its first set-up */
   PetscCall(PetscSNPrintf(what, sizeof(what), "%s of the %s layer%s%s%s", post ? "The output shape" : "The hyper-parameters or input shapes", ((PetscObject)layer)->type_name, pfx ? " with prefix " : "", pfx ? pfx : "", ""));
   if (post) {
     PetscCall(DDShapeToString_Private(layer->output->order, layer->output->shape, sh, sizeof(sh)));
