@@ -1,7 +1,6 @@
 #include <primitive/sfutil.hpp>
 #include <tensor/layout.hpp>
 #include <algorithm>
-#include <cstdlib>
 
 namespace ddnn
 {
@@ -78,7 +77,7 @@ PetscErrorCode BuildStoragePlan(MPI_Comm comm, DDTensor owner, const std::vector
   PetscCallMPI(MPI_Comm_rank(comm, &me));
   /* the leaves in offset order (PetscSFSetGraph() sorts them), grouped by root rank, stably (PetscSFSetUpRanks()) */
   std::vector<PetscInt> order(n);
-  if (getenv("DD_PRICE_NOSORT") || std::is_sorted(ilocal.begin(), ilocal.end()))
+  if (std::is_sorted(ilocal.begin(), ilocal.end()))
     for (size_t i = 0; i < n; i++) order[i] = (PetscInt)i;
   else { /* the offsets are distinct entries of a local array: placed by offset, no comparison sort */
     PetscInt maxo = -1;
