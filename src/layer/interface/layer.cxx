@@ -536,8 +536,8 @@ PetscErrorCode DDLayerSetUpMulti(DDLayer layer, PetscInt n, DDTensor xs[])
   }
   PetscCall(DDLayerCheckConsistent_Private(layer, n, xs, PETSC_TRUE));
   layer->setupcalled = PETSC_TRUE;
-  if (layer->nparams) PetscCall(DDLayerInitializeParameters(layer, 0));
-  PetscCall(DDLayerViewFromOptions(layer, NULL, "-layer_view"));
+  if (layer->nparams && !ddnn::PricingOnly()) PetscCall(DDLayerInitializeParameters(layer, 0)); /* a pricing-only set-up (-net_distribution auto's trials) runs nothing: no weights to draw */
+  if (!ddnn::PricingOnly()) PetscCall(DDLayerViewFromOptions(layer, NULL, "-layer_view"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
