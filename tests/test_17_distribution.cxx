@@ -309,6 +309,32 @@ TEST(Distribution, SmallBatchAndUserPartitionsKept)
   DDT(DDNetDestroy(&net));
 }
 
+/* a machine whose model cache lacks the calibration, with -net_distribution_calibrate 0 (CI, short
+   runs): no calibration, the given distribution kept (and said), a network that runs */
+TEST(Distribution, UncalibratedKeepsGiven)
+{
+  PetscInt    P     = Size();
+  std::string cache = Tmp("nomodel.txt");
+  MPI_Barrier(PETSC_COMM_WORLD);
+  if (Rank() == 0) remove(cache.c_str());
+  MPI_Barrier(PETSC_COMM_WORLD);
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", cache.c_str()));
+  DDT(DDModelReset());
+  DDNet    net = MakeNet(std::string(LineText) + "-net_distribution_calibrate 0\n", DD_NET_DISTRIBUTION_AUTO);
+  DDTensor x   = RandomInput({4 * P, 2, 8, 16}, RowSplit(4), DD_FLOAT32, 1);
+  DDT(DDNetSetUp(net, 1, &x));
+  ForgetOptions();
+  PetscInt ins;
+  DDT(DDNetGetDistributionPlan(net, &ins, NULL, NULL));
+  if (P > 1) EXPECT_EQ(ins, -1) << "the given distribution, not a plan";
+  for (const char *c : {"c1", "c2", "c3"}) EXPECT_EQ(Str(InputPartition(net, c)), Str(RowSplit(4))) << "layer " << c;
+  DDT(DDNetForward(net, 1, &x));
+  std::ifstream f(cache);
+  EXPECT_FALSE(f.good()) << "nothing calibrated, nothing written to the cache";
+  DDT(DDTensorDestroy(&x));
+  DDT(DDNetDestroy(&net));
+}
+
 PETSC_EXTERN PetscErrorCode DDNetGetDistributionTables_Private(DDNet, PetscInt *, const PetscReal **);
 
 /* The trial set-ups price without building (the default: the halo, repartition and scatter

@@ -64,8 +64,10 @@ const char *const DDNetDistributions[] = {"given", "auto", "DDNetDistribution", 
          `DD_NET_DISTRIBUTION_AUTO`: `DDNetSetUp()` chooses the partition of every decision layer
          by the performance model and inserts the repartitions
 
-  Options Database Key:
-. -net_distribution <given,auto> - the choice
+  Options Database Keys:
++ -net_distribution <given,auto> - the choice
+. -net_distribution_calibrate <bool> - calibrate the model when the cache lacks it (default true); false: keep the given distribution
+- -net_distribution_full_trials <bool> - (developer) price the candidates with full set-ups, as before the pricing-only ones
 
   Notes:
   In auto mode, `DDNetSetUp()` follows paper 003 sec. V-C. The decision layers are those with
@@ -96,7 +98,13 @@ const char *const DDNetDistributions[] = {"given", "auto", "DDNetDistribution", 
 
   The model needs the calibration of this machine for the network's backend and data type: if
   the cache (`DDModelGetCachePath()`) lacks it, set-up calibrates first (`DDModelCalibrate()`,
-  some seconds, written to the cache for the next runs). On one rank there is nothing to choose.
+  some seconds, written to the cache for the next runs); with -net_distribution_calibrate 0 it
+  keeps the given distribution instead and says so. On one rank there is nothing to choose.
+
+  The trial set-ups that price the candidates only count: the halo, repartition and scatter
+  primitives find their messages, bytes and buffers without building star forests or exchange
+  plans, no weights are drawn, and the checks the first set-up made are not repeated
+  (-net_distribution_full_trials: full set-ups, the same numbers, slower).
 
   Level: intermediate
 
@@ -954,6 +962,19 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
       PetscCall(DDModelGetCommParameters(NULL, NULL, &commok));
       PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &commok, 1, MPIU_BOOL, MPI_LAND, comm));
       if (!have || !commok) {
+        PetscBool calibrate = PETSC_TRUE;
+        PetscCall(PetscOptionsGetBool(NULL, ((PetscObject)net)->prefix, "-net_distribution_calibrate", &calibrate, NULL));
+        if (!calibrate) { /* no calibration here (CI, short runs): the given distribution, said aloud */
+          const char *cache;
+          PetscCall(DDModelGetCachePath(&cache));
+          PetscCall(PetscPrintf(comm, "-net_distribution auto: the performance model is not calibrated on this machine for %s %s (model cache %s); keeping the given distribution (-net_distribution_calibrate 0; run once with -dd_model_calibrate or without that option to calibrate)\n", bname, DDDataTypes[user[0].layer->output->dtype], cache ? cache : "(none)"));
+          for (auto &d : dec)
+            for (auto &c : d.cands) PetscCall(DDPartitionDestroy(&c.part));
+          PetscCall(destroyjoins());
+          I->plan = NetPlan();
+          PetscCall(NetSetUpLayers_Private(net, xin));
+          PetscFunctionReturn(PETSC_SUCCESS);
+        }
         PetscCall(PetscInfo(net, "-net_distribution auto: calibrating the performance model (cached in the model cache for later runs)\n"));
         PetscCall(DDModelCalibrate(comm, bname, user[0].layer->output->dtype));
       }
