@@ -42,6 +42,19 @@ bool PricingSkipChecks()
 {
   return pricingonly && pricingnochecks;
 }
+static bool pricingnoplans = false;
+bool PricingNoPlans()
+{
+  return pricingonly && pricingnoplans;
+}
+PricingNoPlansGuard::PricingNoPlansGuard(bool on) : old(pricingnoplans)
+{
+  pricingnoplans = on;
+}
+PricingNoPlansGuard::~PricingNoPlansGuard()
+{
+  pricingnoplans = old;
+}
 PricingOnlyGuard::PricingOnlyGuard(bool on, bool nochecks) : old(pricingonly), oldchecks(pricingnochecks)
 {
   pricingonly     = on;

@@ -30,6 +30,14 @@ PetscErrorCode BuildStorageSF(MPI_Comm comm, DDTensor owner, std::vector<PetscIn
 */
 bool PricingOnly();
 bool PricingSkipChecks();
+/* and while a PricingNoPlans guard lives (the first of the network's two set-up passes, which only
+   finds the halos every tensor needs: its layers are set up again), no exchange at all */
+bool PricingNoPlans();
+struct PricingNoPlansGuard {
+  bool old;
+  explicit PricingNoPlansGuard(bool on);
+  ~PricingNoPlansGuard();
+};
 struct PricingOnlyGuard {
   bool old, oldchecks;
   explicit PricingOnlyGuard(bool on, bool nochecks = false);

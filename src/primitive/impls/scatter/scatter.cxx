@@ -176,6 +176,7 @@ static PetscErrorCode SC_SetUp(DDPrimitive prim, DDTensor x, DDTensor y)
   s->nmapped = (PetscInt)ilocal.size();
   BulkRunsWhere(Ly, ymapped, 0, s->yzoff, s->yzlen);
   std::vector<PetscInt> pdeg; /* a trial set-up of -net_distribution auto: the counts the model reads, no graph */
+  if (PricingNoPlans()) PetscFunctionReturn(PETSC_SUCCESS);
   if (PricingOnly()) {
     s->ex = new Exchange;
     PetscCall(BuildStoragePlan(comm, x, ilocal, iremote, s->ex, &pdeg));
