@@ -309,6 +309,98 @@ TEST(Distribution, SmallBatchAndUserPartitionsKept)
   DDT(DDNetDestroy(&net));
 }
 
+/* a machine whose model cache lacks the calibration, with -net_distribution_calibrate 0 (CI, short
+   runs): no calibration, the given distribution kept (and said), a network that runs */
+TEST(Distribution, UncalibratedKeepsGiven)
+{
+  PetscInt    P     = Size();
+  std::string cache = Tmp("nomodel.txt");
+  MPI_Barrier(PETSC_COMM_WORLD);
+  if (Rank() == 0) remove(cache.c_str());
+  MPI_Barrier(PETSC_COMM_WORLD);
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", cache.c_str()));
+  DDT(DDModelReset());
+  DDNet    net = MakeNet(std::string(LineText) + "-net_distribution_calibrate 0\n", DD_NET_DISTRIBUTION_AUTO);
+  DDTensor x   = RandomInput({4 * P, 2, 8, 16}, RowSplit(4), DD_FLOAT32, 1);
+  DDT(DDNetSetUp(net, 1, &x));
+  ForgetOptions();
+  PetscInt ins;
+  DDT(DDNetGetDistributionPlan(net, &ins, NULL, NULL));
+  if (P > 1) EXPECT_EQ(ins, -1) << "the given distribution, not a plan";
+  for (const char *c : {"c1", "c2", "c3"}) EXPECT_EQ(Str(InputPartition(net, c)), Str(RowSplit(4))) << "layer " << c;
+  DDT(DDNetForward(net, 1, &x));
+  std::ifstream f(cache);
+  EXPECT_FALSE(f.good()) << "nothing calibrated, nothing written to the cache";
+  DDT(DDTensorDestroy(&x));
+  DDT(DDNetDestroy(&net));
+}
+
+PETSC_EXTERN PetscErrorCode DDNetGetDistributionTables_Private(DDNet, PetscInt *, const PetscReal **);
+
+/* The trial set-ups price without building (the default: the halo, repartition and scatter
+   primitives count their messages, bytes and buffers instead of building star forests and exchange
+   plans) and give the very numbers of full set-ups (-net_distribution_full_trials, the old path):
+   every table entry (each decision layer's segment time and memory per candidate, the shuffles and
+   joins), the chosen partition of every layer, the inserted repartitions, the predicted step and
+   memory, compared for equality, not within a tolerance */
+static void ExpectPricingOnlyEqualsFull(const std::string &text, std::vector<std::vector<PetscInt>> shapes, DDDataType dt, const std::string &what)
+{
+  std::vector<PetscReal> tab[2];
+  std::string            plan[2];
+  PetscInt               ins[2];
+  PetscReal              pred[2];
+  PetscInt64             mem[2];
+  std::vector<DDTensor>  xs;
+  for (size_t i = 0; i < shapes.size(); i++) xs.push_back(RandomInput(shapes[i], shapes[i].size() == 4 ? RowSplit(4) : std::vector<PetscInt>(shapes[i].size(), 1), dt, 5 + (int)i));
+  for (int full = 0; full < 2; full++) {
+    DDNet            net = MakeNet(text + (full ? "-net_distribution_full_trials 1\n" : ""), DD_NET_DISTRIBUTION_AUTO);
+    PetscInt         n, nl;
+    const PetscReal *v;
+    DDT(DDNetSetUp(net, (PetscInt)xs.size(), xs.data()));
+    ForgetOptions();
+    DDT(DDNetGetDistributionTables_Private(net, &n, &v));
+    tab[full].assign(v, v + n);
+    DDT(DDNetGetDistributionPlan(net, &ins[full], &pred[full], &mem[full]));
+    DDT(DDNetGetNumLayers(net, &nl));
+    for (PetscInt i = 0; i < nl; i++) {
+      DDLayer     l;
+      const char *name;
+      DDT(DDNetGetLayerByIndex(net, i, &l, &name));
+      DDTensor x = l->setupin[0];
+      plan[full] += std::string(name) + " " + Str(std::vector<PetscInt>(x->part->shape, x->part->shape + x->part->order)) + "\n";
+    }
+    DDT(DDNetDestroy(&net));
+  }
+  EXPECT_EQ(plan[0], plan[1]) << what << ": the layers and their input partitions, pricing-only against full trial set-ups";
+  EXPECT_EQ(ins[0], ins[1]) << what;
+  EXPECT_EQ(pred[0], pred[1]) << what;
+  EXPECT_EQ(mem[0], mem[1]) << what;
+  ASSERT_EQ(tab[0].size(), tab[1].size()) << what;
+  if (Size() > 1) EXPECT_GT(tab[0].size(), 2u) << what << ": nothing was priced";
+  size_t bad = 0;
+  for (size_t i = 0; i < tab[0].size(); i++)
+    if (!(tab[0][i] == tab[1][i]) && ++bad <= 5) ADD_FAILURE() << what << ": table entry " << i << " is " << tab[0][i] << " priced only, " << tab[1][i] << " from the full set-ups";
+  EXPECT_EQ(bad, 0u) << what << ": entries of " << tab[0].size() << " differ";
+  for (auto &x : xs) DDT(DDTensorDestroy(&x));
+}
+
+TEST(Distribution, PricingOnlyTrialsEqualFullTrials)
+{
+  PetscInt    P    = Size();
+  std::string user = std::string(LineText); /* with a user's repartition (the layers after it are kept) */
+  user.replace(user.find("c1,a1,c2"), 8, "c1,a1,rp,c2");
+  user += "-rp_layer_type repartition\n-rp_layer_repartition_shape 1,1," + std::to_string(P) + ",1\n";
+  for (double alpha : {1e-7, 1e-2}) {
+    UseSyntheticModel(alpha, alpha * 1e-3);
+    std::string a = ", alpha " + std::to_string(alpha);
+    if (alpha < 1e-3) ExpectPricingOnlyEqualsFull(UNetText(), {{8, 1, 32, 32}, {8, 1, 32, 32}}, DD_FLOAT32, "main job U-Net (its shapes), float32" + a); /* once: 4 ranks take a while */
+    ExpectPricingOnlyEqualsFull(UNetText(), {{2, 1, 16, 16}, {2, 1, 16, 16}}, DD_FLOAT64, "main job U-Net, float64" + a);
+    ExpectPricingOnlyEqualsFull(LeNetText, {{4, 1, 16, 16}, {4, 4}}, DD_FLOAT64, "LeNet-like" + a);
+    ExpectPricingOnlyEqualsFull(LineText, {{4 * P, 2, 8, 16}}, DD_FLOAT32, "line of convolutions" + a);
+    ExpectPricingOnlyEqualsFull(user, {{2, 2, 8, 8}}, DD_FLOAT32, "line with a user's repartition" + a);
+  }
+}
+
 /* the chosen plan is the cheapest of all plans (every candidate of every conv, with the repartitions
    inserted where data must move), each set up and priced on its own; with a memory cap, the
    cheapest of those that fit. The chooser prices a layer with an explicit repartition before its

@@ -812,6 +812,9 @@ static std::vector<DDPrimitive> LayerPrimitives(DDLayer layer)
     PetscObject obj = (PetscObject)o;
     if (obj != (PetscObject)layer && obj->classid == DD_PRIMITIVE_CLASSID) v.push_back((DDPrimitive)obj);
   }
+  /* in the order they were created, not the addresses' order the registry keeps: the model sums
+     their terms in floating point, and the sums must not depend on where the allocator put them */
+  std::sort(v.begin(), v.end(), [](DDPrimitive a, DDPrimitive b) { return ((PetscObject)a)->id < ((PetscObject)b)->id; });
   return v;
 }
 

@@ -45,6 +45,7 @@
 #include <string>
 #include <vector>
 #include <sys/ddcxx.hpp>
+#include <primitive/sfutil.hpp>
 
 using ddnn::NetImpl;
 using Node = ddnn::NetNode;
@@ -63,8 +64,10 @@ const char *const DDNetDistributions[] = {"given", "auto", "DDNetDistribution", 
          `DD_NET_DISTRIBUTION_AUTO`: `DDNetSetUp()` chooses the partition of every decision layer
          by the performance model and inserts the repartitions
 
-  Options Database Key:
-. -net_distribution <given,auto> - the choice
+  Options Database Keys:
++ -net_distribution <given,auto> - the choice
+. -net_distribution_calibrate <bool> - calibrate the model when the cache lacks it (default true); false: keep the given distribution
+- -net_distribution_full_trials <bool> - (developer) price the candidates with full set-ups, as before the pricing-only ones
 
   Notes:
   In auto mode, `DDNetSetUp()` follows paper 003 sec. V-C. The decision layers are those with
@@ -95,7 +98,13 @@ const char *const DDNetDistributions[] = {"given", "auto", "DDNetDistribution", 
 
   The model needs the calibration of this machine for the network's backend and data type: if
   the cache (`DDModelGetCachePath()`) lacks it, set-up calibrates first (`DDModelCalibrate()`,
-  some seconds, written to the cache for the next runs). On one rank there is nothing to choose.
+  some seconds, written to the cache for the next runs); with -net_distribution_calibrate 0 it
+  keeps the given distribution instead and says so. On one rank there is nothing to choose.
+
+  The trial set-ups that price the candidates only count: the halo, repartition and scatter
+  primitives find their messages, bytes and buffers without building star forests or exchange
+  plans, no weights are drawn, and the checks the first set-up made are not repeated
+  (-net_distribution_full_trials: full set-ups, the same numbers, slower).
 
   Level: intermediate
 
@@ -253,6 +262,39 @@ DD_CXX_TRY
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
+
+/*@C
+  DDNetGetDistributionTables_Private - Every number the automatic distribution priced at the last `DDNetSetUp()`
+
+  Not collective
+
+  Input Parameter:
+. net - the set-up network in auto mode
+
+  Output Parameters:
++ n - how many (0 when nothing was chosen: one rank, no decision layer, a forced plan)
+- v - the numbers, owned by the network: the layers no decision layer owns (time, memory); per
+      decision layer its chosen candidate, per candidate the time and memory of its segment, per
+      (parent's candidate, candidate) the shuffle's time, memory and whether no data moves; per join
+      and pair of candidates the same; the shortest path's cost
+
+  Notes:
+  For the test that the pricing-only trial set-ups (the default) price exactly as full set-ups
+  (-net_distribution_full_trials).
+
+  Level: developer
+
+.seealso: `DDNetSetDistribution()`, `DDNetGetDistributionPlan()`
+@*/
+PETSC_EXTERN PetscErrorCode DDNetGetDistributionTables_Private(DDNet net, PetscInt *n, const PetscReal **v)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCheck(net->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Call DDNetSetUp() first");
+  *n = (PetscInt)net->impl->plan.tables.size();
+  *v = net->impl->plan.tables.data();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
 
 /* Removes the repartitions an earlier automatic distribution inserted: the user's graph again */
 PetscErrorCode ddnn::NetRemoveAutoLayers_Private(DDNet net)
@@ -796,9 +838,18 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
   I->wantgrad.assign(xin.size(), false); /* as after set-up: the model's first layers need no input gradient */
 
   /* the given distribution: which layers decide, the shapes of their inputs, their partitions */
+  /* The set-ups below only price (paper 003 sec. V-C's Cost_D needs the model's inputs, not runnable
+     layers): the halo, repartition and scatter primitives count their messages, bytes and buffers
+     (BuildStoragePlan(), src/primitive/sfutil.hpp) instead of building star forests and exchange
+     plans. -net_distribution_full_trials (developer: the test that both price alike) builds them. */
+  PetscBool fulltrials = PETSC_FALSE;
+  PetscCall(PetscOptionsGetBool(NULL, ((PetscObject)net)->prefix, "-net_distribution_full_trials", &fulltrials, NULL));
   PetscLogDouble tick[5];
   PetscCall(PetscTime(&tick[0]));
-  PetscCall(NetSetUpLayers_Private(net, xin));
+  {
+    ddnn::PricingOnlyGuard pricing(!fulltrials);
+    PetscCall(NetSetUpLayers_Private(net, xin));
+  }
   std::vector<int>      owner(nu);
   std::vector<Decision> dec;
   std::vector<int>      decof(nu, -1);
@@ -911,6 +962,19 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
       PetscCall(DDModelGetCommParameters(NULL, NULL, &commok));
       PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &commok, 1, MPIU_BOOL, MPI_LAND, comm));
       if (!have || !commok) {
+        PetscBool calibrate = PETSC_TRUE;
+        PetscCall(PetscOptionsGetBool(NULL, ((PetscObject)net)->prefix, "-net_distribution_calibrate", &calibrate, NULL));
+        if (!calibrate) { /* no calibration here (CI, short runs): the given distribution, said aloud */
+          const char *cache;
+          PetscCall(DDModelGetCachePath(&cache));
+          PetscCall(PetscPrintf(comm, "-net_distribution auto: the performance model is not calibrated on this machine for %s %s (model cache %s); keeping the given distribution (-net_distribution_calibrate 0; run once with -dd_model_calibrate or without that option to calibrate)\n", bname, DDDataTypes[user[0].layer->output->dtype], cache ? cache : "(none)"));
+          for (auto &d : dec)
+            for (auto &c : d.cands) PetscCall(DDPartitionDestroy(&c.part));
+          PetscCall(destroyjoins());
+          I->plan = NetPlan();
+          PetscCall(NetSetUpLayers_Private(net, xin));
+          PetscFunctionReturn(PETSC_SUCCESS);
+        }
         PetscCall(PetscInfo(net, "-net_distribution auto: calibrating the performance model (cached in the model cache for later runs)\n"));
         PetscCall(DDModelCalibrate(comm, bname, user[0].layer->output->dtype));
       }
@@ -929,7 +993,10 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
         if (decof[i] < 0)
           for (size_t s = 1; s < user[i].inputs.size(); s++) ins.push_back({i, (int)s, NULL});
       PetscCall(NetInsert(net, user, ins));
-      PetscCall(NetTrySetUp(net, xin, tok));
+      {
+        ddnn::PricingOnlyGuard pricing(!fulltrials, true); /* the user's layers were checked by the first set-up; the inserted repartitions are alike on every rank */
+        PetscCall(NetTrySetUp(net, xin, tok));
+      }
       if (*tok) {
         std::vector<double> t, m;
         std::vector<int>    pos(nu);
@@ -1290,6 +1357,20 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
     char line[256];
     PetscCall(PetscSNPrintf(line, sizeof(line), "  the shortest path's cost (the layers' times from the trials and the shuffles): %.4f ms\n", 1e3 * predicted));
     view += line;
+  }
+  if (!forced && !dec.empty()) { /* the tables, for the test that the pricing-only trials price as the full ones */
+    auto &v = I->plan.tables;
+    v.push_back(constT), v.push_back(constM);
+    for (auto &d : dec) {
+      v.push_back(d.chosen);
+      for (size_t c = 0; c < d.cands.size(); c++) v.push_back(d.time[c]), v.push_back(d.mem[c]);
+      for (size_t a = 0; a < d.stime.size(); a++)
+        for (size_t c = 0; c < d.cands.size(); c++) v.push_back(d.stime[a][c]), v.push_back(d.smem[a][c]), v.push_back(d.sident[a][c]);
+    }
+    for (auto &J : joins)
+      for (size_t a = 0; a < J.t.size(); a++)
+        for (size_t b = 0; b < J.t[a].size(); b++) v.push_back(J.t[a][b]), v.push_back(J.m[a][b]), v.push_back(J.ident[a][b]);
+    v.push_back(predicted);
   }
   I->plan.view = view;
   I->plan.done = true;

@@ -7,6 +7,7 @@
 #include <ddmodel.h>
 #include <sys/ddsysimpl.h>
 #include <tensor/layout.hpp>
+#include <primitive/sfutil.hpp>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -522,11 +523,14 @@ PetscErrorCode ddnn::NetSetUpLayers_Private(DDNet net, std::vector<DDTensor> &xi
     I->output = idx;
   }
   /* pass 1: discover the halos every tensor needs */
-  for (auto &nd : I->nodes) {
-    PetscCall(DDLayerSetOutputHalo_Private(nd.layer, NULL, NULL));
-    PetscCall(DDNetInputsOf(net, nd, xin, ins));
-    if (nd.automatch >= 0) PetscCall(NetAutoMatch(net, nd, xin));
-    PetscCall(DDNetLayerSetUp(nd, ins));
+  {
+    ddnn::PricingNoPlansGuard noplans(true); /* in a pricing-only set-up (src/net/distribution.cxx): no exchanges, pass 2 prices them */
+    for (auto &nd : I->nodes) {
+      PetscCall(DDLayerSetOutputHalo_Private(nd.layer, NULL, NULL));
+      PetscCall(DDNetInputsOf(net, nd, xin, ins));
+      if (nd.automatch >= 0) PetscCall(NetAutoMatch(net, nd, xin));
+      PetscCall(DDNetLayerSetUp(nd, ins));
+    }
   }
   /* pass 2: outputs created with their final halos */
   std::vector<std::vector<PetscInt>> lo(I->nodes.size()), hi(I->nodes.size());

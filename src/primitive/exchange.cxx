@@ -119,7 +119,7 @@ void Exchange::PlannedVolume(int dir, size_t es, PetscInt64 v[4]) const
 
 PetscInt64 Exchange::BufferBytes() const
 {
-  PetscInt64 b = 0;
+  PetscInt64 b = priced ? pricedbuf : 0;
   for (auto *v : {&sendTo, &recvFrom})
     for (auto &p : *v) b += (PetscInt64)p.buf.size();
   return b;
@@ -229,6 +229,28 @@ PetscErrorCode Exchange::SetUp(PetscSF sf, MPI_Comm c, PetscMPIInt t, PetscBool 
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+PetscErrorCode Exchange::SetUpPriced(MPI_Comm c, const std::vector<PricedPeer> &sendto, const std::vector<PricedPeer> &recvfrom, PetscBool usetypes)
+{
+  PetscFunctionBegin;
+  comm   = c;
+  priced = true;
+  if (std::find(registry.begin(), registry.end(), this) == registry.end()) registry.push_back(this);
+  owner     = ownerstack.empty() ? nullptr : ownerstack.back();
+  pricedbuf = 0;
+  for (int k = 0; k < 2; k++)
+    for (const PricedPeer &q : k ? recvfrom : sendto) {
+      Peer p;
+      p.rank       = q.rank;
+      p.runs.total = q.total; /* what PlannedVolume() reads */
+      /* SetUp()'s choice: MPI datatypes over long runs, else a buffer for the larger element size */
+      p.pricedtyped = usetypes && q.nruns != 1 && q.total >= 64 * q.nruns;
+      if (!p.pricedtyped) pricedbuf += (PetscInt64)(sizeof(double) * (size_t)q.total + 1);
+      (k ? recvFrom : sendTo).push_back(std::move(p));
+    }
+  PetscCall(SetUpCma(DDExchangeUseCma())); /* which pairs would copy by cross-memory attach: those have buffers in any case */
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 PetscInt Exchange::CmaPairs() const
 {
   PetscInt n = 0;
@@ -285,6 +307,15 @@ PetscErrorCode Exchange::SetUpCma(PetscBool usecma)
   for (size_t i = 0; i < np; i++) PetscCallMPI(MPI_Irecv(&theirok[i], 1, MPI_INT, peers[i], ctag[1], comm, &rq[i]));
   for (size_t i = 0; i < np; i++) PetscCallMPI(MPI_Isend(&ok[i], 1, MPI_INT, peers[i], ctag[1], comm, &rq[np + i]));
   PetscCallMPI(MPI_Waitall((int)rq.size(), rq.data(), MPI_STATUSES_IGNORE));
+  if (priced) { /* SetUpPriced(): a cma pair packs through a buffer even where MPI datatypes would have sent its runs (stage 3) */
+    for (int k = 0; k < 2; k++)
+      for (auto &p : k == 0 ? sendTo : recvFrom) {
+        size_t i = (size_t)(std::lower_bound(peers.begin(), peers.end(), p.rank) - peers.begin());
+        p.cma    = ok[i] && theirok[i];
+        if (p.cma && p.pricedtyped) pricedbuf += (PetscInt64)(sizeof(double) * (size_t)p.runs.total + 1);
+      }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   /* stage 3: the runs of both ends of every pair that may use it */
   std::vector<std::vector<PetscInt>> out;
   std::vector<MPI_Request>           sq;
@@ -624,6 +655,7 @@ PetscErrorCode Exchange::MakePlan(Plan &pl, int ti, MPI_Datatype mt, const void 
 PetscErrorCode Exchange::Begin(Plan &pl, DDDataType dt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, const std::vector<PetscInt> &srcself, const std::vector<PetscInt> &dstself, bool add, const Runs *fill, PetscReal value)
 {
   PetscFunctionBegin;
+  PetscCheck(!priced, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "This exchange was set up for pricing only (a trial set-up of -net_distribution auto): it cannot move data");
   PetscCheck(!inflight, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "Exchange already in flight");
   const int ti = dt == DD_FLOAT32 ? 0 : 1;
   for (auto *v : {&from, &to}) /* the reads of our packed buffers the last exchange did not wait for */
@@ -777,6 +809,7 @@ PetscErrorCode Exchange::AdjointEnd(DDDataType dt, const void *leaf, void *root,
 PetscErrorCode Exchange::ZeroLeaves(DDDataType dt, void *leaf)
 {
   PetscFunctionBegin;
+  PetscCheck(!priced, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "This exchange was set up for pricing only (a trial set-up of -net_distribution auto): it cannot move data");
   PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
     FillRuns(allLeaves, (T *)leaf, (T)0);

@@ -88,6 +88,7 @@ struct Peer {
   bool              cma = false; /* both ranks of the pair can read and write each other's memory (same node, process_vm_readv allowed) */
   Runs              rruns;       /* cma: the peer's runs of the same messages (the other end's offsets, same entry order) */
   MPI_Request      *pending = nullptr; /* cma: the done signal of a read of our packed buffer that End did not wait for (before the buffer's next use) */
+  bool              pricedtyped = false; /* Exchange::SetUpPriced(): SetUp() would send the runs with MPI datatypes (no buffer unless cma) */
 };
 
 /*
@@ -121,6 +122,15 @@ public:
   ~Exchange();
   DDMemType memtype = DD_MEMTYPE_HOST; /* where the storages live: the backend of that memory packs and unpacks */
   PetscErrorCode SetUp(PetscSF sf, MPI_Comm comm, PetscMPIInt tag, PetscBool usetypes);
+  /* the pricing-only set-up (PricingOnly(), sfutil.hpp: the trial set-ups of -net_distribution auto):
+     the peers, their entry counts and the message buffers SetUp() would find, from the counts and
+     the numbers of runs BuildStoragePlan() computed, with no graph, no runs and no buffers; such an
+     exchange answers PlannedVolume() and BufferBytes() exactly as the built one, and refuses to run */
+  struct PricedPeer {
+    PetscMPIInt rank;
+    PetscInt    total, nruns;
+  };
+  PetscErrorCode SetUpPriced(MPI_Comm comm, const std::vector<PricedPeer> &sendto, const std::vector<PricedPeer> &recvfrom, PetscBool usetypes);
   /* how many pairs (of sendTo and recvFrom) move their data by cross-memory attach instead of MPI messages */
   PetscInt       CmaPairs() const;
   /* leaf = root (forward); also leaf[fill] = value where fill is given (entries that are no leaves:
@@ -168,6 +178,8 @@ private:
   PetscErrorCode    CmaCopy(CmaLink &lk, Peer &p);
   static void       MakeCalls(CmaCalls &c, const Runs &L, bool lbuf, const Runs &R, bool rbuf, PetscInt total, size_t es, char *lbase);
   Plan              fwd, adj;
+  bool              priced = false;      /* set up by SetUpPriced(): counts only */
+  PetscInt64        pricedbuf = 0;       /* then the bytes of the buffers SetUp() would allocate */
   std::vector<Peer> sendTo;   /* forward: roots of mine that leaf ranks need */
   std::vector<Peer> recvFrom; /* forward: leaves of mine whose roots live on root ranks */
   CopyRuns          self;

@@ -33,6 +33,114 @@ PetscErrorCode BuildStorageSF(MPI_Comm comm, DDTensor owner, std::vector<PetscIn
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+static bool pricingonly = false, pricingnochecks = false;
+bool PricingOnly()
+{
+  return pricingonly;
+}
+bool PricingSkipChecks()
+{
+  return pricingonly && pricingnochecks;
+}
+static bool pricingnoplans = false;
+bool PricingNoPlans()
+{
+  return pricingonly && pricingnoplans;
+}
+PricingNoPlansGuard::PricingNoPlansGuard(bool on) : old(pricingnoplans)
+{
+  pricingnoplans = on;
+}
+PricingNoPlansGuard::~PricingNoPlansGuard()
+{
+  pricingnoplans = old;
+}
+PricingOnlyGuard::PricingOnlyGuard(bool on, bool nochecks) : old(pricingonly), oldchecks(pricingnochecks)
+{
+  pricingonly     = on;
+  pricingnochecks = nochecks;
+}
+PricingOnlyGuard::~PricingOnlyGuard()
+{
+  pricingonly     = old;
+  pricingnochecks = oldchecks;
+}
+
+/* the runs Runs::Build() finds in a sequence of offsets */
+template <class F>
+static PetscInt CountRuns(PetscInt n, F off)
+{
+  PetscInt r = 0, prev = 0;
+  for (PetscInt i = 0; i < n; i++) {
+    PetscInt o = off(i);
+    if (!i || o != prev + 1) r++;
+    prev = o;
+  }
+  return r;
+}
+
+PetscErrorCode BuildStoragePlan(MPI_Comm comm, DDTensor owner, const std::vector<PetscInt> &ilocal, const std::vector<PetscSFNode> &iremote, Exchange *ex, std::vector<PetscInt> *degree)
+{
+  const DDLayout &L = owner->layout;
+  PetscMPIInt     size, me;
+  const size_t    n = ilocal.size();
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  PetscCallMPI(MPI_Comm_rank(comm, &me));
+  /* the leaves in offset order (PetscSFSetGraph() sorts them), grouped by root rank, stably (PetscSFSetUpRanks()) */
+  std::vector<PetscInt> order(n);
+  if (std::is_sorted(ilocal.begin(), ilocal.end()))
+    for (size_t i = 0; i < n; i++) order[i] = (PetscInt)i;
+  else { /* the offsets are distinct entries of a local array: placed by offset, no comparison sort */
+    PetscInt maxo = -1;
+    for (PetscInt o : ilocal) maxo = PetscMax(maxo, o);
+    std::vector<PetscInt> at((size_t)(maxo + 1), -1);
+    for (size_t i = 0; i < n; i++) at[ilocal[i]] = (PetscInt)i;
+    size_t c = 0;
+    for (PetscInt i : at)
+      if (i >= 0) order[c++] = i;
+    PetscCheck(c == n, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Two leaves at one offset");
+  }
+  std::vector<PetscMPIInt> cnt(size, 0), rcnt(size), sdis(size + 1, 0), rdis(size + 1, 0);
+  for (size_t i = 0; i < n; i++) cnt[iremote[i].rank]++;
+  for (PetscMPIInt r = 0; r < size; r++) sdis[r + 1] = sdis[r] + cnt[r];
+  std::vector<PetscInt> sidx(n), sleaf(n), fill(sdis.begin(), sdis.end() - 1);
+  for (PetscInt i : order) {
+    PetscMPIInt r = (PetscMPIInt)iremote[i].rank;
+    sleaf[fill[r]]  = ilocal[i];
+    sidx[fill[r]++] = iremote[i].index;
+  }
+  /* every owner learns, per leaf rank, the bulk indices of its roots in that rank's leaf order */
+  PetscCallMPI(MPI_Alltoall(cnt.data(), 1, MPI_INT, rcnt.data(), 1, MPI_INT, comm));
+  for (PetscMPIInt r = 0; r < size; r++) rdis[r + 1] = rdis[r] + rcnt[r];
+  std::vector<PetscInt> ridx(rdis[size] ? rdis[size] : 1);
+  PetscCallMPI(MPI_Alltoallv(sidx.data(), cnt.data(), sdis.data(), MPIU_INT, ridx.data(), rcnt.data(), rdis.data(), MPIU_INT, comm));
+  /* the storage offset of each requested root: its C-order bulk index taken apart over the bulk's
+     shape (the offsets BuildStorageSF() broadcasts) */
+  for (PetscInt i = 0; i < rdis[size]; i++) {
+    PetscCheck(ridx[i] >= 0 && ridx[i] < L.bulksize, PETSC_COMM_SELF, PETSC_ERR_PLIB, "A rank asks for bulk entry %" PetscInt_FMT " of %" PetscInt_FMT, ridx[i], L.bulksize);
+    PetscInt j[DD_MAX_DIM], q = ridx[i];
+    for (PetscInt k = L.order - 1; k >= 0; k--) {
+      j[k] = L.lo[k] + q % L.n[k];
+      q /= L.n[k];
+    }
+    ridx[i] = LayoutOffset(L, j);
+  }
+  std::vector<Exchange::PricedPeer> to, from;
+  for (PetscMPIInt r = 0; r < size; r++) {
+    if (r == me) continue;
+    if (cnt[r]) from.push_back({r, cnt[r], CountRuns(cnt[r], [&](PetscInt i) { return sleaf[sdis[r] + i]; })});
+    if (rcnt[r]) to.push_back({r, rcnt[r], CountRuns(rcnt[r], [&](PetscInt i) { return ridx[rdis[r] + i]; })});
+  }
+  if (degree) {
+    degree->assign((size_t)L.size, 0);
+    for (PetscInt i = 0; i < rdis[size]; i++) (*degree)[ridx[i]]++;
+  }
+  PetscCall(ex->SetUpPriced(comm, to, from, DDExchangeUseTypes()));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 PetscInt OwnerCoordinate(DDTensor t, PetscInt k, PetscInt i)
 {
   if (i < 0 || i >= t->shape[k]) return -1;

@@ -28,6 +28,7 @@ struct NetPlan {
   PetscReal   predicted = 0;       /* predicted step time of the plan's decision layers and shuffles, seconds */
   PetscInt64  memory    = 0;       /* predicted memory per rank of the whole network, bytes */
   std::vector<PetscInt> ncands;    /* candidates per decision layer, in layer order */
+  std::vector<PetscReal> tables;   /* every number the planner priced, in a fixed order (DDNetGetDistributionTables_Private(), tests) */
 };
 
 struct NetReplicas; /* src/net/replicas.cxx: the buckets of the replicated weight mode */

@@ -6,6 +6,7 @@
 #include <tensor/layout.hpp>
 #include <sys/ddsysimpl.h>
 #include <primitive/exchange.hpp>
+#include <primitive/sfutil.hpp>
 #include <map>
 #include <new>
 #include <stdexcept>
@@ -411,6 +412,7 @@ static PetscErrorCode DDLayerCheckConsistent_Private(DDLayer layer, PetscInt n, 
   PetscFunctionBegin;
   PetscCallMPI(MPI_Comm_size(comm, &size));
   if (size == 1) PetscFunctionReturn(PETSC_SUCCESS);
+  if (ddnn::PricingSkipChecks()) PetscFunctionReturn(PETSC_SUCCESS); /* a trial set-up of -net_distribution auto: checked at its first set-up */
   PetscCall(PetscSNPrintf(what, sizeof(what), "%s of the %s layer%s%s%s", post ? "The output shape" : "The hyper-parameters or input shapes", ((PetscObject)layer)->type_name, pfx ? " with prefix " : "", pfx ? pfx : "", ""));
   if (post) {
     PetscCall(DDShapeToString_Private(layer->output->order, layer->output->shape, sh, sizeof(sh)));
@@ -534,8 +536,8 @@ PetscErrorCode DDLayerSetUpMulti(DDLayer layer, PetscInt n, DDTensor xs[])
   }
   PetscCall(DDLayerCheckConsistent_Private(layer, n, xs, PETSC_TRUE));
   layer->setupcalled = PETSC_TRUE;
-  if (layer->nparams) PetscCall(DDLayerInitializeParameters(layer, 0));
-  PetscCall(DDLayerViewFromOptions(layer, NULL, "-layer_view"));
+  if (layer->nparams && !ddnn::PricingOnly()) PetscCall(DDLayerInitializeParameters(layer, 0)); /* a pricing-only set-up (-net_distribution auto's trials) runs nothing: no weights to draw */
+  if (!ddnn::PricingOnly()) PetscCall(DDLayerViewFromOptions(layer, NULL, "-layer_view"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

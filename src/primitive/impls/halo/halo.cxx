@@ -563,6 +563,12 @@ static PetscErrorCode HA_SetUp(DDPrimitive prim, DDTensor x, DDTensor y)
   }
   std::sort(h->pads.begin(), h->pads.end());
   h->padruns.Build(h->pads.data(), (PetscInt)h->pads.size());
+  if (PricingOnly()) { /* a trial set-up of -net_distribution auto: the counts the model reads, no graph */
+    if (PricingNoPlans()) PetscFunctionReturn(PETSC_SUCCESS);
+    h->ex = new Exchange;
+    PetscCall(BuildStoragePlan(comm, x, ilocal, iremote, h->ex, NULL));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   PetscCall(BuildStorageSF(comm, x, ilocal, iremote, &h->sf));
   {
     PetscMPIInt tag;

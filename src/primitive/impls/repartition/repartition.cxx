@@ -88,6 +88,12 @@ static PetscErrorCode RP_SetUp(DDPrimitive prim, DDTensor x, DDTensor y)
       iremote.push_back({orank, index});
       if (orank != rank) r->nremote++;
     });
+  if (PricingOnly()) { /* a trial set-up of -net_distribution auto: the counts the model reads, no graph */
+    if (PricingNoPlans()) PetscFunctionReturn(PETSC_SUCCESS);
+    r->ex = new Exchange;
+    PetscCall(BuildStoragePlan(comm, x, ilocal, iremote, r->ex, NULL));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   PetscCall(BuildStorageSF(comm, x, ilocal, iremote, &r->sf));
   {
     PetscMPIInt tag;

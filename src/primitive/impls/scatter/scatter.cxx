@@ -129,13 +129,15 @@ static PetscErrorCode SC_SetUp(DDPrimitive prim, DDTensor x, DDTensor y)
   for (PetscInt k = 0; k < dx; k++) PetscCheck(!x->replicated[k], comm, PETSC_ERR_ARG_INCOMP, "The scatter moves split tensors; its input (shape %s) is replicated along dimension %" PetscInt_FMT " (use broadcast or sum-reduce)", sx, k);
   for (PetscInt k = 0; k < dy; k++) PetscCheck(!y->replicated[k], comm, PETSC_ERR_ARG_INCOMP, "The scatter moves split tensors; its output (shape %s) is replicated along dimension %" PetscInt_FMT " (use broadcast or sum-reduce)", sy, k);
   for (PetscInt k = 0; k < dx; k++) xsize *= x->shape[k];
-  DDCheckAll(comm, s->mapset, PETSC_ERR_ARG_WRONGSTATE, "Set the scatter's index map first (DDPrimitiveScatterSetIndexMap())");
-  DDCheckAll(comm, (PetscInt)s->map.size() == Ly.bulksize, PETSC_ERR_ARG_SIZ, "The scatter's index map has %" PetscInt_FMT " entries on rank %d but the output (shape %s) has %" PetscInt_FMT " entries there: give one per entry of the rank's piece of the output", (PetscInt)s->map.size(), rank, sy, Ly.bulksize);
-  {
-    PetscInt bad = -1;
-    for (size_t i = 0; i < s->map.size() && bad < 0; i++)
-      if (s->map[i] < -1 || s->map[i] >= xsize) bad = (PetscInt)i;
-    DDCheckAll(comm, bad < 0, PETSC_ERR_ARG_OUTOFRANGE, "The scatter's index map entry %" PetscInt_FMT " on rank %d is %" PetscInt_FMT ", outside [-1, %" PetscInt_FMT ") (the input has shape %s)", bad, rank, bad >= 0 ? s->map[bad] : 0, xsize, sx);
+  if (!PricingSkipChecks()) { /* a trial set-up of -net_distribution auto: the concatenation's maps, checked at its first set-up */
+    DDCheckAll(comm, s->mapset, PETSC_ERR_ARG_WRONGSTATE, "Set the scatter's index map first (DDPrimitiveScatterSetIndexMap())");
+    DDCheckAll(comm, (PetscInt)s->map.size() == Ly.bulksize, PETSC_ERR_ARG_SIZ, "The scatter's index map has %" PetscInt_FMT " entries on rank %d but the output (shape %s) has %" PetscInt_FMT " entries there: give one per entry of the rank's piece of the output", (PetscInt)s->map.size(), rank, sy, Ly.bulksize);
+    {
+      PetscInt bad = -1;
+      for (size_t i = 0; i < s->map.size() && bad < 0; i++)
+        if (s->map[i] < -1 || s->map[i] >= xsize) bad = (PetscInt)i;
+      DDCheckAll(comm, bad < 0, PETSC_ERR_ARG_OUTOFRANGE, "The scatter's index map entry %" PetscInt_FMT " on rank %d is %" PetscInt_FMT ", outside [-1, %" PetscInt_FMT ") (the input has shape %s)", bad, rank, bad >= 0 ? s->map[bad] : 0, xsize, sx);
+    }
   }
   /* C-order strides of y's local bulk: position of a bulk entry in the map */
   PetscInt cs[DD_MAX_DIM];
@@ -173,14 +175,21 @@ static PetscErrorCode SC_SetUp(DDPrimitive prim, DDTensor x, DDTensor y)
   }
   s->nmapped = (PetscInt)ilocal.size();
   BulkRunsWhere(Ly, ymapped, 0, s->yzoff, s->yzlen);
-  PetscCall(BuildStorageSF(comm, x, ilocal, iremote, &s->sf));
+  std::vector<PetscInt> pdeg; /* a trial set-up of -net_distribution auto: the counts the model reads, no graph */
+  if (PricingNoPlans()) PetscFunctionReturn(PETSC_SUCCESS);
+  if (PricingOnly()) {
+    s->ex = new Exchange;
+    PetscCall(BuildStoragePlan(comm, x, ilocal, iremote, s->ex, &pdeg));
+  } else PetscCall(BuildStorageSF(comm, x, ilocal, iremote, &s->sf));
   /* the adjoint per rank: copy back where every root has one leaf, else clear and add */
   {
-    const PetscInt *deg;
+    const PetscInt *deg = pdeg.data();
     PetscInt        maxdeg = 0;
     std::vector<char> flag((size_t)Lx.size, 0);
-    PetscCall(PetscSFComputeDegreeBegin(s->sf, &deg));
-    PetscCall(PetscSFComputeDegreeEnd(s->sf, &deg));
+    if (!PricingOnly()) {
+      PetscCall(PetscSFComputeDegreeBegin(s->sf, &deg));
+      PetscCall(PetscSFComputeDegreeEnd(s->sf, &deg));
+    }
     ForEachBulkRun(Lx, [&](PetscInt o, PetscInt n) {
       for (PetscInt i = o; i < o + n; i++) {
         flag[i] = deg[i] > 0 ? 1 : 0;
@@ -191,6 +200,7 @@ static PetscErrorCode SC_SetUp(DDPrimitive prim, DDTensor x, DDTensor y)
     if (s->xadd) std::fill(flag.begin(), flag.end(), 0);
     BulkRunsWhere(Lx, flag, 0, s->xzoff, s->xzlen);
   }
+  if (PricingOnly()) PetscFunctionReturn(PETSC_SUCCESS);
   {
     PetscMPIInt tag;
     PetscCall(PetscObjectGetNewTag((PetscObject)prim, &tag));
