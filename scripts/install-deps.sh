@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config gfortran
       petsc-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev
-      libdnnl-dev libyaml-dev libopenblas-dev libfftw3-dev libgtest-dev googletest valgrind python3-h5py python3-numpy hdf5-tools)
+      libdnnl-dev libyaml-dev libopenblas-dev libfftw3-dev libgtest-dev googletest valgrind python3-h5py python3-numpy python3-torch hdf5-tools)
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -403,7 +403,9 @@ TEST(Pool, FastKernelsAreJitOnTheirOwnFormats)
       DDT(DDLayerSetUp(l, x));
       std::string text = LayerViewText(l);
       if (Rank() == 0) printf("[ pool %s, %" PetscInt_FMT "c blocked float32 ] %s", c.type == DD_POOL_MAX ? "max" : "avg", bs, text.c_str());
-      EXPECT_NE(text.find("kernel: jit:"), std::string::npos) << text;
+      /* oneDNN's pooling has jit kernels for 8c blocks from AVX2 on, for 16c blocks only with AVX-512
+         (on an AVX2-only processor its convolutions prefer 8c, so the network hands on 8c there) */
+      if (bs == 8 || __builtin_cpu_supports("avx512f")) EXPECT_NE(text.find("kernel: jit:"), std::string::npos) << text;
       EXPECT_EQ(text.find("window copied"), std::string::npos) << text; /* k = s = 2 on even pieces: the window is the storage */
       /* and the numbers match the plain float64 reference */
       DDTensor y, x64, y64;

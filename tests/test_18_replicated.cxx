@@ -117,7 +117,7 @@ struct Trace {
   first step, a weights file written by another network replaces the weights; write: after the
   second step the first parameter is overwritten with DDTensorSetValuesGlobal().
 */
-static Trace Train(const char *opts, const char *outname, const InputSpec &xs, const InputSpec &ts, DDDataType dt, DDNetWeightMode mode, const char *opttype, int steps, int restart = 0, bool loadw = false, bool write = false)
+static Trace Train(const char *opts, const char *outname, const InputSpec &xs, const InputSpec &ts, DDDataType dt, DDNetWeightMode mode, const char *opttype, int steps, int restart = 0, bool loadw = false, bool write = false, PetscMPIInt writer = -1)
 {
   Trace       T;
   DDTensor    x = MakeInput(xs, dt, 5), t = MakeInput(ts, dt, 6);
@@ -152,7 +152,20 @@ static Trace Train(const char *opts, const char *outname, const InputSpec &xs, c
     PetscInt64 b0 = net->impl->nreplbcast, r0 = net->impl->nreplreduce;
     DDT(DDTensorSetRandomGlobal(x, 100 + s, -1, 1));
     DDT(DDNetForward(net, 2, in));
-    DDT(DDNetForward(net, 2, in)); /* a second forward with the same weights: no broadcast */
+    if (writer >= 0 && s == 1 && Rank() == writer) { /* this rank alone writes its pieces of every parameter (not collective), between two forwards: nothing else changed them */
+      for (PetscInt i = 0; i < n; i++) {
+        PetscInt m;
+        void    *a;
+        DDT(DDTensorGetLocalStorageSize(ps[i], &m));
+        DDT(DDTensorGetArray(ps[i], &a));
+        for (PetscInt j = 0; j < m; j++) {
+          if (dt == DD_FLOAT64) ((double *)a)[j] = 0.5 * ((double *)a)[j] + 0.01;
+          else ((float *)a)[j] = 0.5f * ((float *)a)[j] + 0.01f;
+        }
+        DDT(DDTensorRestoreArray(ps[i], &a));
+      }
+    }
+    DDT(DDNetForward(net, 2, in)); /* a second forward with the same weights: no broadcast (but for the write above) */
     DDT(DDNetGetLoss(net, &l));
     DDT(DDNetGetLayerOutput(net, outname, &y));
     T.losses.push_back(l);
@@ -325,6 +338,22 @@ TEST(Replicated, AfterLoadWeightsCheckpointAndUserWrites)
       EXPECT_EQ(r.fallbacks, 0) << what;
     }
     break; /* one case is enough here */
+  }
+}
+
+/* a parameter written on one rank only (DDTensorGetArray() there: not collective) is refreshed on
+   every rank of its group (the group agrees on the stale buckets), as the broadcast mode sees it:
+   no hang, no collective matched against another, the same trace */
+TEST(Replicated, ParameterWrittenOnOneRankOnly)
+{
+  for (auto &c : Cases()) {
+    if (c.groups < 0) continue;
+    for (PetscMPIInt w = 0; w < std::min<PetscMPIInt>(Size(), 2); w++) {
+      std::string what = std::string(c.name) + ", written on rank " + std::to_string(w);
+      Trace       r    = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_REPLICATED, "sgd", 3, 0, false, false, w);
+      Trace       b    = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "sgd", 3, 0, false, false, w);
+      ExpectSame(r, b, 1e-12, what);
+    }
   }
 }
 

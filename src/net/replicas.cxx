@@ -22,8 +22,10 @@
   order MPI_Allreduce adds them (MPI_Reduce's order in broadcast mode: the same at 2 ranks,
   possibly another association, so a rounding difference, at more).
 
-  Every rank must see the same parameter changes (as every ddnn function that writes parameters
-  does): the refresh is decided on each rank from its own copy of the parameter's state.
+  The refresh is decided by each group together: every rank looks at its own copy of the
+  parameters' states, and one small all-reduce per group (MAX of a flag per bucket) makes a
+  change seen on any rank of the group a refresh on all of them, so a parameter written on some
+  ranks only (DDTensorGetArray() on one rank) is refreshed, not a hang.
 */
 #include <ddnn/private/ddnetimpl.h>
 #include <ddnn/private/ddbackendimpl.h> /* HostArray */
@@ -207,6 +209,7 @@ PetscErrorCode ddnn::NetReplicasRefresh_Private(DDNet net)
 
   PetscFunctionBegin;
   if (!R) PetscFunctionReturn(PETSC_SUCCESS);
+  std::vector<int> flags(R->buckets.size(), 0);
   for (size_t i = 0; i < R->buckets.size(); i++) {
     ReplicaBucket &b = R->buckets[i];
     bool           s = false;
@@ -217,8 +220,20 @@ PetscErrorCode ddnn::NetReplicasRefresh_Private(DDNet net)
       PetscCall(PetscObjectStateGet((PetscObject)r.w, &st));
       if (!r.fresh || st != r.wstate) s = true;
     }
-    if (s) stale.push_back(i);
+    flags[i] = s ? 1 : 0;
   }
+  /* the group agrees: a parameter written on some of its ranks only (DDTensorGetArray() on one
+     rank) is stale on all of them, instead of one rank broadcasting alone (a hang, or a collective
+     matched against another) */
+  for (size_t i = 0; i < R->buckets.size(); i++) {
+    if (R->buckets[i].comm == MPI_COMM_NULL) continue;
+    reqs.push_back(MPI_REQUEST_NULL);
+    PetscCallMPI(MPI_Iallreduce(MPI_IN_PLACE, &flags[i], 1, MPI_INT, MPI_MAX, R->buckets[i].comm, &reqs.back()));
+  }
+  if (!reqs.empty()) PetscCallMPI(MPI_Waitall((PetscMPIInt)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE));
+  reqs.clear();
+  for (size_t i = 0; i < R->buckets.size(); i++)
+    if (flags[i]) stale.push_back(i);
   if (!stale.empty()) PetscCall(PetscLogEventBegin(NET_ReplBcast, net, 0, 0, 0));
   for (size_t i : stale) {
     ReplicaBucket &b = R->buckets[i];
@@ -330,8 +345,10 @@ PetscErrorCode ddnn::NetReplicasSum_Private(DDNet net)
 
   A weight change is seen through the parameter's state: the optimizer's step,
   `DDNetLoadWeights()`, checkpoint restarts, `DDNetInitializeParameters()` and every `DDTensor`
-  function that writes a parameter bump it. Change parameters on every rank (as those
-  functions do), since each rank decides from its own copy whether the replicas are stale.
+  function that writes a parameter bump it, as does `DDTensorRestoreArray()` on the ranks that
+  called it: a change seen on any rank of a worker group refreshes the group's replicas (the
+  group agrees with one small all-reduce per forward, so a parameter written on one rank only is
+  refreshed everywhere; it does not hang).
 
   Setting the mode of a set-up network takes effect at once (a collective call then).
 
