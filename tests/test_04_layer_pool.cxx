@@ -7,6 +7,7 @@
   derived by hand; ties; inputs whose layout changed since set-up; bad input.
 */
 #include "layertest.hpp"
+#include <ddnn/private/ddlayerimpl.h> /* DDLayerSetOutputHalo_Private: an output halo as a consumer grows it */
 #include <fstream>
 #include <sstream>
 #include <cstdio>
@@ -406,6 +407,7 @@ TEST(Pool, FastKernelsAreJitOnTheirOwnFormats)
       /* oneDNN's pooling has jit kernels for 8c blocks from AVX2 on, for 16c blocks only with AVX-512
          (on an AVX2-only processor its convolutions prefer 8c, so the network hands on 8c there) */
       if (bs == 8 || __builtin_cpu_supports("avx512f")) EXPECT_NE(text.find("kernel: jit:"), std::string::npos) << text;
+      else EXPECT_NE(text.find("kernel: fast loops"), std::string::npos) << text; /* oneDNN's reference declined: the /cpu/blas loops */
       EXPECT_EQ(text.find("window copied"), std::string::npos) << text; /* k = s = 2 on even pieces: the window is the storage */
       /* and the numbers match the plain float64 reference */
       DDTensor y, x64, y64;
@@ -425,6 +427,72 @@ TEST(Pool, FastKernelsAreJitOnTheirOwnFormats)
       DDT(DDLayerDestroy(&l));
       DDT(DDTensorDestroy(&x));
     }
+}
+
+/*
+  An output with a halo (a 3x3 convolution consumes it, as in the main job's U-Net): oneDNN would
+  stage its output through a dense buffer, so /cpu/dnnl declines and the /cpu/blas loops take the
+  layer; forward and backward equal the float64 reference, and the halo is left alone.
+*/
+TEST(Pool, StagedOutputTakesTheLoops)
+{
+  for (int type = 0; type < 2; type++) {
+    InputSpec in = SplitLast({2, 16, 12, 16 * Size()}, Size());
+    DDTensor  x  = MakeInput(in, DD_FLOAT32, 3), x64 = MakeInput(in, DD_FLOAT64, 3);
+    DDT(DDTensorSetBlockSize(x, 8));
+    DDT(DDTensorSetFormat(x, DD_FORMAT_BLOCKED));
+    PoolCfg c;
+    c.type = (DDPoolType)type;
+    DDLayer  l, l64;
+    PetscInt lo[4] = {0, 0, 1, 1}, hi[4] = {0, 0, 1, 1};
+    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+    Configure(c)(l);
+    DDT(DDLayerSetOutputHalo_Private(l, lo, hi));
+    DDT(DDLayerSetUp(l, x));
+    std::string text = LayerViewText(l);
+    EXPECT_NE(text.find("kernel: fast loops"), std::string::npos) << text;
+    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l64));
+    Configure(c)(l64);
+    DDT(DDLayerSetUp(l64, x64));
+    DDTensor y, y64, dx, dx64;
+    DDT(DDLayerGetOutput(l, &y));
+    DDT(DDLayerGetOutput(l64, &y64));
+    { /* the whole storage 7: the halo must keep it */
+      PetscInt m;
+      float   *a;
+      DDT(DDTensorGetLocalStorageSize(y, &m));
+      DDT(DDTensorGetArray(y, (void **)&a));
+      std::fill(a, a + m, 7.0f);
+      DDT(DDTensorRestoreArray(y, (void **)&a));
+    }
+    DDT(DDLayerForward(l, x, y));
+    DDT(DDLayerForward(l64, x64, y64));
+    EXPECT_LT(RelDiff(GatherAll(y), GatherAll(y64)), 1e-6) << text;
+    {
+      PetscInt m;
+      float   *a;
+      DDT(DDTensorGetLocalStorageSize(y, &m));
+      DDT(DDTensorGetArray(y, (void **)&a));
+      PetscInt sevens = 0, bulk;
+      for (PetscInt i = 0; i < m; i++) sevens += a[i] == 7.0f;
+      DDT(DDTensorRestoreArray(y, (void **)&a));
+      DDT(DDTensorGetLocalSize(y, &bulk));
+      EXPECT_EQ(sevens, m - bulk) << "the halo was written, or the bulk not"; /* the inputs are in [-1, 1]: no bulk entry is 7 */
+    }
+    DDTensor dy, dy64;
+    DDT(DDTensorDuplicate(y, &dy));
+    DDT(DDTensorDuplicate(y64, &dy64));
+    DDT(DDTensorSetRandomGlobal(dy, 4, -1, 1));
+    DDT(DDTensorSetRandomGlobal(dy64, 4, -1, 1));
+    DDT(DDTensorDuplicate(x, &dx));
+    DDT(DDTensorDuplicate(x64, &dx64));
+    DDT(DDLayerBackward(l, dy, dx));
+    DDT(DDLayerBackward(l64, dy64, dx64));
+    EXPECT_LT(RelDiff(GatherAll(dx), GatherAll(dx64)), 1e-6) << text;
+    for (DDTensor *t : {&x, &x64, &dx, &dx64, &dy, &dy64}) DDT(DDTensorDestroy(t));
+    DDT(DDLayerDestroy(&l));
+    DDT(DDLayerDestroy(&l64));
+  }
 }
 
 TEST(Pool, Float32DistributedMatchesSerial)

@@ -299,11 +299,19 @@ public:
     if (hascorr) BoxOffsetsBuild(s.y.t->layout, s.D, s.y.org, s.yn, &yo);
     dnnl::algorithm alg = s.type == DD_POOL_MAX ? dnnl::algorithm::pooling_max : (s.countpad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding);
     dnnl::memory::desc xm = WindowDesc(s.x.t, 0, s.D, s.x.org, s.xn, &h), ym = WindowDesc(s.y.t, 0, s.D, s.y.org, s.yn, &h);
-    bool               ydense = s.y.t->layout.size == s.y.t->layout.bulksize; /* a halo a consumer grew makes the box part of the storage */
+    ydense = s.y.t->layout.size == s.y.t->layout.bulksize; /* a halo a consumer grew makes the box part of the storage */
     PetscCall(k.SetUp(s.D, s.k, s.s, s.d, s.padl, s.padr, alg, xm, dense, ym, ydense));
     name = k.Impl();
     PetscFunctionReturn(PETSC_SUCCESS);
   }
+  /*
+    Whether oneDNN is the better kernel here: not where its output goes through a staging buffer
+    (the output has a halo its consumer grew: the main job's pools, which feed 3x3 convolutions)
+    nor where it has only its reference implementation (16c blocks without AVX-512). There the
+    /cpu/blas loops take the layer: measured in the main job's U-Net (float32, 1 rank, -log_view,
+    both pools per training step) 0.53 ms against 1.1 ms forward + backward.
+  */
+  bool Preferred() const { return ydense && name.compare(0, 3, "ref") != 0; }
   const char    *Name() const override { return name.c_str(); }
   bool           OverwritesDx() const override { return dense; }
   bool           ModifiesDy() const override { return hascorr; }
@@ -332,7 +340,7 @@ private:
   BoxOffsets yo;
   PetscInt   xorg[5] = {0}, yorg[5] = {0};
   double     corr[3] = {1, 1, 1};
-  bool       dense = false, hascorr = false;
+  bool       dense = false, hascorr = false, ydense = true;
 
   /* multiplies the last local output along each dimension with an overhang by corr */
   void ApplyCorrection(float *y) const
@@ -359,6 +367,7 @@ PetscErrorCode DnnlPoolCreate(const PoolKernelSpec &spec, std::unique_ptr<PoolKe
   if (!(L.bdim < 0 || (L.bdim == 1 && (L.bs == 4 || L.bs == 8 || L.bs == 16) && spec.x.org[1] % L.bs == 0 && Ly.bdim == 1))) PetscFunctionReturn(PETSC_SUCCESS);
   std::unique_ptr<DnnlPoolKernel> p(new DnnlPoolKernel);
   PetscCall(p->SetUp(spec));
+  if (!p->Preferred()) PetscFunctionReturn(PETSC_SUCCESS); /* declined: the chain's /cpu/blas loops take it */
   k->reset(p.release());
   PetscFunctionReturn(PETSC_SUCCESS);
 }
