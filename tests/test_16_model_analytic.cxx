@@ -29,7 +29,7 @@ static std::string Host()
   return h;
 }
 
-/* a cache (version 3) with known fits for every kind the chains use (backend bname, data type dt) and
+/* a cache (version 4) with known fits for every kind the chains use (backend bname, data type dt) and
    alpha-beta: conv with its three GEMM terms, its backward without input gradient (conv-wgrad), cold
    fits of conv and activation (the others fall back to the warm ones), on P > 1 ranks fits measured
    on P ranks for conv and activation ("<backend>@P", preferred), and the broadcast and reduce of
@@ -42,7 +42,7 @@ static std::string  SyntheticCache(const char *bname, const char *dt = "float64"
   if (Rank() == 0) {
     std::ofstream     f(file);
     const std::string b = std::string(bname) + " " + dt + " ", bp = std::string(bname) + "@" + std::to_string(Size()) + " " + dt + " ";
-    f << "ddnn-model-cache 3\nhost " << Host() << "\ncomm 2.5e-06 3e-10\n";
+    f << "ddnn-model-cache 4\nhost " << Host() << "\ncomm 2.5e-06 3e-10\n";
     const char *kinds[] = {"conv", "batchnorm", "activation", "pool", "pool-avg", "upsample", "concat", "loss", "halo"};
     int         i       = 1;
     for (const char *k : kinds)

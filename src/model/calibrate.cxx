@@ -210,11 +210,15 @@ static PetscErrorCode FillTensor(DDTensor t, PetscReal shift)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* a layer of a calibrated kind, set up on x */
-static PetscErrorCode MakeLayer(const std::string &kind, const char backend[], DDTensor x, PetscInt ch, DDLayer *l)
+/* a layer of a calibrated kind, set up on x (outhalo: its output with a halo of 1 along H and W, as a 3 x 3 convolution consuming it grows) */
+static PetscErrorCode MakeLayer(const std::string &kind, const char backend[], DDTensor x, PetscInt ch, DDLayer *l, bool outhalo = false)
 {
   PetscFunctionBegin;
   PetscCall(DDLayerCreate(PETSC_COMM_SELF, l));
+  if (outhalo) {
+    const PetscInt lo[4] = {0, 0, 1, 1}, hi[4] = {0, 0, 1, 1};
+    PetscCall(DDLayerSetOutputHalo_Private(*l, lo, hi));
+  }
   const bool pool = kind.rfind(DDLAYERPOOL, 0) == 0; /* "pool" (max) or "pool-avg" */
   PetscCall(DDLayerSetType(*l, kind.rfind(DDLAYERACTIVATION, 0) == 0 ? DDLAYERACTIVATION : (pool ? DDLAYERPOOL : kind.c_str())));
   if (backend) PetscCall(DDLayerSetBackend(*l, backend));
@@ -354,7 +358,7 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
     order    = 4;
     shape[0] = 4;
     shape[1] = 16;
-    shape[2] = shape[3] = (kind.rfind(DDLAYERPOOL, 0) == 0 ? 8 : 4) * size; /* pool halves A's output: B sees the same sizes as the others */
+    shape[2] = shape[3] = (kind == ddnn::ModelKindPoolAvg ? 8 : 4) * size; /* an average pool A halves: B sees the same sizes as the others */
     if (kind == DDLAYERCONVTRANSPOSE) shape[2] = shape[3] = 2 * size; /* A doubles: B sees 4 ... 64 */
     ch = 16;
   }
@@ -365,11 +369,16 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
   /* an upsampling follows a convolution in the networks (a U-Net's decoder): A is one (3 x 3, same
      size), so that B gets the format a convolution hands over (oneDNN's blocked one in float32), whose
      fast separable kernels differ from the plain tensors' by 2-3x */
-  PetscCall(MakeLayer(kind == DDLAYERUPSAMPLE ? std::string(DDLAYERCONV) : kind, backend, x0, ch, &A));
+  /* a max pool too (a U-Net's or VGG's encoder: convolution, pool, convolution), and its output has
+     the halo of the 3 x 3 convolution that consumes it there: on /cpu/dnnl that output takes the
+     /cpu/blas loops (oneDNN would stage it), on blocked storage; a max pool timed on plain tensors
+     without that halo (oneDNN's plain kernels) had priced the main job's pools 6-7x too dear */
+  const bool fromconv = kind == DDLAYERUPSAMPLE || kind == DDLAYERPOOL;
+  PetscCall(MakeLayer(fromconv ? std::string(DDLAYERCONV) : kind, backend, x0, ch, &A));
   DDTensor x;
   PetscCall(DDLayerGetOutput(A, &x));
   PetscCall(DDLayerForward(A, x0, x)); /* x: in the format a layer of this kind hands over */
-  PetscCall(MakeLayer(kind, backend, x, ch, &B));
+  PetscCall(MakeLayer(kind, backend, x, ch, &B, kind == DDLAYERPOOL));
   DDTensor y;
   PetscCall(DDLayerGetOutput(B, &y));
   PetscCall(DDTensorDuplicate(y, &dy));

@@ -73,9 +73,10 @@ struct ModelState {
 ModelState M;
 
 /* version 2: the GEMM kinds' fits have three more terms, and concat, flatten and the losses their own fits;
-   version 3: average pooling its own fit ("pool-avg"), the losses' backward timed as a network calls it (dy = NULL) */
-const int         cacheVersion = 3;
-const char *const cacheMagic   = "ddnn-model-cache 3";
+   version 3: average pooling its own fit ("pool-avg"), the losses' backward timed as a network calls it (dy = NULL);
+   version 4: max pooling timed after a convolution (its format) with the output halo of a 3 x 3 convolution consumer */
+const int         cacheVersion = 4;
+const char *const cacheMagic   = "ddnn-model-cache 4";
 
 std::string HostName()
 {
