@@ -278,10 +278,14 @@ T *Scratch(int slot, size_t n)
 
 /*
   positions per tile: a tile buffer of `rows` rows takes about kTileBytes (measured with
-  bench/bench_conv_kernels at 1 thread: 256 KiB and 512 KiB were best, 1 MiB and more slower;
-  at least 32 positions so that the GEMM is not too thin)
+  bench/bench_conv_kernels at 1 thread: 256 KiB and 512 KiB were best, 1 MiB and more slower,
+  on an AVX-512 machine with 1 MiB of L2 per core; on an AVX2 EPYC with 512 KiB of L2 per core,
+  512 KiB beat 256 KiB in 11 of 12 interleaved pairs there, by 3-20 %, and in the main job's
+  float64 U-Net (-log_view, 4 rounds) by 4-11 % of the convolutions' time: wide decoder layers
+  (96 x 9 column rows) get 75 positions per tile instead of 37; at least 32 positions so that
+  the GEMM is not too thin)
 */
-const size_t kTileBytes = 256 * 1024;
+const size_t kTileBytes = 512 * 1024;
 template <class T>
 inline PetscInt TileSize(PetscInt P, PetscInt rows)
 {
