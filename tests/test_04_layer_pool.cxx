@@ -432,7 +432,8 @@ TEST(Pool, FastKernelsAreJitOnTheirOwnFormats)
 /*
   An output with a halo (a 3x3 convolution consumes it, as in the main job's U-Net): oneDNN would
   stage its output through a dense buffer, so /cpu/dnnl declines and the /cpu/blas loops take the
-  layer; forward and backward equal the float64 reference, and the halo is left alone.
+  layer; forward and backward equal the float64 reference, and the halo is left alone. Plain
+  storage, where oneDNN has no jit kernel, takes the loops as well.
 */
 TEST(Pool, StagedOutputTakesTheLoops)
 {
@@ -493,6 +494,20 @@ TEST(Pool, StagedOutputTakesTheLoops)
     DDT(DDLayerDestroy(&l));
     DDT(DDLayerDestroy(&l64));
   }
+  /* plain storage (LeNet-5's s2 after c1's 6 channels): oneDNN has only its simple_nchw kernel
+     there, so the loops take it too */
+  InputSpec in = SplitLast({2, 6, 12, 16 * Size()}, Size());
+  DDTensor  x  = MakeInput(in, DD_FLOAT32, 3);
+  DDLayer   l;
+  PoolCfg   c;
+  c.type = DD_POOL_AVG;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  Configure(c)(l);
+  DDT(DDLayerSetUp(l, x));
+  std::string text = LayerViewText(l);
+  EXPECT_NE(text.find("kernel: fast loops"), std::string::npos) << text;
+  DDT(DDLayerDestroy(&l));
+  DDT(DDTensorDestroy(&x));
 }
 
 TEST(Pool, Float32DistributedMatchesSerial)

@@ -635,7 +635,7 @@ static PetscErrorCode Pool_View(DDLayer l, PetscViewer viewer)
   Kernels: oneDNN (float32; its jit kernels on the tensor's own format, the window read in
   place) or the loops (float64, float32 layouts oneDNN cannot take, divisor_override, which
   oneDNN cannot express, an output with a halo, which oneDNN would stage through a copy, and
-  blocks oneDNN has only its reference implementation for, such as 16c without AVX-512).
+  layouts oneDNN has no jit kernel for: plain storage, and 16c blocks without AVX-512).
 
   Options Database Keys:
 + -layer_pool_type <max,avg> - the type
