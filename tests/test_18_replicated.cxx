@@ -115,7 +115,9 @@ struct Trace {
   Trains `steps` steps (opttype) on fixed random batches; every `restart` steps (0: never) the
   network is saved to a checkpoint and a new one (same mode) loads it and goes on; loadw: after the
   first step, a weights file written by another network replaces the weights; write: after the
-  second step the first parameter is overwritten with DDTensorSetValuesGlobal().
+  second step the first parameter is overwritten with DDTensorSetValuesGlobal(); writer (>= 0):
+  in the second step, between its two forwards, that rank alone rewrites its pieces of every
+  parameter through DDTensorGetArray().
 */
 static Trace Train(const char *opts, const char *outname, const InputSpec &xs, const InputSpec &ts, DDDataType dt, DDNetWeightMode mode, const char *opttype, int steps, int restart = 0, bool loadw = false, bool write = false, PetscMPIInt writer = -1)
 {

@@ -299,21 +299,12 @@ public:
     if (hascorr) BoxOffsetsBuild(s.y.t->layout, s.D, s.y.org, s.yn, &yo);
     dnnl::algorithm alg = s.type == DD_POOL_MAX ? dnnl::algorithm::pooling_max : (s.countpad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding);
     dnnl::memory::desc xm = WindowDesc(s.x.t, 0, s.D, s.x.org, s.xn, &h), ym = WindowDesc(s.y.t, 0, s.D, s.y.org, s.yn, &h);
-    ydense = s.y.t->layout.size == s.y.t->layout.bulksize; /* a halo a consumer grew makes the box part of the storage */
-    PetscCall(k.SetUp(s.D, s.k, s.s, s.d, s.padl, s.padr, alg, xm, dense, ym, ydense));
+    PetscCall(k.SetUp(s.D, s.k, s.s, s.d, s.padl, s.padr, alg, xm, dense, ym));
     name = k.Impl();
     PetscFunctionReturn(PETSC_SUCCESS);
   }
-  /*
-    Whether oneDNN is the better kernel here: not where its output goes through a staging buffer
-    (the output has a halo its consumer grew: the main job's pools, which feed 3x3 convolutions)
-    nor where it has no jit kernel for the layout (its "ref" for 16c blocks without AVX-512, its
-    "simple_nchw" for plain storage). There the /cpu/blas loops take the layer, measured with
-    -log_view (float32, 1 rank): the main job's two max pools 0.53 ms against 1.1 ms forward +
-    backward per training step; LeNet-5's s2 (plain, after c1's 6 channels) forward 0.10 ms
-    against 0.57 ms per step, its whole training loop 13-20 % shorter.
-  */
-  bool Preferred() const { return ydense && name.compare(0, 3, "jit") == 0; }
+  /* whether oneDNN has a jit kernel here (not its "ref" for 16c blocks without AVX-512, nor its "simple_nchw" for plain storage) */
+  bool Jit() const { return name.compare(0, 3, "jit") == 0; }
   const char    *Name() const override { return name.c_str(); }
   bool           OverwritesDx() const override { return dense; }
   bool           ModifiesDy() const override { return hascorr; }
@@ -342,7 +333,7 @@ private:
   BoxOffsets yo;
   PetscInt   xorg[5] = {0}, yorg[5] = {0};
   double     corr[3] = {1, 1, 1};
-  bool       dense = false, hascorr = false, ydense = true;
+  bool       dense = false, hascorr = false;
 
   /* multiplies the last local output along each dimension with an overhang by corr */
   void ApplyCorrection(float *y) const
@@ -367,9 +358,18 @@ PetscErrorCode DnnlPoolCreate(const PoolKernelSpec &spec, std::unique_ptr<PoolKe
   PetscFunctionBegin;
   if (spec.divisor > 0) PetscFunctionReturn(PETSC_SUCCESS); /* oneDNN has no divisor_override: decline, the loops take it */
   if (!(L.bdim < 0 || (L.bdim == 1 && (L.bs == 4 || L.bs == 8 || L.bs == 16) && spec.x.org[1] % L.bs == 0 && Ly.bdim == 1))) PetscFunctionReturn(PETSC_SUCCESS);
+  /*
+    Declined (the chain's /cpu/blas loops take the layer) where oneDNN is not the better kernel: an
+    output with a halo its consumer grew (the main job's pools, which feed 3x3 convolutions), which
+    oneDNN would write through a staging buffer, and layouts it has no jit kernel for. Measured with
+    -log_view (float32, 1 rank): the main job's two max pools 0.53 ms against 1.1 ms forward +
+    backward per training step; LeNet-5's s2 (plain, after c1's 6 channels) forward 0.10 ms against
+    0.57 ms per step, its whole training loop 13-20 % shorter.
+  */
+  if (Ly.size != Ly.bulksize) PetscFunctionReturn(PETSC_SUCCESS);
   std::unique_ptr<DnnlPoolKernel> p(new DnnlPoolKernel);
   PetscCall(p->SetUp(spec));
-  if (!p->Preferred()) PetscFunctionReturn(PETSC_SUCCESS); /* declined: the chain's /cpu/blas loops take it */
+  if (!p->Jit()) PetscFunctionReturn(PETSC_SUCCESS);
   k->reset(p.release());
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -45,13 +45,12 @@ static md DenseLike(const md &w)
   return md(dims, dnnl::memory::data_type::f32, st);
 }
 
-PetscErrorCode DnnlPool::SetUp(PetscInt D, const PetscInt k[3], const PetscInt s[3], const PetscInt d[3], const PetscInt padl[3], const PetscInt padr[3], dnnl::algorithm alg, const md &x, bool dense, const md &y, bool ydense)
+PetscErrorCode DnnlPool::SetUp(PetscInt D, const PetscInt k[3], const PetscInt s[3], const PetscInt d[3], const PetscInt padl[3], const PetscInt padr[3], dnnl::algorithm alg, const md &x, bool dense, const md &y)
 {
   PetscFunctionBegin;
   xwin   = x;
-  ymd    = y;
+  yd     = y;
   copy   = !dense;
-  ycopy  = !ydense; /* the output box is part of a halo-padded storage: staged through a dense buffer */
   needws = alg == dnnl::algorithm::pooling_max;
   DDDnnlCall({
     dnnl::memory::dims ks, ss, ds, pl, pr;
@@ -63,7 +62,6 @@ PetscErrorCode DnnlPool::SetUp(PetscInt D, const PetscInt k[3], const PetscInt s
       pr.push_back(padr[j]);
     }
     xd = copy ? DenseLike(xwin) : xwin;
-    yd = ycopy ? DenseLike(ymd) : ymd;
     dnnl::pooling_v2_forward::desc           ft(dnnl::prop_kind::forward_training, alg, xd, yd, ss, ks, ds, pl, pr);
     dnnl::pooling_v2_forward::primitive_desc fpd(ft, CpuEngine());
     fwdtrain = dnnl::pooling_v2_forward(fpd);
@@ -75,12 +73,7 @@ PetscErrorCode DnnlPool::SetUp(PetscInt D, const PetscInt k[3], const PetscInt s
     dnnl::pooling_v2_backward::desc           bd(alg, xd, yd, ss, ks, ds, pl, pr);
     dnnl::pooling_v2_backward::primitive_desc bpd(bd, CpuEngine(), fpd);
     bwd  = dnnl::pooling_v2_backward(bpd);
-    impl = std::string(fpd.impl_info_str()) + (copy ? " (window copied: it is part of the storage)" : "") + (ycopy ? " (output staged)" : "");
-    if (ycopy) {
-      ybuf.resize(yd.get_size() / sizeof(float) + 1);
-      ryout = dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), yd, CpuEngine(), ymd));
-      ryin  = dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), ymd, CpuEngine(), yd));
-    }
+    impl = std::string(fpd.impl_info_str()) + (copy ? " (window copied: it is part of the storage)" : "");
     if (copy) {
       xbuf.resize(xd.get_size() / sizeof(float) + 1);
       rin  = dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), xwin, CpuEngine(), xd));
@@ -102,16 +95,12 @@ PetscErrorCode DnnlPool::Forward(void *x, void *y, bool training)
     }
     std::unordered_map<int, dnnl::memory> args;
     args.insert({DNNL_ARG_SRC, dnnl::memory(xd, CpuEngine(), xp)});
-    args.insert({DNNL_ARG_DST, dnnl::memory(yd, CpuEngine(), ycopy ? (void *)ybuf.data() : y)});
+    args.insert({DNNL_ARG_DST, dnnl::memory(yd, CpuEngine(), y)});
     if (training && needws) {
       args.insert({DNNL_ARG_WORKSPACE, dnnl::memory(wsmd, CpuEngine(), ws.data())});
       fwdtrain.execute(CpuStream(), args);
     } else if (training) fwdtrain.execute(CpuStream(), args);
     else fwdinf.execute(CpuStream(), args);
-    if (ycopy) {
-      dnnl::memory src(yd, CpuEngine(), ybuf.data()), dst(ymd, CpuEngine(), y);
-      ryout.execute(CpuStream(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
-    }
     CpuStream().wait();
   });
   wsvalid = training;
@@ -125,13 +114,7 @@ PetscErrorCode DnnlPool::Backward(void *dy, void *dx)
   DDDnnlCall({
     std::unordered_map<int, dnnl::memory> args;
     void                                 *dxp = copy ? (void *)xbuf.data() : dx;
-    void *dyp = dy;
-    if (ycopy) {
-      dnnl::memory src(ymd, CpuEngine(), dy), dst(yd, CpuEngine(), ybuf.data());
-      ryin.execute(CpuStream(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
-      dyp = ybuf.data();
-    }
-    args.insert({DNNL_ARG_DIFF_DST, dnnl::memory(yd, CpuEngine(), dyp)});
+    args.insert({DNNL_ARG_DIFF_DST, dnnl::memory(yd, CpuEngine(), dy)});
     args.insert({DNNL_ARG_DIFF_SRC, dnnl::memory(xd, CpuEngine(), dxp)});
     if (needws) args.insert({DNNL_ARG_WORKSPACE, dnnl::memory(wsmd, CpuEngine(), ws.data())});
     bwd.execute(CpuStream(), args);

@@ -17,9 +17,10 @@ public:
     pooling_avg_exclude_padding or pooling_avg_include_padding.
     xwin: the descriptor of the input window in the tensor's storage; dense: whether xwin
     covers the whole storage (otherwise the window is copied into a dense buffer of the same
-    format, because oneDNN's jit kernels take dense memory only). y: the output box.
+    format, because oneDNN's jit kernels take dense memory only). y: the output, its whole
+    storage (an output with a halo is declined by the caller: it would have to be staged).
   */
-  PetscErrorCode SetUp(PetscInt D, const PetscInt k[3], const PetscInt s[3], const PetscInt d[3], const PetscInt padl[3], const PetscInt padr[3], dnnl::algorithm alg, const dnnl::memory::desc &xwin, bool dense, const dnnl::memory::desc &y, bool ydense = true);
+  PetscErrorCode SetUp(PetscInt D, const PetscInt k[3], const PetscInt s[3], const PetscInt d[3], const PetscInt padl[3], const PetscInt padr[3], dnnl::algorithm alg, const dnnl::memory::desc &xwin, bool dense, const dnnl::memory::desc &y);
   /* y = pool(x window); training keeps max pooling's workspace for Backward */
   PetscErrorCode Forward(void *x, void *y, bool training);
   /* dx window = J^* dy (overwritten; the rest of dx is not touched). Max pooling needs the workspace of a training Forward */
@@ -28,10 +29,10 @@ public:
   std::string    Impl() const { return impl; }
 
 private:
-  bool                          copy = false, ycopy = false, needws = false, wsvalid = false;
-  dnnl::memory::desc            xwin, xd, ymd, yd; /* yd: what the primitives write (ymd unless the output box is part of its storage) */
-  dnnl::primitive               fwdtrain, fwdinf, bwd, rin, rout, ryin, ryout;
-  std::vector<float>            xbuf, ybuf;
+  bool                          copy = false, needws = false, wsvalid = false;
+  dnnl::memory::desc            xwin, xd, yd;
+  dnnl::primitive               fwdtrain, fwdinf, bwd, rin, rout;
+  std::vector<float>            xbuf;
   std::vector<unsigned char>    ws;
   dnnl::memory::desc            wsmd;
   std::string                   impl;
