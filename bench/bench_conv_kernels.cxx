@@ -1,15 +1,19 @@
 /*
-  bench_conv_kernels: the GEMM convolution kernels (src/backend/blas/conv_gemm.cxx) against the
-  reference loops (src/backend/reference/conv_ref.cxx) and PyTorch float64, at 1 thread, in one run.
+  bench_conv_kernels: the GEMM convolution kernels (src/backend/blas/conv_gemm.cxx) and the
+  Winograd F(2x2, 3x3) ones (src/backend/blas/conv_winograd.cxx) against the reference loops
+  (src/backend/reference/conv_ref.cxx) and PyTorch float64, at 1 thread, in one run.
 
-    OPENBLAS_NUM_THREADS=1 ./bench_conv_kernels [-reps 7] [-ref_reps 3] [-ref 0|1] [-torch 0|1]
+    OPENBLAS_NUM_THREADS=1 ./bench_conv_kernels [-reps 7] [-ref_reps 3] [-ref 0|1] [-winograd 0|1] [-torch 0|1] [-shapes a,b]
 
-  Shapes (3x3(x3) kernel, padding 1, bias): conv 1x16x512x512 16->16, 8x64x56x56 64->64 and
-  1x8x64x64x64 8->8. Per shape and precision (float64, float32): the median time of forward,
-  backward-data and backward-weights (with the bias), each repetition running the three GEMM
-  kernels and then the three reference ones (interleaved). The reference loops run on a reduced
-  shape (fewer samples or rows) and are scaled by the ratio of output positions; the output says
-  by how much. Data are plain NCHW(D); x and dx are the padded windows (out + 2).
+  Shapes (3x3(x3) kernel, padding 1, bias): conv 1x16x512x512 16->16, 8x64x56x56 64->64,
+  1x8x64x64x64 8->8, and the main job's U-Net layers at batch 8: 8x16x32x32 16->16 (c2),
+  8x1x32x32 1->16 (c1), 8x16x16x16 16->32 (c3), 8x32x16x16 32->32 (c4), 8x32x8x8 32->64 (c5),
+  8x64x8x8 64->64 (c6), 8x96x16x16 96->32 (c7), 8x48x32x32 48->16 (c8). Per shape and precision
+  (float64, float32): the median time of forward, backward-data and backward-weights (with the
+  bias), each repetition running the three GEMM kernels, then the three Winograd ones (2-D shapes)
+  and then the three reference ones (interleaved). The reference loops run on a reduced shape
+  (fewer samples or rows) and are scaled by the ratio of output positions; the output says by how
+  much. Data are plain NCHW(D); x and dx are the padded windows (out + 2).
 
   PyTorch: a script run through popen with /usr/bin/python3 (DDNN_BENCH_PYTHON overrides it),
   torch.set_num_threads(1), OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = 1,
@@ -21,6 +25,7 @@
 */
 #include <ddnn.h>
 #include <backend/blas/conv_gemm.hpp>
+#include <backend/blas/conv_winograd.hpp>
 #include <cblas.h>
 #include <algorithm>
 #include <cctype>
@@ -49,6 +54,14 @@ const Shape kShapes[] = {
   {"conv2d_1x16x512x512", 2, 1, 16, 16, {512, 512, 1}, 1, 0, 64},
   {"conv2d_8x64x56x56", 2, 8, 64, 64, {56, 56, 1}, 1, 0, 14},
   {"conv3d_1x8x64x64x64", 3, 1, 8, 8, {64, 64, 64}, 1, 0, 8},
+  {"conv2d_8x1x32x32", 2, 8, 1, 16, {32, 32, 1}, 1, 0, 32},
+  {"conv2d_8x16x32x32", 2, 8, 16, 16, {32, 32, 1}, 1, 0, 32},
+  {"conv2d_8x16x16x16", 2, 8, 16, 32, {16, 16, 1}, 1, 0, 16},
+  {"conv2d_8x32x16x16", 2, 8, 32, 32, {16, 16, 1}, 1, 0, 16},
+  {"conv2d_8x32x8x8", 2, 8, 32, 64, {8, 8, 1}, 2, 0, 8},
+  {"conv2d_8x48x32x32", 2, 8, 48, 16, {32, 32, 1}, 1, 0, 32},
+  {"conv2d_8x96x16x16", 2, 8, 96, 32, {16, 16, 1}, 1, 0, 16},
+  {"conv2d_8x64x8x8", 2, 8, 64, 64, {8, 8, 1}, 2, 0, 8},
 };
 
 /* wall and process CPU seconds (with one thread the CPU time leaves out the waits for a core on a shared machine) */
@@ -124,9 +137,25 @@ struct Problem {
     vy  = view(y.data(), g.Co, g.out);
     vdy = CView(view(dy.data(), g.Co, g.out));
   }
-  void Fwd(bool gemm) { gemm ? ConvForwardGemm<T>(g, vx, w.data(), b.data(), vy) : ConvForwardRef<T>(g, vx, w.data(), b.data(), vy); }
-  void BwdData(bool gemm) { gemm ? ConvBackwardDataGemm<T>(g, vdy, w.data(), vdx) : ConvBackwardDataRef<T>(g, vdy, w.data(), vdx); }
-  void BwdWeights(bool gemm) { gemm ? ConvBackwardWeightsGemm<T>(g, vx, vdy, dw.data(), db.data()) : ConvBackwardWeightsRef<T>(g, vx, vdy, dw.data(), db.data()); }
+  /* kind 0: GEMM, 1: Winograd, 2: reference */
+  void Fwd(int kind)
+  {
+    if (kind == 0) ConvForwardGemm<T>(g, vx, w.data(), b.data(), vy);
+    else if (kind == 1) ConvForwardWinograd<T>(g, vx, w.data(), b.data(), vy);
+    else ConvForwardRef<T>(g, vx, w.data(), b.data(), vy);
+  }
+  void BwdData(int kind)
+  {
+    if (kind == 0) ConvBackwardDataGemm<T>(g, vdy, w.data(), vdx);
+    else if (kind == 1) ConvBackwardDataWinograd<T>(g, vdy, w.data(), vdx);
+    else ConvBackwardDataRef<T>(g, vdy, w.data(), vdx);
+  }
+  void BwdWeights(int kind)
+  {
+    if (kind == 0) ConvBackwardWeightsGemm<T>(g, vx, vdy, dw.data(), db.data());
+    else if (kind == 1) ConvBackwardWeightsWinograd<T>(g, vx, vdy, dw.data(), db.data());
+    else ConvBackwardWeightsRef<T>(g, vx, vdy, dw.data(), db.data());
+  }
   double Positions() const { return (double)g.N * g.out[0] * g.out[1] * g.out[2]; }
 };
 
@@ -135,33 +164,34 @@ struct Times {
   double Total() const { return fwd + bd + bw; }
 };
 
-/* medians of the GEMM kernels (reps) and the reference (refreps, reduced shape, scaled) */
+/* medians of the GEMM and Winograd kernels (reps) and the reference (refreps, reduced shape, scaled); wino->fwd < 0 where Winograd does not apply */
 template <class T>
-void Measure(const Shape &s, int reps, int refreps, bool doref, Times *gemm, Times *ref, double *scale)
+void Measure(const Shape &s, int reps, int refreps, bool doref, bool dowino, Times *gemm, Times *wino, Times *ref, double *scale)
 {
-  Problem<T>          big(s, false);
+  Problem<T>                  big(s, false);
   std::unique_ptr<Problem<T>> small(doref ? new Problem<T>(s, true) : nullptr);
-  std::vector<double> t[6];
+  std::vector<double>         t[9], cpu[3];
+  dowino = dowino && ConvWinogradApplies(big.g);
   *scale = small ? big.Positions() / small->Positions() : 1;
-  big.Fwd(true), big.BwdData(true), big.BwdWeights(true); /* warm-up: scratch buffers, pages */
-  std::vector<double> cpu[2];
+  for (int kind = 0; kind < (dowino ? 2 : 1); kind++) big.Fwd(kind), big.BwdData(kind), big.BwdWeights(kind); /* warm-up: scratch buffers, pages */
   for (int r = 0; r < std::max(reps, refreps); r++) {
-    for (int which = 0; which < 2; which++) {
-      Problem<T> *p = which ? small.get() : &big;
-      if (!p || r >= (which ? refreps : reps)) continue;
+    for (int kind = 0; kind < 3; kind++) {
+      Problem<T> *p = kind == 2 ? small.get() : &big;
+      if (!p || (kind == 1 && !dowino) || r >= (kind == 2 ? refreps : reps)) continue;
       const Tm t0 = Now();
-      p->Fwd(!which);
+      p->Fwd(kind);
       const Tm t1 = Now();
-      p->BwdData(!which);
+      p->BwdData(kind);
       const Tm t2 = Now();
-      p->BwdWeights(!which);
+      p->BwdWeights(kind);
       const Tm t3 = Now();
-      t[3 * which].push_back(t1.wall - t0.wall), t[3 * which + 1].push_back(t2.wall - t1.wall), t[3 * which + 2].push_back(t3.wall - t2.wall);
-      cpu[which].push_back(t3.cpu - t0.cpu);
+      t[3 * kind].push_back(t1.wall - t0.wall), t[3 * kind + 1].push_back(t2.wall - t1.wall), t[3 * kind + 2].push_back(t3.wall - t2.wall);
+      cpu[kind].push_back(t3.cpu - t0.cpu);
     }
   }
   gemm->fwd = Median(t[0]), gemm->bd = Median(t[1]), gemm->bw = Median(t[2]), gemm->cpu = Median(cpu[0]);
-  ref->fwd = Median(t[3]) * *scale, ref->bd = Median(t[4]) * *scale, ref->bw = Median(t[5]) * *scale, ref->cpu = Median(cpu[1]) * *scale;
+  wino->fwd = dowino ? Median(t[3]) : -1, wino->bd = Median(t[4]), wino->bw = Median(t[5]), wino->cpu = Median(cpu[1]);
+  ref->fwd = Median(t[6]) * *scale, ref->bd = Median(t[7]) * *scale, ref->bw = Median(t[8]) * *scale, ref->cpu = Median(cpu[2]) * *scale;
 }
 
 /* PyTorch float64 ------------------------------------------------------------------------ */
@@ -189,7 +219,9 @@ import torch.nn.functional as F
 torch.set_num_threads(1)
 reps = int(sys.argv[1])
 print("torch", torch.__version__)
-for name, N, C, S, Co in [("conv2d_1x16x512x512", 1, 16, (512, 512), 16), ("conv2d_8x64x56x56", 8, 64, (56, 56), 64), ("conv3d_1x8x64x64x64", 1, 8, (64, 64, 64), 8)]:
+for name, N, C, S, Co in [("conv2d_1x16x512x512", 1, 16, (512, 512), 16), ("conv2d_8x64x56x56", 8, 64, (56, 56), 64), ("conv3d_1x8x64x64x64", 1, 8, (64, 64, 64), 8),
+                          ("conv2d_8x1x32x32", 8, 1, (32, 32), 16), ("conv2d_8x16x32x32", 8, 16, (32, 32), 16), ("conv2d_8x16x16x16", 8, 16, (16, 16), 32),
+                          ("conv2d_8x32x16x16", 8, 32, (16, 16), 32), ("conv2d_8x32x8x8", 8, 32, (8, 8), 64), ("conv2d_8x48x32x32", 8, 48, (32, 32), 16), ("conv2d_8x96x16x16", 8, 96, (16, 16), 32), ("conv2d_8x64x8x8", 8, 64, (8, 8), 64)]:
     if len(sys.argv) > 2 and name not in sys.argv[2].split(","):
         continue
     conv = F.conv2d if len(S) == 2 else F.conv3d
@@ -243,13 +275,16 @@ bool TorchTimes(int reps, std::map<std::string, Times> &times, std::string *vers
 int main(int argc, char **argv)
 {
   PetscInt  reps = 7, refreps = 3;
-  PetscBool doref = PETSC_TRUE, dotorch = PETSC_TRUE;
+  PetscBool doref = PETSC_TRUE, dotorch = PETSC_TRUE, dowino = PETSC_TRUE;
+  char      shapes[1024] = "";
 
   PetscCall(PetscInitialize(&argc, &argv, NULL, NULL));
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-reps", &reps, NULL));
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-ref_reps", &refreps, NULL));
   PetscCall(PetscOptionsGetBool(NULL, NULL, "-ref", &doref, NULL));
   PetscCall(PetscOptionsGetBool(NULL, NULL, "-torch", &dotorch, NULL));
+  PetscCall(PetscOptionsGetBool(NULL, NULL, "-winograd", &dowino, NULL));
+  PetscCall(PetscOptionsGetString(NULL, NULL, "-shapes", shapes, sizeof(shapes), NULL));
   PetscCheck(reps >= 1 && refreps >= 1, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-reps %" PetscInt_FMT " and -ref_reps %" PetscInt_FMT " must be >= 1", reps, refreps);
   openblas_set_num_threads(1);
 
@@ -260,19 +295,24 @@ int main(int argc, char **argv)
   if (dotorch && havetorch) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "PyTorch %s float64, OPENBLAS_CORETYPE %s\n", version.c_str(), TorchCoretype().empty() ? "unset" : TorchCoretype().c_str()));
   else if (dotorch) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "PyTorch: not available or failed (%s -c \"import torch\"); no PyTorch ratios\n", Python().c_str()));
   for (const Shape &s : kShapes) {
+    if (shapes[0] && !strstr(shapes, s.name)) continue;
     for (int prec = 0; prec < 2; prec++) {
-      Times  g, r;
+      Times  g, wg, r;
       double scale;
-      if (prec == 0) Measure<double>(s, (int)reps, (int)refreps, doref, &g, &r, &scale);
-      else Measure<float>(s, (int)reps, (int)refreps, doref, &g, &r, &scale);
+      if (prec == 0) Measure<double>(s, (int)reps, (int)refreps, doref, dowino, &g, &wg, &r, &scale);
+      else Measure<float>(s, (int)reps, (int)refreps, doref, dowino, &g, &wg, &r, &scale);
       PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s %s  gemm: fwd %8.2f  bwd-data %8.2f  bwd-weights %8.2f  fwd+bwd %8.2f [cpu %8.2f]\n", s.name, prec ? "f32" : "f64", 1e3 * g.fwd, 1e3 * g.bd, 1e3 * g.bw, 1e3 * g.Total(), 1e3 * g.cpu));
+      if (wg.fwd >= 0)
+        PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s %s  wino: fwd %8.2f  bwd-data %8.2f  bwd-weights %8.2f  fwd+bwd %8.2f [cpu %8.2f]  wino/gemm: %.2f %.2f %.2f, fwd+bwd %.2f [cpu %.2f]\n", "", prec ? "f32" : "f64", 1e3 * wg.fwd, 1e3 * wg.bd, 1e3 * wg.bw, 1e3 * wg.Total(), 1e3 * wg.cpu,
+                              wg.fwd / g.fwd, wg.bd / g.bd, wg.bw / g.bw, wg.Total() / g.Total(), wg.cpu / g.cpu));
       if (doref)
         PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s %s  ref:  fwd %8.2f  bwd-data %8.2f  bwd-weights %8.2f  fwd+bwd %8.2f [cpu %8.2f]  (x%g)  ref/gemm: %.1f %.1f %.1f, fwd+bwd %.1f [cpu %.1f]\n", "", prec ? "f32" : "f64", 1e3 * r.fwd, 1e3 * r.bd, 1e3 * r.bw, 1e3 * r.Total(), 1e3 * r.cpu, scale,
                               r.fwd / g.fwd, r.bd / g.bd, r.bw / g.bw, r.Total() / g.Total(), r.cpu / g.cpu));
       if (prec == 0 && havetorch && torch.count(s.name)) {
         const auto &t = torch[s.name];
-        PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s f64  torch: fwd %8.2f  fwd+bwd %8.2f [cpu %8.2f]   ddnn/torch: fwd %.2f, fwd+bwd %.2f [cpu %.2f] (goal <= 1.0: %s)\n", "", 1e3 * t.fwd, 1e3 * t.bd, 1e3 * t.cpu, g.fwd / t.fwd, g.Total() / t.bd,
+        PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s f64  torch: fwd %8.2f  fwd+bwd %8.2f [cpu %8.2f]   gemm/torch: fwd %.2f, fwd+bwd %.2f [cpu %.2f] (goal <= 1.0: %s)\n", "", 1e3 * t.fwd, 1e3 * t.bd, 1e3 * t.cpu, g.fwd / t.fwd, g.Total() / t.bd,
                               g.cpu / t.cpu, g.Total() <= t.bd ? "met" : "NOT met"));
+        if (wg.fwd >= 0) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s f64  wino/torch: fwd %.2f, fwd+bwd %.2f [cpu %.2f]\n", "", wg.fwd / t.fwd, wg.Total() / t.bd, wg.cpu / t.cpu));
       }
     }
   }

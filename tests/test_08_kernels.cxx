@@ -10,6 +10,7 @@
 */
 #include "ddtest.hpp"
 #include <backend/blas/conv_gemm.hpp>
+#include <backend/blas/conv_winograd.hpp>
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -130,7 +131,7 @@ struct Case {
   errors of y, dx, dw, db (whole buffers, halos included) relative to the error bounds.
 */
 template <class T>
-void Compare(const Case &c, std::mt19937 &rng)
+void Compare(const Case &c, std::mt19937 &rng, bool winograd = false)
 {
   const ConvTGeom &g  = c.g;
   const PetscInt   KK = g.KK();
@@ -147,7 +148,15 @@ void Compare(const Case &c, std::mt19937 &rng)
   View<T>        vy1 = Rebase(Y, y1), vy2 = Rebase(Y, y2), vdx1 = Rebase(DX, dx1), vdx2 = Rebase(DX, dx2);
   View<const T>  vx = CView(X.v), vdy = CView(DY.v);
   T             *db1p = c.dbias ? db1.data() : nullptr, *db2p = c.dbias ? db2.data() : nullptr;
-  if (!c.transposed) {
+  if (winograd) {
+    EXPECT_TRUE(ConvWinogradApplies(g)) << c.Describe();
+    ConvForwardRef<T>(g, vx, w.data(), bp, vy1);
+    ConvForwardWinograd<T>(g, vx, w.data(), bp, vy2);
+    ConvBackwardDataRef<T>(g, vdy, w.data(), vdx1);
+    ConvBackwardDataWinograd<T>(g, vdy, w.data(), vdx2);
+    ConvBackwardWeightsRef<T>(g, vx, vdy, dw1.data(), db1p);
+    ConvBackwardWeightsWinograd<T>(g, vx, vdy, dw2.data(), db2p);
+  } else if (!c.transposed) {
     ConvForwardRef<T>(g, vx, w.data(), bp, vy1);
     ConvForwardGemm<T>(g, vx, w.data(), bp, vy2);
     ConvBackwardDataRef<T>(g, vdy, w.data(), vdx1);
@@ -413,4 +422,92 @@ TEST(ConvGemm, Empty)
       Compare<double>(c, rng);
       Compare<float>(c, rng);
     }
+}
+
+/*
+  Winograd F(2x2, 3x3) (src/backend/blas/conv_winograd.cxx) against the reference loops: 2-D and
+  3-D (1 x 3 x 3 taps) geometries with odd and even output extents (cropped tiles), 1 x 1 and
+  empty outputs, windows larger than needed, channels 0-20, plain and channels-last views with
+  halos, accumulate semantics; and shapes of many chunks (chunks that end inside an image).
+*/
+template <class T>
+void RandomWinograd(unsigned seed, int count)
+{
+  std::mt19937 rng(seed);
+  for (int i = 0; i < count; i++) {
+    Case       c;
+    ConvTGeom &g = c.g;
+    g.D          = 2 + i % 2;
+    g.N          = Pick(rng, 0, 9) == 0 ? 0 : Pick(rng, 1, 3);
+    g.Ci         = Pick(rng, 0, 11) == 0 ? 0 : Pick(rng, 1, 20);
+    g.Co         = Pick(rng, 0, 11) == 0 ? 1 : Pick(rng, 1, 20);
+    for (PetscInt j = 3 - g.D; j < 3; j++) {
+      g.k[j]   = j == 0 ? 1 : 3;
+      g.out[j] = Pick(rng, 0, 12) == 0 ? 0 : Pick(rng, 1, j == 0 ? 3 : 11);
+      g.in[j]  = g.out[j] + g.k[j] - 1 + Pick(rng, 0, 1);
+    }
+    c.clx   = rng() % 2;
+    c.cly   = rng() % 2;
+    c.halox = rng() % 2;
+    c.haloy = rng() % 3 == 0;
+    c.bias  = rng() % 4 != 0;
+    c.dbias = rng() % 4 != 0;
+    Compare<T>(c, rng, true);
+  }
+}
+TEST(ConvWinograd, RandomFloat64)
+{
+  RandomWinograd<double>(4024, 400);
+}
+TEST(ConvWinograd, RandomFloat32)
+{
+  RandomWinograd<float>(4025, 400);
+}
+TEST(ConvWinograd, ManyChunks)
+{
+  std::mt19937 rng(13);
+  for (int i = 0; i < 4; i++) {
+    Case       c;
+    ConvTGeom &g = c.g;
+    g.D = 2, g.N = 2, g.Ci = 24 + i, g.Co = 20;
+    g.k[1] = g.k[2] = 3;
+    g.out[1]        = 37 + i;
+    g.out[2]        = 40 + i;
+    g.in[1]         = g.out[1] + 2;
+    g.in[2]         = g.out[2] + 2;
+    c.clx = c.cly = i % 2;
+    c.halox       = i / 2;
+    Compare<double>(c, rng, true);
+    Compare<float>(c, rng, true);
+  }
+}
+TEST(ConvWinograd, Applies)
+{
+  ConvGeom g;
+  g.D = 2, g.N = 1, g.Ci = 2, g.Co = 2;
+  g.k[1] = g.k[2] = 3;
+  g.out[1] = g.out[2] = 4;
+  g.in[1] = g.in[2] = 6;
+  EXPECT_TRUE(ConvWinogradApplies(g));
+  ConvGeom h = g;
+  h.s[2]     = 2;
+  EXPECT_FALSE(ConvWinogradApplies(h)); /* strided */
+  h      = g;
+  h.d[1] = 2;
+  EXPECT_FALSE(ConvWinogradApplies(h)); /* dilated */
+  h        = g;
+  h.groups = 2;
+  EXPECT_FALSE(ConvWinogradApplies(h)); /* grouped */
+  h      = g;
+  h.k[2] = 5;
+  EXPECT_FALSE(ConvWinogradApplies(h)); /* 3 x 5 */
+  h      = g;
+  h.D    = 1;
+  h.k[1] = 1;
+  EXPECT_FALSE(ConvWinogradApplies(h)); /* 1-D */
+  h      = g;
+  h.D    = 3;
+  h.k[0] = 3;
+  h.in[0] = 3;
+  EXPECT_FALSE(ConvWinogradApplies(h)); /* 3 x 3 x 3 */
 }
