@@ -371,9 +371,13 @@ static void PRanksEqualsOneRank(Net n, PetscInt N, int steps)
   TrainRun ser = Train(e, d, N, one, true, steps);
   /* the loss must change: the optimizer moved the parameters */
   EXPECT_NE(ser.losses.front(), ser.losses.back()) << e.file;
+  /* 1e-9: a worker's convolution kernel depends on its piece's shape (im2col + GEMM, Winograd F(2x2, 3x3)
+     or, from 12 x 12 outputs, F(4x4, 3x3), whose float64 rounding is some 10 ulps of the terms' sum), and
+     Adam's steps g / sqrt(v) carry the relative rounding of small gradients into the parameters: 3 steps of
+     VGG reach 1.0e-10 at 3 ranks (4.7e-14 with -dd_conv_winograd 0) */
   for (auto &p : Partitions(d, Size())) {
     TrainRun par = Train(e, d, N, p, false, steps);
-    ExpectSame(par, ser, 1e-10, std::string(e.file) + " on partition " + Str(p));
+    ExpectSame(par, ser, 1e-9, std::string(e.file) + " on partition " + Str(p));
   }
 }
 

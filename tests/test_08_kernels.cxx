@@ -425,7 +425,7 @@ TEST(ConvGemm, Empty)
 }
 
 /*
-  Winograd F(2x2, 3x3) (src/backend/blas/conv_winograd.cxx) against the reference loops: 2-D and
+  Winograd F(2x2, 3x3) and F(4x4, 3x3) (src/backend/blas/conv_winograd.cxx) against the reference loops: 2-D and
   3-D (1 x 3 x 3 taps) geometries with odd and even output extents (cropped tiles), 1 x 1 and
   empty outputs, windows larger than needed, channels 0-20, plain and channels-last views with
   halos, accumulate semantics; and shapes of many chunks (chunks that end inside an image).
@@ -443,7 +443,7 @@ void RandomWinograd(unsigned seed, int count)
     g.Co         = Pick(rng, 0, 11) == 0 ? 1 : Pick(rng, 1, 20);
     for (PetscInt j = 3 - g.D; j < 3; j++) {
       g.k[j]   = j == 0 ? 1 : 3;
-      g.out[j] = Pick(rng, 0, 12) == 0 ? 0 : Pick(rng, 1, j == 0 ? 3 : 11);
+      g.out[j] = Pick(rng, 0, 12) == 0 ? 0 : Pick(rng, j == 0 || i % 4 < 2 ? 1 : 10, j == 0 ? 3 : (i % 4 < 2 ? 11 : 19)); /* F(4x4) in float64 from 12 x 12 */
       g.in[j]  = g.out[j] + g.k[j] - 1 + Pick(rng, 0, 1);
     }
     c.clx   = rng() % 2;

@@ -1,7 +1,9 @@
 /*
-  Winograd F(2x2, 3x3) convolution (Lavin and Gray, "Fast algorithms for convolutional neural
-  networks", CVPR 2016, sec. 4): the float64 path's 3 x 3 convolutions (and /cpu/blas's float32
-  ones), checked against the reference loops (tests/test_08_kernels.cxx).
+  Winograd F(2x2, 3x3) and F(4x4, 3x3) convolution (Lavin and Gray, "Fast algorithms for
+  convolutional neural networks", CVPR 2016, sec. 4): the float64 path's 3 x 3 convolutions (and
+  /cpu/blas's float32 ones), checked against the reference loops (tests/test_08_kernels.cxx).
+  Described below for F(2x2, 3x3); F(4x4, 3x3) is the same with 4 x 4 output tiles read from 6 x 6
+  input tiles (36 GEMMs, 4 times fewer multiplications than im2col), its 1-D transforms in F<4>.
 
   One image is a (sample, leading index) pair of the window; its output H x W is cut in
   th x tw = ceil(H/2) x ceil(W/2) tiles of 2 x 2, tile (a, b) reading the 4 x 4 window entries at
@@ -51,21 +53,142 @@ T *Scratch(int slot, size_t n)
   return buf[slot].data();
 }
 
+/*
+  The 1-D transforms of F(m, 3), alpha = m + 2 points, and their adjoints (the transposed matrices):
+    In:  v = B^T d (alpha -> alpha),  InAdj:  d = B v
+    Out: y = A^T m (alpha -> m),      OutAdj: m = A y
+    W:   u = G g (3 -> alpha),        WAdj:   g = G^T u
+*/
+template <int m>
+struct F;
+template <>
+struct F<2> { /* interpolation points 0, 1, -1, infinity */
+  static const int a = 4;
+  template <class T>
+  static inline void In(const T d[4], T v[4])
+  {
+    v[0] = d[0] - d[2];
+    v[1] = d[1] + d[2];
+    v[2] = d[2] - d[1];
+    v[3] = d[1] - d[3];
+  }
+  template <class T>
+  static inline void InAdj(const T v[4], T d[4])
+  {
+    d[0] = v[0];
+    d[1] = v[1] - v[2] + v[3];
+    d[2] = -v[0] + v[1] + v[2];
+    d[3] = -v[3];
+  }
+  template <class T>
+  static inline void Out(const T x[4], T y[2])
+  {
+    y[0] = x[0] + x[1] + x[2];
+    y[1] = x[1] - x[2] - x[3];
+  }
+  template <class T>
+  static inline void OutAdj(const T y[2], T x[4])
+  {
+    x[0] = y[0];
+    x[1] = y[0] + y[1];
+    x[2] = y[0] - y[1];
+    x[3] = -y[1];
+  }
+  template <class T>
+  static inline void W(const T g[3], T u[4])
+  {
+    u[0] = g[0];
+    u[1] = (T)0.5 * (g[0] + g[1] + g[2]);
+    u[2] = (T)0.5 * (g[0] - g[1] + g[2]);
+    u[3] = g[2];
+  }
+  template <class T>
+  static inline void WAdj(const T u[4], T g[3])
+  {
+    g[0] = u[0] + (T)0.5 * (u[1] + u[2]);
+    g[1] = (T)0.5 * (u[1] - u[2]);
+    g[2] = (T)0.5 * (u[1] + u[2]) + u[3];
+  }
+};
+template <>
+struct F<4> { /* interpolation points 0, 1, -1, 2, -2, infinity (Lavin and Gray, sec. 4.2) */
+  static const int a = 6;
+  template <class T>
+  static inline void In(const T d[6], T v[6])
+  {
+    v[0] = 4 * d[0] - 5 * d[2] + d[4];
+    v[1] = -4 * (d[1] + d[2]) + d[3] + d[4];
+    v[2] = 4 * (d[1] - d[2]) - d[3] + d[4];
+    v[3] = 2 * (d[3] - d[1]) - d[2] + d[4];
+    v[4] = 2 * (d[1] - d[3]) - d[2] + d[4];
+    v[5] = 4 * d[1] - 5 * d[3] + d[5];
+  }
+  template <class T>
+  static inline void InAdj(const T v[6], T d[6])
+  {
+    d[0] = 4 * v[0];
+    d[1] = 4 * (v[2] - v[1] + v[5]) + 2 * (v[4] - v[3]);
+    d[2] = -5 * v[0] - 4 * (v[1] + v[2]) - v[3] - v[4];
+    d[3] = v[1] - v[2] + 2 * (v[3] - v[4]) - 5 * v[5];
+    d[4] = v[0] + v[1] + v[2] + v[3] + v[4];
+    d[5] = v[5];
+  }
+  template <class T>
+  static inline void Out(const T x[6], T y[4])
+  {
+    const T p1 = x[1] + x[2], m1 = x[1] - x[2], p2 = x[3] + x[4], m2 = x[3] - x[4];
+    y[0] = x[0] + p1 + p2;
+    y[1] = m1 + 2 * m2;
+    y[2] = p1 + 4 * p2;
+    y[3] = m1 + 8 * m2 + x[5];
+  }
+  template <class T>
+  static inline void OutAdj(const T y[4], T x[6])
+  {
+    const T e = y[0] + y[2], o = y[1] + y[3], e4 = y[0] + 4 * y[2], o8 = 2 * y[1] + 8 * y[3];
+    x[0] = y[0];
+    x[1] = e + o;
+    x[2] = e - o;
+    x[3] = e4 + o8;
+    x[4] = e4 - o8;
+    x[5] = y[3];
+  }
+  template <class T>
+  static inline void W(const T g[3], T u[6])
+  {
+    u[0] = g[0] / 4;
+    u[1] = -(g[0] + g[1] + g[2]) / 6;
+    u[2] = -(g[0] - g[1] + g[2]) / 6;
+    u[3] = g[0] / 24 + g[1] / 12 + g[2] / 6;
+    u[4] = g[0] / 24 - g[1] / 12 + g[2] / 6;
+    u[5] = g[2];
+  }
+  template <class T>
+  static inline void WAdj(const T u[6], T g[3])
+  {
+    g[0] = u[0] / 4 - (u[1] + u[2]) / 6 + (u[3] + u[4]) / 24;
+    g[1] = (u[2] - u[1]) / 6 + (u[3] - u[4]) / 12;
+    g[2] = (u[3] + u[4] - u[1] - u[2]) / 6 + u[5];
+  }
+};
+
 /* bytes of a chunk's transformed tiles (V and M, or dM and dV): kept within the per-core L2 and L3 share */
 const size_t kChunkBytes = 1024 * 1024; /* bench_conv_kernels, U-Net layers: 256 KiB and 4 MiB no better */
 
-/* The tiling of one call */
+/* The tiling of one call: output tiles of m x m */
 struct Tiling {
-  PetscInt NI, H, W, th, tw, rows, R; /* images, output extents, tiles per column and row, tile rows in all, tile rows per chunk */
-  Tiling(const ConvGeom &g, PetscInt width, size_t bytes)
+  PetscInt m, NI, H, W, th, tw, rows, R; /* tile size, images, output extents, tiles per column and row, tile rows in all, tile rows per chunk */
+  Tiling(const ConvGeom &g, PetscInt tile, PetscInt width, size_t bytes)
   {
-    NI   = g.N * g.out[0];
-    H    = g.out[1];
-    W    = g.out[2];
-    th   = (H + 1) / 2;
-    tw   = (W + 1) / 2;
-    rows = NI * th;
-    R    = std::max<PetscInt>(1, std::min<PetscInt>(rows, (PetscInt)(kChunkBytes / (bytes * (size_t)std::max<PetscInt>(16 * width * tw, 1)))));
+    const PetscInt A = (tile + 2) * (tile + 2);
+    m                = tile;
+    NI               = g.N * g.out[0];
+    H                = g.out[1];
+    W                = g.out[2];
+    th               = (H + m - 1) / m;
+    tw               = (W + m - 1) / m;
+    rows             = NI * th;
+    R                = std::max<PetscInt>(1, std::min<PetscInt>(rows, (PetscInt)(kChunkBytes / (bytes * (size_t)std::max<PetscInt>(A * width * tw, 1)))));
   }
 };
 
@@ -77,50 +200,49 @@ inline T *Image(const View<T> &v, PetscInt i, PetscInt n0)
 }
 
 /* U_t = (G w G^T)_t for every output channel co and input channel ci: U[(t Co + co) Ci + ci] */
-template <class T>
+template <int m, class T>
 void WeightTransform(const T *w, PetscInt Co, PetscInt Ci, T *U)
 {
+  const int    a = F<m>::a;
   const size_t S = (size_t)Co * (size_t)Ci;
   for (PetscInt co = 0; co < Co; co++)
     for (PetscInt ci = 0; ci < Ci; ci++) {
       const T *g = w + (co * Ci + ci) * 9;
-      T        r[4][3]; /* G g: 4 x 3 */
+      T        r[6][3], in[6], out[6]; /* G g: alpha x 3 */
       for (int j = 0; j < 3; j++) {
-        r[0][j] = g[j];
-        r[1][j] = (T)0.5 * (g[j] + g[3 + j] + g[6 + j]);
-        r[2][j] = (T)0.5 * (g[j] - g[3 + j] + g[6 + j]);
-        r[3][j] = g[6 + j];
+        const T col[3] = {g[j], g[3 + j], g[6 + j]};
+        F<m>::W(col, out);
+        for (int k = 0; k < a; k++) r[k][j] = out[k];
       }
       T *u = U + (size_t)co * Ci + ci;
-      for (int i = 0; i < 4; i++) {
-        u[(i * 4 + 0) * S] = r[i][0];
-        u[(i * 4 + 1) * S] = (T)0.5 * (r[i][0] + r[i][1] + r[i][2]);
-        u[(i * 4 + 2) * S] = (T)0.5 * (r[i][0] - r[i][1] + r[i][2]);
-        u[(i * 4 + 3) * S] = r[i][2];
+      for (int k = 0; k < a; k++) {
+        for (int j = 0; j < 3; j++) in[j] = r[k][j];
+        F<m>::W(in, out);
+        for (int l = 0; l < a; l++) u[(k * a + l) * S] = out[l];
       }
     }
 }
 
 /* dw += G^T dU G (the adjoint of WeightTransform) */
-template <class T>
+template <int m, class T>
 void WeightTransformAdjoint(const T *dU, PetscInt Co, PetscInt Ci, T *dw)
 {
+  const int    a = F<m>::a;
   const size_t S = (size_t)Co * (size_t)Ci;
   for (PetscInt co = 0; co < Co; co++)
     for (PetscInt ci = 0; ci < Ci; ci++) {
       const T *u = dU + (size_t)co * Ci + ci;
-      T        r[4][3]; /* dU G: 4 x 3 */
-      for (int i = 0; i < 4; i++) {
-        const T u0 = u[(i * 4 + 0) * S], u1 = u[(i * 4 + 1) * S], u2 = u[(i * 4 + 2) * S], u3 = u[(i * 4 + 3) * S];
-        r[i][0] = u0 + (T)0.5 * (u1 + u2);
-        r[i][1] = (T)0.5 * (u1 - u2);
-        r[i][2] = (T)0.5 * (u1 + u2) + u3;
+      T        r[6][3], in[6], out[3]; /* dU G: alpha x 3 */
+      for (int k = 0; k < a; k++) {
+        for (int l = 0; l < a; l++) in[l] = u[(k * a + l) * S];
+        F<m>::WAdj(in, out);
+        for (int j = 0; j < 3; j++) r[k][j] = out[j];
       }
       T *g = dw + (co * Ci + ci) * 9;
       for (int j = 0; j < 3; j++) {
-        g[j] += r[0][j] + (T)0.5 * (r[1][j] + r[2][j]);
-        g[3 + j] += (T)0.5 * (r[1][j] - r[2][j]);
-        g[6 + j] += (T)0.5 * (r[1][j] + r[2][j]) + r[3][j];
+        for (int k = 0; k < a; k++) in[k] = r[k][j];
+        F<m>::WAdj(in, out);
+        for (int i = 0; i < 3; i++) g[3 * i + j] += out[i];
       }
     }
 }
@@ -136,39 +258,45 @@ inline void LoadRow(const T *p, PetscInt s, PetscInt n, PetscInt len, T *d)
   std::fill(d + n, d + len, (T)0);
 }
 
+/* the entry (t, c, tile j) of a chunk's transformed tiles laid out as X[(t C + c) Tc + j] */
+template <class T>
+inline T *Slot(T *X, PetscInt t, PetscInt C, PetscInt c, PetscInt Tc, PetscInt j)
+{
+  return X + ((size_t)t * C + c) * Tc + j;
+}
+
 /*
   V = B^T X B of the chunk's tiles: tile row r (image i, tile row a) of the chunk, channel c and
   tile b go to V[(t C + c) Tc + r tw + b], Tc = R tw. x is the input window (rows < H + 2 and
   columns < W + 2 read, zero beyond).
 */
-template <class T>
+template <int m, class T>
 __attribute__((noinline)) void InputTransform(const Tiling &tl, PetscInt n0, const View<const T> &x, PetscInt C, PetscInt r0, PetscInt R, T *V)
 {
-  const PetscInt tw = tl.tw, Wt = 2 * tw + 2, Tc = R * tw, rowsin = tl.H + 2, colsin = tl.W + 2;
-  T             *buf = Scratch<T>(3, (size_t)(8 * Wt));
-  T             *d[4] = {buf, buf + Wt, buf + 2 * Wt, buf + 3 * Wt}, *e[4] = {buf + 4 * Wt, buf + 5 * Wt, buf + 6 * Wt, buf + 7 * Wt};
+  const int      a = F<m>::a;
+  const PetscInt tw = tl.tw, Wt = m * tw + 2, Tc = R * tw, rowsin = tl.H + 2, colsin = tl.W + 2;
+  T             *buf = Scratch<T>(3, (size_t)(2 * a * Wt));
+  T             *d[6], *e[6];
+  for (int k = 0; k < a; k++) d[k] = buf + k * Wt, e[k] = buf + (a + k) * Wt;
   for (PetscInt r = 0; r < R; r++) {
-    const PetscInt row = r0 + r, i = row / tl.th, a = row % tl.th;
+    const PetscInt row = r0 + r, i = row / tl.th, ta = row % tl.th;
     const T       *img = Image(x, i, n0);
     for (PetscInt c = 0; c < C; c++) {
       const T *base = img + c * x.sc;
-      for (int k = 0; k < 4; k++) LoadRow(2 * a + k < rowsin ? base + (2 * a + k) * x.s1 : (const T *)nullptr, x.s2, colsin, Wt, d[k]);
+      for (int k = 0; k < a; k++) LoadRow(m * ta + k < rowsin ? base + (m * ta + k) * x.s1 : (const T *)nullptr, x.s2, colsin, Wt, d[k]);
       for (PetscInt q = 0; q < Wt; q++) { /* B^T over the rows */
-        e[0][q] = d[0][q] - d[2][q];
-        e[1][q] = d[1][q] + d[2][q];
-        e[2][q] = d[2][q] - d[1][q];
-        e[3][q] = d[1][q] - d[3][q];
+        T in[6], out[6];
+        for (int k = 0; k < a; k++) in[k] = d[k][q];
+        F<m>::In(in, out);
+        for (int k = 0; k < a; k++) e[k][q] = out[k];
       }
-      for (int k = 0; k < 4; k++) { /* B over the columns */
-        const T *s  = e[k];
-        T       *v0 = V + ((size_t)(k * 4 + 0) * C + c) * Tc + r * tw, *v1 = V + ((size_t)(k * 4 + 1) * C + c) * Tc + r * tw;
-        T       *v2 = V + ((size_t)(k * 4 + 2) * C + c) * Tc + r * tw, *v3 = V + ((size_t)(k * 4 + 3) * C + c) * Tc + r * tw;
+      for (int k = 0; k < a; k++) { /* B over the columns */
+        T *v[6];
+        for (int l = 0; l < a; l++) v[l] = Slot(V, k * a + l, C, c, Tc, r * tw);
         for (PetscInt b = 0; b < tw; b++) {
-          const T s0 = s[2 * b], s1 = s[2 * b + 1], s2 = s[2 * b + 2], s3 = s[2 * b + 3];
-          v0[b] = s0 - s2;
-          v1[b] = s1 + s2;
-          v2[b] = s2 - s1;
-          v3[b] = s1 - s3;
+          T out[6];
+          F<m>::In(e[k] + m * b, out);
+          for (int l = 0; l < a; l++) v[l][b] = out[l];
         }
       }
     }
@@ -176,37 +304,37 @@ __attribute__((noinline)) void InputTransform(const Tiling &tl, PetscInt n0, con
 }
 
 /*
-  dM = A dY A^T of the chunk's tiles, laid out as V (C = Co): the output gradient's rows 2a, 2a + 1
-  (zero beyond H) and columns (zero beyond W)
+  dM = A dY A^T of the chunk's tiles, laid out as V (C = Co): the output gradient's rows
+  m a .. m a + m - 1 (zero beyond H) and columns (zero beyond W)
 */
-template <class T>
+template <int m, class T>
 __attribute__((noinline)) void OutputTransformAdjoint(const Tiling &tl, PetscInt n0, const View<const T> &dy, PetscInt C, PetscInt r0, PetscInt R, T *dM)
 {
-  const PetscInt tw = tl.tw, Wt = 2 * tw, Tc = R * tw;
-  T             *buf = Scratch<T>(3, (size_t)(6 * Wt));
-  T             *d[2] = {buf, buf + Wt}, *e[4] = {buf + 2 * Wt, buf + 3 * Wt, buf + 4 * Wt, buf + 5 * Wt};
+  const int      a = F<m>::a;
+  const PetscInt tw = tl.tw, Wt = m * tw, Tc = R * tw;
+  T             *buf = Scratch<T>(3, (size_t)((m + a) * Wt));
+  T             *d[4], *e[6];
+  for (int k = 0; k < m; k++) d[k] = buf + k * Wt;
+  for (int k = 0; k < a; k++) e[k] = buf + (m + k) * Wt;
   for (PetscInt r = 0; r < R; r++) {
-    const PetscInt row = r0 + r, i = row / tl.th, a = row % tl.th;
+    const PetscInt row = r0 + r, i = row / tl.th, ta = row % tl.th;
     const T       *img = Image(dy, i, n0);
     for (PetscInt c = 0; c < C; c++) {
       const T *base = img + c * dy.sc;
-      for (int k = 0; k < 2; k++) LoadRow(2 * a + k < tl.H ? base + (2 * a + k) * dy.s1 : (const T *)nullptr, dy.s2, tl.W, Wt, d[k]);
+      for (int k = 0; k < m; k++) LoadRow(m * ta + k < tl.H ? base + (m * ta + k) * dy.s1 : (const T *)nullptr, dy.s2, tl.W, Wt, d[k]);
       for (PetscInt q = 0; q < Wt; q++) { /* A over the rows */
-        e[0][q] = d[0][q];
-        e[1][q] = d[0][q] + d[1][q];
-        e[2][q] = d[0][q] - d[1][q];
-        e[3][q] = -d[1][q];
+        T in[4], out[6];
+        for (int k = 0; k < m; k++) in[k] = d[k][q];
+        F<m>::OutAdj(in, out);
+        for (int k = 0; k < a; k++) e[k][q] = out[k];
       }
-      for (int k = 0; k < 4; k++) { /* A^T over the columns */
-        const T *s  = e[k];
-        T       *m0 = dM + ((size_t)(k * 4 + 0) * C + c) * Tc + r * tw, *m1 = dM + ((size_t)(k * 4 + 1) * C + c) * Tc + r * tw;
-        T       *m2 = dM + ((size_t)(k * 4 + 2) * C + c) * Tc + r * tw, *m3 = dM + ((size_t)(k * 4 + 3) * C + c) * Tc + r * tw;
+      for (int k = 0; k < a; k++) { /* A^T over the columns */
+        T *v[6];
+        for (int l = 0; l < a; l++) v[l] = Slot(dM, k * a + l, C, c, Tc, r * tw);
         for (PetscInt b = 0; b < tw; b++) {
-          const T s0 = s[2 * b], s1 = s[2 * b + 1];
-          m0[b] = s0;
-          m1[b] = s0 + s1;
-          m2[b] = s0 - s1;
-          m3[b] = -s1;
+          T out[6];
+          F<m>::OutAdj(e[k] + m * b, out);
+          for (int l = 0; l < a; l++) v[l][b] = out[l];
         }
       }
     }
@@ -214,32 +342,35 @@ __attribute__((noinline)) void OutputTransformAdjoint(const Tiling &tl, PetscInt
 }
 
 /* y = A^T M A (+ b) of the chunk's tiles, cropped to H x W (overwrites y) */
-template <class T>
-__attribute__((noinline)) void OutputTransform(const Tiling &tl, PetscInt n0, const T *M, PetscInt C, PetscInt r0, PetscInt R, const T *bias, const View<T> &y)
+template <int m, class T>
+__attribute__((noinline)) void OutputTransform(const Tiling &tl, PetscInt n0, T *M, PetscInt C, PetscInt r0, PetscInt R, const T *bias, const View<T> &y)
 {
-  const PetscInt tw = tl.tw, Wt = 2 * tw, Tc = R * tw;
-  T             *buf = Scratch<T>(3, (size_t)(2 * Wt));
-  T             *o[2] = {buf, buf + Wt};
+  const int      a = F<m>::a;
+  const PetscInt tw = tl.tw, Wt = m * tw, Tc = R * tw;
+  T             *buf = Scratch<T>(3, (size_t)(m * Wt));
+  T             *o[4];
+  for (int k = 0; k < m; k++) o[k] = buf + k * Wt;
   for (PetscInt r = 0; r < R; r++) {
-    const PetscInt row = r0 + r, i = row / tl.th, a = row % tl.th;
+    const PetscInt row = r0 + r, i = row / tl.th, ta = row % tl.th;
     T             *img = Image(y, i, n0);
     for (PetscInt c = 0; c < C; c++) {
-      const T *m[16];
-      for (int t = 0; t < 16; t++) m[t] = M + ((size_t)t * C + c) * Tc + r * tw;
+      const T *mm[36];
+      for (int t = 0; t < a * a; t++) mm[t] = Slot(M, t, C, c, Tc, r * tw);
       for (PetscInt b = 0; b < tw; b++) {
-        T s[2][4]; /* A^T over the rows */
-        for (int j = 0; j < 4; j++) {
-          s[0][j] = m[j][b] + m[4 + j][b] + m[8 + j][b];
-          s[1][j] = m[4 + j][b] - m[8 + j][b] - m[12 + j][b];
+        T s[4][6], in[6], out[4]; /* A^T over the rows */
+        for (int l = 0; l < a; l++) {
+          for (int k = 0; k < a; k++) in[k] = mm[k * a + l][b];
+          F<m>::Out(in, out);
+          for (int i2 = 0; i2 < m; i2++) s[i2][l] = out[i2];
         }
-        for (int k = 0; k < 2; k++) { /* A over the columns */
-          o[k][2 * b]     = s[k][0] + s[k][1] + s[k][2];
-          o[k][2 * b + 1] = s[k][1] - s[k][2] - s[k][3];
+        for (int i2 = 0; i2 < m; i2++) { /* A over the columns */
+          F<m>::Out(s[i2], out);
+          for (int j = 0; j < m; j++) o[i2][m * b + j] = out[j];
         }
       }
       const T bc = bias ? bias[c] : (T)0;
-      for (int k = 0; k < 2 && 2 * a + k < tl.H; k++) {
-        T *dst = img + c * y.sc + (2 * a + k) * y.s1;
+      for (int k = 0; k < m && m * ta + k < tl.H; k++) {
+        T *dst = img + c * y.sc + (m * ta + k) * y.s1;
         if (y.s2 == 1)
           for (PetscInt q = 0; q < tl.W; q++) dst[q] = o[k][q] + bc;
         else
@@ -250,44 +381,110 @@ __attribute__((noinline)) void OutputTransform(const Tiling &tl, PetscInt n0, co
 }
 
 /* dx += B dV B^T of the chunk's tiles (rows < H + 2 and columns < W + 2 of the window) */
-template <class T>
-__attribute__((noinline)) void InputTransformAdjoint(const Tiling &tl, PetscInt n0, const T *dV, PetscInt C, PetscInt r0, PetscInt R, const View<T> &dx)
+template <int m, class T>
+__attribute__((noinline)) void InputTransformAdjoint(const Tiling &tl, PetscInt n0, T *dV, PetscInt C, PetscInt r0, PetscInt R, const View<T> &dx)
 {
-  const PetscInt tw = tl.tw, Wt = 2 * tw + 2, Tc = R * tw, rowsin = tl.H + 2, colsin = tl.W + 2;
-  T             *buf = Scratch<T>(3, (size_t)(4 * Wt));
-  T             *f[4] = {buf, buf + Wt, buf + 2 * Wt, buf + 3 * Wt};
+  const int      a = F<m>::a;
+  const PetscInt tw = tl.tw, Wt = m * tw + 2, Tc = R * tw, rowsin = tl.H + 2, colsin = tl.W + 2;
+  T             *buf = Scratch<T>(3, (size_t)(a * Wt));
+  T             *f[6];
+  for (int k = 0; k < a; k++) f[k] = buf + k * Wt;
   for (PetscInt r = 0; r < R; r++) {
-    const PetscInt row = r0 + r, i = row / tl.th, a = row % tl.th;
+    const PetscInt row = r0 + r, i = row / tl.th, ta = row % tl.th;
     T             *img = Image(dx, i, n0);
     for (PetscInt c = 0; c < C; c++) {
-      for (int k = 0; k < 4; k++) { /* B^T over the columns (adjoint of B): tiles overlap by two columns */
-        const T *v0 = dV + ((size_t)(k * 4 + 0) * C + c) * Tc + r * tw, *v1 = dV + ((size_t)(k * 4 + 1) * C + c) * Tc + r * tw;
-        const T *v2 = dV + ((size_t)(k * 4 + 2) * C + c) * Tc + r * tw, *v3 = dV + ((size_t)(k * 4 + 3) * C + c) * Tc + r * tw;
-        T       *s  = f[k];
-        s[0] = s[1] = 0;
-        for (PetscInt b = 0; b < tw; b++) { /* entries 2b, 2b + 1 are final after tile b; 2b + 2, 2b + 3 are started */
-          s[2 * b] += v0[b];
-          s[2 * b + 1] += v1[b] - v2[b] + v3[b];
-          s[2 * b + 2] = -v0[b] + v1[b] + v2[b];
-          s[2 * b + 3] = -v3[b];
+      for (int k = 0; k < a; k++) { /* B over the columns (adjoint of B^T): neighbouring tiles share two columns */
+        const T *v[6];
+        T       *s = f[k];
+        for (int l = 0; l < a; l++) v[l] = Slot(dV, k * a + l, C, c, Tc, r * tw);
+        std::fill(s, s + Wt, (T)0);
+        for (PetscInt b = 0; b < tw; b++) {
+          T in[6], out[6];
+          for (int l = 0; l < a; l++) in[l] = v[l][b];
+          F<m>::InAdj(in, out);
+          for (int j = 0; j < a; j++) s[m * b + j] += out[j];
         }
       }
       T *base = img + c * dx.sc;
-      for (int k = 0; k < 4 && 2 * a + k < rowsin; k++) { /* B over the rows, added into the window */
-        T *dst = base + (2 * a + k) * dx.s1;
-        auto add = [&](auto &&val) {
-          if (dx.s2 == 1)
-            for (PetscInt q = 0; q < colsin; q++) dst[q] += val(q);
-          else
-            for (PetscInt q = 0; q < colsin; q++) dst[q * dx.s2] += val(q);
-        };
-        if (k == 0) add([&](PetscInt q) { return f[0][q]; });
-        else if (k == 1) add([&](PetscInt q) { return f[1][q] - f[2][q] + f[3][q]; });
-        else if (k == 2) add([&](PetscInt q) { return -f[0][q] + f[1][q] + f[2][q]; });
-        else add([&](PetscInt q) { return -f[3][q]; });
+      T *dst[6];
+      int nrow = 0;
+      for (int k = 0; k < a && m * ta + k < rowsin; k++, nrow++) dst[k] = base + (m * ta + k) * dx.s1;
+      for (PetscInt q = 0; q < colsin; q++) { /* B over the rows, added into the window */
+        T in[6], out[6];
+        for (int k = 0; k < a; k++) in[k] = f[k][q];
+        F<m>::InAdj(in, out);
+        for (int k = 0; k < nrow; k++) dst[k][q * dx.s2] += out[k];
       }
     }
   }
+}
+
+/* the three passes for tiles of m x m */
+template <int m, class T>
+void Forward(const ConvGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y)
+{
+  const int    A = F<m>::a * F<m>::a;
+  const Tiling tl(g, m, g.Ci + g.Co, sizeof(T));
+  if (tl.rows == 0 || tl.W == 0 || g.Co == 0) return;
+  T *U = Scratch<T>(0, (size_t)(A * g.Co * g.Ci));
+  WeightTransform<m>(w, g.Co, g.Ci, U);
+  T *V = Scratch<T>(1, (size_t)(A * g.Ci * tl.R * tl.tw)), *M = Scratch<T>(2, (size_t)(A * g.Co * tl.R * tl.tw));
+  for (PetscInt r0 = 0; r0 < tl.rows; r0 += tl.R) {
+    const PetscInt R = std::min(tl.R, tl.rows - r0), Tc = R * tl.tw;
+    InputTransform<m>(tl, g.out[0], x, g.Ci, r0, R, V);
+    for (int t = 0; t < A; t++) {
+      T *Mt = M + (size_t)t * g.Co * Tc;
+      if (g.Ci == 0) std::fill(Mt, Mt + g.Co * Tc, (T)0);
+      else Gemm(CblasNoTrans, CblasNoTrans, g.Co, Tc, g.Ci, U + (size_t)t * g.Co * g.Ci, g.Ci, V + (size_t)t * g.Ci * Tc, Tc, (T)0, Mt, Tc);
+    }
+    OutputTransform<m>(tl, g.out[0], M, g.Co, r0, R, b, y);
+  }
+}
+template <int m, class T>
+void BackwardData(const ConvGeom &g, const View<const T> &dy, const T *w, const View<T> &dx)
+{
+  const int    A = F<m>::a * F<m>::a;
+  const Tiling tl(g, m, g.Ci + g.Co, sizeof(T));
+  if (tl.rows == 0 || tl.W == 0 || g.Co == 0 || g.Ci == 0) return;
+  T *U = Scratch<T>(0, (size_t)(A * g.Co * g.Ci));
+  WeightTransform<m>(w, g.Co, g.Ci, U);
+  T *dV = Scratch<T>(1, (size_t)(A * g.Ci * tl.R * tl.tw)), *dM = Scratch<T>(2, (size_t)(A * g.Co * tl.R * tl.tw));
+  for (PetscInt r0 = 0; r0 < tl.rows; r0 += tl.R) {
+    const PetscInt R = std::min(tl.R, tl.rows - r0), Tc = R * tl.tw;
+    OutputTransformAdjoint<m>(tl, g.out[0], dy, g.Co, r0, R, dM);
+    for (int t = 0; t < A; t++) Gemm(CblasTrans, CblasNoTrans, g.Ci, Tc, g.Co, U + (size_t)t * g.Co * g.Ci, g.Ci, dM + (size_t)t * g.Co * Tc, Tc, (T)0, dV + (size_t)t * g.Ci * Tc, Tc);
+    InputTransformAdjoint<m>(tl, g.out[0], dV, g.Ci, r0, R, dx);
+  }
+}
+template <int m, class T>
+void BackwardWeights(const ConvGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db)
+{
+  const int    A = F<m>::a * F<m>::a;
+  const Tiling tl(g, m, g.Ci + g.Co, sizeof(T));
+  if (tl.rows == 0 || tl.W == 0 || g.Co == 0) return;
+  if (db) BiasGradientRef<T>(g, dy, db);
+  if (g.Ci == 0) return;
+  T *dU = Scratch<T>(0, (size_t)(A * g.Co * g.Ci));
+  T *V = Scratch<T>(1, (size_t)(A * g.Ci * tl.R * tl.tw)), *dM = Scratch<T>(2, (size_t)(A * g.Co * tl.R * tl.tw));
+  for (PetscInt r0 = 0; r0 < tl.rows; r0 += tl.R) {
+    const PetscInt R = std::min(tl.R, tl.rows - r0), Tc = R * tl.tw;
+    InputTransform<m>(tl, g.out[0], x, g.Ci, r0, R, V);
+    OutputTransformAdjoint<m>(tl, g.out[0], dy, g.Co, r0, R, dM);
+    for (int t = 0; t < A; t++) Gemm(CblasNoTrans, CblasTrans, g.Co, g.Ci, Tc, dM + (size_t)t * g.Co * Tc, Tc, V + (size_t)t * g.Ci * Tc, Tc, r0 ? (T)1 : (T)0, dU + (size_t)t * g.Co * g.Ci, g.Ci);
+  }
+  WeightTransformAdjoint<m>(dU, g.Co, g.Ci, dw);
+}
+
+/*
+  the tile size: F(4x4, 3x3) in float64 on outputs of at least 12 x 12, F(2x2, 3x3) otherwise (float32
+  keeps F(2x2, 3x3), whose transforms lose less precision). bench_conv_kernels, float64, F(4x4) / GEMM
+  against F(2x2) / GEMM, forward + backward: 8x64x56x56 64 -> 64 0.44 / 0.62, the U-Net's 32 x 32 and
+  16 x 16 layers 0.53-0.89 / 0.57-1.05, its 8 x 8 ones 0.97-1.16 / 0.81-0.88 (4 tiles per image)
+*/
+template <class T>
+inline int TileSize(const ConvGeom &g)
+{
+  return sizeof(T) == sizeof(double) && std::min(g.out[1], g.out[2]) >= 12 ? 4 : 2;
 }
 } // namespace
 
@@ -301,11 +498,11 @@ bool ConvWinogradApplies(const ConvGeom &g)
 }
 
 /*
-  The transforms cost about (Ci + Co) per tile and save about 20 Ci Co multiply-adds per tile
-  against im2col + GEMM. Measured (bench_conv_kernels, float64, 1 thread, AVX2 EPYC, the main job's
-  layers at batch 8), Winograd / GEMM forward + backward: 1 -> 16 channels at 32 x 32 3.4 (taken by
-  GEMM), 16 -> 16 0.84-0.93, 16 -> 32 at 16 x 16 0.95-1.05, 32 -> 32 0.77, 32 -> 64 at 8 x 8 0.88,
-  64 -> 64 0.81, 96 -> 32 0.57-0.64, 48 -> 16 0.65-0.68.
+  The transforms cost about (Ci + Co) per tile and save about (9 m^2 - alpha^2) Ci Co multiply-adds
+  per tile against im2col + GEMM. Measured (bench_conv_kernels, float64, 1 thread, AVX2 EPYC, the
+  main job's layers at batch 8), Winograd / GEMM forward + backward: 1 -> 16 channels at 32 x 32 3.4
+  (F(2x2); taken by GEMM), with F(4x4): 16 -> 16 0.73, 48 -> 16 0.55, and at 16 x 16 16 -> 32 0.89,
+  32 -> 32 0.65, 96 -> 32 0.53; with F(2x2) at 8 x 8 32 -> 64 0.88, 64 -> 64 0.81.
 */
 bool ConvWinogradPreferred(const ConvGeom &g)
 {
@@ -314,7 +511,7 @@ bool ConvWinogradPreferred(const ConvGeom &g)
 
 /*@
   ConvForwardWinograd - y = conv(x, w) + b for 3 x 3 taps at unit stride and dilation, by
-  Winograd's F(2x2, 3x3): the fast equivalent of ConvForwardRef where ConvWinogradApplies().
+  Winograd's F(4x4, 3x3) (float64, outputs of at least 12 x 12) or F(2x2, 3x3): the fast equivalent of ConvForwardRef where ConvWinogradApplies().
 
   Input Parameters:
 + g - the geometry (ConvWinogradApplies(g))
@@ -332,25 +529,12 @@ bool ConvWinogradPreferred(const ConvGeom &g)
 template <class T>
 void ConvForwardWinograd(const ConvGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y)
 {
-  const Tiling tl(g, g.Ci + g.Co, sizeof(T));
-  if (tl.rows == 0 || tl.W == 0 || g.Co == 0) return;
-  T *U = Scratch<T>(0, (size_t)(16 * g.Co * g.Ci));
-  WeightTransform(w, g.Co, g.Ci, U);
-  T *V = Scratch<T>(1, (size_t)(16 * g.Ci * tl.R * tl.tw)), *M = Scratch<T>(2, (size_t)(16 * g.Co * tl.R * tl.tw));
-  for (PetscInt r0 = 0; r0 < tl.rows; r0 += tl.R) {
-    const PetscInt R = std::min(tl.R, tl.rows - r0), Tc = R * tl.tw;
-    InputTransform(tl, g.out[0], x, g.Ci, r0, R, V);
-    for (int t = 0; t < 16; t++) {
-      T *Mt = M + (size_t)t * g.Co * Tc;
-      if (g.Ci == 0) std::fill(Mt, Mt + g.Co * Tc, (T)0);
-      else Gemm(CblasNoTrans, CblasNoTrans, g.Co, Tc, g.Ci, U + (size_t)t * g.Co * g.Ci, g.Ci, V + (size_t)t * g.Ci * Tc, Tc, (T)0, Mt, Tc);
-    }
-    OutputTransform(tl, g.out[0], M, g.Co, r0, R, b, y);
-  }
+  if (TileSize<T>(g) == 4) Forward<4>(g, x, w, b, y);
+  else Forward<2>(g, x, w, b, y);
 }
 
 /*@
-  ConvBackwardDataWinograd - dx += J_x^* dy by Winograd's F(2x2, 3x3) (the exact adjoint of
+  ConvBackwardDataWinograd - dx += J_x^* dy by Winograd's F(4x4, 3x3) or F(2x2, 3x3) (the exact adjoint of
   ConvForwardWinograd's linear map); the fast equivalent of ConvBackwardDataRef where
   ConvWinogradApplies().
 
@@ -370,21 +554,12 @@ void ConvForwardWinograd(const ConvGeom &g, const View<const T> &x, const T *w, 
 template <class T>
 void ConvBackwardDataWinograd(const ConvGeom &g, const View<const T> &dy, const T *w, const View<T> &dx)
 {
-  const Tiling tl(g, g.Ci + g.Co, sizeof(T));
-  if (tl.rows == 0 || tl.W == 0 || g.Co == 0 || g.Ci == 0) return;
-  T *U = Scratch<T>(0, (size_t)(16 * g.Co * g.Ci));
-  WeightTransform(w, g.Co, g.Ci, U);
-  T *dV = Scratch<T>(1, (size_t)(16 * g.Ci * tl.R * tl.tw)), *dM = Scratch<T>(2, (size_t)(16 * g.Co * tl.R * tl.tw));
-  for (PetscInt r0 = 0; r0 < tl.rows; r0 += tl.R) {
-    const PetscInt R = std::min(tl.R, tl.rows - r0), Tc = R * tl.tw;
-    OutputTransformAdjoint(tl, g.out[0], dy, g.Co, r0, R, dM);
-    for (int t = 0; t < 16; t++) Gemm(CblasTrans, CblasNoTrans, g.Ci, Tc, g.Co, U + (size_t)t * g.Co * g.Ci, g.Ci, dM + (size_t)t * g.Co * Tc, Tc, (T)0, dV + (size_t)t * g.Ci * Tc, Tc);
-    InputTransformAdjoint(tl, g.out[0], dV, g.Ci, r0, R, dx);
-  }
+  if (TileSize<T>(g) == 4) BackwardData<4>(g, dy, w, dx);
+  else BackwardData<2>(g, dy, w, dx);
 }
 
 /*@
-  ConvBackwardWeightsWinograd - dw += J_w^* dy and db += the sums of dy by Winograd's F(2x2, 3x3):
+  ConvBackwardWeightsWinograd - dw += J_w^* dy and db += the sums of dy by Winograd's F(4x4, 3x3) or F(2x2, 3x3):
   the transformed gradient dU_t = sum of dM_t V_t^T over all tiles, then dw += G^T dU G; the fast
   equivalent of ConvBackwardWeightsRef where ConvWinogradApplies().
 
@@ -404,19 +579,8 @@ void ConvBackwardDataWinograd(const ConvGeom &g, const View<const T> &dy, const 
 template <class T>
 void ConvBackwardWeightsWinograd(const ConvGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db)
 {
-  const Tiling tl(g, g.Ci + g.Co, sizeof(T));
-  if (tl.rows == 0 || tl.W == 0 || g.Co == 0) return;
-  if (db) BiasGradientRef<T>(g, dy, db);
-  if (g.Ci == 0) return;
-  T *dU = Scratch<T>(0, (size_t)(16 * g.Co * g.Ci));
-  T *V = Scratch<T>(1, (size_t)(16 * g.Ci * tl.R * tl.tw)), *dM = Scratch<T>(2, (size_t)(16 * g.Co * tl.R * tl.tw));
-  for (PetscInt r0 = 0; r0 < tl.rows; r0 += tl.R) {
-    const PetscInt R = std::min(tl.R, tl.rows - r0), Tc = R * tl.tw;
-    InputTransform(tl, g.out[0], x, g.Ci, r0, R, V);
-    OutputTransformAdjoint(tl, g.out[0], dy, g.Co, r0, R, dM);
-    for (int t = 0; t < 16; t++) Gemm(CblasNoTrans, CblasTrans, g.Co, g.Ci, Tc, dM + (size_t)t * g.Co * Tc, Tc, V + (size_t)t * g.Ci * Tc, Tc, r0 ? (T)1 : (T)0, dU + (size_t)t * g.Co * g.Ci, g.Ci);
-  }
-  WeightTransformAdjoint(dU, g.Co, g.Ci, dw);
+  if (TileSize<T>(g) == 4) BackwardWeights<4>(g, x, dy, dw, db);
+  else BackwardWeights<2>(g, x, dy, dw, db);
 }
 
 #define DD_CONV_WINOGRAD(T) \

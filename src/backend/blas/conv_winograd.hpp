@@ -1,8 +1,9 @@
 /*
-  Winograd F(2x2, 3x3) kernels of the 3 x 3, stride-1 convolution (C++ only;
+  Winograd F(2x2, 3x3) and F(4x4, 3x3) kernels of the 3 x 3, stride-1 convolution (C++ only;
   src/backend/blas/conv_winograd.cxx): the three passes of ConvForwardRef, ConvBackwardDataRef and
-  ConvBackwardWeightsRef (same signatures and semantics) with 16 GEMMs of Co x Ci in the
-  transformed domain in place of im2col's Co x 9 Ci one, 2.25 times fewer multiplications.
+  ConvBackwardWeightsRef (same signatures and semantics) with 16 (36) GEMMs of Co x Ci in the
+  transformed domain in place of im2col's Co x 9 Ci one, 2.25 (4) times fewer multiplications;
+  F(4x4, 3x3) in float64 on outputs of at least 12 x 12.
   Checked against the reference loops (tests/test_08_kernels.cxx), for T = float and double.
 */
 #pragma once
