@@ -473,14 +473,14 @@ TEST(ModelWork, FormatConversionRunsAndTimeExact)
 }
 
 /* average and max pooling have their own fits ("pool-avg", "pool"; DDLayerPoolGetType() tells them
-   apart), and a layer whose memory M exceeds the core's L2 cache is priced with the share 1 - L2 / M
+   apart; an average pool on a blocked input "pool-avg-blocked", oneDNN's jit kernel there), and a layer whose memory M exceeds the core's L2 cache is priced with the share 1 - L2 / M
    of the cold fit and the rest of the warm one: exact under known fits */
 TEST(ModelWork, PoolTypeAndColdShareExact)
 {
   const char *bname;
   DDT(DDBackendGetDefault(&bname));
   std::string b = std::string(bname) + " float64 ", file = Tmp("pool.txt");
-  WriteFile(file, "ddnn-model-cache 5\nhost " + Host() + "\n" + "kernel " + b + "pool f 1e-06 2e-10\n" + "kernel " + b + "pool b 2e-06 3e-10\n" + "kernel " + b + "pool-avg f 4e-06 5e-10\n" + "kernel " + b + "pool-avg b 6e-06 7e-10\n" + "kernel " + b + "pool:cold f 1e-03 9e-10\n");
+  WriteFile(file, "ddnn-model-cache 5\nhost " + Host() + "\n" + "kernel " + b + "pool f 1e-06 2e-10\n" + "kernel " + b + "pool b 2e-06 3e-10\n" + "kernel " + b + "pool-avg f 4e-06 5e-10\n" + "kernel " + b + "pool-avg b 6e-06 7e-10\n" + "kernel " + b + "pool-avg-blocked f 1.5e-06 2.5e-10\n" + "kernel " + b + "pool-avg-blocked b 3.5e-06 4.5e-10\n" + "kernel " + b + "pool:cold f 1e-03 9e-10\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
   DDT(DDModelReset());
   long         l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
@@ -522,6 +522,18 @@ TEST(ModelWork, PoolTypeAndColdShareExact)
     DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
     EXPECT_NEAR(t[0], 4e-6 + 5e-10 * by[0], 1e-12 * t[0]); /* no cold fit of average pooling: the warm one */
     EXPECT_NEAR(t[2], 6e-6 + 7e-10 * by[1], 1e-12 * t[2]);
+    DDT(DDLayerDestroy(&l));
+    /* average pooling on a blocked input */
+    DDT(DDTensorSetFormat(x, DD_FORMAT_BLOCKED));
+    DDT(DDLayerCreate(PETSC_COMM_SELF, &l));
+    DDT(DDLayerSetType(l, DDLAYERPOOL));
+    DDT(DDLayerPoolSetType(l, DD_POOL_AVG));
+    DDT(DDLayerPoolSetKernel(l, 2, k2));
+    DDT(DDLayerSetUp(l, x));
+    for (int d = 0; d < 2; d++) DDT(DDLayerGetModelWork(l, d ? PETSC_TRUE : PETSC_FALSE, &f, &by[d]));
+    DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
+    EXPECT_NEAR(t[0], 1.5e-6 + 2.5e-10 * by[0], 1e-12 * t[0]);
+    EXPECT_NEAR(t[2], 3.5e-6 + 4.5e-10 * by[1], 1e-12 * t[2]);
     DDT(DDLayerDestroy(&l));
     DDT(DDTensorDestroy(&x));
     DDT(DDPartitionDestroy(&part));

@@ -358,7 +358,7 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
     order    = 4;
     shape[0] = 4;
     shape[1] = 16;
-    shape[2] = shape[3] = (kind == ddnn::ModelKindPoolAvg ? 8 : 4) * size; /* an average pool A halves: B sees the same sizes as the others */
+    shape[2] = shape[3] = (kind.rfind(ddnn::ModelKindPoolAvg, 0) == 0 ? 8 : 4) * size; /* an average pool halves (pool-avg: A, itself one, halves them first) */
     if (kind == DDLAYERCONVTRANSPOSE) shape[2] = shape[3] = 2 * size; /* A doubles: B sees 4 ... 64 */
     ch = 16;
   }
@@ -373,7 +373,10 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
      the halo of the 3 x 3 convolution that consumes it there: on /cpu/dnnl that output takes the
      /cpu/blas loops (oneDNN would stage it), on blocked storage; a max pool timed on plain tensors
      without that halo (oneDNN's plain kernels) had priced the main job's pools 6-7x too dear */
-  const bool fromconv = kind == DDLAYERUPSAMPLE || kind == DDLAYERPOOL;
+  /* and an average pool on a blocked input ("pool-avg-blocked": LeNet-5's s4 after c3's 16 channels takes
+     oneDNN's jit kernel there, which the plain "pool-avg" fit, the loops of s2 after c1's 6 plain
+     channels, had priced 2.6-5.4x too dear) */
+  const bool fromconv = kind == DDLAYERUPSAMPLE || kind == DDLAYERPOOL || kind == ddnn::ModelKindPoolAvgBlocked;
   PetscCall(MakeLayer(fromconv ? std::string(DDLAYERCONV) : kind, backend, x0, ch, &A));
   DDTensor x;
   PetscCall(DDLayerGetOutput(A, &x));
@@ -727,7 +730,7 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
   im2col and col2im copy one per row) by non-negative least squares in relative error, and their
   backward without the input gradient (a network's first layer, "<kind>-wgrad"); at four sizes
   (4x4 to 64x64: the small ones fix the per-call cost) convtranspose (2x2 stride 2), ReLU, batch
-  norm, max and average pool 2x2 ("pool", "pool-avg"), bilinear upsampling x2, the other
+  norm, max and average pool 2x2 ("pool", "pool-avg"; "pool-avg-blocked" after a convolution), bilinear upsampling x2, the other
   activation functions (tanh, sigmoid, ...), concat, flatten, the mse loss and the cross-entropy
   loss against class indices (the losses' backward with dy = NULL, as `DDNetBackward()` calls a
   network's output layer), fitted as t = c0 + c1 work (`DDLayerGetModelWork()`).
@@ -819,7 +822,7 @@ DD_CXX_TRY
       PetscFunctionReturn(PETSC_SUCCESS);
     };
     for (const std::string ok : {DDLAYERCONCAT, DDLAYERFLATTEN, DDLAYERLOSS, "loss-crossentropy"}) PetscCall(fit(ok, {1, 2, 4, 8}, TimeOther));
-    std::vector<std::string> kinds = {DDLAYERCONVTRANSPOSE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, ddnn::ModelKindPoolAvg, DDLAYERUPSAMPLE};
+    std::vector<std::string> kinds = {DDLAYERCONVTRANSPOSE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, ddnn::ModelKindPoolAvg, ddnn::ModelKindPoolAvgBlocked, DDLAYERUPSAMPLE};
     for (DDActivationType a : {DD_ACT_LEAKYRELU, DD_ACT_TANH, DD_ACT_SIGMOID, DD_ACT_GELU, DD_ACT_IDENTITY, DD_ACT_SILU, DD_ACT_ELU, DD_ACT_SOFTPLUS}) kinds.push_back(std::string(DDLAYERACTIVATION) + "-" + DDActivationTypes[a]); /* model.cxx's calibratedActs */
     for (const std::string &ks : kinds) PetscCall(fit(ks, {1, 4, 8, 16}, TimeKind)); /* 4x4 (the per-call cost: LeNet's small layers) to 64x64 */
   }

@@ -503,7 +503,7 @@ DD_CXX_TRY
     for (int b = 0; b < 2; b++)
       if (!has(k, b)) all = PETSC_FALSE;
   for (int b = 0; b < 2; b++)
-    if (!has(kindLossCE, b) || !has(ddnn::ModelKindPoolAvg, b)) all = PETSC_FALSE;
+    if (!has(kindLossCE, b) || !has(ddnn::ModelKindPoolAvg, b) || !has(ddnn::ModelKindPoolAvgBlocked, b)) all = PETSC_FALSE;
   for (auto k : {DDLAYERCONV, DDLAYERAFFINE})
     if (!has(std::string(k) + "-wgrad", true)) all = PETSC_FALSE;
   for (int b = 0; b < 2; b++) {
@@ -1246,7 +1246,7 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
   } else if (kind == DDLAYERPOOL) {
     DDPoolType pt;
     PetscCall(DDLayerPoolGetType(layer, &pt));
-    if (pt == DD_POOL_AVG) kind = ddnn::ModelKindPoolAvg;
+    if (pt == DD_POOL_AVG) kind = layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->layout.bdim >= 0 ? ddnn::ModelKindPoolAvgBlocked : ddnn::ModelKindPoolAvg;
   }
   in.kind = kind;
   if (!IsGemmKind(kind)) {

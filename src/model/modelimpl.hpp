@@ -14,6 +14,8 @@ namespace ddnn
 {
 /* average pooling's calibrated kind (max pooling is "pool"): it reads every tap and its backward spreads dy over the window, unlike max pooling's */
 inline constexpr const char *ModelKindPoolAvg = "pool-avg";
+/* average pooling on a blocked input (after a convolution of /cpu/dnnl in float32): oneDNN's jit kernel, 3-8x faster than the loops that plain storage takes */
+inline constexpr const char *ModelKindPoolAvgBlocked = "pool-avg-blocked";
 
 /* a collective call of a layer spanning group > 1 ranks (model.cxx's CollectiveOf) */
 struct ModelCollective {
