@@ -148,21 +148,14 @@ void Compare(const Case &c, std::mt19937 &rng, bool winograd = false)
   View<T>        vy1 = Rebase(Y, y1), vy2 = Rebase(Y, y2), vdx1 = Rebase(DX, dx1), vdx2 = Rebase(DX, dx2);
   View<const T>  vx = CView(X.v), vdy = CView(DY.v);
   T             *db1p = c.dbias ? db1.data() : nullptr, *db2p = c.dbias ? db2.data() : nullptr;
-  if (winograd) {
-    EXPECT_TRUE(ConvWinogradApplies(g)) << c.Describe();
+  if (!c.transposed) { /* the GEMM kernels, or the Winograd ones */
+    if (winograd) EXPECT_TRUE(ConvWinogradApplies(g)) << c.Describe();
     ConvForwardRef<T>(g, vx, w.data(), bp, vy1);
-    ConvForwardWinograd<T>(g, vx, w.data(), bp, vy2);
+    (winograd ? ConvForwardWinograd<T> : ConvForwardGemm<T>)(g, vx, w.data(), bp, vy2);
     ConvBackwardDataRef<T>(g, vdy, w.data(), vdx1);
-    ConvBackwardDataWinograd<T>(g, vdy, w.data(), vdx2);
+    (winograd ? ConvBackwardDataWinograd<T> : ConvBackwardDataGemm<T>)(g, vdy, w.data(), vdx2);
     ConvBackwardWeightsRef<T>(g, vx, vdy, dw1.data(), db1p);
-    ConvBackwardWeightsWinograd<T>(g, vx, vdy, dw2.data(), db2p);
-  } else if (!c.transposed) {
-    ConvForwardRef<T>(g, vx, w.data(), bp, vy1);
-    ConvForwardGemm<T>(g, vx, w.data(), bp, vy2);
-    ConvBackwardDataRef<T>(g, vdy, w.data(), vdx1);
-    ConvBackwardDataGemm<T>(g, vdy, w.data(), vdx2);
-    ConvBackwardWeightsRef<T>(g, vx, vdy, dw1.data(), db1p);
-    ConvBackwardWeightsGemm<T>(g, vx, vdy, dw2.data(), db2p);
+    (winograd ? ConvBackwardWeightsWinograd<T> : ConvBackwardWeightsGemm<T>)(g, vx, vdy, dw2.data(), db2p);
   } else {
     ConvTForwardRef<T>(g, vx, w.data(), bp, vy1);
     ConvTForwardGemm<T>(g, vx, w.data(), bp, vy2);
@@ -198,6 +191,17 @@ PetscInt Pick(std::mt19937 &rng, PetscInt lo, PetscInt hi) /* uniform in [lo, hi
   return lo + (PetscInt)(rng() % (unsigned)(hi - lo + 1));
 }
 
+/* random storage (plain or channels-last, halos) and bias options of a case */
+void RandomOptions(Case &c, std::mt19937 &rng)
+{
+  c.clx   = rng() % 2;
+  c.cly   = rng() % 2;
+  c.halox = rng() % 2;
+  c.haloy = rng() % 3 == 0;
+  c.bias  = rng() % 4 != 0;
+  c.dbias = rng() % 4 != 0;
+}
+
 /* a random case: D spatial dimensions, sizes small enough for the reference loops */
 Case RandomCase(std::mt19937 &rng, bool transposed, PetscInt D)
 {
@@ -228,12 +232,7 @@ Case RandomCase(std::mt19937 &rng, bool transposed, PetscInt D)
       g.out[j] = o;
     }
   }
-  c.clx   = rng() % 2;
-  c.cly   = rng() % 2;
-  c.halox = rng() % 2;
-  c.haloy = rng() % 3 == 0;
-  c.bias  = rng() % 4 != 0;
-  c.dbias = rng() % 4 != 0;
+  RandomOptions(c, rng);
   return c;
 }
 
@@ -446,12 +445,7 @@ void RandomWinograd(unsigned seed, int count)
       g.out[j] = Pick(rng, 0, 12) == 0 ? 0 : Pick(rng, j == 0 || i % 4 < 2 ? 1 : 10, j == 0 ? 3 : (i % 4 < 2 ? 11 : 19)); /* F(4x4) in float64 from 12 x 12 */
       g.in[j]  = g.out[j] + g.k[j] - 1 + Pick(rng, 0, 1);
     }
-    c.clx   = rng() % 2;
-    c.cly   = rng() % 2;
-    c.halox = rng() % 2;
-    c.haloy = rng() % 3 == 0;
-    c.bias  = rng() % 4 != 0;
-    c.dbias = rng() % 4 != 0;
+    RandomOptions(c, rng);
     Compare<T>(c, rng, true);
   }
 }

@@ -23,7 +23,7 @@
   freed at thread exit.
 */
 #include <backend/blas/conv_gemm.hpp>
-#include <cblas.h>
+#include <backend/blas/blas_util.hpp>
 #include <algorithm>
 #include <vector>
 
@@ -31,19 +31,8 @@ namespace ddnn
 {
 namespace
 {
-/*
-  OpenBLAS for both precisions: on the thin tile products here (M = Co, K = Ci KK, N = a tile)
-  oneDNN's dnnl_sgemm (the dense layer's float32 choice) measured 3-10x slower than OpenBLAS's
-  SkylakeX sgemm in bench/bench_conv_kernels.
-*/
-inline void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, PetscInt M, PetscInt N, PetscInt K, const float *A, PetscInt lda, const float *B, PetscInt ldb, float beta, float *C, PetscInt ldc)
-{
-  cblas_sgemm(CblasRowMajor, ta, tb, (blasint)M, (blasint)N, (blasint)K, 1.0f, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
-}
-inline void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, PetscInt M, PetscInt N, PetscInt K, const double *A, PetscInt lda, const double *B, PetscInt ldb, double beta, double *C, PetscInt ldc)
-{
-  cblas_dgemm(CblasRowMajor, ta, tb, (blasint)M, (blasint)N, (blasint)K, 1.0, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
-}
+using blas::Gemm;
+using blas::Scratch;
 
 /* An R x C matrix: entry (r, c) is p[r ld + c] (row-major) or, when tr, p[c ld + r] */
 template <class T>
@@ -263,18 +252,6 @@ void Col2im(const Taps &tp, const View<T> &v, PetscInt n, PetscInt C, const std:
   });
 }
 
-/* thread-local scratch buffer number slot, at least n entries */
-template <class T>
-T *Scratch(int slot, size_t n)
-{
-  thread_local std::vector<T> buf[3];
-  if (buf[slot].size() < n) {
-    buf[slot].clear();
-    buf[slot].shrink_to_fit();
-    buf[slot].resize(n);
-  }
-  return buf[slot].data();
-}
 
 /*
   positions per tile: a tile buffer of `rows` rows takes about kTileBytes (measured with

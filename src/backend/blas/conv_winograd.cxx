@@ -23,7 +23,7 @@
   (OpenBLAS). The transforms run on contiguous row buffers, so that they vectorise.
 */
 #include <backend/blas/conv_winograd.hpp>
-#include <cblas.h>
+#include <backend/blas/blas_util.hpp>
 #include <algorithm>
 #include <vector>
 
@@ -31,27 +31,8 @@ namespace ddnn
 {
 namespace
 {
-inline void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, PetscInt M, PetscInt N, PetscInt K, const float *A, PetscInt lda, const float *B, PetscInt ldb, float beta, float *C, PetscInt ldc)
-{
-  cblas_sgemm(CblasRowMajor, ta, tb, (blasint)M, (blasint)N, (blasint)K, 1.0f, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
-}
-inline void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, PetscInt M, PetscInt N, PetscInt K, const double *A, PetscInt lda, const double *B, PetscInt ldb, double beta, double *C, PetscInt ldc)
-{
-  cblas_dgemm(CblasRowMajor, ta, tb, (blasint)M, (blasint)N, (blasint)K, 1.0, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
-}
-
-/* thread-local scratch buffer number slot, at least n entries (freed at thread exit) */
-template <class T>
-T *Scratch(int slot, size_t n)
-{
-  thread_local std::vector<T> buf[4];
-  if (buf[slot].size() < n) {
-    buf[slot].clear();
-    buf[slot].shrink_to_fit();
-    buf[slot].resize(n);
-  }
-  return buf[slot].data();
-}
+using blas::Gemm;
+using blas::Scratch;
 
 /*
   The 1-D transforms of F(m, 3), alpha = m + 2 points, and their adjoints (the transposed matrices):
