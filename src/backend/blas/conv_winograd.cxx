@@ -328,27 +328,32 @@ __attribute__((noinline)) void OutputTransform(const Tiling &tl, PetscInt n0, T 
 {
   const int      a = F<m>::a;
   const PetscInt tw = tl.tw, Wt = m * tw, Tc = R * tw;
-  T             *buf = Scratch<T>(3, (size_t)(m * Wt));
-  T             *o[4];
+  T             *buf = Scratch<T>(3, (size_t)(m * Wt + m * a * tw));
+  T             *o[4], *sr[4][6]; /* the output rows; A^T M of the tile row, (i, l) for every tile */
   for (int k = 0; k < m; k++) o[k] = buf + k * Wt;
+  for (int i2 = 0; i2 < m; i2++)
+    for (int l = 0; l < a; l++) sr[i2][l] = buf + m * Wt + (i2 * a + l) * tw;
   for (PetscInt r = 0; r < R; r++) {
     const PetscInt row = r0 + r, i = row / tl.th, ta = row % tl.th;
     T             *img = Image(y, i, n0);
     for (PetscInt c = 0; c < C; c++) {
-      const T *mm[36];
-      for (int t = 0; t < a * a; t++) mm[t] = Slot(M, t, C, c, Tc, r * tw);
-      for (PetscInt b = 0; b < tw; b++) {
-        T s[4][6], in[6], out[4]; /* A^T over the rows */
-        for (int l = 0; l < a; l++) {
-          for (int k = 0; k < a; k++) in[k] = mm[k * a + l][b];
+      for (int l = 0; l < a; l++) { /* A^T over the rows, every tile at once (contiguous in the tiles: vectorises) */
+        const T *mm[6];
+        for (int k = 0; k < a; k++) mm[k] = Slot(M, k * a + l, C, c, Tc, r * tw);
+        for (PetscInt b = 0; b < tw; b++) {
+          T in[6], out[4];
+          for (int k = 0; k < a; k++) in[k] = mm[k][b];
           F<m>::Out(in, out);
-          for (int i2 = 0; i2 < m; i2++) s[i2][l] = out[i2];
-        }
-        for (int i2 = 0; i2 < m; i2++) { /* A over the columns */
-          F<m>::Out(s[i2], out);
-          for (int j = 0; j < m; j++) o[i2][m * b + j] = out[j];
+          for (int i2 = 0; i2 < m; i2++) sr[i2][l][b] = out[i2];
         }
       }
+      for (int i2 = 0; i2 < m; i2++) /* A over the columns */
+        for (PetscInt b = 0; b < tw; b++) {
+          T in[6], out[4];
+          for (int l = 0; l < a; l++) in[l] = sr[i2][l][b];
+          F<m>::Out(in, out);
+          for (int j = 0; j < m; j++) o[i2][m * b + j] = out[j];
+        }
       const T bc = bias ? bias[c] : (T)0;
       for (int k = 0; k < m && m * ta + k < tl.H; k++) {
         T *dst = img + c * y.sc + (m * ta + k) * y.s1;
