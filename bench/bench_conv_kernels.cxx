@@ -1,6 +1,6 @@
 /*
   bench_conv_kernels: the GEMM convolution kernels (src/backend/blas/conv_gemm.cxx) and the
-  Winograd F(2x2, 3x3) ones (src/backend/blas/conv_winograd.cxx) against the reference loops
+  Winograd ones (F(4x4, 3x3) or F(2x2, 3x3); src/backend/blas/conv_winograd.cxx) against the reference loops
   (src/backend/reference/conv_ref.cxx) and PyTorch float64, at 1 thread, in one run.
 
     OPENBLAS_NUM_THREADS=1 ./bench_conv_kernels [-reps 7] [-ref_reps 3] [-ref 0|1] [-winograd 0|1] [-torch 0|1] [-shapes a,b]

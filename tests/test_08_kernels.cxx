@@ -504,4 +504,11 @@ TEST(ConvWinograd, Applies)
   h.k[0] = 3;
   h.in[0] = 3;
   EXPECT_FALSE(ConvWinogradApplies(h)); /* 3 x 3 x 3 */
+  /* the kernel's name says the tile size: F(4x4) in float64 from 12 x 12 outputs, F(2x2) otherwise */
+  EXPECT_STREQ(ConvWinogradName<double>(g), "Winograd F(2x2,3x3) + GEMM (OpenBLAS)");
+  h      = g;
+  h.out[1] = h.out[2] = 12;
+  h.in[1] = h.in[2] = 14;
+  EXPECT_STREQ(ConvWinogradName<double>(h), "Winograd F(4x4,3x3) + GEMM (OpenBLAS)");
+  EXPECT_STREQ(ConvWinogradName<float>(h), "Winograd F(2x2,3x3) + GEMM (OpenBLAS)");
 }

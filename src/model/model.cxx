@@ -75,7 +75,8 @@ ModelState M;
 /* version 2: the GEMM kinds' fits have three more terms, and concat, flatten and the losses their own fits;
    version 3: average pooling its own fit ("pool-avg"), the losses' backward timed as a network calls it (dy = NULL);
    version 4: max pooling timed after a convolution (its format) with the output halo of a 3 x 3 convolution consumer;
-   version 5: /cpu/blas's 3 x 3 convolutions of >= 16 channels run Winograd F(2x2, 3x3) (0.6-0.9 of the GEMM kernels' time) */
+   version 5: /cpu/blas's 3 x 3 convolutions of >= 16 channels run Winograd F(4x4, 3x3) or F(2x2, 3x3) (0.5-0.9 of the GEMM
+   kernels' time), and average pooling on a blocked input its own fit ("pool-avg-blocked") */
 const int         cacheVersion = 5;
 const char *const cacheMagic   = "ddnn-model-cache 5";
 

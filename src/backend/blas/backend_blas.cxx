@@ -40,7 +40,7 @@ struct GemmConvLoops {
   template <class T>
   static void TBackwardWeights(const ConvTGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db) { ConvTBackwardWeightsGemm<T>(g, x, dy, dw, db); }
 };
-/* 3 x 3 convolutions at unit stride and dilation, one group: Winograd F(2x2, 3x3) (the transposed convolution keeps GEMM) */
+/* 3 x 3 convolutions at unit stride and dilation, one group: Winograd F(4x4, 3x3) or F(2x2, 3x3) (the transposed convolution keeps GEMM) */
 struct WinogradConvLoops : GemmConvLoops {
   template <class T>
   static void Forward(const ConvGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y) { ConvForwardWinograd<T>(g, x, w, b, y); }
@@ -50,7 +50,7 @@ struct WinogradConvLoops : GemmConvLoops {
   static void BackwardWeights(const ConvGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db) { ConvBackwardWeightsWinograd<T>(g, x, dy, dw, db); }
 };
 /*
-  The convolution kernel of /cpu/blas: Winograd F(2x2, 3x3) where ConvWinogradPreferred() (3 x 3 taps,
+  The convolution kernel of /cpu/blas: Winograd (F(4x4, 3x3) or F(2x2, 3x3)) where ConvWinogradPreferred() (3 x 3 taps,
   unit stride and dilation, one group, at least 16 input and output channels), im2col + GEMM elsewhere;
   -dd_conv_winograd <bool> forces Winograd wherever ConvWinogradApplies() (true) or never (false).
 */
@@ -63,7 +63,7 @@ PetscErrorCode GemmConvCreate(const ConvKernelSpec &spec, std::unique_ptr<ConvKe
   PetscFunctionBegin;
   PetscCall(PetscOptionsGetBool(NULL, NULL, "-dd_conv_winograd", &force, &set));
   wino = !spec.transposed && (set ? (force && ConvWinogradApplies(spec.g)) : ConvWinogradPreferred(spec.g));
-  if (wino) PetscCall(LoopConvCreate<T, WinogradConvLoops>(spec, DDBackendLookup_Private("/cpu/blas"), "Winograd F(2x2,3x3) + GEMM (OpenBLAS)", k));
+  if (wino) PetscCall(LoopConvCreate<T, WinogradConvLoops>(spec, DDBackendLookup_Private("/cpu/blas"), ConvWinogradName<T>(spec.g), k));
   else PetscCall(LoopConvCreate<T, GemmConvLoops>(spec, DDBackendLookup_Private("/cpu/blas"), "im2col + GEMM (OpenBLAS)", k));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -252,7 +252,6 @@ void Col2im(const Taps &tp, const View<T> &v, PetscInt n, PetscInt C, const std:
   });
 }
 
-
 /*
   positions per tile: a tile buffer of `rows` rows takes about kTileBytes (measured with
   bench/bench_conv_kernels at 1 thread: 256 KiB and 512 KiB were best, 1 MiB and more slower,

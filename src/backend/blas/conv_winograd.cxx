@@ -158,11 +158,10 @@ const size_t kChunkBytes = 1024 * 1024; /* bench_conv_kernels, U-Net layers: 256
 
 /* The tiling of one call: output tiles of m x m */
 struct Tiling {
-  PetscInt m, NI, H, W, th, tw, rows, R; /* tile size, images, output extents, tiles per column and row, tile rows in all, tile rows per chunk */
-  Tiling(const ConvGeom &g, PetscInt tile, PetscInt width, size_t bytes)
+  PetscInt NI, H, W, th, tw, rows, R; /* images, output extents, tiles per column and row, tile rows in all, tile rows per chunk */
+  Tiling(const ConvGeom &g, PetscInt m, PetscInt width, size_t bytes)
   {
-    const PetscInt A = (tile + 2) * (tile + 2);
-    m                = tile;
+    const PetscInt A = (m + 2) * (m + 2);
     NI               = g.N * g.out[0];
     H                = g.out[1];
     W                = g.out[2];
@@ -247,79 +246,57 @@ inline T *Slot(T *X, PetscInt t, PetscInt C, PetscInt c, PetscInt Tc, PetscInt j
 }
 
 /*
-  V = B^T X B of the chunk's tiles: tile row r (image i, tile row a) of the chunk, channel c and
-  tile b go to V[(t C + c) Tc + r tw + b], Tc = R tw. x is the input window (rows < H + 2 and
-  columns < W + 2 read, zero beyond).
+  The chunk's tiles into the transformed domain: for tile row r (image i, tile row ta) of the chunk
+  and channel c, the L rows m ta .. m ta + L - 1 of v (zero from row `rows` and column `cols` on) go
+  through f (L -> alpha entries) over the rows, then over the columns of every tile b, into
+  X[(t C + c) Tc + r tw + b], Tc = R tw. Wt: the row buffers' length (L = alpha: m tw + 2).
 */
-template <int m, class T>
-__attribute__((noinline)) void InputTransform(const Tiling &tl, PetscInt n0, const View<const T> &x, PetscInt C, PetscInt r0, PetscInt R, T *V)
+template <int m, int L, class T, class Fn>
+__attribute__((noinline)) void ToDomain(const Tiling &tl, PetscInt n0, const View<const T> &v, PetscInt rows, PetscInt cols, PetscInt Wt, PetscInt C, PetscInt r0, PetscInt R, T *X, Fn f)
 {
-  const int      a = F<m>::a;
-  const PetscInt tw = tl.tw, Wt = m * tw + 2, Tc = R * tw, rowsin = tl.H + 2, colsin = tl.W + 2;
-  T             *buf = Scratch<T>(3, (size_t)(2 * a * Wt));
+  const int      a  = F<m>::a;
+  const PetscInt tw = tl.tw, Tc = R * tw;
+  T             *buf = Scratch<T>(3, (size_t)((L + a) * Wt));
   T             *d[6], *e[6];
-  for (int k = 0; k < a; k++) d[k] = buf + k * Wt, e[k] = buf + (a + k) * Wt;
+  for (int k = 0; k < L; k++) d[k] = buf + k * Wt;
+  for (int k = 0; k < a; k++) e[k] = buf + (L + k) * Wt;
   for (PetscInt r = 0; r < R; r++) {
     const PetscInt row = r0 + r, i = row / tl.th, ta = row % tl.th;
-    const T       *img = Image(x, i, n0);
+    const T       *img = Image(v, i, n0);
     for (PetscInt c = 0; c < C; c++) {
-      const T *base = img + c * x.sc;
-      for (int k = 0; k < a; k++) LoadRow(m * ta + k < rowsin ? base + (m * ta + k) * x.s1 : (const T *)nullptr, x.s2, colsin, Wt, d[k]);
-      for (PetscInt q = 0; q < Wt; q++) { /* B^T over the rows */
+      const T *base = img + c * v.sc;
+      for (int k = 0; k < L; k++) LoadRow(m * ta + k < rows ? base + (m * ta + k) * v.s1 : (const T *)nullptr, v.s2, cols, Wt, d[k]);
+      for (PetscInt q = 0; q < Wt; q++) { /* over the rows */
         T in[6], out[6];
-        for (int k = 0; k < a; k++) in[k] = d[k][q];
-        F<m>::In(in, out);
+        for (int k = 0; k < L; k++) in[k] = d[k][q];
+        f(in, out);
         for (int k = 0; k < a; k++) e[k][q] = out[k];
       }
-      for (int k = 0; k < a; k++) { /* B over the columns */
-        T *v[6];
-        for (int l = 0; l < a; l++) v[l] = Slot(V, k * a + l, C, c, Tc, r * tw);
+      for (int k = 0; k < a; k++) { /* over the columns */
+        T *x[6];
+        for (int l = 0; l < a; l++) x[l] = Slot(X, k * a + l, C, c, Tc, r * tw);
         for (PetscInt b = 0; b < tw; b++) {
           T out[6];
-          F<m>::In(e[k] + m * b, out);
-          for (int l = 0; l < a; l++) v[l][b] = out[l];
+          f(e[k] + m * b, out);
+          for (int l = 0; l < a; l++) x[l][b] = out[l];
         }
       }
     }
   }
 }
 
-/*
-  dM = A dY A^T of the chunk's tiles, laid out as V (C = Co): the output gradient's rows
-  m a .. m a + m - 1 (zero beyond H) and columns (zero beyond W)
-*/
+/* V = B^T X B of the chunk's tiles: x is the input window (rows < H + 2 and columns < W + 2 read, zero beyond) */
 template <int m, class T>
-__attribute__((noinline)) void OutputTransformAdjoint(const Tiling &tl, PetscInt n0, const View<const T> &dy, PetscInt C, PetscInt r0, PetscInt R, T *dM)
+void InputTransform(const Tiling &tl, PetscInt n0, const View<const T> &x, PetscInt C, PetscInt r0, PetscInt R, T *V)
 {
-  const int      a = F<m>::a;
-  const PetscInt tw = tl.tw, Wt = m * tw, Tc = R * tw;
-  T             *buf = Scratch<T>(3, (size_t)((m + a) * Wt));
-  T             *d[4], *e[6];
-  for (int k = 0; k < m; k++) d[k] = buf + k * Wt;
-  for (int k = 0; k < a; k++) e[k] = buf + (m + k) * Wt;
-  for (PetscInt r = 0; r < R; r++) {
-    const PetscInt row = r0 + r, i = row / tl.th, ta = row % tl.th;
-    const T       *img = Image(dy, i, n0);
-    for (PetscInt c = 0; c < C; c++) {
-      const T *base = img + c * dy.sc;
-      for (int k = 0; k < m; k++) LoadRow(m * ta + k < tl.H ? base + (m * ta + k) * dy.s1 : (const T *)nullptr, dy.s2, tl.W, Wt, d[k]);
-      for (PetscInt q = 0; q < Wt; q++) { /* A over the rows */
-        T in[4], out[6];
-        for (int k = 0; k < m; k++) in[k] = d[k][q];
-        F<m>::OutAdj(in, out);
-        for (int k = 0; k < a; k++) e[k][q] = out[k];
-      }
-      for (int k = 0; k < a; k++) { /* A^T over the columns */
-        T *v[6];
-        for (int l = 0; l < a; l++) v[l] = Slot(dM, k * a + l, C, c, Tc, r * tw);
-        for (PetscInt b = 0; b < tw; b++) {
-          T out[6];
-          F<m>::OutAdj(e[k] + m * b, out);
-          for (int l = 0; l < a; l++) v[l][b] = out[l];
-        }
-      }
-    }
-  }
+  ToDomain<m, F<m>::a>(tl, n0, x, tl.H + 2, tl.W + 2, m * tl.tw + 2, C, r0, R, V, [](const T *in, T *out) { F<m>::In(in, out); });
+}
+
+/* dM = A dY A^T of the chunk's tiles, laid out as V (C = Co): the output gradient (zero beyond H x W) */
+template <int m, class T>
+void OutputTransformAdjoint(const Tiling &tl, PetscInt n0, const View<const T> &dy, PetscInt C, PetscInt r0, PetscInt R, T *dM)
+{
+  ToDomain<m, m>(tl, n0, dy, tl.H, tl.W, m * tl.tw, C, r0, R, dM, [](const T *in, T *out) { F<m>::OutAdj(in, out); });
 }
 
 /* y = A^T M A (+ b) of the chunk's tiles, cropped to H x W (overwrites y) */
@@ -495,6 +472,13 @@ bool ConvWinogradPreferred(const ConvGeom &g)
   return ConvWinogradApplies(g) && std::min(g.Ci, g.Co) >= 16;
 }
 
+/* the kernel's name for -layer_view: the tile size TileSize() takes for g */
+template <class T>
+const char *ConvWinogradName(const ConvGeom &g)
+{
+  return TileSize<T>(g) == 4 ? "Winograd F(4x4,3x3) + GEMM (OpenBLAS)" : "Winograd F(2x2,3x3) + GEMM (OpenBLAS)";
+}
+
 /*@
   ConvForwardWinograd - y = conv(x, w) + b for 3 x 3 taps at unit stride and dilation, by
   Winograd's F(4x4, 3x3) (float64, outputs of at least 12 x 12) or F(2x2, 3x3): the fast equivalent of ConvForwardRef where ConvWinogradApplies().
@@ -570,6 +554,7 @@ void ConvBackwardWeightsWinograd(const ConvGeom &g, const View<const T> &x, cons
 }
 
 #define DD_CONV_WINOGRAD(T) \
+  template const char *ConvWinogradName<T>(const ConvGeom &); \
   template void ConvForwardWinograd<T>(const ConvGeom &, const View<const T> &, const T *, const T *, const View<T> &); \
   template void ConvBackwardDataWinograd<T>(const ConvGeom &, const View<const T> &, const T *, const View<T> &); \
   template void ConvBackwardWeightsWinograd<T>(const ConvGeom &, const View<const T> &, const View<const T> &, T *, T *);

@@ -15,6 +15,9 @@ namespace ddnn
 bool ConvWinogradApplies(const ConvGeom &g);
 /* whether they are also the faster choice than im2col + GEMM: where they apply, with at least 16 input and 16 output channels */
 bool ConvWinogradPreferred(const ConvGeom &g);
+/* the kernel's name (which of F(4x4, 3x3) and F(2x2, 3x3) the kernels below take for g) */
+template <class T>
+const char *ConvWinogradName(const ConvGeom &g);
 
 template <class T> /* y = conv(x, w) + b (b may be NULL): overwrites y, as ConvForwardRef */
 void ConvForwardWinograd(const ConvGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y);
