@@ -13,6 +13,7 @@
 #include "ddnn_capi.h"
 #include <string>
 #include <vector>
+#include <sys/ddcxx.hpp> /* every entry point is a function-try-block: no C++ exception reaches C or Fortran */
 #include <cstring>
 
 namespace ddcapi

@@ -34,12 +34,14 @@ static PetscErrorCode PutParams(PetscInt np, DDTensor *ps, DDTensor *gs, ddnn_in
   Level: developer
 @*/
 int ddnn_capi_version(int *version)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(Out(version, 1));
   *version = DDNN_CAPI_VERSION;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* hand-written: special semantics: DDInitialize() without argc/argv; Fortran initializes PETSc first */
 /*@C
@@ -57,6 +59,7 @@ int ddnn_capi_version(int *version)
   Level: developer
 @*/
 int ddnn_initialize(const char *file, ddnn_int flen, const char *help, ddnn_int hlen)
+DD_CXX_TRY
 {
   Str f, h;
 
@@ -66,6 +69,7 @@ int ddnn_initialize(const char *file, ddnn_int flen, const char *help, ddnn_int 
   PetscCall(DDInitialize(NULL, NULL, f.c(), h.c()));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* hand-written: no DD function: PetscInitialized(), for the Fortran DDInitialize() */
 /*@C
@@ -74,6 +78,7 @@ int ddnn_initialize(const char *file, ddnn_int flen, const char *help, ddnn_int 
   Level: developer
 @*/
 int ddnn_petsc_initialized(int *flg)
+DD_CXX_TRY
 {
   PetscBool b;
 
@@ -83,6 +88,7 @@ int ddnn_petsc_initialized(int *flg)
   *flg = b ? 1 : 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* hand-written: no DD function: PETSc 3.18 Fortran cannot name PetscReturnErrorHandler */
 /*@C
@@ -95,9 +101,11 @@ int ddnn_petsc_initialized(int *flg)
   Level: developer
 @*/
 int ddnn_push_error_handler_return(void)
+DD_CXX_TRY
 {
   return PetscPushErrorHandler(PetscReturnErrorHandler, NULL);
 }
+DD_CXX_CATCH
 
 /* hand-written: no DD function: the pair of ddnn_push_error_handler_return() */
 /*@C
@@ -106,9 +114,11 @@ int ddnn_push_error_handler_return(void)
   Level: developer
 @*/
 int ddnn_pop_error_handler(void)
+DD_CXX_TRY
 {
   return PetscPopErrorHandler();
 }
+DD_CXX_CATCH
 
 /* hand-written: no DD function: a string returned from PetscErrorMessage(), truncated to the buffer */
 /*@C
@@ -124,6 +134,7 @@ int ddnn_pop_error_handler(void)
   Level: developer
 @*/
 int ddnn_error_message(int code, char *buf, ddnn_int buflen)
+DD_CXX_TRY
 {
   const char *text = NULL;
   char       *spec = NULL;
@@ -136,6 +147,7 @@ int ddnn_error_message(int code, char *buf, ddnn_int buflen)
   PetscCall(PutStr(tmp, buf, buflen, 2));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* hand-written: special semantics: nranks < 0 is PETSC_DECIDE with no ranks array */
 /*@C
@@ -144,6 +156,7 @@ int ddnn_error_message(int code, char *buf, ddnn_int buflen)
   Level: developer
 @*/
 int ddnn_partition_create_cartesian(ddnn_fint fcomm, ddnn_int order, const ddnn_int shape[], ddnn_int nranks, const int ranks[], ddnn_handle *part)
+DD_CXX_TRY
 {
   MPI_Comm                 comm;
   std::vector<PetscInt>    s;
@@ -162,6 +175,7 @@ int ddnn_partition_create_cartesian(ddnn_fint fcomm, ddnn_int order, const ddnn_
   *part = (ddnn_handle)p;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* hand-written: the array length is the partition extent along the dim argument */
 /*@C
@@ -170,6 +184,7 @@ int ddnn_partition_create_cartesian(ddnn_fint fcomm, ddnn_int order, const ddnn_
   Level: developer
 @*/
 int ddnn_tensor_set_ownership_ranges(ddnn_handle th, ddnn_int dim, ddnn_int n, const ddnn_int lx[])
+DD_CXX_TRY
 {
   DDTensor              t;
   DDPartition           p;
@@ -190,6 +205,7 @@ int ddnn_tensor_set_ownership_ranges(ddnn_handle th, ddnn_int dim, ddnn_int n, c
   PetscCall(DDTensorSetOwnershipRanges(t, d, l.data()));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* hand-written: the count depends on the dim argument (and on replication) */
 /*@C
@@ -198,6 +214,7 @@ int ddnn_tensor_set_ownership_ranges(ddnn_handle th, ddnn_int dim, ddnn_int n, c
   Level: developer
 @*/
 int ddnn_tensor_get_ownership_ranges(ddnn_handle th, ddnn_int dim, ddnn_int cap, ddnn_int ranges[], ddnn_int *n)
+DD_CXX_TRY
 {
   DDTensor        t;
   DDPartition     p;
@@ -229,6 +246,7 @@ int ddnn_tensor_get_ownership_ranges(ddnn_handle th, ddnn_int dim, ddnn_int cap,
   *n = np;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* hand-written: arrays of objects returned (DDLayerGetParameters() and DDLayerGetGradients() in one) */
 /*@C
@@ -246,6 +264,7 @@ int ddnn_tensor_get_ownership_ranges(ddnn_handle th, ddnn_int dim, ddnn_int cap,
   Level: developer
 @*/
 int ddnn_layer_get_parameters(ddnn_handle lh, ddnn_int cap, ddnn_handle params[], ddnn_handle grads[], ddnn_int *n)
+DD_CXX_TRY
 {
   DDLayer   l;
   PetscInt  np, ng;
@@ -258,6 +277,7 @@ int ddnn_layer_get_parameters(ddnn_handle lh, ddnn_int cap, ddnn_handle params[]
   PetscCall(PutParams(np, ps, gs, cap, params, grads, n));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* hand-written: arrays of objects returned */
 /*@C
@@ -266,6 +286,7 @@ int ddnn_layer_get_parameters(ddnn_handle lh, ddnn_int cap, ddnn_handle params[]
   Level: developer
 @*/
 int ddnn_net_get_parameters(ddnn_handle nh, ddnn_int cap, ddnn_handle params[], ddnn_handle grads[], ddnn_int *n)
+DD_CXX_TRY
 {
   DDNet     net;
   PetscInt  np;
@@ -277,6 +298,7 @@ int ddnn_net_get_parameters(ddnn_handle nh, ddnn_int cap, ddnn_handle params[], 
   PetscCall(PutParams(np, ps, gs, cap, params, grads, n));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* hand-written: no C function: a convenience of the ABI (two C calls) */
 /*@C
@@ -288,6 +310,7 @@ int ddnn_net_get_parameters(ddnn_handle nh, ddnn_int cap, ddnn_handle params[], 
   Level: developer
 @*/
 int ddnn_optimizer_set_up_from_net(ddnn_handle oh, ddnn_handle nh)
+DD_CXX_TRY
 {
   DDOptimizer opt;
   DDNet       net;
@@ -301,6 +324,7 @@ int ddnn_optimizer_set_up_from_net(ddnn_handle oh, ddnn_handle nh)
   PetscCall(DDOptimizerSetUp(opt, np, ps, gs));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* hand-written: no C function: a convenience of the ABI (three C calls) */
 /*@C
@@ -312,6 +336,7 @@ int ddnn_optimizer_set_up_from_net(ddnn_handle oh, ddnn_handle nh)
   Level: developer
 @*/
 int ddnn_optimizer_set_up_from_layer(ddnn_handle oh, ddnn_handle lh)
+DD_CXX_TRY
 {
   DDOptimizer opt;
   DDLayer     l;
@@ -326,3 +351,4 @@ int ddnn_optimizer_set_up_from_layer(ddnn_handle oh, ddnn_handle lh)
   PetscCall(DDOptimizerSetUp(opt, np, ps, gs));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

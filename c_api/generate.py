@@ -436,7 +436,7 @@ class Function:
         body += '  PetscCall(%s(%s));\n' % (name, ', '.join(call))
         body += ''.join('  %s\n' % s for s in after)
         body += '  PetscFunctionReturn(PETSC_SUCCESS);\n'
-        return self.man() + '%s\n{\n%s}\n' % (self.prototype(), body)
+        return self.man() + '%s\nDD_CXX_TRY\n{\n%s}\nDD_CXX_CATCH\n' % (self.prototype(), body)
 
     def first_of(self, a):
         return [b for b in self.args if b.kind == a.kind and b.count == a.count][0]

@@ -1,8 +1,10 @@
 /*
   Issue 13's leftovers: out of memory is an error that says so, whoever handles the errors.
-  - A C++ allocation (std::bad_alloc) that fails under a C entry point other than layer set-up
-    (network set-up, forward, backward; DD_CXX_TRY/DD_CXX_CATCH, src/sys/ddcxx.hpp) is
-    PETSC_ERR_MEM naming the entry point, on every rank, not a std::terminate.
+  - A C++ allocation (std::bad_alloc) that fails under any C entry point (DD_CXX_TRY/DD_CXX_CATCH,
+    src/sys/ddcxx.hpp: a network's set-up, forward and backward; the primitives, layers, optimizers
+    and tensors called directly; the binding ABI) is PETSC_ERR_MEM naming the entry point that
+    caught it and what the library was doing (the network, the layer), on every rank, not a
+    std::terminate.
   - A PETSc allocation that fails while the caller's error handler is PetscReturnErrorHandler()
     (pushed by the program, or by ddnn's own trial set-ups) returns PETSC_ERR_MEM and a message
     with the size and the caller, not PETSc 3.18's raw errno code.
@@ -12,6 +14,8 @@
 */
 #include "layertest.hpp"
 #include <ddnn/private/ddlayerimpl.h>
+#include "../c_api/ddnn_capi.h"
+#include <set>
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -118,12 +122,12 @@ TEST(OutOfMemory, BadAllocInForwardAndBackwardIsAnErrorNamingTheCall)
   std::string msg;
   throwin = 1;
   EXPECT_EQ(Catch([&] { return DDNetForward(net, 1, &x); }, &msg), PETSC_ERR_MEM) << msg;
-  EXPECT_NE(msg.find("Out of memory: a C++ allocation failed in DDNetForward() (std::bad_alloc)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Out of memory: a C++ allocation failed in DDLayerForwardMulti() (std::bad_alloc) while running the forward of layer \"p\" (t11_pass) in DDNetForward()"), std::string::npos) << msg;
   throwin = 0;
   DDT(DDNetForward(net, 1, &x)); /* usable again */
   throwin = 2;
   EXPECT_EQ(Catch([&] { return DDNetBackward(net, NULL); }, &msg), PETSC_ERR_MEM) << msg;
-  EXPECT_NE(msg.find("Out of memory: a C++ allocation failed in DDNetBackward() (std::bad_alloc)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Out of memory: a C++ allocation failed in DDLayerBackwardMulti() (std::bad_alloc) while running the backward of layer \"p\" (t11_pass) in DDNetBackward()"), std::string::npos) << msg;
   throwin = 0;
   DDT(DDNetForward(net, 1, &x));
   DDT(DDNetBackward(net, NULL));
@@ -145,7 +149,7 @@ TEST(OutOfMemory, EveryCxxAllocationOfNetSetUpCanFail)
   DDTensor x = MakeInput({{2, 2, 4 * Size(), 4}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 1);
   DDTensor t = MakeInput({{2, 4, 4 * Size(), 4}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 2);
   DDTensor in[2] = {x, t};
-  long     k = getenv("DDNN_TEST11_START") ? atol(getenv("DDNN_TEST11_START")) : 1, errors = 0;
+  long     k = getenv("DDNN_TEST11_START") ? atol(getenv("DDNN_TEST11_START")) : 1, errors = 0, inlayer = 0;
   for (; k < 100000; k++) {
     DDNet net;
     DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
@@ -168,14 +172,117 @@ TEST(OutOfMemory, EveryCxxAllocationOfNetSetUpCanFail)
     }
     errors++;
     EXPECT_EQ(ierr, PETSC_ERR_MEM) << "allocation " << k << ": " << msg;
-    EXPECT_TRUE(msg.find("Out of memory: a C++ allocation") != std::string::npos && (msg.find("DDNetSetUp()") != std::string::npos || msg.find("while setting up layer") != std::string::npos)) << "allocation " << k << ": " << msg;
+    /* the entry point that caught it, and what the library was doing: the network's set-up (the catcher,
+       or beneath it, with the layer being set up when there was one) */
+    EXPECT_NE(msg.find("Out of memory: a C++ allocation failed in "), std::string::npos) << "allocation " << k << ": " << msg;
+    EXPECT_TRUE(msg.find("failed in DDNetSetUp() (") != std::string::npos || msg.find(" in DDNetSetUp() of the network \"t11su_\"") != std::string::npos) << "allocation " << k << ": " << msg;
+    if (msg.find("while setting up layer") != std::string::npos) inlayer++;
     EXPECT_TRUE(OnEveryRank(ierr == PETSC_ERR_MEM)) << "allocation " << k;
     DDT(DDNetDestroy(&net));
   }
   EXPECT_GT(errors, 20) << "the set-up's C++ allocations were not reached";
+  EXPECT_GT(inlayer, 10) << "no failure named the layer being set up";
   if (getenv("DDNN_TEST11_VIEW")) PetscPrintf(PETSC_COMM_WORLD, "net set-up: %ld C++ allocations failed in turn, each an error\n", errors);
   DDT(DDTensorDestroy(&x));
   DDT(DDTensorDestroy(&t));
+}
+
+/* the objects of a program that calls ddnn directly, without a DDNet: destroyed after each try */
+struct DirectObjects {
+  DDPrimitive H = NULL;
+  DDLayer     l = NULL;
+  DDOptimizer o = NULL;
+  DDTensor    y = NULL, dy = NULL, dx = NULL, z = NULL;
+  ddnn_handle part = 0;
+  void        Destroy()
+  {
+    DDT(DDPrimitiveDestroy(&H));
+    DDT(DDLayerDestroy(&l));
+    DDT(DDOptimizerDestroy(&o));
+    for (DDTensor *t : {&y, &dy, &dx, &z}) DDT(DDTensorDestroy(t));
+    if (part) EXPECT_EQ(ddnn_partition_destroy(&part), 0);
+  }
+};
+
+/* a halo exchange and its adjoint, a convolution layer's set-up, forward and backward, Adam, tensor
+   operations and an entry point of the binding ABI (which converts its arrays into std::vectors),
+   all called directly: every C entry point is a function-try-block (DD_CXX_TRY) */
+static PetscErrorCode DirectCalls(DDTensor x, DirectObjects &d)
+{
+  const PetscInt k[2] = {3, 3}, pad[2] = {1, 1};
+  PetscInt       n;
+  DDTensor      *ps, *gs;
+  PetscReal      nrm;
+  const ddnn_int pshape[2] = {1, 1};
+
+  PetscFunctionBegin;
+  PetscCall(DDPrimitiveCreate(PETSC_COMM_WORLD, &d.H));
+  PetscCall(DDPrimitiveSetType(d.H, DDPRIMITIVEHALO));
+  PetscCall(DDPrimitiveHaloSetKernel(d.H, 2, 3, 1, 1, 1, PETSC_DECIDE));
+  PetscCall(DDTensorDuplicate(x, &d.z));
+  PetscCall(DDPrimitiveSetUp(d.H, d.z, NULL));
+  PetscCall(DDPrimitiveApply(d.H, d.z, NULL));
+  PetscCall(DDPrimitiveApplyAdjoint(d.H, d.z, NULL));
+  PetscCall(DDLayerCreate(PETSC_COMM_WORLD, &d.l));
+  PetscCall(DDLayerSetType(d.l, DDLAYERCONV));
+  PetscCall(DDLayerConvSetOutputChannels(d.l, 2));
+  PetscCall(DDLayerConvSetKernel(d.l, 2, k));
+  PetscCall(DDLayerConvSetPadding(d.l, 2, pad));
+  PetscCall(DDLayerSetUp(d.l, x));
+  PetscCall(DDLayerCreateOutput(d.l, &d.y));
+  PetscCall(DDLayerForward(d.l, x, d.y));
+  PetscCall(DDTensorDuplicate(d.y, &d.dy));
+  PetscCall(DDTensorSet(d.dy, 1.0));
+  PetscCall(DDTensorDuplicate(x, &d.dx));
+  PetscCall(DDLayerBackward(d.l, d.dy, d.dx));
+  PetscCall(DDTensorNorm(d.dx, NORM_2, &nrm));
+  PetscCall(DDLayerGetParameters(d.l, &n, &ps));
+  PetscCall(DDLayerGetGradients(d.l, NULL, &gs));
+  PetscCall(DDOptimizerCreate(PETSC_COMM_WORLD, &d.o));
+  PetscCall(DDOptimizerSetType(d.o, DDOPTIMIZERADAM));
+  PetscCall(DDOptimizerSetUp(d.o, n, ps, gs));
+  PetscCall(DDOptimizerStep(d.o));
+  PetscCall(ddnn_partition_create_cartesian(MPI_Comm_c2f(PETSC_COMM_SELF), 2, pshape, -1, NULL, &d.part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* every C++ allocation of those direct calls in turn fails (the same one on every rank): each time
+   PETSC_ERR_MEM naming the entry point that was running (or the layer being set up), on every rank,
+   never a std::terminate; the objects left half set up are destroyed cleanly; then the calls
+   succeed when none fails */
+TEST(OutOfMemory, EveryCxxAllocationOfDirectCallsCanFail)
+{
+  if (Size() > 2) GTEST_SKIP() << "ranks that allocate differently";
+  DDTensor x = MakeInput({{2, 2, 4 * Size(), 5}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 3);
+  long     errors = 0, k = getenv("DDNN_TEST11_START") ? atol(getenv("DDNN_TEST11_START")) : 1;
+  std::set<std::string> where;
+  for (; k < 100000; k++) {
+    DirectObjects  d;
+    std::string    msg;
+    bool           fired;
+    if (getenv("DDNN_TEST11_TRACE")) fprintf(stderr, "[%d] allocation %ld\n", Rank(), k);
+    PetscErrorCode ierr = WithFailingAllocation(k, [&] { return DirectCalls(x, d); }, &msg, &fired);
+    d.Destroy();
+    if (!OnEveryRank(fired)) { /* the ranks allocate differently from here on */
+      EXPECT_TRUE(OnEveryRank(!fired) || k > 1) << "allocation " << k;
+      break;
+    }
+    if (!fired) {
+      EXPECT_EQ(ierr, 0) << msg;
+      break;
+    }
+    errors++;
+    EXPECT_EQ(ierr, PETSC_ERR_MEM) << "allocation " << k << ": " << msg;
+    size_t at = msg.find("Out of memory: a C++ allocation failed in ");
+    EXPECT_TRUE(at != std::string::npos || msg.find("while setting up layer") != std::string::npos) << "allocation " << k << ": " << msg;
+    if (at != std::string::npos) where.insert(msg.substr(at + 42, msg.find("()", at) - at - 42));
+    EXPECT_TRUE(OnEveryRank(ierr == PETSC_ERR_MEM)) << "allocation " << k;
+  }
+  EXPECT_GT(errors, 20) << "the C++ allocations of the direct calls were not reached";
+  /* the failures were met in the primitives, the layer, the optimizer and the binding ABI */
+  for (const char *fn : {"DDPrimitiveSetUp", "DDLayerSetUpMulti", "DDLayerForwardMulti", "DDLayerBackwardMulti", "DDOptimizerSetUp", "DDOptimizerStep", "ddnn_partition_create_cartesian"}) EXPECT_TRUE(where.count(fn)) << fn << " never failed; failed in: " << ::testing::PrintToString(where);
+  if (getenv("DDNN_TEST11_VIEW")) PetscPrintf(PETSC_COMM_WORLD, "direct calls: %ld C++ allocations failed in turn, each an error, in %s\n", errors, ::testing::PrintToString(where).c_str());
+  DDT(DDTensorDestroy(&x));
 }
 
 /* ---------------------------------------------------------------------- */

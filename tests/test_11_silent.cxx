@@ -306,7 +306,7 @@ TEST(Messages, BadAllocInLayerSetUpIsAnOutOfMemoryErrorNamingTheLayer)
   DDT(DDNetSetOptionsPrefix(net, "t11ba_"));
   DDT(DDNetSetFromOptions(net));
   DDTensor x = MakeInput({{2, 3}, {}, {}, {}}, DD_FLOAT64, 1);
-  DD_EXPECT_ERROR(DDNetSetUp(net, 1, &x), PETSC_ERR_MEM, "Out of memory: a C++ allocation (std::bad_alloc) failed while setting up layer \"t11ba_big\" (t11_throws) on an input of global shape 2x3");
+  DD_EXPECT_ERROR(DDNetSetUp(net, 1, &x), PETSC_ERR_MEM, "Out of memory: a C++ allocation failed in DDLayerSetUpMulti() (std::bad_alloc) while setting up layer \"t11ba_big\" (t11_throws) on an input of global shape 2x3");
   DDT(DDNetDestroy(&net));
   DDT(DDTensorDestroy(&x));
 }

@@ -80,11 +80,13 @@ static bool EntryServes(const DatasetCacheEntry &e, PetscInt field, DDTensor t)
 }
 
 PetscErrorCode DDDatasetInitializePackage(void)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscClassIdRegister("DD Dataset", &DD_DATASET_CLASSID));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDDatasetCreate - Creates a reader of samples in a (parallel) HDF5 file
@@ -96,6 +98,7 @@ PetscErrorCode DDDatasetInitializePackage(void)
 .seealso: `DDDatasetSetFile()`, `DDDatasetSetFields()`, `DDDatasetReadBatch()`
 @*/
 PetscErrorCode DDDatasetCreate(MPI_Comm comm, DDDataset *ds)
+DD_CXX_TRY
 {
   DDDataset d;
 
@@ -108,6 +111,7 @@ PetscErrorCode DDDatasetCreate(MPI_Comm comm, DDDataset *ds)
   *ds            = d;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDDatasetSetFile - The HDF5 file holding the samples
@@ -169,6 +173,7 @@ DD_CXX_CATCH
 .seealso: `DDDatasetGetNumSamples()`
 @*/
 PetscErrorCode DDDatasetSetRange(DDDataset ds, PetscInt first, PetscInt count)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(ds, DD_DATASET_CLASSID, 1);
@@ -178,6 +183,7 @@ PetscErrorCode DDDatasetSetRange(DDDataset ds, PetscInt first, PetscInt count)
   ds->impl->cache->Clear();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDDatasetSetOptionsPrefix - Prefix of the dataset's options
@@ -189,11 +195,13 @@ PetscErrorCode DDDatasetSetRange(DDDataset ds, PetscInt first, PetscInt count)
 .seealso: `DDDatasetSetFromOptions()`
 @*/
 PetscErrorCode DDDatasetSetOptionsPrefix(DDDataset ds, const char prefix[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscObjectSetOptionsPrefix((PetscObject)ds, prefix));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDDatasetSetFromOptions - Configures the dataset from the options database
@@ -297,6 +305,7 @@ DD_CXX_CATCH
 .seealso: `DDDatasetSetRange()`
 @*/
 PetscErrorCode DDDatasetGetNumSamples(DDDataset ds, PetscInt *n)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(ds, DD_DATASET_CLASSID, 1);
@@ -304,6 +313,7 @@ PetscErrorCode DDDatasetGetNumSamples(DDDataset ds, PetscInt *n)
   *n = ds->impl->S;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDDatasetGetSampleShape - Shape of one sample of a field (the dataset's shape without its leading S)
@@ -315,6 +325,7 @@ PetscErrorCode DDDatasetGetNumSamples(DDDataset ds, PetscInt *n)
 .seealso: `DDDatasetReadBatch()`
 @*/
 PetscErrorCode DDDatasetGetSampleShape(DDDataset ds, PetscInt field, PetscInt *order, const PetscInt *shape[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(ds, DD_DATASET_CLASSID, 1);
@@ -324,6 +335,7 @@ PetscErrorCode DDDatasetGetSampleShape(DDDataset ds, PetscInt field, PetscInt *o
   *shape = ds->impl->shapes[field].data() + 1;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDDatasetShuffle - Shuffles the sample order; the same seed gives the same order on any partition
@@ -366,12 +378,14 @@ DD_CXX_CATCH
 .seealso: `DDDatasetShuffle()`
 @*/
 PetscErrorCode DDDatasetGetOrder(DDDataset ds, const PetscInt *order[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(ds, DD_DATASET_CLASSID, 1);
   *order = ds->impl->order.data();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDDatasetSetCacheLimit - Memory per rank for the samples kept in memory
@@ -410,6 +424,7 @@ PetscErrorCode DDDatasetGetOrder(DDDataset ds, const PetscInt *order[])
 .seealso: `DDDatasetReadBatch()`, `DDDatasetGetCacheSize()`, `DDDatasetSetFromOptions()`
 @*/
 PetscErrorCode DDDatasetSetCacheLimit(DDDataset ds, PetscInt64 bytes)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(ds, DD_DATASET_CLASSID, 1);
@@ -418,6 +433,7 @@ PetscErrorCode DDDatasetSetCacheLimit(DDDataset ds, PetscInt64 bytes)
   ds->impl->cache->limit = bytes;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDDatasetGetCacheSize - Bytes of samples this rank keeps in memory
@@ -435,6 +451,7 @@ PetscErrorCode DDDatasetSetCacheLimit(DDDataset ds, PetscInt64 bytes)
 .seealso: `DDDatasetSetCacheLimit()`
 @*/
 PetscErrorCode DDDatasetGetCacheSize(DDDataset ds, PetscInt64 *bytes)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(ds, DD_DATASET_CLASSID, 1);
@@ -442,6 +459,7 @@ PetscErrorCode DDDatasetGetCacheSize(DDDataset ds, PetscInt64 *bytes)
   *bytes = ds->impl->cache->bytes;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* opens a field, failing on every rank when it is not floating point */
 static PetscErrorCode OpenFloatField(DDDataset ds, PetscInt field, hid_t *dset)
@@ -747,6 +765,7 @@ DD_CXX_CATCH
 .seealso: `DDDatasetCreate()`
 @*/
 PetscErrorCode DDDatasetDestroy(DDDataset *ds)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   if (!*ds) PetscFunctionReturn(PETSC_SUCCESS);
@@ -761,3 +780,4 @@ PetscErrorCode DDDatasetDestroy(DDDataset *ds)
   PetscCall(PetscHeaderDestroy(ds));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

@@ -309,6 +309,7 @@ PetscErrorCode Describe(const DDModelLayerSpec *s, Layer &L)
 .seealso: `DDModelPredictLayer()`, `DDModelPredictLayerMax()`
 @*/
 PetscErrorCode DDModelLayerSpecInitialize(DDModelLayerSpec *spec, DDLayerType type, DDDataType dt, PetscInt order, const PetscInt shape[], const PetscInt parts[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidPointer(spec, 1);
@@ -328,6 +329,7 @@ PetscErrorCode DDModelLayerSpecInitialize(DDModelLayerSpec *spec, DDLayerType ty
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDModelPredictLayer - The performance model's predictions for one worker of a layer that is not set up: work, messages and bytes, collectives, memory and times

@@ -537,6 +537,7 @@ DD_CXX_CATCH
 .seealso: `DDModelGetCommParameters()`, `DDModelCalibrate()`
 @*/
 PetscErrorCode DDModelSetCommParameters(PetscReal alpha, PetscReal beta)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCheck(alpha >= 0 && beta >= 0 && !PetscIsInfOrNanReal(alpha) && !PetscIsInfOrNanReal(beta), PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "alpha %g and beta %g must be finite and >= 0", (double)alpha, (double)beta);
@@ -546,6 +547,7 @@ PetscErrorCode DDModelSetCommParameters(PetscReal alpha, PetscReal beta)
   M.beta   = beta;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDModelGetCommParameters - The latency and inverse bandwidth of the model's messages (alpha + beta n)
@@ -562,6 +564,7 @@ PetscErrorCode DDModelSetCommParameters(PetscReal alpha, PetscReal beta)
 .seealso: `DDModelCalibrate()`, `DDModelSetCommParameters()`
 @*/
 PetscErrorCode DDModelGetCommParameters(PetscReal *alpha, PetscReal *beta, PetscBool *calibrated)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(ModelEnsureLoaded());
@@ -570,6 +573,7 @@ PetscErrorCode DDModelGetCommParameters(PetscReal *alpha, PetscReal *beta, Petsc
   if (calibrated) *calibrated = M.commok ? PETSC_TRUE : PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDModelGetKernelFit - The calibrated time of a layer kind's kernels, t = c0 + c1 work
@@ -624,11 +628,13 @@ DD_CXX_CATCH
 .seealso: `DDModelLoad()`
 @*/
 PetscErrorCode DDModelReset(void)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   M = ModelState();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* ---------------------------------------------------------------------------------------------
    The work of a layer: GEMM flops (conv kinds, affine) or bytes read and written (the others)
@@ -667,6 +673,7 @@ static PetscInt64 Storage(DDTensor t)
 .seealso: `DDLayerGetModelTime()`, `DDModelCalibrate()`
 @*/
 PetscErrorCode DDLayerGetModelWork(DDLayer layer, PetscBool backward, PetscReal *flops, PetscReal *bytes)
+DD_CXX_TRY
 {
   DDLayerType type;
   PetscReal   f = 0, b = 0;
@@ -696,6 +703,7 @@ PetscErrorCode DDLayerGetModelWork(DDLayer layer, PetscBool backward, PetscReal 
   if (bytes) *bytes = b;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* the lanes of this core's widest vector registers for entries of es bytes */
 static double VectorLanes(size_t es)
@@ -798,6 +806,7 @@ static PetscInt64 PairRuns(DDTensor x, DDTensor y)
 .seealso: `DDLayerGetModelWork()`, `DDLayerGetModelTime()`
 @*/
 PetscErrorCode DDLayerGetModelRuns(DDLayer layer, PetscInt64 *runs)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
@@ -806,6 +815,7 @@ PetscErrorCode DDLayerGetModelRuns(DDLayer layer, PetscInt64 *runs)
   *runs = layer->nin > 0 ? PairRuns(layer->setupin[0], layer->output) : 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* the primitives set up inside the layer's set-up */
 static std::vector<DDPrimitive> LayerPrimitives(DDLayer layer)
@@ -905,6 +915,7 @@ static PetscErrorCode LayerModelComm(DDLayer layer, PetscBool backward, PetscBoo
 .seealso: `DDLayerGetModelComm()`, `DDPrimitiveGetCommCounters()`
 @*/
 PetscErrorCode DDLayerGetCommCounters(DDLayer layer, PetscBool backward, PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
+DD_CXX_TRY
 {
   PetscInt64 t[4] = {0, 0, 0, 0};
 
@@ -916,6 +927,7 @@ PetscErrorCode DDLayerGetCommCounters(DDLayer layer, PetscBool backward, PetscIn
   ddnn::CommVolumeOut(t, sendmsgs, sendbytes, recvmsgs, recvbytes);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* a collective primitive of the layer: its kind (1 broadcast/reduce, 2 all-reduce), bytes and group size */
 static PetscErrorCode CollectiveOf(DDPrimitive p, int *kind, PetscInt64 *bytes, PetscMPIInt *group)

@@ -111,6 +111,7 @@ const char *const DDNetDistributions[] = {"given", "auto", "DDNetDistribution", 
 .seealso: `DDNetSetUp()`, `DDNetSetMemoryLimit()`, `DDNetViewDistribution()`, `DDNetGetModelTime()`, `DDLAYERREPARTITION`
 @*/
 PetscErrorCode DDNetSetDistribution(DDNet net, DDNetDistribution dist)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
@@ -119,6 +120,7 @@ PetscErrorCode DDNetSetDistribution(DDNet net, DDNetDistribution dist)
   net->impl->distribution = dist;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetGetDistribution - How the layers of a network are distributed (`DDNetSetDistribution()`)
@@ -136,6 +138,7 @@ PetscErrorCode DDNetSetDistribution(DDNet net, DDNetDistribution dist)
 .seealso: `DDNetSetDistribution()`
 @*/
 PetscErrorCode DDNetGetDistribution(DDNet net, DDNetDistribution *dist)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
@@ -143,6 +146,7 @@ PetscErrorCode DDNetGetDistribution(DDNet net, DDNetDistribution *dist)
   *dist = net->impl->distribution;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetSetMemoryLimit - The memory per rank the automatic distribution may plan for
@@ -167,6 +171,7 @@ PetscErrorCode DDNetGetDistribution(DDNet net, DDNetDistribution *dist)
 .seealso: `DDNetSetDistribution()`, `DDLayerGetModelMemory()`
 @*/
 PetscErrorCode DDNetSetMemoryLimit(DDNet net, PetscInt64 bytes)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
@@ -175,6 +180,7 @@ PetscErrorCode DDNetSetMemoryLimit(DDNet net, PetscInt64 bytes)
   net->impl->memlimit = bytes;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetGetMemoryLimit - The memory cap per rank of the automatic distribution (`DDNetSetMemoryLimit()`)
@@ -192,6 +198,7 @@ PetscErrorCode DDNetSetMemoryLimit(DDNet net, PetscInt64 bytes)
 .seealso: `DDNetSetMemoryLimit()`
 @*/
 PetscErrorCode DDNetGetMemoryLimit(DDNet net, PetscInt64 *bytes)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
@@ -199,6 +206,7 @@ PetscErrorCode DDNetGetMemoryLimit(DDNet net, PetscInt64 *bytes)
   *bytes = net->impl->memlimit;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetGetDistributionPlan - What the automatic distribution chose at the last `DDNetSetUp()`
@@ -219,6 +227,7 @@ PetscErrorCode DDNetGetMemoryLimit(DDNet net, PetscInt64 *bytes)
 .seealso: `DDNetSetDistribution()`, `DDNetViewDistribution()`
 @*/
 PetscErrorCode DDNetGetDistributionPlan(DDNet net, PetscInt *inserted, PetscReal *predicted, PetscInt64 *memory)
+DD_CXX_TRY
 {
   NetImpl *I;
 
@@ -231,6 +240,7 @@ PetscErrorCode DDNetGetDistributionPlan(DDNet net, PetscInt *inserted, PetscReal
   if (memory) *memory = I->plan.memory;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDNetViewDistribution - Prints the automatic distribution's plan: per decision layer the chosen partition and its predicted time, the alternatives' times, the inserted repartitions, the predicted step time and peak memory per rank

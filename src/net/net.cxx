@@ -22,11 +22,13 @@ using Node = ddnn::NetNode;
 PetscClassId DD_NET_CLASSID;
 
 PetscErrorCode DDNetInitializePackage(void)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscClassIdRegister("DD Net", &DD_NET_CLASSID));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetCreate - Creates an empty network
@@ -41,6 +43,7 @@ PetscErrorCode DDNetInitializePackage(void)
 .seealso: `DDNetAddLayer()`, `DDNetSetFromOptions()`, `DDNetSetUp()`
 @*/
 PetscErrorCode DDNetCreate(MPI_Comm comm, DDNet *net)
+DD_CXX_TRY
 {
   DDNet n;
 
@@ -52,6 +55,7 @@ PetscErrorCode DDNetCreate(MPI_Comm comm, DDNet *net)
   *net    = n;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDNetSetOptionsPrefix - Prefix of the network's options (-net_...)
@@ -63,11 +67,13 @@ PetscErrorCode DDNetCreate(MPI_Comm comm, DDNet *net)
 .seealso: `DDNetSetFromOptions()`
 @*/
 PetscErrorCode DDNetSetOptionsPrefix(DDNet net, const char prefix[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscObjectSetOptionsPrefix((PetscObject)net, prefix));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDNetSetInputNames - Names of the network's inputs (e.g. "x", "target")
@@ -341,12 +347,14 @@ DD_CXX_CATCH
 .seealso: `DDNetForward()`, `DDNetBackward()`, `DDNetTrainEpoch()`
 @*/
 PetscErrorCode DDNetSetCheckFinite(DDNet net, PetscBool flg)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   net->impl->checkfinite = flg ? true : false;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* Local scan of the bulk of t: bit 1 if a nan, bit 2 if an inf */
 static PetscErrorCode DDTensorFiniteFlags(DDTensor t, int *flags)
@@ -420,6 +428,20 @@ static PetscErrorCode DDNetFreeGradients(NetImpl *I)
   for (auto &t : I->ingrads) PetscCall(DDTensorDestroy(&t));
   I->scratch.clear();
   PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the clauses a C++ exception's message gets beneath a network's set-up, forward and backward */
+static void DescribeNetSetUp(const void *ctx, char buf[], size_t len)
+{
+  const char *pre = ((PetscObject)ctx)->prefix;
+  snprintf(buf, len, "in DDNetSetUp() of the network \"%s\"", pre && pre[0] ? pre : "(no prefix)");
+}
+template <bool forward>
+static void DescribeRun(const void *ctx, char buf[], size_t len)
+{
+  const Node *nd   = (const Node *)ctx;
+  const char *type = ((PetscObject)nd->layer)->type_name ? ((PetscObject)nd->layer)->type_name : "no type";
+  snprintf(buf, len, "while running the %s of layer \"%s\" (%s) in %s()", forward ? "forward" : "backward", nd->name.c_str(), type, forward ? "DDNetForward" : "DDNetBackward");
 }
 
 /* Sets up one layer; an error also names the layer (its own message may not: the traceback shows which).
@@ -612,6 +634,7 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  ddnn::CxxErrorContext context(DescribeNetSetUp, net); /* a C++ exception beneath names the network */
   PetscCheck(!I->nodes.empty(), comm, PETSC_ERR_ARG_WRONGSTATE, "The network has no layers (DDNetAddLayer() or -net_layers)");
   PetscCheck(n == (PetscInt)I->innames.size(), comm, PETSC_ERR_ARG_SIZ, "The network has %zu input(s), %" PetscInt_FMT " tensors given", I->innames.size(), n);
   { /* the graph must be the same on every rank (options given differently per rank) */
@@ -704,6 +727,7 @@ DD_CXX_TRY
   PetscCall(ddnn::NetReplicasRefresh_Private(net)); /* replicated weights: one broadcast per group if they changed */
   for (auto &nd : I->nodes) {
     PetscCall(DDNetInputsOf(net, nd, xin, ins));
+    ddnn::CxxErrorContext context(DescribeRun<true>, &nd); /* a C++ exception beneath names the layer */
     PetscCall(DDLayerForwardMulti(nd.layer, (PetscInt)ins.size(), ins.data(), nd.layer->output));
     if (I->checkfinite) PetscCall(DDNetCheckFinite(net, nd, {nd.layer->output}, {"the output"}));
   }
@@ -734,6 +758,7 @@ DD_CXX_CATCH
 .seealso: `DDNetBackward()`
 @*/
 PetscErrorCode DDNetGetInputGradient(DDNet net, PetscInt i, DDTensor *dx)
+DD_CXX_TRY
 {
   NetImpl *I = net->impl;
 
@@ -746,6 +771,7 @@ PetscErrorCode DDNetGetInputGradient(DDNet net, PetscInt i, DDTensor *dx)
   *dx            = I->ingrads[i];
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetBackward - Backward sweep: gradients of every layer's parameters (accumulated) and of the requested inputs
@@ -825,6 +851,7 @@ DD_CXX_TRY
         add.push_back(target);
       }
     }
+    ddnn::CxxErrorContext context(DescribeRun<false>, &nd);
     PetscCall(DDLayerBackwardMulti(nd.layer, g, (PetscInt)dxs.size(), dxs.data()));
     if (I->checkfinite) {
       std::vector<DDTensor>    ts;
@@ -861,6 +888,7 @@ DD_CXX_CATCH
 .seealso: `DDNetSetOutput()`
 @*/
 PetscErrorCode DDNetGetOutput(DDNet net, DDTensor *y)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
@@ -868,6 +896,7 @@ PetscErrorCode DDNetGetOutput(DDNet net, DDTensor *y)
   *y = net->impl->nodes[net->impl->output].layer->output;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDNetGetLayer - A layer by name (not a new reference)
@@ -902,12 +931,14 @@ DD_CXX_CATCH
 .seealso: `DDNetGetLayerByIndex()`
 @*/
 PetscErrorCode DDNetGetNumLayers(DDNet net, PetscInt *n)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   *n = (PetscInt)net->impl->nodes.size();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDNetGetLayerByIndex - The i-th layer and its name
@@ -919,6 +950,7 @@ PetscErrorCode DDNetGetNumLayers(DDNet net, PetscInt *n)
 .seealso: `DDNetGetNumLayers()`
 @*/
 PetscErrorCode DDNetGetLayerByIndex(DDNet net, PetscInt i, DDLayer *layer, const char *name[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
@@ -927,6 +959,7 @@ PetscErrorCode DDNetGetLayerByIndex(DDNet net, PetscInt i, DDLayer *layer, const
   if (name) *name = net->impl->nodes[i].name.c_str();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDNetGetLayerOutput - The output tensor of a named layer
@@ -964,6 +997,7 @@ DD_CXX_CATCH
 .seealso: `DDNetGetParameterName()`, `DDOptimizerSetUp()`
 @*/
 PetscErrorCode DDNetGetParameters(DDNet net, PetscInt *n, DDTensor *params[], DDTensor *grads[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
@@ -973,6 +1007,7 @@ PetscErrorCode DDNetGetParameters(DDNet net, PetscInt *n, DDTensor *params[], DD
   if (grads) *grads = net->impl->grads.data();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDNetGetParameterName - "layer.param" name of the i-th parameter
@@ -984,6 +1019,7 @@ PetscErrorCode DDNetGetParameters(DDNet net, PetscInt *n, DDTensor *params[], DD
 .seealso: `DDNetGetParameters()`
 @*/
 PetscErrorCode DDNetGetParameterName(DDNet net, PetscInt i, const char *name[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
@@ -991,6 +1027,7 @@ PetscErrorCode DDNetGetParameterName(DDNet net, PetscInt i, const char *name[])
   *name = net->impl->pnames[i].c_str();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetGetNumParameters - Number of scalar parameters of the network
@@ -1002,6 +1039,7 @@ PetscErrorCode DDNetGetParameterName(DDNet net, PetscInt i, const char *name[])
 .seealso: `DDLayerGetNumParameters()`
 @*/
 PetscErrorCode DDNetGetNumParameters(DDNet net, PetscInt64 *count)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
@@ -1013,6 +1051,7 @@ PetscErrorCode DDNetGetNumParameters(DDNet net, PetscInt64 *count)
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetZeroGradients - Zeros every parameter gradient
@@ -1024,12 +1063,14 @@ PetscErrorCode DDNetGetNumParameters(DDNet net, PetscInt64 *count)
 .seealso: `DDNetBackward()`
 @*/
 PetscErrorCode DDNetZeroGradients(DDNet net)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   for (auto &nd : net->impl->nodes) PetscCall(DDLayerZeroGradients(nd.layer));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetInitializeParameters - Initializes every layer's parameters from one seed (partition independent)
@@ -1065,12 +1106,14 @@ DD_CXX_CATCH
 .seealso: `DDLayerSetTraining()`
 @*/
 PetscErrorCode DDNetSetTraining(DDNet net, PetscBool flg)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   for (auto &nd : net->impl->nodes) PetscCall(DDLayerSetTraining(nd.layer, flg));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetGetLoss - The value of the output layer when it is a loss, on every rank
@@ -1082,6 +1125,7 @@ PetscErrorCode DDNetSetTraining(DDNet net, PetscBool flg)
 .seealso: `DDLAYERLOSS`
 @*/
 PetscErrorCode DDNetGetLoss(DDNet net, PetscReal *v)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
@@ -1089,6 +1133,7 @@ PetscErrorCode DDNetGetLoss(DDNet net, PetscReal *v)
   PetscCall(DDLayerLossGetValue(net->impl->nodes[net->impl->output].layer, v));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDNetView - Prints the network: per layer its type, inputs, output shape, partition and parameter count
@@ -1153,11 +1198,13 @@ DD_CXX_CATCH
 .seealso: `DDNetView()`
 @*/
 PetscErrorCode DDNetViewFromOptions(DDNet net, PetscObject obj, const char name[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscObjectViewFromOptions((PetscObject)net, obj, name));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetDestroy - Destroys a network and its references to its layers
@@ -1169,6 +1216,7 @@ PetscErrorCode DDNetViewFromOptions(DDNet net, PetscObject obj, const char name[
 .seealso: `DDNetCreate()`
 @*/
 PetscErrorCode DDNetDestroy(DDNet *net)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   if (!*net) PetscFunctionReturn(PETSC_SUCCESS);
@@ -1185,3 +1233,4 @@ PetscErrorCode DDNetDestroy(DDNet *net)
   PetscCall(PetscHeaderDestroy(net));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

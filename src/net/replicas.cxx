@@ -27,6 +27,7 @@
   change seen on any rank of the group a refresh on all of them, so a parameter written on some
   ranks only (DDTensorGetArray() on one rank) is refreshed, not a hang.
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddnetimpl.h>
 #include <ddnn/private/ddbackendimpl.h> /* HostArray */
 #include <tensor/layout.hpp>
@@ -361,6 +362,7 @@ PetscErrorCode ddnn::NetReplicasSum_Private(DDNet net)
 .seealso: `DDNetGetWeightMode()`, `DDNetSetUp()`, `DDNetBackward()`, `DDPRIMITIVEBROADCAST`
 @*/
 PetscErrorCode DDNetSetWeightMode(DDNet net, DDNetWeightMode mode)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
@@ -369,6 +371,7 @@ PetscErrorCode DDNetSetWeightMode(DDNet net, DDNetWeightMode mode)
   if (net->setupcalled) PetscCall(ddnn::NetReplicasSetUp_Private(net));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDNetGetWeightMode - The network's weight mode (`DDNetSetWeightMode()`)
@@ -386,6 +389,7 @@ PetscErrorCode DDNetSetWeightMode(DDNet net, DDNetWeightMode mode)
 .seealso: `DDNetSetWeightMode()`
 @*/
 PetscErrorCode DDNetGetWeightMode(DDNet net, DDNetWeightMode *mode)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
@@ -393,3 +397,4 @@ PetscErrorCode DDNetGetWeightMode(DDNet net, DDNetWeightMode *mode)
   *mode = net->impl->weightmode;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

@@ -23,10 +23,12 @@ static PetscErrorCode Stages(void)
 }
 /* the stages are registered on first use; PetscFinalize() forgets them, so a new PETSc session registers them again */
 PetscErrorCode DDNetTrainResetStages_Private(void)
+DD_CXX_TRY
 {
   StageForward = StageBackward = StageUpdate = StageData = -1;
   return PETSC_SUCCESS;
 }
+DD_CXX_CATCH
 
 /*@
   DDNetTrainEpoch - One epoch of mini-batch training

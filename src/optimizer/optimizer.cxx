@@ -3,6 +3,7 @@
   with DDOptimizerRegister()) declare their state and update the parameters; this file holds the
   common settings, learning-rate schedules and gradient clipping by global norm.
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddoptimizerimpl.h>
 #include <tensor/layout.hpp>
 #include <sys/ddsysimpl.h>
@@ -42,20 +43,24 @@ static PetscBool  DDOptimizerRegisterAllCalled = PETSC_FALSE;
 const char *const DDSchedules[]   = {"constant", "step", "cosine", "DDSchedule", "DD_SCHEDULE_", nullptr};
 
 PetscErrorCode DDOptimizerInitializePackage(void)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscClassIdRegister("DD Optimizer", &DD_OPTIMIZER_CLASSID));
   PetscCall(DDOptimizerRegisterAll());
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PetscErrorCode DDOptimizerFinalizePackage(void)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscFunctionListDestroy(&DDOptimizerList));
   DDOptimizerRegisterAllCalled = PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDOptimizerRegister - Adds an optimizer type
@@ -75,12 +80,14 @@ PetscErrorCode DDOptimizerFinalizePackage(void)
 .seealso: `DDOptimizerSetType()`, `DDOptimizerRegisterAll()`
 @*/
 PetscErrorCode DDOptimizerRegister(const char name[], PetscErrorCode (*function)(DDOptimizer))
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDInitializePackage());
   PetscCall(PetscFunctionListAdd(&DDOptimizerList, name, function));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PETSC_EXTERN PetscErrorCode DDOptimizerCreate_SGD(DDOptimizer);
 PETSC_EXTERN PetscErrorCode DDOptimizerCreate_Adam(DDOptimizer);
@@ -100,6 +107,7 @@ PETSC_EXTERN PetscErrorCode DDOptimizerCreate_AdamW(DDOptimizer);
 .seealso: `DDOptimizerRegister()`, `DDOptimizerSetType()`
 @*/
 PetscErrorCode DDOptimizerRegisterAll(void)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   if (DDOptimizerRegisterAllCalled) PetscFunctionReturn(PETSC_SUCCESS);
@@ -109,6 +117,7 @@ PetscErrorCode DDOptimizerRegisterAll(void)
   PetscCall(PetscFunctionListAdd(&DDOptimizerList, DDOPTIMIZERADAMW, DDOptimizerCreate_AdamW));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDOptimizerCreate - Creates an optimizer (SGD by default, learning rate 0.01)
@@ -120,6 +129,7 @@ PetscErrorCode DDOptimizerRegisterAll(void)
 .seealso: `DDOptimizerSetType()`, `DDOptimizerSetUp()`, `DDOptimizerStep()`
 @*/
 PetscErrorCode DDOptimizerCreate(MPI_Comm comm, DDOptimizer *opt)
+DD_CXX_TRY
 {
   DDOptimizer o;
 
@@ -144,6 +154,7 @@ PetscErrorCode DDOptimizerCreate(MPI_Comm comm, DDOptimizer *opt)
   PetscCall(DDOptimizerSetType(o, DDOPTIMIZERSGD));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode DDOptimizerReset(DDOptimizer o)
 {
@@ -182,6 +193,7 @@ static PetscErrorCode DDOptimizerReset(DDOptimizer o)
 .seealso: `DDOptimizerCreate()`, `DDOptimizerRegister()`, `DDOptimizerGetType()`
 @*/
 PetscErrorCode DDOptimizerSetType(DDOptimizer opt, DDOptimizerType type)
+DD_CXX_TRY
 {
   PetscErrorCode (*create)(DDOptimizer);
   PetscBool match;
@@ -206,6 +218,7 @@ PetscErrorCode DDOptimizerSetType(DDOptimizer opt, DDOptimizerType type)
   PetscCheck(opt->ops->setup && opt->ops->step, PetscObjectComm((PetscObject)opt), PETSC_ERR_PLIB, "Optimizer type \"%s\" must set the setup and step ops", type);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDOptimizerGetType - The optimizer's type
@@ -217,12 +230,14 @@ PetscErrorCode DDOptimizerSetType(DDOptimizer opt, DDOptimizerType type)
 .seealso: `DDOptimizerSetType()`
 @*/
 PetscErrorCode DDOptimizerGetType(DDOptimizer opt, DDOptimizerType *type)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
   *type = ((PetscObject)opt)->type_name;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDOptimizerSetOptionsPrefix - Prefix of the optimizer's options
@@ -234,11 +249,13 @@ PetscErrorCode DDOptimizerGetType(DDOptimizer opt, DDOptimizerType *type)
 .seealso: `DDOptimizerSetFromOptions()`
 @*/
 PetscErrorCode DDOptimizerSetOptionsPrefix(DDOptimizer opt, const char prefix[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscObjectSetOptionsPrefix((PetscObject)opt, prefix));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDOptimizerSetLearningRate - The base learning rate
@@ -253,6 +270,7 @@ PetscErrorCode DDOptimizerSetOptionsPrefix(DDOptimizer opt, const char prefix[])
 .seealso: `DDOptimizerSetSchedule()`
 @*/
 PetscErrorCode DDOptimizerSetLearningRate(DDOptimizer opt, PetscReal lr)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
@@ -265,6 +283,7 @@ PetscErrorCode DDOptimizerSetLearningRate(DDOptimizer opt, PetscReal lr)
   opt->lr = lr;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDOptimizerGetLearningRate - The learning rate of the current epoch (after the schedule)
@@ -276,6 +295,7 @@ PetscErrorCode DDOptimizerSetLearningRate(DDOptimizer opt, PetscReal lr)
 .seealso: `DDOptimizerSetLearningRate()`
 @*/
 PetscErrorCode DDOptimizerGetLearningRate(DDOptimizer opt, PetscReal *lr)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
@@ -291,6 +311,7 @@ PetscErrorCode DDOptimizerGetLearningRate(DDOptimizer opt, PetscReal *lr)
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDOptimizerSetMomentum - SGD momentum (PyTorch: buf = m buf + g; p -= lr buf) and Nesterov
@@ -306,6 +327,7 @@ PetscErrorCode DDOptimizerGetLearningRate(DDOptimizer opt, PetscReal *lr)
 .seealso: `DDOptimizerSetWeightDecay()`
 @*/
 PetscErrorCode DDOptimizerSetMomentum(DDOptimizer opt, PetscReal m, PetscBool nesterov)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
@@ -314,6 +336,7 @@ PetscErrorCode DDOptimizerSetMomentum(DDOptimizer opt, PetscReal m, PetscBool ne
   opt->nesterov = nesterov;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDOptimizerSetWeightDecay - L2 weight decay (coupled for sgd and adam, decoupled for adamw)
@@ -328,6 +351,7 @@ PetscErrorCode DDOptimizerSetMomentum(DDOptimizer opt, PetscReal m, PetscBool ne
 .seealso: `DDOptimizerSetMomentum()`
 @*/
 PetscErrorCode DDOptimizerSetWeightDecay(DDOptimizer opt, PetscReal wd)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
@@ -335,6 +359,7 @@ PetscErrorCode DDOptimizerSetWeightDecay(DDOptimizer opt, PetscReal wd)
   opt->weight_decay = wd;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDOptimizerSetBetas - Adam's beta1, beta2 and epsilon
@@ -351,6 +376,7 @@ PetscErrorCode DDOptimizerSetWeightDecay(DDOptimizer opt, PetscReal wd)
 .seealso: `DDOPTIMIZERADAM`
 @*/
 PetscErrorCode DDOptimizerSetBetas(DDOptimizer opt, PetscReal b1, PetscReal b2, PetscReal eps)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
@@ -360,6 +386,7 @@ PetscErrorCode DDOptimizerSetBetas(DDOptimizer opt, PetscReal b1, PetscReal b2, 
   opt->eps   = eps;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDOptimizerSetSchedule - Learning-rate schedule over epochs
@@ -385,6 +412,7 @@ PetscErrorCode DDOptimizerSetBetas(DDOptimizer opt, PetscReal b1, PetscReal b2, 
 .seealso: `DDOptimizerEndEpoch()`
 @*/
 PetscErrorCode DDOptimizerSetSchedule(DDOptimizer opt, DDSchedule schedule, PetscInt n, PetscReal a)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
@@ -399,6 +427,7 @@ PetscErrorCode DDOptimizerSetSchedule(DDOptimizer opt, DDSchedule schedule, Pets
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDOptimizerSetClipNorm - Clips the gradients to this global 2-norm before each step (0: off)
@@ -413,6 +442,7 @@ PetscErrorCode DDOptimizerSetSchedule(DDOptimizer opt, DDSchedule schedule, Pets
 .seealso: `DDOptimizerGetLastGradientNorm()`
 @*/
 PetscErrorCode DDOptimizerSetClipNorm(DDOptimizer opt, PetscReal c)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
@@ -420,6 +450,7 @@ PetscErrorCode DDOptimizerSetClipNorm(DDOptimizer opt, PetscReal c)
   opt->clip = c;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDOptimizerSetFromOptions - Configures the optimizer from the options database
@@ -439,6 +470,7 @@ PetscErrorCode DDOptimizerSetClipNorm(DDOptimizer opt, PetscReal c)
 .seealso: `DDOptimizerSetType()`
 @*/
 PetscErrorCode DDOptimizerSetFromOptions(DDOptimizer opt)
+DD_CXX_TRY
 {
   char      type[64];
   PetscBool flg;
@@ -481,6 +513,7 @@ PetscErrorCode DDOptimizerSetFromOptions(DDOptimizer opt)
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDOptimizerSetUp - Gives the optimizer the parameters and their gradients; creates its state
@@ -498,6 +531,7 @@ PetscErrorCode DDOptimizerSetFromOptions(DDOptimizer opt)
 .seealso: `DDOptimizerStep()`, `DDNetGetParameters()`
 @*/
 PetscErrorCode DDOptimizerSetUp(DDOptimizer opt, PetscInt n, DDTensor params[], DDTensor grads[])
+DD_CXX_TRY
 {
   PetscBool inside = PETSC_TRUE;
   PetscInt  outside = -1;
@@ -526,6 +560,7 @@ PetscErrorCode DDOptimizerSetUp(DDOptimizer opt, PetscInt n, DDTensor params[], 
   opt->setupcalled = PETSC_TRUE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDOptimizerStep - One update of every parameter from its gradient (PyTorch's rules)
@@ -543,6 +578,7 @@ PetscErrorCode DDOptimizerSetUp(DDOptimizer opt, PetscInt n, DDTensor params[], 
 .seealso: `DDOptimizerSetUp()`, `DDOptimizerEndEpoch()`
 @*/
 PetscErrorCode DDOptimizerStep(DDOptimizer opt)
+DD_CXX_TRY
 {
   PetscReal lr;
 
@@ -565,6 +601,7 @@ PetscErrorCode DDOptimizerStep(DDOptimizer opt)
   for (auto p : *opt->params) PetscCall(PetscObjectStateIncrease((PetscObject)p));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDOptimizerEndEpoch - Advances the schedule by one epoch
@@ -576,12 +613,14 @@ PetscErrorCode DDOptimizerStep(DDOptimizer opt)
 .seealso: `DDOptimizerSetSchedule()`
 @*/
 PetscErrorCode DDOptimizerEndEpoch(DDOptimizer opt)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
   opt->epoch++;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDOptimizerGetStepCount - Steps taken and epochs completed
@@ -593,6 +632,7 @@ PetscErrorCode DDOptimizerEndEpoch(DDOptimizer opt)
 .seealso: `DDOptimizerSetStepCount()`
 @*/
 PetscErrorCode DDOptimizerGetStepCount(DDOptimizer opt, PetscInt *step, PetscInt *epoch)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
@@ -600,6 +640,7 @@ PetscErrorCode DDOptimizerGetStepCount(DDOptimizer opt, PetscInt *step, PetscInt
   if (epoch) *epoch = opt->epoch;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDOptimizerSetStepCount - Restores the step and epoch counters (checkpoint restart)
@@ -611,6 +652,7 @@ PetscErrorCode DDOptimizerGetStepCount(DDOptimizer opt, PetscInt *step, PetscInt
 .seealso: `DDOptimizerGetStepCount()`, `DDCheckpointLoad()`
 @*/
 PetscErrorCode DDOptimizerSetStepCount(DDOptimizer opt, PetscInt step, PetscInt epoch)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
@@ -618,6 +660,7 @@ PetscErrorCode DDOptimizerSetStepCount(DDOptimizer opt, PetscInt step, PetscInt 
   opt->epoch = epoch;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDOptimizerGetState - The state tensors (per parameter: sgd momentum_buffer; adam exp_avg, exp_avg_sq)
@@ -634,6 +677,7 @@ PetscErrorCode DDOptimizerSetStepCount(DDOptimizer opt, PetscInt step, PetscInt 
 .seealso: `DDCheckpointSave()`
 @*/
 PetscErrorCode DDOptimizerGetState(DDOptimizer opt, PetscInt *n, DDTensor *state[], const char *const *names[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
@@ -643,6 +687,7 @@ PetscErrorCode DDOptimizerGetState(DDOptimizer opt, PetscInt *n, DDTensor *state
   if (names) *names = opt->statenames->data();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDOptimizerGetLastGradientNorm - Global gradient 2-norm seen by the last step (before clipping)
@@ -654,12 +699,14 @@ PetscErrorCode DDOptimizerGetState(DDOptimizer opt, PetscInt *n, DDTensor *state
 .seealso: `DDOptimizerSetClipNorm()`
 @*/
 PetscErrorCode DDOptimizerGetLastGradientNorm(DDOptimizer opt, PetscReal *nrm)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
   *nrm = opt->lastnorm;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDOptimizerCheckState - Checks the state tensors after they were overwritten (by `DDCheckpointLoad()`)
@@ -675,6 +722,7 @@ PetscErrorCode DDOptimizerGetLastGradientNorm(DDOptimizer opt, PetscReal *nrm)
 .seealso: `DDOptimizerGetState()`, `DDCheckpointLoad()`
 @*/
 PetscErrorCode DDOptimizerCheckState(DDOptimizer opt)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
@@ -683,8 +731,10 @@ PetscErrorCode DDOptimizerCheckState(DDOptimizer opt)
   for (auto s : *opt->state) PetscCall(PetscObjectStateIncrease((PetscObject)s));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PetscErrorCode DDOptimizerAddState_Private(DDOptimizer opt, PetscInt i, const char name[])
+DD_CXX_TRY
 {
   DDTensor s;
 
@@ -697,14 +747,17 @@ PetscErrorCode DDOptimizerAddState_Private(DDOptimizer opt, PetscInt i, const ch
   opt->statenames->push_back(name);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PetscErrorCode DDOptimizerGetParameterState_Private(DDOptimizer opt, PetscInt i, PetscInt k, DDTensor *s)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCheck(k >= 0 && k < opt->nstate && (size_t)(opt->nstate * i + k) < opt->state->size(), PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "No state tensor %" PetscInt_FMT " of parameter %" PetscInt_FMT, k, i);
   *s = (*opt->state)[opt->nstate * i + k];
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDOptimizerView - Prints the optimizer's settings
@@ -716,6 +769,7 @@ PetscErrorCode DDOptimizerGetParameterState_Private(DDOptimizer opt, PetscInt i,
 .seealso: `DDOptimizerCreate()`
 @*/
 PetscErrorCode DDOptimizerView(DDOptimizer opt, PetscViewer viewer)
+DD_CXX_TRY
 {
   PetscBool iascii;
 
@@ -731,6 +785,7 @@ PetscErrorCode DDOptimizerView(DDOptimizer opt, PetscViewer viewer)
   PetscCall(PetscViewerASCIIPopTab(viewer));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDOptimizerDestroy - Destroys an optimizer
@@ -742,6 +797,7 @@ PetscErrorCode DDOptimizerView(DDOptimizer opt, PetscViewer viewer)
 .seealso: `DDOptimizerCreate()`
 @*/
 PetscErrorCode DDOptimizerDestroy(DDOptimizer *opt)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   if (!*opt) PetscFunctionReturn(PETSC_SUCCESS);
@@ -759,3 +815,4 @@ PetscErrorCode DDOptimizerDestroy(DDOptimizer *opt)
   PetscCall(PetscHeaderDestroy(opt));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

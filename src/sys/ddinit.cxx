@@ -68,8 +68,37 @@ PetscErrorCode ddnn::CxxError_Private(int line, const char func[], const char fi
     if (f && func && !strcmp(f, func)) break;
   }
 #endif
-  if (dynamic_cast<const std::bad_alloc *>(&e) || dynamic_cast<const std::length_error *>(&e)) return PetscError(PETSC_COMM_SELF, line, func, file, PETSC_ERR_MEM, PETSC_ERROR_INITIAL, "Out of memory: a C++ allocation failed in %s() (%s)", func ? func : "?", e.what());
-  return PetscError(PETSC_COMM_SELF, line, func, file, PETSC_ERR_LIB, PETSC_ERROR_INITIAL, "%s() raised the C++ exception: %s", func ? func : "?", e.what());
+  char where[1024];
+  ddnn::CxxErrorContext::Describe_Private(where, sizeof(where));
+  if (dynamic_cast<const std::bad_alloc *>(&e) || dynamic_cast<const std::length_error *>(&e)) return PetscError(PETSC_COMM_SELF, line, func, file, PETSC_ERR_MEM, PETSC_ERROR_INITIAL, "Out of memory: a C++ allocation failed in %s() (%s)%s", func ? func : "?", e.what(), where);
+  return PetscError(PETSC_COMM_SELF, line, func, file, PETSC_ERR_LIB, PETSC_ERROR_INITIAL, "%s() raised the C++ exception: %s%s", func ? func : "?", e.what(), where);
+}
+
+static thread_local ddnn::CxxErrorContext *DDCxxContext = nullptr; /* the innermost alive */
+
+ddnn::CxxErrorContext::CxxErrorContext(Describe describe, const void *ctx) noexcept : describe_(describe), ctx_(ctx), prev_(DDCxxContext)
+{
+  DDCxxContext = this;
+}
+
+ddnn::CxxErrorContext::~CxxErrorContext()
+{
+  DDCxxContext = prev_;
+}
+
+void ddnn::CxxErrorContext::Describe_Private(char buf[], size_t len)
+{
+  size_t used = 0;
+  buf[0]      = 0;
+  for (const CxxErrorContext *c = DDCxxContext; c && used + 3 < len; c = c->prev_) {
+    char one[512];
+    one[0] = 0;
+    c->describe_(c->ctx_, one, sizeof(one));
+    if (!one[0]) continue;
+    int w = snprintf(buf + used, len - used, "%s %s", used ? "," : "", one);
+    if (w < 0) break;
+    used += (size_t)w < len - used ? (size_t)w : len - used - 1;
+  }
 }
 
 PetscClassId  DD_PARTITION_CLASSID, DD_TENSOR_CLASSID;
@@ -86,6 +115,7 @@ const char *const DDTensorFormats[] = {"plain", "channels_last", "blocked", "DDT
 .seealso: `DDInitializePackage()`, `DDFinalize()`
 @*/
 PetscErrorCode DDFinalizePackage(void)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   /* the modules, in the reverse order of DDInitializePackage() */
@@ -96,6 +126,7 @@ PetscErrorCode DDFinalizePackage(void)
   DDPackageInitialized = PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDInitializePackage - Registers ddnn's classes, log events and object types with PETSc
@@ -113,6 +144,7 @@ PetscErrorCode DDFinalizePackage(void)
 .seealso: `DDInitialize()`, `DDFinalizePackage()`
 @*/
 PetscErrorCode DDInitializePackage(void)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   if (DDPackageInitialized) PetscFunctionReturn(PETSC_SUCCESS);
@@ -131,12 +163,14 @@ PetscErrorCode DDInitializePackage(void)
   PetscCall(PetscRegisterFinalize(DDFinalizePackage));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*
   DDFunctionListKnownTypes_Private - The names in a type list, comma separated, for error messages
   ("conv, pool, ..."); truncated with "..." to fit len.
 */
 PetscErrorCode DDFunctionListKnownTypes_Private(PetscFunctionList list, char buf[], size_t len)
+DD_CXX_TRY
 {
   const char **names = NULL;
   int          n     = 0;
@@ -160,6 +194,7 @@ PetscErrorCode DDFunctionListKnownTypes_Private(PetscFunctionList list, char buf
   PetscCall(PetscFree(names));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDInitialize - Initializes PETSc (if not yet done) and ddnn
@@ -249,6 +284,7 @@ static PetscErrorCode DDCheckOptionsFilesSame(int argc, char **argv)
 }
 
 PetscErrorCode DDInitialize(int *argc, char ***argv, const char file[], const char help[])
+DD_CXX_TRY
 {
   PetscBool petscinit;
 
@@ -297,6 +333,7 @@ PetscErrorCode DDInitialize(int *argc, char ***argv, const char file[], const ch
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDErrorHandlerAllRanks - PETSc's traceback error handler, except that an error raised on a rank
@@ -399,6 +436,7 @@ static std::string DDLineAround(const std::string &s, size_t pos)
 .seealso: `DDCheckAll()`, `DDCheckCollective()`
 @*/
 PetscErrorCode DDCheckSameString(MPI_Comm comm, const char what[], const char value[])
+DD_CXX_TRY
 {
   uint64_t    h, in[2], out[2];
   PetscMPIInt rank, size, r[2], rr[2];
@@ -437,6 +475,7 @@ PetscErrorCode DDCheckSameString(MPI_Comm comm, const char what[], const char va
   while (pos < a.size() && pos < b.size() && a[pos] == b[pos]) pos++;
   SETERRQ(PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "%s differs between ranks (ranks %d and %d disagree; options or arguments must be the same on every rank): rank %d has \"%s\", rank %d has \"%s\"", what, lo, hi, lo, DDLineAround(a, pos).c_str(), hi, DDLineAround(b, pos).c_str());
 }
+DD_CXX_CATCH
 
 /* Every option of the database as (name without the dash, value), in the order PETSc lists them */
 static PetscErrorCode DDOptionsList(std::vector<std::pair<std::string, std::string>> &out)
@@ -467,6 +506,7 @@ static PetscErrorCode DDOptionsList(std::vector<std::pair<std::string, std::stri
 
 /* The options starting with prefix (no dash), as "-name value" lines sorted by name (PetscFree() the text) */
 PetscErrorCode DDOptionsGetPrefixed_Private(const char prefix[], char **text)
+DD_CXX_TRY
 {
   std::vector<std::pair<std::string, std::string>> opts;
   std::vector<std::string>                         lines;
@@ -482,6 +522,7 @@ PetscErrorCode DDOptionsGetPrefixed_Private(const char prefix[], char **text)
   PetscCall(PetscStrallocpy(r.c_str(), text));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDOptionsCheckIntegers - Raises an error naming every integer option whose value does not fit in a `PetscInt`
@@ -505,6 +546,7 @@ PetscErrorCode DDOptionsGetPrefixed_Private(const char prefix[], char **text)
 .seealso: `DDOptionsCheckUnused()`
 @*/
 PetscErrorCode DDOptionsCheckIntegers(MPI_Comm comm, const char prefix[])
+DD_CXX_TRY
 {
   std::vector<std::pair<std::string, std::string>> all_opts;
   std::string                                      bad;
@@ -540,6 +582,7 @@ PetscErrorCode DDOptionsCheckIntegers(MPI_Comm comm, const char prefix[])
   DDCheckAll(comm, bad.empty(), PETSC_ERR_ARG_OUTOFRANGE, "Integer option value(s) out of the range of PetscInt (%d-bit, [%" PetscInt_FMT ", %" PetscInt_FMT "]):%s", (int)(8 * sizeof(PetscInt)), (PetscInt)PETSC_MIN_INT, (PetscInt)PETSC_MAX_INT, bad.c_str());
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDFinalize - Finalizes ddnn, and PETSc if `DDInitialize()` initialized it
@@ -551,6 +594,7 @@ PetscErrorCode DDOptionsCheckIntegers(MPI_Comm comm, const char prefix[])
 .seealso: `DDInitialize()`
 @*/
 PetscErrorCode DDFinalize(void)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   if (DDPushedErrorHandler) {
@@ -567,6 +611,7 @@ PetscErrorCode DDFinalize(void)
   } else PetscCall(DDFinalizePackage());
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDInitialized - Tells whether ddnn's package is initialized
@@ -579,11 +624,13 @@ PetscErrorCode DDFinalize(void)
 .seealso: `DDInitialize()`
 @*/
 PetscErrorCode DDInitialized(PetscBool *flg)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   *flg = DDPackageInitialized;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDDataTypeGetSize - Size in bytes of one element of a `DDDataType`
@@ -593,6 +640,7 @@ PetscErrorCode DDInitialized(PetscBool *flg)
 .seealso: `DDDataType`
 @*/
 PetscErrorCode DDDataTypeGetSize(DDDataType dt, size_t *size)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   switch (dt) {
@@ -607,6 +655,7 @@ PetscErrorCode DDDataTypeGetSize(DDDataType dt, size_t *size)
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDDataTypeGetMPIType - The MPI datatype of one element of a `DDDataType`
@@ -616,6 +665,7 @@ PetscErrorCode DDDataTypeGetSize(DDDataType dt, size_t *size)
 .seealso: `DDDataType`
 @*/
 PetscErrorCode DDDataTypeGetMPIType(DDDataType dt, MPI_Datatype *mt)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   switch (dt) {
@@ -630,6 +680,7 @@ PetscErrorCode DDDataTypeGetMPIType(DDDataType dt, MPI_Datatype *mt)
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDCheckCollective - Raises an error on every rank of comm when any rank reports a failure
@@ -653,6 +704,7 @@ PetscErrorCode DDDataTypeGetMPIType(DDDataType dt, MPI_Datatype *mt)
 .seealso: `DDCheckAll()`
 @*/
 PetscErrorCode DDCheckCollective(MPI_Comm comm, PetscBool ok, PetscErrorCode code, const char msg[])
+DD_CXX_TRY
 {
   PetscMPIInt rank, size, first, in;
   char        buf[512];
@@ -668,6 +720,7 @@ PetscErrorCode DDCheckCollective(MPI_Comm comm, PetscBool ok, PetscErrorCode cod
   if (size > 1) SETERRQ(PETSC_COMM_SELF, code, "%s [detected on rank %d]", buf, first);
   SETERRQ(PETSC_COMM_SELF, code, "%s", buf);
 }
+DD_CXX_CATCH
 
 /*@C
   DDOptionsCheckUnused - Raises an error naming every option that was given but never used
@@ -688,6 +741,7 @@ PetscErrorCode DDCheckCollective(MPI_Comm comm, PetscBool ok, PetscErrorCode cod
 .seealso: `PetscOptionsLeft()`
 @*/
 PetscErrorCode DDOptionsCheckUnused(MPI_Comm comm, const char prefix[])
+DD_CXX_TRY
 {
   PetscInt  n, i;
   char    **names, **values;
@@ -720,17 +774,21 @@ PetscErrorCode DDOptionsCheckUnused(MPI_Comm comm, const char prefix[])
   DDCheckAll(comm, !bad, PETSC_ERR_ARG_WRONG, "Unknown or unused option(s):%s", buf);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* Helpers shared by the implementation */
 PetscErrorCode DDSplitOwnership_Private(PetscInt n, PetscInt P, PetscInt ranges[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   ranges[0] = 0;
   for (PetscInt p = 0; p < P; p++) ranges[p + 1] = ranges[p] + n / P + ((n % P) > p ? 1 : 0);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PetscErrorCode DDShapeToString_Private(PetscInt n, const PetscInt v[], char buf[], size_t len)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   buf[0] = 0;
@@ -742,3 +800,4 @@ PetscErrorCode DDShapeToString_Private(PetscInt n, const PetscInt v[], char buf[
   if (!n) PetscCall(PetscStrlcat(buf, "()", len));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

@@ -4,6 +4,7 @@
   products (cblas_sgemm/dgemm), pooling, interpolation and pointwise loops written to vectorise
   (src/backend/cpu: pool_fast, upsample_fast, pointwise) and the optimizers' updates (optimizer_fast). It falls back to /cpu/ref for the rest.
 */
+#include <sys/ddcxx.hpp>
 #include <backend/common/loopkernels.hpp>
 #include <backend/common/affine_gemm.hpp>
 #include <backend/cpu/fastkernels.hpp>
@@ -101,6 +102,7 @@ void FillBlas(KernelTable<T> &t)
 } // namespace
 
 PetscErrorCode DDBackendCreate_Blas(void)
+DD_CXX_TRY
 {
   _p_DDBackend b{};
 
@@ -116,3 +118,4 @@ PetscErrorCode DDBackendCreate_Blas(void)
   PetscCall(DDBackendRegister_Private(&b));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

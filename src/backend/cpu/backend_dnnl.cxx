@@ -5,6 +5,7 @@
   dense layer's products through dnnl_sgemm. float64 and the geometries oneDNN does not take fall
   back to /cpu/blas (then /cpu/ref).
 */
+#include <sys/ddcxx.hpp>
 #include <ddconf.h>
 #if DDNN_WITH_DNNL
   #include <backend/common/loopkernels.hpp>
@@ -376,6 +377,7 @@ PetscErrorCode DnnlPoolCreate(const PoolKernelSpec &spec, std::unique_ptr<PoolKe
 } // namespace
 
 PetscErrorCode DDBackendCreate_Dnnl(void)
+DD_CXX_TRY
 {
   _p_DDBackend b{};
 
@@ -395,4 +397,5 @@ PetscErrorCode DDBackendCreate_Dnnl(void)
   PetscCall(DDBackendRegister_Private(&b));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 #endif

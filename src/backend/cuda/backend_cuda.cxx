@@ -26,6 +26,7 @@
   Device selection: with several devices, rank r of a node uses device r mod count (the node-local
   rank from Open MPI's, MPICH's or Slurm's environment), or the one -dd_cuda_device names.
 */
+#include <sys/ddcxx.hpp>
 #include <backend/interface/backends.hpp>
 #include <backend/cuda/backend_cuda.hpp>
 #include <backend/cuda/cudakernels.hpp>
@@ -545,6 +546,7 @@ void FillCuda(KernelTable<T> &t)
 
 /* whether this process can use the CUDA backend: an error naming what cudaGetDeviceCount() said when not */
 PetscErrorCode DDBackendCudaCheckDevice_Private(void)
+DD_CXX_TRY
 {
   const DeviceState &d = Dev();
 
@@ -552,18 +554,22 @@ PetscErrorCode DDBackendCudaCheckDevice_Private(void)
   PetscCheck(d.count > 0, PETSC_COMM_SELF, PETSC_ERR_SUP_SYS, "Backend /gpu/cuda: no CUDA device (cudaGetDeviceCount() found %d: %s)", d.count, d.err == cudaSuccess ? "no error" : cudaGetErrorString(d.err));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* the number of CUDA devices registration found (0 with no device or no driver) */
 PetscErrorCode DDBackendCudaGetDeviceCount_Private(int *count)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDBackendRegisterAll());
   *count = Dev().count;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* raises (and clears) a failure kept by a kernel entry that could not return an error */
 PetscErrorCode DDBackendCudaCheckPending_Private(void)
+DD_CXX_TRY
 {
   DeviceState &d = Dev();
 
@@ -575,8 +581,10 @@ PetscErrorCode DDBackendCudaCheckPending_Private(void)
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PetscErrorCode DDBackendCreate_Cuda(void)
+DD_CXX_TRY
 {
   _p_DDBackend b{};
   DeviceState &d = Dev();
@@ -601,3 +609,4 @@ PetscErrorCode DDBackendCreate_Cuda(void)
   PetscCall(DDBackendRegister_Private(&b));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

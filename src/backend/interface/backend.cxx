@@ -57,6 +57,7 @@ static PetscErrorCode DeviceCheck(DDBackend b)
 }
 
 PetscErrorCode DDBackendRegister_Private(const struct _p_DDBackend *b)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   for (auto &e : Registry()) PetscCheck(std::string(e->name) != b->name, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "Backend %s is already registered", b->name);
@@ -69,6 +70,7 @@ PetscErrorCode DDBackendRegister_Private(const struct _p_DDBackend *b)
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDBackendRegisterAll - Registers the backends compiled into this build: "/cpu/ref" (the reference
@@ -86,11 +88,11 @@ PetscErrorCode DDBackendRegister_Private(const struct _p_DDBackend *b)
 
 .seealso: `DDBackendSetDefault()`, `DDBackendView()`
 @*/
-PetscErrorCode DDBackendRegisterAll(void)
-try {
+/* the registrations of DDBackendRegisterAll(); a failure half-way is undone there */
+static PetscErrorCode RegisterAll(void)
+DD_CXX_TRY
+{
   PetscFunctionBegin;
-  if (registered) PetscFunctionReturn(PETSC_SUCCESS);
-  registered = PETSC_TRUE;
   PetscCall(PetscClassIdRegister("DD Backend", &DD_BACKEND_CLASSID));
   PetscCall(PetscRegisterFinalize(DDBackendFinalizePackage_Private));
   PetscCall(DDBackendCreate_Ref());
@@ -109,14 +111,31 @@ try {
     if (flg) PetscCall(DDBackendSetDefault(name));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
-} catch (const std::exception &e) { /* a failed allocation half-way: not registered (no default backend left NULL) */
-  Registry().clear();
-  registered     = PETSC_FALSE;
-  defaultbackend = nullptr;
-  return ddnn::CxxError_Private(__LINE__, PETSC_FUNCTION_NAME, __FILE__, e);
 }
+DD_CXX_CATCH
+
+PetscErrorCode DDBackendRegisterAll(void)
+DD_CXX_TRY
+{
+  PetscErrorCode ierr;
+
+  PetscFunctionBegin;
+  if (registered) PetscFunctionReturn(PETSC_SUCCESS);
+  registered = PETSC_TRUE; /* DDBackendSetDefault() looks the registered backends up */
+  ierr       = RegisterAll();
+  if (ierr) { /* a failure half-way (an allocation, an unknown -dd_backend): nothing stays registered and
+                 no default backend is left NULL; the next call tries again */
+    Registry().clear();
+    registered     = PETSC_FALSE;
+    defaultbackend = nullptr;
+  }
+  PetscCall(ierr);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+DD_CXX_CATCH
 
 PetscErrorCode DDBackendFinalizePackage_Private(void)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   Registry().clear();
@@ -124,6 +143,7 @@ PetscErrorCode DDBackendFinalizePackage_Private(void)
   defaultbackend = nullptr;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDBackendGet - The backend registered under a resource name
@@ -146,6 +166,7 @@ PetscErrorCode DDBackendFinalizePackage_Private(void)
 .seealso: `DDBackendSetDefault()`, `DDBackendView()`, `DDLayerSetBackend()`
 @*/
 PetscErrorCode DDBackendGet(const char name[], DDBackend *b)
+DD_CXX_TRY
 {
   std::string n = Normalize(name), known;
 
@@ -164,6 +185,7 @@ PetscErrorCode DDBackendGet(const char name[], DDBackend *b)
   for (auto &e : Registry()) known += std::string(known.empty() ? "" : ", ") + e->name;
   SETERRQ(PETSC_COMM_SELF, PETSC_ERR_ARG_UNKNOWN_TYPE, "Unknown backend \"%s\"; this build has %s", name ? name : "(null)", known.c_str());
 }
+DD_CXX_CATCH
 
 /*@C
   DDBackendGetName - The resource name of a backend
@@ -175,12 +197,14 @@ PetscErrorCode DDBackendGet(const char name[], DDBackend *b)
 .seealso: `DDBackendGet()`
 @*/
 PetscErrorCode DDBackendGetName(DDBackend b, const char *name[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidPointer(b, 1);
   *name = b->name;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDBackendSetDefault - Chooses the backend that layers use unless they are given their own
@@ -205,6 +229,7 @@ PetscErrorCode DDBackendGetName(DDBackend b, const char *name[])
 .seealso: `DDBackendGetDefault()`, `DDLayerSetBackend()`, `DDBackendView()`
 @*/
 PetscErrorCode DDBackendSetDefault(const char name[])
+DD_CXX_TRY
 {
   DDBackend b;
 
@@ -213,6 +238,7 @@ PetscErrorCode DDBackendSetDefault(const char name[])
   defaultbackend = b;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDBackendGetDefault - The resource name of the default backend
@@ -224,6 +250,7 @@ PetscErrorCode DDBackendSetDefault(const char name[])
 .seealso: `DDBackendSetDefault()`
 @*/
 PetscErrorCode DDBackendGetDefault(const char *name[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDInitializePackage());
@@ -231,6 +258,7 @@ PetscErrorCode DDBackendGetDefault(const char *name[])
   *name = defaultbackend->name;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDBackendView - Lists the backends of this build, their fallbacks and the kernels each provides
@@ -242,6 +270,7 @@ PetscErrorCode DDBackendGetDefault(const char *name[])
 .seealso: `DDBackendSetDefault()`
 @*/
 PetscErrorCode DDBackendView(PetscViewer viewer)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDBackendRegisterAll());
@@ -266,6 +295,7 @@ PetscErrorCode DDBackendView(PetscViewer viewer)
   PetscCall(PetscViewerASCIIPopTab(viewer));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 DDBackend ddnn::DDBackendNext_Private(DDBackend b)
 {
@@ -438,6 +468,7 @@ PetscErrorCode ddnn::DDVecOps_Private(DDMemType mt, const struct _DDBackendVecOp
 .seealso: `DDBackendSetDefault()`, `DDLayerGetBackend()`
 @*/
 PetscErrorCode DDLayerSetBackend(DDLayer layer, const char name[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
@@ -446,6 +477,7 @@ PetscErrorCode DDLayerSetBackend(DDLayer layer, const char name[])
   else PetscCall(DDBackendGet(name, &layer->backend));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDLayerGetBackend - The resource name of the backend a layer uses (its own, or the default)
@@ -457,6 +489,7 @@ PetscErrorCode DDLayerSetBackend(DDLayer layer, const char name[])
 .seealso: `DDLayerSetBackend()`
 @*/
 PetscErrorCode DDLayerGetBackend(DDLayer layer, const char *name[])
+DD_CXX_TRY
 {
   DDBackend b;
 
@@ -466,14 +499,17 @@ PetscErrorCode DDLayerGetBackend(DDLayer layer, const char *name[])
   *name = b->name;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PetscErrorCode DDLayerGetBackend_Private(DDLayer layer, DDBackend *b)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   if (layer->backend) *b = layer->backend;
   else PetscCall(DDBackendDefault_Private(b));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 DDBackend ddnn::DDBackendLookup_Private(const char name[])
 {

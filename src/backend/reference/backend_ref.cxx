@@ -3,6 +3,7 @@
   against and the end of every fallback chain. It provides every kernel kind for strided views
   and box offsets.
 */
+#include <sys/ddcxx.hpp>
 #include <backend/common/loopkernels.hpp>
 #include <backend/cpu/fastkernels.hpp>
 #include <backend/cpu/optimizer_kernels.hpp>
@@ -137,6 +138,7 @@ void FillRef(KernelTable<T> &t)
 } // namespace
 
 PetscErrorCode DDBackendCreate_Ref(void)
+DD_CXX_TRY
 {
   _p_DDBackend b{};
 
@@ -152,3 +154,4 @@ PetscErrorCode DDBackendCreate_Ref(void)
   PetscCall(DDBackendRegister_Private(&b));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

@@ -1,6 +1,7 @@
 /*
   DDLayer: the object, registry, life cycle, parameters, initialization and the adjoint test.
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddlayerimpl.h>
 #include <ddnn/private/ddbackendimpl.h>
 #include <tensor/layout.hpp>
@@ -16,6 +17,29 @@
 
 namespace
 {
+/* the layer being set up, for the message of a C++ exception beneath its set-up */
+struct SetUpContext {
+  DDLayer   layer;
+  PetscInt  n;
+  DDTensor *xs;
+};
+/* 'while setting up layer "name" (type) on an input of global shape 2x3x8x8, 96 entries on this rank':
+   the name is the options prefix (a layer's name in a network) */
+static void DescribeSetUp(const void *ctx, char buf[], size_t len)
+{
+  const SetUpContext *c    = (const SetUpContext *)ctx;
+  const char         *type = ((PetscObject)c->layer)->type_name ? ((PetscObject)c->layer)->type_name : "no type";
+  const char         *pre  = ((PetscObject)c->layer)->prefix;
+  char                name[256], sh[256] = "?";
+  size_t              l;
+
+  snprintf(name, sizeof(name), "%s", pre && pre[0] ? pre : "(no prefix)");
+  l = strlen(name);
+  if (l > 1 && name[l - 1] == '_') name[l - 1] = 0;
+  if (c->n > 0 && c->xs[0]) (void)DDShapeToString_Private(c->xs[0]->order, c->xs[0]->shape, sh, sizeof(sh));
+  snprintf(buf, len, "while setting up layer \"%s\" (%s) on an input of global shape %s, %" PetscInt_FMT " entries on this rank", name, type, sh, c->n > 0 && c->xs[0] ? c->xs[0]->layout.size : 0);
+}
+
 /* DDLayerSettingUp_Private() names the layer inside its set-up (also on an error return) */
 struct SettingUpGuard {
   explicit SettingUpGuard(DDLayer l);
@@ -42,6 +66,7 @@ static std::map<std::string, std::pair<PetscLogEvent, PetscLogEvent>> &LayerEven
 }
 
 PetscErrorCode DDLayerInitializePackage(void)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscClassIdRegister("DD Layer", &DD_LAYER_CLASSID));
@@ -49,8 +74,10 @@ PetscErrorCode DDLayerInitializePackage(void)
   PetscCall(DDLayerRegisterAll());
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PetscErrorCode DDLayerFinalizePackage(void)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscFunctionListDestroy(&DDLayerList));
@@ -58,6 +85,7 @@ PetscErrorCode DDLayerFinalizePackage(void)
   LayerEvents().clear();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode DDLayerGetEvents(const char type[], PetscLogEvent *fwd, PetscLogEvent *bwd)
 {
@@ -97,12 +125,14 @@ static PetscErrorCode DDLayerGetEvents(const char type[], PetscLogEvent *fwd, Pe
 .seealso: `DDLayerSetType()`, `DDLayerRegisterAll()`
 @*/
 PetscErrorCode DDLayerRegister(const char name[], PetscErrorCode (*function)(DDLayer))
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDInitializePackage());
   PetscCall(PetscFunctionListAdd(&DDLayerList, name, function));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PETSC_EXTERN PetscErrorCode DDLayerCreate_Activation(DDLayer);
 PETSC_EXTERN PetscErrorCode DDLayerCreate_Add(DDLayer);
@@ -137,6 +167,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Upsample(DDLayer);
 .seealso: `DDLayerRegister()`, `DDLayerSetType()`
 @*/
 PetscErrorCode DDLayerRegisterAll(void)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   if (DDLayerRegisterAllCalled) PetscFunctionReturn(PETSC_SUCCESS);
@@ -160,6 +191,7 @@ PetscErrorCode DDLayerRegisterAll(void)
   PetscCall(PetscFunctionListAdd(&DDLayerList, DDLAYERRESHAPE, DDLayerCreate_Reshape));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerCreate - Creates a distributed layer
@@ -177,6 +209,7 @@ PetscErrorCode DDLayerRegisterAll(void)
 .seealso: `DDLayerSetType()`, `DDLayerSetUp()`, `DDLayerForward()`, `DDLayerBackward()`
 @*/
 PetscErrorCode DDLayerCreate(MPI_Comm comm, DDLayer *layer)
+DD_CXX_TRY
 {
   DDLayer l;
 
@@ -192,6 +225,7 @@ PetscErrorCode DDLayerCreate(MPI_Comm comm, DDLayer *layer)
   *layer       = l;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode DDLayerReleaseSaved(DDLayer l)
 {
@@ -202,6 +236,7 @@ static PetscErrorCode DDLayerReleaseSaved(DDLayer l)
 }
 
 PetscErrorCode DDLayerClearParameters_Private(DDLayer l)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   for (PetscInt i = 0; i < l->nparams; i++) {
@@ -215,6 +250,7 @@ PetscErrorCode DDLayerClearParameters_Private(DDLayer l)
   l->nparams = 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode DDLayerClearBuffers(DDLayer l)
 {
@@ -262,6 +298,7 @@ static PetscErrorCode DDLayerReset(DDLayer l)
 .seealso: `DDLayerCreate()`, `DDLayerRegister()`
 @*/
 PetscErrorCode DDLayerSetType(DDLayer layer, DDLayerType type)
+DD_CXX_TRY
 {
   PetscErrorCode (*create)(DDLayer);
   PetscBool match;
@@ -286,6 +323,7 @@ PetscErrorCode DDLayerSetType(DDLayer layer, DDLayerType type)
   PetscCall((*create)(layer));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDLayerGetType - The layer's type
@@ -297,12 +335,14 @@ PetscErrorCode DDLayerSetType(DDLayer layer, DDLayerType type)
 .seealso: `DDLayerSetType()`
 @*/
 PetscErrorCode DDLayerGetType(DDLayer layer, DDLayerType *type)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
   *type = ((PetscObject)layer)->type_name;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDLayerSetOptionsPrefix - Sets the prefix of the layer's options (e.g. "conv1_" for -conv1_layer_conv_kernel)
@@ -314,11 +354,13 @@ PetscErrorCode DDLayerGetType(DDLayer layer, DDLayerType *type)
 .seealso: `DDLayerSetFromOptions()`
 @*/
 PetscErrorCode DDLayerSetOptionsPrefix(DDLayer layer, const char prefix[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscObjectSetOptionsPrefix((PetscObject)layer, prefix));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDLayerAppendOptionsPrefix - Appends to the prefix of the layer's options
@@ -330,11 +372,13 @@ PetscErrorCode DDLayerSetOptionsPrefix(DDLayer layer, const char prefix[])
 .seealso: `DDLayerSetOptionsPrefix()`
 @*/
 PetscErrorCode DDLayerAppendOptionsPrefix(DDLayer layer, const char prefix[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscObjectAppendOptionsPrefix((PetscObject)layer, prefix));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDLayerGetOptionsPrefix - The prefix of the layer's options
@@ -346,11 +390,13 @@ PetscErrorCode DDLayerAppendOptionsPrefix(DDLayer layer, const char prefix[])
 .seealso: `DDLayerSetOptionsPrefix()`
 @*/
 PetscErrorCode DDLayerGetOptionsPrefix(DDLayer layer, const char *prefix[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscObjectGetOptionsPrefix((PetscObject)layer, prefix));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerSetFromOptions - Configures the layer from the options database
@@ -369,6 +415,7 @@ PetscErrorCode DDLayerGetOptionsPrefix(DDLayer layer, const char *prefix[])
 .seealso: `DDLayerSetType()`, `DDLayerSetOptionsPrefix()`
 @*/
 PetscErrorCode DDLayerSetFromOptions(DDLayer layer)
+DD_CXX_TRY
 {
   char      type[256];
   PetscBool flg;
@@ -397,6 +444,7 @@ PetscErrorCode DDLayerSetFromOptions(DDLayer layer)
   PetscCall(DDOptionsCheckIntegers(PetscObjectComm((PetscObject)layer), ((PetscObject)layer)->prefix ? ((PetscObject)layer)->prefix : "layer_"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* The layer's description that every rank of its communicator must share: type, options prefix,
    hyper-parameters (its view and its options in the database), number, global shapes, data types
@@ -471,6 +519,7 @@ static PetscErrorCode DDLayerCheckConsistent_Private(DDLayer layer, PetscInt n, 
 .seealso: `DDLayerSetUp()`, `DDLayerForwardMulti()`
 @*/
 PetscErrorCode DDLayerSetUpMulti(DDLayer layer, PetscInt n, DDTensor xs[])
+DD_CXX_TRY
 {
   MPI_Comm comm;
 
@@ -509,22 +558,13 @@ PetscErrorCode DDLayerSetUpMulti(DDLayer layer, PetscInt n, DDTensor xs[])
   {
     ddnn::ExchangeOwnerGuard owner(layer); /* the primitives set up here are the layer's, for the performance model */
     SettingUpGuard           current(layer); /* helpers that register replicas find the layer */
+    SetUpContext             what = {layer, n, xs};
+    CxxErrorContext          context(DescribeSetUp, &what); /* a C++ exception beneath names the layer */
     PetscErrorCode           ierr;
-    /* A C++ exception (std::bad_alloc from a std::vector sized by the layer's shapes) must not cross the
-       C interface, where it would abort the program: it becomes PETSC_ERR_MEM naming the layer (its
-       options prefix, which is its name in a network) and the size of its first input. */
     try {
       ierr = (*layer->ops->setup)(layer, n, xs);
-    } catch (const std::exception &e) {
-      const char *type = ((PetscObject)layer)->type_name ? ((PetscObject)layer)->type_name : "no type";
-      const char *pre  = ((PetscObject)layer)->prefix;
-      std::string name = pre ? pre : "";
-      char        sh[256] = "?";
-      if (!name.empty() && name.back() == '_') name.pop_back();
-      if (name.empty()) name = "(no prefix)";
-      if (n > 0 && xs[0]) PetscCall(DDShapeToString_Private(xs[0]->order, xs[0]->shape, sh, sizeof(sh)));
-      if (dynamic_cast<const std::bad_alloc *>(&e)) SETERRQ(PETSC_COMM_SELF, PETSC_ERR_MEM, "Out of memory: a C++ allocation (%s) failed while setting up layer \"%s\" (%s) on an input of global shape %s, %" PetscInt_FMT " entries on this rank", e.what(), name.c_str(), type, sh, n > 0 && xs[0] ? xs[0]->layout.size : 0);
-      SETERRQ(PETSC_COMM_SELF, PETSC_ERR_LIB, "Setting up layer \"%s\" (%s) raised the C++ exception: %s", name.c_str(), type, e.what());
+    } catch (const std::exception &e) { /* thrown by the type's own set-up code, while the context lives */
+      return CxxError_Private(__LINE__, PETSC_FUNCTION_NAME, __FILE__, e);
     }
     PetscCall(ierr);
   }
@@ -540,6 +580,7 @@ PetscErrorCode DDLayerSetUpMulti(DDLayer layer, PetscInt n, DDTensor xs[])
   if (!ddnn::PricingOnly()) PetscCall(DDLayerViewFromOptions(layer, NULL, "-layer_view"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerSetUp - Sets up a single-input layer for inputs laid out like x
@@ -551,14 +592,17 @@ PetscErrorCode DDLayerSetUpMulti(DDLayer layer, PetscInt n, DDTensor xs[])
 .seealso: `DDLayerSetUpMulti()`
 @*/
 PetscErrorCode DDLayerSetUp(DDLayer layer, DDTensor x)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDLayerSetUpMulti(layer, 1, &x));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* For implementations: set the (owned) output tensor, with the halo the network asked for */
 PetscErrorCode DDLayerSetOutput_Private(DDLayer l, DDTensor y)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDTensorDestroy(&l->output));
@@ -566,9 +610,11 @@ PetscErrorCode DDLayerSetOutput_Private(DDLayer l, DDTensor y)
   if (l->hasouthalo) PetscCall(DDTensorEnsureHalo(y, l->outlo, l->outhi));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* The halo widths (this rank's) the output should be created with; NULL clears the request */
 PetscErrorCode DDLayerSetOutputHalo_Private(DDLayer l, const PetscInt lo[], const PetscInt hi[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   l->hasouthalo = (lo && hi) ? PETSC_TRUE : PETSC_FALSE;
@@ -578,6 +624,7 @@ PetscErrorCode DDLayerSetOutputHalo_Private(DDLayer l, const PetscInt lo[], cons
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerGetOutput - The layer's own output tensor (not a new reference)
@@ -593,6 +640,7 @@ PetscErrorCode DDLayerSetOutputHalo_Private(DDLayer l, const PetscInt lo[], cons
 .seealso: `DDLayerCreateOutput()`
 @*/
 PetscErrorCode DDLayerGetOutput(DDLayer layer, DDTensor *y)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
@@ -600,6 +648,7 @@ PetscErrorCode DDLayerGetOutput(DDLayer layer, DDTensor *y)
   *y = layer->output;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerCreateOutput - Creates a tensor laid out as the layer's output
@@ -611,6 +660,7 @@ PetscErrorCode DDLayerGetOutput(DDLayer layer, DDTensor *y)
 .seealso: `DDLayerGetOutput()`
 @*/
 PetscErrorCode DDLayerCreateOutput(DDLayer layer, DDTensor *y)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
@@ -618,6 +668,7 @@ PetscErrorCode DDLayerCreateOutput(DDLayer layer, DDTensor *y)
   PetscCall(DDTensorDuplicate(layer->output, y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* The output may have another halo than the layer's own output, but not another distribution or format */
 static PetscErrorCode DDLayerCheckOutput(DDLayer l, DDTensor y, const char fn[])
@@ -652,6 +703,7 @@ static PetscErrorCode DDLayerCheckOutput(DDLayer l, DDTensor y, const char fn[])
 .seealso: `DDLayerBackwardMulti()`, `DDLayerForward()`
 @*/
 PetscErrorCode DDLayerForwardMulti(DDLayer layer, PetscInt n, DDTensor xs[], DDTensor y)
+DD_CXX_TRY
 {
   MPI_Comm comm;
 
@@ -681,6 +733,7 @@ PetscErrorCode DDLayerForwardMulti(DDLayer layer, PetscInt n, DDTensor xs[], DDT
   PetscCall(PetscObjectStateIncrease((PetscObject)y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerForward - y = F(x) for a single-input layer
@@ -692,11 +745,13 @@ PetscErrorCode DDLayerForwardMulti(DDLayer layer, PetscInt n, DDTensor xs[], DDT
 .seealso: `DDLayerForwardMulti()`, `DDLayerBackward()`
 @*/
 PetscErrorCode DDLayerForward(DDLayer layer, DDTensor x, DDTensor y)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDLayerForwardMulti(layer, 1, &x, y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerBackwardMulti - dx_i = J_i^* dy at the state of the last Forward; parameter gradients accumulate
@@ -721,6 +776,7 @@ PetscErrorCode DDLayerForward(DDLayer layer, DDTensor x, DDTensor y)
 .seealso: `DDLayerForwardMulti()`, `DDLayerZeroGradients()`
 @*/
 PetscErrorCode DDLayerBackwardMulti(DDLayer layer, DDTensor dy, PetscInt n, DDTensor dxs[])
+DD_CXX_TRY
 {
   MPI_Comm comm;
 
@@ -756,6 +812,7 @@ PetscErrorCode DDLayerBackwardMulti(DDLayer layer, DDTensor dy, PetscInt n, DDTe
     if (dxs[i]) PetscCall(PetscObjectStateIncrease((PetscObject)dxs[i]));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerBackward - dx = J^* dy for a single-input layer; parameter gradients accumulate
@@ -767,16 +824,19 @@ PetscErrorCode DDLayerBackwardMulti(DDLayer layer, DDTensor dy, PetscInt n, DDTe
 .seealso: `DDLayerBackwardMulti()`
 @*/
 PetscErrorCode DDLayerBackward(DDLayer layer, DDTensor dy, DDTensor dx)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDLayerBackwardMulti(layer, dy, 1, &dx));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* ---------------------------------------------------------------------- */
 /* parameters */
 
 PetscErrorCode DDLayerAddParameter_Private(DDLayer l, const char name[], DDTensor p)
+DD_CXX_TRY
 {
   DDTensor g;
 
@@ -791,6 +851,7 @@ PetscErrorCode DDLayerAddParameter_Private(DDLayer l, const char name[], DDTenso
   l->nparams++;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* ---------------------------------------------------------------------- */
 /*
@@ -804,6 +865,7 @@ PetscErrorCode DDLayerAddParameter_Private(DDLayer l, const char name[], DDTenso
 */
 
 PetscErrorCode DDLayerAddReplica_Private(DDLayer l, DDTensor w, DDTensor wh, DDPrimitive B)
+DD_CXX_TRY
 {
   DDTensor grad = NULL;
 
@@ -822,6 +884,7 @@ PetscErrorCode DDLayerAddReplica_Private(DDLayer l, DDTensor w, DDTensor wh, DDP
   r.grad = grad;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static std::vector<DDLayer> &SettingUpStack()
 {
@@ -844,6 +907,7 @@ static DDLayerReplica *FindReplica(DDLayer l, DDTensor wh, DDTensor grad)
 }
 
 PetscErrorCode DDLayerReplicaForward_Private(DDLayer l, DDTensor wh, PetscBool *done)
+DD_CXX_TRY
 {
   DDLayerReplica  *r = FindReplica(l, wh, NULL);
   PetscObjectState st;
@@ -861,8 +925,10 @@ PetscErrorCode DDLayerReplicaForward_Private(DDLayer l, DDTensor wh, PetscBool *
   r->nfallback++;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PetscErrorCode DDLayerReplicaBackward_Private(DDLayer l, DDTensor wh, DDTensor grad, DDTensor dwh, PetscBool *done)
+DD_CXX_TRY
 {
   DDLayerReplica *r = FindReplica(l, wh, grad);
 
@@ -886,11 +952,13 @@ PetscErrorCode DDLayerReplicaBackward_Private(DDLayer l, DDTensor wh, DDTensor g
   r->added = PETSC_TRUE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* ---------------------------------------------------------------------- */
 /* buffers: non-trainable state (running statistics, counters) */
 
 PetscErrorCode DDLayerAddBuffer_Private(DDLayer l, const char name[], DDTensor t, PetscInt64 *counter)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCheck((t != NULL) != (counter != NULL), PETSC_COMM_SELF, PETSC_ERR_ARG_WRONG, "Buffer \"%s\": give a tensor or a counter, not both", name);
@@ -909,6 +977,7 @@ PetscErrorCode DDLayerAddBuffer_Private(DDLayer l, const char name[], DDTensor t
   l->nbuffers++;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDLayerGetBuffers - The layer's non-trainable state: running statistics, counters (PyTorch's buffers)
@@ -936,6 +1005,7 @@ PetscErrorCode DDLayerAddBuffer_Private(DDLayer l, const char name[], DDTensor t
 .seealso: `DDLayerGetParameters()`, `DDCheckpointSave()`, `DDLayerBatchNormGetRunningStatistics()`
 @*/
 PetscErrorCode DDLayerGetBuffers(DDLayer layer, PetscInt *n, const char *const *names[], DDTensor *tensors[], PetscInt64 **counters[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
@@ -946,6 +1016,7 @@ PetscErrorCode DDLayerGetBuffers(DDLayer layer, PetscInt *n, const char *const *
   if (counters) *counters = layer->counters;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDLayerGetParameters - The layer's parameter tensors (weight, bias, ...)
@@ -961,6 +1032,7 @@ PetscErrorCode DDLayerGetBuffers(DDLayer layer, PetscInt *n, const char *const *
 .seealso: `DDLayerGetGradients()`, `DDLayerGetParameterName()`
 @*/
 PetscErrorCode DDLayerGetParameters(DDLayer layer, PetscInt *n, DDTensor *params[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
@@ -969,6 +1041,7 @@ PetscErrorCode DDLayerGetParameters(DDLayer layer, PetscInt *n, DDTensor *params
   if (params) *params = layer->params;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDLayerGetGradients - The gradients of the layer's parameters (accumulated by Backward)
@@ -980,6 +1053,7 @@ PetscErrorCode DDLayerGetParameters(DDLayer layer, PetscInt *n, DDTensor *params
 .seealso: `DDLayerGetParameters()`, `DDLayerZeroGradients()`
 @*/
 PetscErrorCode DDLayerGetGradients(DDLayer layer, PetscInt *n, DDTensor *grads[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
@@ -988,6 +1062,7 @@ PetscErrorCode DDLayerGetGradients(DDLayer layer, PetscInt *n, DDTensor *grads[]
   if (grads) *grads = layer->grads;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDLayerGetParameterName - Name of a parameter ("weight", "bias", ...)
@@ -999,6 +1074,7 @@ PetscErrorCode DDLayerGetGradients(DDLayer layer, PetscInt *n, DDTensor *grads[]
 .seealso: `DDLayerGetParameters()`
 @*/
 PetscErrorCode DDLayerGetParameterName(DDLayer layer, PetscInt i, const char *name[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
@@ -1006,6 +1082,7 @@ PetscErrorCode DDLayerGetParameterName(DDLayer layer, PetscInt i, const char *na
   *name = layer->paramnames[i];
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerGetNumParameters - Number of scalar parameters (global)
@@ -1017,6 +1094,7 @@ PetscErrorCode DDLayerGetParameterName(DDLayer layer, PetscInt i, const char *na
 .seealso: `DDLayerGetParameters()`
 @*/
 PetscErrorCode DDLayerGetNumParameters(DDLayer layer, PetscInt64 *count)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
@@ -1028,6 +1106,7 @@ PetscErrorCode DDLayerGetNumParameters(DDLayer layer, PetscInt64 *count)
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerZeroGradients - Sets the parameters' gradients to zero
@@ -1039,12 +1118,14 @@ PetscErrorCode DDLayerGetNumParameters(DDLayer layer, PetscInt64 *count)
 .seealso: `DDLayerGetGradients()`
 @*/
 PetscErrorCode DDLayerZeroGradients(DDLayer layer)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
   for (PetscInt i = 0; i < layer->nparams; i++) PetscCall(DDTensorZeroEntries(layer->grads[i]));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerSetInitType - How `DDLayerInitializeParameters()` draws the parameters
@@ -1059,12 +1140,14 @@ PetscErrorCode DDLayerZeroGradients(DDLayer layer)
 .seealso: `DDInitType`, `DDLayerInitializeParameters()`
 @*/
 PetscErrorCode DDLayerSetInitType(DDLayer layer, DDInitType type)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
   layer->inittype = type;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerSetInitScale - Scale of `DD_INIT_UNIFORM`
@@ -1076,12 +1159,14 @@ PetscErrorCode DDLayerSetInitType(DDLayer layer, DDInitType type)
 .seealso: `DDLayerSetInitType()`
 @*/
 PetscErrorCode DDLayerSetInitScale(DDLayer layer, PetscReal s)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
   layer->initscale = s;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*
   Fills a parameter tensor from a counter-based generator keyed on the global index, so that
@@ -1089,6 +1174,7 @@ PetscErrorCode DDLayerSetInitScale(DDLayer layer, PetscReal s)
   independence). bound_default is the PyTorch default's bound (for DD_INIT_DEFAULT).
 */
 PetscErrorCode DDTensorInitialize_Private(DDTensor t, DDInitType type, PetscReal scale, PetscInt64 seed, PetscInt fan_in, PetscInt fan_out, PetscReal bound_default)
+DD_CXX_TRY
 {
   const DDLayout &L = t->layout;
   PetscInt        a[DD_MAX_DIM], b[DD_MAX_DIM];
@@ -1137,6 +1223,7 @@ PetscErrorCode DDTensorInitialize_Private(DDTensor t, DDInitType type, PetscReal
   PetscCall(PetscObjectStateIncrease((PetscObject)t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerInitializeParameters - Draws the parameters, identically on any partition for a seed
@@ -1156,6 +1243,7 @@ PetscErrorCode DDTensorInitialize_Private(DDTensor t, DDInitType type, PetscReal
 .seealso: `DDLayerSetInitType()`
 @*/
 PetscErrorCode DDLayerInitializeParameters(DDLayer layer, PetscInt64 seed)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
@@ -1164,6 +1252,7 @@ PetscErrorCode DDLayerInitializeParameters(DDLayer layer, PetscInt64 seed)
   PetscCall(DDLayerZeroGradients(layer));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerSetTraining - Training mode (batch statistics, dropout) or evaluation mode
@@ -1175,12 +1264,14 @@ PetscErrorCode DDLayerInitializeParameters(DDLayer layer, PetscInt64 seed)
 .seealso: `DDLAYERBATCHNORM`, `DDLAYERDROPOUT`
 @*/
 PetscErrorCode DDLayerSetTraining(DDLayer layer, PetscBool flg)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
   layer->training = flg;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerGetTraining - Whether the layer is in training mode
@@ -1192,12 +1283,14 @@ PetscErrorCode DDLayerSetTraining(DDLayer layer, PetscBool flg)
 .seealso: `DDLayerSetTraining()`
 @*/
 PetscErrorCode DDLayerGetTraining(DDLayer layer, PetscBool *flg)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
   *flg = layer->training;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerGetNumInputs - Number of inputs the layer was set up with
@@ -1209,14 +1302,17 @@ PetscErrorCode DDLayerGetTraining(DDLayer layer, PetscBool *flg)
 .seealso: `DDLayerSetUpMulti()`
 @*/
 PetscErrorCode DDLayerGetNumInputs(DDLayer layer, PetscInt *n)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
   *n = layer->nin;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PetscErrorCode DDLayerCheckType_Private(DDLayer l, DDLayerType type, const char fn[])
+DD_CXX_TRY
 {
   PetscBool match;
 
@@ -1226,9 +1322,11 @@ PetscErrorCode DDLayerCheckType_Private(DDLayer l, DDLayerType type, const char 
   PetscCheck(match, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_WRONG, "%s() needs a %s layer, this one is %s", fn, type, ((PetscObject)l)->type_name ? ((PetscObject)l)->type_name : "untyped");
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* An integer-array option; keeps its count so that set-up can check it against the dimensions */
 PetscErrorCode DDLayerGetArrayOption_Private(PetscOptionItems *PetscOptionsObject, const char opt[], const char text[], const char man[], PetscInt maxn, PetscInt *n, PetscInt v[], PetscBool *set)
+DD_CXX_TRY
 {
   PetscInt cnt = maxn;
 
@@ -1237,6 +1335,7 @@ PetscErrorCode DDLayerGetArrayOption_Private(PetscOptionItems *PetscOptionsObjec
   if (*set) *n = cnt;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDLayerView - Prints the layer: type, options prefix, input and output shapes, partitions, parameters
@@ -1248,6 +1347,7 @@ PetscErrorCode DDLayerGetArrayOption_Private(PetscOptionItems *PetscOptionsObjec
 .seealso: `DDLayerCreate()`
 @*/
 PetscErrorCode DDLayerView(DDLayer layer, PetscViewer viewer)
+DD_CXX_TRY
 {
   PetscBool iascii;
 
@@ -1275,6 +1375,7 @@ PetscErrorCode DDLayerView(DDLayer layer, PetscViewer viewer)
   PetscCall(PetscViewerASCIIPopTab(viewer));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDLayerViewFromOptions - Views the layer if an option asks for it
@@ -1286,11 +1387,13 @@ PetscErrorCode DDLayerView(DDLayer layer, PetscViewer viewer)
 .seealso: `DDLayerView()`
 @*/
 PetscErrorCode DDLayerViewFromOptions(DDLayer layer, PetscObject obj, const char name[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscObjectViewFromOptions((PetscObject)layer, obj, name));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerDestroy - Destroys a layer
@@ -1302,6 +1405,7 @@ PetscErrorCode DDLayerViewFromOptions(DDLayer layer, PetscObject obj, const char
 .seealso: `DDLayerCreate()`
 @*/
 PetscErrorCode DDLayerDestroy(DDLayer *layer)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   if (!*layer) PetscFunctionReturn(PETSC_SUCCESS);
@@ -1317,6 +1421,7 @@ PetscErrorCode DDLayerDestroy(DDLayer *layer)
   PetscCall(PetscHeaderDestroy(layer));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* ---------------------------------------------------------------------- */
 
@@ -1345,6 +1450,7 @@ PetscErrorCode DDLayerDestroy(DDLayer *layer)
 .seealso: `DDPrimitiveAdjointTest()`
 @*/
 PetscErrorCode DDLayerAdjointTest(DDLayer layer, PetscBool wrtparams, PetscInt64 seed, PetscReal *err)
+DD_CXX_TRY
 {
   PetscInt              n = layer->nin;
   std::vector<DDTensor> xs(n), dxs(n), px, pg, saveP, saveG;
@@ -1432,3 +1538,4 @@ PetscErrorCode DDLayerAdjointTest(DDLayer layer, PetscBool wrtparams, PetscInt64
   PetscCall(DDLayerReleaseSaved(layer));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

@@ -1,6 +1,7 @@
 /*
   DDPartition: a Cartesian grid of MPI ranks of any order (paper 000, sec. 3.1).
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddimpl.h>
 #include <cstring>
 
@@ -21,6 +22,7 @@
 .seealso: `DDPartitionCreateCartesian()`, `DDPartitionSetShape()`, `DDPartitionSetRanks()`
 @*/
 PetscErrorCode DDPartitionCreate(MPI_Comm comm, DDPartition *part)
+DD_CXX_TRY
 {
   DDPartition p;
 
@@ -36,6 +38,7 @@ PetscErrorCode DDPartitionCreate(MPI_Comm comm, DDPartition *part)
   *part        = p;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPartitionSetShape - Sets the number of workers along each dimension
@@ -55,6 +58,7 @@ PetscErrorCode DDPartitionCreate(MPI_Comm comm, DDPartition *part)
 .seealso: `DDPartitionSetRanks()`, `DDPartitionSetUp()`
 @*/
 PetscErrorCode DDPartitionSetShape(DDPartition part, PetscInt order, const PetscInt shape[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 1);
@@ -65,6 +69,7 @@ PetscErrorCode DDPartitionSetShape(DDPartition part, PetscInt order, const Petsc
   for (PetscInt k = 0; k < order; k++) part->shape[k] = shape[k];
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPartitionSetRanks - Places the workers on chosen ranks of the communicator
@@ -87,6 +92,7 @@ PetscErrorCode DDPartitionSetShape(DDPartition part, PetscInt order, const Petsc
 .seealso: `DDPartitionSetShape()`, `DDPartitionIsActive()`
 @*/
 PetscErrorCode DDPartitionSetRanks(DDPartition part, PetscInt n, const PetscMPIInt ranks[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 1);
@@ -98,6 +104,7 @@ PetscErrorCode DDPartitionSetRanks(DDPartition part, PetscInt n, const PetscMPII
   part->nranksset = n;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPartitionSetFromOptions - Sets the partition's shape from the options database
@@ -113,6 +120,7 @@ PetscErrorCode DDPartitionSetRanks(DDPartition part, PetscInt n, const PetscMPII
 .seealso: `DDPartitionSetShape()`
 @*/
 PetscErrorCode DDPartitionSetFromOptions(DDPartition part)
+DD_CXX_TRY
 {
   PetscInt  shape[DD_MAX_DIM], n = DD_MAX_DIM;
   PetscBool flg;
@@ -126,6 +134,7 @@ PetscErrorCode DDPartitionSetFromOptions(DDPartition part)
   PetscOptionsEnd();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPartitionSetUp - Checks the partition against its communicator and builds the workers' communicator
@@ -142,6 +151,7 @@ PetscErrorCode DDPartitionSetFromOptions(DDPartition part)
 .seealso: `DDPartitionCreate()`, `DDPartitionSetShape()`
 @*/
 PetscErrorCode DDPartitionSetUp(DDPartition part)
+DD_CXX_TRY
 {
   MPI_Comm    comm;
   PetscMPIInt size, rank;
@@ -200,6 +210,7 @@ PetscErrorCode DDPartitionSetUp(DDPartition part)
   PetscCall(DDPartitionViewFromOptions(part, NULL, "-partition_view"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPartitionCreateCartesian - Creates and sets up a partition in one call
@@ -221,6 +232,7 @@ PetscErrorCode DDPartitionSetUp(DDPartition part)
 .seealso: `DDPartitionCreate()`, `DDPartitionSetRanks()`
 @*/
 PetscErrorCode DDPartitionCreateCartesian(MPI_Comm comm, PetscInt order, const PetscInt shape[], PetscInt nranks, const PetscMPIInt ranks[], DDPartition *part)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPartitionCreate(comm, part));
@@ -229,6 +241,7 @@ PetscErrorCode DDPartitionCreateCartesian(MPI_Comm comm, PetscInt order, const P
   PetscCall(DDPartitionSetUp(*part));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPartitionCreateFromDMDA - Creates the partition of a DMDA's process grid
@@ -248,6 +261,7 @@ PetscErrorCode DDPartitionCreateCartesian(MPI_Comm comm, PetscInt order, const P
 .seealso: `DDTensorCreateFromDMDA()`
 @*/
 PetscErrorCode DDPartitionCreateFromDMDA(DM da, PetscInt lead, DDPartition *part)
+DD_CXX_TRY
 {
   PetscInt dim, m, n, p, shape[DD_MAX_DIM];
 
@@ -268,6 +282,7 @@ PetscErrorCode DDPartitionCreateFromDMDA(DM da, PetscInt lead, DDPartition *part
   PetscCall(DDPartitionCreateCartesian(PetscObjectComm((PetscObject)da), lead + dim, shape, PETSC_DECIDE, NULL, part));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPartitionDestroy - Destroys a partition
@@ -279,6 +294,7 @@ PetscErrorCode DDPartitionCreateFromDMDA(DM da, PetscInt lead, DDPartition *part
 .seealso: `DDPartitionCreate()`
 @*/
 PetscErrorCode DDPartitionDestroy(DDPartition *part)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   if (!*part) PetscFunctionReturn(PETSC_SUCCESS);
@@ -292,6 +308,7 @@ PetscErrorCode DDPartitionDestroy(DDPartition *part)
   PetscCall(PetscHeaderDestroy(part));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDPartitionView - Prints the partition: shape, and each worker's rank and coordinates
@@ -303,6 +320,7 @@ PetscErrorCode DDPartitionDestroy(DDPartition *part)
 .seealso: `DDPartitionCreate()`
 @*/
 PetscErrorCode DDPartitionView(DDPartition part, PetscViewer viewer)
+DD_CXX_TRY
 {
   PetscBool iascii;
   char      sh[128];
@@ -330,6 +348,7 @@ PetscErrorCode DDPartitionView(DDPartition part, PetscViewer viewer)
   PetscCall(PetscViewerASCIIPopTab(viewer));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDPartitionViewFromOptions - Views the partition if an option asks for it
@@ -341,11 +360,13 @@ PetscErrorCode DDPartitionView(DDPartition part, PetscViewer viewer)
 .seealso: `DDPartitionView()`, `PetscObjectViewFromOptions()`
 @*/
 PetscErrorCode DDPartitionViewFromOptions(DDPartition part, PetscObject obj, const char name[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscObjectViewFromOptions((PetscObject)part, obj, name));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode DDPartitionCheckSetUp(DDPartition part)
 {
@@ -365,12 +386,14 @@ static PetscErrorCode DDPartitionCheckSetUp(DDPartition part)
 .seealso: `DDPartitionGetShape()`
 @*/
 PetscErrorCode DDPartitionGetOrder(DDPartition part, PetscInt *order)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 1);
   *order = part->order;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDPartitionGetShape - Workers along each dimension
@@ -382,12 +405,14 @@ PetscErrorCode DDPartitionGetOrder(DDPartition part, PetscInt *order)
 .seealso: `DDPartitionGetOrder()`
 @*/
 PetscErrorCode DDPartitionGetShape(DDPartition part, const PetscInt *shape[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 1);
   *shape = part->shape;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPartitionGetSize - Number of workers (product of the shape)
@@ -399,12 +424,14 @@ PetscErrorCode DDPartitionGetShape(DDPartition part, const PetscInt *shape[])
 .seealso: `DDPartitionGetShape()`
 @*/
 PetscErrorCode DDPartitionGetSize(DDPartition part, PetscInt *size)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPartitionCheckSetUp(part));
   *size = part->size;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDPartitionGetRanks - The communicator rank of every worker, in worker order
@@ -416,12 +443,14 @@ PetscErrorCode DDPartitionGetSize(DDPartition part, PetscInt *size)
 .seealso: `DDPartitionSetRanks()`
 @*/
 PetscErrorCode DDPartitionGetRanks(DDPartition part, const PetscMPIInt *ranks[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPartitionCheckSetUp(part));
   *ranks = part->ranks;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPartitionIsActive - Whether this rank is a worker of the partition
@@ -433,12 +462,14 @@ PetscErrorCode DDPartitionGetRanks(DDPartition part, const PetscMPIInt *ranks[])
 .seealso: `DDPartitionGetIndex()`
 @*/
 PetscErrorCode DDPartitionIsActive(DDPartition part, PetscBool *active)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPartitionCheckSetUp(part));
   *active = part->index >= 0 ? PETSC_TRUE : PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPartitionGetIndex - This rank's worker number (C order of its coordinates), -1 if idle
@@ -450,12 +481,14 @@ PetscErrorCode DDPartitionIsActive(DDPartition part, PetscBool *active)
 .seealso: `DDPartitionGetCoordinates()`
 @*/
 PetscErrorCode DDPartitionGetIndex(DDPartition part, PetscInt *index)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPartitionCheckSetUp(part));
   *index = part->index;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPartitionGetCoordinates - This rank's coordinates in the grid (all -1 if idle)
@@ -467,12 +500,14 @@ PetscErrorCode DDPartitionGetIndex(DDPartition part, PetscInt *index)
 .seealso: `DDPartitionGetRankOfCoordinates()`
 @*/
 PetscErrorCode DDPartitionGetCoordinates(DDPartition part, PetscInt coords[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPartitionCheckSetUp(part));
   for (PetscInt k = 0; k < part->order; k++) coords[k] = part->coords[k];
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPartitionGetRankOfCoordinates - The communicator rank of the worker at given coordinates
@@ -484,6 +519,7 @@ PetscErrorCode DDPartitionGetCoordinates(DDPartition part, PetscInt coords[])
 .seealso: `DDPartitionGetCoordinates()`
 @*/
 PetscErrorCode DDPartitionGetRankOfCoordinates(DDPartition part, const PetscInt coords[], PetscMPIInt *rank)
+DD_CXX_TRY
 {
   PetscInt idx = 0;
 
@@ -496,6 +532,7 @@ PetscErrorCode DDPartitionGetRankOfCoordinates(DDPartition part, const PetscInt 
   *rank = part->ranks[idx];
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPartitionGetNeighbor - The rank of the worker displaced from this one along a dimension
@@ -515,6 +552,7 @@ PetscErrorCode DDPartitionGetRankOfCoordinates(DDPartition part, const PetscInt 
 .seealso: `DDPartitionGetCoordinates()`
 @*/
 PetscErrorCode DDPartitionGetNeighbor(DDPartition part, PetscInt dim, PetscInt disp, PetscMPIInt *rank)
+DD_CXX_TRY
 {
   PetscInt c[DD_MAX_DIM];
 
@@ -529,6 +567,7 @@ PetscErrorCode DDPartitionGetNeighbor(DDPartition part, PetscInt dim, PetscInt d
   PetscCall(DDPartitionGetRankOfCoordinates(part, c, rank));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPartitionGetSubComm - The communicator of the workers (ranked by worker index)
@@ -543,12 +582,14 @@ PetscErrorCode DDPartitionGetNeighbor(DDPartition part, PetscInt dim, PetscInt d
 .seealso: `DDPartitionIsActive()`
 @*/
 PetscErrorCode DDPartitionGetSubComm(DDPartition part, MPI_Comm *comm)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPartitionCheckSetUp(part));
   *comm = part->subcomm;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPartitionCreateSubPartition - The sub-partition along chosen dimensions that contains this rank
@@ -575,6 +616,7 @@ PetscErrorCode DDPartitionGetSubComm(DDPartition part, MPI_Comm *comm)
 .seealso: `DDPartitionCreate()`
 @*/
 PetscErrorCode DDPartitionCreateSubPartition(DDPartition part, const PetscBool keep[], DDPartition *sub)
+DD_CXX_TRY
 {
   PetscInt    shape[DD_MAX_DIM], n = 1, cnt = 0;
   PetscMPIInt *ranks;
@@ -643,6 +685,7 @@ PetscErrorCode DDPartitionCreateSubPartition(DDPartition part, const PetscBool k
   *sub = s;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPartitionEqual - Whether two partitions have the same shape and the same workers on the same ranks
@@ -654,6 +697,7 @@ PetscErrorCode DDPartitionCreateSubPartition(DDPartition part, const PetscBool k
 .seealso: `DDPartitionCreate()`
 @*/
 PetscErrorCode DDPartitionEqual(DDPartition a, DDPartition b, PetscBool *eq)
+DD_CXX_TRY
 {
   PetscMPIInt cmp;
 
@@ -675,6 +719,7 @@ PetscErrorCode DDPartitionEqual(DDPartition a, DDPartition b, PetscBool *eq)
   *eq = PETSC_TRUE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* Compare partition shapes aligned at the trailing dimension (NumPy style, paper 000 sec. 3.2.1) */
 static PetscErrorCode DDPartitionCheckRule(DDPartition px, DDPartition py, PetscBool bcast, PetscBool *ok, PetscInt *baddim)
@@ -712,11 +757,13 @@ static PetscErrorCode DDPartitionCheckRule(DDPartition px, DDPartition py, Petsc
 .seealso: `DDPartitionCheckReduce()`
 @*/
 PetscErrorCode DDPartitionCheckBroadcast(DDPartition px, DDPartition py, PetscBool *ok, PetscInt *baddim)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPartitionCheckRule(px, py, PETSC_TRUE, ok, baddim));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPartitionCheckReduce - Whether a tensor on px can be sum-reduced onto py
@@ -732,8 +779,10 @@ PetscErrorCode DDPartitionCheckBroadcast(DDPartition px, DDPartition py, PetscBo
 .seealso: `DDPartitionCheckBroadcast()`
 @*/
 PetscErrorCode DDPartitionCheckReduce(DDPartition px, DDPartition py, PetscBool *ok, PetscInt *baddim)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPartitionCheckRule(px, py, PETSC_FALSE, ok, baddim));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

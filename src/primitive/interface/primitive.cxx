@@ -2,6 +2,7 @@
   DDPrimitive: the object, its type registry, forward/adjoint application with log events,
   the shell Mat and the adjoint test (paper 000, eq. 26).
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddprimitiveimpl.h>
 #include <tensor/layout.hpp>
 #include <sys/ddsysimpl.h>
@@ -25,6 +26,7 @@ static std::map<std::string, std::pair<PetscLogEvent, PetscLogEvent>> &Primitive
 }
 
 PetscErrorCode DDPrimitiveInitializePackage(void)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscClassIdRegister("DD Primitive", &DD_PRIMITIVE_CLASSID));
@@ -33,8 +35,10 @@ PetscErrorCode DDPrimitiveInitializePackage(void)
   PetscCall(DDPrimitiveRegisterAll());
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PetscErrorCode DDPrimitiveFinalizePackage(void)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscFunctionListDestroy(&DDPrimitiveList));
@@ -42,9 +46,11 @@ PetscErrorCode DDPrimitiveFinalizePackage(void)
   PrimitiveEvents().clear();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* One forward and one adjoint log event per primitive type: -log_view shows where time goes */
 PetscErrorCode DDPrimitiveGetEvents_Private(const char type[], PetscLogEvent *fwd, PetscLogEvent *adj)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   auto it = PrimitiveEvents().find(type);
@@ -62,6 +68,7 @@ PetscErrorCode DDPrimitiveGetEvents_Private(const char type[], PetscLogEvent *fw
   *adj = it->second.second;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDPrimitiveRegister - Adds a primitive type
@@ -77,12 +84,14 @@ PetscErrorCode DDPrimitiveGetEvents_Private(const char type[], PetscLogEvent *fw
 .seealso: `DDPrimitiveSetType()`, `DDPrimitiveRegisterAll()`
 @*/
 PetscErrorCode DDPrimitiveRegister(const char name[], PetscErrorCode (*function)(DDPrimitive))
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDInitializePackage());
   PetscCall(PetscFunctionListAdd(&DDPrimitiveList, name, function));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_Broadcast(DDPrimitive);
 PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_SumReduce(DDPrimitive);
@@ -107,6 +116,7 @@ PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_FFT(DDPrimitive);
 .seealso: `DDPrimitiveRegister()`
 @*/
 PetscErrorCode DDPrimitiveRegisterAll(void)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   if (DDPrimitiveRegisterAllCalled) PetscFunctionReturn(PETSC_SUCCESS);
@@ -120,6 +130,7 @@ PetscErrorCode DDPrimitiveRegisterAll(void)
   PetscCall(PetscFunctionListAdd(&DDPrimitiveList, DDPRIMITIVEFFT, DDPrimitiveCreate_FFT));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveCreate - Creates a data-movement primitive
@@ -137,6 +148,7 @@ PetscErrorCode DDPrimitiveRegisterAll(void)
 .seealso: `DDPrimitiveSetType()`, `DDPrimitiveSetUp()`, `DDPrimitiveApply()`
 @*/
 PetscErrorCode DDPrimitiveCreate(MPI_Comm comm, DDPrimitive *prim)
+DD_CXX_TRY
 {
   DDPrimitive p;
 
@@ -147,6 +159,7 @@ PetscErrorCode DDPrimitiveCreate(MPI_Comm comm, DDPrimitive *prim)
   *prim = p;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode DDPrimitiveReset(DDPrimitive p)
 {
@@ -179,6 +192,7 @@ static PetscErrorCode DDPrimitiveReset(DDPrimitive p)
 .seealso: `DDPrimitiveCreate()`, `DDPrimitiveRegister()`
 @*/
 PetscErrorCode DDPrimitiveSetType(DDPrimitive prim, DDPrimitiveType type)
+DD_CXX_TRY
 {
   PetscErrorCode (*create)(DDPrimitive);
   PetscBool match;
@@ -204,6 +218,7 @@ PetscErrorCode DDPrimitiveSetType(DDPrimitive prim, DDPrimitiveType type)
   PetscCall((*create)(prim));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDPrimitiveGetType - The primitive's type
@@ -215,12 +230,14 @@ PetscErrorCode DDPrimitiveSetType(DDPrimitive prim, DDPrimitiveType type)
 .seealso: `DDPrimitiveSetType()`
 @*/
 PetscErrorCode DDPrimitiveGetType(DDPrimitive prim, DDPrimitiveType *type)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
   *type = ((PetscObject)prim)->type_name;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDPrimitiveSetOptionsPrefix - Sets the prefix of the primitive's options
@@ -232,11 +249,13 @@ PetscErrorCode DDPrimitiveGetType(DDPrimitive prim, DDPrimitiveType *type)
 .seealso: `DDPrimitiveSetFromOptions()`
 @*/
 PetscErrorCode DDPrimitiveSetOptionsPrefix(DDPrimitive prim, const char prefix[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscObjectSetOptionsPrefix((PetscObject)prim, prefix));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDPrimitiveAppendOptionsPrefix - Appends to the prefix of the primitive's options
@@ -248,11 +267,13 @@ PetscErrorCode DDPrimitiveSetOptionsPrefix(DDPrimitive prim, const char prefix[]
 .seealso: `DDPrimitiveSetOptionsPrefix()`
 @*/
 PetscErrorCode DDPrimitiveAppendOptionsPrefix(DDPrimitive prim, const char prefix[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscObjectAppendOptionsPrefix((PetscObject)prim, prefix));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveSetFromOptions - Configures the primitive from the options database
@@ -269,6 +290,7 @@ PetscErrorCode DDPrimitiveAppendOptionsPrefix(DDPrimitive prim, const char prefi
 .seealso: `DDPrimitiveSetType()`
 @*/
 PetscErrorCode DDPrimitiveSetFromOptions(DDPrimitive prim)
+DD_CXX_TRY
 {
   char      type[256];
   PetscBool flg;
@@ -284,6 +306,7 @@ PetscErrorCode DDPrimitiveSetFromOptions(DDPrimitive prim)
   PetscOptionsEnd();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveSetUp - Builds the communication pattern between the layouts of two tensors
@@ -306,6 +329,7 @@ PetscErrorCode DDPrimitiveSetFromOptions(DDPrimitive prim)
 .seealso: `DDPrimitiveApply()`, `DDPrimitiveApplyAdjoint()`
 @*/
 PetscErrorCode DDPrimitiveSetUp(DDPrimitive prim, DDTensor x, DDTensor y)
+DD_CXX_TRY
 {
   MPI_Comm comm;
 
@@ -345,6 +369,7 @@ PetscErrorCode DDPrimitiveSetUp(DDPrimitive prim, DDTensor x, DDTensor y)
   PetscCall(DDPrimitiveViewFromOptions(prim, NULL, "-primitive_view"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode DDPrimitiveCheckTensors(DDPrimitive prim, DDTensor in, DDTensor *out, PetscInt64 inhash, PetscInt64 outhash, const char fn[])
 {
@@ -382,6 +407,7 @@ static PetscErrorCode DDPrimitiveCheckTensors(DDPrimitive prim, DDTensor in, DDT
 .seealso: `DDPrimitiveApplyEnd()`, `DDPrimitiveApply()`
 @*/
 PetscErrorCode DDPrimitiveApplyBegin(DDPrimitive prim, DDTensor x, DDTensor y)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPrimitiveCheckTensors(prim, x, &y, prim->xhash, prim->yhash, "DDPrimitiveApplyBegin"));
@@ -393,6 +419,7 @@ PetscErrorCode DDPrimitiveApplyBegin(DDPrimitive prim, DDTensor x, DDTensor y)
   if (!prim->inplace) PetscCall(PetscObjectStateIncrease((PetscObject)y)); /* a halo exchange leaves the bulk as it is */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveApplyEnd - Completes y = F x started by `DDPrimitiveApplyBegin()`
@@ -404,6 +431,7 @@ PetscErrorCode DDPrimitiveApplyBegin(DDPrimitive prim, DDTensor x, DDTensor y)
 .seealso: `DDPrimitiveApplyBegin()`
 @*/
 PetscErrorCode DDPrimitiveApplyEnd(DDPrimitive prim, DDTensor x, DDTensor y)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPrimitiveCheckTensors(prim, x, &y, prim->xhash, prim->yhash, "DDPrimitiveApplyEnd"));
@@ -414,6 +442,7 @@ PetscErrorCode DDPrimitiveApplyEnd(DDPrimitive prim, DDTensor x, DDTensor y)
   prim->inflight = 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveApply - y = F x, the forward data movement
@@ -430,12 +459,14 @@ PetscErrorCode DDPrimitiveApplyEnd(DDPrimitive prim, DDTensor x, DDTensor y)
 .seealso: `DDPrimitiveApplyAdjoint()`, `DDPrimitiveGetMat()`
 @*/
 PetscErrorCode DDPrimitiveApply(DDPrimitive prim, DDTensor x, DDTensor y)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPrimitiveApplyBegin(prim, x, y));
   PetscCall(DDPrimitiveApplyEnd(prim, x, y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveApplyAdjointBegin - Starts x = F* y
@@ -447,6 +478,7 @@ PetscErrorCode DDPrimitiveApply(DDPrimitive prim, DDTensor x, DDTensor y)
 .seealso: `DDPrimitiveApplyAdjointEnd()`, `DDPrimitiveApplyAdjoint()`
 @*/
 PetscErrorCode DDPrimitiveApplyAdjointBegin(DDPrimitive prim, DDTensor y, DDTensor x)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPrimitiveCheckTensors(prim, y, &x, prim->yhash, prim->xhash, "DDPrimitiveApplyAdjointBegin"));
@@ -458,6 +490,7 @@ PetscErrorCode DDPrimitiveApplyAdjointBegin(DDPrimitive prim, DDTensor y, DDTens
   PetscCall(PetscObjectStateIncrease((PetscObject)x));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveApplyAdjointEnd - Completes x = F* y
@@ -469,6 +502,7 @@ PetscErrorCode DDPrimitiveApplyAdjointBegin(DDPrimitive prim, DDTensor y, DDTens
 .seealso: `DDPrimitiveApplyAdjointBegin()`
 @*/
 PetscErrorCode DDPrimitiveApplyAdjointEnd(DDPrimitive prim, DDTensor y, DDTensor x)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPrimitiveCheckTensors(prim, y, &x, prim->yhash, prim->xhash, "DDPrimitiveApplyAdjointEnd"));
@@ -479,6 +513,7 @@ PetscErrorCode DDPrimitiveApplyAdjointEnd(DDPrimitive prim, DDTensor y, DDTensor
   prim->inflight = 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveApplyAdjoint - x = F* y, the adjoint data movement
@@ -500,12 +535,14 @@ PetscErrorCode DDPrimitiveApplyAdjointEnd(DDPrimitive prim, DDTensor y, DDTensor
 .seealso: `DDPrimitiveApply()`, `DDPrimitiveAdjointTest()`
 @*/
 PetscErrorCode DDPrimitiveApplyAdjoint(DDPrimitive prim, DDTensor y, DDTensor x)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPrimitiveApplyAdjointBegin(prim, y, x));
   PetscCall(DDPrimitiveApplyAdjointEnd(prim, y, x));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* Work tensors with the set-up layouts, made when first needed */
 static PetscErrorCode DDPrimitiveGetWorkTensors(DDPrimitive prim)
@@ -611,6 +648,7 @@ static PetscErrorCode MatMultTranspose_DDPrimitive(Mat A, Vec Y, Vec X)
 .seealso: `DDPrimitiveApply()`, `MATSHELL`
 @*/
 PetscErrorCode DDPrimitiveGetMat(DDPrimitive prim, Mat *A)
+DD_CXX_TRY
 {
   MPI_Comm comm;
 
@@ -628,6 +666,7 @@ PetscErrorCode DDPrimitiveGetMat(DDPrimitive prim, Mat *A)
   *A = prim->mat;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* deterministic inner product over the operator's space */
 static PetscErrorCode SpaceDot(DDPrimitive prim, DDTensor a, DDTensor b, PetscReal *d)
@@ -698,6 +737,7 @@ static PetscErrorCode SpaceRandom(DDPrimitive prim, DDTensor t, PetscRandom r)
 .seealso: `DDPrimitiveApply()`, `DDPrimitiveApplyAdjoint()`
 @*/
 PetscErrorCode DDPrimitiveAdjointTest(DDPrimitive prim, DDTensor x, DDTensor y, PetscInt64 seed, PetscReal *err)
+DD_CXX_TRY
 {
   DDTensor    xr, yr, Fx, Fty;
   PetscRandom rnd;
@@ -754,6 +794,7 @@ PetscErrorCode DDPrimitiveAdjointTest(DDPrimitive prim, DDTensor x, DDTensor y, 
   PetscCall(PetscRandomDestroy(&rnd));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDPrimitiveView - Prints the primitive's type and communication pattern
@@ -765,6 +806,7 @@ PetscErrorCode DDPrimitiveAdjointTest(DDPrimitive prim, DDTensor x, DDTensor y, 
 .seealso: `DDPrimitiveCreate()`
 @*/
 PetscErrorCode DDPrimitiveView(DDPrimitive prim, PetscViewer viewer)
+DD_CXX_TRY
 {
   PetscBool iascii;
 
@@ -779,6 +821,7 @@ PetscErrorCode DDPrimitiveView(DDPrimitive prim, PetscViewer viewer)
   PetscCall(PetscViewerASCIIPopTab(viewer));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDPrimitiveViewFromOptions - Views the primitive if an option asks for it
@@ -790,11 +833,13 @@ PetscErrorCode DDPrimitiveView(DDPrimitive prim, PetscViewer viewer)
 .seealso: `DDPrimitiveView()`
 @*/
 PetscErrorCode DDPrimitiveViewFromOptions(DDPrimitive prim, PetscObject obj, const char name[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscObjectViewFromOptions((PetscObject)prim, obj, name));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveDestroy - Destroys a primitive
@@ -806,6 +851,7 @@ PetscErrorCode DDPrimitiveViewFromOptions(DDPrimitive prim, PetscObject obj, con
 .seealso: `DDPrimitiveCreate()`
 @*/
 PetscErrorCode DDPrimitiveDestroy(DDPrimitive *prim)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   if (!*prim) PetscFunctionReturn(PETSC_SUCCESS);
@@ -820,6 +866,7 @@ PetscErrorCode DDPrimitiveDestroy(DDPrimitive *prim)
   PetscCall(PetscHeaderDestroy(prim));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* the exchanges built by prim's set-up (its own and those of primitives it set up inside) */
 template <class F>
@@ -858,6 +905,7 @@ static void ForEachExchangeOf(DDPrimitive prim, F f)
 .seealso: `DDPrimitiveGetCommCounters()`, `DDLayerGetModelComm()`
 @*/
 PetscErrorCode DDPrimitiveGetCommVolume(DDPrimitive prim, PetscBool adjoint, PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
+DD_CXX_TRY
 {
   PetscInt64 t[4] = {0, 0, 0, 0};
 
@@ -874,6 +922,7 @@ PetscErrorCode DDPrimitiveGetCommVolume(DDPrimitive prim, PetscBool adjoint, Pet
   ddnn::CommVolumeOut(t, sendmsgs, sendbytes, recvmsgs, recvbytes);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveGetCommCounters - The point-to-point messages and bytes a primitive actually sent and received on this rank since its set-up or the last `DDPrimitiveResetCommCounters()`
@@ -899,6 +948,7 @@ PetscErrorCode DDPrimitiveGetCommVolume(DDPrimitive prim, PetscBool adjoint, Pet
 .seealso: `DDPrimitiveGetCommVolume()`, `DDPrimitiveResetCommCounters()`, `DDCommGetCounters()`
 @*/
 PetscErrorCode DDPrimitiveGetCommCounters(DDPrimitive prim, PetscBool adjoint, PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
+DD_CXX_TRY
 {
   PetscInt64 t[4] = {0, 0, 0, 0};
 
@@ -910,6 +960,7 @@ PetscErrorCode DDPrimitiveGetCommCounters(DDPrimitive prim, PetscBool adjoint, P
   ddnn::CommVolumeOut(t, sendmsgs, sendbytes, recvmsgs, recvbytes);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveResetCommCounters - Sets a primitive's communication counters to zero
@@ -924,6 +975,7 @@ PetscErrorCode DDPrimitiveGetCommCounters(DDPrimitive prim, PetscBool adjoint, P
 .seealso: `DDPrimitiveGetCommCounters()`
 @*/
 PetscErrorCode DDPrimitiveResetCommCounters(DDPrimitive prim)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
@@ -933,6 +985,7 @@ PetscErrorCode DDPrimitiveResetCommCounters(DDPrimitive prim)
   });
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDCommGetCounters - The point-to-point messages and bytes all live exchanges of this process sent and received since they were built
@@ -957,6 +1010,7 @@ PetscErrorCode DDPrimitiveResetCommCounters(DDPrimitive prim)
 .seealso: `DDPrimitiveGetCommCounters()`
 @*/
 PetscErrorCode DDCommGetCounters(PetscBool adjoint, PetscInt64 *sendmsgs, PetscInt64 *sendbytes, PetscInt64 *recvmsgs, PetscInt64 *recvbytes)
+DD_CXX_TRY
 {
   PetscInt64 t[4] = {0, 0, 0, 0};
 
@@ -966,3 +1020,4 @@ PetscErrorCode DDCommGetCounters(PetscBool adjoint, PetscInt64 *sendmsgs, PetscI
   ddnn::CommVolumeOut(t, sendmsgs, sendbytes, recvmsgs, recvbytes);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

@@ -1,6 +1,7 @@
 /*
   DDTensor: creation, layout, halos and formats (paper 000, sec. 3.1).
 */
+#include <sys/ddcxx.hpp>
 #include <tensor/layout.hpp>
 #include <backend/interface/backends.hpp>
 #include <primitive/sfutil.hpp>
@@ -69,6 +70,7 @@ PetscErrorCode LayoutBuild(DDLayout *L, PetscInt order, const PetscInt n[], cons
 .seealso: `DDTensorCreateFromPartition()`, `DDTensorSetPartition()`, `DDTensorSetShape()`, `DDTensorSetUp()`
 @*/
 PetscErrorCode DDTensorCreate(MPI_Comm comm, DDTensor *t)
+DD_CXX_TRY
 {
   DDTensor x;
 
@@ -84,6 +86,7 @@ PetscErrorCode DDTensorCreate(MPI_Comm comm, DDTensor *t)
   *t         = x;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode DDTensorCheckNotSetUp(DDTensor t, const char what[])
 {
@@ -106,6 +109,7 @@ static PetscErrorCode DDTensorCheckNotSetUp(DDTensor t, const char what[])
 .seealso: `DDPartitionCreate()`, `DDTensorSetShape()`
 @*/
 PetscErrorCode DDTensorSetPartition(DDTensor t, DDPartition part)
+DD_CXX_TRY
 {
   PetscMPIInt cmp;
 
@@ -122,6 +126,7 @@ PetscErrorCode DDTensorSetPartition(DDTensor t, DDPartition part)
   for (PetscInt k = 0; k < DD_MAX_DIM; k++) PetscCall(PetscFree(t->userlx[k]));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorSetShape - Sets the global shape of the tensor
@@ -138,6 +143,7 @@ PetscErrorCode DDTensorSetPartition(DDTensor t, DDPartition part)
 .seealso: `DDTensorSetPartition()`
 @*/
 PetscErrorCode DDTensorSetShape(DDTensor t, PetscInt order, const PetscInt shape[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
@@ -148,6 +154,7 @@ PetscErrorCode DDTensorSetShape(DDTensor t, PetscInt order, const PetscInt shape
   for (PetscInt k = 0; k < order; k++) t->shape[k] = shape[k];
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorSetDataType - Sets the element type (float32 or float64, the default)
@@ -162,6 +169,7 @@ PetscErrorCode DDTensorSetShape(DDTensor t, PetscInt order, const PetscInt shape
 .seealso: `DDDataType`
 @*/
 PetscErrorCode DDTensorSetDataType(DDTensor t, DDDataType dt)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
@@ -170,6 +178,7 @@ PetscErrorCode DDTensorSetDataType(DDTensor t, DDDataType dt)
   t->dtype = dt;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorSetOwnershipRanges - Gives the size of every worker's piece along one dimension
@@ -189,6 +198,7 @@ PetscErrorCode DDTensorSetDataType(DDTensor t, DDDataType dt)
 .seealso: `DDTensorGetOwnershipRanges()`, `DMDACreate2d()`
 @*/
 PetscErrorCode DDTensorSetOwnershipRanges(DDTensor t, PetscInt dim, const PetscInt lx[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
@@ -202,6 +212,7 @@ PetscErrorCode DDTensorSetOwnershipRanges(DDTensor t, PetscInt dim, const PetscI
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorSetReplicated - Makes a dimension replicated instead of split over the partition
@@ -224,6 +235,7 @@ PetscErrorCode DDTensorSetOwnershipRanges(DDTensor t, PetscInt dim, const PetscI
 .seealso: `DDPrimitive`, `DDTensorSetOwnershipRanges()`
 @*/
 PetscErrorCode DDTensorSetReplicated(DDTensor t, PetscInt dim, PetscBool flg)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
@@ -232,6 +244,7 @@ PetscErrorCode DDTensorSetReplicated(DDTensor t, PetscInt dim, PetscBool flg)
   t->replicated[dim] = flg;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorSetEmptyPiecesAllowed - Whether workers may own zero entries along a dimension
@@ -248,12 +261,14 @@ PetscErrorCode DDTensorSetReplicated(DDTensor t, PetscInt dim, PetscBool flg)
 .seealso: `DDTensorSetOwnershipRanges()`
 @*/
 PetscErrorCode DDTensorSetEmptyPiecesAllowed(DDTensor t, PetscBool flg)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
   t->emptyok = flg;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const PetscInt hi[], DDTensorFormat fmt, PetscInt bs);
 
@@ -278,6 +293,7 @@ static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const Pe
 .seealso: `DDTensorFormat`, `DDTensorSetBlockSize()`
 @*/
 PetscErrorCode DDTensorSetFormat(DDTensor t, DDTensorFormat fmt)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
@@ -286,6 +302,7 @@ PetscErrorCode DDTensorSetFormat(DDTensor t, DDTensorFormat fmt)
   t->format = fmt;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorSetBlockSize - Sets the channel block of `DD_FORMAT_BLOCKED` (8 or 16 for oneDNN)
@@ -297,6 +314,7 @@ PetscErrorCode DDTensorSetFormat(DDTensor t, DDTensorFormat fmt)
 .seealso: `DDTensorSetFormat()`
 @*/
 PetscErrorCode DDTensorSetBlockSize(DDTensor t, PetscInt bs)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
@@ -305,15 +323,18 @@ PetscErrorCode DDTensorSetBlockSize(DDTensor t, PetscInt bs)
   t->bs = bs;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* The dimension the blocked format blocks (default 1, the channel of N x C x ...) */
 PetscErrorCode DDTensorSetBlockDimension_Private(DDTensor t, PetscInt dim)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCheck(!t->setupcalled || t->format != DD_FORMAT_BLOCKED, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "Set the block dimension before set-up");
   t->blockdim = PetscMax(0, dim);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorSetHalo - Sets the halo widths of this rank's piece
@@ -335,6 +356,7 @@ PetscErrorCode DDTensorSetBlockDimension_Private(DDTensor t, PetscInt dim)
 .seealso: `DDTensorEnsureHalo()`, `DDTensorGetHalo()`
 @*/
 PetscErrorCode DDTensorSetHalo(DDTensor t, const PetscInt lo[], const PetscInt hi[])
+DD_CXX_TRY
 {
   PetscInt  nlo[DD_MAX_DIM] = {0}, nhi[DD_MAX_DIM] = {0};
   PetscInt  d = t->order, bad = -1;
@@ -357,6 +379,7 @@ PetscErrorCode DDTensorSetHalo(DDTensor t, const PetscInt lo[], const PetscInt h
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorEnsureHalo - Grows the halo widths to at least the given ones
@@ -377,6 +400,7 @@ PetscErrorCode DDTensorSetHalo(DDTensor t, const PetscInt lo[], const PetscInt h
 .seealso: `DDTensorSetHalo()`
 @*/
 PetscErrorCode DDTensorEnsureHalo(DDTensor t, const PetscInt lo[], const PetscInt hi[])
+DD_CXX_TRY
 {
   PetscInt  nlo[DD_MAX_DIM], nhi[DD_MAX_DIM];
   PetscBool grow = PETSC_FALSE, any;
@@ -392,6 +416,7 @@ PetscErrorCode DDTensorEnsureHalo(DDTensor t, const PetscInt lo[], const PetscIn
   if (any) PetscCall(DDTensorSetHalo(t, nlo, nhi));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorSetFromOptions - Sets the data type and format from the options database
@@ -409,6 +434,7 @@ PetscErrorCode DDTensorEnsureHalo(DDTensor t, const PetscInt lo[], const PetscIn
 .seealso: `DDTensorSetDataType()`, `DDTensorSetFormat()`
 @*/
 PetscErrorCode DDTensorSetFromOptions(DDTensor t)
+DD_CXX_TRY
 {
   PetscEnum dt, fmt, mt;
   PetscBool flg;
@@ -428,6 +454,7 @@ PetscErrorCode DDTensorSetFromOptions(DDTensor t)
   PetscOptionsEnd();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode DDTensorComputeLayoutHash(DDTensor t)
 {
@@ -498,6 +525,7 @@ static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const Pe
 .seealso: `DDTensorCreate()`, `DDTensorSetShape()`, `DDTensorSetPartition()`
 @*/
 PetscErrorCode DDTensorSetUp(DDTensor t)
+DD_CXX_TRY
 {
   MPI_Comm                       comm;
   PetscInt                       n[DD_MAX_DIM], start[DD_MAX_DIM];
@@ -568,6 +596,7 @@ PetscErrorCode DDTensorSetUp(DDTensor t)
   PetscCall(DDTensorViewFromOptions(t, NULL, "-tensor_view"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorCreateFromPartition - Creates and sets up a balanced, halo-free tensor in one call
@@ -588,6 +617,7 @@ PetscErrorCode DDTensorSetUp(DDTensor t)
 .seealso: `DDTensorCreate()`
 @*/
 PetscErrorCode DDTensorCreateFromPartition(DDPartition part, DDDataType dt, PetscInt order, const PetscInt shape[], DDTensor *t)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 1);
@@ -598,6 +628,7 @@ PetscErrorCode DDTensorCreateFromPartition(DDPartition part, DDDataType dt, Pets
   PetscCall(DDTensorSetUp(*t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorDuplicateLayout - Creates a tensor with the same partition, shape, ownership, halos and format, possibly another type
@@ -616,6 +647,7 @@ PetscErrorCode DDTensorCreateFromPartition(DDPartition part, DDDataType dt, Pets
 .seealso: `DDTensorDuplicate()`
 @*/
 PetscErrorCode DDTensorDuplicateLayout(DDTensor t, DDDataType dt, DDTensor *y)
+DD_CXX_TRY
 {
   DDTensor x;
 
@@ -644,6 +676,7 @@ PetscErrorCode DDTensorDuplicateLayout(DDTensor t, DDDataType dt, DDTensor *y)
   *y = x;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorDuplicate - Creates a tensor with the same layout and type (values not copied)
@@ -655,12 +688,14 @@ PetscErrorCode DDTensorDuplicateLayout(DDTensor t, DDDataType dt, DDTensor *y)
 .seealso: `DDTensorDuplicateLayout()`, `DDTensorCopy()`
 @*/
 PetscErrorCode DDTensorDuplicate(DDTensor t, DDTensor *y)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorDuplicate"));
   PetscCall(DDTensorDuplicateLayout(t, t->dtype, y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorDestroy - Destroys a tensor
@@ -672,6 +707,7 @@ PetscErrorCode DDTensorDuplicate(DDTensor t, DDTensor *y)
 .seealso: `DDTensorCreate()`
 @*/
 PetscErrorCode DDTensorDestroy(DDTensor *t)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   if (!*t) PetscFunctionReturn(PETSC_SUCCESS);
@@ -695,6 +731,7 @@ PetscErrorCode DDTensorDestroy(DDTensor *t)
   PetscCall(PetscHeaderDestroy(t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDTensorView - Prints the tensor's global shape, partition, type, format and every rank's piece
@@ -710,6 +747,7 @@ PetscErrorCode DDTensorDestroy(DDTensor *t)
 .seealso: `DDTensorCreate()`
 @*/
 PetscErrorCode DDTensorView(DDTensor t, PetscViewer viewer)
+DD_CXX_TRY
 {
   PetscBool         iascii;
   PetscViewerFormat vf;
@@ -760,6 +798,7 @@ PetscErrorCode DDTensorView(DDTensor t, PetscViewer viewer)
   PetscCall(PetscViewerASCIIPopTab(viewer));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDTensorViewFromOptions - Views the tensor if an option asks for it
@@ -771,13 +810,16 @@ PetscErrorCode DDTensorView(DDTensor t, PetscViewer viewer)
 .seealso: `DDTensorView()`
 @*/
 PetscErrorCode DDTensorViewFromOptions(DDTensor t, PetscObject obj, const char name[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(PetscObjectViewFromOptions((PetscObject)t, obj, name));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PetscErrorCode DDTensorCheckSetUp_Private(DDTensor t, const char fn[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCheck(t, PETSC_COMM_SELF, PETSC_ERR_ARG_NULL, "%s: null tensor", fn);
@@ -785,13 +827,16 @@ PetscErrorCode DDTensorCheckSetUp_Private(DDTensor t, const char fn[])
   PetscCheck(t->setupcalled, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "%s: call DDTensorSetUp() first", fn);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PetscErrorCode DDTensorCheckSameType_Private(DDTensor x, DDTensor y, const char fn[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCheck(x->dtype == y->dtype, PetscObjectComm((PetscObject)x), PETSC_ERR_ARG_INCOMP, "%s: data types differ (%s and %s)", fn, DDDataTypes[x->dtype], DDDataTypes[y->dtype]);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorCompatible - Whether two tensors are distributed alike
@@ -807,6 +852,7 @@ PetscErrorCode DDTensorCheckSameType_Private(DDTensor x, DDTensor y, const char 
 .seealso: `DDTensorCopy()`
 @*/
 PetscErrorCode DDTensorCompatible(DDTensor x, DDTensor y, PetscBool *flg)
+DD_CXX_TRY
 {
   PetscBool eq;
 
@@ -825,8 +871,10 @@ PetscErrorCode DDTensorCompatible(DDTensor x, DDTensor y, PetscBool *flg)
   *flg = PETSC_TRUE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PetscErrorCode DDTensorCheckCompatible_Private(DDTensor x, DDTensor y, const char fn[])
+DD_CXX_TRY
 {
   PetscBool flg;
   char      sx[128], sy[128];
@@ -839,6 +887,7 @@ PetscErrorCode DDTensorCheckCompatible_Private(DDTensor x, DDTensor y, const cha
   PetscCall(DDTensorCheckSameType_Private(x, y, fn));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorSetMemType - Chooses where a tensor's storage lives: host memory or the device memory of
@@ -868,6 +917,7 @@ PetscErrorCode DDTensorCheckCompatible_Private(DDTensor x, DDTensor y, const cha
 .seealso: `DDTensorGetMemType()`, `DDTensorGetArrayAndMemType()`, `DDMemType`, `DDBackendSetDefault()`
 @*/
 PetscErrorCode DDTensorSetMemType(DDTensor t, DDMemType mtype)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
@@ -877,15 +927,19 @@ PetscErrorCode DDTensorSetMemType(DDTensor t, DDMemType mtype)
   t->memtype = mtype;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PetscErrorCode DDTensorCheckHost_Private(DDTensor t, const char fn[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCheck(t->memtype == DD_MEMTYPE_HOST, PETSC_COMM_SELF, PETSC_ERR_SUP, "%s() does not support device tensors yet (tensor %s is in %s memory); copy it to a host tensor", fn, ((PetscObject)t)->name ? ((PetscObject)t)->name : "(unnamed)", DDMemTypes[t->memtype]);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PetscErrorCode DDTensorGetHostArray_Private(DDTensor t, void **a)
+DD_CXX_TRY
 {
   const struct _DDBackendMemOps *mem;
   size_t                         es;
@@ -902,8 +956,10 @@ PetscErrorCode DDTensorGetHostArray_Private(DDTensor t, void **a)
   *a = t->hostmirror;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PetscErrorCode DDTensorRestoreHostArray_Private(DDTensor t, PetscBool written, void **a)
+DD_CXX_TRY
 {
   const struct _DDBackendMemOps *mem;
   size_t                         es;
@@ -920,3 +976,4 @@ PetscErrorCode DDTensorRestoreHostArray_Private(DDTensor t, PetscBool written, v
   PetscCall(PetscObjectStateIncrease((PetscObject)t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

@@ -1,6 +1,7 @@
 /*
   DDTensor: accessors, arithmetic over the bulk, deterministic reductions, and scatter/gather.
 */
+#include <sys/ddcxx.hpp>
 #include <tensor/layout.hpp>
 #include <backend/interface/backends.hpp>
 #include <vector>
@@ -21,12 +22,14 @@ using namespace ddnn;
 .seealso: `DDTensorGetShape()`
 @*/
 PetscErrorCode DDTensorGetOrder(DDTensor t, PetscInt *order)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
   *order = t->order;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDTensorGetShape - Global shape (C order)
@@ -38,12 +41,14 @@ PetscErrorCode DDTensorGetOrder(DDTensor t, PetscInt *order)
 .seealso: `DDTensorGetOrder()`, `DDTensorGetCorners()`
 @*/
 PetscErrorCode DDTensorGetShape(DDTensor t, const PetscInt *shape[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
   *shape = t->shape;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorGetSize - Number of entries of the global tensor
@@ -55,6 +60,7 @@ PetscErrorCode DDTensorGetShape(DDTensor t, const PetscInt *shape[])
 .seealso: `DDTensorGetLocalSize()`
 @*/
 PetscErrorCode DDTensorGetSize(DDTensor t, PetscInt *size)
+DD_CXX_TRY
 {
   PetscInt64 s = 1;
 
@@ -65,6 +71,7 @@ PetscErrorCode DDTensorGetSize(DDTensor t, PetscInt *size)
   *size = (PetscInt)s;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorGetDataType - Element type
@@ -76,12 +83,14 @@ PetscErrorCode DDTensorGetSize(DDTensor t, PetscInt *size)
 .seealso: `DDTensorSetDataType()`
 @*/
 PetscErrorCode DDTensorGetDataType(DDTensor t, DDDataType *dt)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
   *dt = t->dtype;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorGetPartition - The tensor's partition (not a new reference)
@@ -93,12 +102,14 @@ PetscErrorCode DDTensorGetDataType(DDTensor t, DDDataType *dt)
 .seealso: `DDTensorSetPartition()`
 @*/
 PetscErrorCode DDTensorGetPartition(DDTensor t, DDPartition *part)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
   *part = t->part;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorGetFormat - Local storage format
@@ -110,12 +121,14 @@ PetscErrorCode DDTensorGetPartition(DDTensor t, DDPartition *part)
 .seealso: `DDTensorSetFormat()`
 @*/
 PetscErrorCode DDTensorGetFormat(DDTensor t, DDTensorFormat *fmt)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
   *fmt = t->format;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDTensorGetOwnershipRanges - Ownership offsets along one dimension
@@ -131,6 +144,7 @@ PetscErrorCode DDTensorGetFormat(DDTensor t, DDTensorFormat *fmt)
 .seealso: `DDTensorSetOwnershipRanges()`, `DMDAGetOwnershipRanges()`
 @*/
 PetscErrorCode DDTensorGetOwnershipRanges(DDTensor t, PetscInt dim, const PetscInt *ranges[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetOwnershipRanges");
@@ -138,6 +152,7 @@ PetscErrorCode DDTensorGetOwnershipRanges(DDTensor t, PetscInt dim, const PetscI
   *ranges = t->ranges[dim];
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorGetReplicated - Whether a dimension is replicated
@@ -149,12 +164,14 @@ PetscErrorCode DDTensorGetOwnershipRanges(DDTensor t, PetscInt dim, const PetscI
 .seealso: `DDTensorSetReplicated()`
 @*/
 PetscErrorCode DDTensorGetReplicated(DDTensor t, PetscInt dim, PetscBool *flg)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
   *flg = t->replicated[dim];
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorGetCorners - Global start and size of this rank's piece (its bulk), per dimension
@@ -169,6 +186,7 @@ PetscErrorCode DDTensorGetReplicated(DDTensor t, PetscInt dim, PetscBool *flg)
 .seealso: `DDTensorGetHalo()`
 @*/
 PetscErrorCode DDTensorGetCorners(DDTensor t, PetscInt start[], PetscInt n[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetCorners");
@@ -178,6 +196,7 @@ PetscErrorCode DDTensorGetCorners(DDTensor t, PetscInt start[], PetscInt n[])
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorGetLocalSize - Number of entries in this rank's bulk
@@ -189,12 +208,14 @@ PetscErrorCode DDTensorGetCorners(DDTensor t, PetscInt start[], PetscInt n[])
 .seealso: `DDTensorGetLocalStorageSize()`
 @*/
 PetscErrorCode DDTensorGetLocalSize(DDTensor t, PetscInt *n)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetLocalSize");
   *n = t->layout.bulksize;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorGetHalo - This rank's halo widths
@@ -206,6 +227,7 @@ PetscErrorCode DDTensorGetLocalSize(DDTensor t, PetscInt *n)
 .seealso: `DDTensorSetHalo()`
 @*/
 PetscErrorCode DDTensorGetHalo(DDTensor t, PetscInt lo[], PetscInt hi[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
@@ -215,6 +237,7 @@ PetscErrorCode DDTensorGetHalo(DDTensor t, PetscInt lo[], PetscInt hi[])
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorGetLocalStorageSize - Number of entries of the local storage (bulk, halo and block padding)
@@ -226,12 +249,14 @@ PetscErrorCode DDTensorGetHalo(DDTensor t, PetscInt lo[], PetscInt hi[])
 .seealso: `DDTensorGetArray()`
 @*/
 PetscErrorCode DDTensorGetLocalStorageSize(DDTensor t, PetscInt *n)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetLocalStorageSize");
   *n = t->layout.size;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorGetLocalStrides - Element strides of each dimension in the local storage
@@ -248,6 +273,7 @@ PetscErrorCode DDTensorGetLocalStorageSize(DDTensor t, PetscInt *n)
 .seealso: `DDTensorGetLocalOffset()`, `DDTensorGetArray()`
 @*/
 PetscErrorCode DDTensorGetLocalStrides(DDTensor t, PetscInt strides[])
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetLocalStrides");
@@ -255,6 +281,7 @@ PetscErrorCode DDTensorGetLocalStrides(DDTensor t, PetscInt strides[])
   for (PetscInt k = 0; k < t->order; k++) strides[k] = t->layout.stride[k];
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorGetLocalOffset - Offset in the local storage of a global index
@@ -273,6 +300,7 @@ PetscErrorCode DDTensorGetLocalStrides(DDTensor t, PetscInt strides[])
 .seealso: `DDTensorGetLocalStrides()`
 @*/
 PetscErrorCode DDTensorGetLocalOffset(DDTensor t, const PetscInt g[], PetscInt *off)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetLocalOffset");
@@ -283,6 +311,7 @@ PetscErrorCode DDTensorGetLocalOffset(DDTensor t, const PetscInt g[], PetscInt *
   *off = LayoutOffsetGlobal(t->layout, g);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorIsActive - Whether this rank holds a piece of the tensor
@@ -294,12 +323,14 @@ PetscErrorCode DDTensorGetLocalOffset(DDTensor t, const PetscInt g[], PetscInt *
 .seealso: `DDPartitionIsActive()`
 @*/
 PetscErrorCode DDTensorIsActive(DDTensor t, PetscBool *flg)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorIsActive");
   *flg = t->active;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDTensorGetArray - Access to the local storage (bulk and halo), of the tensor's element type
@@ -318,6 +349,7 @@ PetscErrorCode DDTensorIsActive(DDTensor t, PetscBool *flg)
 .seealso: `DDTensorRestoreArray()`, `DDTensorGetArrayRead()`
 @*/
 PetscErrorCode DDTensorGetArray(DDTensor t, void **a)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetArray");
@@ -325,6 +357,7 @@ PetscErrorCode DDTensorGetArray(DDTensor t, void **a)
   PetscCall(DDTensorGetHostArray_Private(t, a));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDTensorGetMemType - Where a tensor's storage lives
@@ -342,6 +375,7 @@ PetscErrorCode DDTensorGetArray(DDTensor t, void **a)
 .seealso: `DDTensorGetArrayAndMemType()`, `DDMemType`
 @*/
 PetscErrorCode DDTensorGetMemType(DDTensor t, DDMemType *mtype)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetMemType");
@@ -349,6 +383,7 @@ PetscErrorCode DDTensorGetMemType(DDTensor t, DDMemType *mtype)
   *mtype = t->memtype;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDTensorGetArrayAndMemType - The local storage of a tensor where it lives, and its memory type
@@ -372,6 +407,7 @@ PetscErrorCode DDTensorGetMemType(DDTensor t, DDMemType *mtype)
 .seealso: `DDTensorGetArray()`, `DDTensorGetMemType()`
 @*/
 PetscErrorCode DDTensorGetArrayAndMemType(DDTensor t, void **a, DDMemType *mtype)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetArrayAndMemType");
@@ -380,6 +416,7 @@ PetscErrorCode DDTensorGetArrayAndMemType(DDTensor t, void **a, DDMemType *mtype
   if (mtype) *mtype = t->memtype;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDTensorRestoreArrayAndMemType - Returns the array of `DDTensorGetArrayAndMemType()`
@@ -391,6 +428,7 @@ PetscErrorCode DDTensorGetArrayAndMemType(DDTensor t, void **a, DDMemType *mtype
 .seealso: `DDTensorGetArrayAndMemType()`
 @*/
 PetscErrorCode DDTensorRestoreArrayAndMemType(DDTensor t, void **a)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorRestoreArrayAndMemType");
@@ -398,6 +436,7 @@ PetscErrorCode DDTensorRestoreArrayAndMemType(DDTensor t, void **a)
   if (a) *a = NULL;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDTensorRestoreArray - Returns the array of `DDTensorGetArray()`
@@ -412,12 +451,14 @@ PetscErrorCode DDTensorRestoreArrayAndMemType(DDTensor t, void **a)
 .seealso: `DDTensorGetArray()`
 @*/
 PetscErrorCode DDTensorRestoreArray(DDTensor t, void **a)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
   PetscCall(DDTensorRestoreHostArray_Private(t, PETSC_TRUE, a)); /* a device tensor: its host copy goes back */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDTensorGetArrayRead - Read-only access to the local storage
@@ -432,6 +473,7 @@ PetscErrorCode DDTensorRestoreArray(DDTensor t, void **a)
 .seealso: `DDTensorRestoreArrayRead()`
 @*/
 PetscErrorCode DDTensorGetArrayRead(DDTensor t, const void **a)
+DD_CXX_TRY
 {
   void *h;
 
@@ -442,6 +484,7 @@ PetscErrorCode DDTensorGetArrayRead(DDTensor t, const void **a)
   *a = h;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDTensorRestoreArrayRead - Returns the array of `DDTensorGetArrayRead()`
@@ -453,11 +496,13 @@ PetscErrorCode DDTensorGetArrayRead(DDTensor t, const void **a)
 .seealso: `DDTensorGetArrayRead()`
 @*/
 PetscErrorCode DDTensorRestoreArrayRead(DDTensor t, const void **a)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   *a = NULL;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* ---------------------------------------------------------------------- */
 
@@ -471,6 +516,7 @@ PetscErrorCode DDTensorRestoreArrayRead(DDTensor t, const void **a)
 .seealso: `DDTensorSet()`, `DDTensorZeroHalo()`
 @*/
 PetscErrorCode DDTensorZeroEntries(DDTensor t)
+DD_CXX_TRY
 {
   size_t                         es;
   const struct _DDBackendMemOps *mem;
@@ -483,6 +529,7 @@ PetscErrorCode DDTensorZeroEntries(DDTensor t)
   PetscCall(PetscObjectStateIncrease((PetscObject)t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorZeroHalo - Zeros the halo region, leaving the bulk as it is
@@ -494,6 +541,7 @@ PetscErrorCode DDTensorZeroEntries(DDTensor t)
 .seealso: `DDTensorZeroEntries()`
 @*/
 PetscErrorCode DDTensorZeroHalo(DDTensor t)
+DD_CXX_TRY
 {
   const DDLayout &L = t->layout;
   void           *h;
@@ -530,6 +578,7 @@ PetscErrorCode DDTensorZeroHalo(DDTensor t)
   PetscCall(DDTensorRestoreHostArray_Private(t, PETSC_TRUE, &h));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* host loops over the bulk take the host storage (a device tensor's host copy: DDTensorGetHostArray_Private()) */
 template <class T, class F>
@@ -558,6 +607,7 @@ static PetscErrorCode TensorPairOps(DDTensor x, DDTensor y, const char fn[], con
 .seealso: `DDTensorZeroEntries()`
 @*/
 PetscErrorCode DDTensorSet(DDTensor t, PetscReal v)
+DD_CXX_TRY
 {
   const struct _DDBackendVecOps *ops;
 
@@ -568,6 +618,7 @@ PetscErrorCode DDTensorSet(DDTensor t, PetscReal v)
   PetscCall(PetscObjectStateIncrease((PetscObject)t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorScale - Multiplies the bulk by a scalar
@@ -579,6 +630,7 @@ PetscErrorCode DDTensorSet(DDTensor t, PetscReal v)
 .seealso: `DDTensorAXPY()`
 @*/
 PetscErrorCode DDTensorScale(DDTensor t, PetscReal a)
+DD_CXX_TRY
 {
   const struct _DDBackendVecOps *ops;
 
@@ -589,6 +641,7 @@ PetscErrorCode DDTensorScale(DDTensor t, PetscReal a)
   PetscCall(PetscObjectStateIncrease((PetscObject)t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 template <class T, class F>
 static void PairApply(DDTensor x, const void *hx, DDTensor y, const void *hy, F &&f)
@@ -611,6 +664,7 @@ static void PairApply(DDTensor x, const void *hx, DDTensor y, const void *hy, F 
 .seealso: `DDTensorAXPY()`, `DDTensorCompatible()`
 @*/
 PetscErrorCode DDTensorCopy(DDTensor x, DDTensor y)
+DD_CXX_TRY
 {
   const struct _DDBackendVecOps *ops;
 
@@ -624,6 +678,7 @@ PetscErrorCode DDTensorCopy(DDTensor x, DDTensor y)
   PetscCall(PetscObjectStateIncrease((PetscObject)y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorAXPY - y = y + a x on the bulk
@@ -635,6 +690,7 @@ PetscErrorCode DDTensorCopy(DDTensor x, DDTensor y)
 .seealso: `DDTensorAXPBY()`
 @*/
 PetscErrorCode DDTensorAXPY(DDTensor y, PetscReal alpha, DDTensor x)
+DD_CXX_TRY
 {
   const struct _DDBackendVecOps *ops;
 
@@ -647,6 +703,7 @@ PetscErrorCode DDTensorAXPY(DDTensor y, PetscReal alpha, DDTensor x)
   PetscCall(PetscObjectStateIncrease((PetscObject)y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorAXPBY - y = a x + b y on the bulk
@@ -658,6 +715,7 @@ PetscErrorCode DDTensorAXPY(DDTensor y, PetscReal alpha, DDTensor x)
 .seealso: `DDTensorAXPY()`
 @*/
 PetscErrorCode DDTensorAXPBY(DDTensor y, PetscReal alpha, PetscReal beta, DDTensor x)
+DD_CXX_TRY
 {
   const struct _DDBackendVecOps *ops;
 
@@ -670,6 +728,7 @@ PetscErrorCode DDTensorAXPBY(DDTensor y, PetscReal alpha, PetscReal beta, DDTens
   PetscCall(PetscObjectStateIncrease((PetscObject)y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* Sum of per-rank partial values, added in rank order: the same result on every run */
 static PetscErrorCode DeterministicSum(MPI_Comm comm, PetscReal local, PetscReal *global)
@@ -705,6 +764,7 @@ static PetscErrorCode DeterministicSum(MPI_Comm comm, PetscReal local, PetscReal
 .seealso: `DDTensorNorm()`
 @*/
 PetscErrorCode DDTensorDot(DDTensor x, DDTensor y, PetscReal *d)
+DD_CXX_TRY
 {
   PetscReal local = 0;
   void     *hx, *hy;
@@ -726,6 +786,7 @@ PetscErrorCode DDTensorDot(DDTensor x, DDTensor y, PetscReal *d)
   PetscCall(DeterministicSum(PetscObjectComm((PetscObject)x), local, d));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorSum - Sum of all bulk entries over the distributed memory
@@ -737,6 +798,7 @@ PetscErrorCode DDTensorDot(DDTensor x, DDTensor y, PetscReal *d)
 .seealso: `DDTensorDot()`
 @*/
 PetscErrorCode DDTensorSum(DDTensor x, PetscReal *s)
+DD_CXX_TRY
 {
   PetscReal local = 0;
   void     *hx;
@@ -754,6 +816,7 @@ PetscErrorCode DDTensorSum(DDTensor x, PetscReal *s)
   PetscCall(DeterministicSum(PetscObjectComm((PetscObject)x), local, s));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorNorm - Norm of the tensor over the distributed memory
@@ -769,6 +832,7 @@ PetscErrorCode DDTensorSum(DDTensor x, PetscReal *s)
 .seealso: `DDTensorDot()`
 @*/
 PetscErrorCode DDTensorNorm(DDTensor x, NormType type, PetscReal *nrm)
+DD_CXX_TRY
 {
   PetscReal local = 0;
   void     *hx;
@@ -794,6 +858,7 @@ PetscErrorCode DDTensorNorm(DDTensor x, NormType type, PetscReal *nrm)
   if (type == NORM_2) *nrm = PetscSqrtReal(*nrm);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*
   DDTensorNorm2SquaredSum_Private - sum_i ||x_i||_2^2 over n tensors, in one collective on comm
@@ -851,6 +916,7 @@ PETSC_EXTERN PetscErrorCode DDTensorNorm2SquaredSum_Private(MPI_Comm comm, Petsc
 .seealso: `DDTensorNorm()`
 @*/
 PetscErrorCode DDTensorMaxAbsDiff(DDTensor x, DDTensor y, PetscReal *diff)
+DD_CXX_TRY
 {
   PetscReal local = 0;
   void     *hx, *hy;
@@ -875,6 +941,7 @@ PetscErrorCode DDTensorMaxAbsDiff(DDTensor x, DDTensor y, PetscReal *diff)
   PetscCall(MPIU_Allreduce(&local, diff, 1, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)x)));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorSetRandom - Fills the bulk with values from a PetscRandom
@@ -890,6 +957,7 @@ PetscErrorCode DDTensorMaxAbsDiff(DDTensor x, DDTensor y, PetscReal *diff)
 .seealso: `DDTensorSetRandomGlobal()`
 @*/
 PetscErrorCode DDTensorSetRandom(DDTensor t, PetscRandom rnd)
+DD_CXX_TRY
 {
   void *h;
 
@@ -914,6 +982,7 @@ PetscErrorCode DDTensorSetRandom(DDTensor t, PetscRandom rnd)
   PetscCall(DDTensorRestoreHostArray_Private(t, PETSC_TRUE, &h));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* Calls f(offset, globalLinearIndex) for every bulk entry */
 template <class F>
@@ -1087,6 +1156,7 @@ static void RandomRow(T *arr, PetscInt off, PetscInt so, uint64_t key, uint64_t 
 .seealso: `DDTensorSetRandom()`
 @*/
 PetscErrorCode DDTensorSetRandomGlobal(DDTensor t, PetscInt64 seed, PetscReal a, PetscReal b)
+DD_CXX_TRY
 {
   void *h;
 
@@ -1105,6 +1175,7 @@ PetscErrorCode DDTensorSetRandomGlobal(DDTensor t, PetscInt64 seed, PetscReal a,
   PetscCall(DDTensorRestoreHostArray_Private(t, PETSC_TRUE, &h));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDTensorSetValuesGlobal - Sets the bulk from a global array that every rank holds
@@ -1120,6 +1191,7 @@ PetscErrorCode DDTensorSetRandomGlobal(DDTensor t, PetscInt64 seed, PetscReal a,
 .seealso: `DDTensorScatterFromRoot()`
 @*/
 PetscErrorCode DDTensorSetValuesGlobal(DDTensor t, const void *global)
+DD_CXX_TRY
 {
   void *h;
 
@@ -1136,6 +1208,7 @@ PetscErrorCode DDTensorSetValuesGlobal(DDTensor t, const void *global)
   PetscCall(DDTensorRestoreHostArray_Private(t, PETSC_TRUE, &h));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* ---------------------------------------------------------------------- */
 /* Scatter from and gather to one rank.  Simple: root packs/unpacks every piece. */
@@ -1216,6 +1289,7 @@ static void GlobalPieceCopy(PetscInt d, const PetscInt shape[], const PetscInt s
 .seealso: `DDTensorScatterFromRoot()`
 @*/
 PetscErrorCode DDTensorGatherToRoot(DDTensor t, PetscMPIInt root, void *global)
+DD_CXX_TRY
 {
   void                 *h;
   MPI_Comm              comm;
@@ -1266,6 +1340,7 @@ PetscErrorCode DDTensorGatherToRoot(DDTensor t, PetscMPIInt root, void *global)
   PetscCall(PetscLogEventEnd(DD_TensorGather, t, 0, 0, 0));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@C
   DDTensorScatterFromRoot - Distributes a whole tensor held by one rank
@@ -1286,6 +1361,7 @@ PetscErrorCode DDTensorGatherToRoot(DDTensor t, PetscMPIInt root, void *global)
 .seealso: `DDTensorGatherToRoot()`
 @*/
 PetscErrorCode DDTensorScatterFromRoot(DDTensor t, PetscMPIInt root, const void *global)
+DD_CXX_TRY
 {
   void                 *h;
   MPI_Comm              comm;
@@ -1335,3 +1411,4 @@ PetscErrorCode DDTensorScatterFromRoot(DDTensor t, PetscMPIInt root, const void 
   PetscCall(PetscLogEventEnd(DD_TensorScatter, t, 0, 0, 0));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

@@ -6,6 +6,7 @@
   format, so that its storage is byte for byte the Vec's local array (DESIGN.md, "Meeting a
   PDE code").
 */
+#include <sys/ddcxx.hpp>
 #include <tensor/layout.hpp>
 
 using namespace ddnn;
@@ -30,6 +31,7 @@ using namespace ddnn;
 .seealso: `DDTensorPlaceVec()`, `DDTensorCopyFromVec()`, `DDPartitionCreateFromDMDA()`
 @*/
 PetscErrorCode DDTensorCreateFromDMDA(DM da, DDDataType dt, DDTensor *t)
+DD_CXX_TRY
 {
   PetscInt        dim, M, N, P, dof, shape[5];
   const PetscInt *lx, *ly, *lz;
@@ -69,6 +71,7 @@ PetscErrorCode DDTensorCreateFromDMDA(DM da, DDDataType dt, DDTensor *t)
   PetscCall(DDTensorSetUp(*t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* Whether the storage (halo included) is laid out as (N, spatial..., C) in C order, like a DMDA Vec */
 static PetscBool DDTensorStorageIsDofLast(DDTensor t)
@@ -107,6 +110,7 @@ static PetscBool DDTensorStorageIsDofLast(DDTensor t)
 .seealso: `DDTensorResetVec()`, `DDTensorCopyFromVec()`, `DDTensorCreateFromDMDA()`
 @*/
 PetscErrorCode DDTensorPlaceVec(DDTensor t, Vec v)
+DD_CXX_TRY
 {
   PetscInt     nv;
   PetscScalar *a;
@@ -129,6 +133,7 @@ PetscErrorCode DDTensorPlaceVec(DDTensor t, Vec v)
   PetscCall(PetscObjectReference((PetscObject)v));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorResetVec - Ends `DDTensorPlaceVec()`: the tensor returns to its own storage
@@ -148,6 +153,7 @@ PetscErrorCode DDTensorPlaceVec(DDTensor t, Vec v)
 .seealso: `DDTensorPlaceVec()`
 @*/
 PetscErrorCode DDTensorResetVec(DDTensor t, Vec v)
+DD_CXX_TRY
 {
   PetscScalar *a = (PetscScalar *)t->array;
 
@@ -160,6 +166,7 @@ PetscErrorCode DDTensorResetVec(DDTensor t, Vec v)
   PetscCall(VecDestroy(&t->placedvec));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /* a device tensor goes through its host copy (copied back when written) */
 template <class F>
@@ -201,6 +208,7 @@ static PetscErrorCode DDTensorVecCopy(DDTensor t, Vec v, const char fn[], PetscB
 .seealso: `DDTensorCopyToVec()`, `DDTensorPlaceVec()`
 @*/
 PetscErrorCode DDTensorCopyFromVec(DDTensor t, Vec v)
+DD_CXX_TRY
 {
   const PetscScalar *va;
 
@@ -215,6 +223,7 @@ PetscErrorCode DDTensorCopyFromVec(DDTensor t, Vec v)
   PetscCall(PetscObjectStateIncrease((PetscObject)t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorCopyToVec - Copies the tensor's bulk into a DMDA-ordered Vec
@@ -230,6 +239,7 @@ PetscErrorCode DDTensorCopyFromVec(DDTensor t, Vec v)
 .seealso: `DDTensorCopyFromVec()`
 @*/
 PetscErrorCode DDTensorCopyToVec(DDTensor t, Vec v)
+DD_CXX_TRY
 {
   PetscScalar *va;
 
@@ -242,6 +252,7 @@ PetscErrorCode DDTensorCopyToVec(DDTensor t, Vec v)
   PetscCall(VecRestoreArray(v, &va));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorCreateVec - Creates a PETSc Vec that shares the tensor's bulk storage (no copy)
@@ -265,6 +276,7 @@ PetscErrorCode DDTensorCopyToVec(DDTensor t, Vec v)
 .seealso: `DDTensorPlaceVec()`, `DDTensorCopyToVec()`
 @*/
 PetscErrorCode DDTensorCreateVec(DDTensor t, Vec *v)
+DD_CXX_TRY
 {
   MPI_Comm comm;
 
@@ -278,3 +290,4 @@ PetscErrorCode DDTensorCreateVec(DDTensor t, Vec *v)
   PetscCall(PetscObjectCompose((PetscObject)*v, "DDTensor", (PetscObject)t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

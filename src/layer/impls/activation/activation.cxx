@@ -10,6 +10,7 @@
   Forward broadcasts it to every worker (DDPRIMITIVEBROADCAST), and Backward sums the workers'
   partial gradients onto it with the broadcast's adjoint (paper 000 sec. 2.2.4).
 */
+#include <sys/ddcxx.hpp>
 #include <layer/impls/common/layerutil.hpp>
 #include <layer/impls/batchnorm/normcommon.hpp>
 #include <ddnn/private/ddbackendimpl.h>
@@ -115,6 +116,7 @@ static PetscErrorCode ActivationGet(DDLayer l, Activation **s, const char fn[])
           `DDLayerActivationSetAlpha()`, `DDLayerActivationSetSoftplus()`, `DDLayerActivationSetPReLU()`
 @*/
 PetscErrorCode DDLayerActivationSetType(DDLayer l, DDActivationType type)
+DD_CXX_TRY
 {
   Activation *s;
 
@@ -124,6 +126,7 @@ PetscErrorCode DDLayerActivationSetType(DDLayer l, DDActivationType type)
   s->type = type;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerActivationGetType - The activation function
@@ -141,6 +144,7 @@ PetscErrorCode DDLayerActivationSetType(DDLayer l, DDActivationType type)
 .seealso: `DDLAYERACTIVATION`, `DDLayerActivationSetType()`
 @*/
 PetscErrorCode DDLayerActivationGetType(DDLayer l, DDActivationType *type)
+DD_CXX_TRY
 {
   Activation *s;
 
@@ -150,6 +154,7 @@ PetscErrorCode DDLayerActivationGetType(DDLayer l, DDActivationType *type)
   *type = s->type;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerActivationSetNegativeSlope - The slope of leakyrelu for negative inputs (default 0.01)
@@ -168,6 +173,7 @@ PetscErrorCode DDLayerActivationGetType(DDLayer l, DDActivationType *type)
 .seealso: `DDLayerActivationSetType()`
 @*/
 PetscErrorCode DDLayerActivationSetNegativeSlope(DDLayer l, PetscReal slope)
+DD_CXX_TRY
 {
   Activation *s;
 
@@ -176,6 +182,7 @@ PetscErrorCode DDLayerActivationSetNegativeSlope(DDLayer l, PetscReal slope)
   s->slope = slope;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerActivationSetGeluApproximate - gelu's form: exact (erf, default) or the tanh approximation
@@ -195,6 +202,7 @@ PetscErrorCode DDLayerActivationSetNegativeSlope(DDLayer l, PetscReal slope)
 .seealso: `DDLayerActivationSetType()`
 @*/
 PetscErrorCode DDLayerActivationSetGeluApproximate(DDLayer l, DDGeluApproximate approx)
+DD_CXX_TRY
 {
   Activation *s;
 
@@ -204,6 +212,7 @@ PetscErrorCode DDLayerActivationSetGeluApproximate(DDLayer l, DDGeluApproximate 
   s->approx = approx;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerActivationSetAlpha - elu's alpha (default 1): elu(x) = alpha (exp(x) - 1) for x <= 0, x otherwise
@@ -222,6 +231,7 @@ PetscErrorCode DDLayerActivationSetGeluApproximate(DDLayer l, DDGeluApproximate 
 .seealso: `DDLayerActivationSetType()`
 @*/
 PetscErrorCode DDLayerActivationSetAlpha(DDLayer l, PetscReal alpha)
+DD_CXX_TRY
 {
   Activation *s;
 
@@ -231,6 +241,7 @@ PetscErrorCode DDLayerActivationSetAlpha(DDLayer l, PetscReal alpha)
   s->alpha = alpha;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerActivationSetSoftplus - softplus's beta (default 1) and threshold (default 20)
@@ -251,6 +262,7 @@ PetscErrorCode DDLayerActivationSetAlpha(DDLayer l, PetscReal alpha)
 .seealso: `DDLayerActivationSetType()`
 @*/
 PetscErrorCode DDLayerActivationSetSoftplus(DDLayer l, PetscReal beta, PetscReal threshold)
+DD_CXX_TRY
 {
   Activation *s;
   MPI_Comm    comm;
@@ -264,6 +276,7 @@ PetscErrorCode DDLayerActivationSetSoftplus(DDLayer l, PetscReal beta, PetscReal
   s->threshold = threshold;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerActivationSetPReLU - prelu's number of weights and their initial value (torch.nn.PReLU's num_parameters and init)
@@ -289,6 +302,7 @@ PetscErrorCode DDLayerActivationSetSoftplus(DDLayer l, PetscReal beta, PetscReal
 .seealso: `DDLayerActivationSetType()`, `DDLAYERACTIVATION`
 @*/
 PetscErrorCode DDLayerActivationSetPReLU(DDLayer l, PetscInt n, PetscReal init)
+DD_CXX_TRY
 {
   Activation *s;
 
@@ -300,6 +314,7 @@ PetscErrorCode DDLayerActivationSetPReLU(DDLayer l, PetscInt n, PetscReal init)
   s->init   = init;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode Activation_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
 {

@@ -31,6 +31,7 @@
   Local kernels: the GEMM entries of the layer's backend chain (/cpu/dnnl: oneDNN's sgemm in
   float32; /cpu/blas: OpenBLAS sgemm/dgemm; /cpu/ref: the reference loops, -<prefix>dd_backend /cpu/ref).
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <ddnn/private/ddbackendimpl.h>
@@ -88,6 +89,7 @@ static PetscErrorCode AffineGet(DDLayer l, Affine **a, const char fn[])
 .seealso: `DDLAYERAFFINE`, `DDLayerAffineSetBias()`, `DDLayerAffineSetOutputWorkers()`
 @*/
 PetscErrorCode DDLayerAffineSetOutputFeatures(DDLayer l, PetscInt fo)
+DD_CXX_TRY
 {
   Affine *a;
 
@@ -97,6 +99,7 @@ PetscErrorCode DDLayerAffineSetOutputFeatures(DDLayer l, PetscInt fo)
   a->fo = fo;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerAffineSetBias - Whether the dense layer has a learnable bias (default true)
@@ -115,6 +118,7 @@ PetscErrorCode DDLayerAffineSetOutputFeatures(DDLayer l, PetscInt fo)
 .seealso: `DDLAYERAFFINE`
 @*/
 PetscErrorCode DDLayerAffineSetBias(DDLayer l, PetscBool flg)
+DD_CXX_TRY
 {
   Affine *a;
 
@@ -123,6 +127,7 @@ PetscErrorCode DDLayerAffineSetBias(DDLayer l, PetscBool flg)
   a->bias = flg;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerAffineSetOutputWorkers - Number of workers Pfo the output features are split over (default 1)
@@ -143,6 +148,7 @@ PetscErrorCode DDLayerAffineSetBias(DDLayer l, PetscBool flg)
 .seealso: `DDLAYERAFFINE`, `DDLayerAffineSetOutputFeatures()`
 @*/
 PetscErrorCode DDLayerAffineSetOutputWorkers(DDLayer l, PetscInt n)
+DD_CXX_TRY
 {
   Affine *a;
 
@@ -152,6 +158,7 @@ PetscErrorCode DDLayerAffineSetOutputWorkers(DDLayer l, PetscInt n)
   a->pfo = n;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode Affine_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
 {

@@ -22,6 +22,7 @@
   training does (and Backward is the training one).
   A channel split needs no communication for the statistics.
 */
+#include <sys/ddcxx.hpp>
 #include <layer/impls/batchnorm/normcommon.hpp>
 #include <cmath>
 
@@ -83,6 +84,7 @@ static PetscErrorCode BatchNormGet(DDLayer l, BatchNorm **s, const char fn[])
 .seealso: `DDLAYERBATCHNORM`, `DDLayerBatchNormGetRunningStatistics()`
 @*/
 PetscErrorCode DDLayerBatchNormSetMomentum(DDLayer l, PetscReal momentum)
+DD_CXX_TRY
 {
   BatchNorm *s;
 
@@ -93,6 +95,7 @@ PetscErrorCode DDLayerBatchNormSetMomentum(DDLayer l, PetscReal momentum)
   s->cumulative = PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerBatchNormSetCumulativeAverage - PyTorch's momentum=None: the running statistics are the cumulative moving average
@@ -113,6 +116,7 @@ PetscErrorCode DDLayerBatchNormSetMomentum(DDLayer l, PetscReal momentum)
 .seealso: `DDLAYERBATCHNORM`, `DDLayerBatchNormSetMomentum()`, `DDLayerBatchNormGetNumBatchesTracked()`
 @*/
 PetscErrorCode DDLayerBatchNormSetCumulativeAverage(DDLayer l, PetscBool flg)
+DD_CXX_TRY
 {
   BatchNorm *s;
 
@@ -121,6 +125,7 @@ PetscErrorCode DDLayerBatchNormSetCumulativeAverage(DDLayer l, PetscBool flg)
   s->cumulative = flg;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerBatchNormSetTrackRunningStats - Whether the layer keeps running statistics (default true, torch's track_running_stats)
@@ -143,6 +148,7 @@ PetscErrorCode DDLayerBatchNormSetCumulativeAverage(DDLayer l, PetscBool flg)
 .seealso: `DDLAYERBATCHNORM`, `DDLayerSetTraining()`
 @*/
 PetscErrorCode DDLayerBatchNormSetTrackRunningStats(DDLayer l, PetscBool flg)
+DD_CXX_TRY
 {
   BatchNorm *s;
 
@@ -151,6 +157,7 @@ PetscErrorCode DDLayerBatchNormSetTrackRunningStats(DDLayer l, PetscBool flg)
   s->track = flg;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerBatchNormGetNumBatchesTracked - The number of training Forwards since the running statistics were reset (torch's num_batches_tracked buffer)
@@ -168,6 +175,7 @@ PetscErrorCode DDLayerBatchNormSetTrackRunningStats(DDLayer l, PetscBool flg)
 .seealso: `DDLayerBatchNormSetNumBatchesTracked()`, `DDLayerBatchNormSetCumulativeAverage()`
 @*/
 PetscErrorCode DDLayerBatchNormGetNumBatchesTracked(DDLayer l, PetscInt64 *n)
+DD_CXX_TRY
 {
   BatchNorm *s;
 
@@ -176,6 +184,7 @@ PetscErrorCode DDLayerBatchNormGetNumBatchesTracked(DDLayer l, PetscInt64 *n)
   *n = s->nbt;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerBatchNormSetNumBatchesTracked - Sets num_batches_tracked (e.g. when loading a checkpoint)
@@ -195,6 +204,7 @@ PetscErrorCode DDLayerBatchNormGetNumBatchesTracked(DDLayer l, PetscInt64 *n)
 .seealso: `DDLayerBatchNormGetNumBatchesTracked()`
 @*/
 PetscErrorCode DDLayerBatchNormSetNumBatchesTracked(DDLayer l, PetscInt64 n)
+DD_CXX_TRY
 {
   BatchNorm *s;
 
@@ -204,6 +214,7 @@ PetscErrorCode DDLayerBatchNormSetNumBatchesTracked(DDLayer l, PetscInt64 n)
   s->nbt = n;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerBatchNormSetEpsilon - The eps added to the variance (default 1e-5)
@@ -222,6 +233,7 @@ PetscErrorCode DDLayerBatchNormSetNumBatchesTracked(DDLayer l, PetscInt64 n)
 .seealso: `DDLAYERBATCHNORM`
 @*/
 PetscErrorCode DDLayerBatchNormSetEpsilon(DDLayer l, PetscReal eps)
+DD_CXX_TRY
 {
   BatchNorm *s;
 
@@ -231,6 +243,7 @@ PetscErrorCode DDLayerBatchNormSetEpsilon(DDLayer l, PetscReal eps)
   s->eps = eps;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerBatchNormSetAffine - Whether the layer has a learnable per-channel weight and bias (default true)
@@ -252,6 +265,7 @@ PetscErrorCode DDLayerBatchNormSetEpsilon(DDLayer l, PetscReal eps)
 .seealso: `DDLAYERBATCHNORM`
 @*/
 PetscErrorCode DDLayerBatchNormSetAffine(DDLayer l, PetscBool flg)
+DD_CXX_TRY
 {
   BatchNorm *s;
 
@@ -260,6 +274,7 @@ PetscErrorCode DDLayerBatchNormSetAffine(DDLayer l, PetscBool flg)
   s->affine = flg;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerBatchNormGetRunningStatistics - The running mean and (unbiased) variance, used in evaluation mode
@@ -284,6 +299,7 @@ PetscErrorCode DDLayerBatchNormSetAffine(DDLayer l, PetscBool flg)
 .seealso: `DDLAYERBATCHNORM`, `DDLayerBatchNormSetMomentum()`, `DDLayerSetTraining()`
 @*/
 PetscErrorCode DDLayerBatchNormGetRunningStatistics(DDLayer l, DDTensor *mean, DDTensor *var)
+DD_CXX_TRY
 {
   BatchNorm *s;
 
@@ -294,6 +310,7 @@ PetscErrorCode DDLayerBatchNormGetRunningStatistics(DDLayer l, DDTensor *mean, D
   if (var) *var = s->rv;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode BatchNorm_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
 {

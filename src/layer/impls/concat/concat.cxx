@@ -11,6 +11,7 @@
   is not split (one worker along it, e.g. channels of a spatially decomposed U-Net) every
   scatter is local, a copy. Backward is the adjoint: dx_j = S_j* dy (a split).
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <tensor/layout.hpp>
@@ -55,6 +56,7 @@ static PetscErrorCode ConcatGet(DDLayer l, Concat **c, const char fn[])
 .seealso: `DDLAYERCONCAT`
 @*/
 PetscErrorCode DDLayerConcatSetDimension(DDLayer l, PetscInt dim)
+DD_CXX_TRY
 {
   Concat *c;
 
@@ -64,6 +66,7 @@ PetscErrorCode DDLayerConcatSetDimension(DDLayer l, PetscInt dim)
   c->dim = dim;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode Concat_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
 {

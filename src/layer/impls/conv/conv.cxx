@@ -19,6 +19,7 @@
   Spatial-only (Pci = Pco = 1): no broadcasts of x or reductions of y; the weights are broadcast
   from their owner. Channel-only (Ps = 1): no halo exchange (padding only).
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <layer/impls/conv/convutil.hpp>
@@ -113,6 +114,7 @@ static PetscErrorCode DDLayerConvSetOutputChannels_Conv(DDLayer l, PetscInt co)
 .seealso: `DDLAYERCONV`, `DDLAYERCONVTRANSPOSE`, `DDLayerConvSetKernel()`
 @*/
 PetscErrorCode DDLayerConvSetOutputChannels(DDLayer l, PetscInt co)
+DD_CXX_TRY
 {
   PetscErrorCode(*f)(DDLayer, PetscInt);
 
@@ -121,6 +123,7 @@ PetscErrorCode DDLayerConvSetOutputChannels(DDLayer l, PetscInt co)
   PetscCall((*f)(l, co));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode DDLayerConvSetKernel_Conv(DDLayer l, PetscInt n, const PetscInt k[])
 {
@@ -150,6 +153,7 @@ static PetscErrorCode DDLayerConvSetKernel_Conv(DDLayer l, PetscInt n, const Pet
 .seealso: `DDLAYERCONV`, `DDLAYERCONVTRANSPOSE`, `DDLayerConvSetStride()`
 @*/
 PetscErrorCode DDLayerConvSetKernel(DDLayer l, PetscInt n, const PetscInt k[])
+DD_CXX_TRY
 {
   PetscErrorCode(*f)(DDLayer, PetscInt, const PetscInt[]);
 
@@ -158,6 +162,7 @@ PetscErrorCode DDLayerConvSetKernel(DDLayer l, PetscInt n, const PetscInt k[])
   PetscCall((*f)(l, n, k));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode DDLayerConvSetStride_Conv(DDLayer l, PetscInt n, const PetscInt s[])
 {
@@ -182,6 +187,7 @@ static PetscErrorCode DDLayerConvSetStride_Conv(DDLayer l, PetscInt n, const Pet
 .seealso: `DDLayerConvSetKernel()`, `DDLAYERCONVTRANSPOSE`
 @*/
 PetscErrorCode DDLayerConvSetStride(DDLayer l, PetscInt n, const PetscInt s[])
+DD_CXX_TRY
 {
   PetscErrorCode(*f)(DDLayer, PetscInt, const PetscInt[]);
 
@@ -190,6 +196,7 @@ PetscErrorCode DDLayerConvSetStride(DDLayer l, PetscInt n, const PetscInt s[])
   PetscCall((*f)(l, n, s));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode DDLayerConvSetPadding_Conv(DDLayer l, PetscInt n, const PetscInt p[])
 {
@@ -222,6 +229,7 @@ static PetscErrorCode DDLayerConvSetPadding_Conv(DDLayer l, PetscInt n, const Pe
 .seealso: `DDLayerConvSetPaddingMode()`, `DDLayerConvSetOutputPadding()`, `DDLayerConvSetPaddingBeforeAfter()`, `DDLayerConvSetPaddingType()`
 @*/
 PetscErrorCode DDLayerConvSetPadding(DDLayer l, PetscInt n, const PetscInt p[])
+DD_CXX_TRY
 {
   PetscErrorCode(*f)(DDLayer, PetscInt, const PetscInt[]);
 
@@ -230,6 +238,7 @@ PetscErrorCode DDLayerConvSetPadding(DDLayer l, PetscInt n, const PetscInt p[])
   PetscCall((*f)(l, n, p));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode DDLayerConvSetDilation_Conv(DDLayer l, PetscInt n, const PetscInt d[])
 {
@@ -254,6 +263,7 @@ static PetscErrorCode DDLayerConvSetDilation_Conv(DDLayer l, PetscInt n, const P
 .seealso: `DDLayerConvSetKernel()`
 @*/
 PetscErrorCode DDLayerConvSetDilation(DDLayer l, PetscInt n, const PetscInt d[])
+DD_CXX_TRY
 {
   PetscErrorCode(*f)(DDLayer, PetscInt, const PetscInt[]);
 
@@ -262,6 +272,7 @@ PetscErrorCode DDLayerConvSetDilation(DDLayer l, PetscInt n, const PetscInt d[])
   PetscCall((*f)(l, n, d));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode DDLayerConvSetBias_Conv(DDLayer l, PetscBool flg)
 {
@@ -286,6 +297,7 @@ static PetscErrorCode DDLayerConvSetBias_Conv(DDLayer l, PetscBool flg)
 .seealso: `DDLAYERCONV`, `DDLAYERCONVTRANSPOSE`
 @*/
 PetscErrorCode DDLayerConvSetBias(DDLayer l, PetscBool flg)
+DD_CXX_TRY
 {
   PetscErrorCode(*f)(DDLayer, PetscBool);
 
@@ -294,6 +306,7 @@ PetscErrorCode DDLayerConvSetBias(DDLayer l, PetscBool flg)
   PetscCall((*f)(l, flg));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 const char *const DDConvPaddingTypes[] = {"explicit", "same", "valid", "DDConvPaddingType", "DD_CONV_PADDING_", nullptr};
 
@@ -322,6 +335,7 @@ const char *const DDConvPaddingTypes[] = {"explicit", "same", "valid", "DDConvPa
 .seealso: `DDLayerConvSetPadding()`, `DDLayerConvSetPaddingType()`, `DDLayerConvSetPaddingMode()`
 @*/
 PetscErrorCode DDLayerConvSetPaddingBeforeAfter(DDLayer l, PetscInt n, const PetscInt before[], const PetscInt after[])
+DD_CXX_TRY
 {
   Conv *c;
 
@@ -332,6 +346,7 @@ PetscErrorCode DDLayerConvSetPaddingBeforeAfter(DDLayer l, PetscInt n, const Pet
   c->padtype = DD_CONV_PADDING_EXPLICIT;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerConvSetPaddingType - The padding rule of a convolution: explicit entries (default), PyTorch's padding='same' or 'valid'
@@ -356,6 +371,7 @@ PetscErrorCode DDLayerConvSetPaddingBeforeAfter(DDLayer l, PetscInt n, const Pet
 .seealso: `DDLayerConvSetPadding()`, `DDLayerConvSetPaddingBeforeAfter()`, `DDConvPaddingType`
 @*/
 PetscErrorCode DDLayerConvSetPaddingType(DDLayer l, DDConvPaddingType type)
+DD_CXX_TRY
 {
   Conv *c;
 
@@ -365,6 +381,7 @@ PetscErrorCode DDLayerConvSetPaddingType(DDLayer l, DDConvPaddingType type)
   c->padtype = type;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode DDLayerConvSetGroups_Conv(DDLayer l, PetscInt g)
 {
@@ -405,6 +422,7 @@ static PetscErrorCode DDLayerConvSetGroups_Conv(DDLayer l, PetscInt g)
 .seealso: `DDLAYERCONV`, `DDLAYERCONVTRANSPOSE`, `DDLayerConvSetOutputChannels()`
 @*/
 PetscErrorCode DDLayerConvSetGroups(DDLayer l, PetscInt groups)
+DD_CXX_TRY
 {
   PetscErrorCode(*f)(DDLayer, PetscInt);
 
@@ -413,6 +431,7 @@ PetscErrorCode DDLayerConvSetGroups(DDLayer l, PetscInt groups)
   PetscCall((*f)(l, groups));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerConvSetPaddingMode - zeros (default), reflect, replicate or circular, all distributed
@@ -427,6 +446,7 @@ PetscErrorCode DDLayerConvSetGroups(DDLayer l, PetscInt groups)
 .seealso: `DDPaddingMode`, `DDLayerConvSetPadding()`
 @*/
 PetscErrorCode DDLayerConvSetPaddingMode(DDLayer l, DDPaddingMode mode)
+DD_CXX_TRY
 {
   Conv *c;
 
@@ -435,6 +455,7 @@ PetscErrorCode DDLayerConvSetPaddingMode(DDLayer l, DDPaddingMode mode)
   c->padmode = mode;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode DDLayerConvSetChannelWorkers_Conv(DDLayer l, PetscInt n)
 {
@@ -467,6 +488,7 @@ static PetscErrorCode DDLayerConvSetChannelWorkers_Conv(DDLayer l, PetscInt n)
 .seealso: `DDLAYERCONV`, `DDLAYERCONVTRANSPOSE`
 @*/
 PetscErrorCode DDLayerConvSetChannelWorkers(DDLayer l, PetscInt n)
+DD_CXX_TRY
 {
   PetscErrorCode(*f)(DDLayer, PetscInt);
 
@@ -475,6 +497,7 @@ PetscErrorCode DDLayerConvSetChannelWorkers(DDLayer l, PetscInt n)
   PetscCall((*f)(l, n));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerConvSetOverlap - Overlap the halo exchange with the interior convolution (paper 003, sec. IV-A)
@@ -489,6 +512,7 @@ PetscErrorCode DDLayerConvSetChannelWorkers(DDLayer l, PetscInt n)
 .seealso: `DDLAYERCONV`
 @*/
 PetscErrorCode DDLayerConvSetOverlap(DDLayer l, PetscBool flg)
+DD_CXX_TRY
 {
   Conv *c;
 
@@ -497,6 +521,7 @@ PetscErrorCode DDLayerConvSetOverlap(DDLayer l, PetscBool flg)
   c->overlap = flg;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode Conv_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
 {

@@ -40,6 +40,7 @@
   the bias directly (their dy goes to db only); a box no input reaches at all gets the bias
   only. float64: the reference loops, which handle any crop.
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <layer/impls/conv/convutil.hpp>
@@ -194,6 +195,7 @@ static PetscErrorCode DDLayerConvSetChannelWorkers_ConvT(DDLayer l, PetscInt n)
 .seealso: `DDLAYERCONVTRANSPOSE`, `DDLayerConvSetPadding()`, `DDLayerConvSetStride()`
 @*/
 PetscErrorCode DDLayerConvSetOutputPadding(DDLayer l, PetscInt n, const PetscInt op[])
+DD_CXX_TRY
 {
   ConvT *c;
 
@@ -202,6 +204,7 @@ PetscErrorCode DDLayerConvSetOutputPadding(DDLayer l, PetscInt n, const PetscInt
   PetscCall(c->outpad.Set(PetscObjectComm((PetscObject)l), n, op, "The output padding"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode ConvT_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
 {

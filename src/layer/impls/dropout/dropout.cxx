@@ -7,6 +7,7 @@
   mask on any number of ranks. `call` counts the Forwards in training mode; Backward recomputes
   the mask of the last Forward (nothing is stored). In evaluation mode the layer is the identity.
 */
+#include <sys/ddcxx.hpp>
 #include <layer/impls/common/layerutil.hpp>
 #include <ddnn/private/ddbackendimpl.h>
 #include <cstdlib>
@@ -99,6 +100,7 @@ static PetscErrorCode DropoutGet(DDLayer l, Dropout **s, const char fn[])
 .seealso: `DDLAYERDROPOUT`, `DDLayerDropoutSetSeed()`
 @*/
 PetscErrorCode DDLayerDropoutSetProbability(DDLayer l, PetscReal p)
+DD_CXX_TRY
 {
   Dropout *s;
 
@@ -108,6 +110,7 @@ PetscErrorCode DDLayerDropoutSetProbability(DDLayer l, PetscReal p)
   s->p = p;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerDropoutSetSeed - The seed of the dropout masks (default 0); restarts the sequence of masks
@@ -130,6 +133,7 @@ PetscErrorCode DDLayerDropoutSetProbability(DDLayer l, PetscReal p)
 .seealso: `DDLayerDropoutSetProbability()`
 @*/
 PetscErrorCode DDLayerDropoutSetSeed(DDLayer l, PetscInt64 seed)
+DD_CXX_TRY
 {
   Dropout *s;
 
@@ -139,6 +143,7 @@ PetscErrorCode DDLayerDropoutSetSeed(DDLayer l, PetscInt64 seed)
   s->calls = 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode Dropout_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
 {

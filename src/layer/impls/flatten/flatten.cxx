@@ -12,6 +12,7 @@
   with f = C-order index of (c, s...), i.e. the same global C-order index, a permutation.
   Backward is its adjoint (the copy back, each input entry having exactly one image).
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <vector>
@@ -52,6 +53,7 @@ static PetscErrorCode FlattenGet(DDLayer l, Flatten **f, const char fn[])
 .seealso: `DDLAYERFLATTEN`, `DDLAYERAFFINE`
 @*/
 PetscErrorCode DDLayerFlattenSetPartition(DDLayer l, DDPartition part)
+DD_CXX_TRY
 {
   Flatten *f;
 
@@ -62,6 +64,7 @@ PetscErrorCode DDLayerFlattenSetPartition(DDLayer l, DDPartition part)
   PetscCall(f->SetPartition(part));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode Flatten_Reset(DDLayer l)
 {

@@ -15,6 +15,7 @@
             dx = rstd (w dy - G1/m - xhat G2/m)
   The per-channel weight and bias live and move as in DDLAYERBATCHNORM (normcommon.hpp).
 */
+#include <sys/ddcxx.hpp>
 #include <layer/impls/batchnorm/normcommon.hpp>
 #include <cmath>
 
@@ -68,6 +69,7 @@ static PetscErrorCode GroupNormGet(DDLayer l, GroupNorm **s, const char fn[])
 .seealso: `DDLAYERGROUPNORM`, `DDLayerGroupNormSetEpsilon()`
 @*/
 PetscErrorCode DDLayerGroupNormSetGroups(DDLayer l, PetscInt groups)
+DD_CXX_TRY
 {
   GroupNorm *s;
 
@@ -77,6 +79,7 @@ PetscErrorCode DDLayerGroupNormSetGroups(DDLayer l, PetscInt groups)
   s->groups = groups;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerGroupNormSetEpsilon - The eps added to the variance (default 1e-5)
@@ -95,6 +98,7 @@ PetscErrorCode DDLayerGroupNormSetGroups(DDLayer l, PetscInt groups)
 .seealso: `DDLAYERGROUPNORM`
 @*/
 PetscErrorCode DDLayerGroupNormSetEpsilon(DDLayer l, PetscReal eps)
+DD_CXX_TRY
 {
   GroupNorm *s;
 
@@ -104,6 +108,7 @@ PetscErrorCode DDLayerGroupNormSetEpsilon(DDLayer l, PetscReal eps)
   s->eps = eps;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode GroupNorm_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
 {

@@ -21,6 +21,7 @@
   chain; /cpu/ref's plain loops) run on a plain (C-order, halo-free) view of the rank's piece:
   R rows by M entries.
 */
+#include <sys/ddcxx.hpp>
 #include <layer/impls/batchnorm/normcommon.hpp>
 #include <cmath>
 
@@ -76,6 +77,7 @@ static PetscErrorCode LayerNormGet(DDLayer l, LayerNorm **s, const char fn[])
 .seealso: `DDLAYERLAYERNORM`, `DDLayerLayerNormSetNormalizedShape()`, `DDLayerLayerNormSetEpsilon()`
 @*/
 PetscErrorCode DDLayerLayerNormSetDimensions(DDLayer l, PetscInt k)
+DD_CXX_TRY
 {
   LayerNorm *s;
 
@@ -86,6 +88,7 @@ PetscErrorCode DDLayerLayerNormSetDimensions(DDLayer l, PetscInt k)
   s->nshape.clear();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerLayerNormSetNormalizedShape - The normalized shape (torch.nn.LayerNorm's normalized_shape)
@@ -105,6 +108,7 @@ PetscErrorCode DDLayerLayerNormSetDimensions(DDLayer l, PetscInt k)
 .seealso: `DDLAYERLAYERNORM`, `DDLayerLayerNormSetDimensions()`
 @*/
 PetscErrorCode DDLayerLayerNormSetNormalizedShape(DDLayer l, PetscInt k, const PetscInt shape[])
+DD_CXX_TRY
 {
   LayerNorm *s;
 
@@ -117,6 +121,7 @@ PetscErrorCode DDLayerLayerNormSetNormalizedShape(DDLayer l, PetscInt k, const P
   s->nshape.assign(shape, shape + k);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerLayerNormSetEpsilon - The eps added to the variance (default 1e-5)
@@ -135,6 +140,7 @@ PetscErrorCode DDLayerLayerNormSetNormalizedShape(DDLayer l, PetscInt k, const P
 .seealso: `DDLAYERLAYERNORM`
 @*/
 PetscErrorCode DDLayerLayerNormSetEpsilon(DDLayer l, PetscReal eps)
+DD_CXX_TRY
 {
   LayerNorm *s;
 
@@ -144,6 +150,7 @@ PetscErrorCode DDLayerLayerNormSetEpsilon(DDLayer l, PetscReal eps)
   s->eps = eps;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode LayerNorm_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
 {

@@ -21,6 +21,7 @@
   Reduction none: the output is l itself (per position; elementwise for mse and l1), distributed
   like the batch; no reduction is applied to it, and Backward takes dy of its shape.
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddlayerimpl.h>
 #include <ddnn/private/ddbackendimpl.h>
 #include <layer/impls/common/layerutil.hpp>
@@ -81,6 +82,7 @@ static PetscErrorCode LossGet(DDLayer l, Loss **s, const char fn[])
 .seealso: `DDLAYERLOSS`, `DDLayerLossSetReduction()`
 @*/
 PetscErrorCode DDLayerLossSetType(DDLayer l, DDLossType type)
+DD_CXX_TRY
 {
   Loss *s;
 
@@ -90,6 +92,7 @@ PetscErrorCode DDLayerLossSetType(DDLayer l, DDLossType type)
   s->type = type;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerLossSetReduction - mean (default), sum, or none
@@ -110,6 +113,7 @@ PetscErrorCode DDLayerLossSetType(DDLayer l, DDLossType type)
 .seealso: `DDLayerLossSetType()`
 @*/
 PetscErrorCode DDLayerLossSetReduction(DDLayer l, DDReduction red)
+DD_CXX_TRY
 {
   Loss *s;
 
@@ -119,6 +123,7 @@ PetscErrorCode DDLayerLossSetReduction(DDLayer l, DDReduction red)
   s->red = red;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerLossSetClassWeights - Cross-entropy's per-class weights (torch.nn.CrossEntropyLoss's weight)
@@ -143,6 +148,7 @@ PetscErrorCode DDLayerLossSetReduction(DDLayer l, DDReduction red)
 .seealso: `DDLayerLossSetIgnoreIndex()`, `DDLayerLossSetLabelSmoothing()`
 @*/
 PetscErrorCode DDLayerLossSetClassWeights(DDLayer l, PetscInt C, const PetscReal w[])
+DD_CXX_TRY
 {
   Loss *s;
 
@@ -153,6 +159,7 @@ PetscErrorCode DDLayerLossSetClassWeights(DDLayer l, PetscInt C, const PetscReal
   s->weights.assign(w, w + C);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerLossSetIgnoreIndex - Cross-entropy's ignore_index (default -100): targets with this class contribute nothing
@@ -171,6 +178,7 @@ PetscErrorCode DDLayerLossSetClassWeights(DDLayer l, PetscInt C, const PetscReal
 .seealso: `DDLayerLossSetClassWeights()`
 @*/
 PetscErrorCode DDLayerLossSetIgnoreIndex(DDLayer l, PetscInt idx)
+DD_CXX_TRY
 {
   Loss *s;
 
@@ -179,6 +187,7 @@ PetscErrorCode DDLayerLossSetIgnoreIndex(DDLayer l, PetscInt idx)
   s->ignore = idx;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerLossSetLabelSmoothing - Cross-entropy's label_smoothing eps in [0, 1] (default 0)
@@ -197,6 +206,7 @@ PetscErrorCode DDLayerLossSetIgnoreIndex(DDLayer l, PetscInt idx)
 .seealso: `DDLayerLossSetClassWeights()`
 @*/
 PetscErrorCode DDLayerLossSetLabelSmoothing(DDLayer l, PetscReal eps)
+DD_CXX_TRY
 {
   Loss *s;
 
@@ -206,6 +216,7 @@ PetscErrorCode DDLayerLossSetLabelSmoothing(DDLayer l, PetscReal eps)
   s->smoothing = eps;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerLossSetProbabilityTargets - Cross-entropy's target holds class probabilities (logits' shape) instead of class indices
@@ -228,6 +239,7 @@ PetscErrorCode DDLayerLossSetLabelSmoothing(DDLayer l, PetscReal eps)
 .seealso: `DDLayerLossSetType()`
 @*/
 PetscErrorCode DDLayerLossSetProbabilityTargets(DDLayer l, PetscBool flg)
+DD_CXX_TRY
 {
   Loss *s;
 
@@ -236,6 +248,7 @@ PetscErrorCode DDLayerLossSetProbabilityTargets(DDLayer l, PetscBool flg)
   s->prob = flg;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerLossGetValue - The loss of the last Forward, on every rank
@@ -250,6 +263,7 @@ PetscErrorCode DDLayerLossSetProbabilityTargets(DDLayer l, PetscBool flg)
 .seealso: `DDLAYERLOSS`
 @*/
 PetscErrorCode DDLayerLossGetValue(DDLayer l, PetscReal *v)
+DD_CXX_TRY
 {
   Loss *s;
 
@@ -259,6 +273,7 @@ PetscErrorCode DDLayerLossGetValue(DDLayer l, PetscReal *v)
   *v = s->value;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*
   DDLayerLossSetGeneric_Private - Makes Backward take the generic walk (an offset per entry) instead of its fast paths

@@ -19,6 +19,7 @@
   with count_include_pad counts the taps inside [-p, n + p) (never the ceil-mode overhang),
   without it the taps inside the tensor; max pooling's gradient goes to the first maximum.
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <ddnn/private/ddbackendimpl.h>
@@ -83,6 +84,7 @@ static PetscErrorCode PoolGet(DDLayer l, Pool **c, const char fn[])
 .seealso: `DDLAYERPOOL`, `DDLayerPoolSetKernel()`
 @*/
 PetscErrorCode DDLayerPoolSetType(DDLayer l, DDPoolType type)
+DD_CXX_TRY
 {
   Pool *c;
 
@@ -92,6 +94,7 @@ PetscErrorCode DDLayerPoolSetType(DDLayer l, DDPoolType type)
   c->type = type;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerPoolGetType - Max or average pooling
@@ -109,6 +112,7 @@ PetscErrorCode DDLayerPoolSetType(DDLayer l, DDPoolType type)
 .seealso: `DDLAYERPOOL`, `DDLayerPoolSetType()`
 @*/
 PetscErrorCode DDLayerPoolGetType(DDLayer l, DDPoolType *type)
+DD_CXX_TRY
 {
   Pool *c;
 
@@ -118,6 +122,7 @@ PetscErrorCode DDLayerPoolGetType(DDLayer l, DDPoolType *type)
   *type = c->type;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerPoolSetKernel - Window size per spatial dimension (required)
@@ -137,6 +142,7 @@ PetscErrorCode DDLayerPoolGetType(DDLayer l, DDPoolType *type)
 .seealso: `DDLAYERPOOL`, `DDLayerPoolSetStride()`
 @*/
 PetscErrorCode DDLayerPoolSetKernel(DDLayer l, PetscInt n, const PetscInt k[])
+DD_CXX_TRY
 {
   Pool *c;
 
@@ -145,6 +151,7 @@ PetscErrorCode DDLayerPoolSetKernel(DDLayer l, PetscInt n, const PetscInt k[])
   PetscCall(c->kernel.Set(PetscObjectComm((PetscObject)l), n, k, "The kernel"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerPoolSetStride - Stride per spatial dimension (default: the kernel size, as in PyTorch)
@@ -164,6 +171,7 @@ PetscErrorCode DDLayerPoolSetKernel(DDLayer l, PetscInt n, const PetscInt k[])
 .seealso: `DDLayerPoolSetKernel()`
 @*/
 PetscErrorCode DDLayerPoolSetStride(DDLayer l, PetscInt n, const PetscInt s[])
+DD_CXX_TRY
 {
   Pool *c;
 
@@ -172,6 +180,7 @@ PetscErrorCode DDLayerPoolSetStride(DDLayer l, PetscInt n, const PetscInt s[])
   PetscCall(c->stride.Set(PetscObjectComm((PetscObject)l), n, s, "The stride"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerPoolSetPadding - Implicit padding on both sides per spatial dimension (default 0)
@@ -194,6 +203,7 @@ PetscErrorCode DDLayerPoolSetStride(DDLayer l, PetscInt n, const PetscInt s[])
 .seealso: `DDLayerPoolSetCeilMode()`
 @*/
 PetscErrorCode DDLayerPoolSetPadding(DDLayer l, PetscInt n, const PetscInt p[])
+DD_CXX_TRY
 {
   Pool *c;
 
@@ -202,6 +212,7 @@ PetscErrorCode DDLayerPoolSetPadding(DDLayer l, PetscInt n, const PetscInt p[])
   PetscCall(c->padding.Set(PetscObjectComm((PetscObject)l), n, p, "The padding"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerPoolSetDilation - Spacing between the taps of a max-pooling window (default 1)
@@ -225,6 +236,7 @@ PetscErrorCode DDLayerPoolSetPadding(DDLayer l, PetscInt n, const PetscInt p[])
 .seealso: `DDLayerPoolSetKernel()`
 @*/
 PetscErrorCode DDLayerPoolSetDilation(DDLayer l, PetscInt n, const PetscInt d[])
+DD_CXX_TRY
 {
   Pool *c;
 
@@ -233,6 +245,7 @@ PetscErrorCode DDLayerPoolSetDilation(DDLayer l, PetscInt n, const PetscInt d[])
   PetscCall(c->dilation.Set(PetscObjectComm((PetscObject)l), n, d, "The dilation"));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerPoolSetCeilMode - Rounds the output size up instead of down (default false)
@@ -256,6 +269,7 @@ PetscErrorCode DDLayerPoolSetDilation(DDLayer l, PetscInt n, const PetscInt d[])
 .seealso: `DDLayerPoolSetCountIncludePad()`
 @*/
 PetscErrorCode DDLayerPoolSetCeilMode(DDLayer l, PetscBool flg)
+DD_CXX_TRY
 {
   Pool *c;
 
@@ -264,6 +278,7 @@ PetscErrorCode DDLayerPoolSetCeilMode(DDLayer l, PetscBool flg)
   c->ceil = flg;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerPoolSetCountIncludePad - Whether average pooling divides by the padded window (default true, as in PyTorch)
@@ -287,6 +302,7 @@ PetscErrorCode DDLayerPoolSetCeilMode(DDLayer l, PetscBool flg)
 .seealso: `DDLayerPoolSetPadding()`, `DDLayerPoolSetCeilMode()`
 @*/
 PetscErrorCode DDLayerPoolSetCountIncludePad(DDLayer l, PetscBool flg)
+DD_CXX_TRY
 {
   Pool *c;
 
@@ -295,6 +311,7 @@ PetscErrorCode DDLayerPoolSetCountIncludePad(DDLayer l, PetscBool flg)
   c->countpad = flg;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerPoolSetDivisorOverride - Average pooling divides every window's sum by this number instead of its size (torch's divisor_override)
@@ -319,6 +336,7 @@ PetscErrorCode DDLayerPoolSetCountIncludePad(DDLayer l, PetscBool flg)
 .seealso: `DDLayerPoolSetCountIncludePad()`, `DDLayerPoolSetType()`
 @*/
 PetscErrorCode DDLayerPoolSetDivisorOverride(DDLayer l, PetscInt divisor)
+DD_CXX_TRY
 {
   Pool *c;
 
@@ -328,6 +346,7 @@ PetscErrorCode DDLayerPoolSetDivisorOverride(DDLayer l, PetscInt divisor)
   c->divisor = divisor;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode Pool_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
 {

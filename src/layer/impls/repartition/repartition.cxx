@@ -7,6 +7,7 @@
   first ranks of the communicator (DDLayerRepartitionSetShape, -layer_repartition_shape). The
   output is balanced and keeps the input's storage format.
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <vector>
@@ -51,6 +52,7 @@ static PetscErrorCode RepartGet(DDLayer l, Repart **r, const char fn[])
 .seealso: `DDLAYERREPARTITION`, `DDLayerRepartitionSetShape()`, `DDPRIMITIVEREPARTITION`
 @*/
 PetscErrorCode DDLayerRepartitionSetPartition(DDLayer l, DDPartition part)
+DD_CXX_TRY
 {
   Repart *r;
 
@@ -63,6 +65,7 @@ PetscErrorCode DDLayerRepartitionSetPartition(DDLayer l, DDPartition part)
   r->nshape = 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerRepartitionSetShape - The shape of the output partition, built on the first ranks of the communicator
@@ -86,6 +89,7 @@ PetscErrorCode DDLayerRepartitionSetPartition(DDLayer l, DDPartition part)
 .seealso: `DDLAYERREPARTITION`, `DDLayerRepartitionSetPartition()`
 @*/
 PetscErrorCode DDLayerRepartitionSetShape(DDLayer l, PetscInt n, const PetscInt shape[])
+DD_CXX_TRY
 {
   Repart *r;
 
@@ -98,6 +102,7 @@ PetscErrorCode DDLayerRepartitionSetShape(DDLayer l, PetscInt n, const PetscInt 
   for (PetscInt k = 0; k < n; k++) r->shape[k] = shape[k];
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode Repart_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
 {

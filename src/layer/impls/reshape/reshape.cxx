@@ -10,6 +10,7 @@
   movement is a DDPRIMITIVESCATTER on global indices, as DDLAYERFLATTEN: output entry i copies
   the input entry with the same global C-order index. Backward is its adjoint.
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <vector>
@@ -54,6 +55,7 @@ static PetscErrorCode ReshapeGet(DDLayer l, Reshape **f, const char fn[])
 .seealso: `DDLAYERRESHAPE`, `DDLayerReshapeSetPartition()`, `DDLAYERFLATTEN`
 @*/
 PetscErrorCode DDLayerReshapeSetShape(DDLayer l, PetscInt n, const PetscInt shape[])
+DD_CXX_TRY
 {
   Reshape *f;
   PetscInt neg = 0;
@@ -70,6 +72,7 @@ PetscErrorCode DDLayerReshapeSetShape(DDLayer l, PetscInt n, const PetscInt shap
   f->shape.assign(shape, shape + n);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerReshapeSetPartition - The partition of a reshape layer's output
@@ -91,6 +94,7 @@ PetscErrorCode DDLayerReshapeSetShape(DDLayer l, PetscInt n, const PetscInt shap
 .seealso: `DDLAYERRESHAPE`, `DDLayerReshapeSetShape()`
 @*/
 PetscErrorCode DDLayerReshapeSetPartition(DDLayer l, DDPartition part)
+DD_CXX_TRY
 {
   Reshape *f;
 
@@ -100,6 +104,7 @@ PetscErrorCode DDLayerReshapeSetPartition(DDLayer l, DDPartition part)
   PetscCall(f->SetPartition(part));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode Reshape_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
 {

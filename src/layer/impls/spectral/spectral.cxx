@@ -23,6 +23,7 @@
     backward  dY = (1/S) D F2 dy;  dX = dY . conj(W);  dW += sum_n conj(X) dY;  dx = F1^* dX
   Backward uses the X of the last Forward.
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddlayerimpl.h>
 #include <ddnn/private/ddbackendimpl.h>
 #include <layer/impls/common/layerutil.hpp>
@@ -73,6 +74,7 @@ static PetscErrorCode SpectralGet(DDLayer l, Spectral **a, const char fn[])
 .seealso: `DDLAYERSPECTRAL`, `DDLayerSpectralSetOutputChannels()`
 @*/
 PetscErrorCode DDLayerSpectralSetModes(DDLayer l, PetscInt n, const PetscInt modes[])
+DD_CXX_TRY
 {
   Spectral *a;
 
@@ -84,6 +86,7 @@ PetscErrorCode DDLayerSpectralSetModes(DDLayer l, PetscInt n, const PetscInt mod
   for (PetscInt j = 0; j < n; j++) a->modes[j] = modes[j];
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerSpectralSetOutputChannels - Output channels of a spectral convolution (default: the input's channels)
@@ -102,6 +105,7 @@ PetscErrorCode DDLayerSpectralSetModes(DDLayer l, PetscInt n, const PetscInt mod
 .seealso: `DDLAYERSPECTRAL`, `DDLayerSpectralSetModes()`
 @*/
 PetscErrorCode DDLayerSpectralSetOutputChannels(DDLayer l, PetscInt cout)
+DD_CXX_TRY
 {
   Spectral *a;
 
@@ -111,6 +115,7 @@ PetscErrorCode DDLayerSpectralSetOutputChannels(DDLayer l, PetscInt cout)
   a->cout = cout;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode Spectral_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
 {

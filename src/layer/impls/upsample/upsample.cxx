@@ -24,6 +24,7 @@
   src/backend/cpu/upsample_fast.cxx (both element types), checked against the reference loops
   of src/backend/reference/upsample_ref.cxx in tests/test_08_fastkernels.cxx.
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <backend/kernels.hpp>
@@ -85,6 +86,7 @@ static PetscErrorCode UpsampleGet(DDLayer l, Upsample **c, const char fn[])
 .seealso: `DDLAYERUPSAMPLE`, `DDLayerUpsampleSetScale()`, `DDLayerUpsampleSetAlignCorners()`
 @*/
 PetscErrorCode DDLayerUpsampleSetMode(DDLayer l, DDUpsampleMode mode)
+DD_CXX_TRY
 {
   Upsample *c;
 
@@ -94,6 +96,7 @@ PetscErrorCode DDLayerUpsampleSetMode(DDLayer l, DDUpsampleMode mode)
   c->mode = mode;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerUpsampleSetScale - Integer scale factor per spatial dimension (required)
@@ -113,6 +116,7 @@ PetscErrorCode DDLayerUpsampleSetMode(DDLayer l, DDUpsampleMode mode)
 .seealso: `DDLAYERUPSAMPLE`, `DDLayerUpsampleSetMode()`
 @*/
 PetscErrorCode DDLayerUpsampleSetScale(DDLayer l, PetscInt n, const PetscInt s[])
+DD_CXX_TRY
 {
   Upsample *c;
 
@@ -123,6 +127,7 @@ PetscErrorCode DDLayerUpsampleSetScale(DDLayer l, PetscInt n, const PetscInt s[]
   c->nreal = c->nsize = 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerUpsampleSetScaleFactors - Real (non-integer) scale factors per spatial dimension (torch.nn.Upsample's scale_factor)
@@ -146,6 +151,7 @@ PetscErrorCode DDLayerUpsampleSetScale(DDLayer l, PetscInt n, const PetscInt s[]
 .seealso: `DDLayerUpsampleSetScale()`, `DDLayerUpsampleSetSize()`
 @*/
 PetscErrorCode DDLayerUpsampleSetScaleFactors(DDLayer l, PetscInt n, const PetscReal s[])
+DD_CXX_TRY
 {
   Upsample *c;
   MPI_Comm  comm;
@@ -160,6 +166,7 @@ PetscErrorCode DDLayerUpsampleSetScaleFactors(DDLayer l, PetscInt n, const Petsc
   c->nsize = 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerUpsampleSetSize - The output's spatial size instead of a scale (torch.nn.Upsample's size)
@@ -182,6 +189,7 @@ PetscErrorCode DDLayerUpsampleSetScaleFactors(DDLayer l, PetscInt n, const Petsc
 .seealso: `DDLayerUpsampleSetScale()`, `DDLayerUpsampleSetScaleFactors()`
 @*/
 PetscErrorCode DDLayerUpsampleSetSize(DDLayer l, PetscInt n, const PetscInt m[])
+DD_CXX_TRY
 {
   Upsample *c;
   MPI_Comm  comm;
@@ -196,6 +204,7 @@ PetscErrorCode DDLayerUpsampleSetSize(DDLayer l, PetscInt n, const PetscInt m[])
   c->nreal = 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDLayerUpsampleSetAlignCorners - Linear interpolation aligns the corner entries of input and output (default false)
@@ -217,6 +226,7 @@ PetscErrorCode DDLayerUpsampleSetSize(DDLayer l, PetscInt n, const PetscInt m[])
 .seealso: `DDLayerUpsampleSetMode()`
 @*/
 PetscErrorCode DDLayerUpsampleSetAlignCorners(DDLayer l, PetscBool flg)
+DD_CXX_TRY
 {
   Upsample *c;
 
@@ -225,6 +235,7 @@ PetscErrorCode DDLayerUpsampleSetAlignCorners(DDLayer l, PetscBool flg)
   c->align = flg;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode Upsample_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
 {

@@ -3,6 +3,7 @@
   (torch.optim.Adam). The loop is a backend kernel (src/backend/cpu/optimizer_kernels.cxx,
   AdamUpdate).
 */
+#include <sys/ddcxx.hpp>
 #include <optimizer/impls/adam/adam.hpp>
 #include <backend/interface/backends.hpp>
 #include <backend/cpu/optimizer_kernels.hpp> /* StateValid: the checks of a restored state */
@@ -129,6 +130,7 @@ static PetscErrorCode DDOptimizerDestroy_Adam(DDOptimizer opt)
 }
 
 PetscErrorCode DDOptimizerCreate_Adam_Private(DDOptimizer opt, PetscBool decoupled)
+DD_CXX_TRY
 {
   DDOptimizer_Adam *adam;
 
@@ -144,6 +146,7 @@ PetscErrorCode DDOptimizerCreate_Adam_Private(DDOptimizer opt, PetscBool decoupl
   opt->ops->destroy        = DDOptimizerDestroy_Adam;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 PETSC_EXTERN PetscErrorCode DDOptimizerCreate_Adam(DDOptimizer opt)
 {

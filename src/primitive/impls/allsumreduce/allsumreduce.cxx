@@ -3,6 +3,7 @@
   and leaves the sum on every worker of those dimensions. A = B R is self-adjoint (eq. 19-20),
   implemented with one MPI_Allreduce per slice of the partition (MPI_Comm_split).
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddprimitiveimpl.h>
 #include <tensor/layout.hpp>
 #include <vector>
@@ -37,6 +38,7 @@ struct AllSum {
 .seealso: `DDPRIMITIVEALLSUMREDUCE`
 @*/
 PetscErrorCode DDPrimitiveAllSumReduceSetDimensions(DDPrimitive prim, PetscInt n, const PetscInt dims[])
+DD_CXX_TRY
 {
   PetscBool match;
 
@@ -48,6 +50,7 @@ PetscErrorCode DDPrimitiveAllSumReduceSetDimensions(DDPrimitive prim, PetscInt n
   a->dims.assign(dims, dims + n);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode AS_SetFromOptions(DDPrimitive prim, PetscOptionItems *PetscOptionsObject)
 {

@@ -13,6 +13,7 @@
   The one and many sides may live on different ranks (disjoint or overlapping rank sets);
   ranks in neither are idle.
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddprimitiveimpl.h>
 #include <tensor/layout.hpp>
 #include <primitive/bcastgroups.hpp>
@@ -322,6 +323,7 @@ PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_SumReduce(DDPrimitive prim)
 .seealso: `DDPRIMITIVEBROADCAST`, `DDTensorCreateSumReduce()`
 @*/
 PetscErrorCode DDTensorCreateBroadcast(DDTensor x, DDPartition part, DDTensor *y)
+DD_CXX_TRY
 {
   PetscInt d, lead, shape[DD_MAX_DIM];
   PetscBool ok;
@@ -359,6 +361,7 @@ PetscErrorCode DDTensorCreateBroadcast(DDTensor x, DDPartition part, DDTensor *y
   *y = t;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDTensorCreateSumReduce - Creates the output tensor of a sum-reduction of x onto a partition
@@ -379,6 +382,7 @@ PetscErrorCode DDTensorCreateBroadcast(DDTensor x, DDPartition part, DDTensor *y
 .seealso: `DDPRIMITIVESUMREDUCE`, `DDTensorCreateBroadcast()`
 @*/
 PetscErrorCode DDTensorCreateSumReduce(DDTensor x, DDPartition part, DDTensor *y)
+DD_CXX_TRY
 {
   PetscInt  d, lead;
   PetscBool ok;
@@ -413,3 +417,4 @@ PetscErrorCode DDTensorCreateSumReduce(DDTensor x, DDPartition part, DDTensor *y
   *y = t;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

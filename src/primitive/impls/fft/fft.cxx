@@ -38,6 +38,7 @@
   k = 0 and the Nyquist k = s_d/2 (c2r counts the conjugate partner of every other mode;
   the imaginary parts at 0 and s_d/2 have zero cosine-sine weight, and c2r ignores them too).
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddprimitiveimpl.h>
 #include <ddnn/private/ddbackendimpl.h>
 #include <tensor/layout.hpp>
@@ -401,6 +402,7 @@ static PetscErrorCode FFT_View(DDPrimitive prim, PetscViewer viewer)
 .seealso: `DDPRIMITIVEFFT`, `DDTensorCreateFFT()`
 @*/
 PetscErrorCode DDPrimitiveFFTGetVolume(DDPrimitive prim, PetscInt64 *pruned, PetscInt64 *full)
+DD_CXX_TRY
 {
   PetscBool isfft;
 
@@ -420,6 +422,7 @@ PetscErrorCode DDPrimitiveFFTGetVolume(DDPrimitive prim, PetscInt64 *pruned, Pet
   if (full) *full = u * (PetscInt64)es / 2;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*
   DDPrimitiveFFTSetBackend_Private - the backend along whose chain the fft primitive finds its
@@ -427,6 +430,7 @@ PetscErrorCode DDPrimitiveFFTGetVolume(DDPrimitive prim, PetscInt64 *pruned, Pet
   passes its own (-<prefix>dd_backend).
 */
 PetscErrorCode DDPrimitiveFFTSetBackend_Private(DDPrimitive prim, DDBackend b)
+DD_CXX_TRY
 {
   PetscBool isfft;
 
@@ -438,6 +442,7 @@ PetscErrorCode DDPrimitiveFFTSetBackend_Private(DDPrimitive prim, DDBackend b)
   ((FFT *)prim->data)->backend = b;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*MC
   DDPRIMITIVEFFT - "fft": the distributed real-to-complex FFT of a tensor's spatial dimensions, truncated to its lowest modes
@@ -501,6 +506,7 @@ PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_FFT(DDPrimitive prim)
 .seealso: `DDPRIMITIVEFFT`, `DDLAYERSPECTRAL`
 @*/
 PetscErrorCode DDTensorCreateFFT(DDTensor x, PetscInt nm, const PetscInt modes[], DDTensor *y)
+DD_CXX_TRY
 {
   MPI_Comm comm;
   char     sx[128];
@@ -529,3 +535,4 @@ PetscErrorCode DDTensorCreateFFT(DDTensor x, PetscInt nm, const PetscInt modes[]
   PetscCall(DDPartitionDestroy(&part));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

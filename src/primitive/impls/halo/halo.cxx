@@ -20,6 +20,7 @@
   than the halo, a global pool over many workers): the entries come from whichever workers
   hold them, in the same single phase.
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddprimitiveimpl.h>
 #include <tensor/layout.hpp>
 #include <primitive/sfutil.hpp>
@@ -96,6 +97,7 @@ static PetscErrorCode HaloGet(DDPrimitive prim, Halo **h)
 .seealso: `DDPrimitiveHaloSetWindow()`, `DDPrimitiveHaloSetPadding()`, `DDPrimitiveHaloGetWidths()`
 @*/
 PetscErrorCode DDPrimitiveHaloSetKernel(DDPrimitive prim, PetscInt dim, PetscInt k, PetscInt s, PetscInt d, PetscInt padding, PetscInt m)
+DD_CXX_TRY
 {
   Halo *h;
 
@@ -111,6 +113,7 @@ PetscErrorCode DDPrimitiveHaloSetKernel(DDPrimitive prim, PetscInt dim, PetscInt
   h->spec[dim].m    = m;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveHaloSetOutputRanges - Gives the decomposition of the kernel's output along a dimension
@@ -128,6 +131,7 @@ PetscErrorCode DDPrimitiveHaloSetKernel(DDPrimitive prim, PetscInt dim, PetscInt
 .seealso: `DDPrimitiveHaloSetKernel()`
 @*/
 PetscErrorCode DDPrimitiveHaloSetOutputRanges(DDPrimitive prim, PetscInt dim, PetscInt n, const PetscInt lx[])
+DD_CXX_TRY
 {
   Halo *h;
 
@@ -139,6 +143,7 @@ PetscErrorCode DDPrimitiveHaloSetOutputRanges(DDPrimitive prim, PetscInt dim, Pe
   if (lx) h->spec[dim].outlx.assign(lx, lx + n);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveHaloSetWindow - Gives this rank's input window along a dimension directly
@@ -160,6 +165,7 @@ PetscErrorCode DDPrimitiveHaloSetOutputRanges(DDPrimitive prim, PetscInt dim, Pe
 .seealso: `DDPrimitiveHaloSetKernel()`
 @*/
 PetscErrorCode DDPrimitiveHaloSetWindow(DDPrimitive prim, PetscInt dim, PetscInt a, PetscInt b)
+DD_CXX_TRY
 {
   Halo *h;
 
@@ -172,6 +178,7 @@ PetscErrorCode DDPrimitiveHaloSetWindow(DDPrimitive prim, PetscInt dim, PetscInt
   h->spec[dim].wb   = b;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveHaloSetPadding - How entries outside the global tensor are filled along a dimension
@@ -195,6 +202,7 @@ PetscErrorCode DDPrimitiveHaloSetWindow(DDPrimitive prim, PetscInt dim, PetscInt
 .seealso: `DDPrimitiveHaloSetPadValue()`
 @*/
 PetscErrorCode DDPrimitiveHaloSetPadding(DDPrimitive prim, PetscInt dim, DDPaddingMode mode)
+DD_CXX_TRY
 {
   Halo *h;
 
@@ -204,6 +212,7 @@ PetscErrorCode DDPrimitiveHaloSetPadding(DDPrimitive prim, PetscInt dim, DDPaddi
   h->spec[dim].pad = mode;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveHaloSetPadValue - The constant of `DD_PADDING_ZEROS` padding (e.g. -inf for max pooling)
@@ -219,6 +228,7 @@ PetscErrorCode DDPrimitiveHaloSetPadding(DDPrimitive prim, PetscInt dim, DDPaddi
 .seealso: `DDPrimitiveHaloSetPadding()`
 @*/
 PetscErrorCode DDPrimitiveHaloSetPadValue(DDPrimitive prim, PetscReal v)
+DD_CXX_TRY
 {
   Halo *h;
 
@@ -227,6 +237,7 @@ PetscErrorCode DDPrimitiveHaloSetPadValue(DDPrimitive prim, PetscReal v)
   h->padvalue = v;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveHaloSetNeighborsOnly - Requires every halo to come from the adjacent workers
@@ -252,6 +263,7 @@ PetscErrorCode DDPrimitiveHaloSetPadValue(DDPrimitive prim, PetscReal v)
 .seealso: `DDPrimitiveHaloSetKernel()`, `DDPrimitiveHaloGetWindow()`
 @*/
 PetscErrorCode DDPrimitiveHaloSetNeighborsOnly(DDPrimitive prim, PetscBool flg)
+DD_CXX_TRY
 {
   Halo *h;
 
@@ -260,6 +272,7 @@ PetscErrorCode DDPrimitiveHaloSetNeighborsOnly(DDPrimitive prim, PetscBool flg)
   h->neighborsonly = flg;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveHaloGetWindow - This rank's input window (global indices) after set-up
@@ -275,6 +288,7 @@ PetscErrorCode DDPrimitiveHaloSetNeighborsOnly(DDPrimitive prim, PetscBool flg)
 .seealso: `DDPrimitiveHaloGetWidths()`, `DDPrimitiveHaloGetOutputCorners()`
 @*/
 PetscErrorCode DDPrimitiveHaloGetWindow(DDPrimitive prim, PetscInt a[], PetscInt b[])
+DD_CXX_TRY
 {
   Halo *h;
 
@@ -287,6 +301,7 @@ PetscErrorCode DDPrimitiveHaloGetWindow(DDPrimitive prim, PetscInt a[], PetscInt
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveHaloGetOutputCorners - Start and size of this rank's piece of the kernel's output
@@ -301,6 +316,7 @@ PetscErrorCode DDPrimitiveHaloGetWindow(DDPrimitive prim, PetscInt a[], PetscInt
 .seealso: `DDPrimitiveHaloGetWindow()`
 @*/
 PetscErrorCode DDPrimitiveHaloGetOutputCorners(DDPrimitive prim, PetscInt start[], PetscInt n[])
+DD_CXX_TRY
 {
   Halo *h;
 
@@ -313,6 +329,7 @@ PetscErrorCode DDPrimitiveHaloGetOutputCorners(DDPrimitive prim, PetscInt start[
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveHaloGetWidths - This rank's halo widths (signed: negative means extra input to skip)
@@ -328,6 +345,7 @@ PetscErrorCode DDPrimitiveHaloGetOutputCorners(DDPrimitive prim, PetscInt start[
 .seealso: `DDPrimitiveHaloGetWindow()`
 @*/
 PetscErrorCode DDPrimitiveHaloGetWidths(DDPrimitive prim, PetscInt lo[], PetscInt hi[])
+DD_CXX_TRY
 {
   Halo *h;
 
@@ -340,6 +358,7 @@ PetscErrorCode DDPrimitiveHaloGetWidths(DDPrimitive prim, PetscInt lo[], PetscIn
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 static PetscErrorCode HA_SetFromOptions(DDPrimitive prim, PetscOptionItems *PetscOptionsObject)
 {

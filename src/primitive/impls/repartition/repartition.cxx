@@ -7,6 +7,7 @@
   entry in x's bulk. Forward = PetscSFBcast (a copy), adjoint = PetscSFReduce (the transpose
   of a permutation: each root has exactly one leaf, so the sum is a copy back).
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddprimitiveimpl.h>
 #include <tensor/layout.hpp>
 #include <primitive/sfutil.hpp>
@@ -198,6 +199,7 @@ PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_Repartition(DDPrimitive prim)
 .seealso: `DDPRIMITIVEREPARTITION`
 @*/
 PetscErrorCode DDTensorCreateRepartition(DDTensor x, DDPartition part, DDTensor *y)
+DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(x, "DDTensorCreateRepartition"));
@@ -211,3 +213,4 @@ PetscErrorCode DDTensorCreateRepartition(DDTensor x, DDPartition part, DDTensor 
   PetscCall(DDTensorSetUp(*y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH

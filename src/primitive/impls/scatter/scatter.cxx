@@ -20,6 +20,7 @@
   entries without an image are zeroed, and where some root has several leaves the adjoint
   clears x's bulk and adds.
 */
+#include <sys/ddcxx.hpp>
 #include <ddnn/private/ddprimitiveimpl.h>
 #include <tensor/layout.hpp>
 #include <primitive/sfutil.hpp>
@@ -300,6 +301,7 @@ static PetscErrorCode SC_View(DDPrimitive prim, PetscViewer viewer)
 .seealso: `DDPRIMITIVESCATTER`, `DDPrimitiveScatterSetZeroUnmapped()`, `DDPrimitiveSetUp()`
 @*/
 PetscErrorCode DDPrimitiveScatterSetIndexMap(DDPrimitive prim, PetscInt n, const PetscInt idx[])
+DD_CXX_TRY
 {
   Scatter *s;
 
@@ -312,6 +314,7 @@ PetscErrorCode DDPrimitiveScatterSetIndexMap(DDPrimitive prim, PetscInt n, const
   prim->setupcalled  = PETSC_FALSE; /* the pattern changed: set up again */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*@
   DDPrimitiveScatterSetZeroUnmapped - Whether `DDPrimitiveApply()` of a `DDPRIMITIVESCATTER` zeroes the output entries the map leaves out
@@ -336,6 +339,7 @@ PetscErrorCode DDPrimitiveScatterSetIndexMap(DDPrimitive prim, PetscInt n, const
 .seealso: `DDPRIMITIVESCATTER`, `DDPrimitiveScatterSetIndexMap()`
 @*/
 PetscErrorCode DDPrimitiveScatterSetZeroUnmapped(DDPrimitive prim, PetscBool flg)
+DD_CXX_TRY
 {
   Scatter *s;
 
@@ -345,6 +349,7 @@ PetscErrorCode DDPrimitiveScatterSetZeroUnmapped(DDPrimitive prim, PetscBool flg
   s->zero = flg;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+DD_CXX_CATCH
 
 /*MC
   DDPRIMITIVESCATTER - "scatter": copies entries of one tensor to entries of another by a global index map (paper 000, sec. 3)
