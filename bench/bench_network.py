@@ -25,9 +25,9 @@ side in the same rounds, so that a change is measured before/after in the same m
 then adds their median and the ratio after / before. --before-args gives that side its own ddnn
 options (default: --ddnn-args), so that two settings of one build compare the same way, e.g.
 --before build --ddnn-args "-net_weights replicated" --before-args "" (replicated against broadcast).
-Each run gives the median of its epochs (unet: DDNetTrainEpoch's seconds as main_job prints them,
-which include its reads of the mini-batches from the HDF5 file, where PyTorch's epoch indexes
-tensors in memory) or its time for S steps (lenet5: with and without the data generation); the
+Each run gives the median of its epochs (unet: DDNetTrainEpoch's seconds as main_job prints them;
+its DDDataset serves the mini-batches from memory after reading the file once, as PyTorch's epoch
+indexes tensors in memory) or its time for S steps (lenet5: with and without the data generation); the
 table gives, per case, the median over the rounds and the ratio ddnn / PyTorch (goal of issue
 16: <= 0.75). A --before build whose ex6_example_nets prints no data figure (before this split)
 shows "n/a" on the "without data" row and is compared on the "with data" row only. Timing is
