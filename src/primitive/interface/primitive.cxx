@@ -7,6 +7,7 @@
 #include <tensor/layout.hpp>
 #include <sys/ddsysimpl.h>
 #include <primitive/exchange.hpp>
+#include <primitive/splitguard.hpp>
 #include <ddmodel.h>
 #include <vector>
 #include <map>
@@ -443,6 +444,16 @@ DD_CXX_TRY
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
+
+/* ends an application its layer's scope left begun (src/primitive/splitguard.hpp) */
+ddnn::SplitApplyGuard::~SplitApplyGuard()
+{
+  if (!p_ || !p_->inflight) return;
+  PetscPushErrorHandler(PetscReturnErrorHandler, NULL); /* quietly: the error being returned is reported already */
+  if (p_->inflight == 1) (void)DDPrimitiveApplyEnd(p_, a_, b_);
+  else (void)DDPrimitiveApplyAdjointEnd(p_, a_, b_);
+  PetscPopErrorHandler();
+}
 
 /*@
   DDPrimitiveApply - y = F x, the forward data movement

@@ -12,6 +12,7 @@
   scatter is local, a copy. Backward is the adjoint: dx_j = S_j* dy (a split).
 */
 #include <sys/ddcxx.hpp>
+#include <primitive/splitguard.hpp>
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <tensor/layout.hpp>
@@ -208,7 +209,12 @@ static PetscErrorCode Concat_Forward(DDLayer l, PetscInt n, DDTensor xs[], DDTen
   PetscFunctionBegin;
   for (PetscInt i = 0; i < n; i++) PetscCall(ConformLayout(xs[i], l->setupin[i], &c->xin[i], &xin[i], true));
   PetscCall(ConformLayout(y, l->output, &c->yo, &yo, false));
-  for (PetscInt i = 0; i < n; i++) PetscCall(DDPrimitiveApplyBegin(c->S[i], xin[i], yo));
+  std::vector<SplitApplyGuard> inflight; /* an error return before the Ends ends the begun scatters */
+  inflight.reserve((size_t)n);
+  for (PetscInt i = 0; i < n; i++) {
+    PetscCall(DDPrimitiveApplyBegin(c->S[i], xin[i], yo));
+    inflight.emplace_back(c->S[i], xin[i], yo);
+  }
   for (PetscInt i = 0; i < n; i++) PetscCall(DDPrimitiveApplyEnd(c->S[i], xin[i], yo));
   if (yo != y) PetscCall(DDTensorCopy(yo, y));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -223,10 +229,13 @@ static PetscErrorCode Concat_Backward(DDLayer l, DDTensor dy, PetscInt n, DDTens
   PetscFunctionBegin;
   if (!dxs) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(ConformLayout(dy, l->output, &c->dyo, &dyo, true));
+  std::vector<SplitApplyGuard> inflight; /* an error return before the Ends ends the begun scatters */
+  inflight.reserve((size_t)n);
   for (PetscInt i = 0; i < n; i++) {
     if (!dxs[i]) continue;
     PetscCall(ConformLayout(dxs[i], l->setupin[i], &c->dxo[i], &dxo[i], false));
     PetscCall(DDPrimitiveApplyAdjointBegin(c->S[i], dyo, dxo[i]));
+    inflight.emplace_back(c->S[i], dyo, dxo[i]);
   }
   for (PetscInt i = 0; i < n; i++) {
     if (!dxs[i]) continue;

@@ -23,6 +23,7 @@
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <layer/impls/conv/convutil.hpp>
+#include <primitive/splitguard.hpp>
 #include <ddnn/private/ddbackendimpl.h>
 #include <vector>
 #include <memory>
@@ -826,6 +827,7 @@ static PetscErrorCode Conv_HaloAndLocal(Conv *c, DDTensor xh, DDTensor yt)
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscCall(DDPrimitiveApplyBegin(c->Hx, xh, NULL));
+  SplitApplyGuard inflight(c->Hx, xh, NULL); /* an error return before the End ends the exchange */
   if (c->overlapOn) PetscCall(Conv_Local(c, xh, yt, &c->regions[0]));
   PetscCall(DDPrimitiveApplyEnd(c->Hx, xh, NULL));
   if (c->overlapOn)
@@ -938,6 +940,7 @@ static PetscErrorCode Conv_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTens
     PetscCall(Conv_BackwardData(c, dyt, dxh));
     PetscCall(DDPrimitiveApplyAdjointBegin(c->Hx, dxh, NULL));
   }
+  SplitApplyGuard inflight(dx ? c->Hx : NULL, dxh, NULL); /* an error return before the End ends the exchange */
   PetscCall(Conv_BackwardWeights(l, c, xh, dyt));
   if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(DDPrimitiveApplyAdjointEnd(c->Hx, dxh, NULL));
