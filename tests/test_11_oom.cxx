@@ -286,11 +286,12 @@ TEST(OutOfMemory, EveryCxxAllocationOfDirectCallsCanFail)
   DDT(DDTensorDestroy(&x));
 }
 
-/* every C++ allocation of a training step and of a checkpoint's save and load in turn fails (the same
-   one on every rank), on a network set up once: each time PETSC_ERR_MEM on every rank; after each
-   failure the network and the optimizer are still usable (a clean step runs and its loss is finite),
-   and the checkpoint file is never left half-written: it loads, the complete one written before */
-TEST(OutOfMemory, EveryCxxAllocationOfAStepAndACheckpointCanFail)
+/* every C++ allocation of a training step, a checkpoint's save and load, an epoch of training on a
+   data set and an evaluation in turn fails (the same one on every rank), on a network set up once:
+   each time PETSC_ERR_MEM on every rank; after each failure the network and the optimizer are still
+   usable (a clean step and a clean epoch run, their losses finite), and the checkpoint file is never
+   left half-written: it loads, the complete one written before */
+TEST(OutOfMemory, EveryCxxAllocationOfAStepACheckpointAndAnEpochCanFail)
 {
   if (Size() > 2) GTEST_SKIP() << "ranks that allocate differently";
   DDT(PetscOptionsInsertString(NULL, "-t11st_net_inputs x,t -t11st_net_layers c1,a1,c2,k,loss -t11st_c1_layer_type conv -t11st_c1_layer_conv_out_channels 2 -t11st_c1_layer_conv_kernel 3 -t11st_c1_layer_conv_padding 1 -t11st_a1_layer_type activation -t11st_c2_layer_type conv -t11st_c2_layer_conv_out_channels 2 -t11st_c2_layer_conv_kernel 1 -t11st_k_layer_type concat -t11st_k_layer_inputs c2,a1 -t11st_loss_layer_type loss -t11st_loss_layer_inputs k,t"));
@@ -326,6 +327,22 @@ TEST(OutOfMemory, EveryCxxAllocationOfAStepAndACheckpointCanFail)
      collective (an error raised on one rank alone is not collective in PETSc), so the checkpoint is
      swept on 1 rank and the step on every rank count */
   const bool withckpt = Size() == 1;
+  /* on 1 rank also a data set of 6 samples, an epoch of training on it and an evaluation */
+  const char  *data = "t11_oom_data.h5", *fields[2] = {"x", "t"};
+  DDDataset    ds   = NULL;
+  DDTrainStats stats;
+  DDTensor     batch[3] = {x, t, NULL};
+  if (withckpt) {
+    DDTensor xd = MakeInput({{6, 2, 4, 4}, {1, 1, 1, 1}, {}, {}}, DD_FLOAT64, 6), td = MakeInput({{6, 4, 4, 4}, {1, 1, 1, 1}, {}, {}}, DD_FLOAT64, 7);
+    DDT(DDTensorWriteHDF5(xd, data, "x", PETSC_FALSE));
+    DDT(DDTensorWriteHDF5(td, data, "t", PETSC_TRUE));
+    DDT(DDTensorDestroy(&xd));
+    DDT(DDTensorDestroy(&td));
+    DDT(DDDatasetCreate(PETSC_COMM_WORLD, &ds));
+    DDT(DDDatasetSetFile(ds, data));
+    DDT(DDDatasetSetFields(ds, 2, fields));
+    DDT(DDDatasetSetUp(ds));
+  }
   long k = getenv("DDNN_TEST11_START") ? atol(getenv("DDNN_TEST11_START")) : 1, errors = 0;
   for (; k < 100000; k++) {
     std::string msg;
@@ -337,8 +354,11 @@ TEST(OutOfMemory, EveryCxxAllocationOfAStepAndACheckpointCanFail)
         PetscFunctionBegin;
         PetscCall(step());
         if (withckpt) {
+          PetscReal l;
           PetscCall(DDCheckpointSave(net, opt, file));
           PetscCall(DDCheckpointLoad(net, opt, file));
+          PetscCall(DDNetTrainEpoch(net, opt, ds, 2, k, batch, &stats));
+          PetscCall(DDNetEvaluate(net, ds, 2, batch, &l));
         }
         PetscFunctionReturn(PETSC_SUCCESS);
       },
@@ -359,16 +379,21 @@ TEST(OutOfMemory, EveryCxxAllocationOfAStepAndACheckpointCanFail)
     EXPECT_EQ(Catch([&] { return step(); }, &msg), 0) << "a step after allocation " << k << " failed: " << msg;
     DDT(DDNetGetLoss(net, &loss));
     EXPECT_TRUE(std::isfinite((double)loss)) << "allocation " << k;
+    if (!withckpt) continue;
     EXPECT_EQ(Catch([&] { return DDCheckpointLoad(net, opt, file); }, &msg), 0) << "the checkpoint after allocation " << k << " does not load: " << msg;
+    EXPECT_EQ(Catch([&] { return DDNetTrainEpoch(net, opt, ds, 2, 1, batch, &stats); }, &msg), 0) << "an epoch after allocation " << k << " failed: " << msg;
+    EXPECT_TRUE(std::isfinite((double)stats.loss)) << "allocation " << k;
   }
   EXPECT_GT(errors, withckpt ? 100 : 20) << "the C++ allocations of a step and a checkpoint were not reached";
-  if (getenv("DDNN_TEST11_VIEW")) PetscPrintf(PETSC_COMM_WORLD, "step and checkpoint: %ld C++ allocations failed in turn, each an error\n", errors);
+  if (getenv("DDNN_TEST11_VIEW")) PetscPrintf(PETSC_COMM_WORLD, "step, checkpoint, epoch: %ld C++ allocations failed in turn, each an error\n", errors);
+  DDT(DDDatasetDestroy(&ds));
   DDT(DDOptimizerDestroy(&opt));
   DDT(DDNetDestroy(&net));
   DDT(DDTensorDestroy(&x));
   DDT(DDTensorDestroy(&t));
   MPI_Barrier(PETSC_COMM_WORLD);
   if (Rank() == 0) remove(file);
+  if (Rank() == 0 && withckpt) remove(data);
 }
 
 /* ---------------------------------------------------------------------- */
