@@ -73,6 +73,45 @@ static bool OnEveryRank(bool mine)
   return v == 1;
 }
 
+/*
+  The sweep: for k = 1, 2, ... (DDNN_TEST11_START) runs `run` with the k-th C++ allocation from now
+  failing, until none fails (run must then succeed) or the ranks stop failing alike (stopped before
+  a rank waits for another). Each failure must be PETSC_ERR_MEM with a C++ allocation's message, on
+  every rank. before() runs ahead of every try, outside the failing window (what the program made
+  before the calls swept); after(k, failed, msg) after it (the test's own checks and clean-up).
+  Returns the number of failures; DDNN_TEST11_VIEW prints it, DDNN_TEST11_TRACE every k.
+*/
+template <class Before, class Run, class After>
+static long SweepAllocations(const char *what, Before &&before, Run &&run, After &&after)
+{
+  long errors = 0, k = getenv("DDNN_TEST11_START") ? atol(getenv("DDNN_TEST11_START")) : 1;
+  for (; k < 100000; k++) {
+    std::string msg;
+    bool        fired;
+    if (getenv("DDNN_TEST11_TRACE")) fprintf(stderr, "[%d] allocation %ld\n", Rank(), k);
+    before();
+    PetscErrorCode ierr = WithFailingAllocation(k, [&] { return run(k); }, &msg, &fired);
+    if (!OnEveryRank(fired)) { /* the ranks allocate differently from here on */
+      EXPECT_TRUE(OnEveryRank(!fired) || k > 1) << what << ", allocation " << k;
+      after(k, true, msg);
+      break;
+    }
+    if (!fired) {
+      EXPECT_EQ(ierr, 0) << what << ": " << msg;
+      after(k, false, msg);
+      break;
+    }
+    errors++;
+    EXPECT_EQ(ierr, PETSC_ERR_MEM) << what << ", allocation " << k << ": " << msg;
+    EXPECT_NE(msg.find("Out of memory: a C++ allocation failed in "), std::string::npos) << what << ", allocation " << k << ": " << msg;
+    EXPECT_TRUE(OnEveryRank(ierr == PETSC_ERR_MEM)) << what << ", allocation " << k;
+    after(k, true, msg);
+  }
+  EXPECT_GT(errors, 20) << what << ": the C++ allocations were not reached";
+  if (getenv("DDNN_TEST11_VIEW")) PetscPrintf(PETSC_COMM_WORLD, "%s: %ld C++ allocations failed in turn, each an error\n", what, errors);
+  return errors;
+}
+
 /* ---------------------------------------------------------------------- */
 /* a pointwise test layer (y = x) whose forward or backward throws std::bad_alloc when asked, as a
    std::vector sized by a huge shape would */
@@ -136,9 +175,11 @@ TEST(OutOfMemory, BadAllocInForwardAndBackwardIsAnErrorNamingTheCall)
   DDT(DDTensorDestroy(&x));
 }
 
-/* every C++ allocation of a network's set-up in turn fails (on every rank the same one): each time
-   an out-of-memory error naming the set-up (or the layer being set up), on every rank, never a
-   crash or hang; then the set-up succeeds when none fails */
+/* every C++ allocation of a network's set-up and of its first forward and backward (where the
+   exchanges make their messages) in turn fails (on every rank the same one): each time an
+   out-of-memory error naming the set-up (or the layer being set up), on every rank, never a crash
+   or hang; a network whose set-up succeeded runs a step after the error; then all succeeds when
+   none fails */
 TEST(OutOfMemory, EveryCxxAllocationOfNetSetUpCanFail)
 {
   /* at 3 ranks the middle rank has two neighbours and allocates more: the k-th allocation fails on
@@ -150,40 +191,48 @@ TEST(OutOfMemory, EveryCxxAllocationOfNetSetUpCanFail)
   DDTensor x = MakeInput({{2, 2, 4 * Size(), 4}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 1);
   DDTensor t = MakeInput({{2, 4, 4 * Size(), 4}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 2);
   DDTensor in[2] = {x, t};
-  long     k = getenv("DDNN_TEST11_START") ? atol(getenv("DDNN_TEST11_START")) : 1, errors = 0, inlayer = 0;
-  for (; k < 100000; k++) {
-    DDNet net;
-    DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
-    DDT(DDNetSetOptionsPrefix(net, "t11su_"));
-    DDT(DDNetSetFromOptions(net));
-    std::string    msg;
-    bool           fired;
-    if (getenv("DDNN_TEST11_TRACE")) fprintf(stderr, "[%d] allocation %ld\n", Rank(), k);
-    PetscErrorCode ierr = WithFailingAllocation(k, [&] { return DDNetSetUp(net, 2, in); }, &msg, &fired);
-    if (!OnEveryRank(fired)) { /* the ranks allocate differently from here on: stop before a rank waits for another */
-      EXPECT_TRUE(OnEveryRank(!fired) || k > 1) << "allocation " << k;
+  DDNet    net    = NULL;
+  long     inlayer = 0, infirst = 0;
+  bool     setupdone = false;
+  SweepAllocations(
+    "net set-up and first step",
+    [&] {
+      DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+      DDT(DDNetSetOptionsPrefix(net, "t11su_"));
+      DDT(DDNetSetFromOptions(net));
+    },
+    [&](long) -> PetscErrorCode {
+      PetscFunctionBegin;
+      setupdone = false;
+      PetscCall(DDNetSetUp(net, 2, in));
+      setupdone = true;
+      PetscCall(DDNetForward(net, 2, in)); /* the first calls: the exchanges make their messages */
+      PetscCall(DDNetBackward(net, NULL));
+      PetscFunctionReturn(PETSC_SUCCESS);
+    },
+    [&](long k, bool failed, const std::string &msg) {
+      std::string m;
+      if (failed && !setupdone) {
+        /* the entry point that caught it, and what the library was doing: the network's set-up (the
+           catcher, or beneath it, with the layer being set up when there was one) */
+        EXPECT_TRUE(msg.find("failed in DDNetSetUp() (") != std::string::npos || msg.find(" in DDNetSetUp() of the network \"t11su_\"") != std::string::npos) << "allocation " << k << ": " << msg;
+        if (msg.find("while setting up layer") != std::string::npos) inlayer++;
+      } else { /* set up: usable, also after an error in its first forward or backward */
+        if (failed) infirst++;
+        EXPECT_EQ(Catch([&]() -> PetscErrorCode {
+                    PetscFunctionBegin;
+                    PetscCall(DDNetForward(net, 2, in));
+                    PetscCall(DDNetBackward(net, NULL));
+                    PetscFunctionReturn(PETSC_SUCCESS);
+                  },
+                          &m),
+                  0)
+          << "a step after allocation " << k << " failed: " << m;
+      }
       DDT(DDNetDestroy(&net));
-      break;
-    }
-    if (!fired) {
-      EXPECT_EQ(ierr, 0) << msg;
-      DDT(DDNetForward(net, 2, in));
-      DDT(DDNetDestroy(&net));
-      break;
-    }
-    errors++;
-    EXPECT_EQ(ierr, PETSC_ERR_MEM) << "allocation " << k << ": " << msg;
-    /* the entry point that caught it, and what the library was doing: the network's set-up (the catcher,
-       or beneath it, with the layer being set up when there was one) */
-    EXPECT_NE(msg.find("Out of memory: a C++ allocation failed in "), std::string::npos) << "allocation " << k << ": " << msg;
-    EXPECT_TRUE(msg.find("failed in DDNetSetUp() (") != std::string::npos || msg.find(" in DDNetSetUp() of the network \"t11su_\"") != std::string::npos) << "allocation " << k << ": " << msg;
-    if (msg.find("while setting up layer") != std::string::npos) inlayer++;
-    EXPECT_TRUE(OnEveryRank(ierr == PETSC_ERR_MEM)) << "allocation " << k;
-    DDT(DDNetDestroy(&net));
-  }
-  EXPECT_GT(errors, 20) << "the set-up's C++ allocations were not reached";
+    });
+  EXPECT_GT(infirst, 5) << "no failure in the first forward or backward";
   EXPECT_GT(inlayer, 10) << "no failure named the layer being set up";
-  if (getenv("DDNN_TEST11_VIEW")) PetscPrintf(PETSC_COMM_WORLD, "net set-up: %ld C++ allocations failed in turn, each an error\n", errors);
   DDT(DDTensorDestroy(&x));
   DDT(DDTensorDestroy(&t));
 }
@@ -255,34 +304,19 @@ TEST(OutOfMemory, EveryCxxAllocationOfDirectCallsCanFail)
 {
   if (Size() > 2) GTEST_SKIP() << "ranks that allocate differently";
   DDTensor x = MakeInput({{2, 2, 4 * Size(), 5}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 3);
-  long     errors = 0, k = getenv("DDNN_TEST11_START") ? atol(getenv("DDNN_TEST11_START")) : 1;
+  DirectObjects         d;
   std::set<std::string> where;
-  for (; k < 100000; k++) {
-    DirectObjects  d;
-    std::string    msg;
-    bool           fired;
-    if (getenv("DDNN_TEST11_TRACE")) fprintf(stderr, "[%d] allocation %ld\n", Rank(), k);
-    PetscErrorCode ierr = WithFailingAllocation(k, [&] { return DirectCalls(x, d); }, &msg, &fired);
-    d.Destroy();
-    if (!OnEveryRank(fired)) { /* the ranks allocate differently from here on */
-      EXPECT_TRUE(OnEveryRank(!fired) || k > 1) << "allocation " << k;
-      break;
-    }
-    if (!fired) {
-      EXPECT_EQ(ierr, 0) << msg;
-      break;
-    }
-    errors++;
-    EXPECT_EQ(ierr, PETSC_ERR_MEM) << "allocation " << k << ": " << msg;
-    size_t at = msg.find("Out of memory: a C++ allocation failed in ");
-    EXPECT_TRUE(at != std::string::npos || msg.find("while setting up layer") != std::string::npos) << "allocation " << k << ": " << msg;
-    if (at != std::string::npos) where.insert(msg.substr(at + 42, msg.find("()", at) - at - 42));
-    EXPECT_TRUE(OnEveryRank(ierr == PETSC_ERR_MEM)) << "allocation " << k;
-  }
-  EXPECT_GT(errors, 20) << "the C++ allocations of the direct calls were not reached";
+  SweepAllocations(
+    "direct calls", [] {}, [&](long) { return DirectCalls(x, d); },
+    [&](long, bool failed, const std::string &msg) {
+      size_t at = msg.find("Out of memory: a C++ allocation failed in ");
+      if (failed && at != std::string::npos) where.insert(msg.substr(at + 42, msg.find("()", at) - at - 42));
+      d.Destroy();
+      d = DirectObjects();
+    });
   /* the failures were met in the primitives, the layer, the optimizer and the binding ABI */
   for (const char *fn : {"DDPrimitiveSetUp", "DDLayerSetUpMulti", "DDLayerForwardMulti", "DDLayerBackwardMulti", "DDOptimizerSetUp", "DDOptimizerStep", "ddnn_partition_create_cartesian"}) EXPECT_TRUE(where.count(fn)) << fn << " never failed; failed in: " << ::testing::PrintToString(where);
-  if (getenv("DDNN_TEST11_VIEW")) PetscPrintf(PETSC_COMM_WORLD, "direct calls: %ld C++ allocations failed in turn, each an error, in %s\n", errors, ::testing::PrintToString(where).c_str());
+  if (getenv("DDNN_TEST11_VIEW")) PetscPrintf(PETSC_COMM_WORLD, "direct calls failed in %s\n", ::testing::PrintToString(where).c_str());
   DDT(DDTensorDestroy(&x));
 }
 
@@ -294,7 +328,7 @@ TEST(OutOfMemory, EveryCxxAllocationOfDirectCallsCanFail)
 TEST(OutOfMemory, EveryCxxAllocationOfAStepACheckpointAndAnEpochCanFail)
 {
   if (Size() > 2) GTEST_SKIP() << "ranks that allocate differently";
-  DDT(PetscOptionsInsertString(NULL, "-t11st_net_inputs x,t -t11st_net_layers c1,a1,c2,k,loss -t11st_c1_layer_type conv -t11st_c1_layer_conv_out_channels 2 -t11st_c1_layer_conv_kernel 3 -t11st_c1_layer_conv_padding 1 -t11st_a1_layer_type activation -t11st_c2_layer_type conv -t11st_c2_layer_conv_out_channels 2 -t11st_c2_layer_conv_kernel 1 -t11st_k_layer_type concat -t11st_k_layer_inputs c2,a1 -t11st_loss_layer_type loss -t11st_loss_layer_inputs k,t"));
+  DDT(PetscOptionsInsertString(NULL, "-t11st_net_inputs x,t -t11st_net_layers c1,a1,c2,k,loss -t11st_c1_layer_type conv -t11st_c1_layer_conv_out_channels 2 -t11st_c1_layer_conv_kernel 3 -t11st_c1_layer_conv_padding 1 -t11st_c1_layer_conv_overlap -t11st_a1_layer_type activation -t11st_c2_layer_type conv -t11st_c2_layer_conv_out_channels 2 -t11st_c2_layer_conv_kernel 1 -t11st_k_layer_type concat -t11st_k_layer_inputs c2,a1 -t11st_loss_layer_type loss -t11st_loss_layer_inputs k,t"));
   DDTensor    x = MakeInput({{2, 2, 4 * Size(), 4}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 4);
   DDTensor    t = MakeInput({{2, 4, 4 * Size(), 4}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 5);
   DDTensor    in[2] = {x, t};
@@ -343,49 +377,33 @@ TEST(OutOfMemory, EveryCxxAllocationOfAStepACheckpointAndAnEpochCanFail)
     DDT(DDDatasetSetFields(ds, 2, fields));
     DDT(DDDatasetSetUp(ds));
   }
-  long k = getenv("DDNN_TEST11_START") ? atol(getenv("DDNN_TEST11_START")) : 1, errors = 0;
-  for (; k < 100000; k++) {
-    std::string msg;
-    bool        fired;
-    if (getenv("DDNN_TEST11_TRACE")) fprintf(stderr, "[%d] allocation %ld\n", Rank(), k);
-    PetscErrorCode ierr = WithFailingAllocation(
-      k,
-      [&]() -> PetscErrorCode {
-        PetscFunctionBegin;
-        PetscCall(step());
-        if (withckpt) {
-          PetscReal l;
-          PetscCall(DDCheckpointSave(net, opt, file));
-          PetscCall(DDCheckpointLoad(net, opt, file));
-          PetscCall(DDNetTrainEpoch(net, opt, ds, 2, k, batch, &stats));
-          PetscCall(DDNetEvaluate(net, ds, 2, batch, &l));
-        }
-        PetscFunctionReturn(PETSC_SUCCESS);
-      },
-      &msg, &fired);
-    if (!OnEveryRank(fired)) { /* the ranks allocate differently from here on */
-      EXPECT_TRUE(OnEveryRank(!fired) || k > 1) << "allocation " << k;
-      break;
-    }
-    if (!fired) {
-      EXPECT_EQ(ierr, 0) << msg;
-      break;
-    }
-    errors++;
-    EXPECT_EQ(ierr, PETSC_ERR_MEM) << "allocation " << k << ": " << msg;
-    EXPECT_NE(msg.find("Out of memory: a C++ allocation failed in "), std::string::npos) << "allocation " << k << ": " << msg;
-    EXPECT_TRUE(OnEveryRank(ierr == PETSC_ERR_MEM)) << "allocation " << k;
-    /* still usable, and the file still a complete checkpoint */
-    EXPECT_EQ(Catch([&] { return step(); }, &msg), 0) << "a step after allocation " << k << " failed: " << msg;
-    DDT(DDNetGetLoss(net, &loss));
-    EXPECT_TRUE(std::isfinite((double)loss)) << "allocation " << k;
-    if (!withckpt) continue;
-    EXPECT_EQ(Catch([&] { return DDCheckpointLoad(net, opt, file); }, &msg), 0) << "the checkpoint after allocation " << k << " does not load: " << msg;
-    EXPECT_EQ(Catch([&] { return DDNetTrainEpoch(net, opt, ds, 2, 1, batch, &stats); }, &msg), 0) << "an epoch after allocation " << k << " failed: " << msg;
-    EXPECT_TRUE(std::isfinite((double)stats.loss)) << "allocation " << k;
-  }
-  EXPECT_GT(errors, withckpt ? 100 : 20) << "the C++ allocations of a step and a checkpoint were not reached";
-  if (getenv("DDNN_TEST11_VIEW")) PetscPrintf(PETSC_COMM_WORLD, "step, checkpoint, epoch: %ld C++ allocations failed in turn, each an error\n", errors);
+  long errors = SweepAllocations(
+    "step, checkpoint, epoch", [] {},
+    [&](long k) -> PetscErrorCode {
+      PetscFunctionBegin;
+      PetscCall(step());
+      if (withckpt) {
+        PetscReal l;
+        PetscCall(DDCheckpointSave(net, opt, file));
+        PetscCall(DDCheckpointLoad(net, opt, file));
+        PetscCall(DDNetTrainEpoch(net, opt, ds, 2, k, batch, &stats));
+        PetscCall(DDNetEvaluate(net, ds, 2, batch, &l));
+      }
+      PetscFunctionReturn(PETSC_SUCCESS);
+    },
+    [&](long k, bool failed, const std::string &) {
+      std::string msg;
+      if (!failed) return;
+      /* still usable, and the file still a complete checkpoint */
+      EXPECT_EQ(Catch([&] { return step(); }, &msg), 0) << "a step after allocation " << k << " failed: " << msg;
+      DDT(DDNetGetLoss(net, &loss));
+      EXPECT_TRUE(std::isfinite((double)loss)) << "allocation " << k;
+      if (!withckpt) return;
+      EXPECT_EQ(Catch([&] { return DDCheckpointLoad(net, opt, file); }, &msg), 0) << "the checkpoint after allocation " << k << " does not load: " << msg;
+      EXPECT_EQ(Catch([&] { return DDNetTrainEpoch(net, opt, ds, 2, 1, batch, &stats); }, &msg), 0) << "an epoch after allocation " << k << " failed: " << msg;
+      EXPECT_TRUE(std::isfinite((double)stats.loss)) << "allocation " << k;
+    });
+  if (withckpt) EXPECT_GT(errors, 100) << "the C++ allocations of the checkpoint and the epoch were not reached";
   DDT(DDDatasetDestroy(&ds));
   DDT(DDOptimizerDestroy(&opt));
   DDT(DDNetDestroy(&net));
