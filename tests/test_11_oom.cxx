@@ -243,20 +243,36 @@ struct DirectObjects {
   DDLayer     l = NULL;
   DDOptimizer o = NULL;
   DDTensor    y = NULL, dy = NULL, dx = NULL, z = NULL;
+  DDLayer     cat = NULL;                                     /* a concatenation along H (1 rank) */
+  DDTensor    ca[2] = {NULL, NULL}, cy = NULL, cdx[2] = {NULL, NULL}; /* set up before each try: must run again after an error */
   ddnn_handle part = 0;
   void        Destroy()
   {
     DDT(DDPrimitiveDestroy(&H));
     DDT(DDLayerDestroy(&l));
     DDT(DDOptimizerDestroy(&o));
-    for (DDTensor *t : {&y, &dy, &dx, &z}) DDT(DDTensorDestroy(t));
+    DDT(DDLayerDestroy(&cat));
+    for (DDTensor *t : {&y, &dy, &dx, &z, &ca[0], &ca[1], &cy, &cdx[0], &cdx[1]}) DDT(DDTensorDestroy(t));
     if (part) EXPECT_EQ(ddnn_partition_destroy(&part), 0);
   }
 };
 
+/* the concatenation's forward and backward (its scatters begun, then ended) */
+static PetscErrorCode ConcatStep(DirectObjects &d)
+{
+  PetscFunctionBegin;
+  if (!d.cy) PetscCall(DDLayerCreateOutput(d.cat, &d.cy));
+  PetscCall(DDLayerForwardMulti(d.cat, 2, d.ca, d.cy));
+  for (int i = 0; i < 2; i++)
+    if (!d.cdx[i]) PetscCall(DDTensorDuplicate(d.ca[i], &d.cdx[i]));
+  PetscCall(DDLayerBackwardMulti(d.cat, d.cy, 2, d.cdx));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* a halo exchange and its adjoint, a convolution layer's set-up, forward and backward, Adam, tensor
-   operations and an entry point of the binding ABI (which converts its arrays into std::vectors),
-   all called directly: every C entry point is a function-try-block (DD_CXX_TRY) */
+   operations, an entry point of the binding ABI (which converts its arrays into std::vectors) and
+   (on 1 rank) a concatenation, all called directly: every C entry point is a function-try-block
+   (DD_CXX_TRY) */
 static PetscErrorCode DirectCalls(DDTensor x, DirectObjects &d)
 {
   const PetscInt k[2] = {3, 3}, pad[2] = {1, 1};
@@ -293,6 +309,7 @@ static PetscErrorCode DirectCalls(DDTensor x, DirectObjects &d)
   PetscCall(DDOptimizerSetUp(d.o, n, ps, gs));
   PetscCall(DDOptimizerStep(d.o));
   PetscCall(ddnn_partition_create_cartesian(MPI_Comm_c2f(PETSC_COMM_SELF), 2, pshape, -1, NULL, &d.part));
+  if (d.cat) PetscCall(ConcatStep(d));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -307,10 +324,26 @@ TEST(OutOfMemory, EveryCxxAllocationOfDirectCallsCanFail)
   DirectObjects         d;
   std::set<std::string> where;
   SweepAllocations(
-    "direct calls", [] {}, [&](long) { return DirectCalls(x, d); },
-    [&](long, bool failed, const std::string &msg) {
-      size_t at = msg.find("Out of memory: a C++ allocation failed in ");
+    "direct calls",
+    [&] {
+      /* a concatenation along H, set up outside the failing window, on 1 rank: on 2 ranks (the output's
+         rows of rank 0 taken from the first input, those of rank 1 from the second) the ranks' scatters
+         allocate differently, so that an allocation fails on one rank alone, between two of its
+         messages, and the sweep would wait in a communication the other rank has finished */
+      if (Size() > 1) return;
+      d.ca[0] = MakeInput({{2, 2, 4, 3}, {}, {}, {}}, DD_FLOAT64, 8);
+      d.ca[1] = MakeInput({{2, 2, 4, 3}, {}, {}, {}}, DD_FLOAT64, 9);
+      DDT(DDLayerCreate(PETSC_COMM_WORLD, &d.cat));
+      DDT(DDLayerSetType(d.cat, DDLAYERCONCAT));
+      DDT(DDLayerConcatSetDimension(d.cat, 2));
+      DDT(DDLayerSetUpMulti(d.cat, 2, d.ca));
+    },
+    [&](long) { return DirectCalls(x, d); },
+    [&](long k, bool failed, const std::string &msg) {
+      std::string m;
+      size_t      at = msg.find("Out of memory: a C++ allocation failed in ");
       if (failed && at != std::string::npos) where.insert(msg.substr(at + 42, msg.find("()", at) - at - 42));
+      if (failed && d.cat) EXPECT_EQ(Catch([&] { return ConcatStep(d); }, &m), 0) << "the concatenation after allocation " << k << " failed: " << m;
       d.Destroy();
       d = DirectObjects();
     });

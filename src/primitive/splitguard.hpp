@@ -6,7 +6,10 @@
   Without it the primitive stays begun, so every later call of the layer fails ("A previous Begin of
   this primitive has not been ended"), and the peers' matching End waits on messages this rank never
   completes. An error of that End is not raised again: the error being returned is the one that
-  counts. When the End ran, the guard does nothing.
+  counts. When the End ran, the guard does nothing, also when that End failed half-way (the End
+  marks the primitive ended first: it may have waited for messages a second End would wait for
+  again). The peers must have begun too (every rank of the primitive reaches its Begin before the
+  work that fails); a failure on one rank alone while the others go on is not recoverable this way.
 */
 #pragma once
 #include <ddprimitive.h>

@@ -437,10 +437,10 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscCall(DDPrimitiveCheckTensors(prim, x, &y, prim->xhash, prim->yhash, "DDPrimitiveApplyEnd"));
   PetscCheck(prim->inflight == 1, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_WRONGSTATE, "DDPrimitiveApplyEnd() without DDPrimitiveApplyBegin()");
+  prim->inflight = 0; /* ended even if the End fails half-way: it has waited for messages that a second End would wait for again */
   PetscCall(PetscLogEventBegin(prim->evfwd, prim, x, y, 0));
   if (prim->ops->applyend) PetscCall((*prim->ops->applyend)(prim, x, y));
   PetscCall(PetscLogEventEnd(prim->evfwd, prim, x, y, 0));
-  prim->inflight = 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -518,10 +518,10 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscCall(DDPrimitiveCheckTensors(prim, y, &x, prim->yhash, prim->xhash, "DDPrimitiveApplyAdjointEnd"));
   PetscCheck(prim->inflight == 2, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_WRONGSTATE, "DDPrimitiveApplyAdjointEnd() without DDPrimitiveApplyAdjointBegin()");
+  prim->inflight = 0; /* ended even if the End fails half-way (see DDPrimitiveApplyEnd()) */
   PetscCall(PetscLogEventBegin(prim->evadj, prim, y, x, 0));
   if (prim->ops->adjointend) PetscCall((*prim->ops->adjointend)(prim, y, x));
   PetscCall(PetscLogEventEnd(prim->evadj, prim, y, x, 0));
-  prim->inflight = 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
