@@ -112,6 +112,14 @@ static long SweepAllocations(const char *what, Before &&before, Run &&run, After
   return errors;
 }
 
+/* the options of the swept networks (inputs x, t): conv 3x3 (its halo exchange overlapped with the
+   interior when asked), relu, conv 1x1, a channel concatenation and a loss */
+static void InsertSweptNetOptions(const std::string &p, bool overlap)
+{
+  const std::string o = "-" + p + "net_inputs x,t -" + p + "net_layers c1,a1,c2,k,loss -" + p + "c1_layer_type conv -" + p + "c1_layer_conv_out_channels 2 -" + p + "c1_layer_conv_kernel 3 -" + p + "c1_layer_conv_padding 1" + (overlap ? " -" + p + "c1_layer_conv_overlap" : std::string()) + " -" + p + "a1_layer_type activation -" + p + "c2_layer_type conv -" + p + "c2_layer_conv_out_channels 2 -" + p + "c2_layer_conv_kernel 1 -" + p + "k_layer_type concat -" + p + "k_layer_inputs c2,a1 -" + p + "loss_layer_type loss -" + p + "loss_layer_inputs k,t";
+  DDT(PetscOptionsInsertString(NULL, o.c_str()));
+}
+
 /* ---------------------------------------------------------------------- */
 /* a pointwise test layer (y = x) whose forward or backward throws std::bad_alloc when asked, as a
    std::vector sized by a huge shape would */
@@ -187,7 +195,7 @@ TEST(OutOfMemory, EveryCxxAllocationOfNetSetUpCanFail)
      error raised on one rank alone is not collective in PETSc): the sweep needs ranks that allocate
      alike (1 and 2 ranks split in H) */
   if (Size() > 2) GTEST_SKIP() << "ranks that allocate differently";
-  DDT(PetscOptionsInsertString(NULL, "-t11su_net_inputs x,t -t11su_net_layers c1,a1,c2,k,loss -t11su_c1_layer_type conv -t11su_c1_layer_conv_out_channels 2 -t11su_c1_layer_conv_kernel 3 -t11su_c1_layer_conv_padding 1 -t11su_a1_layer_type activation -t11su_c2_layer_type conv -t11su_c2_layer_conv_out_channels 2 -t11su_c2_layer_conv_kernel 1 -t11su_k_layer_type concat -t11su_k_layer_inputs c2,a1 -t11su_loss_layer_type loss -t11su_loss_layer_inputs k,t"));
+  InsertSweptNetOptions("t11su_", false);
   DDTensor x = MakeInput({{2, 2, 4 * Size(), 4}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 1);
   DDTensor t = MakeInput({{2, 4, 4 * Size(), 4}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 2);
   DDTensor in[2] = {x, t};
@@ -341,8 +349,9 @@ TEST(OutOfMemory, EveryCxxAllocationOfDirectCallsCanFail)
     [&](long) { return DirectCalls(x, d); },
     [&](long k, bool failed, const std::string &msg) {
       std::string m;
-      size_t      at = msg.find("Out of memory: a C++ allocation failed in ");
-      if (failed && at != std::string::npos) where.insert(msg.substr(at + 42, msg.find("()", at) - at - 42));
+      const std::string in = "Out of memory: a C++ allocation failed in ";
+      size_t            at = msg.find(in);
+      if (failed && at != std::string::npos) where.insert(msg.substr(at + in.size(), msg.find("()", at) - at - in.size()));
       if (failed && d.cat) EXPECT_EQ(Catch([&] { return ConcatStep(d); }, &m), 0) << "the concatenation after allocation " << k << " failed: " << m;
       d.Destroy();
       d = DirectObjects();
@@ -361,7 +370,7 @@ TEST(OutOfMemory, EveryCxxAllocationOfDirectCallsCanFail)
 TEST(OutOfMemory, EveryCxxAllocationOfAStepACheckpointAndAnEpochCanFail)
 {
   if (Size() > 2) GTEST_SKIP() << "ranks that allocate differently";
-  DDT(PetscOptionsInsertString(NULL, "-t11st_net_inputs x,t -t11st_net_layers c1,a1,c2,k,loss -t11st_c1_layer_type conv -t11st_c1_layer_conv_out_channels 2 -t11st_c1_layer_conv_kernel 3 -t11st_c1_layer_conv_padding 1 -t11st_c1_layer_conv_overlap -t11st_a1_layer_type activation -t11st_c2_layer_type conv -t11st_c2_layer_conv_out_channels 2 -t11st_c2_layer_conv_kernel 1 -t11st_k_layer_type concat -t11st_k_layer_inputs c2,a1 -t11st_loss_layer_type loss -t11st_loss_layer_inputs k,t"));
+  InsertSweptNetOptions("t11st_", true);
   DDTensor    x = MakeInput({{2, 2, 4 * Size(), 4}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 4);
   DDTensor    t = MakeInput({{2, 4, 4 * Size(), 4}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 5);
   DDTensor    in[2] = {x, t};

@@ -40,10 +40,13 @@ static void DescribeSetUp(const void *ctx, char buf[], size_t len)
   snprintf(buf, len, "while setting up layer \"%s\" (%s) on an input of global shape %s, %" PetscInt_FMT " entries on this rank", name, type, sh, c->n > 0 && c->xs[0] ? c->xs[0]->layout.size : 0);
 }
 
-/* DDLayerSettingUp_Private() names the layer inside its set-up (also on an error return) */
+/* the layer being set up, while it is: DDLayerSettingUp_Private() names it (also on an error return),
+   and so does the message of a C++ exception beneath its set-up */
 struct SettingUpGuard {
-  explicit SettingUpGuard(DDLayer l);
+  SettingUpGuard(DDLayer l, PetscInt n, DDTensor xs[]);
   ~SettingUpGuard();
+  SetUpContext          what;
+  ddnn::CxxErrorContext context;
 };
 } // namespace
 
@@ -557,9 +560,7 @@ DD_CXX_TRY
   layer->nin = n;
   {
     ddnn::ExchangeOwnerGuard owner(layer); /* the primitives set up here are the layer's, for the performance model */
-    SettingUpGuard           current(layer); /* helpers that register replicas find the layer */
-    SetUpContext             what = {layer, n, xs};
-    CxxErrorContext          context(DescribeSetUp, &what); /* a C++ exception beneath names the layer */
+    SettingUpGuard           current(layer, n, xs); /* helpers that register replicas find the layer; a C++ exception beneath names it */
     PetscErrorCode           ierr;
     try {
       ierr = (*layer->ops->setup)(layer, n, xs);
@@ -891,7 +892,7 @@ static std::vector<DDLayer> &SettingUpStack()
   static std::vector<DDLayer> s;
   return s;
 }
-SettingUpGuard::SettingUpGuard(DDLayer l) { SettingUpStack().push_back(l); }
+SettingUpGuard::SettingUpGuard(DDLayer l, PetscInt n, DDTensor xs[]) : what{l, n, xs}, context(DescribeSetUp, &what) { SettingUpStack().push_back(l); }
 SettingUpGuard::~SettingUpGuard() { SettingUpStack().pop_back(); }
 
 DDLayer DDLayerSettingUp_Private(void)

@@ -940,7 +940,7 @@ static PetscErrorCode Conv_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTens
     PetscCall(Conv_BackwardData(c, dyt, dxh));
     PetscCall(DDPrimitiveApplyAdjointBegin(c->Hx, dxh, NULL));
   }
-  SplitApplyGuard inflight(dx ? c->Hx : NULL, dxh, NULL); /* an error return before the End ends the exchange */
+  SplitApplyGuard inflight(c->Hx, dxh, NULL); /* an error return before the End ends the exchange (begun only with dx) */
   PetscCall(Conv_BackwardWeights(l, c, xh, dyt));
   if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(DDPrimitiveApplyAdjointEnd(c->Hx, dxh, NULL));
