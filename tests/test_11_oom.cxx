@@ -345,6 +345,12 @@ TEST(OutOfMemory, EveryCxxAllocationOfDirectCallsCanFail)
       DDT(DDLayerSetType(d.cat, DDLAYERCONCAT));
       DDT(DDLayerConcatSetDimension(d.cat, 2));
       DDT(DDLayerSetUpMulti(d.cat, 2, d.ca));
+      /* the second input's gradient with a halo (another layout than the set-up input's): the backward
+         makes its conforming copy after the first scatter's adjoint has begun, so that a failure there
+         leaves that scatter begun unless the layer's guard ends it */
+      const PetscInt lo[4] = {0, 0, 1, 0}, hi[4] = {0, 0, 1, 0};
+      DDT(DDTensorDuplicate(d.ca[1], &d.cdx[1]));
+      DDT(DDTensorSetHalo(d.cdx[1], lo, hi));
     },
     [&](long) { return DirectCalls(x, d); },
     [&](long k, bool failed, const std::string &msg) {
