@@ -137,6 +137,10 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
   for (PetscInt s = 0; s < steps + 2; s++) {
     PetscLogDouble t0, t1, t2;
     double         a, b;
+    /* an optimizer's update between steps, as in training: the parameters' states change (not their
+       values), so that the replicated weight mode (-<prefix>net_weights replicated) refreshes its
+       replicas every step, as the model prices it (DDNetGetModelTime()) */
+    for (DDTensor p : I->params) PetscCall(PetscObjectStateIncrease((PetscObject)p));
     PetscCallMPI(MPI_Barrier(PETSC_COMM_WORLD));
     double c0 = CpuNow();
     PetscCall(PetscTime(&t0));

@@ -406,12 +406,12 @@ static std::string Host(void)
 }
 
 /* a cache with known fits: the predictions are then exact formulas */
-static std::string SyntheticCache(const char *name)
+static std::string SyntheticCache(const char *name, const std::string &more = "")
 {
   const char *bname;
   DDT(DDBackendGetDefault(&bname));
   std::string b = std::string(bname) + " float64 ", file = Tmp(name);
-  WriteFile(file, "ddnn-model-cache 5\nhost " + Host() + "\n" + "kernel " + b + "activation f 1e-06 2e-10\n" + "kernel " + b + "activation b 3e-06 4e-10\n" + "runcost " + b + "activation f 5e-09\n" + "runcost " + b + "activation b 7e-09\n" + "runcost " + b + "activation-rows f 1.1e-08\n" + "runcost " + b + "activation-rows b 1.3e-08\n" + "kernel " + b + "activation-tanh f 2e-06 8e-10\n" + "kernel " + b + "tensorzero f 1.5e-07 1e-11\n" + "kernel " + b + "tensoraxpy f 2.5e-07 3e-11\n");
+  WriteFile(file, "ddnn-model-cache 5\nhost " + Host() + "\n" + more + "kernel " + b + "activation f 1e-06 2e-10\n" + "kernel " + b + "activation b 3e-06 4e-10\n" + "runcost " + b + "activation f 5e-09\n" + "runcost " + b + "activation b 7e-09\n" + "runcost " + b + "activation-rows f 1.1e-08\n" + "runcost " + b + "activation-rows b 1.3e-08\n" + "kernel " + b + "activation-tanh f 2e-06 8e-10\n" + "kernel " + b + "tensorzero f 1.5e-07 1e-11\n" + "kernel " + b + "tensoraxpy f 2.5e-07 3e-11\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
   DDT(DDModelReset());
   return file;
@@ -612,6 +612,100 @@ TEST(ModelWork, NetOwnWorkExact)
   EXPECT_NEAR(tu, m3[2], 1e-15 + 1e-12 * m3[2]);
   EXPECT_TRUE(ok);
   DD_EXPECT_ERROR(DDNetGetModelUpdateTime(net, 0, &tz, &tu, &ok), PETSC_ERR_ARG_OUTOFRANGE, "streams");
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&in[0]));
+  DDT(DDTensorDestroy(&in[1]));
+  DDT(DDModelReset());
+  DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
+  MPI_Barrier(PETSC_COMM_WORLD);
+  if (Rank() == 0) std::remove(file.c_str());
+}
+
+/* the replicated weight mode is priced as the network runs it: its layers count no weight
+   broadcast or sum-reduction, and the network adds per bucket (the main job's: every parameter,
+   one worker group of all ranks) a flag all-reduce, the root's packing, one broadcast and the
+   members' unpacking forward; the members' copies, one all-reduce, the root's additions and the
+   zeroing backward. Exact under known fits; nothing changes on 1 rank (no replicas) */
+TEST(ModelWork, ReplicatedWeightsPricedAsTheNetworkRunsThem)
+{
+  const char *bname;
+  DDT(DDBackendGetDefault(&bname));
+  const std::string bp = "kernel " + std::string(bname) + "@" + std::to_string(Size()) + " float64 ", P = std::to_string(Size());
+  std::string file = SyntheticCache("repl.txt", "comm 1e-05 1e-09\n" + bp + "bcast-g" + P + " f 2e-06 1e-09\n" + bp + "bcast-g" + P + " b 3e-06 2e-09\n" + bp + "allsum-g" + P + " f 4e-06 3e-09\n" + bp + "allsum-g" + P + " b 4e-06 3e-09\n");
+  DDTensor in[2];
+  DDNet    net = MainJobNet(in, DD_FLOAT64);
+  PetscInt n;
+  DDT(DDNetGetNumLayers(net, &n));
+  /* the sums over the layers of their slowest rank's forward and backward, and every layer's collective calls */
+  auto layers = [&](double L[2], std::vector<PetscInt64> &calls) {
+    L[0] = L[1] = 0;
+    calls.assign((size_t)n, 0);
+    for (PetscInt i = 0; i < n; i++) {
+      DDLayer     l;
+      const char *name;
+      PetscReal   t[4];
+      PetscBool   ok;
+      DDT(DDNetGetLayerByIndex(net, i, &l, &name));
+      DDT(DDNetGetLayerModelTime(net, i, &t[0], &t[1], &t[2], &t[3], &ok));
+      double f[2] = {t[0] + t[1], t[2] + t[3]};
+      MPI_Allreduce(MPI_IN_PLACE, f, 2, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD);
+      L[0] += f[0];
+      L[1] += f[1];
+      DDT(DDLayerGetModelCollectives(l, PETSC_FALSE, &calls[(size_t)i], NULL));
+    }
+  };
+  double                  Lb[2], Lr[2];
+  std::vector<PetscInt64> cb, cr;
+  PetscReal               tfb, tbb, tfr, tbr;
+  PetscBool               ok;
+  layers(Lb, cb);
+  DDT(DDNetGetModelTime(net, &tfb, &tbb, &ok));
+  EXPECT_NEAR(tfb, Lb[0], 1e-12 * tfb); /* the broadcast mode: the layers alone forward */
+  DDT(DDNetSetWeightMode(net, DD_NET_WEIGHTS_REPLICATED));
+  layers(Lr, cr);
+  DDT(DDNetGetModelTime(net, &tfr, &tbr, &ok)); /* not calibrated (no convolution fits): the terms priced are exact all the same */
+  /* the parameters: the entries of the bucket, and those held here (the root's) */
+  double count = 0, root = 0;
+  for (PetscInt i = 0; i < n; i++) {
+    DDLayer     l;
+    const char *name;
+    PetscInt    np, m, d;
+    DDTensor   *ws;
+    DDT(DDNetGetLayerByIndex(net, i, &l, &name));
+    DDT(DDLayerGetParameters(l, &np, &ws));
+    for (PetscInt p = 0; p < np; p++) {
+      DDT(DDTensorGetSize(ws[p], &d));
+      DDT(DDTensorGetLocalSize(ws[p], &m));
+      count += (double)d;
+      root += (double)m;
+    }
+    if (Size() > 1 && np) EXPECT_EQ(cr[(size_t)i], cb[(size_t)i] - np) << name << ": the layer still counts its weights' broadcasts";
+    else EXPECT_EQ(cr[(size_t)i], cb[(size_t)i]) << name;
+  }
+  if (Size() == 1) { /* one rank: the layers broadcast nothing, so nothing is replicated */
+    EXPECT_EQ(tfr, tfb);
+    EXPECT_EQ(tbr, tbb);
+  } else {
+    const double nb = 8 * count, axpy0 = 2.5e-7, axpy1 = 3e-11;
+    double       f = (4e-6 + 3e-9 * sizeof(int)) + (2e-6 + 1e-9 * nb) + axpy0 + axpy1 * 2 * nb; /* flag, broadcast, members' unpacking (every rank uses every weight) */
+    double       b = (4e-6 + 3e-9 * nb) + axpy0 + axpy1 * 2 * nb + 1.5e-7 + 1e-11 * nb;      /* members' copies, all-reduce, zeroing */
+    if (root > 0) {
+      f += axpy0 + axpy1 * 2 * 8 * root; /* packing */
+      b += axpy0 + axpy1 * 3 * 8 * root; /* adding the sums */
+    }
+    double e[2] = {f, b};
+    MPI_Allreduce(MPI_IN_PLACE, e, 2, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD);
+    EXPECT_NEAR(tfr - Lr[0], e[0], 1e-12 * tfr);
+    EXPECT_NEAR(tbr - Lr[1], (tbb - Lb[1]) + e[1], 1e-12 * tbr); /* the network's own backward work stays */
+    EXPECT_LT(Lr[0], Lb[0]);
+    std::string text = ViewedText([&](PetscViewer v) { return DDNetViewModel(net, v); });
+    EXPECT_NE(text.find("replicated weights (-net_weights replicated; the layers above count no weight broadcast): 1 bucket(s)"), std::string::npos) << text;
+  }
+  DDT(DDNetSetWeightMode(net, DD_NET_WEIGHTS_BROADCAST)); /* and back */
+  PetscReal tf2, tb2;
+  DDT(DDNetGetModelTime(net, &tf2, &tb2, &ok));
+  EXPECT_EQ(tf2, tfb);
+  EXPECT_EQ(tb2, tbb);
   DDT(DDNetDestroy(&net));
   DDT(DDTensorDestroy(&in[0]));
   DDT(DDTensorDestroy(&in[1]));

@@ -929,8 +929,11 @@ DD_CXX_TRY
 }
 DD_CXX_CATCH
 
-/* a collective primitive of the layer: its kind (1 broadcast/reduce, 2 all-reduce), bytes and group size */
-static PetscErrorCode CollectiveOf(DDPrimitive p, int *kind, PetscInt64 *bytes, PetscMPIInt *group)
+/* a collective primitive p of the layer: its kind (1 broadcast/reduce, 2 all-reduce), bytes and group
+   size; kind 0 for the other primitives, and for the broadcast of a replica that the network keeps in
+   its replicated weight mode (the layer does not apply it: the network's bucketed collectives do its
+   work, priced by NetReplicaTime()) */
+static PetscErrorCode CollectiveOf(DDLayer layer, DDPrimitive p, int *kind, PetscInt64 *bytes, PetscMPIInt *group)
 {
   PetscBool bc, ar;
   size_t    es;
@@ -939,6 +942,8 @@ static PetscErrorCode CollectiveOf(DDPrimitive p, int *kind, PetscInt64 *bytes, 
   *kind  = 0;
   *bytes = 0;
   *group = 1;
+  for (PetscInt k = 0; k < layer->nreplicas; k++)
+    if (layer->replicas[k].kept && layer->replicas[k].B == p) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(PetscObjectTypeCompareAny((PetscObject)p, &bc, DDPRIMITIVEBROADCAST, DDPRIMITIVESUMREDUCE, ""));
   PetscCall(PetscObjectTypeCompare((PetscObject)p, DDPRIMITIVEALLSUMREDUCE, &ar));
   if ((!bc && !ar) || !p->setupcalled) PetscFunctionReturn(PETSC_SUCCESS);
@@ -973,6 +978,10 @@ static PetscErrorCode CollectiveOf(DDPrimitive p, int *kind, PetscInt64 *bytes, 
   ref. [22]): a broadcast or reduce of n bytes over p ranks ceil(log2 p)(alpha + beta n), an
   all-reduce 2 ceil(log2 p) alpha + 2 (p-1)/p beta n.
 
+  In a network's replicated weight mode (`DDNetSetWeightMode()`) the layer does not broadcast the
+  weights whose replicas the network keeps, nor sum-reduce their gradients: those are not counted
+  here (`DDNetGetModelTime()` prices the network's bucketed collectives instead).
+
   Level: intermediate
 
 .seealso: `DDLayerGetModelComm()`, `DDLayerGetModelTime()`
@@ -989,7 +998,7 @@ DD_CXX_TRY
     int         kind;
     PetscInt64  n;
     PetscMPIInt g;
-    PetscCall(CollectiveOf(p, &kind, &n, &g));
+    PetscCall(CollectiveOf(layer, p, &kind, &n, &g));
     if (!kind || g < 2) continue;
     c++;
     b += n;
@@ -1153,6 +1162,18 @@ DD_CXX_TRY
 }
 DD_CXX_CATCH
 
+/* one collective of n bytes a rank holds, over a group of g ranks, on P ranks: kind 1 a broadcast
+   (reduce: its adjoint, a reduce), kind 2 an all-reduce; by the fits DDModelCalibrate() measured on a
+   group of g ranks, else (not measured at this group size) by Thakur et al.'s formulas (paper 003
+   ref. [22]) with alpha and beta */
+static PetscReal CollectiveTime(const char *bname, PetscMPIInt P, DDDataType dt, int kind, bool reduce, PetscMPIInt g, PetscInt64 n)
+{
+  auto cf = FindKern(bname, P, dt, (kind == 1 ? "bcast-g" : "allsum-g") + std::to_string(g), kind == 1 && reduce);
+  if (cf != M.kern.end()) return cf->second.c0 + cf->second.c1 * (PetscReal)n;
+  if (kind == 1) return CeilLog2(g) * (M.alpha + M.beta * (PetscReal)n);
+  return 2 * CeilLog2(g) * M.alpha + 2.0 * (g - 1) / g * M.beta * (PetscReal)n;
+}
+
 namespace ddnn
 {
 /* The time formula of a layer on one rank (paper 003 sec. V-A: FP = C(local) + SR(halo), BP = Cx +
@@ -1212,15 +1233,8 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[
       comm[b] = PetscMax(comm[b], 0);
     }
     for (const auto &c : in.colls) {
-      const PetscMPIInt g = c.group;
-      const PetscInt64  n = c.bytes;
-      PetscReal         t;
-      /* measured (DDModelCalibrate(), on a group of g ranks): a broadcast forward and a reduce
-         backward, a sum-reduce the other way round, an all-reduce both ways */
-      auto cf = FindKern(bname, size, in.dtype, (c.kind == 1 ? "bcast-g" : "allsum-g") + std::to_string(g), c.kind == 1 ? (b ? !c.isreduce : c.isreduce) : false);
-      if (cf != M.kern.end()) t = cf->second.c0 + cf->second.c1 * (PetscReal)n;
-      else if (c.kind == 1) t = CeilLog2(g) * (M.alpha + M.beta * (PetscReal)n); /* not measured at this group size: Thakur et al. (paper 003 ref. [22]) */
-      else t = 2 * CeilLog2(g) * M.alpha + 2.0 * (g - 1) / g * M.beta * (PetscReal)n;
+      /* a broadcast forward and a reduce backward, a sum-reduce the other way round, an all-reduce both ways */
+      const PetscReal t = CollectiveTime(bname, size, in.dtype, c.kind, c.kind == 1 && (b ? !c.isreduce : c.isreduce), c.group, c.bytes);
       comm[b] += t;
       if (tcoll) tcoll[b] += t;
     }
@@ -1294,7 +1308,7 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
   for (DDPrimitive p : prims) {
     ddnn::ModelCollective c;
     PetscBool             isreduce;
-    PetscCall(CollectiveOf(p, &c.kind, &c.bytes, &c.group));
+    PetscCall(CollectiveOf(layer, p, &c.kind, &c.bytes, &c.group));
     if (!c.kind || c.group < 2) continue;
     PetscCall(PetscObjectTypeCompare((PetscObject)p, DDPRIMITIVESUMREDUCE, &isreduce));
     c.isreduce = isreduce ? true : false;
@@ -1487,6 +1501,51 @@ static PetscErrorCode NetBackwardOverhead(DDNet net, PetscReal *t, PetscBool *ok
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  The replicated weight mode's own work on this rank (DDNetSetWeightMode(), src/net/replicas.cxx), per
+  forward after an update and per backward, each bucket of g ranks and n bytes:
+    forward   a flag all-reduce (an int) when g > 1; the root packs its parameters into the bucket, a
+              broadcast of n bytes when g > 1, the members unpack it into their replicas (copies: the
+              axpy fit on 2 streams);
+    backward  the layers copy their replicas' gradients into the bucket (members), an all-reduce of n
+              bytes when g > 1, the root adds the sums to its gradients (axpy), the bucket is zeroed.
+  The collectives are priced as the layers' are (CollectiveTime()); the layers no longer count the
+  broadcasts of the replicas the network keeps (CollectiveOf()). In the broadcast mode: 0.
+*/
+static PetscErrorCode NetReplicaTime(DDNet net, PetscReal t[2], PetscBool *ok)
+{
+  std::vector<ddnn::NetReplicaBucketInfo> buckets;
+  const char                             *bname;
+  PetscMPIInt                             P;
+
+  PetscFunctionBegin;
+  t[0] = t[1] = 0;
+  PetscCall(ddnn::NetReplicasGetBuckets_Private(net, buckets));
+  if (buckets.empty()) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCallMPI(MPI_Comm_size(PetscObjectComm((PetscObject)net), &P));
+  PetscCall(DDLayerGetBackend(net->impl->nodes[0].layer, &bname));
+  for (const auto &b : buckets) {
+    size_t es;
+    PetscCall(DDDataTypeGetSize(b.dtype, &es));
+    const PetscInt64 n = (PetscInt64)es * b.count;
+    if (b.group > 1) {
+      t[0] += CollectiveTime(bname, P, b.dtype, 2, false, b.group, (PetscInt64)sizeof(int)) + CollectiveTime(bname, P, b.dtype, 1, false, b.group, n);
+      t[1] += CollectiveTime(bname, P, b.dtype, 2, false, b.group, n);
+    }
+    if (b.rootcount) {
+      t[0] += AuxTime(bname, P, b.dtype, kindAxpy, 2.0 * (PetscReal)es * (PetscReal)b.rootcount, ok);
+      t[1] += AuxTime(bname, P, b.dtype, kindAxpy, 3.0 * (PetscReal)es * (PetscReal)b.rootcount, ok);
+    }
+    if (b.membercount) {
+      t[0] += AuxTime(bname, P, b.dtype, kindAxpy, 2.0 * (PetscReal)es * (PetscReal)b.membercount, ok);
+      t[1] += AuxTime(bname, P, b.dtype, kindAxpy, 2.0 * (PetscReal)es * (PetscReal)b.membercount, ok);
+    }
+    t[1] += AuxTime(bname, P, b.dtype, kindZero, (PetscReal)n, ok);
+  }
+  if (P > 1 && !M.commok) *ok = PETSC_FALSE;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@C
   DDNetGetModelUpdateTime - The predicted time of the per-step work on a network's parameters: zeroing their gradients and an optimizer's update
 
@@ -1572,6 +1631,11 @@ DD_CXX_CATCH
   without overlap between layers). When the network's memory M on this rank exceeds the core's L2
   cache, the kernels are priced with the share 1 - L2 / M of the cold fits (their tensors in
   memory) and the rest of the warm ones (`DDModelCalibrate()`).
+  In the replicated weight mode (`DDNetSetWeightMode()`) the layers count no broadcast or
+  sum-reduction of the weights the network keeps; the forward adds the network's refresh of the
+  replicas as after an optimizer update (per bucket of a worker group: a flag all-reduce, packing,
+  one broadcast, unpacking) and the backward its sum (the layers' copies into the bucket, one
+  all-reduce, the root's additions, zeroing the bucket), the collectives priced as the layers' are.
   An automatic chooser can call this for a candidate
   distribution after `DDNetSetUp()` on it; set-up builds only plans and tensors, no kernel runs.
 
@@ -1605,10 +1669,14 @@ DD_CXX_TRY
     if (!c) ok = PETSC_FALSE;
   }
   if (n > 0) {
-    PetscReal o;
+    PetscReal o, r[2];
     PetscCall(NetBackwardOverhead(net, &o, &ok));
     PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &o, 1, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)net)));
     tb += o;
+    PetscCall(NetReplicaTime(net, r, &ok));
+    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, r, 2, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)net)));
+    tf += r[0];
+    tb += r[1];
   }
   PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &ok, 1, MPIU_BOOL, MPI_LAND, PetscObjectComm((PetscObject)net)));
   if (tforward) *tforward = tf;
@@ -1720,6 +1788,25 @@ DD_CXX_TRY
     PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &allok, 1, MPIU_BOOL, MPI_LAND, comm));
     tot[1] += o;
     if (allok) PetscCall(PetscViewerASCIIPrintf(viewer, "the network's own work in the backward (zeroing output gradients, accumulating shared ones): %.4f ms\n", (double)(1e3 * o)));
+  }
+  if (net->impl->replicas) {
+    PetscReal                               r[2];
+    std::vector<ddnn::NetReplicaBucketInfo> buckets;
+    PetscInt64                              nb[2] = {0, 0};
+    PetscCall(NetReplicaTime(net, r, &allok));
+    PetscCall(ddnn::NetReplicasGetBuckets_Private(net, buckets));
+    for (const auto &b : buckets) {
+      nb[0] += b.group > 1;
+      nb[1] = PetscMax(nb[1], b.count);
+    }
+    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, r, 2, MPIU_REAL, MPIU_MAX, comm));
+    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, nb, 2, MPIU_INT64, MPI_MAX, comm));
+    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &allok, 1, MPIU_BOOL, MPI_LAND, comm));
+    tot[0] += r[0];
+    tot[1] += r[1];
+    PetscCall(PetscViewerASCIIPrintf(viewer, "replicated weights (-net_weights replicated; the layers above count no weight broadcast): %" PetscInt64_FMT " bucket(s) with a collective per rank, the largest %" PetscInt64_FMT " entries (max over ranks)", nb[0], nb[1]));
+    if (allok) PetscCall(PetscViewerASCIIPrintf(viewer, "; a broadcast after each update %.4f ms, an all-reduce per backward %.4f ms\n", (double)(1e3 * r[0]), (double)(1e3 * r[1])));
+    else PetscCall(PetscViewerASCIIPrintf(viewer, "; times n/c\n"));
   }
   if (allok) PetscCall(PetscViewerASCIIPrintf(viewer, "predicted step (forward + backward): %.4f ms; memory per rank %.1f KiB\n", (double)(1e3 * (tot[0] + tot[1])), (totm[0] + totm[1] + totm[2] + totm[3]) / 1024.0));
   else {

@@ -319,6 +319,28 @@ PetscErrorCode ddnn::NetReplicasSum_Private(DDNet net)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* the buckets as the performance model sees them (model.cxx prices their collectives and copies) */
+PetscErrorCode ddnn::NetReplicasGetBuckets_Private(DDNet net, std::vector<ddnn::NetReplicaBucketInfo> &info)
+{
+  NetReplicas *R = net->impl->replicas;
+
+  PetscFunctionBegin;
+  info.clear();
+  if (!R) PetscFunctionReturn(PETSC_SUCCESS);
+  for (auto &b : R->buckets) {
+    ddnn::NetReplicaBucketInfo d;
+    d.group = (PetscMPIInt)b.ranks.size();
+    d.dtype = b.dtype;
+    d.count = b.count;
+    for (auto &e : b.entries) {
+      if (e.root) d.rootcount += e.count;
+      if (e.member) d.membercount += e.count;
+    }
+    info.push_back(d);
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@
   DDNetSetWeightMode - When a network broadcasts its weights to the workers that use them and sums their gradients
 
@@ -353,9 +375,12 @@ PetscErrorCode ddnn::NetReplicasSum_Private(DDNet net)
 
   Setting the mode of a set-up network takes effect at once (a collective call then).
 
-  The performance model (`DDNetGetModelTime()`, `-net_view`, `-net_distribution auto`) prices the
-  broadcast mode: in the replicated mode it still counts each layer's weight broadcast and
-  sum-reduction, not the per-step bucketed collectives.
+  The performance model prices the mode the network runs: in the replicated mode
+  `DDNetGetModelTime()` and `-net_view` count no layer's weight broadcast or sum-reduction, and add
+  the network's bucketed collectives and copies instead (a refresh per forward, as after every
+  optimizer update, and a sum per backward). `-net_distribution auto` compares its candidates with
+  the layers priced alone, that is with their weight broadcasts (the broadcast mode's cost).
+  Switching the mode of a set-up network does not revise the distribution it chose.
 
   Level: intermediate
 

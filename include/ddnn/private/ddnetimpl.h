@@ -67,6 +67,16 @@ PetscErrorCode NetReplicasSetUp_Private(DDNet);
 PetscErrorCode NetReplicasDestroy_Private(DDNet);
 PetscErrorCode NetReplicasRefresh_Private(DDNet);
 PetscErrorCode NetReplicasSum_Private(DDNet);
+/* one bucket of the replicated weight mode on this rank, as the performance model prices it (model.cxx) */
+struct NetReplicaBucketInfo {
+  PetscMPIInt group   = 1;          /* the ranks of its worker group (1: no collective) */
+  DDDataType  dtype   = DD_FLOAT64;
+  PetscInt64  count   = 0;          /* the entries it packs */
+  PetscInt64  rootcount = 0;        /* the entries this rank packs as the parameters' root (forward) and adds the sums to (backward) */
+  PetscInt64  membercount = 0;      /* the entries this rank unpacks into its replicas (forward) and adds their gradients from (backward) */
+};
+/* the buckets of the replicated mode (none in the broadcast mode) */
+PetscErrorCode NetReplicasGetBuckets_Private(DDNet, std::vector<NetReplicaBucketInfo> &);
 } // namespace ddnn
 
 struct _DDNetOps {
