@@ -295,6 +295,10 @@ TEST(ConvBadInput, BackwardBeforeForwardAndWrongTensors)
   DDT(DDLayerForward(l, x, y));
   DDT(DDTensorScale(x, 2.0));
   DD_EXPECT_ERROR(DDLayerBackward(l, y, dx), PETSC_ERR_ARG_WRONGSTATE, "modified after DDLayerForward");
+  DDT(DDLayerForward(l, x, y));
+  /* no output gradient: only a loss takes NULL (it had crashed here) */
+  DD_EXPECT_ERROR(DDLayerBackward(l, NULL, dx), PETSC_ERR_ARG_NULL, "the output gradient dy is NULL, and the conv layer is not a loss");
+  DDT(DDLayerBackward(l, y, dx));
   DDT(DDTensorDestroy(&dx));
   DDT(DDLayerDestroy(&l));
   DDT(DDTensorDestroy(&x));

@@ -462,6 +462,24 @@ TEST(NetBadInput, UnknownLayerTypeAndMissingInput)
   DD_EXPECT_ERROR(DDNetSetFromOptions(net), PETSC_ERR_ARG_WRONG, "takes input \"y\", which is neither");
   DDT(DDNetDestroy(&net));
   for (auto o : {"-b1_net_inputs", "-b1_net_layers", "-b1_a_layer_type", "-b2_net_inputs", "-b2_net_layers", "-b2_a_layer_type", "-b2_a_layer_inputs"}) DDT(PetscOptionsClearValue(NULL, o));
+  /* DDNetBackward(net, NULL) on a network whose output is not a loss: an error naming the output
+     layer, on every rank (it had crashed in the convolution's backward) */
+  DDT(PetscOptionsInsertString(NULL, "-b3_net_inputs x -b3_net_layers c -b3_c_layer_type conv -b3_c_layer_conv_out_channels 2 -b3_c_layer_conv_kernel 3 -b3_c_layer_conv_padding 1"));
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, "b3_"));
+  DDT(DDNetSetFromOptions(net));
+  DDTensor x = MakeInput({{1, 1, 4 * Size(), 5}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 4), y, dy;
+  DDT(DDNetSetUp(net, 1, &x));
+  DDT(DDNetForward(net, 1, &x));
+  DD_EXPECT_ERROR(DDNetBackward(net, NULL), PETSC_ERR_ARG_NULL, "dy is NULL, and the network's output layer \"c\" is a conv, not a loss");
+  DDT(DDNetGetOutput(net, &y));
+  DDT(DDTensorDuplicate(y, &dy));
+  DDT(DDTensorSet(dy, 1.0));
+  DDT(DDNetBackward(net, dy)); /* and with one, it runs */
+  DDT(DDTensorDestroy(&dy));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDNetDestroy(&net));
+  for (auto o : {"-b3_net_inputs", "-b3_net_layers", "-b3_c_layer_type", "-b3_c_layer_conv_out_channels", "-b3_c_layer_conv_kernel", "-b3_c_layer_conv_padding"}) DDT(PetscOptionsClearValue(NULL, o));
 }
 
 TEST(CheckpointBadInput, OtherNetworkAndPreviousCheckpointIntact)

@@ -797,6 +797,13 @@ DD_CXX_TRY
       PetscCall(DDTensorCheckCompatible_Private(dxs[i], layer->saved[i], "DDLayerBackward (input gradient)"));
     }
   }
+  {
+    PetscBool isloss;
+    PetscCall(PetscObjectTypeCompare((PetscObject)layer, DDLAYERLOSS, &isloss));
+    /* on every rank: a NULL on some ranks only would leave the others in the layer's collectives */
+    const char *pfx = ((PetscObject)layer)->prefix;
+    DDCheckAll(comm, dy || isloss, PETSC_ERR_ARG_NULL, "DDLayerBackward: the output gradient dy is NULL, and the %s layer%s%s%s is not a loss (only a loss takes NULL: dL = 1); pass the gradient of its output", ((PetscObject)layer)->type_name, pfx ? " \"" : "", pfx ? pfx : "", pfx ? "\"" : "");
+  }
   if (dy) {
     PetscBool ok;
     PetscCall(DDTensorCheckSetUp_Private(dy, "DDLayerBackward"));
