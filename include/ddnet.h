@@ -57,7 +57,8 @@ PETSC_EXTERN PetscErrorCode    DDNetViewDistribution(DDNet, PetscViewer);
 /* when weights are broadcast to their workers and their gradients summed (issue 16 item 6; src/net/replicas.cxx) */
 typedef enum {
   DD_NET_WEIGHTS_BROADCAST  = 0,
-  DD_NET_WEIGHTS_REPLICATED = 1
+  DD_NET_WEIGHTS_REPLICATED = 1,
+  DD_NET_WEIGHTS_AUTO       = 2
 } DDNetWeightMode;
 PETSC_EXTERN const char *const DDNetWeightModes[];
 PETSC_EXTERN PetscErrorCode    DDNetSetWeightMode(DDNet, DDNetWeightMode);

@@ -335,6 +335,72 @@ TEST(Distribution, UncalibratedKeepsGiven)
   DDT(DDNetDestroy(&net));
 }
 
+/* -net_weights auto chooses the weight mode of the shorter predicted step: with free
+   communication (alpha = beta = 0) the replicated mode only adds its copies, so broadcast; with
+   dear messages (alpha 1 ms) the replicated mode's 5 collective calls per step beat the broadcast
+   mode's 2 per parameter (6 here), so replicated. One rank: nothing is broadcast, so broadcast.
+   The choice is printed by DDNetView() and the network trains in it */
+TEST(WeightsAuto, ChoosesTheModeOfTheShorterPredictedStep)
+{
+  const PetscInt P = Size();
+  for (double alpha : {0.0, 1e-3}) {
+    UseSyntheticModel(alpha, 0);
+    DDNet net = MakeNet(std::string(LineText) + "-net_weights auto\n", DD_NET_DISTRIBUTION_GIVEN);
+    DDTensor x = RandomInput({2, 2, 4 * P, 6}, RowSplit(4), DD_FLOAT64, 1);
+    DDT(DDNetSetUp(net, 1, &x));
+    ForgetOptions();
+    DDNetWeightMode m;
+    DDT(DDNetGetWeightMode(net, &m));
+    EXPECT_EQ(m, DD_NET_WEIGHTS_AUTO);
+    const ddnn::NetWeightChoice &c = net->impl->weightchoice;
+    const bool                   replicated = net->impl->replicas != nullptr;
+    std::string                  text       = ViewedText([&](PetscViewer v) { return DDNetView(net, v); });
+    EXPECT_TRUE(c.decided);
+    if (P == 1) {
+      EXPECT_FALSE(replicated);
+      EXPECT_NE(text.find("weights: auto -> broadcast (no weight is broadcast to another rank)"), std::string::npos) << text;
+    } else {
+      EXPECT_EQ(replicated, alpha > 0) << "alpha " << alpha << ": predicted step " << c.treplicated << " s replicated, " << c.tbroadcast << " s broadcast";
+      EXPECT_EQ(replicated, c.treplicated < c.tbroadcast);
+      EXPECT_NE(text.find(std::string("weights: auto -> ") + (replicated ? "replicated" : "broadcast") + " (predicted step"), std::string::npos) << text;
+      /* the prices are the model's of the two modes: the chosen one is the network's now */
+      PetscReal tf, tb;
+      DDT(DDNetGetModelTime(net, &tf, &tb, NULL));
+      EXPECT_NEAR(tf + tb, replicated ? c.treplicated : c.tbroadcast, 1e-12 * (tf + tb));
+    }
+    /* it trains: a forward and a backward, the replicated collectives counted when chosen */
+    DDTensor y, dy;
+    DDT(DDNetForward(net, 1, &x));
+    DDT(DDNetGetOutput(net, &y));
+    DDT(DDTensorDuplicate(y, &dy));
+    DDT(DDTensorSet(dy, 1.0));
+    DDT(DDNetBackward(net, dy));
+    DDT(DDTensorDestroy(&dy));
+    EXPECT_EQ(net->impl->nreplreduce > 0, replicated);
+    DDT(DDTensorDestroy(&x));
+    DDT(DDNetDestroy(&net));
+  }
+  /* uncalibrated with -net_weights_calibrate 0: broadcast, said aloud (on more than one rank) */
+  std::string cache = Tmp("nomodel_w.txt");
+  MPI_Barrier(PETSC_COMM_WORLD);
+  if (Rank() == 0) remove(cache.c_str());
+  MPI_Barrier(PETSC_COMM_WORLD);
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", cache.c_str()));
+  DDT(DDModelReset());
+  DDNet    net = MakeNet(std::string(LineText) + "-net_weights auto\n-net_weights_calibrate 0\n", DD_NET_DISTRIBUTION_GIVEN);
+  DDTensor x   = RandomInput({2, 2, 4 * P, 6}, RowSplit(4), DD_FLOAT64, 1);
+  DDT(DDNetSetUp(net, 1, &x));
+  ForgetOptions();
+  EXPECT_EQ(net->impl->replicas, nullptr);
+  std::string text = ViewedText([&](PetscViewer v) { return DDNetView(net, v); });
+  if (P > 1) EXPECT_NE(text.find("weights: auto -> broadcast (the performance model is not calibrated"), std::string::npos) << text;
+  DDT(DDNetForward(net, 1, &x));
+  std::ifstream f(cache);
+  EXPECT_FALSE(f.good()) << "nothing calibrated, nothing written to the cache";
+  DDT(DDTensorDestroy(&x));
+  DDT(DDNetDestroy(&net));
+}
+
 PETSC_EXTERN PetscErrorCode DDNetGetDistributionTables_Private(DDNet, PetscInt *, const PetscReal **);
 
 /* The trial set-ups price without building (the default: the halo, repartition and scatter

@@ -286,7 +286,7 @@ DD_CXX_TRY
   }
   {
     PetscEnum m = (PetscEnum)net->impl->weightmode;
-    PetscCall(PetscOptionsEnum("-net_weights", "Weights broadcast on every call, or replicas kept and gradients summed once per backward", "DDNetSetWeightMode", DDNetWeightModes, m, &m, &flg));
+    PetscCall(PetscOptionsEnum("-net_weights", "Weights broadcast on every call, replicas kept and gradients summed once per backward, or the one the performance model predicts faster", "DDNetSetWeightMode", DDNetWeightModes, m, &m, &flg));
     if (flg) PetscCall(DDNetSetWeightMode(net, (DDNetWeightMode)m));
   }
   PetscOptionsEnd();
@@ -1145,6 +1145,11 @@ DD_CXX_CATCH
 
   Collective
 
+  Notes:
+  After set-up it also prints the performance model (`DDNetViewModel()`), the weight mode that
+  `-net_weights auto` chose (`DDNetSetWeightMode()`) with the two predicted steps, and the
+  automatic distribution's plan (`DDNetViewDistribution()`).
+
   Level: beginner
 
 .seealso: `DDLayerView()`
@@ -1186,6 +1191,9 @@ DD_CXX_TRY
     PetscCall(DDNetGetNumParameters(net, &np));
     PetscCall(PetscViewerASCIIPrintf(viewer, "total parameters: %" PetscInt64_FMT "\n", np));
     PetscCall(DDNetViewModel(net, viewer)); /* the performance model per layer and per step (issue 16) */
+    const ddnn::NetWeightChoice &wc = I->weightchoice;
+    if (wc.decided && wc.tbroadcast > 0) PetscCall(PetscViewerASCIIPrintf(viewer, "weights: auto -> %s (predicted step %.4f ms replicated, %.4f ms broadcast)\n", I->replicas ? "replicated" : "broadcast", 1e3 * (double)wc.treplicated, 1e3 * (double)wc.tbroadcast));
+    else if (wc.decided) PetscCall(PetscViewerASCIIPrintf(viewer, "weights: auto -> broadcast (%s)\n", wc.why.c_str()));
     PetscCall(DDNetViewDistribution(net, viewer)); /* the automatic distribution's plan, if any */
   }
   PetscCall(PetscViewerASCIIPopTab(viewer));

@@ -30,6 +30,7 @@
 #include <sys/ddcxx.hpp>
 #include <ddnn/private/ddnetimpl.h>
 #include <ddnn/private/ddbackendimpl.h> /* HostArray */
+#include <ddmodel.h>
 #include <tensor/layout.hpp>
 #include <primitive/bcastgroups.hpp>
 #include <algorithm>
@@ -39,7 +40,7 @@
 
 using ddnn::NetImpl;
 
-const char *const DDNetWeightModes[] = {"broadcast", "replicated", "DDNetWeightMode", "DD_NET_WEIGHTS_", nullptr};
+const char *const DDNetWeightModes[] = {"broadcast", "replicated", "auto", "DDNetWeightMode", "DD_NET_WEIGHTS_", nullptr};
 
 namespace ddnn
 {
@@ -107,10 +108,13 @@ PetscErrorCode ddnn::NetReplicasDestroy_Private(DDNet net)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+static PetscErrorCode NetReplicasBuild(DDNet);
+static PetscErrorCode NetReplicasChoose(DDNet);
+
 /*
-  Builds the buckets of the replicated mode (nothing in the broadcast mode): every layer's
-  replicas, grouped by worker group and data type, each group's communicator created once
-  (MPI_Comm_create_group, the groups in one order on every rank), and the persistent buffers.
+  The weight mode's set-up, after the layers': nothing in the broadcast mode; the buckets in the
+  replicated mode; in the automatic one the buckets if the performance model predicts the smaller
+  step with them (NetReplicasChoose()).
 */
 PetscErrorCode ddnn::NetReplicasSetUp_Private(DDNet net)
 {
@@ -119,8 +123,86 @@ PetscErrorCode ddnn::NetReplicasSetUp_Private(DDNet net)
 
   PetscFunctionBegin;
   PetscCall(NetReplicasDestroy_Private(net));
+  I->weightchoice = NetWeightChoice();
   PetscCall(DDCheckSameString(comm, "The network's weight mode (-net_weights)", DDNetWeightModes[I->weightmode]));
-  if (I->weightmode != DD_NET_WEIGHTS_REPLICATED) PetscFunctionReturn(PETSC_SUCCESS);
+  if (I->weightmode == DD_NET_WEIGHTS_BROADCAST) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(NetReplicasBuild(net));
+  if (I->weightmode == DD_NET_WEIGHTS_AUTO) PetscCall(NetReplicasChoose(net));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  -net_weights auto: prices one step (DDNetGetModelTime(): a forward after an update and a
+  backward) with the buckets just built and without them, and keeps the buckets if that step is
+  predicted shorter. Nothing to choose when no bucket spans two ranks (one rank, or no weight
+  broadcast): broadcast. The model needs this machine's calibration for the network's backend and
+  data type: set-up calibrates first if the cache lacks it (as -net_distribution auto does), or with
+  -net_weights_calibrate 0 keeps the broadcast mode and says so.
+*/
+static PetscErrorCode NetReplicasChoose(DDNet net)
+{
+  NetImpl                                *I    = net->impl;
+  MPI_Comm                                comm = PetscObjectComm((PetscObject)net);
+  std::vector<ddnn::NetReplicaBucketInfo> buckets;
+  PetscInt64                              spans = 0;
+  ddnn::NetWeightChoice                  &c     = I->weightchoice;
+
+  PetscFunctionBegin;
+  PetscCall(ddnn::NetReplicasGetBuckets_Private(net, buckets));
+  for (const auto &b : buckets) spans += b.group > 1;
+  PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPIU_INT64, MPI_MAX, comm));
+  c.decided = true;
+  if (!spans) {
+    c.why = "no weight is broadcast to another rank";
+    PetscCall(ddnn::NetReplicasDestroy_Private(net));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  {
+    const char *bname;
+    DDLayer     l0 = I->nodes[0].layer;
+    PetscBool   have, commok;
+    PetscCall(DDLayerGetBackend(l0, &bname));
+    PetscCall(DDModelLoad(comm, bname, l0->output->dtype, &have));
+    PetscCall(DDModelGetCommParameters(NULL, NULL, &commok));
+    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &commok, 1, MPIU_BOOL, MPI_LAND, comm));
+    if (!have || !commok) {
+      PetscBool calibrate = PETSC_TRUE;
+      PetscCall(PetscOptionsGetBool(NULL, ((PetscObject)net)->prefix, "-net_weights_calibrate", &calibrate, NULL));
+      if (!calibrate) {
+        const char *cache;
+        PetscCall(DDModelGetCachePath(&cache));
+        c.why = std::string("the performance model is not calibrated on this machine for ") + bname + " " + DDDataTypes[l0->output->dtype] + " (model cache " + (cache ? cache : "(none)") + "; -net_weights_calibrate 0)";
+        PetscCall(PetscPrintf(comm, "-net_weights auto: %s; broadcasting the weights\n", c.why.c_str()));
+        PetscCall(ddnn::NetReplicasDestroy_Private(net));
+        PetscFunctionReturn(PETSC_SUCCESS);
+      }
+      PetscCall(PetscInfo(net, "-net_weights auto: calibrating the performance model (cached for later runs)\n"));
+      PetscCall(DDModelCalibrate(comm, bname, l0->output->dtype));
+    }
+  }
+  PetscReal t[2];
+  PetscCall(DDNetGetModelTime(net, &t[0], &t[1], NULL));
+  c.treplicated = t[0] + t[1];
+  PetscCall(ddnn::NetReplicasDestroy_Private(net));
+  PetscCall(DDNetGetModelTime(net, &t[0], &t[1], NULL));
+  c.tbroadcast = t[0] + t[1];
+  /* the same numbers on every rank (DDNetGetModelTime() reduces them): one decision */
+  if (c.treplicated < c.tbroadcast) PetscCall(NetReplicasBuild(net));
+  c.why = "the predicted step";
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  Builds the buckets of the replicated mode: every layer's replicas, grouped by worker group and
+  data type, each group's communicator created once (MPI_Comm_create_group, the groups in one order
+  on every rank), and the persistent buffers.
+*/
+static PetscErrorCode NetReplicasBuild(DDNet net)
+{
+  NetImpl *I    = net->impl;
+  MPI_Comm comm = PetscObjectComm((PetscObject)net);
+
+  PetscFunctionBegin;
   if (!NET_ReplBcast) {
     PetscCall(PetscLogEventRegister("DDNetReplBcast", DD_NET_CLASSID, &NET_ReplBcast));
     PetscCall(PetscLogEventRegister("DDNetReplSum", DD_NET_CLASSID, &NET_ReplSum));
@@ -353,10 +435,14 @@ PetscErrorCode ddnn::NetReplicasGetBuckets_Private(DDNet net, std::vector<ddnn::
          `DD_NET_WEIGHTS_REPLICATED`: the network keeps the replicas between calls, refreshes
          them with one broadcast per worker group at the first forward after the weights
          changed, and sums all replicas' gradients with one all-reduce per worker group at the
-         end of every `DDNetBackward()`
+         end of every `DDNetBackward()`;
+         `DD_NET_WEIGHTS_AUTO`: at set-up, the one of the two whose training step the performance
+         model predicts shorter (`DDNetGetModelTime()`; `DDNetView()` prints the choice)
 
   Options Database Key:
-. -net_weights <broadcast,replicated> - the mode
+. -net_weights <broadcast,replicated,auto> - the mode
+- -net_weights_calibrate <bool> - auto: calibrate the performance model at set-up if this machine's
+                                  cache lacks it (default true); false keeps the broadcast mode then
 
   Notes:
   Both modes apply the same operators, the broadcast B and its adjoint (paper 000 sec. 3.2.1,
@@ -382,6 +468,13 @@ PetscErrorCode ddnn::NetReplicasGetBuckets_Private(DDNet net, std::vector<ddnn::
   the layers priced alone, that is with their weight broadcasts (the broadcast mode's cost).
   Switching the mode of a set-up network does not revise the distribution it chose.
 
+  The automatic mode chooses once per `DDNetSetUp()` (and when set on a set-up network), on every
+  rank alike: broadcast where no weight is broadcast to another rank (one rank), else the mode of
+  the shorter predicted step, priced with this machine's calibration (calibrated first if the
+  model cache lacks it, as `-net_distribution auto` does). On one node the two modes move the same
+  bytes and the broadcast one usually wins; the replicated one saves two collective calls per
+  parameter and step, which counts where latency does (many ranks, small layers).
+
   Level: intermediate
 
 .seealso: `DDNetGetWeightMode()`, `DDNetSetUp()`, `DDNetBackward()`, `DDPRIMITIVEBROADCAST`
@@ -391,7 +484,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
-  PetscCheck(mode == DD_NET_WEIGHTS_BROADCAST || mode == DD_NET_WEIGHTS_REPLICATED, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "Unknown weight mode %d: DD_NET_WEIGHTS_BROADCAST or DD_NET_WEIGHTS_REPLICATED", (int)mode);
+  PetscCheck(mode == DD_NET_WEIGHTS_BROADCAST || mode == DD_NET_WEIGHTS_REPLICATED || mode == DD_NET_WEIGHTS_AUTO, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "Unknown weight mode %d: DD_NET_WEIGHTS_BROADCAST, DD_NET_WEIGHTS_REPLICATED or DD_NET_WEIGHTS_AUTO", (int)mode);
   net->impl->weightmode = mode;
   if (net->setupcalled) PetscCall(ddnn::NetReplicasSetUp_Private(net));
   PetscFunctionReturn(PETSC_SUCCESS);

@@ -33,6 +33,13 @@ struct NetPlan {
 
 struct NetReplicas; /* src/net/replicas.cxx: the buckets of the replicated weight mode */
 
+/* -net_weights auto: what set-up chose and why (replicas.cxx, NetReplicasChoose()) */
+struct NetWeightChoice {
+  bool        decided     = false;
+  PetscReal   tbroadcast  = 0, treplicated = 0; /* predicted step, seconds (0: not priced) */
+  std::string why;
+};
+
 /* the graph, evaluated in insertion order */
 struct NetImpl {
   std::vector<std::string> innames;
@@ -54,6 +61,7 @@ struct NetImpl {
   std::vector<int>         forcedplan; /* tests only: the candidate of every decision layer, instead of the choice */
   DDNetWeightMode          weightmode  = DD_NET_WEIGHTS_BROADCAST; /* -net_weights */
   NetReplicas             *replicas    = nullptr;                  /* the replicated mode's buckets */
+  NetWeightChoice          weightchoice;                           /* -net_weights auto's decision */
   PetscInt64               nreplbcast  = 0, nreplreduce = 0;       /* the replicated mode's collectives so far (bucket broadcasts, all-reduces) */
 };
 
