@@ -15,8 +15,12 @@
   weights' collectives, memory per rank (the sum over layers of the largest rank's
   DDLayerGetModelMemory(); "+dy": with the network's gradient of every layer output, another copy
   of the activations), and speed-ups, beside the papers' published numbers. "(ar)": the same step
-  with the weights kept on every rank and their gradients all-reduced once per step in one bucket
-  (Rabenseifner) instead of ddnn's broadcast per forward and sum-reduction per backward per layer.
+  with the weights kept and updated on every rank (data-parallel) and their gradients all-reduced
+  once per step in one bucket (Rabenseifner) instead of ddnn's broadcast per forward and
+  sum-reduction per backward per layer. "(repl)": ddnn's replicated weight mode (-net_weights
+  replicated): the layers without weight collectives (DDModelLayerSpec's replicated flag) plus the
+  network's bucket, one broadcast after each update and one all-reduce per backward
+  (DDModelPredictReplicatedWeights()), as DDNetGetModelTime() prices a set-up network in that mode.
 
   Usage:
     bench_paper_model [-paper 000|003|all] [-machine here|v100|rates] [-alpha s] [-beta s/byte] [-dd_model_calibrate]
@@ -87,7 +91,7 @@ struct Net {
 };
 
 struct Step {
-  PetscReal  tf = 0, tb = 0, comm = 0, coll = 0, allreduce = 0;
+  PetscReal  tf = 0, tb = 0, comm = 0, coll = 0, allreduce = 0, repl = 0;
   PetscInt64 mem = 0, act = 0, msgs = 0, bytes = 0;
   PetscBool  cal = PETSC_TRUE;
 };
@@ -125,9 +129,28 @@ PetscErrorCode Evaluate(const Net &n, Step *st)
     st->bytes += PetscMax(p.comm[0][1], p.comm[0][3]) + PetscMax(p.comm[1][1], p.comm[1][3]);
     if (!p.calibrated) st->cal = PETSC_FALSE;
   }
-  /* the alternative of issue 16 item 6: weights kept on every rank, the gradients all-reduced once
+  /* a data-parallel alternative: weights kept and updated on every rank, the gradients all-reduced once
      per step in one bucket (Rabenseifner, paper 003 ref. [22]) instead of a broadcast per forward and a reduce per backward, per layer */
   if (ranks > 1) st->allreduce = 2 * CeilLog2(ranks) * alpha + 2.0 * (PetscReal)(ranks - 1) / (PetscReal)ranks * beta * (PetscReal)wbytes;
+  /* ddnn's replicated weight mode (-net_weights replicated): the layers without their weight
+     collectives, plus the network's bucket (a broadcast after each update, an all-reduce per backward,
+     the copies), on the root that holds every weight */
+  size_t es;
+  PetscCall(DDDataTypeGetSize(n.dt, &es));
+  for (size_t i = 0; i < n.L.size(); i++) {
+    DDModelLayerPrediction p;
+    DDModelLayerSpec       spec = n.L[i];
+    const DDModelLayerSpec *next = i + 1 < n.L.size() ? &n.L[i + 1] : NULL;
+    if (next && n.L[i].type == std::string(DDLAYERLOSS)) next = NULL;
+    spec.replicated = PETSC_TRUE;
+    PetscCall(DDModelPredictLayerMax(&spec, next, NULL, &p));
+    st->repl += p.time[0] + p.time[1] + p.time[2] + p.time[3];
+  }
+  PetscReal rf, rb;
+  PetscBool rok;
+  PetscCall(DDModelPredictReplicatedWeights(NULL, n.dt, ranks, wbytes / (PetscInt64)es, &rf, &rb, &rok));
+  st->repl += rf + rb;
+  if (!rok) st->cal = PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -200,15 +223,18 @@ PetscErrorCode RatesCache(std::string &file)
   file    = "/tmp/ddnn_bench_paper_model_" + std::to_string((long)getpid()) + ".txt";
   FILE *f = fopen(file.c_str(), "w");
   PetscCheck(f, PETSC_COMM_SELF, PETSC_ERR_FILE_OPEN, "Cannot write %s", file.c_str());
-  /* the model cache's version 4 (model.cxx): no cold fits (the warm ones serve), no measured collectives
+  /* the model cache's current version 5 (model.cxx's cacheVersion: an older one is stale, its fits
+     ignored, and every time printed n/c): no cold fits (the warm ones serve), no measured collectives
      (Thakur et al.'s formulas on alpha and beta); a first layer's backward, the weight gradient alone, half the flops */
-  fprintf(f, "ddnn-model-cache 4\nhost %s\ncomm %.6g %.6g\n", host, (double)alpha, 1e-9 / (double)netgbs);
+  fprintf(f, "ddnn-model-cache 5\nhost %s\ncomm %.6g %.6g\n", host, (double)alpha, 1e-9 / (double)netgbs);
   for (const char *d : {"f", "b"}) {
     fprintf(f, "kernel %s float32 conv %s %.6g %.6g\n", bname, d, 1e-6 * (double)callus, 1e-9 / (double)gflops);
     for (const char *k : {"batchnorm", "activation", "pool", "pool-avg", "upsample", "concat", "loss"}) fprintf(f, "kernel %s float32 %s %s %.6g %.6g\n", bname, k, d, 1e-6 * (double)callus, 1e-9 / (double)gbs);
     fprintf(f, "runcost %s float32 activation-rows %s 0\n", bname, d);
   }
   fprintf(f, "kernel %s float32 conv-wgrad b %.6g %.6g\n", bname, 1e-6 * (double)callus, 0.5e-9 / (double)gflops);
+  /* the tensor kernels of the replicated mode's copies (and the network's own work): memory-bound */
+  for (const char *k : {"tensorzero", "tensoraxpy"}) fprintf(f, "kernel %s float32 %s f %.6g %.6g\n", bname, k, 1e-6 * (double)callus, 1e-9 / (double)gbs);
   fclose(f);
   PetscCall(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
   PetscCall(DDModelReset());
@@ -267,21 +293,24 @@ int main(int argc, char **argv)
   if (strcmp(paper, "003")) {
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "\npaper 000 sec. 5.3: 3-D U-Net (depth 5), weak scaling over P = p^3 tasks (spatial p x p x p); per task: batch x side^3\n"));
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "published (Fig. 9, TinkerCliffs, 4 threads/task, 8 GB/task): adjoint 'excellent scalability', forward 'less ideal'; 1 x 64^3 per task is about the memory limit\n"));
-    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-9s %3s %5s %-12s %10s %10s %6s %6s %7s %8s %7s %7s %7s %9s %9s\n", "per task", "p", "P", "global", "fwd s", "bwd s", "halo%", "coll%", "msgs", "MiB p2p", "mem GiB", "+dy GiB", "eff", "allred s", "eff (ar)"));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-9s %3s %5s %-12s %10s %10s %6s %6s %7s %8s %7s %7s %7s %9s %9s %10s\n", "per task", "p", "P", "global", "fwd s", "bwd s", "halo%", "coll%", "msgs", "MiB p2p", "mem GiB", "+dy GiB", "eff", "allred s", "eff (ar)", "eff (repl)"));
     const PetscInt cfg[3][2] = {{3, 32}, {3, 48}, {1, 64}};
     for (auto &c : cfg) {
-      PetscReal t1 = 0;
+      PetscReal t1 = 0, t1r = 0;
       for (PetscInt p = 1; p <= 18; p++) {
         Net  n;
         Step st;
         PetscCall(UNet3D(n, c[0], c[1] * p, p));
         PetscCall(Evaluate(n, &st));
         const PetscReal t = st.tf + st.tb, tar = t - st.coll + st.allreduce;
-        if (p == 1) t1 = t;
+        if (p == 1) {
+          t1  = t;
+          t1r = st.repl;
+        }
         char cfgs[16], glob[32];
         snprintf(cfgs, sizeof(cfgs), "%dx%d^3", (int)c[0], (int)c[1]);
         snprintf(glob, sizeof(glob), "%dx%d^3", (int)c[0], (int)(c[1] * p));
-        PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-9s %3d %5d %-12s %s %s %6.1f %6.1f %7lld %8.1f %7.2f %7.2f %7.2f %9.4f %9.2f\n", cfgs, (int)p, (int)(p * p * p), glob, Time(b1, sizeof(b1), st.cal, st.tf), Time(b2, sizeof(b2), st.cal, st.tb), st.cal ? 100.0 * (st.comm - st.coll) / t : 0.0, st.cal ? 100.0 * st.coll / t : 0.0, (long long)st.msgs, st.bytes / 1048576.0, st.mem / 1073741824.0, (st.mem + st.act) / 1073741824.0, st.cal ? t1 / t : 0.0, (double)st.allreduce, st.cal ? t1 / tar : 0.0));
+        PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-9s %3d %5d %-12s %s %s %6.1f %6.1f %7lld %8.1f %7.2f %7.2f %7.2f %9.4f %9.2f %10.2f\n", cfgs, (int)p, (int)(p * p * p), glob, Time(b1, sizeof(b1), st.cal, st.tf), Time(b2, sizeof(b2), st.cal, st.tb), st.cal ? 100.0 * (st.comm - st.coll) / t : 0.0, st.cal ? 100.0 * st.coll / t : 0.0, (long long)st.msgs, st.bytes / 1048576.0, st.mem / 1073741824.0, (st.mem + st.act) / 1073741824.0, st.cal ? t1 / t : 0.0, (double)st.allreduce, st.cal ? t1 / tar : 0.0, st.cal ? t1r / st.repl : 0.0));
       }
     }
   }
@@ -292,9 +321,9 @@ int main(int argc, char **argv)
       const double(*tab)[5] = m ? tab2 : tab1;
       PetscCall(PetscPrintf(PETSC_COMM_WORLD, "\npaper 003 sec. VI-B: %s mesh model (%dx%d, 18 channels, 6 blocks of %d conv-BN-ReLU), hybrid sample/spatial, mini-batch N over N x g ranks\n", m ? "2K" : "1K", (int)side, (int)side, (int)convs));
       PetscCall(PetscPrintf(PETSC_COMM_WORLD, "published: Table %s (Lassen, V100), mini-batch time and speed-up over %d GPU%s/sample\n", m ? "II" : "I", (int)gps[base], base ? "s" : ""));
-      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%5s %3s %5s %-5s %10s %6s %6s %7s %7s %8s %10s %8s %8s %8s\n", "N", "g", "ranks", "split", "step s", "halo%", "coll%", "mem GiB", "+dy GiB", "speedup", "step(ar) s", "sp.(ar)", "paper s", "paper x"));
+      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%5s %3s %5s %-5s %10s %6s %6s %7s %7s %8s %10s %8s %10s %9s %8s %8s\n", "N", "g", "ranks", "split", "step s", "halo%", "coll%", "mem GiB", "+dy GiB", "speedup", "step(ar) s", "sp.(ar)", "step(rp) s", "sp.(repl)", "paper s", "paper x"));
       for (int r = 0; r < 9; r++) {
-        PetscReal tbase = 0, tbasear = 0;
+        PetscReal tbase = 0, tbasear = 0, tbaserp = 0;
         for (int g = base; g < 5; g++) {
           const PetscInt N = tn[r];
           if (N * gps[g] > 2048 || tab[r][g] == 0) continue;
@@ -306,12 +335,13 @@ int main(int argc, char **argv)
           if (g == base) {
             tbase   = t;
             tbasear = tar;
+            tbaserp = st.repl;
           }
           char split[16], ps[32], px[16];
           snprintf(split, sizeof(split), "%dx%d", (int)gsplit[g][0], (int)gsplit[g][1]);
           snprintf(ps, sizeof(ps), "%.3g", tab[r][g]);
           snprintf(px, sizeof(px), "%.1fx", tab[r][base] / tab[r][g]);
-          PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%5d %3d %5d %-5s %s %6.1f %6.1f %7.2f %7.2f %7.2fx %s %7.2fx %8s %8s\n", (int)N, (int)gps[g], (int)(N * gps[g]), split, Time(b3, sizeof(b3), st.cal, t), st.cal ? 100.0 * (st.comm - st.coll) / t : 0.0, st.cal ? 100.0 * st.coll / t : 0.0, st.mem / 1073741824.0, (st.mem + st.act) / 1073741824.0, st.cal ? tbase / t : 0.0, Time(b2, sizeof(b2), st.cal, tar), st.cal ? tbasear / tar : 0.0, ps, px));
+          PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%5d %3d %5d %-5s %s %6.1f %6.1f %7.2f %7.2f %7.2fx %s %7.2fx %s %8.2fx %8s %8s\n", (int)N, (int)gps[g], (int)(N * gps[g]), split, Time(b3, sizeof(b3), st.cal, t), st.cal ? 100.0 * (st.comm - st.coll) / t : 0.0, st.cal ? 100.0 * st.coll / t : 0.0, st.mem / 1073741824.0, (st.mem + st.act) / 1073741824.0, st.cal ? tbase / t : 0.0, Time(b2, sizeof(b2), st.cal, tar), st.cal ? tbasear / tar : 0.0, Time(b1, sizeof(b1), st.cal, st.repl), st.cal ? tbaserp / st.repl : 0.0, ps, px));
         }
       }
     }

@@ -53,6 +53,7 @@ typedef struct {
   PetscBool   linear;            /* upsample: linear interpolation (align_corners false) instead of nearest */
   PetscBool   noinputgradient;   /* the backward computes no input gradient (a network's first layer) */
   PetscBool   average;           /* pool: average pooling instead of max pooling */
+  PetscBool   replicated;        /* conv, batchnorm: the network keeps the weight replicas (-net_weights replicated): no weight broadcast or gradient sum-reduction (DDModelPredictReplicatedWeights() prices the network's) */
 } DDModelLayerSpec;
 
 typedef struct {
@@ -70,3 +71,4 @@ typedef struct {
 PETSC_EXTERN PetscErrorCode DDModelLayerSpecInitialize(DDModelLayerSpec *, DDLayerType, DDDataType, PetscInt, const PetscInt[], const PetscInt[]);
 PETSC_EXTERN PetscErrorCode DDModelPredictLayer(const DDModelLayerSpec *, const DDModelLayerSpec *, const char[], PetscInt, DDModelLayerPrediction *);
 PETSC_EXTERN PetscErrorCode DDModelPredictLayerMax(const DDModelLayerSpec *, const DDModelLayerSpec *, const char[], DDModelLayerPrediction *);
+PETSC_EXTERN PetscErrorCode DDModelPredictReplicatedWeights(const char[], DDDataType, PetscInt, PetscInt64, PetscReal *, PetscReal *, PetscBool *);

@@ -695,6 +695,11 @@ TEST(ModelWork, ReplicatedWeightsPricedAsTheNetworkRunsThem)
     }
     double e[2] = {f, b};
     MPI_Allreduce(MPI_IN_PLACE, e, 2, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD);
+    /* the analytic form (paper-scale configurations): the same terms on a root that holds every weight */
+    PetscReal af, ab;
+    DDT(DDModelPredictReplicatedWeights(NULL, DD_FLOAT64, Size(), (PetscInt64)count, &af, &ab, NULL));
+    EXPECT_NEAR(af, (4e-6 + 3e-9 * sizeof(int)) + (2e-6 + 1e-9 * nb) + 2 * (axpy0 + axpy1 * 2 * nb), 1e-12 * af);
+    EXPECT_NEAR(ab, (4e-6 + 3e-9 * nb) + axpy0 + axpy1 * 2 * nb + 1.5e-7 + 1e-11 * nb + axpy0 + axpy1 * 3 * nb, 1e-12 * ab);
     EXPECT_NEAR(tfr - Lr[0], e[0], 1e-12 * tfr);
     EXPECT_NEAR(tbr - Lr[1], (tbb - Lb[1]) + e[1], 1e-12 * tbr); /* the network's own backward work stays */
     EXPECT_LT(Lr[0], Lb[0]);
@@ -709,6 +714,44 @@ TEST(ModelWork, ReplicatedWeightsPricedAsTheNetworkRunsThem)
   DDT(DDNetDestroy(&net));
   DDT(DDTensorDestroy(&in[0]));
   DDT(DDTensorDestroy(&in[1]));
+  DDT(DDModelReset());
+  DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
+  MPI_Barrier(PETSC_COMM_WORLD);
+  if (Rank() == 0) std::remove(file.c_str());
+}
+
+/* collectives at a group size the calibration did not measure: Thakur et al.'s formulas, the cheaper of
+   the short-message algorithm (binomial tree: lg (alpha + beta n)) and the long-message one (scatter +
+   allgather, reduce-scatter + gather: 2 lg alpha + 2 (P-1)/P beta n). A conv on a sample split
+   broadcasts its 73,728-byte weights (long-message on 4 or more ranks with these alpha and beta) and
+   its 512-byte bias (binomial), forward, and reduces their gradients backward; no halo */
+TEST(ModelComm, UncalibratedCollectivesTakeTheCheaperAlgorithm)
+{
+  std::string file = SyntheticCache("coll.txt", "comm 1e-05 1e-09\n");
+  const PetscInt P = Size();
+  InputSpec      s;
+  s.shape  = {2 * P, 16, 4, 4};
+  s.pshape = {P, 1, 1, 1};
+  DDTensor       x = MakeInput(s, DD_FLOAT64, 1);
+  DDLayer        l;
+  const PetscInt k[2] = {3, 3}, pad[2] = {1, 1};
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DDT(DDLayerSetType(l, DDLAYERCONV));
+  DDT(DDLayerConvSetOutputChannels(l, 64));
+  DDT(DDLayerConvSetKernel(l, 2, k));
+  DDT(DDLayerConvSetPadding(l, 2, pad));
+  DDT(DDLayerSetUp(l, x));
+  PetscReal t[4];
+  DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], NULL));
+  double lg = 0;
+  for (PetscInt q = 1; q < P; q *= 2) lg++;
+  auto coll = [&](double n) { return std::min(lg * (1e-5 + 1e-9 * n), 2 * lg * 1e-5 + 2.0 * (P - 1) / P * 1e-9 * n); };
+  const double w = 8.0 * 64 * 16 * 9, b = 8.0 * 64, e = P > 1 ? coll(w) + coll(b) : 0;
+  EXPECT_NEAR(t[1], e, 1e-15 + 1e-12 * e) << "forward: the broadcasts";
+  EXPECT_NEAR(t[3], e, 1e-15 + 1e-12 * e) << "backward: the reductions";
+  if (P >= 4) EXPECT_LT(coll(w), lg * (1e-5 + 1e-9 * w)) << "the weights take the long-message algorithm";
+  DDT(DDLayerDestroy(&l));
+  DDT(DDTensorDestroy(&x));
   DDT(DDModelReset());
   DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
   MPI_Barrier(PETSC_COMM_WORLD);

@@ -418,6 +418,46 @@ TEST(ModelAnalytic, ColdLayerAndFirstLayer)
   DropCache(file);
 }
 
+/* spec->replicated (a network in the replicated weight mode): a convolution makes no collective, a
+   batch normalization keeps its statistics' two all-reductions; the compute and the halo are
+   unchanged, and the communication time loses exactly the weights' collectives */
+TEST(ModelAnalytic, ReplicatedWeightsDropOnlyTheWeightCollectives)
+{
+  const char *bname;
+  DDT(DDBackendGetDefault(&bname));
+  std::string    file     = SyntheticCache(bname);
+  const PetscInt shape[4] = {4, 8, 6 * Size(), 6};
+  for (auto &parts : Partitions(4, Size())) {
+    for (DDLayerType t : {DDLAYERCONV, DDLAYERBATCHNORM}) {
+      Node n = t == std::string(DDLAYERCONV) ? Conv(shape, 4, parts.data(), 4, 3, 1, 1, PETSC_TRUE) : Simple(t, shape, 4, parts.data());
+      DDModelLayerPrediction b, r;
+      DDT(DDModelPredictLayer(&n.spec, NULL, bname, Rank(), &b));
+      n.spec.replicated = PETSC_TRUE;
+      DDT(DDModelPredictLayer(&n.spec, NULL, bname, Rank(), &r));
+      const bool     conv = t == std::string(DDLAYERCONV);
+      const PetscInt64 w  = Size() > 1 ? (conv ? 2 : 1) : 0; /* weight and bias; the normalization's one broadcast */
+      EXPECT_EQ(r.collcalls, b.collcalls - w) << t << " parts " << Name(parts);
+      if (conv) EXPECT_EQ(r.collcalls, 0);
+      for (int k = 0; k < 2; k++) {
+        EXPECT_EQ(r.time[2 * k], b.time[2 * k]) << t << ": compute unchanged";
+        EXPECT_NEAR(b.time[2 * k + 1] - r.time[2 * k + 1], b.tcoll[k] - r.tcoll[k], 1e-15) << t << ": only collectives dropped";
+        if (w) EXPECT_GT(b.tcoll[k], r.tcoll[k]) << t;
+        for (int j = 0; j < 4; j++) EXPECT_EQ(r.comm[k][j], b.comm[k][j]) << t << ": the halo unchanged";
+      }
+      if (n.layer) DDT(DDLayerDestroy(&n.layer));
+    }
+  }
+  /* the network's bucketed collectives: a group of one rank has no collective, only copies */
+  PetscReal f1, b1, fP, bP;
+  DDT(DDModelPredictReplicatedWeights(NULL, dtype, 1, 1000, &f1, &b1, NULL));
+  DDT(DDModelPredictReplicatedWeights(NULL, dtype, 4, 1000, &fP, &bP, NULL));
+  EXPECT_GT(fP, f1);
+  EXPECT_GT(bP, b1);
+  DD_EXPECT_ERROR(DDModelPredictReplicatedWeights(NULL, dtype, 0, 1000, &f1, &b1, NULL), PETSC_ERR_ARG_OUTOFRANGE, "ranks 0");
+  DD_EXPECT_ERROR(DDModelPredictReplicatedWeights(NULL, dtype, 2, -1, &f1, &b1, NULL), PETSC_ERR_ARG_OUTOFRANGE, "entries -1");
+  DropCache(file);
+}
+
 /* the halo of a spatial split priced by hand: 2 x 2 workers of a 1 x 1 x 8 x 8 plane, 3 x 3 kernel, padding 1 */
 TEST(ModelAnalytic, HaloClosedForm)
 {

@@ -357,7 +357,10 @@ DD_CXX_CATCH
   window follows its output piece, and it exchanges one message with every worker holding part of
   the window beyond its bulk (faces, edges and corners); entries past the global edge are zero
   padding, not messages. Weights live on worker 0 and are broadcast to every worker (their
-  gradients sum-reduced), the normalization's statistics are all-sum-reduced over all workers.
+  gradients sum-reduced), the normalization's statistics are all-sum-reduced over all workers;
+  with spec->replicated (a network in the replicated weight mode, `DDNetSetWeightMode()`) the
+  layer makes no weight collective, as a set-up layer whose replicas the network keeps
+  (`DDModelPredictReplicatedWeights()` prices the network's bucketed ones).
   The times are the set-up model's formula on these data (`DDLayerGetModelTime()`): the fits
   measured on prod(parts) ranks where the calibration has them, the share 1 - L2 / M of the cold
   fits when the predicted memory M on the rank exceeds the core's L2 cache, the conv's weight-gradient fit with
@@ -476,11 +479,11 @@ DD_CXX_TRY
     c.isreduce = isreduce;
     colls.push_back(c);
   };
-  if (L.kind == K_CONV && L.ranks > 1) {
+  if (L.kind == K_CONV && L.ranks > 1 && !spec->replicated) {
     coll(1, es * nw, false); /* the weights' broadcast (its adjoint the gradient's sum-reduction) */
     if (spec->bias) coll(1, es * L.out[1], false);
   } else if (L.kind == K_BN && L.ranks > 1) {
-    coll(1, es * Cin, false);
+    if (!spec->replicated) coll(1, es * Cin, false); /* the parameters' broadcast (kept replicas: the network's) */
     coll(2, 8 * Cin, false);
     coll(2, 16 * Cin, false);
   } else if (L.kind == K_LOSS && L.ranks > 1) {
@@ -535,6 +538,54 @@ DD_CXX_TRY
     }
   }
   pred->calibrated = ok;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+DD_CXX_CATCH
+
+/*@C
+  DDModelPredictReplicatedWeights - The performance model's time of the replicated weight mode's own collectives and copies for a network that is not set up
+
+  Not collective
+
+  Input Parameters:
++ backend - the backend whose calibration prices it (NULL: the default)
+. dt      - the weights' data type
+. ranks   - the worker group: the ranks that use the weights (all of a sample or spatial split)
+- entries - the weights' entries (every parameter the layers broadcast, one bucket)
+
+  Output Parameters:
++ tforward   - seconds of a forward after an optimizer update on the parameters' root (the slowest
+               rank): a flag all-reduce, packing, one broadcast, unpacking
+. tbackward  - seconds of a backward there: the copies of the replicas' gradients into the bucket,
+               one all-reduce, the additions of the sums to the gradients, zeroing the bucket
+- calibrated - whether the fits were there (NULL allowed)
+
+  Notes:
+  The terms `DDNetGetModelTime()` adds per bucket of a set-up network in the replicated mode
+  (`DDNetSetWeightMode()`), for one bucket whose root holds every weight. With the layers priced with
+  `DDModelLayerSpec`'s replicated flag (no weight collectives) a paper-scale step in that mode is
+  the sum of the layers' and these. On one rank (ranks = 1) only the copies remain.
+
+  Level: advanced
+
+.seealso: `DDModelPredictLayerMax()`, `DDNetSetWeightMode()`, `DDNetGetModelTime()`
+@*/
+PetscErrorCode DDModelPredictReplicatedWeights(const char backend[], DDDataType dt, PetscInt ranks, PetscInt64 entries, PetscReal *tforward, PetscReal *tbackward, PetscBool *calibrated)
+DD_CXX_TRY
+{
+  const char *bname = backend;
+  PetscReal   t[2];
+  PetscBool   ok = PETSC_TRUE;
+
+  PetscFunctionBegin;
+  PetscCheck(ranks >= 1 && ranks <= PETSC_MPI_INT_MAX, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "ranks %" PetscInt_FMT " must be at least 1", ranks);
+  PetscCheck(entries >= 0, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "entries %" PetscInt64_FMT " must not be negative", entries);
+  PetscCheck(dt == DD_FLOAT32 || dt == DD_FLOAT64, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Unknown data type %d", (int)dt);
+  if (!bname) PetscCall(DDBackendGetDefault(&bname));
+  PetscCall(ddnn::ModelReplicaBucketTimes_Private(bname, (PetscMPIInt)ranks, dt, (PetscMPIInt)ranks, entries, entries, entries, t, &ok));
+  if (tforward) *tforward = t[0];
+  if (tbackward) *tbackward = t[1];
+  if (calibrated) *calibrated = ok;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH

@@ -19,8 +19,9 @@
     sizes on this machine (least squares), full duplex: max(sent, received) per rank;
   - collectives (weight broadcast / gradient sum-reduce, the norms' all-sum-reduce): measured
     (MPI_Ibcast, MPI_Reduce, MPI_Allreduce in groups of 2 ... P ranks, t = c0 + c1 bytes); at a
-    group size not measured, the binomial-tree and Rabenseifner models of Thakur et al. (paper 003
-    ref. [22]) on alpha and beta.
+    group size not measured, the models of Thakur et al. (paper 003 ref. [22]) on alpha and beta,
+    the cheaper of the short-message (binomial tree, recursive doubling) and the long-message
+    algorithm (scatter + allgather, Rabenseifner's reduce-scatter + gather or allgather).
   Memory per rank per layer: the output and the tensors kept for backward (activations), the
   halo regions and the exchange engine's message buffers, weights and gradients, and the layer's
   other work tensors (those its primitives were set up on).
@@ -77,7 +78,7 @@ ModelState M;
    version 4: max pooling timed after a convolution (its format) with the output halo of a 3 x 3 convolution consumer;
    version 5: /cpu/blas's 3 x 3 convolutions of >= 16 channels run Winograd F(4x4, 3x3) or F(2x2, 3x3) (0.5-0.9 of the GEMM
    kernels' time), and average pooling on a blocked input its own fit ("pool-avg-blocked") */
-const int         cacheVersion = 5;
+const int         cacheVersion = 5; /* bench/bench_paper_model.cxx writes caches of this version too (-machine v100, rates) */
 const char *const cacheMagic   = "ddnn-model-cache 5";
 
 std::string HostName()
@@ -975,8 +976,10 @@ static PetscErrorCode CollectiveOf(DDLayer layer, DDPrimitive p, int *kind, Pets
   These move their data with MPI collectives, whose messages are MPI's choice; the model prices
   them with the fits `DDModelCalibrate()` measured for the group size (broadcast, reduce,
   all-reduce: t = c0 + c1 n), and where there is none with Thakur et al.'s formulas (paper 003
-  ref. [22]): a broadcast or reduce of n bytes over p ranks ceil(log2 p)(alpha + beta n), an
-  all-reduce 2 ceil(log2 p) alpha + 2 (p-1)/p beta n.
+  ref. [22]), the cheaper of the short- and the long-message algorithm: with lg = ceil(log2 p), a
+  broadcast, reduce or all-reduce of n bytes over p ranks min(lg (alpha + beta n), 2 lg alpha +
+  2 (p-1)/p beta n) (binomial tree or recursive doubling; scatter + allgather, Rabenseifner's
+  reduce-scatter + gather or allgather).
 
   In a network's replicated weight mode (`DDNetSetWeightMode()`) the layer does not broadcast the
   weights whose replicas the network keeps, nor sum-reduce their gradients: those are not counted
@@ -1164,14 +1167,22 @@ DD_CXX_CATCH
 
 /* one collective of n bytes a rank holds, over a group of g ranks, on P ranks: kind 1 a broadcast
    (reduce: its adjoint, a reduce), kind 2 an all-reduce; by the fits DDModelCalibrate() measured on a
-   group of g ranks, else (not measured at this group size) by Thakur et al.'s formulas (paper 003
-   ref. [22]) with alpha and beta */
+   group of g ranks, else (not measured at this group size) by Thakur, Rabenseifner and Gropp's
+   formulas (paper 003 ref. [22], sec. 4) with alpha and beta, the cheaper of the short-message and
+   the long-message algorithm, as MPI libraries switch between them by size:
+     broadcast   binomial tree lg (alpha + beta n), or scatter + allgather (van de Geijn; the
+                 allgather by recursive doubling or Bruck's algorithm) 2 lg alpha + 2 (g - 1)/g beta n;
+     reduce      binomial tree lg (alpha + beta n), or reduce-scatter + gather (Rabenseifner)
+                 2 lg alpha + 2 (g - 1)/g beta n;
+     all-reduce  recursive doubling lg (alpha + beta n), or reduce-scatter + allgather
+                 (Rabenseifner) 2 lg alpha + 2 (g - 1)/g beta n;
+   lg = ceil(log2 g), the reductions' arithmetic not counted */
 static PetscReal CollectiveTime(const char *bname, PetscMPIInt P, DDDataType dt, int kind, bool reduce, PetscMPIInt g, PetscInt64 n)
 {
   auto cf = FindKern(bname, P, dt, (kind == 1 ? "bcast-g" : "allsum-g") + std::to_string(g), kind == 1 && reduce);
   if (cf != M.kern.end()) return cf->second.c0 + cf->second.c1 * (PetscReal)n;
-  if (kind == 1) return CeilLog2(g) * (M.alpha + M.beta * (PetscReal)n);
-  return 2 * CeilLog2(g) * M.alpha + 2.0 * (g - 1) / g * M.beta * (PetscReal)n;
+  const PetscReal lg = CeilLog2(g);
+  return PetscMin(lg * (M.alpha + M.beta * (PetscReal)n), 2 * lg * M.alpha + 2.0 * (g - 1) / g * M.beta * (PetscReal)n);
 }
 
 namespace ddnn
@@ -1512,6 +1523,36 @@ static PetscErrorCode NetBackwardOverhead(DDNet net, PetscReal *t, PetscBool *ok
   The collectives are priced as the layers' are (CollectiveTime()); the layers no longer count the
   broadcasts of the replicas the network keeps (CollectiveOf()). In the broadcast mode: 0.
 */
+namespace ddnn
+{
+PetscErrorCode ModelReplicaBucketTimes_Private(const std::string &bname, PetscMPIInt P, DDDataType dt, PetscMPIInt group, PetscInt64 count, PetscInt64 rootcount, PetscInt64 membercount, PetscReal t[2], PetscBool *ok)
+{
+  size_t es;
+
+  PetscFunctionBegin;
+  PetscCall(ModelEnsureLoaded());
+  PetscCall(DDDataTypeGetSize(dt, &es));
+  const char      *b = bname.c_str();
+  const PetscInt64 n = (PetscInt64)es * count;
+  t[0] = t[1] = 0;
+  if (group > 1) {
+    t[0] += CollectiveTime(b, P, dt, 2, false, group, (PetscInt64)sizeof(int)) + CollectiveTime(b, P, dt, 1, false, group, n);
+    t[1] += CollectiveTime(b, P, dt, 2, false, group, n);
+    if (!M.commok) *ok = PETSC_FALSE;
+  }
+  if (rootcount) {
+    t[0] += AuxTime(b, P, dt, kindAxpy, 2.0 * (PetscReal)es * (PetscReal)rootcount, ok);
+    t[1] += AuxTime(b, P, dt, kindAxpy, 3.0 * (PetscReal)es * (PetscReal)rootcount, ok);
+  }
+  if (membercount) {
+    t[0] += AuxTime(b, P, dt, kindAxpy, 2.0 * (PetscReal)es * (PetscReal)membercount, ok);
+    t[1] += AuxTime(b, P, dt, kindAxpy, 2.0 * (PetscReal)es * (PetscReal)membercount, ok);
+  }
+  t[1] += AuxTime(b, P, dt, kindZero, (PetscReal)n, ok);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+} // namespace ddnn
+
 static PetscErrorCode NetReplicaTime(DDNet net, PetscReal t[2], PetscBool *ok)
 {
   std::vector<ddnn::NetReplicaBucketInfo> buckets;
@@ -1525,24 +1566,11 @@ static PetscErrorCode NetReplicaTime(DDNet net, PetscReal t[2], PetscBool *ok)
   PetscCallMPI(MPI_Comm_size(PetscObjectComm((PetscObject)net), &P));
   PetscCall(DDLayerGetBackend(net->impl->nodes[0].layer, &bname));
   for (const auto &b : buckets) {
-    size_t es;
-    PetscCall(DDDataTypeGetSize(b.dtype, &es));
-    const PetscInt64 n = (PetscInt64)es * b.count;
-    if (b.group > 1) {
-      t[0] += CollectiveTime(bname, P, b.dtype, 2, false, b.group, (PetscInt64)sizeof(int)) + CollectiveTime(bname, P, b.dtype, 1, false, b.group, n);
-      t[1] += CollectiveTime(bname, P, b.dtype, 2, false, b.group, n);
-    }
-    if (b.rootcount) {
-      t[0] += AuxTime(bname, P, b.dtype, kindAxpy, 2.0 * (PetscReal)es * (PetscReal)b.rootcount, ok);
-      t[1] += AuxTime(bname, P, b.dtype, kindAxpy, 3.0 * (PetscReal)es * (PetscReal)b.rootcount, ok);
-    }
-    if (b.membercount) {
-      t[0] += AuxTime(bname, P, b.dtype, kindAxpy, 2.0 * (PetscReal)es * (PetscReal)b.membercount, ok);
-      t[1] += AuxTime(bname, P, b.dtype, kindAxpy, 2.0 * (PetscReal)es * (PetscReal)b.membercount, ok);
-    }
-    t[1] += AuxTime(bname, P, b.dtype, kindZero, (PetscReal)n, ok);
+    PetscReal bt[2];
+    PetscCall(ddnn::ModelReplicaBucketTimes_Private(bname, P, b.dtype, b.group, b.count, b.rootcount, b.membercount, bt, ok));
+    t[0] += bt[0];
+    t[1] += bt[1];
   }
-  if (P > 1 && !M.commok) *ok = PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

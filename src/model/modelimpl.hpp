@@ -53,6 +53,11 @@ double ModelConvIdleFlops_Private(size_t es, double co, double ci, double f, Pet
 /* the rows of the column matrix a convolution's im2col gathers (and col2im scatters) on this rank:
    (local output entries / (Co Wout)) Ci K^d, with Wout the local output's last extent */
 double ModelConvColumnRows_Private(double ybulk, double wout, double co, double cikk);
+/* one bucket of the replicated weight mode (DDNetSetWeightMode()) on one rank, on P ranks: a worker
+   group of group ranks, count entries of dt, rootcount of them packed and summed into here (the
+   parameters' root), membercount unpacked into replicas here; t[0] a forward after an update,
+   t[1] a backward (model.cxx: NetReplicaTime(), DDModelPredictReplicatedWeights()) */
+PetscErrorCode ModelReplicaBucketTimes_Private(const std::string &bname, PetscMPIInt P, DDDataType dt, PetscMPIInt group, PetscInt64 count, PetscInt64 rootcount, PetscInt64 membercount, PetscReal t[2], PetscBool *ok);
 /* whether kind is a GEMM kind (conv, convtranspose, affine) */
 bool ModelIsGemmKind_Private(const std::string &kind);
 } // namespace ddnn
