@@ -154,6 +154,7 @@ static PetscErrorCode DDLayerCreate_T11Pass(DDLayer l)
   l->ops->setup    = T_SetUp;
   l->ops->forward  = T_Forward;
   l->ops->backward = T_Backward;
+  l->nulldy        = PETSC_TRUE; /* its backward takes dy = NULL (DDNetBackward(net, NULL) below) */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

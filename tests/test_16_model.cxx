@@ -406,6 +406,23 @@ static std::string Host(void)
 }
 
 /* a cache with known fits: the predictions are then exact formulas */
+/* forgets the model cache a test wrote (and the option naming it), and removes the file */
+static void DropCache(const std::string &file)
+{
+  DDT(DDModelReset());
+  DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
+  MPI_Barrier(PETSC_COMM_WORLD);
+  if (Rank() == 0) std::remove(file.c_str());
+}
+
+/* a network of MainJobNet() and its two inputs */
+static void DestroyNet(DDNet *net, DDTensor in[2])
+{
+  DDT(DDNetDestroy(net));
+  DDT(DDTensorDestroy(&in[0]));
+  DDT(DDTensorDestroy(&in[1]));
+}
+
 static std::string SyntheticCache(const char *name, const std::string &more = "")
 {
   const char *bname;
@@ -466,10 +483,7 @@ TEST(ModelWork, FormatConversionRunsAndTimeExact)
   DDT(DDLayerDestroy(&l));
   DDT(DDTensorDestroy(&x));
   DDT(DDPartitionDestroy(&part));
-  DDT(DDModelReset());
-  DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
-  MPI_Barrier(PETSC_COMM_WORLD);
-  if (Rank() == 0) std::remove(file.c_str());
+  DropCache(file);
 }
 
 /* average and max pooling have their own fits ("pool-avg", "pool"; DDLayerPoolGetType() tells them
@@ -546,10 +560,7 @@ TEST(ModelWork, PoolTypeAndColdShareExact)
     DD_EXPECT_ERROR(DDLayerPoolGetType(l, &pt), PETSC_ERR_ARG_WRONG, "DDLayerPoolGetType() needs a pool layer");
     DDT(DDLayerDestroy(&l));
   }
-  DDT(DDModelReset());
-  DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
-  MPI_Barrier(PETSC_COMM_WORLD);
-  if (Rank() == 0) std::remove(file.c_str());
+  DropCache(file);
 }
 
 /* the network's own work: DDNetBackward zeroes every output gradient but the loss's and adds the
@@ -612,13 +623,8 @@ TEST(ModelWork, NetOwnWorkExact)
   EXPECT_NEAR(tu, m3[2], 1e-15 + 1e-12 * m3[2]);
   EXPECT_TRUE(ok);
   DD_EXPECT_ERROR(DDNetGetModelUpdateTime(net, 0, &tz, &tu, &ok), PETSC_ERR_ARG_OUTOFRANGE, "streams");
-  DDT(DDNetDestroy(&net));
-  DDT(DDTensorDestroy(&in[0]));
-  DDT(DDTensorDestroy(&in[1]));
-  DDT(DDModelReset());
-  DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
-  MPI_Barrier(PETSC_COMM_WORLD);
-  if (Rank() == 0) std::remove(file.c_str());
+  DestroyNet(&net, in);
+  DropCache(file);
 }
 
 /* the replicated weight mode is priced as the network runs it: its layers count no weight
@@ -711,13 +717,8 @@ TEST(ModelWork, ReplicatedWeightsPricedAsTheNetworkRunsThem)
   DDT(DDNetGetModelTime(net, &tf2, &tb2, &ok));
   EXPECT_EQ(tf2, tfb);
   EXPECT_EQ(tb2, tbb);
-  DDT(DDNetDestroy(&net));
-  DDT(DDTensorDestroy(&in[0]));
-  DDT(DDTensorDestroy(&in[1]));
-  DDT(DDModelReset());
-  DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
-  MPI_Barrier(PETSC_COMM_WORLD);
-  if (Rank() == 0) std::remove(file.c_str());
+  DestroyNet(&net, in);
+  DropCache(file);
 }
 
 /* collectives at a group size the calibration did not measure: Thakur et al.'s formulas, the cheaper of
@@ -752,10 +753,7 @@ TEST(ModelComm, UncalibratedCollectivesTakeTheCheaperAlgorithm)
   if (P >= 4) EXPECT_LT(coll(w), lg * (1e-5 + 1e-9 * w)) << "the weights take the long-message algorithm";
   DDT(DDLayerDestroy(&l));
   DDT(DDTensorDestroy(&x));
-  DDT(DDModelReset());
-  DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
-  MPI_Barrier(PETSC_COMM_WORLD);
-  if (Rank() == 0) std::remove(file.c_str());
+  DropCache(file);
 }
 
 /* this core's vector lanes for entries of es bytes, as the model counts them (model.cxx, VectorLanes()) */
@@ -860,13 +858,8 @@ TEST(ModelWork, GemmTermsFirstLayerAndCollectivesExact)
   std::string text = ViewedText([&](PetscViewer v) { return DDNetViewModel(net, v); });
   EXPECT_NE(text.find("is stale"), std::string::npos) << text;
   EXPECT_NE(text.find(file), std::string::npos) << text;
-  DDT(DDNetDestroy(&net));
-  DDT(DDTensorDestroy(&in[0]));
-  DDT(DDTensorDestroy(&in[1]));
-  DDT(DDModelReset());
-  DDT(PetscOptionsClearValue(NULL, "-dd_model_cache"));
-  MPI_Barrier(PETSC_COMM_WORLD);
-  if (Rank() == 0) std::remove(file.c_str());
+  DestroyNet(&net, in);
+  DropCache(file);
 }
 
 TEST(ModelBadInput, NotSetUp)

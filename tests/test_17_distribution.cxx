@@ -69,6 +69,18 @@ static void UseSyntheticModel(double alpha, double beta, double c0 = 1e-6, doubl
   }
 }
 
+/* a model cache path with no file behind it (a machine never calibrated), in use */
+static std::string UseMissingModelCache(const char *name)
+{
+  std::string cache = Tmp(name);
+  MPI_Barrier(PETSC_COMM_WORLD);
+  if (Rank() == 0) remove(cache.c_str());
+  MPI_Barrier(PETSC_COMM_WORLD);
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", cache.c_str()));
+  DDT(DDModelReset());
+  return cache;
+}
+
 static std::vector<std::string> setopts; /* the options SetOptions() set: PETSc's table is finite */
 
 /* clears them (after the networks that read them are set up or destroyed) */
@@ -314,12 +326,7 @@ TEST(Distribution, SmallBatchAndUserPartitionsKept)
 TEST(Distribution, UncalibratedKeepsGiven)
 {
   PetscInt    P     = Size();
-  std::string cache = Tmp("nomodel.txt");
-  MPI_Barrier(PETSC_COMM_WORLD);
-  if (Rank() == 0) remove(cache.c_str());
-  MPI_Barrier(PETSC_COMM_WORLD);
-  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", cache.c_str()));
-  DDT(DDModelReset());
+  std::string cache = UseMissingModelCache("nomodel.txt");
   DDNet    net = MakeNet(std::string(LineText) + "-net_distribution_calibrate 0\n", DD_NET_DISTRIBUTION_AUTO);
   DDTensor x   = RandomInput({4 * P, 2, 8, 16}, RowSplit(4), DD_FLOAT32, 1);
   DDT(DDNetSetUp(net, 1, &x));
@@ -381,12 +388,7 @@ TEST(WeightsAuto, ChoosesTheModeOfTheShorterPredictedStep)
     DDT(DDNetDestroy(&net));
   }
   /* uncalibrated with -net_weights_calibrate 0: broadcast, said aloud (on more than one rank) */
-  std::string cache = Tmp("nomodel_w.txt");
-  MPI_Barrier(PETSC_COMM_WORLD);
-  if (Rank() == 0) remove(cache.c_str());
-  MPI_Barrier(PETSC_COMM_WORLD);
-  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", cache.c_str()));
-  DDT(DDModelReset());
+  std::string cache = UseMissingModelCache("nomodel_w.txt");
   DDNet    net = MakeNet(std::string(LineText) + "-net_weights auto\n-net_weights_calibrate 0\n", DD_NET_DISTRIBUTION_GIVEN);
   DDTensor x   = RandomInput({2, 2, 4 * P, 6}, RowSplit(4), DD_FLOAT64, 1);
   DDT(DDNetSetUp(net, 1, &x));

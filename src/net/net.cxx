@@ -800,9 +800,7 @@ DD_CXX_TRY
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   PetscCheck(I->forwarddone, comm, PETSC_ERR_ARG_WRONGSTATE, "DDNetBackward() needs a DDNetForward() first");
   {
-    PetscBool isloss;
-    PetscCall(PetscObjectTypeCompare((PetscObject)I->nodes[I->output].layer, DDLAYERLOSS, &isloss));
-    DDCheckAll(comm, dy || isloss, PETSC_ERR_ARG_NULL, "DDNetBackward: dy is NULL, and the network's output layer \"%s\" is a %s, not a loss (only a loss output takes NULL: dL = 1); pass the gradient of the output (distributed as DDNetGetOutput()'s tensor)", I->nodes[I->output].name.c_str(), ((PetscObject)I->nodes[I->output].layer)->type_name);
+    DDCheckAll(comm, dy || I->nodes[I->output].layer->nulldy, PETSC_ERR_ARG_NULL, "DDNetBackward: dy is NULL, and the network's output layer \"%s\" is a %s, not a loss (only a loss output takes NULL: dL = 1); pass the gradient of the output (distributed as DDNetGetOutput()'s tensor)", I->nodes[I->output].name.c_str(), ((PetscObject)I->nodes[I->output].layer)->type_name);
   }
   const int nn = (int)I->nodes.size();
   if (I->scratch.empty()) I->scratch.assign(nn, NULL);

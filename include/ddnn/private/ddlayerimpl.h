@@ -20,6 +20,8 @@ struct _p_DDLayer {
   PETSCHEADER(struct _DDLayerOps);
   void            *data;
   PetscInt         minin, maxin; /* number of inputs the type accepts */
+  PetscBool        nulldy;       /* set by a type's create function whose backward takes dy = NULL (dL = 1: a loss);
+                                    DDLayerBackwardMulti() refuses NULL for the others */
   PetscInt         nin;          /* inputs given at set-up */
   PetscInt         nincap;       /* length of the per-input arrays below (>= nin) */
   PetscInt64      *inhash;

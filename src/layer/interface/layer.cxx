@@ -121,7 +121,10 @@ static PetscErrorCode DDLayerGetEvents(const char type[], PetscLogEvent *fwd, Pe
 
   Notes:
   The built-in types are registered by `DDLayerRegisterAll()` when the package initializes.
-  Registering a name again replaces its constructor.
+  Registering a name again replaces its constructor. The constructor fills the struct of
+  `ddnn/private/ddlayerimpl.h`: the ops, data, minin and maxin, and nulldy = `PETSC_TRUE` if the
+  type's backward takes a NULL output gradient (dL = 1, as a loss does); for the others
+  `DDLayerBackwardMulti()` and `DDNetBackward()` refuse NULL.
 
   Level: advanced
 
@@ -319,8 +322,9 @@ DD_CXX_TRY
   PetscCall(DDLayerReset(layer));
   if (layer->ops->destroy) PetscCall((*layer->ops->destroy)(layer));
   PetscCall(PetscMemzero(layer->ops, sizeof(struct _DDLayerOps)));
-  layer->data  = NULL;
-  layer->minin = layer->maxin = 1;
+  layer->data   = NULL;
+  layer->minin  = layer->maxin = 1;
+  layer->nulldy = PETSC_FALSE;
   PetscCall(PetscObjectChangeTypeName((PetscObject)layer, type));
   PetscCall(DDLayerGetEvents(type, &layer->evfwd, &layer->evbwd));
   PetscCall((*create)(layer));
@@ -798,11 +802,9 @@ DD_CXX_TRY
     }
   }
   {
-    PetscBool isloss;
-    PetscCall(PetscObjectTypeCompare((PetscObject)layer, DDLAYERLOSS, &isloss));
     /* on every rank: a NULL on some ranks only would leave the others in the layer's collectives */
     const char *pfx = ((PetscObject)layer)->prefix;
-    DDCheckAll(comm, dy || isloss, PETSC_ERR_ARG_NULL, "DDLayerBackward: the output gradient dy is NULL, and the %s layer%s%s%s is not a loss (only a loss takes NULL: dL = 1); pass the gradient of its output", ((PetscObject)layer)->type_name, pfx ? " \"" : "", pfx ? pfx : "", pfx ? "\"" : "");
+    DDCheckAll(comm, dy || layer->nulldy, PETSC_ERR_ARG_NULL, "DDLayerBackward: the output gradient dy is NULL, and the %s layer%s%s%s is not a loss (only a loss takes NULL: dL = 1); pass the gradient of its output", ((PetscObject)layer)->type_name, pfx ? " \"" : "", pfx ? pfx : "", pfx ? "\"" : "");
   }
   if (dy) {
     PetscBool ok;

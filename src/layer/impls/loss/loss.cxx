@@ -864,6 +864,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Loss(DDLayer l)
   l->data                = new Loss;
   l->minin               = 2;
   l->maxin               = 2;
+  l->nulldy              = PETSC_TRUE; /* dy = NULL: dL = 1 */
   l->ops->setfromoptions = Loss_SetFromOptions;
   l->ops->setup          = Loss_SetUp;
   l->ops->forward        = Loss_Forward;
