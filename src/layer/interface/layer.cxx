@@ -802,9 +802,10 @@ DD_CXX_TRY
     }
   }
   {
-    /* on every rank: a NULL on some ranks only would leave the others in the layer's collectives */
+    /* on this rank, as the other checks here (a collective check would cost every backward call an
+       all-reduce); DDNetBackward() checks its own dy on every rank, once per step */
     const char *pfx = ((PetscObject)layer)->prefix;
-    DDCheckAll(comm, dy || layer->nulldy, PETSC_ERR_ARG_NULL, "DDLayerBackward: the output gradient dy is NULL, and the %s layer%s%s%s is not a loss (only a loss takes NULL: dL = 1); pass the gradient of its output", ((PetscObject)layer)->type_name, pfx ? " \"" : "", pfx ? pfx : "", pfx ? "\"" : "");
+    PetscCheck(dy || layer->nulldy, comm, PETSC_ERR_ARG_NULL, "DDLayerBackward: the output gradient dy is NULL, and the %s layer%s%s%s is not a loss (only a loss takes NULL: dL = 1); pass the gradient of its output", ((PetscObject)layer)->type_name, pfx ? " \"" : "", pfx ? pfx : "", pfx ? "\"" : "");
   }
   if (dy) {
     PetscBool ok;
