@@ -232,7 +232,7 @@ static PetscErrorCode DDNetGetListOption(const char prefix[], const char name[],
 . -dd_check_finite - check every layer's output and gradients for nan/inf (`DDNetSetCheckFinite()`)
 . -net_distribution <given,auto> - the layers' distribution (`DDNetSetDistribution()`)
 . -net_memory_limit <bytes> - memory per rank for the automatic distribution (`DDNetSetMemoryLimit()`)
-. -net_weights <broadcast,replicated> - broadcast the weights every call, or keep replicas (`DDNetSetWeightMode()`)
+. -net_weights <broadcast,replicated,auto> - broadcast the weights every call, keep replicas, or the mode of the shorter predicted step (`DDNetSetWeightMode()`)
 - -net_view - view the network after set-up
 
   Notes:
