@@ -114,10 +114,15 @@ PetscErrorCode Evaluate(const Net &n, Step *st)
   PetscCall(DDModelGetCommParameters(&alpha, &beta, NULL));
   for (PetscInt k = 0; k < n.order; k++) ranks *= n.L[0].parts[k];
   for (size_t i = 0; i < n.L.size(); i++) {
-    DDModelLayerPrediction p;
+    DDModelLayerPrediction p, pr;
+    DDModelLayerSpec       spec = n.L[i];
     const DDModelLayerSpec *next = i + 1 < n.L.size() ? &n.L[i + 1] : NULL;
     if (next && n.L[i].type == std::string(DDLAYERLOSS)) next = NULL;
-    PetscCall(DDModelPredictLayerMax(&n.L[i], next, NULL, &p));
+    PetscCall(DDModelPredictLayerMax(&spec, next, NULL, &p));
+    /* ddnn's replicated weight mode (-net_weights replicated): the layer without its weight collectives */
+    spec.replicated = PETSC_TRUE;
+    PetscCall(DDModelPredictLayerMax(&spec, next, NULL, &pr));
+    st->repl += pr.time[0] + pr.time[1] + pr.time[2] + pr.time[3];
     st->tf += p.time[0] + p.time[1];
     st->tb += p.time[2] + p.time[3];
     st->comm += p.time[1] + p.time[3];
@@ -132,20 +137,10 @@ PetscErrorCode Evaluate(const Net &n, Step *st)
   /* a data-parallel alternative: weights kept and updated on every rank, the gradients all-reduced once
      per step in one bucket (Rabenseifner, paper 003 ref. [22]) instead of a broadcast per forward and a reduce per backward, per layer */
   if (ranks > 1) st->allreduce = 2 * CeilLog2(ranks) * alpha + 2.0 * (PetscReal)(ranks - 1) / (PetscReal)ranks * beta * (PetscReal)wbytes;
-  /* ddnn's replicated weight mode (-net_weights replicated): the layers without their weight
-     collectives, plus the network's bucket (a broadcast after each update, an all-reduce per backward,
-     the copies), on the root that holds every weight */
+  /* the replicated mode's step: its layers (above) plus the network's bucket (a broadcast after each
+     update, an all-reduce per backward, the copies), on the root that holds every weight */
   size_t es;
   PetscCall(DDDataTypeGetSize(n.dt, &es));
-  for (size_t i = 0; i < n.L.size(); i++) {
-    DDModelLayerPrediction p;
-    DDModelLayerSpec       spec = n.L[i];
-    const DDModelLayerSpec *next = i + 1 < n.L.size() ? &n.L[i + 1] : NULL;
-    if (next && n.L[i].type == std::string(DDLAYERLOSS)) next = NULL;
-    spec.replicated = PETSC_TRUE;
-    PetscCall(DDModelPredictLayerMax(&spec, next, NULL, &p));
-    st->repl += p.time[0] + p.time[1] + p.time[2] + p.time[3];
-  }
   PetscReal rf, rb;
   PetscBool rok;
   PetscCall(DDModelPredictReplicatedWeights(NULL, n.dt, ranks, wbytes / (PetscInt64)es, &rf, &rb, &rok));

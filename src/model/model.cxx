@@ -1701,10 +1701,12 @@ DD_CXX_TRY
     PetscCall(NetBackwardOverhead(net, &o, &ok));
     PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &o, 1, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)net)));
     tb += o;
-    PetscCall(NetReplicaTime(net, r, &ok));
-    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, r, 2, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)net)));
-    tf += r[0];
-    tb += r[1];
+    if (net->impl->replicas) { /* the replicated mode's buckets (built on every rank or none) */
+      PetscCall(NetReplicaTime(net, r, &ok));
+      PetscCall(MPIU_Allreduce(MPI_IN_PLACE, r, 2, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)net)));
+      tf += r[0];
+      tb += r[1];
+    }
   }
   PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &ok, 1, MPIU_BOOL, MPI_LAND, PetscObjectComm((PetscObject)net)));
   if (tforward) *tforward = tf;

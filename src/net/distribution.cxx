@@ -831,6 +831,41 @@ static void Prune(std::vector<Label> &L, bool capped)
   L = o;
 }
 
+/*
+  Whether the performance model holds this machine's calibration for the backend and data type of
+  layer l0 (kernel fits and alpha-beta, on every rank): what an automatic choice of the network
+  (-net_distribution auto, -net_weights auto) needs. Without it, set-up calibrates first
+  (DDModelCalibrate(), cached for later runs), unless the option <what>_calibrate is false: then
+  ready is false and why says what is missing.
+*/
+PetscErrorCode ddnn::NetModelCalibrated_Private(DDNet net, DDLayer l0, const char what[], PetscBool *ready, std::string &why)
+{
+  MPI_Comm    comm = PetscObjectComm((PetscObject)net);
+  const char *bname;
+  PetscBool   have, commok, calibrate = PETSC_TRUE;
+  std::string option = std::string(what) + "_calibrate";
+
+  PetscFunctionBegin;
+  *ready = PETSC_TRUE;
+  why.clear();
+  PetscCall(DDLayerGetBackend(l0, &bname));
+  PetscCall(DDModelLoad(comm, bname, l0->output->dtype, &have));
+  PetscCall(DDModelGetCommParameters(NULL, NULL, &commok));
+  PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &commok, 1, MPIU_BOOL, MPI_LAND, comm));
+  if (have && commok) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscOptionsGetBool(NULL, ((PetscObject)net)->prefix, option.c_str(), &calibrate, NULL));
+  if (!calibrate) {
+    const char *cache;
+    PetscCall(DDModelGetCachePath(&cache));
+    why    = std::string("the performance model is not calibrated on this machine for ") + bname + " " + DDDataTypes[l0->output->dtype] + " (model cache " + (cache ? cache : "(none)") + ")";
+    *ready = PETSC_FALSE;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscCall(PetscInfo(net, "%s auto: calibrating the performance model (cached in the model cache for later runs)\n", what));
+  PetscCall(DDModelCalibrate(comm, bname, l0->output->dtype));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* Chooses the distribution and inserts the repartitions (paper 003 sec. V-C) */
 PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin)
 {
@@ -965,28 +1000,17 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
   }
   if (!dec.empty() && !forced) {
     { /* the model must be calibrated for the network's backend and data type */
-      const char *bname;
-      PetscBool   have, commok;
-      PetscCall(DDLayerGetBackend(user[0].layer, &bname));
-      PetscCall(DDModelLoad(comm, bname, user[0].layer->output->dtype, &have));
-      PetscCall(DDModelGetCommParameters(NULL, NULL, &commok));
-      PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &commok, 1, MPIU_BOOL, MPI_LAND, comm));
-      if (!have || !commok) {
-        PetscBool calibrate = PETSC_TRUE;
-        PetscCall(PetscOptionsGetBool(NULL, ((PetscObject)net)->prefix, "-net_distribution_calibrate", &calibrate, NULL));
-        if (!calibrate) { /* no calibration here (CI, short runs): the given distribution, said aloud */
-          const char *cache;
-          PetscCall(DDModelGetCachePath(&cache));
-          PetscCall(PetscPrintf(comm, "-net_distribution auto: the performance model is not calibrated on this machine for %s %s (model cache %s); keeping the given distribution (-net_distribution_calibrate 0; run once with -dd_model_calibrate or without that option to calibrate)\n", bname, DDDataTypes[user[0].layer->output->dtype], cache ? cache : "(none)"));
-          for (auto &d : dec)
-            for (auto &c : d.cands) PetscCall(DDPartitionDestroy(&c.part));
-          PetscCall(destroyjoins());
-          I->plan = NetPlan();
-          PetscCall(NetSetUpLayers_Private(net, xin));
-          PetscFunctionReturn(PETSC_SUCCESS);
-        }
-        PetscCall(PetscInfo(net, "-net_distribution auto: calibrating the performance model (cached in the model cache for later runs)\n"));
-        PetscCall(DDModelCalibrate(comm, bname, user[0].layer->output->dtype));
+      PetscBool   ready;
+      std::string why;
+      PetscCall(ddnn::NetModelCalibrated_Private(net, user[0].layer, "-net_distribution", &ready, why));
+      if (!ready) { /* no calibration here (CI, short runs): the given distribution, said aloud */
+        PetscCall(PetscPrintf(comm, "-net_distribution auto: %s; keeping the given distribution (-net_distribution_calibrate 0; run once with -dd_model_calibrate or without that option to calibrate)\n", why.c_str()));
+        for (auto &d : dec)
+          for (auto &c : d.cands) PetscCall(DDPartitionDestroy(&c.part));
+        PetscCall(destroyjoins());
+        I->plan = NetPlan();
+        PetscCall(NetSetUpLayers_Private(net, xin));
+        PetscFunctionReturn(PETSC_SUCCESS);
       }
     }
     PetscCall(PetscTime(&tick[1]));

@@ -30,7 +30,7 @@
 #include <sys/ddcxx.hpp>
 #include <ddnn/private/ddnetimpl.h>
 #include <ddnn/private/ddbackendimpl.h> /* HostArray */
-#include <ddmodel.h>
+#include <ddmodel.h> /* DDNetGetModelTime(): -net_weights auto */
 #include <tensor/layout.hpp>
 #include <primitive/bcastgroups.hpp>
 #include <algorithm>
@@ -158,26 +158,13 @@ static PetscErrorCode NetReplicasChoose(DDNet net)
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   {
-    const char *bname;
-    DDLayer     l0 = I->nodes[0].layer;
-    PetscBool   have, commok;
-    PetscCall(DDLayerGetBackend(l0, &bname));
-    PetscCall(DDModelLoad(comm, bname, l0->output->dtype, &have));
-    PetscCall(DDModelGetCommParameters(NULL, NULL, &commok));
-    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &commok, 1, MPIU_BOOL, MPI_LAND, comm));
-    if (!have || !commok) {
-      PetscBool calibrate = PETSC_TRUE;
-      PetscCall(PetscOptionsGetBool(NULL, ((PetscObject)net)->prefix, "-net_weights_calibrate", &calibrate, NULL));
-      if (!calibrate) {
-        const char *cache;
-        PetscCall(DDModelGetCachePath(&cache));
-        c.why = std::string("the performance model is not calibrated on this machine for ") + bname + " " + DDDataTypes[l0->output->dtype] + " (model cache " + (cache ? cache : "(none)") + "; -net_weights_calibrate 0)";
-        PetscCall(PetscPrintf(comm, "-net_weights auto: %s; broadcasting the weights\n", c.why.c_str()));
-        PetscCall(ddnn::NetReplicasDestroy_Private(net));
-        PetscFunctionReturn(PETSC_SUCCESS);
-      }
-      PetscCall(PetscInfo(net, "-net_weights auto: calibrating the performance model (cached for later runs)\n"));
-      PetscCall(DDModelCalibrate(comm, bname, l0->output->dtype));
+    PetscBool ready;
+    PetscCall(ddnn::NetModelCalibrated_Private(net, I->nodes[0].layer, "-net_weights", &ready, c.why));
+    if (!ready) {
+      c.why += "; -net_weights_calibrate 0";
+      PetscCall(PetscPrintf(comm, "-net_weights auto: %s; broadcasting the weights\n", c.why.c_str()));
+      PetscCall(ddnn::NetReplicasDestroy_Private(net));
+      PetscFunctionReturn(PETSC_SUCCESS);
     }
   }
   PetscReal t[2];
@@ -188,7 +175,6 @@ static PetscErrorCode NetReplicasChoose(DDNet net)
   c.tbroadcast = t[0] + t[1];
   /* the same numbers on every rank (DDNetGetModelTime() reduces them): one decision */
   if (c.treplicated < c.tbroadcast) PetscCall(NetReplicasBuild(net));
-  c.why = "the predicted step";
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -70,6 +70,8 @@ PetscErrorCode NetSetUpLayers_Private(DDNet, std::vector<DDTensor> &);
 /* distribution.cxx: chooses and inserts the repartitions of -net_distribution auto, and leaves the layers set up */
 PetscErrorCode NetDistribute_Private(DDNet, std::vector<DDTensor> &);
 PetscErrorCode NetRemoveAutoLayers_Private(DDNet);
+/* distribution.cxx: whether the model is calibrated for l0's backend and data type, calibrating unless <what>_calibrate is false (then why) */
+PetscErrorCode NetModelCalibrated_Private(DDNet, DDLayer l0, const char what[], PetscBool *ready, std::string &why);
 /* replicas.cxx: the replicated weight mode (DDNetSetWeightMode()): set-up (after the layers'), B before a forward, B^* after a backward */
 PetscErrorCode NetReplicasSetUp_Private(DDNet);
 PetscErrorCode NetReplicasDestroy_Private(DDNet);
