@@ -58,7 +58,8 @@ PETSC_EXTERN PetscErrorCode    DDNetViewDistribution(DDNet, PetscViewer);
 typedef enum {
   DD_NET_WEIGHTS_BROADCAST  = 0,
   DD_NET_WEIGHTS_REPLICATED = 1,
-  DD_NET_WEIGHTS_AUTO       = 2
+  DD_NET_WEIGHTS_AUTO       = 2,
+  DD_NET_WEIGHTS_DATAPARALLEL = 3
 } DDNetWeightMode;
 PETSC_EXTERN const char *const DDNetWeightModes[];
 PETSC_EXTERN PetscErrorCode    DDNetSetWeightMode(DDNet, DDNetWeightMode);

@@ -711,6 +711,27 @@ TEST(ModelWork, ReplicatedWeightsPricedAsTheNetworkRunsThem)
     EXPECT_LT(Lr[0], Lb[0]);
     std::string text = ViewedText([&](PetscViewer v) { return DDNetViewModel(net, v); });
     EXPECT_NE(text.find("replicated weights (-net_weights replicated; the layers above count no weight broadcast): 1 bucket(s)"), std::string::npos) << text;
+    /* the data-parallel mode: the same layers; forward the flag only; backward the root's gradient
+       added in and set (5 streams), the members' copies, the all-reduce, the step's flag, the
+       copies' update where they live (13 streams: aside, pack, Adam's 7, unpack) or, on the root,
+       w copied into its replica (4 streams), zeroing */
+    PetscReal tfd, tbd;
+    double    Ld[2];
+    std::vector<PetscInt64> cd;
+    DDT(DDNetSetWeightMode(net, DD_NET_WEIGHTS_DATAPARALLEL));
+    layers(Ld, cd);
+    EXPECT_EQ(cd, cr);
+    DDT(DDNetGetModelTime(net, &tfd, &tbd, &ok));
+    const double flag = 4e-6 + 3e-9 * sizeof(int), mirror = count - root;
+    double       d[2] = {flag, (4e-6 + 3e-9 * nb) + flag + axpy0 + axpy1 * 2 * nb + 1.5e-7 + 1e-11 * nb};
+    if (root > 0) d[1] += axpy0 + axpy1 * 5 * 8 * root + axpy0 + axpy1 * 4 * 8 * root;
+    if (mirror > 0) d[1] += axpy0 + axpy1 * 13 * 8 * mirror;
+    MPI_Allreduce(MPI_IN_PLACE, d, 2, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD);
+    EXPECT_NEAR(tfd - Ld[0], d[0], 1e-12 * tfd);
+    EXPECT_NEAR(tbd - Ld[1], (tbb - Lb[1]) + d[1], 1e-12 * tbd);
+    EXPECT_LT(tfd, tfr) << "no broadcast after an update";
+    text = ViewedText([&](PetscViewer v) { return DDNetViewModel(net, v); });
+    EXPECT_NE(text.find("data-parallel weights (-net_weights dataparallel; the layers above count no weight broadcast): 1 bucket(s)"), std::string::npos) << text;
   }
   DDT(DDNetSetWeightMode(net, DD_NET_WEIGHTS_BROADCAST)); /* and back */
   PetscReal tf2, tb2;

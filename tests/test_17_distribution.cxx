@@ -342,16 +342,19 @@ TEST(Distribution, UncalibratedKeepsGiven)
   DDT(DDNetDestroy(&net));
 }
 
-/* -net_weights auto chooses the weight mode of the shorter predicted step: with free
-   communication (alpha = beta = 0) the replicated mode only adds its copies, so broadcast; with
-   dear messages (alpha 1 ms) the replicated mode's 5 collective calls per step beat the broadcast
-   mode's 2 per parameter (6 here), so replicated. One rank: nothing is broadcast, so broadcast.
-   The choice is printed by DDNetView() and the network trains in it */
-TEST(WeightsAuto, ChoosesTheModeOfTheShorterPredictedStep)
+/* -net_weights auto chooses the weight mode of the shortest predicted step: with free
+   communication (alpha = beta = 0) the replicated and data-parallel modes only add their copies,
+   so broadcast; with dear messages (alpha 1 ms) their 3 collective calls per group and step beat
+   the broadcast mode's 2 per parameter (6 here), and the cheaper copies decide between the two;
+   with dear bytes (beta 1 us per byte) the data-parallel mode, which moves no
+   weights after an update, so data-parallel. One rank: nothing is broadcast, so broadcast. The
+   choice is printed by DDNetView() and the network trains in it */
+TEST(WeightsAuto, ChoosesTheModeOfTheShortestPredictedStep)
 {
   const PetscInt P = Size();
-  for (double alpha : {0.0, 1e-3}) {
-    UseSyntheticModel(alpha, 0);
+  for (auto ab : std::vector<std::pair<double, double>>{{0.0, 0.0}, {1e-3, 0.0}, {0.0, 1e-6}}) {
+    const double alpha = ab.first, beta = ab.second;
+    UseSyntheticModel(alpha, beta);
     DDNet net = MakeNet(std::string(LineText) + "-net_weights auto\n", DD_NET_DISTRIBUTION_GIVEN);
     DDTensor x = RandomInput({2, 2, 4 * P, 6}, RowSplit(4), DD_FLOAT64, 1);
     DDT(DDNetSetUp(net, 1, &x));
@@ -367,13 +370,19 @@ TEST(WeightsAuto, ChoosesTheModeOfTheShorterPredictedStep)
       EXPECT_FALSE(replicated);
       EXPECT_NE(text.find("weights: auto -> broadcast (no weight is broadcast to another rank)"), std::string::npos) << text;
     } else {
-      EXPECT_EQ(replicated, alpha > 0) << "alpha " << alpha << ": predicted step " << c.treplicated << " s replicated, " << c.tbroadcast << " s broadcast";
-      EXPECT_EQ(replicated, c.treplicated < c.tbroadcast);
-      EXPECT_NE(text.find(std::string("weights: auto -> ") + (replicated ? "replicated" : "broadcast") + " (predicted step"), std::string::npos) << text;
-      /* the prices are the model's of the two modes: the chosen one is the network's now */
+      const PetscReal       tmin = std::min({c.tbroadcast, c.treplicated, c.tdataparallel});
+      /* alpha: the replicated and data-parallel modes make as many calls, their copies decide */
+      const DDNetWeightMode want = alpha > 0 ? (c.treplicated <= c.tdataparallel ? DD_NET_WEIGHTS_REPLICATED : DD_NET_WEIGHTS_DATAPARALLEL) : beta > 0 ? DD_NET_WEIGHTS_DATAPARALLEL : DD_NET_WEIGHTS_BROADCAST;
+      if (alpha > 0) EXPECT_LT(std::max(c.treplicated, c.tdataparallel), 0.5 * c.tbroadcast);
+      if (beta > 0) EXPECT_LT(c.tdataparallel, 0.75 * c.treplicated) << "the replicated mode's broadcast after an update";
+      EXPECT_EQ(c.chosen, want) << "alpha " << alpha << ", beta " << beta << ": predicted step " << c.tdataparallel << " s data-parallel, " << c.treplicated << " s replicated, " << c.tbroadcast << " s broadcast";
+      EXPECT_EQ(replicated, want != DD_NET_WEIGHTS_BROADCAST);
+      EXPECT_EQ(tmin, c.chosen == DD_NET_WEIGHTS_BROADCAST ? c.tbroadcast : c.chosen == DD_NET_WEIGHTS_REPLICATED ? c.treplicated : c.tdataparallel);
+      EXPECT_NE(text.find(std::string("weights: auto -> ") + DDNetWeightModes[want] + " (predicted step"), std::string::npos) << text;
+      /* the prices are the model's of the three modes: the chosen one is the network's now */
       PetscReal tf, tb;
       DDT(DDNetGetModelTime(net, &tf, &tb, NULL));
-      EXPECT_NEAR(tf + tb, replicated ? c.treplicated : c.tbroadcast, 1e-12 * (tf + tb));
+      EXPECT_NEAR(tf + tb, tmin, 1e-12 * (tf + tb));
     }
     /* it trains: a forward and a backward, the replicated collectives counted when chosen */
     DDTensor y, dy;

@@ -6,10 +6,14 @@
   a checkpoint restart and a user's write of a parameter -- and the one-rank network; U-Net-like
   and LeNet-like nets on spatial, sample and hybrid splits, a channel-split convolution,
   unbalanced pieces; and it makes one broadcast per worker group after a step and one all-reduce
-  per group per backward, no per-layer broadcast.
+  per group per backward, no per-layer broadcast. The data-parallel mode (the replicas updated by
+  the optimizer where they live) equals the broadcast mode the same ways, with SGD, Adam, AdamW,
+  clipping, a gradient scaled by the user, accumulated gradients, two optimizers and a user's
+  optimizer type, and its copies equal their parameters bitwise after training.
 */
 #include "layertest.hpp"
 #include <ddnn/private/ddnetimpl.h>
+#include <ddnn/private/ddoptimizerimpl.h>
 #include <unistd.h>
 
 using namespace ddtest;
@@ -107,8 +111,39 @@ struct Trace {
   std::vector<std::vector<std::vector<double>>> grads;   /* every gradient, per step */
   std::vector<std::vector<double>>              params;  /* after the steps */
   std::vector<PetscInt64>                       bcasts, reduces; /* the replicated mode's collectives per step */
+  std::vector<PetscInt64>                       stepped, synced; /* the data-parallel mode's buckets per optimizer step: updated in place / refreshed from the root */
+  double                                        drift = 0;       /* data-parallel: the output's change when every replica is refreshed from its root after the steps (0: the copies equal w bitwise) */
   PetscInt64                                    fallbacks = 0;
   PetscInt                                      nreplicas = 0;
+};
+
+/* a user's optimizer type without the steparrays op: p -= lr g (the data-parallel mode refreshes the copies after each of its steps) */
+static PetscErrorCode PlainSetUp(DDOptimizer opt)
+{
+  opt->nstate = 0;
+  return PETSC_SUCCESS;
+}
+static PetscErrorCode PlainStep(DDOptimizer opt, PetscReal lr)
+{
+  for (size_t i = 0; i < opt->params->size(); i++) {
+    DDTensor p = (*opt->params)[i], g = (*opt->grads)[i];
+    PetscCall(DDTensorAXPY(p, -lr, g));
+  }
+  return PETSC_SUCCESS;
+}
+static PetscErrorCode CreatePlain(DDOptimizer opt)
+{
+  opt->ops->setup = PlainSetUp;
+  opt->ops->step  = PlainStep;
+  return PETSC_SUCCESS;
+}
+
+/* more ways to train (Train()'s last argument) */
+struct Extra {
+  double clip   = 0;     /* DDOptimizerSetClipNorm() */
+  bool   gscale = false; /* in step 1, the gradients halved between the backward and the optimizer step */
+  bool   split  = false; /* two optimizers, one per half of the parameters (learning rates 0.05 and 0.02) */
+  bool   accumulate = false; /* two backwards per step (the gradients accumulate) */
 };
 
 /*
@@ -119,13 +154,13 @@ struct Trace {
   in the second step, between its two forwards, that rank alone rewrites its pieces of every
   parameter through DDTensorGetArray().
 */
-static Trace Train(const char *opts, const char *outname, const InputSpec &xs, const InputSpec &ts, DDDataType dt, DDNetWeightMode mode, const char *opttype, int steps, int restart = 0, bool loadw = false, bool write = false, PetscMPIInt writer = -1)
+static Trace Train(const char *opts, const char *outname, const InputSpec &xs, const InputSpec &ts, DDDataType dt, DDNetWeightMode mode, const char *opttype, int steps, int restart = 0, bool loadw = false, bool write = false, PetscMPIInt writer = -1, const Extra &ex = Extra())
 {
   Trace       T;
   DDTensor    x = MakeInput(xs, dt, 5), t = MakeInput(ts, dt, 6);
   DDTensor    in[2] = {x, t};
   DDNet       net   = NULL;
-  DDOptimizer opt   = NULL;
+  DDOptimizer opt = NULL, opt2 = NULL;
   PetscInt    n;
   DDTensor   *ps, *gs;
   std::string ck = Tmp("ck.h5"), wf = Tmp("w.h5");
@@ -133,12 +168,18 @@ static Trace Train(const char *opts, const char *outname, const InputSpec &xs, c
     net = MakeNet(opts, mode);
     DDT(DDNetSetUp(net, 2, in));
     DDT(DDNetGetParameters(net, &n, &ps, &gs));
-    DDT(DDOptimizerCreate(PETSC_COMM_WORLD, &opt));
-    DDT(DDOptimizerSetType(opt, opttype));
-    DDT(DDOptimizerSetLearningRate(opt, 0.05));
-    if (std::string(opttype) == "sgd") DDT(DDOptimizerSetMomentum(opt, 0.9, PETSC_FALSE));
-    DDT(DDOptimizerSetWeightDecay(opt, 1e-3));
-    DDT(DDOptimizerSetUp(opt, n, ps, gs));
+    for (int o = 0; o < (ex.split ? 2 : 1); o++) {
+      DDOptimizer &q = o ? opt2 : opt;
+      DDT(DDOptimizerCreate(PETSC_COMM_WORLD, &q));
+      DDT(DDOptimizerSetType(q, opttype));
+      DDT(DDOptimizerSetLearningRate(q, o ? 0.02 : 0.05));
+      if (std::string(opttype) == "sgd") DDT(DDOptimizerSetMomentum(q, 0.9, PETSC_FALSE));
+      if (std::string(opttype) != "plain") DDT(DDOptimizerSetWeightDecay(q, 1e-3));
+      if (ex.clip > 0) DDT(DDOptimizerSetClipNorm(q, ex.clip));
+      if (!ex.split) DDT(DDOptimizerSetUp(q, n, ps, gs));
+      else if (o == 0) DDT(DDOptimizerSetUp(q, n / 2, ps, gs));
+      else DDT(DDOptimizerSetUp(q, n - n / 2, ps + n / 2, gs + n / 2));
+    }
   };
   make();
   T.nreplicas = Replicas(net);
@@ -151,7 +192,7 @@ static Trace Train(const char *opts, const char *outname, const InputSpec &xs, c
   for (int s = 0; s < steps; s++) {
     PetscReal  l;
     DDTensor   y;
-    PetscInt64 b0 = net->impl->nreplbcast, r0 = net->impl->nreplreduce;
+    PetscInt64 b0 = net->impl->nreplbcast, r0 = net->impl->nreplreduce, st0 = net->impl->nreplstepped, sy0 = net->impl->nreplsync;
     DDT(DDTensorSetRandomGlobal(x, 100 + s, -1, 1));
     DDT(DDNetForward(net, 2, in));
     if (writer >= 0 && s == 1 && Rank() == writer) { /* this rank alone writes its pieces of every parameter (not collective), between two forwards: nothing else changed them */
@@ -174,10 +215,16 @@ static Trace Train(const char *opts, const char *outname, const InputSpec &xs, c
     T.out.push_back(GatherAll(y));
     DDT(DDNetZeroGradients(net));
     DDT(DDNetBackward(net, NULL));
+    if (ex.accumulate) DDT(DDNetBackward(net, NULL));
     T.grads.push_back(All(n, gs));
     T.bcasts.push_back(net->impl->nreplbcast - b0);
     T.reduces.push_back(net->impl->nreplreduce - r0);
+    if (ex.gscale && s == 1)
+      for (PetscInt i = 0; i < n; i++) DDT(DDTensorScale(gs[i], 0.5));
     DDT(DDOptimizerStep(opt));
+    if (opt2) DDT(DDOptimizerStep(opt2));
+    T.stepped.push_back(net->impl->nreplstepped - st0);
+    T.synced.push_back(net->impl->nreplsync - sy0);
     if (loadw && s == 0) DDT(DDNetLoadWeights(net, wf.c_str()));
     if (write && s == 1) {
       PetscInt N;
@@ -194,6 +241,7 @@ static Trace Train(const char *opts, const char *outname, const InputSpec &xs, c
       T.fallbacks += Fallbacks(net);
       DDT(DDCheckpointSave(net, opt, ck.c_str()));
       DDT(DDOptimizerDestroy(&opt));
+      DDT(DDOptimizerDestroy(&opt2));
       DDT(DDNetDestroy(&net));
       make();
       DDT(DDCheckpointLoad(net, opt, ck.c_str()));
@@ -201,7 +249,18 @@ static Trace Train(const char *opts, const char *outname, const InputSpec &xs, c
   }
   T.params = All(n, ps);
   T.fallbacks += Fallbacks(net);
+  { /* the copies the data-parallel mode updated in place against a refresh from the roots: every parameter's state bumped, the same output */
+    DDTensor y;
+    DDT(DDNetForward(net, 2, in));
+    DDT(DDNetGetLayerOutput(net, outname, &y));
+    std::vector<double> a = GatherAll(y);
+    for (PetscInt i = 0; i < n; i++) DDT(DDTensorScale(ps[i], 1.0));
+    DDT(DDNetForward(net, 2, in));
+    DDT(DDNetGetLayerOutput(net, outname, &y));
+    T.drift = RelDiff(GatherAll(y), a);
+  }
   DDT(DDOptimizerDestroy(&opt));
+  DDT(DDOptimizerDestroy(&opt2));
   DDT(DDNetDestroy(&net));
   DDT(DDTensorDestroy(&x));
   DDT(DDTensorDestroy(&t));
@@ -396,6 +455,175 @@ TEST(Replicated, ModeSwitchOnASetUpNetAndOptions)
   }
   DDT(DDNetDestroy(&a));
   DDT(DDNetDestroy(&b));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+}
+
+/*
+  The data-parallel mode (DD_NET_WEIGHTS_DATAPARALLEL): every worker updates its copy with the
+  optimizer, no broadcast after a step. Its collectives: one all-reduce per group per backward; a
+  broadcast per group at the first forward (the copies made) and a refresh with the optimizer's
+  state per group at the first step (no state on the workers yet), none after; every later step
+  updates every group's copies in place. The copies equal w bitwise (drift 0).
+*/
+static void ExpectDataParallelCounts(const Trace &d, PetscInt64 groups, const std::string &what)
+{
+  EXPECT_EQ(d.fallbacks, 0) << what << ": a layer broadcast its weights itself";
+  EXPECT_EQ(d.drift, 0) << what << ": a copy differs from its parameter";
+  for (size_t s = 0; s < d.bcasts.size(); s++) {
+    EXPECT_EQ(d.bcasts[s], s == 0 ? groups : 0) << what << ": bucket broadcasts in the forwards of step " << s;
+    EXPECT_EQ(d.reduces[s], groups) << what << ": bucket all-reduces in step " << s;
+    EXPECT_EQ(d.synced[s], s == 0 ? groups : 0) << what << ": buckets refreshed at step " << s;
+    EXPECT_EQ(d.stepped[s], s == 0 ? 0 : groups) << what << ": buckets updated in place at step " << s;
+  }
+}
+
+TEST(DataParallel, EqualsBroadcastSGDAdamAdamW)
+{
+  for (auto &c : Cases())
+    for (const char *opt : {"sgd", "adam", "adamw"}) {
+      std::string what = std::string(c.name) + ", " + opt;
+      Trace       d = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_DATAPARALLEL, opt, 3);
+      Trace       b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, opt, 3);
+      ExpectSame(d, b, 1e-12, what);
+      if (c.groups >= 0) ExpectDataParallelCounts(d, c.groups, what);
+      else { /* several groups, or none on ranks holding only empty pieces: as many everywhere as at step 0 */
+        EXPECT_EQ(d.drift, 0) << what;
+        EXPECT_FALSE(AllTrue(d.reduces[0] == 0)) << what << ": no group anywhere";
+        for (size_t s = 1; s < d.bcasts.size(); s++) {
+          EXPECT_EQ(d.bcasts[s], 0) << what;
+          EXPECT_EQ(d.synced[s], 0) << what;
+          EXPECT_EQ(d.stepped[s], d.reduces[0]) << what;
+        }
+      }
+    }
+}
+
+TEST(DataParallel, PRanksEqualsOneRankAndFloat32)
+{
+  for (auto &c : Cases()) {
+    if (c.groups < 0) continue;
+    Trace d = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_DATAPARALLEL, "adam", 3);
+    Trace s = Train(c.opts, c.out, Serial(c.xs), Serial(c.ts), DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "adam", 3);
+    ExpectSame(d, s, 1e-11, std::string(c.name) + " on P ranks vs 1");
+  }
+  auto  c = Cases()[1];
+  Trace d = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT32, DD_NET_WEIGHTS_DATAPARALLEL, "adam", 3);
+  Trace b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT32, DD_NET_WEIGHTS_BROADCAST, "adam", 3);
+  ExpectSame(d, b, Size() <= 2 ? 0 : 1e-5, "float32 unet sample"); /* at 2 ranks 0 + a + b = a + b either way: bitwise */
+  ExpectDataParallelCounts(d, c.groups, "float32 unet sample");
+}
+
+/* every way a parameter, its gradient or the optimizer's state changes outside the in-place update
+   leads to a refresh with the optimizer's state, and the training equals the broadcast mode's */
+TEST(DataParallel, RefreshedWhenChangedOutsideTheUpdate)
+{
+  auto c = Cases()[0];
+  { /* DDNetLoadWeights() after step 0, a DDTensorSetValuesGlobal() after step 1: the forwards refresh the weights */
+    Trace d = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_DATAPARALLEL, "sgd", 4, 0, true, true);
+    Trace b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "sgd", 4, 0, true, true);
+    ExpectSame(d, b, 1e-12, "weights loaded and written");
+    EXPECT_EQ(d.drift, 0);
+    for (size_t s = 1; s < 4; s++) EXPECT_EQ(d.bcasts[s], s <= 2 ? c.groups : 0) << "step " << s;
+  }
+  { /* checkpoint restarts every 2 steps: the new optimizer's first step refreshes */
+    Trace d = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_DATAPARALLEL, "adam", 4, 2);
+    Trace b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "adam", 4);
+    ExpectSame(d, b, 1e-12, "checkpoint restart");
+    EXPECT_EQ(d.drift, 0);
+    EXPECT_EQ(d.synced[2], c.groups);
+    EXPECT_EQ(d.stepped[3], c.groups);
+  }
+  for (PetscMPIInt w = 0; w < std::min<PetscMPIInt>(Size(), 2); w++) { /* one rank alone rewrites its pieces between two forwards */
+    Trace d = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_DATAPARALLEL, "sgd", 3, 0, false, false, w);
+    Trace b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "sgd", 3, 0, false, false, w);
+    ExpectSame(d, b, 1e-12, "written on rank " + std::to_string(w));
+    EXPECT_EQ(d.drift, 0);
+  }
+  { /* the gradients halved by the user between the backward and the step (step 1), and clipped by the optimizer (every step) */
+    Extra ex;
+    ex.gscale = true;
+    ex.clip   = 0.05;
+    Trace d = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_DATAPARALLEL, "adam", 4, 0, false, false, -1, ex);
+    Trace b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "adam", 4, 0, false, false, -1, ex);
+    ExpectSame(d, b, 1e-12, "gradients scaled and clipped");
+    EXPECT_EQ(d.drift, 0);
+    EXPECT_EQ(d.synced[1], c.groups) << "the scaled gradient: a refresh";
+    EXPECT_EQ(d.stepped[2], c.groups) << "clipping alone: in place";
+    EXPECT_EQ(d.stepped[3], c.groups);
+  }
+  { /* gradients accumulated over two backwards: the second sum holds the first */
+    Extra ex;
+    ex.accumulate = true;
+    Trace d = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_DATAPARALLEL, "adam", 3, 0, false, false, -1, ex);
+    Trace b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "adam", 3, 0, false, false, -1, ex);
+    ExpectSame(d, b, 1e-12, "gradients accumulated");
+    EXPECT_EQ(d.drift, 0);
+    EXPECT_EQ(d.stepped[2], c.groups);
+  }
+  { /* two optimizers, each over half of the parameters */
+    Extra ex;
+    ex.split = true;
+    Trace d  = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_DATAPARALLEL, "adam", 3, 0, false, false, -1, ex);
+    Trace b  = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "adam", 3, 0, false, false, -1, ex);
+    ExpectSame(d, b, 1e-12, "two optimizers");
+    EXPECT_EQ(d.drift, 0);
+    EXPECT_EQ(d.stepped[2], 2 * c.groups) << "each optimizer's step updates the group's copies of its half";
+  }
+  { /* an optimizer type without steparrays: the copies refreshed after every step */
+    DDT(DDOptimizerRegister("plain", CreatePlain));
+    Trace d = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_DATAPARALLEL, "plain", 3);
+    Trace b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "plain", 3);
+    ExpectSame(d, b, 1e-12, "a user's optimizer");
+    EXPECT_EQ(d.drift, 0);
+    for (size_t s = 0; s < 3; s++) {
+      EXPECT_EQ(d.synced[s], c.groups);
+      EXPECT_EQ(d.stepped[s], 0);
+    }
+  }
+}
+
+TEST(DataParallel, OptionViewAndModeSwitch)
+{
+  auto     c = Cases()[1];
+  DDTensor x = MakeInput(c.xs, DD_FLOAT64, 5), t = MakeInput(c.ts, DD_FLOAT64, 6);
+  DDTensor in[2] = {x, t};
+  DDT(PetscOptionsSetValue(NULL, "-r18dp_net_weights", "dataparallel"));
+  DDNet net;
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, "r18dp_"));
+  DDT(DDNetSetFromOptions(net));
+  DDT(PetscOptionsClearValue(NULL, "-r18dp_net_weights"));
+  DDNetWeightMode m;
+  DDT(DDNetGetWeightMode(net, &m));
+  EXPECT_EQ(m, DD_NET_WEIGHTS_DATAPARALLEL);
+  DDT(DDNetDestroy(&net));
+  /* a set-up network switched to the mode and back: the hooks come and go with it */
+  net = MakeNet(c.opts, DD_NET_WEIGHTS_BROADCAST);
+  DDT(DDNetSetUp(net, 2, in));
+  PetscInt  n;
+  DDTensor *ps, *gs;
+  DDT(DDNetGetParameters(net, &n, &ps, &gs));
+  DDOptimizer opt;
+  DDT(DDOptimizerCreate(PETSC_COMM_WORLD, &opt));
+  DDT(DDOptimizerSetUp(opt, n, ps, gs));
+  for (DDNetWeightMode mode : {DD_NET_WEIGHTS_DATAPARALLEL, DD_NET_WEIGHTS_BROADCAST, DD_NET_WEIGHTS_DATAPARALLEL}) {
+    DDT(DDNetSetWeightMode(net, mode));
+    PetscObject hook;
+    DDT(PetscObjectQuery((PetscObject)ps[0], DD_PARAMETER_MIRROR, &hook));
+    if (Size() > 1 || mode == DD_NET_WEIGHTS_BROADCAST) EXPECT_EQ(hook != NULL, mode == DD_NET_WEIGHTS_DATAPARALLEL);
+    DDT(DDNetForward(net, 2, in));
+    DDT(DDNetZeroGradients(net));
+    DDT(DDNetBackward(net, NULL));
+    DDT(DDOptimizerStep(opt));
+  }
+  DDTensor p0 = ps[0];
+  DDT(DDNetDestroy(&net)); /* before the optimizer (which keeps its parameters): it then finds no hook on them */
+  PetscObject hook;
+  DDT(PetscObjectQuery((PetscObject)p0, DD_PARAMETER_MIRROR, &hook));
+  EXPECT_EQ(hook, nullptr);
+  DDT(DDOptimizerStep(opt));
+  DDT(DDOptimizerDestroy(&opt));
   DDT(DDTensorDestroy(&x));
   DDT(DDTensorDestroy(&t));
 }

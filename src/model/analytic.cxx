@@ -582,7 +582,7 @@ DD_CXX_TRY
   PetscCheck(entries >= 0, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "entries %" PetscInt64_FMT " must not be negative", entries);
   PetscCheck(dt == DD_FLOAT32 || dt == DD_FLOAT64, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Unknown data type %d", (int)dt);
   if (!bname) PetscCall(DDBackendGetDefault(&bname));
-  PetscCall(ddnn::ModelReplicaBucketTimes_Private(bname, (PetscMPIInt)ranks, dt, (PetscMPIInt)ranks, entries, entries, entries, t, &ok));
+  PetscCall(ddnn::ModelReplicaBucketTimes_Private(bname, (PetscMPIInt)ranks, dt, (PetscMPIInt)ranks, entries, entries, entries, 0, PETSC_FALSE, t, &ok));
   if (tforward) *tforward = t[0];
   if (tbackward) *tbackward = t[1];
   if (calibrated) *calibrated = ok;

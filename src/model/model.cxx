@@ -1520,12 +1520,19 @@ static PetscErrorCode NetBackwardOverhead(DDNet net, PetscReal *t, PetscBool *ok
               axpy fit on 2 streams);
     backward  the layers copy their replicas' gradients into the bucket (members), an all-reduce of n
               bytes when g > 1, the root adds the sums to its gradients (axpy), the bucket is zeroed.
+  The data-parallel mode (the same buckets) has no broadcast after an update:
+    forward   the flag all-reduce only;
+    backward  the root adds its gradient into the bucket, the all-reduce, the root sets its gradients
+              (copies), the members that are not the root copy the sums aside; then, at the optimizer
+              step, a flag all-reduce, and those members update their copies: packing, the update
+              (priced as Adam's, 7 streams: DDNetGetModelUpdateTime()), unpacking, and the root
+              copies w into its own replica (counted with the backward).
   The collectives are priced as the layers' are (CollectiveTime()); the layers no longer count the
   broadcasts of the replicas the network keeps (CollectiveOf()). In the broadcast mode: 0.
 */
 namespace ddnn
 {
-PetscErrorCode ModelReplicaBucketTimes_Private(const std::string &bname, PetscMPIInt P, DDDataType dt, PetscMPIInt group, PetscInt64 count, PetscInt64 rootcount, PetscInt64 membercount, PetscReal t[2], PetscBool *ok)
+PetscErrorCode ModelReplicaBucketTimes_Private(const std::string &bname, PetscMPIInt P, DDDataType dt, PetscMPIInt group, PetscInt64 count, PetscInt64 rootcount, PetscInt64 membercount, PetscInt64 mirrorcount, PetscBool dataparallel, PetscReal t[2], PetscBool *ok)
 {
   size_t es;
 
@@ -1535,6 +1542,21 @@ PetscErrorCode ModelReplicaBucketTimes_Private(const std::string &bname, PetscMP
   const char      *b = bname.c_str();
   const PetscInt64 n = (PetscInt64)es * count;
   t[0] = t[1] = 0;
+  if (dataparallel) {
+    const PetscReal e = (PetscReal)es;
+    if (group > 1) {
+      const PetscReal flag = CollectiveTime(b, P, dt, 2, false, group, (PetscInt64)sizeof(int));
+      t[0] += flag;
+      t[1] += CollectiveTime(b, P, dt, 2, false, group, n) + flag;
+      if (!M.commok) *ok = PETSC_FALSE;
+    }
+    if (rootcount) t[1] += AuxTime(b, P, dt, kindAxpy, 5.0 * e * (PetscReal)rootcount, ok);
+    if (membercount) t[1] += AuxTime(b, P, dt, kindAxpy, 2.0 * e * (PetscReal)membercount, ok);
+    if (mirrorcount) t[1] += AuxTime(b, P, dt, kindAxpy, 13.0 * e * (PetscReal)mirrorcount, ok); /* aside 2, pack 2, update 7, unpack 2 */
+    if (membercount > mirrorcount) t[1] += AuxTime(b, P, dt, kindAxpy, 4.0 * e * (PetscReal)(membercount - mirrorcount), ok);
+    t[1] += AuxTime(b, P, dt, kindZero, (PetscReal)n, ok);
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   if (group > 1) {
     t[0] += CollectiveTime(b, P, dt, 2, false, group, (PetscInt64)sizeof(int)) + CollectiveTime(b, P, dt, 1, false, group, n);
     t[1] += CollectiveTime(b, P, dt, 2, false, group, n);
@@ -1567,7 +1589,7 @@ static PetscErrorCode NetReplicaTime(DDNet net, PetscReal t[2], PetscBool *ok)
   PetscCall(DDLayerGetBackend(net->impl->nodes[0].layer, &bname));
   for (const auto &b : buckets) {
     PetscReal bt[2];
-    PetscCall(ddnn::ModelReplicaBucketTimes_Private(bname, P, b.dtype, b.group, b.count, b.rootcount, b.membercount, bt, ok));
+    PetscCall(ddnn::ModelReplicaBucketTimes_Private(bname, P, b.dtype, b.group, b.count, b.rootcount, b.membercount, b.mirrorcount, b.dataparallel ? PETSC_TRUE : PETSC_FALSE, bt, ok));
     t[0] += bt[0];
     t[1] += bt[1];
   }
@@ -1834,8 +1856,10 @@ DD_CXX_TRY
     PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &allok, 1, MPIU_BOOL, MPI_LAND, comm));
     tot[0] += r[0];
     tot[1] += r[1];
-    PetscCall(PetscViewerASCIIPrintf(viewer, "replicated weights (-net_weights replicated; the layers above count no weight broadcast): %" PetscInt64_FMT " bucket(s) with a collective per rank, the largest %" PetscInt64_FMT " entries (max over ranks)", nb[0], nb[1]));
-    if (allok) PetscCall(PetscViewerASCIIPrintf(viewer, "; a broadcast after each update %.4f ms, an all-reduce per backward %.4f ms\n", (double)(1e3 * r[0]), (double)(1e3 * r[1])));
+    const bool dp = !buckets.empty() && buckets[0].dataparallel;
+    PetscCall(PetscViewerASCIIPrintf(viewer, "%s weights (-net_weights %s; the layers above count no weight broadcast): %" PetscInt64_FMT " bucket(s) with a collective per rank, the largest %" PetscInt64_FMT " entries (max over ranks)", dp ? "data-parallel" : "replicated", dp ? "dataparallel" : "replicated", nb[0], nb[1]));
+    if (allok && dp) PetscCall(PetscViewerASCIIPrintf(viewer, "; a flag all-reduce per forward %.4f ms, an all-reduce per backward and the copies' update %.4f ms\n", (double)(1e3 * r[0]), (double)(1e3 * r[1])));
+    else if (allok) PetscCall(PetscViewerASCIIPrintf(viewer, "; a broadcast after each update %.4f ms, an all-reduce per backward %.4f ms\n", (double)(1e3 * r[0]), (double)(1e3 * r[1])));
     else PetscCall(PetscViewerASCIIPrintf(viewer, "; times n/c\n"));
   }
   if (allok) PetscCall(PetscViewerASCIIPrintf(viewer, "predicted step (forward + backward): %.4f ms; memory per rank %.1f KiB\n", (double)(1e3 * (tot[0] + tot[1])), (totm[0] + totm[1] + totm[2] + totm[3]) / 1024.0));

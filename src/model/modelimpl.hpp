@@ -55,9 +55,11 @@ double ModelConvIdleFlops_Private(size_t es, double co, double ci, double f, Pet
 double ModelConvColumnRows_Private(double ybulk, double wout, double co, double cikk);
 /* one bucket of the replicated weight mode (DDNetSetWeightMode()) on one rank, on P ranks: a worker
    group of group ranks, count entries of dt, rootcount of them packed and summed into here (the
-   parameters' root), membercount unpacked into replicas here; t[0] a forward after an update,
-   t[1] a backward (model.cxx: NetReplicaTime(), DDModelPredictReplicatedWeights()) */
-PetscErrorCode ModelReplicaBucketTimes_Private(const std::string &bname, PetscMPIInt P, DDDataType dt, PetscMPIInt group, PetscInt64 count, PetscInt64 rootcount, PetscInt64 membercount, PetscReal t[2], PetscBool *ok);
+   parameters' root), membercount unpacked into replicas here, mirrorcount of them (members not
+   the root) updated here in the data-parallel mode; t[0] a forward after an update, t[1] a
+   backward, with the copies' update in the data-parallel mode (model.cxx: NetReplicaTime(),
+   DDModelPredictReplicatedWeights()) */
+PetscErrorCode ModelReplicaBucketTimes_Private(const std::string &bname, PetscMPIInt P, DDDataType dt, PetscMPIInt group, PetscInt64 count, PetscInt64 rootcount, PetscInt64 membercount, PetscInt64 mirrorcount, PetscBool dataparallel, PetscReal t[2], PetscBool *ok);
 /* whether kind is a GEMM kind (conv, convtranspose, affine) */
 bool ModelIsGemmKind_Private(const std::string &kind);
 } // namespace ddnn

@@ -286,7 +286,7 @@ DD_CXX_TRY
   }
   {
     PetscEnum m = (PetscEnum)net->impl->weightmode;
-    PetscCall(PetscOptionsEnum("-net_weights", "Weights broadcast on every call, replicas kept and gradients summed once per backward, or the one the performance model predicts faster", "DDNetSetWeightMode", DDNetWeightModes, m, &m, &flg));
+    PetscCall(PetscOptionsEnum("-net_weights", "Weights broadcast on every call; replicas kept and gradients summed once per backward; replicas updated by the optimizer where they live (data-parallel); or the one the performance model predicts fastest", "DDNetSetWeightMode", DDNetWeightModes, m, &m, &flg));
     if (flg) PetscCall(DDNetSetWeightMode(net, (DDNetWeightMode)m));
   }
   PetscOptionsEnd();
@@ -1190,7 +1190,7 @@ DD_CXX_TRY
     PetscCall(PetscViewerASCIIPrintf(viewer, "total parameters: %" PetscInt64_FMT "\n", np));
     PetscCall(DDNetViewModel(net, viewer)); /* the performance model per layer and per step (issue 16) */
     const ddnn::NetWeightChoice &wc = I->weightchoice;
-    if (wc.decided && wc.tbroadcast > 0) PetscCall(PetscViewerASCIIPrintf(viewer, "weights: auto -> %s (predicted step %.4f ms replicated, %.4f ms broadcast)\n", I->replicas ? "replicated" : "broadcast", 1e3 * (double)wc.treplicated, 1e3 * (double)wc.tbroadcast));
+    if (wc.decided && wc.tbroadcast > 0) PetscCall(PetscViewerASCIIPrintf(viewer, "weights: auto -> %s (predicted step %.4f ms data-parallel, %.4f ms replicated, %.4f ms broadcast)\n", DDNetWeightModes[wc.chosen], 1e3 * (double)wc.tdataparallel, 1e3 * (double)wc.treplicated, 1e3 * (double)wc.tbroadcast));
     else if (wc.decided) PetscCall(PetscViewerASCIIPrintf(viewer, "weights: auto -> broadcast (%s)\n", wc.why.c_str()));
     PetscCall(DDNetViewDistribution(net, viewer)); /* the automatic distribution's plan, if any */
   }

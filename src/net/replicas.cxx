@@ -22,6 +22,28 @@
   order MPI_Allreduce adds them (MPI_Reduce's order in broadcast mode: the same at 2 ranks,
   possibly another association, so a rounding difference, at more).
 
+  In the data-parallel mode (DD_NET_WEIGHTS_DATAPARALLEL, PyTorch's DistributedDataParallel) the
+  replicas are also kept, and the broadcast after every update is gone: B w_{k+1} = B U(w_k, g_k)
+  = U(B w_k, B g_k) for an elementwise update U (SGD, Adam, AdamW: every entry from its own weight,
+  gradient and state), so every worker applies the optimizer's update to its copy, with B g_k (the
+  summed gradient, which the all-reduce leaves on every rank of the group) and B s_k (the
+  optimizer's state, kept on every worker): the same numbers as the root's, bitwise (the same
+  kernel on the same values). To that end:
+
+  - the backward's all-reduce includes the root's gradient so far, so that every rank of the
+    group ends with the parameter's whole gradient, the root's included (DDNetBackward()
+    accumulates: dw = dw + sum);
+  - DDOptimizerStep() calls this file's begin and end (DDParameterMirror, composed on every kept
+    parameter): begin checks, per bucket, that the copies are in step (each replica fresh; on the
+    root, the gradient unchanged since the sum and the optimizer's state tensors unchanged since
+    the last step; on the others, an optimizer state of this optimizer) and the group agrees
+    (one small all-reduce per bucket, MIN); end updates each copy where it lives (members that are
+    not the root: the optimizer's steparrays op on the packed copy; the root copies w into its own
+    replica), or, for a bucket that is not in step, broadcasts w and its optimizer state from the
+    root (one MPI_Ibcast per group): a checkpoint restart, DDNetLoadWeights(), a gradient the user
+    scaled between the backward and the step, an optimizer without steparrays, the first step;
+  - the forward's refresh still catches every other write of a parameter, as in the replicated mode.
+
   The refresh is decided by each group together: every rank looks at its own copy of the
   parameters' states, and one small all-reduce per group (MAX of a flag per bucket) makes a
   change seen on any rank of the group a refresh on all of them, so a parameter written on some
@@ -30,6 +52,7 @@
 #include <sys/ddcxx.hpp>
 #include <ddnn/private/ddnetimpl.h>
 #include <ddnn/private/ddbackendimpl.h> /* HostArray */
+#include <ddnn/private/ddoptimizerimpl.h> /* DDParameterMirror, steparrays */
 #include <ddmodel.h> /* DDNetGetModelTime(): -net_weights auto */
 #include <tensor/layout.hpp>
 #include <primitive/bcastgroups.hpp>
@@ -40,7 +63,7 @@
 
 using ddnn::NetImpl;
 
-const char *const DDNetWeightModes[] = {"broadcast", "replicated", "auto", "DDNetWeightMode", "DD_NET_WEIGHTS_", nullptr};
+const char *const DDNetWeightModes[] = {"broadcast", "replicated", "auto", "dataparallel", "DDNetWeightMode", "DD_NET_WEIGHTS_", nullptr};
 
 namespace ddnn
 {
@@ -51,6 +74,13 @@ struct ReplicaEntry {
   DDTensor wh;            /* to check that the layer was not set up again */
   PetscInt off, count;    /* entries in the bucket */
   bool     root, member;  /* this rank holds w's piece / a copy */
+  /* the data-parallel mode */
+  bool                          gset   = false; /* a sum set the gradient (root) / the copy's gradient in mgbuf (member) */
+  PetscObjectState              gstate = 0;     /* root: the gradient's state after that sum */
+  PetscObjectId                 optid  = 0;     /* the optimizer the copy's state is in step with (0: none) */
+  std::vector<PetscObjectId>    sid;            /* root: that optimizer's state tensors of w, and their states, when last in step */
+  std::vector<PetscObjectState> sst;
+  std::vector<char>             mstate;         /* member, not root: the copy's optimizer state, nstate x count entries */
 };
 
 /* the parameters of one worker group and data type, packed */
@@ -63,19 +93,28 @@ struct ReplicaBucket {
   std::vector<ReplicaEntry> entries;
   PetscInt                  count = 0;
   std::vector<char>         wbuf, gbuf; /* the weights (refresh), the replicas' gradients (summed) */
+  std::vector<char>         mgbuf;      /* data-parallel, members: the summed gradients the copies are updated with */
+  std::vector<char>         xbuf;       /* data-parallel: weights and optimizer state, broadcast at a step not in step */
+  int                       stepok = -1; /* data-parallel, between begin and end of a step: -1 not stepped, 0 refresh, 1 update in place */
 };
 
 struct NetReplicas {
   std::vector<ReplicaBucket>                          buckets;
   std::map<std::vector<PetscMPIInt>, MPI_Comm>        comms; /* per distinct group */
+  bool                                                dataparallel = false;
+  DDParameterMirror                                   mirror{};  /* data-parallel: the optimizer's hooks, composed on every kept parameter */
+  std::vector<DDTensor>                               composed;  /* the parameters it is composed on (referenced) */
+  std::map<DDTensor, std::vector<std::pair<size_t, size_t>>> byw; /* a parameter's (bucket, entry) pairs on this rank */
 };
 } // namespace ddnn
 
 using ddnn::NetReplicas;
 using ddnn::ReplicaBucket;
 using ddnn::ReplicaEntry;
+using ddnn::BulkCOrderCopy;
+using ddnn::HostArray;
 
-static PetscLogEvent NET_ReplBcast = 0, NET_ReplSum = 0;
+static PetscLogEvent NET_ReplBcast = 0, NET_ReplSum = 0, NET_ReplStep = 0;
 
 /* the groups of a broadcast w -> wh that this rank belongs to, as DDPRIMITIVEBROADCAST forms them,
    each group's ranks as the root and then the others increasing (a bucket's key) */
@@ -95,6 +134,10 @@ PetscErrorCode ddnn::NetReplicasDestroy_Private(DDNet net)
 
   PetscFunctionBegin;
   if (!I->replicas) PetscFunctionReturn(PETSC_SUCCESS);
+  for (auto &w : I->replicas->composed) { /* an optimizer holding these parameters no longer finds the hooks */
+    PetscCall(PetscObjectCompose((PetscObject)w, DD_PARAMETER_MIRROR, NULL));
+    PetscCall(DDTensorDestroy(&w));
+  }
   for (auto &nd : I->nodes)
     for (PetscInt k = 0; nd.layer && k < nd.layer->nreplicas; k++) {
       DDLayerReplica &r = nd.layer->replicas[k];
@@ -108,13 +151,13 @@ PetscErrorCode ddnn::NetReplicasDestroy_Private(DDNet net)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode NetReplicasBuild(DDNet);
+static PetscErrorCode NetReplicasBuild(DDNet, bool);
 static PetscErrorCode NetReplicasChoose(DDNet);
 
 /*
   The weight mode's set-up, after the layers': nothing in the broadcast mode; the buckets in the
-  replicated mode; in the automatic one the buckets if the performance model predicts the smaller
-  step with them (NetReplicasChoose()).
+  replicated and data-parallel modes; in the automatic one the mode whose step the performance
+  model predicts the shortest (NetReplicasChoose()).
 */
 PetscErrorCode ddnn::NetReplicasSetUp_Private(DDNet net)
 {
@@ -126,15 +169,16 @@ PetscErrorCode ddnn::NetReplicasSetUp_Private(DDNet net)
   I->weightchoice = NetWeightChoice();
   PetscCall(DDCheckSameString(comm, "The network's weight mode (-net_weights)", DDNetWeightModes[I->weightmode]));
   if (I->weightmode == DD_NET_WEIGHTS_BROADCAST) PetscFunctionReturn(PETSC_SUCCESS);
-  PetscCall(NetReplicasBuild(net));
+  PetscCall(NetReplicasBuild(net, I->weightmode == DD_NET_WEIGHTS_DATAPARALLEL));
   if (I->weightmode == DD_NET_WEIGHTS_AUTO) PetscCall(NetReplicasChoose(net));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 /*
   -net_weights auto: prices one step (DDNetGetModelTime(): a forward after an update and a
-  backward) with the buckets just built and without them, and keeps the buckets if that step is
-  predicted shorter. Nothing to choose when no bucket spans two ranks (one rank, or no weight
+  backward, in the data-parallel mode with the copies' update) with the buckets just built, in the
+  replicated and the data-parallel mode, and without them, and takes the mode of the shortest
+  (a tie keeps the simpler: broadcast, then replicated). Nothing to choose when no bucket spans two ranks (one rank, or no weight
   broadcast): broadcast. The model needs this machine's calibration for the network's backend and
   data type: set-up calibrates first if the cache lacks it (as -net_distribution auto does), or with
   -net_weights_calibrate 0 keeps the broadcast mode and says so.
@@ -170,11 +214,17 @@ static PetscErrorCode NetReplicasChoose(DDNet net)
   PetscReal t[2];
   PetscCall(DDNetGetModelTime(net, &t[0], &t[1], NULL));
   c.treplicated = t[0] + t[1];
+  I->replicas->dataparallel = true; /* priced only: the hooks are composed by NetReplicasBuild() */
+  PetscCall(DDNetGetModelTime(net, &t[0], &t[1], NULL));
+  c.tdataparallel = t[0] + t[1];
   PetscCall(ddnn::NetReplicasDestroy_Private(net));
   PetscCall(DDNetGetModelTime(net, &t[0], &t[1], NULL));
   c.tbroadcast = t[0] + t[1];
   /* the same numbers on every rank (DDNetGetModelTime() reduces them): one decision */
-  if (c.treplicated < c.tbroadcast) PetscCall(NetReplicasBuild(net));
+  c.chosen = DD_NET_WEIGHTS_BROADCAST;
+  if (c.treplicated < c.tbroadcast) c.chosen = DD_NET_WEIGHTS_REPLICATED;
+  if (c.tdataparallel < PetscMin(c.treplicated, c.tbroadcast)) c.chosen = DD_NET_WEIGHTS_DATAPARALLEL;
+  if (c.chosen != DD_NET_WEIGHTS_BROADCAST) PetscCall(NetReplicasBuild(net, c.chosen == DD_NET_WEIGHTS_DATAPARALLEL));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -183,7 +233,10 @@ static PetscErrorCode NetReplicasChoose(DDNet net)
   data type, each group's communicator created once (MPI_Comm_create_group, the groups in one order
   on every rank), and the persistent buffers.
 */
-static PetscErrorCode NetReplicasBuild(DDNet net)
+static PetscErrorCode MirrorBegin(void *, DDOptimizer, PetscInt, const PetscInt[]);
+static PetscErrorCode MirrorEnd(void *, DDOptimizer, PetscReal, PetscReal, PetscInt, const PetscInt[]);
+
+static PetscErrorCode NetReplicasBuild(DDNet net, bool dataparallel)
 {
   NetImpl *I    = net->impl;
   MPI_Comm comm = PetscObjectComm((PetscObject)net);
@@ -192,6 +245,7 @@ static PetscErrorCode NetReplicasBuild(DDNet net)
   if (!NET_ReplBcast) {
     PetscCall(PetscLogEventRegister("DDNetReplBcast", DD_NET_CLASSID, &NET_ReplBcast));
     PetscCall(PetscLogEventRegister("DDNetReplSum", DD_NET_CLASSID, &NET_ReplSum));
+    PetscCall(PetscLogEventRegister("DDNetReplStep", DD_NET_CLASSID, &NET_ReplStep));
   }
   auto *R = new NetReplicas;
   I->replicas = R;
@@ -246,13 +300,36 @@ static PetscErrorCode NetReplicasBuild(DDNet net)
     }
     PetscCallMPI(MPI_Group_free(&world));
   }
-  for (auto &b : R->buckets) {
+  for (size_t i = 0; i < R->buckets.size(); i++) {
+    ReplicaBucket &b = R->buckets[i];
     PetscCheck(b.count < PETSC_MPI_INT_MAX, PETSC_COMM_SELF, PETSC_ERR_SUP, "A bucket of replicated weights holds %" PetscInt_FMT " entries, more than one MPI message takes; use -net_weights broadcast", b.count);
     b.comm = R->comms[b.ranks];
     b.wbuf.assign(b.es * (size_t)b.count, 0);
     b.gbuf.assign(b.es * (size_t)b.count, 0);
-    for (auto &e : b.entries)
+    for (size_t j = 0; j < b.entries.size(); j++) {
+      ReplicaEntry &e = b.entries[j];
       if (e.member) e.l->replicas[e.k].slot = b.gbuf.data() + b.es * (size_t)e.off;
+      R->byw[e.l->replicas[e.k].w].push_back({i, j});
+    }
+    if (dataparallel) b.mgbuf.assign(b.es * (size_t)b.count, 0);
+  }
+  R->dataparallel = dataparallel;
+  if (dataparallel) { /* the optimizer's hooks on every kept parameter, on every rank (DDOptimizerStep() calls them on all) */
+    PetscContainer c;
+    R->mirror.ctx   = net;
+    R->mirror.begin = MirrorBegin;
+    R->mirror.end   = MirrorEnd;
+    PetscCall(PetscContainerCreate(PETSC_COMM_SELF, &c));
+    PetscCall(PetscContainerSetPointer(c, &R->mirror));
+    for (auto &nd : I->nodes)
+      for (PetscInt k = 0; k < nd.layer->nreplicas; k++) {
+        DDTensor w = nd.layer->replicas[k].w;
+        if (std::find(R->composed.begin(), R->composed.end(), w) != R->composed.end()) continue;
+        PetscCall(PetscObjectCompose((PetscObject)w, DD_PARAMETER_MIRROR, (PetscObject)c));
+        PetscCall(PetscObjectReference((PetscObject)w));
+        R->composed.push_back(w);
+      }
+    PetscCall(PetscContainerDestroy(&c));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -362,6 +439,14 @@ PetscErrorCode ddnn::NetReplicasSum_Private(DDNet net)
   PetscCall(PetscLogEventBegin(NET_ReplSum, net, 0, 0, 0));
   for (auto &b : R->buckets) {
     for (auto &e : b.entries) PetscCall(CheckEntry(e));
+    if (R->dataparallel) /* the root's gradient so far joins the sum: every rank ends with the whole gradient */
+      PetscCall(ddnn::DispatchType(b.dtype, [&](auto z) -> PetscErrorCode {
+        using T = decltype(z);
+        PetscFunctionBegin;
+        for (auto &e : b.entries)
+          if (e.root) BulkCOrderCopy<T>(e.l->replicas[e.k].grad->layout, HostArray<T>(e.l->replicas[e.k].grad), (T *)b.gbuf.data() + e.off, 3);
+        PetscFunctionReturn(PETSC_SUCCESS);
+      }));
     if (b.comm == MPI_COMM_NULL) continue;
     reqs.push_back(MPI_REQUEST_NULL);
     PetscCallMPI(MPI_Iallreduce(MPI_IN_PLACE, b.gbuf.data(), (PetscMPIInt)b.count, b.mt, MPI_SUM, b.comm, &reqs.back()));
@@ -375,15 +460,208 @@ PetscErrorCode ddnn::NetReplicasSum_Private(DDNet net)
       for (auto &e : b.entries) {
         DDLayerReplica &r = e.l->replicas[e.k];
         r.added           = PETSC_FALSE;
+        if (R->dataparallel) e.gset = true;
+        if (R->dataparallel && e.member && !e.root) std::copy((T *)b.gbuf.data() + e.off, (T *)b.gbuf.data() + e.off + e.count, (T *)b.mgbuf.data() + e.off);
         if (!e.root) continue;
-        BulkCOrderCopy<T>(r.grad->layout, HostArray<T>(r.grad), (T *)b.gbuf.data() + e.off, 2); /* dw += the sum */
+        BulkCOrderCopy<T>(r.grad->layout, HostArray<T>(r.grad), (T *)b.gbuf.data() + e.off, R->dataparallel ? 1 : 2); /* dw += the sum (data-parallel: dw = the sum, which holds dw) */
         PetscCall(PetscObjectStateIncrease((PetscObject)r.grad));
+        if (R->dataparallel) PetscCall(PetscObjectStateGet((PetscObject)r.grad, &e.gstate));
       }
       PetscFunctionReturn(PETSC_SUCCESS);
     }));
     std::fill(b.gbuf.begin(), b.gbuf.end(), (char)0);
   }
   PetscCall(PetscLogEventEnd(NET_ReplSum, net, 0, 0, 0));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  The data-parallel mode's hooks in DDOptimizerStep() (DDParameterMirror; ctx: the network).
+  begin: which buckets hold parameters this optimizer steps, and whether each is in step (see the
+  head of this file): every rank decides for its entries, the group takes the MIN.
+*/
+static PetscErrorCode MirrorBegin(void *ctx, DDOptimizer opt, PetscInt n, const PetscInt idx[])
+{
+  DDNet                    net = (DDNet)ctx;
+  NetReplicas             *R   = net->impl->replicas;
+  std::vector<MPI_Request> reqs;
+  std::vector<int>         flags;
+
+  PetscFunctionBegin;
+  if (!R || !R->dataparallel) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscLogEventBegin(NET_ReplStep, net, 0, 0, 0));
+  for (auto &b : R->buckets) b.stepok = -1;
+  flags.assign(R->buckets.size(), 1);
+  for (PetscInt j = 0; j < n; j++) {
+    DDTensor w = (*opt->params)[idx[j]];
+    auto     it = R->byw.find(w);
+    if (it == R->byw.end()) continue;
+    for (auto &be : it->second) {
+      ReplicaBucket &b = R->buckets[be.first];
+      ReplicaEntry  &e = b.entries[be.second];
+      PetscCall(CheckEntry(e));
+      DDLayerReplica  &r = e.l->replicas[e.k];
+      PetscObjectState st;
+      bool             ok = opt->ops->steparrays && (*opt->grads)[idx[j]] == r.grad;
+      b.stepok           = 0;
+      PetscCall(PetscObjectStateGet((PetscObject)w, &st));
+      ok = ok && r.fresh && st == r.wstate && e.gset && e.optid == ((PetscObject)opt)->id;
+      if (ok && e.root) {
+        PetscCall(PetscObjectStateGet((PetscObject)r.grad, &st));
+        ok = st == e.gstate && e.sid.size() == (size_t)opt->nstate;
+        for (PetscInt k = 0; ok && k < opt->nstate; k++) {
+          DDTensor t;
+          PetscCall(DDOptimizerGetParameterState_Private(opt, idx[j], k, &t));
+          PetscCall(PetscObjectStateGet((PetscObject)t, &st));
+          ok = e.sid[k] == ((PetscObject)t)->id && e.sst[k] == st;
+        }
+      }
+      if (ok && e.member && !e.root) ok = e.mstate.size() == b.es * (size_t)e.count * (size_t)opt->nstate;
+      if (!ok) flags[be.first] = 0;
+    }
+  }
+  /* every rank of a group has the same parameters in its buckets (the optimizer's list is one list): the same buckets take part */
+  for (size_t i = 0; i < R->buckets.size(); i++) {
+    if (R->buckets[i].stepok < 0 || R->buckets[i].comm == MPI_COMM_NULL) continue;
+    reqs.push_back(MPI_REQUEST_NULL);
+    PetscCallMPI(MPI_Iallreduce(MPI_IN_PLACE, &flags[i], 1, MPI_INT, MPI_MIN, R->buckets[i].comm, &reqs.back()));
+  }
+  if (!reqs.empty()) PetscCallMPI(MPI_Waitall((PetscMPIInt)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE));
+  for (size_t i = 0; i < R->buckets.size(); i++)
+    if (R->buckets[i].stepok >= 0) R->buckets[i].stepok = flags[i];
+  PetscCall(PetscLogEventEnd(NET_ReplStep, net, 0, 0, 0));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the root's record of the optimizer state its copies are in step with */
+static PetscErrorCode RecordRootState(ReplicaEntry &e, DDOptimizer opt, PetscInt i)
+{
+  PetscFunctionBegin;
+  e.sid.resize(opt->nstate);
+  e.sst.resize(opt->nstate);
+  for (PetscInt k = 0; k < opt->nstate; k++) {
+    DDTensor t;
+    PetscCall(DDOptimizerGetParameterState_Private(opt, i, k, &t));
+    e.sid[k] = ((PetscObject)t)->id;
+    PetscCall(PetscObjectStateGet((PetscObject)t, &e.sst[k]));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  end, after the optimizer updated its parameters: a bucket in step updates its copies where they
+  live (members that are not the root: the optimizer's steparrays on the packed copy, its summed
+  gradient scaled as the optimizer scaled the parameters' and its own state; the root copies w
+  into its replica); a bucket not in step gets w and the optimizer's state from the root (one
+  MPI_Ibcast per group, all in flight together). Either way every replica of the bucket holds w.
+*/
+static PetscErrorCode MirrorEnd(void *ctx, DDOptimizer opt, PetscReal lr, PetscReal gscale, PetscInt n, const PetscInt idx[])
+{
+  DDNet                    net = (DDNet)ctx;
+  NetImpl                 *I   = net->impl;
+  NetReplicas             *R   = I->replicas;
+  std::vector<MPI_Request> reqs;
+  std::map<DDTensor, PetscInt> stepped; /* this optimizer's parameters in the buckets, and their index */
+  const PetscInt           nst = opt->ops->steparrays ? opt->nstate : 0;
+
+  PetscFunctionBegin;
+  if (!R || !R->dataparallel) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscLogEventBegin(NET_ReplStep, net, 0, 0, 0));
+  for (PetscInt j = 0; j < n; j++) stepped[(*opt->params)[idx[j]]] = idx[j];
+  auto index = [&](const ReplicaEntry &e) -> PetscInt {
+    auto it = stepped.find(e.l->replicas[e.k].w);
+    return it == stepped.end() ? -1 : it->second;
+  };
+  /* in step: each copy updated where it lives */
+  for (auto &b : R->buckets) {
+    if (b.stepok != 1) continue;
+    PetscCall(ddnn::DispatchType(b.dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      PetscFunctionBegin;
+      for (auto &e : b.entries) {
+        const PetscInt i = index(e);
+        if (i < 0) continue;
+        DDLayerReplica &r = e.l->replicas[e.k];
+        T              *wb = (T *)b.wbuf.data() + e.off;
+        if (e.member && !e.root) {
+          T                  *g = (T *)b.mgbuf.data() + e.off;
+          std::vector<void *> s(opt->nstate);
+          for (PetscInt k = 0; k < opt->nstate; k++) s[k] = (T *)e.mstate.data() + (size_t)k * (size_t)e.count;
+          if (gscale != 1)
+            for (PetscInt q = 0; q < e.count; q++) g[q] *= (T)gscale; /* as DDTensorScale() scaled the root's */
+          BulkCOrderCopy<T>(r.wh->layout, HostArray<T>(r.wh), wb, 0);
+          PetscCall((*opt->ops->steparrays)(opt, lr, b.dtype, e.count, wb, g, s.data()));
+        } else if (e.root) {
+          if (e.member) BulkCOrderCopy<T>(r.w->layout, HostArray<T>(r.w), wb, 0);
+          PetscCall(RecordRootState(e, opt, i));
+        }
+        if (e.member) {
+          BulkCOrderCopy<T>(r.wh->layout, HostArray<T>(r.wh), wb, 1);
+          PetscCall(PetscObjectStateIncrease((PetscObject)r.wh));
+        }
+        PetscCall(PetscObjectStateGet((PetscObject)r.w, &r.wstate));
+      }
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }));
+    if (b.comm != MPI_COMM_NULL) I->nreplstepped++;
+  }
+  /* not in step: w and its optimizer state from the root */
+  for (auto &b : R->buckets) {
+    if (b.stepok != 0) continue;
+    const size_t region = b.es * (size_t)b.count;
+    b.xbuf.assign(region * (size_t)(1 + nst), 0);
+    PetscCall(ddnn::DispatchType(b.dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      PetscFunctionBegin;
+      for (auto &e : b.entries) {
+        if (!e.root) continue;
+        const PetscInt i = index(e);
+        BulkCOrderCopy<T>(e.l->replicas[e.k].w->layout, HostArray<T>(e.l->replicas[e.k].w), (T *)b.xbuf.data() + e.off, 0);
+        for (PetscInt k = 0; i >= 0 && k < nst; k++) {
+          DDTensor t;
+          PetscCall(DDOptimizerGetParameterState_Private(opt, i, k, &t));
+          BulkCOrderCopy<T>(t->layout, HostArray<T>(t), (T *)(b.xbuf.data() + region * (size_t)(1 + k)) + e.off, 0);
+        }
+      }
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }));
+    if (b.comm != MPI_COMM_NULL) {
+      PetscCheck((size_t)b.count * (size_t)(1 + nst) < (size_t)PETSC_MPI_INT_MAX, PETSC_COMM_SELF, PETSC_ERR_SUP, "A bucket of replicated weights with its optimizer state holds %zu entries, more than one MPI message takes; use -net_weights replicated", (size_t)b.count * (size_t)(1 + nst));
+      reqs.push_back(MPI_REQUEST_NULL);
+      PetscCallMPI(MPI_Ibcast(b.xbuf.data(), (PetscMPIInt)(b.count * (1 + nst)), b.mt, 0, b.comm, &reqs.back()));
+    }
+  }
+  if (!reqs.empty()) PetscCallMPI(MPI_Waitall((PetscMPIInt)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE));
+  for (auto &b : R->buckets) {
+    if (b.stepok != 0) continue;
+    const size_t region = b.es * (size_t)b.count;
+    PetscCall(ddnn::DispatchType(b.dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      PetscFunctionBegin;
+      for (auto &e : b.entries) {
+        DDLayerReplica &r = e.l->replicas[e.k];
+        const PetscInt  i = index(e);
+        if (e.member) {
+          BulkCOrderCopy<T>(r.wh->layout, HostArray<T>(r.wh), (T *)b.xbuf.data() + e.off, 1);
+          PetscCall(PetscObjectStateIncrease((PetscObject)r.wh));
+        }
+        if (i >= 0 && e.member && !e.root) {
+          e.mstate.resize(b.es * (size_t)e.count * (size_t)nst);
+          for (PetscInt k = 0; k < nst; k++) std::copy((T *)(b.xbuf.data() + region * (size_t)(1 + k)) + e.off, (T *)(b.xbuf.data() + region * (size_t)(1 + k)) + e.off + e.count, (T *)e.mstate.data() + (size_t)k * (size_t)e.count);
+        }
+        if (i >= 0 && e.root) PetscCall(RecordRootState(e, opt, i));
+        if (i >= 0) e.optid = nst ? ((PetscObject)opt)->id : 0;
+        PetscCall(PetscObjectStateGet((PetscObject)r.w, &r.wstate));
+        r.fresh = PETSC_TRUE;
+      }
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }));
+    b.xbuf.clear();
+    b.xbuf.shrink_to_fit();
+    if (b.comm != MPI_COMM_NULL) I->nreplsync++;
+  }
+  for (auto &b : R->buckets) b.stepok = -1;
+  PetscCall(PetscLogEventEnd(NET_ReplStep, net, 0, 0, 0));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -400,9 +678,11 @@ PetscErrorCode ddnn::NetReplicasGetBuckets_Private(DDNet net, std::vector<ddnn::
     d.group = (PetscMPIInt)b.ranks.size();
     d.dtype = b.dtype;
     d.count = b.count;
+    d.dataparallel = R->dataparallel;
     for (auto &e : b.entries) {
       if (e.root) d.rootcount += e.count;
       if (e.member) d.membercount += e.count;
+      if (e.member && !e.root) d.mirrorcount += e.count;
     }
     info.push_back(d);
   }
@@ -422,11 +702,16 @@ PetscErrorCode ddnn::NetReplicasGetBuckets_Private(DDNet net, std::vector<ddnn::
          them with one broadcast per worker group at the first forward after the weights
          changed, and sums all replicas' gradients with one all-reduce per worker group at the
          end of every `DDNetBackward()`;
-         `DD_NET_WEIGHTS_AUTO`: at set-up, the one of the two whose training step the performance
-         model predicts shorter (`DDNetGetModelTime()`; `DDNetView()` prints the choice)
+         `DD_NET_WEIGHTS_DATAPARALLEL`: the replicas are kept as in the replicated mode, the
+         all-reduce at the end of `DDNetBackward()` leaves every parameter's whole gradient on every
+         rank of its worker group, and `DDOptimizerStep()` updates every replica where it lives,
+         with the optimizer's state kept there too (PyTorch's DistributedDataParallel): no
+         broadcast after an update;
+         `DD_NET_WEIGHTS_AUTO`: at set-up, the one of the three whose training step the performance
+         model predicts shortest (`DDNetGetModelTime()`; `DDNetView()` prints the choice)
 
   Options Database Key:
-. -net_weights <broadcast,replicated,auto> - the mode
+. -net_weights <broadcast,replicated,auto,dataparallel> - the mode
 - -net_weights_calibrate <bool> - auto: calibrate the performance model at set-up if this machine's
                                   cache lacks it (default true); false keeps the broadcast mode then
 
@@ -437,6 +722,22 @@ PetscErrorCode ddnn::NetReplicasGetBuckets_Private(DDNet net, std::vector<ddnn::
   backward instead of one broadcast and one sum-reduction per parameter and call. Gradients are
   complete after every `DDNetBackward()`, in either mode. The sums are those of the
   sum-reduction, added in MPI_Allreduce's order (a rounding difference at more than 2 ranks).
+
+  The data-parallel mode applies the same operators too: an elementwise update (SGD, Adam, AdamW)
+  commutes with the broadcast, B U(w, g, s) = U(B w, B g, B s), so each worker applies it to its
+  copy with the summed gradient and gets the root's numbers bitwise (the same kernel on the same
+  values; `test_18_replicated` checks the copies against a refresh from the roots after training).
+  `DDOptimizerStep()` finds the network's hook on the parameters (`DDParameterMirror` in
+  ddnn/private/ddoptimizerimpl.h): per worker group it makes one small all-reduce to agree that the
+  copies are in step, then updates them in place. Where they are not -- the first step, a checkpoint
+  restart or `DDOptimizerSetUp()` (new optimizer state), a gradient changed between
+  `DDNetBackward()` and the step other than by the optimizer's own clipping, a parameter written,
+  an optimizer type without the steparrays op (ddnn/private/ddoptimizerimpl.h) -- the root
+  broadcasts the parameter and its optimizer state to the group instead, so training equals the
+  broadcast mode's in every case. The workers hold the optimizer's state of the replicas they
+  update (Adam: two more copies of the weights per rank); a checkpoint saves the roots' state. Several
+  optimizers over disjoint sets of the parameters work; the gradient the optimizer is given must be
+  the network's own (`DDNetGetParameters()`).
 
   A weight change is seen through the parameter's state: the optimizer's step,
   `DDNetLoadWeights()`, checkpoint restarts, `DDNetInitializeParameters()` and every `DDTensor`
@@ -456,21 +757,23 @@ PetscErrorCode ddnn::NetReplicasGetBuckets_Private(DDNet net, std::vector<ddnn::
 
   The automatic mode chooses once per `DDNetSetUp()` (and when set on a set-up network), on every
   rank alike: broadcast where no weight is broadcast to another rank (one rank), else the mode of
-  the shorter predicted step, priced with this machine's calibration (calibrated first if the
-  model cache lacks it, as `-net_distribution auto` does). On one node the two modes move the same
-  bytes and the broadcast one usually wins; the replicated one saves two collective calls per
-  parameter and step, which counts where latency does (many ranks, small layers).
+  the shortest predicted step, priced with this machine's calibration (calibrated first if the
+  model cache lacks it, as `-net_distribution auto` does). On one node the modes move the same
+  bytes and the broadcast one usually wins; the replicated and data-parallel ones save two
+  collective calls per parameter and step, which counts where latency does (many ranks, small
+  layers), and the data-parallel one also the bytes of the weight broadcast, which counts where
+  bandwidth does (large weights). The model prices the copies' update as Adam's (7 streams).
 
   Level: intermediate
 
-.seealso: `DDNetGetWeightMode()`, `DDNetSetUp()`, `DDNetBackward()`, `DDPRIMITIVEBROADCAST`
+.seealso: `DDNetGetWeightMode()`, `DDNetSetUp()`, `DDNetBackward()`, `DDOptimizerStep()`, `DDPRIMITIVEBROADCAST`
 @*/
 PetscErrorCode DDNetSetWeightMode(DDNet net, DDNetWeightMode mode)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
-  PetscCheck(mode == DD_NET_WEIGHTS_BROADCAST || mode == DD_NET_WEIGHTS_REPLICATED || mode == DD_NET_WEIGHTS_AUTO, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "Unknown weight mode %d: DD_NET_WEIGHTS_BROADCAST, DD_NET_WEIGHTS_REPLICATED or DD_NET_WEIGHTS_AUTO", (int)mode);
+  PetscCheck(mode == DD_NET_WEIGHTS_BROADCAST || mode == DD_NET_WEIGHTS_REPLICATED || mode == DD_NET_WEIGHTS_AUTO || mode == DD_NET_WEIGHTS_DATAPARALLEL, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "Unknown weight mode %d: DD_NET_WEIGHTS_BROADCAST, DD_NET_WEIGHTS_REPLICATED, DD_NET_WEIGHTS_DATAPARALLEL or DD_NET_WEIGHTS_AUTO", (int)mode);
   net->impl->weightmode = mode;
   if (net->setupcalled) PetscCall(ddnn::NetReplicasSetUp_Private(net));
   PetscFunctionReturn(PETSC_SUCCESS);

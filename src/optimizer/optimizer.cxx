@@ -573,18 +573,36 @@ DD_CXX_CATCH
   global gradient norm (`DDOptimizerGetLastGradientNorm()`) takes one reduction over the
   optimizer's communicator per step, whatever the number of parameters.
 
+  Parameters of a network in the data-parallel weight mode (`DDNetSetWeightMode()`) carry the
+  network's hook: the step then also updates their replicas on the ranks that keep them (one small
+  all-reduce per worker group), or refreshes them from the parameters where they are not in step.
+
   Level: beginner
 
-.seealso: `DDOptimizerSetUp()`, `DDOptimizerEndEpoch()`
+.seealso: `DDOptimizerSetUp()`, `DDOptimizerEndEpoch()`, `DDNetSetWeightMode()`
 @*/
 PetscErrorCode DDOptimizerStep(DDOptimizer opt)
 DD_CXX_TRY
 {
   PetscReal lr;
+  PetscReal gscale = 1;
+  std::vector<std::pair<DDParameterMirror *, std::vector<PetscInt>>> mirrors; /* copies kept elsewhere, and their parameters */
 
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
   PetscCheck(opt->setupcalled, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_WRONGSTATE, "Call DDOptimizerSetUp() first");
+  for (PetscInt i = 0; i < (PetscInt)opt->params->size(); i++) {
+    PetscObject c;
+    void       *m;
+    PetscCall(PetscObjectQuery((PetscObject)(*opt->params)[i], DD_PARAMETER_MIRROR, &c));
+    if (!c) continue;
+    PetscCall(PetscContainerGetPointer((PetscContainer)c, &m));
+    size_t j = 0;
+    while (j < mirrors.size() && mirrors[j].first != (DDParameterMirror *)m) j++;
+    if (j == mirrors.size()) mirrors.push_back({(DDParameterMirror *)m, {}});
+    mirrors[j].second.push_back(i);
+  }
+  for (auto &m : mirrors) PetscCall(m.first->begin(m.first->ctx, opt, (PetscInt)m.second.size(), m.second.data()));
   /* global gradient norm: each parameter lives once, so the sum over the optimizer's ranks of the
      local sums of squares of all gradients is its square (DDTensorNorm()'s definition), in one
      reduction per step instead of one per parameter (SetUp checked the gradients live on these ranks) */
@@ -592,16 +610,47 @@ DD_CXX_TRY
     PetscReal tot;
     PetscCall(DDTensorNorm2SquaredSum_Private(PetscObjectComm((PetscObject)opt), (PetscInt)opt->grads->size(), opt->grads->data(), &tot));
     opt->lastnorm = PetscSqrtReal(tot);
-    if (opt->clip > 0 && opt->lastnorm > opt->clip)
-      for (auto g : *opt->grads) PetscCall(DDTensorScale(g, opt->clip / (opt->lastnorm + 1e-6)));
+    if (opt->clip > 0 && opt->lastnorm > opt->clip) {
+      gscale = opt->clip / (opt->lastnorm + 1e-6);
+      for (auto g : *opt->grads) PetscCall(DDTensorScale(g, gscale));
+    }
   }
   opt->step++;
   PetscCall(DDOptimizerGetLearningRate(opt, &lr));
   PetscCall((*opt->ops->step)(opt, lr));
   for (auto p : *opt->params) PetscCall(PetscObjectStateIncrease((PetscObject)p));
+  for (auto &m : mirrors) PetscCall(m.first->end(m.first->ctx, opt, lr, gscale, (PetscInt)m.second.size(), m.second.data()));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
+
+/* the built-in types' step: ops->steparrays over every parameter's contiguous runs (parameter,
+   gradient and state tensors share one storage layout, DDOptimizerSetUp() checked it) */
+PetscErrorCode DDOptimizerStepByArrays_Private(DDOptimizer opt, PetscReal lr)
+{
+  std::vector<void *> s(opt->nstate);
+
+  PetscFunctionBegin;
+  for (PetscInt i = 0; i < (PetscInt)opt->params->size(); i++) {
+    DDTensor p = (*opt->params)[i], g = (*opt->grads)[i];
+    size_t   es;
+    PetscCall(DDDataTypeGetSize(p->dtype, &es));
+    std::vector<char *> st(opt->nstate);
+    for (PetscInt k = 0; k < opt->nstate; k++) {
+      DDTensor t;
+      PetscCall(DDOptimizerGetParameterState_Private(opt, i, k, &t));
+      st[k] = (char *)t->array;
+    }
+    PetscErrorCode ierr = PETSC_SUCCESS;
+    ForEachBulkRun(p->layout, [&](PetscInt off, PetscInt len) {
+      if (ierr) return;
+      for (PetscInt k = 0; k < opt->nstate; k++) s[k] = st[k] + es * (size_t)off;
+      ierr = (*opt->ops->steparrays)(opt, lr, p->dtype, len, (char *)p->array + es * (size_t)off, (const char *)g->array + es * (size_t)off, s.data());
+    });
+    PetscCall(ierr);
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
 
 /*@
   DDOptimizerEndEpoch - Advances the schedule by one epoch

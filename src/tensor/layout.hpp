@@ -265,7 +265,7 @@ inline bool LayoutIsPlainContiguous(const DDLayout &L)
 /*
   Copies between the bulk and a buffer holding the bulk in C order of the logical dimensions
   (the canonical message format of the primitives, independent of storage formats).
-  mode 0: pack (a -> buf), 1: unpack (buf -> a), 2: unpack adding (a += buf).
+  mode 0: pack (a -> buf), 1: unpack (buf -> a), 2: unpack adding (a += buf), 3: pack adding (buf += a).
 */
 template <class T>
 inline void BulkCOrderCopy(const DDLayout &L, T *a, T *buf, int mode)
@@ -274,8 +274,10 @@ inline void BulkCOrderCopy(const DDLayout &L, T *a, T *buf, int mode)
   if (LayoutIsPlainContiguous(L)) {
     if (mode == 0) std::copy(a, a + L.size, buf);
     else if (mode == 1) std::copy(buf, buf + L.size, a);
-    else
+    else if (mode == 2)
       for (PetscInt i = 0; i < L.size; i++) a[i] += buf[i];
+    else
+      for (PetscInt i = 0; i < L.size; i++) buf[i] += a[i];
     return;
   }
   bool plain = L.bdim < 0;
@@ -286,8 +288,10 @@ inline void BulkCOrderCopy(const DDLayout &L, T *a, T *buf, int mode)
     ForEachRun(L, lo, hi, [&](PetscInt off, PetscInt len) {
       if (mode == 0) std::copy(a + off, a + off + len, buf + cnt);
       else if (mode == 1) std::copy(buf + cnt, buf + cnt + len, a + off);
-      else
+      else if (mode == 2)
         for (PetscInt i = 0; i < len; i++) a[off + i] += buf[cnt + i];
+      else
+        for (PetscInt i = 0; i < len; i++) buf[cnt + i] += a[off + i];
       cnt += len;
     });
   } else { /* a transpose between the storage and the buffer, seen as a plain layout without halos */
@@ -306,7 +310,8 @@ inline void BulkCOrderCopy(const DDLayout &L, T *a, T *buf, int mode)
       for (PetscInt i = 0; i < len; i++) {
         if (mode == 0) buf[ob + i] = a[oa + i];
         else if (mode == 1) a[oa + i] = buf[ob + i];
-        else a[oa + i] += buf[ob + i];
+        else if (mode == 2) a[oa + i] += buf[ob + i];
+        else buf[ob + i] += a[oa + i];
       }
     });
   }

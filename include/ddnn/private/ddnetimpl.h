@@ -36,7 +36,8 @@ struct NetReplicas; /* src/net/replicas.cxx: the buckets of the replicated weigh
 /* -net_weights auto: what set-up chose and why (replicas.cxx, NetReplicasChoose()) */
 struct NetWeightChoice {
   bool        decided     = false;
-  PetscReal   tbroadcast  = 0, treplicated = 0; /* predicted step, seconds (0: not priced) */
+  PetscReal   tbroadcast  = 0, treplicated = 0, tdataparallel = 0; /* predicted step, seconds (0: not priced) */
+  DDNetWeightMode chosen  = DD_NET_WEIGHTS_BROADCAST;
   std::string why;
 };
 
@@ -63,6 +64,7 @@ struct NetImpl {
   NetReplicas             *replicas    = nullptr;                  /* the replicated mode's buckets */
   NetWeightChoice          weightchoice;                           /* -net_weights auto's decision */
   PetscInt64               nreplbcast  = 0, nreplreduce = 0;       /* the replicated mode's collectives so far (bucket broadcasts, all-reduces) */
+  PetscInt64               nreplstepped = 0, nreplsync = 0;        /* the data-parallel mode's buckets updated in place by an optimizer step, and refreshed (weights and optimizer state) at a step instead */
 };
 
 /* net.cxx: the two set-up passes over the current graph (no parameters initialised) */
@@ -72,7 +74,7 @@ PetscErrorCode NetDistribute_Private(DDNet, std::vector<DDTensor> &);
 PetscErrorCode NetRemoveAutoLayers_Private(DDNet);
 /* distribution.cxx: whether the model is calibrated for l0's backend and data type, calibrating unless <what>_calibrate is false (then why) */
 PetscErrorCode NetModelCalibrated_Private(DDNet, DDLayer l0, const char what[], PetscBool *ready, std::string &why);
-/* replicas.cxx: the replicated weight mode (DDNetSetWeightMode()): set-up (after the layers'), B before a forward, B^* after a backward */
+/* replicas.cxx: the replicated and data-parallel weight modes (DDNetSetWeightMode()): set-up (after the layers'), B before a forward, B^* after a backward */
 PetscErrorCode NetReplicasSetUp_Private(DDNet);
 PetscErrorCode NetReplicasDestroy_Private(DDNet);
 PetscErrorCode NetReplicasRefresh_Private(DDNet);
@@ -84,6 +86,8 @@ struct NetReplicaBucketInfo {
   PetscInt64  count   = 0;          /* the entries it packs */
   PetscInt64  rootcount = 0;        /* the entries this rank packs as the parameters' root (forward) and adds the sums to (backward) */
   PetscInt64  membercount = 0;      /* the entries this rank unpacks into its replicas (forward) and adds their gradients from (backward) */
+  PetscInt64  mirrorcount = 0;      /* data-parallel mode: the entries of replicas this rank updates with the optimizer (members that are not the root) */
+  bool        dataparallel = false; /* the data-parallel mode's bucket: refreshed only when a parameter changed outside an optimizer step */
 };
 /* the buckets of the replicated mode (none in the broadcast mode) */
 PetscErrorCode NetReplicasGetBuckets_Private(DDNet, std::vector<NetReplicaBucketInfo> &);

@@ -19,6 +19,13 @@ struct _DDOptimizerOps {
   /* one update of every parameter at learning rate lr (the step count already includes it; the
      gradients are already clipped) */
   PetscErrorCode (*step)(DDOptimizer, PetscReal);
+  /* optional: one update of n contiguous entries p with gradient g and the type's nstate state
+     arrays s[k], exactly as step updates a parameter's entries (the same coefficients: settings,
+     step count, lr). The built-in types' step is DDOptimizerStepByArrays_Private(), this op over
+     every parameter's contiguous runs, so both give the same numbers. With it, copies of a
+     parameter that other ranks keep (the network's data-parallel weight mode, DDParameterMirror)
+     are updated where they live; without it they are refreshed from the parameter after each step. */
+  PetscErrorCode (*steparrays)(DDOptimizer, PetscReal, DDDataType, PetscInt, void *, const void *, void *const[]);
   /* checks state tensors just overwritten (a checkpoint load), collectively */
   PetscErrorCode (*checkstate)(DDOptimizer);
   PetscErrorCode (*view)(DDOptimizer, PetscViewer);
@@ -37,6 +44,26 @@ struct _p_DDOptimizer {
   std::vector<DDTensor>     *state;  /* parameter by parameter, nstate each */
   std::vector<const char *> *statenames;
   PetscBool                  setupcalled;
+};
+
+/* step over every parameter's contiguous runs with ops->steparrays (the built-in types' step) */
+PETSC_EXTERN PetscErrorCode DDOptimizerStepByArrays_Private(DDOptimizer, PetscReal);
+
+/*
+  Copies of parameters that other ranks keep and update along with them: the network's
+  data-parallel weight mode (src/net/replicas.cxx) composes a PetscContainer holding a pointer to
+  this on each such parameter tensor, under the name DD_PARAMETER_MIRROR. DDOptimizerStep() calls,
+  on every rank, once per distinct mirror among its parameters (in the order of their first
+  parameter) and with the indices idx[] (into the optimizer's parameters) of the parameters it
+  covers: begin() before it clips the gradients, end() after it updated the parameters and bumped
+  their states, with the learning rate and the factor the gradients were scaled by (1: none).
+  Either may communicate within the ranks of the parameters' communicator.
+*/
+#define DD_PARAMETER_MIRROR "DDParameterMirror"
+struct DDParameterMirror {
+  void *ctx;
+  PetscErrorCode (*begin)(void *ctx, DDOptimizer, PetscInt n, const PetscInt idx[]);
+  PetscErrorCode (*end)(void *ctx, DDOptimizer, PetscReal lr, PetscReal gscale, PetscInt n, const PetscInt idx[]);
 };
 
 /* Adds a state tensor of parameter i (a zeroed duplicate of it) named name (a string that outlives the optimizer) */

@@ -52,7 +52,8 @@ static PetscErrorCode DDOptimizerSetUp_Adam(DDOptimizer opt)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode DDOptimizerStep_Adam(DDOptimizer opt, PetscReal lr)
+/* n contiguous entries (DDOptimizerStepByArrays_Private() walks the parameters with it) */
+static PetscErrorCode DDOptimizerStepArrays_Adam(DDOptimizer opt, PetscReal lr, DDDataType dt, PetscInt n, void *p, const void *g, void *const s[])
 {
   DDOptimizer_Adam *adam = (DDOptimizer_Adam *)opt->data;
   AdamCoefficients  c;
@@ -68,21 +69,15 @@ static PetscErrorCode DDOptimizerStep_Adam(DDOptimizer opt, PetscReal lr)
   c.decoupled    = adam->decoupled ? true : false;
   DDBackend be; /* the update loops of the default backend's chain */
   PetscCall(DDBackendDefault_Private(&be));
-  for (PetscInt i = 0; i < (PetscInt)opt->params->size(); i++) {
-    DDTensor p = (*opt->params)[i], g = (*opt->grads)[i], m, v;
-    PetscCall(DDOptimizerGetParameterState_Private(opt, i, 0, &m));
-    PetscCall(DDOptimizerGetParameterState_Private(opt, i, 1, &v));
-    PetscCall(DispatchType(p->dtype, [&](auto z) -> PetscErrorCode {
-      using T = decltype(z);
-      T        *pa = HostArray<T>(p), *ga = HostArray<T>(g), *ma = HostArray<T>(m), *va = HostArray<T>(v);
-      DDBackend which;
-      decltype(KernelTable<T>::adamupdate) fn;
-      PetscCall(DDBackendFind<T>(be, &KernelTable<T>::adamupdate, DD_KERNEL_OPTIMIZER, &fn, &which));
-      KernelEvent e(which, DD_KERNEL_OPTIMIZER);
-      ForEachBulkRun(p->layout, [&](PetscInt off, PetscInt len) { fn(len, pa + off, ga + off, ma + off, va + off, c); });
-      return PETSC_SUCCESS;
-    }));
-  }
+  PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    DDBackend which;
+    decltype(KernelTable<T>::adamupdate) fn;
+    PetscCall(DDBackendFind<T>(be, &KernelTable<T>::adamupdate, DD_KERNEL_OPTIMIZER, &fn, &which));
+    KernelEvent e(which, DD_KERNEL_OPTIMIZER);
+    fn(n, (T *)p, (const T *)g, (T *)s[0], (T *)s[1], c);
+    return PETSC_SUCCESS;
+  }));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -140,7 +135,8 @@ DD_CXX_TRY
   opt->data                = adam;
   opt->ops->setfromoptions = DDOptimizerSetFromOptions_Adam;
   opt->ops->setup          = DDOptimizerSetUp_Adam;
-  opt->ops->step           = DDOptimizerStep_Adam;
+  opt->ops->step           = DDOptimizerStepByArrays_Private;
+  opt->ops->steparrays     = DDOptimizerStepArrays_Adam;
   opt->ops->checkstate     = DDOptimizerCheckState_Adam;
   opt->ops->view           = DDOptimizerView_Adam;
   opt->ops->destroy        = DDOptimizerDestroy_Adam;

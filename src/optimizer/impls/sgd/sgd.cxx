@@ -49,7 +49,8 @@ static PetscErrorCode DDOptimizerSetUp_SGD(DDOptimizer opt)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode DDOptimizerStep_SGD(DDOptimizer opt, PetscReal lr)
+/* n contiguous entries (DDOptimizerStepByArrays_Private() walks the parameters with it) */
+static PetscErrorCode DDOptimizerStepArrays_SGD(DDOptimizer opt, PetscReal lr, DDDataType dt, PetscInt n, void *p, const void *g, void *const s[])
 {
   SGDCoefficients c;
 
@@ -61,20 +62,15 @@ static PetscErrorCode DDOptimizerStep_SGD(DDOptimizer opt, PetscReal lr)
   c.first        = opt->step == 1;
   DDBackend be; /* the update loops of the default backend's chain */
   PetscCall(DDBackendDefault_Private(&be));
-  for (PetscInt i = 0; i < (PetscInt)opt->params->size(); i++) {
-    DDTensor p = (*opt->params)[i], g = (*opt->grads)[i], buf;
-    PetscCall(DDOptimizerGetParameterState_Private(opt, i, 0, &buf));
-    PetscCall(DispatchType(p->dtype, [&](auto z) -> PetscErrorCode {
-      using T = decltype(z);
-      T        *pa = HostArray<T>(p), *ga = HostArray<T>(g), *ba = HostArray<T>(buf);
-      DDBackend which;
-      decltype(KernelTable<T>::sgdupdate) fn;
-      PetscCall(DDBackendFind<T>(be, &KernelTable<T>::sgdupdate, DD_KERNEL_OPTIMIZER, &fn, &which));
-      KernelEvent e(which, DD_KERNEL_OPTIMIZER);
-      ForEachBulkRun(p->layout, [&](PetscInt off, PetscInt len) { fn(len, pa + off, ga + off, ba + off, c); });
-      return PETSC_SUCCESS;
-    }));
-  }
+  PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
+    using T = decltype(z);
+    DDBackend which;
+    decltype(KernelTable<T>::sgdupdate) fn;
+    PetscCall(DDBackendFind<T>(be, &KernelTable<T>::sgdupdate, DD_KERNEL_OPTIMIZER, &fn, &which));
+    KernelEvent e(which, DD_KERNEL_OPTIMIZER);
+    fn(n, (T *)p, (const T *)g, (T *)s[0], c);
+    return PETSC_SUCCESS;
+  }));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -112,7 +108,8 @@ PETSC_EXTERN PetscErrorCode DDOptimizerCreate_SGD(DDOptimizer opt)
   PetscFunctionBegin;
   opt->ops->setfromoptions = DDOptimizerSetFromOptions_SGD;
   opt->ops->setup          = DDOptimizerSetUp_SGD;
-  opt->ops->step           = DDOptimizerStep_SGD;
+  opt->ops->step           = DDOptimizerStepByArrays_Private;
+  opt->ops->steparrays     = DDOptimizerStepArrays_SGD;
   opt->ops->checkstate     = DDOptimizerCheckState_SGD;
   opt->ops->view           = DDOptimizerView_SGD;
   PetscFunctionReturn(PETSC_SUCCESS);
