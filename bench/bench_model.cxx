@@ -119,7 +119,7 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
   std::vector<std::vector<DDTensor>>  xs(n), dxs(n);
   std::vector<DDTensor>               dys(n, NULL);
   std::vector<double>                 tf, tb, wf, wb, tu;
-  /* an optimizer's update between steps, as in training: Adam at learning rate 0 (the parameters'
+  /* an optimizer's update between steps, as in training: Adam at learning rate 1e-30 (the parameters'
      values stay, their states change), so that the replicated weight mode (-<prefix>net_weights
      replicated) refreshes its replicas every step and the data-parallel one updates them in place,
      as the model prices them (DDNetGetModelTime()) */
@@ -130,7 +130,7 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
     PetscCall(DDNetGetParameters(net, &np, &ps, &gs));
     PetscCall(DDOptimizerCreate(PETSC_COMM_WORLD, &opt));
     PetscCall(DDOptimizerSetType(opt, DDOPTIMIZERADAM));
-    PetscCall(DDOptimizerSetLearningRate(opt, 0));
+    PetscCall(DDOptimizerSetLearningRate(opt, 1e-30)); /* no visible change: the values stay (below their rounding) */
     PetscCall(DDOptimizerSetUp(opt, np, ps, gs));
   }
   for (PetscInt i = 0; i < n; i++) {

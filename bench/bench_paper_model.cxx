@@ -21,6 +21,10 @@
   replicated): the layers without weight collectives (DDModelLayerSpec's replicated flag) plus the
   network's bucket, one broadcast after each update and one all-reduce per backward
   (DDModelPredictReplicatedWeights()), as DDNetGetModelTime() prices a set-up network in that mode.
+  "(dp)": ddnn's data-parallel weight mode (-net_weights dataparallel): the same layers plus the
+  network's bucket without the broadcast after an update, and with the workers' update of their
+  copies (Adam, 7 streams; DDModelPredictDataParallelWeights()), ddnn's form of "(ar)" (which
+  counts no update).
 
   Usage:
     bench_paper_model [-paper 000|003|all] [-machine here|v100|rates] [-alpha s] [-beta s/byte] [-dd_model_calibrate]
@@ -91,7 +95,7 @@ struct Net {
 };
 
 struct Step {
-  PetscReal  tf = 0, tb = 0, comm = 0, coll = 0, allreduce = 0, repl = 0;
+  PetscReal  tf = 0, tb = 0, comm = 0, coll = 0, allreduce = 0, repl = 0, dp = 0;
   PetscInt64 mem = 0, act = 0, msgs = 0, bytes = 0;
   PetscBool  cal = PETSC_TRUE;
 };
@@ -144,8 +148,13 @@ PetscErrorCode Evaluate(const Net &n, Step *st)
   PetscReal rf, rb;
   PetscBool rok;
   PetscCall(DDModelPredictReplicatedWeights(NULL, n.dt, ranks, wbytes / (PetscInt64)es, &rf, &rb, &rok));
-  st->repl += rf + rb;
   if (!rok) st->cal = PETSC_FALSE;
+  st->dp = st->repl; /* the same layers */
+  st->repl += rf + rb;
+  /* the data-parallel mode's: the same layers, the bucket without the broadcast, the workers' update */
+  PetscCall(DDModelPredictDataParallelWeights(NULL, n.dt, ranks, wbytes / (PetscInt64)es, &rf, &rb, &rok));
+  if (!rok) st->cal = PETSC_FALSE;
+  st->dp += rf + rb;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -284,14 +293,14 @@ int main(int argc, char **argv)
     PetscCall(DDModelGetCachePath(&path));
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "machine %s (cache %s): alpha %.3g s, beta %.3g s/B (%.3g GB/s)%s; conv forward %.3g s + %.3g s/flop (%.3g GFLOP/s); float32\n", machine, path, (double)a, (double)b, b > 0 ? 1e-9 / (double)b : 0.0, ok ? "" : " (not calibrated)", (double)c0, (double)c1, c1 > 0 ? 1e-9 / (double)c1 : 0.0));
   }
-  char b1[32], b2[32], b3[32];
+  char b1[32], b2[32], b3[32], b4[32];
   if (strcmp(paper, "003")) {
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "\npaper 000 sec. 5.3: 3-D U-Net (depth 5), weak scaling over P = p^3 tasks (spatial p x p x p); per task: batch x side^3\n"));
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "published (Fig. 9, TinkerCliffs, 4 threads/task, 8 GB/task): adjoint 'excellent scalability', forward 'less ideal'; 1 x 64^3 per task is about the memory limit\n"));
-    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-9s %3s %5s %-12s %10s %10s %6s %6s %7s %8s %7s %7s %7s %9s %9s %10s\n", "per task", "p", "P", "global", "fwd s", "bwd s", "halo%", "coll%", "msgs", "MiB p2p", "mem GiB", "+dy GiB", "eff", "allred s", "eff (ar)", "eff (repl)"));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-9s %3s %5s %-12s %10s %10s %6s %6s %7s %8s %7s %7s %7s %9s %9s %10s %8s\n", "per task", "p", "P", "global", "fwd s", "bwd s", "halo%", "coll%", "msgs", "MiB p2p", "mem GiB", "+dy GiB", "eff", "allred s", "eff (ar)", "eff (repl)", "eff (dp)"));
     const PetscInt cfg[3][2] = {{3, 32}, {3, 48}, {1, 64}};
     for (auto &c : cfg) {
-      PetscReal t1 = 0, t1r = 0;
+      PetscReal t1 = 0, t1r = 0, t1d = 0;
       for (PetscInt p = 1; p <= 18; p++) {
         Net  n;
         Step st;
@@ -301,11 +310,12 @@ int main(int argc, char **argv)
         if (p == 1) {
           t1  = t;
           t1r = st.repl;
+          t1d = st.dp;
         }
         char cfgs[16], glob[32];
         snprintf(cfgs, sizeof(cfgs), "%dx%d^3", (int)c[0], (int)c[1]);
         snprintf(glob, sizeof(glob), "%dx%d^3", (int)c[0], (int)(c[1] * p));
-        PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-9s %3d %5d %-12s %s %s %6.1f %6.1f %7lld %8.1f %7.2f %7.2f %7.2f %9.4f %9.2f %10.2f\n", cfgs, (int)p, (int)(p * p * p), glob, Time(b1, sizeof(b1), st.cal, st.tf), Time(b2, sizeof(b2), st.cal, st.tb), st.cal ? 100.0 * (st.comm - st.coll) / t : 0.0, st.cal ? 100.0 * st.coll / t : 0.0, (long long)st.msgs, st.bytes / 1048576.0, st.mem / 1073741824.0, (st.mem + st.act) / 1073741824.0, st.cal ? t1 / t : 0.0, (double)st.allreduce, st.cal ? t1 / tar : 0.0, st.cal ? t1r / st.repl : 0.0));
+        PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-9s %3d %5d %-12s %s %s %6.1f %6.1f %7lld %8.1f %7.2f %7.2f %7.2f %9.4f %9.2f %10.2f %8.2f\n", cfgs, (int)p, (int)(p * p * p), glob, Time(b1, sizeof(b1), st.cal, st.tf), Time(b2, sizeof(b2), st.cal, st.tb), st.cal ? 100.0 * (st.comm - st.coll) / t : 0.0, st.cal ? 100.0 * st.coll / t : 0.0, (long long)st.msgs, st.bytes / 1048576.0, st.mem / 1073741824.0, (st.mem + st.act) / 1073741824.0, st.cal ? t1 / t : 0.0, (double)st.allreduce, st.cal ? t1 / tar : 0.0, st.cal ? t1r / st.repl : 0.0, st.cal ? t1d / st.dp : 0.0));
       }
     }
   }
@@ -316,9 +326,9 @@ int main(int argc, char **argv)
       const double(*tab)[5] = m ? tab2 : tab1;
       PetscCall(PetscPrintf(PETSC_COMM_WORLD, "\npaper 003 sec. VI-B: %s mesh model (%dx%d, 18 channels, 6 blocks of %d conv-BN-ReLU), hybrid sample/spatial, mini-batch N over N x g ranks\n", m ? "2K" : "1K", (int)side, (int)side, (int)convs));
       PetscCall(PetscPrintf(PETSC_COMM_WORLD, "published: Table %s (Lassen, V100), mini-batch time and speed-up over %d GPU%s/sample\n", m ? "II" : "I", (int)gps[base], base ? "s" : ""));
-      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%5s %3s %5s %-5s %10s %6s %6s %7s %7s %8s %10s %8s %10s %9s %8s %8s\n", "N", "g", "ranks", "split", "step s", "halo%", "coll%", "mem GiB", "+dy GiB", "speedup", "step(ar) s", "sp.(ar)", "step(rp) s", "sp.(repl)", "paper s", "paper x"));
+      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%5s %3s %5s %-5s %10s %6s %6s %7s %7s %8s %10s %8s %10s %9s %10s %8s %8s %8s\n", "N", "g", "ranks", "split", "step s", "halo%", "coll%", "mem GiB", "+dy GiB", "speedup", "step(ar) s", "sp.(ar)", "step(rp) s", "sp.(repl)", "step(dp) s", "sp.(dp)", "paper s", "paper x"));
       for (int r = 0; r < 9; r++) {
-        PetscReal tbase = 0, tbasear = 0, tbaserp = 0;
+        PetscReal tbase = 0, tbasear = 0, tbaserp = 0, tbasedp = 0;
         for (int g = base; g < 5; g++) {
           const PetscInt N = tn[r];
           if (N * gps[g] > 2048 || tab[r][g] == 0) continue;
@@ -331,12 +341,13 @@ int main(int argc, char **argv)
             tbase   = t;
             tbasear = tar;
             tbaserp = st.repl;
+            tbasedp = st.dp;
           }
           char split[16], ps[32], px[16];
           snprintf(split, sizeof(split), "%dx%d", (int)gsplit[g][0], (int)gsplit[g][1]);
           snprintf(ps, sizeof(ps), "%.3g", tab[r][g]);
           snprintf(px, sizeof(px), "%.1fx", tab[r][base] / tab[r][g]);
-          PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%5d %3d %5d %-5s %s %6.1f %6.1f %7.2f %7.2f %7.2fx %s %7.2fx %s %8.2fx %8s %8s\n", (int)N, (int)gps[g], (int)(N * gps[g]), split, Time(b3, sizeof(b3), st.cal, t), st.cal ? 100.0 * (st.comm - st.coll) / t : 0.0, st.cal ? 100.0 * st.coll / t : 0.0, st.mem / 1073741824.0, (st.mem + st.act) / 1073741824.0, st.cal ? tbase / t : 0.0, Time(b2, sizeof(b2), st.cal, tar), st.cal ? tbasear / tar : 0.0, Time(b1, sizeof(b1), st.cal, st.repl), st.cal ? tbaserp / st.repl : 0.0, ps, px));
+          PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%5d %3d %5d %-5s %s %6.1f %6.1f %7.2f %7.2f %7.2fx %s %7.2fx %s %8.2fx %s %7.2fx %8s %8s\n", (int)N, (int)gps[g], (int)(N * gps[g]), split, Time(b3, sizeof(b3), st.cal, t), st.cal ? 100.0 * (st.comm - st.coll) / t : 0.0, st.cal ? 100.0 * st.coll / t : 0.0, st.mem / 1073741824.0, (st.mem + st.act) / 1073741824.0, st.cal ? tbase / t : 0.0, Time(b2, sizeof(b2), st.cal, tar), st.cal ? tbasear / tar : 0.0, Time(b1, sizeof(b1), st.cal, st.repl), st.cal ? tbaserp / st.repl : 0.0, Time(b4, sizeof(b4), st.cal, st.dp), st.cal ? tbasedp / st.dp : 0.0, ps, px));
         }
       }
     }

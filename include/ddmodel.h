@@ -72,3 +72,4 @@ PETSC_EXTERN PetscErrorCode DDModelLayerSpecInitialize(DDModelLayerSpec *, DDLay
 PETSC_EXTERN PetscErrorCode DDModelPredictLayer(const DDModelLayerSpec *, const DDModelLayerSpec *, const char[], PetscInt, DDModelLayerPrediction *);
 PETSC_EXTERN PetscErrorCode DDModelPredictLayerMax(const DDModelLayerSpec *, const DDModelLayerSpec *, const char[], DDModelLayerPrediction *);
 PETSC_EXTERN PetscErrorCode DDModelPredictReplicatedWeights(const char[], DDDataType, PetscInt, PetscInt64, PetscReal *, PetscReal *, PetscBool *);
+PETSC_EXTERN PetscErrorCode DDModelPredictDataParallelWeights(const char[], DDDataType, PetscInt, PetscInt64, PetscReal *, PetscReal *, PetscBool *);

@@ -730,6 +730,12 @@ TEST(ModelWork, ReplicatedWeightsPricedAsTheNetworkRunsThem)
     EXPECT_NEAR(tfd - Ld[0], d[0], 1e-12 * tfd);
     EXPECT_NEAR(tbd - Ld[1], (tbb - Lb[1]) + d[1], 1e-12 * tbd);
     EXPECT_LT(tfd, tfr) << "no broadcast after an update";
+    /* the analytic form: the slower of the root (holding every weight) and a worker */
+    PetscReal adf, adb;
+    DDT(DDModelPredictDataParallelWeights(NULL, DD_FLOAT64, Size(), (PetscInt64)count, &adf, &adb, NULL));
+    const double common = (4e-6 + 3e-9 * nb) + flag + axpy0 + axpy1 * 2 * nb + 1.5e-7 + 1e-11 * nb;
+    EXPECT_NEAR(adf, flag, 1e-12 * adf);
+    EXPECT_NEAR(adb, std::max(common + 2 * axpy0 + axpy1 * 9 * nb, common + axpy0 + axpy1 * 13 * nb), 1e-12 * adb);
     text = ViewedText([&](PetscViewer v) { return DDNetViewModel(net, v); });
     EXPECT_NE(text.find("data-parallel weights (-net_weights dataparallel; the layers above count no weight broadcast): 1 bucket(s)"), std::string::npos) << text;
   }

@@ -453,6 +453,16 @@ TEST(ModelAnalytic, ReplicatedWeightsDropOnlyTheWeightCollectives)
   DDT(DDModelPredictReplicatedWeights(NULL, dtype, 4, 1000, &fP, &bP, NULL));
   EXPECT_GT(fP, f1);
   EXPECT_GT(bP, b1);
+  /* the data-parallel mode's: no broadcast forward (only the flag), the workers' update backward */
+  PetscReal df1, db1, dfP, dbP;
+  DDT(DDModelPredictDataParallelWeights(NULL, dtype, 1, 1000, &df1, &db1, NULL));
+  DDT(DDModelPredictDataParallelWeights(NULL, dtype, 4, 1000, &dfP, &dbP, NULL));
+  EXPECT_EQ(df1, 0);
+  EXPECT_GT(dfP, 0);
+  EXPECT_LT(dfP, fP) << "a flag all-reduce against a flag, a broadcast and the copies";
+  EXPECT_GT(dbP, bP) << "the replicated backward plus a flag and the workers' update";
+  EXPECT_GT(dbP, db1);
+  DD_EXPECT_ERROR(DDModelPredictDataParallelWeights(NULL, dtype, 0, 1000, &f1, &b1, NULL), PETSC_ERR_ARG_OUTOFRANGE, "ranks 0");
   DD_EXPECT_ERROR(DDModelPredictReplicatedWeights(NULL, dtype, 0, 1000, &f1, &b1, NULL), PETSC_ERR_ARG_OUTOFRANGE, "ranks 0");
   DD_EXPECT_ERROR(DDModelPredictReplicatedWeights(NULL, dtype, 2, -1, &f1, &b1, NULL), PETSC_ERR_ARG_OUTOFRANGE, "entries -1");
   DropCache(file);

@@ -591,6 +591,58 @@ DD_CXX_TRY
 DD_CXX_CATCH
 
 /*@C
+  DDModelPredictDataParallelWeights - The performance model's time of the data-parallel weight mode's own collectives, copies and replica updates for a network that is not set up
+
+  Not collective
+
+  Input Parameters:
++ backend - the backend whose calibration prices it (NULL: the default)
+. dt      - the weights' data type
+. ranks   - the worker group: the ranks that use the weights (all of a sample or spatial split)
+- entries - the weights' entries (every parameter the layers broadcast, one bucket)
+
+  Output Parameters:
++ tforward   - seconds of a forward on the slowest rank: a flag all-reduce (no broadcast after an update)
+. tbackward  - seconds of a backward and the replicas' update on the slowest rank (the parameters'
+               root, which adds its gradient into the bucket and copies w into its own replica, or a
+               worker, which updates its copy with the optimizer, priced as Adam's 7 streams): the
+               copies of the replicas' gradients, one all-reduce, a flag all-reduce at the step,
+               the copies and updates, zeroing the bucket
+- calibrated - whether the fits were there (NULL allowed)
+
+  Notes:
+  The terms `DDNetGetModelTime()` adds per bucket of a set-up network in the data-parallel mode
+  (`DDNetSetWeightMode()`), for one bucket whose root holds every weight, the larger of the
+  root's and a worker's. With the layers priced with `DDModelLayerSpec`'s replicated flag (no
+  weight collectives) a paper-scale step in that mode is the sum of the layers' and these. On one
+  rank (ranks = 1) only the root's copies remain.
+
+  Level: advanced
+
+.seealso: `DDModelPredictReplicatedWeights()`, `DDNetSetWeightMode()`, `DDNetGetModelTime()`
+@*/
+PetscErrorCode DDModelPredictDataParallelWeights(const char backend[], DDDataType dt, PetscInt ranks, PetscInt64 entries, PetscReal *tforward, PetscReal *tbackward, PetscBool *calibrated)
+DD_CXX_TRY
+{
+  const char *bname = backend;
+  PetscReal   t[2], w[2] = {0, 0};
+  PetscBool   ok = PETSC_TRUE;
+
+  PetscFunctionBegin;
+  PetscCheck(ranks >= 1 && ranks <= PETSC_MPI_INT_MAX, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "ranks %" PetscInt_FMT " must be at least 1", ranks);
+  PetscCheck(entries >= 0, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "entries %" PetscInt64_FMT " must not be negative", entries);
+  PetscCheck(dt == DD_FLOAT32 || dt == DD_FLOAT64, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Unknown data type %d", (int)dt);
+  if (!bname) PetscCall(DDBackendGetDefault(&bname));
+  PetscCall(ddnn::ModelReplicaBucketTimes_Private(bname, (PetscMPIInt)ranks, dt, (PetscMPIInt)ranks, entries, entries, entries, 0, PETSC_TRUE, t, &ok)); /* the root */
+  if (ranks > 1) PetscCall(ddnn::ModelReplicaBucketTimes_Private(bname, (PetscMPIInt)ranks, dt, (PetscMPIInt)ranks, entries, 0, entries, entries, PETSC_TRUE, w, &ok)); /* a worker */
+  if (tforward) *tforward = PetscMax(t[0], w[0]);
+  if (tbackward) *tbackward = PetscMax(t[1], w[1]);
+  if (calibrated) *calibrated = ok;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+DD_CXX_CATCH
+
+/*@C
   DDModelPredictLayerMax - The performance model's predictions for a layer that is not set up, the maximum over its workers
 
   Not collective
