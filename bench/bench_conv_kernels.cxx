@@ -1,6 +1,6 @@
 /*
   bench_conv_kernels: the GEMM convolution kernels (src/backend/blas/conv_gemm.cxx) and the
-  Winograd ones (F(4x4, 3x3) or F(2x2, 3x3); src/backend/blas/conv_winograd.cxx) against the reference loops
+  Winograd ones (F(4x4, 3x3), F(2x2, 3x3) or F(2x2x2, 3x3x3); src/backend/blas/conv_winograd.cxx) against the reference loops
   (src/backend/reference/conv_ref.cxx) and PyTorch float64, at 1 thread, in one run.
 
     OPENBLAS_NUM_THREADS=1 ./bench_conv_kernels [-reps 7] [-ref_reps 3] [-ref 0|1] [-winograd 0|1] [-torch 0|1] [-shapes a,b]
@@ -8,9 +8,10 @@
   Shapes (3x3(x3) kernel, padding 1, bias): conv 1x16x512x512 16->16, 8x64x56x56 64->64,
   1x8x64x64x64 8->8, and the main job's U-Net layers at batch 8: 8x16x32x32 16->16 (c2),
   8x1x32x32 1->16 (c1), 8x16x16x16 16->32 (c3), 8x32x16x16 32->32 (c4), 8x32x8x8 32->64 (c5),
-  8x64x8x8 64->64 (c6), 8x96x16x16 96->32 (c7), 8x48x32x32 48->16 (c8). Per shape and precision
+  8x64x8x8 64->64 (c6), 8x96x16x16 96->32 (c7), 8x48x32x32 48->16 (c8); 3-D U-Net levels at batch 2:
+  2x16x32^3 16->16, 2x32x16^3 32->32, 2x64x8^3 64->64. Per shape and precision
   (float64, float32): the median time of forward, backward-data and backward-weights (with the
-  bias), each repetition running the three GEMM kernels, then the three Winograd ones (2-D shapes)
+  bias), each repetition running the three GEMM kernels, then the three Winograd ones (where they apply)
   and then the three reference ones (interleaved). The reference loops run on a reduced shape
   (fewer samples or rows) and are scaled by the ratio of output positions; the output says by how
   much. Data are plain NCHW(D); x and dx are the padded windows (out + 2).
@@ -62,6 +63,10 @@ const Shape kShapes[] = {
   {"conv2d_8x48x32x32", 2, 8, 48, 16, {32, 32, 1}, 1, 0, 32},
   {"conv2d_8x96x16x16", 2, 8, 96, 32, {16, 16, 1}, 1, 0, 16},
   {"conv2d_8x64x8x8", 2, 8, 64, 64, {8, 8, 1}, 2, 0, 8},
+  /* 3-D U-Net levels (paper 000 sec. 5.3: 3 x 3 x 3 kernels), batch 2 */
+  {"conv3d_2x16x32x32x32", 3, 2, 16, 16, {32, 32, 32}, 1, 0, 8},
+  {"conv3d_2x32x16x16x16", 3, 2, 32, 32, {16, 16, 16}, 1, 0, 8},
+  {"conv3d_2x64x8x8x8", 3, 2, 64, 64, {8, 8, 8}, 1, 0, 8},
 };
 
 /* wall and process CPU seconds (with one thread the CPU time leaves out the waits for a core on a shared machine) */
@@ -221,7 +226,8 @@ reps = int(sys.argv[1])
 print("torch", torch.__version__)
 for name, N, C, S, Co in [("conv2d_1x16x512x512", 1, 16, (512, 512), 16), ("conv2d_8x64x56x56", 8, 64, (56, 56), 64), ("conv3d_1x8x64x64x64", 1, 8, (64, 64, 64), 8),
                           ("conv2d_8x1x32x32", 8, 1, (32, 32), 16), ("conv2d_8x16x32x32", 8, 16, (32, 32), 16), ("conv2d_8x16x16x16", 8, 16, (16, 16), 32),
-                          ("conv2d_8x32x16x16", 8, 32, (16, 16), 32), ("conv2d_8x32x8x8", 8, 32, (8, 8), 64), ("conv2d_8x48x32x32", 8, 48, (32, 32), 16), ("conv2d_8x96x16x16", 8, 96, (16, 16), 32), ("conv2d_8x64x8x8", 8, 64, (8, 8), 64)]:
+                          ("conv2d_8x32x16x16", 8, 32, (16, 16), 32), ("conv2d_8x32x8x8", 8, 32, (8, 8), 64), ("conv2d_8x48x32x32", 8, 48, (32, 32), 16), ("conv2d_8x96x16x16", 8, 96, (16, 16), 32), ("conv2d_8x64x8x8", 8, 64, (8, 8), 64),
+                          ("conv3d_2x16x32x32x32", 2, 16, (32, 32, 32), 16), ("conv3d_2x32x16x16x16", 2, 32, (16, 16, 16), 32), ("conv3d_2x64x8x8x8", 2, 64, (8, 8, 8), 64)]:
     if len(sys.argv) > 2 and name not in sys.argv[2].split(","):
         continue
     conv = F.conv2d if len(S) == 2 else F.conv3d

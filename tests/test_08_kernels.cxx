@@ -449,9 +449,35 @@ void RandomWinograd(unsigned seed, int count)
     Compare<T>(c, rng, true);
   }
 }
+/* F(2x2x2, 3x3x3): 3 x 3 x 3 taps, odd and even output extents in every dimension, larger windows, empty outputs */
+template <class T>
+void RandomWinograd3(unsigned seed, int count)
+{
+  std::mt19937 rng(seed);
+  for (int i = 0; i < count; i++) {
+    Case       c;
+    ConvTGeom &g = c.g;
+    g.D          = 3;
+    g.N          = Pick(rng, 0, 9) == 0 ? 0 : Pick(rng, 1, 2);
+    g.Ci         = Pick(rng, 0, 11) == 0 ? 0 : Pick(rng, 1, 12);
+    g.Co         = Pick(rng, 0, 11) == 0 ? 1 : Pick(rng, 1, 12);
+    for (PetscInt j = 0; j < 3; j++) {
+      g.k[j]   = 3;
+      g.out[j] = Pick(rng, 0, 15) == 0 ? 0 : Pick(rng, 1, 7);
+      g.in[j]  = g.out[j] + 2 + Pick(rng, 0, 1);
+    }
+    RandomOptions(c, rng);
+    Compare<T>(c, rng, true);
+  }
+}
 TEST(ConvWinograd, RandomFloat64)
 {
   RandomWinograd<double>(4024, 400);
+}
+TEST(ConvWinograd, Random3x3x3)
+{
+  RandomWinograd3<double>(4026, 150);
+  RandomWinograd3<float>(4027, 150);
 }
 TEST(ConvWinograd, RandomFloat32)
 {
@@ -503,7 +529,16 @@ TEST(ConvWinograd, Applies)
   h.D    = 3;
   h.k[0] = 3;
   h.in[0] = 3;
-  EXPECT_FALSE(ConvWinogradApplies(h)); /* 3 x 3 x 3 */
+  EXPECT_TRUE(ConvWinogradApplies(h)); /* 3 x 3 x 3: F(2x2x2, 3x3x3) */
+  EXPECT_STREQ(ConvWinogradName<double>(h), "Winograd F(2x2x2,3x3x3) + GEMM (OpenBLAS)");
+  h.in[0] = 2;
+  EXPECT_FALSE(ConvWinogradApplies(h)); /* a window too small in the first dimension */
+  h.in[0] = 3;
+  h.k[0]  = 5;
+  EXPECT_FALSE(ConvWinogradApplies(h)); /* 5 x 3 x 3 */
+  h.k[0] = 3;
+  h.D    = 2;
+  EXPECT_FALSE(ConvWinogradApplies(h)); /* 3 taps in a dimension a 2-D problem does not have */
   /* the kernel's name says the tile size: F(4x4) in float64 from 12 x 12 outputs, F(2x2) otherwise */
   EXPECT_STREQ(ConvWinogradName<double>(g), "Winograd F(2x2,3x3) + GEMM (OpenBLAS)");
   h      = g;

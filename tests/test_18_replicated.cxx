@@ -144,6 +144,7 @@ struct Extra {
   bool   gscale = false; /* in step 1, the gradients halved between the backward and the optimizer step */
   bool   split  = false; /* two optimizers, one per half of the parameters (learning rates 0.05 and 0.02) */
   bool   accumulate = false; /* two backwards per step (the gradients accumulate) */
+  bool   reload = false; /* a checkpoint saved after step 0 is loaded into the same network and optimizer after step 1 */
 };
 
 /*
@@ -225,6 +226,8 @@ static Trace Train(const char *opts, const char *outname, const InputSpec &xs, c
     if (opt2) DDT(DDOptimizerStep(opt2));
     T.stepped.push_back(net->impl->nreplstepped - st0);
     T.synced.push_back(net->impl->nreplsync - sy0);
+    if (ex.reload && s == 0) DDT(DDCheckpointSave(net, opt, ck.c_str()));
+    if (ex.reload && s == 1) DDT(DDCheckpointLoad(net, opt, ck.c_str()));
     if (loadw && s == 0) DDT(DDNetLoadWeights(net, wf.c_str()));
     if (write && s == 1) {
       PetscInt N;
@@ -560,6 +563,17 @@ TEST(DataParallel, RefreshedWhenChangedOutsideTheUpdate)
     ExpectSame(d, b, 1e-12, "gradients accumulated");
     EXPECT_EQ(d.drift, 0);
     EXPECT_EQ(d.stepped[2], c.groups);
+  }
+  { /* a checkpoint loaded into the running network and optimizer: the weights (forward) and the optimizer state (step) refreshed */
+    Extra ex;
+    ex.reload = true;
+    Trace d = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_DATAPARALLEL, "adam", 4, 0, false, false, -1, ex);
+    Trace b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "adam", 4, 0, false, false, -1, ex);
+    ExpectSame(d, b, 1e-12, "checkpoint loaded in place");
+    EXPECT_EQ(d.drift, 0);
+    EXPECT_EQ(d.bcasts[2], c.groups) << "the loaded weights";
+    EXPECT_EQ(d.synced[2], c.groups) << "the loaded optimizer state";
+    EXPECT_EQ(d.stepped[3], c.groups);
   }
   { /* two optimizers, each over half of the parameters */
     Extra ex;

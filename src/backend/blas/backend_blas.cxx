@@ -41,7 +41,7 @@ struct GemmConvLoops {
   template <class T>
   static void TBackwardWeights(const ConvTGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db) { ConvTBackwardWeightsGemm<T>(g, x, dy, dw, db); }
 };
-/* 3 x 3 convolutions at unit stride and dilation, one group: Winograd F(4x4, 3x3) or F(2x2, 3x3) (the transposed convolution keeps GEMM) */
+/* 3 x 3 (x 3) convolutions at unit stride and dilation, one group: Winograd F(4x4, 3x3), F(2x2, 3x3) or F(2x2x2, 3x3x3) (the transposed convolution keeps GEMM) */
 struct WinogradConvLoops : GemmConvLoops {
   template <class T>
   static void Forward(const ConvGeom &g, const View<const T> &x, const T *w, const T *b, const View<T> &y) { ConvForwardWinograd<T>(g, x, w, b, y); }
@@ -51,8 +51,9 @@ struct WinogradConvLoops : GemmConvLoops {
   static void BackwardWeights(const ConvGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db) { ConvBackwardWeightsWinograd<T>(g, x, dy, dw, db); }
 };
 /*
-  The convolution kernel of /cpu/blas: Winograd (F(4x4, 3x3) or F(2x2, 3x3)) where ConvWinogradPreferred() (3 x 3 taps,
-  unit stride and dilation, one group, at least 16 input and output channels), im2col + GEMM elsewhere;
+  The convolution kernel of /cpu/blas: Winograd (F(4x4, 3x3), F(2x2, 3x3), or F(2x2x2, 3x3x3) for 3 x 3 x 3 taps) where
+  ConvWinogradPreferred() (3 x 3 (x 3) taps, unit stride and dilation, one group, at least 16 input and output channels,
+  8 for 3 x 3 x 3), im2col + GEMM elsewhere;
   -dd_conv_winograd <bool> forces Winograd wherever ConvWinogradApplies() (true) or never (false).
 */
 template <class T>
