@@ -113,6 +113,7 @@ struct Trace {
   std::vector<PetscInt64>                       bcasts, reduces; /* the replicated mode's collectives per step */
   std::vector<PetscInt64>                       stepped, synced; /* the data-parallel mode's buckets per optimizer step: updated in place / refreshed from the root */
   double                                        drift = 0;       /* data-parallel: the output's change when every replica is refreshed from its root after the steps (0: the copies equal w bitwise) */
+  PetscInt64                                    checks = 0;      /* data-parallel: the copies checked against their parameters (every step here) */
   PetscInt64                                    fallbacks = 0;
   PetscInt                                      nreplicas = 0;
 };
@@ -167,6 +168,7 @@ static Trace Train(const char *opts, const char *outname, const InputSpec &xs, c
   std::string ck = Tmp("ck.h5"), wf = Tmp("w.h5");
   auto        make = [&]() {
     net = MakeNet(opts, mode);
+    DDT(DDNetSetWeightCheckInterval(net, 1)); /* data-parallel: the copies compared with their parameters before every step */
     DDT(DDNetSetUp(net, 2, in));
     DDT(DDNetGetParameters(net, &n, &ps, &gs));
     for (int o = 0; o < (ex.split ? 2 : 1); o++) {
@@ -252,6 +254,7 @@ static Trace Train(const char *opts, const char *outname, const InputSpec &xs, c
   }
   T.params = All(n, ps);
   T.fallbacks += Fallbacks(net);
+  T.checks = net->impl->nreplchecks;
   { /* the copies the data-parallel mode updated in place against a refresh from the roots: every parameter's state bumped, the same output */
     DDTensor y;
     DDT(DDNetForward(net, 2, in));
@@ -473,6 +476,7 @@ static void ExpectDataParallelCounts(const Trace &d, PetscInt64 groups, const st
 {
   EXPECT_EQ(d.fallbacks, 0) << what << ": a layer broadcast its weights itself";
   EXPECT_EQ(d.drift, 0) << what << ": a copy differs from its parameter";
+  if (groups > 0) EXPECT_EQ(d.checks, (PetscInt64)d.bcasts.size()) << what << ": the copies checked before every step";
   for (size_t s = 0; s < d.bcasts.size(); s++) {
     EXPECT_EQ(d.bcasts[s], s == 0 ? groups : 0) << what << ": bucket broadcasts in the forwards of step " << s;
     EXPECT_EQ(d.reduces[s], groups) << what << ": bucket all-reduces in step " << s;
@@ -517,16 +521,24 @@ TEST(DataParallel, PRanksEqualsOneRankAndFloat32)
   ExpectDataParallelCounts(d, c.groups, "float32 unet sample");
 }
 
+/* the data-parallel mode's training (Train()'s arguments from opttype on) against the broadcast mode's: the same trace, and copies equal to their parameters */
+template <class... Args>
+static Trace AgainstBroadcast(const Case &c, const std::string &what, const char *opttype, Args... args)
+{
+  Trace d = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_DATAPARALLEL, opttype, args...);
+  Trace b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, opttype, args...);
+  ExpectSame(d, b, 1e-12, what);
+  EXPECT_EQ(d.drift, 0) << what << ": a copy differs from its parameter";
+  return d;
+}
+
 /* every way a parameter, its gradient or the optimizer's state changes outside the in-place update
    leads to a refresh with the optimizer's state, and the training equals the broadcast mode's */
 TEST(DataParallel, RefreshedWhenChangedOutsideTheUpdate)
 {
   auto c = Cases()[0];
   { /* DDNetLoadWeights() after step 0, a DDTensorSetValuesGlobal() after step 1: the forwards refresh the weights */
-    Trace d = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_DATAPARALLEL, "sgd", 4, 0, true, true);
-    Trace b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "sgd", 4, 0, true, true);
-    ExpectSame(d, b, 1e-12, "weights loaded and written");
-    EXPECT_EQ(d.drift, 0);
+    Trace d = AgainstBroadcast(c, "weights loaded and written", "sgd", 4, 0, true, true);
     for (size_t s = 1; s < 4; s++) EXPECT_EQ(d.bcasts[s], s <= 2 ? c.groups : 0) << "step " << s;
   }
   { /* checkpoint restarts every 2 steps: the new optimizer's first step refreshes */
@@ -538,19 +550,13 @@ TEST(DataParallel, RefreshedWhenChangedOutsideTheUpdate)
     EXPECT_EQ(d.stepped[3], c.groups);
   }
   for (PetscMPIInt w = 0; w < std::min<PetscMPIInt>(Size(), 2); w++) { /* one rank alone rewrites its pieces between two forwards */
-    Trace d = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_DATAPARALLEL, "sgd", 3, 0, false, false, w);
-    Trace b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "sgd", 3, 0, false, false, w);
-    ExpectSame(d, b, 1e-12, "written on rank " + std::to_string(w));
-    EXPECT_EQ(d.drift, 0);
+    AgainstBroadcast(c, "written on rank " + std::to_string(w), "sgd", 3, 0, false, false, w);
   }
   { /* the gradients halved by the user between the backward and the step (step 1), and clipped by the optimizer (every step) */
     Extra ex;
     ex.gscale = true;
     ex.clip   = 0.05;
-    Trace d = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_DATAPARALLEL, "adam", 4, 0, false, false, -1, ex);
-    Trace b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "adam", 4, 0, false, false, -1, ex);
-    ExpectSame(d, b, 1e-12, "gradients scaled and clipped");
-    EXPECT_EQ(d.drift, 0);
+    Trace d = AgainstBroadcast(c, "gradients scaled and clipped", "adam", 4, 0, false, false, -1, ex);
     EXPECT_EQ(d.synced[1], c.groups) << "the scaled gradient: a refresh";
     EXPECT_EQ(d.stepped[2], c.groups) << "clipping alone: in place";
     EXPECT_EQ(d.stepped[3], c.groups);
@@ -558,19 +564,13 @@ TEST(DataParallel, RefreshedWhenChangedOutsideTheUpdate)
   { /* gradients accumulated over two backwards: the second sum holds the first */
     Extra ex;
     ex.accumulate = true;
-    Trace d = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_DATAPARALLEL, "adam", 3, 0, false, false, -1, ex);
-    Trace b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "adam", 3, 0, false, false, -1, ex);
-    ExpectSame(d, b, 1e-12, "gradients accumulated");
-    EXPECT_EQ(d.drift, 0);
+    Trace d = AgainstBroadcast(c, "gradients accumulated", "adam", 3, 0, false, false, -1, ex);
     EXPECT_EQ(d.stepped[2], c.groups);
   }
   { /* a checkpoint loaded into the running network and optimizer: the weights (forward) and the optimizer state (step) refreshed */
     Extra ex;
     ex.reload = true;
-    Trace d = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_DATAPARALLEL, "adam", 4, 0, false, false, -1, ex);
-    Trace b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "adam", 4, 0, false, false, -1, ex);
-    ExpectSame(d, b, 1e-12, "checkpoint loaded in place");
-    EXPECT_EQ(d.drift, 0);
+    Trace d = AgainstBroadcast(c, "checkpoint loaded in place", "adam", 4, 0, false, false, -1, ex);
     EXPECT_EQ(d.bcasts[2], c.groups) << "the loaded weights";
     EXPECT_EQ(d.synced[2], c.groups) << "the loaded optimizer state";
     EXPECT_EQ(d.stepped[3], c.groups);
@@ -578,23 +578,70 @@ TEST(DataParallel, RefreshedWhenChangedOutsideTheUpdate)
   { /* two optimizers, each over half of the parameters */
     Extra ex;
     ex.split = true;
-    Trace d  = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_DATAPARALLEL, "adam", 3, 0, false, false, -1, ex);
-    Trace b  = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "adam", 3, 0, false, false, -1, ex);
-    ExpectSame(d, b, 1e-12, "two optimizers");
-    EXPECT_EQ(d.drift, 0);
+    Trace d = AgainstBroadcast(c, "two optimizers", "adam", 3, 0, false, false, -1, ex);
     EXPECT_EQ(d.stepped[2], 2 * c.groups) << "each optimizer's step updates the group's copies of its half";
   }
   { /* an optimizer type without steparrays: the copies refreshed after every step */
     DDT(DDOptimizerRegister("plain", CreatePlain));
-    Trace d = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_DATAPARALLEL, "plain", 3);
-    Trace b = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "plain", 3);
-    ExpectSame(d, b, 1e-12, "a user's optimizer");
-    EXPECT_EQ(d.drift, 0);
+    Trace d = AgainstBroadcast(c, "a user's optimizer", "plain", 3);
     for (size_t s = 0; s < 3; s++) {
       EXPECT_EQ(d.synced[s], c.groups);
       EXPECT_EQ(d.stepped[s], 0);
     }
   }
+}
+
+/* a copy changed behind the network's back on one rank (as a rank whose arithmetic differs would):
+   the check before the next step finds it, on every rank of the group, and names the group */
+TEST(DataParallel, DivergedCopiesAreAnError)
+{
+  if (Size() == 1) return; /* no other rank to differ from */
+  auto     c = Cases()[1];
+  DDTensor x = MakeInput(c.xs, DD_FLOAT64, 5), t = MakeInput(c.ts, DD_FLOAT64, 6);
+  DDTensor in[2] = {x, t};
+  DDNet    net = MakeNet(c.opts, DD_NET_WEIGHTS_DATAPARALLEL);
+  DDT(DDNetSetWeightCheckInterval(net, 2));
+  PetscInt every;
+  DDT(DDNetGetWeightCheckInterval(net, &every));
+  EXPECT_EQ(every, 2);
+  DD_EXPECT_ERROR(DDNetSetWeightCheckInterval(net, -1), PETSC_ERR_ARG_OUTOFRANGE, "must be >= 0");
+  DDT(DDNetSetUp(net, 2, in));
+  PetscInt    n;
+  DDTensor   *ps, *gs;
+  DDOptimizer opt;
+  DDT(DDNetGetParameters(net, &n, &ps, &gs));
+  DDT(DDOptimizerCreate(PETSC_COMM_WORLD, &opt));
+  DDT(DDOptimizerSetType(opt, "adam"));
+  DDT(DDOptimizerSetUp(opt, n, ps, gs));
+  for (int s = 0; s < 4; s++) { /* in step: checked before steps 2 and 4 */
+    DDT(DDNetForward(net, 2, in));
+    DDT(DDNetZeroGradients(net));
+    DDT(DDNetBackward(net, NULL));
+    DDT(DDOptimizerStep(opt));
+  }
+  EXPECT_EQ(net->impl->nreplchecks, 2);
+  /* rank 1 (a worker, not the weights' root) changes one entry of its copy of the first kept replica */
+  if (Rank() == 1)
+    for (auto &nd : net->impl->nodes)
+      if (nd.layer->nreplicas > 0) {
+        DDTensor wh = nd.layer->replicas[0].wh;
+        PetscInt m;
+        DDT(DDTensorGetLocalStorageSize(wh, &m));
+        ASSERT_GT(m, 0);
+        ((double *)wh->array)[m / 2] += 1e-3;
+        break;
+      }
+  for (int s = 0; s < 2; s++) { /* step 5: not checked; step 6: checked */
+    DDT(DDNetForward(net, 2, in));
+    DDT(DDNetZeroGradients(net));
+    DDT(DDNetBackward(net, NULL));
+    if (s == 0) DDT(DDOptimizerStep(opt));
+    else DD_EXPECT_ERROR(DDOptimizerStep(opt), PETSC_ERR_PLIB, "Before optimizer step 6, the data-parallel weight copies of worker group (ranks 0,1");
+  }
+  DDT(DDOptimizerDestroy(&opt));
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
 }
 
 TEST(DataParallel, OptionViewAndModeSwitch)

@@ -542,6 +542,17 @@ DD_CXX_TRY
 }
 DD_CXX_CATCH
 
+/* the arguments of the bucket predictions checked; a NULL backend is the default one */
+static PetscErrorCode BucketArguments(DDDataType dt, PetscInt ranks, PetscInt64 entries, const char **bname)
+{
+  PetscFunctionBegin;
+  PetscCheck(ranks >= 1 && ranks <= PETSC_MPI_INT_MAX, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "ranks %" PetscInt_FMT " must be at least 1", ranks);
+  PetscCheck(entries >= 0, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "entries %" PetscInt64_FMT " must not be negative", entries);
+  PetscCheck(dt == DD_FLOAT32 || dt == DD_FLOAT64, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Unknown data type %d", (int)dt);
+  if (!*bname) PetscCall(DDBackendGetDefault(bname));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@C
   DDModelPredictReplicatedWeights - The performance model's time of the replicated weight mode's own collectives and copies for a network that is not set up
 
@@ -578,10 +589,7 @@ DD_CXX_TRY
   PetscBool   ok = PETSC_TRUE;
 
   PetscFunctionBegin;
-  PetscCheck(ranks >= 1 && ranks <= PETSC_MPI_INT_MAX, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "ranks %" PetscInt_FMT " must be at least 1", ranks);
-  PetscCheck(entries >= 0, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "entries %" PetscInt64_FMT " must not be negative", entries);
-  PetscCheck(dt == DD_FLOAT32 || dt == DD_FLOAT64, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Unknown data type %d", (int)dt);
-  if (!bname) PetscCall(DDBackendGetDefault(&bname));
+  PetscCall(BucketArguments(dt, ranks, entries, &bname));
   PetscCall(ddnn::ModelReplicaBucketTimes_Private(bname, (PetscMPIInt)ranks, dt, (PetscMPIInt)ranks, entries, entries, entries, 0, PETSC_FALSE, t, &ok));
   if (tforward) *tforward = t[0];
   if (tbackward) *tbackward = t[1];
@@ -629,10 +637,7 @@ DD_CXX_TRY
   PetscBool   ok = PETSC_TRUE;
 
   PetscFunctionBegin;
-  PetscCheck(ranks >= 1 && ranks <= PETSC_MPI_INT_MAX, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "ranks %" PetscInt_FMT " must be at least 1", ranks);
-  PetscCheck(entries >= 0, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "entries %" PetscInt64_FMT " must not be negative", entries);
-  PetscCheck(dt == DD_FLOAT32 || dt == DD_FLOAT64, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Unknown data type %d", (int)dt);
-  if (!bname) PetscCall(DDBackendGetDefault(&bname));
+  PetscCall(BucketArguments(dt, ranks, entries, &bname));
   PetscCall(ddnn::ModelReplicaBucketTimes_Private(bname, (PetscMPIInt)ranks, dt, (PetscMPIInt)ranks, entries, entries, entries, 0, PETSC_TRUE, t, &ok)); /* the root */
   if (ranks > 1) PetscCall(ddnn::ModelReplicaBucketTimes_Private(bname, (PetscMPIInt)ranks, dt, (PetscMPIInt)ranks, entries, 0, entries, entries, PETSC_TRUE, w, &ok)); /* a worker */
   if (tforward) *tforward = PetscMax(t[0], w[0]);

@@ -288,6 +288,9 @@ DD_CXX_TRY
     PetscEnum m = (PetscEnum)net->impl->weightmode;
     PetscCall(PetscOptionsEnum("-net_weights", "Weights broadcast on every call; replicas kept and gradients summed once per backward; replicas updated by the optimizer where they live (data-parallel); or the one the performance model predicts fastest", "DDNetSetWeightMode", DDNetWeightModes, m, &m, &flg));
     if (flg) PetscCall(DDNetSetWeightMode(net, (DDNetWeightMode)m));
+    PetscInt every = net->impl->weightcheck;
+    PetscCall(PetscOptionsInt("-net_weights_check", "Data-parallel weights: check the replicas against their parameters every this many optimizer steps (0: never)", "DDNetSetWeightCheckInterval", every, &every, &flg));
+    if (flg) PetscCall(DDNetSetWeightCheckInterval(net, every));
   }
   PetscOptionsEnd();
   {

@@ -480,18 +480,40 @@ PetscErrorCode ddnn::NetReplicasSum_Private(DDNet net)
   begin: which buckets hold parameters this optimizer steps, and whether each is in step (see the
   head of this file): every rank decides for its entries, the group takes the MIN.
 */
+/* a hash of the bulk of t (the sum of its entries' mixed bit patterns: independent of the storage order), 62 bits */
+static PetscInt64 BulkHash(DDTensor t)
+{
+  uint64_t h = 0;
+  PetscCallAbort(PETSC_COMM_SELF, ddnn::DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+    using T      = decltype(z);
+    const T *a   = (const T *)t->array;
+    ddnn::ForEachBulkRun(t->layout, [&](PetscInt off, PetscInt len) {
+      for (PetscInt q = 0; q < len; q++) {
+        uint64_t bits = 0;
+        std::memcpy(&bits, a + off + q, sizeof(T));
+        h += ddnn::SplitMix64(bits);
+      }
+    });
+    return PETSC_SUCCESS;
+  }));
+  return (PetscInt64)(h & 0x3FFFFFFFFFFFFFFFull);
+}
+
 static PetscErrorCode MirrorBegin(void *ctx, DDOptimizer opt, PetscInt n, const PetscInt idx[])
 {
   DDNet                    net = (DDNet)ctx;
-  NetReplicas             *R   = net->impl->replicas;
+  NetImpl                 *I   = net->impl;
+  NetReplicas             *R   = I->replicas;
   std::vector<MPI_Request> reqs;
-  std::vector<int>         flags;
+  std::vector<PetscInt64>  flags; /* per bucket: not in step here (MAX: anywhere), the copies' hash and its negative (MAX of both: equal everywhere) */
+  /* every weightcheck steps (the step count is the optimizer's, the same on every rank) the copies are compared */
+  const bool check = I->weightcheck > 0 && (opt->step + 1) % I->weightcheck == 0;
 
   PetscFunctionBegin;
   if (!R || !R->dataparallel) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(PetscLogEventBegin(NET_ReplStep, net, 0, 0, 0));
   for (auto &b : R->buckets) b.stepok = -1;
-  flags.assign(R->buckets.size(), 1);
+  flags.assign(3 * R->buckets.size(), 0);
   for (PetscInt j = 0; j < n; j++) {
     DDTensor w = (*opt->params)[idx[j]];
     auto     it = R->byw.find(w);
@@ -517,18 +539,33 @@ static PetscErrorCode MirrorBegin(void *ctx, DDOptimizer opt, PetscInt n, const 
         }
       }
       if (ok && e.member && !e.root) ok = e.mstate.size() == b.es * (size_t)e.count * (size_t)opt->nstate;
-      if (!ok) flags[be.first] = 0;
+      if (!ok) flags[3 * be.first] = 1;
+      if (check) flags[3 * be.first + 1] = (flags[3 * be.first + 1] + BulkHash(e.member ? r.wh : r.w)) & 0x3FFFFFFFFFFFFFFFll;
     }
   }
+  for (size_t i = 0; i < R->buckets.size(); i++) flags[3 * i + 2] = -flags[3 * i + 1];
   /* every rank of a group has the same parameters in its buckets (the optimizer's list is one list): the same buckets take part */
   for (size_t i = 0; i < R->buckets.size(); i++) {
     if (R->buckets[i].stepok < 0 || R->buckets[i].comm == MPI_COMM_NULL) continue;
     reqs.push_back(MPI_REQUEST_NULL);
-    PetscCallMPI(MPI_Iallreduce(MPI_IN_PLACE, &flags[i], 1, MPI_INT, MPI_MIN, R->buckets[i].comm, &reqs.back()));
+    PetscCallMPI(MPI_Iallreduce(MPI_IN_PLACE, &flags[3 * i], 3, MPIU_INT64, MPI_MAX, R->buckets[i].comm, &reqs.back()));
   }
   if (!reqs.empty()) PetscCallMPI(MPI_Waitall((PetscMPIInt)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE));
-  for (size_t i = 0; i < R->buckets.size(); i++)
-    if (R->buckets[i].stepok >= 0) R->buckets[i].stepok = flags[i];
+  PetscInt bad = -1;
+  for (size_t i = 0; i < R->buckets.size(); i++) {
+    ReplicaBucket &b = R->buckets[i];
+    if (b.stepok < 0) continue;
+    b.stepok = flags[3 * i] ? 0 : 1;
+    /* in step everywhere, so the copies must hold the parameters' values: the same hash on every rank of the group */
+    if (check && b.stepok && flags[3 * i + 1] != -flags[3 * i + 2] && bad < 0) bad = (PetscInt)i;
+  }
+  if (check) I->nreplchecks++;
+  if (bad >= 0) {
+    std::string ranks;
+    for (PetscMPIInt r : R->buckets[bad].ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    PetscCall(PetscLogEventEnd(NET_ReplStep, net, 0, 0, 0));
+    SETERRQ(PETSC_COMM_SELF, PETSC_ERR_PLIB, "Before optimizer step %" PetscInt_FMT ", the data-parallel weight copies of worker group (ranks %s) differ from their parameters: its ranks' optimizer updates gave different numbers (nodes whose floating-point arithmetic differs?). Use -net_weights replicated, which broadcasts the parameters after each update (-net_weights_check sets how often this is checked)", opt->step + 1, ranks.c_str());
+  }
   PetscCall(PetscLogEventEnd(NET_ReplStep, net, 0, 0, 0));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -712,8 +749,9 @@ PetscErrorCode ddnn::NetReplicasGetBuckets_Private(DDNet net, std::vector<ddnn::
 
   Options Database Key:
 . -net_weights <broadcast,replicated,auto,dataparallel> - the mode
-- -net_weights_calibrate <bool> - auto: calibrate the performance model at set-up if this machine's
+. -net_weights_calibrate <bool> - auto: calibrate the performance model at set-up if this machine's
                                   cache lacks it (default true); false keeps the broadcast mode then
+- -net_weights_check <every> - data-parallel: check the replicas every this many steps (`DDNetSetWeightCheckInterval()`)
 
   Notes:
   Both modes apply the same operators, the broadcast B and its adjoint (paper 000 sec. 3.2.1,
@@ -766,7 +804,7 @@ PetscErrorCode ddnn::NetReplicasGetBuckets_Private(DDNet net, std::vector<ddnn::
 
   Level: intermediate
 
-.seealso: `DDNetGetWeightMode()`, `DDNetSetUp()`, `DDNetBackward()`, `DDOptimizerStep()`, `DDPRIMITIVEBROADCAST`
+.seealso: `DDNetGetWeightMode()`, `DDNetSetWeightCheckInterval()`, `DDNetSetUp()`, `DDNetBackward()`, `DDOptimizerStep()`, `DDPRIMITIVEBROADCAST`
 @*/
 PetscErrorCode DDNetSetWeightMode(DDNet net, DDNetWeightMode mode)
 DD_CXX_TRY
@@ -776,6 +814,67 @@ DD_CXX_TRY
   PetscCheck(mode == DD_NET_WEIGHTS_BROADCAST || mode == DD_NET_WEIGHTS_REPLICATED || mode == DD_NET_WEIGHTS_AUTO || mode == DD_NET_WEIGHTS_DATAPARALLEL, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "Unknown weight mode %d: DD_NET_WEIGHTS_BROADCAST, DD_NET_WEIGHTS_REPLICATED, DD_NET_WEIGHTS_DATAPARALLEL or DD_NET_WEIGHTS_AUTO", (int)mode);
   net->impl->weightmode = mode;
   if (net->setupcalled) PetscCall(ddnn::NetReplicasSetUp_Private(net));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+DD_CXX_CATCH
+
+/*@
+  DDNetSetWeightCheckInterval - How often the data-parallel weight mode checks that every replica still equals its parameter
+
+  Logically collective
+
+  Input Parameters:
++ net   - the network
+- every - check before every this many optimizer steps (default 100); 0: never
+
+  Options Database Key:
+. -net_weights_check <every> - the interval
+
+  Notes:
+  In `DD_NET_WEIGHTS_DATAPARALLEL` every rank updates its replicas itself, which gives the
+  parameters' root's numbers bitwise where the ranks compute alike (the same kernels on the same
+  kind of processor). The check hashes the replicas on every rank of each worker group (a pass over
+  the weights) and compares the hashes within the group's all-reduce that `DDOptimizerStep()` makes
+  anyway; where they differ, the step fails with an error on the group's ranks that names them and
+  suggests `-net_weights replicated`. Negative values are an error. No effect in the other modes.
+
+  Level: advanced
+
+.seealso: `DDNetSetWeightMode()`, `DDNetGetWeightCheckInterval()`, `DDOptimizerStep()`
+@*/
+PetscErrorCode DDNetSetWeightCheckInterval(DDNet net, PetscInt every)
+DD_CXX_TRY
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCheck(every >= 0, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "The weight check interval %" PetscInt_FMT " (-net_weights_check) must be >= 0 (0: never)", every);
+  net->impl->weightcheck = every;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+DD_CXX_CATCH
+
+/*@
+  DDNetGetWeightCheckInterval - How often the data-parallel weight mode checks its replicas (`DDNetSetWeightCheckInterval()`)
+
+  Not collective
+
+  Input Parameter:
+. net - the network
+
+  Output Parameter:
+. every - the interval in optimizer steps (0: never)
+
+  Level: advanced
+
+.seealso: `DDNetSetWeightCheckInterval()`
+@*/
+PetscErrorCode DDNetGetWeightCheckInterval(DDNet net, PetscInt *every)
+DD_CXX_TRY
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscValidIntPointer(every, 2);
+  *every = net->impl->weightcheck;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH

@@ -65,6 +65,8 @@ struct NetImpl {
   NetWeightChoice          weightchoice;                           /* -net_weights auto's decision */
   PetscInt64               nreplbcast  = 0, nreplreduce = 0;       /* the replicated mode's collectives so far (bucket broadcasts, all-reduces) */
   PetscInt64               nreplstepped = 0, nreplsync = 0;        /* the data-parallel mode's buckets updated in place by an optimizer step, and refreshed (weights and optimizer state) at a step instead */
+  PetscInt                 weightcheck  = 100;                     /* -net_weights_check: every this many optimizer steps the data-parallel mode checks its copies against their parameters (0: never) */
+  PetscInt64               nreplchecks  = 0;                       /* such checks made */
 };
 
 /* net.cxx: the two set-up passes over the current graph (no parameters initialised) */
