@@ -605,6 +605,12 @@ TEST(DataParallel, DivergedCopiesAreAnError)
   DDT(DDNetGetWeightCheckInterval(net, &every));
   EXPECT_EQ(every, 2);
   DD_EXPECT_ERROR(DDNetSetWeightCheckInterval(net, -1), PETSC_ERR_ARG_OUTOFRANGE, "must be >= 0");
+  { /* an interval that differs between ranks is an error at set-up, on every rank (else a rank that does not hash would read as diverged copies) */
+    DDNet other = MakeNet(c.opts, DD_NET_WEIGHTS_DATAPARALLEL, 'k');
+    DDT(DDNetSetWeightCheckInterval(other, Rank() == 1 ? 3 : 2));
+    DD_EXPECT_ERROR(DDNetSetUp(other, 2, in), PETSC_ERR_ARG_INCOMP, "-net_weights_check");
+    DDT(DDNetDestroy(&other));
+  }
   DDT(DDNetSetUp(net, 2, in));
   PetscInt    n;
   DDTensor   *ps, *gs;

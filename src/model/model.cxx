@@ -1575,15 +1575,14 @@ PetscErrorCode ModelReplicaBucketTimes_Private(const std::string &bname, PetscMP
 }
 } // namespace ddnn
 
-static PetscErrorCode NetReplicaTime(DDNet net, PetscReal t[2], PetscBool *ok)
+/* the buckets' own work on this rank (buckets: NetReplicasGetBuckets_Private()'s) */
+static PetscErrorCode NetReplicaTime(DDNet net, const std::vector<ddnn::NetReplicaBucketInfo> &buckets, PetscReal t[2], PetscBool *ok)
 {
-  std::vector<ddnn::NetReplicaBucketInfo> buckets;
-  const char                             *bname;
-  PetscMPIInt                             P;
+  const char *bname;
+  PetscMPIInt P;
 
   PetscFunctionBegin;
   t[0] = t[1] = 0;
-  PetscCall(ddnn::NetReplicasGetBuckets_Private(net, buckets));
   if (buckets.empty()) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCallMPI(MPI_Comm_size(PetscObjectComm((PetscObject)net), &P));
   PetscCall(DDLayerGetBackend(net->impl->nodes[0].layer, &bname));
@@ -1724,7 +1723,9 @@ DD_CXX_TRY
     PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &o, 1, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)net)));
     tb += o;
     if (net->impl->replicas) { /* the replicated mode's buckets (built on every rank or none) */
-      PetscCall(NetReplicaTime(net, r, &ok));
+      std::vector<ddnn::NetReplicaBucketInfo> buckets;
+      PetscCall(ddnn::NetReplicasGetBuckets_Private(net, buckets));
+      PetscCall(NetReplicaTime(net, buckets, r, &ok));
       PetscCall(MPIU_Allreduce(MPI_IN_PLACE, r, 2, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)net)));
       tf += r[0];
       tb += r[1];
@@ -1844,19 +1845,20 @@ DD_CXX_TRY
   if (net->impl->replicas) {
     PetscReal                               r[2];
     std::vector<ddnn::NetReplicaBucketInfo> buckets;
-    PetscInt64                              nb[2] = {0, 0};
-    PetscCall(NetReplicaTime(net, r, &allok));
+    PetscInt64                              nb[3] = {0, 0, 0}; /* buckets with a collective, the largest, the data-parallel mode (a rank may hold no bucket) */
     PetscCall(ddnn::NetReplicasGetBuckets_Private(net, buckets));
+    PetscCall(NetReplicaTime(net, buckets, r, &allok));
     for (const auto &b : buckets) {
       nb[0] += b.group > 1;
       nb[1] = PetscMax(nb[1], b.count);
+      nb[2] = PetscMax(nb[2], b.dataparallel ? 1 : 0);
     }
     PetscCall(MPIU_Allreduce(MPI_IN_PLACE, r, 2, MPIU_REAL, MPIU_MAX, comm));
-    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, nb, 2, MPIU_INT64, MPI_MAX, comm));
+    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, nb, 3, MPIU_INT64, MPI_MAX, comm));
     PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &allok, 1, MPIU_BOOL, MPI_LAND, comm));
     tot[0] += r[0];
     tot[1] += r[1];
-    const bool dp = !buckets.empty() && buckets[0].dataparallel;
+    const bool dp = nb[2] > 0;
     PetscCall(PetscViewerASCIIPrintf(viewer, "%s weights (-net_weights %s; the layers above count no weight broadcast): %" PetscInt64_FMT " bucket(s) with a collective per rank, the largest %" PetscInt64_FMT " entries (max over ranks)", dp ? "data-parallel" : "replicated", dp ? "dataparallel" : "replicated", nb[0], nb[1]));
     if (allok && dp) PetscCall(PetscViewerASCIIPrintf(viewer, "; a flag all-reduce per forward %.4f ms, an all-reduce per backward and the copies' update %.4f ms\n", (double)(1e3 * r[0]), (double)(1e3 * r[1])));
     else if (allok) PetscCall(PetscViewerASCIIPrintf(viewer, "; a broadcast after each update %.4f ms, an all-reduce per backward %.4f ms\n", (double)(1e3 * r[0]), (double)(1e3 * r[1])));

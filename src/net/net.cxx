@@ -232,7 +232,8 @@ static PetscErrorCode DDNetGetListOption(const char prefix[], const char name[],
 . -dd_check_finite - check every layer's output and gradients for nan/inf (`DDNetSetCheckFinite()`)
 . -net_distribution <given,auto> - the layers' distribution (`DDNetSetDistribution()`)
 . -net_memory_limit <bytes> - memory per rank for the automatic distribution (`DDNetSetMemoryLimit()`)
-. -net_weights <broadcast,replicated,auto> - broadcast the weights every call, keep replicas, or the mode of the shorter predicted step (`DDNetSetWeightMode()`)
+. -net_weights <broadcast,replicated,auto,dataparallel> - broadcast the weights every call, keep replicas, update the replicas where they live, or the mode of the shortest predicted step (`DDNetSetWeightMode()`)
+. -net_weights_check <every> - data-parallel: compare the replicas with their parameters every this many optimizer steps (`DDNetSetWeightCheckInterval()`)
 - -net_view - view the network after set-up
 
   Notes:

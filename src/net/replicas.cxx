@@ -59,6 +59,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <string>
 #include <vector>
 
 using ddnn::NetImpl;
@@ -168,6 +169,8 @@ PetscErrorCode ddnn::NetReplicasSetUp_Private(DDNet net)
   PetscCall(NetReplicasDestroy_Private(net));
   I->weightchoice = NetWeightChoice();
   PetscCall(DDCheckSameString(comm, "The network's weight mode (-net_weights)", DDNetWeightModes[I->weightmode]));
+  /* the interval decides which steps hash the copies inside a group's all-reduce: it must agree, or a rank that does not hash would read as diverged copies */
+  PetscCall(DDCheckSameString(comm, "The data-parallel weight check interval (-net_weights_check)", std::to_string(I->weightcheck).c_str()));
   if (I->weightmode == DD_NET_WEIGHTS_BROADCAST) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(NetReplicasBuild(net, I->weightmode == DD_NET_WEIGHTS_DATAPARALLEL));
   if (I->weightmode == DD_NET_WEIGHTS_AUTO) PetscCall(NetReplicasChoose(net));
@@ -334,6 +337,17 @@ static PetscErrorCode NetReplicasBuild(DDNet net, bool dataparallel)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* whether r holds B w for w as it is now (refreshed, or updated in step, since w last changed) */
+static PetscErrorCode ReplicaCurrent(const DDLayerReplica &r, bool *current)
+{
+  PetscObjectState st;
+
+  PetscFunctionBegin;
+  PetscCall(PetscObjectStateGet((PetscObject)r.w, &st));
+  *current = r.fresh && st == r.wstate;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 static PetscErrorCode CheckEntry(const ReplicaEntry &e)
 {
   PetscFunctionBegin;
@@ -360,11 +374,10 @@ PetscErrorCode ddnn::NetReplicasRefresh_Private(DDNet net)
     ReplicaBucket &b = R->buckets[i];
     bool           s = false;
     for (auto &e : b.entries) {
-      PetscObjectState st;
+      bool current;
       PetscCall(CheckEntry(e));
-      DDLayerReplica &r = e.l->replicas[e.k];
-      PetscCall(PetscObjectStateGet((PetscObject)r.w, &st));
-      if (!r.fresh || st != r.wstate) s = true;
+      PetscCall(ReplicaCurrent(e.l->replicas[e.k], &current));
+      if (!current) s = true;
     }
     flags[i] = s ? 1 : 0;
   }
@@ -524,10 +537,10 @@ static PetscErrorCode MirrorBegin(void *ctx, DDOptimizer opt, PetscInt n, const 
       PetscCall(CheckEntry(e));
       DDLayerReplica  &r = e.l->replicas[e.k];
       PetscObjectState st;
-      bool             ok = opt->ops->steparrays && (*opt->grads)[idx[j]] == r.grad;
-      b.stepok           = 0;
-      PetscCall(PetscObjectStateGet((PetscObject)w, &st));
-      ok = ok && r.fresh && st == r.wstate && e.gset && e.optid == ((PetscObject)opt)->id;
+      bool             current, ok = opt->ops->steparrays && (*opt->grads)[idx[j]] == r.grad;
+      b.stepok = 0;
+      PetscCall(ReplicaCurrent(r, &current));
+      ok = ok && current && e.gset && e.optid == ((PetscObject)opt)->id;
       if (ok && e.root) {
         PetscCall(PetscObjectStateGet((PetscObject)r.grad, &st));
         ok = st == e.gstate && e.sid.size() == (size_t)opt->nstate;
