@@ -64,6 +64,9 @@ while [ ${#queue[@]} -gt 0 ]; do
     queue+=("$b/lib/$name")
   done < <(LD_LIBRARY_PATH="$b/lib:${LD_LIBRARY_PATH:-}" ldd "$f" 2>/dev/null || true)
 done
+# the C++ runtime goes to lib/fallback: gpu-run.sh uses the GPU machine's own when it is at least as new
+mkdir -p "$b/lib/fallback"
+for f in "$b"/lib/libstdc++.so* "$b"/lib/libgcc_s.so*; do [ -e "$f" ] && mv "$f" "$b/lib/fallback/"; done
 strip --strip-unneeded "$b"/lib/*.so* "$b"/tests/* "$b"/bench/* 2>/dev/null || true
 
 cp "$root/scripts/gpu-run.sh" "$b/gpu-run.sh"

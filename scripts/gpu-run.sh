@@ -32,7 +32,7 @@ for py in python3 python; do
   while IFS= read -r d; do [ -n "$d" ] && cudalibs+=("$d"); done < <($py - << 'EOF' 2>/dev/null
 import importlib, os
 seen = []
-for m in ("nvidia.cuda_runtime", "nvidia.cublas", "nvidia.cudnn", "nvidia.nccl", "nvidia.cu13", "nvidia.cuda_nvrtc", "nvidia.nvjitlink"):
+for m in ("nvidia.cu13", "nvidia.cuda_runtime", "nvidia.cublas", "nvidia.cufft", "nvidia.cudnn", "nvidia.nccl", "nvidia.cuda_nvrtc", "nvidia.nvjitlink"):
     try:
         mod = importlib.import_module(m)
     except Exception:
@@ -49,7 +49,12 @@ EOF
 done
 for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do [ -d "$d" ] && cudalibs+=("$d"); done
 cudapath=$(IFS=:; echo "${cudalibs[*]:-}")
-export LD_LIBRARY_PATH="$b/lib${cudapath:+:$cudapath}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# the bundle's C++ runtime only where the machine's own lacks the newest symbol version it needs
+need=$(strings "$b"/lib/fallback/libstdc++.so.6 2>/dev/null | grep -E '^GLIBCXX_[0-9.]+$' | sort -V | tail -1)
+have=$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')
+fallback=$b/lib/fallback
+if [ -n "$need" ] && [ -n "$have" ] && grep -qa "$need" "$have"; then fallback=; fi
+export LD_LIBRARY_PATH="$b/lib${cudapath:+:$cudapath}${fallback:+:$fallback}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # Open MPI from the bundle
 export OPAL_PREFIX=$b OPAL_EXEC_PREFIX=$b OPAL_BINDIR=$b/bin OPAL_LIBDIR=$b/lib OPAL_PKGLIBDIR=$b/lib/openmpi
@@ -57,11 +62,13 @@ export OPAL_DATAROOTDIR=$b/share OPAL_DATADIR=$b/share OPAL_PKGDATADIR=$b/share/
 export OMPI_MCA_mca_base_component_path=$b/lib/openmpi PMIX_MCA_mca_base_component_path=$b/lib/pmix
 export OMPI_MCA_mca_base_param_files=$b/etc/openmpi-mca-params.conf
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export PMIX_MCA_pcompress_base_silence_warning=1 PMIX_MCA_mca_base_component_show_load_errors=0
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 export PATH=$b/bin:$PATH
 
 say "ddnn GPU run: bundle $(cat "$b/VERSION" 2>/dev/null), $(date -u)"
 say "CUDA library folders: ${cudapath:-none found}"
+if [ -n "$fallback" ]; then say "C++ runtime: the bundle's ($fallback)"; else say "C++ runtime: the machine's own ($have has $need)"; fi
 command -v nvidia-smi > /dev/null && nvidia-smi -L 2>&1 | tee -a "$log"
 missing=$(ldd "$b/lib/libddnn.so" | grep 'not found' || true)
 if [ -n "$missing" ]; then
@@ -88,5 +95,19 @@ run test_13_gpu_np2 mpiexec -n 2 "$b/tests/test_13_gpu"
 # the backend registry and tensors on the CPU from the same build (sanity of the bundle)
 OMPI_MCA_ess_singleton_isolated=1 run test_08_backends_np1 "$b/tests/test_08_backends"
 OMPI_MCA_ess_singleton_isolated=1 run test_02_tensor_np1 "$b/tests/test_02_tensor"
+# benchmarks on the device (DDNN_GPU_BENCH=0 skips them): the local FFT kernels, cuFFT against FFTW
+if [ "${DDNN_GPU_BENCH:-1}" != 0 ]; then
+  OMPI_MCA_ess_singleton_isolated=1 run bench_spectral_kernels "$b/bench/bench_spectral" -kernels 1 -torch 0 -reps 20
+  grep -A20 'local FFT kernels' "$results/bench_spectral_kernels.txt" | tee -a "$log"
+  # cuDNN convolutions against PyTorch's on this device (python3 with torch: PyTorch's own)
+  # (PyTorch without the bundle's libraries on its path)
+  DDNN_BENCH_PYTHON=${DDNN_BENCH_PYTHON:-env -u LD_LIBRARY_PATH python3} OMPI_MCA_ess_singleton_isolated=1 run bench_gpu_conv "$b/bench/bench_gpu_conv" -reps 20
+  cat "$results/bench_gpu_conv.txt" | tee -a "$log"
+fi
+# the device tests under compute-sanitizer's memcheck (DDNN_GPU_SANITIZE=1, where it is installed)
+if [ "${DDNN_GPU_SANITIZE:-0}" != 0 ] && command -v compute-sanitizer > /dev/null; then
+  OMPI_MCA_ess_singleton_isolated=1 run test_13_gpu_memcheck timeout ${DDNN_GPU_SANITIZE_TIMEOUT:-300} compute-sanitizer --tool memcheck --error-exitcode 9 "$b/tests/test_13_gpu" --gtest_filter='Gpu.Conv*:Gpu.Pack*:Gpu.Vector*:Gpu.Gemm*:Gpu.Fft*'
+  grep -E 'ERROR SUMMARY' "$results/test_13_gpu_memcheck.txt" | tee -a "$log"
+fi
 say "results in $results"
 exit $fail
