@@ -5,8 +5,8 @@
   asking for it (and for device memory) is an error "no CUDA device"; host-only paths (layers,
   primitives, Vec sharing, HDF5, datasets) refuse device tensors with an error naming the function.
 
-  Device tests (vector operations, pack/unpack, pointwise, GEMM and cuFFT kernels against the host and
-  reference kernels, device tensors' accessors): they need a CUDA device and are skipped with a
+  Device tests (vector operations, pack/unpack, pointwise, GEMM, cuFFT and cuDNN convolution kernels
+  against the host and reference kernels, device tensors' accessors): they need a CUDA device and are skipped with a
   visible message where cudaGetDeviceCount() finds none. Without DDNN_WITH_CUDA the GPU tests skip
   visibly; the refusal tests still run (they need no device).
 */
@@ -114,7 +114,7 @@ TEST(Gpu, RegistryListsCuda)
   EXPECT_NE(b->f64.actbwd, nullptr);
   EXPECT_NE(b->f32.affinefwd, nullptr);
   EXPECT_NE(b->f64.affinebwdweights, nullptr);
-  EXPECT_EQ(b->f32.convcreate, nullptr);
+  EXPECT_NE(b->f32.convcreate, nullptr); /* cuDNN */
   /* DDBackendView lists it */
   PetscViewer v;
   char        buf[4096] = {0}, fname[64];
@@ -585,5 +585,214 @@ TEST(Gpu, FftMatchesFftw)
     run(false, 3, 10, 3, 1); /* one batched plan */
     run(false, 2, 8, 2, 5);  /* A executions of B interleaved transforms */
     run(false, 6, 8, 3, 2);  /* B executions of A transforms */
+  }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* convolutions on cuDNN                                                                       */
+
+namespace
+{
+/* a tensor (N, C, sp[0..D)) of this rank alone, with a halo of h entries on each side of every spatial dimension */
+DDTensor LocalTensor(DDDataType dt, DDMemType mt, DDTensorFormat fmt, PetscInt N, PetscInt C, PetscInt D, const PetscInt sp[], PetscInt h)
+{
+  PetscInt    shape[5] = {N, C, 1, 1, 1}, ones[5] = {1, 1, 1, 1, 1}, lo[5] = {0, 0, h, h, h};
+  DDPartition part;
+  DDTensor    t;
+  for (PetscInt j = 0; j < D; j++) shape[2 + j] = sp[j];
+  DDT(DDPartitionCreate(PETSC_COMM_SELF, &part));
+  DDT(DDPartitionSetShape(part, 2 + D, ones));
+  DDT(DDPartitionSetUp(part));
+  DDT(DDTensorCreate(PETSC_COMM_SELF, &t));
+  DDT(DDTensorSetPartition(t, part));
+  DDT(DDPartitionDestroy(&part));
+  DDT(DDTensorSetShape(t, 2 + D, shape));
+  DDT(DDTensorSetDataType(t, dt));
+  DDT(DDTensorSetFormat(t, fmt));
+  DDT(DDTensorSetHalo(t, lo, lo));
+  DDT(DDTensorSetMemType(t, mt));
+  DDT(DDTensorSetUp(t));
+  return t;
+}
+/* a parameter tensor (C order, no halo) of this rank alone */
+DDTensor LocalParam(DDDataType dt, DDMemType mt, const std::vector<PetscInt> &shape)
+{
+  std::vector<PetscInt> ones(shape.size(), 1);
+  DDPartition           part;
+  DDTensor              t;
+  DDT(DDPartitionCreate(PETSC_COMM_SELF, &part));
+  DDT(DDPartitionSetShape(part, (PetscInt)shape.size(), ones.data()));
+  DDT(DDPartitionSetUp(part));
+  DDT(DDTensorCreate(PETSC_COMM_SELF, &t));
+  DDT(DDTensorSetPartition(t, part));
+  DDT(DDPartitionDestroy(&part));
+  DDT(DDTensorSetShape(t, (PetscInt)shape.size(), shape.data()));
+  DDT(DDTensorSetDataType(t, dt));
+  DDT(DDTensorSetMemType(t, mt));
+  DDT(DDTensorSetUp(t));
+  return t;
+}
+/* the whole local storage (halo included) as doubles */
+std::vector<double> Storage(DDTensor t)
+{
+  PetscInt    n;
+  const void *a;
+  DDDataType  dt;
+  DDT(DDTensorGetLocalStorageSize(t, &n));
+  DDT(DDTensorGetDataType(t, &dt));
+  DDT(DDTensorGetArrayRead(t, &a));
+  std::vector<double> v((size_t)n);
+  for (PetscInt i = 0; i < n; i++) v[(size_t)i] = dt == DD_FLOAT32 ? (double)((const float *)a)[i] : ((const double *)a)[i];
+  DDT(DDTensorRestoreArrayRead(t, &a));
+  return v;
+}
+
+struct ConvCase {
+  const char *name;
+  bool        transposed;
+  PetscInt    D, N, Ci, Co, groups;
+  PetscInt    in[3]; /* the convolution's output box, or the transposed convolution's input window */
+  PetscInt    k[3], s[3], d[3];
+  PetscInt    pad[3], opad[3]; /* transposed only: PyTorch's padding and output_padding */
+  PetscInt    hx, hy;          /* halos of the window's and the box's tensors (strided views) */
+};
+
+/*
+  One case on one format and precision: the cuDNN kernel on device tensors against the reference
+  loops' kernel (/cpu/ref) on host tensors holding the same values, through the same ConvKernel
+  interface: Forward overwrites the box (halo left alone), BackwardData adds onto the whole window,
+  BackwardWeights overwrites dw and db (the device's start as garbage).
+*/
+void ConvCaseRun(const ConvCase &c, DDDataType dt, DDTensorFormat fmt)
+{
+  const std::string what = std::string(c.name) + " " + DDDataTypes[dt] + " " + DDTensorFormats[fmt];
+  ddnn::ConvTGeom   g;
+  g.D = c.D, g.N = c.N, g.Ci = c.Ci, g.Co = c.Co, g.groups = c.groups;
+  PetscInt xsp[3], ysp[3];
+  for (PetscInt j = 0; j < c.D; j++) {
+    const PetscInt q = 3 - c.D + j, ext = (c.k[j] - 1) * c.d[j] + 1;
+    g.k[q] = c.k[j], g.s[q] = c.s[j], g.d[q] = c.d[j];
+    if (!c.transposed) { /* the window: exactly what the box reads */
+      ysp[j] = c.in[j];
+      xsp[j] = (c.in[j] - 1) * c.s[j] + ext;
+    } else {
+      xsp[j]  = c.in[j];
+      g.pl[q] = c.pad[j], g.pr[q] = c.pad[j] - c.opad[j];
+      ysp[j]  = (c.in[j] - 1) * c.s[j] - g.pl[q] - g.pr[q] + ext;
+    }
+    g.in[q] = xsp[j], g.out[q] = ysp[j];
+  }
+  std::vector<PetscInt> wshape = {c.transposed ? c.Ci : c.Co, (c.transposed ? c.Co : c.Ci) / c.groups};
+  for (PetscInt j = 0; j < c.D; j++) wshape.push_back(c.k[j]);
+  DDTensor t[2][7]; /* [host, device] x, y, w, b, dx, dw, db */
+  for (int m = 0; m < 2; m++) {
+    const DDMemType mt = m ? DD_MEMTYPE_DEVICE : DD_MEMTYPE_HOST;
+    t[m][0]            = LocalTensor(dt, mt, fmt, c.N, c.Ci, c.D, xsp, c.hx);
+    t[m][1]            = LocalTensor(dt, mt, fmt, c.N, c.Co, c.D, ysp, c.hy);
+    t[m][2]            = LocalParam(dt, mt, wshape);
+    t[m][3]            = LocalParam(dt, mt, {c.Co});
+    DDT(DDTensorDuplicate(t[m][0], &t[m][4]));
+    DDT(DDTensorDuplicate(t[m][2], &t[m][5]));
+    DDT(DDTensorDuplicate(t[m][3], &t[m][6]));
+    for (int i = 0; i < 5; i++) DDT(DDTensorSetRandomGlobal(t[m][i], 100 + i, -1, 1));
+    DDT(DDTensorSetRandomGlobal(t[m][5], m ? 7 : 0, m ? -9 : 0, m ? 9 : 0)); /* the device's gradients start as garbage */
+    DDT(DDTensorSetRandomGlobal(t[m][6], m ? 8 : 0, m ? -9 : 0, m ? 9 : 0));
+  }
+  std::unique_ptr<ddnn::ConvKernel> k[2];
+  for (int m = 0; m < 2; m++) {
+    ddnn::ConvKernelSpec spec;
+    spec.g          = g;
+    spec.transposed = c.transposed;
+    spec.bias       = true;
+    spec.x.t = t[m][0], spec.y.t = t[m][1];
+    for (int j = 0; j < 2 + (int)c.D; j++) spec.x.org[j] = j < 2 ? 0 : c.hx, spec.y.org[j] = j < 2 ? 0 : c.hy;
+    std::string msg;
+    if (Catch([&]() { return ddnn::DDBackendConvCreate(ddnn::DDBackendLookup_Private(m ? "/gpu/cuda" : "/cpu/ref"), spec, &k[m]); }, &msg)) ADD_FAILURE() << what << ": " << msg;
+  }
+  if (!k[0] || !k[1]) ADD_FAILURE() << what << ": no kernel";
+  if (!k[0] || !k[1]) {
+    for (int m = 0; m < 2; m++)
+      for (DDTensor &x : t[m]) DDT(DDTensorDestroy(&x));
+    return;
+  }
+  EXPECT_NE(std::string(k[1]->Name()).find("cuDNN"), std::string::npos) << k[1]->Name();
+  for (int m = 0; m < 2; m++) {
+    DDT(k[m]->Forward(t[m][0], t[m][2], 0, t[m][3], t[m][1]));
+    DDT(k[m]->BackwardData(t[m][1], t[m][2], 0, t[m][4])); /* dy: the forward's y */
+    DDT(k[m]->BackwardWeights(t[m][0], t[m][1], t[m][5], t[m][6]));
+  }
+  CHECK_PENDING();
+  const double      tol = dt == DD_FLOAT32 ? 2e-5 : 1e-12;
+  const char *const names[7] = {"x", "y", "w", "b", "dx", "dw", "db"};
+  for (int i : {1, 4, 5, 6}) {
+    const auto h = Storage(t[0][i]), d = Storage(t[1][i]);
+    ASSERT_EQ(h.size(), d.size());
+    double scale = 1;
+    for (double v : h) scale = std::max(scale, std::abs(v));
+    size_t bad = 0;
+    for (size_t e = 0; e < h.size(); e++)
+      if (!(std::abs(h[e] - d[e]) <= tol * scale) && bad++ < 5) ADD_FAILURE() << what << ": " << names[i] << " storage entry " << e << ": reference " << h[e] << ", cuDNN " << d[e];
+    EXPECT_EQ(bad, 0u) << what << ": " << names[i] << " (" << k[1]->Name() << ")";
+  }
+  for (int m = 0; m < 2; m++)
+    for (DDTensor &x : t[m]) DDT(DDTensorDestroy(&x));
+}
+} // namespace
+
+/*
+  cuDNN's convolutions against the reference loops: 1-, 2- and 3-D, strides, dilations, groups,
+  transposed with padding and output_padding, windows inside halo'd storage, plain and
+  channels-last, float32 and float64
+*/
+TEST(Gpu, ConvMatchesReference)
+{
+  REQUIRE_DEVICE();
+  const ConvCase cases[] = {
+    {"conv2d k3", false, 2, 2, 3, 4, 1, {5, 6}, {3, 3}, {1, 1}, {1, 1}, {0}, {0}, 1, 1},
+    {"conv2d k3 s2 d2 groups 2", false, 2, 2, 4, 6, 2, {4, 3}, {3, 3}, {2, 2}, {2, 2}, {0}, {0}, 2, 0},
+    {"conv2d k1x5 s1x2", false, 2, 1, 3, 2, 1, {3, 4}, {1, 5}, {1, 2}, {1, 1}, {0}, {0}, 0, 1},
+    {"conv1d k5 s2", false, 1, 3, 2, 3, 1, {7}, {5}, {2}, {1}, {0}, {0}, 1, 0},
+    {"conv3d k3", false, 3, 2, 2, 3, 1, {4, 3, 5}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0}, {0}, 1, 1},
+    {"conv3d k3 s2 groups 3", false, 3, 1, 3, 6, 3, {2, 3, 2}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {0}, {0}, 0, 0},
+    {"convT2d k3 s2 pad 1 opad 1", true, 2, 2, 4, 3, 1, {4, 5}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1, 1},
+    {"convT2d k2 s2", true, 2, 2, 3, 2, 1, {3, 4}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, 0, 0},
+    {"convT3d k2 s2", true, 3, 1, 4, 2, 1, {2, 3, 2}, {2, 2, 2}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 1, 0},
+    {"convT1d k4 s2 d2 pad 2 groups 2", true, 1, 3, 4, 6, 2, {5}, {4}, {2}, {2}, {2}, {0}, 0, 1},
+  };
+  for (const ConvCase &c : cases)
+    for (DDDataType dt : {DD_FLOAT32, DD_FLOAT64})
+      for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST}) ConvCaseRun(c, dt, fmt);
+}
+
+/* what cuDNN cannot express is declined (no kernel), not run wrong: host-side, no device needed */
+TEST(Gpu, ConvDeclines)
+{
+  REQUIRE_CUDA_BUILD();
+  DDBackend b = ddnn::DDBackendLookup_Private("/gpu/cuda");
+  ASSERT_NE(b, nullptr);
+  ASSERT_NE(b->f32.convcreate, nullptr);
+  ASSERT_NE(b->f64.convcreate, nullptr);
+  const PetscInt sp[2] = {6, 6};
+  for (int which = 0; which < 3; which++) {
+    DDTensor             x = LocalTensor(DD_FLOAT32, DD_MEMTYPE_HOST, which == 2 ? DD_FORMAT_BLOCKED : DD_FORMAT_PLAIN, 1, 4, 2, sp, 0), y;
+    ddnn::ConvKernelSpec spec;
+    DDT(DDTensorDuplicate(x, &y));
+    spec.g.D = 2, spec.g.N = 1, spec.g.Ci = spec.g.Co = 4, spec.g.in[1] = spec.g.in[2] = spec.g.out[1] = spec.g.out[2] = 6;
+    spec.x.t = x, spec.y.t = y;
+    if (which == 0) { /* a transposed convolution cropped more on the right than on the left */
+      spec.transposed = true;
+      spec.g.k[1] = spec.g.k[2] = 3;
+      spec.g.pl[1] = spec.g.pl[2] = 0;
+      spec.g.pr[1] = spec.g.pr[2] = 2;
+      spec.g.in[1] = spec.g.in[2] = 8;
+    }
+    if (which == 1) { /* groups over partitioned channels */
+      spec.g.groups = 2, spec.g.cig = 3, spec.g.cog = 3, spec.g.ci0 = 1, spec.g.co0 = 1;
+    }
+    std::unique_ptr<ddnn::ConvKernel> k;
+    DDT(b->f32.convcreate(spec, &k));
+    EXPECT_FALSE(k) << "case " << which;
+    DDT(DDTensorDestroy(&x));
+    DDT(DDTensorDestroy(&y));
   }
 }

@@ -2,8 +2,10 @@
   /gpu/cuda: the CUDA backend (issue 11, first part). Device memory through a caching pool, the
   vector operations of device memory as CUDA kernels, pointwise activations and the affine layer's
   GEMMs on cuBLAS, the fft primitive's local transforms on cuFFT (FftKernel: batched 1-D plans,
-  the mode truncation and the adjoint's zero-padding as kernels), in float32 and float64. It falls back to nothing: a kernel it lacks (convolution,
-  pooling, interpolation) is an error naming the kernel kind, never a host loop on device pointers.
+  the mode truncation and the adjoint's zero-padding as kernels), convolution and transposed
+  convolution on cuDNN (conv_cudnn.cxx), in float32 and float64. It falls back to nothing: a kernel
+  it lacks (pooling, interpolation, normalization, optimizers) is an error naming the kernel kind,
+  never a host loop on device pointers.
 
   Memory: cudaMalloc behind size-class free lists (powers of two from 256 B to 64 MiB, then
   multiples of 2 MiB); a freed block returns to its list, a failed cudaMalloc releases the cached
@@ -30,6 +32,7 @@
 #include <backend/interface/backends.hpp>
 #include <backend/cuda/backend_cuda.hpp>
 #include <backend/cuda/cudakernels.hpp>
+#include <backend/common/loopkernels.hpp>
 #include <tensor/layout.hpp>
 #include <cublas_v2.h>
 #include <cufft.h>
@@ -534,13 +537,15 @@ PetscErrorCode CudaFftCreate(const FftKernelSpec &spec, std::unique_ptr<FftKerne
 template <class T>
 void FillCuda(KernelTable<T> &t)
 {
+  t.convformats      = StridedConvFormats;
+  t.convcreate       = DDBackendCudaConvCreate_Private<T>;
   t.fftcreate        = CudaFftCreate<T>;
   t.affinefwd        = AffFwd<T>;
   t.affinebwddata    = AffBwdData<T>;
   t.affinebwdweights = AffBwdWeights<T>;
   t.actfwd           = ActFwd<T>;
   t.actbwd           = ActBwd<T>;
-  /* convolution, pooling, interpolation: not yet (cuDNN, issue 11 part 1): errors naming the kind */
+  /* pooling, interpolation, normalization, optimizers: not yet (issue 11 part 1): errors naming the kind */
 }
 } // namespace
 
@@ -599,7 +604,7 @@ DD_CXX_TRY
   d.selected = false;
   PetscCall(PetscRegisterFinalize(CudaFinalize));
   PetscCall(PetscStrncpy(b.name, "/gpu/cuda", sizeof(b.name)));
-  PetscCall(PetscStrncpy(b.description, "CUDA kernels and cuBLAS", sizeof(b.description)));
+  PetscCall(PetscStrncpy(b.description, "CUDA kernels, cuBLAS, cuFFT and cuDNN", sizeof(b.description)));
   b.fallback[0] = 0;
   b.memtype     = DD_MEMTYPE_DEVICE;
   b.mem         = {CudaMalloc, CudaFree, CudaCopy, CudaSet};

@@ -1,6 +1,7 @@
 /* The /gpu/cuda backend's entry points for the registry and the tests (C++ only; builds with DDNN_WITH_CUDA). */
 #pragma once
 #include <ddnn/private/ddbackendimpl.h>
+#include <memory>
 
 /* registers /gpu/cuda (also with no device: the name is known, asking for it is the error below) */
 PetscErrorCode DDBackendCreate_Cuda(void);
@@ -10,3 +11,8 @@ PetscErrorCode DDBackendCudaCheckDevice_Private(void);
 PetscErrorCode DDBackendCudaGetDeviceCount_Private(int *);
 /* raises (and clears) a failure kept by a kernel entry (GEMM, pointwise) that could not return an error */
 PetscErrorCode DDBackendCudaCheckPending_Private(void);
+/* the convolution kernels on cuDNN (conv_cudnn.cxx); no kernel where cuDNN cannot express the geometry */
+template <class T>
+PetscErrorCode DDBackendCudaConvCreate_Private(const ddnn::ConvKernelSpec &, std::unique_ptr<ddnn::ConvKernel> *);
+/* the cuDNN version this process loaded (cudnnGetVersion()) */
+size_t DDBackendCudaCudnnVersion_Private(void);
