@@ -663,9 +663,9 @@ struct ConvCase {
   interface: Forward overwrites the box (halo left alone), BackwardData adds onto the whole window,
   BackwardWeights overwrites dw and db (the device's start as garbage).
 */
-void ConvCaseRun(const ConvCase &c, DDDataType dt, DDTensorFormat fmt)
+void ConvCaseRun(const ConvCase &c, DDDataType dt, DDTensorFormat fmt, bool dgradfwd)
 {
-  const std::string what = std::string(c.name) + " " + DDDataTypes[dt] + " " + DDTensorFormats[fmt];
+  const std::string what = std::string(c.name) + " " + DDDataTypes[dt] + " " + DDTensorFormats[fmt] + (dgradfwd ? " (backward-data as a forward)" : "");
   ddnn::ConvTGeom   g;
   g.D = c.D, g.N = c.N, g.Ci = c.Ci, g.Co = c.Co, g.groups = c.groups;
   PetscInt xsp[3], ysp[3];
@@ -716,6 +716,12 @@ void ConvCaseRun(const ConvCase &c, DDDataType dt, DDTensorFormat fmt)
     return;
   }
   EXPECT_NE(std::string(k[1]->Name()).find("cuDNN"), std::string::npos) << k[1]->Name();
+  bool unit = true; /* forced, backward-data runs as a forward convolution wherever the strides are 1 (and it is not staged) */
+  for (PetscInt j = 0; j < c.D; j++) unit = unit && c.s[j] == 1;
+  const std::string name = k[1]->Name();
+  const size_t      bd   = name.find("backward-data ");
+  const bool        staged = bd != std::string::npos && name.find(" (packed)", bd) == name.find_first_not_of("0123456789", bd + 14);
+  if (dgradfwd && unit && bd != std::string::npos && !staged) EXPECT_NE(name.find("as a forward"), std::string::npos) << what << ": " << name;
   for (int m = 0; m < 2; m++) {
     DDT(k[m]->Forward(t[m][0], t[m][2], 0, t[m][3], t[m][1]));
     DDT(k[m]->BackwardData(t[m][1], t[m][2], 0, t[m][4])); /* dy: the forward's y */
@@ -758,10 +764,17 @@ TEST(Gpu, ConvMatchesReference)
     {"convT2d k2 s2", true, 2, 2, 3, 2, 1, {3, 4}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, 0, 0},
     {"convT3d k2 s2", true, 3, 1, 4, 2, 1, {2, 3, 2}, {2, 2, 2}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 1, 0},
     {"convT1d k4 s2 d2 pad 2 groups 2", true, 1, 3, 4, 6, 2, {5}, {4}, {2}, {2}, {2}, {0}, 0, 1},
+    {"conv2d k3 d2 groups 2", false, 2, 2, 4, 6, 2, {4, 5}, {3, 3}, {1, 1}, {2, 2}, {0}, {0}, 1, 1},
+    {"convT2d k3 s1 pad 1 groups 2", true, 2, 2, 4, 6, 2, {5, 4}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, 1, 1},
   };
-  for (const ConvCase &c : cases)
-    for (DDDataType dt : {DD_FLOAT32, DD_FLOAT64})
-      for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST}) ConvCaseRun(c, dt, fmt);
+  /* cuDNN's choice, then backward-data as a forward full convolution wherever it applies (unit strides) */
+  for (const char *dgrad : {"", "1"}) {
+    if (dgrad[0]) DDT(PetscOptionsSetValue(NULL, "-dd_cudnn_dgrad_forward", dgrad));
+    for (const ConvCase &c : cases)
+      for (DDDataType dt : {DD_FLOAT32, DD_FLOAT64})
+        for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST}) ConvCaseRun(c, dt, fmt, dgrad[0] != 0);
+    if (dgrad[0]) DDT(PetscOptionsClearValue(NULL, "-dd_cudnn_dgrad_forward"));
+  }
 }
 
 /* what cuDNN cannot express is declined (no kernel), not run wrong: host-side, no device needed */

@@ -37,6 +37,7 @@
 #include <backend/cuda/backend_cuda.hpp>
 #include <backend/cuda/cudakernels.hpp>
 #include <cudnn.h>
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -125,9 +126,11 @@ public:
   {
     for (cudnnTensorDescriptor_t *t : {&adesc, &bdesc, &odesc, &biasdesc, &apk, &bpk})
       if (*t) (void)cudnnDestroyTensorDescriptor(*t);
-    for (cudnnFilterDescriptor_t *f : {&fdesc, &fplain})
+    for (cudnnFilterDescriptor_t *f : {&fdesc, &fplain, &fdescT})
       if (*f) (void)cudnnDestroyFilterDescriptor(*f);
-    if (cdesc) (void)cudnnDestroyConvolutionDescriptor(cdesc);
+    for (cudnnConvolutionDescriptor_t *c : {&cdesc, &cdescT})
+      if (*c) (void)cudnnDestroyConvolutionDescriptor(*c);
+    if (wT) (void)backend->mem.free(wT);
     if (ws) (void)backend->mem.free(ws);
     if (wperm) (void)backend->mem.free(wperm);
     if (abuf) (void)backend->mem.free(abuf);
@@ -283,6 +286,14 @@ private:
   void                              *ws    = nullptr;
 
   BoxDesc                            boxA{}, boxB{};
+  /* backward-data as a forward convolution (unit strides): B -> A with the transposed filter, flipped by CUDNN_CONVOLUTION */
+  bool                               dgradfwd = false;
+  float                              bwddms   = 0;
+  cudnnConvolutionDescriptor_t       cdescT   = nullptr;
+  cudnnFilterDescriptor_t            fdescT   = nullptr;
+  cudnnConvolutionFwdAlgo_t          fwdT     = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  size_t                             wsT      = 0;
+  void                              *wT       = nullptr;
   int                                ndims = 4;
   bool                               nhwc  = false; /* the filter is channels-last, in wperm */
   PetscInt                           wrows = 0, wcols = 0, wtaps = 0;
@@ -320,7 +331,7 @@ private:
 
   /* the fastest algorithm of a find that succeeded within the bound (*found false: none; why: what cuDNN said of each) */
   template <class Perf, class Algo>
-  static void Pick(const Perf *p, int n, size_t bound, Algo *algo, size_t *bytes, bool *found, std::string *why)
+  static void Pick(const Perf *p, int n, size_t bound, Algo *algo, size_t *bytes, bool *found, std::string *why, float *ms = nullptr)
   {
     *found = false;
     for (int i = 0; i < n; i++) {
@@ -329,6 +340,7 @@ private:
         *algo  = p[i].algo;
         *bytes = p[i].memory;
         *found = true;
+        if (ms) *ms = p[i].time;
       }
     }
   }
@@ -423,7 +435,7 @@ private:
           cudnnConvolutionBwdDataAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
           if (heur) DDCallCUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, fdesc, b, cdesc, a, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, p));
           else DDCallCUDNN(cudnnFindConvolutionBackwardDataAlgorithm(h, fdesc, b, cdesc, a, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, p));
-          Pick(p, n, bound, &bwdd, &wsbwdd, &found, &why);
+          Pick(p, n, bound, &bwdd, &wsbwdd, &found, &why, &bwddms);
         } else {
           cudnnConvolutionBwdFilterAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
           if (heur) DDCallCUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, a, b, cdesc, fdesc, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, p));
@@ -436,8 +448,12 @@ private:
                  std::is_same<T, float>::value ? "float32" : "float64", boxA.cinner ? "channels-last" : "plain", spec.g.groups, mb, why.c_str());
       const int algo = pass == 0 ? (int)fwd : pass == 1 ? (int)bwdd : (int)bwdf;
       algos += std::string(" ") + what[pass] + " " + std::to_string(algo) + (stage[pass] ? " (packed)" : "");
+      if (pass == 1 && !stage[1]) {
+        PetscCall(FindDgradAsForward(bound));
+        if (dgradfwd) algos += " (as a forward full convolution, algorithm " + std::to_string((int)fwdT) + ")";
+      }
     }
-    const size_t bytes = std::max(wsfwd, std::max(wsbwdd, wsbwdf));
+    const size_t bytes = std::max(std::max(wsfwd, wsT), std::max(wsbwdd, wsbwdf));
     if (bytes) PetscCall(backend->mem.malloc(bytes, &ws));
     label = std::string("cuDNN") + (spec.transposed ? " transposed" : "") + " (algorithms" + algos + ")";
     PetscFunctionReturn(PETSC_SUCCESS);
@@ -447,6 +463,132 @@ private:
     The three cuDNN passes on A (the convolution's input side) and B (its output side), strided or
     staged through the packed buffers; beta 1 accumulates into the output
   */
+  /*
+    The adjoint of a unit-stride convolution A -> B (paper 000 sec. 4.1: J_x^* is a convolution with
+    the transposed, flipped kernel) as a forward convolution B -> A: padding (k - 1) d - p, the same
+    dilation and groups, CUDNN_CONVOLUTION (cuDNN flips the taps), and the filter with its two
+    channel roles swapped within each group, (G, CB/G, CA/G, taps) -> (G, CA/G, CB/G, taps), or
+    channels-last (G, CA/G, taps, CB/G). Kept where it runs faster than the best backward-data
+    algorithm, both timed at set-up as they run (accumulating, on scratch buffers; float64
+    backward-data into a 2-D window is several times slower than the forward on an H200);
+    -dd_cudnn_dgrad_forward <bool> forces it where it applies (true) or never (false).
+  */
+  PetscErrorCode FindDgradAsForward(size_t bound)
+  {
+    const ConvTGeom &g  = spec.g;
+    const int        ns = ndims - 2;
+    int              pad[3], one[3], dil[3], fd[5];
+    int              n;
+    bool             found;
+    std::string      why;
+    float            ms = 0;
+
+    PetscFunctionBegin;
+    for (int j = 0; j < ns; j++) {
+      const int q = 3 - ns + j;
+      if (g.s[q] != 1) PetscFunctionReturn(PETSC_SUCCESS);
+      one[j] = 1, dil[j] = (int)g.d[q];
+      pad[j] = (int)((g.k[q] - 1) * g.d[q] - (spec.transposed ? g.pl[q] : 0));
+      if (pad[j] < 0) PetscFunctionReturn(PETSC_SUCCESS);
+    }
+    fd[0] = boxA.dims[1], fd[1] = boxB.dims[1] / (int)g.groups;
+    for (int j = 2; j < ndims; j++) fd[j] = fdims[j];
+    DDCallCUDNN(cudnnCreateConvolutionDescriptor(&cdescT));
+    DDCallCUDNN(cudnnCreateFilterDescriptor(&fdescT));
+    DDCallCUDNN(cudnnSetConvolutionNdDescriptor(cdescT, ns, pad, one, dil, CUDNN_CONVOLUTION, CudnnType<T>()));
+    DDCallCUDNN(cudnnSetConvolutionGroupCount(cdescT, (int)g.groups));
+    cudnnMathType_t math;
+    DDCallCUDNN(cudnnGetConvolutionMathType(cdesc, &math));
+    DDCallCUDNN(cudnnSetConvolutionMathType(cdescT, math));
+    DDCallCUDNN(cudnnSetFilterNdDescriptor(fdescT, CudnnType<T>(), nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, ndims, fd));
+    int od[5];
+    DDCallCUDNN(cudnnGetConvolutionNdForwardOutputDim(cdescT, bdesc, fdescT, ndims, od));
+    for (int j = 0; j < ndims; j++)
+      if (od[j] != boxA.dims[j]) PetscFunctionReturn(PETSC_SUCCESS);
+    cudnnConvolutionFwdAlgoPerf_t p[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    DDCallCUDNN(cudnnFindConvolutionForwardAlgorithm(h, bdesc, fdescT, cdescT, adesc, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, p));
+    Pick(p, n, bound, &fwdT, &wsT, &found, &why, &ms);
+    PetscBool force = PETSC_FALSE, set = PETSC_FALSE;
+    PetscCall(PetscOptionsGetBool(NULL, NULL, "-dd_cudnn_dgrad_forward", &force, &set));
+    bool use = found && (set ? (bool)force : true);
+    if (use) PetscCall(backend->mem.malloc(sizeof(T) * (size_t)(wrows * wcols * wtaps), &wT));
+    if (use && !set) { /* cuDNN's find times its passes with beta 0: time both as they run, accumulating */
+      double tb, tf;
+      PetscCall(TimeDgrad(false, &tb));
+      PetscCall(TimeDgrad(true, &tf));
+      use = tf < 0.9 * tb; /* clearly faster: the filter transposition costs a little */
+      PetscCall(PetscInfo(NULL, "/gpu/cuda conv: backward-data %g ms, as a forward convolution %g ms (find: %g, %g)\n", tb, tf, (double)bwddms, (double)ms));
+    }
+    if (!use) {
+      wsT = 0;
+      if (wT) PetscCall(backend->mem.free(wT));
+      wT = nullptr;
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
+    dgradfwd = true;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+
+  /* the storage extent (entries) of a strided box */
+  static size_t Extent(const BoxDesc &d, int nd)
+  {
+    size_t e = 1;
+    for (int j = 0; j < nd; j++) e += (size_t)(d.dims[j] - 1) * (size_t)d.strides[j];
+    return e;
+  }
+
+  /* the median time (ms) of backward-data (asfwd: as the forward full convolution) accumulating into scratch buffers of the window's and box's extents */
+  PetscErrorCode TimeDgrad(bool asfwd, double *ms)
+  {
+    const size_t ea = Extent(boxA, ndims), eb = Extent(boxB, ndims), ew = (size_t)(wrows * wcols * wtaps);
+    const size_t wsz = asfwd ? wsT : wsbwdd;
+    void        *a = nullptr, *b = nullptr, *w = nullptr, *wk = nullptr;
+    const T      one = 1;
+    cudaEvent_t  e0, e1;
+    float        t[3];
+
+    PetscFunctionBegin;
+    PetscCall(backend->mem.malloc(sizeof(T) * ea, &a));
+    PetscCall(backend->mem.malloc(sizeof(T) * eb, &b));
+    PetscCall(backend->mem.malloc(sizeof(T) * ew, &w));
+    if (wsz) PetscCall(backend->mem.malloc(wsz, &wk));
+    PetscCheck(cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess, PETSC_COMM_SELF, PETSC_ERR_LIB, "/gpu/cuda: cudaEventCreate failed");
+    for (int r = 0; r < 4; r++) { /* one warm-up */
+      PetscCheck(cudaEventRecord(e0) == cudaSuccess, PETSC_COMM_SELF, PETSC_ERR_LIB, "/gpu/cuda: cudaEventRecord failed");
+      if (asfwd) {
+        PetscCall(TransposeFilter(w, wT));
+        DDCallCUDNN(cudnnConvolutionForward(h, &one, bdesc, b, fdescT, wT, cdescT, fwdT, wk, wsT, &one, adesc, a));
+      } else DDCallCUDNN(cudnnConvolutionBackwardData(h, &one, fdesc, w, bdesc, b, cdesc, bwdd, wk, wsbwdd, &one, adesc, a));
+      PetscCheck(cudaEventRecord(e1) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess, PETSC_COMM_SELF, PETSC_ERR_LIB, "/gpu/cuda: cudaEventRecord failed");
+      if (r) PetscCheck(cudaEventElapsedTime(&t[r - 1], e0, e1) == cudaSuccess, PETSC_COMM_SELF, PETSC_ERR_LIB, "/gpu/cuda: cudaEventElapsedTime failed");
+    }
+    (void)cudaEventDestroy(e0);
+    (void)cudaEventDestroy(e1);
+    std::sort(t, t + 3);
+    *ms = t[1];
+    for (void *q : {a, b, w, wk})
+      if (q) PetscCall(backend->mem.free(q));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+
+  /* the filter (CB, CA/G, taps) in C order -> the forward full convolution's, with channel roles swapped per group */
+  PetscErrorCode TransposeFilter(const void *src, void *dst)
+  {
+    const int64_t G = spec.g.groups, O = wrows / G, I = wcols, S = wtaps; /* wrows = CB, wcols = CA / G */
+    cuda::Layout  c, t;
+    PetscFunctionBegin;
+    for (cuda::Layout *L : {&c, &t}) {
+      L->order = 4, L->bulk = G * O * I * S;
+      L->n[0] = G, L->n[1] = O, L->n[2] = I, L->n[3] = S;
+    }
+    c.contig = true, c.stride[0] = O * I * S, c.stride[1] = I * S, c.stride[2] = S, c.stride[3] = 1;
+    if (!nhwc) t.stride[0] = I * O * S, t.stride[1] = S, t.stride[2] = O * S, t.stride[3] = 1;
+    else t.stride[0] = I * S * O, t.stride[1] = 1, t.stride[2] = S * O, t.stride[3] = O;
+    const cudaError_t e = cuda::Copy(std::is_same<T, float>::value ? 0 : 1, c, src, t, dst);
+    PetscCheck(e == cudaSuccess, PETSC_COMM_SELF, PETSC_ERR_LIB, "/gpu/cuda: the filter transposition kernel failed: %s", cudaGetErrorString(e));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+
   PetscErrorCode PassForward(const T *a, DDTensor w, T *b, bool add)
   {
     const T                 one = 1, beta = add ? 1 : 0, zero = 0;
@@ -468,6 +610,11 @@ private:
     const T                *f;
     cudnnFilterDescriptor_t fd;
     PetscFunctionBegin;
+    if (dgradfwd) {
+      PetscCall(TransposeFilter(w->array, wT));
+      DDCallCUDNN(cudnnConvolutionForward(h, &one, bdesc, b, fdescT, wT, cdescT, fwdT, ws, wsT, &beta, adesc, a));
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
     PetscCall(Filter(1, w, &f, &fd));
     if (!stage[1]) DDCallCUDNN(cudnnConvolutionBackwardData(h, &one, fd, f, bdesc, b, cdesc, bwdd, ws, wsbwdd, &beta, adesc, a));
     else {
