@@ -106,7 +106,7 @@ if [ "${DDNN_GPU_BENCH:-1}" != 0 ]; then
 fi
 # the device tests under compute-sanitizer's memcheck (DDNN_GPU_SANITIZE=1, where it is installed)
 if [ "${DDNN_GPU_SANITIZE:-0}" != 0 ] && command -v compute-sanitizer > /dev/null; then
-  OMPI_MCA_ess_singleton_isolated=1 run test_13_gpu_memcheck timeout ${DDNN_GPU_SANITIZE_TIMEOUT:-300} compute-sanitizer --tool memcheck --error-exitcode 9 "$b/tests/test_13_gpu" --gtest_filter='Gpu.Conv*:Gpu.Pack*:Gpu.Vector*:Gpu.Gemm*:Gpu.Fft*'
+  OMPI_MCA_ess_singleton_isolated=1 run test_13_gpu_memcheck timeout ${DDNN_GPU_SANITIZE_TIMEOUT:-300} compute-sanitizer --tool memcheck --error-exitcode 9 "$b/tests/test_13_gpu" --gtest_filter='Gpu.Conv*:Gpu.Pool*:Gpu.Pack*:Gpu.Vector*:Gpu.Gemm*:Gpu.Fft*'
   grep -E 'ERROR SUMMARY' "$results/test_13_gpu_memcheck.txt" | tee -a "$log"
 fi
 say "results in $results"

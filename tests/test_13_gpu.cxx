@@ -5,8 +5,8 @@
   asking for it (and for device memory) is an error "no CUDA device"; host-only paths (layers,
   primitives, Vec sharing, HDF5, datasets) refuse device tensors with an error naming the function.
 
-  Device tests (vector operations, pack/unpack, pointwise, GEMM, cuFFT and cuDNN convolution kernels
-  against the host and reference kernels, device tensors' accessors): they need a CUDA device and are skipped with a
+  Device tests (vector operations, pack/unpack, pointwise, GEMM, cuFFT, cuDNN convolution and CUDA
+  pooling kernels against the host and reference kernels, device tensors' accessors): they need a CUDA device and are skipped with a
   visible message where cudaGetDeviceCount() finds none. Without DDNN_WITH_CUDA the GPU tests skip
   visibly; the refusal tests still run (they need no device).
 */
@@ -808,4 +808,76 @@ TEST(Gpu, ConvDeclines)
     DDT(DDTensorDestroy(&x));
     DDT(DDTensorDestroy(&y));
   }
+}
+
+/*
+  The CUDA pooling kernel against the reference loops' kernel on the same geometry: random per-index
+  first taps, tap counts (stepping by the dilation for max pooling) and divisors inside a halo'd
+  window, max and average, 2-D and 3-D, plain, channels-last and blocked storage, float32 and
+  float64; Forward overwrites the box, Backward adds onto the window
+*/
+TEST(Gpu, PoolMatchesReference)
+{
+  REQUIRE_DEVICE();
+  std::mt19937 gen(5);
+  auto         rnd = [&](PetscInt lo, PetscInt hi) { return lo + (PetscInt)(gen() % (unsigned)(hi - lo + 1)); };
+  for (DDDataType dt : {DD_FLOAT32, DD_FLOAT64})
+    for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST, DD_FORMAT_BLOCKED})
+      for (int max = 0; max < 2; max++)
+        for (PetscInt D : {2, 3}) {
+          const std::string what = std::string(DDDataTypes[dt]) + " " + DDTensorFormats[fmt] + (max ? " max " : " avg ") + std::to_string(D) + "-D";
+          const PetscInt    N = 2, C = 5, h = 1;
+          PetscInt          in[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+          ddnn::PoolKernelSpec spec;
+          spec.D = D, spec.type = max ? DD_POOL_MAX : DD_POOL_AVG;
+          ddnn::PoolGeom &g = spec.g;
+          g.D = D, g.N = N, g.C = C, g.max = max;
+          for (int j = 0; j < 3; j++) {
+            const bool sp = j >= 3 - D;
+            in[j] = sp ? rnd(4, 7) : 1, out[j] = sp ? rnd(2, 5) : 1;
+            g.out[j] = out[j], g.d[j] = max && sp ? rnd(1, 2) : 1;
+            for (PetscInt i = 0; i < out[j]; i++) {
+              const PetscInt nt = sp ? rnd(1, std::min<PetscInt>(3, (in[j] - 1) / g.d[j] + 1)) : 1, span = (nt - 1) * g.d[j];
+              g.ntaps[j].push_back(nt);
+              g.first[j].push_back(sp ? rnd(0, in[j] - 1 - span) : 0);
+              g.div[j].push_back(sp ? rnd(1, 4) : 1);
+            }
+          }
+          DDTensor t[2][2]; /* [host, device] x (also dx), y (also dy) */
+          for (int m = 0; m < 2; m++) {
+            const DDMemType mt  = m ? DD_MEMTYPE_DEVICE : DD_MEMTYPE_HOST;
+            PetscInt        sx[3], sy[3];
+            for (PetscInt j = 0; j < D; j++) sx[j] = in[3 - D + j], sy[j] = out[3 - D + j];
+            t[m][0] = LocalTensor(dt, mt, fmt, N, C, D, sx, h);
+            t[m][1] = LocalTensor(dt, mt, fmt, N, C, D, sy, h);
+            for (int i = 0; i < 2; i++) DDT(DDTensorSetRandomGlobal(t[m][i], 40 + i, -1, 1));
+          }
+          std::unique_ptr<ddnn::PoolKernel> k[2];
+          for (int m = 0; m < 2; m++) {
+            ddnn::PoolKernelSpec s = spec;
+            s.x.t = t[m][0], s.y.t = t[m][1];
+            s.xn[0] = s.yn[0] = N, s.xn[1] = s.yn[1] = C;
+            for (int j = 0; j < 2 + (int)D; j++) s.x.org[j] = s.y.org[j] = j < 2 ? 0 : h;
+            for (PetscInt j = 0; j < D; j++) s.xn[2 + j] = in[3 - D + j], s.yn[2 + j] = out[3 - D + j];
+            DDT(ddnn::DDBackendPoolCreate(ddnn::DDBackendLookup_Private(m ? "/gpu/cuda" : "/cpu/ref"), s, &k[m]));
+            ASSERT_TRUE(k[m]) << what;
+          }
+          EXPECT_STREQ(k[1]->Name(), "CUDA pooling loops");
+          const double tol = dt == DD_FLOAT32 ? 1e-6 : 1e-14;
+          for (int pass = 0; pass < 2; pass++) {
+            for (int m = 0; m < 2; m++) {
+              if (pass == 0) DDT(k[m]->Forward(t[m][0], t[m][1], true));
+              else DDT(k[m]->Backward(t[m][1], t[m][0])); /* dy: the forward's y; dx: x */
+            }
+            CHECK_PENDING();
+            const auto hv = Storage(t[0][pass ? 0 : 1]), dv = Storage(t[1][pass ? 0 : 1]);
+            ASSERT_EQ(hv.size(), dv.size());
+            size_t bad = 0;
+            for (size_t e = 0; e < hv.size(); e++)
+              if (!(std::abs(hv[e] - dv[e]) <= tol * (1 + std::abs(hv[e]))) && bad++ < 5) ADD_FAILURE() << what << (pass ? " backward" : " forward") << " storage entry " << e << ": reference " << hv[e] << ", CUDA " << dv[e];
+            EXPECT_EQ(bad, 0u) << what << (pass ? " backward" : " forward");
+          }
+          for (int m = 0; m < 2; m++)
+            for (DDTensor &x : t[m]) DDT(DDTensorDestroy(&x));
+        }
 }

@@ -3,9 +3,9 @@
   vector operations of device memory as CUDA kernels, pointwise activations and the affine layer's
   GEMMs on cuBLAS, the fft primitive's local transforms on cuFFT (FftKernel: batched 1-D plans,
   the mode truncation and the adjoint's zero-padding as kernels), convolution and transposed
-  convolution on cuDNN (conv_cudnn.cxx), in float32 and float64. It falls back to nothing: a kernel
-  it lacks (pooling, interpolation, normalization, optimizers) is an error naming the kernel kind,
-  never a host loop on device pointers.
+  convolution on cuDNN (conv_cudnn.cxx), pooling as CUDA loops of the reference semantics, in
+  float32 and float64. It falls back to nothing: a kernel it lacks (interpolation, normalization,
+  optimizers) is an error naming the kernel kind, never a host loop on device pointers.
 
   Memory: cudaMalloc behind size-class free lists (powers of two from 256 B to 64 MiB, then
   multiples of 2 MiB); a freed block returns to its list, a failed cudaMalloc releases the cached
@@ -534,9 +534,93 @@ PetscErrorCode CudaFftCreate(const FftKernelSpec &spec, std::unique_ptr<FftKerne
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* ------------------------------------------------------------------------------------------
+   Pooling: the reference loops' semantics (PoolGeom: per output index its first tap, number of
+   taps and divisor, built by the layer) on the device, any storage format (BoxOffsets); the
+   geometry and the offsets are uploaded once at set-up
+------------------------------------------------------------------------------------------ */
+template <class T>
+class CudaPoolKernel : public PoolKernel
+{
+public:
+  ~CudaPoolKernel() override
+  {
+    if (args) (void)CudaFree(args);
+    if (argmax) (void)CudaFree(argmax);
+  }
+  const char *Name() const override { return "CUDA pooling loops"; }
+
+  PetscErrorCode SetUp(const PoolKernelSpec &s)
+  {
+    BoxOffsets xo, yo;
+    const PoolGeom &g = s.g;
+
+    PetscFunctionBegin;
+    PetscCall(Select());
+    BoxOffsetsBuild(s.x.t->layout, s.D, s.x.org, s.xn, &xo);
+    BoxOffsetsBuild(s.y.t->layout, s.D, s.y.org, s.yn, &yo);
+    a.N = g.N, a.C = g.C, a.max = g.max;
+    for (int j = 0; j < 3; j++) a.out[j] = g.out[j], a.d[j] = g.d[j];
+    /* one device array: first[3], ntaps[3], div[3], xo.t[5], yo.t[5] */
+    std::vector<const std::vector<PetscInt> *> parts;
+    for (int j = 0; j < 3; j++) parts.push_back(&g.first[j]);
+    for (int j = 0; j < 3; j++) parts.push_back(&g.ntaps[j]);
+    for (int j = 0; j < 3; j++) parts.push_back(&g.div[j]);
+    for (int j = 0; j < 5; j++) parts.push_back(&xo.t[j]);
+    for (int j = 0; j < 5; j++) parts.push_back(&yo.t[j]);
+    std::vector<int64_t> host;
+    std::vector<size_t>  at;
+    for (const std::vector<PetscInt> *v : parts) {
+      at.push_back(host.size());
+      host.insert(host.end(), v->begin(), v->end());
+    }
+    if (!host.empty()) {
+      PetscCall(CudaMalloc(sizeof(int64_t) * host.size(), &args));
+      PetscCall(CudaCopy(args, host.data(), sizeof(int64_t) * host.size()));
+    }
+    const int64_t *d = (const int64_t *)args;
+    for (int j = 0; j < 3; j++) a.first[j] = d + at[j], a.ntaps[j] = d + at[3 + j], a.div[j] = d + at[6 + j];
+    for (int j = 0; j < 5; j++) a.xo[j] = d + at[9 + j], a.yo[j] = d + at[14 + j];
+    const int64_t total = a.N * a.C * a.out[0] * a.out[1] * a.out[2];
+    if (g.max && total > 0) PetscCall(CudaMalloc(sizeof(int64_t) * (size_t)total, &argmax));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscErrorCode Forward(DDTensor x, DDTensor y, bool) override
+  {
+    KernelEvent e(DDBackendLookup_Private("/gpu/cuda"), DD_KERNEL_POOL);
+    PetscFunctionBegin;
+    PetscCall(DDBackendCudaCheckPending_Private());
+    DDCallKernel(cuda::PoolForward<T>(a, (const T *)x->array, (T *)y->array, (int64_t *)argmax), "pooling forward");
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscErrorCode Backward(DDTensor dy, DDTensor dx) override
+  {
+    KernelEvent e(DDBackendLookup_Private("/gpu/cuda"), DD_KERNEL_POOL);
+    PetscFunctionBegin;
+    PetscCall(DDBackendCudaCheckPending_Private());
+    DDCallKernel(cuda::PoolBackward<T>(a, (const T *)dy->array, (T *)dx->array, (const int64_t *)argmax), "pooling backward");
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+
+private:
+  cuda::PoolArgs a;
+  void          *args = nullptr, *argmax = nullptr;
+};
+
+template <class T>
+PetscErrorCode CudaPoolCreate(const PoolKernelSpec &spec, std::unique_ptr<PoolKernel> *k)
+{
+  PetscFunctionBegin;
+  auto p = std::make_unique<CudaPoolKernel<T>>();
+  PetscCall(p->SetUp(spec));
+  *k = std::move(p);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 template <class T>
 void FillCuda(KernelTable<T> &t)
 {
+  t.poolcreate       = CudaPoolCreate<T>;
   t.convformats      = StridedConvFormats;
   t.convcreate       = DDBackendCudaConvCreate_Private<T>;
   t.fftcreate        = CudaFftCreate<T>;
@@ -545,7 +629,7 @@ void FillCuda(KernelTable<T> &t)
   t.affinebwdweights = AffBwdWeights<T>;
   t.actfwd           = ActFwd<T>;
   t.actbwd           = ActBwd<T>;
-  /* pooling, interpolation, normalization, optimizers: not yet (issue 11 part 1): errors naming the kind */
+  /* interpolation, normalization, optimizers: not yet (issue 11 part 1): errors naming the kind */
 }
 } // namespace
 

@@ -1,8 +1,8 @@
 /*
   CUDA kernels of the /gpu/cuda backend: the vector operations of device memory (set, scale, copy,
   axpby over a layout's bulk in any storage format; packing of runs for the exchange engine), the
-  pointwise activations, the affine layer's bias helpers and the FFT kernel's mode truncation.
-  See cudakernels.hpp.
+  pointwise activations, the affine layer's bias helpers, the FFT kernel's mode truncation and the
+  pooling loops. See cudakernels.hpp.
 */
 #include "cudakernels.hpp"
 #include <math.h>
@@ -315,7 +315,105 @@ cudaError_t FftScatter(const T *b, T *work, int64_t A, int64_t Lc, int64_t K, in
   return cudaGetLastError();
 }
 
+namespace
+{
+/* output entry i (C order over N, C, out) -> (n, c, i0, i1, i2) */
+__device__ inline void PoolIndex(const PoolArgs &a, int64_t i, int64_t *n, int64_t *c, int64_t *i0, int64_t *i1, int64_t *i2)
+{
+  *i2 = i % a.out[2];
+  i /= a.out[2];
+  *i1 = i % a.out[1];
+  i /= a.out[1];
+  *i0 = i % a.out[0];
+  i /= a.out[0];
+  *c = i % a.C;
+  *n = i / a.C;
+}
+template <class T>
+__global__ void PoolForwardKernel(PoolArgs a, const T *x, T *y, int64_t *argmax, int64_t total)
+{
+  DD_GRID_LOOP(i, total)
+  {
+    int64_t n, c, i0, i1, i2;
+    PoolIndex(a, i, &n, &c, &i0, &i1, &i2);
+    const int64_t base = a.xo[0][n] + a.xo[1][c];
+    const int64_t f0 = a.first[0][i0], f1 = a.first[1][i1], f2 = a.first[2][i2];
+    const int64_t n0 = a.ntaps[0][i0], n1 = a.ntaps[1][i1], n2 = a.ntaps[2][i2];
+    const int64_t yoff = a.yo[0][n] + a.yo[1][c] + a.yo[2][i0] + a.yo[3][i1] + a.yo[4][i2];
+    if (a.max) {
+      T       m  = -(T)INFINITY;
+      int64_t am = base + a.xo[2][f0] + a.xo[3][f1] + a.xo[4][f2];
+      for (int64_t p = 0; p < n0; p++) {
+        const int64_t op = base + a.xo[2][f0 + p * a.d[0]];
+        for (int64_t q = 0; q < n1; q++) {
+          const int64_t oq = op + a.xo[3][f1 + q * a.d[1]];
+          for (int64_t r = 0; r < n2; r++) {
+            const int64_t off = oq + a.xo[4][f2 + r * a.d[2]];
+            const T       v   = x[off];
+            if (v > m || v != v) {
+              m  = v;
+              am = off;
+            }
+          }
+        }
+      }
+      y[yoff] = m;
+      if (argmax) argmax[i] = am;
+    } else {
+      T sum = 0;
+      for (int64_t p = 0; p < n0; p++) {
+        const int64_t op = base + a.xo[2][f0 + p];
+        for (int64_t q = 0; q < n1; q++) {
+          const int64_t oq = op + a.xo[3][f1 + q];
+          for (int64_t r = 0; r < n2; r++) sum += x[oq + a.xo[4][f2 + r]];
+        }
+      }
+      y[yoff] = sum / (T)(a.div[0][i0] * a.div[1][i1] * a.div[2][i2]);
+    }
+  }
+}
+template <class T>
+__global__ void PoolBackwardKernel(PoolArgs a, const T *dy, T *dx, const int64_t *argmax, int64_t total)
+{
+  DD_GRID_LOOP(i, total)
+  {
+    int64_t n, c, i0, i1, i2;
+    PoolIndex(a, i, &n, &c, &i0, &i1, &i2);
+    const T v = dy[a.yo[0][n] + a.yo[1][c] + a.yo[2][i0] + a.yo[3][i1] + a.yo[4][i2]];
+    if (a.max) {
+      atomicAdd(dx + argmax[i], v);
+      continue;
+    }
+    const T       w    = v / (T)(a.div[0][i0] * a.div[1][i1] * a.div[2][i2]);
+    const int64_t base = a.xo[0][n] + a.xo[1][c];
+    const int64_t f0 = a.first[0][i0], f1 = a.first[1][i1], f2 = a.first[2][i2];
+    for (int64_t p = 0; p < a.ntaps[0][i0]; p++)
+      for (int64_t q = 0; q < a.ntaps[1][i1]; q++)
+        for (int64_t r = 0; r < a.ntaps[2][i2]; r++) atomicAdd(dx + base + a.xo[2][f0 + p] + a.xo[3][f1 + q] + a.xo[4][f2 + r], w);
+  }
+}
+} // namespace
+
+template <class T>
+cudaError_t PoolForward(const PoolArgs &a, const T *x, T *y, int64_t *argmax)
+{
+  const int64_t total = a.N * a.C * a.out[0] * a.out[1] * a.out[2];
+  if (total <= 0) return cudaSuccess;
+  PoolForwardKernel<T><<<Blocks(total), kThreads>>>(a, x, y, argmax, total);
+  return cudaGetLastError();
+}
+template <class T>
+cudaError_t PoolBackward(const PoolArgs &a, const T *dy, T *dx, const int64_t *argmax)
+{
+  const int64_t total = a.N * a.C * a.out[0] * a.out[1] * a.out[2];
+  if (total <= 0) return cudaSuccess;
+  PoolBackwardKernel<T><<<Blocks(total), kThreads>>>(a, dy, dx, argmax, total);
+  return cudaGetLastError();
+}
+
 #define DD_CUDA_INSTANTIATE(T) \
+  template cudaError_t PoolForward<T>(const PoolArgs &, const T *, T *, int64_t *); \
+  template cudaError_t PoolBackward<T>(const PoolArgs &, const T *, T *, const int64_t *); \
   template cudaError_t FftGather<T>(const T *, T *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool); \
   template cudaError_t FftScatter<T>(const T *, T *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool); \
   template cudaError_t ActForward<T>(int, T, const T *, T *, int64_t); \

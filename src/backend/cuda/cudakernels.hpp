@@ -70,5 +70,24 @@ template <class T>
 cudaError_t FftGather(const T *work, T *b, int64_t A, int64_t Lc, int64_t K, int64_t B, int64_t L, int64_t m, bool real);
 template <class T>
 cudaError_t FftScatter(const T *b, T *work, int64_t A, int64_t Lc, int64_t K, int64_t B, int64_t L, int64_t m, bool real);
+
+/*
+  Pooling: the loops of src/backend/reference/pool_ref.cxx (PoolGeom and BoxOffsets in
+  ddnn/private/ddbackendimpl.h), one thread per output entry, on device copies of the geometry's
+  per-index vectors and of the boxes' separable storage offsets. Max pooling keeps the storage
+  offset of each output's maximum (the first of equal ones; NaN wins) in argmax (N C out entries, in
+  C order); its backward adds dy there, the average's backward adds dy / div to every tap, both with
+  atomic adds (windows overlap where the stride is below the window).
+*/
+struct PoolArgs {
+  int64_t        N = 0, C = 0, out[3] = {1, 1, 1}, d[3] = {1, 1, 1};
+  bool           max = true;
+  const int64_t *first[3] = {nullptr, nullptr, nullptr}, *ntaps[3] = {nullptr, nullptr, nullptr}, *div[3] = {nullptr, nullptr, nullptr};
+  const int64_t *xo[5] = {nullptr, nullptr, nullptr, nullptr, nullptr}, *yo[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
+};
+template <class T>
+cudaError_t PoolForward(const PoolArgs &a, const T *x, T *y, int64_t *argmax);
+template <class T>
+cudaError_t PoolBackward(const PoolArgs &a, const T *dy, T *dx, const int64_t *argmax);
 } // namespace cuda
 } // namespace ddnn
