@@ -524,11 +524,12 @@ public:
   }
 };
 
-template <class T>
-PetscErrorCode CudaFftCreate(const FftKernelSpec &spec, std::unique_ptr<FftKernel> *k)
+/* a kernel factory of the table: a K set up for spec */
+template <class K, class Spec, class Base>
+PetscErrorCode CudaKernelCreate(const Spec &spec, std::unique_ptr<Base> *k)
 {
   PetscFunctionBegin;
-  auto f = std::make_unique<CufftKernel<T>>();
+  auto f = std::make_unique<K>();
   PetscCall(f->SetUp(spec));
   *k = std::move(f);
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -608,22 +609,12 @@ private:
 };
 
 template <class T>
-PetscErrorCode CudaPoolCreate(const PoolKernelSpec &spec, std::unique_ptr<PoolKernel> *k)
-{
-  PetscFunctionBegin;
-  auto p = std::make_unique<CudaPoolKernel<T>>();
-  PetscCall(p->SetUp(spec));
-  *k = std::move(p);
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
-template <class T>
 void FillCuda(KernelTable<T> &t)
 {
-  t.poolcreate       = CudaPoolCreate<T>;
+  t.poolcreate       = CudaKernelCreate<CudaPoolKernel<T>, PoolKernelSpec, PoolKernel>;
   t.convformats      = StridedConvFormats;
   t.convcreate       = DDBackendCudaConvCreate_Private<T>;
-  t.fftcreate        = CudaFftCreate<T>;
+  t.fftcreate        = CudaKernelCreate<CufftKernel<T>, FftKernelSpec, FftKernel>;
   t.affinefwd        = AffFwd<T>;
   t.affinebwddata    = AffBwdData<T>;
   t.affinebwdweights = AffBwdWeights<T>;
