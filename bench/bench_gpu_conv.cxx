@@ -19,7 +19,7 @@
   the median of -reps after two warm-ups, and of the forward alone; then the same on ddnn's problem,
   the padded window with padding 0 (cuDNN's algorithms differ between the two problems).
 
-  Without a CUDA build or device it says so and exits 0.
+  Without a CUDA build with cuDNN, or without a device, it says so and exits 0.
 */
 #include <ddnn.h>
 #include <ddnn/private/ddbackendimpl.h>
@@ -251,8 +251,8 @@ int main(int argc, char **argv)
 #if DDNN_WITH_CUDA
   PetscCall(DDBackendCudaGetDeviceCount_Private(&ndev));
 #endif
-  if (!DDNN_WITH_CUDA || ndev == 0) {
-    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "bench_gpu_conv: %s; nothing measured\n", DDNN_WITH_CUDA ? "no CUDA device" : "ddnn built without DDNN_WITH_CUDA"));
+  if (!DDNN_WITH_CUDNN || ndev == 0) {
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "bench_gpu_conv: %s; nothing measured\n", !DDNN_WITH_CUDA ? "ddnn built without DDNN_WITH_CUDA" : !DDNN_WITH_CUDNN ? "ddnn built without cuDNN" : "no CUDA device"));
     PetscCall(DDFinalize());
     return 0;
   }
@@ -262,7 +262,7 @@ int main(int argc, char **argv)
   std::map<std::string, TorchT> torch;
   std::string                                      version = "?";
   const bool                                       havetorch = dotorch && TorchTimes((int)reps, todo, torch, &version);
-#if DDNN_WITH_CUDA
+#if DDNN_WITH_CUDNN
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "ddnn /gpu/cuda, cuDNN %zu; medians of %d; times in ms\n", DDBackendCudaCudnnVersion_Private(), (int)reps));
 #endif
   if (havetorch) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "PyTorch %s (cudnn.benchmark)\n", version.c_str()));

@@ -45,6 +45,10 @@ int DeviceCount()
   do { \
     if (!DDNN_WITH_CUDA) GTEST_SKIP() << "ddnn built without DDNN_WITH_CUDA: the GPU backend is not in this build"; \
   } while (0)
+#define REQUIRE_CUDNN() \
+  do { \
+    if (!DDNN_WITH_CUDNN) GTEST_SKIP() << "ddnn built without cuDNN: /gpu/cuda has no convolution kernel in this build"; \
+  } while (0)
 #define REQUIRE_DEVICE() \
   do { \
     REQUIRE_CUDA_BUILD(); \
@@ -114,7 +118,7 @@ TEST(Gpu, RegistryListsCuda)
   EXPECT_NE(b->f64.actbwd, nullptr);
   EXPECT_NE(b->f32.affinefwd, nullptr);
   EXPECT_NE(b->f64.affinebwdweights, nullptr);
-  EXPECT_NE(b->f32.convcreate, nullptr); /* cuDNN */
+  EXPECT_EQ(b->f32.convcreate != nullptr, (bool)DDNN_WITH_CUDNN); /* cuDNN's, where the build has it */
   /* DDBackendView lists it */
   PetscViewer v;
   char        buf[4096] = {0}, fname[64];
@@ -753,6 +757,7 @@ void ConvCaseRun(const ConvCase &c, DDDataType dt, DDTensorFormat fmt, bool dgra
 TEST(Gpu, ConvMatchesReference)
 {
   REQUIRE_DEVICE();
+  REQUIRE_CUDNN();
   const ConvCase cases[] = {
     {"conv2d k3", false, 2, 2, 3, 4, 1, {5, 6}, {3, 3}, {1, 1}, {1, 1}, {0}, {0}, 1, 1},
     {"conv2d k3 s2 d2 groups 2", false, 2, 2, 4, 6, 2, {4, 3}, {3, 3}, {2, 2}, {2, 2}, {0}, {0}, 2, 0},
@@ -781,6 +786,7 @@ TEST(Gpu, ConvMatchesReference)
 TEST(Gpu, ConvDeclines)
 {
   REQUIRE_CUDA_BUILD();
+  REQUIRE_CUDNN();
   DDBackend b = ddnn::DDBackendLookup_Private("/gpu/cuda");
   ASSERT_NE(b, nullptr);
   ASSERT_NE(b->f32.convcreate, nullptr);

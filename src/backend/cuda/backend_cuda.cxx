@@ -3,7 +3,7 @@
   vector operations of device memory as CUDA kernels, pointwise activations and the affine layer's
   GEMMs on cuBLAS, the fft primitive's local transforms on cuFFT (FftKernel: batched 1-D plans,
   the mode truncation and the adjoint's zero-padding as kernels), convolution and transposed
-  convolution on cuDNN (conv_cudnn.cxx), pooling as CUDA loops of the reference semantics, in
+  convolution on cuDNN (conv_cudnn.cxx; not in builds without cuDNN), pooling as CUDA loops of the reference semantics, in
   float32 and float64. It falls back to nothing: a kernel it lacks (interpolation, normalization,
   optimizers) is an error naming the kernel kind, never a host loop on device pointers.
 
@@ -612,8 +612,10 @@ template <class T>
 void FillCuda(KernelTable<T> &t)
 {
   t.poolcreate       = CudaKernelCreate<CudaPoolKernel<T>, PoolKernelSpec, PoolKernel>;
+#if DDNN_WITH_CUDNN
   t.convformats      = StridedConvFormats;
   t.convcreate       = DDBackendCudaConvCreate_Private<T>;
+#endif
   t.fftcreate        = CudaKernelCreate<CufftKernel<T>, FftKernelSpec, FftKernel>;
   t.affinefwd        = AffFwd<T>;
   t.affinebwddata    = AffBwdData<T>;
