@@ -102,7 +102,7 @@ if [ "${DDNN_GPU_BENCH:-1}" != 0 ]; then
   # cuDNN convolutions against PyTorch's on this device (python3 with torch: PyTorch's own)
   # (PyTorch without the bundle's libraries on its path)
   DDNN_BENCH_PYTHON=${DDNN_BENCH_PYTHON:-env -u LD_LIBRARY_PATH python3} OMPI_MCA_ess_singleton_isolated=1 run bench_gpu_conv "$b/bench/bench_gpu_conv" -reps 20
-  cat "$results/bench_gpu_conv.txt" | tee -a "$log"
+  tee -a "$log" < "$results/bench_gpu_conv.txt"
 fi
 # the device tests under compute-sanitizer's memcheck (DDNN_GPU_SANITIZE=1, where it is installed)
 if [ "${DDNN_GPU_SANITIZE:-0}" != 0 ] && command -v compute-sanitizer > /dev/null; then

@@ -597,33 +597,13 @@ TEST(Gpu, FftMatchesFftw)
 
 namespace
 {
-/* a tensor (N, C, sp[0..D)) of this rank alone, with a halo of h entries on each side of every spatial dimension */
-DDTensor LocalTensor(DDDataType dt, DDMemType mt, DDTensorFormat fmt, PetscInt N, PetscInt C, PetscInt D, const PetscInt sp[], PetscInt h)
+/* a tensor of this rank alone, with a halo of h entries on each side of every dimension from the third on */
+DDTensor Local(DDDataType dt, DDMemType mt, DDTensorFormat fmt, const std::vector<PetscInt> &shape, PetscInt h)
 {
-  PetscInt    shape[5] = {N, C, 1, 1, 1}, ones[5] = {1, 1, 1, 1, 1}, lo[5] = {0, 0, h, h, h};
-  DDPartition part;
-  DDTensor    t;
-  for (PetscInt j = 0; j < D; j++) shape[2 + j] = sp[j];
-  DDT(DDPartitionCreate(PETSC_COMM_SELF, &part));
-  DDT(DDPartitionSetShape(part, 2 + D, ones));
-  DDT(DDPartitionSetUp(part));
-  DDT(DDTensorCreate(PETSC_COMM_SELF, &t));
-  DDT(DDTensorSetPartition(t, part));
-  DDT(DDPartitionDestroy(&part));
-  DDT(DDTensorSetShape(t, 2 + D, shape));
-  DDT(DDTensorSetDataType(t, dt));
-  DDT(DDTensorSetFormat(t, fmt));
-  DDT(DDTensorSetHalo(t, lo, lo));
-  DDT(DDTensorSetMemType(t, mt));
-  DDT(DDTensorSetUp(t));
-  return t;
-}
-/* a parameter tensor (C order, no halo) of this rank alone */
-DDTensor LocalParam(DDDataType dt, DDMemType mt, const std::vector<PetscInt> &shape)
-{
-  std::vector<PetscInt> ones(shape.size(), 1);
+  std::vector<PetscInt> ones(shape.size(), 1), lo(shape.size(), h);
   DDPartition           part;
   DDTensor              t;
+  for (size_t j = 0; j < lo.size() && j < 2; j++) lo[j] = 0;
   DDT(DDPartitionCreate(PETSC_COMM_SELF, &part));
   DDT(DDPartitionSetShape(part, (PetscInt)shape.size(), ones.data()));
   DDT(DDPartitionSetUp(part));
@@ -632,10 +612,21 @@ DDTensor LocalParam(DDDataType dt, DDMemType mt, const std::vector<PetscInt> &sh
   DDT(DDPartitionDestroy(&part));
   DDT(DDTensorSetShape(t, (PetscInt)shape.size(), shape.data()));
   DDT(DDTensorSetDataType(t, dt));
+  DDT(DDTensorSetFormat(t, fmt));
+  DDT(DDTensorSetHalo(t, lo.data(), lo.data()));
   DDT(DDTensorSetMemType(t, mt));
   DDT(DDTensorSetUp(t));
   return t;
 }
+/* an activation (N, C, sp[0..D)) with a halo of h on its spatial dimensions */
+DDTensor LocalTensor(DDDataType dt, DDMemType mt, DDTensorFormat fmt, PetscInt N, PetscInt C, PetscInt D, const PetscInt sp[], PetscInt h)
+{
+  std::vector<PetscInt> shape = {N, C};
+  shape.insert(shape.end(), sp, sp + D);
+  return Local(dt, mt, fmt, shape, h);
+}
+/* a parameter tensor (C order, no halo) */
+DDTensor LocalParam(DDDataType dt, DDMemType mt, const std::vector<PetscInt> &shape) { return Local(dt, mt, DD_FORMAT_PLAIN, shape, 0); }
 /* the whole local storage (halo included) as doubles */
 std::vector<double> Storage(DDTensor t)
 {

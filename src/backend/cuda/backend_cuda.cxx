@@ -557,7 +557,7 @@ public:
     const PoolGeom &g = s.g;
 
     PetscFunctionBegin;
-    PetscCall(Select());
+    backend = DDBackendLookup_Private("/gpu/cuda");
     BoxOffsetsBuild(s.x.t->layout, s.D, s.x.org, s.xn, &xo);
     BoxOffsetsBuild(s.y.t->layout, s.D, s.y.org, s.yn, &yo);
     a.N = g.N, a.C = g.C, a.max = g.max;
@@ -588,7 +588,7 @@ public:
   }
   PetscErrorCode Forward(DDTensor x, DDTensor y, bool) override
   {
-    KernelEvent e(DDBackendLookup_Private("/gpu/cuda"), DD_KERNEL_POOL);
+    KernelEvent e(backend, DD_KERNEL_POOL);
     PetscFunctionBegin;
     PetscCall(DDBackendCudaCheckPending_Private());
     DDCallKernel(cuda::PoolForward<T>(a, (const T *)x->array, (T *)y->array, (int64_t *)argmax), "pooling forward");
@@ -596,7 +596,7 @@ public:
   }
   PetscErrorCode Backward(DDTensor dy, DDTensor dx) override
   {
-    KernelEvent e(DDBackendLookup_Private("/gpu/cuda"), DD_KERNEL_POOL);
+    KernelEvent e(backend, DD_KERNEL_POOL);
     PetscFunctionBegin;
     PetscCall(DDBackendCudaCheckPending_Private());
     DDCallKernel(cuda::PoolBackward<T>(a, (const T *)dy->array, (T *)dx->array, (const int64_t *)argmax), "pooling backward");
@@ -606,6 +606,7 @@ public:
 private:
   cuda::PoolArgs a;
   void          *args = nullptr, *argmax = nullptr;
+  DDBackend      backend = nullptr;
 };
 
 template <class T>

@@ -301,20 +301,31 @@ private:
 
   static T *Ptr(DDTensor t, const KernelWindow &win) { return (T *)t->array + LayoutOffset(t->layout, win.org); }
 
-  /* (K, C, taps) in C order <-> (K, taps, C): tolast from the former to the latter */
-  PetscErrorCode Permute(const void *src, void *dst, bool tolast)
+  /* dst (layout to) = src (layout from), or += where add: the device copies between strided views, packed buffers and filter orders */
+  static PetscErrorCode Move(const cuda::Layout &from, const void *src, const cuda::Layout &to, void *dst, bool add, const char what[])
   {
-    cuda::Layout c, l;
     PetscFunctionBegin;
-    for (cuda::Layout *L : {&c, &l}) {
-      L->order = 3, L->bulk = wrows * wcols * wtaps;
-      L->n[0] = wrows, L->n[1] = wcols, L->n[2] = wtaps;
-    }
-    c.contig = true, c.stride[0] = wcols * wtaps, c.stride[1] = wtaps, c.stride[2] = 1;
-    l.stride[0] = wtaps * wcols, l.stride[1] = 1, l.stride[2] = wcols;
-    const cudaError_t e = tolast ? cuda::Copy(std::is_same<T, float>::value ? 0 : 1, c, src, l, dst) : cuda::Copy(std::is_same<T, float>::value ? 0 : 1, l, src, c, dst);
-    PetscCheck(e == cudaSuccess, PETSC_COMM_SELF, PETSC_ERR_LIB, "/gpu/cuda: the filter permutation kernel failed: %s", cudaGetErrorString(e));
+    const int         dt = std::is_same<T, float>::value ? 0 : 1;
+    const cudaError_t e  = add ? cuda::Axpby(dt, 1.0, from, src, 1.0, to, dst) : cuda::Copy(dt, from, src, to, dst);
+    PetscCheck(e == cudaSuccess, PETSC_COMM_SELF, PETSC_ERR_LIB, "/gpu/cuda: the convolution's %s kernel failed: %s", what, cudaGetErrorString(e));
     PetscFunctionReturn(PETSC_SUCCESS);
+  }
+
+  /*
+    The filter (CB, CA/G, taps) = (G, O, I, S) entries (O = CB/G, I = CA/G) in one of four storage
+    orders: C order (G, O, I, S); channels-last (G, O, S, I); swap: the forward full convolution's
+    filter with the channel roles swapped per group, (G, I, O, S) or channels-last (G, I, S, O)
+  */
+  cuda::Layout FilterLayout(bool swap, bool last) const
+  {
+    const int64_t G = spec.g.groups, O = wrows / G, I = wcols, S = wtaps;
+    cuda::Layout  L;
+    L.order = 4, L.bulk = G * O * I * S;
+    L.n[0] = G, L.n[1] = O, L.n[2] = I, L.n[3] = S;
+    const int64_t st[4][4] = {{O * I * S, I * S, S, 1}, {O * S * I, S * I, 1, I}, {I * O * S, S, O * S, 1}, {I * S * O, 1, S * O, O}};
+    for (int j = 0; j < 4; j++) L.stride[j] = st[2 * swap + last][j];
+    L.contig = !swap && !last;
+    return L;
   }
   /* the filter of a pass as cuDNN reads it: channels-last (permuted into wperm) where the pass runs on channels-last data, else w itself */
   PetscErrorCode Filter(int pass, DDTensor w, const T **fp, cudnnFilterDescriptor_t *fd)
@@ -323,7 +334,7 @@ private:
     *fp = HostArray<const T>(w);
     *fd = stage[pass] ? fplain : fdesc;
     if (nhwc && !stage[pass]) {
-      PetscCall(Permute(w->array, wperm, true));
+      PetscCall(Move(FilterLayout(false, false), w->array, FilterLayout(false, true), wperm, false, "filter permutation"));
       *fp = (const T *)wperm;
     }
     PetscFunctionReturn(PETSC_SUCCESS);
@@ -378,23 +389,6 @@ private:
     DDCallCUDNN(cudnnSetFilterNdDescriptor(fplain, CudnnType<T>(), CUDNN_TENSOR_NCHW, ndims, fdims));
     PetscCall(backend->mem.malloc(sizeof(T) * (size_t)apack.bulk, &abuf));
     PetscCall(backend->mem.malloc(sizeof(T) * (size_t)bpack.bulk, &bbuf));
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-
-  /* gather: a strided view into its packed buffer; scatter: back (added when add) */
-  static PetscErrorCode Gather(const cuda::Layout &view, const void *src, const cuda::Layout &pack, void *dst)
-  {
-    PetscFunctionBegin;
-    const cudaError_t e = cuda::Copy(std::is_same<T, float>::value ? 0 : 1, view, src, pack, dst);
-    PetscCheck(e == cudaSuccess, PETSC_COMM_SELF, PETSC_ERR_LIB, "/gpu/cuda: the convolution's gather kernel failed: %s", cudaGetErrorString(e));
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-  static PetscErrorCode Scatter(const cuda::Layout &pack, const void *src, const cuda::Layout &view, void *dst, bool add)
-  {
-    PetscFunctionBegin;
-    const int         dt = std::is_same<T, float>::value ? 0 : 1;
-    const cudaError_t e  = add ? cuda::Axpby(dt, 1.0, pack, src, 1.0, view, dst) : cuda::Copy(dt, pack, src, view, dst);
-    PetscCheck(e == cudaSuccess, PETSC_COMM_SELF, PETSC_ERR_LIB, "/gpu/cuda: the convolution's scatter kernel failed: %s", cudaGetErrorString(e));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 
@@ -556,7 +550,7 @@ private:
     for (int r = 0; r < 4; r++) { /* one warm-up */
       PetscCheck(cudaEventRecord(e0) == cudaSuccess, PETSC_COMM_SELF, PETSC_ERR_LIB, "/gpu/cuda: cudaEventRecord failed");
       if (asfwd) {
-        PetscCall(TransposeFilter(w, wT));
+        PetscCall(Move(FilterLayout(false, false), w, FilterLayout(true, nhwc), wT, false, "filter transposition"));
         DDCallCUDNN(cudnnConvolutionForward(h, &one, bdesc, b, fdescT, wT, cdescT, fwdT, wk, wsT, &one, adesc, a));
       } else DDCallCUDNN(cudnnConvolutionBackwardData(h, &one, fdesc, w, bdesc, b, cdesc, bwdd, wk, wsbwdd, &one, adesc, a));
       PetscCheck(cudaEventRecord(e1) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess, PETSC_COMM_SELF, PETSC_ERR_LIB, "/gpu/cuda: cudaEventRecord failed");
@@ -571,24 +565,6 @@ private:
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 
-  /* the filter (CB, CA/G, taps) in C order -> the forward full convolution's, with channel roles swapped per group */
-  PetscErrorCode TransposeFilter(const void *src, void *dst)
-  {
-    const int64_t G = spec.g.groups, O = wrows / G, I = wcols, S = wtaps; /* wrows = CB, wcols = CA / G */
-    cuda::Layout  c, t;
-    PetscFunctionBegin;
-    for (cuda::Layout *L : {&c, &t}) {
-      L->order = 4, L->bulk = G * O * I * S;
-      L->n[0] = G, L->n[1] = O, L->n[2] = I, L->n[3] = S;
-    }
-    c.contig = true, c.stride[0] = O * I * S, c.stride[1] = I * S, c.stride[2] = S, c.stride[3] = 1;
-    if (!nhwc) t.stride[0] = I * O * S, t.stride[1] = S, t.stride[2] = O * S, t.stride[3] = 1;
-    else t.stride[0] = I * S * O, t.stride[1] = 1, t.stride[2] = S * O, t.stride[3] = O;
-    const cudaError_t e = cuda::Copy(std::is_same<T, float>::value ? 0 : 1, c, src, t, dst);
-    PetscCheck(e == cudaSuccess, PETSC_COMM_SELF, PETSC_ERR_LIB, "/gpu/cuda: the filter transposition kernel failed: %s", cudaGetErrorString(e));
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-
   PetscErrorCode PassForward(const T *a, DDTensor w, T *b, bool add)
   {
     const T                 one = 1, beta = add ? 1 : 0, zero = 0;
@@ -598,9 +574,9 @@ private:
     PetscCall(Filter(0, w, &f, &fd));
     if (!stage[0]) DDCallCUDNN(cudnnConvolutionForward(h, &one, adesc, a, fd, f, cdesc, fwd, ws, wsfwd, &beta, bdesc, b));
     else {
-      PetscCall(Gather(aview, a, apack, abuf));
+      PetscCall(Move(aview, a, apack, abuf, false, "gather"));
       DDCallCUDNN(cudnnConvolutionForward(h, &one, apk, abuf, fd, f, cdesc, fwd, ws, wsfwd, &zero, bpk, bbuf));
-      PetscCall(Scatter(bpack, bbuf, bview, b, add));
+      PetscCall(Move(bpack, bbuf, bview, b, add, "scatter"));
     }
     PetscFunctionReturn(PETSC_SUCCESS);
   }
@@ -611,16 +587,16 @@ private:
     cudnnFilterDescriptor_t fd;
     PetscFunctionBegin;
     if (dgradfwd) {
-      PetscCall(TransposeFilter(w->array, wT));
+      PetscCall(Move(FilterLayout(false, false), w->array, FilterLayout(true, nhwc), wT, false, "filter transposition"));
       DDCallCUDNN(cudnnConvolutionForward(h, &one, bdesc, b, fdescT, wT, cdescT, fwdT, ws, wsT, &beta, adesc, a));
       PetscFunctionReturn(PETSC_SUCCESS);
     }
     PetscCall(Filter(1, w, &f, &fd));
     if (!stage[1]) DDCallCUDNN(cudnnConvolutionBackwardData(h, &one, fd, f, bdesc, b, cdesc, bwdd, ws, wsbwdd, &beta, adesc, a));
     else {
-      PetscCall(Gather(bview, b, bpack, bbuf));
+      PetscCall(Move(bview, b, bpack, bbuf, false, "gather"));
       DDCallCUDNN(cudnnConvolutionBackwardData(h, &one, fd, f, bpk, bbuf, cdesc, bwdd, ws, wsbwdd, &zero, apk, abuf));
-      PetscCall(Scatter(apack, abuf, aview, a, add));
+      PetscCall(Move(apack, abuf, aview, a, add, "scatter"));
     }
     PetscFunctionReturn(PETSC_SUCCESS);
   }
@@ -632,11 +608,11 @@ private:
     PetscFunctionBegin;
     if (!stage[2]) DDCallCUDNN(cudnnConvolutionBackwardFilter(h, &one, adesc, a, bdesc, b, cdesc, bwdf, ws, wsbwdf, &zero, fdesc, df));
     else {
-      PetscCall(Gather(aview, a, apack, abuf));
-      PetscCall(Gather(bview, b, bpack, bbuf));
+      PetscCall(Move(aview, a, apack, abuf, false, "gather"));
+      PetscCall(Move(bview, b, bpack, bbuf, false, "gather"));
       DDCallCUDNN(cudnnConvolutionBackwardFilter(h, &one, apk, abuf, bpk, bbuf, cdesc, bwdf, ws, wsbwdf, &zero, fplain, df));
     }
-    if (df != HostArray<T>(dw)) PetscCall(Permute(wperm, dw->array, false));
+    if (df != HostArray<T>(dw)) PetscCall(Move(FilterLayout(false, true), wperm, FilterLayout(false, false), dw->array, false, "filter permutation"));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 };
