@@ -66,6 +66,8 @@ PETSC_EXTERN PetscErrorCode    DDNetSetWeightMode(DDNet, DDNetWeightMode);
 PETSC_EXTERN PetscErrorCode    DDNetGetWeightMode(DDNet, DDNetWeightMode *);
 PETSC_EXTERN PetscErrorCode    DDNetSetWeightCheckInterval(DDNet, PetscInt);
 PETSC_EXTERN PetscErrorCode    DDNetGetWeightCheckInterval(DDNet, PetscInt *);
+PETSC_EXTERN PetscErrorCode    DDNetSetWeightBucketSize(DDNet, PetscReal);
+PETSC_EXTERN PetscErrorCode    DDNetGetWeightBucketSize(DDNet, PetscReal *);
 /* weights as a PyTorch state_dict in HDF5 (src/net/weights.cxx) */
 PETSC_EXTERN PetscErrorCode DDNetLoadWeights(DDNet, const char[]);
 PETSC_EXTERN PetscErrorCode DDNetSaveWeights(DDNet, const char[]);

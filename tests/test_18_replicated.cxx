@@ -14,6 +14,7 @@
 #include "layertest.hpp"
 #include <ddnn/private/ddnetimpl.h>
 #include <ddnn/private/ddoptimizerimpl.h>
+#include <limits>
 #include <unistd.h>
 
 using namespace ddtest;
@@ -116,6 +117,7 @@ struct Trace {
   PetscInt64                                    checks = 0;      /* data-parallel: the copies checked against their parameters (every step here) */
   PetscInt64                                    fallbacks = 0;
   PetscInt                                      nreplicas = 0;
+  PetscInt64                                    early = 0;       /* bucket all-reduces started before a backward's last layer */
 };
 
 /* a user's optimizer type without the steparrays op: p -= lr g (the data-parallel mode refreshes the copies after each of its steps) */
@@ -146,6 +148,7 @@ struct Extra {
   bool   split  = false; /* two optimizers, one per half of the parameters (learning rates 0.05 and 0.02) */
   bool   accumulate = false; /* two backwards per step (the gradients accumulate) */
   bool   reload = false; /* a checkpoint saved after step 0 is loaded into the same network and optimizer after step 1 */
+  double bucketmb = -1;  /* >= 0: DDNetSetWeightBucketSize() */
 };
 
 /*
@@ -169,6 +172,7 @@ static Trace Train(const char *opts, const char *outname, const InputSpec &xs, c
   auto        make = [&]() {
     net = MakeNet(opts, mode);
     DDT(DDNetSetWeightCheckInterval(net, 1)); /* data-parallel: the copies compared with their parameters before every step */
+    if (ex.bucketmb >= 0) DDT(DDNetSetWeightBucketSize(net, ex.bucketmb));
     DDT(DDNetSetUp(net, 2, in));
     DDT(DDNetGetParameters(net, &n, &ps, &gs));
     for (int o = 0; o < (ex.split ? 2 : 1); o++) {
@@ -255,6 +259,7 @@ static Trace Train(const char *opts, const char *outname, const InputSpec &xs, c
   T.params = All(n, ps);
   T.fallbacks += Fallbacks(net);
   T.checks = net->impl->nreplchecks;
+  T.early  = net->impl->nreplearly;
   { /* the copies the data-parallel mode updated in place against a refresh from the roots: every parameter's state bumped, the same output */
     DDTensor y;
     DDT(DDNetForward(net, 2, in));
@@ -277,6 +282,15 @@ static Trace Train(const char *opts, const char *outname, const InputSpec &xs, c
   return T;
 }
 
+/* RelDiff() of two gradients, relative to at least 1e-3 (the nets' gradients are O(0.1-1)): a gradient that is zero up to rounding (a
+   bias before a normalization: entries of 1e-17) differs by its rounding, not relatively */
+static double GradDiff(const std::vector<double> &a, const std::vector<double> &b)
+{
+  double den = 0;
+  for (double v : b) den = std::max(den, std::fabs(v));
+  return RelDiff(a, b) * (den > 0 ? den : 1) / std::max(den, 1e-3);
+}
+
 static void ExpectSame(const Trace &a, const Trace &b, double tol, const std::string &what)
 {
   ASSERT_EQ(a.losses.size(), b.losses.size()) << what;
@@ -284,7 +298,7 @@ static void ExpectSame(const Trace &a, const Trace &b, double tol, const std::st
     EXPECT_NEAR(a.losses[s], b.losses[s], tol * (1 + std::fabs(b.losses[s]))) << what << ": loss of step " << s;
     EXPECT_LE(RelDiff(a.out[s], b.out[s]), tol) << what << ": output of step " << s;
     ASSERT_EQ(a.grads[s].size(), b.grads[s].size()) << what;
-    for (size_t i = 0; i < a.grads[s].size(); i++) EXPECT_LE(RelDiff(a.grads[s][i], b.grads[s][i]), tol) << what << ": gradient " << i << " of step " << s;
+    for (size_t i = 0; i < a.grads[s].size(); i++) EXPECT_LE(GradDiff(a.grads[s][i], b.grads[s][i]), tol) << what << ": gradient " << i << " of step " << s;
   }
   ASSERT_EQ(a.params.size(), b.params.size()) << what;
   for (size_t i = 0; i < a.params.size(); i++) EXPECT_LE(RelDiff(a.params[i], b.params[i]), tol) << what << ": parameter " << i << " after the steps";
@@ -691,6 +705,87 @@ TEST(DataParallel, OptionViewAndModeSwitch)
   EXPECT_EQ(hook, nullptr);
   DDT(DDOptimizerStep(opt));
   DDT(DDOptimizerDestroy(&opt));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+}
+
+/*
+  Buckets cut by DDNetSetWeightBucketSize() (DistributedDataParallel's): their sums start during the
+  backward, and training equals one bucket per group and the broadcast mode -- bitwise at 2 ranks
+  (0 + a + b = a + b whatever the cut) -- in both modes that keep replicas, with as many all-reduces
+  per backward as buckets, some of them started before the backward's last layer.
+*/
+TEST(Replicated, BucketsOverlapTheBackward)
+{
+  for (auto &c : Cases())
+    for (DDNetWeightMode mode : {DD_NET_WEIGHTS_REPLICATED, DD_NET_WEIGHTS_DATAPARALLEL})
+      for (double mb : {1e-9, 0.0004}) { /* a bucket per parameter piece; about 52 doubles per bucket */
+        std::string what = std::string(c.name) + (mode == DD_NET_WEIGHTS_REPLICATED ? ", replicated" : ", data-parallel") + ", cap " + std::to_string(mb) + " MiB";
+        Extra       ex;
+        ex.bucketmb = mb;
+        ex.accumulate = true; /* two backwards per step: the second's sums add to the first's */
+        /* SGD: Adam would turn the rounding-level gradient of a bias before a normalization into whole steps */
+        Trace cut  = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, mode, "sgd", 3, 0, false, false, -1, ex);
+        ex.bucketmb = -1;
+        Trace one  = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, mode, "sgd", 3, 0, false, false, -1, ex);
+        Trace bc   = Train(c.opts, c.out, c.xs, c.ts, DD_FLOAT64, DD_NET_WEIGHTS_BROADCAST, "sgd", 3, 0, false, false, -1, ex);
+        ExpectSame(cut, one, Size() <= 2 ? 0 : 1e-12, what + " against one bucket per group");
+        ExpectSame(cut, bc, 1e-12, what + " against the broadcast mode");
+        EXPECT_EQ(cut.fallbacks, 0) << what;
+        if (mode == DD_NET_WEIGHTS_DATAPARALLEL) EXPECT_EQ(cut.drift, 0) << what << ": a copy differs from its parameter";
+        for (size_t s = 0; s < cut.reduces.size(); s++) {
+          EXPECT_EQ(cut.reduces[s], cut.reduces[0]) << what << ": all-reduces per step";
+          EXPECT_EQ(one.reduces[s], one.reduces[0]) << what;
+        }
+        if (c.groups > 0) { /* one group: more buckets than one, each summed once per backward (two per step), and some started early */
+          EXPECT_EQ(one.reduces[0], 2 * c.groups) << what;
+          EXPECT_GT(cut.reduces[0], one.reduces[0]) << what << ": the cap cut no bucket";
+          EXPECT_GT(cut.early, 0) << what << ": no sum started during the backward";
+          EXPECT_EQ(one.early, 0) << what << ": without a cap the sums start after the last layer";
+        }
+        if (c.groups == 0) EXPECT_EQ(cut.reduces[0] + cut.early, 0) << what << ": one rank needs no sum";
+        if (c.groups < 0) EXPECT_EQ(one.early, 0) << what << ": without a cap the sums start after the last layer";
+      }
+}
+
+TEST(ReplicatedBadInput, BucketSize)
+{
+  auto     c = Cases()[1];
+  DDTensor x = MakeInput(c.xs, DD_FLOAT64, 5), t = MakeInput(c.ts, DD_FLOAT64, 6);
+  DDTensor in[2] = {x, t};
+  DDNet    net = MakeNet(c.opts, DD_NET_WEIGHTS_REPLICATED);
+  PetscReal mb;
+  DDT(DDNetGetWeightBucketSize(net, &mb));
+  EXPECT_EQ(mb, 0); /* one bucket per worker group */
+  DD_EXPECT_ERROR(DDNetSetWeightBucketSize(net, -1), PETSC_ERR_ARG_OUTOFRANGE, "must be finite and >= 0");
+  DD_EXPECT_ERROR(DDNetSetWeightBucketSize(net, std::numeric_limits<double>::quiet_NaN()), PETSC_ERR_ARG_OUTOFRANGE, "-net_weights_bucket_mb");
+  DDT(DDNetGetWeightBucketSize(net, &mb));
+  EXPECT_EQ(mb, 0);
+  if (Size() > 1) { /* a cap that differs between ranks would cut a group's buckets differently: an error at set-up, on every rank */
+    DDT(DDNetSetWeightBucketSize(net, Rank() == 1 ? 1 : 2));
+    DD_EXPECT_ERROR(DDNetSetUp(net, 2, in), PETSC_ERR_ARG_INCOMP, "-net_weights_bucket_mb");
+  }
+  DDT(DDNetDestroy(&net));
+  /* the option, and a set-up network's buckets cut again when it is set */
+  DDT(PetscOptionsSetValue(NULL, "-r18b_net_weights_bucket_mb", "1e-9"));
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, "r18b_"));
+  DDT(DDNetSetFromOptions(net));
+  DDT(PetscOptionsClearValue(NULL, "-r18b_net_weights_bucket_mb"));
+  DDT(DDNetGetWeightBucketSize(net, &mb));
+  EXPECT_EQ(mb, 1e-9);
+  DDT(DDNetDestroy(&net));
+  net = MakeNet(c.opts, DD_NET_WEIGHTS_REPLICATED);
+  DDT(DDNetSetUp(net, 2, in));
+  for (double cap : {0.0, 1e-9, 25.0}) { /* one bucket; one per parameter; one again (the net's weights are far below 25 MiB) */
+    DDT(DDNetSetWeightBucketSize(net, cap));
+    PetscInt64 r0 = net->impl->nreplreduce;
+    DDT(DDNetForward(net, 2, in));
+    DDT(DDNetZeroGradients(net));
+    DDT(DDNetBackward(net, NULL));
+    if (Size() > 1) EXPECT_EQ(net->impl->nreplreduce - r0 > 1, cap == 1e-9) << "cap " << cap;
+  }
+  DDT(DDNetDestroy(&net));
   DDT(DDTensorDestroy(&x));
   DDT(DDTensorDestroy(&t));
 }

@@ -234,6 +234,7 @@ static PetscErrorCode DDNetGetListOption(const char prefix[], const char name[],
 . -net_memory_limit <bytes> - memory per rank for the automatic distribution (`DDNetSetMemoryLimit()`)
 . -net_weights <broadcast,replicated,auto,dataparallel> - broadcast the weights every call, keep replicas, update the replicas where they live, or the mode of the shortest predicted step (`DDNetSetWeightMode()`)
 . -net_weights_check <every> - data-parallel: compare the replicas with their parameters every this many optimizer steps (`DDNetSetWeightCheckInterval()`)
+. -net_weights_bucket_mb <mb> - replicated and data-parallel: cut the gradient sums into buckets of at most this size, each started during the backward (`DDNetSetWeightBucketSize()`)
 - -net_view - view the network after set-up
 
   Notes:
@@ -292,6 +293,9 @@ DD_CXX_TRY
     PetscInt every = net->impl->weightcheck;
     PetscCall(PetscOptionsInt("-net_weights_check", "Data-parallel weights: check the replicas against their parameters every this many optimizer steps (0: never)", "DDNetSetWeightCheckInterval", every, &every, &flg));
     if (flg) PetscCall(DDNetSetWeightCheckInterval(net, every));
+    PetscReal mb = net->impl->bucketmb;
+    PetscCall(PetscOptionsReal("-net_weights_bucket_mb", "Replicated and data-parallel weights: the largest gradient bucket in MiB, its all-reduce started during the backward (0: one bucket per worker group, summed at the end)", "DDNetSetWeightBucketSize", mb, &mb, &flg));
+    if (flg) PetscCall(DDNetSetWeightBucketSize(net, mb));
   }
   PetscOptionsEnd();
   {
@@ -828,6 +832,10 @@ DD_CXX_TRY
   }
   for (size_t k = 0; k < I->ingrads.size(); k++)
     if (I->wantgrad[k]) PetscCall(DDTensorZeroEntries(I->ingrads[k]));
+  int lastlive = I->output; /* the backward's last node */
+  for (int i = I->output; i >= 0; i--)
+    if (live[i]) lastlive = i;
+  PetscCall(ddnn::NetReplicasSumBegin_Private(net));
   for (int i = I->output; i >= 0; i--) {
     Node &nd = I->nodes[i];
     if (!live[i]) continue;
@@ -879,8 +887,9 @@ DD_CXX_TRY
         PetscCall(DDTensorAXPY(add[j], 1.0, dxs[j]));
         if (nd.inputs[j] < 0) PetscCall(DDTensorDestroy(&dxs[j]));
       }
+    PetscCall(ddnn::NetReplicasSumReady_Private(net, i, i > lastlive)); /* replicated weights: the buckets the backward has passed start their all-reduce */
   }
-  PetscCall(ddnn::NetReplicasSum_Private(net)); /* replicated weights: the gradients, one all-reduce per group */
+  PetscCall(ddnn::NetReplicasSum_Private(net)); /* replicated weights: the remaining buckets' all-reduces started, all completed and added */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH

@@ -12,8 +12,13 @@
     DDNetInitializeParameters(), any DDTensor write), ONE broadcast per worker group of the
     packed parameters (a persistent bucket) refreshes every replica of the group;
   - B^*: the layers add their replicas' local gradients dw^ to the bucket during the backward,
-    and at the end of DDNetBackward() ONE all-reduce per worker group sums them; the parameter's
-    root adds the sum to its gradient, so gradients are exact after every DDNetBackward().
+    and one all-reduce per bucket sums them; the parameter's root adds the sum to its gradient at
+    the end of DDNetBackward(), so gradients are exact after every DDNetBackward(). A worker group
+    has one bucket, summed after the backward's last layer; with -net_weights_bucket_mb (PyTorch
+    DistributedDataParallel's bucket_cap_mb) its parameters are cut into buckets of at most that
+    size from the last layer back, and a bucket's all-reduce starts as soon as the backward has
+    passed its first layer, to overlap the backwards of the layers before it
+    (NetReplicasSumReady_Private()).
 
   A worker group is the set of ranks sharing one piece of a parameter (the root holding w's
   piece, and the workers holding its copies), as DDPRIMITIVEBROADCAST forms it: every layer on a
@@ -72,6 +77,7 @@ namespace ddnn
 struct ReplicaEntry {
   DDLayer  l;
   PetscInt k;             /* the replica's index in l->replicas */
+  int      node = 0;      /* l's index in the network */
   DDTensor wh;            /* to check that the layer was not set up again */
   PetscInt off, count;    /* entries in the bucket */
   bool     root, member;  /* this rank holds w's piece / a copy */
@@ -97,6 +103,9 @@ struct ReplicaBucket {
   std::vector<char>         mgbuf;      /* data-parallel, members: the summed gradients the copies are updated with */
   std::vector<char>         xbuf;       /* data-parallel: weights and optimizer state, broadcast at a step not in step */
   int                       stepok = -1; /* data-parallel, between begin and end of a step: -1 not stepped, 0 refresh, 1 update in place */
+  int                       trigger = 0; /* its first entry's node (the lowest): the sum starts once the backward has passed it */
+  bool                      started = false;            /* its sum started in this backward */
+  MPI_Request               req     = MPI_REQUEST_NULL; /* the sum's all-reduce in flight */
 };
 
 struct NetReplicas {
@@ -135,6 +144,8 @@ PetscErrorCode ddnn::NetReplicasDestroy_Private(DDNet net)
 
   PetscFunctionBegin;
   if (!I->replicas) PetscFunctionReturn(PETSC_SUCCESS);
+  for (auto &b : I->replicas->buckets) /* a sum a failed backward left in flight (MPI forbids freeing its request) */
+    if (b.req != MPI_REQUEST_NULL) PetscCallMPI(MPI_Wait(&b.req, MPI_STATUS_IGNORE));
   for (auto &w : I->replicas->composed) { /* an optimizer holding these parameters no longer finds the hooks */
     PetscCall(PetscObjectCompose((PetscObject)w, DD_PARAMETER_MIRROR, NULL));
     PetscCall(DDTensorDestroy(&w));
@@ -154,6 +165,7 @@ PetscErrorCode ddnn::NetReplicasDestroy_Private(DDNet net)
 
 static PetscErrorCode NetReplicasBuild(DDNet, bool);
 static PetscErrorCode NetReplicasChoose(DDNet);
+static size_t         BucketCapBytes(PetscReal);
 
 /*
   The weight mode's set-up, after the layers': nothing in the broadcast mode; the buckets in the
@@ -171,6 +183,8 @@ PetscErrorCode ddnn::NetReplicasSetUp_Private(DDNet net)
   PetscCall(DDCheckSameString(comm, "The network's weight mode (-net_weights)", DDNetWeightModes[I->weightmode]));
   /* the interval decides which steps hash the copies inside a group's all-reduce: it must agree, or a rank that does not hash would read as diverged copies */
   PetscCall(DDCheckSameString(comm, "The data-parallel weight check interval (-net_weights_check)", std::to_string(I->weightcheck).c_str()));
+  /* the cap cuts the buckets, and a group's ranks must cut theirs alike (one all-reduce each) */
+  PetscCall(DDCheckSameString(comm, "The weight bucket size (-net_weights_bucket_mb)", std::to_string(BucketCapBytes(I->bucketmb)).c_str()));
   if (I->weightmode == DD_NET_WEIGHTS_BROADCAST) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(NetReplicasBuild(net, I->weightmode == DD_NET_WEIGHTS_DATAPARALLEL));
   if (I->weightmode == DD_NET_WEIGHTS_AUTO) PetscCall(NetReplicasChoose(net));
@@ -239,6 +253,49 @@ static PetscErrorCode NetReplicasChoose(DDNet net)
 static PetscErrorCode MirrorBegin(void *, DDOptimizer, PetscInt, const PetscInt[]);
 static PetscErrorCode MirrorEnd(void *, DDOptimizer, PetscReal, PetscReal, PetscInt, const PetscInt[]);
 
+/* -net_weights_bucket_mb in bytes (MiB, as PyTorch's bucket_cap_mb); 0: no cap */
+static size_t BucketCapBytes(PetscReal mb)
+{
+  return mb > 0 ? (size_t)PetscMin(mb * 1048576.0, 1e18) : SIZE_MAX;
+}
+
+/*
+  PyTorch DistributedDataParallel's buckets: every (group, data type) bucket is cut, from its last
+  layer's parameters back (the order the backward produces their gradients), into buckets of at
+  most `cap` bytes (a parameter piece larger than the cap makes a bucket alone). A bucket's sum can
+  then start as soon as the backward has passed its first node (its trigger), while the layers
+  before it still run. The entries of a group are the same on all its ranks (the same parameters,
+  in node order, with the same piece sizes), so the cuts and the order of the group's all-reduces
+  are too.
+*/
+static std::vector<ReplicaBucket> SplitBuckets(const std::vector<ReplicaBucket> &whole, size_t cap)
+{
+  std::vector<ReplicaBucket> out;
+  for (const auto &b : whole) {
+    size_t j1 = b.entries.size();
+    while (j1 > 0) {
+      size_t j0    = j1 - 1;
+      size_t bytes = b.es * (size_t)b.entries[j0].count;
+      while (j0 > 0 && bytes + b.es * (size_t)b.entries[j0 - 1].count <= cap) bytes += b.es * (size_t)b.entries[--j0].count;
+      ReplicaBucket c;
+      c.ranks = b.ranks;
+      c.dtype = b.dtype;
+      c.mt    = b.mt;
+      c.es    = b.es;
+      c.entries.assign(b.entries.begin() + (std::ptrdiff_t)j0, b.entries.begin() + (std::ptrdiff_t)j1);
+      const PetscInt off0 = c.entries.front().off;
+      for (auto &e : c.entries) {
+        e.off -= off0;
+        c.count += e.count;
+      }
+      c.trigger = c.entries.front().node;
+      out.push_back(std::move(c));
+      j1 = j0;
+    }
+  }
+  return out;
+}
+
 static PetscErrorCode NetReplicasBuild(DDNet net, bool dataparallel)
 {
   NetImpl *I    = net->impl;
@@ -254,8 +311,8 @@ static PetscErrorCode NetReplicasBuild(DDNet net, bool dataparallel)
   I->replicas = R;
   std::map<std::pair<std::vector<PetscMPIInt>, int>, size_t> index; /* (group, data type) -> bucket */
   std::vector<ddnn::BcastGroup>                               groups;
-  for (auto &nd : I->nodes) {
-    DDLayer l = nd.layer;
+  for (size_t node = 0; node < I->nodes.size(); node++) {
+    DDLayer l = I->nodes[node].layer;
     for (PetscInt k = 0; k < l->nreplicas; k++) {
       DDLayerReplica &r = l->replicas[k];
       r.kept  = PETSC_TRUE;
@@ -280,6 +337,7 @@ static PetscErrorCode NetReplicasBuild(DDNet net, bool dataparallel)
         ReplicaEntry   e;
         e.l      = l;
         e.k      = k;
+        e.node   = (int)node;
         e.wh     = r.wh;
         e.off    = b.count;
         e.count  = g.count;
@@ -290,6 +348,7 @@ static PetscErrorCode NetReplicasBuild(DDNet net, bool dataparallel)
       }
     }
   }
+  R->buckets = SplitBuckets(R->buckets, BucketCapBytes(I->bucketmb));
   /* the groups' communicators, in one (sorted) order on every rank: deadlock-free */
   {
     MPI_Group world;
@@ -437,40 +496,56 @@ PetscErrorCode ddnn::NetReplicasRefresh_Private(DDNet net)
 }
 
 /*
-  B^*, batched: at the end of DDNetBackward(), one MPI_Iallreduce per bucket (all in flight
-  together) sums the replicas' gradients the layers added; each parameter's root adds the sum to
-  its gradient; the buckets are zeroed for the next backward.
+  B^*, batched and overlapped with the backward (PyTorch DistributedDataParallel's scheme): a
+  bucket's all-reduce (MPI_Iallreduce) starts as soon as the backward has passed the first node of
+  its parameters (NetReplicasSumReady_Private(), after every live node's backward), the others at
+  the end (NetReplicasSum_Private()), which waits for all, adds each sum to its parameter's
+  gradient on the root, and zeroes the buckets for the next backward. Between two nodes'
+  backwards the sums in flight are tested, which lets MPI progress them. The sums are the same
+  elementwise sums whenever they start.
 */
-PetscErrorCode ddnn::NetReplicasSum_Private(DDNet net)
+/* the bucket's sum: in the data-parallel mode the root's gradient so far joins it (every rank ends
+   with the whole gradient); the all-reduce when the group spans ranks */
+static PetscErrorCode StartSum(NetImpl *I, ReplicaBucket &b, bool dataparallel)
 {
-  NetImpl                 *I = net->impl;
+  PetscFunctionBegin;
+  for (auto &e : b.entries) PetscCall(CheckEntry(e));
+  if (dataparallel)
+    PetscCall(ddnn::DispatchType(b.dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      PetscFunctionBegin;
+      for (auto &e : b.entries)
+        if (e.root) BulkCOrderCopy<T>(e.l->replicas[e.k].grad->layout, HostArray<T>(e.l->replicas[e.k].grad), (T *)b.gbuf.data() + e.off, 3);
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }));
+  b.started = true;
+  if (b.comm == MPI_COMM_NULL) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCallMPI(MPI_Iallreduce(MPI_IN_PLACE, b.gbuf.data(), (PetscMPIInt)b.count, b.mt, MPI_SUM, b.comm, &b.req));
+  I->nreplreduce++;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the started sums (all, at the end of a backward; at the start of one, those a backward that stopped
+   on an error left in flight): completed, each added to its parameter's gradient on the root (as the
+   layers that ran added theirs), the buckets zeroed */
+static PetscErrorCode FinishSums(NetImpl *I)
+{
   NetReplicas             *R = I->replicas;
   std::vector<MPI_Request> reqs;
 
   PetscFunctionBegin;
-  if (!R) PetscFunctionReturn(PETSC_SUCCESS);
-  PetscCall(PetscLogEventBegin(NET_ReplSum, net, 0, 0, 0));
-  for (auto &b : R->buckets) {
-    for (auto &e : b.entries) PetscCall(CheckEntry(e));
-    if (R->dataparallel) /* the root's gradient so far joins the sum: every rank ends with the whole gradient */
-      PetscCall(ddnn::DispatchType(b.dtype, [&](auto z) -> PetscErrorCode {
-        using T = decltype(z);
-        PetscFunctionBegin;
-        for (auto &e : b.entries)
-          if (e.root) BulkCOrderCopy<T>(e.l->replicas[e.k].grad->layout, HostArray<T>(e.l->replicas[e.k].grad), (T *)b.gbuf.data() + e.off, 3);
-        PetscFunctionReturn(PETSC_SUCCESS);
-      }));
-    if (b.comm == MPI_COMM_NULL) continue;
-    reqs.push_back(MPI_REQUEST_NULL);
-    PetscCallMPI(MPI_Iallreduce(MPI_IN_PLACE, b.gbuf.data(), (PetscMPIInt)b.count, b.mt, MPI_SUM, b.comm, &reqs.back()));
-    I->nreplreduce++;
-  }
+  for (auto &b : R->buckets)
+    if (b.req != MPI_REQUEST_NULL) reqs.push_back(b.req);
   if (!reqs.empty()) PetscCallMPI(MPI_Waitall((PetscMPIInt)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE));
   for (auto &b : R->buckets) {
+    if (!b.started) continue;
+    b.req     = MPI_REQUEST_NULL;
+    b.started = false;
     PetscCall(ddnn::DispatchType(b.dtype, [&](auto z) -> PetscErrorCode {
       using T = decltype(z);
       PetscFunctionBegin;
       for (auto &e : b.entries) {
+        PetscCall(CheckEntry(e));
         DDLayerReplica &r = e.l->replicas[e.k];
         r.added           = PETSC_FALSE;
         if (R->dataparallel) e.gset = true;
@@ -484,6 +559,54 @@ PetscErrorCode ddnn::NetReplicasSum_Private(DDNet net)
     }));
     std::fill(b.gbuf.begin(), b.gbuf.end(), (char)0);
   }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* before the backward's first node */
+PetscErrorCode ddnn::NetReplicasSumBegin_Private(DDNet net)
+{
+  PetscFunctionBegin;
+  if (net->impl->replicas) PetscCall(FinishSums(net->impl));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* after node `node`'s backward; more: a live node below it is still to run. Starts, in bucket order
+   (the same on every rank of a group), the sums of the buckets whose first node is at or after this
+   one, and tests those in flight */
+PetscErrorCode ddnn::NetReplicasSumReady_Private(DDNet net, int node, bool more)
+{
+  NetImpl     *I = net->impl;
+  NetReplicas *R = I->replicas;
+  int          done = 0;
+
+  PetscFunctionBegin;
+  if (!R || !more || I->bucketmb <= 0) PetscFunctionReturn(PETSC_SUCCESS); /* the last node (NetReplicasSum_Private() starts the rest), or no overlap asked for */
+  for (auto &b : R->buckets) {
+    if (!b.started && b.trigger >= node) {
+      PetscCall(PetscLogEventBegin(NET_ReplSum, net, 0, 0, 0));
+      PetscCall(StartSum(I, b, R->dataparallel));
+      PetscCall(PetscLogEventEnd(NET_ReplSum, net, 0, 0, 0));
+      if (b.comm != MPI_COMM_NULL) I->nreplearly++;
+    }
+    if (b.req != MPI_REQUEST_NULL) {
+      PetscCallMPI(MPI_Test(&b.req, &done, MPI_STATUS_IGNORE)); /* progress */
+    }
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* at the end of DDNetBackward(): the remaining sums started, all completed and added */
+PetscErrorCode ddnn::NetReplicasSum_Private(DDNet net)
+{
+  NetImpl     *I = net->impl;
+  NetReplicas *R = I->replicas;
+
+  PetscFunctionBegin;
+  if (!R) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscLogEventBegin(NET_ReplSum, net, 0, 0, 0));
+  for (auto &b : R->buckets)
+    if (!b.started) PetscCall(StartSum(I, b, R->dataparallel));
+  PetscCall(FinishSums(I));
   PetscCall(PetscLogEventEnd(NET_ReplSum, net, 0, 0, 0));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -914,6 +1037,86 @@ DD_CXX_TRY
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   PetscValidPointer(mode, 2);
   *mode = net->impl->weightmode;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+DD_CXX_CATCH
+
+/*@
+  DDNetSetWeightBucketSize - Cuts the gradient sums of the replicated and data-parallel weight modes into buckets of at most this many MiB, each summed as soon as the backward has produced it (PyTorch DistributedDataParallel's bucket_cap_mb)
+
+  Logically collective
+
+  Input Parameters:
++ net - the network
+- mb  - the cap in MiB (1 MiB = 2^20 bytes); 0 (the default): one bucket per worker group, summed at
+        the end of the backward
+
+  Options Database Key:
+. -net_weights_bucket_mb <mb> - the cap
+
+  Notes:
+  In `DD_NET_WEIGHTS_REPLICATED` and `DD_NET_WEIGHTS_DATAPARALLEL` (`DDNetSetWeightMode()`) the
+  gradients of a worker group's parameter replicas are summed by all-reduces of packed buckets. By
+  default each group has one bucket, summed after the backward's last layer. With a cap, set-up
+  packs each group's parameters from the network's last layer back, in the order the backward
+  produces their gradients, into buckets of at most `mb` MiB (a parameter piece larger than the cap
+  makes a bucket alone; a tiny cap, 1e-9, one bucket per parameter piece), and during
+  `DDNetBackward()` a bucket's all-reduce (`MPI_Iallreduce`) starts as soon as the backward has
+  passed the first layer of its parameters, so that it can run while the layers before it compute;
+  between layers the sums in flight are tested (`MPI_Test`), which lets MPI progress them, and the
+  backward waits for all at its end. Gradients are complete after every `DDNetBackward()` whatever
+  the cap, and equal: the sums are the same elementwise sums (at more than 2 ranks MPI may
+  associate them differently for another message size, a rounding difference).
+
+  Whether this pays depends on MPI moving the bytes while the layers compute. On one node of 2
+  cores (Open MPI 4.1, shared memory, MPI progressing inside its calls) it did not: a 74 MiB
+  network (LeNet-5 with two 4096-wide dense layers, 2 ranks, data-parallel) trained 10-20 % slower
+  with a 25 MiB cap than with one bucket, and the main job's U-Net (0.4 MiB) alike within noise
+  (bench/README.md); hence the default. Networks whose MPI progresses in the background (offloading
+  interconnects, a progress thread) are where to try it. The performance model prices the buckets'
+  collectives without overlap.
+
+  The value must be the same on every rank (checked at set-up); negative and non-finite values are
+  an error. Setting it on a set-up network rebuilds the buckets (collective).
+
+  Level: advanced
+
+.seealso: `DDNetSetWeightMode()`, `DDNetGetWeightBucketSize()`, `DDNetBackward()`
+@*/
+PetscErrorCode DDNetSetWeightBucketSize(DDNet net, PetscReal mb)
+DD_CXX_TRY
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCheck(!PetscIsInfOrNanReal(mb) && mb >= 0, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "The weight bucket size %g MiB (-net_weights_bucket_mb) must be finite and >= 0 (0: one bucket per worker group)", (double)mb);
+  net->impl->bucketmb = mb;
+  if (net->setupcalled) PetscCall(ddnn::NetReplicasSetUp_Private(net));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+DD_CXX_CATCH
+
+/*@
+  DDNetGetWeightBucketSize - The largest bucket of the replicated and data-parallel weight modes (`DDNetSetWeightBucketSize()`)
+
+  Not collective
+
+  Input Parameter:
+. net - the network
+
+  Output Parameter:
+. mb - the cap in MiB
+
+  Level: advanced
+
+.seealso: `DDNetSetWeightBucketSize()`
+@*/
+PetscErrorCode DDNetGetWeightBucketSize(DDNet net, PetscReal *mb)
+DD_CXX_TRY
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscValidRealPointer(mb, 2);
+  *mb = net->impl->bucketmb;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH

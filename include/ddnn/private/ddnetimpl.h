@@ -67,6 +67,8 @@ struct NetImpl {
   PetscInt64               nreplstepped = 0, nreplsync = 0;        /* the data-parallel mode's buckets updated in place by an optimizer step, and refreshed (weights and optimizer state) at a step instead */
   PetscInt                 weightcheck  = 100;                     /* -net_weights_check: every this many optimizer steps the data-parallel mode checks its copies against their parameters (0: never) */
   PetscInt64               nreplchecks  = 0;                       /* such checks made */
+  PetscReal                bucketmb     = 0;                       /* -net_weights_bucket_mb: the replicated and data-parallel modes' buckets hold at most this many MiB, their sums started during the backward (PyTorch DDP's bucket_cap_mb); 0: one bucket per worker group, summed at the end */
+  PetscInt64               nreplearly   = 0;                       /* bucket all-reduces started during a backward, before its last layer (overlapped with it) */
 };
 
 /* net.cxx: the two set-up passes over the current graph (no parameters initialised) */
@@ -80,6 +82,8 @@ PetscErrorCode NetModelCalibrated_Private(DDNet, DDLayer l0, const char what[], 
 PetscErrorCode NetReplicasSetUp_Private(DDNet);
 PetscErrorCode NetReplicasDestroy_Private(DDNet);
 PetscErrorCode NetReplicasRefresh_Private(DDNet);
+PetscErrorCode NetReplicasSumBegin_Private(DDNet);
+PetscErrorCode NetReplicasSumReady_Private(DDNet, int node, bool more);
 PetscErrorCode NetReplicasSum_Private(DDNet);
 /* one bucket of the replicated weight mode on this rank, as the performance model prices it (model.cxx) */
 struct NetReplicaBucketInfo {
