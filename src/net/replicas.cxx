@@ -1070,8 +1070,8 @@ DD_CXX_CATCH
 
   Whether this pays depends on MPI moving the bytes while the layers compute. On one node of 2
   cores (Open MPI 4.1, shared memory, MPI progressing inside its calls) it did not: a 74 MiB
-  network (LeNet-5 with two 4096-wide dense layers, 2 ranks, data-parallel) trained 10-20 % slower
-  with a 25 MiB cap than with one bucket, and the main job's U-Net (0.4 MiB) alike within noise
+  network (LeNet-5 with two 4096-wide dense layers, 2 ranks, data-parallel) trained 1.22x slower
+  per step with a 25 MiB cap than with one bucket, and the main job's U-Net (0.4 MiB) 1.09x (noise level)
   (bench/README.md); hence the default. Networks whose MPI progresses in the background (offloading
   interconnects, a progress thread) are where to try it. The performance model prices the buckets'
   collectives without overlap.
