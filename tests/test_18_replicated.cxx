@@ -784,6 +784,8 @@ TEST(ReplicatedBadInput, BucketSize)
     DDT(DDNetZeroGradients(net));
     DDT(DDNetBackward(net, NULL));
     if (Size() > 1) EXPECT_EQ(net->impl->nreplreduce - r0 > 1, cap == 1e-9) << "cap " << cap;
+    std::string text = ViewedText([&](PetscViewer v) { return DDNetView(net, v); });
+    EXPECT_EQ(text.find("gradient buckets of at most") != std::string::npos, cap > 0) << text;
   }
   DDT(DDNetDestroy(&net));
   DDT(DDTensorDestroy(&x));

@@ -1205,6 +1205,7 @@ DD_CXX_TRY
     const ddnn::NetWeightChoice &wc = I->weightchoice;
     if (wc.decided && wc.tbroadcast > 0) PetscCall(PetscViewerASCIIPrintf(viewer, "weights: auto -> %s (predicted step %.4f ms data-parallel, %.4f ms replicated, %.4f ms broadcast)\n", DDNetWeightModes[wc.chosen], 1e3 * (double)wc.tdataparallel, 1e3 * (double)wc.treplicated, 1e3 * (double)wc.tbroadcast));
     else if (wc.decided) PetscCall(PetscViewerASCIIPrintf(viewer, "weights: auto -> broadcast (%s)\n", wc.why.c_str()));
+    if (I->replicas && I->bucketmb > 0) PetscCall(PetscViewerASCIIPrintf(viewer, "gradient buckets of at most %g MiB (-net_weights_bucket_mb), each summed as soon as the backward has passed its first layer\n", (double)I->bucketmb));
     PetscCall(DDNetViewDistribution(net, viewer)); /* the automatic distribution's plan, if any */
   }
   PetscCall(PetscViewerASCIIPopTab(viewer));
