@@ -792,6 +792,42 @@ TEST(ReplicatedBadInput, BucketSize)
   DDT(DDTensorDestroy(&t));
 }
 
+/* a backward that stops on an error (here -dd_check_finite at its last layer) with bucket sums in
+   flight: DDNetZeroGradients() drops them, and the next step's gradients equal a fresh network's */
+TEST(ReplicatedBadInput, FailedBackwardWithSumsInFlight)
+{
+  if (Size() == 1) return; /* nothing in flight on one rank */
+  auto     c = Cases()[1];
+  DDTensor x = MakeInput(c.xs, DD_FLOAT64, 5), t = MakeInput(c.ts, DD_FLOAT64, 6);
+  DDTensor in[2] = {x, t};
+  DDNet    a = MakeNet(c.opts, DD_NET_WEIGHTS_REPLICATED), b = MakeNet(c.opts, DD_NET_WEIGHTS_BROADCAST);
+  DDT(DDNetSetWeightBucketSize(a, 1e-9));
+  DDT(DDNetSetCheckFinite(a, PETSC_TRUE));
+  DDT(DDNetSetUp(a, 2, in));
+  DDT(DDNetSetUp(b, 2, in));
+  PetscInt  n, nb;
+  DDTensor *ps, *gs, *pb, *gb;
+  DDT(DDNetGetParameters(a, &n, &ps, &gs));
+  DDT(DDNetGetParameters(b, &nb, &pb, &gb));
+  ASSERT_EQ(n, nb);
+  DDT(DDNetForward(a, 2, in));
+  DDT(DDNetZeroGradients(a));
+  DDT(DDTensorScale(gs[0], std::numeric_limits<double>::quiet_NaN())); /* the first layer's weight gradient: checked after its backward, the last */
+  PetscInt64 early = a->impl->nreplearly;
+  DD_EXPECT_ERROR(DDNetBackward(a, NULL), PETSC_ERR_FP, "Non-finite value (nan) in the gradient of parameter");
+  EXPECT_GT(a->impl->nreplearly, early) << "no sum was in flight";
+  for (DDNet net : {a, b}) {
+    DDT(DDNetZeroGradients(net));
+    DDT(DDNetForward(net, 2, in));
+    DDT(DDNetBackward(net, NULL));
+  }
+  for (PetscInt i = 0; i < n; i++) EXPECT_LE(RelDiff(GatherAll(gs[i]), GatherAll(gb[i])), 1e-12) << "gradient " << i;
+  DDT(DDNetDestroy(&a));
+  DDT(DDNetDestroy(&b));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+}
+
 TEST(ReplicatedBadInput, UnknownMode)
 {
   DDNet net;

@@ -1072,7 +1072,14 @@ DD_CXX_CATCH
 /*@
   DDNetZeroGradients - Zeros every parameter gradient
 
-  Not collective
+  Not collective (see the notes)
+
+  Notes:
+  In the replicated and data-parallel weight modes (`DDNetSetWeightMode()`) it also drops the
+  gradient sums pending in the network's buckets: replica gradients a layer's own
+  `DDLayerBackward()` added since the last `DDNetBackward()`, and the sums that a `DDNetBackward()`
+  which stopped on an error (with `-net_weights_bucket_mb`) left in flight. It completes those
+  first, so after such an error it is collective over their worker groups: call it on every rank.
 
   Level: beginner
 
@@ -1083,6 +1090,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCall(ddnn::NetReplicasZero_Private(net)); /* replicated weights: the sums pending in the buckets */
   for (auto &nd : net->impl->nodes) PetscCall(DDLayerZeroGradients(nd.layer));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

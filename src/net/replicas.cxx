@@ -562,7 +562,30 @@ static PetscErrorCode FinishSums(NetImpl *I)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* before the backward's first node */
+/*
+  DDNetZeroGradients(): the sums pending in the buckets are part of the gradients, and go too -- the
+  replicas' gradients added since the last sum (a layer's own DDLayerBackward()), and the sums a
+  backward that stopped on an error left in flight (completed first: MPI forbids touching their
+  buffers before, and every rank of the group started them)
+*/
+PetscErrorCode ddnn::NetReplicasZero_Private(DDNet net)
+{
+  NetReplicas *R = net->impl->replicas;
+
+  PetscFunctionBegin;
+  if (!R) PetscFunctionReturn(PETSC_SUCCESS);
+  for (auto &b : R->buckets) {
+    if (b.req != MPI_REQUEST_NULL) PetscCallMPI(MPI_Wait(&b.req, MPI_STATUS_IGNORE));
+    b.started = false;
+    std::fill(b.gbuf.begin(), b.gbuf.end(), (char)0);
+    for (auto &e : b.entries)
+      if (e.k < e.l->nreplicas) e.l->replicas[e.k].added = PETSC_FALSE;
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* before the backward's first node: sums a backward that stopped on an error left in flight,
+   unless DDNetZeroGradients() dropped them since, are added as the layers that ran added theirs */
 PetscErrorCode ddnn::NetReplicasSumBegin_Private(DDNet net)
 {
   PetscFunctionBegin;

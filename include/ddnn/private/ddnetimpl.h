@@ -83,6 +83,7 @@ PetscErrorCode NetReplicasSetUp_Private(DDNet);
 PetscErrorCode NetReplicasDestroy_Private(DDNet);
 PetscErrorCode NetReplicasRefresh_Private(DDNet);
 PetscErrorCode NetReplicasSumBegin_Private(DDNet);
+PetscErrorCode NetReplicasZero_Private(DDNet);
 PetscErrorCode NetReplicasSumReady_Private(DDNet, int node, bool more);
 PetscErrorCode NetReplicasSum_Private(DDNet);
 /* one bucket of the replicated weight mode on this rank, as the performance model prices it (model.cxx) */
