@@ -137,6 +137,28 @@ static void ReplicaGroups(DDTensor one, DDTensor many, std::vector<ddnn::BcastGr
   }
 }
 
+/* completes the buckets' sums in flight (every rank of their groups started them) */
+static PetscErrorCode WaitSums(NetReplicas *R)
+{
+  std::vector<MPI_Request> reqs;
+
+  PetscFunctionBegin;
+  for (auto &b : R->buckets)
+    if (b.req != MPI_REQUEST_NULL) reqs.push_back(b.req);
+  if (!reqs.empty()) PetscCallMPI(MPI_Waitall((PetscMPIInt)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE));
+  for (auto &b : R->buckets) b.req = MPI_REQUEST_NULL;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* a bucket ready for the next backward: no sum started, no replica gradient added */
+static void ClearBucket(ReplicaBucket &b)
+{
+  b.started = false;
+  std::fill(b.gbuf.begin(), b.gbuf.end(), (char)0);
+  for (auto &e : b.entries)
+    if (e.k < e.l->nreplicas) e.l->replicas[e.k].added = PETSC_FALSE;
+}
+
 /* Frees the buckets and the groups' communicators; the layers' replicas are no longer kept */
 PetscErrorCode ddnn::NetReplicasDestroy_Private(DDNet net)
 {
@@ -144,8 +166,7 @@ PetscErrorCode ddnn::NetReplicasDestroy_Private(DDNet net)
 
   PetscFunctionBegin;
   if (!I->replicas) PetscFunctionReturn(PETSC_SUCCESS);
-  for (auto &b : I->replicas->buckets) /* a sum a failed backward left in flight (MPI forbids freeing its request) */
-    if (b.req != MPI_REQUEST_NULL) PetscCallMPI(MPI_Wait(&b.req, MPI_STATUS_IGNORE));
+  PetscCall(WaitSums(I->replicas)); /* sums a failed backward left in flight (MPI forbids freeing their requests) */
   for (auto &w : I->replicas->composed) { /* an optimizer holding these parameters no longer finds the hooks */
     PetscCall(PetscObjectCompose((PetscObject)w, DD_PARAMETER_MIRROR, NULL));
     PetscCall(DDTensorDestroy(&w));
@@ -530,24 +551,18 @@ static PetscErrorCode StartSum(NetImpl *I, ReplicaBucket &b, bool dataparallel)
    layers that ran added theirs), the buckets zeroed */
 static PetscErrorCode FinishSums(NetImpl *I)
 {
-  NetReplicas             *R = I->replicas;
-  std::vector<MPI_Request> reqs;
+  NetReplicas *R = I->replicas;
 
   PetscFunctionBegin;
-  for (auto &b : R->buckets)
-    if (b.req != MPI_REQUEST_NULL) reqs.push_back(b.req);
-  if (!reqs.empty()) PetscCallMPI(MPI_Waitall((PetscMPIInt)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE));
+  PetscCall(WaitSums(R));
   for (auto &b : R->buckets) {
     if (!b.started) continue;
-    b.req     = MPI_REQUEST_NULL;
-    b.started = false;
     PetscCall(ddnn::DispatchType(b.dtype, [&](auto z) -> PetscErrorCode {
       using T = decltype(z);
       PetscFunctionBegin;
       for (auto &e : b.entries) {
         PetscCall(CheckEntry(e));
         DDLayerReplica &r = e.l->replicas[e.k];
-        r.added           = PETSC_FALSE;
         if (R->dataparallel) e.gset = true;
         if (R->dataparallel && e.member && !e.root) std::copy((T *)b.gbuf.data() + e.off, (T *)b.gbuf.data() + e.off + e.count, (T *)b.mgbuf.data() + e.off);
         if (!e.root) continue;
@@ -557,7 +572,7 @@ static PetscErrorCode FinishSums(NetImpl *I)
       }
       PetscFunctionReturn(PETSC_SUCCESS);
     }));
-    std::fill(b.gbuf.begin(), b.gbuf.end(), (char)0);
+    ClearBucket(b);
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -574,13 +589,8 @@ PetscErrorCode ddnn::NetReplicasZero_Private(DDNet net)
 
   PetscFunctionBegin;
   if (!R) PetscFunctionReturn(PETSC_SUCCESS);
-  for (auto &b : R->buckets) {
-    if (b.req != MPI_REQUEST_NULL) PetscCallMPI(MPI_Wait(&b.req, MPI_STATUS_IGNORE));
-    b.started = false;
-    std::fill(b.gbuf.begin(), b.gbuf.end(), (char)0);
-    for (auto &e : b.entries)
-      if (e.k < e.l->nreplicas) e.l->replicas[e.k].added = PETSC_FALSE;
-  }
+  PetscCall(WaitSums(R));
+  for (auto &b : R->buckets) ClearBucket(b);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -611,9 +621,7 @@ PetscErrorCode ddnn::NetReplicasSumReady_Private(DDNet net, int node, bool more)
       PetscCall(PetscLogEventEnd(NET_ReplSum, net, 0, 0, 0));
       if (b.comm != MPI_COMM_NULL) I->nreplearly++;
     }
-    if (b.req != MPI_REQUEST_NULL) {
-      PetscCallMPI(MPI_Test(&b.req, &done, MPI_STATUS_IGNORE)); /* progress */
-    }
+    if (b.req != MPI_REQUEST_NULL) PetscCallMPI(MPI_Test(&b.req, &done, MPI_STATUS_IGNORE)); /* progress */
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
