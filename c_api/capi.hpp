@@ -154,6 +154,45 @@ inline PetscErrorCode CheckGlobalArray(DDTensor t, int dtype, const void *values
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  The checks of CheckGlobalArray() made where `here` holds (the root of a scatter or gather, whose
+  array alone is read) and reported on every rank of the tensor's communicator with the first
+  failing rank's code and message: the other ranks would otherwise wait in the collective.
+*/
+inline PetscErrorCode CheckGlobalArrayAll(DDTensor t, bool here, int dtype, const void *values, ddnn_int count, int arg)
+{
+  MPI_Comm       comm = PetscObjectComm((PetscObject)t);
+  PetscMPIInt    rank, size, in, first;
+  PetscInt       n;
+  DDDataType     dt;
+  int            code    = 0;
+  char           msg[256] = "";
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  PetscCall(DDTensorGetSize(t, &n));
+  PetscCall(DDTensorGetDataType(t, &dt));
+  if (here) {
+    if (!values) {
+      code = PETSC_ERR_ARG_NULL;
+      PetscCall(PetscSNPrintf(msg, sizeof(msg), "Null array of values (argument %d) on rank %d", arg, rank));
+    } else if (dtype != (int)dt) {
+      code = PETSC_ERR_ARG_WRONG;
+      PetscCall(PetscSNPrintf(msg, sizeof(msg), "Array of %s values (argument %d) on rank %d for a %s tensor", dtype >= 0 && dtype <= 1 ? DDDataTypes[dtype] : "unknown", arg, rank, DDDataTypes[dt]));
+    } else if (count != n) {
+      code = PETSC_ERR_ARG_SIZ;
+      PetscCall(PetscSNPrintf(msg, sizeof(msg), "Array of %" PetscInt64_FMT " entries (argument %d) on rank %d for a tensor of %" PetscInt_FMT " entries", (PetscInt64)count, arg, rank, n));
+    }
+  }
+  in = code ? rank : size;
+  PetscCall(MPIU_Allreduce(&in, &first, 1, MPI_INT, MPI_MIN, comm));
+  if (first == size) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCallMPI(MPI_Bcast(&code, 1, MPI_INT, first, comm));
+  PetscCallMPI(MPI_Bcast(msg, sizeof(msg), MPI_CHAR, first, comm));
+  SETERRQ(PETSC_COMM_SELF, (PetscErrorCode)code, "%s", msg);
+}
+
 /* Copies n PetscInt into an output array of capacity cap */
 inline PetscErrorCode PutInts(PetscInt n, const PetscInt v[], ddnn_int cap, ddnn_int out[], int arg)
 {

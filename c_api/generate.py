@@ -421,7 +421,7 @@ class Function:
                     root = [b for b in self.args if b.kind == 'mpi'][0].name + '_'
                     decl.append(('PetscMPIInt', 'rank_'))
                     L.append('PetscCallMPI(MPI_Comm_rank(PetscObjectComm((PetscObject)%s), &rank_));' % t)
-                    L.append('if (rank_ == %s) PetscCall(CheckGlobalArray(%s, dtype, %s, count, %d));' % (root, t, a.name, p))
+                    L.append('PetscCall(CheckGlobalArrayAll(%s, rank_ == %s, dtype, %s, count, %d));' % (t, root, a.name, p))
                 else:
                     L.append('PetscCall(CheckGlobalArray(%s, dtype, %s, count, %d));' % (t, a.name, p))
                 call.append(a.name)

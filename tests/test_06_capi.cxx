@@ -127,6 +127,19 @@ TEST(CAPI, WrongSizes)
   double sum;
   DDT(ddnn_tensor_sum(t, &sum));
   EXPECT_EQ(sum, 2 * 9 * 7);
+  /* a scatter's or gather's array is read on its root only: an error there reaches every rank
+     (the others used to wait in the collective, or return success) */
+  const int  root   = Size() - 1;
+  const bool onroot = Rank() == root;
+  std::vector<double> back(vals.size(), 0.0);
+  DD_EXPECT_ERROR(ddnn_tensor_scatter_from_root(t, root, DD_FLOAT64, vals.data(), onroot ? 5 : 0), PETSC_ERR_ARG_SIZ, "Array of 5 entries (argument 4) on rank");
+  DD_EXPECT_ERROR(ddnn_tensor_scatter_from_root(t, root, DD_FLOAT32, fvals.data(), (ddnn_int)(onroot ? fvals.size() : 0)), PETSC_ERR_ARG_WRONG, "Array of float32 values");
+  DD_EXPECT_ERROR(ddnn_tensor_gather_to_root(t, root, onroot ? DD_FLOAT32 : DD_FLOAT64, onroot ? (void *)fvals.data() : (void *)back.data(), (ddnn_int)back.size()), PETSC_ERR_ARG_WRONG, "Array of float32 values");
+  DD_EXPECT_ERROR(ddnn_tensor_gather_to_root(t, root, DD_FLOAT64, onroot ? NULL : back.data(), (ddnn_int)back.size()), PETSC_ERR_ARG_NULL, "Null array of values");
+  /* elsewhere the array is not read */
+  DDT(ddnn_tensor_scatter_from_root(t, root, DD_FLOAT64, onroot ? vals.data() : NULL, onroot ? (ddnn_int)vals.size() : -1));
+  DDT(ddnn_tensor_gather_to_root(t, root, DD_FLOAT64, onroot ? back.data() : NULL, onroot ? (ddnn_int)back.size() : 0));
+  if (onroot) EXPECT_EQ(back, vals);
   /* ownership sizes: as many as the partition's extent */
   ddnn_handle u, part;
   ddnn_int    pshape[4], lx[16] = {0};
