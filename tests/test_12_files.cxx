@@ -476,3 +476,228 @@ TEST(DataFiles, AnotherSampleShapeNamesBothShapes)
   DDT(DDDatasetDestroy(&ds));
   Remove(file);
 }
+
+/* the values of every parameter, buffer, counter and optimizer state, and the step count: what a failed load must leave as it was */
+struct Snapshot {
+  std::vector<std::vector<double>> tensors;
+  std::vector<PetscInt64>          counters;
+  PetscInt                         step = -1, epoch = -1;
+  bool operator==(const Snapshot &o) const { return tensors == o.tensors && counters == o.counters && step == o.step && epoch == o.epoch; }
+};
+
+static Snapshot Snap(DDNet net, DDOptimizer opt)
+{
+  Snapshot  s;
+  PetscInt  n, nl;
+  DDTensor *ps;
+  DDT(DDNetGetParameters(net, &n, &ps, NULL));
+  for (PetscInt i = 0; i < n; i++) s.tensors.push_back(GatherAll(ps[i]));
+  DDT(DDNetGetNumLayers(net, &nl));
+  for (PetscInt i = 0; i < nl; i++) {
+    DDLayer            l;
+    const char        *name;
+    PetscInt           nb;
+    const char *const *bn;
+    DDTensor          *bt;
+    PetscInt64       **bc;
+    DDT(DDNetGetLayerByIndex(net, i, &l, &name));
+    DDT(DDLayerGetBuffers(l, &nb, &bn, &bt, &bc));
+    for (PetscInt b = 0; b < nb; b++) {
+      if (bt[b]) s.tensors.push_back(GatherAll(bt[b]));
+      else s.counters.push_back(*bc[b]);
+    }
+  }
+  if (opt) {
+    PetscInt           ns;
+    DDTensor          *st;
+    const char *const *names;
+    DDT(DDOptimizerGetState(opt, &ns, &st, &names));
+    for (PetscInt i = 0; i < ns; i++) s.tensors.push_back(GatherAll(st[i]));
+    DDT(DDOptimizerGetStepCount(opt, &s.step, &s.epoch));
+  }
+  return s;
+}
+
+/* on rank 0, with serial HDF5: edits an attribute of the file's root group or of a dataset */
+static void EditFile(const std::string &file, const std::function<void(hid_t)> &edit)
+{
+  if (Rank() == 0) {
+    hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    edit(f);
+    H5Fclose(f);
+  }
+  MPI_Barrier(PETSC_COMM_WORLD);
+}
+
+static void WriteScalarAttribute(hid_t obj, const char *name, hid_t type, const void *v)
+{
+  if (H5Aexists(obj, name) > 0) H5Adelete(obj, name);
+  hid_t sp = H5Screate(H5S_SCALAR), a = H5Acreate2(obj, name, type, sp, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, type, v);
+  H5Aclose(a);
+  H5Sclose(sp);
+}
+
+static ssize_t OpenFiles()
+{
+  return H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE);
+}
+
+TEST(Checkpoints, AFailedLoadChangesNothing)
+{
+  std::string file = Tmp("ckatomic.h5"), wfile = Tmp("wsatomic.h5");
+  const int   P    = Size();
+  InputSpec   xs{{4, 2, 6, 4 * P}, {1, 1, 1, P}, {}, {}}, ts{{4, 1, 6, 4 * P}, {1, 1, 1, P}, {}, {}};
+  DDTensor    x = MakeInput(xs, DD_FLOAT64, 1), t = MakeInput(ts, DD_FLOAT64, 2);
+  DDTensor    in[2] = {x, t};
+  DDNet       net   = BufferNet();
+  DDT(DDNetSetUp(net, 2, in));
+  DDT(DDNetInitializeParameters(net, 3));
+  DDOptimizer opt = Optimizer(net);
+  RunSteps(net, opt, in, 0, 2);
+  DDT(DDCheckpointSave(net, opt, file.c_str()));
+  DDT(DDNetSaveWeights(net, wfile.c_str()));
+  RunSteps(net, opt, in, 2, 1); /* now the network differs from the files */
+  const Snapshot before = Snap(net, opt);
+  std::string    m;
+
+  /* the last parameter's dataset corrupted: found after the others were read */
+  std::string good = Rank() == 0 ? ReadBytes(file) : "";
+  EditFile(file, [](hid_t f) {
+    hid_t    d = H5Dopen2(f, "params/c2.bias", H5P_DEFAULT), a = H5Aopen(d, "ddnn_checksum", H5P_DEFAULT);
+    uint64_t sum;
+    H5Aread(a, H5T_NATIVE_UINT64, &sum);
+    H5Aclose(a);
+    sum ^= 1;
+    WriteScalarAttribute(d, "ddnn_checksum", H5T_NATIVE_UINT64, &sum);
+    H5Dclose(d);
+  });
+  EXPECT_NE(Catch([&]() { return DDCheckpointLoad(net, opt, file.c_str()); }, &m), 0);
+  EXPECT_NE(m.find("params/c2.bias"), std::string::npos) << m;
+  EXPECT_TRUE(AllTrue(Snap(net, opt) == before)) << "a checkpoint that failed at its last parameter changed the network";
+  EXPECT_EQ(OpenFiles(), 0);
+
+  /* an unusable optimizer state (a negative second moment), checksum and all valid: the optimizer's check fails */
+  if (Rank() == 0) WriteBytes(file, good);
+  MPI_Barrier(PETSC_COMM_WORLD);
+  {
+    PetscInt           ns;
+    DDTensor          *st, neg;
+    const char *const *names;
+    DDT(DDOptimizerGetState(opt, &ns, &st, &names));
+    ASSERT_EQ(std::string(names[1]), "exp_avg_sq");
+    DDT(DDTensorDuplicate(st[1], &neg));
+    DDT(DDTensorSet(neg, -1.0));
+    DDT(DDTensorWriteHDF5(neg, file.c_str(), "optimizer/c1.weight/exp_avg_sq", PETSC_TRUE));
+    DDT(DDTensorDestroy(&neg));
+  }
+  EXPECT_NE(Catch([&]() { return DDCheckpointLoad(net, opt, file.c_str()); }, &m), 0);
+  EXPECT_TRUE(AllTrue(Snap(net, opt) == before)) << "a checkpoint with an unusable optimizer state changed the network or the optimizer: " << m;
+
+  /* an attribute of the wrong type is an error naming it, not a 0 */
+  if (Rank() == 0) WriteBytes(file, good);
+  MPI_Barrier(PETSC_COMM_WORLD);
+  EditFile(file, [](hid_t f) {
+    hid_t s = H5Tcopy(H5T_C_S1);
+    H5Tset_size(s, 2);
+    WriteScalarAttribute(f, "ddnn_step", s, "3");
+    H5Tclose(s);
+  });
+  EXPECT_EQ(Catch([&]() { return DDCheckpointLoad(net, opt, file.c_str()); }, &m), PETSC_ERR_FILE_UNEXPECTED);
+  EXPECT_NE(m.find("\"ddnn_step\""), std::string::npos) << m;
+  EXPECT_NE(m.find("is not one integer"), std::string::npos) << m;
+  EXPECT_TRUE(AllTrue(Snap(net, opt) == before));
+  EditFile(file, [](hid_t f) {
+    long long big = 1LL << 40; /* does not fit a 32-bit PetscInt */
+    WriteScalarAttribute(f, "ddnn_step", H5T_NATIVE_LLONG, &big);
+  });
+  EXPECT_NE(Catch([&]() { return DDCheckpointLoad(net, opt, file.c_str()); }, &m), 0);
+  if (sizeof(PetscInt) == 4) EXPECT_NE(m.find("exceeds PetscInt"), std::string::npos) << m;
+  /* a variable-length string (h5py's default for str) reads as its value */
+  if (Rank() == 0) WriteBytes(file, good);
+  MPI_Barrier(PETSC_COMM_WORLD);
+  EditFile(file, [](hid_t f) {
+    hid_t a = H5Aopen(f, "ddnn_signature", H5P_DEFAULT), ft = H5Aget_type(a);
+    std::vector<char> sig(H5Tget_size(ft) + 1, 0);
+    H5Aread(a, ft, sig.data());
+    H5Tclose(ft);
+    H5Aclose(a);
+    hid_t       v = H5Tcopy(H5T_C_S1);
+    const char *p = sig.data();
+    H5Tset_size(v, H5T_VARIABLE);
+    WriteScalarAttribute(f, "ddnn_signature", v, &p);
+    H5Tclose(v);
+  });
+  DDT(DDCheckpointLoad(net, opt, file.c_str()));
+  EXPECT_FALSE(AllTrue(Snap(net, opt) == before)) << "the checkpoint was not loaded";
+
+  /* a weights file whose last tensor has another shape: nothing is loaded */
+  RunSteps(net, opt, in, 3, 1);
+  const Snapshot now = Snap(net, NULL);
+  EditFile(wfile, [](hid_t f) {
+    H5Ldelete(f, "c2.bias", H5P_DEFAULT);
+    hsize_t two = 2;
+    hid_t   sp = H5Screate_simple(1, &two, NULL), d = H5Dcreate2(f, "c2.bias", H5T_NATIVE_DOUBLE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dclose(d);
+    H5Sclose(sp);
+  });
+  EXPECT_EQ(Catch([&]() { return DDNetLoadWeights(net, wfile.c_str()); }, &m), PETSC_ERR_FILE_UNEXPECTED);
+  EXPECT_NE(m.find("c2.bias"), std::string::npos) << m;
+  EXPECT_TRUE(AllTrue(Snap(net, NULL) == now)) << "a weights file that failed at its last tensor changed the network";
+  EXPECT_EQ(OpenFiles(), 0);
+
+  DDT(DDOptimizerDestroy(&opt));
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+  Remove(file);
+  Remove(wfile);
+}
+
+TEST(Checkpoints, AFailedWriteLeavesNoFileOpenAndNoTemporary)
+{
+  std::string file = Tmp("ckfail.h5"), dfile = Tmp("slicefail.h5");
+  const int   P    = Size();
+  InputSpec   xs{{4, 2, 6, 4 * P}, {1, 1, 1, P}, {}, {}}, ts{{4, 1, 6, 4 * P}, {1, 1, 1, P}, {}, {}};
+  DDTensor    x = MakeInput(xs, DD_FLOAT64, 1), t = MakeInput(ts, DD_FLOAT64, 2);
+  DDTensor    in[2] = {x, t};
+  DDNet       net   = BufferNet();
+  DDT(DDNetSetUp(net, 2, in));
+  DDT(DDNetInitializeParameters(net, 3));
+  DDOptimizer opt = Optimizer(net);
+  DDT(DDCheckpointSave(net, opt, file.c_str()));
+  const std::string good = Rank() == 0 ? ReadBytes(file) : "";
+  std::string       m;
+  ASSERT_EQ(OpenFiles(), 0);
+  /* an optimizer of another parameter list: refused before the file is touched */
+  DDOptimizer other;
+  PetscInt    n;
+  DDTensor   *ps, *gs;
+  DDT(DDNetGetParameters(net, &n, &ps, &gs));
+  DDT(DDOptimizerCreate(PETSC_COMM_WORLD, &other));
+  DDT(DDOptimizerSetType(other, DDOPTIMIZERADAM));
+  DDT(DDOptimizerSetUp(other, n - 1, ps, gs));
+  EXPECT_EQ(Catch([&]() { return DDCheckpointSave(net, other, file.c_str()); }, &m), PETSC_ERR_ARG_INCOMP);
+  EXPECT_EQ(OpenFiles(), 0);
+  /* failures inside a write: a tensor under a dataset's path, a slice of another shape */
+  EXPECT_NE(Catch([&]() { return DDTensorWriteHDF5(x, file.c_str(), "params/c1.weight/x", PETSC_TRUE); }, &m), 0);
+  EXPECT_EQ(OpenFiles(), 0) << "a failed DDTensorWriteHDF5() left its file open";
+  DDT(DDTensorWriteHDF5Slice(t, dfile.c_str(), "input", 0, 3));
+  EXPECT_EQ(Catch([&]() { return DDTensorWriteHDF5Slice(x, dfile.c_str(), "input", 1, 3); }, &m), PETSC_ERR_FILE_UNEXPECTED);
+  EXPECT_NE(m.find("exists with another shape"), std::string::npos) << m;
+  EXPECT_EQ(OpenFiles(), 0) << "a failed DDTensorWriteHDF5Slice() left its file open";
+  /* the checkpoint is intact (the failed tensor write appended nothing), loads, and no temporary is left */
+  if (Rank() == 0) {
+    struct stat sb;
+    EXPECT_NE(stat((file + ".tmp").c_str(), &sb), 0) << "a temporary was left";
+  }
+  DDT(DDCheckpointLoad(net, opt, file.c_str()));
+  DDT(DDOptimizerDestroy(&other));
+  DDT(DDOptimizerDestroy(&opt));
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+  Remove(file);
+  Remove(dfile);
+}

@@ -95,7 +95,8 @@ static PetscErrorCode ForEachBuffer(DDNet net, F &&f)
   dropout's call count) and the optimizer's step and epoch are attributes. So a restarted run
   continues exactly as the uninterrupted one, in training and in evaluation mode, on any number
   of ranks. The file is written as "<file>.tmp" (a stale one from a killed run is overwritten),
-  synced to disk and renamed at the end (`DDFileCommit()`); a path that is not a regular file
+  synced to disk and renamed at the end (`DDFileCommit()`); a save that fails removes the
+  temporary and leaves an existing file as it was. A path that is not a regular file
   (/dev/null, a directory) is refused. Check the path before training with `DDFileCheckWritable()`.
 
   Level: beginner
@@ -106,50 +107,52 @@ PetscErrorCode DDCheckpointSave(DDNet net, DDOptimizer opt, const char file[])
 DD_CXX_TRY
 {
   MPI_Comm    comm = PetscObjectComm((PetscObject)net);
-  std::string tmp  = std::string(file) + ".tmp", sig;
-  hid_t       fid;
+  std::string sig;
   PetscInt    n;
   DDTensor   *ps;
 
   PetscFunctionBegin;
   PetscCall(Signature(net, sig));
   PetscCall(DDNetGetParameters(net, &n, &ps, NULL));
-  PetscCall(CheckRegularOrMissing(comm, file, true));
-  PetscCall(CheckRegularOrMissing(comm, tmp.c_str(), true));
-  PetscCall(H5Open(comm, tmp.c_str(), 'w', &fid));
-  for (PetscInt i = 0; i < n; i++) {
-    const char *name;
-    PetscCall(DDNetGetParameterName(net, i, &name));
-    PetscCall(H5WriteTensor(fid, (std::string("params/") + name).c_str(), ps[i]));
+  if (opt) {
+    PetscInt ns;
+    PetscCall(DDOptimizerGetState(opt, &ns, NULL, NULL));
+    PetscCheck(n == 0 || ns % n == 0, comm, PETSC_ERR_ARG_INCOMP, "The optimizer was not set up with this network's parameters (%" PetscInt_FMT " state tensors for %" PetscInt_FMT " parameters)", ns, n);
   }
-  PetscCall(ForEachBuffer(net, [&](const std::string &bname, DDTensor t, PetscInt64 *c) -> PetscErrorCode {
+  PetscCall(H5WriteAtomically(comm, file, [&](hid_t fid) -> PetscErrorCode {
     PetscFunctionBegin;
-    if (t) PetscCall(H5WriteTensor(fid, ("buffers/" + bname).c_str(), t));
-    else PetscCall(H5WriteIntAttribute(fid, ("ddnn_counter " + bname).c_str(), *c));
+    for (PetscInt i = 0; i < n; i++) {
+      const char *name;
+      PetscCall(DDNetGetParameterName(net, i, &name));
+      PetscCall(H5WriteTensor(fid, (std::string("params/") + name).c_str(), ps[i]));
+    }
+    PetscCall(ForEachBuffer(net, [&](const std::string &bname, DDTensor t, PetscInt64 *c) -> PetscErrorCode {
+      PetscFunctionBegin;
+      if (t) PetscCall(H5WriteTensor(fid, ("buffers/" + bname).c_str(), t));
+      else PetscCall(H5WriteIntAttribute(fid, ("ddnn_counter " + bname).c_str(), *c));
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }));
+    PetscCall(H5WriteStringAttribute(fid, "ddnn_signature", sig));
+    if (opt) {
+      PetscInt           ns, step, epoch;
+      DDTensor          *st;
+      const char *const *names;
+      DDOptimizerType    type;
+      PetscCall(DDOptimizerGetState(opt, &ns, &st, &names));
+      PetscCall(DDOptimizerGetType(opt, &type));
+      PetscCall(DDOptimizerGetStepCount(opt, &step, &epoch));
+      for (PetscInt i = 0; i < ns; i++) {
+        const char *pname;
+        PetscCall(DDNetGetParameterName(net, i / (ns / PetscMax(n, 1)), &pname));
+        PetscCall(H5WriteTensor(fid, (std::string("optimizer/") + pname + "/" + names[i]).c_str(), st[i]));
+      }
+      PetscCall(H5WriteStringAttribute(fid, "ddnn_optimizer", type));
+      PetscCall(H5WriteIntAttribute(fid, "ddnn_step", step));
+      PetscCall(H5WriteIntAttribute(fid, "ddnn_epoch", epoch));
+    } else PetscCall(H5WriteStringAttribute(fid, "ddnn_optimizer", "none"));
+    PetscCall(H5WriteIntAttribute(fid, "ddnn_checkpoint_version", 2)); /* last: the file is complete */
     PetscFunctionReturn(PETSC_SUCCESS);
   }));
-  PetscCall(H5WriteStringAttribute(fid, "ddnn_signature", sig));
-  if (opt) {
-    PetscInt           ns, step, epoch;
-    DDTensor          *st;
-    const char *const *names;
-    DDOptimizerType    type;
-    PetscCall(DDOptimizerGetState(opt, &ns, &st, &names));
-    PetscCall(DDOptimizerGetType(opt, &type));
-    PetscCall(DDOptimizerGetStepCount(opt, &step, &epoch));
-    PetscCheck(n == 0 || ns % n == 0, comm, PETSC_ERR_ARG_INCOMP, "The optimizer was not set up with this network's parameters");
-    for (PetscInt i = 0; i < ns; i++) {
-      const char *pname;
-      PetscCall(DDNetGetParameterName(net, i / (ns / PetscMax(n, 1)), &pname));
-      PetscCall(H5WriteTensor(fid, (std::string("optimizer/") + pname + "/" + names[i]).c_str(), st[i]));
-    }
-    PetscCall(H5WriteStringAttribute(fid, "ddnn_optimizer", type));
-    PetscCall(H5WriteIntAttribute(fid, "ddnn_step", step));
-    PetscCall(H5WriteIntAttribute(fid, "ddnn_epoch", epoch));
-  } else PetscCall(H5WriteStringAttribute(fid, "ddnn_optimizer", "none"));
-  PetscCall(H5WriteIntAttribute(fid, "ddnn_checkpoint_version", 2)); /* last: the file is complete */
-  PetscCall(H5Close(comm, fid));
-  PetscCall(FileCommit(comm, tmp.c_str(), file));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -170,7 +173,10 @@ DD_CXX_CATCH
   truncated, incomplete or from an older ddnn, corrupted (a content checksum or HDF5 metadata
   checksum does not match), when it comes from another network (parameter names or shapes
   differ: the first parameter that differs is named, with its shape in the file and in the network)
-  or another optimizer.
+  or another optimizer, when an attribute has the wrong type, or when the optimizer's state is
+  unusable (`DDOptimizerCheckState()`). Everything is read and checked before anything changes
+  (a copy of the parameters, buffers and optimizer state is held meanwhile): after an error the
+  network and the optimizer are as they were.
 
   Level: beginner
 
@@ -181,16 +187,21 @@ DD_CXX_TRY
 {
   MPI_Comm    comm = PetscObjectComm((PetscObject)net);
   std::string sig, fsig, ftype;
-  hid_t       fid;
   PetscInt    n;
   DDTensor   *ps;
+  Copies      in, old; /* what the file holds, read first; the optimizer's state before it is replaced */
 
   PetscFunctionBegin;
   PetscCall(Signature(net, sig));
   PetscCall(DDNetGetParameters(net, &n, &ps, NULL));
-  PetscCall(H5Open(comm, file, 'r', &fid));
-  PetscErrorCode ierr = PETSC_SUCCESS;
-  auto           body = [&]() -> PetscErrorCode {
+  /* everything is read into copies first and checked: a file that fails part way (a checksum, a shape, an unusable optimizer state) leaves the network and the optimizer as they were */
+  std::vector<DDTensor>    dst;                 /* the tensors in.t are copied into */
+  std::vector<PetscInt64 *> counters;            /* the counters in.c are assigned to */
+  std::vector<PetscInt64>  cvals;
+  PetscInt64               step = 0, epoch = 0; /* the optimizer's, from the file */
+  DDTensor                *st   = NULL;
+  PetscInt                 ns   = 0;
+  PetscCall(H5WithFile(comm, file, 'r', [&](hid_t fid) -> PetscErrorCode {
     PetscFunctionBegin;
     PetscInt64 version = 0;
     PetscCall(H5ReadStringAttribute(comm, fid, file, "ddnn_signature", fsig));
@@ -206,20 +217,26 @@ DD_CXX_TRY
     for (PetscInt i = 0; i < n; i++) {
       const char *name;
       PetscCall(DDNetGetParameterName(net, i, &name));
-      PetscCall(H5ReadTensor(fid, file, (std::string("params/") + name).c_str(), ps[i], true));
+      PetscCall(in.ReadFrom(fid, file, (std::string("params/") + name).c_str(), ps[i]));
+      dst.push_back(ps[i]);
     }
     PetscCall(ForEachBuffer(net, [&](const std::string &bname, DDTensor t, PetscInt64 *c) -> PetscErrorCode {
       PetscFunctionBegin;
-      if (t) PetscCall(H5ReadTensor(fid, file, ("buffers/" + bname).c_str(), t, true));
-      else PetscCall(H5ReadIntAttribute(comm, fid, file, ("ddnn_counter " + bname).c_str(), c));
+      if (t) {
+        PetscCall(in.ReadFrom(fid, file, ("buffers/" + bname).c_str(), t));
+        dst.push_back(t);
+      } else {
+        PetscInt64 v;
+        PetscCall(H5ReadIntAttribute(comm, fid, file, ("ddnn_counter " + bname).c_str(), &v));
+        DDCheckAll(comm, v >= 0, PETSC_ERR_FILE_UNEXPECTED, "Checkpoint \"%s\": counter \"%s\" is %" PetscInt64_FMT ", a counter is not negative", file, bname.c_str(), v);
+        counters.push_back(c);
+        cvals.push_back(v);
+      }
       PetscFunctionReturn(PETSC_SUCCESS);
     }));
     if (opt) {
-      PetscInt           ns;
-      DDTensor          *st;
       const char *const *names;
       DDOptimizerType    type;
-      PetscInt64         step, epoch;
       PetscCall(H5ReadStringAttribute(comm, fid, file, "ddnn_optimizer", ftype));
       PetscCall(DDOptimizerGetType(opt, &type));
       DDCheckAll(comm, ftype == type, PETSC_ERR_FILE_UNEXPECTED, "Checkpoint \"%s\" holds %s optimizer state, the optimizer is %s", file, ftype.c_str(), type);
@@ -227,21 +244,29 @@ DD_CXX_TRY
       for (PetscInt i = 0; i < ns; i++) {
         const char *pname;
         PetscCall(DDNetGetParameterName(net, i / (ns / PetscMax(n, 1)), &pname));
-        PetscCall(H5ReadTensor(fid, file, (std::string("optimizer/") + pname + "/" + names[i]).c_str(), st[i], true));
+        PetscCall(in.ReadFrom(fid, file, (std::string("optimizer/") + pname + "/" + names[i]).c_str(), st[i]));
       }
       PetscCall(H5ReadIntAttribute(comm, fid, file, "ddnn_step", &step));
       PetscCall(H5ReadIntAttribute(comm, fid, file, "ddnn_epoch", &epoch));
-      PetscCall(DDOptimizerSetStepCount(opt, (PetscInt)step, (PetscInt)epoch));
-      PetscCall(DDOptimizerCheckState(opt));
+      DDCheckAll(comm, step >= 0 && step <= PETSC_MAX_INT && epoch >= 0 && epoch <= PETSC_MAX_INT, PETSC_ERR_FILE_UNEXPECTED, "Checkpoint \"%s\": the optimizer's step %" PetscInt64_FMT " or epoch %" PetscInt64_FMT " is negative or exceeds PetscInt", file, step, epoch);
     }
     PetscFunctionReturn(PETSC_SUCCESS);
-  };
-  ierr = body();
-  if (ierr) {
-    H5Fclose(fid);
-    PetscCall(ierr);
+  }));
+  if (opt) { /* the optimizer checks its state in place: the old one is kept to be put back */
+    PetscInt ostep, oepoch;
+    PetscCall(DDOptimizerGetStepCount(opt, &ostep, &oepoch));
+    for (PetscInt i = 0; i < ns; i++) PetscCall(old.Keep(st[i]));
+    for (PetscInt i = 0; i < ns; i++) PetscCall(DDTensorCopy(in.t[dst.size() + (size_t)i], st[i]));
+    PetscCall(DDOptimizerSetStepCount(opt, (PetscInt)step, (PetscInt)epoch));
+    PetscErrorCode ierr = DDOptimizerCheckState(opt);
+    if (ierr) {
+      for (PetscInt i = 0; i < ns; i++) PetscCall(DDTensorCopy(old.t[i], st[i]));
+      PetscCall(DDOptimizerSetStepCount(opt, ostep, oepoch));
+      PetscCall(ierr);
+    }
   }
-  PetscCall(H5Close(comm, fid));
+  for (size_t i = 0; i < dst.size(); i++) PetscCall(DDTensorCopy(in.t[i], dst[i]));
+  for (size_t i = 0; i < counters.size(); i++) *counters[i] = cvals[i];
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH

@@ -11,6 +11,11 @@ namespace ddnn
 /* Opens (mode 'r' or 'a') or creates ('w') a file with the MPI-IO driver; errors name the file on every rank */
 PetscErrorCode H5Open(MPI_Comm comm, const char *file, char mode, hid_t *fid);
 PetscErrorCode H5Close(MPI_Comm comm, hid_t fid);
+/* closes a file after an error: the datasets, groups, types and attributes left open in it first, then the file, ignoring failures */
+void           H5CloseAfterError(hid_t fid);
+/* removes "<file>.tmp" after a failed write into it (rank 0); it is ours: H5Open() created or truncated it */
+PetscErrorCode H5RemoveTemporary(MPI_Comm comm, const char *tmp);
+
 /* Writes t as dataset `path` of the tensor's global shape (intermediate groups created, an existing dataset replaced) */
 PetscErrorCode H5WriteTensor(hid_t fid, const char *path, DDTensor t);
 /* Reads dataset `path` into t; the dataset must exist, be floating point and have t's global shape */
@@ -33,4 +38,82 @@ PetscErrorCode H5WriteStringAttribute(hid_t fid, const char *name, const std::st
 PetscErrorCode H5ReadStringAttribute(MPI_Comm comm, hid_t fid, const char *file, const char *name, std::string &value);
 PetscErrorCode H5WriteIntAttribute(hid_t fid, const char *name, PetscInt64 v);
 PetscErrorCode H5ReadIntAttribute(MPI_Comm comm, hid_t fid, const char *file, const char *name, PetscInt64 *v);
+/*
+  Runs body(fid) on `file` opened in `mode` (H5Open()) and closes it. When body fails the file is
+  closed all the same (H5CloseAfterError()) and body's error returned: a handle left open would
+  flush its stale metadata into whatever file of that name exists when HDF5 shuts down.
+*/
+template <class F>
+PetscErrorCode H5WithFile(MPI_Comm comm, const char *file, char mode, F body)
+{
+  hid_t fid;
+
+  PetscFunctionBegin;
+  PetscCall(H5Open(comm, file, mode, &fid));
+  PetscErrorCode ierr = body(fid);
+  if (ierr) {
+    H5CloseAfterError(fid);
+    PetscCall(ierr);
+  }
+  PetscCall(H5Close(comm, fid));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  Writes `file` through "<file>.tmp" (both must be regular files or missing): body(fid) fills the
+  temporary, which is then synced and renamed over `file` (FileCommit()); when body fails the
+  temporary is removed and `file` is left as it was
+*/
+template <class F>
+PetscErrorCode H5WriteAtomically(MPI_Comm comm, const char *file, F body)
+{
+  const std::string tmp = std::string(file) + ".tmp";
+
+  PetscFunctionBegin;
+  PetscCall(CheckRegularOrMissing(comm, file, true));
+  PetscCall(CheckRegularOrMissing(comm, tmp.c_str(), true));
+  PetscErrorCode ierr = H5WithFile(comm, tmp.c_str(), 'w', body);
+  if (ierr) {
+    PetscCall(H5RemoveTemporary(comm, tmp.c_str()));
+    PetscCall(ierr);
+  }
+  PetscCall(FileCommit(comm, tmp.c_str(), file));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+/*
+  Tensors read from a file before they replace a network's, so that a load failing part way
+  changes nothing, or kept to be put back: duplicates of the tensors given, destroyed with the holder
+*/
+struct Copies {
+  std::vector<DDTensor> t;
+  Copies() = default;
+  Copies(const Copies &) = delete;
+  Copies &operator=(const Copies &) = delete;
+  ~Copies()
+  {
+    for (auto &x : t) (void)DDTensorDestroy(&x);
+  }
+  /* dataset `path` (of u's shape) read into a new duplicate of u */
+  PetscErrorCode ReadFrom(hid_t fid, const char *file, const char *path, DDTensor u, bool requirechecksum = true)
+  {
+    DDTensor c;
+
+    PetscFunctionBegin;
+    PetscCall(DDTensorDuplicate(u, &c));
+    t.push_back(c);
+    PetscCall(H5ReadTensor(fid, file, path, c, requirechecksum));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  /* a copy of u's values */
+  PetscErrorCode Keep(DDTensor u)
+  {
+    DDTensor c;
+
+    PetscFunctionBegin;
+    PetscCall(DDTensorDuplicate(u, &c));
+    t.push_back(c);
+    PetscCall(DDTensorCopy(u, c));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+};
 } // namespace ddnn

@@ -282,6 +282,38 @@ PetscErrorCode H5Close(MPI_Comm comm, hid_t fid)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+void H5CloseAfterError(hid_t fid)
+{
+  const unsigned types = H5F_OBJ_DATASET | H5F_OBJ_GROUP | H5F_OBJ_DATATYPE | H5F_OBJ_ATTR | H5F_OBJ_LOCAL;
+  ssize_t        n     = H5Fget_obj_count(fid, types);
+  if (n > 0) {
+    std::vector<hid_t> ids((size_t)n);
+    n = H5Fget_obj_ids(fid, types, (size_t)n, ids.data());
+    for (ssize_t i = 0; i < n; i++) switch (H5Iget_type(ids[i])) {
+      case H5I_DATASET: H5Dclose(ids[i]); break;
+      case H5I_GROUP: H5Gclose(ids[i]); break;
+      case H5I_DATATYPE: H5Tclose(ids[i]); break;
+      case H5I_ATTR: H5Aclose(ids[i]); break;
+      default: break;
+      }
+  }
+  H5Fclose(fid);
+}
+
+PetscErrorCode H5RemoveTemporary(MPI_Comm comm, const char *tmp)
+{
+  PetscMPIInt rank;
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Barrier(comm)); /* every rank has closed it */
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  if (!rank) {
+    struct stat sb;
+    if (lstat(tmp, &sb) == 0 && S_ISREG(sb.st_mode)) (void)unlink(tmp);
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* this rank's hyperslab: start and count per dimension; empty when it holds no (primary) piece */
 static bool Hyperslab(DDTensor t, bool primaryonly, std::vector<hsize_t> &start, std::vector<hsize_t> &count)
 {
@@ -458,16 +490,32 @@ PetscErrorCode H5ReadStringAttribute(MPI_Comm comm, hid_t fid, const char *file,
   DDCheckAll(comm, ex >= 0, PETSC_ERR_FILE_UNEXPECTED, "Cannot read the attributes of HDF5 file \"%s\" (looking for \"%s\"): its metadata is corrupted", file, name);
   DDCheckAll(comm, ex > 0, PETSC_ERR_FILE_UNEXPECTED, "HDF5 file \"%s\" has no attribute \"%s\" (not a ddnn checkpoint?)", file, name);
   hid_t  a    = H5Aopen(fid, name, H5P_DEFAULT);
-  hid_t  type = H5Aget_type(a);
-  size_t n    = H5Tget_size(type);
-  std::vector<char> buf(n + 1, 0);
-  hid_t  mt = H5Tcopy(H5T_C_S1);
-  H5Tset_size(mt, n);
-  H5Aread(a, mt, buf.data());
-  H5Tclose(mt);
-  H5Tclose(type);
-  H5Aclose(a);
-  value = buf.data();
+  hid_t  type = a >= 0 ? H5Aget_type(a) : -1, sp = a >= 0 ? H5Aget_space(a) : -1;
+  bool   isstr = type >= 0 && H5Tget_class(type) == H5T_STRING && sp >= 0 && H5Sget_simple_extent_npoints(sp) == 1;
+  herr_t st    = -1;
+  value.clear();
+  if (isstr && H5Tis_variable_str(type) > 0) { /* h5py's default for str */
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    char *p  = NULL;
+    H5Tset_size(mt, H5T_VARIABLE);
+    st = H5Aread(a, mt, &p);
+    if (st >= 0 && p) value = p;
+    if (p) H5free_memory(p);
+    H5Tclose(mt);
+  } else if (isstr) {
+    size_t            n = H5Tget_size(type);
+    std::vector<char> buf(n + 1, 0);
+    hid_t             mt = H5Tcopy(H5T_C_S1);
+    H5Tset_size(mt, n);
+    st = H5Aread(a, mt, buf.data());
+    H5Tclose(mt);
+    value = buf.data();
+  }
+  if (sp >= 0) H5Sclose(sp);
+  if (type >= 0) H5Tclose(type);
+  if (a >= 0) H5Aclose(a);
+  DDCheckAll(comm, isstr, PETSC_ERR_FILE_UNEXPECTED, "Attribute \"%s\" of HDF5 file \"%s\" is not a string", name, file);
+  DDCheckAll(comm, st >= 0, PETSC_ERR_FILE_READ, "Reading attribute \"%s\" of HDF5 file \"%s\" failed (corrupted file?)", name, file);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -490,10 +538,19 @@ PetscErrorCode H5ReadIntAttribute(MPI_Comm comm, hid_t fid, const char *file, co
   htri_t ex = H5Aexists(fid, name);
   DDCheckAll(comm, ex >= 0, PETSC_ERR_FILE_UNEXPECTED, "Cannot read the attributes of HDF5 file \"%s\" (looking for \"%s\"): its metadata is corrupted", file, name);
   DDCheckAll(comm, ex > 0, PETSC_ERR_FILE_UNEXPECTED, "HDF5 file \"%s\" has no attribute \"%s\"", file, name);
-  hid_t     a = H5Aopen(fid, name, H5P_DEFAULT);
-  long long x = 0;
-  H5Aread(a, H5T_NATIVE_LLONG, &x);
-  H5Aclose(a);
+  hid_t     a     = H5Aopen(fid, name, H5P_DEFAULT);
+  hid_t     type  = a >= 0 ? H5Aget_type(a) : -1, sp = a >= 0 ? H5Aget_space(a) : -1;
+  bool      isint = type >= 0 && H5Tget_class(type) == H5T_INTEGER && sp >= 0 && H5Sget_simple_extent_npoints(sp) == 1;
+  bool      fits  = isint && (H5Tget_size(type) < 8 || H5Tget_sign(type) != H5T_SGN_NONE); /* an unsigned 64-bit value may not fit a signed one */
+  long long x     = 0;
+  herr_t    st    = -1;
+  if (isint) st = H5Aread(a, fits ? H5T_NATIVE_LLONG : H5T_NATIVE_ULLONG, &x);
+  if (!fits && x < 0) st = -1;
+  if (sp >= 0) H5Sclose(sp);
+  if (type >= 0) H5Tclose(type);
+  if (a >= 0) H5Aclose(a);
+  DDCheckAll(comm, isint, PETSC_ERR_FILE_UNEXPECTED, "Attribute \"%s\" of HDF5 file \"%s\" is not one integer", name, file);
+  DDCheckAll(comm, st >= 0, PETSC_ERR_FILE_READ, "Reading attribute \"%s\" of HDF5 file \"%s\" failed (corrupted file, or a value beyond 64-bit integers)", name, file);
   *v = x;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -524,15 +581,11 @@ PetscErrorCode H5ReadIntAttribute(MPI_Comm comm, hid_t fid, const char *file, co
 PetscErrorCode DDTensorWriteHDF5(DDTensor t, const char file[], const char dataset[], PetscBool append)
 DD_CXX_TRY
 {
-  hid_t fid;
-
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorWriteHDF5"));
   PetscCall(DDTensorCheckHost_Private(t, "DDTensorWriteHDF5"));
   PetscCall(DDCheckSameString(PetscObjectComm((PetscObject)t), "the HDF5 dataset name", dataset));
-  PetscCall(H5Open(PetscObjectComm((PetscObject)t), file, append ? 'a' : 'w', &fid));
-  PetscCall(H5WriteTensor(fid, dataset, t));
-  PetscCall(H5Close(PetscObjectComm((PetscObject)t), fid));
+  PetscCall(H5WithFile(PetscObjectComm((PetscObject)t), file, append ? 'a' : 'w', [&](hid_t fid) { return H5WriteTensor(fid, dataset, t); }));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -555,17 +608,11 @@ DD_CXX_CATCH
 PetscErrorCode DDTensorReadHDF5(DDTensor t, const char file[], const char dataset[])
 DD_CXX_TRY
 {
-  hid_t fid;
-
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorReadHDF5"));
   PetscCall(DDTensorCheckHost_Private(t, "DDTensorReadHDF5"));
   PetscCall(DDCheckSameString(PetscObjectComm((PetscObject)t), "the HDF5 dataset name", dataset));
-  PetscCall(H5Open(PetscObjectComm((PetscObject)t), file, 'r', &fid));
-  PetscErrorCode ierr = H5ReadTensor(fid, file, dataset, t, false);
-  if (ierr) H5Fclose(fid);
-  PetscCall(ierr);
-  PetscCall(H5Close(PetscObjectComm((PetscObject)t), fid));
+  PetscCall(H5WithFile(PetscObjectComm((PetscObject)t), file, 'r', [&](hid_t fid) { return H5ReadTensor(fid, file, dataset, t, false); }));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -602,7 +649,6 @@ PetscErrorCode DDTensorWriteHDF5Slice(DDTensor t, const char file[], const char 
 DD_CXX_TRY
 {
   MPI_Comm             comm = PetscObjectComm((PetscObject)t);
-  hid_t                fid, dset, fspace, mspace, dxpl;
   std::vector<hsize_t> s1, c1;
   hid_t                type = t->dtype == DD_FLOAT32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
 
@@ -619,70 +665,69 @@ DD_CXX_TRY
   std::vector<hsize_t> dims(t->order + 1 - drop), start(dims.size(), 0), count(dims.size(), 0);
   dims[0] = (hsize_t)total;
   for (PetscInt k = drop; k < t->order; k++) dims[k + 1 - drop] = (hsize_t)t->shape[k];
-  PetscCall(H5Open(comm, file, 'a', &fid));
-  if (H5Lexists(fid, dataset, H5P_DEFAULT) > 0) {
-    std::vector<PetscInt> fd, td(dims.begin(), dims.end());
-    PetscCall(H5DatasetShape(comm, fid, file, dataset, fd));
-    DDCheckAll(comm, fd == td, PETSC_ERR_FILE_UNEXPECTED, "Dataset \"%s\" in \"%s\" exists with another shape", dataset, file);
-    dset = H5Dopen2(fid, dataset, H5P_DEFAULT);
-  } else {
-    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-    H5Pset_create_intermediate_group(lcpl, 1);
-    hid_t sp = H5Screate_simple((int)dims.size(), dims.data(), NULL);
-    dset     = H5Dcreate2(fid, dataset, type, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-    H5Sclose(sp);
-    H5Pclose(lcpl);
-    if (dset >= 0) PetscCall(H5WriteIntAttribute(dset, "ddnn_slices_written", 0)); /* incomplete until the last slice */
-  }
-  DDCheckAll(comm, dset >= 0, PETSC_ERR_FILE_WRITE, "Cannot create dataset \"%s\" in \"%s\"", dataset, file);
-  fspace           = H5Dget_space(dset);
-  bool mine        = Hyperslab(t, true, s1, c1);
-  hsize_t nmem     = mine ? (hsize_t)t->layout.bulksize : 0;
-  mspace           = H5Screate_simple(1, &nmem, NULL);
-  std::vector<char> buf(nmem * (t->dtype == DD_FLOAT32 ? 4 : 8) + 1);
-  if (mine) {
-    start[0] = (hsize_t)index;
-    count[0] = 1;
-    for (PetscInt k = drop; k < t->order; k++) {
-      start[k + 1 - drop] = s1[k];
-      count[k + 1 - drop] = c1[k];
+  PetscCall(H5WithFile(comm, file, 'a', [&](hid_t fid) -> PetscErrorCode {
+    hid_t dset, fspace, mspace, dxpl;
+    PetscFunctionBegin;
+    if (H5Lexists(fid, dataset, H5P_DEFAULT) > 0) {
+      std::vector<PetscInt> fd, td(dims.begin(), dims.end());
+      PetscCall(H5DatasetShape(comm, fid, file, dataset, fd));
+      DDCheckAll(comm, fd == td, PETSC_ERR_FILE_UNEXPECTED, "Dataset \"%s\" in \"%s\" exists with another shape", dataset, file);
+      dset = H5Dopen2(fid, dataset, H5P_DEFAULT);
+    } else {
+      hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+      H5Pset_create_intermediate_group(lcpl, 1);
+      hid_t sp = H5Screate_simple((int)dims.size(), dims.data(), NULL);
+      dset     = H5Dcreate2(fid, dataset, type, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+      H5Sclose(sp);
+      H5Pclose(lcpl);
+      if (dset >= 0) PetscCall(H5WriteIntAttribute(dset, "ddnn_slices_written", 0)); /* incomplete until the last slice */
     }
-    H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), NULL, count.data(), NULL);
-    PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
-      using T = decltype(z);
-      BulkCOrderCopy<T>(t->layout, (T *)t->array, (T *)buf.data(), 0);
-      return PETSC_SUCCESS;
-    }));
-  } else {
-    H5Sselect_none(fspace);
-    H5Sselect_none(mspace);
-  }
-  dxpl = H5Pcreate(H5P_DATASET_XFER);
-  H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
-  herr_t st = H5Dwrite(dset, type, mspace, fspace, dxpl, buf.data());
-  H5Pclose(dxpl);
-  H5Sclose(mspace);
-  H5Sclose(fspace);
-  if (st < 0) {
+    DDCheckAll(comm, dset >= 0, PETSC_ERR_FILE_WRITE, "Cannot create dataset \"%s\" in \"%s\"", dataset, file);
+    fspace           = H5Dget_space(dset);
+    bool mine        = Hyperslab(t, true, s1, c1);
+    hsize_t nmem     = mine ? (hsize_t)t->layout.bulksize : 0;
+    mspace           = H5Screate_simple(1, &nmem, NULL);
+    std::vector<char> buf(nmem * (t->dtype == DD_FLOAT32 ? 4 : 8) + 1);
+    if (mine) {
+      start[0] = (hsize_t)index;
+      count[0] = 1;
+      for (PetscInt k = drop; k < t->order; k++) {
+        start[k + 1 - drop] = s1[k];
+        count[k + 1 - drop] = c1[k];
+      }
+      H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), NULL, count.data(), NULL);
+      PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+        using T = decltype(z);
+        BulkCOrderCopy<T>(t->layout, (T *)t->array, (T *)buf.data(), 0);
+        return PETSC_SUCCESS;
+      }));
+    } else {
+      H5Sselect_none(fspace);
+      H5Sselect_none(mspace);
+    }
+    dxpl = H5Pcreate(H5P_DATASET_XFER);
+    H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+    herr_t st = H5Dwrite(dset, type, mspace, fspace, dxpl, buf.data());
+    H5Pclose(dxpl);
+    H5Sclose(mspace);
+    H5Sclose(fspace);
+    DDCheckAll(comm, st >= 0, PETSC_ERR_FILE_WRITE, "Writing slice %" PetscInt_FMT " of \"%s\" in \"%s\" failed", index, dataset, file);
+    /* completion: the count of slices written in order, then (once all are) the checksum, last */
+    if (H5Aexists(dset, "ddnn_slices_written") > 0) {
+      long long w = 0;
+      hid_t     a = H5Aopen(dset, "ddnn_slices_written", H5P_DEFAULT);
+      H5Aread(a, H5T_NATIVE_LLONG, &w);
+      H5Aclose(a);
+      if (w == (long long)index) PetscCall(H5WriteIntAttribute(dset, "ddnn_slices_written", ++w));
+      if (w == (long long)total) {
+        uint64_t sum;
+        PetscCall(H5DatasetChecksum(comm, dset, &sum));
+        PetscCall(H5WriteChecksum(dset, sum));
+      }
+    }
     H5Dclose(dset);
-    H5Fclose(fid);
-  }
-  DDCheckAll(comm, st >= 0, PETSC_ERR_FILE_WRITE, "Writing slice %" PetscInt_FMT " of \"%s\" in \"%s\" failed", index, dataset, file);
-  /* completion: the count of slices written in order, then (once all are) the checksum, last */
-  if (H5Aexists(dset, "ddnn_slices_written") > 0) {
-    long long w = 0;
-    hid_t     a = H5Aopen(dset, "ddnn_slices_written", H5P_DEFAULT);
-    H5Aread(a, H5T_NATIVE_LLONG, &w);
-    H5Aclose(a);
-    if (w == (long long)index) PetscCall(H5WriteIntAttribute(dset, "ddnn_slices_written", ++w));
-    if (w == (long long)total) {
-      uint64_t sum;
-      PetscCall(H5DatasetChecksum(comm, dset, &sum));
-      PetscCall(H5WriteChecksum(dset, sum));
-    }
-  }
-  H5Dclose(dset);
-  PetscCall(H5Close(comm, fid));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH

@@ -113,8 +113,8 @@ static herr_t VisitDataset(hid_t, const char *name, const DDH5ObjInfo *info, voi
   return 0;
 }
 
-/* reads an integer counter (a scalar or one-element dataset, integer or floating point) on every rank */
-static PetscErrorCode ReadCounter(MPI_Comm comm, hid_t fid, const char *file, const Entry &e)
+/* reads an integer counter (a scalar or one-element dataset, integer or floating point) on every rank into *value */
+static PetscErrorCode ReadCounter(MPI_Comm comm, hid_t fid, const char *file, const Entry &e, PetscInt64 *value)
 {
   std::vector<PetscInt> dims;
 
@@ -140,7 +140,7 @@ static PetscErrorCode ReadCounter(MPI_Comm comm, hid_t fid, const char *file, co
     PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_LONG_LONG, MPI_MAX, comm));
     PetscCheck(mn == mx, comm, PETSC_ERR_FILE_READ, "Dataset \"%s\" of \"%s\" was read differently on different ranks", e.path.c_str(), file);
   }
-  *e.c = (PetscInt64)v;
+  *value = (PetscInt64)v;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -241,7 +241,9 @@ DD_CXX_CATCH
   of the file that no tensor of the network consumes (the file is another network's, or a
   weights name is wrong), a dataset of another shape (both shapes), two layers with one
   weights name; and a corrupted dataset when it has a ddnn checksum (files written by torch have
-  none, and none is required).
+  none, and none is required). Everything is read and checked before any tensor of the network
+  changes (a copy of its parameters and buffers is held meanwhile): after an error the network
+  is as it was.
 
   Level: beginner
 
@@ -252,7 +254,6 @@ DD_CXX_TRY
 {
   MPI_Comm           comm;
   std::vector<Entry> es;
-  hid_t              fid;
 
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
@@ -260,8 +261,11 @@ DD_CXX_TRY
   comm = PetscObjectComm((PetscObject)net);
   PetscCheck(net->setupcalled, comm, PETSC_ERR_ARG_WRONGSTATE, "Call DDNetSetUp() before DDNetLoadWeights() (or give -net_load_weights)");
   PetscCall(Entries(net, es));
-  PetscCall(H5Open(comm, file, 'r', &fid));
-  auto body = [&]() -> PetscErrorCode {
+  /* read into copies and checked first: a file that fails part way (a shape, a checksum) leaves the network as it was */
+  Copies                  in;
+  std::vector<DDTensor>   dst;
+  std::vector<PetscInt64> cvals(es.size(), 0);
+  PetscCall(H5WithFile(comm, file, 'r', [&](hid_t fid) -> PetscErrorCode {
     std::vector<std::string> ds;
     std::set<std::string>    need;
     PetscFunctionBegin;
@@ -282,17 +286,15 @@ DD_CXX_TRY
         std::vector<PetscInt> fd, td(e.t->shape, e.t->shape + e.t->order);
         PetscCall(H5DatasetShape(comm, fid, file, e.path.c_str(), fd));
         DDCheckAll(comm, fd == td, PETSC_ERR_FILE_UNEXPECTED, "Dataset \"%s\" in weights file \"%s\" (%s of layer \"%s\") has shape %s, the network's tensor %s", e.path.c_str(), file, e.what.c_str(), e.layer.c_str(), Dims(fd).c_str(), Dims(td).c_str());
-        PetscCall(H5ReadTensor(fid, file, e.path.c_str(), e.t, false));
-      } else PetscCall(ReadCounter(comm, fid, file, e));
+        PetscCall(in.ReadFrom(fid, file, e.path.c_str(), e.t, false));
+        dst.push_back(e.t);
+      } else PetscCall(ReadCounter(comm, fid, file, e, &cvals[&e - es.data()]));
     }
     PetscFunctionReturn(PETSC_SUCCESS);
-  };
-  PetscErrorCode ierr = body();
-  if (ierr) {
-    H5Fclose(fid);
-    PetscCall(ierr);
-  }
-  PetscCall(H5Close(comm, fid));
+  }));
+  for (size_t i = 0; i < dst.size(); i++) PetscCall(DDTensorCopy(in.t[i], dst[i]));
+  for (size_t i = 0; i < es.size(); i++)
+    if (!es[i].t) *es[i].c = cvals[i];
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -311,7 +313,8 @@ DD_CXX_CATCH
   ("<weights name>.weight", "<weights name>.running_mean", ..., num_batches_tracked as a 0-d
   int64 dataset), in the network's type, each with ddnn's content checksum as an attribute (torch
   ignores it). Load it into a torch module with share/ddnn/h5_to_torch.py. The file is written as
-  "<file>.tmp" and renamed when complete (`DDFileCommit()`). Optimizer state and ddnn's own
+  "<file>.tmp" and renamed when complete (`DDFileCommit()`); a save that fails removes the temporary
+  and leaves an existing file as it was. Optimizer state and ddnn's own
   counters are not saved: use `DDCheckpointSave()` to resume training.
 
   Level: beginner
@@ -323,7 +326,6 @@ DD_CXX_TRY
 {
   MPI_Comm           comm;
   std::vector<Entry> es;
-  hid_t              fid;
 
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
@@ -331,25 +333,14 @@ DD_CXX_TRY
   comm = PetscObjectComm((PetscObject)net);
   PetscCheck(net->setupcalled, comm, PETSC_ERR_ARG_WRONGSTATE, "Call DDNetSetUp() before DDNetSaveWeights()");
   PetscCall(Entries(net, es));
-  const std::string tmp = std::string(file) + ".tmp";
-  PetscCall(CheckRegularOrMissing(comm, file, true));
-  PetscCall(CheckRegularOrMissing(comm, tmp.c_str(), true));
-  PetscCall(H5Open(comm, tmp.c_str(), 'w', &fid));
-  auto body = [&]() -> PetscErrorCode {
+  PetscCall(H5WriteAtomically(comm, file, [&](hid_t fid) -> PetscErrorCode {
     PetscFunctionBegin;
     for (auto &e : es) {
       if (e.t) PetscCall(H5WriteTensor(fid, e.path.c_str(), e.t));
       else PetscCall(WriteCounter(comm, fid, e));
     }
     PetscFunctionReturn(PETSC_SUCCESS);
-  };
-  PetscErrorCode ierr = body();
-  if (ierr) {
-    H5Fclose(fid);
-    PetscCall(ierr);
-  }
-  PetscCall(H5Close(comm, fid));
-  PetscCall(FileCommit(comm, tmp.c_str(), file));
+  }));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
