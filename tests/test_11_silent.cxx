@@ -132,6 +132,35 @@ TEST(RankConsistency, NetworkLayerListThatDiffersIsAnError)
   DDT(PetscOptionsClearValue(NULL, "-t11nl_net_layers"));
 }
 
+TEST(RankConsistency, OptimizerSettingsThatDifferAreAnError)
+{
+  if (Size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  /* in the data-parallel weight mode every rank updates its own copies: a momentum, beta or eps that differed would silently train other weights on each rank */
+  DDTensor x = MakeInput({{2, 3, 8, 8}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 1), g;
+  DDT(DDTensorDuplicate(x, &g));
+  for (int which = 0; which < 3; which++) {
+    DDOptimizer opt;
+    DDT(DDOptimizerCreate(PETSC_COMM_WORLD, &opt));
+    DDT(DDOptimizerSetType(opt, which == 0 ? DDOPTIMIZERSGD : DDOPTIMIZERADAM));
+    const PetscReal r = Rank() == 1 ? 2 : 1;
+    if (which == 0) DDT(DDOptimizerSetMomentum(opt, 0.45 * r, PETSC_FALSE));
+    else if (which == 1) DDT(DDOptimizerSetBetas(opt, 0.9, 0.999, 1e-8 * r));
+    else {
+      DDT(PetscOptionsSetValue(NULL, "-t11op_optimizer_beta1", Rank() == 1 ? "0.8" : "0.9"));
+      DDT(DDOptimizerSetOptionsPrefix(opt, "t11op_"));
+      DD_EXPECT_ERROR(DDOptimizerSetFromOptions(opt), PETSC_ERR_ARG_INCOMP, "The optimizer's settings differs between ranks");
+      DDT(PetscOptionsClearValue(NULL, "-t11op_optimizer_beta1"));
+    }
+    std::string m;
+    EXPECT_EQ((int)Catch([&]() { return DDOptimizerSetUp(opt, 1, &x, &g); }, &m), (int)PETSC_ERR_ARG_INCOMP) << which;
+    EXPECT_NE(m.find("differs between ranks"), std::string::npos) << m;
+    EXPECT_NE(m.find(which == 0 ? "momentum" : which == 1 ? "eps" : "betas"), std::string::npos) << m;
+    DDT(DDOptimizerDestroy(&opt));
+  }
+  DDT(DDTensorDestroy(&g));
+  DDT(DDTensorDestroy(&x));
+}
+
 TEST(RankConsistency, SameStringPassesAndNamesTheFirstDifference)
 {
   DDT(DDCheckSameString(PETSC_COMM_WORLD, "a file name", "/tmp/same.h5"));

@@ -701,3 +701,40 @@ TEST(Checkpoints, AFailedWriteLeavesNoFileOpenAndNoTemporary)
   Remove(file);
   Remove(dfile);
 }
+
+TEST(Checkpoints, AnOptimizerOfANetworkSetUpAgainIsAnError)
+{
+  std::string file = Tmp("ckresetup.h5");
+  const int   P    = Size();
+  InputSpec   xs{{4, 2, 6, 4 * P}, {1, 1, 1, P}, {}, {}}, ts{{4, 1, 6, 4 * P}, {1, 1, 1, P}, {}, {}};
+  DDTensor    x = MakeInput(xs, DD_FLOAT64, 1), t = MakeInput(ts, DD_FLOAT64, 2);
+  DDTensor    in[2] = {x, t};
+  DDNet       net   = BufferNet();
+  DDT(DDNetSetUp(net, 2, in));
+  DDOptimizer opt = Optimizer(net);
+  RunSteps(net, opt, in, 0, 1);
+  DDT(DDCheckpointSave(net, opt, file.c_str()));
+  /* set up again: new parameter tensors; the optimizer's are no longer the network's (its steps used to update them silently) */
+  DDT(DDNetSetUp(net, 2, in));
+  DDT(DDNetForward(net, 2, in));
+  DDT(DDNetBackward(net, NULL));
+  DD_EXPECT_ERROR(DDOptimizerStep(opt), PETSC_ERR_ARG_WRONGSTATE, "DDOptimizerStep: parameter 0 of the optimizer is no longer its layer's");
+  DD_EXPECT_ERROR(DDCheckpointSave(net, opt, file.c_str()), PETSC_ERR_ARG_WRONGSTATE, "DDCheckpointSave: parameter 0 of the optimizer is no longer its layer's");
+  DD_EXPECT_ERROR(DDCheckpointLoad(net, opt, file.c_str()), PETSC_ERR_ARG_WRONGSTATE, "DDCheckpointLoad: parameter 0");
+  /* an optimizer of other parameters (here: all but the last) */
+  PetscInt  n;
+  DDTensor *ps, *gs;
+  DDT(DDNetGetParameters(net, &n, &ps, &gs));
+  DDT(DDOptimizerSetUp(opt, n - 1, ps, gs));
+  DD_EXPECT_ERROR(DDCheckpointSave(net, opt, file.c_str()), PETSC_ERR_ARG_INCOMP, "the optimizer was not set up with this network's parameters");
+  /* set up again with the network's parameters: it steps, saves and loads */
+  DDT(DDOptimizerSetUp(opt, n, ps, gs));
+  DDT(DDCheckpointLoad(net, opt, file.c_str()));
+  RunSteps(net, opt, in, 1, 1);
+  DDT(DDCheckpointSave(net, opt, file.c_str()));
+  DDT(DDOptimizerDestroy(&opt));
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+  Remove(file);
+}

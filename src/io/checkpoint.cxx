@@ -6,6 +6,7 @@
   renamed when complete, so an interrupted write leaves the previous checkpoint intact.
 */
 #include <io/h5util.hpp>
+#include <ddnn/private/ddoptimizerimpl.h>
 #include <dddataset.h>
 #include <cstdio>
 #include <string>
@@ -78,6 +79,22 @@ static PetscErrorCode ForEachBuffer(DDNet net, F &&f)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* the optimizer was set up with exactly the network's parameters, in order (its state i / (ns / n) is parameter i's), and they are still the layers' */
+static PetscErrorCode CheckOptimizer(DDNet net, DDOptimizer opt, const char caller[])
+{
+  PetscInt  n;
+  DDTensor *ps;
+  bool      same;
+
+  PetscFunctionBegin;
+  PetscCall(DDOptimizerCheckParameters_Private(opt, caller));
+  PetscCall(DDNetGetParameters(net, &n, &ps, NULL));
+  same = opt->setupcalled && opt->params->size() == (size_t)n;
+  for (PetscInt i = 0; same && i < n; i++) same = (*opt->params)[i] == ps[i];
+  PetscCheck(same, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_INCOMP, "%s: the optimizer was not set up with this network's parameters (%zu parameters against the network's %" PetscInt_FMT ", in its order: DDOptimizerSetUp() with DDNetGetParameters())", caller, opt->params->size(), n);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@C
   DDCheckpointSave - Writes the network's parameters and the optimizer's state to an HDF5 file
 
@@ -114,11 +131,7 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscCall(Signature(net, sig));
   PetscCall(DDNetGetParameters(net, &n, &ps, NULL));
-  if (opt) {
-    PetscInt ns;
-    PetscCall(DDOptimizerGetState(opt, &ns, NULL, NULL));
-    PetscCheck(n == 0 || ns % n == 0, comm, PETSC_ERR_ARG_INCOMP, "The optimizer was not set up with this network's parameters (%" PetscInt_FMT " state tensors for %" PetscInt_FMT " parameters)", ns, n);
-  }
+  if (opt) PetscCall(CheckOptimizer(net, opt, "DDCheckpointSave"));
   PetscCall(H5WriteAtomically(comm, file, [&](hid_t fid) -> PetscErrorCode {
     PetscFunctionBegin;
     for (PetscInt i = 0; i < n; i++) {
@@ -194,6 +207,7 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscCall(Signature(net, sig));
   PetscCall(DDNetGetParameters(net, &n, &ps, NULL));
+  if (opt) PetscCall(CheckOptimizer(net, opt, "DDCheckpointLoad"));
   /* everything is read into copies first and checked: a file that fails part way (a checksum, a shape, an unusable optimizer state) leaves the network and the optimizer as they were */
   std::vector<DDTensor>    dst;                 /* the tensors in.t are copied into */
   std::vector<PetscInt64 *> counters;            /* the counters in.c are assigned to */

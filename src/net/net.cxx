@@ -605,6 +605,12 @@ PetscErrorCode ddnn::NetSetUpLayers_Private(DDNet net, std::vector<DDTensor> &xi
   Every rank must hold the same graph (inputs, layers, connections): a difference, such as
   an option given to some ranks only, is an error naming the ranks and the first difference.
 
+  Calling it again on a set-up network (other inputs, another distribution) starts afresh: new
+  parameter tensors, initialized again. An optimizer set up with the previous ones must be set up
+  again with `DDNetGetParameters()`; stepping it is an error, not a silent update of tensors the
+  network no longer uses. To keep trained weights across a new set-up, save them first
+  (`DDNetSaveWeights()`, `DDCheckpointSave()`) and load them after.
+
   With `DD_NET_DISTRIBUTION_AUTO` (`DDNetSetDistribution()`, -net_distribution auto) set-up first
   chooses the partition of every layer with weights by the performance model and inserts the
   repartition layers (paper 003 sec. V-C; see `DDNetSetDistribution()`); given mode removes them again.
@@ -1007,6 +1013,12 @@ DD_CXX_CATCH
 + n      - number of parameter tensors
 . params - the parameters (owned by the layers)
 - grads  - their gradients
+
+  Notes:
+  The arrays are the network's; they and the tensors in them are valid until the network is set
+  up again: `DDNetSetUp()` on a set-up network makes new (re-initialized) parameter tensors, so an
+  optimizer set up with the old ones must be set up again (`DDOptimizerStep()`,
+  `DDCheckpointSave()` and `DDCheckpointLoad()` raise an error otherwise).
 
   Level: intermediate
 

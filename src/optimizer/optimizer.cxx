@@ -452,6 +452,21 @@ DD_CXX_TRY
 }
 DD_CXX_CATCH
 
+/*
+  the ranks must update alike: every setting of the update rule agrees (in the data-parallel weight
+  mode each rank updates its own copies, so a momentum or an eps that differed would silently train
+  other weights on each rank)
+*/
+static PetscErrorCode CheckSameSettings(DDOptimizer opt)
+{
+  char v[768];
+
+  PetscFunctionBegin;
+  PetscCall(PetscSNPrintf(v, sizeof(v), "type %s lr %.17g weight decay %.17g clip %.17g schedule %s step size %" PetscInt_FMT " gamma %.17g tmax %" PetscInt_FMT " eta_min %.17g momentum %.17g nesterov %d betas %.17g %.17g eps %.17g", ((PetscObject)opt)->type_name ? ((PetscObject)opt)->type_name : "none", (double)opt->lr, (double)opt->weight_decay, (double)opt->clip, DDSchedules[opt->schedule], opt->step_size, (double)opt->gamma, opt->tmax, (double)opt->eta_min, (double)opt->momentum, (int)opt->nesterov, (double)opt->beta1, (double)opt->beta2, (double)opt->eps));
+  PetscCall(DDCheckSameString(PetscObjectComm((PetscObject)opt), "The optimizer's settings", v));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@
   DDOptimizerSetFromOptions - Configures the optimizer from the options database
 
@@ -505,11 +520,8 @@ DD_CXX_TRY
   {
     const char *pfx = ((PetscObject)opt)->prefix;
     std::string op  = std::string(pfx ? pfx : "") + "optimizer_";
-    char        v[512];
     PetscCall(DDOptionsCheckIntegers(PetscObjectComm((PetscObject)opt), op.c_str()));
-    /* the ranks must update alike */
-    PetscCall(PetscSNPrintf(v, sizeof(v), "type %s lr %.17g weight decay %.17g clip %.17g schedule %s step size %" PetscInt_FMT " gamma %.17g tmax %" PetscInt_FMT " eta_min %.17g", ((PetscObject)opt)->type_name ? ((PetscObject)opt)->type_name : "none", (double)opt->lr, (double)opt->weight_decay, (double)opt->clip, DDSchedules[opt->schedule], opt->step_size, (double)opt->gamma, opt->tmax, (double)opt->eta_min));
-    PetscCall(DDCheckSameString(PetscObjectComm((PetscObject)opt), "The optimizer's settings", v));
+    PetscCall(CheckSameSettings(opt));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -539,6 +551,7 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
   PetscCall(DDOptimizerReset(opt));
+  PetscCall(CheckSameSettings(opt));
   /* the global gradient norm is one reduction over the optimizer's ranks: every gradient must live on them */
   for (PetscInt i = 0; i < n && inside; i++) {
     PetscCall(CommIsSubset(PetscObjectComm((PetscObject)grads[i]), PetscObjectComm((PetscObject)opt), &inside));
@@ -561,6 +574,19 @@ DD_CXX_TRY
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
+
+/*
+  errors (on every rank alike: set-up is collective) when a parameter the optimizer was set up with
+  was let go by its layer: the network was set up again (DDNetSetUp(), which also re-initializes the
+  parameters) and its parameters are new tensors, so the updates would silently miss the network
+*/
+PetscErrorCode DDOptimizerCheckParameters_Private(DDOptimizer opt, const char caller[])
+{
+  PetscFunctionBegin;
+  for (size_t i = 0; i < opt->params->size(); i++)
+    PetscCheck(!(*opt->params)[i]->retired && !(*opt->grads)[i]->retired, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "%s: parameter %zu of the optimizer is no longer its layer's: the network was set up again (DDNetSetUp()), which made new parameter tensors; set the optimizer up again with the network's (DDNetGetParameters(), DDOptimizerSetUp())", caller, i);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
 
 /*@
   DDOptimizerStep - One update of every parameter from its gradient (PyTorch's rules)
@@ -591,6 +617,7 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
   PetscCheck(opt->setupcalled, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_WRONGSTATE, "Call DDOptimizerSetUp() first");
+  PetscCall(DDOptimizerCheckParameters_Private(opt, "DDOptimizerStep"));
   for (PetscInt i = 0; i < (PetscInt)opt->params->size(); i++) {
     PetscObject c;
     void       *m;

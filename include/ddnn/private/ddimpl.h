@@ -78,6 +78,7 @@ struct _p_DDTensor {
   void          *savedarray;
   PetscInt64     layouthash; /* identical on every rank; changes with any rank's layout */
   PetscBool      setupcalled;
+  PetscBool      retired; /* a layer's parameter or gradient that the layer let go when it was set up again: a holder's updates no longer reach the network */
 };
 
 /* log events */

@@ -46,6 +46,8 @@ struct _p_DDOptimizer {
   PetscBool                  setupcalled;
 };
 
+/* an error when a parameter of the optimizer was let go by its layer (the network was set up again) */
+PETSC_EXTERN PetscErrorCode DDOptimizerCheckParameters_Private(DDOptimizer, const char[]);
 /* step over every parameter's contiguous runs with ops->steparrays (the built-in types' step) */
 PETSC_EXTERN PetscErrorCode DDOptimizerStepByArrays_Private(DDOptimizer, PetscReal);
 

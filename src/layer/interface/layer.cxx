@@ -246,6 +246,8 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   for (PetscInt i = 0; i < l->nparams; i++) {
+    if (l->params[i]) l->params[i]->retired = PETSC_TRUE; /* an optimizer holding it must not step it silently */
+    if (l->grads[i]) l->grads[i]->retired = PETSC_TRUE;
     PetscCall(DDTensorDestroy(&l->params[i]));
     PetscCall(DDTensorDestroy(&l->grads[i]));
     PetscCall(PetscFree(l->paramnames[i]));
