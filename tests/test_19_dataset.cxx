@@ -365,3 +365,57 @@ TEST(Dataset, FileTruncatedAfterSetUpIsAnErrorAtCacheFill)
   DDT(DDDatasetDestroy(&ds));
   Remove(d.file);
 }
+
+/* the file, the fields or the range changed on a set-up dataset: set up again, they take effect (they used to be ignored, or to read past the fields) */
+TEST(Dataset, ChangesAfterSetUpTakeEffectAtTheNextSetUp)
+{
+  Data            a = WriteData("chg_a.h5"), b = WriteData("chg_b.h5");
+  const PetscInt  P = Size() <= H ? Size() : 1;
+  const InputSpec part{{}, {1, 1, P, 1}, {}, {}};
+  DDDataset       ds = Open(a.file, 1 << 20);
+  DDTensor        t  = Batch(2, C, part, DD_FLOAT64), u = Batch(2, 1, part, DD_FLOAT64);
+  PetscInt        n;
+  DDT(DDDatasetReadBatch(ds, 0, 0, 2, t));
+  /* a range: the dataset is not set up until DDDatasetSetUp() */
+  DDT(DDDatasetSetRange(ds, 3, 2));
+  DD_EXPECT_ERROR(DDDatasetGetNumSamples(ds, &n), PETSC_ERR_ARG_WRONGSTATE, "Call DDDatasetSetUp() first");
+  DD_EXPECT_ERROR(DDDatasetReadBatch(ds, 0, 0, 2, t), PETSC_ERR_ARG_WRONGSTATE, "Call DDDatasetSetUp() first");
+  DDT(DDDatasetSetUp(ds));
+  DDT(DDDatasetGetNumSamples(ds, &n));
+  EXPECT_EQ(n, 2);
+  DDT(DDDatasetReadBatch(ds, 0, 0, 2, t));
+  EXPECT_EQ(GatherAll(t), Expected(a.x, C, ds, 3, 0, 2, DD_FLOAT64));
+  DD_EXPECT_ERROR(DDDatasetReadBatch(ds, 0, 1, 2, t), PETSC_ERR_ARG_OUTOFRANGE, "is outside the 2 samples");
+  /* another file */
+  DDT(DDDatasetSetFile(ds, b.file.c_str()));
+  DDT(DDDatasetSetUp(ds));
+  DDT(DDDatasetReadBatch(ds, 0, 0, 2, t));
+  EXPECT_EQ(GatherAll(t), Expected(b.x, C, ds, 3, 0, 2, DD_FLOAT64)) << "the batch came from the previous file";
+  /* fewer fields, then more again */
+  const char *only[] = {"y"}, *both[] = {"x", "y"};
+  DDT(DDDatasetSetFields(ds, 1, only));
+  DDT(DDDatasetSetUp(ds));
+  DDT(DDDatasetReadBatch(ds, 0, 0, 2, u));
+  EXPECT_EQ(GatherAll(u), Expected(b.y, 1, ds, 3, 0, 2, DD_FLOAT64));
+  DD_EXPECT_ERROR(DDDatasetReadBatch(ds, 1, 0, 2, t), PETSC_ERR_ARG_OUTOFRANGE, "Field 1 does not exist");
+  DDT(DDDatasetSetFields(ds, 2, both));
+  DDT(DDDatasetSetRange(ds, 0, -1));
+  DDT(DDDatasetSetUp(ds));
+  DDT(DDDatasetGetNumSamples(ds, &n));
+  EXPECT_EQ(n, S);
+  DDT(DDDatasetReadBatch(ds, 1, S - 2, 2, u));
+  EXPECT_EQ(GatherAll(u), Expected(b.y, 1, ds, 0, S - 2, 2, DD_FLOAT64));
+  /* a set-up that failed (a missing file) leaves nothing open; the next one succeeds */
+  DDT(DDDatasetSetFile(ds, Tmp("chg_missing.h5").c_str()));
+  EXPECT_NE(Catch([&]() { return DDDatasetSetUp(ds); }), 0);
+  DDT(DDDatasetSetFile(ds, a.file.c_str()));
+  DDT(DDDatasetSetUp(ds));
+  DDT(DDDatasetReadBatch(ds, 0, 0, 2, t));
+  EXPECT_EQ(GatherAll(t), Expected(a.x, C, ds, 0, 0, 2, DD_FLOAT64));
+  DDT(DDTensorDestroy(&t));
+  DDT(DDTensorDestroy(&u));
+  DDT(DDDatasetDestroy(&ds));
+  EXPECT_EQ(H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE), 0);
+  Remove(a.file);
+  Remove(b.file);
+}

@@ -113,6 +113,25 @@ DD_CXX_TRY
 }
 DD_CXX_CATCH
 
+/* a set-up dataset whose file, fields or range change: closed, to be set up again (collective) */
+static PetscErrorCode DatasetReset(DDDataset ds)
+{
+  DSImpl *I = ds->impl;
+
+  PetscFunctionBegin;
+  I->cache->Clear();
+  if (I->fid >= 0) {
+    hid_t fid = I->fid;
+    I->fid    = -1;
+    PetscCall(H5Close(PetscObjectComm((PetscObject)ds), fid));
+  }
+  I->shapes.clear();
+  I->order.clear();
+  I->S            = 0;
+  ds->setupcalled = PETSC_FALSE;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@C
   DDDatasetSetFile - The HDF5 file holding the samples
 
@@ -120,6 +139,11 @@ DD_CXX_CATCH
 
   Options Database Key:
 . -dataset_file <path> - the file
+
+  Notes:
+  On a set-up dataset a change takes effect at the next `DDDatasetSetUp()`, which opens and
+  checks the file again; until then the dataset is not set up (reading a batch is an error). The
+  value it already has changes nothing.
 
   Level: beginner
 
@@ -130,8 +154,9 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(ds, DD_DATASET_CLASSID, 1);
+  if (ds->impl->file == file) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(DatasetReset(ds));
   ds->impl->file = file;
-  ds->impl->cache->Clear();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -144,6 +169,11 @@ DD_CXX_CATCH
   Options Database Key:
 . -dataset_fields <input,target> - the datasets
 
+  Notes:
+  On a set-up dataset a change takes effect at the next `DDDatasetSetUp()`, which opens and
+  checks the file again; until then the dataset is not set up (reading a batch is an error). The
+  value it already has changes nothing.
+
   Level: beginner
 
 .seealso: `DDDatasetReadBatch()`
@@ -153,9 +183,11 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(ds, DD_DATASET_CLASSID, 1);
-  ds->impl->fields.clear();
-  for (PetscInt i = 0; i < n; i++) ds->impl->fields.push_back(fields[i]);
-  ds->impl->cache->Clear();
+  std::vector<std::string> f;
+  for (PetscInt i = 0; i < n; i++) f.push_back(fields[i]);
+  if (f == ds->impl->fields) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(DatasetReset(ds));
+  ds->impl->fields = f;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -168,6 +200,11 @@ DD_CXX_CATCH
   Options Database Key:
 . -dataset_range <first,count> - the range
 
+  Notes:
+  On a set-up dataset a change takes effect at the next `DDDatasetSetUp()`, which opens and
+  checks the file again; until then the dataset is not set up (reading a batch is an error). The
+  value it already has changes nothing.
+
   Level: intermediate
 
 .seealso: `DDDatasetGetNumSamples()`
@@ -178,9 +215,10 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscValidHeaderSpecific(ds, DD_DATASET_CLASSID, 1);
   PetscCheck(first >= 0, PetscObjectComm((PetscObject)ds), PETSC_ERR_ARG_OUTOFRANGE, "First sample %" PetscInt_FMT " must be non-negative", first);
+  if (ds->impl->first == first && ds->impl->count == count) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(DatasetReset(ds));
   ds->impl->first = first;
   ds->impl->count = count;
-  ds->impl->cache->Clear();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -274,9 +312,8 @@ DD_CXX_TRY
   if (ds->setupcalled) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCheck(!I->file.empty(), comm, PETSC_ERR_ARG_WRONGSTATE, "Give the dataset a file (DDDatasetSetFile() or -dataset_file)");
   PetscCheck(!I->fields.empty(), comm, PETSC_ERR_ARG_WRONGSTATE, "Give the dataset its fields (DDDatasetSetFields() or -dataset_fields)");
+  PetscCall(DatasetReset(ds)); /* a set-up that failed part way left the file open */
   PetscCall(H5Open(comm, I->file.c_str(), 'r', &I->fid));
-  I->cache->Clear();
-  I->shapes.clear();
   for (auto &f : I->fields) {
     std::vector<PetscInt> d;
     PetscCall(H5DatasetShape(comm, I->fid, I->file.c_str(), f.c_str(), d));
