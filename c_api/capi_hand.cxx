@@ -167,10 +167,13 @@ DD_CXX_TRY
   PetscCall(Comm(fcomm, &comm));
   PetscCall(IntArray(order, shape, DD_MAX_DIM, 3, s));
   PetscCall(Out(part, 6));
-  if (nranks >= 0) {
-    PetscCheck(nranks == 0 || ranks, PETSC_COMM_SELF, PETSC_ERR_ARG_NULL, "Null array of ranks (argument 5)");
-    r.assign(ranks, ranks + nranks);
+  { /* checked on every rank together: a rank that stopped here would leave the others in the partition's collective set-up */
+    PetscMPIInt size;
+    PetscCallMPI(MPI_Comm_size(comm, &size));
+    DDCheckAll(comm, nranks <= size, PETSC_ERR_ARG_OUTOFRANGE, "%" PetscInt64_FMT " ranks (argument 4) in a communicator of %d", (PetscInt64)nranks, size);
+    DDCheckAll(comm, nranks <= 0 || ranks, PETSC_ERR_ARG_NULL, "Null array of ranks (argument 5)");
   }
+  if (nranks >= 0) r.assign(ranks, ranks + nranks);
   PetscCall(DDPartitionCreateCartesian(comm, (PetscInt)order, s.data(), nranks >= 0 ? (PetscInt)nranks : PETSC_DECIDE, nranks >= 0 ? r.data() : NULL, &p));
   *part = (ddnn_handle)p;
   PetscFunctionReturn(PETSC_SUCCESS);

@@ -140,6 +140,14 @@ TEST(CAPI, WrongSizes)
   DDT(ddnn_tensor_scatter_from_root(t, root, DD_FLOAT64, onroot ? vals.data() : NULL, onroot ? (ddnn_int)vals.size() : -1));
   DDT(ddnn_tensor_gather_to_root(t, root, DD_FLOAT64, onroot ? back.data() : NULL, onroot ? (ddnn_int)back.size() : 0));
   if (onroot) EXPECT_EQ(back, vals);
+  /* more ranks than the communicator has (a length that would be read past the array) */
+  {
+    ddnn_handle p;
+    ddnn_int    ps[2] = {1, 1};
+    int         r0    = 0;
+    DD_EXPECT_ERROR(ddnn_partition_create_cartesian(World(), 2, ps, ((ddnn_int)1 << 32) + 1, &r0, &p), PETSC_ERR_ARG_OUTOFRANGE, "ranks (argument 4) in a communicator of");
+    DD_EXPECT_ERROR(ddnn_partition_create_cartesian(World(), 2, ps, 1, NULL, &p), PETSC_ERR_ARG_NULL, "Null array of ranks");
+  }
   /* ownership sizes: as many as the partition's extent */
   ddnn_handle u, part;
   ddnn_int    pshape[4], lx[16] = {0};
