@@ -20,7 +20,12 @@
   r = 1/s when a scale factor is given (the output has floor(n s) entries), r = n/m when a size
   is; nearest takes floor(o r) (PyTorch's float arithmetic), nearest-exact floor((o + 0.5) r);
   linear with align_corners false samples at (o + 0.5) r - 0.5 clamped at 0, with align_corners
-  true at o (n - 1)/(m - 1). An output as long as the input is a copy (nearest, linear). The local loops are the fast kernels of
+  true at o (n - 1)/(m - 1). A linear output as long as the input is a copy. Nearest takes floor(o r)
+  at every size, as torch's forward does on NCHW tensors; torch 1.13's nearest_idx() shortcuts (a
+  copy when m = n, o/2 when m = 2n), taken by its channels-last forward (4-D and 5-D tensors with one
+  channel) and by its backward, differ from floor(o r) when a non-integer scale factor gives m = n
+  or m = 2n (n = 3, s = 1.3: floor(o / 1.3) reads 0, 0, 1, not 0, 1, 2): there torch's backward is
+  not the adjoint of its forward, and ddnn's gradient (the exact adjoint) differs from it. The local loops are the fast kernels of
   src/backend/cpu/upsample_fast.cxx (both element types), checked against the reference loops
   of src/backend/reference/upsample_ref.cxx in tests/test_08_fastkernels.cxx.
 */
@@ -307,20 +312,15 @@ static void Sources(DDUpsampleMode mode, bool align, PetscInt o, PetscInt n, Pet
     *w1       = 0;
     return;
   }
-  if (m == n) { /* as long as the input: a copy */
-    *i0 = *i1 = o;
+  if (mode == DD_UPSAMPLE_NEAREST) { /* nearest_neighbor_compute_source_index, as torch's NCHW forward kernel: no shortcut (see the note at the top) */
+    const float scale = ScaleValue<float>(s, n, m);
+    *i0 = *i1 = PetscMin((PetscInt)std::floor((float)o * scale), n - 1);
     *w0       = 1;
     *w1       = 0;
     return;
   }
-  if (mode == DD_UPSAMPLE_NEAREST) {
-    PetscInt idx;
-    if (m == 2 * n) idx = o >> 1;
-    else {
-      const float scale = ScaleValue<float>(s, n, m);
-      idx               = PetscMin((PetscInt)std::floor((float)o * scale), n - 1);
-    }
-    *i0 = *i1 = idx;
+  if (m == n) { /* linear, as long as the input: a copy */
+    *i0 = *i1 = o;
     *w0       = 1;
     *w1       = 0;
     return;
