@@ -164,7 +164,10 @@ DD_CXX_CATCH
 
   Notes:
   Used by `DD_NET_DISTRIBUTION_AUTO` only. When no plan fits, `DDNetSetUp()` stops with an error
-  naming the cap and the smallest predicted memory per rank of any plan.
+  naming the cap and a lower bound of any plan's memory per rank (each layer's smallest share,
+  summed: no plan needs less). The plans are priced by per-layer tables (each layer set up next to
+  an explicit repartition); the chosen plan, once set up, can differ from its tables by a few
+  percent, and `-net_view` notes when that puts it above the cap.
 
   Level: intermediate
 
@@ -1287,7 +1290,7 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
         for (auto &d : dec)
           for (auto &c : d.cands) PetscCall(DDPartitionDestroy(&c.part));
         PetscCall(destroyjoins());
-        SETERRQ(comm, PETSC_ERR_MEM, "-net_distribution auto: no distribution of the network fits the memory limit of %" PetscInt64_FMT " bytes per rank (-net_memory_limit, DDNetSetMemoryLimit()): the smallest predicted memory per rank of any plan is %.0f bytes", I->memlimit, minplan);
+        SETERRQ(comm, PETSC_ERR_MEM, "-net_distribution auto: no distribution of the network fits the memory limit of %" PetscInt64_FMT " bytes per rank (-net_memory_limit, DDNetSetMemoryLimit()): no plan is predicted to need less than %.0f bytes per rank (each layer's smallest share, summed; the plans that combine them need more)", I->memlimit, minplan);
       }
       usedM += L.back()[bl].m;
       for (int q = nq - 1; q >= 0; q--) {
