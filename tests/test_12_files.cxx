@@ -544,17 +544,39 @@ static ssize_t OpenFiles()
   return H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE);
 }
 
+/* BufferNet() set up on a split input and target, with an Adam optimizer; destroyed with the holder */
+struct BufferRun {
+  DDTensor    x, t, in[2];
+  DDNet       net;
+  DDOptimizer opt;
+  explicit BufferRun(bool init)
+  {
+    const int P = Size();
+    x           = MakeInput({{4, 2, 6, 4 * P}, {1, 1, 1, P}, {}, {}}, DD_FLOAT64, 1);
+    t           = MakeInput({{4, 1, 6, 4 * P}, {1, 1, 1, P}, {}, {}}, DD_FLOAT64, 2);
+    in[0]       = x;
+    in[1]       = t;
+    net         = BufferNet();
+    DDT(DDNetSetUp(net, 2, in));
+    if (init) DDT(DDNetInitializeParameters(net, 3));
+    opt = Optimizer(net);
+  }
+  ~BufferRun()
+  {
+    DDT(DDOptimizerDestroy(&opt));
+    DDT(DDNetDestroy(&net));
+    DDT(DDTensorDestroy(&x));
+    DDT(DDTensorDestroy(&t));
+  }
+};
+
 TEST(Checkpoints, AFailedLoadChangesNothing)
 {
   std::string file = Tmp("ckatomic.h5"), wfile = Tmp("wsatomic.h5");
-  const int   P    = Size();
-  InputSpec   xs{{4, 2, 6, 4 * P}, {1, 1, 1, P}, {}, {}}, ts{{4, 1, 6, 4 * P}, {1, 1, 1, P}, {}, {}};
-  DDTensor    x = MakeInput(xs, DD_FLOAT64, 1), t = MakeInput(ts, DD_FLOAT64, 2);
-  DDTensor    in[2] = {x, t};
-  DDNet       net   = BufferNet();
-  DDT(DDNetSetUp(net, 2, in));
-  DDT(DDNetInitializeParameters(net, 3));
-  DDOptimizer opt = Optimizer(net);
+  BufferRun   run(true);
+  DDNet       net = run.net;
+  DDOptimizer opt = run.opt;
+  DDTensor   *in  = run.in;
   RunSteps(net, opt, in, 0, 2);
   DDT(DDCheckpointSave(net, opt, file.c_str()));
   DDT(DDNetSaveWeights(net, wfile.c_str()));
@@ -647,10 +669,6 @@ TEST(Checkpoints, AFailedLoadChangesNothing)
   EXPECT_TRUE(AllTrue(Snap(net, NULL) == now)) << "a weights file that failed at its last tensor changed the network";
   EXPECT_EQ(OpenFiles(), 0);
 
-  DDT(DDOptimizerDestroy(&opt));
-  DDT(DDNetDestroy(&net));
-  DDT(DDTensorDestroy(&x));
-  DDT(DDTensorDestroy(&t));
   Remove(file);
   Remove(wfile);
 }
@@ -658,14 +676,10 @@ TEST(Checkpoints, AFailedLoadChangesNothing)
 TEST(Checkpoints, AFailedWriteLeavesNoFileOpenAndNoTemporary)
 {
   std::string file = Tmp("ckfail.h5"), dfile = Tmp("slicefail.h5");
-  const int   P    = Size();
-  InputSpec   xs{{4, 2, 6, 4 * P}, {1, 1, 1, P}, {}, {}}, ts{{4, 1, 6, 4 * P}, {1, 1, 1, P}, {}, {}};
-  DDTensor    x = MakeInput(xs, DD_FLOAT64, 1), t = MakeInput(ts, DD_FLOAT64, 2);
-  DDTensor    in[2] = {x, t};
-  DDNet       net   = BufferNet();
-  DDT(DDNetSetUp(net, 2, in));
-  DDT(DDNetInitializeParameters(net, 3));
-  DDOptimizer opt = Optimizer(net);
+  BufferRun   run(true);
+  DDNet       net = run.net;
+  DDOptimizer opt = run.opt;
+  DDTensor    x = run.x, t = run.t;
   DDT(DDCheckpointSave(net, opt, file.c_str()));
   const std::string good = Rank() == 0 ? ReadBytes(file) : "";
   std::string       m;
@@ -694,10 +708,6 @@ TEST(Checkpoints, AFailedWriteLeavesNoFileOpenAndNoTemporary)
   }
   DDT(DDCheckpointLoad(net, opt, file.c_str()));
   DDT(DDOptimizerDestroy(&other));
-  DDT(DDOptimizerDestroy(&opt));
-  DDT(DDNetDestroy(&net));
-  DDT(DDTensorDestroy(&x));
-  DDT(DDTensorDestroy(&t));
   Remove(file);
   Remove(dfile);
 }
@@ -705,13 +715,10 @@ TEST(Checkpoints, AFailedWriteLeavesNoFileOpenAndNoTemporary)
 TEST(Checkpoints, AnOptimizerOfANetworkSetUpAgainIsAnError)
 {
   std::string file = Tmp("ckresetup.h5");
-  const int   P    = Size();
-  InputSpec   xs{{4, 2, 6, 4 * P}, {1, 1, 1, P}, {}, {}}, ts{{4, 1, 6, 4 * P}, {1, 1, 1, P}, {}, {}};
-  DDTensor    x = MakeInput(xs, DD_FLOAT64, 1), t = MakeInput(ts, DD_FLOAT64, 2);
-  DDTensor    in[2] = {x, t};
-  DDNet       net   = BufferNet();
-  DDT(DDNetSetUp(net, 2, in));
-  DDOptimizer opt = Optimizer(net);
+  BufferRun   run(false);
+  DDNet       net = run.net;
+  DDOptimizer opt = run.opt;
+  DDTensor   *in  = run.in;
   RunSteps(net, opt, in, 0, 1);
   DDT(DDCheckpointSave(net, opt, file.c_str()));
   /* set up again: new parameter tensors; the optimizer's are no longer the network's (its steps used to update them silently) */
@@ -732,9 +739,5 @@ TEST(Checkpoints, AnOptimizerOfANetworkSetUpAgainIsAnError)
   DDT(DDCheckpointLoad(net, opt, file.c_str()));
   RunSteps(net, opt, in, 1, 1);
   DDT(DDCheckpointSave(net, opt, file.c_str()));
-  DDT(DDOptimizerDestroy(&opt));
-  DDT(DDNetDestroy(&net));
-  DDT(DDTensorDestroy(&x));
-  DDT(DDTensorDestroy(&t));
   Remove(file);
 }
