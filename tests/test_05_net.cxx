@@ -556,3 +556,148 @@ TEST(NetNonFinite, CheckFiniteNamesStepLayerAndTensor)
   DDT(DDTensorDestroy(&t));
 }
 
+
+/*
+  concat(c1, c1) -> 1x1 conv with weights [W1 W2] is c1 -> 1x1 conv with W1 + W2: the same output,
+  and the same gradients of c1's parameters and of the input (the backward used to give both
+  occurrences one buffer, so the second gradient overwrote the first and was added twice)
+*/
+TEST(Net, OneLayerTakingATensorTwice)
+{
+  DDT(PetscOptionsInsertString(NULL, "-ca_net_inputs x -ca_net_layers c1,cat,c2 -ca_c1_layer_type conv -ca_c1_layer_conv_out_channels 3 -ca_c1_layer_conv_kernel 3 -ca_c1_layer_conv_padding 1 "
+                                     "-ca_cat_layer_type concat -ca_cat_layer_inputs c1,c1 -ca_c2_layer_type conv -ca_c2_layer_conv_out_channels 2 -ca_c2_layer_conv_kernel 1 "
+                                     "-cb_net_inputs x -cb_net_layers c1,c2 -cb_c1_layer_type conv -cb_c1_layer_conv_out_channels 3 -cb_c1_layer_conv_kernel 3 -cb_c1_layer_conv_padding 1 "
+                                     "-cb_c2_layer_type conv -cb_c2_layer_conv_out_channels 2 -cb_c2_layer_conv_kernel 1"));
+  const PetscInt P = Size() <= 6 ? Size() : 1;
+  for (bool split : {false, true}) {
+    DDTensor x = MakeInput({{2, 2, 6, 5}, {1, 1, split ? P : 1, 1}, {}, {}}, DD_FLOAT64, 7);
+    DDNet    a, b;
+    for (auto [net, pfx] : {std::pair<DDNet *, const char *>{&a, "ca_"}, {&b, "cb_"}}) {
+      DDT(DDNetCreate(PETSC_COMM_WORLD, net));
+      DDT(DDNetSetOptionsPrefix(*net, pfx));
+      DDT(DDNetSetFromOptions(*net));
+      DDT(DDNetSetUp(*net, 1, &x));
+    }
+    PetscInt  na, nb;
+    DDTensor *pa, *ga, *pb, *gb;
+    DDT(DDNetGetParameters(a, &na, &pa, &ga));
+    DDT(DDNetGetParameters(b, &nb, &pb, &gb));
+    ASSERT_EQ(na, 4);
+    ASSERT_EQ(nb, 4);
+    for (int i = 0; i < 2; i++) DDT(DDTensorCopy(pa[i], pb[i])); /* c1 alike */
+    std::vector<double> w = GatherAll(pa[2]), wb(6); /* (2, 6, 1, 1) -> (2, 3, 1, 1): W1 + W2 */
+    for (int o = 0; o < 2; o++)
+      for (int c = 0; c < 3; c++) wb[o * 3 + c] = w[o * 6 + c] + w[o * 6 + 3 + c];
+    DDT(DDTensorSetValuesGlobal(pb[2], wb.data()));
+    DDT(DDTensorCopy(pa[3], pb[3]));
+    DDTensor dxa, dxb, ya, yb, dy;
+    DDT(DDNetGetInputGradient(a, 0, &dxa));
+    DDT(DDNetGetInputGradient(b, 0, &dxb));
+    DDT(DDNetForward(a, 1, &x));
+    DDT(DDNetForward(b, 1, &x));
+    DDT(DDNetGetOutput(a, &ya));
+    DDT(DDNetGetOutput(b, &yb));
+    EXPECT_LT(RelDiff(GatherAll(ya), GatherAll(yb)), 1e-13);
+    DDT(DDTensorDuplicate(ya, &dy));
+    DDT(DDTensorSetRandomGlobal(dy, 11, -1, 1));
+    for (int rep = 0; rep < 2; rep++) { /* twice: the buffers are reused */
+      DDT(DDNetZeroGradients(a));
+      DDT(DDNetZeroGradients(b));
+      DDT(DDNetBackward(a, dy));
+      DDT(DDNetBackward(b, dy));
+      for (int i = 0; i < 2; i++) EXPECT_LT(RelDiff(GatherAll(ga[i]), GatherAll(gb[i])), 1e-12) << "c1 parameter " << i << (split ? ", split" : "");
+      EXPECT_LT(RelDiff(GatherAll(dxa), GatherAll(dxb)), 1e-12) << "the input gradient" << (split ? ", split" : "");
+    }
+    DDT(DDTensorDestroy(&dy));
+    DDT(DDNetDestroy(&a));
+    DDT(DDNetDestroy(&b));
+    DDT(DDTensorDestroy(&x));
+  }
+}
+
+/* misuse of the graph API: a layer object twice, input names that repeat, another output or layer after set-up */
+TEST(NetBadInput, LayerTwiceRepeatedInputsAndChangesAfterSetUp)
+{
+  DDNet       net;
+  DDLayer     c;
+  const char *dup[] = {"x", "x"}, *one[] = {"x"};
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DD_EXPECT_ERROR(DDNetSetInputNames(net, 2, dup), PETSC_ERR_ARG_WRONG, "Inputs 0 and 1 are both named \"x\"");
+  DDT(DDNetSetInputNames(net, 1, one));
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &c));
+  DDT(DDLayerSetType(c, DDLAYERACTIVATION));
+  DDT(DDNetAddLayer(net, c, "a1", 0, NULL));
+  DD_EXPECT_ERROR(DDNetAddLayer(net, c, "a2", 0, NULL), PETSC_ERR_ARG_WRONG, "this layer object is already the network's layer \"a1\"");
+  DDT(DDLayerDestroy(&c));
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &c));
+  DDT(DDLayerSetType(c, DDLAYERACTIVATION));
+  DDT(DDNetAddLayer(net, c, "a2", 0, NULL));
+  DDT(DDLayerDestroy(&c));
+  DDTensor x = MakeInput({{2, 2, 4, 4}, {1, 1, Size() <= 4 ? Size() : 1, 1}, {}, {}}, DD_FLOAT64, 3), y, dy;
+  DDT(DDNetSetUp(net, 1, &x));
+  DDT(DDNetForward(net, 1, &x));
+  DDT(DDNetGetOutput(net, &y));
+  DDT(DDTensorDuplicate(y, &dy));
+  /* another output after set-up: not silently the old one */
+  DDT(DDNetSetOutput(net, "a1"));
+  DD_EXPECT_ERROR(DDNetBackward(net, dy), PETSC_ERR_ARG_WRONGSTATE, "the network changed since it was set up");
+  DDT(DDNetSetUp(net, 1, &x));
+  DDT(DDNetForward(net, 1, &x));
+  DDTensor y1, a1;
+  DDT(DDNetGetOutput(net, &y1));
+  DDT(DDNetGetLayerOutput(net, "a1", &a1));
+  EXPECT_EQ(y1, a1);
+  /* NULL: the last layer again */
+  DDT(DDNetSetOutput(net, NULL));
+  DDT(DDNetSetUp(net, 1, &x));
+  DDT(DDNetForward(net, 1, &x));
+  DDT(DDNetGetOutput(net, &y1));
+  DDT(DDNetGetLayerOutput(net, "a2", &a1));
+  EXPECT_EQ(y1, a1);
+  DDT(DDTensorDestroy(&dy));
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+}
+
+/* two dropout layers draw independent masks (PyTorch's draw from one generator), set by -net_seed, the same on any partition; a seed given to a layer is kept */
+TEST(Net, DropoutLayersDrawIndependentMasks)
+{
+  DDT(PetscOptionsInsertString(NULL, "-dr_net_inputs x -dr_net_layers d1,d2 -dr_d1_layer_type dropout -dr_d2_layer_type dropout"));
+  auto run = [](bool split, const char *seed, bool userseeds) {
+    if (userseeds) DDT(PetscOptionsInsertString(NULL, "-dr_d1_layer_dropout_seed 9 -dr_d2_layer_dropout_seed 9"));
+    DDT(PetscOptionsSetValue(NULL, "-dr_net_seed", seed));
+    DDTensor x = MakeInput({{4, 1, 50, 50}, {1, 1, split && Size() <= 50 ? Size() : 1, 1}, {}, {}}, DD_FLOAT64, 1);
+    DDT(DDTensorSet(x, 1.0));
+    DDNet net;
+    DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+    DDT(DDNetSetOptionsPrefix(net, "dr_"));
+    DDT(DDNetSetFromOptions(net));
+    DDT(DDNetSetUp(net, 1, &x));
+    DDT(DDNetForward(net, 1, &x));
+    DDTensor y;
+    DDT(DDNetGetOutput(net, &y));
+    std::vector<double> v = GatherAll(y);
+    DDT(DDNetDestroy(&net));
+    DDT(DDTensorDestroy(&x));
+    DDT(PetscOptionsClearValue(NULL, "-dr_net_seed"));
+    if (userseeds) {
+      DDT(PetscOptionsClearValue(NULL, "-dr_d1_layer_dropout_seed"));
+      DDT(PetscOptionsClearValue(NULL, "-dr_d2_layer_dropout_seed"));
+    }
+    return v;
+  };
+  auto kept = [](const std::vector<double> &v) {
+    double k = 0;
+    for (double e : v) {
+      EXPECT_TRUE(e == 0 || e == 4) << e;
+      k += e != 0;
+    }
+    return k / (double)v.size();
+  };
+  const std::vector<double> s0 = run(false, "0", false), p0 = run(true, "0", false), s3 = run(false, "3", false), u = run(true, "0", true);
+  EXPECT_NEAR(kept(s0), 0.25, 0.02) << "the two layers' masks are not independent";
+  EXPECT_EQ(s0, p0) << "the masks depend on the partition";
+  EXPECT_NE(s0, s3) << "-net_seed does not change the masks";
+  EXPECT_NEAR(kept(s3), 0.25, 0.02);
+  EXPECT_NEAR(kept(u), 0.5, 0.02) << "a seed given to both layers (the same) gives them the same mask";
+}

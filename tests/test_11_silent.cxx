@@ -161,6 +161,23 @@ TEST(RankConsistency, OptimizerSettingsThatDifferAreAnError)
   DDT(DDTensorDestroy(&x));
 }
 
+TEST(RankConsistency, CheckFiniteOnSomeRanksIsAnError)
+{
+  if (Size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  /* its checks are collective: given to some ranks only, the forward used to hang */
+  DDT(PetscOptionsInsertString(NULL, "-t11cf_net_inputs x -t11cf_net_layers a -t11cf_a_layer_type activation"));
+  if (Rank() == 1) DDT(PetscOptionsSetValue(NULL, "-t11cf_dd_check_finite", "1"));
+  DDNet net;
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, "t11cf_"));
+  DDT(DDNetSetFromOptions(net));
+  DDTensor x = MakeInput({{2, 3, 8, 8}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 1);
+  DD_EXPECT_ERROR(DDNetSetUp(net, 1, &x), PETSC_ERR_ARG_INCOMP, "-dd_check_finite differs between ranks");
+  if (Rank() == 1) DDT(PetscOptionsClearValue(NULL, "-t11cf_dd_check_finite"));
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+}
+
 TEST(RankConsistency, SameStringPassesAndNamesTheFirstDifference)
 {
   DDT(DDCheckSameString(PETSC_COMM_WORLD, "a file name", "/tmp/same.h5"));

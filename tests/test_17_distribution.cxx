@@ -9,6 +9,7 @@
   Run at 1, 2 and 4 ranks.
 */
 #include "layertest.hpp"
+#include <cstring>
 #include <ddmodel.h>
 #include <ddnn/private/ddnetimpl.h>
 #include <fstream>
@@ -232,13 +233,19 @@ static RunResult Run(DDNet net, std::vector<DDTensor> xs, const char *out)
 }
 
 /* auto on P ranks against given on one rank: same loss, output, parameters and gradients (float64) */
-static void ExpectAutoEqualsSerial(const std::string &text, std::vector<PetscInt> xshape, std::vector<PetscInt> tshape, const char *out, const std::string &what)
+static void ExpectAutoEqualsSerial(const std::string &text, std::vector<PetscInt> xshape, std::vector<PetscInt> tshape, const char *out, const std::string &what, PetscInt classes = 0)
 {
   DDNet    ref = MakeNet(text, DD_NET_DISTRIBUTION_GIVEN), au = MakeNet(text, DD_NET_DISTRIBUTION_AUTO);
   DDTensor x1 = RandomInput(xshape, {}, DD_FLOAT64, 11, true), t1 = RandomInput(tshape, {}, DD_FLOAT64, 12, true);
   std::vector<PetscInt> tp(tshape.size(), 1);
   if (tshape.size() == 4) tp = RowSplit(4);
   DDTensor xp = RandomInput(xshape, RowSplit(4), DD_FLOAT64, 11), tpt = RandomInput(tshape, tp, DD_FLOAT64, 12);
+  if (classes) { /* class indices of a cross-entropy: (N) against the logits (N, classes) */
+    std::vector<double> v((size_t)tshape[0]);
+    for (size_t i = 0; i < v.size(); i++) v[i] = (double)((3 * i + 1) % (size_t)classes);
+    DDT(DDTensorSetValuesGlobal(t1, v.data()));
+    DDT(DDTensorSetValuesGlobal(tpt, v.data()));
+  }
   DDTensor a[2] = {x1, t1}, b[2] = {xp, tpt};
   DDT(DDNetSetUp(ref, 2, a));
   DDT(DDNetSetUp(au, 2, b));
@@ -277,6 +284,10 @@ TEST(Distribution, AutoEqualsOneRankLeNet)
   for (double alpha : {1e-7, 1e-2}) {
     UseSyntheticModel(alpha, alpha * 1e-3);
     ExpectAutoEqualsSerial(LeNetText, {4, 1, 16, 16}, {4, 4}, "out", "LeNet-like, alpha " + std::to_string(alpha));
+    /* cross-entropy: the target (class indices, one dimension fewer than the logits) goes onto the logits' partition without the class dimension (it used to be sent onto the logits' own partition: an error at set-up) */
+    std::string ce = LeNetText;
+    ce.replace(ce.find("loss_type mse"), std::strlen("loss_type mse"), "loss_type crossentropy");
+    ExpectAutoEqualsSerial(ce, {4, 1, 16, 16}, {4}, "out", "LeNet-like, cross-entropy, alpha " + std::to_string(alpha), 4);
   }
 }
 

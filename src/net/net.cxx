@@ -93,8 +93,13 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   PetscCheck(!net->impl->nodes.size(), PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Name the inputs before adding layers");
+  PetscCheck(n >= 0, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "%" PetscInt_FMT " input names", n);
   net->impl->innames.clear();
-  for (PetscInt i = 0; i < n; i++) net->impl->innames.push_back(names[i]);
+  for (PetscInt i = 0; i < n; i++) {
+    PetscCheck(names[i] && names[i][0], PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_NULL, "Input name %" PetscInt_FMT " is NULL or empty", i);
+    for (PetscInt j = 0; j < i; j++) PetscCheck(std::string(names[j]) != names[i], PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONG, "Inputs %" PetscInt_FMT " and %" PetscInt_FMT " are both named \"%s\": a network's input names are unique", j, i, names[i]);
+    net->impl->innames.push_back(names[i]);
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -133,8 +138,9 @@ static PetscErrorCode DDNetFind(DDNet net, const std::string &name, int *idx)
 
   Notes:
   Layers are evaluated in the order they are added, so every input must be added before
-  its consumers (a topological order). A tensor may feed several layers (skip connections);
-  the backward sweep sums their gradients.
+  its consumers (a topological order). A tensor may feed several layers (skip connections), or
+  one layer twice (concat(a, a)); the backward sweep sums their gradients. A layer object is one
+  node: adding it again is an error (weights are not shared between nodes).
 
   Level: beginner
 
@@ -152,6 +158,7 @@ DD_CXX_TRY
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 2);
   PetscCall(DDNetFind(net, name, &idx));
   PetscCheck(idx == INT32_MIN, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONG, "The network already has an input or layer named \"%s\"", name);
+  for (auto &other : I->nodes) PetscCheck(other.layer != layer, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONG, "Layer \"%s\": this layer object is already the network's layer \"%s\"; a layer is one node of the network (its weights are not shared): create another layer", name, other.name.c_str());
   node.name = name;
   if (n == 0) {
     if (I->nodes.empty()) {
@@ -177,6 +184,9 @@ DD_CXX_CATCH
 
   Logically collective
 
+  Notes:
+  NULL or "" takes the last layer. A set-up network given another output must be set up again.
+
   Options Database Key:
 . -net_output <name> - the layer
 
@@ -189,7 +199,9 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
-  net->impl->outname = name;
+  const std::string o = name ? name : ""; /* NULL or "": the last layer */
+  if (o != net->impl->outname) net->setupcalled = PETSC_FALSE; /* the output is found at set-up */
+  net->impl->outname = o;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -272,7 +284,7 @@ DD_CXX_TRY
   }
   PetscCall(DDNetGetListOption(prefix, "-net_layers", names, &haslayers));
   PetscCall(PetscOptionsString("-net_output", "Output layer", "DDNetSetOutput", net->impl->outname.c_str(), out, sizeof(out), &flg));
-  if (flg) net->impl->outname = out;
+  if (flg) PetscCall(DDNetSetOutput(net, out));
   PetscCall(PetscOptionsBool("-dd_check_finite", "Check every layer's output and gradients for nan/inf", "DDNetSetCheckFinite", net->impl->checkfinite ? PETSC_TRUE : PETSC_FALSE, &flg, NULL));
   net->impl->checkfinite = flg ? true : false;
   {
@@ -466,14 +478,30 @@ static PetscErrorCode DDNetLayerSetUp(Node &nd, std::vector<DDTensor> &ins)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* a repartition inserted by -net_distribution auto before a multi-input layer moves its input onto the partition of that layer's input 0 */
+/*
+  a repartition inserted by -net_distribution auto before a multi-input layer moves its input onto
+  the partition of that layer's input 0; a tensor of one dimension fewer (the class indices (N, ...)
+  of a cross-entropy's logits (N, C, ...)) onto that partition without its dimension 1, whose
+  workers keep their numbering (the class dimension on one worker, as cross-entropy requires)
+*/
 static PetscErrorCode NetAutoMatch(DDNet net, Node &nd, std::vector<DDTensor> &xin)
 {
-  NetImpl *I = net->impl;
-  int      k = I->nodes[nd.automatch].inputs[0];
+  NetImpl *I    = net->impl;
+  int      k    = I->nodes[nd.automatch].inputs[0], src = nd.inputs[0];
+  DDTensor in0  = k < 0 ? xin[-1 - k] : I->nodes[k].layer->output;
+  DDTensor move = src < 0 ? xin[-1 - src] : I->nodes[src].layer->output;
 
   PetscFunctionBegin;
-  PetscCall(DDLayerRepartitionSetPartition(nd.layer, k < 0 ? xin[-1 - k]->part : I->nodes[k].layer->output->part));
+  if (move->order == in0->order - 1 && in0->order >= 2) {
+    DDPartition           P = in0->part, Q;
+    std::vector<PetscInt> ps;
+    PetscCheck(P->shape[1] == 1, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_INCOMP, "-net_distribution auto: layer \"%s\" takes a tensor of order %" PetscInt_FMT " beside its input 0 of order %" PetscInt_FMT ", whose partition splits dimension 1 over %" PetscInt_FMT " workers: there is no partition of the smaller tensor that matches it", I->nodes[nd.automatch].name.c_str(), move->order, in0->order, P->shape[1]);
+    for (PetscInt j = 0; j < P->order; j++)
+      if (j != 1) ps.push_back(P->shape[j]);
+    PetscCall(DDPartitionCreateCartesian(PetscObjectComm((PetscObject)net), (PetscInt)ps.size(), ps.data(), P->size, P->ranks, &Q));
+    PetscCall(DDLayerRepartitionSetPartition(nd.layer, Q));
+    PetscCall(DDPartitionDestroy(&Q));
+  } else PetscCall(DDLayerRepartitionSetPartition(nd.layer, in0->part));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -669,6 +697,7 @@ DD_CXX_TRY
   {
     PetscBool cf = I->checkfinite ? PETSC_TRUE : PETSC_FALSE;
     PetscCall(PetscOptionsGetBool(NULL, ((PetscObject)net)->prefix, "-dd_check_finite", &cf, NULL));
+    PetscCall(DDCheckSameString(comm, "-dd_check_finite", cf ? "true" : "false")); /* its checks are collective */
     I->checkfinite = cf ? true : false;
     I->step        = 0;
   }
@@ -812,6 +841,7 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCheck(net->setupcalled, comm, PETSC_ERR_ARG_WRONGSTATE, "DDNetBackward(): the network changed since it was set up (a layer added, another output): call DDNetSetUp() and DDNetForward() again");
   PetscCheck(I->forwarddone, comm, PETSC_ERR_ARG_WRONGSTATE, "DDNetBackward() needs a DDNetForward() first");
   {
     DDCheckAll(comm, dy || I->nodes[I->output].layer->nulldy, PETSC_ERR_ARG_NULL, "DDNetBackward: dy is NULL, and the network's output layer \"%s\" is a %s, not a loss (only a loss output takes NULL: dL = 1); pass the gradient of the output (distributed as DDNetGetOutput()'s tensor)", I->nodes[I->output].name.c_str(), ((PetscObject)I->nodes[I->output].layer)->type_name);
@@ -847,29 +877,35 @@ DD_CXX_TRY
     if (!live[i]) continue;
     DDTensor              g = (i == I->output) ? dy : nd.dy;
     std::vector<DDTensor> dxs, add;
-    for (int k : nd.inputs) {
-      DDTensor target = NULL;
+    std::vector<bool>     own; /* a temporary made for this input alone, destroyed once added */
+    for (size_t j = 0; j < nd.inputs.size(); j++) {
+      const int k      = nd.inputs[j];
+      DDTensor  target = NULL;
       if (k >= 0) target = I->nodes[k].dy;
       else if (I->wantgrad[-1 - k]) target = I->ingrads[-1 - k];
       if (!target) {
         dxs.push_back(NULL);
         add.push_back(NULL);
+        own.push_back(false);
         continue;
       }
+      /* the same tensor taken twice by this layer (concat(a, a)): each occurrence needs its own buffer, or the second gradient overwrites the first */
+      const bool again = std::find(nd.inputs.begin(), nd.inputs.begin() + (std::ptrdiff_t)j, k) != nd.inputs.begin() + (std::ptrdiff_t)j;
       /* a tensor with one consumer takes the gradient directly; otherwise accumulate */
-      bool direct = (k >= 0 && I->nodes[k].consumers == 1);
+      bool direct = (k >= 0 && I->nodes[k].consumers == 1 && !again);
       if (direct) {
         dxs.push_back(target);
         add.push_back(NULL);
+        own.push_back(false);
       } else {
-        int s = k >= 0 ? k : -1;
         DDTensor tmp;
-        if (s >= 0) {
-          if (!I->scratch[s]) PetscCall(DDTensorDuplicate(target, &I->scratch[s]));
-          tmp = I->scratch[s];
+        if (k >= 0 && !again) {
+          if (!I->scratch[k]) PetscCall(DDTensorDuplicate(target, &I->scratch[k]));
+          tmp = I->scratch[k];
         } else PetscCall(DDTensorDuplicate(target, &tmp));
         dxs.push_back(tmp);
         add.push_back(target);
+        own.push_back(k < 0 || again);
       }
     }
     ddnn::CxxErrorContext context(DescribeRun<false>, &nd);
@@ -891,7 +927,7 @@ DD_CXX_TRY
     for (size_t j = 0; j < dxs.size(); j++)
       if (add[j]) {
         PetscCall(DDTensorAXPY(add[j], 1.0, dxs[j]));
-        if (nd.inputs[j] < 0) PetscCall(DDTensorDestroy(&dxs[j]));
+        if (own[j]) PetscCall(DDTensorDestroy(&dxs[j]));
       }
     PetscCall(ddnn::NetReplicasSumReady_Private(net, i, i > lastlive)); /* replicated weights: the buckets the backward has passed start their all-reduce */
   }
@@ -1112,6 +1148,11 @@ DD_CXX_CATCH
   DDNetInitializeParameters - Initializes every layer's parameters from one seed (partition independent)
 
   Collective
+
+  Notes:
+  Layer u (in the order added; the repartitions of -net_distribution auto do not count) gets
+  `DDLayerInitializeParameters()` with seed * 1000003 + u: its weights, and for a dropout layer
+  without a seed of its own its masks' seed (restarted), so that dropout layers draw independent masks.
 
   Level: intermediate
 
