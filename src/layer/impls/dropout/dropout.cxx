@@ -20,6 +20,7 @@ namespace
 struct Dropout {
   PetscReal  p      = 0.5;
   PetscInt64 seed   = 0;
+  bool       userseed = false; /* given by DDLayerDropoutSetSeed() (or its option): kept by DDLayerInitializeParameters() */
   PetscInt64 calls  = 0;     /* training Forwards so far */
   PetscInt64 lastkey = 0;    /* the call number of the last Forward's mask */
   bool       lasttraining = true;
@@ -113,7 +114,7 @@ DD_CXX_TRY
 DD_CXX_CATCH
 
 /*@
-  DDLayerDropoutSetSeed - The seed of the dropout masks (default 0); restarts the sequence of masks
+  DDLayerDropoutSetSeed - The seed of the dropout masks; restarts the sequence of masks
 
   Logically collective
 
@@ -128,6 +129,11 @@ DD_CXX_CATCH
   The k-th training Forward after this call draws the mask u(seed, k, g) >= p for the entry of
   global index g, whatever the partition.
 
+  Without a seed given here, `DDLayerInitializeParameters()` sets it from its own seed: in a
+  network each layer gets its own (`DDNetInitializeParameters()`: from -net_seed and the layer's
+  position), so that its dropout layers draw independent masks, as PyTorch's do; a layer set up on
+  its own gets 0. A seed given here is kept by both.
+
   Level: intermediate
 
 .seealso: `DDLayerDropoutSetProbability()`
@@ -139,11 +145,23 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   PetscCall(DropoutGet(l, &s, "DDLayerDropoutSetSeed"));
-  s->seed  = seed;
-  s->calls = 0;
+  s->seed     = seed;
+  s->userseed = true;
+  s->calls    = 0;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
+
+/* a fresh start: the masks from the first again, with the seed given (the network's per-layer one unless the user gave one) */
+static PetscErrorCode Dropout_InitParams(DDLayer l, PetscInt64 seed)
+{
+  Dropout *s = (Dropout *)l->data;
+
+  PetscFunctionBegin;
+  if (!s->userseed) s->seed = seed;
+  s->calls = 0;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
 
 static PetscErrorCode Dropout_SetFromOptions(DDLayer l, PetscOptionItems *PetscOptionsObject)
 {
@@ -255,7 +273,9 @@ static PetscErrorCode Dropout_View(DDLayer l, PetscViewer viewer)
 
   Partition independence: the mask of entry g (global C-order index) in the k-th training Forward
   is u(seed, k, g) >= p with a counter-based generator (`UniformFromCounter()`), so the same seed
-  gives the same masks on any partition. Backward applies the mask of the last Forward.
+  gives the same masks on any partition. Backward applies the mask of the last Forward. In a
+  network each dropout layer's seed derives from -net_seed and its position unless one is given
+  (`DDLayerDropoutSetSeed()`): two dropout layers draw independent masks.
 
   For a fixed mask the layer is linear: `DDLayerAdjointTest()` (which runs Forward at 0 and then
   at x, two training Forwards with different masks) passes because F(0) = 0 under any mask and
@@ -278,6 +298,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Dropout(DDLayer l)
   l->ops->forward        = Dropout_Forward;
   l->ops->backward       = Dropout_Backward;
   l->ops->view           = Dropout_View;
+  l->ops->initparams     = Dropout_InitParams;
   l->ops->destroy        = Dropout_Destroy;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
