@@ -1402,3 +1402,32 @@ TEST(Halo, ConstantPaddingFilledByTheExchangeOnEveryPath)
             }
   if (W > 1) EXPECT_GT(fused, 0) << "no fill was fused with a received face";
 }
+
+/* DDTensorCreateSumReduce() keeps the replication of a dimension it does not reduce, with one worker on both sides too: the sum-reduce primitive takes the pair it makes (it used to refuse it) */
+TEST(SumReduce, CreatedOutputKeepsReplicationAlongOneWorker)
+{
+  DDPartition Pm = MakePart({(PetscInt)Size(), 1}, {}), Po = MakePart({1, 1}, {0});
+  PetscInt    shape[2] = {4, 3};
+  DDTensor    x, y;
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &x));
+  DDT(DDTensorSetPartition(x, Pm));
+  DDT(DDTensorSetShape(x, 2, shape));
+  DDT(DDTensorSetDataType(x, DD_FLOAT64));
+  DDT(DDTensorSetReplicated(x, 0, PETSC_TRUE));
+  DDT(DDTensorSetReplicated(x, 1, PETSC_TRUE));
+  DDT(DDTensorSetUp(x));
+  DDT(DDTensorCreateSumReduce(x, Po, &y));
+  PetscBool r1;
+  DDT(DDTensorGetReplicated(y, 1, &r1));
+  EXPECT_TRUE(r1);
+  DDPrimitive R = MakePrim(DDPRIMITIVESUMREDUCE);
+  DDT(DDPrimitiveSetUp(R, x, y));
+  PetscReal err;
+  DDT(DDPrimitiveAdjointTest(R, NULL, NULL, 2, &err));
+  EXPECT_LT(err, ADJ_TOL);
+  DDT(DDPrimitiveDestroy(&R));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&y));
+  DDT(DDPartitionDestroy(&Pm));
+  DDT(DDPartitionDestroy(&Po));
+}

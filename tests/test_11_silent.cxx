@@ -178,6 +178,69 @@ TEST(RankConsistency, CheckFiniteOnSomeRanksIsAnError)
   DDT(DDTensorDestroy(&x));
 }
 
+/* what decides every rank's piece must agree: given differently, ranks used to own overlapping or missing entries silently, or to wait in a collective the others had left */
+TEST(RankConsistency, OwnershipReplicationAndRanksThatDifferAreAnError)
+{
+  if (Size() != 2) GTEST_SKIP() << "needs exactly 2 ranks";
+  DDPartition p;
+  PetscInt    ps[1] = {2}, sh[1] = {5};
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 1, ps, PETSC_DECIDE, NULL, &p));
+  auto make = [&](const std::function<void(DDTensor)> &f) {
+    DDTensor t;
+    DDT(DDTensorCreate(PETSC_COMM_WORLD, &t));
+    DDT(DDTensorSetPartition(t, p));
+    DDT(DDTensorSetShape(t, 1, sh));
+    f(t);
+    return t;
+  };
+  std::string m;
+  /* sizes that each sum to 5 but differ: entry 2 owned by nobody */
+  DDTensor t = make([&](DDTensor u) {
+    PetscInt lx[2] = {Rank() == 0 ? (PetscInt)2 : (PetscInt)3, Rank() == 0 ? (PetscInt)3 : (PetscInt)2};
+    DDT(DDTensorSetOwnershipRanges(u, 0, lx));
+  });
+  EXPECT_EQ((int)Catch([&]() { return DDTensorSetUp(t); }, &m), (int)PETSC_ERR_ARG_INCOMP);
+  EXPECT_NE(m.find("sizes along 0: 2 3"), std::string::npos) << m;
+  EXPECT_NE(m.find("sizes along 0: 3 2"), std::string::npos) << m;
+  DDT(DDTensorDestroy(&t));
+  /* a bad sum on rank 1 only: an error on both (rank 0 used to wait) */
+  t = make([&](DDTensor u) {
+    PetscInt lx[2] = {2, Rank() == 1 ? (PetscInt)4 : (PetscInt)3};
+    DDT(DDTensorSetOwnershipRanges(u, 0, lx));
+  });
+  EXPECT_NE(Catch([&]() { return DDTensorSetUp(t); }, &m), 0);
+  DDT(DDTensorDestroy(&t));
+  /* replicated on one rank only */
+  t = make([&](DDTensor u) {
+    if (Rank() == 0) DDT(DDTensorSetReplicated(u, 0, PETSC_TRUE));
+  });
+  EXPECT_EQ((int)Catch([&]() { return DDTensorSetUp(t); }, &m), (int)PETSC_ERR_ARG_INCOMP);
+  EXPECT_NE(m.find("replicated along 0"), std::string::npos) << m;
+  DDT(DDTensorDestroy(&t));
+  DDT(DDPartitionDestroy(&p));
+  /* a partition whose ranks are given in another order on each rank (both would be worker 0), or another count */
+  PetscMPIInt r[2] = {Rank() == 0 ? 0 : 1, Rank() == 0 ? 1 : 0};
+  EXPECT_EQ((int)Catch([&]() { return DDPartitionCreateCartesian(PETSC_COMM_WORLD, 1, ps, 2, r, &p); }, &m), (int)PETSC_ERR_ARG_INCOMP);
+  EXPECT_NE(m.find("The ranks of a partition"), std::string::npos) << m;
+  PetscInt one[1] = {1};
+  EXPECT_NE(Catch([&]() { return DDPartitionCreateCartesian(PETSC_COMM_WORLD, 1, Rank() == 1 ? ps : one, Rank() == 1 ? 2 : 1, r, &p); }, &m), 0);
+}
+
+/* a format set after set-up while the ranks' formats differ: every rank takes part in the collective re-layout (the ranks whose format did not change used to return at once, the others to wait) */
+TEST(RankConsistency, FormatSetAfterSetUpWithPerRankFormats)
+{
+  if (Size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  DDTensor x = MakeInput({{2, 3, 4, 4}, {1, 1, Size(), 1}, {}, {}}, DD_FLOAT64, 1), y;
+  DDT(DDTensorDuplicate(x, &y));
+  DDT(DDTensorSetFormat(y, Rank() == 1 ? DD_FORMAT_CHANNELS_LAST : DD_FORMAT_PLAIN));
+  DDT(DDTensorCopy(x, y));
+  DDT(DDTensorSetFormat(y, DD_FORMAT_CHANNELS_LAST));
+  DDT(DDTensorSetBlockSize(y, 8));
+  EXPECT_EQ(GatherAll(x), GatherAll(y));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&y));
+}
+
 TEST(RankConsistency, SameStringPassesAndNamesTheFirstDifference)
 {
   DDT(DDCheckSameString(PETSC_COMM_WORLD, "a file name", "/tmp/same.h5"));

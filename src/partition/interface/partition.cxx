@@ -178,6 +178,11 @@ DD_CXX_TRY
     for (PetscInt k = 0; k < DD_MAX_DIM + 1; k++) same = (PetscBool)(same && mx[k] == mn[k]);
     PetscCheck(same, PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "Partition shape differs between ranks (rank %d has %s)", rank, sh);
   }
+  { /* the ranks must agree on the workers' ranks too: a count that differed would leave some ranks in the collectives below, an order that differed would give two ranks one piece */
+    std::string r = part->nranksset >= 0 ? std::to_string((long long)part->nranksset) + " ranks:" : std::string("the communicator's ranks");
+    for (PetscInt i = 0; part->nranksset >= 0 && i < part->nranksset; i++) r += " " + std::to_string(part->ranks[i]);
+    PetscCall(DDCheckSameString(comm, "The ranks of a partition (DDPartitionSetRanks())", r.c_str()));
+  }
   nr = part->nranksset >= 0 ? part->nranksset : size;
   PetscCheck(P == nr, PETSC_COMM_SELF, PETSC_ERR_ARG_SIZ, "Partition shape %s has %" PetscInt_FMT " workers but %" PetscInt_FMT " ranks were given%s", sh, P, nr, part->nranksset >= 0 ? " to DDPartitionSetRanks()" : " (the size of the communicator)");
   if (part->nranksset < 0) {

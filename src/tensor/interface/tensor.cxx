@@ -271,6 +271,7 @@ DD_CXX_TRY
 DD_CXX_CATCH
 
 static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const PetscInt hi[], DDTensorFormat fmt, PetscInt bs);
+static PetscErrorCode DDTensorComputeLayoutHash(DDTensor t);
 
 /*@
   DDTensorSetFormat - Sets the local storage format
@@ -298,7 +299,10 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
   PetscCheck(fmt >= DD_FORMAT_PLAIN && fmt <= DD_FORMAT_BLOCKED, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Unknown tensor format %d", (int)fmt);
-  if (t->setupcalled && fmt != t->format) PetscCall(DDTensorRelayout(t, t->lo, t->hi, fmt, t->bs));
+  if (t->setupcalled) { /* the layout hash is collective: every rank takes part, whether its own format changes or not (they may differ between ranks) */
+    if (fmt != t->format) PetscCall(DDTensorRelayout(t, t->lo, t->hi, fmt, t->bs));
+    else PetscCall(DDTensorComputeLayoutHash(t));
+  }
   t->format = fmt;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -319,7 +323,10 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
   PetscCheck(bs >= 1, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Block size %" PetscInt_FMT " must be positive", bs);
-  if (t->setupcalled && t->format == DD_FORMAT_BLOCKED && bs != t->bs) PetscCall(DDTensorRelayout(t, t->lo, t->hi, t->format, bs));
+  if (t->setupcalled) { /* every rank takes part in the collective layout hash, as in DDTensorSetFormat() */
+    if (t->format == DD_FORMAT_BLOCKED && bs != t->bs) PetscCall(DDTensorRelayout(t, t->lo, t->hi, t->format, bs));
+    else PetscCall(DDTensorComputeLayoutHash(t));
+  }
   t->bs = bs;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -514,8 +521,9 @@ static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const Pe
   Collective
 
   Notes:
-  Errors, on every rank, when the global shape, data type or partition shape differs between
-  ranks (`DDCheckSameString()`), when the tensor's order differs from its partition's, when given
+  Errors, on every rank, when the global shape, data type, partition shape, replicated dimensions,
+  the empty-pieces setting or the given ownership sizes differ between ranks (`DDCheckSameString()`),
+  when a rank's piece does not fit PetscInt, when the tensor's order differs from its partition's, when given
   ownership sizes do not sum to the global size or are negative, or when a dimension has
   fewer entries than workers while empty pieces are not allowed. The storage (bulk and
   halo) is zeroed.
@@ -547,7 +555,17 @@ DD_CXX_TRY
     char v[320], ps[128];
     PetscCall(DDShapeToString_Private(t->part->order, t->part->shape, ps, sizeof(ps)));
     PetscCall(PetscSNPrintf(v, sizeof(v), "shape %s, %s, partition %s", sh, DDDataTypes[t->dtype], ps));
-    PetscCall(DDCheckSameString(comm, "The global shape, data type or partition of a tensor", v));
+    /* and what decides the ownership: replicated dimensions, empty pieces, the sizes given (lx) -- each rank computes every rank's piece from them */
+    std::string d = v;
+    for (PetscInt k = 0; k < t->order; k++)
+      if (t->replicated[k]) d += ", replicated along " + std::to_string((long long)k);
+    d += t->emptyok ? ", empty pieces allowed" : ", empty pieces not allowed";
+    for (PetscInt k = 0; k < t->order; k++)
+      if (t->userlx[k]) {
+        d += ", sizes along " + std::to_string((long long)k) + ":";
+        for (PetscInt p = 0; p < t->part->shape[k]; p++) d += " " + std::to_string((long long)t->userlx[k][p]);
+      }
+    PetscCall(DDCheckSameString(comm, "The global shape, data type, partition, replicated dimensions or ownership sizes of a tensor", d.c_str()));
   }
   for (PetscInt k = 0; k < t->order; k++) {
     PetscInt P = t->part->shape[k];
@@ -586,7 +604,10 @@ DD_CXX_TRY
   }
   if (!t->active)
     for (PetscInt k = 0; k < t->order; k++) t->lo[k] = t->hi[k] = 0;
-  PetscCall(LayoutBuild(&t->layout, t->order, n, start, t->lo, t->hi, t->format, t->bs, t->blockdim));
+  { /* a piece beyond PetscInt's range fails on its rank alone: the others must not wait in the collectives that follow */
+    PetscErrorCode lerr = LayoutBuild(&t->layout, t->order, n, start, t->lo, t->hi, t->format, t->bs, t->blockdim);
+    DDCheckAll(comm, lerr == PETSC_SUCCESS, lerr ? lerr : PETSC_ERR_ARG_OUTOFRANGE, "A tensor of shape %s cannot lay out a rank's piece (see that rank's error)", sh);
+  }
   PetscCall(DDDataTypeGetSize(t->dtype, &es));
   PetscCall(mem->malloc(t->layout.size * es, &t->array));
   t->ownsarray   = PETSC_TRUE;

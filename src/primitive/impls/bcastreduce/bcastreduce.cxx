@@ -403,7 +403,7 @@ DD_CXX_TRY
   PetscCall(DDTensorSetDataType(t, x->dtype));
   for (PetscInt k = 0; k < d; k++) {
     PetscInt Pk = part->shape[k];
-    if (x->replicated[k + lead] && Pk > 1 && x->part->shape[k + lead] == Pk) PetscCall(DDTensorSetReplicated(t, k, PETSC_TRUE));
+    if (x->replicated[k + lead] && x->part->shape[k + lead] == Pk) PetscCall(DDTensorSetReplicated(t, k, PETSC_TRUE)); /* a dimension not reduced keeps its replication (the primitive requires it), with one worker too */
     else if (!x->replicated[k + lead] && Pk > 1) {
       std::vector<PetscInt> lx(Pk);
       for (PetscInt p = 0; p < Pk; p++) lx[p] = x->ranges[k + lead][p + 1] - x->ranges[k + lead][p];
