@@ -8,6 +8,7 @@ static const char help[] = "The main job: a PETSc solver makes Poisson data on a
                            "  -checkpoint <f>   checkpoint file written at the end of every epoch\n"
                            "  -restart          continue from the checkpoint\n"
                            "  -require_progress fail unless the training loss fell and the surrogate beats the trivial predictor\n"
+                           "  -dataset_cache_limit <MiB> memory per rank for the samples kept in memory (default 1024; 0: read every batch)\n"
                            "  -eval_grid <n>    after training, also evaluate on the held-out samples solved on an n x n grid\n"
                            "  -eval_data <file> HDF5 file of those samples (default <data>_grid<n>.h5; generated if missing)\n"
                            "The network and the optimizer come from the options database (share/ddnn/main_job.opts).\n";
@@ -355,6 +356,8 @@ int main(int argc, char **argv)
   EvalGrid    E    = {NULL, NULL, NULL, {NULL, NULL}};
   PetscBool   regenerate = PETSC_FALSE, restart = PETSC_FALSE, f32 = PETSC_TRUE, progress = PETSC_FALSE;
   PetscReal   firstloss = -1, lastloss = -1;
+  PetscInt    cachemb   = 1024;
+  PetscBool   cacheset  = PETSC_FALSE;
   DDNet       net;
   DDOptimizer opt;
   DDDataset   train, test;
@@ -377,9 +380,12 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsBool("-restart", "Continue from the checkpoint", NULL, restart, &restart, NULL));
   PetscCall(PetscOptionsBool("-float32", "Train in float32 (oneDNN kernels)", NULL, f32, &f32, NULL));
   PetscCall(PetscOptionsBool("-require_progress", "Fail unless the loss fell and the surrogate beats the trivial predictor", NULL, progress, &progress, NULL));
+  PetscCall(PetscOptionsInt("-dataset_cache_limit", "Memory per rank for the samples kept in memory, MiB (0: read every batch from the file)", "DDDatasetSetCacheLimit", cachemb, &cachemb, &cacheset));
   PetscCall(PetscOptionsInt("-eval_grid", "After training, evaluate on the held-out samples solved on this grid", NULL, egrid, &egrid, &eval));
   PetscCall(PetscOptionsString("-eval_data", "HDF5 file of the held-out samples on the -eval_grid grid", NULL, efile, efile, sizeof(efile), NULL));
   PetscOptionsEnd();
+  PetscCheck(epochs >= 0, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-epochs %" PetscInt_FMT " must be >= 0", epochs);
+  PetscCheck(cachemb >= 0, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-dataset_cache_limit %" PetscInt_FMT " MiB must be >= 0 (0: read every batch from the file)", cachemb);
   PetscCheck(!eval || egrid >= 3, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-eval_grid %" PetscInt_FMT ": the evaluation grid needs at least 3 points per side (one interior point)", egrid);
   if (eval) {
     size_t len;
@@ -424,11 +430,13 @@ int main(int argc, char **argv)
     PetscCall(DDDatasetSetFile(train, file));
     PetscCall(DDDatasetSetFields(train, 2, fields));
     PetscCall(DDDatasetSetRange(train, 0, total - ntest));
+    if (cacheset) PetscCall(DDDatasetSetCacheLimit(train, (PetscInt64)cachemb << 20));
     PetscCall(DDDatasetSetUp(train));
     PetscCall(DDDatasetCreate(PETSC_COMM_WORLD, &test));
     PetscCall(DDDatasetSetFile(test, file));
     PetscCall(DDDatasetSetFields(test, 2, fields));
     PetscCall(DDDatasetSetRange(test, total - ntest, ntest));
+    if (cacheset) PetscCall(DDDatasetSetCacheLimit(test, (PetscInt64)cachemb << 20));
     PetscCall(DDDatasetSetUp(test));
   }
 
@@ -495,6 +503,7 @@ int main(int argc, char **argv)
       PetscCall(PetscPrintf(PETSC_COMM_WORLD, "peak resident memory per rank: %.1f MiB (max over %d ranks)\n", mx, size));
     }
     if (progress) {
+      PetscCheck(firstloss >= 0, PETSC_COMM_WORLD, PETSC_ERR_ARG_WRONGSTATE, "-require_progress: no epoch was trained (-epochs %" PetscInt_FMT ", starting at epoch %" PetscInt_FMT ")", epochs, e0);
       PetscCheck(lastloss < firstloss, PETSC_COMM_WORLD, PETSC_ERR_NOT_CONVERGED, "The training loss did not fall (%g then %g)", (double)firstloss, (double)lastloss);
       PetscCheck(err < triv, PETSC_COMM_WORLD, PETSC_ERR_NOT_CONVERGED, "The surrogate (%g) does not beat the trivial predictor (%g)", (double)err, (double)triv);
     }
