@@ -330,6 +330,33 @@ static bool Hyperslab(DDTensor t, bool primaryonly, std::vector<hsize_t> &start,
   return true;
 }
 
+/* one collective write of this rank's bulk (mine: at the hyperslab start/count of fspace; otherwise nothing) into dset, packed in C order into buf */
+static PetscErrorCode WritePiece(DDTensor t, hid_t dset, hid_t type, hid_t fspace, bool mine, const std::vector<hsize_t> &start, const std::vector<hsize_t> &count, std::vector<char> &buf, herr_t *st)
+{
+  hsize_t nmem   = mine ? (hsize_t)t->layout.bulksize : 0;
+  hid_t   mspace = H5Screate_simple(1, &nmem, NULL);
+
+  PetscFunctionBegin;
+  buf.assign(nmem * (t->dtype == DD_FLOAT32 ? 4 : 8) + 1, 0);
+  if (mine) {
+    H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), NULL, count.data(), NULL);
+    PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      BulkCOrderCopy<T>(t->layout, (T *)t->array, (T *)buf.data(), 0);
+      return PETSC_SUCCESS;
+    }));
+  } else {
+    H5Sselect_none(fspace);
+    H5Sselect_none(mspace);
+  }
+  hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+  H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+  *st = H5Dwrite(dset, type, mspace, fspace, dxpl, buf.data());
+  H5Pclose(dxpl);
+  H5Sclose(mspace);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 PetscErrorCode H5WriteTensor(hid_t fid, const char *path, DDTensor t)
 {
   MPI_Comm             comm = PetscObjectComm((PetscObject)t);
@@ -346,26 +373,10 @@ PetscErrorCode H5WriteTensor(hid_t fid, const char *path, DDTensor t)
   hid_t dset   = H5Dcreate2(fid, path, type, fspace, lcpl, H5P_DEFAULT, H5P_DEFAULT);
   H5Pclose(lcpl);
   DDCheckAll(comm, dset >= 0, PETSC_ERR_FILE_WRITE, "Cannot create HDF5 dataset \"%s\"", path);
-  bool                mine = Hyperslab(t, true, start, count);
-  std::vector<char>   buf((mine ? t->layout.bulksize : 0) * (t->dtype == DD_FLOAT32 ? 4 : 8) + 1);
-  hsize_t             nmem = mine ? (hsize_t)t->layout.bulksize : 0;
-  hid_t               mspace = H5Screate_simple(1, &nmem, NULL);
-  if (mine) {
-    H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), NULL, count.data(), NULL);
-    PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
-      using T = decltype(z);
-      BulkCOrderCopy<T>(t->layout, (T *)t->array, (T *)buf.data(), 0);
-      return PETSC_SUCCESS;
-    }));
-  } else {
-    H5Sselect_none(fspace);
-    H5Sselect_none(mspace);
-  }
-  hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-  H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
-  herr_t st = H5Dwrite(dset, type, mspace, fspace, dxpl, buf.data());
-  H5Pclose(dxpl);
-  H5Sclose(mspace);
+  bool              mine = Hyperslab(t, true, start, count);
+  herr_t            st;
+  std::vector<char> buf;
+  PetscCall(WritePiece(t, dset, type, fspace, mine, start, count, buf, &st));
   H5Sclose(fspace);
   if (st < 0) H5Dclose(dset);
   DDCheckAll(comm, st >= 0, PETSC_ERR_FILE_WRITE, "Writing HDF5 dataset \"%s\" failed", path);
@@ -666,7 +677,7 @@ DD_CXX_TRY
   dims[0] = (hsize_t)total;
   for (PetscInt k = drop; k < t->order; k++) dims[k + 1 - drop] = (hsize_t)t->shape[k];
   PetscCall(H5WithFile(comm, file, 'a', [&](hid_t fid) -> PetscErrorCode {
-    hid_t dset, fspace, mspace, dxpl;
+    hid_t dset, fspace;
     PetscFunctionBegin;
     if (H5Lexists(fid, dataset, H5P_DEFAULT) > 0) {
       std::vector<PetscInt> fd, td(dims.begin(), dims.end());
@@ -683,11 +694,8 @@ DD_CXX_TRY
       if (dset >= 0) PetscCall(H5WriteIntAttribute(dset, "ddnn_slices_written", 0)); /* incomplete until the last slice */
     }
     DDCheckAll(comm, dset >= 0, PETSC_ERR_FILE_WRITE, "Cannot create dataset \"%s\" in \"%s\"", dataset, file);
-    fspace           = H5Dget_space(dset);
-    bool mine        = Hyperslab(t, true, s1, c1);
-    hsize_t nmem     = mine ? (hsize_t)t->layout.bulksize : 0;
-    mspace           = H5Screate_simple(1, &nmem, NULL);
-    std::vector<char> buf(nmem * (t->dtype == DD_FLOAT32 ? 4 : 8) + 1);
+    fspace    = H5Dget_space(dset);
+    bool mine = Hyperslab(t, true, s1, c1);
     if (mine) {
       start[0] = (hsize_t)index;
       count[0] = 1;
@@ -695,21 +703,10 @@ DD_CXX_TRY
         start[k + 1 - drop] = s1[k];
         count[k + 1 - drop] = c1[k];
       }
-      H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), NULL, count.data(), NULL);
-      PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
-        using T = decltype(z);
-        BulkCOrderCopy<T>(t->layout, (T *)t->array, (T *)buf.data(), 0);
-        return PETSC_SUCCESS;
-      }));
-    } else {
-      H5Sselect_none(fspace);
-      H5Sselect_none(mspace);
     }
-    dxpl = H5Pcreate(H5P_DATASET_XFER);
-    H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
-    herr_t st = H5Dwrite(dset, type, mspace, fspace, dxpl, buf.data());
-    H5Pclose(dxpl);
-    H5Sclose(mspace);
+    herr_t            st;
+    std::vector<char> buf;
+    PetscCall(WritePiece(t, dset, type, fspace, mine, start, count, buf, &st));
     H5Sclose(fspace);
     DDCheckAll(comm, st >= 0, PETSC_ERR_FILE_WRITE, "Writing slice %" PetscInt_FMT " of \"%s\" in \"%s\" failed", index, dataset, file);
     /* completion: the count of slices written in order, then (once all are) the checksum, last */
