@@ -139,58 +139,63 @@ inline PetscErrorCode MPIIntArray(ddnn_int n, const int a[], int arg, std::vecto
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* An array of count values of type dtype for the whole tensor t: the tensor's DDDataType and global size */
-inline PetscErrorCode CheckGlobalArray(DDTensor t, int dtype, const void *values, ddnn_int count, int arg)
+/*
+  What is wrong with an array of count values of type dtype for the whole tensor t (it must have the
+  tensor's DDDataType and global size): the error code (0: nothing) and its message in msg; rank >= 0
+  is named in it
+*/
+inline PetscErrorCode GlobalArrayProblem(DDTensor t, int dtype, const void *values, ddnn_int count, int arg, PetscMPIInt rank, PetscErrorCode *code, char msg[], size_t len)
 {
   PetscInt   n;
   DDDataType dt;
+  char       on[32] = "";
 
   PetscFunctionBegin;
-  PetscCheck(values, PETSC_COMM_SELF, PETSC_ERR_ARG_NULL, "Null array of values (argument %d)", arg);
   PetscCall(DDTensorGetSize(t, &n));
   PetscCall(DDTensorGetDataType(t, &dt));
-  PetscCheck(dtype == (int)dt, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONG, "Array of %s values (argument %d) for a %s tensor", dtype >= 0 && dtype <= 1 ? DDDataTypes[dtype] : "unknown", arg, DDDataTypes[dt]);
-  PetscCheck(count == n, PETSC_COMM_SELF, PETSC_ERR_ARG_SIZ, "Array of %" PetscInt64_FMT " entries (argument %d) for a tensor of %" PetscInt_FMT " entries", (PetscInt64)count, arg, n);
+  if (rank >= 0) PetscCall(PetscSNPrintf(on, sizeof(on), " on rank %d", rank));
+  *code = PETSC_SUCCESS;
+  if (!values) {
+    *code = PETSC_ERR_ARG_NULL;
+    PetscCall(PetscSNPrintf(msg, len, "Null array of values (argument %d)%s", arg, on));
+  } else if (dtype != (int)dt) {
+    *code = PETSC_ERR_ARG_WRONG;
+    PetscCall(PetscSNPrintf(msg, len, "Array of %s values (argument %d)%s for a %s tensor", dtype >= 0 && dtype <= 1 ? DDDataTypes[dtype] : "unknown", arg, on, DDDataTypes[dt]));
+  } else if (count != n) {
+    *code = PETSC_ERR_ARG_SIZ;
+    PetscCall(PetscSNPrintf(msg, len, "Array of %" PetscInt64_FMT " entries (argument %d)%s for a tensor of %" PetscInt_FMT " entries", (PetscInt64)count, arg, on, n));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the array of GlobalArrayProblem() checked on this rank */
+inline PetscErrorCode CheckGlobalArray(DDTensor t, int dtype, const void *values, ddnn_int count, int arg)
+{
+  PetscErrorCode code;
+  char           msg[256];
+
+  PetscFunctionBegin;
+  PetscCall(GlobalArrayProblem(t, dtype, values, count, arg, -1, &code, msg, sizeof(msg)));
+  PetscCheck(!code, PETSC_COMM_SELF, code, "%s", msg);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 /*
-  The checks of CheckGlobalArray() made where `here` holds (the root of a scatter or gather, whose
-  array alone is read) and reported on every rank of the tensor's communicator with the first
-  failing rank's code and message: the other ranks would otherwise wait in the collective.
+  The same checked where `here` holds (the root of a scatter or gather, whose array alone is read)
+  and reported on every rank of the tensor's communicator (DDCheckCollective(): the first failing
+  rank's code and message): the other ranks would otherwise wait in the collective
 */
 inline PetscErrorCode CheckGlobalArrayAll(DDTensor t, bool here, int dtype, const void *values, ddnn_int count, int arg)
 {
-  MPI_Comm       comm = PetscObjectComm((PetscObject)t);
-  PetscMPIInt    rank, size, in, first;
-  PetscInt       n;
-  DDDataType     dt;
-  int            code    = 0;
+  PetscErrorCode code = PETSC_SUCCESS;
+  PetscMPIInt    rank;
   char           msg[256] = "";
 
   PetscFunctionBegin;
-  PetscCallMPI(MPI_Comm_rank(comm, &rank));
-  PetscCallMPI(MPI_Comm_size(comm, &size));
-  PetscCall(DDTensorGetSize(t, &n));
-  PetscCall(DDTensorGetDataType(t, &dt));
-  if (here) {
-    if (!values) {
-      code = PETSC_ERR_ARG_NULL;
-      PetscCall(PetscSNPrintf(msg, sizeof(msg), "Null array of values (argument %d) on rank %d", arg, rank));
-    } else if (dtype != (int)dt) {
-      code = PETSC_ERR_ARG_WRONG;
-      PetscCall(PetscSNPrintf(msg, sizeof(msg), "Array of %s values (argument %d) on rank %d for a %s tensor", dtype >= 0 && dtype <= 1 ? DDDataTypes[dtype] : "unknown", arg, rank, DDDataTypes[dt]));
-    } else if (count != n) {
-      code = PETSC_ERR_ARG_SIZ;
-      PetscCall(PetscSNPrintf(msg, sizeof(msg), "Array of %" PetscInt64_FMT " entries (argument %d) on rank %d for a tensor of %" PetscInt_FMT " entries", (PetscInt64)count, arg, rank, n));
-    }
-  }
-  in = code ? rank : size;
-  PetscCall(MPIU_Allreduce(&in, &first, 1, MPI_INT, MPI_MIN, comm));
-  if (first == size) PetscFunctionReturn(PETSC_SUCCESS);
-  PetscCallMPI(MPI_Bcast(&code, 1, MPI_INT, first, comm));
-  PetscCallMPI(MPI_Bcast(msg, sizeof(msg), MPI_CHAR, first, comm));
-  SETERRQ(PETSC_COMM_SELF, (PetscErrorCode)code, "%s", msg);
+  PetscCallMPI(MPI_Comm_rank(PetscObjectComm((PetscObject)t), &rank));
+  if (here) PetscCall(GlobalArrayProblem(t, dtype, values, count, arg, rank, &code, msg, sizeof(msg)));
+  PetscCall(DDCheckCollective(PetscObjectComm((PetscObject)t), code ? PETSC_FALSE : PETSC_TRUE, code, msg));
+  PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 /* Copies n PetscInt into an output array of capacity cap */

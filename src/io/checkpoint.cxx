@@ -202,16 +202,15 @@ DD_CXX_TRY
   std::string sig, fsig, ftype;
   PetscInt    n;
   DDTensor   *ps;
-  Copies      in, old; /* what the file holds, read first; the optimizer's state before it is replaced */
+  Copies      in, state, old; /* what the file holds (the network's tensors, the optimizer's state), read first; the optimizer's state before it is replaced */
 
   PetscFunctionBegin;
   PetscCall(Signature(net, sig));
   PetscCall(DDNetGetParameters(net, &n, &ps, NULL));
   if (opt) PetscCall(CheckOptimizer(net, opt, "DDCheckpointLoad"));
   /* everything is read into copies first and checked: a file that fails part way (a checksum, a shape, an unusable optimizer state) leaves the network and the optimizer as they were */
-  std::vector<DDTensor>    dst;                 /* the tensors in.t are copied into */
-  std::vector<PetscInt64 *> counters;            /* the counters in.c are assigned to */
-  std::vector<PetscInt64>  cvals;
+  std::vector<PetscInt64 *> counters; /* the counters, and the values read for them */
+  std::vector<PetscInt64>   cvals;
   PetscInt64               step = 0, epoch = 0; /* the optimizer's, from the file */
   DDTensor                *st   = NULL;
   PetscInt                 ns   = 0;
@@ -232,14 +231,11 @@ DD_CXX_TRY
       const char *name;
       PetscCall(DDNetGetParameterName(net, i, &name));
       PetscCall(in.ReadFrom(fid, file, (std::string("params/") + name).c_str(), ps[i]));
-      dst.push_back(ps[i]);
     }
     PetscCall(ForEachBuffer(net, [&](const std::string &bname, DDTensor t, PetscInt64 *c) -> PetscErrorCode {
       PetscFunctionBegin;
-      if (t) {
-        PetscCall(in.ReadFrom(fid, file, ("buffers/" + bname).c_str(), t));
-        dst.push_back(t);
-      } else {
+      if (t) PetscCall(in.ReadFrom(fid, file, ("buffers/" + bname).c_str(), t));
+      else {
         PetscInt64 v;
         PetscCall(H5ReadIntAttribute(comm, fid, file, ("ddnn_counter " + bname).c_str(), &v));
         DDCheckAll(comm, v >= 0, PETSC_ERR_FILE_UNEXPECTED, "Checkpoint \"%s\": counter \"%s\" is %" PetscInt64_FMT ", a counter is not negative", file, bname.c_str(), v);
@@ -258,7 +254,7 @@ DD_CXX_TRY
       for (PetscInt i = 0; i < ns; i++) {
         const char *pname;
         PetscCall(DDNetGetParameterName(net, i / (ns / PetscMax(n, 1)), &pname));
-        PetscCall(in.ReadFrom(fid, file, (std::string("optimizer/") + pname + "/" + names[i]).c_str(), st[i]));
+        PetscCall(state.ReadFrom(fid, file, (std::string("optimizer/") + pname + "/" + names[i]).c_str(), st[i]));
       }
       PetscCall(H5ReadIntAttribute(comm, fid, file, "ddnn_step", &step));
       PetscCall(H5ReadIntAttribute(comm, fid, file, "ddnn_epoch", &epoch));
@@ -270,16 +266,16 @@ DD_CXX_TRY
     PetscInt ostep, oepoch;
     PetscCall(DDOptimizerGetStepCount(opt, &ostep, &oepoch));
     for (PetscInt i = 0; i < ns; i++) PetscCall(old.Keep(st[i]));
-    for (PetscInt i = 0; i < ns; i++) PetscCall(DDTensorCopy(in.t[dst.size() + (size_t)i], st[i]));
+    PetscCall(state.Commit());
     PetscCall(DDOptimizerSetStepCount(opt, (PetscInt)step, (PetscInt)epoch));
     PetscErrorCode ierr = DDOptimizerCheckState(opt);
     if (ierr) {
-      for (PetscInt i = 0; i < ns; i++) PetscCall(DDTensorCopy(old.t[i], st[i]));
+      PetscCall(old.Commit());
       PetscCall(DDOptimizerSetStepCount(opt, ostep, oepoch));
       PetscCall(ierr);
     }
   }
-  for (size_t i = 0; i < dst.size(); i++) PetscCall(DDTensorCopy(in.t[i], dst[i]));
+  PetscCall(in.Commit());
   for (size_t i = 0; i < counters.size(); i++) *counters[i] = cvals[i];
   PetscFunctionReturn(PETSC_SUCCESS);
 }

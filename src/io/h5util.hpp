@@ -82,10 +82,11 @@ PetscErrorCode H5WriteAtomically(MPI_Comm comm, const char *file, F body)
 }
 /*
   Tensors read from a file before they replace a network's, so that a load failing part way
-  changes nothing, or kept to be put back: duplicates of the tensors given, destroyed with the holder
+  changes nothing, or kept to be put back: duplicates of the tensors given (t[i] of to[i]),
+  destroyed with the holder; Commit() copies each into the tensor it was made from
 */
 struct Copies {
-  std::vector<DDTensor> t;
+  std::vector<DDTensor> t, to;
   Copies() = default;
   Copies(const Copies &) = delete;
   Copies &operator=(const Copies &) = delete;
@@ -96,23 +97,35 @@ struct Copies {
   /* dataset `path` (of u's shape) read into a new duplicate of u */
   PetscErrorCode ReadFrom(hid_t fid, const char *file, const char *path, DDTensor u, bool requirechecksum = true)
   {
-    DDTensor c;
-
     PetscFunctionBegin;
-    PetscCall(DDTensorDuplicate(u, &c));
-    t.push_back(c);
-    PetscCall(H5ReadTensor(fid, file, path, c, requirechecksum));
+    PetscCall(Add(u));
+    PetscCall(H5ReadTensor(fid, file, path, t.back(), requirechecksum));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   /* a copy of u's values */
   PetscErrorCode Keep(DDTensor u)
+  {
+    PetscFunctionBegin;
+    PetscCall(Add(u));
+    PetscCall(DDTensorCopy(u, t.back()));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscErrorCode Commit()
+  {
+    PetscFunctionBegin;
+    for (size_t i = 0; i < t.size(); i++) PetscCall(DDTensorCopy(t[i], to[i]));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+
+private:
+  PetscErrorCode Add(DDTensor u)
   {
     DDTensor c;
 
     PetscFunctionBegin;
     PetscCall(DDTensorDuplicate(u, &c));
     t.push_back(c);
-    PetscCall(DDTensorCopy(u, c));
+    to.push_back(u);
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 };

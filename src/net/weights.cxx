@@ -263,7 +263,6 @@ DD_CXX_TRY
   PetscCall(Entries(net, es));
   /* read into copies and checked first: a file that fails part way (a shape, a checksum) leaves the network as it was */
   Copies                  in;
-  std::vector<DDTensor>   dst;
   std::vector<PetscInt64> cvals(es.size(), 0);
   PetscCall(H5WithFile(comm, file, 'r', [&](hid_t fid) -> PetscErrorCode {
     std::vector<std::string> ds;
@@ -287,12 +286,11 @@ DD_CXX_TRY
         PetscCall(H5DatasetShape(comm, fid, file, e.path.c_str(), fd));
         DDCheckAll(comm, fd == td, PETSC_ERR_FILE_UNEXPECTED, "Dataset \"%s\" in weights file \"%s\" (%s of layer \"%s\") has shape %s, the network's tensor %s", e.path.c_str(), file, e.what.c_str(), e.layer.c_str(), Dims(fd).c_str(), Dims(td).c_str());
         PetscCall(in.ReadFrom(fid, file, e.path.c_str(), e.t, false));
-        dst.push_back(e.t);
       } else PetscCall(ReadCounter(comm, fid, file, e, &cvals[&e - es.data()]));
     }
     PetscFunctionReturn(PETSC_SUCCESS);
   }));
-  for (size_t i = 0; i < dst.size(); i++) PetscCall(DDTensorCopy(in.t[i], dst[i]));
+  PetscCall(in.Commit());
   for (size_t i = 0; i < es.size(); i++)
     if (!es[i].t) *es[i].c = cvals[i];
   PetscFunctionReturn(PETSC_SUCCESS);

@@ -690,13 +690,13 @@ DD_CXX_CATCH
   Input Parameters:
 + comm - the communicator whose ranks all call this routine
 . ok   - this rank's verdict
-. code - the PETSc error code to raise
+. code - the PETSc error code to raise (used when ok is false)
 - msg  - this rank's message (used when ok is false)
 
   Notes:
   Argument checks that depend on rank-local data (a local halo width, a local piece size)
   must not error on some ranks only: the others would wait forever in the next collective.
-  This routine agrees on the lowest failing rank and raises its message everywhere.
+  This routine agrees on the lowest failing rank and raises its code and message everywhere.
   Usually called through `DDCheckAll()`.
 
   Level: developer
@@ -708,6 +708,7 @@ DD_CXX_TRY
 {
   PetscMPIInt rank, size, first, in;
   char        buf[512];
+  int         c = (int)code;
 
   PetscFunctionBegin;
   PetscCallMPI(MPI_Comm_rank(comm, &rank));
@@ -717,8 +718,9 @@ DD_CXX_TRY
   if (first == size) PetscFunctionReturn(PETSC_SUCCESS);
   if (rank == first) PetscCall(PetscStrncpy(buf, msg, sizeof(buf)));
   PetscCallMPI(MPI_Bcast(buf, sizeof(buf), MPI_CHAR, first, comm));
-  if (size > 1) SETERRQ(PETSC_COMM_SELF, code, "%s [detected on rank %d]", buf, first);
-  SETERRQ(PETSC_COMM_SELF, code, "%s", buf);
+  PetscCallMPI(MPI_Bcast(&c, 1, MPI_INT, first, comm)); /* the failing rank's code, where the ranks check for different reasons */
+  if (size > 1) SETERRQ(PETSC_COMM_SELF, (PetscErrorCode)c, "%s [detected on rank %d]", buf, first);
+  SETERRQ(PETSC_COMM_SELF, (PetscErrorCode)c, "%s", buf);
 }
 DD_CXX_CATCH
 
