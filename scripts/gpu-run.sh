@@ -92,21 +92,46 @@ cd "$results"
 # the GPU suite: one rank (MPI singleton), then two ranks sharing the device
 OMPI_MCA_ess_singleton_isolated=1 run test_13_gpu_np1 "$b/tests/test_13_gpu"
 run test_13_gpu_np2 mpiexec -n 2 "$b/tests/test_13_gpu"
+# primitives on device tensors at 3 ranks sharing the device (unbalanced pieces, an empty one)
+run test_13_gpu_np3 mpiexec -n 3 "$b/tests/test_13_gpu" --gtest_filter='*OnDevice*:Gpu.Copy*'
 # the backend registry and tensors on the CPU from the same build (sanity of the bundle)
 OMPI_MCA_ess_singleton_isolated=1 run test_08_backends_np1 "$b/tests/test_08_backends"
 OMPI_MCA_ess_singleton_isolated=1 run test_02_tensor_np1 "$b/tests/test_02_tensor"
 # benchmarks on the device (DDNN_GPU_BENCH=0 skips them): the local FFT kernels, cuFFT against FFTW
+# (DDNN_GPU_BENCHES: which of spectral, conv, halo; all by default)
+benches=" ${DDNN_GPU_BENCHES:-spectral conv halo} "
 if [ "${DDNN_GPU_BENCH:-1}" != 0 ]; then
-  OMPI_MCA_ess_singleton_isolated=1 run bench_spectral_kernels "$b/bench/bench_spectral" -kernels 1 -torch 0 -reps 20
-  grep -A20 'local FFT kernels' "$results/bench_spectral_kernels.txt" | tee -a "$log"
-  # cuDNN convolutions against PyTorch's on this device (python3 with torch: PyTorch's own)
-  # (PyTorch without the bundle's libraries on its path)
-  DDNN_BENCH_PYTHON=${DDNN_BENCH_PYTHON:-env -u LD_LIBRARY_PATH python3} OMPI_MCA_ess_singleton_isolated=1 run bench_gpu_conv "$b/bench/bench_gpu_conv" -reps 20
-  tee -a "$log" < "$results/bench_gpu_conv.txt"
+  if [[ $benches == *" spectral "* ]]; then
+    OMPI_MCA_ess_singleton_isolated=1 run bench_spectral_kernels "$b/bench/bench_spectral" -kernels 1 -torch 0 -reps 20
+    grep -A20 'local FFT kernels' "$results/bench_spectral_kernels.txt" | tee -a "$log"
+  fi
+  if [[ $benches == *" conv "* ]]; then
+    # cuDNN convolutions against PyTorch's on this device (python3 with torch: PyTorch's own)
+    # (PyTorch without the bundle's libraries on its path)
+    DDNN_BENCH_PYTHON=${DDNN_BENCH_PYTHON:-env -u LD_LIBRARY_PATH python3} OMPI_MCA_ess_singleton_isolated=1 run bench_gpu_conv "$b/bench/bench_gpu_conv" -reps 20
+    tee -a "$log" < "$results/bench_gpu_conv.txt"
+  fi
+  if [[ $benches == *" halo "* ]]; then
+    # the halo exchange of device tensors against a raw staged copy of the same bytes, 1 and 2 ranks sharing the device
+    OMPI_MCA_ess_singleton_isolated=1 run bench_gpu_halo_np1 "$b/bench/bench_gpu_halo" -reps 50
+    run bench_gpu_halo_np2 mpiexec -n 2 "$b/bench/bench_gpu_halo" -reps 50
+    cat "$results/bench_gpu_halo_np1.txt" "$results/bench_gpu_halo_np2.txt" | tee -a "$log"
+    # DDNN_GPU_MPS=1: again under CUDA's Multi-Process Service (one device context for the ranks), where its daemon is installed
+    if [ "${DDNN_GPU_MPS:-0}" != 0 ] && command -v nvidia-cuda-mps-control > /dev/null; then
+      export CUDA_MPS_PIPE_DIRECTORY=$results/mps-pipe CUDA_MPS_LOG_DIRECTORY=$results/mps-log
+      mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+      if nvidia-cuda-mps-control -d; then
+        run bench_gpu_halo_np2_mps mpiexec -n 2 "$b/bench/bench_gpu_halo" -reps 50
+        tee -a "$log" < "$results/bench_gpu_halo_np2_mps.txt"
+        echo quit | nvidia-cuda-mps-control
+      else say "   the MPS daemon did not start"; fi
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    fi
+  fi
 fi
 # the device tests under compute-sanitizer's memcheck (DDNN_GPU_SANITIZE=1, where it is installed)
 if [ "${DDNN_GPU_SANITIZE:-0}" != 0 ] && command -v compute-sanitizer > /dev/null; then
-  OMPI_MCA_ess_singleton_isolated=1 run test_13_gpu_memcheck timeout ${DDNN_GPU_SANITIZE_TIMEOUT:-300} compute-sanitizer --tool memcheck --error-exitcode 9 "$b/tests/test_13_gpu" --gtest_filter='Gpu.Conv*:Gpu.Pool*:Gpu.Pack*:Gpu.Vector*:Gpu.Gemm*:Gpu.Fft*'
+  OMPI_MCA_ess_singleton_isolated=1 run test_13_gpu_memcheck timeout ${DDNN_GPU_SANITIZE_TIMEOUT:-300} compute-sanitizer --tool memcheck --error-exitcode 9 "$b/tests/test_13_gpu" --gtest_filter="${DDNN_GPU_SANITIZE_FILTER:-Gpu.Conv*:Gpu.Pool*:Gpu.Pack*:Gpu.Vector*:Gpu.Gemm*:Gpu.Fft*:Gpu.*OnDevice*:Gpu.Copy*}"
   grep -E 'ERROR SUMMARY' "$results/test_13_gpu_memcheck.txt" | tee -a "$log"
 fi
 say "results in $results"

@@ -224,16 +224,19 @@ TEST(Gpu, HostOnlyPathsRefuseDeviceTensors)
   y->memtype = DD_MEMTYPE_HOST;
   x->memtype = DD_MEMTYPE_DEVICE;
   refused("DDLayerBackward", [&]() { return DDLayerBackward(l, y, x); });
-  /* primitives: set-up and apply */
+  /* primitives: the exchange-based ones take device tensors, both in one memory, the memory they were set up for */
   DDPrimitive h;
   DDT(DDPrimitiveCreate(PETSC_COMM_WORLD, &h));
   DDT(DDPrimitiveSetType(h, DDPRIMITIVEREPARTITION));
-  refused("DDPrimitiveSetUp", [&]() { return DDPrimitiveSetUp(h, x, y); });
+  EXPECT_NE(Catch([&]() { return DDPrimitiveSetUp(h, x, y); }, &msg), 0);
+  EXPECT_NE(msg.find("input is in device memory and its output in host memory"), std::string::npos) << msg;
   x->memtype = DD_MEMTYPE_HOST;
   DDT(DDPrimitiveSetUp(h, x, y));
   y->memtype = DD_MEMTYPE_DEVICE;
-  refused("DDPrimitiveApplyBegin", [&]() { return DDPrimitiveApply(h, x, y); });
-  refused("DDPrimitiveApplyAdjointBegin", [&]() { return DDPrimitiveApplyAdjoint(h, y, x); });
+  for (int adj = 0; adj < 2; adj++) {
+    EXPECT_NE(Catch([&]() { return adj ? DDPrimitiveApplyAdjoint(h, y, x) : DDPrimitiveApply(h, x, y); }, &msg), 0);
+    EXPECT_NE(msg.find("was set up for tensors in host memory; these are in"), std::string::npos) << msg;
+  }
   /* Vec sharing and HDF5 */
   Vec v;
   refused("DDTensorCreateVec", [&]() { return DDTensorCreateVec(y, &v); });
@@ -877,4 +880,298 @@ TEST(Gpu, PoolMatchesReference)
           for (int m = 0; m < 2; m++)
             for (DDTensor &x : t[m]) DDT(DDTensorDestroy(&x));
         }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* primitives on device tensors (issue 11 part 3): the exchange engine and the collectives     */
+/* staged through page-locked host buffers, against the same primitive on host tensors         */
+
+namespace
+{
+/* a device tensor laid out as the set-up host tensor t (partition, shape, ownership, halo, format, type) */
+bool HostTwins() /* DDNN_GPU_TESTS_ON_HOST=1 without a device: the twins are host tensors (checks the tests' own set-ups) */
+{
+  return DeviceCount() == 0 && getenv("DDNN_GPU_TESTS_ON_HOST") && !strcmp(getenv("DDNN_GPU_TESTS_ON_HOST"), "1");
+}
+#define REQUIRE_DEVICE_OR_HOST_TWINS() \
+  do { \
+    if (!HostTwins()) REQUIRE_DEVICE(); \
+  } while (0)
+
+DDTensor DeviceTwin(DDTensor t)
+{
+  DDTensor  y;
+  DDMemType keep = t->memtype;
+  t->memtype     = HostTwins() ? DD_MEMTYPE_HOST : DD_MEMTYPE_DEVICE;
+  DDT(DDTensorDuplicateLayout(t, t->dtype, &y));
+  t->memtype = keep;
+  return y;
+}
+
+/* the same random whole storage on host tensor h and device tensor d (seeded per rank) */
+void SetSameRandomStorage(DDTensor h, DDTensor d, unsigned seed)
+{
+  std::mt19937                           gen(seed * 7919u + (unsigned)Rank() * 104729u);
+  std::uniform_real_distribution<double> u(-1, 1);
+  DDDataType                             dt;
+  DDT(DDTensorGetDataType(h, &dt));
+  ASSERT_EQ(h->layout.size, d->layout.size);
+  for (DDTensor t : {h, d}) {
+    void *a;
+    DDT(DDTensorGetArray(t, &a));
+    std::mt19937 g = gen;
+    for (PetscInt i = 0; i < t->layout.size; i++) {
+      double v = u(g);
+      if (dt == DD_FLOAT32) ((float *)a)[i] = (float)v;
+      else ((double *)a)[i] = v;
+    }
+    DDT(DDTensorRestoreArray(t, &a)); /* a device tensor: copied back to the device */
+  }
+}
+
+double MaxRelDiff(const std::vector<double> &a, const std::vector<double> &b)
+{
+  double m = 0, s = 0;
+  for (size_t i = 0; i < a.size(); i++) {
+    m = std::max(m, std::fabs(a[i] - b[i]));
+    s = std::max(s, std::fabs(a[i]));
+  }
+  double g[2] = {m, s}, r[2];
+  MPI_Allreduce(g, r, 2, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD);
+  return r[0] / (1 + r[1]);
+}
+
+/*
+  make(x, y) returns a primitive set up on x, y (y NULL for the in-place halo). The same primitive
+  on host tensors and on their device twins: forward and adjoint from the same random storages give
+  the same storages (exactly for data movement; sums in another order within tol), and in float64
+  the device primitive passes the adjoint test (paper 000, eq. 26).
+*/
+void DeviceEqualsHost(const std::function<DDPrimitive(DDTensor, DDTensor)> &make, DDTensor x, DDTensor y, const std::string &what, unsigned seed, bool linear = true)
+{
+  const bool  inplace = y == nullptr;
+  DDTensor    xd = DeviceTwin(x), yd = inplace ? nullptr : DeviceTwin(y);
+  DDPrimitive ph = make(x, y), pd = make(xd, yd);
+  DDTensor    yo = inplace ? x : y, ydo = inplace ? xd : yd;
+  DDDataType  dt;
+  DDT(DDTensorGetDataType(x, &dt));
+  const double tol = dt == DD_FLOAT64 ? 1e-13 : 1e-5;
+  /* forward */
+  SetSameRandomStorage(x, xd, seed);
+  if (!inplace) SetSameRandomStorage(y, yd, seed + 1);
+  DDT(DDPrimitiveApply(ph, x, y));
+  DDT(DDPrimitiveApply(pd, xd, yd));
+  EXPECT_LE(MaxRelDiff(Storage(yo), Storage(ydo)), tol) << what << ": forward";
+  /* adjoint */
+  SetSameRandomStorage(yo, ydo, seed + 2);
+  if (!inplace) SetSameRandomStorage(x, xd, seed + 3);
+  DDT(DDPrimitiveApplyAdjoint(ph, yo, inplace ? nullptr : x));
+  DDT(DDPrimitiveApplyAdjoint(pd, ydo, inplace ? nullptr : xd));
+  EXPECT_LE(MaxRelDiff(Storage(x), Storage(xd)), tol) << what << ": adjoint";
+  if (dt == DD_FLOAT64 && linear) { /* (a nonzero pad value makes the halo affine) */
+    PetscReal err;
+    DDT(DDPrimitiveAdjointTest(pd, NULL, NULL, seed, &err));
+    EXPECT_LT(err, 1e-13) << what << ": adjoint test on the device";
+  }
+  DDT(DDPrimitiveDestroy(&ph));
+  DDT(DDPrimitiveDestroy(&pd));
+  DDT(DDTensorDestroy(&xd));
+  if (yd) DDT(DDTensorDestroy(&yd));
+}
+
+DDTensor PrimTensor(DDPartition P, DDDataType dt, const std::vector<PetscInt> &shape, const std::vector<PetscInt> &lo, const std::vector<PetscInt> &hi, DDTensorFormat fmt, PetscInt emptydim = -1)
+{
+  DDTensor t;
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &t));
+  DDT(DDTensorSetPartition(t, P));
+  DDT(DDTensorSetShape(t, (PetscInt)shape.size(), shape.data()));
+  DDT(DDTensorSetDataType(t, dt));
+  if (emptydim >= 0) { /* unbalanced: the first worker of that dimension holds nothing, the last the most */
+    const PetscInt *ps;
+    DDT(DDPartitionGetShape(P, &ps));
+    const PetscInt        n = ps[emptydim];
+    std::vector<PetscInt> lx((size_t)n, 0);
+    PetscInt              rest = shape[(size_t)emptydim];
+    for (PetscInt p = 1; p + 1 < n; p++) {
+      lx[(size_t)p] = 2 + p % 2;
+      rest -= lx[(size_t)p];
+    }
+    lx[(size_t)n - 1] = rest;
+    if (n > 1) DDT(DDTensorSetOwnershipRanges(t, emptydim, lx.data()));
+  }
+  DDT(DDTensorSetHalo(t, lo.data(), hi.data()));
+  DDT(DDTensorSetFormat(t, fmt));
+  if (fmt == DD_FORMAT_BLOCKED) DDT(DDTensorSetBlockSize(t, 4));
+  DDT(DDTensorSetUp(t));
+  return t;
+}
+
+DDPartition PrimPart(std::vector<PetscInt> shape, std::vector<PetscMPIInt> ranks = {})
+{
+  DDPartition p;
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, (PetscInt)shape.size(), shape.data(), ranks.empty() ? PETSC_DECIDE : (PetscInt)ranks.size(), ranks.empty() ? NULL : ranks.data(), &p));
+  return p;
+}
+} // namespace
+
+TEST(Gpu, HaloOnDeviceMatchesHost)
+{
+  REQUIRE_DEVICE_OR_HOST_TWINS();
+  std::vector<std::vector<PetscInt>> f2;
+  Factorizations(Size(), 2, f2);
+  unsigned seed = 1;
+  for (auto &ps : f2)
+    for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32})
+      for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST, DD_FORMAT_BLOCKED})
+        for (int kc = 0; kc < 3; kc++) {
+          const PetscInt k[3] = {3, 5, 4}, s[3] = {1, 2, 1}, pad[3] = {1, 2, 3}, dil[3] = {1, 1, 2};
+          DDPartition    P    = PrimPart({1, 1, ps[0], ps[1]});
+          /* kc 2: unbalanced rows, the first row worker empty (windows reach past it) */
+          DDTensor x = PrimTensor(P, dt, {2, 5, 6 * ps[0] + 3, 5 * ps[1] + 2}, {0, 0, 0, 0}, {0, 0, 0, 0}, fmt, kc == 2 && ps[0] > 2 ? 2 : -1);
+          auto     make = [&](DDTensor a, DDTensor) {
+            DDPrimitive H;
+            DDT(DDPrimitiveCreate(PETSC_COMM_WORLD, &H));
+            DDT(DDPrimitiveSetType(H, DDPRIMITIVEHALO));
+            for (PetscInt d = 2; d < 4; d++) {
+              DDT(DDPrimitiveHaloSetKernel(H, d, k[kc], s[kc], dil[kc], pad[kc], PETSC_DECIDE));
+              DDT(DDPrimitiveHaloSetPadding(H, d, (DDPaddingMode)((kc + d) % 4)));
+            }
+            if (kc == 1) DDT(DDPrimitiveHaloSetPadValue(H, 0.5));
+            DDT(DDPrimitiveSetUp(H, a, NULL));
+            return H;
+          };
+          std::ostringstream what;
+          what << "halo on " << ps[0] << "x" << ps[1] << " " << DDDataTypes[dt] << " " << DDTensorFormats[fmt] << " case " << kc;
+          DeviceEqualsHost(make, x, nullptr, what.str(), seed++, kc != 1);
+          DDT(DDTensorDestroy(&x));
+          DDT(DDPartitionDestroy(&P));
+        }
+}
+
+TEST(Gpu, RepartitionAndScatterOnDeviceMatchHost)
+{
+  REQUIRE_DEVICE_OR_HOST_TWINS();
+  const int   W    = Size();
+  unsigned    seed = 100;
+  for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32})
+    for (int c = 0; c < 3; c++) {
+      /* c 0: rows to batch, plain to channels-last with halos; 1: all on the last rank to rows, unbalanced; 2: rows (unbalanced, blocked) to columns */
+      DDPartition Px = c == 1 ? PrimPart({1, 1, 1, 1}, {(PetscMPIInt)(W - 1)}) : PrimPart({1, 1, W, 1});
+      DDPartition Py = c == 0 ? PrimPart({W, 1, 1, 1}) : c == 1 ? PrimPart({1, 1, W, 1}) : PrimPart({1, 1, 1, W});
+      DDTensor    x  = PrimTensor(Px, dt, {W + 1, 6, 3 * W + 2, 7}, {0, 0, c == 2 ? 0 : 1, 1}, {0, 0, 1, 0}, c == 2 ? DD_FORMAT_BLOCKED : DD_FORMAT_PLAIN, c == 2 && W > 2 ? 2 : -1);
+      DDTensor    y  = PrimTensor(Py, dt, {W + 1, 6, 3 * W + 2, 7}, {0, 0, 1, 2}, {0, 0, 0, 1}, c == 0 ? DD_FORMAT_CHANNELS_LAST : DD_FORMAT_PLAIN, c == 1 && W > 2 ? 2 : -1);
+      auto        make = [&](DDTensor a, DDTensor b) {
+        DDPrimitive T;
+        DDT(DDPrimitiveCreate(PETSC_COMM_WORLD, &T));
+        DDT(DDPrimitiveSetType(T, DDPRIMITIVEREPARTITION));
+        DDT(DDPrimitiveSetUp(T, a, b));
+        return T;
+      };
+      DeviceEqualsHost(make, x, y, "repartition case " + std::to_string(c) + " " + DDDataTypes[dt], seed++);
+      /* a scatter into y: y's entry (n, c, h, w) takes x's (n, c, h, W - 1 - w) flipped along the last dimension where w is even, nothing where odd (zeroed) */
+      auto makes = [&](DDTensor a, DDTensor b) {
+        DDPrimitive           S;
+        std::vector<PetscInt> map;
+        const DDLayout       &L = b->layout;
+        PetscInt              j[DD_MAX_DIM] = {0};
+        for (PetscInt e = 0; e < L.bulksize; e++) {
+          PetscInt g[4], gi = 0;
+          for (PetscInt k = 0; k < 4; k++) g[k] = L.start[k] + j[k];
+          if (g[3] % 2) map.push_back(-1);
+          else {
+            g[3] = b->shape[3] - 1 - g[3];
+            for (PetscInt k = 0; k < 4; k++) gi = gi * b->shape[k] + g[k];
+            map.push_back(gi);
+          }
+          for (PetscInt k = 3; k >= 0; k--) {
+            if (++j[k] < L.n[k]) break;
+            j[k] = 0;
+          }
+        }
+        DDT(DDPrimitiveCreate(PETSC_COMM_WORLD, &S));
+        DDT(DDPrimitiveSetType(S, DDPRIMITIVESCATTER));
+        DDT(DDPrimitiveScatterSetIndexMap(S, (PetscInt)map.size(), map.data()));
+        DDT(DDPrimitiveSetUp(S, a, b));
+        return S;
+      };
+      DeviceEqualsHost(makes, x, y, "scatter case " + std::to_string(c) + " " + DDDataTypes[dt], seed++);
+      DDT(DDTensorDestroy(&x));
+      DDT(DDTensorDestroy(&y));
+      DDT(DDPartitionDestroy(&Px));
+      DDT(DDPartitionDestroy(&Py));
+    }
+}
+
+TEST(Gpu, CollectivesOnDeviceMatchHost)
+{
+  REQUIRE_DEVICE_OR_HOST_TWINS();
+  const int W    = Size();
+  unsigned  seed = 200;
+  for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+    /* broadcast from the last rank to a 1 x W partition and the sum-reduce back; x channels-last with a halo */
+    DDPartition Px = PrimPart({1, 1, 1}, {(PetscMPIInt)(W - 1)}), Py = PrimPart({1, 1, W});
+    DDTensor    x = PrimTensor(Px, dt, {3, 4, 2 * W + 1}, {0, 1, 1}, {0, 0, 1}, DD_FORMAT_CHANNELS_LAST), y;
+    DDT(DDTensorCreateBroadcast(x, Py, &y));
+    for (DDPrimitiveType type : {DDPRIMITIVEBROADCAST, DDPRIMITIVESUMREDUCE}) {
+      const bool bc   = !strcmp(type, DDPRIMITIVEBROADCAST);
+      auto       make = [&](DDTensor a, DDTensor b) {
+        DDPrimitive B;
+        DDT(DDPrimitiveCreate(PETSC_COMM_WORLD, &B));
+        DDT(DDPrimitiveSetType(B, type));
+        DDT(DDPrimitiveSetUp(B, a, b));
+        return B;
+      };
+      if (bc) DeviceEqualsHost(make, x, y, std::string(type) + " " + DDDataTypes[dt], seed++);
+      else DeviceEqualsHost(make, y, x, std::string(type) + " " + DDDataTypes[dt], seed++);
+    }
+    DDT(DDTensorDestroy(&x));
+    DDT(DDTensorDestroy(&y));
+    DDT(DDPartitionDestroy(&Px));
+    DDT(DDPartitionDestroy(&Py));
+    /* all-sum-reduce over the replicated dimension of a W x 1 partition, in place and out of place, blocked storage */
+    DDPartition P = PrimPart({W, 1, 1});
+    DDTensor    a;
+    DDT(DDTensorCreate(PETSC_COMM_WORLD, &a));
+    DDT(DDTensorSetPartition(a, P));
+    const PetscInt sh[3] = {5, 6, 7}, lo[3] = {0, 1, 0}, hi[3] = {0, 0, 1};
+    DDT(DDTensorSetShape(a, 3, sh));
+    DDT(DDTensorSetDataType(a, dt));
+    DDT(DDTensorSetReplicated(a, 0, PETSC_TRUE));
+    DDT(DDTensorSetHalo(a, lo, hi));
+    DDT(DDTensorSetFormat(a, DD_FORMAT_BLOCKED));
+    DDT(DDTensorSetBlockSize(a, 4));
+    DDT(DDTensorSetUp(a));
+    auto makea = [&](DDTensor u, DDTensor v) {
+      DDPrimitive A;
+      PetscInt    d = 0;
+      DDT(DDPrimitiveCreate(PETSC_COMM_WORLD, &A));
+      DDT(DDPrimitiveSetType(A, DDPRIMITIVEALLSUMREDUCE));
+      DDT(DDPrimitiveAllSumReduceSetDimensions(A, 1, &d));
+      DDT(DDPrimitiveSetUp(A, u, v));
+      return A;
+    };
+    DDTensor b;
+    DDT(DDTensorDuplicate(a, &b));
+    DeviceEqualsHost(makea, a, b, std::string("allsumreduce ") + DDDataTypes[dt], seed++);
+    DDT(DDTensorDestroy(&a));
+    DDT(DDTensorDestroy(&b));
+    DDT(DDPartitionDestroy(&P));
+  }
+}
+
+/* host <-> device copies of tensors of different formats and halos (DDTensorCopy across memories) */
+TEST(Gpu, CopyBetweenHostAndDevice)
+{
+  REQUIRE_DEVICE();
+  for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+    DDTensor h = MakeTensor(dt, DD_MEMTYPE_HOST, DD_FORMAT_PLAIN, 1), d = MakeTensor(dt, DD_MEMTYPE_DEVICE, DD_FORMAT_CHANNELS_LAST, 2), h2 = MakeTensor(dt, DD_MEMTYPE_HOST, DD_FORMAT_BLOCKED, 0);
+    DDT(DDTensorSetRandomGlobal(h, 3, -1, 1));
+    DDT(DDTensorCopy(h, d));
+    EXPECT_EQ(Bulk(d), Bulk(h));
+    DDT(DDTensorCopy(d, h2));
+    EXPECT_EQ(Bulk(h2), Bulk(h));
+    DDT(DDTensorDestroy(&h));
+    DDT(DDTensorDestroy(&d));
+    DDT(DDTensorDestroy(&h2));
+  }
 }

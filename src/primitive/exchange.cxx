@@ -121,7 +121,7 @@ PetscInt64 Exchange::BufferBytes() const
 {
   PetscInt64 b = priced ? pricedbuf : 0;
   for (auto *v : {&sendTo, &recvFrom})
-    for (auto &p : *v) b += (PetscInt64)p.buf.size();
+    for (auto &p : *v) b += (PetscInt64)p.buf.size() + (p.dbuf ? 2 * (PetscInt64)sizeof(double) * p.runs.total : 0);
   return b;
 }
 
@@ -157,6 +157,18 @@ Exchange::~Exchange()
       for (auto &t : p.type)
         if (t != MPI_DATATYPE_NULL) MPI_Type_free(&t);
     }
+  const struct _DDBackendMemOps *mem = nullptr;
+  const struct _DDBackendVecOps *vec = nullptr;
+  if (Device() && DDMemOps_Private(memtype, &mem) == PETSC_SUCCESS && DDVecOps_Private(memtype, &vec) == PETSC_SUCCESS) {
+    for (auto *v : {&sendTo, &recvFrom})
+      for (auto &p : *v) {
+        (void)mem->free(p.dbuf);
+        (void)mem->hostfree(p.hbuf);
+        (void)vec->runsfree(p.druns);
+      }
+    (void)mem->free(selfbuf);
+    for (void *r : {dselfroot, dselfleaf, dleaves, dfill}) (void)vec->runsfree(r);
+  }
 }
 
 PetscErrorCode Exchange::SetUp(PetscSF sf, MPI_Comm c, PetscMPIInt t, PetscBool usetypes)
@@ -212,6 +224,12 @@ PetscErrorCode Exchange::SetUp(PetscSF sf, MPI_Comm c, PetscMPIInt t, PetscBool 
   }
   std::sort(leaves.begin(), leaves.end());
   allLeaves.Build(leaves.data(), (PetscInt)leaves.size());
+  if (Device()) { /* MPI reads and writes host memory only: staging buffers, no datatypes */
+    fusefill = false;
+    PetscCall(SetUpStaging());
+    PetscCall(SetUpCma(PETSC_FALSE)); /* collective with the peers; no pair uses it */
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   /* message buffers, for the larger element size; or MPI datatypes over long runs */
   for (auto *v : {&sendTo, &recvFrom})
     for (auto &p : *v) {
@@ -226,6 +244,29 @@ PetscErrorCode Exchange::SetUp(PetscSF sf, MPI_Comm c, PetscMPIInt t, PetscBool 
     }
   fusefill = DDExchangeFuseFill() ? true : false;
   PetscCall(SetUpCma(DDExchangeUseCma()));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* device memory: per peer a device buffer the message is packed into and a page-locked host copy MPI moves; a device buffer for the rank's own part */
+PetscErrorCode Exchange::SetUpStaging()
+{
+  const struct _DDBackendMemOps *mem;
+  const struct _DDBackendVecOps *vec;
+
+  PetscFunctionBegin;
+  PetscCall(DDMemOps_Private(memtype, &mem));
+  PetscCall(DDVecOps_Private(memtype, &vec));
+  for (auto *v : {&sendTo, &recvFrom})
+    for (auto &p : *v) {
+      const size_t n = sizeof(double) * (size_t)p.runs.total; /* for the larger element size */
+      PetscCall(mem->malloc(n, &p.dbuf));
+      PetscCall(mem->hostmalloc(n, &p.hbuf));
+      PetscCall(vec->runsprepare(p.runs.off.size(), p.runs.off.data(), p.runs.len.data(), p.runs.total, &p.druns));
+    }
+  PetscCall(mem->malloc(sizeof(double) * (size_t)self.total, &selfbuf));
+  PetscCall(vec->runsprepare(self.len.size(), self.root.data(), self.len.data(), self.total, &dselfroot));
+  PetscCall(vec->runsprepare(self.len.size(), self.leaf.data(), self.len.data(), self.total, &dselfleaf));
+  PetscCall(vec->runsprepare(allLeaves.off.size(), allLeaves.off.data(), allLeaves.len.data(), allLeaves.total, &dleaves));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -600,7 +641,16 @@ PetscErrorCode Exchange::MakePlan(Plan &pl, int ti, MPI_Datatype mt, const void 
   pl.send.assign(to.size(), MPI_REQUEST_NULL);
   pl.rlink.assign(from.size(), CmaLink());
   pl.slink.assign(to.size(), CmaLink());
-  const bool cma = memtype == DD_MEMTYPE_HOST; /* the processes' memories; device memory goes through MPI */
+  if (Device()) { /* every message through its page-locked staging buffer */
+    for (size_t i = 0; i < from.size(); i++) PetscCallMPI(MPI_Recv_init(from[i].hbuf, (PetscMPIInt)from[i].runs.total, mt, from[i].rank, tag, comm, &pl.recv[i]));
+    for (size_t i = 0; i < to.size(); i++) PetscCallMPI(MPI_Send_init(to[i].hbuf, (PetscMPIInt)to[i].runs.total, mt, to[i].rank, tag, comm, &pl.send[i]));
+    pl.src = src;
+    pl.dst = dst;
+    pl.ti  = ti;
+    pl.add = add;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  const bool cma = true; /* the processes' memories (host memory) */
   /* cma pairs: the plan, and the persistent signals (tags by which end is passive: a rank may be passive in both pairs with a peer) */
   PetscCall(ForEachLink(pl, from, to, [&](int k, Peer &p, CmaLink &lk) -> PetscErrorCode {
     if (!cma || !p.cma) return PETSC_SUCCESS;
@@ -669,6 +719,10 @@ PetscErrorCode Exchange::Begin(Plan &pl, DDDataType dt, const void *src, void *d
     PetscCall(DDDataTypeGetMPIType(dt, &mt));
     PetscCall(MakePlan(pl, ti, mt, src, dst, from, to, add));
   }
+  if (Device()) {
+    PetscCall(BeginDevice(pl, dt, src, dst, from, to, srcself, dstself, add, fill, value));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   const struct _DDBackendVecOps *ops = nullptr;
   PetscCall(DDVecOps_Private(memtype, &ops)); /* packing runs on the memory's backend */
   const size_t es = ti == 0 ? sizeof(float) : sizeof(double);
@@ -732,6 +786,10 @@ PetscErrorCode Exchange::End(Plan &pl, DDDataType dt, void *dst, std::vector<Pee
 
   PetscFunctionBegin;
   PetscCheck(inflight, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "No exchange in flight");
+  if (Device()) {
+    PetscCall(EndDevice(pl, dt, dst, from, to, add));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   const int    ti  = dt == DD_FLOAT32 ? 0 : 1;
   const size_t es  = ti == 0 ? sizeof(float) : sizeof(double);
   PetscInt64  *cnt = counted[&pl == &fwd ? 0 : 1];
@@ -784,6 +842,88 @@ PetscErrorCode Exchange::End(Plan &pl, DDDataType dt, void *dst, std::vector<Pee
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  One direction on device memory. Begin: each message packed on the device (a single run is copied
+  as it is), copied to its page-locked buffer and sent; the fill and the rank's own part run as
+  device kernels while the messages travel. End: each received message copied to the device and
+  unpacked there (adding with add). The copies to and from the host are synchronous, so a buffer
+  handed to MPI holds its data. Issue 11 part 3 (staging through host buffers; MPI that takes
+  device pointers and NCCL are not used yet).
+*/
+PetscErrorCode Exchange::BeginDevice(Plan &pl, DDDataType dt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, const std::vector<PetscInt> &srcself, const std::vector<PetscInt> &dstself, bool add, const Runs *fill, PetscReal value)
+{
+  const struct _DDBackendVecOps *ops;
+  const struct _DDBackendMemOps *mem;
+  const size_t                   es = dt == DD_FLOAT32 ? sizeof(float) : sizeof(double);
+  PetscInt64                    *cnt = counted[&pl == &fwd ? 0 : 1];
+
+  PetscFunctionBegin;
+  PetscCall(DDVecOps_Private(memtype, &ops));
+  PetscCall(DDMemOps_Private(memtype, &mem));
+  for (auto &r : pl.recv) PetscCallMPI(MPI_Start(&r));
+  for (size_t i = 0; i < to.size(); i++) {
+    Peer        &p = to[i];
+    const size_t n = es * (size_t)p.runs.total;
+    if (p.runs.Single()) PetscCall(mem->copy(p.hbuf, (const char *)src + es * (size_t)p.runs.off[0], n));
+    else {
+      PetscCall(ops->packp(dt, p.druns, src, p.dbuf));
+      PetscCall(mem->copy(p.hbuf, p.dbuf, n));
+    }
+    PetscCallMPI(MPI_Start(&pl.send[i]));
+    cnt[0]++;
+    cnt[1] += (PetscInt64)n;
+  }
+  inflight = true;
+  pendfill = nullptr;
+  if (fill && !fill->off.empty()) {
+    if (fill != fillkey) { /* the caller's fill (the halo's padding) is prepared once */
+      PetscCall(ops->runsfree(dfill));
+      dfill   = nullptr;
+      fillkey = nullptr;
+      PetscCall(ops->runsprepare(fill->off.size(), fill->off.data(), fill->len.data(), fill->total, &dfill));
+      fillkey = fill;
+    }
+    PetscCall(ops->fillp(dt, dfill, dst, value));
+  }
+  if (self.total) {
+    const bool fwdself = &srcself == &self.root; /* forward: roots -> leaves; adjoint: leaves -> roots */
+    PetscCall(ops->packp(dt, fwdself ? dselfroot : dselfleaf, src, selfbuf));
+    PetscCall(ops->unpackp(dt, fwdself ? dselfleaf : dselfroot, selfbuf, dst, add ? PETSC_TRUE : PETSC_FALSE));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode Exchange::EndDevice(Plan &pl, DDDataType dt, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add)
+{
+  const struct _DDBackendVecOps *ops;
+  const struct _DDBackendMemOps *mem;
+  const size_t                   es = dt == DD_FLOAT32 ? sizeof(float) : sizeof(double);
+  PetscInt64                    *cnt = counted[&pl == &fwd ? 0 : 1];
+
+  PetscFunctionBegin;
+  PetscCall(DDVecOps_Private(memtype, &ops));
+  PetscCall(DDMemOps_Private(memtype, &mem));
+  for (size_t i = 0; i < from.size(); i++) {
+    Peer        &p = from[i];
+    const size_t n = es * (size_t)p.runs.total;
+    MPI_Status   st;
+    int          nb = 0;
+    PetscCallMPI(MPI_Wait(&pl.recv[i], &st));
+    PetscCallMPI(MPI_Get_count(&st, MPI_BYTE, &nb));
+    cnt[2]++;
+    cnt[3] += nb;
+    if (!add && p.runs.Single()) PetscCall(mem->copy((char *)dst + es * (size_t)p.runs.off[0], p.hbuf, n));
+    else {
+      PetscCall(mem->copy(p.dbuf, p.hbuf, n));
+      PetscCall(ops->unpackp(dt, p.druns, p.dbuf, dst, add ? PETSC_TRUE : PETSC_FALSE));
+    }
+  }
+  for (auto &r : pl.send) PetscCallMPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+  (void)to;
+  inflight = false;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 PetscErrorCode Exchange::ForwardBegin(DDDataType dt, const void *root, void *leaf, const Runs *fill, PetscReal value)
 {
   return Begin(fwd, dt, root, leaf, recvFrom, sendTo, self.root, self.leaf, false, fill, value);
@@ -810,6 +950,12 @@ PetscErrorCode Exchange::ZeroLeaves(DDDataType dt, void *leaf)
 {
   PetscFunctionBegin;
   PetscCheck(!priced, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "This exchange was set up for pricing only (a trial set-up of -net_distribution auto): it cannot move data");
+  if (Device()) {
+    const struct _DDBackendVecOps *ops;
+    PetscCall(DDVecOps_Private(memtype, &ops));
+    PetscCall(ops->fillp(dt, dleaves, leaf, 0));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
     FillRuns(allLeaves, (T *)leaf, (T)0);

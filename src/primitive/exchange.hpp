@@ -89,6 +89,9 @@ struct Peer {
   Runs              rruns;       /* cma: the peer's runs of the same messages (the other end's offsets, same entry order) */
   MPI_Request      *pending = nullptr; /* cma: the done signal of a read of our packed buffer that End did not wait for (before the buffer's next use) */
   bool              pricedtyped = false; /* Exchange::SetUpPriced(): SetUp() would send the runs with MPI datatypes (no buffer unless cma) */
+  void             *dbuf = nullptr;      /* device memory: the message packed on the device */
+  void             *hbuf = nullptr;      /* device memory: its host staging copy (page-locked), what MPI sends or receives */
+  void             *druns = nullptr;     /* device memory: the runs prepared on the device (runsprepare) */
 };
 
 /*
@@ -120,7 +123,11 @@ class Exchange
 {
 public:
   ~Exchange();
-  DDMemType memtype = DD_MEMTYPE_HOST; /* where the storages live: the backend of that memory packs and unpacks */
+  /* where the storages live: the backend of that memory packs and unpacks. Set before SetUp(). Device
+     memory: every message is packed on the device, copied to a page-locked host buffer and sent
+     from there (received likewise), the rank's own part and the fills are device kernels; no MPI
+     datatypes, no cross-memory attach, no fused fills (issue 11 part 3) */
+  DDMemType memtype = DD_MEMTYPE_HOST;
   PetscErrorCode SetUp(PetscSF sf, MPI_Comm comm, PetscMPIInt tag, PetscBool usetypes);
   /* the pricing-only set-up (PricingOnly(), sfutil.hpp: the trial set-ups of -net_distribution auto):
      the peers, their entry counts and the message buffers SetUp() would find, from the counts and
@@ -135,7 +142,8 @@ public:
   PetscInt       CmaPairs() const;
   /* leaf = root (forward); also leaf[fill] = value where fill is given (entries that are no leaves:
      the halo's constant padding): in Begin while the peers pack, or in End in the same pass over
-     the rows as a received face of the same geometry (Fusable()); fill must live until End */
+     the rows as a received face of the same geometry (Fusable()); fill must live until End (on
+     device memory its runs are prepared once per Runs object: a caller passes a fixed one) */
   PetscErrorCode ForwardBegin(DDDataType dt, const void *root, void *leaf, const Runs *fill = nullptr, PetscReal value = 0);
   PetscErrorCode ForwardEnd(DDDataType dt, const void *root, void *leaf);
   /* root = leaf (add = false) or root += leaf (add = true) (adjoint); root[fill] = value as in the forward */
@@ -174,6 +182,14 @@ private:
   PetscErrorCode    End(Plan &pl, DDDataType dt, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add);
   PetscErrorCode    Unpack(DDDataType dt, const Peer &p, const void *buf, void *dst, bool add, bool &filled);
   PetscErrorCode    SetUpCma(PetscBool usecma);
+  bool              Device() const { return memtype != DD_MEMTYPE_HOST; }
+  PetscErrorCode    SetUpStaging();
+  PetscErrorCode    BeginDevice(Plan &pl, DDDataType dt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, const std::vector<PetscInt> &srcself, const std::vector<PetscInt> &dstself, bool add, const Runs *fill, PetscReal value);
+  PetscErrorCode    EndDevice(Plan &pl, DDDataType dt, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add);
+  void             *selfbuf = nullptr; /* device memory: the rank's own part, packed from the source and unpacked into the destination */
+  void             *dselfroot = nullptr, *dselfleaf = nullptr, *dleaves = nullptr; /* device memory: the runs of the own part's roots and leaves, of all leaves */
+  void             *dfill = nullptr;     /* device memory: the runs of the last fill, prepared for the caller's Runs fillkey */
+  const Runs       *fillkey = nullptr;
   PetscErrorCode    MakeLink(CmaLink &lk, Peer &p, bool reader, bool add, size_t es, const void *mine);
   PetscErrorCode    CmaCopy(CmaLink &lk, Peer &p);
   static void       MakeCalls(CmaCalls &c, const Runs &L, bool lbuf, const Runs &R, bool rbuf, PetscInt total, size_t es, char *lbase);

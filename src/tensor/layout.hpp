@@ -262,6 +262,23 @@ inline bool LayoutIsPlainContiguous(const DDLayout &L)
   return true;
 }
 
+/* The layout of L's bulk held in C order of the logical dimensions, without halos or blocks (a message buffer's) */
+inline DDLayout BulkCOrderLayout(const DDLayout &L)
+{
+  DDLayout C = L;
+  C.bdim     = -1;
+  C.bs       = 1;
+  for (PetscInt k = PetscMin(L.order, DD_MAX_DIM) - 1, s = 1; k >= 0; k--) {
+    C.lo[k] = C.hi[k] = 0;
+    C.alloc[k]        = L.n[k];
+    C.perm[k]         = k;
+    C.stride[k]       = s;
+    s *= L.n[k];
+  }
+  C.size = C.bulksize;
+  return C;
+}
+
 /*
   Copies between the bulk and a buffer holding the bulk in C order of the logical dimensions
   (the canonical message format of the primitives, independent of storage formats).
@@ -295,17 +312,7 @@ inline void BulkCOrderCopy(const DDLayout &L, T *a, T *buf, int mode)
       cnt += len;
     });
   } else { /* a transpose between the storage and the buffer, seen as a plain layout without halos */
-    DDLayout C = L;
-    C.bdim     = -1;
-    C.bs       = 1;
-    for (PetscInt k = PetscMin(L.order, DD_MAX_DIM) - 1, s = 1; k >= 0; k--) {
-      C.lo[k] = C.hi[k] = 0;
-      C.alloc[k]        = L.n[k];
-      C.perm[k]         = k;
-      C.stride[k]       = s;
-      s *= L.n[k];
-    }
-    C.size = C.bulksize;
+    const DDLayout C = BulkCOrderLayout(L);
     ForEachBulkRunPair(L, C, [&](PetscInt oa, PetscInt ob, PetscInt len) {
       for (PetscInt i = 0; i < len; i++) {
         if (mode == 0) buf[ob + i] = a[oa + i];

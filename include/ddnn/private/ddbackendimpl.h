@@ -309,6 +309,10 @@ struct _DDBackendMemOps {
   PetscErrorCode (*free)(void *);
   PetscErrorCode (*copy)(void *, const void *, size_t);  /* within this backend's memory */
   PetscErrorCode (*set)(void *, int, size_t);
+  /* host memory the device copies to and from fastest (CUDA: page-locked), for the exchange
+     engine's staging buffers when MPI does not take device pointers; host backends: ordinary memory */
+  PetscErrorCode (*hostmalloc)(size_t, void **); /* zeroed */
+  PetscErrorCode (*hostfree)(void *);
 };
 
 /*
@@ -323,6 +327,14 @@ struct _DDBackendVecOps {
   PetscErrorCode (*axpby)(DDDataType, PetscReal a, const DDLayout *Lx, const void *x, PetscReal b, const DDLayout *Ly, void *y); /* y = a x + b y */
   PetscErrorCode (*pack)(DDDataType, size_t nruns, const PetscInt off[], const PetscInt len[], PetscInt total, const void *src, void *buf);
   PetscErrorCode (*unpack)(DDDataType, size_t nruns, const PetscInt off[], const PetscInt len[], PetscInt total, const void *buf, void *dst, PetscBool add);
+  PetscErrorCode (*fill)(DDDataType, size_t nruns, const PetscInt off[], const PetscInt len[], PetscInt total, void *dst, PetscReal v); /* dst[runs] = v */
+  /* run lists prepared once for repeated use (a device backend keeps them in its memory): the
+     exchange engine's plans on device memory; NULL on host memory, whose loops read the lists */
+  PetscErrorCode (*runsprepare)(size_t nruns, const PetscInt off[], const PetscInt len[], PetscInt total, void **runs);
+  PetscErrorCode (*runsfree)(void *runs);
+  PetscErrorCode (*packp)(DDDataType, const void *runs, const void *src, void *buf);
+  PetscErrorCode (*unpackp)(DDDataType, const void *runs, const void *buf, void *dst, PetscBool add);
+  PetscErrorCode (*fillp)(DDDataType, const void *runs, void *dst, PetscReal v);
 };
 
 struct _p_DDBackend {

@@ -21,6 +21,8 @@ struct _p_DDPrimitive {
   void         *data;
   PetscBool     inplace;     /* F maps a tensor's storage to itself (halo); x and y are the same tensor */
   PetscBool     allowsame;   /* y may be x (allsumreduce) */
+  PetscBool     device;      /* the type moves tensors in device memory too (set by its create) */
+  DDMemType     memtype;     /* where the tensors given to DDPrimitiveSetUp() live */
   PetscBool     setupcalled;
   PetscInt64    xhash, yhash; /* layouts the primitive was set up for */
   DDTensor      xref, yref;   /* the tensors given to DDPrimitiveSetUp() (references) */

@@ -106,6 +106,19 @@ PetscErrorCode HostUnpack(DDDataType dt, size_t n, const PetscInt off[], const P
   else UnpackT<double>(n, off, len, total, (const double *)buf, (double *)dst, add ? true : false);
   return PETSC_SUCCESS;
 }
+
+template <class T>
+static void FillT(size_t n, const PetscInt off[], const PetscInt len[], T *dst, T v)
+{
+  for (size_t i = 0; i < n; i++) std::fill(dst + off[i], dst + off[i] + len[i], v);
+}
+
+PetscErrorCode HostFill(DDDataType dt, size_t n, const PetscInt off[], const PetscInt len[], PetscInt, void *dst, PetscReal v)
+{
+  if (dt == DD_FLOAT32) FillT<float>(n, off, len, (float *)dst, (float)v);
+  else FillT<double>(n, off, len, (double *)dst, (double)v);
+  return PETSC_SUCCESS;
+}
 } // namespace
 
 /*
@@ -184,4 +197,4 @@ PetscErrorCode ddnn::HostUnpackStrided(DDDataType dt, PetscInt n, PetscInt first
   return PETSC_SUCCESS;
 }
 
-const struct _DDBackendVecOps ddnn::HostVecOps = {HostSet, HostScale, HostCopy, HostAXPBY, HostPack, HostUnpack};
+const struct _DDBackendVecOps ddnn::HostVecOps = {HostSet, HostScale, HostCopy, HostAXPBY, HostPack, HostUnpack, HostFill, nullptr, nullptr, nullptr, nullptr, nullptr};

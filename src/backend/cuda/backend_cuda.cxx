@@ -38,6 +38,7 @@
 #include <cufft.h>
 #include <memory>
 #include <climits>
+#include <cstring>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -194,6 +195,23 @@ PetscErrorCode CudaSet(void *d, int v, size_t n)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* page-locked host memory: the exchange engine's staging buffers (device -> host -> MPI -> host -> device) */
+PetscErrorCode CudaHostMalloc(size_t n, void **ptr)
+{
+  PetscFunctionBegin;
+  PetscCall(Select());
+  DDCallCUDA(cudaMallocHost(ptr, n ? n : 1));
+  memset(*ptr, 0, n);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode CudaHostFree(void *p)
+{
+  PetscFunctionBegin;
+  if (p) DDCallCUDA(cudaFreeHost(p));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 PetscErrorCode CudaFinalize(void)
 {
   DeviceState &d = Dev();
@@ -311,6 +329,82 @@ PetscErrorCode VUnpack(DDDataType dt, size_t n, const PetscInt off[], const Pets
   PetscCall(UploadRuns(n, off, len, total, &blk, &doff, &dpos));
   DDCallKernel(cuda::Unpack((int)dt, (int64_t)n, doff, dpos, total, buf, dst, add ? true : false), "unpack");
   PetscCall(CudaFree(blk));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+PetscErrorCode VFill(DDDataType dt, size_t n, const PetscInt off[], const PetscInt len[], PetscInt total, void *dst, PetscReal v)
+{
+  void          *blk;
+  const int64_t *doff, *dpos;
+
+  PetscFunctionBegin;
+  if (!n || !total) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(UploadRuns(n, off, len, total, &blk, &doff, &dpos));
+  DDCallKernel(cuda::FillRuns((int)dt, (int64_t)n, doff, dpos, total, dst, (double)v), "fill");
+  PetscCall(CudaFree(blk));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* prepared run lists: off and the prefix sums in one pooled device block, uploaded once */
+struct DevRuns {
+  void          *blk = nullptr;
+  const int64_t *off = nullptr, *pos = nullptr;
+  int64_t        n = 0, total = 0;
+};
+
+PetscErrorCode VRunsPrepare(size_t n, const PetscInt off[], const PetscInt len[], PetscInt total, void **runs)
+{
+  auto *r = new DevRuns;
+
+  PetscFunctionBegin;
+  r->n     = (int64_t)n;
+  r->total = total;
+  if (n && total) {
+    PetscErrorCode ierr = UploadRuns(n, off, len, total, &r->blk, &r->off, &r->pos);
+    if (ierr) delete r;
+    PetscCall(ierr);
+  }
+  *runs = r;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode VRunsFree(void *runs)
+{
+  auto *r = (DevRuns *)runs;
+
+  PetscFunctionBegin;
+  if (!r) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(CudaFree(r->blk));
+  delete r;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode VPackP(DDDataType dt, const void *runs, const void *src, void *buf)
+{
+  auto *r = (const DevRuns *)runs;
+
+  PetscFunctionBegin;
+  PetscCall(DDBackendCudaCheckPending_Private());
+  if (r->n && r->total) DDCallKernel(cuda::Pack((int)dt, r->n, r->off, r->pos, r->total, src, buf), "pack");
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode VUnpackP(DDDataType dt, const void *runs, const void *buf, void *dst, PetscBool add)
+{
+  auto *r = (const DevRuns *)runs;
+
+  PetscFunctionBegin;
+  PetscCall(DDBackendCudaCheckPending_Private());
+  if (r->n && r->total) DDCallKernel(cuda::Unpack((int)dt, r->n, r->off, r->pos, r->total, buf, dst, add ? true : false), "unpack");
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode VFillP(DDDataType dt, const void *runs, void *dst, PetscReal v)
+{
+  auto *r = (const DevRuns *)runs;
+
+  PetscFunctionBegin;
+  PetscCall(DDBackendCudaCheckPending_Private());
+  if (r->n && r->total) DDCallKernel(cuda::FillRuns((int)dt, r->n, r->off, r->pos, r->total, dst, (double)v), "fill");
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -685,8 +779,8 @@ DD_CXX_TRY
   PetscCall(PetscStrncpy(b.description, "CUDA kernels, cuBLAS, cuFFT and cuDNN", sizeof(b.description)));
   b.fallback[0] = 0;
   b.memtype     = DD_MEMTYPE_DEVICE;
-  b.mem         = {CudaMalloc, CudaFree, CudaCopy, CudaSet};
-  b.vec         = {VSet, VScale, VCopy, VAxpby, VPack, VUnpack};
+  b.mem         = {CudaMalloc, CudaFree, CudaCopy, CudaSet, CudaHostMalloc, CudaHostFree};
+  b.vec         = {VSet, VScale, VCopy, VAxpby, VPack, VUnpack, VFill, VRunsPrepare, VRunsFree, VPackP, VUnpackP, VFillP};
   FillCuda(b.f32);
   FillCuda(b.f64);
   PetscCall(DDBackendRegister_Private(&b));

@@ -100,6 +100,15 @@ __global__ void UnpackKernel(int64_t nruns, const int64_t *off, const int64_t *p
     else *d = buf[i];
   }
 }
+template <class T>
+__global__ void FillRunsKernel(int64_t nruns, const int64_t *off, const int64_t *pos, int64_t total, T *dst, T v)
+{
+  DD_GRID_LOOP(i, total)
+  {
+    const int64_t r                = RunOf(pos, nruns, i);
+    dst[off[r] + (i - pos[r])] = v;
+  }
+}
 
 template <class T>
 __device__ inline T Sigmoid(T x)
@@ -233,6 +242,15 @@ cudaError_t Unpack(int dt, int64_t nruns, const int64_t *off, const int64_t *pos
   return Dispatch(dt, [&](auto z) {
     using T = decltype(z);
     UnpackKernel<T><<<Blocks(total), kThreads>>>(nruns, off, pos, total, (const T *)buf, (T *)dst, add);
+    return cudaGetLastError();
+  });
+}
+cudaError_t FillRuns(int dt, int64_t nruns, const int64_t *off, const int64_t *pos, int64_t total, void *dst, double v)
+{
+  if (total <= 0 || nruns <= 0) return cudaSuccess;
+  return Dispatch(dt, [&](auto z) {
+    using T = decltype(z);
+    FillRunsKernel<T><<<Blocks(total), kThreads>>>(nruns, off, pos, total, (T *)dst, (T)v);
     return cudaGetLastError();
   });
 }

@@ -45,6 +45,8 @@ cudaError_t Axpby(int dt, double a, const Layout &Lx, const void *x, double b, c
 */
 cudaError_t Pack(int dt, int64_t nruns, const int64_t *off, const int64_t *pos, int64_t total, const void *src, void *buf);
 cudaError_t Unpack(int dt, int64_t nruns, const int64_t *off, const int64_t *pos, int64_t total, const void *buf, void *dst, bool add);
+/* dst[runs] = v (the same run lists as Pack) */
+cudaError_t FillRuns(int dt, int64_t nruns, const int64_t *off, const int64_t *pos, int64_t total, void *dst, double v);
 
 /* pointwise activations (type: DDActivationType's values), src/backend/cpu/pointwise.cxx's semantics */
 template <class T>

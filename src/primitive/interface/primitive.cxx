@@ -7,6 +7,8 @@
 #include <tensor/layout.hpp>
 #include <sys/ddsysimpl.h>
 #include <primitive/exchange.hpp>
+#include <ddnn/private/ddbackendimpl.h>
+#include <backend/interface/backends.hpp>
 #include <primitive/splitguard.hpp>
 #include <ddmodel.h>
 #include <vector>
@@ -214,6 +216,7 @@ DD_CXX_TRY
   prim->data      = NULL;
   prim->inplace   = PETSC_FALSE;
   prim->allowsame = PETSC_FALSE;
+  prim->device    = PETSC_FALSE;
   PetscCall(PetscObjectChangeTypeName((PetscObject)prim, type));
   PetscCall(DDPrimitiveGetEvents_Private(type, &prim->evfwd, &prim->evadj));
   PetscCall((*create)(prim));
@@ -325,9 +328,18 @@ DD_CXX_CATCH
   (`DDTensorEnsureHalo()`). Errors name the partition dimension, rank or shape at fault and
   are raised on every rank.
 
+  Device tensors (`DDTensorSetMemType()`): the halo, repartition, scatter, broadcast, sum-reduce
+  and all-sum-reduce primitives take them. Their messages are packed and unpacked by device
+  kernels and staged through page-locked host buffers (MPI is handed host memory only; MPI that
+  takes device pointers and NCCL are not used yet); the rank's own part, the padding and the
+  collectives' layout copies are device kernels. x and y must be in one memory, the same on every
+  rank, and later applications must use tensors in that memory; the fft primitive takes host
+  tensors only. Ranks that share a device take turns on it unless CUDA's Multi-Process Service
+  runs (`bench/README.md`, bench_gpu_halo).
+
   Level: beginner
 
-.seealso: `DDPrimitiveApply()`, `DDPrimitiveApplyAdjoint()`
+.seealso: `DDPrimitiveApply()`, `DDPrimitiveApplyAdjoint()`, `DDTensorSetMemType()`
 @*/
 PetscErrorCode DDPrimitiveSetUp(DDPrimitive prim, DDTensor x, DDTensor y)
 DD_CXX_TRY
@@ -339,14 +351,12 @@ DD_CXX_TRY
   comm = PetscObjectComm((PetscObject)prim);
   PetscCheck(((PetscObject)prim)->type_name, comm, PETSC_ERR_ARG_WRONGSTATE, "Set the primitive's type first (DDPrimitiveSetType() or -primitive_type)");
   PetscCall(DDTensorCheckSetUp_Private(x, "DDPrimitiveSetUp"));
-  PetscCall(DDTensorCheckHost_Private(x, "DDPrimitiveSetUp")); /* the exchange engine is host-only yet (issue 11 part 3) */
   if (prim->inplace) {
     PetscCheck(!y || y == x, comm, PETSC_ERR_ARG_WRONG, "The %s primitive works in place: pass the same tensor (or NULL) as output", ((PetscObject)prim)->type_name);
     y = x;
   } else {
     PetscCheck(y, comm, PETSC_ERR_ARG_NULL, "The %s primitive needs an output tensor", ((PetscObject)prim)->type_name);
     PetscCall(DDTensorCheckSetUp_Private(y, "DDPrimitiveSetUp"));
-    PetscCall(DDTensorCheckHost_Private(y, "DDPrimitiveSetUp"));
     PetscCheck(y != x || prim->allowsame, comm, PETSC_ERR_ARG_WRONG, "The %s primitive cannot work in place", ((PetscObject)prim)->type_name);
     PetscCheck(x->dtype == y->dtype, comm, PETSC_ERR_ARG_INCOMP, "Input and output data types differ (%s and %s)", DDDataTypes[x->dtype], DDDataTypes[y->dtype]);
   }
@@ -355,7 +365,17 @@ DD_CXX_TRY
     PetscCallMPI(MPI_Comm_compare(comm, PetscObjectComm((PetscObject)x), &cmp));
     PetscCheck(cmp == MPI_IDENT || cmp == MPI_CONGRUENT, comm, PETSC_ERR_ARG_NOTSAMECOMM, "The tensors must live on the primitive's communicator");
   }
+  {
+    /* device tensors (issue 11 part 3): the types that move them say so; both tensors in one memory, the same on every rank (the ranks' exchanges must agree on their plans) */
+    const char *tn = ((PetscObject)prim)->type_name;
+    PetscInt    mt[2] = {(PetscInt)x->memtype, -(PetscInt)x->memtype}, g[2];
+    PetscCheck(x->memtype == y->memtype, PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "The %s primitive's input is in %s memory and its output in %s memory: give it tensors in one memory (DDTensorSetMemType())", tn, DDMemTypes[x->memtype], DDMemTypes[y->memtype]);
+    PetscCheck(x->memtype == DD_MEMTYPE_HOST || prim->device, PETSC_COMM_SELF, PETSC_ERR_SUP, "DDPrimitiveSetUp() does not support device tensors yet for the %s primitive (tensor %s is in %s memory); copy it to a host tensor", tn, ((PetscObject)x)->name ? ((PetscObject)x)->name : "(unnamed)", DDMemTypes[x->memtype]);
+    PetscCall(MPIU_Allreduce(mt, g, 2, MPIU_INT, MPI_MAX, comm));
+    PetscCheck(g[0] == -g[1], comm, PETSC_ERR_ARG_INCOMP, "The %s primitive's tensors are in host memory on some ranks and in device memory on others: every rank must use the same memory type", tn);
+  }
   PetscCall(DDPrimitiveReset(prim));
+  prim->memtype = x->memtype;
   {
     ddnn::ExchangeOwnerGuard owner(prim); /* the exchanges built here (and by nested primitives) are prim's, for the model */
     PetscCall((*prim->ops->setup)(prim, x, y));
@@ -385,8 +405,7 @@ static PetscErrorCode DDPrimitiveCheckTensors(DDPrimitive prim, DDTensor in, DDT
     *out = in;
   }
   PetscCall(DDTensorCheckSetUp_Private(*out, fn));
-  PetscCall(DDTensorCheckHost_Private(in, fn));
-  PetscCall(DDTensorCheckHost_Private(*out, fn));
+  PetscCheck(in->memtype == prim->memtype && (*out)->memtype == prim->memtype, PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "%s: the %s primitive was set up for tensors in %s memory; these are in %s and %s memory", fn, ((PetscObject)prim)->type_name, DDMemTypes[prim->memtype], DDMemTypes[in->memtype], DDMemTypes[(*out)->memtype]);
   /* layout hashes are global: a mismatch on any rank is seen on every rank */
   PetscCheck(in->layouthash == inhash, comm, PETSC_ERR_ARG_INCOMP, "%s: the input tensor is not laid out as the one given to DDPrimitiveSetUp() (partition, shape, ownership, halo, format or data type differ on some rank)", fn);
   PetscCheck((*out)->layouthash == outhash, comm, PETSC_ERR_ARG_INCOMP, "%s: the output tensor is not laid out as the one given to DDPrimitiveSetUp() (partition, shape, ownership, halo, format or data type differ on some rank)", fn);
@@ -587,30 +606,34 @@ static PetscInt SpaceSize(DDPrimitive prim, DDTensor t) { return prim->inplace ?
 static PetscErrorCode SpaceFromVec(DDPrimitive prim, Vec v, DDTensor t)
 {
   const PetscScalar *a;
-  double            *d = (double *)t->array;
+  void              *h;
   PetscInt           c = 0;
 
   PetscFunctionBegin;
+  PetscCall(DDTensorGetHostArray_Private(t, &h)); /* device tensors: a host copy, written back */
   PetscCall(VecGetArrayRead(v, &a));
   SpaceRuns(prim, t, [&](PetscInt off, PetscInt len) {
-    for (PetscInt i = 0; i < len; i++) d[off + i] = a[c++];
+    for (PetscInt i = 0; i < len; i++) ((double *)h)[off + i] = a[c++];
   });
   PetscCall(VecRestoreArrayRead(v, &a));
+  PetscCall(DDTensorRestoreHostArray_Private(t, PETSC_TRUE, &h));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 static PetscErrorCode SpaceToVec(DDPrimitive prim, DDTensor t, Vec v)
 {
   PetscScalar *a;
-  double      *d = (double *)t->array;
+  void        *h;
   PetscInt     c = 0;
 
   PetscFunctionBegin;
+  PetscCall(DDTensorGetHostArray_Private(t, &h));
   PetscCall(VecGetArray(v, &a));
   SpaceRuns(prim, t, [&](PetscInt off, PetscInt len) {
-    for (PetscInt i = 0; i < len; i++) a[c++] = d[off + i];
+    for (PetscInt i = 0; i < len; i++) a[c++] = ((const double *)h)[off + i];
   });
   PetscCall(VecRestoreArray(v, &a));
+  PetscCall(DDTensorRestoreHostArray_Private(t, PETSC_FALSE, &h));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -687,15 +710,21 @@ static PetscErrorCode SpaceDot(DDPrimitive prim, DDTensor a, DDTensor b, PetscRe
   MPI_Comm                 comm = PetscObjectComm((PetscObject)a);
   std::vector<PetscReal>   all;
 
+  void *ha, *hb;
+
   PetscFunctionBegin;
+  PetscCall(DDTensorGetHostArray_Private(a, &ha)); /* device tensors: a host copy */
+  PetscCall(DDTensorGetHostArray_Private(b, &hb));
   PetscCall(DispatchType(a->dtype, [&](auto z) -> PetscErrorCode {
     using T    = decltype(z);
-    const T *u = (const T *)a->array, *v = (const T *)b->array;
+    const T *u = (const T *)ha, *v = (const T *)hb;
     SpaceRuns(prim, a, [&](PetscInt off, PetscInt len) {
       for (PetscInt i = 0; i < len; i++) local += (PetscReal)u[off + i] * (PetscReal)v[off + i];
     });
     return PETSC_SUCCESS;
   }));
+  PetscCall(DDTensorRestoreHostArray_Private(a, PETSC_FALSE, &ha));
+  PetscCall(DDTensorRestoreHostArray_Private(b, PETSC_FALSE, &hb));
   PetscCallMPI(MPI_Comm_size(comm, &size));
   all.resize(size);
   PetscCallMPI(MPI_Allgather(&local, 1, MPIU_REAL, all.data(), 1, MPIU_REAL, comm));
@@ -706,11 +735,14 @@ static PetscErrorCode SpaceDot(DDPrimitive prim, DDTensor a, DDTensor b, PetscRe
 
 static PetscErrorCode SpaceRandom(DDPrimitive prim, DDTensor t, PetscRandom r)
 {
+  void *h;
+
   PetscFunctionBegin;
   PetscCall(DDTensorZeroEntries(t));
+  PetscCall(DDTensorGetHostArray_Private(t, &h)); /* device tensors: a host copy, written back */
   PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
     using T             = decltype(z);
-    T             *a    = (T *)t->array;
+    T             *a    = (T *)h;
     PetscErrorCode ierr = PETSC_SUCCESS;
     SpaceRuns(prim, t, [&](PetscInt off, PetscInt len) {
       for (PetscInt i = 0; i < len && !ierr; i++) {
@@ -721,6 +753,7 @@ static PetscErrorCode SpaceRandom(DDPrimitive prim, DDTensor t, PetscRandom r)
     });
     return ierr;
   }));
+  PetscCall(DDTensorRestoreHostArray_Private(t, PETSC_TRUE, &h));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -775,13 +808,12 @@ DD_CXX_TRY
   PetscCall(SpaceRandom(prim, xr, rnd));
   PetscCall(SpaceRandom(prim, yr, rnd));
   if (prim->inplace) {
-    PetscCall(DDTensorCopy(xr, Fx)); /* bulk */
-    PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
-      using T = decltype(z);
-      std::copy((T *)xr->array, (T *)xr->array + xr->layout.size, (T *)Fx->array);
-      std::copy((T *)yr->array, (T *)yr->array + yr->layout.size, (T *)Fty->array);
-      return PETSC_SUCCESS;
-    }));
+    const struct _DDBackendMemOps *mem;
+    size_t                         es;
+    PetscCall(DDMemOps_Private(x->memtype, &mem));
+    PetscCall(DDDataTypeGetSize(x->dtype, &es));
+    PetscCall(mem->copy(Fx->array, xr->array, es * (size_t)xr->layout.size)); /* the whole storages, halos included */
+    PetscCall(mem->copy(Fty->array, yr->array, es * (size_t)yr->layout.size));
     PetscCall(DDPrimitiveApply(prim, Fx, NULL));
     PetscCall(DDPrimitiveApplyAdjoint(prim, Fty, NULL));
   } else {

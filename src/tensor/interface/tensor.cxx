@@ -930,8 +930,10 @@ DD_CXX_CATCH
   runs as device kernels. `DDTensorGetArray()` and `DDTensorGetArrayRead()` return a host copy
   (`DDTensorRestoreArray()` copies it back, as PETSc's `VecGetArray()` of a GPU vector does), the
   reductions, views, random fills and Vec copies stage through that copy, and
-  `DDTensorGetArrayAndMemType()` returns the device pointer. Layers, primitives, datasets and
-  checkpoints do not take device tensors yet: they error saying so.
+  `DDTensorGetArrayAndMemType()` returns the device pointer. `DDTensorCopy()` copies between host
+  and device tensors. The primitives that move data (halo, repartition, scatter, broadcast,
+  sum-reduce, all-sum-reduce: `DDPrimitiveSetUp()`) take device tensors; layers, the fft
+  primitive, datasets and checkpoints do not yet: they error saying so.
 
   Level: intermediate
 

@@ -657,11 +657,16 @@ static void PairApply(DDTensor x, const void *hx, DDTensor y, const void *hy, F 
 
   Input Parameters:
 + x - source
-- y - destination, distributed alike (`DDTensorCompatible()`); halos and formats may differ
+- y - destination, distributed alike (`DDTensorCompatible()`); halos, formats and memory types may differ
+
+  Notes:
+  Between host and device memory (`DDTensorSetMemType()`) the copy goes through a device buffer
+  holding the host tensor's whole storage: one host-device transfer and one copy kernel (a host
+  destination's halo entries are kept).
 
   Level: beginner
 
-.seealso: `DDTensorAXPY()`, `DDTensorCompatible()`
+.seealso: `DDTensorAXPY()`, `DDTensorCompatible()`, `DDTensorSetMemType()`
 @*/
 PetscErrorCode DDTensorCopy(DDTensor x, DDTensor y)
 DD_CXX_TRY
@@ -673,6 +678,25 @@ DD_CXX_TRY
   DDTensorCheck(y, "DDTensorCopy");
   if (x == y) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(DDTensorCheckCompatible_Private(x, y, "DDTensorCopy"));
+  if (x->memtype != y->memtype) { /* host <-> device: the host storage staged in device memory */
+    const DDTensor                 h = x->memtype == DD_MEMTYPE_HOST ? x : y, d = h == x ? y : x;
+    const struct _DDBackendMemOps *mem;
+    size_t                         es;
+    void                          *tmp = NULL;
+    PetscCall(DDMemOps_Private(d->memtype, &mem));
+    PetscCall(DDVecOps_Private(d->memtype, &ops));
+    PetscCall(DDDataTypeGetSize(h->dtype, &es));
+    PetscCall(mem->malloc(es * (size_t)h->layout.size, &tmp));
+    PetscCall(mem->copy(tmp, h->array, es * (size_t)h->layout.size));
+    if (h == x) PetscCall(ops->copy(x->dtype, &x->layout, tmp, &y->layout, y->array));
+    else {
+      PetscCall(ops->copy(x->dtype, &x->layout, x->array, &y->layout, tmp));
+      PetscCall(mem->copy(y->array, tmp, es * (size_t)y->layout.size));
+    }
+    PetscCall(mem->free(tmp));
+    PetscCall(PetscObjectStateIncrease((PetscObject)y));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   PetscCall(TensorPairOps(x, y, "DDTensorCopy", &ops));
   PetscCall(ops->copy(x->dtype, &x->layout, x->array, &y->layout, y->array));
   PetscCall(PetscObjectStateIncrease((PetscObject)y));

@@ -6,6 +6,7 @@
 #include <sys/ddcxx.hpp>
 #include <ddnn/private/ddprimitiveimpl.h>
 #include <tensor/layout.hpp>
+#include <primitive/staging.hpp>
 #include <vector>
 
 using namespace ddnn;
@@ -17,6 +18,7 @@ struct AllSum {
   MPI_Comm              comm = MPI_COMM_NULL;
   PetscMPIInt           gsize = 0;
   std::vector<char>     buf;
+  StageBuffer           stage; /* device tensors: the bulk in C order on the device and its host copy */
 };
 } // namespace
 
@@ -74,6 +76,7 @@ static PetscErrorCode AS_Reset(DDPrimitive prim)
   PetscFunctionBegin;
   if (a->comm != MPI_COMM_NULL) PetscCallMPI(MPI_Comm_free(&a->comm));
   a->buf.clear();
+  PetscCall(a->stage.Free());
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -113,7 +116,8 @@ static PetscErrorCode AS_SetUp(DDPrimitive prim, DDTensor x, DDTensor y)
   if (a->comm != MPI_COMM_NULL) PetscCallMPI(MPI_Comm_size(a->comm, &a->gsize));
   size_t es;
   PetscCall(DDDataTypeGetSize(x->dtype, &es));
-  a->buf.resize(es * (size_t)x->layout.bulksize + 1);
+  if (x->memtype != DD_MEMTYPE_HOST) PetscCall(a->stage.Allocate(x->memtype, es * (size_t)x->layout.bulksize));
+  else a->buf.resize(es * (size_t)x->layout.bulksize + 1);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -125,6 +129,15 @@ static PetscErrorCode AS_Apply(DDPrimitive prim, DDTensor x, DDTensor y)
   PetscFunctionBegin;
   if (a->comm == MPI_COMM_NULL || !x->layout.bulksize) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(DDDataTypeGetMPIType(x->dtype, &mt));
+  if (x->memtype != DD_MEMTYPE_HOST) { /* device tensors: through a page-locked host copy (staging.hpp) */
+    if (a->gsize == 1) PetscCall(DDTensorCopy(x, y));
+    else {
+      PetscCall(StageBulkToHost(a->stage, x->dtype, x->layout, x->array));
+      PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, a->stage.host, (PetscMPIInt)x->layout.bulksize, mt, MPI_SUM, a->comm));
+      PetscCall(StageBulkFromHost(a->stage, y->dtype, y->layout, y->array));
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   if (LayoutIsPlainContiguous(x->layout) && LayoutIsPlainContiguous(y->layout)) { /* no copies */
     if (a->gsize > 1) PetscCallMPI(MPI_Allreduce(x == y ? MPI_IN_PLACE : x->array, y->array, (PetscMPIInt)x->layout.bulksize, mt, MPI_SUM, a->comm));
     else if (x != y) PetscCall(DDTensorCopy(x, y));
@@ -172,6 +185,7 @@ PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_AllSumReduce(DDPrimitive prim)
   PetscFunctionBegin;
   prim->data                = new AllSum;
   prim->allowsame           = PETSC_TRUE;
+  prim->device = PETSC_TRUE; /* device tensors: messages staged through host buffers (issue 11 part 3) */
   prim->ops->setfromoptions = AS_SetFromOptions;
   prim->ops->setup          = AS_SetUp;
   prim->ops->applybegin     = AS_Apply;

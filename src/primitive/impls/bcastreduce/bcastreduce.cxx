@@ -17,6 +17,8 @@
 #include <ddnn/private/ddprimitiveimpl.h>
 #include <tensor/layout.hpp>
 #include <primitive/bcastgroups.hpp>
+#include <primitive/staging.hpp>
+#include <cstring>
 #include <vector>
 #include <algorithm>
 
@@ -36,6 +38,7 @@ struct BcastReduce {
   bool               broadcast;  /* forward is a broadcast (else a sum-reduction) */
   std::vector<Group> groups;     /* the groups of this rank, by increasing gid */
   std::vector<char>  bufone, bufmany;
+  StageBuffer        sone, smany; /* device tensors: the pieces in C order on the device and their host copies */
   PetscInt           nK = 0, lead = 0, ngroups = 0;
   char               desc[256] = "";
 };
@@ -51,6 +54,8 @@ static PetscErrorCode BR_Reset(DDPrimitive prim)
   br->groups.clear();
   br->bufone.clear();
   br->bufmany.clear();
+  PetscCall(br->sone.Free());
+  PetscCall(br->smany.Free());
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -133,8 +138,14 @@ static PetscErrorCode BR_SetUp(DDPrimitive prim, DDTensor x, DDTensor y)
   {
     size_t es;
     PetscCall(DDDataTypeGetSize(x->dtype, &es));
-    br->bufone.resize(es * (size_t)(Po->index >= 0 ? one->layout.bulksize : 0) + 1);
-    br->bufmany.resize(es * (size_t)(Pm->index >= 0 ? many->layout.bulksize : 0) + 1);
+    const size_t bo = es * (size_t)(Po->index >= 0 ? one->layout.bulksize : 0), bm = es * (size_t)(Pm->index >= 0 ? many->layout.bulksize : 0);
+    if (x->memtype != DD_MEMTYPE_HOST) { /* a root that is no member of its group reduces into its host copy: room for the group's count */
+      PetscCall(br->sone.Allocate(x->memtype, PetscMax(bo, bm)));
+      PetscCall(br->smany.Allocate(x->memtype, bm));
+    } else {
+      br->bufone.resize(bo + 1);
+      br->bufmany.resize(bm + 1);
+    }
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -214,13 +225,69 @@ static PetscErrorCode BR_Gather(DDPrimitive prim, DDTensor many, DDTensor one)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  Device tensors: the same groups and collectives on page-locked host copies of the pieces in C
+  order (staging.hpp); the copies to and from the device are kernels of the memory's backend.
+*/
+static PetscErrorCode BR_SpreadDevice(DDPrimitive prim, DDTensor one, DDTensor many)
+{
+  auto        *br = (BcastReduce *)prim->data;
+  MPI_Datatype mt;
+
+  PetscFunctionBegin;
+  PetscCall(DDDataTypeGetMPIType(one->dtype, &mt));
+  for (auto &g : br->groups) {
+    if (!g.count) continue;
+    if (g.root) {
+      PetscCall(StageBulkToHost(br->sone, one->dtype, one->layout, one->array));
+      if (g.comm != MPI_COMM_NULL) {
+        MPI_Request req;
+        PetscCallMPI(MPI_Ibcast(br->sone.host, (PetscMPIInt)g.count, mt, 0, g.comm, &req));
+        PetscCallMPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+      }
+      if (g.member) PetscCall(StageBulkFromHost(br->sone, many->dtype, many->layout, many->array));
+    } else {
+      MPI_Request req;
+      PetscCallMPI(MPI_Ibcast(br->smany.host, (PetscMPIInt)g.count, mt, 0, g.comm, &req));
+      PetscCallMPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+      PetscCall(StageBulkFromHost(br->smany, many->dtype, many->layout, many->array));
+    }
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode BR_GatherDevice(DDPrimitive prim, DDTensor many, DDTensor one)
+{
+  auto        *br = (BcastReduce *)prim->data;
+  MPI_Datatype mt;
+  size_t       es;
+
+  PetscFunctionBegin;
+  PetscCall(DDDataTypeGetMPIType(one->dtype, &mt));
+  PetscCall(DDDataTypeGetSize(one->dtype, &es));
+  for (auto &g : br->groups) {
+    if (!g.count) continue;
+    if (g.root) {
+      if (g.member) PetscCall(StageBulkToHost(br->sone, many->dtype, many->layout, many->array));
+      else std::memset(br->sone.host, 0, es * (size_t)g.count);
+      if (g.comm != MPI_COMM_NULL) PetscCallMPI(MPI_Reduce(MPI_IN_PLACE, br->sone.host, (PetscMPIInt)g.count, mt, MPI_SUM, 0, g.comm));
+      PetscCall(StageBulkFromHost(br->sone, one->dtype, one->layout, one->array));
+    } else {
+      PetscCall(StageBulkToHost(br->smany, many->dtype, many->layout, many->array));
+      PetscCallMPI(MPI_Reduce(br->smany.host, NULL, (PetscMPIInt)g.count, mt, MPI_SUM, 0, g.comm));
+    }
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 static PetscErrorCode BR_ApplyBegin(DDPrimitive prim, DDTensor x, DDTensor y)
 {
   auto *br = (BcastReduce *)prim->data;
 
   PetscFunctionBegin;
-  if (br->broadcast) PetscCall(BR_Spread(prim, x, y));
-  else PetscCall(BR_Gather(prim, x, y));
+  const bool dev = x->memtype != DD_MEMTYPE_HOST;
+  if (br->broadcast) PetscCall(dev ? BR_SpreadDevice(prim, x, y) : BR_Spread(prim, x, y));
+  else PetscCall(dev ? BR_GatherDevice(prim, x, y) : BR_Gather(prim, x, y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -229,8 +296,9 @@ static PetscErrorCode BR_AdjointBegin(DDPrimitive prim, DDTensor y, DDTensor x)
   auto *br = (BcastReduce *)prim->data;
 
   PetscFunctionBegin;
-  if (br->broadcast) PetscCall(BR_Gather(prim, y, x));
-  else PetscCall(BR_Spread(prim, y, x));
+  const bool dev = x->memtype != DD_MEMTYPE_HOST;
+  if (br->broadcast) PetscCall(dev ? BR_GatherDevice(prim, y, x) : BR_Gather(prim, y, x));
+  else PetscCall(dev ? BR_SpreadDevice(prim, y, x) : BR_Spread(prim, y, x));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -250,6 +318,7 @@ static PetscErrorCode BR_Create(DDPrimitive prim, bool broadcast)
   auto *br                 = new BcastReduce;
   br->broadcast            = broadcast;
   prim->data               = br;
+  prim->device = PETSC_TRUE; /* device tensors: messages staged through host buffers (issue 11 part 3) */
   prim->ops->setup         = BR_SetUp;
   prim->ops->applybegin    = BR_ApplyBegin;
   prim->ops->adjointbegin  = BR_AdjointBegin;

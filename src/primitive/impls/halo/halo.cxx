@@ -593,6 +593,7 @@ static PetscErrorCode HA_SetUp(DDPrimitive prim, DDTensor x, DDTensor y)
     PetscMPIInt tag;
     PetscCall(PetscObjectGetNewTag((PetscObject)prim, &tag));
     h->ex = new Exchange;
+    h->ex->memtype = x->memtype;
     PetscCall(h->ex->SetUp(h->sf, comm, tag, DDExchangeUseTypes()));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -688,6 +689,7 @@ PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_Halo(DDPrimitive prim)
   PetscFunctionBegin;
   prim->data                = new Halo;
   prim->inplace             = PETSC_TRUE;
+  prim->device = PETSC_TRUE; /* device tensors: messages staged through host buffers (issue 11 part 3) */
   prim->ops->setfromoptions = HA_SetFromOptions;
   prim->ops->setup          = HA_SetUp;
   prim->ops->applybegin     = HA_ApplyBegin;

@@ -100,6 +100,7 @@ static PetscErrorCode RP_SetUp(DDPrimitive prim, DDTensor x, DDTensor y)
     PetscMPIInt tag;
     PetscCall(PetscObjectGetNewTag((PetscObject)prim, &tag));
     r->ex = new Exchange;
+    r->ex->memtype = x->memtype;
     PetscCall(r->ex->SetUp(r->sf, comm, tag, DDExchangeUseTypes()));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -171,6 +172,7 @@ PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_Repartition(DDPrimitive prim)
 {
   PetscFunctionBegin;
   prim->data               = new Repart;
+  prim->device = PETSC_TRUE; /* device tensors: messages staged through host buffers (issue 11 part 3) */
   prim->ops->setup         = RP_SetUp;
   prim->ops->applybegin    = RP_ApplyBegin;
   prim->ops->applyend      = RP_ApplyEnd;

@@ -25,6 +25,8 @@
 #include <tensor/layout.hpp>
 #include <primitive/sfutil.hpp>
 #include <primitive/exchange.hpp>
+#include <ddnn/private/ddbackendimpl.h>
+#include <backend/interface/backends.hpp>
 #include <vector>
 #include <cstring>
 
@@ -100,16 +102,16 @@ static void BulkRunsWhere(const DDLayout &L, const std::vector<char> &flag, char
   });
 }
 
-static PetscErrorCode ZeroRuns(DDDataType dt, void *a, const std::vector<PetscInt> &off, const std::vector<PetscInt> &len)
+static PetscErrorCode ZeroRuns(DDMemType mt, DDDataType dt, void *a, const std::vector<PetscInt> &off, const std::vector<PetscInt> &len)
 {
+  const struct _DDBackendVecOps *ops;
+  PetscInt                       total = 0;
+
   PetscFunctionBegin;
   if (off.empty()) PetscFunctionReturn(PETSC_SUCCESS);
-  PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    T *p    = (T *)a;
-    for (size_t i = 0; i < off.size(); i++) std::memset(p + off[i], 0, sizeof(T) * (size_t)len[i]);
-    return PETSC_SUCCESS;
-  }));
+  for (PetscInt l : len) total += l;
+  PetscCall(DDVecOps_Private(mt, &ops)); /* the memory's fill: a loop on the host, a kernel on the device */
+  PetscCall(ops->fill(dt, off.size(), off.data(), len.data(), total, a, 0));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -206,6 +208,7 @@ static PetscErrorCode SC_SetUp(DDPrimitive prim, DDTensor x, DDTensor y)
     PetscMPIInt tag;
     PetscCall(PetscObjectGetNewTag((PetscObject)prim, &tag));
     s->ex = new Exchange;
+    s->ex->memtype = x->memtype;
     PetscCall(s->ex->SetUp(s->sf, comm, tag, DDExchangeUseTypes()));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -216,7 +219,7 @@ static PetscErrorCode SC_ApplyBegin(DDPrimitive prim, DDTensor x, DDTensor y)
   auto *s = (Scatter *)prim->data;
 
   PetscFunctionBegin;
-  if (s->zero) PetscCall(ZeroRuns(y->dtype, y->array, s->yzoff, s->yzlen));
+  if (s->zero) PetscCall(ZeroRuns(y->memtype, y->dtype, y->array, s->yzoff, s->yzlen));
   PetscCall(s->ex->ForwardBegin(x->dtype, x->array, y->array));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -236,7 +239,7 @@ static PetscErrorCode SC_AdjointBegin(DDPrimitive prim, DDTensor y, DDTensor x)
   auto *s = (Scatter *)prim->data;
 
   PetscFunctionBegin;
-  PetscCall(ZeroRuns(x->dtype, x->array, s->xzoff, s->xzlen));
+  PetscCall(ZeroRuns(x->memtype, x->dtype, x->array, s->xzoff, s->xzlen));
   PetscCall(s->ex->AdjointBegin(x->dtype, y->array, x->array, s->xadd));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -373,6 +376,7 @@ PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_Scatter(DDPrimitive prim)
 {
   PetscFunctionBegin;
   prim->data                 = new Scatter;
+  prim->device = PETSC_TRUE; /* device tensors: messages staged through host buffers (issue 11 part 3) */
   prim->ops->setfromoptions  = SC_SetFromOptions;
   prim->ops->setup           = SC_SetUp;
   prim->ops->applybegin      = SC_ApplyBegin;
