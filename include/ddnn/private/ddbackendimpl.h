@@ -313,6 +313,8 @@ struct _DDBackendMemOps {
      engine's staging buffers when MPI does not take device pointers; host backends: ordinary memory */
   PetscErrorCode (*hostmalloc)(size_t, void **); /* zeroed */
   PetscErrorCode (*hostfree)(void *);
+  /* raises a failure that a kernel entry returning nothing (pointwise, GEMM) kept; NULL: none can */
+  PetscErrorCode (*check)(void);
 };
 
 /*

@@ -22,6 +22,8 @@ struct _p_DDLayer {
   PetscInt         minin, maxin; /* number of inputs the type accepts */
   PetscBool        nulldy;       /* set by a type's create function whose backward takes dy = NULL (dL = 1: a loss);
                                     DDLayerBackwardMulti() refuses NULL for the others */
+  PetscBool        device;       /* set by a type's create function that runs on device tensors (with a device backend) */
+  DDMemType        memtype;      /* the memory of the tensors given to set-up */
   PetscInt         nin;          /* inputs given at set-up */
   PetscInt         nincap;       /* length of the per-input arrays below (>= nin) */
   PetscInt64      *inhash;

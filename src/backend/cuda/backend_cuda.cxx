@@ -779,7 +779,7 @@ DD_CXX_TRY
   PetscCall(PetscStrncpy(b.description, "CUDA kernels, cuBLAS, cuFFT and cuDNN", sizeof(b.description)));
   b.fallback[0] = 0;
   b.memtype     = DD_MEMTYPE_DEVICE;
-  b.mem         = {CudaMalloc, CudaFree, CudaCopy, CudaSet, CudaHostMalloc, CudaHostFree};
+  b.mem         = {CudaMalloc, CudaFree, CudaCopy, CudaSet, CudaHostMalloc, CudaHostFree, DDBackendCudaCheckPending_Private};
   b.vec         = {VSet, VScale, VCopy, VAxpby, VPack, VUnpack, VFill, VRunsPrepare, VRunsFree, VPackP, VUnpackP, VFillP};
   FillCuda(b.f32);
   FillCuda(b.f64);

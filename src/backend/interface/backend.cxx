@@ -398,7 +398,7 @@ static PetscErrorCode HostSet(void *d, int v, size_t n)
   if (n) memset(d, v, n);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
-const struct _DDBackendMemOps ddnn::HostMemOps = {HostMalloc, HostFree, HostCopy, HostSet, HostMalloc, HostFree};
+const struct _DDBackendMemOps ddnn::HostMemOps = {HostMalloc, HostFree, HostCopy, HostSet, HostMalloc, HostFree, nullptr};
 
 /* the backend that owns the memory of type mt (not the host's: every CPU backend shares it) */
 static PetscErrorCode MemoryBackend(DDMemType mt, DDBackend *b)

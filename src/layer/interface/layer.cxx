@@ -327,6 +327,7 @@ DD_CXX_TRY
   layer->data   = NULL;
   layer->minin  = layer->maxin = 1;
   layer->nulldy = PETSC_FALSE;
+  layer->device = PETSC_FALSE;
   PetscCall(PetscObjectChangeTypeName((PetscObject)layer, type));
   PetscCall(DDLayerGetEvents(type, &layer->evfwd, &layer->evbwd));
   PetscCall((*create)(layer));
@@ -523,9 +524,18 @@ static PetscErrorCode DDLayerCheckConsistent_Private(DDLayer layer, PetscInt n, 
   initializes the parameters with the layer's seed (0 unless `DDLayerInitializeParameters()`
   is called later). Errors name the option, shape or rank at fault on every rank.
 
+  Device tensors (`DDTensorSetMemType()`, issue 11): the pooling layer and the activation layer
+  (relu, leakyrelu, tanh, sigmoid, exact gelu, identity) run on them with the "/gpu/cuda" backend
+  (`DDLayerSetBackend()` or -dd_backend /gpu/cuda): the backend's kernels, the primitives on the
+  device, outputs and gradients in device memory. Every input must be in one memory, the same on
+  every rank, and later calls must pass tensors (outputs and gradients too) in that memory. The
+  other layer types refuse device tensors with an error naming the type (the convolutions' device
+  path is written but not enabled until its test has run on a GPU); host tensors refuse a backend
+  that computes in device memory.
+
   Level: beginner
 
-.seealso: `DDLayerSetUp()`, `DDLayerForwardMulti()`
+.seealso: `DDLayerSetUp()`, `DDLayerForwardMulti()`, `DDLayerSetBackend()`
 @*/
 PetscErrorCode DDLayerSetUpMulti(DDLayer layer, PetscInt n, DDTensor xs[])
 DD_CXX_TRY
@@ -544,14 +554,26 @@ DD_CXX_TRY
     else PetscCall(PetscSNPrintf(range, sizeof(range), "%" PetscInt_FMT " to %" PetscInt_FMT, layer->minin, layer->maxin));
     PetscCheck(n >= layer->minin && n <= layer->maxin, comm, PETSC_ERR_ARG_SIZ, "A %s layer%s%s%s takes %s input(s), not %" PetscInt_FMT, ((PetscObject)layer)->type_name, pfx ? " (prefix " : "", pfx ? pfx : "", pfx ? ")" : "", range, n);
   }
+  for (PetscInt i = 0; i < n; i++) PetscCall(DDTensorCheckSetUp_Private(xs[i], "DDLayerSetUp"));
   {
-    DDBackend b; /* layers run host kernels on host tensors only (issue 11: device layers come later) */
+    /* the memory: every input in one, the same on every rank; device tensors run on the types that
+       say so (issue 11: pooling and activations so far) with a backend computing in that memory */
+    const char *tn = ((PetscObject)layer)->type_name;
+    DDBackend   b;
+    DDMemType   mt = n > 0 ? xs[0]->memtype : DD_MEMTYPE_HOST;
+    PetscInt    v[2], g[2];
+    for (PetscInt i = 1; i < n; i++) PetscCheck(xs[i]->memtype == mt, PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "Layer %s: input %" PetscInt_FMT " is in %s memory, input 0 in %s memory; give a layer its inputs in one memory", tn, i, DDMemTypes[xs[i]->memtype], DDMemTypes[mt]);
+    v[0] = (PetscInt)mt;
+    v[1] = -(PetscInt)mt;
+    PetscCall(MPIU_Allreduce(v, g, 2, MPIU_INT, MPI_MAX, comm));
+    PetscCheck(g[0] == -g[1], comm, PETSC_ERR_ARG_INCOMP, "Layer %s: the inputs are in host memory on some ranks and in device memory on others", tn);
+    PetscCheck(mt == DD_MEMTYPE_HOST || layer->device, comm, PETSC_ERR_SUP, "DDLayerSetUp() does not support device tensors yet for a %s layer (its input is in %s memory); copy it to a host tensor", tn, DDMemTypes[mt]);
     PetscCall(DDLayerGetBackend_Private(layer, &b));
-    PetscCheck(b->memtype == DD_MEMTYPE_HOST, comm, PETSC_ERR_SUP, "Layer %s: backend %s computes in %s memory, and layers do not run there yet; choose a /cpu backend for the layer", ((PetscObject)layer)->type_name, b->name, DDMemTypes[b->memtype]);
+    if (mt == DD_MEMTYPE_HOST) PetscCheck(b->memtype == DD_MEMTYPE_HOST, comm, PETSC_ERR_SUP, "Layer %s: backend %s computes in %s memory, but the input is a host tensor: choose a /cpu backend for the layer, or give it device tensors (DDTensorSetMemType())", tn, b->name, DDMemTypes[b->memtype]);
+    else PetscCheck(b->memtype == mt, comm, PETSC_ERR_SUP, "Layer %s: the input is in %s memory, but backend %s computes in %s memory: choose /gpu/cuda for the layer (-dd_backend, DDLayerSetBackend())", tn, DDMemTypes[mt], b->name, DDMemTypes[b->memtype]);
+    layer->memtype = mt;
   }
   for (PetscInt i = 0; i < n; i++) {
-    PetscCall(DDTensorCheckSetUp_Private(xs[i], "DDLayerSetUp"));
-    PetscCall(DDTensorCheckHost_Private(xs[i], "DDLayerSetUp"));
     PetscMPIInt cmp;
     PetscCallMPI(MPI_Comm_compare(comm, PetscObjectComm((PetscObject)xs[i]), &cmp));
     PetscCheck(cmp == MPI_IDENT || cmp == MPI_CONGRUENT, comm, PETSC_ERR_ARG_NOTSAMECOMM, "Input %" PetscInt_FMT " lives on another communicator than the layer", i);
@@ -677,6 +699,26 @@ DD_CXX_TRY
 }
 DD_CXX_CATCH
 
+/* A tensor given to a set-up layer is in the memory of its set-up inputs (on this rank, as the other checks of Forward and Backward) */
+static PetscErrorCode DDLayerCheckMemory(DDLayer l, DDTensor t, const char fn[], const char what[])
+{
+  PetscFunctionBegin;
+  PetscCheck(t->memtype == l->memtype, PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "%s: the %s layer was set up on tensors in %s memory; this %s (tensor %s) is in %s memory", fn, ((PetscObject)l)->type_name, DDMemTypes[l->memtype], what, ((PetscObject)t)->name ? ((PetscObject)t)->name : "(unnamed)", DDMemTypes[t->memtype]);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* device layers: raises a failure that a kernel entry returning nothing (pointwise) kept during the layer's work */
+static PetscErrorCode DDLayerCheckKernels(DDLayer l)
+{
+  DDBackend b;
+
+  PetscFunctionBegin;
+  if (l->memtype == DD_MEMTYPE_HOST) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(DDLayerGetBackend_Private(l, &b));
+  if (b->mem.check) PetscCall(b->mem.check());
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* The output may have another halo than the layer's own output, but not another distribution or format */
 static PetscErrorCode DDLayerCheckOutput(DDLayer l, DDTensor y, const char fn[])
 {
@@ -684,6 +726,7 @@ static PetscErrorCode DDLayerCheckOutput(DDLayer l, DDTensor y, const char fn[])
 
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(y, fn));
+  PetscCall(DDLayerCheckMemory(l, y, fn, "output"));
   PetscCall(DDTensorCompatible(y, l->output, &ok));
   PetscCheck(ok && y->dtype == l->output->dtype, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_INCOMP, "%s: the output tensor is not distributed as the layer's output (use DDLayerGetOutput() or DDLayerCreateOutput())", fn);
   PetscCheck(y->format == l->output->format && (y->format != DD_FORMAT_BLOCKED || y->bs == l->output->bs), PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_INCOMP, "%s: the output tensor has format %s, the layer writes %s", fn, DDTensorFormats[y->format], DDTensorFormats[l->output->format]);
@@ -721,7 +764,7 @@ DD_CXX_TRY
   PetscCheck(n == layer->nin, comm, PETSC_ERR_ARG_SIZ, "Layer was set up for %" PetscInt_FMT " input(s), %" PetscInt_FMT " given", layer->nin, n);
   for (PetscInt i = 0; i < n; i++) {
     PetscCall(DDTensorCheckSetUp_Private(xs[i], "DDLayerForward"));
-    PetscCall(DDTensorCheckHost_Private(xs[i], "DDLayerForward"));
+    PetscCall(DDLayerCheckMemory(layer, xs[i], "DDLayerForward", "input"));
     if (xs[i]->layouthash != layer->inhash[i]) { /* a halo grew, or another tensor: it must be distributed alike */
       PetscCall(DDTensorCheckCompatible_Private(xs[i], layer->setupin[i], "DDLayerForward"));
     }
@@ -730,6 +773,7 @@ DD_CXX_TRY
   PetscCall(DDLayerReleaseSaved(layer));
   PetscCall(PetscLogEventBegin(layer->evfwd, layer, 0, 0, 0));
   PetscCall((*layer->ops->forward)(layer, n, xs, y));
+  PetscCall(DDLayerCheckKernels(layer));
   PetscCall(PetscLogEventEnd(layer->evfwd, layer, 0, 0, 0));
   for (PetscInt i = 0; i < n; i++) {
     PetscCall(PetscObjectReference((PetscObject)xs[i]));
@@ -799,7 +843,7 @@ DD_CXX_TRY
     PetscCheck(st == layer->savedstate[i], comm, PETSC_ERR_ARG_WRONGSTATE, "Input %" PetscInt_FMT " was modified after DDLayerForward(); its gradient would be wrong", i);
     if (dxs && dxs[i]) {
       PetscCall(DDTensorCheckSetUp_Private(dxs[i], "DDLayerBackward"));
-      PetscCall(DDTensorCheckHost_Private(dxs[i], "DDLayerBackward"));
+      PetscCall(DDLayerCheckMemory(layer, dxs[i], "DDLayerBackward", "input gradient"));
       PetscCall(DDTensorCheckCompatible_Private(dxs[i], layer->saved[i], "DDLayerBackward (input gradient)"));
     }
   }
@@ -812,12 +856,13 @@ DD_CXX_TRY
   if (dy) {
     PetscBool ok;
     PetscCall(DDTensorCheckSetUp_Private(dy, "DDLayerBackward"));
-    PetscCall(DDTensorCheckHost_Private(dy, "DDLayerBackward"));
+    PetscCall(DDLayerCheckMemory(layer, dy, "DDLayerBackward", "output gradient"));
     PetscCall(DDTensorCompatible(dy, layer->output, &ok));
     PetscCheck(ok && dy->dtype == layer->output->dtype, comm, PETSC_ERR_ARG_INCOMP, "DDLayerBackward: the output gradient is not distributed as the layer's output");
   }
   PetscCall(PetscLogEventBegin(layer->evbwd, layer, 0, 0, 0));
   PetscCall((*layer->ops->backward)(layer, dy, n, dxs));
+  PetscCall(DDLayerCheckKernels(layer));
   PetscCall(PetscLogEventEnd(layer->evbwd, layer, 0, 0, 0));
   for (PetscInt i = 0; i < n; i++) /* the primitives may touch the saved inputs' halos */
     PetscCall(PetscObjectStateGet((PetscObject)layer->saved[i], &layer->savedstate[i]));
@@ -1198,9 +1243,11 @@ DD_CXX_TRY
   gs[t->order - 1] = 1;
   for (PetscInt k = t->order - 2; k >= 0; k--) gs[k] = gs[k + 1] * t->shape[k + 1];
   const PetscReal gain = PetscSqrtReal(2.0); /* ReLU */
+  void *h;
+  PetscCall(DDTensorGetHostArray_Private(t, &h)); /* a device tensor: drawn in a host copy, copied back */
   PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
-    T *arr  = HostArray<T>(t);
+    T *arr  = (T *)h;
     ForEachIndex(L.order, a, b, L.perm, [&](const PetscInt *j) {
       PetscInt64 g = 0;
       for (PetscInt k = 0; k < L.order; k++) g += gs[k] * (j[k] - L.lo[k] + L.start[k]);
@@ -1233,7 +1280,7 @@ DD_CXX_TRY
     });
     return PETSC_SUCCESS;
   }));
-  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscCall(DDTensorRestoreHostArray_Private(t, PETSC_TRUE, &h)); /* (increases the state) */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH

@@ -432,6 +432,8 @@ static PetscErrorCode Activation_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   DDTensor    y, x = xs[0];
 
   PetscFunctionBegin;
+  /* device tensors (the /gpu/cuda pointwise kernels): relu, leaky relu, tanh, sigmoid, exact gelu, identity */
+  PetscCheck(x->memtype == DD_MEMTYPE_HOST || (s->type <= DD_ACT_IDENTITY && s->approx != DD_GELU_APPROXIMATE_TANH), PetscObjectComm((PetscObject)l), PETSC_ERR_SUP, "An activation layer on device tensors computes relu, leakyrelu, tanh, sigmoid, gelu (exact) and identity; %s%s has no device kernel yet", DDActivationTypes[s->type], s->type == DD_ACT_GELU ? " (tanh approximation)" : "");
   PetscCall(CreateLike(x, &y));
   PetscCall(DDLayerSetOutput_Private(l, y));
   if (s->type == DD_ACT_PRELU) PetscCall(Activation_SetUpPReLU(l, x));
@@ -687,6 +689,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Activation(DDLayer l)
 {
   PetscFunctionBegin;
   l->data                = new Activation;
+  l->device              = PETSC_TRUE; /* on device tensors: the types with a device kernel (Activation_SetUp) */
   l->ops->setfromoptions = Activation_SetFromOptions;
   l->ops->setup          = Activation_SetUp;
   l->ops->forward        = Activation_Forward;

@@ -109,6 +109,7 @@ PetscErrorCode SpatialOutputSetUp(DDLayer l, DDTensor x, PetscInt D, const Petsc
   PetscCall(DDTensorSetBlockSize(y, x->bs));
   PetscCall(DDTensorSetBlockDimension_Private(y, x->blockdim));
   PetscCall(DDTensorSetFormat(y, x->format));
+  PetscCall(DDTensorSetMemType(y, x->memtype));
   PetscCall(DDTensorSetUp(y));
   PetscCall(DDLayerSetOutput_Private(l, y));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -160,6 +161,7 @@ PetscErrorCode CreateLike(DDTensor x, DDTensor *y)
   PetscCall(DDTensorSetBlockSize(t, x->bs));
   PetscCall(DDTensorSetBlockDimension_Private(t, x->blockdim));
   PetscCall(DDTensorSetFormat(t, x->format));
+  PetscCall(DDTensorSetMemType(t, x->memtype));
   PetscCall(DDTensorSetUp(t));
   *y = t;
   PetscFunctionReturn(PETSC_SUCCESS);

@@ -68,6 +68,7 @@ PetscErrorCode ConvSetUpParameters(DDLayer l, C *c, DDTensor x, PetscInt D, cons
   PetscCall(DDTensorSetPartition(c->w, c->Pr));
   PetscCall(DDTensorSetShape(c->w, 2 + D, shape.data()));
   PetscCall(DDTensorSetDataType(c->w, x->dtype));
+  PetscCall(DDTensorSetMemType(c->w, x->memtype));
   if (grouped) PetscCall(DDTensorSetOwnershipRanges(c->w, 0, rl.data()));
   else PetscCall(DDTensorSetOwnershipRanges(c->w, transposed ? 0 : 1, cl.data()));
   PetscCall(DDTensorSetUp(c->w));
@@ -95,7 +96,12 @@ PetscErrorCode ConvSetUpParameters(DDLayer l, C *c, DDTensor x, PetscInt D, cons
   std::vector<PetscMPIInt> rb;
   for (PetscInt co = 0; co < Pco; co++) rb.push_back(rank(co, 0, c->cib, 0));
   PetscCall(MakePartition(comm, {Pco}, rb, &c->Pb));
-  PetscCall(DDTensorCreateFromPartition(c->Pb, x->dtype, 1, &c->co, &c->b));
+  PetscCall(DDTensorCreate(comm, &c->b));
+  PetscCall(DDTensorSetPartition(c->b, c->Pb));
+  PetscCall(DDTensorSetShape(c->b, 1, &c->co));
+  PetscCall(DDTensorSetDataType(c->b, x->dtype));
+  PetscCall(DDTensorSetMemType(c->b, x->memtype));
+  PetscCall(DDTensorSetUp(c->b));
   PetscCall(DDLayerAddParameter_Private(l, "bias", c->b));
   if (c->bcastW) {
     std::vector<PetscMPIInt> rbw;
@@ -361,6 +367,7 @@ struct ConvDistribution {
     PetscCall(DDTensorSetOwnershipRanges(y, 0, nl.data()));
     PetscCall(DDTensorSetBlockSize(y, ybs));
     PetscCall(DDTensorSetFormat(y, yformat));
+    PetscCall(DDTensorSetMemType(y, x->memtype));
     PetscCall(DDTensorSetUp(y));
     PetscCall(DDLayerSetOutput_Private(l, y));
     PetscFunctionReturn(PETSC_SUCCESS);

@@ -675,6 +675,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Pool(DDLayer l)
 {
   PetscFunctionBegin;
   l->data                = new Pool;
+  l->device              = PETSC_TRUE; /* on device tensors: the /gpu/cuda pooling kernels, the halo primitive on the device */
   l->ops->setfromoptions = Pool_SetFromOptions;
   l->ops->setup          = Pool_SetUp;
   l->ops->forward        = Pool_Forward;

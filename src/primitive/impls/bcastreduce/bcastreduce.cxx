@@ -385,7 +385,8 @@ PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_SumReduce(DDPrimitive prim)
 
   Output Parameter:
 . y - a tensor on part: x's shape with leading size-1 dimensions prepended up to part's order,
-      replicated along the broadcast dimensions, x's ownership elsewhere; same type and format
+      replicated along the broadcast dimensions, x's ownership elsewhere; same type, format and
+      memory type
 
   Level: intermediate
 
@@ -426,6 +427,7 @@ DD_CXX_TRY
   PetscCall(DDTensorSetFormat(t, x->format));
   PetscCall(DDTensorSetBlockSize(t, x->bs));
   PetscCall(DDTensorSetBlockDimension_Private(t, x->blockdim + lead));
+  PetscCall(DDTensorSetMemType(t, x->memtype));
   PetscCall(DDTensorSetUp(t));
   *y = t;
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -444,7 +446,7 @@ DD_CXX_CATCH
 
   Output Parameter:
 . y - a tensor on part with x's shape (less the leading dimensions part lacks) and x's
-      ownership along the kept dimensions
+      ownership along the kept dimensions; x's type, format and memory type
 
   Level: intermediate
 
@@ -482,6 +484,7 @@ DD_CXX_TRY
   PetscCall(DDTensorSetFormat(t, x->format));
   PetscCall(DDTensorSetBlockSize(t, x->bs));
   PetscCall(DDTensorSetBlockDimension_Private(t, x->blockdim - lead));
+  PetscCall(DDTensorSetMemType(t, x->memtype));
   PetscCall(DDTensorSetUp(t));
   *y = t;
   PetscFunctionReturn(PETSC_SUCCESS);
