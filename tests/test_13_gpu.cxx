@@ -1196,14 +1196,14 @@ TEST(Gpu, CopyBetweenHostAndDevice)
 
 namespace
 {
-/* the same layer on host tensors (/cpu/ref) and on their device twins (/gpu/cuda): outputs and input gradients agree */
-void LayerDeviceEqualsHost(const std::function<void(DDLayer)> &configure, DDTensor x, const std::string &what, unsigned seed)
+/* the same layer on host tensors (/cpu/ref) and on their device twins (/gpu/cuda): outputs, input and parameter gradients agree (x's values drawn here) */
+void LayerDeviceEqualsHost(const std::function<void(DDLayer)> &configure, DDTensor x, const std::string &what, unsigned seed, double tol32 = 2e-6)
 {
   DDTensor   xd = DeviceTwin(x), y, yd, dy, dyd, dx, dxd;
   DDLayer    lh, ld;
   DDDataType dt;
   DDT(DDTensorGetDataType(x, &dt));
-  const double tol = dt == DD_FLOAT64 ? 1e-13 : 2e-6;
+  const double tol = dt == DD_FLOAT64 ? 1e-12 : tol32;
   for (DDLayer *l : {&lh, &ld}) {
     DDT(DDLayerCreate(PETSC_COMM_WORLD, l));
     configure(*l);
@@ -1211,7 +1211,7 @@ void LayerDeviceEqualsHost(const std::function<void(DDLayer)> &configure, DDTens
   }
   DDT(DDTensorSetRandomGlobal(x, seed, -1, 1));
   DDT(DDTensorCopy(x, xd));
-  DDT(DDLayerSetUp(lh, x));
+  DDT(DDLayerSetUp(lh, x)); /* the same parameters: drawn from seed 0 identically on any partition and memory */
   DDT(DDLayerSetUp(ld, xd));
   DDT(DDLayerCreateOutput(lh, &y));
   DDT(DDLayerCreateOutput(ld, &yd));
@@ -1226,7 +1226,18 @@ void LayerDeviceEqualsHost(const std::function<void(DDLayer)> &configure, DDTens
   DDT(DDTensorDuplicate(xd, &dxd));
   DDT(DDLayerBackward(lh, dy, dx));
   DDT(DDLayerBackward(ld, dyd, dxd));
-  EXPECT_LE(MaxRelDiff(Bulk(dx), Bulk(dxd)), tol) << what << ": backward";
+  EXPECT_LE(MaxRelDiff(Bulk(dx), Bulk(dxd)), tol) << what << ": backward (input gradient)";
+  PetscInt  nh, nd;
+  DDTensor *gh, *gd;
+  DDT(DDLayerGetGradients(lh, &nh, &gh));
+  DDT(DDLayerGetGradients(ld, &nd, &gd));
+  ASSERT_EQ(nh, nd);
+  for (PetscInt i = 0; i < nh; i++) {
+    DDMemType mt;
+    DDT(DDTensorGetMemType(gd[i], &mt));
+    EXPECT_EQ(mt, HostTwins() ? DD_MEMTYPE_HOST : DD_MEMTYPE_DEVICE) << what;
+    EXPECT_LE(MaxRelDiff(Bulk(gh[i]), Bulk(gd[i])), 10 * tol) << what << ": parameter gradient " << i;
+  }
   for (DDTensor *t : {&xd, &y, &yd, &dy, &dyd, &dx, &dxd}) DDT(DDTensorDestroy(t));
   DDT(DDLayerDestroy(&lh));
   DDT(DDLayerDestroy(&ld));
@@ -1282,55 +1293,6 @@ TEST(Gpu, PoolAndActivationLayersOnDeviceMatchHost)
         }
 }
 
-namespace
-{
-/* as LayerDeviceEqualsHost, also the parameter gradients; x's values drawn here */
-void ParamLayerDeviceEqualsHost(const std::function<void(DDLayer)> &configure, DDTensor x, const std::string &what, unsigned seed, double tol32)
-{
-  DDTensor   xd = DeviceTwin(x), y, yd, dy, dyd, dx, dxd;
-  DDLayer    lh, ld;
-  DDDataType dt;
-  DDT(DDTensorGetDataType(x, &dt));
-  const double tol = dt == DD_FLOAT64 ? 1e-12 : tol32;
-  for (DDLayer *l : {&lh, &ld}) {
-    DDT(DDLayerCreate(PETSC_COMM_WORLD, l));
-    configure(*l);
-    DDT(DDLayerSetBackend(*l, l == &lh || HostTwins() ? "/cpu/ref" : "/gpu/cuda"));
-  }
-  DDT(DDTensorSetRandomGlobal(x, seed, -1, 1));
-  DDT(DDTensorCopy(x, xd));
-  DDT(DDLayerSetUp(lh, x)); /* the same parameters: drawn from seed 0 identically on any partition and memory */
-  DDT(DDLayerSetUp(ld, xd));
-  DDT(DDLayerCreateOutput(lh, &y));
-  DDT(DDLayerCreateOutput(ld, &yd));
-  DDT(DDLayerForward(lh, x, y));
-  DDT(DDLayerForward(ld, xd, yd));
-  EXPECT_LE(MaxRelDiff(Bulk(y), Bulk(yd)), tol) << what << ": forward";
-  DDT(DDTensorDuplicate(y, &dy));
-  DDT(DDTensorDuplicate(yd, &dyd));
-  DDT(DDTensorSetRandomGlobal(dy, seed + 1, -1, 1));
-  DDT(DDTensorCopy(dy, dyd));
-  DDT(DDTensorDuplicate(x, &dx));
-  DDT(DDTensorDuplicate(xd, &dxd));
-  DDT(DDLayerBackward(lh, dy, dx));
-  DDT(DDLayerBackward(ld, dyd, dxd));
-  EXPECT_LE(MaxRelDiff(Bulk(dx), Bulk(dxd)), tol) << what << ": backward (input gradient)";
-  PetscInt  nh, nd;
-  DDTensor *gh, *gd;
-  DDT(DDLayerGetGradients(lh, &nh, &gh));
-  DDT(DDLayerGetGradients(ld, &nd, &gd));
-  ASSERT_EQ(nh, nd);
-  for (PetscInt i = 0; i < nh; i++) {
-    DDMemType mt;
-    DDT(DDTensorGetMemType(gd[i], &mt));
-    EXPECT_EQ(mt, HostTwins() ? DD_MEMTYPE_HOST : DD_MEMTYPE_DEVICE) << what;
-    EXPECT_LE(MaxRelDiff(Bulk(gh[i]), Bulk(gd[i])), 10 * tol) << what << ": parameter gradient " << i;
-  }
-  for (DDTensor *t : {&xd, &y, &yd, &dy, &dyd, &dx, &dxd}) DDT(DDTensorDestroy(t));
-  DDT(DDLayerDestroy(&lh));
-  DDT(DDLayerDestroy(&ld));
-}
-} // namespace
 
 /* convolutions and transposed convolutions on device tensors (cuDNN, halo and collectives on the device) against /cpu/ref */
 TEST(Gpu, ConvLayersOnDeviceMatchHost)
@@ -1365,7 +1327,7 @@ TEST(Gpu, ConvLayersOnDeviceMatchHost)
         };
         std::ostringstream what;
         what << "conv case " << c << " on " << ps[0] << "x" << ps[1] << " " << DDDataTypes[dt];
-        ParamLayerDeviceEqualsHost(conf, x, what.str(), seed++, 1e-5);
+        LayerDeviceEqualsHost(conf, x, what.str(), seed++, 1e-5);
         DDT(DDTensorDestroy(&x));
         DDT(DDPartitionDestroy(&P));
       }
@@ -1382,7 +1344,7 @@ TEST(Gpu, ConvLayersOnDeviceMatchHost)
         DDT(DDLayerConvSetBias(l, PETSC_TRUE));
         if (c == 1) DDT(DDLayerConvSetChannelWorkers(l, W));
       };
-      ParamLayerDeviceEqualsHost(conf, x, std::string(c == 0 ? "conv over input-channel workers " : "conv over output-channel workers ") + DDDataTypes[dt], seed++, 1e-5);
+      LayerDeviceEqualsHost(conf, x, std::string(c == 0 ? "conv over input-channel workers " : "conv over output-channel workers ") + DDDataTypes[dt], seed++, 1e-5);
       DDT(DDTensorDestroy(&x));
       DDT(DDPartitionDestroy(&P));
     }
@@ -1402,7 +1364,7 @@ TEST(Gpu, ConvLayersOnDeviceMatchHost)
         };
         std::ostringstream what;
         what << "convtranspose case " << c << " on " << ps[0] << "x" << ps[1] << " " << DDDataTypes[dt];
-        ParamLayerDeviceEqualsHost(conf, x, what.str(), seed++, 1e-5);
+        LayerDeviceEqualsHost(conf, x, what.str(), seed++, 1e-5);
         DDT(DDTensorDestroy(&x));
         DDT(DDPartitionDestroy(&P));
       }

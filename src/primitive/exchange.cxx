@@ -157,9 +157,9 @@ Exchange::~Exchange()
       for (auto &t : p.type)
         if (t != MPI_DATATYPE_NULL) MPI_Type_free(&t);
     }
-  const struct _DDBackendMemOps *mem = nullptr;
-  const struct _DDBackendVecOps *vec = nullptr;
-  if (Device() && DDMemOps_Private(memtype, &mem) == PETSC_SUCCESS && DDVecOps_Private(memtype, &vec) == PETSC_SUCCESS) {
+  const struct _DDBackendMemOps *mem = dmem;
+  const struct _DDBackendVecOps *vec = dvec;
+  if (mem && vec) { /* device memory, staged (SetUpStaging()) */
     for (auto *v : {&sendTo, &recvFrom})
       for (auto &p : *v) {
         (void)mem->free(p.dbuf);
@@ -250,12 +250,11 @@ PetscErrorCode Exchange::SetUp(PetscSF sf, MPI_Comm c, PetscMPIInt t, PetscBool 
 /* device memory: per peer a device buffer the message is packed into and a page-locked host copy MPI moves; a device buffer for the rank's own part */
 PetscErrorCode Exchange::SetUpStaging()
 {
-  const struct _DDBackendMemOps *mem;
-  const struct _DDBackendVecOps *vec;
-
   PetscFunctionBegin;
-  PetscCall(DDMemOps_Private(memtype, &mem));
-  PetscCall(DDVecOps_Private(memtype, &vec));
+  PetscCall(DDMemOps_Private(memtype, &dmem));
+  PetscCall(DDVecOps_Private(memtype, &dvec));
+  const struct _DDBackendMemOps *mem = dmem;
+  const struct _DDBackendVecOps *vec = dvec;
   for (auto *v : {&sendTo, &recvFrom})
     for (auto &p : *v) {
       const size_t n = sizeof(double) * (size_t)p.runs.total; /* for the larger element size */
@@ -852,14 +851,12 @@ PetscErrorCode Exchange::End(Plan &pl, DDDataType dt, void *dst, std::vector<Pee
 */
 PetscErrorCode Exchange::BeginDevice(Plan &pl, DDDataType dt, const void *src, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, const std::vector<PetscInt> &srcself, const std::vector<PetscInt> &dstself, bool add, const Runs *fill, PetscReal value)
 {
-  const struct _DDBackendVecOps *ops;
-  const struct _DDBackendMemOps *mem;
+  const struct _DDBackendVecOps *ops = dvec;
+  const struct _DDBackendMemOps *mem = dmem;
   const size_t                   es = dt == DD_FLOAT32 ? sizeof(float) : sizeof(double);
   PetscInt64                    *cnt = counted[&pl == &fwd ? 0 : 1];
 
   PetscFunctionBegin;
-  PetscCall(DDVecOps_Private(memtype, &ops));
-  PetscCall(DDMemOps_Private(memtype, &mem));
   for (auto &r : pl.recv) PetscCallMPI(MPI_Start(&r));
   for (size_t i = 0; i < to.size(); i++) {
     Peer        &p = to[i];
@@ -895,14 +892,12 @@ PetscErrorCode Exchange::BeginDevice(Plan &pl, DDDataType dt, const void *src, v
 
 PetscErrorCode Exchange::EndDevice(Plan &pl, DDDataType dt, void *dst, std::vector<Peer> &from, std::vector<Peer> &to, bool add)
 {
-  const struct _DDBackendVecOps *ops;
-  const struct _DDBackendMemOps *mem;
+  const struct _DDBackendVecOps *ops = dvec;
+  const struct _DDBackendMemOps *mem = dmem;
   const size_t                   es = dt == DD_FLOAT32 ? sizeof(float) : sizeof(double);
   PetscInt64                    *cnt = counted[&pl == &fwd ? 0 : 1];
 
   PetscFunctionBegin;
-  PetscCall(DDVecOps_Private(memtype, &ops));
-  PetscCall(DDMemOps_Private(memtype, &mem));
   for (size_t i = 0; i < from.size(); i++) {
     Peer        &p = from[i];
     const size_t n = es * (size_t)p.runs.total;
@@ -951,9 +946,7 @@ PetscErrorCode Exchange::ZeroLeaves(DDDataType dt, void *leaf)
   PetscFunctionBegin;
   PetscCheck(!priced, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "This exchange was set up for pricing only (a trial set-up of -net_distribution auto): it cannot move data");
   if (Device()) {
-    const struct _DDBackendVecOps *ops;
-    PetscCall(DDVecOps_Private(memtype, &ops));
-    PetscCall(ops->fillp(dt, dleaves, leaf, 0));
+    PetscCall(dvec->fillp(dt, dleaves, leaf, 0));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {

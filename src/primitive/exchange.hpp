@@ -37,6 +37,9 @@
 #include <vector>
 #include <algorithm>
 
+struct _DDBackendMemOps;
+struct _DDBackendVecOps;
+
 namespace ddnn
 {
 
@@ -190,6 +193,8 @@ private:
   void             *dselfroot = nullptr, *dselfleaf = nullptr, *dleaves = nullptr; /* device memory: the runs of the own part's roots and leaves, of all leaves */
   void             *dfill = nullptr;     /* device memory: the runs of the last fill, prepared for the caller's Runs fillkey */
   const Runs       *fillkey = nullptr;
+  const ::_DDBackendMemOps *dmem = nullptr; /* device memory: its backend's memory and vector operations (SetUpStaging()) */
+  const ::_DDBackendVecOps *dvec = nullptr;
   PetscErrorCode    MakeLink(CmaLink &lk, Peer &p, bool reader, bool add, size_t es, const void *mine);
   PetscErrorCode    CmaCopy(CmaLink &lk, Peer &p);
   static void       MakeCalls(CmaCalls &c, const Runs &L, bool lbuf, const Runs &R, bool rbuf, PetscInt total, size_t es, char *lbase);

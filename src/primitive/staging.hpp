@@ -19,8 +19,8 @@ struct StageBuffer {
   ~StageBuffer() { (void)Free(); }
 };
 
-/* host = the bulk of a (layout L, device memory) in C order, through dev */
-PetscErrorCode StageBulkToHost(StageBuffer &s, DDDataType dt, const DDLayout &L, const void *a);
-/* the bulk of a = host (C order), through dev; add: a += host */
-PetscErrorCode StageBulkFromHost(StageBuffer &s, DDDataType dt, const DDLayout &L, void *a, bool add = false);
+/* mode 0: host = the bulk of a (layout L, device memory) in C order, through dev; 1: the bulk of a = host; 2: a += host */
+PetscErrorCode StageBulk(StageBuffer &s, DDDataType dt, const DDLayout &L, void *a, int mode);
+inline PetscErrorCode StageBulkToHost(StageBuffer &s, DDDataType dt, const DDLayout &L, const void *a) { return StageBulk(s, dt, L, const_cast<void *>(a), 0); }
+inline PetscErrorCode StageBulkFromHost(StageBuffer &s, DDDataType dt, const DDLayout &L, void *a, bool add = false) { return StageBulk(s, dt, L, a, add ? 2 : 1); }
 } // namespace ddnn
