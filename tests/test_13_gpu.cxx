@@ -258,6 +258,19 @@ TEST(Gpu, HostOnlyPathsRefuseDeviceTensors)
   DDT(DDTensorDestroy(&y));
 }
 
+/* a tensor's memory type is the same on every rank: primitives and layers plan alike from it (checked at set-up, before any allocation: no device needed) */
+TEST(Gpu, MemoryTypeMustAgreeAcrossRanks)
+{
+  if (Size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  std::string msg;
+  DDTensor    t = MakeTensor(DD_FLOAT64, Rank() == 1 ? DD_MEMTYPE_DEVICE : DD_MEMTYPE_HOST, DD_FORMAT_PLAIN, 0, false);
+  EXPECT_NE(Catch([&]() { return DDTensorSetUp(t); }, &msg), 0);
+  EXPECT_NE(msg.find("memory type"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("differs between ranks"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("device memory"), std::string::npos) << msg;
+  DDT(DDTensorDestroy(&t));
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* device tests (skipped without a device: never run on this project's CI)                     */
 

@@ -556,17 +556,13 @@ DD_CXX_TRY
   }
   for (PetscInt i = 0; i < n; i++) PetscCall(DDTensorCheckSetUp_Private(xs[i], "DDLayerSetUp"));
   {
-    /* the memory: every input in one, the same on every rank; device tensors run on the types that
-       say so (issue 11: pooling and activations so far) with a backend computing in that memory */
+    /* the memory: every input in one (a tensor's memory is the same on every rank, DDTensorSetUp()
+       checks it: so are these errors); device tensors run on the types that say so (issue 11:
+       pooling and activations so far) with a backend computing in that memory */
     const char *tn = ((PetscObject)layer)->type_name;
     DDBackend   b;
     DDMemType   mt = n > 0 ? xs[0]->memtype : DD_MEMTYPE_HOST;
-    PetscInt    v[2], g[2];
-    for (PetscInt i = 1; i < n; i++) PetscCheck(xs[i]->memtype == mt, PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "Layer %s: input %" PetscInt_FMT " is in %s memory, input 0 in %s memory; give a layer its inputs in one memory", tn, i, DDMemTypes[xs[i]->memtype], DDMemTypes[mt]);
-    v[0] = (PetscInt)mt;
-    v[1] = -(PetscInt)mt;
-    PetscCall(MPIU_Allreduce(v, g, 2, MPIU_INT, MPI_MAX, comm));
-    PetscCheck(g[0] == -g[1], comm, PETSC_ERR_ARG_INCOMP, "Layer %s: the inputs are in host memory on some ranks and in device memory on others", tn);
+    for (PetscInt i = 1; i < n; i++) PetscCheck(xs[i]->memtype == mt, comm, PETSC_ERR_ARG_INCOMP, "Layer %s: input %" PetscInt_FMT " is in %s memory, input 0 in %s memory; give a layer its inputs in one memory", tn, i, DDMemTypes[xs[i]->memtype], DDMemTypes[mt]);
     PetscCheck(mt == DD_MEMTYPE_HOST || layer->device, comm, PETSC_ERR_SUP, "DDLayerSetUp() does not support device tensors yet for a %s layer (its input is in %s memory); copy it to a host tensor", tn, DDMemTypes[mt]);
     PetscCall(DDLayerGetBackend_Private(layer, &b));
     if (mt == DD_MEMTYPE_HOST) PetscCheck(b->memtype == DD_MEMTYPE_HOST, comm, PETSC_ERR_SUP, "Layer %s: backend %s computes in %s memory, but the input is a host tensor: choose a /cpu backend for the layer, or give it device tensors (DDTensorSetMemType())", tn, b->name, DDMemTypes[b->memtype]);
@@ -703,7 +699,7 @@ DD_CXX_CATCH
 static PetscErrorCode DDLayerCheckMemory(DDLayer l, DDTensor t, const char fn[], const char what[])
 {
   PetscFunctionBegin;
-  PetscCheck(t->memtype == l->memtype, PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "%s: the %s layer was set up on tensors in %s memory; this %s (tensor %s) is in %s memory", fn, ((PetscObject)l)->type_name, DDMemTypes[l->memtype], what, ((PetscObject)t)->name ? ((PetscObject)t)->name : "(unnamed)", DDMemTypes[t->memtype]);
+  PetscCheck(t->memtype == l->memtype, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_INCOMP, "%s: the %s layer was set up on tensors in %s memory; this %s (tensor %s) is in %s memory", fn, ((PetscObject)l)->type_name, DDMemTypes[l->memtype], what, ((PetscObject)t)->name ? ((PetscObject)t)->name : "(unnamed)", DDMemTypes[t->memtype]);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

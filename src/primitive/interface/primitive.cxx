@@ -366,13 +366,11 @@ DD_CXX_TRY
     PetscCheck(cmp == MPI_IDENT || cmp == MPI_CONGRUENT, comm, PETSC_ERR_ARG_NOTSAMECOMM, "The tensors must live on the primitive's communicator");
   }
   {
-    /* device tensors (issue 11 part 3): the types that move them say so; both tensors in one memory, the same on every rank (the ranks' exchanges must agree on their plans) */
+    /* device tensors (issue 11 part 3): the types that move them say so; both tensors in one memory
+       (a tensor's memory is the same on every rank, DDTensorSetUp() checks it: so are these errors) */
     const char *tn = ((PetscObject)prim)->type_name;
-    PetscInt    mt[2] = {(PetscInt)x->memtype, -(PetscInt)x->memtype}, g[2];
-    PetscCheck(x->memtype == y->memtype, PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "The %s primitive's input is in %s memory and its output in %s memory: give it tensors in one memory (DDTensorSetMemType())", tn, DDMemTypes[x->memtype], DDMemTypes[y->memtype]);
-    PetscCheck(x->memtype == DD_MEMTYPE_HOST || prim->device, PETSC_COMM_SELF, PETSC_ERR_SUP, "DDPrimitiveSetUp() does not support device tensors yet for the %s primitive (tensor %s is in %s memory); copy it to a host tensor", tn, ((PetscObject)x)->name ? ((PetscObject)x)->name : "(unnamed)", DDMemTypes[x->memtype]);
-    PetscCall(MPIU_Allreduce(mt, g, 2, MPIU_INT, MPI_MAX, comm));
-    PetscCheck(g[0] == -g[1], comm, PETSC_ERR_ARG_INCOMP, "The %s primitive's tensors are in host memory on some ranks and in device memory on others: every rank must use the same memory type", tn);
+    PetscCheck(x->memtype == y->memtype, comm, PETSC_ERR_ARG_INCOMP, "The %s primitive's input is in %s memory and its output in %s memory: give it tensors in one memory (DDTensorSetMemType())", tn, DDMemTypes[x->memtype], DDMemTypes[y->memtype]);
+    PetscCheck(x->memtype == DD_MEMTYPE_HOST || prim->device, comm, PETSC_ERR_SUP, "DDPrimitiveSetUp() does not support device tensors yet for the %s primitive (tensor %s is in %s memory); copy it to a host tensor", tn, ((PetscObject)x)->name ? ((PetscObject)x)->name : "(unnamed)", DDMemTypes[x->memtype]);
   }
   PetscCall(DDPrimitiveReset(prim));
   prim->memtype = x->memtype;
@@ -405,7 +403,7 @@ static PetscErrorCode DDPrimitiveCheckTensors(DDPrimitive prim, DDTensor in, DDT
     *out = in;
   }
   PetscCall(DDTensorCheckSetUp_Private(*out, fn));
-  PetscCheck(in->memtype == prim->memtype && (*out)->memtype == prim->memtype, PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "%s: the %s primitive was set up for tensors in %s memory; these are in %s and %s memory", fn, ((PetscObject)prim)->type_name, DDMemTypes[prim->memtype], DDMemTypes[in->memtype], DDMemTypes[(*out)->memtype]);
+  PetscCheck(in->memtype == prim->memtype && (*out)->memtype == prim->memtype, comm, PETSC_ERR_ARG_INCOMP, "%s: the %s primitive was set up for tensors in %s memory; these are in %s and %s memory", fn, ((PetscObject)prim)->type_name, DDMemTypes[prim->memtype], DDMemTypes[in->memtype], DDMemTypes[(*out)->memtype]);
   /* layout hashes are global: a mismatch on any rank is seen on every rank */
   PetscCheck(in->layouthash == inhash, comm, PETSC_ERR_ARG_INCOMP, "%s: the input tensor is not laid out as the one given to DDPrimitiveSetUp() (partition, shape, ownership, halo, format or data type differ on some rank)", fn);
   PetscCheck((*out)->layouthash == outhash, comm, PETSC_ERR_ARG_INCOMP, "%s: the output tensor is not laid out as the one given to DDPrimitiveSetUp() (partition, shape, ownership, halo, format or data type differ on some rank)", fn);

@@ -548,7 +548,6 @@ DD_CXX_TRY
   PetscCheck(t->part, comm, PETSC_ERR_ARG_WRONGSTATE, "Tensor has no partition: call DDTensorSetPartition()");
   PetscCheck(t->order > 0, comm, PETSC_ERR_ARG_WRONGSTATE, "Tensor has no shape: call DDTensorSetShape()");
   PetscCheck(t->order == t->part->order, comm, PETSC_ERR_ARG_INCOMP, "Tensor of order %" PetscInt_FMT " cannot live on a partition of order %" PetscInt_FMT " (add size-1 dimensions to one of them)", t->order, t->part->order);
-  PetscCall(TensorMem(t, &mem)); /* device memory where there is none: an error before anything is done */
   PetscCall(PetscLogEventBegin(DD_TensorSetUp, t, 0, 0, 0));
   PetscCall(DDShapeToString_Private(t->order, t->shape, sh, sizeof(sh)));
   if (!ddnn::PricingSkipChecks()) { /* the global shape, data type and partition must be the same on every rank (a trial set-up of -net_distribution auto makes its tensors alike on every rank) */
@@ -560,12 +559,19 @@ DD_CXX_TRY
     for (PetscInt k = 0; k < t->order; k++)
       if (t->replicated[k]) d += ", replicated along " + std::to_string((long long)k);
     d += t->emptyok ? ", empty pieces allowed" : ", empty pieces not allowed";
+    d += std::string(", ") + DDMemTypes[t->memtype] + " memory"; /* primitives and layers plan alike on every rank from it */
     for (PetscInt k = 0; k < t->order; k++)
       if (t->userlx[k]) {
         d += ", sizes along " + std::to_string((long long)k) + ":";
         for (PetscInt p = 0; p < t->part->shape[k]; p++) d += " " + std::to_string((long long)t->userlx[k][p]);
       }
-    PetscCall(DDCheckSameString(comm, "The global shape, data type, partition, replicated dimensions or ownership sizes of a tensor", d.c_str()));
+    PetscCall(DDCheckSameString(comm, "The global shape, data type, partition, memory type, replicated dimensions or ownership sizes of a tensor", d.c_str()));
+  }
+  { /* device memory where a rank has none: an error on every rank before anything is done */
+    PetscErrorCode merr = TensorMem(t, &mem);
+    char          *why  = NULL;
+    if (merr) (void)PetscErrorMessage(merr, NULL, &why); /* that rank's message, for every rank */
+    DDCheckAll(comm, merr == PETSC_SUCCESS, merr ? merr : PETSC_ERR_SUP, "A tensor in %s memory cannot be set up: %s", DDMemTypes[t->memtype], why ? why : "(no message)");
   }
   for (PetscInt k = 0; k < t->order; k++) {
     PetscInt P = t->part->shape[k];
