@@ -125,6 +125,14 @@ inline std::string LayerViewText(DDLayer l)
   return ViewedText([&](PetscViewer v) { return DDLayerView(l, v); });
 }
 
+/* A Cartesian partition of PETSC_COMM_WORLD with the given shape, on the given ranks (by default the first ranks in order) */
+inline DDPartition MakePart(std::vector<PetscInt> shape, std::vector<PetscMPIInt> ranks = {})
+{
+  DDPartition p;
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, (PetscInt)shape.size(), shape.data(), ranks.empty() ? PETSC_DECIDE : (PetscInt)ranks.size(), ranks.empty() ? NULL : ranks.data(), &p));
+  return p;
+}
+
 /* All factorizations of n into `parts` ordered factors */
 inline void Factorizations(int n, int parts, std::vector<std::vector<PetscInt>> &out, std::vector<PetscInt> cur = {})
 {

@@ -14,13 +14,6 @@ using namespace ddtest;
 
 static const double ADJ_TOL = 1e-13;
 
-static DDPartition MakePart(std::vector<PetscInt> shape, std::vector<PetscMPIInt> ranks = {})
-{
-  DDPartition p;
-  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, (PetscInt)shape.size(), shape.data(), ranks.empty() ? PETSC_DECIDE : (PetscInt)ranks.size(), ranks.empty() ? NULL : ranks.data(), &p));
-  return p;
-}
-
 static DDPrimitive MakePrim(DDPrimitiveType type)
 {
   DDPrimitive p;

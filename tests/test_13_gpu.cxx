@@ -1033,13 +1033,6 @@ DDTensor PrimTensor(DDPartition P, DDDataType dt, const std::vector<PetscInt> &s
   DDT(DDTensorSetUp(t));
   return t;
 }
-
-DDPartition PrimPart(std::vector<PetscInt> shape, std::vector<PetscMPIInt> ranks = {})
-{
-  DDPartition p;
-  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, (PetscInt)shape.size(), shape.data(), ranks.empty() ? PETSC_DECIDE : (PetscInt)ranks.size(), ranks.empty() ? NULL : ranks.data(), &p));
-  return p;
-}
 } // namespace
 
 TEST(Gpu, HaloOnDeviceMatchesHost)
@@ -1053,7 +1046,7 @@ TEST(Gpu, HaloOnDeviceMatchesHost)
       for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST, DD_FORMAT_BLOCKED})
         for (int kc = 0; kc < 3; kc++) {
           const PetscInt k[3] = {3, 5, 4}, s[3] = {1, 2, 1}, pad[3] = {1, 2, 3}, dil[3] = {1, 1, 2};
-          DDPartition    P    = PrimPart({1, 1, ps[0], ps[1]});
+          DDPartition    P    = MakePart({1, 1, ps[0], ps[1]});
           /* kc 2: unbalanced rows, the first row worker empty (windows reach past it) */
           DDTensor x = PrimTensor(P, dt, {2, 5, 6 * ps[0] + 3, 5 * ps[1] + 2}, {0, 0, 0, 0}, {0, 0, 0, 0}, fmt, kc == 2 && ps[0] > 2 ? 2 : -1);
           auto     make = [&](DDTensor a, DDTensor) {
@@ -1084,8 +1077,8 @@ TEST(Gpu, RepartitionAndScatterOnDeviceMatchHost)
   for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32})
     for (int c = 0; c < 3; c++) {
       /* c 0: rows to batch, plain to channels-last with halos; 1: all on the last rank to rows, unbalanced; 2: rows (unbalanced, blocked) to columns */
-      DDPartition Px = c == 1 ? PrimPart({1, 1, 1, 1}, {(PetscMPIInt)(W - 1)}) : PrimPart({1, 1, W, 1});
-      DDPartition Py = c == 0 ? PrimPart({W, 1, 1, 1}) : c == 1 ? PrimPart({1, 1, W, 1}) : PrimPart({1, 1, 1, W});
+      DDPartition Px = c == 1 ? MakePart({1, 1, 1, 1}, {(PetscMPIInt)(W - 1)}) : MakePart({1, 1, W, 1});
+      DDPartition Py = c == 0 ? MakePart({W, 1, 1, 1}) : c == 1 ? MakePart({1, 1, W, 1}) : MakePart({1, 1, 1, W});
       DDTensor    x  = PrimTensor(Px, dt, {W + 1, 6, 3 * W + 2, 7}, {0, 0, c == 2 ? 0 : 1, 1}, {0, 0, 1, 0}, c == 2 ? DD_FORMAT_BLOCKED : DD_FORMAT_PLAIN, c == 2 && W > 2 ? 2 : -1);
       DDTensor    y  = PrimTensor(Py, dt, {W + 1, 6, 3 * W + 2, 7}, {0, 0, 1, 2}, {0, 0, 0, 1}, c == 0 ? DD_FORMAT_CHANNELS_LAST : DD_FORMAT_PLAIN, c == 1 && W > 2 ? 2 : -1);
       auto        make = [&](DDTensor a, DDTensor b) {
@@ -1137,7 +1130,7 @@ TEST(Gpu, CollectivesOnDeviceMatchHost)
   unsigned  seed = 200;
   for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
     /* broadcast from the last rank to a 1 x W partition and the sum-reduce back; x channels-last with a halo */
-    DDPartition Px = PrimPart({1, 1, 1}, {(PetscMPIInt)(W - 1)}), Py = PrimPart({1, 1, W});
+    DDPartition Px = MakePart({1, 1, 1}, {(PetscMPIInt)(W - 1)}), Py = MakePart({1, 1, W});
     DDTensor    x = PrimTensor(Px, dt, {3, 4, 2 * W + 1}, {0, 1, 1}, {0, 0, 1}, DD_FORMAT_CHANNELS_LAST), y;
     DDT(DDTensorCreateBroadcast(x, Py, &y));
     for (DDPrimitiveType type : {DDPRIMITIVEBROADCAST, DDPRIMITIVESUMREDUCE}) {
@@ -1157,7 +1150,7 @@ TEST(Gpu, CollectivesOnDeviceMatchHost)
     DDT(DDPartitionDestroy(&Px));
     DDT(DDPartitionDestroy(&Py));
     /* all-sum-reduce over the replicated dimension of a W x 1 partition, in place and out of place, blocked storage */
-    DDPartition P = PrimPart({W, 1, 1});
+    DDPartition P = MakePart({W, 1, 1});
     DDTensor    a;
     DDT(DDTensorCreate(PETSC_COMM_WORLD, &a));
     DDT(DDTensorSetPartition(a, P));
@@ -1267,7 +1260,7 @@ TEST(Gpu, PoolAndActivationLayersOnDeviceMatchHost)
     for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32})
       for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST})
         for (int uneven = 0; uneven < 2; uneven++) {
-          DDPartition P = PrimPart({1, 1, ps[0], ps[1]});
+          DDPartition P = MakePart({1, 1, ps[0], ps[1]});
           DDTensor    x = PrimTensor(P, dt, {2, 3, 7 * ps[0] + 3, 6 * ps[1] + 1}, {0, 0, 0, 0}, {0, 0, 0, 0}, fmt, uneven && ps[0] > 2 ? 2 : -1);
           struct PoolCase {
             DDPoolType type;
@@ -1323,7 +1316,7 @@ TEST(Gpu, ConvLayersOnDeviceMatchHost)
     /* spatial splits: padding modes, stride, dilation, groups, overlap, unbalanced pieces */
     for (auto &ps : f2)
       for (int c = 0; c < 5; c++) {
-        DDPartition P = PrimPart({1, 1, ps[0], ps[1]});
+        DDPartition P = MakePart({1, 1, ps[0], ps[1]});
         DDTensor    x = PrimTensor(P, dt, {2, 4, 6 * ps[0] + 2, 5 * ps[1] + 3}, {0, 0, 0, 0}, {0, 0, 0, 0}, c == 4 ? DD_FORMAT_CHANNELS_LAST : DD_FORMAT_PLAIN, c == 3 && ps[0] > 2 ? 2 : -1);
         auto        conf = [&](DDLayer l) {
           const PetscInt k[2] = {3, 3}, s[2] = {c == 1 ? 2 : 1, c == 1 ? 2 : 1}, p[2] = {c == 2 ? 2 : 1, c == 2 ? 2 : 1}, d[2] = {c == 2 ? 2 : 1, c == 2 ? 2 : 1};
@@ -1346,7 +1339,7 @@ TEST(Gpu, ConvLayersOnDeviceMatchHost)
       }
     /* channel splits: x over W input-channel workers (y = R y^), and x on one rank with W output-channel workers (x^ = B x) */
     for (int c = 0; c < 2; c++) {
-      DDPartition P = c == 0 ? PrimPart({1, W, 1, 1}) : PrimPart({1, 1, 1, 1}, {0});
+      DDPartition P = c == 0 ? MakePart({1, W, 1, 1}) : MakePart({1, 1, 1, 1}, {0});
       DDTensor    x = PrimTensor(P, dt, {2, 2 * W, 9, 7}, {0, 0, 0, 0}, {0, 0, 0, 0}, DD_FORMAT_PLAIN);
       auto        conf = [&](DDLayer l) {
         const PetscInt k[2] = {3, 3}, p[2] = {1, 1};
@@ -1364,7 +1357,7 @@ TEST(Gpu, ConvLayersOnDeviceMatchHost)
     /* transposed convolutions on a spatial split: the U-Net's k2 s2 up-sampling, and k3 s1 p1 */
     for (auto &ps : f2)
       for (int c = 0; c < 2; c++) {
-        DDPartition P = PrimPart({1, 1, ps[0], ps[1]});
+        DDPartition P = MakePart({1, 1, ps[0], ps[1]});
         DDTensor    x = PrimTensor(P, dt, {2, 4, 4 * ps[0] + 1, 3 * ps[1] + 2}, {0, 0, 0, 0}, {0, 0, 0, 0}, DD_FORMAT_PLAIN);
         auto        conf = [&](DDLayer l) {
           const PetscInt k[2] = {c ? 3 : 2, c ? 3 : 2}, s[2] = {c ? 1 : 2, c ? 1 : 2}, p[2] = {c ? 1 : 0, c ? 1 : 0};
