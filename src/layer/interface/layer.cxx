@@ -695,7 +695,7 @@ DD_CXX_TRY
 }
 DD_CXX_CATCH
 
-/* A tensor given to a set-up layer is in the memory of its set-up inputs (on this rank, as the other checks of Forward and Backward) */
+/* A tensor given to a set-up layer is in the memory of its set-up inputs (a tensor's memory is the same on every rank: so is this error) */
 static PetscErrorCode DDLayerCheckMemory(DDLayer l, DDTensor t, const char fn[], const char what[])
 {
   PetscFunctionBegin;
