@@ -513,3 +513,72 @@ TEST(OutOfMemory, TensorTooLargeUnderReturnErrorHandler)
   DDT(DDTensorDestroy(&x));
   DDT(DDPartitionDestroy(&part));
 }
+
+/* runs f with the address space of the last rank limited to what it maps now and 64 MiB (the
+   others unlimited): an allocation of 128 MiB fails on that rank alone */
+template <class F>
+static PetscErrorCode OnTheLastRankLimited(F &&f, std::string *msg)
+{
+  struct rlimit old, lim;
+  long          pages = 0, rss;
+  const bool    last  = Rank() == Size() - 1;
+  FILE         *fp    = fopen("/proc/self/statm", "r");
+  if (!fp || fscanf(fp, "%ld %ld", &pages, &rss) != 2) ADD_FAILURE() << "cannot read /proc/self/statm";
+  if (fp) fclose(fp);
+  getrlimit(RLIMIT_AS, &old);
+  lim          = old;
+  lim.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)64 << 20);
+  if (old.rlim_cur != RLIM_INFINITY && lim.rlim_cur > old.rlim_cur) lim.rlim_cur = old.rlim_cur;
+  if (last) EXPECT_EQ(setrlimit(RLIMIT_AS, &lim), 0);
+  PetscErrorCode ierr = Catch(f, msg);
+  if (last) setrlimit(RLIMIT_AS, &old);
+  return ierr;
+}
+
+/* a tensor's storage that one rank cannot get (the last one's address space is limited): DDTensorSetUp()
+   and a later re-layout (DDTensorSetHalo()) fail on every rank with the message naming that rank and
+   its request, instead of the failing rank leaving while the others wait in the layout hash's all-reduce
+   (they hung before); the ranks that did allocate free it, and a failed re-layout keeps the tensor as it
+   was */
+TEST(OutOfMemory, TensorStorageOneRankCannotGetFailsOnEveryRank)
+{
+  const PetscInt           per = (PetscInt)1 << 24; /* 128 MiB of doubles per rank */
+  DDPartition              part;
+  DDTensor                 x, y;
+  PetscInt                 shape[1] = {per * Size()}, ps[1] = {Size()}, small[1] = {8 * Size()}, lo[1] = {0}, hi[1] = {0}, wide[1] = {per / 2};
+  std::vector<PetscMPIInt> ranks(Size());
+  std::string              msg, who = "rank " + std::to_string(Size() - 1) + " could not allocate its ";
+  for (PetscMPIInt r = 0; r < Size(); r++) ranks[r] = r;
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 1, ps, Size(), ranks.data(), &part));
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &x));
+  DDT(DDTensorSetPartition(x, part));
+  DDT(DDTensorSetShape(x, 1, shape));
+  PetscErrorCode ierr = OnTheLastRankLimited([&] { return DDTensorSetUp(x); }, &msg);
+  EXPECT_EQ((int)ierr, (int)PETSC_ERR_MEM) << msg;
+  EXPECT_TRUE(OnEveryRank(ierr == PETSC_ERR_MEM));
+  EXPECT_NE(msg.find("cannot be allocated: " + who + std::to_string((long long)per * 8) + " bytes (0.125 GiB) of host memory: Out of memory"), std::string::npos) << msg;
+  DDT(DDTensorDestroy(&x));
+
+  /* a small tensor set up, then a halo of 128 MiB asked: the re-layout fails everywhere, the tensor stays */
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &y));
+  DDT(DDTensorSetPartition(y, part));
+  DDT(DDTensorSetShape(y, 1, small));
+  DDT(DDTensorSetUp(y));
+  DDT(DDTensorSet(y, 3.0));
+  ierr = OnTheLastRankLimited([&] { return DDTensorSetHalo(y, wide, wide); }, &msg);
+  EXPECT_EQ((int)ierr, (int)PETSC_ERR_MEM) << msg;
+  EXPECT_TRUE(OnEveryRank(ierr == PETSC_ERR_MEM));
+  EXPECT_NE(msg.find("cannot be allocated: " + who), std::string::npos) << msg;
+  DDT(DDTensorGetHalo(y, lo, hi));
+  EXPECT_EQ(lo[0], 0);
+  EXPECT_EQ(hi[0], 0);
+  PetscReal nrm;
+  DDT(DDTensorNorm(y, NORM_1, &nrm));
+  EXPECT_EQ(nrm, 3.0 * 8 * Size());
+  wide[0] = 2;
+  DDT(DDTensorSetHalo(y, wide, wide)); /* and grows when it can */
+  DDT(DDTensorNorm(y, NORM_1, &nrm));
+  EXPECT_EQ(nrm, 3.0 * 8 * Size());
+  DDT(DDTensorDestroy(&y));
+  DDT(DDPartitionDestroy(&part));
+}

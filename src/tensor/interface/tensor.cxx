@@ -18,6 +18,39 @@ static PetscErrorCode TensorMem(DDTensor t, const struct _DDBackendMemOps **ops)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  The storage of a layout, allocated on every rank of comm or on none. A piece that cannot be laid
+  out (lerr, from LayoutBuild()) or whose storage cannot be allocated (host memory exhausted, a
+  device out of memory) fails on its rank alone, while the others would go on into the collectives
+  that follow (the layout hash's all-reduce) and wait there: every rank raises the error instead,
+  with the message of the lowest failing rank, which names that rank and its request. A rank that
+  did allocate frees what it got. Collective.
+*/
+static PetscErrorCode TensorAllocAll(MPI_Comm comm, const struct _DDBackendMemOps *mem, DDMemType mt, PetscErrorCode lerr, const DDLayout *L, size_t es, const char *sh, void **arr)
+{
+  PetscErrorCode aerr = PETSC_SUCCESS;
+  char          *why  = NULL;
+  PetscMPIInt    rank;
+
+  PetscFunctionBegin;
+  *arr = NULL;
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  if (!lerr) aerr = mem->malloc(L->size * es, arr); /* returns its error: the check below raises it everywhere */
+  if (aerr) (void)PetscErrorMessage(aerr, NULL, &why);
+  if (aerr && *arr) *arr = NULL; /* nothing was handed out */
+  PetscErrorCode err = lerr ? lerr : aerr;
+  char           msg[512];
+  if (lerr) PetscCall(PetscSNPrintf(msg, sizeof(msg), "A tensor of shape %s cannot lay out rank %d's piece (see that rank's error)", sh, rank));
+  else if (aerr) PetscCall(PetscSNPrintf(msg, sizeof(msg), "A tensor of shape %s cannot be allocated: rank %d could not allocate its %.0f bytes (%.3g GiB) of %s memory: %s", sh, rank, (double)(L->size * es), (double)(L->size * es) / 1073741824.0, DDMemTypes[mt], why ? why : "(no message)"));
+  PetscErrorCode cerr = DDCheckCollective(comm, err ? PETSC_FALSE : PETSC_TRUE, err ? err : PETSC_ERR_MEM, err ? msg : "");
+  if (cerr && *arr) {
+    (void)mem->free(*arr); /* this rank's storage: another rank failed */
+    *arr = NULL;
+  }
+  PetscCall(cerr);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 namespace ddnn
 {
 PetscErrorCode LayoutBuild(DDLayout *L, PetscInt order, const PetscInt n[], const PetscInt start[], const PetscInt lo[], const PetscInt hi[], DDTensorFormat fmt, PetscInt bs, PetscInt bdim)
@@ -499,11 +532,15 @@ static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const Pe
 
   PetscFunctionBegin;
   PetscCheck(!t->placedvec, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "Cannot change the halo or format of a tensor that wraps a Vec; call DDTensorResetVec() first");
-  PetscCall(LayoutBuild(&L, t->order, t->layout.n, t->layout.start, lo, hi, fmt, bs, t->blockdim));
   PetscCall(DDDataTypeGetSize(t->dtype, &es));
   PetscCall(TensorMem(t, &mem));
   PetscCall(DDVecOps_Private(t->memtype, &vec));
-  PetscCall(mem->malloc(L.size * es, &arr));
+  {
+    char           sh[256];
+    PetscErrorCode lerr = LayoutBuild(&L, t->order, t->layout.n, t->layout.start, lo, hi, fmt, bs, t->blockdim);
+    PetscCall(DDShapeToString_Private(t->order, t->shape, sh, sizeof(sh)));
+    PetscCall(TensorAllocAll(PetscObjectComm((PetscObject)t), mem, t->memtype, lerr, &L, es, sh, &arr)); /* the layout hash below is collective */
+  }
   PetscCall(vec->copy(t->dtype, &t->layout, t->array, &L, arr)); /* the bulk, format to format, where it lives */
   if (t->ownsarray) PetscCall(mem->free(t->array));
   PetscCall(PetscFree(t->hostmirror));
@@ -610,12 +647,11 @@ DD_CXX_TRY
   }
   if (!t->active)
     for (PetscInt k = 0; k < t->order; k++) t->lo[k] = t->hi[k] = 0;
-  { /* a piece beyond PetscInt's range fails on its rank alone: the others must not wait in the collectives that follow */
-    PetscErrorCode lerr = LayoutBuild(&t->layout, t->order, n, start, t->lo, t->hi, t->format, t->bs, t->blockdim);
-    DDCheckAll(comm, lerr == PETSC_SUCCESS, lerr ? lerr : PETSC_ERR_ARG_OUTOFRANGE, "A tensor of shape %s cannot lay out a rank's piece (see that rank's error)", sh);
-  }
   PetscCall(DDDataTypeGetSize(t->dtype, &es));
-  PetscCall(mem->malloc(t->layout.size * es, &t->array));
+  { /* a piece beyond PetscInt's range, or storage a rank cannot get, fails on every rank: the others must not wait in the collectives that follow */
+    PetscErrorCode lerr = LayoutBuild(&t->layout, t->order, n, start, t->lo, t->hi, t->format, t->bs, t->blockdim);
+    PetscCall(TensorAllocAll(comm, mem, t->memtype, lerr, &t->layout, es, sh, &t->array));
+  }
   t->ownsarray   = PETSC_TRUE;
   t->setupcalled = PETSC_TRUE;
   PetscCall(DDTensorComputeLayoutHash(t));
