@@ -581,4 +581,27 @@ TEST(OutOfMemory, TensorStorageOneRankCannotGetFailsOnEveryRank)
   EXPECT_EQ(nrm, 3.0 * 8 * Size());
   DDT(DDTensorDestroy(&y));
   DDT(DDPartitionDestroy(&part));
+
+  /* formats that differ between ranks: only the last rank re-lays its piece out (to channels-last), and
+     cannot; the others keep theirs and still take part in the check (no mismatched collectives) */
+  PetscInt   s4[4] = {1, 4, 1024 * Size(), 4096}, p4[4] = {1, 1, Size(), 1}; /* 128 MiB of doubles per rank */
+  DDTensor   z;
+  const bool last = Rank() == Size() - 1;
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 4, p4, Size(), ranks.data(), &part));
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &z));
+  DDT(DDTensorSetPartition(z, part));
+  DDT(DDTensorSetShape(z, 4, s4));
+  DDT(DDTensorSetUp(z));
+  ierr = OnTheLastRankLimited([&] { return DDTensorSetFormat(z, last ? DD_FORMAT_CHANNELS_LAST : DD_FORMAT_PLAIN); }, &msg);
+  EXPECT_EQ((int)ierr, (int)PETSC_ERR_MEM) << msg;
+  EXPECT_TRUE(OnEveryRank(ierr == PETSC_ERR_MEM));
+  EXPECT_NE(msg.find("cannot be allocated: " + who + std::to_string((long long)4 * 1024 * 4096 * 8) + " bytes"), std::string::npos) << msg;
+  DDTensorFormat fmt;
+  DDT(DDTensorGetFormat(z, &fmt));
+  EXPECT_EQ(fmt, DD_FORMAT_PLAIN);
+  DDT(DDTensorSetFormat(z, last ? DD_FORMAT_CHANNELS_LAST : DD_FORMAT_PLAIN)); /* without the limit it does */
+  DDT(DDTensorGetFormat(z, &fmt));
+  EXPECT_EQ(fmt, last ? DD_FORMAT_CHANNELS_LAST : DD_FORMAT_PLAIN);
+  DDT(DDTensorDestroy(&z));
+  DDT(DDPartitionDestroy(&part));
 }

@@ -24,7 +24,8 @@ static PetscErrorCode TensorMem(DDTensor t, const struct _DDBackendMemOps **ops)
   device out of memory) fails on its rank alone, while the others would go on into the collectives
   that follow (the layout hash's all-reduce) and wait there: every rank raises the error instead,
   with the message of the lowest failing rank, which names that rank and its request. A rank that
-  did allocate frees what it got. Collective.
+  did allocate frees what it got. A rank with nothing to allocate (L NULL: its layout stays, where
+  another rank's changes) takes part all the same. Collective.
 */
 static PetscErrorCode TensorAllocAll(MPI_Comm comm, const struct _DDBackendMemOps *mem, DDMemType mt, PetscErrorCode lerr, const DDLayout *L, size_t es, const char *sh, void **arr)
 {
@@ -35,7 +36,7 @@ static PetscErrorCode TensorAllocAll(MPI_Comm comm, const struct _DDBackendMemOp
   PetscFunctionBegin;
   *arr = NULL;
   PetscCallMPI(MPI_Comm_rank(comm, &rank));
-  if (!lerr) aerr = mem->malloc(L->size * es, arr); /* returns its error: the check below raises it everywhere */
+  if (!lerr && L) aerr = mem->malloc(L->size * es, arr); /* returns its error: the check below raises it everywhere */
   if (aerr) (void)PetscErrorMessage(aerr, NULL, &why);
   if (aerr && *arr) *arr = NULL; /* nothing was handed out */
   PetscErrorCode err = lerr ? lerr : aerr;
@@ -305,6 +306,7 @@ DD_CXX_CATCH
 
 static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const PetscInt hi[], DDTensorFormat fmt, PetscInt bs);
 static PetscErrorCode DDTensorComputeLayoutHash(DDTensor t);
+static PetscErrorCode DDTensorKeepLayout(DDTensor t);
 
 /*@
   DDTensorSetFormat - Sets the local storage format
@@ -334,7 +336,7 @@ DD_CXX_TRY
   PetscCheck(fmt >= DD_FORMAT_PLAIN && fmt <= DD_FORMAT_BLOCKED, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Unknown tensor format %d", (int)fmt);
   if (t->setupcalled) { /* the layout hash is collective: every rank takes part, whether its own format changes or not (they may differ between ranks) */
     if (fmt != t->format) PetscCall(DDTensorRelayout(t, t->lo, t->hi, fmt, t->bs));
-    else PetscCall(DDTensorComputeLayoutHash(t));
+    else PetscCall(DDTensorKeepLayout(t));
   }
   t->format = fmt;
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -358,7 +360,7 @@ DD_CXX_TRY
   PetscCheck(bs >= 1, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Block size %" PetscInt_FMT " must be positive", bs);
   if (t->setupcalled) { /* every rank takes part in the collective layout hash, as in DDTensorSetFormat() */
     if (t->format == DD_FORMAT_BLOCKED && bs != t->bs) PetscCall(DDTensorRelayout(t, t->lo, t->hi, t->format, bs));
-    else PetscCall(DDTensorComputeLayoutHash(t));
+    else PetscCall(DDTensorKeepLayout(t));
   }
   t->bs = bs;
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -521,7 +523,18 @@ static PetscErrorCode DDTensorComputeLayoutHash(DDTensor t)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* Reallocate with new halos/format, keeping the bulk values */
+/* A rank whose layout stays while others re-lay theirs out: the same collectives as DDTensorRelayout() */
+static PetscErrorCode DDTensorKeepLayout(DDTensor t)
+{
+  void *none;
+
+  PetscFunctionBegin;
+  PetscCall(TensorAllocAll(PetscObjectComm((PetscObject)t), NULL, t->memtype, PETSC_SUCCESS, NULL, 0, "", &none));
+  PetscCall(DDTensorComputeLayoutHash(t));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Reallocate with new halos/format, keeping the bulk values (collective: DDTensorKeepLayout() on the ranks whose layout stays) */
 static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const PetscInt hi[], DDTensorFormat fmt, PetscInt bs)
 {
   DDLayout                       L;
