@@ -576,7 +576,10 @@ static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const Pe
   when a rank's piece does not fit PetscInt, when the tensor's order differs from its partition's, when given
   ownership sizes do not sum to the global size or are negative, or when a dimension has
   fewer entries than workers while empty pieces are not allowed. The storage (bulk and
-  halo) is zeroed.
+  halo) is zeroed. Storage that one rank cannot get (host memory exhausted, a device out of
+  memory) is `PETSC_ERR_MEM` on every rank, with a message naming that rank and the bytes it
+  asked for; the ranks that did allocate free theirs. `DDTensorSetHalo()` and `DDTensorSetFormat()`
+  on a set-up tensor fail the same way and then leave the tensor as it was.
 
   Level: beginner
 
