@@ -124,9 +124,7 @@ def weak(a):
     res = {c: [] for c in cases}
     for r in range(a.rounds):
         for dt in a.dtypes.split(","):
-            order = (1, 2, "pair") if r % 2 == 0 else ("pair", 2, 1)
-            if r == 0:
-                ddnn_weak(a, 1, dt, G, B // 2)  # writes the data file the pair then reads (untimed)
+            order = (1, 2, "pair") if r % 2 == 0 else ("pair", 2, 1)  # round 1's 1-rank job writes the data file before the pair reads it
             for P in order:
                 res[(P, dt)].append(ddnn_weak_pair(a, dt, G, B // 2) if P == "pair" else ddnn_weak(a, P, dt, G, B // 2 if P == 1 else B))
             print("round %d  %-7s 1 rank %.2f ms/step  2 ranks %.2f ms/step  two 1-rank jobs at once %.2f ms/step" % (r + 1, dt, 1e3 * res[(1, dt)][-1], 1e3 * res[(2, dt)][-1], 1e3 * res[("pair", dt)][-1]), flush=True)

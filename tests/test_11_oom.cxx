@@ -478,17 +478,28 @@ TEST(OutOfMemory, ReturnErrorHandlerGetsOutOfMemoryWithSizeAndCaller)
   EXPECT_NE(msg.find("test_11_oom.cxx"), std::string::npos) << msg;
 }
 
+/* limits this process's address space (RLIMIT_AS) to what it maps now and headroom bytes; old: the
+   limit to restore with setrlimit(RLIMIT_AS, old); whether every step succeeded */
+static bool LimitAddressSpace(rlim_t headroom, struct rlimit *old)
+{
+  struct rlimit lim;
+  long          pages = 0, rss;
+  FILE         *f     = fopen("/proc/self/statm", "r");
+  if (!f) return false;
+  const bool read = fscanf(f, "%ld %ld", &pages, &rss) == 2;
+  fclose(f);
+  if (!read || getrlimit(RLIMIT_AS, old)) return false;
+  lim          = *old;
+  lim.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + headroom;
+  if (old->rlim_cur != RLIM_INFINITY && lim.rlim_cur > old->rlim_cur) lim.rlim_cur = old->rlim_cur;
+  return setrlimit(RLIMIT_AS, &lim) == 0;
+}
+
 /* a tensor too large for the address space this test allows (RLIMIT_AS): DDTensorSetUp()'s
    allocation fails on every rank, an out-of-memory error with its size, no hang */
 TEST(OutOfMemory, TensorTooLargeUnderReturnErrorHandler)
 {
-  struct rlimit old, lim;
-  long          pages = 0, rss;
-  FILE         *f     = fopen("/proc/self/statm", "r");
-  ASSERT_TRUE(f != NULL);
-  ASSERT_EQ(fscanf(f, "%ld %ld", &pages, &rss), 2);
-  fclose(f);
-  ASSERT_EQ(getrlimit(RLIMIT_AS, &old), 0);
+  struct rlimit  old;
   const PetscInt per = (PetscInt)1 << 27; /* 1 GiB of doubles per rank */
   DDPartition    part;
   DDTensor       x;
@@ -499,10 +510,7 @@ TEST(OutOfMemory, TensorTooLargeUnderReturnErrorHandler)
   DDT(DDTensorCreate(PETSC_COMM_WORLD, &x));
   DDT(DDTensorSetPartition(x, part));
   DDT(DDTensorSetShape(x, 1, shape));
-  lim          = old;
-  lim.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)256 << 20); /* what the process maps now, and 256 MiB */
-  if (old.rlim_cur != RLIM_INFINITY && lim.rlim_cur > old.rlim_cur) lim.rlim_cur = old.rlim_cur;
-  ASSERT_EQ(setrlimit(RLIMIT_AS, &lim), 0);
+  ASSERT_TRUE(LimitAddressSpace((rlim_t)256 << 20, &old)); /* what the process maps now, and 256 MiB */
   std::string    msg;
   PetscErrorCode ierr = Catch([&] { return DDTensorSetUp(x); }, &msg);
   setrlimit(RLIMIT_AS, &old);
@@ -519,17 +527,9 @@ TEST(OutOfMemory, TensorTooLargeUnderReturnErrorHandler)
 template <class F>
 static PetscErrorCode OnTheLastRankLimited(F &&f, std::string *msg)
 {
-  struct rlimit old, lim;
-  long          pages = 0, rss;
-  const bool    last  = Rank() == Size() - 1;
-  FILE         *fp    = fopen("/proc/self/statm", "r");
-  if (!fp || fscanf(fp, "%ld %ld", &pages, &rss) != 2) ADD_FAILURE() << "cannot read /proc/self/statm";
-  if (fp) fclose(fp);
-  getrlimit(RLIMIT_AS, &old);
-  lim          = old;
-  lim.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)64 << 20);
-  if (old.rlim_cur != RLIM_INFINITY && lim.rlim_cur > old.rlim_cur) lim.rlim_cur = old.rlim_cur;
-  if (last) EXPECT_EQ(setrlimit(RLIMIT_AS, &lim), 0);
+  struct rlimit old;
+  const bool    last = Rank() == Size() - 1;
+  if (last) EXPECT_TRUE(LimitAddressSpace((rlim_t)64 << 20, &old)); /* not ASSERT: the other ranks go on into collectives */
   PetscErrorCode ierr = Catch(f, msg);
   if (last) setrlimit(RLIMIT_AS, &old);
   return ierr;

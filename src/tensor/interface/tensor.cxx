@@ -37,8 +37,10 @@ static PetscErrorCode TensorAllocAll(MPI_Comm comm, const struct _DDBackendMemOp
   *arr = NULL;
   PetscCallMPI(MPI_Comm_rank(comm, &rank));
   if (!lerr && L) aerr = mem->malloc(L->size * es, arr); /* returns its error: the check below raises it everywhere */
-  if (aerr) (void)PetscErrorMessage(aerr, NULL, &why);
-  if (aerr && *arr) *arr = NULL; /* nothing was handed out */
+  if (aerr) {
+    (void)PetscErrorMessage(aerr, NULL, &why);
+    *arr = NULL; /* nothing was handed out */
+  }
   PetscErrorCode err = lerr ? lerr : aerr;
   char           msg[512];
   if (lerr) PetscCall(PetscSNPrintf(msg, sizeof(msg), "A tensor of shape %s cannot lay out rank %d's piece (see that rank's error)", sh, rank));
