@@ -14,10 +14,14 @@
   cudnnAddTensor and its gradient summed with cudnnConvolutionBackwardBias.
 
   Declined (no kernel: the caller's error names the kernel kind) where cuDNN cannot say it:
-  blocked tensors, groups over partitioned channels (ConvGeom's cig > 0), and transposed
-  convolutions whose crops are not those of a symmetric padding p = pl with 0 <= pr <= pl < pr + s
-  (PyTorch's padding and output_padding), or windows whose extent is not the one cuDNN's output-size
-  rule gives. On channels-last tensors the filter is given to cuDNN channels-last too (its NHWC
+  blocked tensors, groups over partitioned channels (ConvGeom's cig > 0), or windows whose extent is
+  not the one cuDNN's output-size rule gives. A transposed convolution whose crops are not those of a
+  symmetric padding p = pl with 0 <= pr <= pl < pr + s (PyTorch's padding and output_padding), as
+  the pieces of a distributed one have (a piece's box starts and ends anywhere in the full output,
+  paper 000 sec. 4.1 with the halo of the adjoint), runs through a packed buffer E holding its full
+  output (crops 0: extent (in - 1) s + (k - 1) d + 1 per dimension, cuDNN padding 0): the forward
+  writes E and the box takes E's rows it covers (zero where the box reaches beyond E); the backward
+  passes read the box's gradient embedded in E (zero elsewhere), which is the exact adjoint. On channels-last tensors the filter is given to cuDNN channels-last too (its NHWC
   kernels want data and filter in one format): the weights, (Co, Ci/groups, k...) in C order, are
   permuted into a device buffer on every call that reads them, and the weight gradient back. Empty pieces (no samples, channels or positions) are kept: nothing to compute, and the
   weight gradients are zero (the bias is still written where there are output positions).
@@ -135,6 +139,7 @@ public:
     if (wperm) (void)backend->mem.free(wperm);
     if (abuf) (void)backend->mem.free(abuf);
     if (bbuf) (void)backend->mem.free(bbuf);
+    if (ebuf) (void)backend->mem.free(ebuf);
   }
   const char *Name() const override { return label.c_str(); }
 
@@ -144,6 +149,7 @@ public:
     const ConvTGeom &g  = s.g;
     const int        nd = g.D == 3 ? 5 : 4, ns = nd - 2;
     int              pad[3], str[3], dil[3];
+    PetscInt         full[3] = {1, 1, 1}; /* crop: the extents of the full transposed output E */
 
     PetscFunctionBegin;
     spec    = s;
@@ -156,13 +162,20 @@ public:
       dil[j]      = (int)g.d[q];
       pad[j]      = 0;
       if (s.transposed) {
-        if (!(g.pr[q] >= 0 && g.pr[q] <= g.pl[q] && g.pl[q] < g.pr[q] + g.s[q])) PetscFunctionReturn(PETSC_SUCCESS);
-        pad[j] = (int)g.pl[q];
+        if (g.pr[q] >= 0 && g.pr[q] <= g.pl[q] && g.pl[q] < g.pr[q] + g.s[q]) pad[j] = (int)g.pl[q];
+        else crop = true;
       }
     }
+    if (crop)
+      for (int j = 0; j < ns; j++) {
+        const int q = 3 - ns + j;
+        pad[j]      = 0;
+        full[q]     = g.in[q] > 0 ? (g.in[q] - 1) * g.s[q] + (g.k[q] - 1) * g.d[q] + 1 : 0;
+      }
+    for (int j = 0; j < ns; j++) padA[j] = pad[j];
     /* the convolution's input side A and output side B: conv A = x window, B = y box; transposed the other way */
     const PetscInt CA = s.transposed ? g.Co : g.Ci, CB = s.transposed ? g.Ci : g.Co;
-    const PetscInt *spA = s.transposed ? g.out : g.in, *spB = s.transposed ? g.in : g.out;
+    const PetscInt *spA = s.transposed ? (crop ? full : g.out) : g.in, *spB = s.transposed ? g.in : g.out;
     /* the output box (Co channels): the bias is added to it and summed from its gradient, also where nothing is convolved */
     outbox = g.N > 0 && g.Co > 0;
     for (int j = 0; j < 3; j++) outbox = outbox && g.out[j] > 0;
@@ -183,7 +196,8 @@ public:
       label = "cuDNN (nothing to convolve on this piece)";
       PetscFunctionReturn(PETSC_SUCCESS);
     }
-    const BoxDesc A = Describe<T>(nd, g.N, CA, spA, s.transposed ? yv : xv), B = Describe<T>(nd, g.N, CB, spB, s.transposed ? xv : yv);
+    const BoxDesc A = crop ? Packed(nd, g.N, CA, spA, Describe<T>(nd, g.N, CA, g.out, yv).cinner) : Describe<T>(nd, g.N, CA, spA, s.transposed ? yv : xv), B = Describe<T>(nd, g.N, CB, spB, s.transposed ? xv : yv);
+    if (crop) PetscCall(CropSetUp(nd, A, Describe<T>(nd, g.N, CA, g.out, yv)));
     DDCallCUDNN(cudnnCreateTensorDescriptor(&adesc));
     DDCallCUDNN(cudnnCreateTensorDescriptor(&bdesc));
     DDCallCUDNN(cudnnCreateFilterDescriptor(&fdesc));
@@ -213,6 +227,7 @@ public:
         PetscFunctionReturn(PETSC_SUCCESS);
       }
     PetscCall(FindAlgorithms(s.backward));
+    if (crop) label += " through a full-size buffer";
     *ok = true;
     PetscFunctionReturn(PETSC_SUCCESS);
   }
@@ -229,7 +244,11 @@ public:
     T       *yp = Ptr(y, spec.y);
     if (empty) DDCallCUDNN(cudnnSetTensor(h, odesc, yp, &zero));
     else if (!spec.transposed) PetscCall(PassForward(xp, w, yp, false));
-    else PetscCall(PassBackwardData(w, xp, yp, false));
+    else if (!crop) PetscCall(PassBackwardData(w, xp, yp, false));
+    else {
+      PetscCall(PassBackwardData(w, xp, (T *)ebuf, false));
+      PetscCall(CropToBox(yp));
+    }
     if (b) DDCallCUDNN(cudnnAddTensor(h, &one, biasdesc, HostArray<const T>(b), &one, odesc, yp));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
@@ -245,7 +264,11 @@ public:
     T       *dxp = Ptr(dx, spec.x);
     /* dx += J_x^* dy */
     if (!spec.transposed) PetscCall(PassBackwardData(w, dyp, dxp, true));
-    else PetscCall(PassForward(dyp, w, dxp, true));
+    else if (!crop) PetscCall(PassForward(dyp, w, dxp, true));
+    else {
+      PetscCall(EmbedBox(dyp));
+      PetscCall(PassForward((const T *)ebuf, w, dxp, true));
+    }
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 
@@ -259,7 +282,11 @@ public:
     const T *xp = Ptr(x, spec.x), *dyp = Ptr(dy, spec.y);
     if (empty) PetscCall(backend->mem.set(dw->array, 0, sizeof(T) * (size_t)dw->layout.size));
     else if (!spec.transposed) PetscCall(PassBackwardFilter(xp, dyp, dw));
-    else PetscCall(PassBackwardFilter(dyp, xp, dw));
+    else if (!crop) PetscCall(PassBackwardFilter(dyp, xp, dw));
+    else {
+      PetscCall(EmbedBox(dyp));
+      PetscCall(PassBackwardFilter((const T *)ebuf, xp, dw));
+    }
     if (db && outbox) DDCallCUDNN(cudnnConvolutionBackwardBias(h, &one, odesc, dyp, &zero, biasdesc, HostArray<T>(db)));
     else if (db) PetscCall(backend->mem.set(db->array, 0, sizeof(T) * (size_t)db->layout.size));
     PetscFunctionReturn(PETSC_SUCCESS);
@@ -270,6 +297,12 @@ private:
   DDBackend                          backend = nullptr;
   std::string                        label;
   bool                               empty = false, outbox = false; /* nothing to convolve; an output box to write */
+  int                                padA[3] = {0, 0, 0};                  /* cuDNN's padding of A */
+  /* crop: a transposed convolution through its full output E (packed), the box covering part of it */
+  bool                               crop = false, ovempty = true;
+  void                              *ebuf = nullptr;
+  int64_t                            ebulk = 0;
+  cuda::Layout                       ybox, yov, eov; /* the y box, its part inside E, and that part of E */
   cudnnHandle_t                      h     = nullptr;
   cudnnTensorDescriptor_t            adesc = nullptr, bdesc = nullptr, odesc = nullptr, biasdesc = nullptr; /* conv input, conv output, y box, bias */
   cudnnTensorDescriptor_t            apk = nullptr, bpk = nullptr;          /* the packed copies of A and B */
@@ -392,6 +425,79 @@ private:
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 
+  /* a packed box (N, C, sp) in plain order, or channels innermost (N, sp, C) */
+  static BoxDesc Packed(int nd, PetscInt N, PetscInt C, const PetscInt sp[3], bool cinner)
+  {
+    BoxDesc d;
+    int     order[5], m = 0;
+    order[m++] = 0;
+    if (!cinner) order[m++] = 1;
+    for (int j = 2; j < nd; j++) order[m++] = j;
+    if (cinner) order[m++] = 1;
+    d.dims[0] = (int)N, d.dims[1] = (int)C;
+    for (int j = 2; j < nd; j++) d.dims[j] = (int)sp[3 - (nd - j)];
+    int st = 1;
+    for (int q = nd - 1; q >= 0; q--) {
+      d.strides[order[q]] = st;
+      st *= std::max(d.dims[order[q]], 1);
+    }
+    d.cinner = cinner;
+    return d;
+  }
+
+  /*
+    crop: E (the descriptor E of A) and the copies between the y box O and E: box index lo is E's
+    lo + pl, so the box's rows [max(0, -pl), min(out, F - pl)) are E's rows from max(pl, 0)
+  */
+  PetscErrorCode CropSetUp(int nd, const BoxDesc &E, const BoxDesc &O)
+  {
+    const ConvTGeom &g = spec.g;
+    PetscFunctionBegin;
+    ebulk = 1;
+    for (int j = 0; j < nd; j++) ebulk *= E.dims[j];
+    PetscCall(backend->mem.malloc(sizeof(T) * (size_t)std::max<int64_t>(ebulk, 1), &ebuf));
+    for (cuda::Layout *L : {&ybox, &yov, &eov}) L->order = nd;
+    ovempty = false;
+    for (int j = 0; j < nd; j++) {
+      ybox.n[j] = O.dims[j], ybox.stride[j] = O.strides[j];
+      yov.stride[j] = O.strides[j], eov.stride[j] = E.strides[j];
+      if (j < 2) {
+        yov.n[j] = eov.n[j] = O.dims[j];
+        continue;
+      }
+      const int      q  = 3 - (nd - j);
+      const PetscInt b0 = std::max<PetscInt>(0, -g.pl[q]), b1 = std::min<PetscInt>(g.out[q], E.dims[j] - g.pl[q]);
+      yov.n[j] = eov.n[j] = std::max<PetscInt>(b1 - b0, 0);
+      yov.lo[j] = b0, eov.lo[j] = b0 + g.pl[q];
+      if (b1 <= b0) ovempty = true;
+    }
+    ybox.bulk = yov.bulk = eov.bulk = 1;
+    for (int j = 0; j < nd; j++) ybox.bulk *= ybox.n[j], yov.bulk *= yov.n[j];
+    eov.bulk = yov.bulk;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  /* crop: the box = its part of E, zero beyond E */
+  PetscErrorCode CropToBox(T *yp)
+  {
+    PetscFunctionBegin;
+    const int dt = std::is_same<T, float>::value ? 0 : 1;
+    if (!ovempty && yov.bulk == ybox.bulk) PetscCall(Move(eov, ebuf, yov, yp, false, "crop"));
+    else {
+      const cudaError_t e = cuda::Set(dt, ybox, yp, 0.0);
+      PetscCheck(e == cudaSuccess, PETSC_COMM_SELF, PETSC_ERR_LIB, "/gpu/cuda: the convolution's box zeroing kernel failed: %s", cudaGetErrorString(e));
+      if (!ovempty) PetscCall(Move(eov, ebuf, yov, yp, false, "crop"));
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  /* crop: E = the box's gradient where the box covers E, zero elsewhere */
+  PetscErrorCode EmbedBox(const T *dyp)
+  {
+    PetscFunctionBegin;
+    PetscCall(backend->mem.set(ebuf, 0, sizeof(T) * (size_t)ebulk));
+    if (!ovempty) PetscCall(Move(yov, dyp, eov, ebuf, false, "embedding"));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+
   /*
     cuDNN's find for the passes the kernel runs (the transposed forward is a backward-data), first on
     the strided descriptors, then, where none succeeds, on the packed ones (the pass is staged)
@@ -482,7 +588,7 @@ private:
       const int q = 3 - ns + j;
       if (g.s[q] != 1) PetscFunctionReturn(PETSC_SUCCESS);
       one[j] = 1, dil[j] = (int)g.d[q];
-      pad[j] = (int)((g.k[q] - 1) * g.d[q] - (spec.transposed ? g.pl[q] : 0));
+      pad[j] = (int)((g.k[q] - 1) * g.d[q] - padA[j]);
       if (pad[j] < 0) PetscFunctionReturn(PETSC_SUCCESS);
     }
     fd[0] = boxA.dims[1], fd[1] = boxB.dims[1] / (int)g.groups;

@@ -1023,6 +1023,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Conv(DDLayer l)
   l->ops->view           = Conv_View;
   l->ops->reset          = Conv_Reset;
   l->ops->destroy        = Conv_Destroy;
+  l->device              = PETSC_TRUE; /* on device tensors: the cuDNN kernels of /gpu/cuda, the halo and collectives on the device */
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetOutputChannels_C", DDLayerConvSetOutputChannels_Conv));
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetKernel_C", DDLayerConvSetKernel_Conv));
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetStride_C", DDLayerConvSetStride_Conv));

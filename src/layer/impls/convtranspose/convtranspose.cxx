@@ -581,6 +581,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_ConvTranspose(DDLayer l)
   l->ops->view           = ConvT_View;
   l->ops->reset          = ConvT_Reset;
   l->ops->destroy        = ConvT_Destroy;
+  l->device              = PETSC_TRUE; /* on device tensors: the cuDNN kernels of /gpu/cuda, the halo and collectives on the device */
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetOutputChannels_C", DDLayerConvSetOutputChannels_ConvT));
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetKernel_C", DDLayerConvSetKernel_ConvT));
   PetscCall(PetscObjectComposeFunction((PetscObject)l, "DDLayerConvSetStride_C", DDLayerConvSetStride_ConvT));
