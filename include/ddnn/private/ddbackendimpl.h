@@ -21,6 +21,7 @@
 #include <ddnn/private/ddimpl.h>
 #include <ddlayer.h>
 #if defined(__cplusplus)
+  #include <cstdint>
   #include <memory>
   #include <utility>
   #include <vector>
@@ -196,6 +197,71 @@ public:
 };
 
 /*
+  What an interpolation kernel is set up for on one worker: the geometry (UpsampleGeom, window
+  coordinates of the sources) and the separable storage offsets of the input window (xo) and the
+  output box (yo) in their tensors' local storages.
+*/
+struct UpsampleKernelSpec {
+  UpsampleGeom g;
+  BoxOffsets   xo, yo;
+};
+
+/*
+  UpsampleKernel - a local interpolation of one worker, set up once (a device backend keeps the
+  geometry and offsets in its memory). x, y, dy, dx are the local storages (of the backend's memory).
+  Forward:  y box = interp(x window)              (overwritten)
+  Backward: dx window += interp^*(dy box)         (added: the caller zeroes dx first)
+*/
+class UpsampleKernel
+{
+public:
+  virtual ~UpsampleKernel() = default;
+  virtual const char    *Name() const                          = 0;
+  virtual PetscErrorCode Forward(const void *x, void *y)       = 0;
+  virtual PetscErrorCode Backward(const void *dy, void *dx)    = 0;
+};
+
+/*
+  What a loss kernel is set up for (the loss layer, paper 000 sec. 4.3; torch.nn.MSELoss, L1Loss and
+  CrossEntropyLoss, src/layer/impls/loss/loss.cxx gives the formulas): the type, and for
+  cross-entropy the probability (soft) targets, ignore_index, label smoothing and class weights
+  (empty: ones). The logits' class dimension is dimension 1, on one worker.
+*/
+struct LossKernelSpec {
+  DDLossType          type      = DD_LOSS_MSE;
+  bool                prob      = false;
+  PetscInt            ignore    = -100;
+  double              smoothing = 0;
+  std::vector<double> weights;
+};
+
+/*
+  LossKernel - the local passes of a loss over one worker's piece (p: the prediction or logits, t:
+  the target, laid out as at set-up or alike; element losses: p and t have one shape; cross-entropy
+  with class indices: t is (N, spatial...)). Sums in double.
+  Forward:  *sum = the sum of the terms (elements, or cross-entropy's positions), *den = the sum
+            of cross-entropy's mean weights (w of the target class, 0 where ignored; 1 per position
+            with probability targets; element losses: left as it is); y (reduction none; NULL
+            otherwise) gets the terms. Cross-entropy with class indices: *nbad counts the positions
+            whose target is neither a class index in [0, C) nor ignore_index (they add nothing), *bad
+            is one of their values. Nothing is written when p is inactive.
+  Backward: the gradients dp = g dl/dp and (element losses and probability targets) dt = g dl/dt,
+            g = dy at the position or element (reduction none; dy non-NULL), else g0. dp, dt NULL:
+            not wanted. fast: dp, dt and dy are stored like p (dt: or like t, tlikeb), cross-entropy's
+            class dimension not blocked: the kernel may take the runs of the storage (the host loops'
+            fast path; the same bits as the generic walk). Only the bulks are written (the caller
+            zeroes halos).
+*/
+class LossKernel
+{
+public:
+  virtual ~LossKernel() = default;
+  virtual const char    *Name() const                                                                                                                  = 0;
+  virtual PetscErrorCode Forward(DDTensor p, DDTensor t, DDTensor y, double *sum, double *den, PetscInt *nbad, double *bad)                           = 0;
+  virtual PetscErrorCode Backward(DDTensor p, DDTensor t, DDTensor dy, double g0, DDTensor dp, DDTensor dt, bool fast, bool tlikeb)                     = 0;
+};
+
+/*
   FFT: what a local FFT kernel is set up for on one worker (one stage of the fft primitive's pencil
   decomposition, src/primitive/impls/fft/fft.cxx). The array a is (A, L, B) in C order: A outer
   entries, the transform along the L middle entries (stride B), B inner entries; b is (A, K, B).
@@ -260,6 +326,15 @@ struct KernelTable {
   /* interpolation: y = interp(x); dx += interp^*(dy) */
   void (*upsamplefwd)(const UpsampleGeom &, const T *x, const BoxOffsets &xo, T *y, const BoxOffsets &yo) = nullptr;
   void (*upsamplebwd)(const UpsampleGeom &, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo) = nullptr;
+  /* interpolation set up once per geometry (a device backend's form; a backend providing it is used through it, else through upsamplefwd/bwd) */
+  PetscErrorCode (*upsamplecreate)(const UpsampleKernelSpec &, std::unique_ptr<UpsampleKernel> *) = nullptr;
+  /* the loss layer's local passes */
+  PetscErrorCode (*losscreate)(const LossKernelSpec &, std::unique_ptr<LossKernel> *) = nullptr;
+  /*
+    inverted dropout over the bulk of one piece: y = x / (1 - p) where UniformFromCounter(key, g) >= p,
+    else 0, with g the entry's global C-order index in a tensor of the global shape (x and y: one piece, any layouts)
+  */
+  void (*dropout)(uint64_t key, double p, const DDLayout &Lx, const T *x, const DDLayout &Ly, T *y, const PetscInt shape[]) = nullptr;
   /* pointwise activations over runs: y = f(x); dx = f'(x) dy (dy may alias dx) */
   void (*actfwd)(DDActivationType, const ActParams<T> &, const T *x, T *y, PetscInt n)               = nullptr;
   void (*actbwd)(DDActivationType, const ActParams<T> &, const T *x, const T *dy, T *dx, PetscInt n) = nullptr;
@@ -297,6 +372,8 @@ typedef enum {
   DD_KERNEL_NORM,
   DD_KERNEL_OPTIMIZER,
   DD_KERNEL_FFT,
+  DD_KERNEL_LOSS,
+  DD_KERNEL_DROPOUT,
   DD_KERNEL_NKINDS
 } DDKernelKind;
 } // namespace ddnn

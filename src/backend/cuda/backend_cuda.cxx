@@ -717,6 +717,8 @@ void FillCuda(KernelTable<T> &t)
   t.affinebwdweights = AffBwdWeights<T>;
   t.actfwd           = ActFwd<T>;
   t.actbwd           = ActBwd<T>;
+  t.losscreate       = DDBackendCudaLossCreate_Private<T>;
+  t.dropout          = DDBackendCudaDropout_Private<T>;
   /* interpolation, normalization, optimizers: not yet (issue 11 part 1): errors naming the kind */
 }
 } // namespace
@@ -743,6 +745,9 @@ DD_CXX_TRY
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
+
+/* keeps the first failure of a kernel entry that returns nothing (loss_cuda.cxx's dropout) */
+void DDBackendCudaPend_Private(const char what[], const char msg[]) { Pend(what, msg); }
 
 /* raises (and clears) a failure kept by a kernel entry that could not return an error */
 PetscErrorCode DDBackendCudaCheckPending_Private(void)

@@ -16,3 +16,10 @@ template <class T>
 PetscErrorCode DDBackendCudaConvCreate_Private(const ddnn::ConvKernelSpec &, std::unique_ptr<ddnn::ConvKernel> *);
 /* the cuDNN version this process loaded (cudnnGetVersion()) */
 size_t DDBackendCudaCudnnVersion_Private(void);
+/* keeps a failure of a kernel entry that returns nothing (the first one wins), raised by DDBackendCudaCheckPending_Private() */
+void DDBackendCudaPend_Private(const char what[], const char msg[]);
+/* the loss layer's passes and the dropout masks on the device (loss_cuda.cxx) */
+template <class T>
+PetscErrorCode DDBackendCudaLossCreate_Private(const ddnn::LossKernelSpec &, std::unique_ptr<ddnn::LossKernel> *);
+template <class T>
+void DDBackendCudaDropout_Private(uint64_t key, double p, const DDLayout &Lx, const T *x, const DDLayout &Ly, T *y, const PetscInt shape[]);

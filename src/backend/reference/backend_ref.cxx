@@ -16,6 +16,11 @@ namespace ddnn
 /* fft_fftw.cxx: the local FFTs of the fft primitive's stages (FFTW) */
 template <class T>
 PetscErrorCode FftwCreate(const FftKernelSpec &, std::unique_ptr<FftKernel> *);
+/* loss_ref.cxx: the loss layer's local passes and the dropout masks */
+template <class T>
+PetscErrorCode RefLossCreate(const LossKernelSpec &, std::unique_ptr<LossKernel> *);
+template <class T>
+void DropoutRef(uint64_t key, double p, const DDLayout &Lx, const T *x, const DDLayout &Ly, T *y, const PetscInt shape[]);
 } // namespace ddnn
 
 namespace
@@ -134,6 +139,8 @@ void FillRef(KernelTable<T> &t)
   t.lnbwdsums        = LayerNormBackwardSums<T>;
   t.lnbwdapply       = LayerNormBackwardApply<T>;
   t.fftcreate        = FftwCreate<T>;
+  t.losscreate       = RefLossCreate<T>;
+  t.dropout          = DropoutRef<T>;
 }
 } // namespace
 

@@ -32,48 +32,6 @@ inline uint64_t MaskKey(PetscInt64 seed, PetscInt64 call)
   return SplitMix64(SplitMix64((uint64_t)seed) ^ (0xD1B54A32D192ED03ull * ((uint64_t)call + 1)));
 }
 
-/*
-  Calls f(offsets into the K layouts, their strides, global index of the first entry, global index
-  stride, count) for runs of the bulk along the innermost storage dimension (the layouts describe
-  the same piece).
-*/
-template <int K, class F>
-void ForEachGlobalRun(const DDLayout *const Ls[], const PetscInt shape[], F &&f)
-{
-  const DDLayout &L = *Ls[0];
-  const PetscInt  d = L.order;
-  if (L.bulksize == 0) return;
-  PetscInt64 gs[DD_MAX_DIM];
-  gs[d - 1] = 1;
-  for (PetscInt k = d - 2; k >= 0; k--) gs[k] = gs[k + 1] * shape[k + 1];
-  const PetscInt in = L.perm[d - 1];
-  PetscInt       a[DD_MAX_DIM], b[DD_MAX_DIM], st[K];
-  LayoutBulkBox(L, a, b);
-  bool inner = true; /* runs along the innermost dimension: strided in every layout */
-  for (int i = 0; i < K; i++) {
-    if (Ls[i]->bdim == in || Ls[i]->perm[d - 1] != in) inner = false;
-    st[i] = Ls[i]->stride[in];
-  }
-  if (inner) b[in] = a[in] + 1;
-  ForEachIndex(d, a, b, L.perm, [&](const PetscInt *j) {
-    PetscInt   off[K], jj[DD_MAX_DIM];
-    PetscInt64 g = 0;
-    for (PetscInt k = 0; k < d; k++) g += gs[k] * (j[k] - L.lo[k] + L.start[k]);
-    for (int i = 0; i < K; i++) {
-      for (PetscInt k = 0; k < d; k++) jj[k] = j[k] - L.lo[k] + Ls[i]->lo[k];
-      off[i] = LayoutOffset(*Ls[i], jj);
-    }
-    f((const PetscInt *)off, (const PetscInt *)st, g, gs[in], inner ? L.n[in] : (PetscInt)1);
-  });
-}
-
-/* out[i so] = in[i si] * mask(g + i gstride) / (1 - p) */
-template <class T>
-void MaskRun(uint64_t key, double p, const T *in, PetscInt si, T *out, PetscInt so, PetscInt64 g, PetscInt64 gstride, PetscInt n)
-{
-  const T scale = (T)(1.0 / (1.0 - p));
-  for (PetscInt i = 0; i < n; i++) out[i * so] = UniformFromCounter(key, (uint64_t)(g + i * gstride)) >= p ? in[i * si] * scale : (T)0;
-}
 } // namespace
 
 static PetscErrorCode DropoutGet(DDLayer l, Dropout **s, const char fn[])
@@ -219,14 +177,10 @@ static PetscErrorCode Dropout_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DD
   }
   s->lastkey = s->calls++;
   if (!x->active) PetscFunctionReturn(PETSC_SUCCESS);
-  const uint64_t  key   = MaskKey(s->seed, s->lastkey);
-  const DDLayout *Ls[2] = {&x->layout, &y->layout};
+  const uint64_t key = MaskKey(s->seed, s->lastkey);
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
-    using T     = decltype(z);
-    const T *xa = HostArray<const T>(x);
-    T       *ya = HostArray<T>(y);
-    ForEachGlobalRun<2>(Ls, x->shape, [&](const PetscInt *off, const PetscInt *st, PetscInt64 g, PetscInt64 gst, PetscInt n) { MaskRun<T>(key, (double)s->p, xa + off[0], st[0], ya + off[1], st[1], g, gst, n); });
-    return PETSC_SUCCESS;
+    using T = decltype(z);
+    return CallKernel<T>(l, &KernelTable<T>::dropout, DD_KERNEL_DROPOUT, key, (double)s->p, x->layout, HostArray<const T>(x), y->layout, HostArray<T>(y), (const PetscInt *)x->shape);
   }));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -243,14 +197,10 @@ static PetscErrorCode Dropout_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDT
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   if (!dx->active) PetscFunctionReturn(PETSC_SUCCESS);
-  const uint64_t  key   = MaskKey(s->seed, s->lastkey);
-  const DDLayout *Ls[2] = {&dy->layout, &dx->layout};
+  const uint64_t key = MaskKey(s->seed, s->lastkey);
   PetscCall(DispatchType(dx->dtype, [&](auto z) -> PetscErrorCode {
-    using T     = decltype(z);
-    const T *ga = HostArray<const T>(dy);
-    T       *da = HostArray<T>(dx);
-    ForEachGlobalRun<2>(Ls, dx->shape, [&](const PetscInt *off, const PetscInt *st, PetscInt64 g, PetscInt64 gst, PetscInt n) { MaskRun<T>(key, (double)s->p, ga + off[0], st[0], da + off[1], st[1], g, gst, n); });
-    return PETSC_SUCCESS;
+    using T = decltype(z);
+    return CallKernel<T>(l, &KernelTable<T>::dropout, DD_KERNEL_DROPOUT, key, (double)s->p, dy->layout, HostArray<const T>(dy), dx->layout, HostArray<T>(dx), (const PetscInt *)dx->shape);
   }));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -298,6 +248,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Dropout(DDLayer l)
   l->ops->forward        = Dropout_Forward;
   l->ops->backward       = Dropout_Backward;
   l->ops->view           = Dropout_View;
+  l->device              = PETSC_TRUE; /* on device tensors: the /gpu/cuda mask kernel (the same masks) */
   l->ops->initparams     = Dropout_InitParams;
   l->ops->destroy        = Dropout_Destroy;
   PetscFunctionReturn(PETSC_SUCCESS);

@@ -26,6 +26,7 @@
 #include <ddnn/private/ddbackendimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <tensor/layout.hpp>
+#include <memory>
 #include <vector>
 #include <cmath>
 
@@ -53,6 +54,7 @@ struct Loss {
   PetscReal           value = 0;
   PetscBool           generic = PETSC_FALSE; /* Backward takes the generic walk (tests: DDLayerLossSetGeneric_Private()) */
   PetscBool           lastfast = PETSC_FALSE; /* whether the last Backward took a fast path (on this rank) */
+  std::unique_ptr<LossKernel> kern;              /* the local passes, from the layer's backend chain */
 };
 } // namespace
 
@@ -352,6 +354,7 @@ static PetscErrorCode Loss_Reset(DDLayer l)
   PetscCall(DDTensorDestroy(&s->yall));
   PetscCall(DDPartitionDestroy(&s->Pall));
   PetscCall(DDPartitionDestroy(&s->Pnone));
+  s->kern.reset();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -390,6 +393,7 @@ static PetscErrorCode CreatePerPosition(Loss *s, DDTensor p, DDTensor *y)
     for (PetscInt r = 0; r < P->shape[k]; r++) lx[r] = p->ranges[k][r + 1] - p->ranges[k][r];
     PetscCall(DDTensorSetOwnershipRanges(*y, q++, lx.data()));
   }
+  PetscCall(DDTensorSetMemType(*y, p->memtype));
   PetscCall(DDTensorSetUp(*y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -450,6 +454,7 @@ static PetscErrorCode Loss_SetUp(DDLayer l, PetscInt n, DDTensor xs[])
   PetscCall(DDTensorSetDataType(s->part, p->dtype));
   for (PetscInt k = 0; k < d; k++)
     if (P->shape[k] > 1) PetscCall(DDTensorSetReplicated(s->part, k, PETSC_TRUE));
+  PetscCall(DDTensorSetMemType(s->part, p->memtype));
   PetscCall(DDTensorSetUp(s->part));
   PetscCall(DDTensorDuplicate(s->part, &s->dpart));
   PetscCall(DDPartitionCreateCartesian(comm, d, ones, 1, &P->ranks[0], &s->Pone));
@@ -479,142 +484,35 @@ static PetscErrorCode Loss_SetUp(DDLayer l, PetscInt n, DDTensor xs[])
     PetscCall(DDPrimitiveSetType(s->B, DDPRIMITIVEBROADCAST));
     PetscCall(DDPrimitiveSetUp(s->B, s->ys, s->yall));
   }
+  { /* the local passes */
+    LossKernelSpec spec;
+    spec.type      = s->type;
+    spec.prob      = s->prob ? true : false;
+    spec.ignore    = s->ignore;
+    spec.smoothing = (double)s->smoothing;
+    spec.weights   = s->weights;
+    PetscCall(DispatchType(p->dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      decltype(KernelTable<T>::losscreate) fn;
+      PetscFunctionBegin;
+      PetscCall(LayerKernel<T>(l, &KernelTable<T>::losscreate, DD_KERNEL_LOSS, &fn, NULL));
+      PetscCall(fn(spec, &s->kern));
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }));
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/*
-  Walks the local positions of the logits p (every bulk index with class 0): calls f(j) with j the
-  bulk coordinates (j[1] = 0). Off(L, j, c) is the storage offset of (j with class c) in a layout
-  of p's order, or of j without the class dimension in a layout of order one less.
-*/
-template <class F>
-static void ForEachPosition(const DDLayout &Lp, F &&f)
+/* the first entry of a one-entry tensor's piece (a device tensor: copied to the host) */
+static PetscErrorCode FirstValue(DDTensor t, double *v)
 {
-  PetscInt a0[DD_MAX_DIM], b0[DD_MAX_DIM], ord[DD_MAX_DIM];
-  for (PetscInt k = 0; k < Lp.order; k++) {
-    a0[k]  = 0;
-    b0[k]  = k == 1 ? 1 : Lp.n[k];
-    ord[k] = k;
-  }
-  ForEachIndex(Lp.order, a0, b0, ord, f);
-}
-static inline PetscInt Off(const DDLayout &L, PetscInt d, const PetscInt *j, PetscInt c)
-{
-  PetscInt q[DD_MAX_DIM];
-  if (L.order == d) {
-    for (PetscInt k = 0; k < d; k++) q[k] = j[k] + L.lo[k];
-    q[1] = c + L.lo[1];
-  } else {
-    q[0] = j[0] + L.lo[0];
-    for (PetscInt k = 2; k < d; k++) q[k - 1] = j[k] + L.lo[k - 1];
-  }
-  return LayoutOffset(L, q);
-}
+  const void *a;
 
-/*
-  Cross-entropy at one position: logits v (C of them), target t (class index in t[0], or C
-  probabilities); returns l and its weight in the mean's denominator; with g != 0 writes
-  g dl/dv into dv and (probabilities, dtv non-NULL) g dl/dt into dtv.
-*/
-static double CrossEntropyAt(const Loss *s, PetscInt C, const double *v, const double *t, double *wden, double g, double *dv, double *dtv)
-{
-  const double eps = (double)s->smoothing;
-  auto         W   = [&](PetscInt c) { return s->weights.empty() ? 1.0 : s->weights[c]; };
-  double       mx  = -INFINITY, se = 0;
-  for (PetscInt c = 0; c < C; c++) mx = std::max(mx, v[c]);
-  for (PetscInt c = 0; c < C; c++) se += std::exp(v[c] - mx);
-  const double lse = mx + std::log(se);
-  double       l   = 0;
-  if (!s->prob) {
-    const PetscInt y = (PetscInt)std::llround(t[0]);
-    if (y == s->ignore) {
-      *wden = 0;
-      if (dv)
-        for (PetscInt c = 0; c < C; c++) dv[c] = 0;
-      return 0;
-    }
-    const double wy = W(y);
-    double       sm = 0, Wt = 0;
-    for (PetscInt c = 0; c < C; c++) {
-      sm += W(c) * (lse - v[c]);
-      Wt += W(c);
-    }
-    l     = (1 - eps) * wy * (lse - v[y]) + eps / C * sm;
-    *wden = wy;
-    if (dv)
-      for (PetscInt c = 0; c < C; c++) {
-        const double pc = std::exp(v[c] - lse);
-        dv[c]           = g * ((1 - eps) * wy * (pc - (c == y ? 1.0 : 0.0)) + eps / C * (Wt * pc - W(c)));
-      }
-    return l;
-  }
-  double S = 0;
-  for (PetscInt c = 0; c < C; c++) {
-    const double tc = (1 - eps) * t[c] + eps / C;
-    l += tc * W(c) * (lse - v[c]);
-    S += tc * W(c);
-  }
-  *wden = 1;
-  if (dv)
-    for (PetscInt c = 0; c < C; c++) dv[c] = g * (std::exp(v[c] - lse) * S - ((1 - eps) * t[c] + eps / C) * W(c));
-  if (dtv)
-    for (PetscInt c = 0; c < C; c++) dtv[c] = g * (-(1 - eps) * W(c) * (v[c] - lse));
-  return l;
-}
-
-/*
-  This worker's part of the loss: the sum of its terms (and, into *den, of the mean's weights);
-  with reduction none, the terms are written to the output y.
-*/
-template <class T>
-static double LocalLoss(Loss *s, DDTensor p, DDTensor t, DDTensor y, double *den)
-{
-  const DDLayout &Lp = p->layout, &Lt = t->layout;
-  const T        *a = HostArray<const T>(p), *b = HostArray<const T>(t);
-  T              *yo = y ? HostArray<T>(y) : nullptr;
-  double          sum = 0;
-  *den                = 0;
-  if (!p->active || !Lp.bulksize) return 0;
-  const PetscInt d = p->order;
-  if (s->type != DD_LOSS_CROSSENTROPY && !yo) {
-    ForEachBulkRunPair(Lp, Lt, [&](PetscInt oa, PetscInt ob, PetscInt len) {
-      for (PetscInt i = 0; i < len; i++) {
-        double r = (double)a[oa + i] - (double)b[ob + i];
-        sum += s->type == DD_LOSS_MSE ? r * r : std::fabs(r);
-      }
-    });
-    *den = s->count;
-    return sum;
-  }
-  if (s->type != DD_LOSS_CROSSENTROPY) {
-    PetscInt a0[DD_MAX_DIM], b0[DD_MAX_DIM], ord[DD_MAX_DIM];
-    for (PetscInt k = 0; k < d; k++) {
-      a0[k]  = 0;
-      b0[k]  = Lp.n[k];
-      ord[k] = k;
-    }
-    ForEachIndex(d, a0, b0, ord, [&](const PetscInt *j) {
-      const double r = (double)a[Off(Lp, d, j, j[1])] - (double)b[Off(Lt, d, j, j[1])], v = s->type == DD_LOSS_MSE ? r * r : std::fabs(r);
-      sum += v;
-      if (yo) yo[Off(y->layout, d, j, j[1])] = (T)v;
-    });
-    *den = s->count;
-    return sum;
-  }
-  const PetscInt      C = Lp.n[1];
-  std::vector<double> v(C), tv(s->prob ? C : 1);
-  ForEachPosition(Lp, [&](const PetscInt *j) {
-    for (PetscInt c = 0; c < C; c++) v[c] = (double)a[Off(Lp, d, j, c)];
-    if (s->prob)
-      for (PetscInt c = 0; c < C; c++) tv[c] = (double)b[Off(Lt, d, j, c)];
-    else tv[0] = (double)b[Off(Lt, d, j, 0)];
-    double       wd;
-    const double l = CrossEntropyAt(s, C, v.data(), tv.data(), &wd, 0, nullptr, nullptr);
-    sum += l;
-    *den += wd;
-    if (yo) yo[Off(y->layout, d, j, 0)] = (T)l;
-  });
-  return sum;
+  PetscFunctionBegin;
+  PetscCall(DDTensorGetArrayRead(t, &a));
+  *v = t->dtype == DD_FLOAT32 ? (double)((const float *)a)[0] : ((const double *)a)[0];
+  PetscCall(DDTensorRestoreArrayRead(t, &a));
+  PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 static PetscErrorCode Loss_Forward(DDLayer l, PetscInt n, DDTensor xs[], DDTensor y)
@@ -622,113 +520,30 @@ static PetscErrorCode Loss_Forward(DDLayer l, PetscInt n, DDTensor xs[], DDTenso
   Loss          *s   = (Loss *)l->data;
   const PetscInt C   = xs[0]->shape[1];
   const bool     dyn = s->type == DD_LOSS_CROSSENTROPY && !s->prob && s->red == DD_REDUCTION_MEAN; /* the mean's divisor depends on the targets */
+  double         local = 0, den = 0, bad = 0;
+  PetscInt       nbad  = 0;
 
   PetscFunctionBegin;
-  if (s->type == DD_LOSS_CROSSENTROPY && !s->prob) { /* class indices must be valid (checked on every rank) */
-    PetscBool ok = PETSC_TRUE;
-    double    bad = 0;
-    if (xs[1]->active) PetscCall(DispatchType(xs[1]->dtype, [&](auto z) -> PetscErrorCode {
-      using T    = decltype(z);
-      const T *b = HostArray<const T>(xs[1]);
-      ForEachBulkRun(xs[1]->layout, [&](PetscInt off, PetscInt len) {
-        for (PetscInt i = 0; i < len; i++) {
-          double v = (double)b[off + i];
-          if (!((v >= 0 && v < C && v == std::floor(v)) || v == (double)s->ignore)) {
-            if (ok) bad = v;
-            ok = PETSC_FALSE;
-          }
-        }
-      });
-      return PETSC_SUCCESS;
-    }));
-    DDCheckAll(PetscObjectComm((PetscObject)l), ok, PETSC_ERR_ARG_OUTOFRANGE, "Cross-entropy target holds %g, which is neither a class index in [0, %" PetscInt_FMT ") nor the ignore_index %" PetscInt_FMT, bad, C, s->ignore);
-  }
-  double local = 0, den = 0;
-  PetscCall(DispatchType(xs[0]->dtype, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    local   = LocalLoss<T>(s, xs[0], xs[1], s->red == DD_REDUCTION_NONE ? y : NULL, &den);
-    return PETSC_SUCCESS;
-  }));
+  PetscCall(s->kern->Forward(xs[0], xs[1], s->red == DD_REDUCTION_NONE ? y : NULL, &local, &den, &nbad, &bad));
+  if (s->type == DD_LOSS_CROSSENTROPY && !s->prob) /* class indices must be valid (checked on every rank) */
+    DDCheckAll(PetscObjectComm((PetscObject)l), nbad == 0, PETSC_ERR_ARG_OUTOFRANGE, "Cross-entropy target holds %g, which is neither a class index in [0, %" PetscInt_FMT ") nor the ignore_index %" PetscInt_FMT, bad, C, s->ignore);
   if (dyn) { /* the sum of the weights of the targets not ignored, onto every rank through R and B */
     PetscCall(DDTensorSet(s->part, den));
     PetscCall(DDPrimitiveApply(s->R, s->part, s->yden));
     PetscCall(DDPrimitiveApply(s->B, s->yden, s->yall));
-    s->count = s->yall->dtype == DD_FLOAT32 ? (double)(HostArray<float>(s->yall))[0] : (HostArray<double>(s->yall))[0];
+    PetscCall(FirstValue(s->yall, &s->count));
   }
   const double div = s->red == DD_REDUCTION_MEAN ? s->count : 1.0;
   PetscCall(DDTensorSet(s->part, local / div));
   PetscCall(DDPrimitiveApply(s->R, s->part, s->ys));
   /* report the value everywhere */
   PetscCall(DDPrimitiveApply(s->B, s->ys, s->yall));
-  s->value = (PetscReal)(s->yall->dtype == DD_FLOAT32 ? (HostArray<float>(s->yall))[0] : (HostArray<double>(s->yall))[0]);
+  {
+    double v;
+    PetscCall(FirstValue(s->yall, &v));
+    s->value = (PetscReal)v;
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
-}
-
-/* the derivative of an element loss (mse, l1) at r = prediction - target */
-template <DDLossType K>
-static inline double ElementDeriv(double r)
-{
-  return K == DD_LOSS_MSE ? 2 * r : (r > 0 ? 1.0 : (r < 0 ? -1.0 : 0.0));
-}
-
-/*
-  The element losses' backward over the bulk runs (paper 000 sec. 4.3: dl/dp = g l'(p - t),
-  dl/dt = -dl/dp), for gradients (and dy, reduction none) stored like the prediction: the same
-  arithmetic per element as the generic walk, so the same bits. ga: dy (reduction none) or NULL
-  for the scale g0; the target's gradient gt is stored like the target (tlikeb) or like the prediction.
-*/
-template <class T, DDLossType K>
-static void ElementBackwardRuns(const DDLayout &Lp, const DDLayout &Lt, const T *a, const T *b, const T *ga, double g0, T *gp, T *gt, bool tlikeb)
-{
-  ForEachBulkRunPair(Lp, Lt, [&](PetscInt oa, PetscInt ob, PetscInt len) {
-    const T *ap = a + oa, *bp = b + ob, *gg = ga ? ga + oa : nullptr;
-    T       *dp = gp ? gp + oa : nullptr, *dt = gt ? gt + (tlikeb ? ob : oa) : nullptr;
-    if (gg && dp && dt)
-      for (PetscInt i = 0; i < len; i++) {
-        const double dr = (double)gg[i] * ElementDeriv<K>((double)ap[i] - (double)bp[i]);
-        dp[i]           = (T)dr;
-        dt[i]           = (T)-dr;
-      }
-    else if (!gg && dp && dt)
-      for (PetscInt i = 0; i < len; i++) {
-        const double dr = g0 * ElementDeriv<K>((double)ap[i] - (double)bp[i]);
-        dp[i]           = (T)dr;
-        dt[i]           = (T)-dr;
-      }
-    else if (!gg && dp)
-      for (PetscInt i = 0; i < len; i++) dp[i] = (T)(g0 * ElementDeriv<K>((double)ap[i] - (double)bp[i]));
-    else
-      for (PetscInt i = 0; i < len; i++) {
-        const double dr = (gg ? (double)gg[i] : g0) * ElementDeriv<K>((double)ap[i] - (double)bp[i]);
-        if (dp) dp[i] = (T)dr;
-        if (dt) dt[i] = (T)-dr;
-      }
-  });
-}
-
-/*
-  Cross-entropy's backward with the class dimension not blocked: per position one storage offset
-  and the class stride (instead of an offset per entry); CrossEntropyAt() as the generic walk. The
-  probability targets' gradient gt is stored like the targets (tlikeb) or like the logits.
-*/
-template <class T>
-static void CrossEntropyBackwardStrided(const Loss *s, const DDLayout &Lp, const DDLayout &Lt, const DDLayout *Ly, const T *a, const T *b, const T *ga, double g0, T *gp, T *gt, bool tlikeb)
-{
-  const PetscInt      d = Lp.order, C = Lp.n[1], sp = Lp.stride[1], stt = s->prob ? Lt.stride[1] : 0;
-  std::vector<double> v(C), tv(s->prob ? C : 1), dv(C), dtv(C);
-  ForEachPosition(Lp, [&](const PetscInt *j) {
-    const PetscInt op = Off(Lp, d, j, 0), ot = Off(Lt, d, j, 0);
-    for (PetscInt c = 0; c < C; c++) v[c] = (double)a[op + c * sp];
-    if (s->prob)
-      for (PetscInt c = 0; c < C; c++) tv[c] = (double)b[ot + c * stt];
-    else tv[0] = (double)b[ot];
-    double wd;
-    (void)CrossEntropyAt(s, C, v.data(), tv.data(), &wd, ga ? (double)ga[Off(*Ly, d, j, 0)] : g0, dv.data(), gt ? dtv.data() : nullptr);
-    if (gp)
-      for (PetscInt c = 0; c < C; c++) gp[op + c * sp] = (T)dv[c];
-    if (gt)
-      for (PetscInt c = 0; c < C; c++) gt[tlikeb ? ot + c * stt : op + c * sp] = (T)dtv[c];
-  });
 }
 
 static PetscErrorCode Loss_Backward(DDLayer l, DDTensor dy, PetscInt n, DDTensor dxs[])
@@ -746,69 +561,30 @@ static PetscErrorCode Loss_Backward(DDLayer l, DDTensor dy, PetscInt n, DDTensor
   }
   s->lastfast = PETSC_FALSE;
   if (!dxs) PetscFunctionReturn(PETSC_SUCCESS);
-  DDTensor dp = dxs[0], dt = n > 1 ? dxs[1] : NULL;
-  PetscCall(DispatchType(p->dtype, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    PetscFunctionBegin;
-    const double g0 = none ? 1.0 : (p->active && s->dpart->layout.bulksize ? (double)(HostArray<const T>(s->dpart))[0] / (s->red == DD_REDUCTION_MEAN ? s->count : 1.0) : 0);
-    const T       *a  = HostArray<const T>(p), *b = HostArray<const T>(t);
-    const T       *ga = none && dy ? HostArray<const T>(dy) : nullptr;
-    const PetscInt d  = p->order;
-    const DDLayout &Lp = p->layout, &Lt = t->layout;
-    const bool      ce = s->type == DD_LOSS_CROSSENTROPY, wantt = dt && (!ce || s->prob);
-    /* the fast paths: the gradients stored like the prediction (the target's: or like the target); element losses: dy too; cross-entropy: the class dimension not blocked */
-    bool       fast   = !s->generic && p->active;
-    const bool tlikeb = wantt && LayoutSameStorage(dt->layout, Lt);
-    if (dp) fast = fast && LayoutSameStorage(dp->layout, Lp);
-    if (wantt) fast = fast && (tlikeb || LayoutSameStorage(dt->layout, Lp));
-    if (ga && !ce) fast = fast && LayoutSameStorage(dy->layout, Lp);
-    if (ce) fast = fast && Lp.bdim != 1 && (!s->prob || Lt.bdim != 1);
-    /* every storage entry written: no zeroing first */
-    if (dp && !(fast && LayoutBulkIsContiguous(dp->layout))) PetscCall(DDTensorZeroEntries(dp));
-    if (dt && !(fast && wantt && LayoutBulkIsContiguous(dt->layout))) PetscCall(DDTensorZeroEntries(dt));
-    s->lastfast = fast ? PETSC_TRUE : PETSC_FALSE;
-    if (!p->active) PetscFunctionReturn(PETSC_SUCCESS);
-    T *gp = dp ? HostArray<T>(dp) : nullptr, *gt = wantt ? HostArray<T>(dt) : nullptr;
-    if (fast) {
-      if (s->type == DD_LOSS_MSE) ElementBackwardRuns<T, DD_LOSS_MSE>(Lp, Lt, a, b, ga, g0, gp, gt, tlikeb);
-      else if (s->type == DD_LOSS_L1) ElementBackwardRuns<T, DD_LOSS_L1>(Lp, Lt, a, b, ga, g0, gp, gt, tlikeb);
-      else CrossEntropyBackwardStrided<T>(s, Lp, Lt, ga ? &dy->layout : nullptr, a, b, ga, g0, gp, gt, tlikeb);
-      PetscFunctionReturn(PETSC_SUCCESS);
+  DDTensor        dp = dxs[0], dt = n > 1 ? dxs[1] : NULL;
+  double          g0 = 1.0;
+  const DDLayout &Lp = p->layout, &Lt = t->layout;
+  const bool      ce = s->type == DD_LOSS_CROSSENTROPY, wantt = dt && (!ce || s->prob);
+  if (!none) {
+    g0 = 0;
+    if (p->active && s->dpart->layout.bulksize) {
+      PetscCall(FirstValue(s->dpart, &g0));
+      g0 /= s->red == DD_REDUCTION_MEAN ? s->count : 1.0;
     }
-    /* the generic walk (any layouts): the scale of position / element j is dy there (reduction none) or dL / divisor */
-    auto g = [&](const PetscInt *j, PetscInt c) { return ga ? (double)ga[Off(dy->layout, d, j, c)] : g0; };
-    if (!ce) {
-      auto     deriv = [&](double r) { return s->type == DD_LOSS_MSE ? ElementDeriv<DD_LOSS_MSE>(r) : ElementDeriv<DD_LOSS_L1>(r); };
-      PetscInt a0[DD_MAX_DIM], b0[DD_MAX_DIM], ord[DD_MAX_DIM];
-      for (PetscInt k = 0; k < d; k++) {
-        a0[k]  = 0;
-        b0[k]  = Lp.n[k];
-        ord[k] = k;
-      }
-      ForEachIndex(d, a0, b0, ord, [&](const PetscInt *j) {
-        const double dr = g(j, j[1]) * deriv((double)a[Off(Lp, d, j, j[1])] - (double)b[Off(Lt, d, j, j[1])]);
-        if (gp) gp[Off(dp->layout, d, j, j[1])] = (T)dr;
-        if (gt) gt[Off(dt->layout, d, j, j[1])] = (T)-dr;
-      });
-      PetscFunctionReturn(PETSC_SUCCESS);
-    }
-    /* cross-entropy: the logits' gradient; probability targets get one too, class indices none */
-    const PetscInt      C = Lp.n[1];
-    std::vector<double> v(C), tv(s->prob ? C : 1), dv(C), dtv(C);
-    ForEachPosition(Lp, [&](const PetscInt *j) {
-      for (PetscInt c = 0; c < C; c++) v[c] = (double)a[Off(Lp, d, j, c)];
-      if (s->prob)
-        for (PetscInt c = 0; c < C; c++) tv[c] = (double)b[Off(Lt, d, j, c)];
-      else tv[0] = (double)b[Off(Lt, d, j, 0)];
-      double wd;
-      (void)CrossEntropyAt(s, C, v.data(), tv.data(), &wd, g(j, 0), dv.data(), gt ? dtv.data() : nullptr);
-      if (gp)
-        for (PetscInt c = 0; c < C; c++) gp[Off(dp->layout, d, j, c)] = (T)dv[c];
-      if (gt)
-        for (PetscInt c = 0; c < C; c++) gt[Off(dt->layout, d, j, c)] = (T)dtv[c];
-    });
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }));
+  }
+  /* the fast paths: the gradients stored like the prediction (the target's: or like the target); element losses: dy too; cross-entropy: the class dimension not blocked */
+  bool       fast   = !s->generic && p->active;
+  const bool tlikeb = wantt && LayoutSameStorage(dt->layout, Lt);
+  if (dp) fast = fast && LayoutSameStorage(dp->layout, Lp);
+  if (wantt) fast = fast && (tlikeb || LayoutSameStorage(dt->layout, Lp));
+  if (none && dy && !ce) fast = fast && LayoutSameStorage(dy->layout, Lp);
+  if (ce) fast = fast && Lp.bdim != 1 && (!s->prob || Lt.bdim != 1);
+  /* every storage entry written: no zeroing first */
+  if (dp && !(fast && LayoutBulkIsContiguous(dp->layout))) PetscCall(DDTensorZeroEntries(dp));
+  if (dt && !(fast && wantt && LayoutBulkIsContiguous(dt->layout))) PetscCall(DDTensorZeroEntries(dt));
+  s->lastfast = fast ? PETSC_TRUE : PETSC_FALSE;
+  if (!p->active) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(s->kern->Backward(p, t, none ? dy : NULL, g0, dp, wantt ? dt : NULL, fast, tlikeb));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -871,6 +647,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Loss(DDLayer l)
   l->ops->backward       = Loss_Backward;
   l->ops->view           = Loss_View;
   l->ops->reset          = Loss_Reset;
+  l->device              = PETSC_TRUE; /* on device tensors: the /gpu/cuda loss kernel, the reductions on the device */
   l->ops->destroy        = Loss_Destroy;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
