@@ -63,6 +63,7 @@ PETSC_EXTERN PetscErrorCode DDBackendGetDefault(const char *[]);
 PETSC_EXTERN PetscErrorCode DDBackendView(PetscViewer);
 PETSC_EXTERN PetscErrorCode DDBackendGet(const char[], DDBackend *);
 PETSC_EXTERN PetscErrorCode DDBackendGetName(DDBackend, const char *[]);
+PETSC_EXTERN PetscErrorCode DDBackendGetMemType(DDBackend, DDMemType *);
 
 PETSC_EXTERN PetscErrorCode DDInitialize(int *, char ***, const char[], const char[]);
 PETSC_EXTERN PetscErrorCode DDFinalize(void);

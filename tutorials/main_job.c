@@ -11,6 +11,7 @@ static const char help[] = "The main job: a PETSc solver makes Poisson data on a
                            "  -dataset_cache_limit <MiB> memory per rank for the samples kept in memory (default 1024; 0: read every batch)\n"
                            "  -eval_grid <n>    after training, also evaluate on the held-out samples solved on an n x n grid\n"
                            "  -eval_data <file> HDF5 file of those samples (default <data>_grid<n>.h5; generated if missing)\n"
+                           "  -dd_backend /gpu/cuda  train on the GPU: the batch tensors, the network and the optimizer in device memory\n"
                            "The network and the optimizer come from the options database (share/ddnn/main_job.opts).\n";
 /*
   1. Data. For every sample, a random coefficient field kappa(x, y) = exp(sum of a few random
@@ -31,6 +32,7 @@ static const char help[] = "The main job: a PETSc solver makes Poisson data on a
      spacing than in training) run at any n their layers accept.
 
     mpiexec -n 2 ./main_job -options_file share/ddnn/main_job.opts
+    mpiexec -n 2 ./main_job -options_file share/ddnn/main_job.opts -dd_backend /gpu/cuda -float32   (on a GPU)
 */
 #include <ddnn.h>
 #include <petscksp.h>
@@ -169,12 +171,15 @@ static PetscErrorCode GenerateData(DM da, const char *file, PetscInt s0, PetscIn
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* a batch tensor (B, 1, n, n) split like the DMDA */
+/* a batch tensor (B, 1, n, n) split like the DMDA, in the memory of the default backend (-dd_backend /gpu/cuda: the GPU's, so that the whole network trains there) */
 static PetscErrorCode BatchTensor(DM da, PetscInt B, PetscInt n, DDDataType dt, DDTensor *t)
 {
   DDPartition     p;
   const PetscInt *lx, *ly;
   PetscInt        m, nn, shape[4] = {B, 1, n, n};
+  const char     *bname;
+  DDBackend       be;
+  DDMemType       mt;
 
   PetscFunctionBeginUser;
   PetscCall(DMDAGetInfo(da, NULL, NULL, NULL, NULL, &m, &nn, NULL, NULL, NULL, NULL, NULL, NULL, NULL));
@@ -186,6 +191,10 @@ static PetscErrorCode BatchTensor(DM da, PetscInt B, PetscInt n, DDDataType dt, 
   PetscCall(DDTensorSetDataType(*t, dt));
   PetscCall(DDTensorSetOwnershipRanges(*t, 2, ly));
   PetscCall(DDTensorSetOwnershipRanges(*t, 3, lx));
+  PetscCall(DDBackendGetDefault(&bname));
+  PetscCall(DDBackendGet(bname, &be));
+  PetscCall(DDBackendGetMemType(be, &mt));
+  PetscCall(DDTensorSetMemType(*t, mt));
   PetscCall(DDTensorSetUp(*t));
   PetscCall(DDPartitionDestroy(&p));
   PetscFunctionReturn(PETSC_SUCCESS);

@@ -766,7 +766,16 @@ DD_CXX_TRY
   PetscValidHeaderSpecific(ds, DD_DATASET_CLASSID, 1);
   PetscCheck(ds->setupcalled, comm, PETSC_ERR_ARG_WRONGSTATE, "Call DDDatasetSetUp() first");
   PetscCall(DDTensorCheckSetUp_Private(t, "DDDatasetReadBatch"));
-  PetscCall(DDTensorCheckHost_Private(t, "DDDatasetReadBatch"));
+  if (t->memtype != DD_MEMTYPE_HOST) { /* a device tensor: the batch is read on the host (a twin laid out alike, kept) and copied over once */
+    if (!I->twin || I->twinof != t->layouthash || I->twin->dtype != t->dtype) {
+      PetscCall(DDTensorDestroy(&I->twin));
+      PetscCall(DDTensorDuplicateLayoutIn_Private(t, t->dtype, DD_MEMTYPE_HOST, &I->twin));
+      I->twinof = t->layouthash;
+    }
+    PetscCall(DDDatasetReadBatch(ds, field, start, n, I->twin));
+    PetscCall(DDTensorCopy(I->twin, t));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   PetscCheck(field >= 0 && field < (PetscInt)I->fields.size(), comm, PETSC_ERR_ARG_OUTOFRANGE, "Field %" PetscInt_FMT " does not exist", field);
   PetscCheck(start >= 0 && n > 0 && start + n <= I->S, comm, PETSC_ERR_ARG_OUTOFRANGE, "Batch [%" PetscInt_FMT ", %" PetscInt_FMT ") is outside the %" PetscInt_FMT " samples", start, start + n, I->S);
   const std::vector<PetscInt> &fs = I->shapes[field];
@@ -813,6 +822,7 @@ DD_CXX_TRY
   }
   if ((*ds)->impl->fid >= 0) PetscCall(H5Close(PetscObjectComm((PetscObject)*ds), (*ds)->impl->fid));
   delete (*ds)->impl->cache;
+  PetscCall(DDTensorDestroy(&(*ds)->impl->twin));
   delete (*ds)->impl;
   PetscCall(PetscHeaderDestroy(ds));
   PetscFunctionReturn(PETSC_SUCCESS);

@@ -364,7 +364,15 @@ PetscErrorCode H5WriteTensor(hid_t fid, const char *path, DDTensor t)
   hid_t                type = t->dtype == DD_FLOAT32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
 
   PetscFunctionBegin;
-  PetscCall(DDTensorCheckHost_Private(t, "DDTensorWriteHDF5"));
+  if (t->memtype != DD_MEMTYPE_HOST) { /* a device tensor: written from a host copy */
+    DDTensor h;
+    PetscCall(DDTensorDuplicateLayoutIn_Private(t, t->dtype, DD_MEMTYPE_HOST, &h));
+    PetscCall(DDTensorCopy(t, h));
+    PetscErrorCode ierr = H5WriteTensor(fid, path, h);
+    PetscCall(DDTensorDestroy(&h));
+    PetscCall(ierr);
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   for (PetscInt k = 0; k < t->order; k++) dims[k] = (hsize_t)t->shape[k];
   if (H5Lexists(fid, path, H5P_DEFAULT) > 0) H5Ldelete(fid, path, H5P_DEFAULT);
   hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
@@ -420,7 +428,15 @@ PetscErrorCode H5ReadTensor(hid_t fid, const char *file, const char *path, DDTen
   std::vector<hsize_t>  start, count, ps, pc, dims(t->shape, t->shape + t->order);
 
   PetscFunctionBegin;
-  PetscCall(DDTensorCheckHost_Private(t, "DDTensorReadHDF5"));
+  if (t->memtype != DD_MEMTYPE_HOST) { /* a device tensor: read into a host copy, then copied over (only when the read succeeded: a failed read changes nothing) */
+    DDTensor h;
+    PetscCall(DDTensorDuplicateLayoutIn_Private(t, t->dtype, DD_MEMTYPE_HOST, &h));
+    PetscErrorCode ierr = H5ReadTensor(fid, file, path, h, requirechecksum);
+    if (!ierr) ierr = DDTensorCopy(h, t);
+    PetscCall(DDTensorDestroy(&h));
+    PetscCall(ierr);
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   PetscCall(H5DatasetShape(comm, fid, file, path, fd));
   DDCheckAll(comm, fd == td, PETSC_ERR_FILE_UNEXPECTED, "Dataset \"%s\" in \"%s\" has shape %s, the tensor %s", path, file, DimsString(fd).c_str(), DimsString(td).c_str());
   hid_t dset = H5Dopen2(fid, path, H5P_DEFAULT);
@@ -594,7 +610,6 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorWriteHDF5"));
-  PetscCall(DDTensorCheckHost_Private(t, "DDTensorWriteHDF5"));
   PetscCall(DDCheckSameString(PetscObjectComm((PetscObject)t), "the HDF5 dataset name", dataset));
   PetscCall(H5WithFile(PetscObjectComm((PetscObject)t), file, append ? 'a' : 'w', [&](hid_t fid) { return H5WriteTensor(fid, dataset, t); }));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -621,7 +636,6 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorReadHDF5"));
-  PetscCall(DDTensorCheckHost_Private(t, "DDTensorReadHDF5"));
   PetscCall(DDCheckSameString(PetscObjectComm((PetscObject)t), "the HDF5 dataset name", dataset));
   PetscCall(H5WithFile(PetscObjectComm((PetscObject)t), file, 'r', [&](hid_t fid) { return H5ReadTensor(fid, file, dataset, t, false); }));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -665,7 +679,15 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorWriteHDF5Slice"));
-  PetscCall(DDTensorCheckHost_Private(t, "DDTensorWriteHDF5Slice"));
+  if (t->memtype != DD_MEMTYPE_HOST) { /* a device tensor: written from a host copy */
+    DDTensor h;
+    PetscCall(DDTensorDuplicateLayoutIn_Private(t, t->dtype, DD_MEMTYPE_HOST, &h));
+    PetscCall(DDTensorCopy(t, h));
+    PetscErrorCode ierr = DDTensorWriteHDF5Slice(h, file, dataset, index, total);
+    PetscCall(DDTensorDestroy(&h));
+    PetscCall(ierr);
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   PetscCheck(index >= 0 && index < total, comm, PETSC_ERR_ARG_OUTOFRANGE, "Slice %" PetscInt_FMT " is outside [0, %" PetscInt_FMT ")", index, total);
   { /* a slice count given differently on the ranks (-nsamples on one rank) would write other slices on each rank and hang in the collective writes */
     char v[64];

@@ -207,6 +207,18 @@ PetscErrorCode ddnn::NetReplicasSetUp_Private(DDNet net)
   /* the cap cuts the buckets, and a group's ranks must cut theirs alike (one all-reduce each) */
   PetscCall(DDCheckSameString(comm, "The weight bucket size (-net_weights_bucket_mb)", std::to_string(BucketCapBytes(I->bucketmb)).c_str()));
   if (I->weightmode == DD_NET_WEIGHTS_BROADCAST) PetscFunctionReturn(PETSC_SUCCESS);
+  { /* the buckets live in host memory: device tensors take the broadcast mode (auto chooses it; the others say so) */
+    const char *dev = nullptr;
+    for (const NetNode &nd : I->nodes)
+      if (nd.layer->memtype != DD_MEMTYPE_HOST) dev = nd.name.c_str();
+    if (dev) {
+      PetscCheck(I->weightmode == DD_NET_WEIGHTS_AUTO, comm, PETSC_ERR_SUP, "The %s weight mode (-net_weights) keeps the weights' replicas in host buckets and does not support device tensors yet (layer \"%s\" is on the device): use broadcast, or auto (which takes broadcast there)", DDNetWeightModes[I->weightmode], dev);
+      I->weightchoice.decided = true;
+      I->weightchoice.chosen  = DD_NET_WEIGHTS_BROADCAST;
+      I->weightchoice.why     = "device tensors (the buckets are host memory)";
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
+  }
   PetscCall(NetReplicasBuild(net, I->weightmode == DD_NET_WEIGHTS_DATAPARALLEL));
   if (I->weightmode == DD_NET_WEIGHTS_AUTO) PetscCall(NetReplicasChoose(net));
   PetscFunctionReturn(PETSC_SUCCESS);

@@ -558,6 +558,11 @@ DD_CXX_TRY
     if (!inside) outside = i;
   }
   DDCheckAll(PetscObjectComm((PetscObject)opt), inside, PETSC_ERR_ARG_INCOMP, "The gradient of parameter %" PetscInt_FMT " lives on ranks outside the optimizer's communicator", outside);
+  /* one memory for every parameter and gradient (a tensor's memory is the same on every rank): the updates run on its backend */
+  opt->memtype = n > 0 ? params[0]->memtype : DD_MEMTYPE_HOST;
+  for (PetscInt i = 0; i < n; i++) {
+    PetscCheck(params[i]->memtype == opt->memtype && grads[i]->memtype == opt->memtype, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_INCOMP, "DDOptimizerSetUp: parameter %" PetscInt_FMT " or its gradient is in %s memory, parameter 0 in %s memory; give the optimizer parameters in one memory", i, DDMemTypes[params[i]->memtype != opt->memtype ? params[i]->memtype : grads[i]->memtype], DDMemTypes[opt->memtype]);
+  }
   for (PetscInt i = 0; i < n; i++) {
     PetscCall(DDTensorCheckCompatible_Private(params[i], grads[i], "DDOptimizerSetUp"));
     PetscCheck(LayoutSameStorage(params[i]->layout, grads[i]->layout), PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "Parameter %" PetscInt_FMT " and its gradient must have the same storage layout", i);

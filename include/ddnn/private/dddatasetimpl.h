@@ -19,6 +19,8 @@ struct DatasetImpl {
   std::vector<PetscInt>              order;  /* sample indices (relative to first), shuffled */
   hid_t                              fid = -1;
   DatasetCache                      *cache = nullptr;
+  DDTensor                           twin  = NULL; /* batches for device tensors land here (host) and are copied over once */
+  PetscInt64                         twinof = 0;   /* the layout hash of the device tensor it serves */
 };
 } // namespace ddnn
 

@@ -96,5 +96,7 @@ PETSC_EXTERN PetscErrorCode DDTensorSetBlockDimension_Private(DDTensor, PetscInt
 PETSC_EXTERN PetscErrorCode DDTensorCheckHost_Private(DDTensor, const char[]);
 /* the storage in host memory: the array itself, or a device tensor's host mirror (copied from the device) */
 PETSC_EXTERN PetscErrorCode DDTensorGetHostArray_Private(DDTensor, void **);
+/* DDTensorDuplicateLayout() into the given memory (a device tensor's host twin) */
+PETSC_EXTERN PetscErrorCode DDTensorDuplicateLayoutIn_Private(DDTensor, DDDataType, DDMemType, DDTensor *);
 /* ends DDTensorGetHostArray_Private(); written: copy a device tensor's mirror back (and bump the state) */
 PETSC_EXTERN PetscErrorCode DDTensorRestoreHostArray_Private(DDTensor, PetscBool, void **);

@@ -43,6 +43,7 @@ struct _p_DDOptimizer {
   std::vector<DDTensor>     *params, *grads;
   std::vector<DDTensor>     *state;  /* parameter by parameter, nstate each */
   std::vector<const char *> *statenames;
+  DDMemType                  memtype; /* where every parameter lives (DDOptimizerSetUp() checks they agree); the updates run on the backend of that memory */
   PetscBool                  setupcalled;
 };
 

@@ -27,7 +27,7 @@ static PetscBool    registered = PETSC_FALSE;
 static DDBackend    defaultbackend = nullptr; /* a registry entry: looked up once, not per kernel call */
 static PetscClassId DD_BACKEND_CLASSID;
 
-static const char *const KernelKindNames[] = {"Conv", "Pool", "Gemm", "Upsample", "Pointwise", "Norm", "Optimizer", "FFT"};
+static const char *const KernelKindNames[] = {"Conv", "Pool", "Gemm", "Upsample", "Pointwise", "Norm", "Optimizer", "FFT", "Loss", "Dropout"};
 static_assert(sizeof(KernelKindNames) / sizeof(KernelKindNames[0]) == DD_KERNEL_NKINDS, "a name for every kernel kind");
 
 /* "cpu/dnnl" and "/cpu/dnnl" name the same backend */
@@ -202,6 +202,37 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscValidPointer(b, 1);
   *name = b->name;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+DD_CXX_CATCH
+
+/*@
+  DDBackendGetMemType - The memory a backend computes in
+
+  Not collective
+
+  Input Parameter:
+. b - the backend (`DDBackendGet()`)
+
+  Output Parameter:
+. mtype - `DD_MEMTYPE_HOST` for the /cpu backends, `DD_MEMTYPE_DEVICE` for /gpu/cuda
+
+  Notes:
+  A program that runs on the CPU or the GPU by options alone creates its input tensors in the
+  memory of the default backend (`DDBackendGetDefault()`, -dd_backend) with `DDTensorSetMemType()`;
+  the layers set up on device tensors then compute on /gpu/cuda.
+
+  Level: intermediate
+
+.seealso: `DDBackendGet()`, `DDBackendGetDefault()`, `DDTensorSetMemType()`
+@*/
+PetscErrorCode DDBackendGetMemType(DDBackend b, DDMemType *mtype)
+DD_CXX_TRY
+{
+  PetscFunctionBegin;
+  PetscValidPointer(b, 1);
+  PetscValidPointer(mtype, 2);
+  *mtype = b->memtype;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -506,7 +537,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   if (layer->backend) *b = layer->backend;
-  else PetscCall(DDBackendDefault_Private(b));
+  else PetscCall(DDBackendForMemType_Private(layer->memtype, b)); /* the default, or where the layer's tensors live */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -526,4 +557,25 @@ PetscErrorCode ddnn::DDBackendDefault_Private(DDBackend *b)
   PetscCall(DDBackendRegisterAll());
   *b = defaultbackend;
   PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  The backend that computes on tensors in memory mt: the default (-dd_backend) where it computes in
+  mt, else the first registered backend of that memory (device memory: /gpu/cuda), so that device
+  tensors run on the device without -dd_backend, as a host default backend would otherwise refuse
+  them. A default that computes in device memory is kept for host tensors: the callers' checks then
+  say that the backend and the tensors disagree (a device backend asked for is never replaced by a
+  host one in silence).
+*/
+PetscErrorCode ddnn::DDBackendForMemType_Private(DDMemType mt, DDBackend *b)
+{
+  PetscFunctionBegin;
+  PetscCall(DDBackendDefault_Private(b));
+  if ((*b)->memtype == mt || mt == DD_MEMTYPE_HOST) PetscFunctionReturn(PETSC_SUCCESS);
+  for (auto &e : Registry())
+    if (e->memtype == mt) {
+      *b = e.get();
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
+  SETERRQ(PETSC_COMM_SELF, PETSC_ERR_SUP, "No backend of this build computes in %s memory (configure with -DDDNN_WITH_CUDA=ON)", DDMemTypes[mt]);
 }

@@ -19,6 +19,8 @@ PetscErrorCode DDVecOps_Private(DDMemType, const struct _DDBackendVecOps **);
 PetscErrorCode DDMemOps_Private(DDMemType, const struct _DDBackendMemOps **);
 /* the default backend (-dd_backend) */
 PetscErrorCode DDBackendDefault_Private(DDBackend *);
+/* the default backend where it computes in memory mt, else the first of that memory (/gpu/cuda for device memory) */
+PetscErrorCode DDBackendForMemType_Private(DDMemType mt, DDBackend *);
 /* the backend registered under name (registering all first); NULL when it is not in this build */
 DDBackend DDBackendLookup_Private(const char name[]);
 

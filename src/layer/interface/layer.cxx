@@ -564,10 +564,10 @@ DD_CXX_TRY
     DDMemType   mt = n > 0 ? xs[0]->memtype : DD_MEMTYPE_HOST;
     for (PetscInt i = 1; i < n; i++) PetscCheck(xs[i]->memtype == mt, comm, PETSC_ERR_ARG_INCOMP, "Layer %s: input %" PetscInt_FMT " is in %s memory, input 0 in %s memory; give a layer its inputs in one memory", tn, i, DDMemTypes[xs[i]->memtype], DDMemTypes[mt]);
     PetscCheck(mt == DD_MEMTYPE_HOST || layer->device, comm, PETSC_ERR_SUP, "DDLayerSetUp() does not support device tensors yet for a %s layer (its input is in %s memory); copy it to a host tensor", tn, DDMemTypes[mt]);
+    layer->memtype = mt; /* a layer without a backend of its own computes where its inputs live (DDLayerGetBackend_Private()) */
     PetscCall(DDLayerGetBackend_Private(layer, &b));
     if (mt == DD_MEMTYPE_HOST) PetscCheck(b->memtype == DD_MEMTYPE_HOST, comm, PETSC_ERR_SUP, "Layer %s: backend %s computes in %s memory, but the input is a host tensor: choose a /cpu backend for the layer, or give it device tensors (DDTensorSetMemType())", tn, b->name, DDMemTypes[b->memtype]);
     else PetscCheck(b->memtype == mt, comm, PETSC_ERR_SUP, "Layer %s: the input is in %s memory, but backend %s computes in %s memory: choose /gpu/cuda for the layer (-dd_backend, DDLayerSetBackend())", tn, DDMemTypes[mt], b->name, DDMemTypes[b->memtype]);
-    layer->memtype = mt;
   }
   for (PetscInt i = 0; i < n; i++) {
     PetscMPIInt cmp;

@@ -730,10 +730,20 @@ DD_CXX_CATCH
 PetscErrorCode DDTensorDuplicateLayout(DDTensor t, DDDataType dt, DDTensor *y)
 DD_CXX_TRY
 {
+  PetscFunctionBegin;
+  PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorDuplicateLayout"));
+  PetscCall(DDTensorDuplicateLayoutIn_Private(t, dt, t->memtype, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+DD_CXX_CATCH
+
+/* DDTensorDuplicateLayout() in memory mt (a device tensor's host twin: the HDF5 files and datasets stage through it) */
+PetscErrorCode DDTensorDuplicateLayoutIn_Private(DDTensor t, DDDataType dt, DDMemType mt, DDTensor *y)
+DD_CXX_TRY
+{
   DDTensor x;
 
   PetscFunctionBegin;
-  PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorDuplicateLayout"));
   PetscCall(DDTensorCreate(PetscObjectComm((PetscObject)t), &x));
   PetscCall(DDTensorSetPartition(x, t->part));
   PetscCall(DDTensorSetShape(x, t->order, t->shape));
@@ -749,7 +759,7 @@ DD_CXX_TRY
     x->hi[k] = t->hi[k];
   }
   x->emptyok = PETSC_TRUE;
-  x->memtype  = t->memtype;
+  x->memtype  = mt;
   x->format   = t->format;
   x->bs       = t->bs;
   x->blockdim = t->blockdim;

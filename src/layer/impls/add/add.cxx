@@ -45,6 +45,7 @@ static PetscErrorCode Add_SetUp(DDLayer l, PetscInt n, DDTensor xs[])
   PetscCall(DDTensorSetFormat(y, x0->format));
   PetscCall(DDTensorSetBlockSize(y, x0->bs));
   PetscCall(DDTensorSetBlockDimension_Private(y, x0->blockdim));
+  PetscCall(DDTensorSetMemType(y, x0->memtype));
   PetscCall(DDTensorSetUp(y));
   PetscCall(DDLayerSetOutput_Private(l, y));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -85,6 +86,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Add(DDLayer l)
   l->ops->setup     = Add_SetUp;
   l->ops->forward   = Add_Forward;
   l->ops->backward  = Add_Backward;
+  l->device         = PETSC_TRUE; /* on device tensors: the tensor arithmetic of the inputs' memory */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

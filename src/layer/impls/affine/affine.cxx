@@ -249,6 +249,7 @@ static PetscErrorCode CreatePlainLike(DDTensor t, DDTensor *y)
       PetscCall(DDTensorSetOwnershipRanges(*y, k, lx.data()));
     }
   }
+  PetscCall(DDTensorSetMemType(*y, t->memtype));
   PetscCall(DDTensorSetUp(*y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -371,6 +372,7 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
       PetscCall(DDTensorSetOwnershipRanges(y, k, lx.data()));
     }
     PetscCall(DDTensorSetOwnershipRanges(y, d - 1, fol.data()));
+    PetscCall(DDTensorSetMemType(y, x->memtype));
     PetscCall(DDTensorSetUp(y));
     PetscCall(DDLayerSetOutput_Private(l, y));
   }
@@ -396,6 +398,7 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     PetscCall(DDTensorSetDataType(a->w, x->dtype));
     PetscCall(DDTensorSetOwnershipRanges(a->w, 0, fol.data()));
     PetscCall(DDTensorSetOwnershipRanges(a->w, 1, fil.data()));
+    PetscCall(DDTensorSetMemType(a->w, x->memtype));
     PetscCall(DDTensorSetUp(a->w));
     PetscCall(DDLayerAddParameter_Private(l, "weight", a->w));
     if (a->bcastW) {
@@ -420,6 +423,7 @@ static PetscErrorCode Affine_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
       PetscCall(DDTensorSetShape(a->b, 1, &Fo));
       PetscCall(DDTensorSetDataType(a->b, x->dtype));
       PetscCall(DDTensorSetOwnershipRanges(a->b, 0, fol.data()));
+      PetscCall(DDTensorSetMemType(a->b, x->memtype));
       PetscCall(DDTensorSetUp(a->b));
       PetscCall(DDLayerAddParameter_Private(l, "bias", a->b));
       if (a->bcastW) {
@@ -688,6 +692,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Affine(DDLayer l)
   l->ops->forward        = Affine_Forward;
   l->ops->backward       = Affine_Backward;
   l->ops->initparams     = Affine_InitParams;
+  l->device              = PETSC_TRUE; /* on device tensors: cuBLAS GEMMs of /gpu/cuda, the collectives on the device */
   l->ops->view           = Affine_View;
   l->ops->reset          = Affine_Reset;
   l->ops->destroy        = Affine_Destroy;

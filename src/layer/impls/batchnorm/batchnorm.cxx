@@ -471,30 +471,34 @@ static PetscErrorCode BatchNorm_Forward(DDLayer l, PetscInt nin, DDTensor xs[], 
       /* running statistics on Pc (whose workers hold the same channels as their input piece) */
       if (update) s->nbt++;
       if (update && s->rm->active) {
-        T             *rm = HostArray<T>(s->rm), *rv = HostArray<T>(s->rv);
+        HostValues<T> rm, rv;
+        PetscCall(rm.Get(s->rm));
+        PetscCall(rv.Get(s->rv));
         const double   m  = s->cumulative ? 1.0 / (double)s->nbt : (double)s->momentum, unb = s->count / (s->count - 1);
         const PetscInt nc = s->rm->layout.n[0];
         for (PetscInt c = 0; c < nc; c++) {
-          rm[c] = (T)((1 - m) * (double)rm[c] + m * s->mu[c]);
-          rv[c] = (T)((1 - m) * (double)rv[c] + m * var[c] * unb);
+          rm()[c] = (T)((1 - m) * (double)rm()[c] + m * s->mu[c]);
+          rv()[c] = (T)((1 - m) * (double)rv()[c] + m * var[c] * unb);
         }
+        PetscCall(rm.Restore(true));
+        PetscCall(rv.Restore(true));
       }
       PetscCall(PetscObjectStateIncrease((PetscObject)s->rm));
       PetscCall(PetscObjectStateIncrease((PetscObject)s->rv));
     } else {
       PetscCall(s->cp.ToWorkers(s->rm, s->rmh));
       PetscCall(s->cp.ToWorkers(s->rv, s->rvh));
-      ParamValues<T>(s->rmh, Cl, 0.0, s->mu);
+      PetscCall(ParamValues<T>(s->rmh, Cl, 0.0, s->mu));
       std::vector<double> var;
-      ParamValues<T>(s->rvh, Cl, 1.0, var);
+      PetscCall(ParamValues<T>(s->rvh, Cl, 1.0, var));
       for (PetscInt c = 0; c < Cl; c++) s->rstd[c] = 1.0 / std::sqrt(var[c] + (double)s->eps);
     }
     if (s->affine) {
       PetscCall(s->cp.ToWorkers(s->w, s->wh));
       PetscCall(s->cp.ToWorkers(s->b, s->bh));
     }
-    ParamValues<T>(s->affine ? s->wh : NULL, Cl, 1.0, s->sc);
-    ParamValues<T>(s->affine ? s->bh : NULL, Cl, 0.0, s->sh);
+    PetscCall(ParamValues<T>(s->affine ? s->wh : NULL, Cl, 1.0, s->sc));
+    PetscCall(ParamValues<T>(s->affine ? s->bh : NULL, Cl, 0.0, s->sh));
     std::vector<double> a(Cl);
     for (PetscInt c = 0; c < Cl; c++) a[c] = s->sc[c] * s->rstd[c];
     if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normscaleshift, x->layout, HostArray<const T>(x), yo->layout, HostArray<T>(yo), false, s->mu.data(), a.data(), s->sh.data()));
@@ -522,11 +526,15 @@ static PetscErrorCode BatchNorm_Backward(DDLayer l, DDTensor dy, PetscInt nin, D
     if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normbwdsums, x->layout, HostArray<const T>(x), g->layout, HostArray<const T>(g), false, s->mu.data(), s->s1.data(), s->s2.data()));
     if (s->affine) { /* local partial gradients; the broadcast's adjoint sums them onto Pc */
       if (s->dwh->active) {
-        T *dw = HostArray<T>(s->dwh), *db = HostArray<T>(s->dbh);
+        HostValues<T> dw, db;
+        PetscCall(dw.Get(s->dwh));
+        PetscCall(db.Get(s->dbh));
         for (PetscInt c = 0; c < Cl; c++) {
-          dw[c] = (T)(s->s2[c] * s->rstd[c]);
-          db[c] = (T)s->s1[c];
+          dw()[c] = (T)(s->s2[c] * s->rstd[c]);
+          db()[c] = (T)s->s1[c];
         }
+        PetscCall(dw.Restore(true));
+        PetscCall(db.Restore(true));
       }
       PetscCall(s->cp.FromWorkers(s->dwh, s->tmp, l->grads[0]));
       PetscCall(s->cp.FromWorkers(s->dbh, s->tmp, l->grads[1]));
@@ -631,6 +639,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_BatchNorm(DDLayer l)
   l->ops->view           = BatchNorm_View;
   l->ops->reset          = BatchNorm_Reset;
   l->ops->destroy        = BatchNorm_Destroy;
+  l->device              = PETSC_TRUE; /* on device tensors: the /gpu/cuda normalization kernels; per-channel values through host copies */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -90,6 +90,7 @@ struct ChannelParams {
     PetscCall(DDTensorSetDataType(*p, x->dtype));
     PetscCall(DDTensorSetEmptyPiecesAllowed(*p, PETSC_TRUE));
     PetscCall(DDTensorSetOwnershipRanges(*p, 0, lx.data()));
+    PetscCall(DDTensorSetMemType(*p, x->memtype)); /* parameters and running statistics where the input lives */
     PetscCall(DDTensorSetUp(*p));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
@@ -154,14 +155,37 @@ struct ChannelParams {
   }
 };
 
+/*
+  The local values of a small per-channel tensor on the host: its storage, or for a device tensor a
+  host copy (the layers' per-channel arithmetic runs on the host; the kernels over x on the device),
+  copied back by Restore() when written
+*/
+template <class T>
+struct HostValues {
+  DDTensor t = NULL;
+  void    *h = nullptr;
+  PetscErrorCode Get(DDTensor tensor)
+  {
+    t = tensor;
+    return DDTensorGetHostArray_Private(t, &h);
+  }
+  PetscErrorCode Restore(bool written) { return DDTensorRestoreHostArray_Private(t, written ? PETSC_TRUE : PETSC_FALSE, &h); }
+  T             *operator()() const { return (T *)h; }
+};
+
 /* Local values of a (C) parameter's workers' copy, as doubles (ones when p is NULL) */
 template <class T>
-inline void ParamValues(DDTensor ph, PetscInt Cl, double dflt, std::vector<double> &v)
+inline PetscErrorCode ParamValues(DDTensor ph, PetscInt Cl, double dflt, std::vector<double> &v)
 {
+  HostValues<T> a;
+
+  PetscFunctionBegin;
   v.assign(Cl, dflt);
-  if (!ph || !ph->active) return;
-  const T *a = HostArray<const T>(ph);
-  for (PetscInt c = 0; c < Cl; c++) v[c] = (double)a[c];
+  if (!ph || !ph->active) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(a.Get(ph));
+  for (PetscInt c = 0; c < Cl; c++) v[c] = (double)a()[c];
+  PetscCall(a.Restore(false));
+  PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 /*

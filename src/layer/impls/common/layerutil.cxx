@@ -209,6 +209,7 @@ PetscErrorCode ViewLayer::SetUp(DDLayer l, DDTensor x, PetscInt o, const PetscIn
     for (PetscInt p = 0; p < Py->shape[0]; p++) nl[p] = x->ranges[0][p + 1] - x->ranges[0][p];
     PetscCall(DDTensorSetOwnershipRanges(y, 0, nl.data()));
   }
+  PetscCall(DDTensorSetMemType(y, x->memtype));
   PetscCall(DDTensorSetUp(y));
   PetscCall(DDLayerSetOutput_Private(l, y));
   /* the index map: y's local entries in C order copy x's entries of the same global C-order index */

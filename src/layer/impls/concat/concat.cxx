@@ -158,6 +158,7 @@ static PetscErrorCode Concat_SetUp(DDLayer l, PetscInt n, DDTensor xs[])
     PetscCall(DDTensorSetFormat(y, x0->format));
     PetscCall(DDTensorSetBlockSize(y, x0->bs));
     PetscCall(DDTensorSetBlockDimension_Private(y, x0->blockdim));
+    PetscCall(DDTensorSetMemType(y, x0->memtype));
     PetscCall(DDTensorSetUp(y));
     PetscCall(DDLayerSetOutput_Private(l, y));
   }
@@ -288,6 +289,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Concat(DDLayer l)
   l->ops->setup          = Concat_SetUp;
   l->ops->forward        = Concat_Forward;
   l->ops->backward       = Concat_Backward;
+  l->device              = PETSC_TRUE; /* on device tensors: its primitives run in the inputs' memory */
   l->ops->view           = Concat_View;
   l->ops->reset          = Concat_Reset;
   l->ops->destroy        = Concat_Destroy;

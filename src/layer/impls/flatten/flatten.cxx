@@ -150,6 +150,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Flatten(DDLayer l)
   l->ops->setup     = Flatten_SetUp;
   l->ops->forward   = Flatten_Forward;
   l->ops->backward  = Flatten_Backward;
+  l->device         = PETSC_TRUE; /* on device tensors: its primitives run in the inputs' memory */
   l->ops->view      = Flatten_View;
   l->ops->reset     = Flatten_Reset;
   l->ops->destroy   = Flatten_Destroy;

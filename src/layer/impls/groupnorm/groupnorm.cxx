@@ -254,8 +254,8 @@ static PetscErrorCode GroupNorm_Forward(DDLayer l, PetscInt nin, DDTensor xs[], 
     PetscCall(AllSum(s->A1, s->st1));
     if (act)
       for (PetscInt i = 0; i < NG; i++) s->grstd[i] = 1.0 / std::sqrt(st[i] / s->m + (double)s->eps);
-    ParamValues<T>(s->wh, Cl, 1.0, s->wv);
-    ParamValues<T>(s->bh, Cl, 0.0, s->bv);
+    PetscCall(ParamValues<T>(s->wh, Cl, 1.0, s->wv));
+    PetscCall(ParamValues<T>(s->bh, Cl, 0.0, s->bv));
     s->mu.resize(NC);
     std::vector<double> a(NC), b(NC);
     for (PetscInt n = 0; n < Nl; n++)
@@ -290,16 +290,20 @@ static PetscErrorCode GroupNorm_Backward(DDLayer l, DDTensor dy, PetscInt nin, D
     if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normbwdsums, x->layout, HostArray<const T>(x), g->layout, HostArray<const T>(g), true, s->mu.data(), s->s1.data(), s->s2.data()));
     /* parameter gradients: local partial sums over this worker's samples and positions */
     if (s->dwh->active) {
-      T *dw = HostArray<T>(s->dwh), *db = HostArray<T>(s->dbh);
+      HostValues<T> dw, db;
+      PetscCall(dw.Get(s->dwh));
+      PetscCall(db.Get(s->dbh));
       for (PetscInt c = 0; c < Cl; c++) {
         double aw = 0, ab = 0;
         for (PetscInt n = 0; n < Nl; n++) {
           aw += s->s2[n * Cl + c] * s->grstd[n * Gl + c / cpg];
           ab += s->s1[n * Cl + c];
         }
-        dw[c] = (T)aw;
-        db[c] = (T)ab;
+        dw()[c] = (T)aw;
+        db()[c] = (T)ab;
       }
+      PetscCall(dw.Restore(true));
+      PetscCall(db.Restore(true));
     }
     PetscCall(s->cp.FromWorkers(s->dwh, s->tmp, l->grads[0]));
     PetscCall(s->cp.FromWorkers(s->dbh, s->tmp, l->grads[1]));
@@ -382,6 +386,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_GroupNorm(DDLayer l)
   l->ops->view           = GroupNorm_View;
   l->ops->reset          = GroupNorm_Reset;
   l->ops->destroy        = GroupNorm_Destroy;
+  l->device              = PETSC_TRUE; /* on device tensors: the /gpu/cuda normalization kernels; per-channel values through host copies */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

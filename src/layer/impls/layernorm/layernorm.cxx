@@ -208,6 +208,7 @@ static PetscErrorCode CreatePlain(DDTensor t, DDTensor *y)
     for (PetscInt p = 0; p < t->part->shape[k]; p++) lx[p] = t->ranges[k][p + 1] - t->ranges[k][p];
     PetscCall(DDTensorSetOwnershipRanges(*y, k, lx.data()));
   }
+  PetscCall(DDTensorSetMemType(*y, t->memtype));
   PetscCall(DDTensorSetUp(*y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -296,6 +297,7 @@ static PetscErrorCode LayerNorm_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
         for (PetscInt q = 0; q < ps[j]; q++) lx[q] = x->ranges[lead + j][q + 1] - x->ranges[lead + j][q];
         PetscCall(DDTensorSetOwnershipRanges(*p, j, lx.data()));
       }
+      PetscCall(DDTensorSetMemType(*p, x->memtype));
       PetscCall(DDTensorSetUp(*p));
     }
     PetscCall(DDLayerAddParameter_Private(l, "weight", s->w));
@@ -462,5 +464,6 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_LayerNorm(DDLayer l)
   l->ops->view           = LayerNorm_View;
   l->ops->reset          = LayerNorm_Reset;
   l->ops->destroy        = LayerNorm_Destroy;
+  l->device              = PETSC_TRUE; /* on device tensors: the /gpu/cuda normalization kernels; per-channel values through host copies */
   PetscFunctionReturn(PETSC_SUCCESS);
 }

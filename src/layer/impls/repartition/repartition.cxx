@@ -249,6 +249,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Repartition(DDLayer l)
   l->ops->setup          = Repart_SetUp;
   l->ops->forward        = Repart_Forward;
   l->ops->backward       = Repart_Backward;
+  l->device              = PETSC_TRUE; /* on device tensors: its primitives run in the inputs' memory */
   l->ops->view           = Repart_View;
   l->ops->reset          = Repart_Reset;
   l->ops->destroy        = Repart_Destroy;

@@ -226,6 +226,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Reshape(DDLayer l)
   l->ops->setup          = Reshape_SetUp;
   l->ops->forward        = Reshape_Forward;
   l->ops->backward       = Reshape_Backward;
+  l->device              = PETSC_TRUE; /* on device tensors: its primitives run in the inputs' memory */
   l->ops->view           = Reshape_View;
   l->ops->reset          = Reshape_Reset;
   l->ops->destroy        = Reshape_Destroy;

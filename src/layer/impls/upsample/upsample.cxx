@@ -33,6 +33,7 @@
 #include <ddnn/private/ddlayerimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <backend/kernels.hpp>
+#include <memory>
 #include <vector>
 #include <cmath>
 #include <algorithm>
@@ -61,6 +62,8 @@ struct Upsample {
   PetscInt     xorg[5] = {0}, xn[5] = {0};
   UpsampleGeom g;
   BoxOffsets   xo, yo;
+  std::unique_ptr<UpsampleKernel> kern;           /* a backend's set-up kernel (the device's), else the table's loops */
+  DDBackend                       kb = nullptr;  /* its backend */
   Upsample() { scale.opt = "layer_upsample_scale"; }
 };
 } // namespace
@@ -279,6 +282,8 @@ static PetscErrorCode Upsample_Reset(DDLayer l)
   PetscCall(DDPrimitiveDestroy(&c->H));
   for (DDTensor *t : {&c->xc, &c->dxc, &c->dyc}) PetscCall(DDTensorDestroy(t));
   c->hasout = false;
+  c->kern.reset();
+  c->kb = nullptr;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -458,6 +463,26 @@ static PetscErrorCode Upsample_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   if (c->hasout) {
     BoxOffsetsBuild(L, D, c->xorg, c->xn, &c->xo);
     BoxOffsetsBuild(Ly, D, yorg, yn, &c->yo);
+    /* the first backend along the layer's chain with interpolation: a set-up kernel (the device's form) or the table's loops */
+    DDBackend b;
+    PetscCall(DDLayerGetBackend_Private(l, &b));
+    PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      PetscFunctionBegin;
+      for (DDBackend w = b; w; w = DDBackendNext_Private(w)) {
+        if (Table<T>(w).upsamplefwd) break;
+        if (Table<T>(w).upsamplecreate) {
+          UpsampleKernelSpec spec;
+          spec.g  = c->g;
+          spec.xo = c->xo;
+          spec.yo = c->yo;
+          PetscCall(Table<T>(w).upsamplecreate(spec, &c->kern));
+          c->kb = w;
+          break;
+        }
+      }
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -471,7 +496,10 @@ static PetscErrorCode Upsample_Forward(DDLayer l, PetscInt nin, DDTensor xs[], D
   PetscCall(ConformHalo(xs[0], c->xhash, c->xlo, c->xhi, &c->xc, &xh, true));
   if (c->H) PetscCall(DDPrimitiveApply(c->H, xh, NULL));
   yo = y->layouthash == l->output->layouthash ? y : l->output;
-  if (c->hasout)
+  if (c->hasout && c->kern) {
+    KernelEvent e(c->kb, DD_KERNEL_UPSAMPLE);
+    PetscCall(c->kern->Forward(xh->array, yo->array));
+  } else if (c->hasout)
     PetscCall(DispatchType(xh->dtype, [&](auto z) -> PetscErrorCode {
       using T = decltype(z);
       DDBackend which;
@@ -500,7 +528,10 @@ static PetscErrorCode Upsample_Backward(DDLayer l, DDTensor dy, PetscInt nin, DD
   }
   PetscCall(ConformHalo(dx, c->xhash, c->xlo, c->xhi, &c->dxc, &dxh, false));
   PetscCall(DDTensorZeroEntries(dxh));
-  if (c->hasout)
+  if (c->hasout && c->kern) {
+    KernelEvent e(c->kb, DD_KERNEL_UPSAMPLE);
+    PetscCall(c->kern->Backward(dyo->array, dxh->array));
+  } else if (c->hasout)
     PetscCall(DispatchType(dxh->dtype, [&](auto z) -> PetscErrorCode {
       using T = decltype(z);
       DDBackend which;
@@ -580,6 +611,7 @@ PETSC_EXTERN PetscErrorCode DDLayerCreate_Upsample(DDLayer l)
   l->ops->view           = Upsample_View;
   l->ops->reset          = Upsample_Reset;
   l->ops->destroy        = Upsample_Destroy;
+  l->device              = PETSC_TRUE; /* on device tensors: the /gpu/cuda interpolation kernel, the halo primitive on the device */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -67,8 +67,8 @@ static PetscErrorCode DDOptimizerStepArrays_Adam(DDOptimizer opt, PetscReal lr, 
   c.bc1          = 1 - std::pow((double)opt->beta1, (double)opt->step);
   c.bc2          = 1 - std::pow((double)opt->beta2, (double)opt->step);
   c.decoupled    = adam->decoupled ? true : false;
-  DDBackend be; /* the update loops of the default backend's chain */
-  PetscCall(DDBackendDefault_Private(&be));
+  DDBackend be; /* the update loops of the default backend's chain, or of the parameters' memory (device: /gpu/cuda) */
+  PetscCall(DDBackendForMemType_Private(opt->memtype, &be));
   PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
     DDBackend which;
@@ -92,11 +92,14 @@ static PetscErrorCode DDOptimizerCheckState_Adam(DDOptimizer opt)
       DDTensor s;
       bool     ok = true;
       PetscCall(DDOptimizerGetParameterState_Private(opt, i, k, &s));
+      void *h; /* a device tensor: its host copy */
+      PetscCall(DDTensorGetHostArray_Private(s, &h));
       PetscCall(DispatchType(s->dtype, [&](auto z) -> PetscErrorCode {
         using T = decltype(z);
-        ForEachBulkRun(s->layout, [&](PetscInt off, PetscInt len) { ok = ok && StateValid<T>(len, (const T *)s->array + off, k == 1); });
+        ForEachBulkRun(s->layout, [&](PetscInt off, PetscInt len) { ok = ok && StateValid<T>(len, (const T *)h + off, k == 1); });
         return PETSC_SUCCESS;
       }));
+      PetscCall(DDTensorRestoreHostArray_Private(s, PETSC_FALSE, &h));
       if (!ok) {
         bad[0] = i;
         bad[1] = k;

@@ -60,8 +60,8 @@ static PetscErrorCode DDOptimizerStepArrays_SGD(DDOptimizer opt, PetscReal lr, D
   c.weight_decay = opt->weight_decay;
   c.nesterov     = opt->nesterov ? true : false;
   c.first        = opt->step == 1;
-  DDBackend be; /* the update loops of the default backend's chain */
-  PetscCall(DDBackendDefault_Private(&be));
+  DDBackend be; /* the update loops of the default backend's chain, or of the parameters' memory (device: /gpu/cuda) */
+  PetscCall(DDBackendForMemType_Private(opt->memtype, &be));
   PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
     DDBackend which;
@@ -84,11 +84,14 @@ static PetscErrorCode DDOptimizerCheckState_SGD(DDOptimizer opt)
     DDTensor buf;
     bool     ok = true;
     PetscCall(DDOptimizerGetParameterState_Private(opt, i, 0, &buf));
+    void *h; /* a device tensor: its host copy */
+    PetscCall(DDTensorGetHostArray_Private(buf, &h));
     PetscCall(DispatchType(buf->dtype, [&](auto z) -> PetscErrorCode {
       using T = decltype(z);
-      ForEachBulkRun(buf->layout, [&](PetscInt off, PetscInt len) { ok = ok && StateValid<T>(len, (const T *)buf->array + off, false); });
+      ForEachBulkRun(buf->layout, [&](PetscInt off, PetscInt len) { ok = ok && StateValid<T>(len, (const T *)h + off, false); });
       return PETSC_SUCCESS;
     }));
+    PetscCall(DDTensorRestoreHostArray_Private(buf, PETSC_FALSE, &h));
     if (!ok) bad = i;
   }
   PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPIU_INT, MPI_MAX, PetscObjectComm((PetscObject)opt)));

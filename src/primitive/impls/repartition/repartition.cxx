@@ -212,6 +212,7 @@ DD_CXX_TRY
   PetscCall(DDTensorSetFormat(*y, x->format));
   PetscCall(DDTensorSetBlockSize(*y, x->bs));
   PetscCall(DDTensorSetBlockDimension_Private(*y, x->blockdim));
+  PetscCall(DDTensorSetMemType(*y, x->memtype));
   PetscCall(DDTensorSetUp(*y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
