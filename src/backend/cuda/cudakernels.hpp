@@ -91,5 +91,101 @@ template <class T>
 cudaError_t PoolForward(const PoolArgs &a, const T *x, T *y, int64_t *argmax);
 template <class T>
 cudaError_t PoolBackward(const PoolArgs &a, const T *dy, T *dx, const int64_t *argmax);
+
+/*
+  Deterministic reductions: every sum below is split into a fixed number of parts that depends only
+  on the sizes (never on the device or the launch), each part is reduced by one thread block in a
+  fixed order (strided per-thread sums, then a shared-memory tree), and the parts are merged by one
+  thread per result in their order. The same inputs give the same bits on every run. Sums
+  accumulate in double. `work` is device scratch of at least the doubles the *WorkSize() functions
+  say.
+*/
+
+/*
+  Normalization groups of a piece N x C x S (dimension 0 the sample, 1 the channel, the rest
+  spatial, S their product), its bulk in C order (bulk index ((n C + c) S + s)):
+    batch norm (batch = true):  group c, G = C groups of N S entries, entry e = n S + s;
+    per sample (group norm):    group n C + c, G = N C groups of S entries, entry e = s.
+  Layer-norm rows (R rows of M contiguous entries) are the per-sample case with C = 1, S = M.
+*/
+struct Groups {
+  int64_t G = 0, len = 0; /* groups, entries per group */
+  int64_t C = 1, S = 1;
+  bool    batch = false;
+};
+/* the device doubles a group reduction needs as scratch */
+int64_t GroupWorkSize(const Groups &g);
+
+/*
+  src/backend/reference/norm_ref.cxx's normalization on the device; mu, a, b, c, out, sdy, sdyx
+  are device arrays of G doubles (per group, as the host kernels index them).
+  NormGroupSums: out[g] = (sum over group g of x) / div (mean NULL), or of (x - mean[g])^2 (mean: G doubles).
+  NormBackwardSums: sdy[g] = sum dy, sdyx[g] = sum dy (x - mu[g]).
+  NormScaleShift: y = a (x - mu) + b, NormBackwardApply: dx = a dy + b (x - mu) + c, in T with
+  the per-group values rounded to T first and no fused multiply-add, as the host loops round.
+*/
+template <class T>
+cudaError_t NormGroupSums(const Layout &L, const T *x, const Groups &g, const double *mean, double div, double *work, double *out);
+template <class T>
+cudaError_t NormBackwardSums(const Layout &Lx, const T *x, const Layout &Ld, const T *dy, const Groups &g, const double *mu, double *work, double *sdy, double *sdyx);
+template <class T>
+cudaError_t NormScaleShift(const Layout &Lx, const T *x, const Layout &Ly, T *y, const Groups &g, const double *mu, const double *a, const double *b);
+template <class T>
+cudaError_t NormBackwardApply(const Layout &Lx, const T *x, const Layout &Ld, const T *dy, const Layout &Lo, T *dx, const Groups &g, const double *mu, const double *a, const double *b, const double *c);
+
+/*
+  Layer normalization over R rows of M contiguous entries (backend_ref.cxx's LayerNorm* loops),
+  in double; mean, rstd, G1, G2, g1, g2 are device arrays of R doubles, w, b, dw, db device arrays of M T.
+  LayerNormApply:        y = w (x - mean) rstd + b
+  LayerNormRowSums:      g1[r] = sum_i w dy, g2[r] = sum_i w dy xhat  (xhat = (x - mean) rstd)
+  LayerNormColumnSums:   dw[i] = sum_r dy xhat, db[i] = sum_r dy (overwritten, rounded to T once)
+  LayerNormBackwardApply: dx = rstd (w dy - G1 - xhat G2)
+*/
+template <class T>
+cudaError_t LayerNormApply(int64_t R, int64_t M, const T *x, const double *mean, const double *rstd, const T *w, const T *b, T *y);
+template <class T>
+cudaError_t LayerNormRowSums(int64_t R, int64_t M, const T *x, const T *dy, const double *mean, const double *rstd, const T *w, double *work, double *g1, double *g2);
+int64_t     LayerNormColumnWorkSize(int64_t R, int64_t M);
+template <class T>
+cudaError_t LayerNormColumnSums(int64_t R, int64_t M, const T *x, const T *dy, const double *mean, const double *rstd, double *work, T *dw, T *db);
+template <class T>
+cudaError_t LayerNormBackwardApply(int64_t R, int64_t M, const T *x, const T *dy, const double *mean, const double *rstd, const T *w, const double *G1, const double *G2, T *dx);
+
+/*
+  The optimizers' updates (src/backend/cpu/optimizer_kernels.cxx): in double, stored as T, with
+  the host loop's operations in its order and no fused multiply-add (the same bits as the host).
+*/
+struct SGDArgs {
+  double lr = 0, momentum = 0, weight_decay = 0;
+  bool   nesterov = false, first = false;
+};
+struct AdamArgs {
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, bc1 = 1, bc2 = 1;
+  bool   decoupled = false;
+};
+template <class T>
+cudaError_t SGDUpdate(int64_t n, T *p, const T *g, T *buf, const SGDArgs &c);
+template <class T>
+cudaError_t AdamUpdate(int64_t n, T *p, const T *g, T *m, T *v, const AdamArgs &c);
+
+/*
+  Interpolation (src/backend/reference/upsample_ref.cxx; UpsampleGeom and BoxOffsets in
+  ddnn/private/ddbackendimpl.h) on device copies of the geometry's per-index sources and weights
+  and of the boxes' separable offsets. Forward: one thread per output entry, the reference's
+  products in its order (in T, no fused multiply-add: its bits). Backward: one thread per dy entry
+  adding its weighted value to its (up to 8) sources with atomic adds (outputs share sources), so
+  the sums are the reference's up to the order of the additions.
+*/
+struct UpsampleArgs {
+  int64_t        D = 0, N = 0, C = 0, out[3] = {1, 1, 1};
+  bool           linear = false, cinner = false; /* cinner: threads run over channels fastest (channels-last, blocked) */
+  const int64_t *i0[3] = {nullptr, nullptr, nullptr}, *i1[3] = {nullptr, nullptr, nullptr};
+  const double  *w0[3] = {nullptr, nullptr, nullptr}, *w1[3] = {nullptr, nullptr, nullptr};
+  const int64_t *xo[5] = {nullptr, nullptr, nullptr, nullptr, nullptr}, *yo[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
+};
+template <class T>
+cudaError_t UpsampleForward(const UpsampleArgs &a, const T *x, T *y);
+template <class T>
+cudaError_t UpsampleBackward(const UpsampleArgs &a, const T *dy, T *dx);
 } // namespace cuda
 } // namespace ddnn
