@@ -414,6 +414,10 @@ struct _DDBackendVecOps {
   PetscErrorCode (*packp)(DDDataType, const void *runs, const void *src, void *buf);
   PetscErrorCode (*unpackp)(DDDataType, const void *runs, const void *buf, void *dst, PetscBool add);
   PetscErrorCode (*fillp)(DDDataType, const void *runs, void *dst, PetscReal v);
+  /* reductions over the bulk (a device backend's, so that DDTensorDot/Sum/Norm need no host copy;
+     NULL on host memory, whose loops in tensorops.cxx read the storage directly) */
+  PetscErrorCode (*dot)(DDDataType, const DDLayout *Lx, const void *x, const DDLayout *Ly, const void *y, double *d); /* sum over the bulk of x y, in double */
+  PetscErrorCode (*norms)(DDDataType, const DDLayout *L, const void *x, double r[4]); /* r = sum x, sum |x|, sum x^2, max |x| over the bulk (NaN propagates into every entry) */
 };
 
 struct _p_DDBackend {

@@ -197,4 +197,5 @@ PetscErrorCode ddnn::HostUnpackStrided(DDDataType dt, PetscInt n, PetscInt first
   return PETSC_SUCCESS;
 }
 
-const struct _DDBackendVecOps ddnn::HostVecOps = {HostSet, HostScale, HostCopy, HostAXPBY, HostPack, HostUnpack, HostFill, nullptr, nullptr, nullptr, nullptr, nullptr};
+/* dot, norms NULL: DDTensorDot/Sum/Norm loop over host storage themselves (tensorops.cxx, their bits unchanged) */
+const struct _DDBackendVecOps ddnn::HostVecOps = {HostSet, HostScale, HostCopy, HostAXPBY, HostPack, HostUnpack, HostFill, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};

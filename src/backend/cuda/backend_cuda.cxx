@@ -28,9 +28,9 @@
   device scratch they take from the pool: Guarded()) is kept as a pending error that the next memory
   or vector operation of this backend raises (DDBackendCudaCheckPending_Private()).
 
-  Reductions (normalization statistics) are deterministic: a partition into blocks fixed by the
-  sizes, a fixed tree per block and a fixed-order merge, in double (cudakernels.hpp); the same bits
-  on every run, the host's to rounding.
+  Reductions (normalization statistics, DDTensorDot/Sum/Norm through vec.dot and vec.norms) are
+  deterministic: a partition into blocks fixed by the sizes, a fixed tree per block and a fixed-order
+  merge, in double (cudakernels.hpp); the same bits on every run, the host's to rounding.
 
   Device selection: with several devices, rank r of a node uses device r mod count (the node-local
   rank from Open MPI's, MPICH's or Slurm's environment), or the one -dd_cuda_device names.
@@ -1129,6 +1129,38 @@ private:
   DDBackend          backend = nullptr;
 };
 
+/* DDTensor's reductions over the bulk (cudakernels.hpp: deterministic block reductions in double) */
+PetscErrorCode VDot(DDDataType dt, const DDLayout *Lx, const void *x, const DDLayout *Ly, const void *y, double *d)
+{
+  Scratch w;
+
+  PetscFunctionBegin;
+  PetscCall(DDBackendCudaCheckPending_Private());
+  PetscCheck(Lx->bulksize == Ly->bulksize, PETSC_COMM_SELF, PETSC_ERR_ARG_SIZ, "/gpu/cuda dot: bulks of %" PetscInt_FMT " and %" PetscInt_FMT " entries", Lx->bulksize, Ly->bulksize);
+  *d = 0;
+  if (Lx->bulksize == 0) PetscFunctionReturn(PETSC_SUCCESS);
+  const int64_t ws   = cuda::VecReduceWorkSize(Lx->bulksize);
+  const bool    same = LayoutSameStorage(*Lx, *Ly);
+  PetscCall(w.Alloc(ws + 1));
+  DDCallKernel(cuda::Dot((int)dt, Lay(Lx, same), x, Lay(Ly, same), y, w.d, w.d + ws), "dot");
+  PetscCall(ToHost(d, w.d + ws, 1));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+PetscErrorCode VNorms(DDDataType dt, const DDLayout *L, const void *x, double r[4])
+{
+  Scratch w;
+
+  PetscFunctionBegin;
+  PetscCall(DDBackendCudaCheckPending_Private());
+  r[0] = r[1] = r[2] = r[3] = 0;
+  if (L->bulksize == 0) PetscFunctionReturn(PETSC_SUCCESS);
+  const int64_t ws = cuda::VecReduceWorkSize(L->bulksize);
+  PetscCall(w.Alloc(ws + 4));
+  DDCallKernel(cuda::Norms((int)dt, Lay(L, true), x, w.d, w.d + ws), "norms");
+  PetscCall(ToHost(r, w.d + ws, 4));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 template <class T>
 void FillCuda(KernelTable<T> &t)
 {
@@ -1222,7 +1254,7 @@ DD_CXX_TRY
   b.fallback[0] = 0;
   b.memtype     = DD_MEMTYPE_DEVICE;
   b.mem         = {CudaMalloc, CudaFree, CudaCopy, CudaSet, CudaHostMalloc, CudaHostFree, DDBackendCudaCheckPending_Private};
-  b.vec         = {VSet, VScale, VCopy, VAxpby, VPack, VUnpack, VFill, VRunsPrepare, VRunsFree, VPackP, VUnpackP, VFillP};
+  b.vec         = {VSet, VScale, VCopy, VAxpby, VPack, VUnpack, VFill, VRunsPrepare, VRunsFree, VPackP, VUnpackP, VFillP, VDot, VNorms};
   FillCuda(b.f32);
   FillCuda(b.f64);
   PetscCall(DDBackendRegister_Private(&b));

@@ -2,8 +2,8 @@
   CUDA kernels of the /gpu/cuda backend: the vector operations of device memory (set, scale, copy,
   axpby over a layout's bulk in any storage format; packing of runs for the exchange engine), the
   pointwise activations, the affine layer's bias helpers, the FFT kernel's mode truncation, the
-  pooling and interpolation loops, batch/group and layer normalization and the optimizers' updates.
-  See cudakernels.hpp.
+  pooling and interpolation loops, batch/group and layer normalization, the optimizers' updates and
+  the deterministic reductions of DDTensor's arithmetic. See cudakernels.hpp.
 */
 #include "cudakernels.hpp"
 #include <math.h>
@@ -450,6 +450,7 @@ __device__ inline double Sub(double a, double b) { return __dsub_rn(a, b); }
 constexpr int64_t kPartLen    = 4096;      /* entries a block reduces, about (16 per thread) */
 constexpr int64_t kMaxParts   = 16384;     /* blocks of one group reduction, about */
 constexpr int64_t kMaxGrid    = 65535;     /* blocks launched at most (block-stride loops cover the rest) */
+constexpr int64_t kVecBlocks  = 1024;      /* blocks of a DDTensor reduction at most */
 constexpr int64_t kColRows    = 32;        /* rows a thread of the layer norm's column sums adds, about */
 constexpr int64_t kColThreads = 1 << 20;   /* threads of the column sums, about */
 
@@ -770,6 +771,79 @@ __global__ void UpsampleBackwardKernel(UpsampleArgs a, const T *dy, T *dx, int64
   }
 }
 
+/* the DDTensor reductions: a fixed number of blocks (a function of the bulk), each a fixed tree */
+inline int64_t VecBlocks(int64_t bulk)
+{
+  const int64_t b = (bulk + kPartLen - 1) / kPartLen;
+  return b < 1 ? 1 : (b > kVecBlocks ? kVecBlocks : b);
+}
+/* max |x| with NaN winning (once NaN, always NaN) */
+__device__ inline double MaxNaN(double m, double v) { return (v > m || v != v) ? v : m; }
+
+template <class T>
+__global__ void DotKernel(Layout Lx, const T *x, Layout Ly, const T *y, double *part)
+{
+  __shared__ double s0[kThreads], s1[kThreads];
+  double            a = 0, unused = 0;
+  DD_GRID_LOOP(i, Lx.bulk) a += (double)x[Offset(Lx, i)] * (double)y[Offset(Ly, i)];
+  BlockSum2(s0, s1, a, unused);
+  if (threadIdx.x == 0) part[blockIdx.x] = a;
+}
+__global__ void DotFinalKernel(int64_t nb, const double *part, double *out)
+{
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    double s = 0;
+    for (int64_t b = 0; b < nb; b++) s += part[b];
+    out[0] = s;
+  }
+}
+template <class T>
+__global__ void NormsKernel(Layout L, const T *x, int64_t nb, double *part)
+{
+  __shared__ double s0[kThreads], s1[kThreads];
+  double            a = 0, b = 0, q = 0, m = 0;
+  DD_GRID_LOOP(i, L.bulk)
+  {
+    const double v = (double)x[Offset(L, i)], u = fabs(v);
+    a += v;
+    b += u;
+    q += v * v;
+    m = MaxNaN(m, u);
+  }
+  double z = 0;
+  BlockSum2(s0, s1, a, b);
+  BlockSum2(s0, s1, q, z);
+  /* the block's maximum: a tree of MaxNaN */
+  const int t = threadIdx.x;
+  s0[t]       = m;
+  __syncthreads();
+  for (int h = kThreads / 2; h > 0; h >>= 1) {
+    if (t < h) s0[t] = MaxNaN(s0[t], s0[t + h]);
+    __syncthreads();
+  }
+  if (t == 0) {
+    part[blockIdx.x]          = a;
+    part[nb + blockIdx.x]     = b;
+    part[2 * nb + blockIdx.x] = q;
+    part[3 * nb + blockIdx.x] = s0[0];
+  }
+}
+__global__ void NormsFinalKernel(int64_t nb, const double *part, double *out)
+{
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    double a = 0, b = 0, q = 0, m = 0;
+    for (int64_t k = 0; k < nb; k++) {
+      a += part[k];
+      b += part[nb + k];
+      q += part[2 * nb + k];
+      m = MaxNaN(m, part[3 * nb + k]);
+    }
+    out[0] = a;
+    out[1] = b;
+    out[2] = q;
+    out[3] = m;
+  }
+}
 } // namespace
 
 int64_t GroupWorkSize(const Groups &g) { return 2 * (g.G > 0 ? g.G : 1) * GroupParts(g); }
@@ -863,6 +937,32 @@ cudaError_t UpsampleBackward(const UpsampleArgs &a, const T *dy, T *dx)
   if (total <= 0) return cudaSuccess;
   UpsampleBackwardKernel<T><<<Blocks(total), kThreads>>>(a, dy, dx, total);
   return cudaGetLastError();
+}
+
+int64_t VecReduceWorkSize(int64_t bulk) { return 4 * VecBlocks(bulk); }
+cudaError_t Dot(int dt, const Layout &Lx, const void *x, const Layout &Ly, const void *y, double *work, double *out)
+{
+  const int64_t nb = VecBlocks(Lx.bulk);
+  return Dispatch(dt, [&](auto z) {
+    using T = decltype(z);
+    DotKernel<T><<<(int)nb, kThreads>>>(Lx, (const T *)x, Ly, (const T *)y, work); /* exactly nb blocks: the partition is fixed */
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    DotFinalKernel<<<1, 1>>>(nb, work, out);
+    return cudaGetLastError();
+  });
+}
+cudaError_t Norms(int dt, const Layout &L, const void *x, double *work, double *out)
+{
+  const int64_t nb = VecBlocks(L.bulk);
+  return Dispatch(dt, [&](auto z) {
+    using T = decltype(z);
+    NormsKernel<T><<<(int)nb, kThreads>>>(L, (const T *)x, nb, work);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    NormsFinalKernel<<<1, 1>>>(nb, work, out);
+    return cudaGetLastError();
+  });
 }
 
 #define DD_CUDA_INSTANTIATE(T) \

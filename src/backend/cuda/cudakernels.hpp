@@ -187,5 +187,14 @@ template <class T>
 cudaError_t UpsampleForward(const UpsampleArgs &a, const T *x, T *y);
 template <class T>
 cudaError_t UpsampleBackward(const UpsampleArgs &a, const T *dy, T *dx);
+
+/*
+  DDTensor's reductions over a layout's bulk, in double (see the determinism note above):
+  Dot: out[0] = sum x y. Norms: out = {sum x, sum |x|, sum x^2, max |x|}; a NaN entry makes every
+  one of them NaN. out is a device array (1 or 4 doubles).
+*/
+int64_t     VecReduceWorkSize(int64_t bulk);
+cudaError_t Dot(int dt, const Layout &Lx, const void *x, const Layout &Ly, const void *y, double *work, double *out);
+cudaError_t Norms(int dt, const Layout &L, const void *x, double *work, double *out);
 } // namespace cuda
 } // namespace ddnn

@@ -770,6 +770,22 @@ static PetscErrorCode DeterministicSum(MPI_Comm comm, PetscReal local, PetscReal
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  The device reductions of a tensor's memory (vec.dot, vec.norms of its backend): a device tensor's
+  Dot/Sum/Norm reduce on the device instead of copying the whole storage to the host. NULL for host
+  memory, whose loops below keep their order (and bits).
+*/
+static PetscErrorCode DeviceReductions(DDTensor t, const struct _DDBackendVecOps **ops)
+{
+  PetscFunctionBegin;
+  *ops = NULL;
+  if (t->memtype == DD_MEMTYPE_DEVICE) {
+    PetscCall(DDVecOps_Private(t->memtype, ops));
+    if (!(*ops)->dot || !(*ops)->norms) *ops = NULL;
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@
   DDTensorDot - Inner product of two tensors over the whole distributed memory
 
@@ -781,7 +797,8 @@ static PetscErrorCode DeterministicSum(MPI_Comm comm, PetscReal local, PetscReal
 
   Notes:
   Accumulates in double precision; the per-rank sums are added in rank order so repeated
-  runs give the same bits.
+  runs give the same bits. Device tensors (`DDTensorSetMemType()`) are reduced on the device,
+  deterministically but in another order than the host's loop (equal to rounding).
 
   Level: beginner
 
@@ -790,13 +807,20 @@ static PetscErrorCode DeterministicSum(MPI_Comm comm, PetscReal local, PetscReal
 PetscErrorCode DDTensorDot(DDTensor x, DDTensor y, PetscReal *d)
 DD_CXX_TRY
 {
-  PetscReal local = 0;
-  void     *hx, *hy;
+  PetscReal                      local = 0;
+  void                          *hx, *hy;
+  const struct _DDBackendVecOps *dev;
 
   PetscFunctionBegin;
   DDTensorCheck(x, "DDTensorDot");
   DDTensorCheck(y, "DDTensorDot");
   PetscCall(DDTensorCheckCompatible_Private(x, y, "DDTensorDot"));
+  PetscCall(DeviceReductions(x, &dev));
+  if (dev && y->memtype == x->memtype) { /* both on the device: the sum in double there (another order than the host loop's) */
+    PetscCall(dev->dot(x->dtype, &x->layout, x->array, &y->layout, y->array, &local));
+    PetscCall(DeterministicSum(PetscObjectComm((PetscObject)x), local, d));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   PetscCall(DDTensorGetHostArray_Private(x, &hx));
   if (x != y) PetscCall(DDTensorGetHostArray_Private(y, &hy));
   else hy = hx;
@@ -817,6 +841,9 @@ DD_CXX_CATCH
 
   Collective
 
+  Notes:
+  Accumulates in double precision, as `DDTensorDot()` (device tensors: on the device).
+
   Level: beginner
 
 .seealso: `DDTensorDot()`
@@ -824,11 +851,19 @@ DD_CXX_CATCH
 PetscErrorCode DDTensorSum(DDTensor x, PetscReal *s)
 DD_CXX_TRY
 {
-  PetscReal local = 0;
-  void     *hx;
+  PetscReal                      local = 0;
+  void                          *hx;
+  const struct _DDBackendVecOps *dev;
 
   PetscFunctionBegin;
   DDTensorCheck(x, "DDTensorSum");
+  PetscCall(DeviceReductions(x, &dev));
+  if (dev) {
+    double r[4];
+    PetscCall(dev->norms(x->dtype, &x->layout, x->array, r));
+    PetscCall(DeterministicSum(PetscObjectComm((PetscObject)x), (PetscReal)r[0], s));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   PetscCall(DDTensorGetHostArray_Private(x, &hx));
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
@@ -851,6 +886,11 @@ DD_CXX_CATCH
 + x    - the tensor
 - type - `NORM_1`, `NORM_2` or `NORM_INFINITY`
 
+  Notes:
+  Sums accumulate in double precision, as `DDTensorDot()`. Device tensors are reduced on the
+  device; there a NaN entry makes every norm NaN, `NORM_INFINITY` included (the host's maximum
+  skips NaN entries).
+
   Level: beginner
 
 .seealso: `DDTensorDot()`
@@ -858,25 +898,33 @@ DD_CXX_CATCH
 PetscErrorCode DDTensorNorm(DDTensor x, NormType type, PetscReal *nrm)
 DD_CXX_TRY
 {
-  PetscReal local = 0;
-  void     *hx;
+  PetscReal                      local = 0;
+  void                          *hx;
+  const struct _DDBackendVecOps *dev;
 
   PetscFunctionBegin;
   DDTensorCheck(x, "DDTensorNorm");
   PetscCheck(type == NORM_1 || type == NORM_2 || type == NORM_INFINITY, PetscObjectComm((PetscObject)x), PETSC_ERR_SUP, "Norm type %s is not supported", NormTypes[type]);
-  PetscCall(DDTensorGetHostArray_Private(x, &hx));
-  PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
-    using T = decltype(z);
-    BulkApply<T>(x, hx, [&](const T *a, PetscInt n) {
-      for (PetscInt i = 0; i < n; i++) {
-        PetscReal v = PetscAbsReal((PetscReal)a[i]);
-        if (type == NORM_INFINITY) local = PetscMax(local, v);
-        else if (type == NORM_1) local += v;
-        else local += v * v;
-      }
-    });
-    return PETSC_SUCCESS;
-  }));
+  PetscCall(DeviceReductions(x, &dev));
+  if (dev) { /* the device's sums (another order than the host loop's) and its maximum (NaN wins there) */
+    double r[4];
+    PetscCall(dev->norms(x->dtype, &x->layout, x->array, r));
+    local = (PetscReal)(type == NORM_1 ? r[1] : type == NORM_2 ? r[2] : r[3]);
+  } else {
+    PetscCall(DDTensorGetHostArray_Private(x, &hx));
+    PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      BulkApply<T>(x, hx, [&](const T *a, PetscInt n) {
+        for (PetscInt i = 0; i < n; i++) {
+          PetscReal v = PetscAbsReal((PetscReal)a[i]);
+          if (type == NORM_INFINITY) local = PetscMax(local, v);
+          else if (type == NORM_1) local += v;
+          else local += v * v;
+        }
+      });
+      return PETSC_SUCCESS;
+    }));
+  }
   if (type == NORM_INFINITY) PetscCall(MPIU_Allreduce(&local, nrm, 1, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)x)));
   else PetscCall(DeterministicSum(PetscObjectComm((PetscObject)x), local, nrm));
   if (type == NORM_2) *nrm = PetscSqrtReal(*nrm);
@@ -894,7 +942,8 @@ DD_CXX_CATCH
   Each rank adds the squares of the bulks of its pieces (every copy of a replicated dimension
   counts, as in DDTensorNorm()), tensor after tensor, in double precision with eight partial sums
   per run (so not the bits of DDTensorNorm()'s one running sum: equal to rounding); the per-rank
-  sums are added in rank order (the same bits on every run). The optimizer's global gradient norm: one reduction per step
+  sums are added in rank order (the same bits on every run). A device tensor's squares are summed
+  on the device (deterministic, another order). The optimizer's global gradient norm: one reduction per step
   instead of one per parameter.
 */
 PETSC_EXTERN PetscErrorCode DDTensorNorm2SquaredSum_Private(MPI_Comm comm, PetscInt n, const DDTensor x[], PetscReal *sq)
@@ -903,8 +952,16 @@ PETSC_EXTERN PetscErrorCode DDTensorNorm2SquaredSum_Private(MPI_Comm comm, Petsc
 
   PetscFunctionBegin;
   for (PetscInt i = 0; i < n; i++) {
-    void *hx;
+    void                          *hx;
+    const struct _DDBackendVecOps *dev;
     DDTensorCheck(x[i], "DDTensorNorm2SquaredSum_Private");
+    PetscCall(DeviceReductions(x[i], &dev));
+    if (dev) { /* a device tensor: its sum of squares on the device */
+      double r[4];
+      PetscCall(dev->norms(x[i]->dtype, &x[i]->layout, x[i]->array, r));
+      local += (PetscReal)r[2];
+      continue;
+    }
     PetscCall(DDTensorGetHostArray_Private(x[i], &hx));
     PetscCall(DispatchType(x[i]->dtype, [&](auto z) -> PetscErrorCode {
       using T = decltype(z);
