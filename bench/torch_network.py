@@ -6,6 +6,7 @@ torch_network.py - the networks of bench_network.py written in PyTorch, timed pe
         [--dtype float32|float64] [--epochs E] [--data main_job_data.h5] [--ntest 64] [--batch 8] [--grid 32]
     OMP_NUM_THREADS=T /usr/bin/python3 bench/torch_network.py --net lenet5 --threads T [--steps 200] [--batch 16]
     /usr/bin/python3 bench/torch_network.py --net unet --count   # parameter count only
+    python3 bench/torch_network.py --net unet --device cuda [--tf32]  # on a GPU (the main job's -dd_backend /gpu/cuda)
 
 unet: the main job's surrogate of share/ddnn/main_job.opts, layer for layer: conv 3x3 (padding 1,
 bias) + ReLU twice per level, 2x2 max-pool, channels 16/32/64, bilinear x2 upsampling
@@ -16,7 +17,11 @@ The data are the main job's HDF5 file (datasets "input" and "target", shape (S, 
 first S - ntest samples, shuffled every epoch, batches of --batch, the last partial batch dropped
 (DDNetTrainEpoch). Without --data (or when the file is missing), random data of the same shape.
 One epoch is timed like DDNetTrainEpoch's seconds: batch fetch (indexing the tensors in memory),
-forward, zero_grad, backward, step; the batch fetches alone are reported as "data".
+forward, zero_grad, backward, step; the batch fetches alone are reported as "data". With --device
+cuda the model lives on the GPU and every batch is copied there when fetched (as the main job copies
+its host batches to device tensors), cuDNN picks its algorithms by timing them (cudnn.benchmark, as
+ddnn's set-up does), and float32 convolutions and matrix products are strict float32 unless --tf32
+(ddnn: -dd_cuda_tf32); the epoch's time ends with a device synchronization (loss.item() per step).
 
 lenet5: share/ddnn/lenet5.opts (conv 5x5 -> 6, tanh, avg-pool 2, conv 5x5 -> 16, tanh, avg-pool 2,
 flatten, affine 120/84/10 with tanh between, cross-entropy), Adam lr 2e-3, batch 16 of 1x32x32;
@@ -110,11 +115,18 @@ def main():
     ap.add_argument("--grid", type=int, default=32)
     ap.add_argument("--batch", type=int, default=0, help="default: 8 (unet), 16 (lenet5)")
     ap.add_argument("--count", action="store_true", help="print the parameter count and exit")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda")
+    ap.add_argument("--tf32", action="store_true", help="cuda: let float32 convolutions and products use TF32 tensor cores")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    dev = torch.device(args.device)
+    if dev.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cudnn.allow_tf32 = args.tf32
+        torch.backends.cuda.matmul.allow_tf32 = args.tf32
     dtype = torch.float32 if args.dtype == "float32" else torch.float64
     torch.manual_seed(0)
-    model = (UNet() if args.net == "unet" else LeNet5()).to(dtype).train()
+    model = (UNet() if args.net == "unet" else LeNet5()).to(dtype).to(dev).train()
     if args.count:
         print(json.dumps({"net": args.net, "params": nparams(model)}))
         return
@@ -132,7 +144,7 @@ def main():
             for b in range(nb):
                 t1 = time.perf_counter()
                 idx = perm[b * B:(b + 1) * B]
-                x, y = X[idx], Y[idx]
+                x, y = X[idx].to(dev), Y[idx].to(dev)
                 td += time.perf_counter() - t1
                 loss = F.mse_loss(model(x), y)
                 opt.zero_grad()
@@ -152,8 +164,8 @@ def main():
             t0 = time.perf_counter()
             for s in range(args.steps):
                 t1 = time.perf_counter()
-                x = torch.rand((B, 1, 32, 32), dtype=dtype) * 2 - 1
-                lab = torch.randint(0, 10, (B,))
+                x = (torch.rand((B, 1, 32, 32), dtype=dtype) * 2 - 1).to(dev)
+                lab = torch.randint(0, 10, (B,)).to(dev)
                 td += time.perf_counter() - t1
                 loss = F.cross_entropy(model(x), lab)
                 opt.zero_grad()
@@ -165,7 +177,7 @@ def main():
                 times.append(t)
                 data.append(td)
                 losses.append(tot / args.steps)
-    print(json.dumps({"net": args.net, "dtype": args.dtype, "threads": args.threads, "params": nparams(model),
+    print(json.dumps({"net": args.net, "dtype": args.dtype, "threads": args.threads, "device": args.device, "tf32": args.tf32, "params": nparams(model),
                       "times": times, "data": data, "loss": losses}))
 
 

@@ -30,6 +30,10 @@ for f in "$build"/tests/test_* "$build"/bench/bench_*; do
 done
 cp -P "$build"/libddnn.so* "$b/lib/"
 [ -d "$root/share/ddnn" ] && cp -r "$root/share/ddnn" "$b/share/"
+# the main job (its epoch on the GPU against the CPU) and the PyTorch twin of its network
+mkdir -p "$b/tutorials"
+[ -x "$build/tutorials/main_job" ] && cp "$build/tutorials/main_job" "$b/tutorials/"
+cp "$root/bench/torch_network.py" "$b/bench/"
 
 # Open MPI: launcher and daemon, MCA plugins (and PMIx's), help texts, configuration
 ompi_pkglib=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
@@ -50,7 +54,7 @@ pmixdir=$(ls -d /usr/lib/x86_64-linux-gnu/pmix2/lib/pmix 2>/dev/null || true)
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libutil\.so|libresolv\.so|libcuda\.so|libcudart\.so|libcublas|libcublasLt|libcudnn|libnccl|libnvrtc|libnvJitLink|libcufft|libcurand|libcusolver|libcusparse|libnvidia)'
 declare -A seen=()
 queue=()
-while IFS= read -r f; do queue+=("$f"); done < <(find "$b/tests" "$b/bench" "$b/bin" "$b/lib" -type f \( -perm -u+x -o -name '*.so*' \))
+while IFS= read -r f; do queue+=("$f"); done < <(find "$b/tests" "$b/bench" "$b/tutorials" "$b/bin" "$b/lib" -type f \( -perm -u+x -o -name '*.so*' \))
 while [ ${#queue[@]} -gt 0 ]; do
   f=${queue[0]}
   queue=("${queue[@]:1}")
@@ -67,7 +71,7 @@ done
 # the C++ runtime goes to lib/fallback: gpu-run.sh uses the GPU machine's own when it is at least as new
 mkdir -p "$b/lib/fallback"
 for f in "$b"/lib/libstdc++.so* "$b"/lib/libgcc_s.so*; do [ -e "$f" ] && mv "$f" "$b/lib/fallback/"; done
-strip --strip-unneeded "$b"/lib/*.so* "$b"/tests/* "$b"/bench/* 2>/dev/null || true
+strip --strip-unneeded "$b"/lib/*.so* "$b"/tests/* "$b"/bench/bench_* "$b"/tutorials/* 2>/dev/null || true
 
 cp "$root/scripts/gpu-run.sh" "$b/gpu-run.sh"
 (cd "$build" && git -C "$root" describe --always --dirty 2>/dev/null || echo unknown) > "$b/VERSION"

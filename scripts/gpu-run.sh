@@ -95,6 +95,8 @@ OMPI_MCA_ess_singleton_isolated=1 run test_13_gpu_np1 "$b/tests/test_13_gpu"
 run test_13_gpu_np2 mpiexec -n 2 "$b/tests/test_13_gpu"
 # primitives on device tensors at 3 ranks sharing the device (unbalanced pieces, an empty one)
 run test_13_gpu_np3 mpiexec -n 3 "$b/tests/test_13_gpu" --gtest_filter='*OnDevice*:Gpu.Copy*'
+# the kernel-table entries of /gpu/cuda against /cpu/ref (normalization, optimizers, interpolation, reductions)
+[ -x "$b/tests/test_21_gpu_kernels" ] && OMPI_MCA_ess_singleton_isolated=1 run test_21_gpu_kernels "$b/tests/test_21_gpu_kernels"
 # the backend registry and tensors on the CPU from the same build (sanity of the bundle; DDNN_GPU_CPU_SANITY=0 skips them)
 if [ "${DDNN_GPU_CPU_SANITY:-1}" != 0 ]; then
   OMPI_MCA_ess_singleton_isolated=1 run test_08_backends_np1 "$b/tests/test_08_backends"
@@ -102,7 +104,7 @@ if [ "${DDNN_GPU_CPU_SANITY:-1}" != 0 ]; then
 fi
 # benchmarks on the device (DDNN_GPU_BENCH=0 skips them): the local FFT kernels, cuFFT against FFTW
 # (DDNN_GPU_BENCHES: which of spectral, conv, halo; all by default)
-benches=" ${DDNN_GPU_BENCHES:-spectral conv halo} "
+benches=" ${DDNN_GPU_BENCHES:-spectral conv halo mainjob} "
 if [ "${DDNN_GPU_BENCH:-1}" != 0 ]; then
   if [[ $benches == *" spectral "* ]]; then
     OMPI_MCA_ess_singleton_isolated=1 run bench_spectral_kernels "$b/bench/bench_spectral" -kernels 1 -torch 0 -reps 20
@@ -113,6 +115,33 @@ if [ "${DDNN_GPU_BENCH:-1}" != 0 ]; then
     # (PyTorch without the bundle's libraries on its path)
     DDNN_BENCH_PYTHON=${DDNN_BENCH_PYTHON:-env -u LD_LIBRARY_PATH python3} OMPI_MCA_ess_singleton_isolated=1 run bench_gpu_conv "$b/bench/bench_gpu_conv" -reps 20
     tee -a "$log" < "$results/bench_gpu_conv.txt"
+  fi
+  if [[ $benches == *" mainjob "* ]] && [ -x "$b/tutorials/main_job" ]; then
+    # the main job (share/ddnn/main_job.opts, float32) trained on the GPU (-dd_backend /gpu/cuda) and on
+    # this machine's CPU (1 rank, the default backend), the same data; then a larger grid
+    # (DDNN_GPU_MJ_GRID, default 128); and the network in PyTorch on the same GPU (bench/torch_network.py)
+    mj=$results/mainjob
+    mkdir -p "$mj"
+    pushd "$mj" > /dev/null
+    opts=(-options_file "$b/share/ddnn/main_job.opts" -float32 -epochs ${DDNN_GPU_MJ_EPOCHS:-3})
+    OMPI_MCA_ess_singleton_isolated=1 run main_job_gpu_g32 "$b/tutorials/main_job" "${opts[@]}" -regenerate -dd_backend /gpu/cuda -log_view :$results/main_job_gpu_g32_logview.txt
+    OMPI_MCA_ess_singleton_isolated=1 run main_job_cpu_g32 "$b/tutorials/main_job" "${opts[@]}"
+    g=${DDNN_GPU_MJ_GRID:-128}
+    big=(-grid $g -data main_job_data_g$g.h5 -checkpoint main_job_checkpoint_g$g.h5)
+    OMPI_MCA_ess_singleton_isolated=1 run main_job_gpu_g$g "$b/tutorials/main_job" "${opts[@]}" "${big[@]}" -regenerate -dd_backend /gpu/cuda
+    OMPI_MCA_ess_singleton_isolated=1 run main_job_cpu_g$g "$b/tutorials/main_job" "${opts[@]}" "${big[@]}"
+    run main_job_gpu_g${g}_np2 mpiexec -n 2 "$b/tutorials/main_job" "${opts[@]}" "${big[@]}" -dd_backend /gpu/cuda
+    for grid in 32 $g; do
+      data=main_job_data.h5
+      [ $grid != 32 ] && data=main_job_data_g$grid.h5
+      run torch_unet_gpu_g$grid env -u LD_LIBRARY_PATH PYTHONUNBUFFERED=1 python3 "$b/bench/torch_network.py" --net unet --device cuda --data $data --grid $grid --epochs ${DDNN_GPU_MJ_EPOCHS:-3} --ntest 32
+    done
+    popd > /dev/null
+    for f in "$results"/main_job_*g*.txt "$results"/torch_unet_*.txt; do
+      case $f in *_logview.txt) continue ;; esac
+      [ -f "$f" ] || continue
+      echo "--- $(basename "$f")"; grep -E '^epoch|held-out relative|"times"|ERROR' "$f" | head -12
+    done | tee -a "$log"
   fi
   if [[ $benches == *" halo "* ]]; then
     # the halo exchange of device tensors against a raw staged copy of the same bytes, 1 and 2 ranks sharing the device
