@@ -124,18 +124,17 @@ if [ "${DDNN_GPU_BENCH:-1}" != 0 ]; then
     mkdir -p "$mj"
     pushd "$mj" > /dev/null
     opts=(-options_file "$b/share/ddnn/main_job.opts" -float32 -epochs ${DDNN_GPU_MJ_EPOCHS:-3})
+    torch=(env -u LD_LIBRARY_PATH PYTHONUNBUFFERED=1 python3 "$b/bench/torch_network.py" --net unet --device cuda --epochs ${DDNN_GPU_MJ_EPOCHS:-3} --ntest 32)
     OMPI_MCA_ess_singleton_isolated=1 run main_job_gpu_g32 "$b/tutorials/main_job" "${opts[@]}" -regenerate -dd_backend /gpu/cuda -log_view :$results/main_job_gpu_g32_logview.txt
     OMPI_MCA_ess_singleton_isolated=1 run main_job_cpu_g32 "$b/tutorials/main_job" "${opts[@]}"
+    run torch_unet_gpu_g32 "${torch[@]}" --data main_job_data.h5 --grid 32
     g=${DDNN_GPU_MJ_GRID:-128}
     big=(-grid $g -data main_job_data_g$g.h5 -checkpoint main_job_checkpoint_g$g.h5)
     OMPI_MCA_ess_singleton_isolated=1 run main_job_gpu_g$g "$b/tutorials/main_job" "${opts[@]}" "${big[@]}" -regenerate -dd_backend /gpu/cuda
+    run torch_unet_gpu_g$g "${torch[@]}" --data main_job_data_g$g.h5 --grid $g
     OMPI_MCA_ess_singleton_isolated=1 run main_job_cpu_g$g "$b/tutorials/main_job" "${opts[@]}" "${big[@]}"
-    run main_job_gpu_g${g}_np2 mpiexec -n 2 "$b/tutorials/main_job" "${opts[@]}" "${big[@]}" -dd_backend /gpu/cuda
-    for grid in 32 $g; do
-      data=main_job_data.h5
-      [ $grid != 32 ] && data=main_job_data_g$grid.h5
-      run torch_unet_gpu_g$grid env -u LD_LIBRARY_PATH PYTHONUNBUFFERED=1 python3 "$b/bench/torch_network.py" --net unet --device cuda --data $data --grid $grid --epochs ${DDNN_GPU_MJ_EPOCHS:-3} --ntest 32
-    done
+    # 2 ranks sharing the GPU (DDNN_GPU_MJ_NP2=0 skips it)
+    [ "${DDNN_GPU_MJ_NP2:-1}" != 0 ] && run main_job_gpu_g${g}_np2 mpiexec -n 2 "$b/tutorials/main_job" "${opts[@]}" "${big[@]}" -dd_backend /gpu/cuda
     popd > /dev/null
     for f in "$results"/main_job_*g*.txt "$results"/torch_unet_*.txt; do
       case $f in *_logview.txt) continue ;; esac
@@ -166,5 +165,7 @@ if [ "${DDNN_GPU_SANITIZE:-0}" != 0 ] && command -v compute-sanitizer > /dev/nul
   OMPI_MCA_ess_singleton_isolated=1 run test_13_gpu_memcheck timeout ${DDNN_GPU_SANITIZE_TIMEOUT:-300} compute-sanitizer --tool memcheck --error-exitcode 9 "$b/tests/test_13_gpu" --gtest_filter="${DDNN_GPU_SANITIZE_FILTER:-Gpu.Conv*:Gpu.Pool*:Gpu.Pack*:Gpu.Vector*:Gpu.Gemm*:Gpu.Fft*:Gpu.*OnDevice*:Gpu.Copy*}"
   grep -E 'ERROR SUMMARY' "$results/test_13_gpu_memcheck.txt" | tee -a "$log"
 fi
+# everything in one archive too (a caller that fetches few files gets them all; data files left out)
+tar -C "$(dirname "$results")" --exclude='*.h5' -czf "$results.tar.gz" "$(basename "$results")" 2> /dev/null && say "archive: $results.tar.gz"
 say "results in $results"
 exit $fail

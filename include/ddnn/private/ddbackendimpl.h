@@ -339,6 +339,13 @@ struct KernelTable {
   void (*actfwd)(DDActivationType, const ActParams<T> &, const T *x, T *y, PetscInt n)               = nullptr;
   void (*actbwd)(DDActivationType, const ActParams<T> &, const T *x, const T *dy, T *dx, PetscInt n) = nullptr;
   /*
+    the same over a whole bulk, each tensor in its own layout (the bulks of one piece): a device
+    backend's form, one launch however the bulk breaks into runs (a halo'd output has one run per
+    row); a layer takes it where the first backend of its chain with pointwise kernels has it
+  */
+  void (*actfwdbulk)(DDActivationType, const ActParams<T> &, const DDLayout &Lx, const T *x, const DDLayout &Ly, T *y)                                  = nullptr;
+  void (*actbwdbulk)(DDActivationType, const ActParams<T> &, const DDLayout &Lx, const T *x, const DDLayout &Lg, const T *dy, const DDLayout &Ld, T *dx) = nullptr;
+  /*
     normalization over the bulk of one rank's piece (batch norm: per channel; group norm, persample:
     per (sample, channel)), statistics in double: cnt, mean, m2 = sum (x - mean)^2; y = a (x - mu) + b;
     the backward sums sdy = sum dy, sdyx = sum dy (x - mu); dx = a dy + b (x - mu) + c

@@ -430,6 +430,29 @@ void ActFwd(DDActivationType type, const ActParams<T> &p, const T *x, T *y, Pets
   if (e != cudaSuccess) Pend("the pointwise forward kernel", cudaGetErrorString(e));
 }
 template <class T>
+void ActFwdBulk(DDActivationType type, const ActParams<T> &p, const DDLayout &Lx, const T *x, const DDLayout &Ly, T *y)
+{
+  if (type > DD_ACT_IDENTITY || p.gelutanh) {
+    Pend("the pointwise forward kernel", "this activation (silu, elu, softplus, prelu, tanh-approximated gelu) has no CUDA kernel yet");
+    return;
+  }
+  if (type == DD_ACT_IDENTITY && x == y && LayoutSameStorage(Lx, Ly)) return;
+  const bool  same = LayoutSameStorage(Lx, Ly);
+  cudaError_t e    = cuda::ActForwardLayout<T>((int)type, p.slope, Lay(&Lx, same), x, Lay(&Ly, same), y);
+  if (e != cudaSuccess) Pend("the pointwise forward kernel", cudaGetErrorString(e));
+}
+template <class T>
+void ActBwdBulk(DDActivationType type, const ActParams<T> &p, const DDLayout &Lx, const T *x, const DDLayout &Lg, const T *dy, const DDLayout &Ld, T *dx)
+{
+  if (type > DD_ACT_IDENTITY || p.gelutanh) {
+    Pend("the pointwise backward kernel", "this activation (silu, elu, softplus, prelu, tanh-approximated gelu) has no CUDA kernel yet");
+    return;
+  }
+  const bool  same = LayoutSameStorage(Lx, Lg) && LayoutSameStorage(Lx, Ld);
+  cudaError_t e    = cuda::ActBackwardLayout<T>((int)type, p.slope, Lay(&Lx, same), x, Lay(&Lg, same), dy, Lay(&Ld, same), dx);
+  if (e != cudaSuccess) Pend("the pointwise backward kernel", cudaGetErrorString(e));
+}
+template <class T>
 void ActBwd(DDActivationType type, const ActParams<T> &p, const T *x, const T *dy, T *dx, PetscInt n)
 {
   if (type > DD_ACT_IDENTITY || p.gelutanh) {
@@ -1175,6 +1198,8 @@ void FillCuda(KernelTable<T> &t)
   t.affinebwdweights = AffBwdWeights<T>;
   t.actfwd           = ActFwd<T>;
   t.actbwd           = ActBwd<T>;
+  t.actfwdbulk       = ActFwdBulk<T>;
+  t.actbwdbulk       = ActBwdBulk<T>;
   t.losscreate       = DDBackendCudaLossCreate_Private<T>;
   t.dropout          = DDBackendCudaDropout_Private<T>;
   /* interpolation through the set-up kernel only (upsamplefwd/bwd stay NULL: host-style entries would re-upload the geometry per call) */

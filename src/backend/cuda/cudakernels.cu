@@ -124,48 +124,61 @@ constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 
 /* types as DDActivationType: relu, leakyrelu, tanh, sigmoid, gelu, identity */
 template <class T>
+__device__ inline T ActF(int type, T slope, T v)
+{
+  switch (type) {
+  case 0: return v < (T)0 ? (T)0 : v; /* NaN passes, relu(-0) = -0 */
+  case 1: return v > (T)0 ? v : slope * v;
+  case 2: return tanh(v);
+  case 3: return Sigmoid(v);
+  case 4: return (T)(0.5 * (double)v * (1.0 + erf((double)v * kInvSqrt2)));
+  default: return v;
+  }
+}
+template <class T>
+__device__ inline T ActB(int type, T slope, T v, T g)
+{
+  switch (type) {
+  case 0: return v <= (T)0 ? (T)0 : g; /* NaN input passes dy; f'(0) = 0 */
+  case 1: return v > (T)0 ? g : slope * g;
+  case 2: {
+    const T t = tanh(v);
+    return ((T)1 - t * t) * g;
+  }
+  case 3: {
+    const T s = Sigmoid(v);
+    return s * ((T)1 - s) * g;
+  }
+  case 4: {
+    const double w = (double)v;
+    return (T)((0.5 * (1.0 + erf(w * kInvSqrt2)) + w * kInvSqrt2Pi * exp(-0.5 * w * w)) * (double)g);
+  }
+  default: return g;
+  }
+}
+template <class T>
 __global__ void ActForwardKernel(int type, T slope, const T *x, T *y, int64_t n)
 {
-  DD_GRID_LOOP(i, n)
-  {
-    const T v = x[i];
-    T       r;
-    switch (type) {
-    case 0: r = v < (T)0 ? (T)0 : v; break; /* NaN passes, relu(-0) = -0 */
-    case 1: r = v > (T)0 ? v : slope * v; break;
-    case 2: r = tanh(v); break;
-    case 3: r = Sigmoid(v); break;
-    case 4: r = (T)(0.5 * (double)v * (1.0 + erf((double)v * kInvSqrt2))); break;
-    default: r = v; break;
-    }
-    y[i] = r;
-  }
+  DD_GRID_LOOP(i, n) y[i] = ActF(type, slope, x[i]);
 }
 template <class T>
 __global__ void ActBackwardKernel(int type, T slope, const T *x, const T *dy, T *dx, int64_t n)
 {
-  DD_GRID_LOOP(i, n)
+  DD_GRID_LOOP(i, n) dx[i] = ActB(type, slope, x[i], dy[i]);
+}
+/* over a whole bulk, each tensor in its own layout: one launch however the bulk breaks into runs */
+template <class T>
+__global__ void ActForwardLayoutKernel(int type, T slope, Layout Lx, const T *x, Layout Ly, T *y)
+{
+  DD_GRID_LOOP(i, Lx.bulk) y[Offset(Ly, i)] = ActF(type, slope, x[Offset(Lx, i)]);
+}
+template <class T>
+__global__ void ActBackwardLayoutKernel(int type, T slope, Layout Lx, const T *x, Layout Lg, const T *dy, Layout Ld, T *dx)
+{
+  DD_GRID_LOOP(i, Lx.bulk)
   {
-    const T v = x[i], g = dy[i];
-    T       r;
-    switch (type) {
-    case 0: r = v <= (T)0 ? (T)0 : g; break; /* NaN input passes dy; f'(0) = 0 */
-    case 1: r = v > (T)0 ? g : slope * g; break;
-    case 2: {
-      const T t = tanh(v);
-      r         = ((T)1 - t * t) * g;
-    } break;
-    case 3: {
-      const T s = Sigmoid(v);
-      r         = s * ((T)1 - s) * g;
-    } break;
-    case 4: {
-      const double w = (double)v;
-      r              = (T)((0.5 * (1.0 + erf(w * kInvSqrt2)) + w * kInvSqrt2Pi * exp(-0.5 * w * w)) * (double)g);
-    } break;
-    default: r = g; break;
-    }
-    dx[i] = r;
+    const int64_t od = Offset(Ld, i);
+    dx[od]           = ActB(type, slope, x[Offset(Lx, i)], dy[Offset(Lg, i)]);
   }
 }
 
@@ -269,6 +282,20 @@ cudaError_t ActBackward(int type, T slope, const T *x, const T *dy, T *dx, int64
 {
   if (n <= 0 || (type == 5 && dx == dy)) return cudaSuccess;
   ActBackwardKernel<T><<<Blocks(n), kThreads>>>(type, slope, x, dy, dx, n);
+  return cudaGetLastError();
+}
+template <class T>
+cudaError_t ActForwardLayout(int type, T slope, const Layout &Lx, const T *x, const Layout &Ly, T *y)
+{
+  if (Lx.bulk <= 0) return cudaSuccess;
+  ActForwardLayoutKernel<T><<<Blocks(Lx.bulk), kThreads>>>(type, slope, Lx, x, Ly, y);
+  return cudaGetLastError();
+}
+template <class T>
+cudaError_t ActBackwardLayout(int type, T slope, const Layout &Lx, const T *x, const Layout &Lg, const T *dy, const Layout &Ld, T *dx)
+{
+  if (Lx.bulk <= 0) return cudaSuccess;
+  ActBackwardLayoutKernel<T><<<Blocks(Lx.bulk), kThreads>>>(type, slope, Lx, x, Lg, dy, Ld, dx);
   return cudaGetLastError();
 }
 template <class T>
@@ -972,6 +999,8 @@ cudaError_t Norms(int dt, const Layout &L, const void *x, double *work, double *
   template cudaError_t FftScatter<T>(const T *, T *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool); \
   template cudaError_t ActForward<T>(int, T, const T *, T *, int64_t); \
   template cudaError_t ActBackward<T>(int, T, const T *, const T *, T *, int64_t); \
+  template cudaError_t ActForwardLayout<T>(int, T, const Layout &, const T *, const Layout &, T *); \
+  template cudaError_t ActBackwardLayout<T>(int, T, const Layout &, const T *, const Layout &, const T *, const Layout &, T *); \
   template cudaError_t FillRows<T>(T *, int64_t, const T *, int64_t, int64_t); \
   template cudaError_t ColumnSumsAdd<T>(const T *, int64_t, int64_t, int64_t, T *); \
   template cudaError_t NormGroupSums<T>(const Layout &, const T *, const Groups &, const double *, double, double *, double *); \

@@ -53,6 +53,11 @@ template <class T>
 cudaError_t ActForward(int type, T slope, const T *x, T *y, int64_t n);
 template <class T>
 cudaError_t ActBackward(int type, T slope, const T *x, const T *dy, T *dx, int64_t n);
+/* the same over a whole bulk, each tensor in its own layout (one launch; Lx.bulk entries) */
+template <class T>
+cudaError_t ActForwardLayout(int type, T slope, const Layout &Lx, const T *x, const Layout &Ly, T *y);
+template <class T>
+cudaError_t ActBackwardLayout(int type, T slope, const Layout &Lx, const T *x, const Layout &Lg, const T *dy, const Layout &Ld, T *dx);
 
 /* the affine layer's helpers: y[r, :] = b (N rows of Fo, leading dimension ldy); db[o] += sum_r dy[r, o] */
 template <class T>

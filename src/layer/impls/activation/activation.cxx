@@ -474,6 +474,29 @@ static void PReLUWeights(Activation *s, std::vector<T> &wv)
   for (PetscInt c = 0; c < s->Cl; c++) wv[c] = perchannel ? a[c] : a[0];
 }
 
+/*
+  The bulk form of the pointwise entries (one call over the whole piece, each tensor in its own
+  layout: a device backend's, one launch however a halo'd tensor breaks into rows) where the first
+  backend of the layer's chain with pointwise kernels has it; NULL: the runs form
+*/
+template <class T>
+static PetscErrorCode PointwiseBulk(DDLayer l, decltype(KernelTable<T>::actfwdbulk) *f, decltype(KernelTable<T>::actbwdbulk) *b, DDBackend *which)
+{
+  DDBackend bk;
+
+  PetscFunctionBegin;
+  *f = nullptr, *b = nullptr, *which = nullptr;
+  PetscCall(DDLayerGetBackend_Private(l, &bk));
+  for (DDBackend w = bk; w; w = DDBackendNext_Private(w)) {
+    if (Table<T>(w).actfwdbulk && Table<T>(w).actbwdbulk) {
+      *f = Table<T>(w).actfwdbulk, *b = Table<T>(w).actbwdbulk, *which = w;
+      break;
+    }
+    if (Table<T>(w).actfwd) break;
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 static PetscErrorCode Activation_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTensor y)
 {
   Activation *s = (Activation *)l->data;
@@ -510,7 +533,14 @@ static PetscErrorCode Activation_Forward(DDLayer l, PetscInt nin, DDTensor xs[],
         p.slope = wv[c];
         fn(DD_ACT_PRELU, p, xa + o[0], ya + o[1], len);
       });
-    } else ForEachBulkRunPair(x->layout, y->layout, [&](PetscInt ox, PetscInt oy, PetscInt len) { fn(s->type, p, xa + ox, ya + oy, len); });
+    } else {
+      decltype(KernelTable<T>::actfwdbulk) fb;
+      decltype(KernelTable<T>::actbwdbulk) bb;
+      DDBackend                            wb;
+      PetscCall(PointwiseBulk<T>(l, &fb, &bb, &wb));
+      if (fb) fb(s->type, p, x->layout, xa, y->layout, ya);
+      else ForEachBulkRunPair(x->layout, y->layout, [&](PetscInt ox, PetscInt oy, PetscInt len) { fn(s->type, p, xa + ox, ya + oy, len); });
+    }
     return PETSC_SUCCESS;
   }));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -585,6 +615,24 @@ static PetscErrorCode Activation_Backward(DDLayer l, DDTensor dy, PetscInt nin, 
     dy differs (e.g. only in its halo: the output's halo grown by a consumer convolution), the
     pair walk of dy and dx reads dy in place; otherwise dy is copied into dx first
   */
+  if (!fromy) { /* the bulk form takes every tensor in its own layout: no copy */
+    bool done = false;
+    PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      decltype(KernelTable<T>::actfwdbulk) fb;
+      decltype(KernelTable<T>::actbwdbulk) bb;
+      DDBackend                            wb;
+      PetscFunctionBegin;
+      PetscCall(PointwiseBulk<T>(l, &fb, &bb, &wb));
+      if (bb && x->active) {
+        KernelEvent e(wb, DD_KERNEL_POINTWISE);
+        bb(s->type, s->Params<T>(), x->layout, HostArray<const T>(x), dy->layout, HostArray<const T>(dy), dx->layout, HostArray<T>(dx));
+      }
+      done = bb != nullptr;
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }));
+    if (done) PetscFunctionReturn(PETSC_SUCCESS);
+  }
   const bool withx = LayoutSameStorage(x->layout, dy->layout), withdx = !withx && LayoutSameStorage(dx->layout, dy->layout);
   const bool xdx = !withx && !withdx && LayoutSameStorage(x->layout, dx->layout);
   if (!withx && !withdx && !xdx) PetscCall(DDTensorCopy(dy, dx));
