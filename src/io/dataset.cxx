@@ -750,7 +750,8 @@ static PetscErrorCode ReadBatchFromFile(DDDataset ds, PetscInt field, PetscInt s
   again (changes to it are not seen). When the cache is off (limit 0) or the piece does not fit,
   every batch is one collective hyperslab read of the rank's rows; the rows arrive in file order
   and are put back in batch order. A tensor on another communicator than the dataset's is always
-  read from the file.
+  read from the file. A device tensor (`DDTensorSetMemType()`) gets the batch through a host tensor
+  laid out alike (made once and kept while the layout stays), copied to the device in one transfer.
 
   Level: beginner
 

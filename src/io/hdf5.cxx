@@ -600,6 +600,7 @@ PetscErrorCode H5ReadIntAttribute(MPI_Comm comm, hid_t fid, const char *file, co
   The dataset gets a content checksum (attribute "ddnn_checksum", independent of the partition)
   that `DDTensorReadHDF5()` verifies; the file has the HDF5 1.8 format or later, with checksummed
   metadata. A path that exists and is not a regular file (a device, a directory) is refused.
+  A device tensor (`DDTensorSetMemType()`) is written from a host copy of its storage.
 
   Level: beginner
 
@@ -625,7 +626,8 @@ DD_CXX_CATCH
   Each rank reads only its piece. Errors, on every rank, name the file and dataset when the
   file is missing or truncated, the dataset missing, not floating point, or of another shape,
   or when its content checksum (written by `DDTensorWriteHDF5()`) does not match: a corrupted
-  file. float32 and float64 datasets convert to the tensor's type.
+  file. float32 and float64 datasets convert to the tensor's type. A device tensor is read into a
+  host copy and copied over when the read succeeded (a failed read leaves it as it was).
 
   Level: beginner
 
@@ -664,7 +666,7 @@ DD_CXX_CATCH
   ("ddnn_checksum") is computed and stored. `DDDatasetSetUp()` refuses an incomplete dataset
   and verifies the checksum, so a generation that was interrupted (killed, full disk) is never
   read as data. Write the slices in order; write into a temporary file and rename it when done
-  (`DDFileCommit()`) to replace a previous file atomically.
+  (`DDFileCommit()`) to replace a previous file atomically. A device tensor is written from a host copy.
 
   Level: intermediate
 

@@ -956,6 +956,10 @@ PetscErrorCode ddnn::NetReplicasGetBuckets_Private(DDNet net, std::vector<ddnn::
   optimizers over disjoint sets of the parameters work; the gradient the optimizer is given must be
   the network's own (`DDNetGetParameters()`).
 
+  Device tensors (a network set up on `DDTensorSetMemType()` device inputs): the replicated and
+  data-parallel modes keep their buckets in host memory and refuse them at `DDNetSetUp()` with an
+  error naming a layer on the device; the automatic mode takes the broadcast mode there.
+
   A weight change is seen through the parameter's state: the optimizer's step,
   `DDNetLoadWeights()`, checkpoint restarts, `DDNetInitializeParameters()` and every `DDTensor`
   function that writes a parameter bump it, as does `DDTensorRestoreArray()` on the ranks that

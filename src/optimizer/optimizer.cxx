@@ -538,6 +538,12 @@ DD_CXX_CATCH
 . params - the parameters (e.g. from `DDNetGetParameters()`)
 - grads  - their gradients, laid out alike, on the optimizer's communicator or on a subset of its ranks
 
+  Notes:
+  Every parameter and gradient must be in one memory (`DDTensorSetMemType()`): the state tensors
+  are made there and the updates run on the backend of that memory (device tensors: the /gpu/cuda
+  update kernels; host tensors: the default backend's chain). Parameters in different memories
+  are an error naming the parameter.
+
   Level: beginner
 
 .seealso: `DDOptimizerStep()`, `DDNetGetParameters()`

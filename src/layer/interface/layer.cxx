@@ -524,13 +524,17 @@ static PetscErrorCode DDLayerCheckConsistent_Private(DDLayer layer, PetscInt n, 
   initializes the parameters with the layer's seed (0 unless `DDLayerInitializeParameters()`
   is called later). Errors name the option, shape or rank at fault on every rank.
 
-  Device tensors (`DDTensorSetMemType()`, issue 11): the pooling layer and the activation layer
-  (relu, leakyrelu, tanh, sigmoid, exact gelu, identity) run on them with the "/gpu/cuda" backend
-  (`DDLayerSetBackend()` or -dd_backend /gpu/cuda): the backend's kernels, the primitives on the
-  device, outputs and gradients in device memory. Every input must be in one memory, the same on
-  every rank, and later calls must pass tensors (outputs and gradients too) in that memory. The
-  other layer types refuse device tensors with an error naming the type (the convolutions' device
-  path is written but not enabled until its test has run on a GPU); host tensors refuse a backend
+  Device tensors (`DDTensorSetMemType()`, issue 11): every layer type but spectral runs on them
+  (conv, convtranspose, pool, activation (relu, leakyrelu, tanh, sigmoid, exact gelu, identity),
+  upsample, affine, batchnorm, groupnorm, layernorm, dropout, loss, add, concat, flatten,
+  reshape, repartition) with the "/gpu/cuda" backend: its kernels (cuDNN, cuBLAS, CUDA), the
+  primitives on the device, parameters, outputs and gradients in device memory. A layer without
+  a backend of its own (`DDLayerSetBackend()`, -<prefix>dd_backend) computes where its inputs
+  live: device inputs take /gpu/cuda whatever the default backend. Every input must be in one
+  memory, the same on every rank, and later calls must pass tensors (outputs and gradients too)
+  in that memory. The spectral layer and the activations without a device kernel (silu, elu,
+  softplus, prelu, the tanh-approximated gelu) refuse device tensors with an error naming the
+  type; a layer given a host backend refuses device tensors, and host tensors refuse a backend
   that computes in device memory.
 
   Level: beginner
