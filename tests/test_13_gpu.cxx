@@ -10,12 +10,9 @@
   visible message where cudaGetDeviceCount() finds none. Without DDNN_WITH_CUDA the GPU tests skip
   visibly; the refusal tests still run (they need no device).
 */
-#include "ddtest.hpp"
+#include "gputest.hpp"
 #include <ddnn/private/ddbackendimpl.h>
 #include <backend/interface/backends.hpp>
-#if DDNN_WITH_CUDA
-  #include <backend/cuda/backend_cuda.hpp>
-#endif
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -26,36 +23,6 @@ using namespace ddtest;
 
 namespace
 {
-/* the number of CUDA devices this process sees (0 without DDNN_WITH_CUDA) */
-int DeviceCount()
-{
-  int n = 0;
-#if DDNN_WITH_CUDA
-  DDT(DDBackendCudaGetDeviceCount_Private(&n));
-#endif
-  return n;
-}
-
-/* raises a failure kept by a kernel entry that returns nothing */
-#if DDNN_WITH_CUDA
-  #define CHECK_PENDING() DDT(DDBackendCudaCheckPending_Private())
-#else
-  #define CHECK_PENDING() (void)0
-#endif
-#define REQUIRE_CUDA_BUILD() \
-  do { \
-    if (!DDNN_WITH_CUDA) GTEST_SKIP() << "ddnn built without DDNN_WITH_CUDA: the GPU backend is not in this build"; \
-  } while (0)
-#define REQUIRE_CUDNN() \
-  do { \
-    if (!DDNN_WITH_CUDNN) GTEST_SKIP() << "ddnn built without cuDNN: /gpu/cuda has no convolution kernel in this build"; \
-  } while (0)
-#define REQUIRE_DEVICE() \
-  do { \
-    REQUIRE_CUDA_BUILD(); \
-    if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount() found 0; this device test did not run"; \
-  } while (0)
-
 DDTensor MakeTensor(DDDataType dt, DDMemType mt, DDTensorFormat fmt, PetscInt halo, bool setup = true)
 {
   const PetscInt P = Size(), shape[4] = {2, 5, 3 * P + 1, 4};

@@ -15,14 +15,12 @@
   Every device test needs a CUDA device and is skipped with a visible message where
   cudaGetDeviceCount() finds none; the registration test needs only a CUDA build.
 */
-#include "ddtest.hpp"
+#include "gputest.hpp"
+#include "upsampletest.hpp"
 #include <ddnn/private/ddbackendimpl.h>
 #include <backend/interface/backends.hpp>
 #include <backend/kernels.hpp>
 #include <tensor/layout.hpp>
-#if DDNN_WITH_CUDA
-  #include <backend/cuda/backend_cuda.hpp>
-#endif
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -35,30 +33,6 @@ using ddnn::KernelTable;
 
 namespace
 {
-int DeviceCount()
-{
-  int n = 0;
-#if DDNN_WITH_CUDA
-  DDT(DDBackendCudaGetDeviceCount_Private(&n));
-#endif
-  return n;
-}
-
-/* raises a failure kept by a kernel entry that returns nothing */
-#if DDNN_WITH_CUDA
-  #define CHECK_PENDING() DDT(DDBackendCudaCheckPending_Private())
-#else
-  #define CHECK_PENDING() (void)0
-#endif
-#define REQUIRE_CUDA_BUILD() \
-  do { \
-    if (!DDNN_WITH_CUDA) GTEST_SKIP() << "ddnn built without DDNN_WITH_CUDA: the GPU backend is not in this build"; \
-  } while (0)
-#define REQUIRE_DEVICE() \
-  do { \
-    REQUIRE_CUDA_BUILD(); \
-    if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount() found 0; this device test did not run"; \
-  } while (0)
 
 DDBackend Gpu() { return ddnn::DDBackendLookup_Private("/gpu/cuda"); }
 DDBackend Ref() { return ddnn::DDBackendLookup_Private("/cpu/ref"); }
@@ -455,38 +429,6 @@ TEST(GpuKernels, OptimizersMatchReference)
 
 namespace
 {
-/* PyTorch's sources of output o (aten/src/ATen/native/UpSample.h), as the layer computes them (tests/test_08_fastkernels.cxx) */
-template <class T>
-void Sources(bool linear, bool align, PetscInt o, PetscInt n, PetscInt s, PetscInt *i0, PetscInt *i1, double *w0, double *w1)
-{
-  const PetscInt m = n * s;
-  if (s == 1 || !linear) {
-    *i0 = *i1 = s == 1 ? o : std::min<PetscInt>((PetscInt)std::floor((float)o * (float)(1.0 / (double)s)), n - 1);
-    *w0       = 1;
-    *w1       = 0;
-    return;
-  }
-  T src;
-  if (align) src = (m > 1 ? (T)(n - 1) / (T)(m - 1) : (T)0) * (T)o;
-  else {
-    src = (T)(1.0 / (double)s) * ((T)o + (T)0.5) - (T)0.5;
-    if (src < (T)0) src = (T)0;
-  }
-  const PetscInt idx = std::min<PetscInt>((PetscInt)std::floor(src), n - 1);
-  const T        l1  = std::min(std::max(src - (T)idx, (T)0), (T)1);
-  *i0                = idx;
-  *i1                = idx + (idx < n - 1 ? 1 : 0);
-  *w0                = (double)((T)1 - l1);
-  *w1                = (double)l1;
-}
-
-struct UpCase {
-  PetscInt              D = 2, N = 2, C = 5;
-  std::vector<PetscInt> n, s;
-  bool                  linear = true, align = false;
-  bool                  part   = false; /* a sub-range of the outputs (a worker's) with its window */
-};
-
 template <class T>
 void UpsampleCase(const UpCase &c, const Fmt &f, PetscInt halo)
 {
@@ -499,47 +441,14 @@ void UpsampleCase(const UpCase &c, const Fmt &f, PetscInt halo)
   const std::string        what = o.str();
   ddnn::UpsampleKernelSpec spec;
   ddnn::UpsampleGeom      &g = spec.g;
-  g.D                        = c.D;
-  g.N                        = c.N;
-  g.C                        = c.C;
-  g.linear                   = c.linear;
-  PetscInt              org[5] = {0}, xn[5] = {c.N, c.C, 1, 1, 1}, yorg[5] = {0}, yn[5] = {c.N, c.C, 1, 1, 1};
-  std::vector<PetscInt> xs = {c.N, c.C}, ys = {c.N, c.C};
-  for (PetscInt jj = 0; jj < 3; jj++) {
-    g.i0[jj].assign(1, 0);
-    g.i1[jj].assign(1, 0);
-    g.w0[jj].assign(1, 1.0);
-    g.w1[jj].assign(1, 0.0);
-    if (jj < 3 - c.D) continue;
-    const PetscInt        j = jj - (3 - c.D), n = c.n[j], m = n * c.s[j];
-    const PetscInt        oa = c.part ? m / 3 : 0, ob = c.part ? m - m / 4 : m;
-    std::vector<PetscInt> a0, a1;
-    std::vector<double>   b0, b1;
-    for (PetscInt q = oa; q < ob; q++) {
-      PetscInt i0, i1;
-      double   w0, w1;
-      Sources<T>(c.linear, c.align, q, n, c.s[j], &i0, &i1, &w0, &w1);
-      a0.push_back(i0);
-      a1.push_back(i1);
-      b0.push_back(w0);
-      b1.push_back(w1);
-    }
-    const PetscInt lo = *std::min_element(a0.begin(), a0.end()), hi = *std::max_element(a1.begin(), a1.end()) + 1;
-    g.out[jj] = ob - oa;
-    g.w0[jj]  = b0;
-    g.w1[jj]  = b1;
-    g.i0[jj].resize(a0.size());
-    g.i1[jj].resize(a0.size());
-    for (size_t i = 0; i < a0.size(); i++) {
-      g.i0[jj][i] = a0[i] - lo;
-      g.i1[jj][i] = a1[i] - lo;
-    }
-    org[2 + j]  = halo + lo; /* the window, in storage coordinates */
-    xn[2 + j]   = hi - lo;
+  PetscInt                 wlo[3], wn[3], on[3], org[5] = {0}, xn[5] = {c.N, c.C, 1, 1, 1}, yorg[5] = {0}, yn[5] = {c.N, c.C, 1, 1, 1};
+  std::vector<PetscInt>    xs, ys;
+  UpsampleCaseGeometry<T>(c, &g, wlo, wn, on, &xs, &ys);
+  for (PetscInt j = 0; j < c.D; j++) {
+    org[2 + j]  = halo + wlo[j]; /* the window, in storage coordinates */
+    xn[2 + j]   = wn[j];
     yorg[2 + j] = halo ? 1 : 0;
-    yn[2 + j]   = ob - oa;
-    xs.push_back(n);
-    ys.push_back(ob - oa);
+    yn[2 + j]   = on[j];
   }
   const DDLayout Lx = MakeLayout(xs, f, halo), Ly = MakeLayout(ys, f, halo ? 1 : 0);
   ddnn::BoxOffsetsBuild(Lx, c.D, org, xn, &spec.xo);

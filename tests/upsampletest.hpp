@@ -1,0 +1,98 @@
+/*
+  The interpolation kernels' test geometries, shared by test_08_fastkernels (the fast loops against
+  the reference) and test_21_gpu_kernels (the CUDA kernel against the reference): PyTorch's sources
+  of every output, as the upsample layer computes them, for the whole output or a worker's
+  sub-range with its window.
+*/
+#pragma once
+#include <ddnn/private/ddbackendimpl.h>
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace ddtest
+{
+/* PyTorch's sources of output o (aten/src/ATen/native/UpSample.h), as the layer computes them */
+template <class T>
+void Sources(bool linear, bool align, PetscInt o, PetscInt n, PetscInt s, PetscInt *i0, PetscInt *i1, double *w0, double *w1)
+{
+  const PetscInt m = n * s;
+  if (s == 1 || !linear) {
+    *i0 = *i1 = s == 1 ? o : std::min<PetscInt>((PetscInt)std::floor((float)o * (float)(1.0 / (double)s)), n - 1);
+    *w0       = 1;
+    *w1       = 0;
+    return;
+  }
+  T src;
+  if (align) src = (m > 1 ? (T)(n - 1) / (T)(m - 1) : (T)0) * (T)o;
+  else {
+    src = (T)(1.0 / (double)s) * ((T)o + (T)0.5) - (T)0.5;
+    if (src < (T)0) src = (T)0;
+  }
+  const PetscInt idx = std::min<PetscInt>((PetscInt)std::floor(src), n - 1);
+  const T        l1  = std::min(std::max(src - (T)idx, (T)0), (T)1);
+  *i0                = idx;
+  *i1                = idx + (idx < n - 1 ? 1 : 0);
+  *w0                = (double)((T)1 - l1);
+  *w1                = (double)l1;
+}
+
+struct UpCase {
+  PetscInt              D = 2, N = 2, C = 5;
+  std::vector<PetscInt> n, s;
+  bool                  linear = true, align = false;
+  bool                  part   = false; /* a sub-range of the outputs (a worker's), with its window */
+};
+
+/*
+  The geometry of case c: g (N, C, out, the sources relative to the window), and per spatial
+  dimension j < c.D the window's first input index wlo[j] and extent wn[j] and the box's extent
+  on[j]; xs, ys: the input's and the output's bulk shapes (N, C, spatial)
+*/
+template <class T>
+void UpsampleCaseGeometry(const UpCase &c, ddnn::UpsampleGeom *g, PetscInt wlo[3], PetscInt wn[3], PetscInt on[3], std::vector<PetscInt> *xs, std::vector<PetscInt> *ys)
+{
+  *g        = ddnn::UpsampleGeom();
+  g->D      = c.D;
+  g->N      = c.N;
+  g->C      = c.C;
+  g->linear = c.linear;
+  *xs       = {c.N, c.C};
+  *ys       = {c.N, c.C};
+  for (PetscInt jj = 0; jj < 3; jj++) {
+    g->i0[jj].assign(1, 0);
+    g->i1[jj].assign(1, 0);
+    g->w0[jj].assign(1, 1.0);
+    g->w1[jj].assign(1, 0.0);
+    if (jj < 3 - c.D) continue;
+    const PetscInt        j = jj - (3 - c.D), n = c.n[j], m = n * c.s[j];
+    const PetscInt        oa = c.part ? m / 3 : 0, ob = c.part ? m - m / 4 : m;
+    std::vector<PetscInt> a0, a1;
+    std::vector<double>   b0, b1;
+    for (PetscInt q = oa; q < ob; q++) {
+      PetscInt i0, i1;
+      double   w0, w1;
+      Sources<T>(c.linear, c.align, q, n, c.s[j], &i0, &i1, &w0, &w1);
+      a0.push_back(i0);
+      a1.push_back(i1);
+      b0.push_back(w0);
+      b1.push_back(w1);
+    }
+    const PetscInt lo = *std::min_element(a0.begin(), a0.end()), hi = *std::max_element(a1.begin(), a1.end()) + 1;
+    g->out[jj] = ob - oa;
+    g->w0[jj]  = b0;
+    g->w1[jj]  = b1;
+    g->i0[jj].resize(a0.size());
+    g->i1[jj].resize(a0.size());
+    for (size_t i = 0; i < a0.size(); i++) {
+      g->i0[jj][i] = a0[i] - lo;
+      g->i1[jj][i] = a1[i] - lo;
+    }
+    wlo[j] = lo;
+    wn[j]  = hi - lo;
+    on[j]  = ob - oa;
+    xs->push_back(n);
+    ys->push_back(ob - oa);
+  }
+}
+} // namespace ddtest
