@@ -378,28 +378,13 @@ void CheckUpsample(const UpCase &c, const Fmt &f, PetscInt halo)
 
 TEST(FastUpsample, EqualsReference)
 {
-  const std::vector<std::vector<PetscInt>> sizes = {{13, 6, 5}, {7, 9, 4}, {4, 5, 3}};
-  const std::vector<std::vector<PetscInt>> scales = {{2, 2, 2}, {3, 1, 2}, {1, 3, 3}};
-  for (PetscInt D = 1; D <= 3; D++)
-    for (const auto &sc : scales)
-      for (int mode = 0; mode < 3; mode++)
-        for (bool part : {false, true}) {
-          UpCase c;
-          c.D      = D;
-          c.C      = D == 3 ? 3 : 10;
-          c.linear = mode > 0;
-          c.align  = mode == 2;
-          c.part   = part;
-          for (PetscInt j = 0; j < D; j++) {
-            c.n.push_back(sizes[D - 1][j]);
-            c.s.push_back(sc[j]);
-          }
-          for (const Fmt &f : kFormats)
-            for (PetscInt h : {0, 2}) {
-              CheckUpsample<double>(c, f, h);
-              CheckUpsample<float>(c, f, h);
-            }
-        }
+  ddtest::ForEachUpCase({{2, 2, 2}, {3, 1, 2}, {1, 3, 3}}, 10, [](const UpCase &c) {
+    for (const Fmt &f : kFormats)
+      for (PetscInt h : {0, 2}) {
+        CheckUpsample<double>(c, f, h);
+        CheckUpsample<float>(c, f, h);
+      }
+  });
 }
 
 TEST(FastUpsample, LongRowsAndEmpty)

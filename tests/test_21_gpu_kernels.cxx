@@ -475,28 +475,13 @@ void UpsampleCase(const UpCase &c, const Fmt &f, PetscInt halo)
 TEST(GpuKernels, UpsampleMatchesReference)
 {
   REQUIRE_DEVICE();
-  const std::vector<std::vector<PetscInt>> sizes  = {{13, 6, 5}, {7, 9, 4}, {4, 5, 3}};
-  const std::vector<std::vector<PetscInt>> scales = {{2, 2, 2}, {3, 1, 2}};
-  for (PetscInt D = 1; D <= 3; D++)
-    for (const auto &sc : scales)
-      for (int mode = 0; mode < 3; mode++)
-        for (bool part : {false, true}) {
-          UpCase c;
-          c.D      = D;
-          c.C      = D == 3 ? 3 : 7;
-          c.linear = mode > 0;
-          c.align  = mode == 2;
-          c.part   = part;
-          for (PetscInt j = 0; j < D; j++) {
-            c.n.push_back(sizes[(size_t)D - 1][(size_t)j]);
-            c.s.push_back(sc[(size_t)j]);
-          }
-          for (const Fmt &f : kFormats)
-            for (PetscInt h : {0, 2}) {
-              UpsampleCase<double>(c, f, h);
-              UpsampleCase<float>(c, f, h);
-            }
-        }
+  ForEachUpCase({{2, 2, 2}, {3, 1, 2}}, 7, [](const UpCase &c) {
+    for (const Fmt &f : kFormats)
+      for (PetscInt h : {0, 2}) {
+        UpsampleCase<double>(c, f, h);
+        UpsampleCase<float>(c, f, h);
+      }
+  });
   /* an empty piece (no samples): nothing to do, nothing touched */
   UpCase c;
   c.N = 0;

@@ -8,6 +8,7 @@
 #include <ddnn/private/ddbackendimpl.h>
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 namespace ddtest
@@ -94,5 +95,30 @@ void UpsampleCaseGeometry(const UpCase &c, ddnn::UpsampleGeom *g, PetscInt wlo[3
     xs->push_back(n);
     ys->push_back(ob - oa);
   }
+}
+/*
+  The cases of the kernel tests: 1-3 spatial dimensions, the given scales per dimension (sizes 13,
+  6, 5 / 7, 9, 4 / 4, 5, 3), nearest, linear and linear with align_corners, the whole output and a
+  worker's part; C channels (3 for 3-D)
+*/
+inline void ForEachUpCase(const std::vector<std::vector<PetscInt>> &scales, PetscInt C, const std::function<void(const UpCase &)> &f)
+{
+  const std::vector<std::vector<PetscInt>> sizes = {{13, 6, 5}, {7, 9, 4}, {4, 5, 3}};
+  for (PetscInt D = 1; D <= 3; D++)
+    for (const auto &sc : scales)
+      for (int mode = 0; mode < 3; mode++)
+        for (bool part : {false, true}) {
+          UpCase c;
+          c.D      = D;
+          c.C      = D == 3 ? 3 : C;
+          c.linear = mode > 0;
+          c.align  = mode == 2;
+          c.part   = part;
+          for (PetscInt j = 0; j < D; j++) {
+            c.n.push_back(sizes[(size_t)D - 1][(size_t)j]);
+            c.s.push_back(sc[(size_t)j]);
+          }
+          f(c);
+        }
 }
 } // namespace ddtest

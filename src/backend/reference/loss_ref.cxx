@@ -43,6 +43,18 @@ void ForEachPosition(const DDLayout &Lp, F &&f)
   }
   ForEachIndex(Lp.order, a0, b0, ord, f);
 }
+/* walks every bulk index of the prediction: f(j) with j the bulk coordinates */
+template <class F>
+void ForEachElement(const DDLayout &Lp, F &&f)
+{
+  PetscInt a0[DD_MAX_DIM], b0[DD_MAX_DIM], ord[DD_MAX_DIM];
+  for (PetscInt k = 0; k < Lp.order; k++) {
+    a0[k]  = 0;
+    b0[k]  = Lp.n[k];
+    ord[k] = k;
+  }
+  ForEachIndex(Lp.order, a0, b0, ord, f);
+}
 inline PetscInt Off(const DDLayout &L, PetscInt d, const PetscInt *j, PetscInt c)
 {
   PetscInt q[DD_MAX_DIM];
@@ -203,13 +215,7 @@ public:
       PetscFunctionReturn(PETSC_SUCCESS);
     }
     if (s.type != DD_LOSS_CROSSENTROPY) {
-      PetscInt a0[DD_MAX_DIM], b0[DD_MAX_DIM], ord[DD_MAX_DIM];
-      for (PetscInt k = 0; k < d; k++) {
-        a0[k]  = 0;
-        b0[k]  = Lp.n[k];
-        ord[k] = k;
-      }
-      ForEachIndex(d, a0, b0, ord, [&](const PetscInt *j) {
+      ForEachElement(Lp, [&](const PetscInt *j) {
         const double r = (double)a[Off(Lp, d, j, j[1])] - (double)b[Off(Lt, d, j, j[1])], v = s.type == DD_LOSS_MSE ? r * r : std::fabs(r);
         sm += v;
         if (yo) yo[Off(y->layout, d, j, j[1])] = (T)v;
@@ -268,14 +274,8 @@ public:
     /* the generic walk (any layouts): the scale of position / element j is dy there (reduction none) or g0 */
     auto g = [&](const PetscInt *j, PetscInt c) { return ga ? (double)ga[Off(dy->layout, d, j, c)] : g0; };
     if (!ce) {
-      auto     deriv = [&](double r) { return s.type == DD_LOSS_MSE ? ElementDeriv<DD_LOSS_MSE>(r) : ElementDeriv<DD_LOSS_L1>(r); };
-      PetscInt a0[DD_MAX_DIM], b0[DD_MAX_DIM], ord[DD_MAX_DIM];
-      for (PetscInt k = 0; k < d; k++) {
-        a0[k]  = 0;
-        b0[k]  = Lp.n[k];
-        ord[k] = k;
-      }
-      ForEachIndex(d, a0, b0, ord, [&](const PetscInt *j) {
+      auto deriv = [&](double r) { return s.type == DD_LOSS_MSE ? ElementDeriv<DD_LOSS_MSE>(r) : ElementDeriv<DD_LOSS_L1>(r); };
+      ForEachElement(Lp, [&](const PetscInt *j) {
         const double dr = g(j, j[1]) * deriv((double)a[Off(Lp, d, j, j[1])] - (double)b[Off(Lt, d, j, j[1])]);
         if (gp) gp[Off(dp->layout, d, j, j[1])] = (T)dr;
         if (gt) gt[Off(dt->layout, d, j, j[1])] = (T)-dr;
