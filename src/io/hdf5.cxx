@@ -357,6 +357,26 @@ static PetscErrorCode WritePiece(DDTensor t, hid_t dset, hid_t type, hid_t fspac
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  f(h) on a host tensor h laid out as the device tensor t (collective: its set-up): t's values
+  copied in first when in, h's copied back when out and f succeeded (a failed read leaves t as it
+  was). The files of device tensors go through it.
+*/
+template <class F>
+static PetscErrorCode ThroughHostCopy(DDTensor t, bool in, bool out, F &&f)
+{
+  DDTensor h;
+
+  PetscFunctionBegin;
+  PetscCall(DDTensorDuplicateLayoutIn_Private(t, t->dtype, DD_MEMTYPE_HOST, &h));
+  PetscErrorCode ierr = in ? DDTensorCopy(t, h) : PETSC_SUCCESS;
+  if (!ierr) ierr = f(h);
+  if (!ierr && out) ierr = DDTensorCopy(h, t);
+  PetscCall(DDTensorDestroy(&h));
+  PetscCall(ierr);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 PetscErrorCode H5WriteTensor(hid_t fid, const char *path, DDTensor t)
 {
   MPI_Comm             comm = PetscObjectComm((PetscObject)t);
@@ -365,12 +385,7 @@ PetscErrorCode H5WriteTensor(hid_t fid, const char *path, DDTensor t)
 
   PetscFunctionBegin;
   if (t->memtype != DD_MEMTYPE_HOST) { /* a device tensor: written from a host copy */
-    DDTensor h;
-    PetscCall(DDTensorDuplicateLayoutIn_Private(t, t->dtype, DD_MEMTYPE_HOST, &h));
-    PetscCall(DDTensorCopy(t, h));
-    PetscErrorCode ierr = H5WriteTensor(fid, path, h);
-    PetscCall(DDTensorDestroy(&h));
-    PetscCall(ierr);
+    PetscCall(ThroughHostCopy(t, true, false, [&](DDTensor h) { return H5WriteTensor(fid, path, h); }));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   for (PetscInt k = 0; k < t->order; k++) dims[k] = (hsize_t)t->shape[k];
@@ -429,12 +444,7 @@ PetscErrorCode H5ReadTensor(hid_t fid, const char *file, const char *path, DDTen
 
   PetscFunctionBegin;
   if (t->memtype != DD_MEMTYPE_HOST) { /* a device tensor: read into a host copy, then copied over (only when the read succeeded: a failed read changes nothing) */
-    DDTensor h;
-    PetscCall(DDTensorDuplicateLayoutIn_Private(t, t->dtype, DD_MEMTYPE_HOST, &h));
-    PetscErrorCode ierr = H5ReadTensor(fid, file, path, h, requirechecksum);
-    if (!ierr) ierr = DDTensorCopy(h, t);
-    PetscCall(DDTensorDestroy(&h));
-    PetscCall(ierr);
+    PetscCall(ThroughHostCopy(t, false, true, [&](DDTensor h) { return H5ReadTensor(fid, file, path, h, requirechecksum); }));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscCall(H5DatasetShape(comm, fid, file, path, fd));
@@ -682,12 +692,7 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorWriteHDF5Slice"));
   if (t->memtype != DD_MEMTYPE_HOST) { /* a device tensor: written from a host copy */
-    DDTensor h;
-    PetscCall(DDTensorDuplicateLayoutIn_Private(t, t->dtype, DD_MEMTYPE_HOST, &h));
-    PetscCall(DDTensorCopy(t, h));
-    PetscErrorCode ierr = DDTensorWriteHDF5Slice(h, file, dataset, index, total);
-    PetscCall(DDTensorDestroy(&h));
-    PetscCall(ierr);
+    PetscCall(ThroughHostCopy(t, true, false, [&](DDTensor h) { return DDTensorWriteHDF5Slice(h, file, dataset, index, total); }));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscCheck(index >= 0 && index < total, comm, PETSC_ERR_ARG_OUTOFRANGE, "Slice %" PetscInt_FMT " is outside [0, %" PetscInt_FMT ")", index, total);

@@ -68,6 +68,17 @@ inline PetscInt Off(const DDLayout &L, PetscInt d, const PetscInt *j, PetscInt c
   return LayoutOffset(L, q);
 }
 
+/* the logits (v, C of them) and the target (tv: a class index, or C probabilities) at position j */
+template <class T>
+void PositionValues(const LossKernelSpec &s, PetscInt C, const DDLayout &Lp, const T *a, const DDLayout &Lt, const T *b, const PetscInt *j, std::vector<double> &v, std::vector<double> &tv)
+{
+  const PetscInt d = Lp.order;
+  for (PetscInt c = 0; c < C; c++) v[c] = (double)a[Off(Lp, d, j, c)];
+  if (s.prob)
+    for (PetscInt c = 0; c < C; c++) tv[c] = (double)b[Off(Lt, d, j, c)];
+  else tv[0] = (double)b[Off(Lt, d, j, 0)];
+}
+
 /*
   Cross-entropy at one position: logits v (C of them), target t (class index in t[0], or C
   probabilities); returns l and its weight in the mean's denominator; with g != 0 writes
@@ -239,10 +250,7 @@ public:
     std::vector<double> v(C), tv(s.prob ? C : 1);
     double              dn = 0;
     ForEachPosition(Lp, [&](const PetscInt *j) {
-      for (PetscInt c = 0; c < C; c++) v[c] = (double)a[Off(Lp, d, j, c)];
-      if (s.prob)
-        for (PetscInt c = 0; c < C; c++) tv[c] = (double)b[Off(Lt, d, j, c)];
-      else tv[0] = (double)b[Off(Lt, d, j, 0)];
+      PositionValues<T>(s, C, Lp, a, Lt, b, j, v, tv);
       double       wd;
       const double l = CrossEntropyAt(s, C, v.data(), tv.data(), &wd, 0, nullptr, nullptr);
       sm += l;
@@ -286,10 +294,7 @@ public:
     const PetscInt      C = Lp.n[1];
     std::vector<double> v(C), tv(s.prob ? C : 1), dv(C), dtv(C);
     ForEachPosition(Lp, [&](const PetscInt *j) {
-      for (PetscInt c = 0; c < C; c++) v[c] = (double)a[Off(Lp, d, j, c)];
-      if (s.prob)
-        for (PetscInt c = 0; c < C; c++) tv[c] = (double)b[Off(Lt, d, j, c)];
-      else tv[0] = (double)b[Off(Lt, d, j, 0)];
+      PositionValues<T>(s, C, Lp, a, Lt, b, j, v, tv);
       double wd;
       (void)CrossEntropyAt(s, C, v.data(), tv.data(), &wd, g(j, 0), dv.data(), gt ? dtv.data() : nullptr);
       if (gp)
