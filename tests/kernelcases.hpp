@@ -1,8 +1,8 @@
 /*
-  The interpolation kernels' test geometries, shared by test_08_fastkernels (the fast loops against
-  the reference) and test_21_gpu_kernels (the CUDA kernel against the reference): PyTorch's sources
-  of every output, as the upsample layer computes them, for the whole output or a worker's
-  sub-range with its window.
+  The kernel tests' cases, shared by test_08_fastkernels (the fast loops against the reference) and
+  test_21_gpu_kernels (the CUDA kernels against the reference): the interpolation geometries
+  (PyTorch's sources of every output, as the upsample layer computes them, for the whole output or
+  a worker's sub-range with its window), and the optimizers' update rules.
 */
 #pragma once
 #include <ddnn/private/ddbackendimpl.h>
@@ -120,5 +120,19 @@ inline void ForEachUpCase(const std::vector<std::vector<PetscInt>> &scales, Pets
           }
           f(c);
         }
+}
+/*
+  Update rule 0-7 of the optimizer kernel tests: SGD plain (0), with momentum (1), Nesterov (2),
+  with weight decay (3, 4: Nesterov too); Adam without (5) and with coupled weight decay (6), AdamW (7)
+*/
+inline void OptimizerRule(int rule, ddnn::SGDCoefficients &sc, ddnn::AdamCoefficients &ac)
+{
+  sc.lr           = 0.05;
+  sc.momentum     = rule == 0 ? 0 : 0.9;
+  sc.nesterov     = rule == 2 || rule == 4;
+  sc.weight_decay = rule >= 3 ? 1e-2 : 0;
+  ac.lr           = 1e-3;
+  ac.weight_decay = rule == 5 ? 0 : 0.1;
+  ac.decoupled    = rule == 7;
 }
 } // namespace ddtest

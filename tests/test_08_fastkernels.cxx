@@ -9,7 +9,7 @@
   vectorized updates of /cpu/blas bitwise equal to the reference loops.
 */
 #include "ddtest.hpp"
-#include "upsampletest.hpp"
+#include "kernelcases.hpp"
 #include <backend/cpu/fastkernels.hpp>
 #include <backend/cpu/optimizer_kernels.hpp>
 #include <backend/interface/backends.hpp>
@@ -602,13 +602,7 @@ void OptimizerFastEqualsReference()
       SGDCoefficients  sc;
       AdamCoefficients ac;
       const bool       adam = rule >= 5;
-      sc.lr                 = 0.05;
-      sc.momentum           = rule == 0 ? 0 : 0.9;
-      sc.nesterov           = rule == 2 || rule == 4;
-      sc.weight_decay       = rule >= 3 ? 1e-2 : 0;
-      ac.lr                 = 1e-3;
-      ac.weight_decay       = rule == 5 ? 0 : 0.1;
-      ac.decoupled          = rule == 7;
+      ddtest::OptimizerRule(rule, sc, ac);
       const std::vector<T> p0 = Random<T>(n + 1, 21), b0 = Random<T>(n + 1, 22);
       std::vector<T>       pr(p0), pf(p0), mr(b0), mf(b0), vr(n + 1), vf(n + 1);
       for (PetscInt i = 0; i <= n; i++) vr[i] = vf[i] = (T)(0.5 * (b0[i] + 1));

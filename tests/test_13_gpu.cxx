@@ -219,6 +219,20 @@ TEST(Gpu, HostOnlyPathsRefuseDeviceTensors)
     EXPECT_NE(Catch([&]() { return adj ? DDPrimitiveApplyAdjoint(h, y, x) : DDPrimitiveApply(h, x, y); }, &msg), 0);
     EXPECT_NE(msg.find("was set up for tensors in host memory; these are in"), std::string::npos) << msg;
   }
+  /* an optimizer takes parameters in one memory */
+  {
+    DDOptimizer o;
+    DDTensor    ps[2] = {x, y}, gs[2];
+    y->memtype = DD_MEMTYPE_HOST; /* x on the host, y (and its gradient) marked as on the device */
+    for (int i = 0; i < 2; i++) DDT(DDTensorDuplicate(ps[i], &gs[i]));
+    y->memtype = gs[1]->memtype = DD_MEMTYPE_DEVICE;
+    DDT(DDOptimizerCreate(PETSC_COMM_WORLD, &o));
+    EXPECT_NE(Catch([&]() { return DDOptimizerSetUp(o, 2, ps, gs); }, &msg), 0);
+    EXPECT_NE(msg.find("parameter 1 or its gradient is in device memory, parameter 0 in host memory"), std::string::npos) << msg;
+    gs[1]->memtype = DD_MEMTYPE_HOST;
+    DDT(DDOptimizerDestroy(&o));
+    for (int i = 0; i < 2; i++) DDT(DDTensorDestroy(&gs[i]));
+  }
   /* Vec sharing and HDF5 */
   Vec v;
   refused("DDTensorCreateVec", [&]() { return DDTensorCreateVec(y, &v); });
@@ -1627,6 +1641,17 @@ TEST(Gpu, NetworkTrainsOnDeviceAsOnHost)
       DDT(DDTensorCopy(t, xd[1]));
       DDNet nh = NetOn(pfx, xh); /* the default (CPU) backend */
       DDNet nd = NetOn(pfx, xd); /* its device tensors choose /gpu/cuda */
+      if (!HostTwins()) { /* the replicated weight mode keeps host buckets: it refuses device tensors, naming a layer */
+        DDNet       nr;
+        std::string msg;
+        DDT(DDNetCreate(PETSC_COMM_WORLD, &nr));
+        DDT(DDNetSetOptionsPrefix(nr, pfx));
+        DDT(DDNetSetFromOptions(nr));
+        DDT(DDNetSetWeightMode(nr, DD_NET_WEIGHTS_REPLICATED));
+        EXPECT_NE(Catch([&]() { return DDNetSetUp(nr, 2, xd.data()); }, &msg), 0);
+        EXPECT_NE(msg.find("does not support device tensors yet (layer"), std::string::npos) << msg;
+        DDT(DDNetDestroy(&nr));
+      }
       DDOptimizer oh, od;
       for (int m = 0; m < 2; m++) {
         DDOptimizer *o   = m ? &od : &oh;
@@ -1712,20 +1737,9 @@ TEST(Gpu, FilesAndBatchesOnDevice)
     DDT(DDDatasetSetFile(ds, f.c_str()));
     DDT(DDDatasetSetFields(ds, 1, fields));
     DDT(DDDatasetSetUp(ds));
-    DDTensor bh, bd;
-    {
-      const PetscInt shape[5] = {2, 2, 5, 3 * W + 1, 4}, psh[5] = {1, 1, 1, W, 1};
-      DDPartition    Pb;
-      DDT(DDPartitionCreate(PETSC_COMM_WORLD, &Pb));
-      DDT(DDPartitionSetShape(Pb, 5, psh));
-      DDT(DDPartitionSetUp(Pb));
-      DDT(DDTensorCreate(PETSC_COMM_WORLD, &bh));
-      DDT(DDTensorSetPartition(bh, Pb));
-      DDT(DDTensorSetShape(bh, 5, shape));
-      DDT(DDTensorSetDataType(bh, dt));
-      DDT(DDTensorSetUp(bh));
-      DDT(DDPartitionDestroy(&Pb));
-    }
+    DDPartition Pb = MakePart({1, 1, 1, W, 1});
+    DDTensor    bh = PrimTensor(Pb, dt, {2, 2, 5, 3 * W + 1, 4}, {0, 0, 0, 0, 0}, {0, 0, 0, 0, 0}, DD_FORMAT_PLAIN), bd;
+    DDT(DDPartitionDestroy(&Pb));
     bd = DeviceTwin(bh);
     DDT(DDDatasetReadBatch(ds, 0, 1, 2, bh));
     DDT(DDDatasetReadBatch(ds, 0, 1, 2, bd));

@@ -16,7 +16,7 @@
   cudaGetDeviceCount() finds none; the registration test needs only a CUDA build.
 */
 #include "gputest.hpp"
-#include "upsampletest.hpp"
+#include "kernelcases.hpp"
 #include <ddnn/private/ddbackendimpl.h>
 #include <backend/interface/backends.hpp>
 #include <backend/kernels.hpp>
@@ -375,13 +375,7 @@ void OptimizerCase(PetscInt n)
     ddnn::SGDCoefficients  sc;
     ddnn::AdamCoefficients ac;
     const bool             adam = rule >= 5;
-    sc.lr                       = 0.05;
-    sc.momentum                 = rule == 0 ? 0 : 0.9;
-    sc.nesterov                 = rule == 2 || rule == 4;
-    sc.weight_decay             = rule >= 3 ? 1e-2 : 0;
-    ac.lr                       = 1e-3;
-    ac.weight_decay             = rule == 5 ? 0 : 0.1;
-    ac.decoupled                = rule == 7;
+    OptimizerRule(rule, sc, ac);
     std::vector<T> p = Random<T>((size_t)n, 21), m = Random<T>((size_t)n, 22), v((size_t)n);
     for (size_t i = 0; i < v.size(); i++) v[i] = (T)(0.5 * (m[i] + 1));
     Dev<T> dp(p), dm(m), dv(v);
