@@ -130,7 +130,7 @@ if [ "${DDNN_GPU_BENCH:-1}" != 0 ]; then
     run torch_unet_gpu_g32 "${torch[@]}" --data main_job_data.h5 --grid 32
     g=${DDNN_GPU_MJ_GRID:-128}
     big=(-grid $g -data main_job_data_g$g.h5 -checkpoint main_job_checkpoint_g$g.h5)
-    OMPI_MCA_ess_singleton_isolated=1 run main_job_gpu_g$g "$b/tutorials/main_job" "${opts[@]}" "${big[@]}" -regenerate -dd_backend /gpu/cuda
+    OMPI_MCA_ess_singleton_isolated=1 run main_job_gpu_g$g "$b/tutorials/main_job" "${opts[@]}" "${big[@]}" -regenerate -dd_backend /gpu/cuda -log_view :$results/main_job_gpu_g${g}_logview.txt
     run torch_unet_gpu_g$g "${torch[@]}" --data main_job_data_g$g.h5 --grid $g
     OMPI_MCA_ess_singleton_isolated=1 run main_job_cpu_g$g "$b/tutorials/main_job" "${opts[@]}" "${big[@]}"
     # 2 ranks sharing the GPU (DDNN_GPU_MJ_NP2=0 skips it)
