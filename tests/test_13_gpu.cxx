@@ -13,6 +13,7 @@
 #include "gputest.hpp"
 #include <ddnn/private/ddbackendimpl.h>
 #include <backend/interface/backends.hpp>
+#include <ddmodel.h>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -1651,6 +1652,24 @@ TEST(Gpu, NetworkTrainsOnDeviceAsOnHost)
         EXPECT_NE(Catch([&]() { return DDNetSetUp(nr, 2, xd.data()); }, &msg), 0);
         EXPECT_NE(msg.find("does not support device tensors yet (layer"), std::string::npos) << msg;
         DDT(DDNetDestroy(&nr));
+        /* the performance model calibrates host backends only: -net_distribution auto keeps the given
+           distribution (no repartition inserted, said aloud), -net_view says why the times are
+           missing, and DDModelCalibrate() refuses the device backend before measuring anything */
+        DDNet    na;
+        PetscInt nl, nla;
+        DDT(DDNetCreate(PETSC_COMM_WORLD, &na));
+        DDT(DDNetSetOptionsPrefix(na, pfx));
+        DDT(DDNetSetFromOptions(na));
+        DDT(DDNetSetDistribution(na, DD_NET_DISTRIBUTION_AUTO));
+        DDT(DDNetSetUp(na, 2, xd.data()));
+        DDT(DDNetGetNumLayers(nd, &nl));
+        DDT(DDNetGetNumLayers(na, &nla));
+        EXPECT_EQ(nla, nl) << "no layer inserted";
+        std::string text = ViewedText([&](PetscViewer v) { return DDNetViewModel(na, v); });
+        EXPECT_NE(text.find("calibrates host backends only"), std::string::npos) << text;
+        DDT(DDNetDestroy(&na));
+        EXPECT_NE(Catch([&]() { return DDModelCalibrate(PETSC_COMM_WORLD, "/gpu/cuda", dt); }, &msg), 0);
+        EXPECT_NE(msg.find("calibrates host backends only; /gpu/cuda computes in device memory"), std::string::npos) << msg;
       }
       DDOptimizer oh, od;
       for (int m = 0; m < 2; m++) {

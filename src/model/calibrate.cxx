@@ -751,6 +751,11 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
   20 s on one rank, 2.5-3 min on two (every call waits at a barrier for the other rank's time
   slice; far less on an idle machine). Paper 003 sec. V-A.
 
+  Host backends only: a backend that computes in device memory (/gpu/cuda) is an error
+  (`PETSC_ERR_SUP`), since the timing above (CPU time, cache eviction, flushed lines) is a host
+  kernel's; networks on such a backend are not priced (`DDNetViewModel()` says so, and
+  -net_distribution auto and -net_weights auto keep the given distribution and the broadcast mode).
+
   Level: intermediate
 
 .seealso: `DDModelLoad()`, `DDLayerGetModelTime()`, `DDNetViewModel()`
@@ -768,7 +773,10 @@ DD_CXX_TRY
   if (!bname) PetscCall(DDBackendGetDefault(&bname));
   {
     DDBackend b;
+    DDMemType mt;
     PetscCall(DDBackendGet(bname, &b)); /* an unknown backend's name is an error here */
+    PetscCall(DDBackendGetMemType(b, &mt));
+    PetscCheck(mt == DD_MEMTYPE_HOST, comm, PETSC_ERR_SUP, "DDModelCalibrate(): the performance model calibrates host backends only; %s computes in %s memory, whose kernels it cannot time yet", bname, DDMemTypes[mt]);
   }
   PetscCall(DDModelLoad(comm, bname, dt, &have)); /* a corrupt cache is an error before any measurement */
   calcomm  = comm;

@@ -1755,7 +1755,9 @@ DD_CXX_CATCH
 
   Notes:
   Times and memory are the maximum over ranks, messages and bytes the maximum over ranks of
-  max(sent, received). Without calibration data the times print as "not calibrated".
+  max(sent, received). Without calibration data the times print as "not calibrated"; so do those
+  of a network on a backend that computes in device memory (/gpu/cuda), which the model does not
+  calibrate (-dd_model_calibrate does not calibrate it either).
 
   Level: intermediate
 
@@ -1767,6 +1769,9 @@ DD_CXX_TRY
   MPI_Comm  comm;
   PetscInt  n;
   PetscBool iascii, cal = PETSC_FALSE, allok = PETSC_TRUE;
+  DDBackend   b;
+  DDMemType   mt    = DD_MEMTYPE_HOST;
+  const char *bname = nullptr;
 
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
@@ -1779,12 +1784,14 @@ DD_CXX_TRY
   PetscCall(PetscOptionsGetBool(NULL, NULL, "-dd_model_calibrate", &cal, NULL));
   {
     DDLayer     l0;
-    const char *nm, *bname;
+    const char *nm;
     PetscBool   have;
     PetscCall(DDNetGetLayerByIndex(net, 0, &l0, &nm));
     PetscCall(DDLayerGetBackend(l0, &bname));
     PetscCall(DDModelLoad(comm, bname, l0->output->dtype, &have));
-    if (cal && !have) PetscCall(DDModelCalibrate(comm, bname, l0->output->dtype));
+    PetscCall(DDBackendGet(bname, &b));
+    PetscCall(DDBackendGetMemType(b, &mt));
+    if (cal && !have && mt == DD_MEMTYPE_HOST) PetscCall(DDModelCalibrate(comm, bname, l0->output->dtype));
   }
   PetscCall(PetscViewerASCIIPrintf(viewer, "performance model (per rank, max over ranks; paper 003 sec. V):\n"));
   PetscCall(PetscViewerASCIIPushTab(viewer));
@@ -1868,7 +1875,8 @@ DD_CXX_TRY
   else {
     const char *path;
     PetscCall(DDModelGetCachePath(&path));
-    if (M.stale) PetscCall(PetscViewerASCIIPrintf(viewer, "predicted step: not calibrated (n/c: the model cache %s is stale, written by an older ddnn (cache version %d, this one reads %d); run with -dd_model_calibrate to rewrite it); memory per rank %.1f KiB\n", path, M.stale, cacheVersion, (totm[0] + totm[1] + totm[2] + totm[3]) / 1024.0));
+    if (mt != DD_MEMTYPE_HOST) PetscCall(PetscViewerASCIIPrintf(viewer, "predicted step: not calibrated (n/c: the network computes on %s, in %s memory, and the performance model calibrates host backends only); memory per rank %.1f KiB\n", bname, DDMemTypes[mt], (totm[0] + totm[1] + totm[2] + totm[3]) / 1024.0));
+    else if (M.stale) PetscCall(PetscViewerASCIIPrintf(viewer, "predicted step: not calibrated (n/c: the model cache %s is stale, written by an older ddnn (cache version %d, this one reads %d); run with -dd_model_calibrate to rewrite it); memory per rank %.1f KiB\n", path, M.stale, cacheVersion, (totm[0] + totm[1] + totm[2] + totm[3]) / 1024.0));
     else PetscCall(PetscViewerASCIIPrintf(viewer, "predicted step: not calibrated (n/c: no kernel rates or alpha-beta fit for this backend and data type in %s; run with -dd_model_calibrate); memory per rank %.1f KiB\n", path, (totm[0] + totm[1] + totm[2] + totm[3]) / 1024.0));
   }
   PetscCall(PetscViewerASCIIPopTab(viewer));

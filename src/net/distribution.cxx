@@ -99,7 +99,9 @@ const char *const DDNetDistributions[] = {"given", "auto", "DDNetDistribution", 
   The model needs the calibration of this machine for the network's backend and data type: if
   the cache (`DDModelGetCachePath()`) lacks it, set-up calibrates first (`DDModelCalibrate()`,
   some seconds, written to the cache for the next runs); with -net_distribution_calibrate 0 it
-  keeps the given distribution instead and says so. On one rank there is nothing to choose.
+  keeps the given distribution instead and says so. On one rank there is nothing to choose. A
+  network computing on a device backend (/gpu/cuda) keeps the given distribution and says so: the
+  model calibrates host backends only (`DDModelCalibrate()`).
 
   The trial set-ups that price the candidates only count: the halo, repartition and scatter
   primitives find their messages, bytes and buffers without building star forests or exchange
@@ -839,7 +841,9 @@ static void Prune(std::vector<Label> &L, bool capped)
   layer l0 (kernel fits and alpha-beta, on every rank): what an automatic choice of the network
   (-net_distribution auto, -net_weights auto) needs. Without it, set-up calibrates first
   (DDModelCalibrate(), cached for later runs), unless the option <what>_calibrate is false: then
-  ready is false and why says what is missing.
+  ready is false and why says what is missing and what to do. A backend that computes in device
+  memory is never calibrated (DDModelCalibrate() times host kernels only): ready is false, and why
+  says so.
 */
 PetscErrorCode ddnn::NetModelCalibrated_Private(DDNet net, DDLayer l0, const char what[], PetscBool *ready, std::string &why)
 {
@@ -852,6 +856,17 @@ PetscErrorCode ddnn::NetModelCalibrated_Private(DDNet net, DDLayer l0, const cha
   *ready = PETSC_TRUE;
   why.clear();
   PetscCall(DDLayerGetBackend(l0, &bname));
+  {
+    DDBackend b;
+    DDMemType mt;
+    PetscCall(DDBackendGet(bname, &b));
+    PetscCall(DDBackendGetMemType(b, &mt));
+    if (mt != DD_MEMTYPE_HOST) {
+      why    = std::string("the performance model calibrates host backends only, and the network computes on ") + bname + " (" + DDMemTypes[mt] + " memory)";
+      *ready = PETSC_FALSE;
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
+  }
   PetscCall(DDModelLoad(comm, bname, l0->output->dtype, &have));
   PetscCall(DDModelGetCommParameters(NULL, NULL, &commok));
   PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &commok, 1, MPIU_BOOL, MPI_LAND, comm));
@@ -860,7 +875,7 @@ PetscErrorCode ddnn::NetModelCalibrated_Private(DDNet net, DDLayer l0, const cha
   if (!calibrate) {
     const char *cache;
     PetscCall(DDModelGetCachePath(&cache));
-    why    = std::string("the performance model is not calibrated on this machine for ") + bname + " " + DDDataTypes[l0->output->dtype] + " (model cache " + (cache ? cache : "(none)") + ")";
+    why    = std::string("the performance model is not calibrated on this machine for ") + bname + " " + DDDataTypes[l0->output->dtype] + " (model cache " + (cache ? cache : "(none)") + "; " + option + " 0: run once with -dd_model_calibrate or without that option to calibrate)";
     *ready = PETSC_FALSE;
     PetscFunctionReturn(PETSC_SUCCESS);
   }
@@ -1007,7 +1022,7 @@ PetscErrorCode ddnn::NetDistribute_Private(DDNet net, std::vector<DDTensor> &xin
       std::string why;
       PetscCall(ddnn::NetModelCalibrated_Private(net, user[0].layer, "-net_distribution", &ready, why));
       if (!ready) { /* no calibration here (CI, short runs): the given distribution, said aloud */
-        PetscCall(PetscPrintf(comm, "-net_distribution auto: %s; keeping the given distribution (-net_distribution_calibrate 0; run once with -dd_model_calibrate or without that option to calibrate)\n", why.c_str()));
+        PetscCall(PetscPrintf(comm, "-net_distribution auto: %s; keeping the given distribution\n", why.c_str()));
         for (auto &d : dec)
           for (auto &c : d.cands) PetscCall(DDPartitionDestroy(&c.part));
         PetscCall(destroyjoins());

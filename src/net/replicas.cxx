@@ -255,7 +255,6 @@ static PetscErrorCode NetReplicasChoose(DDNet net)
     PetscBool ready;
     PetscCall(ddnn::NetModelCalibrated_Private(net, I->nodes[0].layer, "-net_weights", &ready, c.why));
     if (!ready) {
-      c.why += "; -net_weights_calibrate 0";
       PetscCall(PetscPrintf(comm, "-net_weights auto: %s; broadcasting the weights\n", c.why.c_str()));
       PetscCall(ddnn::NetReplicasDestroy_Private(net));
       PetscFunctionReturn(PETSC_SUCCESS);
