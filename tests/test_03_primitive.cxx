@@ -1193,15 +1193,18 @@ static bool CmaPossible()
   return all != 0;
 }
 
-/* pairs of the primitive's exchanges that use cross-memory attach (summed over ranks) */
-static PetscInt CmaPairsOf(DDPrimitive p)
+/* pairs of the primitive's exchanges that use cross-memory attach, or (direct) read each other's
+   storage through the shared arenas, summed over ranks */
+static PetscInt PairsOf(DDPrimitive p, bool direct)
 {
   PetscInt n = 0, all = 0;
   for (auto *ex : ddnn::ExchangeRegistry())
-    if (ddnn::ExchangeIsUnder(ex->owner, p)) n += ex->CmaPairs();
+    if (ddnn::ExchangeIsUnder(ex->owner, p)) n += direct ? ex->DirectPairs() : ex->CmaPairs();
   MPI_Allreduce(&n, &all, 1, MPIU_INT, MPI_SUM, PETSC_COMM_WORLD);
   return all;
 }
+static PetscInt CmaPairsOf(DDPrimitive p) { return PairsOf(p, false); }
+static PetscInt DirectPairsOf(DDPrimitive p) { return PairsOf(p, true); }
 
 /* the tensor's whole storage (bulk, halo, padding) as bytes */
 static std::vector<char> Storage(DDTensor t)
@@ -1211,16 +1214,19 @@ static std::vector<char> Storage(DDTensor t)
 }
 
 /* the same primitive set up with the single-copy path and without it: storages equal byte by byte after forward and adjoint */
-static void ExpectCmaEqualsMpi(const std::function<DDPrimitive()> &make, DDTensor x, DDTensor y, DDTensor x2, DDTensor y2, bool expectcma, const std::string &what)
+static void ExpectCmaEqualsMpi(const std::function<DDPrimitive()> &make, DDTensor x, DDTensor y, DDTensor x2, DDTensor y2, bool expectcma, const std::string &what, bool direct = false)
 {
   DDT(PetscOptionsSetValue(NULL, "-dd_exchange_cma", "1"));
+  if (direct) DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", "1"));
   DDPrimitive A = make();
   DDT(DDPrimitiveSetUp(A, x, y));
   DDT(PetscOptionsSetValue(NULL, "-dd_exchange_cma", "0"));
   DDPrimitive B = make();
   DDT(DDPrimitiveSetUp(B, x2, y2));
   DDT(PetscOptionsClearValue(NULL, "-dd_exchange_cma"));
-  if (expectcma) EXPECT_GT(CmaPairsOf(A), 0) << what;
+  if (direct) DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
+  if (expectcma) EXPECT_GT(direct ? DirectPairsOf(A) : CmaPairsOf(A), 0) << what;
+  if (!direct) EXPECT_EQ(DirectPairsOf(A), 0) << what;
   EXPECT_EQ(CmaPairsOf(B), 0) << what;
   for (int rep = 0; rep < 2; rep++) { /* twice: the second call runs on the persistent plans */
     DDT(DDTensorSetRandomGlobal(x, 7 + rep, -1, 1));
@@ -1251,7 +1257,7 @@ static void ExpectCmaEqualsMpi(const std::function<DDPrimitive()> &make, DDTenso
   tests (the side with more runs writing or reading) and one whose rank holds more runs than
   one system call takes (IOV_MAX), in both directions.
 */
-TEST(Exchange, CrossMemoryAttachEqualsMpiOnEveryPath)
+static void CrossMemoryPathsEqualMpi(bool direct)
 {
   const int  W      = Size();
   const bool expect = W > 1 && CmaPossible();
@@ -1275,7 +1281,7 @@ TEST(Exchange, CrossMemoryAttachEqualsMpiOnEveryPath)
             DDT(DDPrimitiveHaloSetKernel(H, 3, k, 1, 1, k / 2, PETSC_DECIDE));
             return H;
           };
-          ExpectCmaEqualsMpi(make, x, NULL, x2, NULL, expect && !unbal, what);
+          ExpectCmaEqualsMpi(make, x, NULL, x2, NULL, expect && !unbal, what, direct);
           DDT(DDTensorDestroy(&x));
           DDT(DDTensorDestroy(&x2));
           DDT(DDPartitionDestroy(&part));
@@ -1293,7 +1299,7 @@ TEST(Exchange, CrossMemoryAttachEqualsMpiOnEveryPath)
       DDTensor       x = MakeTensor(Px, dt, shape, rc.unbalanced, c % 2, fx), y = MakeTensor(Py, dt, shape, false, (c + 1) % 3, fy), x2, y2;
       DDT(DDTensorDuplicate(x, &x2));
       DDT(DDTensorDuplicate(y, &y2));
-      ExpectCmaEqualsMpi([]() { return MakePrim(DDPRIMITIVEREPARTITION); }, x, y, x2, y2, false, "repartition order " + std::to_string(order) + " case " + std::to_string(c));
+      ExpectCmaEqualsMpi([]() { return MakePrim(DDPRIMITIVEREPARTITION); }, x, y, x2, y2, false, "repartition order " + std::to_string(order) + " case " + std::to_string(c), direct);
       for (DDTensor *t : {&x, &y, &x2, &y2}) DDT(DDTensorDestroy(t));
       DDT(DDPartitionDestroy(&Px));
       DDT(DDPartitionDestroy(&Py));
@@ -1306,11 +1312,125 @@ TEST(Exchange, CrossMemoryAttachEqualsMpiOnEveryPath)
     DDTensor    x = MakeTensor(Px, DD_FLOAT64, shape, false, 0, DD_FORMAT_PLAIN), y = MakeTensor(Py, DD_FLOAT64, shape, false, 0, DD_FORMAT_PLAIN), x2, y2;
     DDT(DDTensorDuplicate(x, &x2));
     DDT(DDTensorDuplicate(y, &y2));
-    ExpectCmaEqualsMpi([]() { return MakePrim(DDPRIMITIVEREPARTITION); }, x, y, x2, y2, expect, "repartition of more runs than IOV_MAX");
+    ExpectCmaEqualsMpi([]() { return MakePrim(DDPRIMITIVEREPARTITION); }, x, y, x2, y2, expect, "repartition of more runs than IOV_MAX", direct);
     for (DDTensor *t : {&x, &y, &x2, &y2}) DDT(DDTensorDestroy(t));
     DDT(DDPartitionDestroy(&Px));
     DDT(DDPartitionDestroy(&Py));
   }
+}
+
+TEST(Exchange, CrossMemoryAttachEqualsMpiOnEveryPath)
+{
+  CrossMemoryPathsEqualMpi(false);
+}
+
+/*
+  The same with -dd_exchange_direct: every host tensor (and exchange buffer) allocated while it is
+  set lives in its process's shared arena, and on-node pairs read each other's storage in place
+  with plain loads (long runs) or their packed buffers (short runs): byte for byte the MPI path's
+  results on every plan above, forward and adjoint (adding), fills fused where they are.
+  Then storage the arena did not allocate (a tensor made before the option was set) under a
+  direct exchange: the system-call path, same results.
+*/
+TEST(Exchange, DirectSharedStorageEqualsMpiOnEveryPath)
+{
+  DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", "1"));
+  CrossMemoryPathsEqualMpi(true);
+  DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
+  const int W = Size();
+  for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST}) { /* outside the arena */
+    DDPartition           part  = MakePart({1, 1, (PetscInt)W, 1});
+    std::vector<PetscInt> shape = {2, 16, 6 * (PetscInt)W + 3, 9};
+    DDTensor              x = MakeTensor(part, DD_FLOAT64, shape, false, 0, fmt), x2;
+    DDT(DDTensorDuplicate(x, &x2));
+    auto make = [&]() {
+      DDPrimitive H = MakePrim(DDPRIMITIVEHALO);
+      DDT(DDPrimitiveHaloSetKernel(H, 2, 3, 1, 1, 1, PETSC_DECIDE));
+      DDT(DDPrimitiveHaloSetKernel(H, 3, 3, 1, 1, 1, PETSC_DECIDE));
+      return H;
+    };
+    ExpectCmaEqualsMpi(make, x, NULL, x2, NULL, W > 1 && CmaPossible(), "halo outside the arena, format " + std::to_string((int)fmt), true);
+    DDT(DDTensorDestroy(&x));
+    DDT(DDTensorDestroy(&x2));
+    DDT(DDPartitionDestroy(&part));
+  }
+}
+
+/*
+  The shared arena behind -dd_exchange_direct hands out zeroed memory as PetscCalloc does, whichever
+  way a block comes back: from the top of the file (also after the top was freed and lowered), from
+  a freed range in the middle (split and coalesced), after a large range went back to the system;
+  every block is its own and the live count returns to where it was. With the option unset, memory
+  comes from PetscCalloc (not the arena); a tensor set up with it set lives in the arena.
+*/
+TEST(SharedArena, BlocksAreZeroedOwnedAndReused)
+{
+  DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", "1"));
+  if (!ddnn::ShmArenaEnabled()) {
+    DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
+    GTEST_SKIP() << "this system gives no shared arena (no memfd_create)";
+  }
+  size_t nb0, by0;
+  ddnn::ShmArenaLive(&nb0, &by0);
+  const size_t sizes[] = {1, 100, 4096, 70000, (size_t)3 << 20, 5000};
+  auto zero = [](const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+      if (p[i]) return false;
+    return true;
+  };
+  for (int round = 0; round < 3; round++) {
+    std::vector<char *> b;
+    for (size_t n : sizes) {
+      void *p;
+      DDT(ddnn::ShmArenaMalloc(n, &p));
+      EXPECT_TRUE(ddnn::ShmArenaOwns(p, n)) << n << " bytes";
+      EXPECT_TRUE(zero((const char *)p, n)) << n << " bytes, round " << round;
+      EXPECT_EQ((size_t)p % (n >= 65536 ? 4096 : 64), 0u) << n << " bytes";
+      memset(p, 0x5a, n); /* dirty it for the next round */
+      b.push_back((char *)p);
+    }
+    for (size_t i = 0; i + 1 < b.size(); i++) EXPECT_TRUE(b[i] + sizes[i] <= b[i + 1] || b[i + 1] + sizes[i + 1] <= b[i]) << "blocks overlap";
+    /* free in an order that leaves holes in the middle and lowers the top: 1, 3, 5, then 0, 2, 4 */
+    for (int k : {1, 3, 5, 0, 2, 4}) DDT(ddnn::ShmArenaFree(b[(size_t)k]));
+    { /* a hole in the middle, dirty, reused by a smaller block while the top stays above it */
+      void *a0, *a1, *a2, *h;
+      DDT(ddnn::ShmArenaMalloc(10000, &a0));
+      DDT(ddnn::ShmArenaMalloc(10000, &a1));
+      DDT(ddnn::ShmArenaMalloc(10000, &a2));
+      memset(a1, 7, 10000);
+      DDT(ddnn::ShmArenaFree(a1));
+      DDT(ddnn::ShmArenaMalloc(6000, &h));
+      EXPECT_TRUE((char *)h >= (char *)a1 && (char *)h + 6000 <= (char *)a1 + 10000) << "the hole is reused";
+      EXPECT_TRUE(zero((const char *)h, 6000)) << "a reused hole, round " << round;
+      for (void *q : {a0, a2, h}) DDT(ddnn::ShmArenaFree(q));
+    }
+    /* a block in the middle range and one at the top, both dirty before: zeroed */
+    void *m, *t;
+    DDT(ddnn::ShmArenaMalloc(3000, &m));
+    DDT(ddnn::ShmArenaMalloc(200, &t));
+    EXPECT_TRUE(zero((const char *)m, 3000) && zero((const char *)t, 200)) << "round " << round;
+    memset(m, 1, 3000);
+    memset(t, 1, 200);
+    DDT(ddnn::ShmArenaFree(t));
+    DDT(ddnn::ShmArenaFree(m));
+  }
+  size_t nb, by;
+  ddnn::ShmArenaLive(&nb, &by);
+  EXPECT_EQ(nb, nb0);
+  EXPECT_EQ(by, by0);
+  DDPartition part = MakePart({1, 1, (PetscInt)Size(), 1});
+  DDTensor    x    = MakeTensor(part, DD_FLOAT64, {1, 2, 4 * (PetscInt)Size(), 5}, false, 1, DD_FORMAT_PLAIN);
+  EXPECT_TRUE(ddnn::ShmArenaOwns(x->array)) << "a tensor set up with -dd_exchange_direct";
+  DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
+  DDTensor y = MakeTensor(part, DD_FLOAT64, {1, 2, 4 * (PetscInt)Size(), 5}, false, 1, DD_FORMAT_PLAIN);
+  EXPECT_FALSE(ddnn::ShmArenaOwns(y->array)) << "a tensor set up without it";
+  void *p;
+  DDT(ddnn::ShmArenaMalloc(64, &p));
+  EXPECT_FALSE(ddnn::ShmArenaOwns(p));
+  DDT(ddnn::ShmArenaFree(p));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&y));
+  DDT(DDPartitionDestroy(&part));
 }
 
 /* the fills of End that an exchange of p did in the pass of a received face (summed over ranks) */
@@ -1328,7 +1448,7 @@ static PetscInt64 FusedFillsOf(DDPrimitive p)
   or in one pass with a received face of the same rows (a plain W split of single-entry columns).
   Every split of the ranks over H and W, kernels along W only (the fused pass), H only and both
   (corners: no fusion), widths 1 and 2, plain, channels-last and blocked storage, balanced and
-  unbalanced pieces with empty ones, single-copy and MPI paths: the window against the global
+  unbalanced pieces with empty ones, single-copy, direct (-dd_exchange_direct) and MPI paths: the window against the global
   tensor with a nonzero pad value (float64), the adjoint test (pad value 0), and the fused and unfused fills
   equal byte by byte after the forward and after the adjoint (whose add into the owners clears the
   padding in the same pass), float32 and float64, twice: the second call on the persistent plans.
@@ -1345,12 +1465,14 @@ TEST(Halo, ConstantPaddingFilledByTheExchangeOnEveryPath)
       for (int kd = 0; kd < 3; kd++) /* the kernel along W, H, both */
         for (PetscInt k : {3, 5})
           for (bool unbal : {false, true})
-            for (const char *cma : {"1", "0"}) {
+            for (const char *cma : {"1", "0", "direct"}) { /* direct: -dd_exchange_direct (tensors in the shared arena, read in place) */
               idx++;
               DDPartition           part  = MakePart({1, 1, ps[0], ps[1]});
               std::vector<PetscInt> shape = {2, 16, 6 * ps[0] + 3, 5 * ps[1] + 4};
               std::string what = std::to_string(ps[0]) + "x" + std::to_string(ps[1]) + " format " + std::to_string((int)fmt) + " kernel dims " + std::to_string(kd) + " k" + std::to_string(k) + (unbal ? " unbalanced" : "") + " cma " + cma;
-              DDT(PetscOptionsSetValue(NULL, "-dd_exchange_cma", cma));
+              const bool direct = !strcmp(cma, "direct");
+              DDT(PetscOptionsSetValue(NULL, "-dd_exchange_cma", direct ? "1" : cma));
+              if (direct) DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", "1"));
               DDTensor ts[2][2]; /* [type][fused] */
               DDPrimitive hs[2][2];
               for (int t = 0; t < 2; t++)
@@ -1366,6 +1488,9 @@ TEST(Halo, ConstantPaddingFilledByTheExchangeOnEveryPath)
                 }
               DDT(PetscOptionsClearValue(NULL, "-dd_exchange_fuse_fill"));
               DDT(PetscOptionsClearValue(NULL, "-dd_exchange_cma"));
+              DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
+              const bool exchanges = (kd != 1 && ps[1] > 1) || (kd != 0 && ps[0] > 1); /* the kernel reaches across a split */
+              if (direct && exchanges && CmaPossible() && !unbal) EXPECT_GT(DirectPairsOf(hs[1][1]), 0) << what;
               for (int rep = 0; rep < 2; rep++)
                 for (int t = 0; t < 2; t++) {
                   for (int fu = 0; fu < 2; fu++) {

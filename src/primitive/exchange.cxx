@@ -37,6 +37,11 @@ PetscBool DDExchangeUseCma()
   return flg;
 }
 
+PetscBool DDExchangeUseDirect()
+{
+  return ShmArenaEnabled() ? PETSC_TRUE : PETSC_FALSE;
+}
+
 void Runs::Build(const PetscInt *idx, PetscInt n)
 {
   off.clear();
@@ -299,6 +304,14 @@ PetscInt Exchange::CmaPairs() const
   return n;
 }
 
+PetscInt Exchange::DirectPairs() const
+{
+  PetscInt n = 0;
+  for (auto *v : {&sendTo, &recvFrom})
+    for (auto &p : *v) n += p.direct ? 1 : 0;
+  return n;
+}
+
 /*
   Which pairs may use cross-memory attach: the two ranks run on one node (same processor name)
   and each could read a token from the other's memory with process_vm_readv (the system may
@@ -327,21 +340,28 @@ PetscErrorCode Exchange::SetUpCma(PetscBool usecma)
 #if !defined(DD_HAVE_CMA)
   usecma = PETSC_FALSE;
 #endif
-  /* stage 1: {use, pid, token address, token, name hash} to and from every peer */
-  std::vector<unsigned long long> mine = {(unsigned long long)usecma, (unsigned long long)getpid(), (unsigned long long)(size_t)&token, token, h}, theirs(5 * np);
+  /* stage 1: {use, pid, token address, token, name hash, arena fd + 1 (0: none), arena base, arena size} to and from every peer */
+  const ShmArenaInfo              arena = usecma ? ShmArenaSelf() : ShmArenaInfo{(long)getpid(), -1L, 0ULL, 0ULL};
+  constexpr int                   NI    = 8;
+  std::vector<unsigned long long> mine  = {(unsigned long long)usecma, (unsigned long long)getpid(), (unsigned long long)(size_t)&token, token, h, (unsigned long long)(arena.fd + 1), arena.base, arena.reserve}, theirs(NI * np);
   std::vector<MPI_Request>        rq(2 * np);
   std::vector<int>                ok(np, 0), theirok(np, 0);
-  for (size_t i = 0; i < np; i++) PetscCallMPI(MPI_Irecv(&theirs[5 * i], 5, MPI_UNSIGNED_LONG_LONG, peers[i], ctag[0], comm, &rq[i]));
-  for (size_t i = 0; i < np; i++) PetscCallMPI(MPI_Isend(mine.data(), 5, MPI_UNSIGNED_LONG_LONG, peers[i], ctag[0], comm, &rq[np + i]));
+  std::vector<char *>             pmaps(np, nullptr);
+  for (size_t i = 0; i < np; i++) PetscCallMPI(MPI_Irecv(&theirs[NI * i], NI, MPI_UNSIGNED_LONG_LONG, peers[i], ctag[0], comm, &rq[i]));
+  for (size_t i = 0; i < np; i++) PetscCallMPI(MPI_Isend(mine.data(), NI, MPI_UNSIGNED_LONG_LONG, peers[i], ctag[0], comm, &rq[np + i]));
   PetscCallMPI(MPI_Waitall((int)rq.size(), rq.data(), MPI_STATUSES_IGNORE));
-  /* stage 2: read each peer's token */
+  /* stage 2: read each peer's token; bit 1: map its arena where both have one (a direct pair) */
   for (size_t i = 0; i < np; i++) {
-    const unsigned long long *t = &theirs[5 * i];
+    const unsigned long long *t = &theirs[NI * i];
     if (!usecma || !t[0] || t[4] != h) continue;
 #if defined(DD_HAVE_CMA)
     unsigned long long v = 0;
     struct iovec       l  = {&v, sizeof(v)}, r = {(void *)(size_t)t[2], sizeof(v)};
     ok[i]                 = process_vm_readv((pid_t)t[1], &l, 1, &r, 1, 0) == (ssize_t)sizeof(v) && v == t[3];
+    if (ok[i] && arena.fd >= 0 && t[5]) {
+      pmaps[i] = ShmArenaMapPeer({(long)t[1], (long)t[5] - 1, t[6], t[7]});
+      if (pmaps[i]) ok[i] |= 2;
+    }
 #endif
   }
   for (size_t i = 0; i < np; i++) PetscCallMPI(MPI_Irecv(&theirok[i], 1, MPI_INT, peers[i], ctag[1], comm, &rq[i]));
@@ -351,7 +371,7 @@ PetscErrorCode Exchange::SetUpCma(PetscBool usecma)
     for (int k = 0; k < 2; k++)
       for (auto &p : k == 0 ? sendTo : recvFrom) {
         size_t i = (size_t)(std::lower_bound(peers.begin(), peers.end(), p.rank) - peers.begin());
-        p.cma    = ok[i] && theirok[i];
+        p.cma    = (ok[i] & 1) && (theirok[i] & 1);
         if (p.cma && p.pricedtyped) pricedbuf += (PetscInt64)(sizeof(double) * (size_t)p.runs.total + 1);
       }
     PetscFunctionReturn(PETSC_SUCCESS);
@@ -363,8 +383,14 @@ PetscErrorCode Exchange::SetUpCma(PetscBool usecma)
   for (int k = 0; k < 2; k++)
     for (auto &p : k == 0 ? sendTo : recvFrom) {
       size_t i = (size_t)(std::lower_bound(peers.begin(), peers.end(), p.rank) - peers.begin());
-      p.cma    = ok[i] && theirok[i];
-      p.pid    = (long)theirs[5 * i + 1];
+      p.cma    = (ok[i] & 1) && (theirok[i] & 1);
+      p.pid    = (long)theirs[NI * i + 1];
+      p.direct = p.cma && (ok[i] & 2) && (theirok[i] & 2);
+      if (p.direct) {
+        p.pmap     = pmaps[i];
+        p.pbase    = theirs[NI * i + 6];
+        p.preserve = theirs[NI * i + 7];
+      }
       if (!p.cma) continue;
       std::vector<PetscInt> v(p.runs.off);
       v.insert(v.end(), p.runs.len.begin(), p.runs.len.end());
@@ -407,16 +433,20 @@ static bool LocalInPlace(const Runs &r, size_t es)
   return n == 1 || (size_t)r.total * es >= 256 * n;
 }
 
-/* the system calls of one active side: the runs of both sides (or the whole buffer) cut where they meet, at most IOV_MAX iovecs per side and call */
-void Exchange::MakeCalls(CmaCalls &c, const Runs &L, bool lbuf, const Runs &R, bool rbuf, PetscInt total, size_t es, char *lbase)
+/* direct pairs: the writer's runs are read in place where they average a cache line or more (a
+   shorter run shares its line with entries the writer keeps writing: it packs those first) */
+static bool DirectInPlace(const Runs &r, size_t es)
 {
-  const PetscInt  whole[2] = {0, total};
-  const PetscInt *lo = lbuf ? &whole[0] : L.off.data(), *ll = lbuf ? &whole[1] : L.len.data(), *ro = rbuf ? &whole[0] : R.off.data(), *rl = rbuf ? &whole[1] : R.len.data();
-  const size_t    nL = lbuf ? 1 : L.off.size(), nR = rbuf ? 1 : R.off.size();
-  size_t          li = 0, ri = 0;
-  PetscInt        lp = 0, rp = 0, cl = 0, cr = 0; /* positions in the current runs; iovecs in the current call */
+  size_t n = r.off.size();
+  return n == 1 || (size_t)r.total * es >= 64 * n;
+}
 
-  c = CmaCalls();
+/* the pieces of two run lists of the same entries cut where either run ends: f(offset in l, offset in r, length) */
+template <class F>
+static void CutWhereTheyMeet(const PetscInt *lo, const PetscInt *ll, size_t nL, const PetscInt *ro, const PetscInt *rl, size_t nR, F &&f)
+{
+  size_t   li = 0, ri = 0;
+  PetscInt lp = 0, rp = 0; /* positions in the current runs */
   while (li < nL && ri < nR) {
     if (ll[li] == lp) {
       li++;
@@ -428,8 +458,24 @@ void Exchange::MakeCalls(CmaCalls &c, const Runs &L, bool lbuf, const Runs &R, b
       rp = 0;
       continue;
     }
-    PetscInt piece = PetscMin(ll[li] - lp, rl[ri] - rp), a = lo[li] + lp, b = ro[ri] + rp;
-    bool     lext = cl > 0 && c.loff.back() + c.llen.back() == a, rext = cr > 0 && c.roff.back() + c.rlen.back() == b;
+    PetscInt piece = PetscMin(ll[li] - lp, rl[ri] - rp);
+    f(lo[li] + lp, ro[ri] + rp, piece);
+    lp += piece;
+    rp += piece;
+  }
+}
+
+/* the system calls of one active side: the runs of both sides (or the whole buffer) cut where they meet, at most IOV_MAX iovecs per side and call */
+void Exchange::MakeCalls(CmaCalls &c, const Runs &L, bool lbuf, const Runs &R, bool rbuf, PetscInt total, size_t es, char *lbase)
+{
+  const PetscInt  whole[2] = {0, total};
+  const PetscInt *lo = lbuf ? &whole[0] : L.off.data(), *ll = lbuf ? &whole[1] : L.len.data(), *ro = rbuf ? &whole[0] : R.off.data(), *rl = rbuf ? &whole[1] : R.len.data();
+  const size_t    nL = lbuf ? 1 : L.off.size(), nR = rbuf ? 1 : R.off.size();
+  PetscInt        cl = 0, cr = 0; /* iovecs in the current call */
+
+  c = CmaCalls();
+  CutWhereTheyMeet(lo, ll, nL, ro, rl, nR, [&](PetscInt a, PetscInt b, PetscInt piece) {
+    bool lext = cl > 0 && c.loff.back() + c.llen.back() == a, rext = cr > 0 && c.roff.back() + c.rlen.back() == b;
     if ((!lext && cl == IOV_MAX) || (!rext && cr == IOV_MAX)) { /* a new call */
       c.ncall.push_back(cl);
       c.ncall.push_back(cr);
@@ -448,9 +494,7 @@ void Exchange::MakeCalls(CmaCalls &c, const Runs &L, bool lbuf, const Runs &R, b
       c.rlen.push_back(piece);
       cr++;
     }
-    lp += piece;
-    rp += piece;
-  }
+  });
   if (cl) {
     c.ncall.push_back(cl);
     c.ncall.push_back(cr);
@@ -471,6 +515,32 @@ PetscErrorCode Exchange::MakeLink(CmaLink &lk, Peer &p, bool reader, bool add, s
   const Runs &w = reader ? p.rruns : p.runs, &r = reader ? p.runs : p.rruns;
 
   PetscFunctionBegin;
+  if (p.direct) { /* the reader copies from the writer's storage (or its packed buffer, for short runs) with plain loads */
+    lk.direct   = true;
+    lk.reader   = reader;
+    lk.active   = reader;
+    lk.es       = es;
+    lk.rbuf     = !DirectInPlace(w, es);
+    lk.localbuf = !reader && lk.rbuf; /* the writer packs for short runs */
+    if (!reader) PetscFunctionReturn(PETSC_SUCCESS);
+    if (!lk.rbuf) { /* the pieces: both ends' runs cut where they meet, merged where both continue */
+      lk.rspan = 0;
+      CutWhereTheyMeet(r.off.data(), r.len.data(), r.off.size(), w.off.data(), w.len.data(), w.off.size(), [&](PetscInt a, PetscInt b, PetscInt piece) {
+        if (!lk.pn.empty() && lk.pl.back() + lk.pn.back() == a && lk.pr.back() + lk.pn.back() == b) lk.pn.back() += piece;
+        else {
+          lk.pl.push_back(a);
+          lk.pr.push_back(b);
+          lk.pn.push_back(piece);
+        }
+        lk.rspan = PetscMax(lk.rspan, b + piece);
+      });
+    }
+    /* where the writer's storage is not in its arena (memory the tensor did not allocate), the system
+       calls as before, into this rank's buffer, then unpacked from it (adding and fills as in the MPI path) */
+    MakeCalls(lk.calls[0], r, true, w, false, p.runs.total, es, p.buf.data());
+    MakeCalls(lk.calls[1], r, true, w, true, p.runs.total, es, p.buf.data());
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   const bool  areader = r.off.size() >= w.off.size();
   const Runs &L = areader ? r : w, &R = areader ? w : r;
   const bool  rbuf = !RemoteInPlace(R, es);
@@ -511,6 +581,46 @@ PetscErrorCode Exchange::CmaCopy(CmaLink &lk, Peer &p)
 #else
   SETERRQ(PETSC_COMM_SELF, PETSC_ERR_SUP, "Cross-memory attach is not available on this system");
 #endif
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  The active end of a direct pair (the reader): the writer's storage (or its packed buffer) through
+  the writer's arena mapped here, with plain loads: pieces copied (or added) into this rank's
+  storage, or the buffer unpacked (the fill fused where Unpack() can). An address outside the
+  writer's arena (storage the tensor did not allocate) goes by system call into this rank's buffer.
+*/
+PetscErrorCode Exchange::DirectCopy(CmaLink &lk, Peer &p, DDDataType dt, void *dst, bool add, bool &filled)
+{
+  const bool               rb   = lk.rsig & 1;
+  const unsigned long long ra   = lk.rsig & ~1ULL;
+  const size_t             span = lk.es * (size_t)(rb ? p.runs.total : lk.rspan);
+
+  PetscFunctionBegin;
+  PetscCheck(rb == lk.rbuf, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Direct exchange with rank %d: the writer %s its buffer, the plan says otherwise", p.rank, rb ? "went through" : "did not use");
+  if (!p.pmap || ra < p.pbase || ra + span > p.pbase + p.preserve) {
+    PetscCall(CmaCopy(lk, p));
+    PetscCall(Unpack(dt, p, p.buf.data(), dst, add, filled));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  const char *src = p.pmap + (ra - p.pbase);
+  if (rb) {
+    PetscCall(Unpack(dt, p, src, dst, add, filled));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
+    using T       = decltype(z);
+    const T *from = (const T *)src;
+    T       *to   = (T *)dst;
+    for (size_t i = 0; i < lk.pn.size(); i++) {
+      const T *f = from + lk.pr[i];
+      T       *t = to + lk.pl[i];
+      if (add)
+        for (PetscInt j = 0; j < lk.pn[i]; j++) t[j] += f[j];
+      else std::memcpy(t, f, sizeof(T) * (size_t)lk.pn[i]);
+    }
+    return PETSC_SUCCESS;
+  }));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -758,7 +868,7 @@ PetscErrorCode Exchange::Begin(Plan &pl, DDDataType dt, const void *src, void *d
     for (size_t i = 0; i < from.size() && !pendfill && fusefill && memtype == DD_MEMTYPE_HOST; i++) {
       const Peer    &p  = from[i];
       const CmaLink &lk = pl.rlink[i];
-      if ((lk.es ? lk.localbuf : (add || (!p.runs.Single() && p.type[ti] == MPI_DATATYPE_NULL))) && Fusable(p.runs, *fill)) {
+      if ((lk.es ? (lk.direct ? lk.rbuf : lk.localbuf) : (add || (!p.runs.Single() && p.type[ti] == MPI_DATATYPE_NULL))) && Fusable(p.runs, *fill)) {
         pendfill  = fill;
         pendvalue = value;
       }
@@ -796,10 +906,11 @@ PetscErrorCode Exchange::End(Plan &pl, DDDataType dt, void *dst, std::vector<Pee
   PetscCall(ForEachLink(pl, from, to, [&](int, Peer &p, CmaLink &lk) -> PetscErrorCode {
     if (!lk.es || !lk.active) return PETSC_SUCCESS;
     PetscCallMPI(MPI_Wait(&lk.ready, MPI_STATUS_IGNORE));
-    PetscCall(CmaCopy(lk, p));
+    if (lk.direct) PetscCall(DirectCopy(lk, p, dt, dst, add, filled));
+    else PetscCall(CmaCopy(lk, p));
     PetscCallMPI(MPI_Start(&lk.done));
     if (lk.reader) {
-      if (lk.localbuf) PetscCall(Unpack(dt, p, p.buf.data(), dst, add, filled));
+      if (lk.localbuf && !lk.direct) PetscCall(Unpack(dt, p, p.buf.data(), dst, add, filled));
       cnt[2]++;
       cnt[3] += (PetscInt64)es * p.runs.total;
     }

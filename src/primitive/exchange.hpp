@@ -20,6 +20,12 @@
   ready and done signals (see CmaLink). -dd_exchange_cma 0, device memory, or ranks on
   different nodes use the MPI messages below.
 
+  With -dd_exchange_direct the copy needs no system call: each process's host tensors live in its
+  shared arena (src/sys/shmarena.hpp), which its on-node partners map once at set-up, and the
+  reader of a pair copies the writer's runs (or, for runs shorter than a cache line, the writer's
+  packed buffer, itself in the arena) with plain loads into its own storage, adding where the
+  adjoint adds; the same ready and done signals order it (issue 16, item 1).
+
   PetscSF describes the graphs of the repartition and halo primitives; this engine moves the
   data. It merges the graph's index lists into runs of consecutive offsets (memcpy-sized
   pieces for faces along slow dimensions, tight gather loops for strided faces), sends
@@ -33,6 +39,7 @@
 #pragma once
 #include <ddnn/private/ddimpl.h>
 #include <petscsf.h>
+#include <sys/shmarena.hpp>
 #include <sys/uio.h>
 #include <vector>
 #include <algorithm>
@@ -85,11 +92,14 @@ struct CopyRuns { /* element-wise pairs root -> leaf, merged where both are cons
 struct Peer {
   PetscMPIInt       rank = -1;
   Runs              runs;
-  std::vector<char> buf;
+  ShmBuffer         buf; /* the packed message (in the shared arena with -dd_exchange_direct: a direct partner reads it in place) */
   MPI_Datatype      type[2] = {MPI_DATATYPE_NULL, MPI_DATATYPE_NULL}; /* indexed over the runs, float and double; NULL: pack by hand */
   long              pid = 0;     /* cma: the peer's process id */
   bool              cma = false; /* both ranks of the pair can read and write each other's memory (same node, process_vm_readv allowed) */
   Runs              rruns;       /* cma: the peer's runs of the same messages (the other end's offsets, same entry order) */
+  bool              direct = false;  /* cma pair whose two ends both have a shared arena (-dd_exchange_direct), each mapped by the other */
+  char             *pmap   = nullptr; /* direct: the peer's arena mapped in this process */
+  unsigned long long pbase = 0, preserve = 0; /* direct: its base address in the peer's process, and its size */
   MPI_Request      *pending = nullptr; /* cma: the done signal of a read of our packed buffer that End did not wait for (before the buffer's next use) */
   bool              pricedtyped = false; /* Exchange::SetUpPriced(): SetUp() would send the runs with MPI datatypes (no buffer unless cma) */
   void             *dbuf = nullptr;      /* device memory: the message packed on the device */
@@ -114,6 +124,10 @@ struct CmaCalls { /* the active side's system calls: iovecs in elements, ncall[2
 };
 struct CmaLink {
   bool               active = false;    /* this rank makes the system calls */
+  bool               direct = false;    /* a direct pair (Peer::direct): the active end is the reader and copies with plain loads from the mapped arena */
+  bool               rbuf   = false;    /* direct: the writer packs into its buffer (short runs), the reader unpacks from it in place */
+  std::vector<PetscInt> pl, pr, pn;     /* direct, writer in place: pieces (reader's offset, writer's offset, length) in entries */
+  PetscInt           rspan = 0;         /* direct, writer in place: entries from the writer's storage base that the pieces reach */
   bool               reader = false;    /* this rank receives the entries (its dst) */
   bool               localbuf = false;  /* this rank's side goes through its packed buffer */
   size_t             es = 0;            /* entry size in bytes; 0: not a cma pair */
@@ -143,6 +157,8 @@ public:
   PetscErrorCode SetUpPriced(MPI_Comm comm, const std::vector<PricedPeer> &sendto, const std::vector<PricedPeer> &recvfrom, PetscBool usetypes);
   /* how many pairs (of sendTo and recvFrom) move their data by cross-memory attach instead of MPI messages */
   PetscInt       CmaPairs() const;
+  /* how many of those read each other's storage directly through the shared arenas (-dd_exchange_direct) */
+  PetscInt       DirectPairs() const;
   /* leaf = root (forward); also leaf[fill] = value where fill is given (entries that are no leaves:
      the halo's constant padding): in Begin while the peers pack, or in End in the same pass over
      the rows as a received face of the same geometry (Fusable()); fill must live until End (on
@@ -197,6 +213,7 @@ private:
   const ::_DDBackendVecOps *dvec = nullptr;
   PetscErrorCode    MakeLink(CmaLink &lk, Peer &p, bool reader, bool add, size_t es, const void *mine);
   PetscErrorCode    CmaCopy(CmaLink &lk, Peer &p);
+  PetscErrorCode    DirectCopy(CmaLink &lk, Peer &p, DDDataType dt, void *dst, bool add, bool &filled);
   static void       MakeCalls(CmaCalls &c, const Runs &L, bool lbuf, const Runs &R, bool rbuf, PetscInt total, size_t es, char *lbase);
   Plan              fwd, adj;
   bool              priced = false;      /* set up by SetUpPriced(): counts only */
@@ -236,4 +253,6 @@ PetscBool DDExchangeUseTypes();
 PetscBool DDExchangeFuseFill();
 /* -dd_exchange_cma <bool>: single-copy cross-memory attach between ranks of one node (default true where the system allows it) */
 PetscBool DDExchangeUseCma();
+/* -dd_exchange_direct <bool>: host storage in a shared arena that on-node partners read with plain loads (shmarena.hpp; default false) */
+PetscBool DDExchangeUseDirect();
 } // namespace ddnn

@@ -1,6 +1,7 @@
 /*
   Package initialization, class ids, data types and collective error checking.
 */
+#include <sys/shmarena.hpp>
 #include <ddnn/private/ddimpl.h>
 #include <sys/ddsysimpl.h>
 #include <sys/ddcxx.hpp>
@@ -123,6 +124,14 @@ DD_CXX_TRY
   PetscCall(DDOptimizerFinalizePackage());
   PetscCall(DDLayerFinalizePackage());
   PetscCall(DDPrimitiveFinalizePackage());
+  { /* tensor storage in the shared arena (-dd_exchange_direct) is not PetscMalloc's: -malloc_dump reports it here */
+    size_t    nb, bytes;
+    PetscBool dump = PETSC_FALSE;
+    ddnn::ShmArenaLive(&nb, &bytes);
+    PetscCall(PetscOptionsGetBool(NULL, NULL, "-malloc_dump", &dump, NULL));
+    if (nb && dump) PetscCall(PetscPrintf(PETSC_COMM_SELF, "[ddnn] %zu block(s) of %zu bytes in the shared tensor arena (-dd_exchange_direct) were not freed\n", nb, bytes));
+    PetscCall(ddnn::ShmArenaFinalize());
+  }
   DDPackageInitialized = PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }

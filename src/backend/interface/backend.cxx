@@ -6,6 +6,7 @@
 #include <ddnn/private/ddbackendimpl.h>
 #include <ddnn/private/ddlayerimpl.h>
 #include <backend/interface/backends.hpp>
+#include <sys/shmarena.hpp>
 #if DDNN_WITH_CUDA
   #include <backend/cuda/backend_cuda.hpp>
 #endif
@@ -405,16 +406,17 @@ PetscErrorCode ddnn::DDBackendFftCreate(DDBackend b, DDDataType dt, const FftKer
 
 /* ---------------------------------------------------------------------------------------- */
 /* host memory: every CPU backend's                                                         */
+/* zeroed; from the shared arena with -dd_exchange_direct (src/sys/shmarena.hpp: on-node partners read it in place) */
 static PetscErrorCode HostMalloc(size_t n, void **p)
 {
   PetscFunctionBegin;
-  PetscCall(PetscCalloc1(n + 1, (char **)p));
+  PetscCall(ddnn::ShmArenaMalloc(n, p));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 static PetscErrorCode HostFree(void *p)
 {
   PetscFunctionBegin;
-  PetscCall(PetscFree(p));
+  PetscCall(ddnn::ShmArenaFree(p));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 static PetscErrorCode HostCopy(void *d, const void *s, size_t n)

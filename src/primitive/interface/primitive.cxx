@@ -322,11 +322,27 @@ DD_CXX_CATCH
 . x    - a tensor laid out as the inputs will be (partition, shape, ownership, halo, format, type)
 - y    - a tensor laid out as the outputs will be; NULL (or x) for the in-place halo exchange
 
+  Options Database Keys:
++ -dd_exchange_cma <bool>       - between ranks of one node, one copy by the kernel from process to process (`process_vm_readv`/`writev`) instead of MPI messages (default true where the system allows it)
+. -dd_exchange_direct <bool>    - host tensors (and message buffers) set up while this is true live in a memory file each process shares with its on-node partners, which read them with plain loads: no system call, no second copy (default false; needs what -dd_exchange_cma needs and `memfd_create()`)
+. -dd_exchange_fuse_fill <bool> - the halo's constant padding filled in the pass of a received face where they share rows (default true)
+- -dd_exchange_mpi_types <bool> - MPI derived datatypes instead of hand packing for long runs on the MPI path (default true)
+
   Notes:
   The primitive may be applied to any tensors with exactly these layouts. The halo
   exchange grows x's halo if it is too narrow for the requested window
   (`DDTensorEnsureHalo()`). Errors name the partition dimension, rank or shape at fault and
   are raised on every rank.
+
+  With -dd_exchange_direct, a pair of on-node ranks reads each other's storage in place where its
+  runs average a cache line or more (H-split faces, channels-last and blocked faces, repartitions)
+  and through the writer's packed buffer otherwise (plain W-split faces): results are the same bytes
+  as through MPI. Storage the arena did not allocate (a tensor set up without the option, an array
+  placed from outside) goes by system call. Trade-offs: the arena's pages are shared memory (no
+  transparent huge pages where the system gives them to private memory only; a forked child would
+  share them), its blocks are reported by -malloc_dump at `PetscFinalize()` rather than with
+  PETSc's own, and an address-space limit (`RLIMIT_AS`) does not bound them. Measured gains are in
+  `bench/README.md` (bench_primitives).
 
   Device tensors (`DDTensorSetMemType()`): the halo, repartition, scatter, broadcast, sum-reduce
   and all-sum-reduce primitives take them. Their messages are packed and unpacked by device

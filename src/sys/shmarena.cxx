@@ -1,0 +1,306 @@
+/*
+  The shared host arena (see shmarena.hpp). One memory file per process, mapped once over a
+  reserved range (MAP_NORESERVE: address space, no memory) and grown with ftruncate() as blocks
+  are handed out, so that a partner maps it once and every later block is already in its view.
+  Blocks: best fit over the free ranges, 64-byte aligned (4 KiB from 64 KiB up), coalesced when
+  freed; freed ranges of 2 MiB and more go back to the system (fallocate(PUNCH_HOLE)), and every
+  block is handed out zeroed, as PetscCalloc's are. Where the arena cannot be made (no
+  memfd_create, -dd_exchange_direct 0) or is full, memory comes from PetscCalloc as before.
+*/
+#include <sys/shmarena.hpp>
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <mutex>
+#include <new>
+#include <cstring>
+#include <cerrno>
+#include <unistd.h>
+#if defined(__linux__)
+  #include <sys/mman.h>
+  #include <sys/stat.h>
+  #include <fcntl.h>
+  #if defined(MFD_CLOEXEC)
+    #define DD_HAVE_SHMARENA 1
+  #endif
+#endif
+
+namespace ddnn
+{
+namespace
+{
+struct Arena {
+  int                      state = 0; /* 0: not decided, 1: on, -1: off */
+  int                      fd    = -1;
+  char                    *base  = nullptr;
+  size_t                   reserve = 0, filesize = 0, top = 0; /* top: the end of the highest live or free range */
+  size_t                   dirty = 0;                           /* from here up the file was never handed out: it reads as zeros */
+  std::map<size_t, size_t> freed;                            /* offset -> length of the free ranges below top */
+  std::map<size_t, size_t> used;                             /* offset -> length of the live blocks */
+  std::map<std::tuple<long, long, unsigned long long>, std::pair<char *, size_t>> peers; /* (pid, fd, base) -> its arena mapped here, and the mapping's length */
+  std::mutex               mu;
+};
+Arena &A()
+{
+  static Arena a;
+  return a;
+}
+
+constexpr size_t kGrow = (size_t)64 << 20; /* the file grows in steps of 64 MiB (sparse: no memory until touched) */
+
+/* -dd_exchange_direct, read at every allocation (a tensor allocated while it is set lives in the arena) */
+bool Wanted()
+{
+  PetscBool on = PETSC_FALSE;
+  if (PetscOptionsGetBool(NULL, NULL, "-dd_exchange_direct", &on, NULL)) return false;
+  return on == PETSC_TRUE;
+}
+
+/* makes the arena at its first use (state 1), or remembers that this system cannot (state -1) */
+void Make(Arena &a)
+{
+  if (a.state) return;
+  a.state = -1;
+#if defined(DD_HAVE_SHMARENA)
+  long   pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+  size_t phys  = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz : ((size_t)16 << 30);
+  /* as much address space as the machine has memory: one process's tensors cannot exceed it, and
+     a partner maps it whole (a node's ranks together reserve ranks x memory of its 128 TiB) */
+  a.reserve = ((phys + kGrow - 1) / kGrow) * kGrow;
+  int fd    = memfd_create("ddnn-tensors", MFD_CLOEXEC);
+  if (fd < 0) return;
+  void *b = mmap(NULL, a.reserve, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  if (b == MAP_FAILED) {
+    close(fd);
+    return;
+  }
+  a.fd    = fd;
+  a.base  = (char *)b;
+  a.state = 1;
+#endif
+}
+
+size_t AlignFor(size_t n) { return n >= ((size_t)64 << 10) ? 4096 : 64; }
+
+/* the pages of [off, off + n) allocated now (a machine out of memory is an allocation error here, not
+   a SIGBUS at the first touch of a page the memory file cannot get) */
+bool Commit(Arena &a, size_t off, size_t n)
+{
+#if defined(DD_HAVE_SHMARENA)
+  return fallocate(a.fd, 0, (off_t)off, (off_t)n) == 0;
+#else
+  (void)a, (void)off, (void)n;
+  return true;
+#endif
+}
+
+/* a block of n bytes (offset), or false where the arena is full or cannot grow */
+bool Take(Arena &a, size_t n, size_t *off)
+{
+  const size_t al = AlignFor(n);
+  auto         best = a.freed.end();
+  size_t       bestwaste = (size_t)-1;
+  for (auto it = a.freed.begin(); it != a.freed.end(); ++it) {
+    size_t start = (it->first + al - 1) / al * al, pad = start - it->first;
+    if (it->second < pad + n) continue;
+    size_t waste = it->second - pad - n;
+    if (waste < bestwaste) {
+      best      = it;
+      bestwaste = waste;
+      if (!waste) break;
+    }
+  }
+  if (best != a.freed.end()) {
+    size_t fo = best->first, fl = best->second, start = (fo + al - 1) / al * al;
+    if (!Commit(a, start, n)) return false; /* no memory for it: the range stays free */
+    a.freed.erase(best);
+    if (start > fo) a.freed[fo] = start - fo;
+    if (fo + fl > start + n) a.freed[start + n] = fo + fl - start - n;
+    memset(a.base + start, 0, n); /* a reused range: zeroed, as PetscCalloc's memory is */
+    *off = start;
+    return true;
+  }
+  size_t start = (a.top + al - 1) / al * al;
+  if (start + n > a.reserve || start + n < start) return false;
+  if (start + n > a.filesize) {
+    size_t want = (start + n + kGrow - 1) / kGrow * kGrow;
+    if (want > a.reserve) want = a.reserve;
+    if (ftruncate(a.fd, (off_t)want)) return false; /* new pages of the file read as zeros */
+    a.filesize = want;
+  }
+  if (!Commit(a, start, n)) return false;
+  if (start < a.dirty) memset(a.base + start, 0, std::min(n, a.dirty - start)); /* below the mark: written before */
+  a.dirty = std::max(a.dirty, start + n);
+  if (start > a.top) a.freed[a.top] = start - a.top;
+  a.top = start + n;
+  *off  = start;
+  return true;
+}
+
+void Give(Arena &a, size_t off, size_t n)
+{
+#if defined(DD_HAVE_SHMARENA) && defined(FALLOC_FL_PUNCH_HOLE)
+  /* a large block's pages go back to the system (the next block there is committed and zeroed again) */
+  const size_t lo = (off + 4095) / 4096 * 4096, hi = (off + n) / 4096 * 4096;
+  if (n >= ((size_t)2 << 20) && hi > lo) (void)fallocate(a.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)lo, (off_t)(hi - lo));
+#endif
+  /* coalesce with the neighbours */
+  auto next = a.freed.lower_bound(off);
+  if (next != a.freed.end() && next->first == off + n) {
+    n += next->second;
+    next = a.freed.erase(next);
+  }
+  if (next != a.freed.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == off) {
+      off = prev->first;
+      n += prev->second;
+      a.freed.erase(prev);
+    }
+  }
+  if (off + n == a.top) a.top = off; /* the top range: lower the mark (what lies above it is handed out zeroed again) */
+  else a.freed[off] = n;
+}
+} // namespace
+
+bool ShmArenaEnabled()
+{
+  Arena &a = A();
+  if (!Wanted()) return false;
+  std::lock_guard<std::mutex> g(a.mu);
+  Make(a);
+  return a.state > 0;
+}
+
+PetscErrorCode ShmArenaMalloc(size_t n, void **p)
+{
+  Arena &a = A();
+
+  PetscFunctionBegin;
+  *p = nullptr;
+  if (Wanted()) {
+    std::lock_guard<std::mutex> g(a.mu);
+    Make(a);
+    size_t off;
+    if (a.state > 0 && Take(a, n ? n : 1, &off)) {
+      a.used[off] = n ? n : 1;
+      *p          = a.base + off;
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
+  }
+  PetscCall(PetscCalloc1(n + 1, (char **)p));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+bool ShmArenaOwns(const void *p, size_t n)
+{
+  Arena &a = A();
+  if (a.state <= 0 || !p) return false;
+  const char *c = (const char *)p;
+  return c >= a.base && c + n <= a.base + a.reserve;
+}
+
+PetscErrorCode ShmArenaFree(void *p)
+{
+  Arena &a = A();
+
+  PetscFunctionBegin;
+  if (!p) PetscFunctionReturn(PETSC_SUCCESS);
+  if (ShmArenaOwns(p)) {
+    std::lock_guard<std::mutex> g(a.mu);
+    size_t                      off = (size_t)((char *)p - a.base);
+    auto                        it  = a.used.find(off);
+    PetscCheck(it != a.used.end(), PETSC_COMM_SELF, PETSC_ERR_PLIB, "ShmArenaFree(): %p is not a block of the shared arena (freed twice?)", p);
+    size_t n = it->second;
+    a.used.erase(it);
+    Give(a, off, n);
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscCall(PetscFree(p));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+ShmArenaInfo ShmArenaSelf()
+{
+  Arena &a = A();
+  if (!ShmArenaEnabled()) return {(long)getpid(), -1L, 0ULL, 0ULL};
+  return {(long)getpid(), a.state > 0 ? (long)a.fd : -1L, (unsigned long long)(size_t)a.base, (unsigned long long)a.reserve};
+}
+
+char *ShmArenaMapPeer(const ShmArenaInfo &peer)
+{
+  Arena                      &a = A();
+  std::lock_guard<std::mutex> g(a.mu);
+  if (peer.fd < 0 || !peer.reserve) return nullptr;
+  const auto key = std::make_tuple(peer.pid, peer.fd, peer.base);
+  auto       it  = a.peers.find(key);
+  if (it != a.peers.end()) return it->second.first;
+  char *m = nullptr;
+#if defined(DD_HAVE_SHMARENA)
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%ld/fd/%ld", peer.pid, peer.fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd >= 0) {
+    struct stat st;
+    /* the file must be the peer's arena: a memory file (no directory entry), not whatever that
+       descriptor number names now */
+    if (!fstat(fd, &st) && st.st_nlink == 0) {
+      void *b = mmap(NULL, (size_t)peer.reserve, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+      if (b != MAP_FAILED) m = (char *)b;
+    }
+    close(fd);
+  }
+#endif
+  a.peers[key] = {m, m ? (size_t)peer.reserve : 0}; /* a failure is remembered too: the pair then copies by system call */
+  return m;
+}
+
+void ShmArenaLive(size_t *blocks, size_t *bytes)
+{
+  Arena                      &a = A();
+  std::lock_guard<std::mutex> g(a.mu);
+  *blocks = a.used.size();
+  *bytes  = 0;
+  for (auto &u : a.used) *bytes += u.second;
+}
+
+PetscErrorCode ShmArenaFinalize()
+{
+  Arena &a = A();
+
+  PetscFunctionBegin;
+  std::lock_guard<std::mutex> g(a.mu);
+#if defined(DD_HAVE_SHMARENA)
+  for (auto &pm : a.peers)
+    if (pm.second.first) (void)munmap(pm.second.first, pm.second.second);
+  a.peers.clear();
+  if (a.state > 0 && a.used.empty()) { /* nothing lives in it: gone, and decided again at the next use */
+    (void)munmap(a.base, a.reserve);
+    (void)close(a.fd);
+    a.fd       = -1;
+    a.base     = nullptr;
+    a.reserve  = a.filesize = a.top = a.dirty = 0;
+    a.freed.clear();
+    a.state = 0;
+  }
+#endif
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+void ShmBuffer::resize(size_t n)
+{
+  release();
+  if (!n) return;
+  void *p = nullptr;
+  if (ShmArenaMalloc(n, &p) || !p) throw std::bad_alloc();
+  p_ = (char *)p;
+  n_ = n;
+}
+
+void ShmBuffer::release()
+{
+  if (p_) (void)ShmArenaFree(p_);
+  p_ = nullptr;
+  n_ = 0;
+}
+} // namespace ddnn
