@@ -8,6 +8,7 @@
 */
 #include "layertest.hpp"
 #include <ddmodel.h>
+#include <sys/shmarena.hpp>
 #include <fstream>
 #include <unistd.h>
 #include <cstdlib>
@@ -357,6 +358,16 @@ TEST(ModelCache, CalibrateWritesAndLoads)
     DDT(DDModelGetKernelFit(bp.c_str(), DD_FLOAT32, ("bcast-g" + std::to_string(Size())).c_str(), PETSC_FALSE, &k0, &k1, &okp));
     EXPECT_TRUE(okp);
     EXPECT_GT(k0 + k1, 0);
+    /* the halo exchange through the engine's copies, and (where the system gives the shared arena) with -dd_exchange_direct */
+    DDT(DDModelGetKernelFit(bp.c_str(), DD_FLOAT32, "halo", PETSC_FALSE, &k0, &k1, &okp));
+    EXPECT_TRUE(okp);
+    DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", "1"));
+    const bool arena = ddnn::ShmArenaEnabled();
+    DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
+    PetscReal d0, d1;
+    DDT(DDModelGetKernelFit(bp.c_str(), DD_FLOAT32, "halo-direct", PETSC_FALSE, &d0, &d1, &okp));
+    EXPECT_EQ((bool)okp, arena);
+    if (okp) EXPECT_GT(d0 + d1, 0);
   }
   DDT(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT64, &have));
   EXPECT_FALSE(have);

@@ -15,6 +15,7 @@
   - every call is timed as the smaller of its wall time and the process's CPU time (Elapsed()), so
     that other processes' time slices on a shared machine do not enter the fits.
 */
+#include <sys/shmarena.hpp>
 #include <ddnn/private/ddlayerimpl.h>
 #include <ddmodel.h>
 #include <ddprimitive.h>
@@ -744,7 +745,8 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
   (`DDNetGetModelTime()`, `DDNetGetModelUpdateTime()`). On more than one rank, a halo exchange of
   width 1 along a W split, applied back to back as layers apply it (median: packing, waiting and
   unpacking included), is fitted as t = c0 + c1 bytes and prices the layers' halo exchanges in
-  place of alpha-beta, and MPI_Ibcast, MPI_Reduce and MPI_Allreduce of 256 B to 1 MiB in groups of
+  place of alpha-beta (twice where the system allows -dd_exchange_direct: with and without it, the
+  fit of the mode a run uses pricing its halos), and MPI_Ibcast, MPI_Reduce and MPI_Allreduce of 256 B to 1 MiB in groups of
   2, 4, ... and P ranks (the slowest rank, lower quartile) the weight broadcasts, gradient
   reductions and all-reductions in place of Thakur's formulas.
   Rank 0 writes the merged cache. Measured on 2 cores shared with other work (load 10-15): about
@@ -854,18 +856,29 @@ DD_CXX_TRY
   }
   calflush = false;
   if (size > 1) PetscCall(CalibrateCollectives(comm, bkey.c_str(), dt));
-  if (size > 1) {
-    std::vector<double> w[2], t[2];
-    for (PetscInt n : {4, 16, 32, 64}) {
-      double wk[2], tm[2];
-      PetscCall(TimeHalo(comm, dt, n, wk, tm));
-      PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
-      for (int d = 0; d < 2; d++) {
-        w[d].push_back(wk[d]);
-        t[d].push_back(tm[d]);
+  if (size > 1) { /* through the exchange engine's copies ("halo"), and with on-node pairs reading each other's storage ("halo-direct", -dd_exchange_direct) where every rank can */
+    PetscBool direct;
+    ddnn::ShmArenaForce(1);
+    direct = ddnn::ShmArenaEnabled() ? PETSC_TRUE : PETSC_FALSE;
+    PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &direct, 1, MPIU_BOOL, MPI_LAND, comm));
+    for (int mode = 0; mode < (direct ? 2 : 1); mode++) {
+      std::vector<double> w[2], t[2];
+      ddnn::ShmArenaForce(mode);
+      PetscErrorCode ierr = PETSC_SUCCESS;
+      for (PetscInt n : {4, 16, 32, 64}) {
+        double wk[2], tm[2];
+        if ((ierr = TimeHalo(comm, dt, n, wk, tm))) break;
+        PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
+        for (int d = 0; d < 2; d++) {
+          w[d].push_back(wk[d]);
+          t[d].push_back(tm[d]);
+        }
       }
+      ddnn::ShmArenaForce(-1); /* the option again, also after an error */
+      PetscCall(ierr);
+      for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, mode ? "halo-direct" : "halo", d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
     }
-    for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, "halo", d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
+    ddnn::ShmArenaForce(-1);
   }
   for (int a = 0; a < 2; a++) {
     std::vector<double> w, t;

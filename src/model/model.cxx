@@ -28,6 +28,7 @@
 
   The calibration is cached per machine in a small text file (DDModelGetCachePath()).
 */
+#include <sys/shmarena.hpp>
 #include <ddnn/private/ddlayerimpl.h>
 #include <ddnn/private/ddprimitiveimpl.h>
 #include <ddnn/private/ddnetimpl.h>
@@ -243,6 +244,7 @@ const char *const kindLossCE = "loss-crossentropy";
 const char *const kindZero = "tensorzero", *const kindAxpy = "tensoraxpy";
 /* a halo exchange (DDPRIMITIVEHALO) applied as a layer applies it, on more than one rank: t = c0 + c1 max(bytes sent, received) */
 const char *const kindHalo = "halo";
+const char *const kindHaloDirect = "halo-direct";
 
 /* the activation functions other than relu, calibrated separately as "activation-<type>" (a
    tanh costs some 40x a relu per entry: LeNet-5's); prelu is priced as leakyrelu */
@@ -1235,7 +1237,8 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[
     comm[b] = M.alpha * (PetscReal)PetscMax(v[0], v[2]) + M.beta * (PetscReal)PetscMax(v[1], v[3]);
     /* a halo exchange as it is called (DDModelCalibrate() times DDPrimitiveApply() of a halo,
        packing, waiting and unpacking included): its fit replaces alpha-beta on its volume */
-    auto hf = FindKern(bname, size, in.dtype, kindHalo, b);
+    auto hf = ddnn::ShmArenaEnabled() ? FindKern(bname, size, in.dtype, kindHaloDirect, b) : M.kern.cend(); /* -dd_exchange_direct: its own fit, where the cache has one */
+    if (hf == M.kern.cend()) hf = FindKern(bname, size, in.dtype, kindHalo, b);
     if (hf != M.kern.end() && !(b && in.nodx)) {
       for (const auto &w : in.halo[b]) {
         if (!w[0] && !w[2]) continue;

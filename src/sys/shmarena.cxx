@@ -48,9 +48,12 @@ Arena &A()
 
 constexpr size_t kGrow = (size_t)64 << 20; /* the file grows in steps of 64 MiB (sparse: no memory until touched) */
 
+int forced = -1; /* ShmArenaForce() */
+
 /* -dd_exchange_direct, read at every allocation (a tensor allocated while it is set lives in the arena) */
 bool Wanted()
 {
+  if (forced >= 0) return forced == 1;
   PetscBool on = PETSC_FALSE;
   if (PetscOptionsGetBool(NULL, NULL, "-dd_exchange_direct", &on, NULL)) return false;
   return on == PETSC_TRUE;
@@ -170,6 +173,11 @@ bool ShmArenaEnabled()
   std::lock_guard<std::mutex> g(a.mu);
   Make(a);
   return a.state > 0;
+}
+
+void ShmArenaForce(int mode)
+{
+  forced = mode < 0 ? -1 : (mode ? 1 : 0);
 }
 
 PetscErrorCode ShmArenaMalloc(size_t n, void **p)

@@ -13,6 +13,8 @@ namespace ddnn
 {
 /* -dd_exchange_direct <bool> is set and this process has (or could now make) its arena */
 bool ShmArenaEnabled();
+/* overrides -dd_exchange_direct: 1 on, 0 off, -1 the option again (DDModelCalibrate() times the halo both ways) */
+void ShmArenaForce(int mode);
 /* zeroed host memory: from the arena while -dd_exchange_direct is set and it has room, else from PetscCalloc; freed by ShmArenaFree() */
 PetscErrorCode ShmArenaMalloc(size_t n, void **p);
 PetscErrorCode ShmArenaFree(void *p);
