@@ -3,9 +3,11 @@
   reserved range (MAP_NORESERVE: address space, no memory) and grown with ftruncate() as blocks
   are handed out, so that a partner maps it once and every later block is already in its view.
   Blocks: best fit over the free ranges, 64-byte aligned (4 KiB from 64 KiB up), coalesced when
-  freed; freed ranges of 2 MiB and more go back to the system (fallocate(PUNCH_HOLE)), and every
-  block is handed out zeroed, as PetscCalloc's are. Where the arena cannot be made (no
-  memfd_create, -dd_exchange_direct 0) or is full, memory comes from PetscCalloc as before.
+  freed; each block's pages are allocated when it is handed out (fallocate(): a machine out of
+  memory is an allocation error, not a SIGBUS later), freed blocks of 2 MiB and more give theirs
+  back (fallocate(PUNCH_HOLE)), and every block is handed out zeroed, as PetscCalloc's are. Where
+  the arena cannot be made (no memfd_create, -dd_exchange_direct 0) or is full, memory comes from
+  PetscCalloc as before.
 */
 #include <sys/shmarena.hpp>
 #include <algorithm>
@@ -30,7 +32,7 @@ namespace ddnn
 namespace
 {
 struct Arena {
-  int                      state = 0; /* 0: not decided, 1: on, -1: off */
+  int                      state = 0; /* 0: not made yet, 1: made, -1: this system cannot */
   int                      fd    = -1;
   char                    *base  = nullptr;
   size_t                   reserve = 0, filesize = 0, top = 0; /* top: the end of the highest live or free range */
@@ -46,7 +48,7 @@ Arena &A()
   return a;
 }
 
-constexpr size_t kGrow = (size_t)64 << 20; /* the file grows in steps of 64 MiB (sparse: no memory until touched) */
+constexpr size_t kGrow = (size_t)64 << 20; /* the file's size grows in steps of 64 MiB (sparse: pages only where blocks are) */
 
 int forced = -1; /* ShmArenaForce() */
 
