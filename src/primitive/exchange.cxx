@@ -37,11 +37,6 @@ PetscBool DDExchangeUseCma()
   return flg;
 }
 
-PetscBool DDExchangeUseDirect()
-{
-  return ShmArenaEnabled() ? PETSC_TRUE : PETSC_FALSE;
-}
-
 void Runs::Build(const PetscInt *idx, PetscInt n)
 {
   off.clear();

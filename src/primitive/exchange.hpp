@@ -253,6 +253,4 @@ PetscBool DDExchangeUseTypes();
 PetscBool DDExchangeFuseFill();
 /* -dd_exchange_cma <bool>: single-copy cross-memory attach between ranks of one node (default true where the system allows it) */
 PetscBool DDExchangeUseCma();
-/* -dd_exchange_direct <bool>: host storage in a shared arena that on-node partners read with plain loads (shmarena.hpp; default false) */
-PetscBool DDExchangeUseDirect();
 } // namespace ddnn
