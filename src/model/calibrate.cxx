@@ -860,6 +860,7 @@ DD_CXX_TRY
     PetscBool direct;
     ddnn::ShmArenaForce(1);
     direct = ddnn::ShmArenaEnabled() ? PETSC_TRUE : PETSC_FALSE;
+    ddnn::ShmArenaForce(-1); /* the option again before anything can return early */
     PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &direct, 1, MPIU_BOOL, MPI_LAND, comm));
     for (int mode = 0; mode < (direct ? 2 : 1); mode++) {
       std::vector<double> w[2], t[2];
@@ -878,7 +879,6 @@ DD_CXX_TRY
       PetscCall(ierr);
       for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, mode ? "halo-direct" : "halo", d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
     }
-    ddnn::ShmArenaForce(-1);
   }
   for (int a = 0; a < 2; a++) {
     std::vector<double> w, t;

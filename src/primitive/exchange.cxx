@@ -336,7 +336,7 @@ PetscErrorCode Exchange::SetUpCma(PetscBool usecma)
   usecma = PETSC_FALSE;
 #endif
   /* stage 1: {use, pid, token address, token, name hash, arena fd + 1 (0: none), arena base, arena size} to and from every peer */
-  const ShmArenaInfo              arena = usecma ? ShmArenaSelf() : ShmArenaInfo{(long)getpid(), -1L, 0ULL, 0ULL};
+  const ShmArenaInfo              arena = ShmArenaSelf(); /* fd < 0 where -dd_exchange_direct is unset */
   constexpr int                   NI    = 8;
   std::vector<unsigned long long> mine  = {(unsigned long long)usecma, (unsigned long long)getpid(), (unsigned long long)(size_t)&token, token, h, (unsigned long long)(arena.fd + 1), arena.base, arena.reserve}, theirs(NI * np);
   std::vector<MPI_Request>        rq(2 * np);
@@ -905,7 +905,7 @@ PetscErrorCode Exchange::End(Plan &pl, DDDataType dt, void *dst, std::vector<Pee
     else PetscCall(CmaCopy(lk, p));
     PetscCallMPI(MPI_Start(&lk.done));
     if (lk.reader) {
-      if (lk.localbuf && !lk.direct) PetscCall(Unpack(dt, p, p.buf.data(), dst, add, filled));
+      if (lk.localbuf) PetscCall(Unpack(dt, p, p.buf.data(), dst, add, filled)); /* never on a direct reader: DirectCopy() unpacks */
       cnt[2]++;
       cnt[3] += (PetscInt64)es * p.runs.total;
     }
