@@ -333,6 +333,84 @@ TEST(Backends, ConvGroupsRunOnDnnl)
 }
 #endif
 
+#if DDNN_WITH_DNNL
+/* which passes of a /cpu/dnnl convolution run oneDNN's Winograd kernel, read from its kernel name ("<forward>[; backward data <b>, backward weights <w>]") */
+std::vector<bool> WinogradPassesOf(const std::string &text)
+{
+  const size_t k = text.find("kernels: ");
+  if (k == std::string::npos) return {};
+  std::string n = text.substr(k + 9, text.find('\n', k) - k - 9), f = n, b = n, w = n;
+  const size_t bd = n.find("; backward data "), bw = n.find(", backward weights ");
+  if (bd != std::string::npos && bw != std::string::npos) {
+    f = n.substr(0, bd);
+    b = n.substr(bd, bw - bd);
+    w = n.substr(bw);
+  }
+  auto wino = [](const std::string &s) { return s.find("wino") != std::string::npos; };
+  return {wino(f), wino(b), wino(w)};
+}
+
+/*
+  oneDNN's Winograd convolution (/cpu/dnnl, float32; its jit_wino_4x3 kernel needs AVX-512): the
+  default choice per pass (backward weights from 16 -> 16 channels on, forward and backward data
+  from 512 channel products on, none off whole 16-channel blocks), every pass with
+  -dd_conv_winograd 1, none with 0; each setting equals /cpu/ref on one rank in float32 (and
+  float64, which runs the fallback's kernels) on unbalanced spatial pieces, parameter gradients
+  included (the Winograd backward weights writes through an aligned buffer where the gradient
+  tensor is not on a 64-byte boundary)
+*/
+TEST(Backends, ConvWinogradOnDnnl)
+{
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  if (!avx512 && Rank() == 0) printf("[ PART SKIPPED ] no AVX-512 on this CPU: oneDNN has no Winograd kernel here, every pass must stay direct (checked), the Winograd passes are not run\n");
+  struct Case {
+    std::vector<PetscInt> shape;
+    PetscInt              co;
+    const char           *opt; /* -dd_conv_winograd (NULL: unset) */
+    std::vector<bool>     wino;
+    const char           *what;
+  };
+  for (const Case &c : std::vector<Case>{{{2, 16, 13, 11}, 16, nullptr, {false, false, true}, "16 -> 16, default"},
+                                         {{2, 48, 12, 10}, 16, nullptr, {true, true, true}, "48 -> 16, default"},
+                                         {{1, 16, 9, 14}, 32, nullptr, {true, true, true}, "16 -> 32, default"},
+                                         {{2, 8, 13, 11}, 16, nullptr, {false, false, false}, "8 -> 16 (part of a block), default"},
+                                         {{2, 16, 13, 11}, 16, "1", {true, true, true}, "16 -> 16, -dd_conv_winograd 1"},
+                                         {{2, 48, 12, 10}, 16, "0", {false, false, false}, "48 -> 16, -dd_conv_winograd 0"}}) {
+    if (c.opt) DDT(PetscOptionsSetValue(NULL, "-dd_conv_winograd", c.opt));
+    const PetscInt k[2] = {3, 3}, pd[2] = {1, 1};
+    auto configure = [&](DDLayer l) {
+      DDT(DDLayerSetType(l, DDLAYERCONV));
+      DDT(DDLayerConvSetOutputChannels(l, c.co));
+      DDT(DDLayerConvSetKernel(l, 2, k));
+      DDT(DDLayerConvSetPadding(l, 2, pd));
+    };
+    for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST}) {
+      InputSpec in = Input(c.shape, fmt);
+      in.lx        = {{}, {}, {}, {}};
+      if (in.pshape[2] > 1) { /* unbalanced rows: the first piece the largest, the second empty, the others one row each */
+        in.lx[2].assign(in.pshape[2], 1);
+        in.lx[2][1] = 0;
+        in.lx[2][0] = c.shape[2] - (in.pshape[2] - 2);
+      }
+      DDTensor x = MakeInput(in, DD_FLOAT32, 1);
+      DDLayer  l;
+      DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+      configure(l);
+      DDT(DDLayerSetBackend(l, "/cpu/dnnl"));
+      DDT(DDLayerSetUp(l, x));
+      const std::string text = LayerViewText(l);
+      const std::string what = std::string("conv ") + c.what + (fmt == DD_FORMAT_PLAIN ? ", plain input" : ", channels-last input");
+      const std::vector<bool> want = avx512 ? c.wino : std::vector<bool>{false, false, false};
+      EXPECT_EQ(WinogradPassesOf(text), want) << what << " on rank " << Rank() << ": " << text;
+      DDT(DDLayerDestroy(&l));
+      DDT(DDTensorDestroy(&x));
+      CheckBackends(configure, in, what);
+    }
+    if (c.opt) DDT(PetscOptionsClearValue(NULL, "-dd_conv_winograd"));
+  }
+}
+#endif
+
 /*
   Grouped and depthwise convolutions and transposed convolutions over channel partitions (input
   pieces that cut groups, unbalanced with an empty one; or output-channel workers): every backend

@@ -1,6 +1,7 @@
 /*
   /cpu/dnnl: oneDNN's float32 kernels — convolution and transposed convolution (forward, backward
-  data, backward weights; jit kernels on dense staged windows; grouped and depthwise ones as
+  data, backward weights; jit kernels on dense staged windows, oneDNN's Winograd for the passes
+  WinogradPasses() picks on AVX-512 machines; grouped and depthwise ones as
   oneDNN's grouped weights (G, O/G, I/G, k...)), max and average pooling, and the
   dense layer's products through dnnl_sgemm. float64 and the geometries oneDNN does not take fall
   back to /cpu/blas (then /cpu/ref).
@@ -12,6 +13,7 @@
   #include <backend/common/affine_gemm.hpp>
   #include <backend/cpu/conv_dnnl.hpp>
   #include <backend/cpu/pool_dnnl.hpp>
+  #include <backend/blas/conv_winograd.hpp>
   #include <oneapi/dnnl/dnnl.h>
 
 using namespace ddnn;
@@ -26,6 +28,33 @@ bool EltwisePostOp()
   PetscBool flg = PETSC_FALSE;
   (void)PetscOptionsGetBool(NULL, NULL, "-dd_dnnl_eltwise_postop", &flg, NULL);
   return flg ? true : false;
+}
+
+/*
+  The passes (forward, backward data, backward weights) that ask oneDNN for its Winograd convolution
+  (F(4x4, 3x3) on 16-channel blocks; AVX-512 machines only, elsewhere oneDNN has none and every pass
+  stays direct). -dd_conv_winograd <bool> (as on /cpu/blas): every pass of every 2-D 3 x 3 unit-stride
+  one-group convolution (true), or none (false). Unset, measured (1 thread, AVX-512 EPYC, 2026-11-28;
+  oneDNN 2.6 Winograd / direct): backward weights 0.63-0.69 at 16 -> 16 channels (8x16x32x32 up to
+  1x16x512x512), 0.44-0.82 beyond; forward and backward data 0.35-0.81 from 16 -> 32 or 48 -> 16
+  channels up (8x256x14x14 included), but 0.65-1.05 forward and 1.05-1.07 backward data at 16 -> 16
+  (8x16x128x128 1.03 / 1.06, and 1.5 / 1.7 at 2 threads on 1x16x512x512): so Winograd for the
+  backward weights wherever both channel counts are whole 16-channel blocks, and for the other two
+  passes from 512 products of input and output channels (more than one block pair) on.
+*/
+void WinogradPasses(const ConvTGeom &g, bool transposed, bool pass[3])
+{
+  PetscBool force = PETSC_FALSE, set = PETSC_FALSE;
+  pass[0] = pass[1] = pass[2] = false;
+  if (transposed || g.D != 2 || !ConvWinogradApplies(g)) return;
+  (void)PetscOptionsGetBool(NULL, NULL, "-dd_conv_winograd", &force, &set);
+  if (set) {
+    pass[0] = pass[1] = pass[2] = force ? true : false;
+    return;
+  }
+  if (g.Ci % 16 || g.Co % 16) return;
+  pass[2] = true;
+  pass[0] = pass[1] = g.Ci * g.Co >= 512;
 }
 
 /* the first entry of a window of a float32 tensor (blocked tensors: the whole storage, the descriptor holds the offset) */
@@ -114,6 +143,11 @@ public:
     k.reset(new DnnlConv);
     k->SetDenseStaging(true); /* oneDNN 2.6 runs its jit kernels on dense buffers only: halo windows are staged */
     k->SetPostOp(fuseact);
+    {
+      bool wino[3];
+      WinogradPasses(gc, s.transposed, wino);
+      k->SetWinograd(wino[0], wino[1], wino[2]);
+    }
     if (s.transposed) PetscCall(k->SetUp(gc, xm, ym, xm, ym, s.bias, true, gc.pl, gc.pr));
     else PetscCall(k->SetUp(gc, xm, ym, s.backward ? xm : none, s.backward ? ym : none, s.bias, false));
     name = k->Impl();

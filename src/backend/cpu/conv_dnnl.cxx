@@ -66,6 +66,24 @@ PetscErrorCode DnnlConv::Preferred(const ConvGeom &g, bool transposed, DDTensorF
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  The primitive descriptor make(alg) of Winograd's algorithm where wino and oneDNN implements it
+  (jit_wino_4x3: F(4x4, 3x3), Lavin and Gray 2016, on AVX-512 machines, 2-D, unit stride and dilation,
+  one group), else of the direct one; make(convolution_direct) throws as before.
+*/
+template <class PD, class F>
+static PD FirstImplemented(bool wino, F &&make)
+{
+  if (wino) {
+    try {
+      return make(dnnl::algorithm::convolution_winograd);
+    } catch (const dnnl::error &e) {
+      if (e.status != dnnl_unimplemented) throw;
+    }
+  }
+  return make(dnnl::algorithm::convolution_direct);
+}
+
 PetscErrorCode DnnlConv::SetUp(const ConvGeom &g, const md &x, const md &y, const md &dx, const md &dy, bool bias, bool transposed, const PetscInt padl[3], const PetscInt padr[3])
 {
   PetscFunctionBegin;
@@ -95,7 +113,6 @@ PetscErrorCode DnnlConv::SetUp(const ConvGeom &g, const md &x, const md &y, cons
     const md X = staging ? md(x.dims(), dt::f32, tag::any) : x, Y = staging ? md(y.dims(), dt::f32, tag::any) : y;
     const md DX = staging && hasbwd ? md(dx.dims(), dt::f32, tag::any) : dx, DY = staging && hasbwd ? md(dy.dims(), dt::f32, tag::any) : dy;
     if (!transposed) {
-      dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, X, wany, bias ? bmd : none, Y, strides, dil, pl, pr);
       dnnl::primitive_attr attr;
       /*
         act(conv + b) written by the forward primitive (an eltwise post-op): relu as max(v, 0) with
@@ -107,7 +124,11 @@ PetscErrorCode DnnlConv::SetUp(const ConvGeom &g, const md &x, const md &y, cons
         po.append_eltwise(1.0f, postact == DD_ACT_RELU ? dnnl::algorithm::eltwise_relu : postact == DD_ACT_TANH ? dnnl::algorithm::eltwise_tanh : dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f);
         attr.set_post_ops(po);
       }
-      dnnl::convolution_forward::primitive_desc fpd(fd, attr, CpuEngine());
+      /* each pass: Winograd where asked for and oneDNN has it (else, or on an AVX2 machine, direct) */
+      auto fpd = FirstImplemented<dnnl::convolution_forward::primitive_desc>(wino[0], [&](dnnl::algorithm a) {
+        dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, a, X, wany, bias ? bmd : none, Y, strides, dil, pl, pr);
+        return dnnl::convolution_forward::primitive_desc(fd, attr, CpuEngine());
+      });
       impl = fpd.impl_info_str();
       if (postact != DD_ACT_IDENTITY) impl += std::string(" + ") + DDActivationTypes[postact] + " post-op";
       fwd  = dnnl::convolution_forward(fpd);
@@ -115,15 +136,22 @@ PetscErrorCode DnnlConv::SetUp(const ConvGeom &g, const md &x, const md &y, cons
       pfx  = fpd.src_desc();
       pfy  = fpd.dst_desc();
       if (hasbwd) {
-        dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, DX, wany, DY, strides, dil, pl, pr);
-        dnnl::convolution_backward_data::primitive_desc bpd(bd, CpuEngine(), fpd);
+        auto bpd = FirstImplemented<dnnl::convolution_backward_data::primitive_desc>(wino[1], [&](dnnl::algorithm a) {
+          dnnl::convolution_backward_data::desc bd(a, DX, wany, DY, strides, dil, pl, pr);
+          return dnnl::convolution_backward_data::primitive_desc(bd, CpuEngine(), fpd);
+        });
         bwdd = dnnl::convolution_backward_data(bpd);
         wbwd = bpd.weights_desc();
         pbdx = bpd.diff_src_desc();
         pbdy = bpd.diff_dst_desc();
-        dnnl::convolution_backward_weights::desc wdsc(dnnl::algorithm::convolution_direct, X, wany, bias ? bmd : none, DY, strides, dil, pl, pr);
-        dnnl::convolution_backward_weights::primitive_desc wpd(wdsc, CpuEngine(), fpd);
+        auto wpd = FirstImplemented<dnnl::convolution_backward_weights::primitive_desc>(wino[2], [&](dnnl::algorithm a) {
+          dnnl::convolution_backward_weights::desc wdsc(a, X, wany, bias ? bmd : none, DY, strides, dil, pl, pr);
+          return dnnl::convolution_backward_weights::primitive_desc(wdsc, CpuEngine(), fpd);
+        });
         bwdw = dnnl::convolution_backward_weights(wpd);
+        /* the backward passes' kernels where they are not the forward's (a Winograd pass among direct ones) */
+        const std::string bi = bpd.impl_info_str(), wi = wpd.impl_info_str(), fi = fpd.impl_info_str();
+        if (bi != fi || wi != fi) impl += "; backward data " + bi + ", backward weights " + wi;
         dwmd = wpd.diff_weights_desc();
         pwx  = wpd.src_desc();
         pwdy = wpd.diff_dst_desc();
@@ -169,7 +197,7 @@ PetscErrorCode DnnlConv::SetUp(const ConvGeom &g, const md &x, const md &y, cons
 }
 
 /* memory p of layout u where a primitive reads layout w: p itself, or a copy in buf */
-static void *StageIn(const md &u, const md &w, void *p, std::vector<float> &buf)
+static void *StageIn(const md &u, const md &w, void *p, DnnlBuf &buf)
 {
   if (u == w) return p;
   if (buf.size() < w.get_size() / sizeof(float) + 1) buf.resize(w.get_size() / sizeof(float) + 1);
@@ -179,21 +207,21 @@ static void *StageIn(const md &u, const md &w, void *p, std::vector<float> &buf)
 }
 
 /* where a primitive writes layout w for memory p of layout u: p itself, or buf (then StageOut) */
-static void *StageOutPtr(const md &u, const md &w, void *p, std::vector<float> &buf)
+static void *StageOutPtr(const md &u, const md &w, void *p, DnnlBuf &buf)
 {
   if (u == w) return p;
   if (buf.size() < w.get_size() / sizeof(float) + 1) buf.resize(w.get_size() / sizeof(float) + 1);
   return buf.data();
 }
 
-static void StageOut(const md &u, const md &w, void *p, std::vector<float> &buf)
+static void StageOut(const md &u, const md &w, void *p, DnnlBuf &buf)
 {
   if (u == w) return;
   dnnl::memory src(w, CpuEngine(), buf.data()), dst(u, CpuEngine(), p);
   dnnl::reorder(src, dst).execute(CpuStream(), src, dst);
 }
 
-static void *Reordered(const md &plain, const md &want, const float *w, bool plainok, std::vector<float> &buf, bool changed)
+static void *Reordered(const md &plain, const md &want, const float *w, bool plainok, DnnlBuf &buf, bool changed)
 {
   if (plainok) return (void *)w;
   if (changed) {
@@ -245,11 +273,14 @@ PetscErrorCode DnnlConv::BackwardWeights(void *x, void *dy, float *dw, float *db
     std::unordered_map<int, dnnl::memory> args;
     args.insert({DNNL_ARG_SRC, dnnl::memory(pwx, CpuEngine(), StageIn(xmd, pwx, x, xbuf))});
     args.insert({DNNL_ARG_DIFF_DST, dnnl::memory(pwdy, CpuEngine(), StageIn(dymd, pwdy, dy, ybuf))});
-    dnnl::memory dwm(dwmd, CpuEngine(), dw_plain ? (void *)dw : (void *)dwbuf.data());
+    /* in place where plain and on a 64-byte boundary (the Winograd kernel's aligned stores; PETSc's allocations are 16-byte aligned) */
+    const bool   direct = dw_plain && (uintptr_t)dw % 64 == 0;
+    if (!direct && dwbuf.size() < dwmd.get_size() / sizeof(float) + 1) dwbuf.resize(dwmd.get_size() / sizeof(float) + 1);
+    dnnl::memory dwm(dwmd, CpuEngine(), direct ? (void *)dw : (void *)dwbuf.data());
     args.insert({DNNL_ARG_DIFF_WEIGHTS, dwm});
     if (hasbias) args.insert({DNNL_ARG_DIFF_BIAS, dnnl::memory(bmd, CpuEngine(), db)});
     bwdw.execute(CpuStream(), args);
-    if (!dw_plain) {
+    if (!direct) {
       dnnl::memory dst(wplain, CpuEngine(), dw);
       dnnl::reorder(dwm, dst).execute(CpuStream(), dwm, dst);
     }

@@ -4,9 +4,34 @@
 #if DDNN_WITH_DNNL
   #include <vector>
   #include <string>
+  #include <new>
 
 namespace ddnn
 {
+/* std::vector's storage on 64-byte boundaries: oneDNN's Winograd backward weights writes its diff weights with aligned stores */
+template <class T>
+struct Aligned64 {
+  using value_type = T;
+  Aligned64()      = default;
+  template <class U>
+  Aligned64(const Aligned64<U> &)
+  {
+  }
+  T   *allocate(size_t n) { return static_cast<T *>(::operator new(n * sizeof(T), std::align_val_t(64))); }
+  void deallocate(T *p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  template <class U>
+  bool operator==(const Aligned64<U> &) const
+  {
+    return true;
+  }
+  template <class U>
+  bool operator!=(const Aligned64<U> &) const
+  {
+    return false;
+  }
+};
+using DnnlBuf = std::vector<float, Aligned64<float>>;
+
 class DnnlConv
 {
 public:
@@ -41,6 +66,17 @@ public:
     act one of relu, tanh, sigmoid (eltwise_relu, eltwise_tanh, eltwise_logistic), or identity (none)
   */
   void        SetPostOp(DDActivationType act) { postact = act; }
+  /*
+    (call before SetUp) the passes (forward, backward data, backward weights) that ask oneDNN for its
+    Winograd convolution (convolution_winograd: jit_wino_4x3, F(4x4, 3x3) on 16-channel blocks, AVX-512
+    only); a pass oneDNN has no Winograd kernel for keeps convolution_direct. Not the deconvolution.
+  */
+  void        SetWinograd(bool fwd, bool bwdd, bool bwdw)
+  {
+    wino[0] = fwd;
+    wino[1] = bwdd;
+    wino[2] = bwdw;
+  }
   std::string Impl() const { return impl; }
   /* the formats oneDNN prefers for the input and output of this geometry (transposed: x is the deconvolution's input) */
   static PetscErrorCode Preferred(const ConvGeom &g, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs);
@@ -49,12 +85,13 @@ private:
   ConvGeom                                        geom;
   bool                                            hasbias = false, hasbwd = false, deconv = false, staging = false;
   DDActivationType                                postact = DD_ACT_IDENTITY;
+  bool                                            wino[3] = {false, false, false};
   dnnl::memory::desc                              wplain, bmd;
   dnnl::primitive                                 fwd, bwdd, bwdw;
   dnnl::memory::desc                              xmd, ymd, dxmd, dymd, wfwd, wbwd, dwmd;
-  std::vector<float>                              wbuf_fwd, wbuf_bwd, dwbuf;
+  DnnlBuf                                         wbuf_fwd, wbuf_bwd, dwbuf;
   dnnl::memory::desc                              pfx, pfy, pbdx, pbdy, pwx, pwdy; /* what the primitives read and write */
-  std::vector<float>                              xbuf, ybuf;                      /* the staged copies, where they differ */
+  DnnlBuf                                         xbuf, ybuf;                      /* the staged copies, where they differ */
   bool                                            wfwd_plain = true, wbwd_plain = true, dw_plain = true;
   std::string                                     impl;
 };

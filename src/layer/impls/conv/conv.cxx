@@ -984,8 +984,12 @@ static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
   channel-only (Ps = 1: Pco x Pci weight partition with broadcast and sum-reduce) or general.
   Unbalanced halos follow the output's balanced decomposition (Appendix B).
 
-  Kernels: oneDNN (float32; activations in its preferred, usually blocked, format are written
-  and read without reorders) or the reference loops (float64).
+  Kernels: on /cpu/dnnl oneDNN (float32; activations in its preferred, usually blocked, format are
+  written and read without reorders; on AVX-512 machines its Winograd F(4x4, 3x3) kernel for 2-D
+  3x3 unit-stride one-group convolutions over whole 16-channel blocks, the backward weights from
+  16 -> 16 channels and the forward and backward data from 512 products of input and output
+  channels on, -dd_conv_winograd <bool> for all passes or none), in float64 the Winograd or
+  im2col + GEMM kernels of /cpu/blas; the reference loops on /cpu/ref.
 
   Fused activation: in a network (`DDNetSetUp()`, -net_fuse, default on) a convolution whose only
   consumer is a relu, tanh or sigmoid layer laid out alike writes act(conv) into its output (relu:
@@ -1005,6 +1009,7 @@ static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
 . -layer_conv_bias <bool> - bias
 . -layer_conv_padding_mode <zeros,reflect,replicate,circular> - padding mode
 . -layer_conv_channel_workers <n> - Pco
+. -dd_conv_winograd <bool> - Winograd for every pass of every 3x3 unit-stride one-group convolution where the backend has it (true) or for none (false); default: per backend and pass, as above
 - -primitive_halo_neighbors_only <bool> - fail set-up when a halo would come from past the adjacent workers (paper 000's assumption; default: from any worker)
 
   Level: beginner
