@@ -29,8 +29,9 @@ static std::string Host()
   return h;
 }
 
-/* a cache (version 4) with known fits for every kind the chains use (backend bname, data type dt) and
-   alpha-beta: conv with its three GEMM terms, its backward without input gradient (conv-wgrad), cold
+/* a cache (version 5) with known fits for every kind the chains use (backend bname, data type dt) and
+   alpha-beta: conv with its five GEMM terms (the direct passes' flops: the chain's Winograd choice per
+   pass, float64 /cpu/blas's for >= 16 channels), its backward without input gradient (conv-wgrad), cold
    fits of conv and activation (the others fall back to the warm ones), on P > 1 ranks fits measured
    on P ranks for conv and activation ("<backend>@P", preferred), and the broadcast and reduce of
    P ranks measured (the all-sums priced by Thakur et al.'s formula) */
@@ -48,7 +49,7 @@ static std::string  SyntheticCache(const char *bname, const char *dt = "float64"
     for (const char *k : kinds)
       for (const char *d : {"f", "b"}) {
         f << "kernel " << b << k << " " << d << " " << 1e-6 * i << " " << 3e-11 * i;
-        if (!strcmp(k, "conv")) f << " " << 1e-12 * i << " " << 2e-12 * i << " " << 5e-13 * i;
+        if (!strcmp(k, "conv")) f << " " << 1e-12 * i << " " << 2e-12 * i << " " << 5e-13 * i << " " << 2e-9 * i << " " << 1.5e-11 * i; /* + the column rows' and the direct passes' flops' terms */
         f << "\n";
         i++;
       }
@@ -56,7 +57,7 @@ static std::string  SyntheticCache(const char *bname, const char *dt = "float64"
     f << "kernel " << b << "conv:cold f " << coldConvC0 << " 1e-10 1e-12 1e-12 1e-12\nkernel " << b << "conv:cold b 2 2e-10 1e-12 1e-12 1e-12\n";
     f << "kernel " << b << "activation:cold f 0.5 1e-10\nkernel " << b << "activation:cold b 0.75 1e-10\n";
     if (Size() > 1) {
-      f << "kernel " << bp << "conv f 9e-06 4e-11 3e-12 3e-12 7e-13\nkernel " << bp << "conv b 1.1e-05 5e-11 4e-12 4e-12 8e-13\n";
+      f << "kernel " << bp << "conv f 9e-06 4e-11 3e-12 3e-12 7e-13 3e-9 2e-11\nkernel " << bp << "conv b 1.1e-05 5e-11 4e-12 4e-12 8e-13 4e-9 2.5e-11\n";
       f << "kernel " << bp << "activation f 8e-06 8e-11\nkernel " << bp << "activation b 9e-06 9e-11\n";
       f << "kernel " << bname << " " << dt << " bcast-g" << Size() << " f 3e-05 2e-09\nkernel " << bname << " " << dt << " bcast-g" << Size() << " b 4e-05 3e-09\n";
     }

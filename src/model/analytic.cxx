@@ -10,7 +10,8 @@
   - compute: the calibrated fit of the layer's kind (concat and the loss their own), on the local
     work of DDLayerGetModelWork() (GEMM flops of the convolution, bytes of the others); for the
     convolution the further terms of its input and output bytes and of the flops its idle vector
-    lanes waste and of the rows of its column matrix (model.cxx's GemmBytes()), and for a first
+    lanes waste and of the rows of its column matrix and the flops of its passes the backend chain
+    does not run by Winograd (model.cxx's GemmBytes(), DDBackendConvWinograd()), and for a first
     layer (no input gradient) the weight gradient's own fit ("conv-wgrad"); the share 1 - L2 / M of
     the cold fits (":cold") when the layer's predicted memory M on the rank exceeds the core's L2
     cache (as LayerCold()); average pooling its own fit (spec->average); on P = prod(parts) ranks the fits
@@ -32,6 +33,8 @@
 #include <ddmodel.h>
 #include <ddnn/private/ddimpl.h>
 #include <primitive/exchange.hpp>
+#include <backend/interface/backends.hpp>
+#include <ddnn/private/ddbackendimpl.h>
 #include "modelimpl.hpp"
 #include <algorithm>
 #include <cmath>
@@ -436,6 +439,24 @@ DD_CXX_TRY
     pred->bytes[0] = (PetscReal)es * (PetscReal)(in + ybulk);
     pred->bytes[1] = (PetscReal)es * (PetscReal)(in + 2 * ybulk);
   }
+  /* the passes the backend chain runs by Winograd on this worker's geometry (DDLayerConvWinogradPasses_Private() of the set-up layer) */
+  bool wino[3] = {false, false, false};
+  if (L.kind == K_CONV && ybulk > 0) {
+    ddnn::ConvGeom g;
+    g.D  = L.D;
+    g.N  = PieceSize(L.in[0], L.P[0], me[0]);
+    g.Ci = L.in[1];
+    g.Co = L.out[1];
+    for (PetscInt j = 0; j < L.D; j++) {
+      const PetscInt jj = j + 3 - L.D;
+      g.k[jj]           = spec->kernel[j];
+      g.s[jj]           = spec->stride[j];
+      g.out[jj]         = PieceSize(L.out[2 + j], L.P[2 + j], me[2 + j]);
+      g.in[jj]          = (g.out[jj] - 1) * g.s[jj] + g.k[jj]; /* the halo'd window */
+    }
+    DDBackend b = ddnn::DDBackendLookup_Private(bname);
+    if (b) PetscCall(ddnn::DDBackendConvWinograd(b, spec->dtype, g, false, wino));
+  }
   /* the pointwise walk (DDLayerGetModelRuns): input and output of the same local shape */
   bool sameshape = L.kind == K_BN || L.kind == K_ACT || ((L.kind == K_POOL || L.kind == K_UP) && xbulk == ybulk);
   if (L.kind == K_POOL || L.kind == K_UP)
@@ -522,11 +543,12 @@ DD_CXX_TRY
       in.bytes[b] = pred->bytes[b];
       for (int k = 0; k < 4; k++) in.p2p[b][k] = pred->comm[b][k];
       if (halo && !(b && spec->noinputgradient)) in.halo[b].push_back({pred->comm[b][0], pred->comm[b][1], pred->comm[b][2], pred->comm[b][3]});
-      if (L.kind == K_CONV) { /* GemmBytes(): input and output bytes, the idle vector lanes' flops */
+      if (L.kind == K_CONV) { /* GemmBytes(): input and output bytes, the idle vector lanes' flops, the column rows, the direct passes' flops */
         in.gemm[b][0] = (double)es * (double)xbulk;
         in.gemm[b][1] = (double)es * (double)ybulk;
         in.gemm[b][2] = ddnn::ModelConvIdleFlops_Private((size_t)es, (double)L.out[1], (double)Cin, (double)pred->flops[0], b ? PETSC_TRUE : PETSC_FALSE);
         in.gemm[b][3] = ddnn::ModelConvColumnRows_Private((double)ybulk, (double)ylast, (double)L.out[1], (double)(nw / L.out[1]));
+        in.gemm[b][4] = ybulk > 0 ? ddnn::ModelConvDirectFlops_Private(wino, (double)pred->flops[0], b ? PETSC_TRUE : PETSC_FALSE) : 0;
       }
     }
     in.colls = colls;

@@ -40,7 +40,7 @@ PetscErrorCode ModelSave_Private(MPI_Comm comm);
 PetscErrorCode ModelStoreRunCost_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, double c);
 PetscErrorCode ModelKernelTime_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, double w, double *t);
 PetscErrorCode ModelStoreGemmKernel_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, const std::vector<std::vector<double>> &X, const std::vector<double> &t);
-PetscErrorCode ModelGemmBytes_Private(DDLayer layer, PetscBool backward, double e[4]);
+PetscErrorCode ModelGemmBytes_Private(DDLayer layer, PetscBool backward, double e[5]);
 } // namespace ddnn
 
 /* the lower quartile of repeated timings: robust against other processes taking the core for a while (a shared machine), unlike the mean, and less optimistic than the minimum */
@@ -431,7 +431,7 @@ static const GemmShape affineShapes[] = {
 
 /* times a conv or affine layer of one shape; its input comes from a layer of the same kind (1 x 1
    for conv: the same size), in the format that kind hands over. X: (flops, input, output, weight bytes) */
-static PetscErrorCode TimeGemm(const std::string &kind, const char backend[], DDDataType dt, const GemmShape &g, double X[2][5], double tm[3])
+static PetscErrorCode TimeGemm(const std::string &kind, const char backend[], DDDataType dt, const GemmShape &g, double X[2][6], double tm[3])
 {
   DDPartition part;
   DDTensor    x0, x, y, dx, dy, x1 = NULL;
@@ -474,11 +474,11 @@ static PetscErrorCode TimeGemm(const std::string &kind, const char backend[], DD
   PetscCall(DDTensorDuplicate(x, &dx));
   for (int d = 0; d < 2; d++) {
     PetscReal f, b;
-    double    e[4];
+    double    e[5];
     PetscCall(ddnn::ModelGemmBytes_Private(B, d ? PETSC_TRUE : PETSC_FALSE, e));
     PetscCall(DDLayerGetModelWork(B, d ? PETSC_TRUE : PETSC_FALSE, &f, &b));
     X[d][0] = f;
-    for (int j = 0; j < 4; j++) X[d][1 + j] = e[j];
+    for (int j = 0; j < 5; j++) X[d][1 + j] = e[j];
   }
   PetscCall(TimeForwardBackward(B, x, y, dy, dx, 5, 58, 0.08, tm));
   { /* the backward of a network's first layer: no input gradient, the weight's alone */
@@ -728,7 +728,9 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
   (square at batch 32, a classifier head 400 -> 120 -> 84 -> 10 at batch 4 to 16), fitted as
   t = c0 + c1 flops + c2 input bytes + c3 output bytes + c4 (conv: flops of idle vector lanes,
   affine: weight bytes) + c5 (conv: rows of the column matrix, N Hout Ci K^d: the GEMM kernels'
-  im2col and col2im copy one per row) by non-negative least squares in relative error, and their
+  im2col and col2im copy one per row) + c6 (conv: the flops of the passes that do not run Winograd's
+  algorithm, as the backend chain chooses per pass: `-dd_conv_winograd`; c1 is then the Winograd
+  passes' rate, c6 what a direct flop costs more) by non-negative least squares in relative error, and their
   backward without the input gradient (a network's first layer, "<kind>-wgrad"); at four sizes
   (4x4 to 64x64: the small ones fix the per-call cost) convtranspose (2x2 stride 2), ReLU, batch
   norm, max and average pool 2x2 ("pool", "pool-avg"; "pool-avg-blocked" after a convolution), bilinear upsampling x2, the other
@@ -796,19 +798,19 @@ DD_CXX_TRY
   for (int cold = 0; cold < 2; cold++) {
     const std::string sfx = cold ? ":cold" : "";
     calflush              = cold == 1;
-    for (const std::string gk : {DDLAYERCONV, DDLAYERAFFINE}) { /* t = c0 + c1 flops + c2 input + c3 output bytes + c4 (idle-lane flops or weight bytes) over a design of shapes */
+    for (const std::string gk : {DDLAYERCONV, DDLAYERAFFINE}) { /* t = c0 + c1 flops + c2 input + c3 output bytes + c4 (idle-lane flops or weight bytes) + c5 column rows + c6 direct passes' flops over a design of shapes */
       std::vector<std::vector<double>> X[3];
       std::vector<double>              t[3];
       const bool                       conv = gk == DDLAYERCONV;
       const size_t                     ns   = conv ? sizeof(convShapes) / sizeof(convShapes[0]) : sizeof(affineShapes) / sizeof(affineShapes[0]);
       for (size_t i = 0; i < ns; i++) {
         const GemmShape &g = conv ? convShapes[i] : affineShapes[i];
-        double           Xi[2][5], tm[3];
+        double           Xi[2][6], tm[3];
         PetscCall(TimeGemm(gk, bname, dt, g, Xi, tm));
         PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 3, MPI_DOUBLE, MPI_MAX, comm));
         for (int d = 0; d < 3; d++) {
           if (d == 1 && conv && g.c == 1) continue; /* one input channel: a first layer, whose input gradient is not computed (d = 2) */
-          X[d].push_back(std::vector<double>(Xi[d ? 1 : 0], Xi[d ? 1 : 0] + 5));
+          X[d].push_back(std::vector<double>(Xi[d ? 1 : 0], Xi[d ? 1 : 0] + 6));
           t[d].push_back(tm[d]);
         }
       }

@@ -7,8 +7,9 @@
     appropriate function"), on the chosen backend and data type, at a few sizes per layer kind,
     fitted as t = c0 + c1 * work (least squares): work is the GEMM flops of conv, convtranspose
     and affine, the bytes read and written by the other kernels; c0 is the per-call overhead.
-    conv and affine are fitted over a design of shapes with three more terms (GemmBytes(): input
-    and output bytes, and the flops of idle vector lanes for conv, the weight's bytes for affine),
+    conv and affine are fitted over a design of shapes with more terms (GemmBytes(): input and
+    output bytes, and the flops of idle vector lanes for conv, the weight's bytes for affine; for
+    conv the rows of its column matrix and the flops of its passes that do not run Winograd),
     a network's first layer by the fit of a backward without input gradient; each kind twice,
     warm (tensors out of L2) and cold (out of every cache), the cold fits for networks whose
     memory per rank exceeds the core's L2; on P ranks the fits measured on P ranks at once, each
@@ -30,6 +31,7 @@
 */
 #include <sys/shmarena.hpp>
 #include <ddnn/private/ddlayerimpl.h>
+#include <ddnn/private/ddbackendimpl.h>
 #include <ddnn/private/ddprimitiveimpl.h>
 #include <ddnn/private/ddnetimpl.h>
 #include <primitive/exchange.hpp>
@@ -58,9 +60,9 @@
 
 namespace
 {
-/* t = c0 + c1 work (+ cx . (input bytes, output bytes, conv: wasted lane flops / affine: weight bytes, conv: column rows) for conv and affine, GemmBytes()) */
+/* t = c0 + c1 work (+ cx . (input bytes, output bytes, conv: wasted lane flops / affine: weight bytes, conv: column rows, conv: flops of the passes not run by Winograd) for conv and affine, GemmBytes()) */
 struct Fit {
-  double c0 = 0, c1 = 0, cx[4] = {0, 0, 0, 0};
+  double c0 = 0, c1 = 0, cx[5] = {0, 0, 0, 0, 0};
 };
 
 struct ModelState {
@@ -229,7 +231,7 @@ Fit LeastSquaresMulti(const std::vector<std::vector<double>> &X, const std::vect
   }
   f.c0 = c[0];
   f.c1 = c[1];
-  for (size_t j = 2; j < m && j < 6; j++) f.cx[j - 2] = c[j];
+  for (size_t j = 2; j < m && j < 7; j++) f.cx[j - 2] = c[j];
   return f;
 }
 
@@ -347,7 +349,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
     }
     if (s.empty() || s[0] == '#') continue;
     char   a[256], b[64], c[64], d[8];
-    double x, y, e[4] = {0, 0, 0, 0};
+    double x, y, e[5] = {0, 0, 0, 0, 0};
     int    n = 0, nk = 0;
     if (!strncmp(s.c_str(), "host ", 5)) {
       if (s.substr(5) != HostName()) {
@@ -359,7 +361,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
       commok = true;
       alpha  = x;
       beta   = y;
-    } else if ((((nk = sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg %lg %lg %lg %lg%n", a, b, c, d, &x, &y, &e[0], &e[1], &e[2], &e[3], &n)) == 10 && n == (int)s.size()) || ((nk = sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg %lg %lg %lg%n", a, b, c, d, &x, &y, &e[0], &e[1], &e[2], &n)) == 9 && n == (int)s.size()) || (sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg%n", a, b, c, d, &x, &y, &n) == 6 && n == (int)s.size())) && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && y >= 0 && std::isfinite(x) && std::isfinite(y) && e[0] >= 0 && e[1] >= 0 && e[2] >= 0 && e[3] >= 0 && std::isfinite(e[0] + e[1] + e[2] + e[3])) {
+    } else if ((((nk = sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg %lg %lg %lg %lg %lg%n", a, b, c, d, &x, &y, &e[0], &e[1], &e[2], &e[3], &e[4], &n)) == 11 && n == (int)s.size()) || ((nk = sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg %lg %lg %lg %lg%n", a, b, c, d, &x, &y, &e[0], &e[1], &e[2], &e[3], &n)) == 10 && n == (int)s.size()) || ((nk = sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg %lg %lg %lg%n", a, b, c, d, &x, &y, &e[0], &e[1], &e[2], &n)) == 9 && n == (int)s.size()) || (sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg%n", a, b, c, d, &x, &y, &n) == 6 && n == (int)s.size())) && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && y >= 0 && std::isfinite(x) && std::isfinite(y) && e[0] >= 0 && e[1] >= 0 && e[2] >= 0 && e[3] >= 0 && e[4] >= 0 && std::isfinite(e[0] + e[1] + e[2] + e[3] + e[4])) {
       PetscInt  dt;
       PetscBool ok;
       PetscCall(PetscEListFind(2, DDDataTypes, b, &dt, &ok)); /* float32, float64 */
@@ -372,7 +374,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
       fit.c0 = x;
       fit.c1 = y;
       if (nk >= 9)
-        for (int j = 0; j < 4; j++) fit.cx[j] = e[j]; /* 9: the three terms of a cache without the column rows' (e[3] = 0) */
+        for (int j = 0; j < 5; j++) fit.cx[j] = e[j]; /* 9: the three terms of a cache without the column rows' (e[3] = 0); 10: without the direct passes' flops (e[4] = 0) */
       kern[KernelKey(a, (DDDataType)dt, c, d[0] == 'b')] = fit;
     } else if (sscanf(s.c_str(), "runcost %255s %63s %63s %7s %lg%n", a, b, c, d, &x, &n) == 5 && n == (int)s.size() && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && std::isfinite(x)) {
       PetscInt  dt;
@@ -434,11 +436,12 @@ static PetscErrorCode ModelWriteCache(const std::string &path)
   std::string tmp = path + ".tmp" + std::to_string((long)getpid());
   FILE       *f   = fopen(tmp.c_str(), "w");
   PetscCheck(f, PETSC_COMM_SELF, PETSC_ERR_FILE_OPEN, "Cannot write the model cache %s: %s", tmp.c_str(), strerror(errno));
-  fprintf(f, "%s\n# ddnn performance model calibration (DDModelCalibrate): t = c0 + c1 work [conv, affine: + c2 input bytes + c3 output bytes + c4 (conv: flops of idle vector lanes; affine: weight bytes) + c5 (conv: rows of the column matrix)] (+ runcost per run of a pointwise loop); comm: alpha [s] beta [s/byte]\nhost %s\n", cacheMagic, HostName().c_str());
+  fprintf(f, "%s\n# ddnn performance model calibration (DDModelCalibrate): t = c0 + c1 work [conv, affine: + c2 input bytes + c3 output bytes + c4 (conv: flops of idle vector lanes; affine: weight bytes) + c5 (conv: rows of the column matrix) + c6 (conv: flops of the passes not run by Winograd)] (+ runcost per run of a pointwise loop); comm: alpha [s] beta [s/byte]\nhost %s\n", cacheMagic, HostName().c_str());
   if (M.commok) fprintf(f, "comm %.9g %.9g\n", M.alpha, M.beta);
   for (auto &kv : M.kern) {
     const Fit &k = kv.second;
-    if (k.cx[0] || k.cx[1] || k.cx[2] || k.cx[3]) fprintf(f, "kernel %s %.9g %.9g %.9g %.9g %.9g %.9g\n", kv.first.c_str(), k.c0, k.c1, k.cx[0], k.cx[1], k.cx[2], k.cx[3]);
+    if (k.cx[4]) fprintf(f, "kernel %s %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", kv.first.c_str(), k.c0, k.c1, k.cx[0], k.cx[1], k.cx[2], k.cx[3], k.cx[4]);
+    else if (k.cx[0] || k.cx[1] || k.cx[2] || k.cx[3]) fprintf(f, "kernel %s %.9g %.9g %.9g %.9g %.9g %.9g\n", kv.first.c_str(), k.c0, k.c1, k.cx[0], k.cx[1], k.cx[2], k.cx[3]);
     else fprintf(f, "kernel %s %.9g %.9g\n", kv.first.c_str(), k.c0, k.c1);
   }
   for (auto &kv : M.runcost) fprintf(f, "runcost %s %.9g\n", kv.first.c_str(), kv.second);
@@ -595,8 +598,9 @@ DD_CXX_CATCH
 - calibrated - whether the cache holds this fit
 
   Notes:
-  The fits of conv and affine have three more terms (input and output bytes, idle-lane flops or
-  weight bytes; `DDModelCalibrate()`), not returned here. The kind may carry a suffix: "-wgrad"
+  The fits of conv and affine have more terms (input and output bytes, idle-lane flops or
+  weight bytes; for conv the column matrix's rows and the flops of the passes not run by Winograd;
+  `DDModelCalibrate()`), not returned here. The kind may carry a suffix: "-wgrad"
   (the backward of a first layer), ":cold" (tensors in memory); backend "<name>@P" names the fits
   measured on P ranks at once, and "bcast-g<g>", "allsum-g<g>" the collectives in groups of g ranks.
 
@@ -746,9 +750,23 @@ double ModelConvColumnRows_Private(double ybulk, double wout, double co, double 
 {
   return (co > 0 && wout > 0) ? ybulk / (co * wout) * cikk : 0;
 }
+
+/* Winograd's algorithm (F(4x4, 3x3): oneDNN's on AVX-512 in float32, /cpu/blas's in both precisions)
+   does a pass's work at a lower cost per GEMM flop than the direct or im2col kernels, and the kernels
+   choose it per pass (DDBackendConvWinograd()): the U-Net's 96 -> 32 decoder took 0.45-0.56 of its
+   direct time, a 16 -> 16 layer's forward 0.65-1.05. The work (the GEMM flops: f forward, 2 f
+   backward) is priced at the Winograd rate, and this term, the flops of the passes that run the
+   direct kernels (f the forward's, f each of backward data and weights; f: the forward's GEMM flops),
+   at the difference (DDModelCalibrate() fits it; on a machine without Winograd kernels it equals the
+   work, and the fit drops it as dependent) */
+double ModelConvDirectFlops_Private(const bool wino[3], double f, PetscBool backward)
+{
+  if (!backward) return wino[0] ? 0 : f;
+  return (wino[1] ? 0 : f) + (wino[2] ? 0 : f);
+}
 } // namespace ddnn
 
-static void GemmBytes(DDLayer layer, PetscBool backward, double e[4])
+static void GemmBytes(DDLayer layer, PetscBool backward, double e[5])
 {
   size_t      es = 4;
   DDLayerType type;
@@ -756,7 +774,7 @@ static void GemmBytes(DDLayer layer, PetscBool backward, double e[4])
   DDLayerGetType(layer, &type);
   e[0] = (double)es * (double)(layer->nin > 0 ? Bulk(layer->setupin[0]) : 0);
   e[1] = (double)es * (double)Bulk(layer->output);
-  e[2] = e[3] = 0;
+  e[2] = e[3] = e[4] = 0;
   if (layer->nparams < 1) return;
   DDTensor w = layer->params[0];
   if (!strcmp(type, DDLAYERCONV) && w->order >= 2) { /* weight (Cout, Cin/groups, k...) */
@@ -767,6 +785,9 @@ static void GemmBytes(DDLayer layer, PetscBool backward, double e[4])
     if (co < 1 || ci < 1 || DDLayerGetModelWork(layer, PETSC_FALSE, &f, &b)) return;
     e[2] = ddnn::ModelConvIdleFlops_Private(es, co, ci, (double)f, backward);
     if (layer->output->active) e[3] = ddnn::ModelConvColumnRows_Private((double)Bulk(layer->output), (double)layer->output->layout.n[layer->output->order - 1], co, ci * kk);
+    bool wino[3];
+    if (ddnn::DDLayerConvWinogradPasses_Private(layer, wino)) return;
+    e[4] = ddnn::ModelConvDirectFlops_Private(wino, (double)f, backward);
   } else if (strcmp(type, DDLAYERCONV)) e[2] = (double)es * (double)Bulk(w);
 }
 
@@ -1103,7 +1124,8 @@ static PetscReal CeilLog2(PetscMPIInt p)
   calibrated per-run cost times the runs of their walk beyond the first (`DDLayerGetModelRuns()`:
   a format conversion between input and output). conv and affine add the terms of their input and
   output bytes, of idle vector lanes (conv) or weight bytes (affine), and of the rows of the column
-  matrix (conv); a layer alone whose memory M on this rank exceeds the core's L2 cache is priced
+  matrix and the flops of the passes that do not run Winograd (conv, as its backend chain chooses
+  them per pass); a layer alone whose memory M on this rank exceeds the core's L2 cache is priced
   with the share 1 - L2 / M of the cold fits (tensors in memory) and the rest of the warm ones.
   Average pooling has its own fit (`DDLayerPoolGetType()`).
   A loss against class indices has the cross-entropy fit, the other losses the mse fit.
@@ -1216,7 +1238,7 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[
       auto time = [&](const Fit &F) {
         double t = F.c0 + F.c1 * (gemm ? in.flops[b] : in.bytes[b]);
         if (gemm)
-          for (int j = 0; j < 4; j++) t += F.cx[j] * in.gemm[b][j];
+          for (int j = 0; j < 5; j++) t += F.cx[j] * in.gemm[b][j];
         return t;
       };
       /* the share in.cold of the tensors in memory, the rest in the caches below L2 (ModelColdFraction_Private()) */
@@ -1916,17 +1938,17 @@ PetscErrorCode ModelKernelTime_Private(const char backend[], DDDataType dt, cons
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* the GEMM kinds' fit over several shapes: rows (work, input bytes, output bytes, idle-lane flops or weight bytes, column rows) */
+/* the GEMM kinds' fit over several shapes: rows (work, input bytes, output bytes, idle-lane flops or weight bytes, column rows, direct passes' flops) */
 PetscErrorCode ModelStoreGemmKernel_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, const std::vector<std::vector<double>> &X, const std::vector<double> &t)
 {
   PetscFunctionBegin;
-  PetscCheck(!X.empty() && X.size() == t.size() && X[0].size() == 5, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Calibration of %s gave no work", kind);
+  PetscCheck(!X.empty() && X.size() == t.size() && X[0].size() == 6, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Calibration of %s gave no work", kind);
   M.kern[KernelKey(backend, dt, kind, bwd ? true : false)] = LeastSquaresMulti(X, t);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 /* GemmBytes() for the calibration */
-PetscErrorCode ModelGemmBytes_Private(DDLayer layer, PetscBool backward, double e[4])
+PetscErrorCode ModelGemmBytes_Private(DDLayer layer, PetscBool backward, double e[5])
 {
   PetscFunctionBegin;
   GemmBytes(layer, backward, e);

@@ -35,7 +35,7 @@ struct ModelCostInput {
   double      cold = 0;            /* the share of the tensors found in memory (the ":cold" fits where there are), the rest out of L2 only (the warm fits): ModelColdFraction_Private() */
   PetscReal   flops[2] = {0, 0};   /* GEMM flops (DDLayerGetModelWork()) */
   PetscReal   bytes[2] = {0, 0};   /* bytes read and written (the other kinds) */
-  double      gemm[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}; /* the GEMM kinds' further terms (model.cxx's GemmBytes()) */
+  double      gemm[2][5] = {{0, 0, 0, 0, 0}, {0, 0, 0, 0, 0}}; /* the GEMM kinds' further terms (model.cxx's GemmBytes()) */
   PetscInt64  runs = 0;            /* the runs of the pointwise walk (DDLayerGetModelRuns()) */
   bool        rows = false;        /* the walk is row by row (same storage order), else element by element */
   PetscInt64  p2p[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}; /* point-to-point {msgs sent, bytes sent, msgs received, bytes received} */
@@ -53,6 +53,8 @@ double ModelConvIdleFlops_Private(size_t es, double co, double ci, double f, Pet
 /* the rows of the column matrix a convolution's im2col gathers (and col2im scatters) on this rank:
    (local output entries / (Co Wout)) Ci K^d, with Wout the local output's last extent */
 double ModelConvColumnRows_Private(double ybulk, double wout, double co, double cikk);
+/* the flops of a convolution's passes that do not run Winograd (wino: forward, backward data, backward weights; f: the forward's GEMM flops) */
+double ModelConvDirectFlops_Private(const bool wino[3], double f, PetscBool backward);
 /* one bucket of the replicated weight mode (DDNetSetWeightMode()) on one rank, on P ranks: a worker
    group of group ranks, count entries of dt, rootcount of them packed and summed into here (the
    parameters' root), membercount unpacked into replicas here, mirrorcount of them (members not

@@ -316,6 +316,12 @@ struct KernelTable {
   /* convolution: the formats this backend wants for x^ and y (ok = false: declines the dtype/geometry), and the factory (NULL kernel: declined) */
   PetscErrorCode (*convformats)(const ConvGeom &q, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs, bool *ok) = nullptr;
   PetscErrorCode (*convcreate)(const ConvKernelSpec &, std::unique_ptr<ConvKernel> *)                                                           = nullptr;
+  /*
+    the passes (forward, backward data, backward weights) its convolution kernel for geometry q runs by Winograd's
+    algorithm, as convcreate would choose them (the performance model prices them apart); false: this backend
+    declines q (as its convformats/convcreate would), the next one along the chain decides. NULL: no Winograd
+  */
+  bool (*convwinograd)(const ConvGeom &q, bool transposed, bool passes[3]) = nullptr;
   PetscErrorCode (*poolcreate)(const PoolKernelSpec &, std::unique_ptr<PoolKernel> *)                                                           = nullptr;
   /* local FFTs of a stage of the fft primitive (NULL kernel: declined) */
   PetscErrorCode (*fftcreate)(const FftKernelSpec &, std::unique_ptr<FftKernel> *) = nullptr;
@@ -476,6 +482,13 @@ inline PetscErrorCode DDBackendFind(DDBackend b, F KernelTable<T>::*m, DDKernelK
 PetscErrorCode DDBackendConvFormats(DDBackend b, DDDataType dt, const ConvGeom &q, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs, DDBackend *which);
 /* A convolution kernel from the first backend along b's chain that accepts spec (for x's dtype) */
 PetscErrorCode DDBackendConvCreate(DDBackend b, const ConvKernelSpec &spec, std::unique_ptr<ConvKernel> *k);
+/*
+  The passes (forward, backward data, backward weights) that the convolution kernel of element type dt
+  for geometry q, from the first backend along b's chain that takes q, runs by Winograd's algorithm
+*/
+PetscErrorCode DDBackendConvWinograd(DDBackend b, DDDataType dt, const ConvGeom &q, bool transposed, bool passes[3]);
+/* the same for a set-up convolution layer's local geometry, on its backend and data type (all false for other layers) */
+PetscErrorCode DDLayerConvWinogradPasses_Private(DDLayer layer, bool passes[3]);
 /* A pooling kernel likewise */
 PetscErrorCode DDBackendPoolCreate(DDBackend b, const PoolKernelSpec &spec, std::unique_ptr<PoolKernel> *k);
 /*

@@ -56,16 +56,22 @@ struct WinogradConvLoops : GemmConvLoops {
   8 for 3 x 3 x 3), im2col + GEMM elsewhere;
   -dd_conv_winograd <bool> forces Winograd wherever ConvWinogradApplies() (true) or never (false).
 */
+bool GemmConvWinograd(const ConvGeom &g, bool transposed, bool passes[3])
+{
+  PetscBool force = PETSC_FALSE, set = PETSC_FALSE;
+  (void)PetscOptionsGetBool(NULL, NULL, "-dd_conv_winograd", &force, &set);
+  passes[0] = passes[1] = passes[2] = !transposed && (set ? (force && ConvWinogradApplies(g)) : ConvWinogradPreferred(g));
+  return true;
+}
+
 template <class T>
 PetscErrorCode GemmConvCreate(const ConvKernelSpec &spec, std::unique_ptr<ConvKernel> *k)
 {
-  PetscBool force = PETSC_FALSE, set = PETSC_FALSE;
-  bool      wino;
+  bool wino[3];
 
   PetscFunctionBegin;
-  PetscCall(PetscOptionsGetBool(NULL, NULL, "-dd_conv_winograd", &force, &set));
-  wino = !spec.transposed && (set ? (force && ConvWinogradApplies(spec.g)) : ConvWinogradPreferred(spec.g));
-  if (wino) PetscCall(LoopConvCreate<T, WinogradConvLoops>(spec, DDBackendLookup_Private("/cpu/blas"), ConvWinogradName<T>(spec.g), k));
+  GemmConvWinograd(spec.g, spec.transposed, wino);
+  if (wino[0]) PetscCall(LoopConvCreate<T, WinogradConvLoops>(spec, DDBackendLookup_Private("/cpu/blas"), ConvWinogradName<T>(spec.g), k));
   else PetscCall(LoopConvCreate<T, GemmConvLoops>(spec, DDBackendLookup_Private("/cpu/blas"), "im2col + GEMM (OpenBLAS)", k));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -89,6 +95,7 @@ void FillBlas(KernelTable<T> &t)
 {
   t.convformats      = StridedConvFormats;
   t.convcreate       = GemmConvCreate<T>;
+  t.convwinograd     = GemmConvWinograd;
   t.poolcreate       = FastPoolCreate<T>;
   t.upsamplefwd      = UpsampleForwardFast<T>;
   t.upsamplebwd      = UpsampleBackwardFast<T>;

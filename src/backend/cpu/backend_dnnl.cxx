@@ -42,19 +42,23 @@ bool EltwisePostOp()
   backward weights wherever both channel counts are whole 16-channel blocks, and for the other two
   passes from 512 products of input and output channels (more than one block pair) on.
 */
-void WinogradPasses(const ConvTGeom &g, bool transposed, bool pass[3])
+bool WinogradPasses(const ConvGeom &g, bool transposed, bool pass[3])
 {
   PetscBool force = PETSC_FALSE, set = PETSC_FALSE;
   pass[0] = pass[1] = pass[2] = false;
-  if (transposed || g.D != 2 || !ConvWinogradApplies(g)) return;
+  if (g.cig > 0) return false; /* declined, as DnnlConvFormats() and DnnlConvCreate() do: the chain's /cpu/blas decides */
+  /* oneDNN 2.6 has its Winograd kernel (jit_wino_4x3) for avx512_core and the ISAs above it only (its cpu_isa bits include avx512_core's) */
+  static const bool avx512 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  if (!avx512 || transposed || g.D != 2 || !ConvWinogradApplies(g)) return true;
   (void)PetscOptionsGetBool(NULL, NULL, "-dd_conv_winograd", &force, &set);
   if (set) {
     pass[0] = pass[1] = pass[2] = force ? true : false;
-    return;
+    return true;
   }
-  if (g.Ci % 16 || g.Co % 16) return;
+  if (g.Ci % 16 || g.Co % 16) return true;
   pass[2] = true;
   pass[0] = pass[1] = g.Ci * g.Co >= 512;
+  return true;
 }
 
 /* the first entry of a window of a float32 tensor (blocked tensors: the whole storage, the descriptor holds the offset) */
@@ -424,6 +428,7 @@ DD_CXX_TRY
   b.vec = HostVecOps;
   b.f32.convformats    = DnnlConvFormats;
   b.f32.convcreate     = DnnlConvCreate;
+  b.f32.convwinograd   = WinogradPasses;
   b.f32.poolcreate     = DnnlPoolCreate;
   b.f32.affinefwd      = AffineForwardGemm<float, DnnlGemm>;
   b.f32.affinebwddata  = AffineBackwardDataGemm<float, DnnlGemm>;

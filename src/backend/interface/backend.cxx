@@ -382,6 +382,21 @@ PetscErrorCode ddnn::DDBackendConvCreate(DDBackend b, const ConvKernelSpec &spec
   return CreateAlongChain(b, spec, k, &KernelTable<float>::convcreate, &KernelTable<double>::convcreate, DD_KERNEL_CONV);
 }
 
+PetscErrorCode ddnn::DDBackendConvWinograd(DDBackend b, DDDataType dt, const ConvGeom &q, bool transposed, bool passes[3])
+{
+  PetscFunctionBegin;
+  passes[0] = passes[1] = passes[2] = false;
+  for (DDBackend w = b; w; w = DDBackendNext_Private(w)) {
+    const KernelTable<float>  &t32 = w->f32;
+    const KernelTable<double> &t64 = w->f64;
+    auto                       fn  = dt == DD_FLOAT32 ? t32.convwinograd : t64.convwinograd;
+    if (fn) {
+      if (fn(q, transposed, passes)) break; /* this backend takes q */
+    } else if (dt == DD_FLOAT32 ? t32.convcreate != nullptr : t64.convcreate != nullptr) break; /* it takes q, without Winograd */
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 PetscErrorCode ddnn::DDBackendPoolCreate(DDBackend b, const PoolKernelSpec &spec, std::unique_ptr<PoolKernel> *k)
 {
   return CreateAlongChain(b, spec, k, &KernelTable<float>::poolcreate, &KernelTable<double>::poolcreate, DD_KERNEL_POOL);

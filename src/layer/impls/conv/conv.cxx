@@ -1016,6 +1016,20 @@ static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
 
 .seealso: `DDLayerConvSetKernel()`, `DDLayerConvSetOutputChannels()`, `DDPRIMITIVEHALO`
 M*/
+/* the passes of this worker's local kernel that run Winograd (the performance model's conv terms): its backend chain's choice for its geometry */
+PetscErrorCode ddnn::DDLayerConvWinogradPasses_Private(DDLayer l, bool passes[3])
+{
+  PetscBool isconv = PETSC_FALSE;
+
+  PetscFunctionBegin;
+  passes[0] = passes[1] = passes[2] = false;
+  PetscCall(PetscObjectTypeCompare((PetscObject)l, DDLAYERCONV, &isconv));
+  if (!isconv || !l->setupcalled) PetscFunctionReturn(PETSC_SUCCESS);
+  Conv *c = (Conv *)l->data;
+  if (c->kb && c->xh && c->hasout) PetscCall(ddnn::DDBackendConvWinograd(c->kb, c->xh->dtype, c->g, false, passes));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 PETSC_EXTERN PetscErrorCode DDLayerCreate_Conv(DDLayer l)
 {
   PetscFunctionBegin;
