@@ -3,7 +3,7 @@
   Winograd ones (F(4x4, 3x3), F(2x2, 3x3) or F(2x2x2, 3x3x3); src/backend/blas/conv_winograd.cxx) against the reference loops
   (src/backend/reference/conv_ref.cxx) and PyTorch float64, at 1 thread, in one run.
 
-    OPENBLAS_NUM_THREADS=1 ./bench_conv_kernels [-reps 7] [-ref_reps 3] [-ref 0|1] [-winograd 0|1] [-torch 0|1] [-shapes a,b]
+    OPENBLAS_NUM_THREADS=1 ./bench_conv_kernels [-reps 7] [-ref_reps 3] [-ref 0|1] [-winograd 0|1] [-torch 0|1] [-dnnl 0|1] [-shapes a,b]
 
   Shapes (3x3(x3) kernel, padding 1, bias): conv 1x16x512x512 16->16, 8x64x56x56 64->64,
   1x8x64x64x64 8->8, and the main job's U-Net layers at batch 8: 8x16x32x32 16->16 (c2),
@@ -23,10 +23,21 @@
   requiring grad; one iteration is y = conv(x, w, b, padding=1); y.backward(dy), gradients reset
   to None before it; the median of as many repetitions. ddnn's fwd+bwd is the sum of the three
   kernel medians.
+
+  -dnnl 1 (oneDNN builds; OMP_NUM_THREADS=1): for the 2-D shapes in float32, /cpu/dnnl's kernel
+  (src/backend/cpu/conv_dnnl.cxx) with oneDNN's direct algorithm against the same kernel with its
+  Winograd one on every pass, interleaved, on nChw16c buffers (the blocked layout the layers hand
+  over), the weights reordered (and for Winograd transformed) on every call as in training; per pass
+  the median times, Winograd / direct, and the passes /cpu/dnnl takes Winograd for by default
+  (DDBackendConvWinograd(): the rule of WinogradPasses() in backend_dnnl.cxx, drawn from these numbers).
 */
 #include <ddnn.h>
 #include <backend/blas/conv_gemm.hpp>
 #include <backend/blas/conv_winograd.hpp>
+#include <ddconf.h>
+#if DDNN_WITH_DNNL
+  #include <backend/cpu/conv_dnnl.hpp>
+#endif
 #include <cblas.h>
 #include <algorithm>
 #include <cctype>
@@ -199,6 +210,61 @@ void Measure(const Shape &s, int reps, int refreps, bool doref, bool dowino, Tim
   ref->fwd = Median(t[6]) * *scale, ref->bd = Median(t[7]) * *scale, ref->bw = Median(t[8]) * *scale, ref->cpu = Median(cpu[2]) * *scale;
 }
 
+#if DDNN_WITH_DNNL
+/* /cpu/dnnl's float32 kernel, direct (kind 0) against Winograd on every pass (kind 1), on nChw16c buffers */
+PetscErrorCode MeasureDnnl(const Shape &s, int reps)
+{
+  using tag = dnnl::memory::format_tag;
+  using dt  = dnnl::memory::data_type;
+  PetscFunctionBegin;
+  if (s.D != 2) PetscFunctionReturn(PETSC_SUCCESS);
+  ConvGeom g;
+  g.D  = 2;
+  g.N  = s.N;
+  g.Ci = s.Ci;
+  g.Co = s.Co;
+  for (PetscInt j = 0; j < 2; j++) {
+    g.out[1 + j] = s.sp[j];
+    g.in[1 + j]  = s.sp[j] + 2;
+    g.k[1 + j]   = 3;
+  }
+  const dnnl::memory::desc x({g.N, g.Ci, g.in[1], g.in[2]}, dt::f32, tag::nChw16c), y({g.N, g.Co, g.out[1], g.out[2]}, dt::f32, tag::nChw16c);
+  DnnlConv k[2];
+  k[1].SetWinograd(true, true, true);
+  for (int kind = 0; kind < 2; kind++) PetscCall(k[kind].SetUp(g, x, y, x, y, true, false));
+  std::mt19937                          rng(1);
+  std::uniform_real_distribution<float> u(-1, 1);
+  auto fill = [&](DnnlBuf &v, size_t n) {
+    v.resize(n);
+    for (auto &e : v) e = u(rng);
+  };
+  DnnlBuf bx, by, bdx, bdy, bw, bb, bdw, bdb;
+  fill(bx, x.get_size() / 4), fill(bdx, x.get_size() / 4), fill(by, y.get_size() / 4), fill(bdy, y.get_size() / 4);
+  fill(bw, (size_t)(g.Co * g.Ci * 9)), fill(bdw, bw.size()), fill(bb, (size_t)g.Co), fill(bdb, bb.size());
+  std::vector<double> t[6];
+  for (int r = 0; r <= reps; r++)
+    for (int kind = 0; kind < 2; kind++) { /* weights changed at every call, as in training (reordered, or transformed for Winograd) */
+      const Tm t0 = Now();
+      PetscCall(k[kind].Forward(bx.data(), bw.data(), true, bb.data(), by.data()));
+      const Tm t1 = Now();
+      PetscCall(k[kind].BackwardData(bdy.data(), bw.data(), true, bdx.data()));
+      const Tm t2 = Now();
+      PetscCall(k[kind].BackwardWeights(bx.data(), bdy.data(), bdw.data(), bdb.data()));
+      const Tm t3 = Now();
+      if (r) t[3 * kind].push_back(t1.wall - t0.wall), t[3 * kind + 1].push_back(t2.wall - t1.wall), t[3 * kind + 2].push_back(t3.wall - t2.wall); /* r = 0: warm-up */
+    }
+  DDBackend dnnl;
+  bool      dflt[3];
+  PetscCall(DDBackendGet("/cpu/dnnl", &dnnl));
+  PetscCall(DDBackendConvWinograd(dnnl, DD_FLOAT32, g, false, dflt));
+  double m[6];
+  for (int i = 0; i < 6; i++) m[i] = Median(t[i]);
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s f32  oneDNN direct: fwd %8.3f  bwd-data %8.3f  bwd-weights %8.3f  fwd+bwd %8.3f\n", s.name, 1e3 * m[0], 1e3 * m[1], 1e3 * m[2], 1e3 * (m[0] + m[1] + m[2])));
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s f32  oneDNN %-7s fwd %8.3f  bwd-data %8.3f  bwd-weights %8.3f  fwd+bwd %8.3f  wino/direct: %.2f %.2f %.2f, fwd+bwd %.2f; default Winograd for: %s%s%s%s  [%s]\n", "", "wino:", 1e3 * m[3], 1e3 * m[4], 1e3 * m[5], 1e3 * (m[3] + m[4] + m[5]), m[3] / m[0], m[4] / m[1], m[5] / m[2], (m[3] + m[4] + m[5]) / (m[0] + m[1] + m[2]), dflt[0] ? "fwd " : "", dflt[1] ? "bwd-data " : "", dflt[2] ? "bwd-weights" : "", !dflt[0] && !dflt[1] && !dflt[2] ? "none" : "", k[1].Impl().c_str()));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+#endif
+
 /* PyTorch float64 ------------------------------------------------------------------------ */
 
 std::string Python()
@@ -281,7 +347,7 @@ bool TorchTimes(int reps, std::map<std::string, Times> &times, std::string *vers
 int main(int argc, char **argv)
 {
   PetscInt  reps = 7, refreps = 3;
-  PetscBool doref = PETSC_TRUE, dotorch = PETSC_TRUE, dowino = PETSC_TRUE;
+  PetscBool doref = PETSC_TRUE, dotorch = PETSC_TRUE, dowino = PETSC_TRUE, dodnnl = PETSC_FALSE;
   char      shapes[1024] = "";
 
   PetscCall(PetscInitialize(&argc, &argv, NULL, NULL));
@@ -290,6 +356,7 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsGetBool(NULL, NULL, "-ref", &doref, NULL));
   PetscCall(PetscOptionsGetBool(NULL, NULL, "-torch", &dotorch, NULL));
   PetscCall(PetscOptionsGetBool(NULL, NULL, "-winograd", &dowino, NULL));
+  PetscCall(PetscOptionsGetBool(NULL, NULL, "-dnnl", &dodnnl, NULL));
   PetscCall(PetscOptionsGetString(NULL, NULL, "-shapes", shapes, sizeof(shapes), NULL));
   PetscCheck(reps >= 1 && refreps >= 1, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-reps %" PetscInt_FMT " and -ref_reps %" PetscInt_FMT " must be >= 1", reps, refreps);
   openblas_set_num_threads(1);
@@ -321,6 +388,11 @@ int main(int argc, char **argv)
         if (wg.fwd >= 0) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s f64  wino/torch: fwd %.2f, fwd+bwd %.2f [cpu %.2f]\n", "", wg.fwd / t.fwd, wg.Total() / t.bd, wg.cpu / t.cpu));
       }
     }
+#if DDNN_WITH_DNNL
+    if (dodnnl) PetscCall(MeasureDnnl(s, (int)reps));
+#else
+    if (dodnnl) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "-dnnl: this build has no oneDNN\n"));
+#endif
   }
   PetscCall(PetscFinalize());
   return 0;

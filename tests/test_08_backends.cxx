@@ -352,8 +352,8 @@ std::vector<bool> WinogradPassesOf(const std::string &text)
 
 /*
   oneDNN's Winograd convolution (/cpu/dnnl, float32; its jit_wino_4x3 kernel needs AVX-512): the
-  default choice per pass (backward weights from 16 -> 16 channels on, forward and backward data
-  from 512 channel products on, none off whole 16-channel blocks), every pass with
+  default choice per pass (forward and backward weights on whole 16-channel blocks, backward data
+  there too where the local output has at least 256 positions, none off whole blocks), every pass with
   -dd_conv_winograd 1, none with 0; each setting equals /cpu/ref on one rank in float32 (and
   float64, which runs the fallback's kernels) on unbalanced spatial pieces, parameter gradients
   included (the Winograd backward weights writes through an aligned buffer where the gradient
@@ -370,9 +370,10 @@ TEST(Backends, ConvWinogradOnDnnl)
     std::vector<bool>     wino;
     const char           *what;
   };
-  for (const Case &c : std::vector<Case>{{{2, 16, 13, 11}, 16, nullptr, {false, false, true}, "16 -> 16, default"},
-                                         {{2, 48, 12, 10}, 16, nullptr, {true, true, true}, "48 -> 16, default"},
-                                         {{1, 16, 9, 14}, 32, nullptr, {true, true, true}, "16 -> 32, default"},
+  for (const Case &c : std::vector<Case>{{{2, 16, 13, 11}, 16, nullptr, {true, false, true}, "16 -> 16, default (under 256 output positions: direct backward data)"},
+                                         {{1, 16, 40, 36}, 16, nullptr, {true, true, true}, "16 -> 16, default (every piece at least 256 output positions at 1-4 ranks)"},
+                                         {{2, 48, 12, 10}, 16, nullptr, {true, false, true}, "48 -> 16, default"},
+                                         {{1, 16, 9, 14}, 32, nullptr, {true, false, true}, "16 -> 32, default"},
                                          {{2, 8, 13, 11}, 16, nullptr, {false, false, false}, "8 -> 16 (part of a block), default"},
                                          {{2, 16, 13, 11}, 16, "1", {true, true, true}, "16 -> 16, -dd_conv_winograd 1"},
                                          {{2, 48, 12, 10}, 16, "0", {false, false, false}, "48 -> 16, -dd_conv_winograd 0"}}) {

@@ -34,19 +34,22 @@ bool EltwisePostOp()
   The passes (forward, backward data, backward weights) that ask oneDNN for its Winograd convolution
   (F(4x4, 3x3) on 16-channel blocks; AVX-512 machines only, elsewhere oneDNN has none and every pass
   stays direct). -dd_conv_winograd <bool> (as on /cpu/blas): every pass of every 2-D 3 x 3 unit-stride
-  one-group convolution (true), or none (false). Unset, measured (1 thread, AVX-512 EPYC, 2026-11-28;
-  oneDNN 2.6 Winograd / direct): backward weights 0.63-0.69 at 16 -> 16 channels (8x16x32x32 up to
-  1x16x512x512), 0.44-0.82 beyond; forward and backward data 0.35-0.81 from 16 -> 32 or 48 -> 16
-  channels up (8x256x14x14 included), but 0.65-1.05 forward and 1.05-1.07 backward data at 16 -> 16
-  (8x16x128x128 1.03 / 1.06, and 1.5 / 1.7 at 2 threads on 1x16x512x512): so Winograd for the
-  backward weights wherever both channel counts are whole 16-channel blocks, and for the other two
-  passes from 512 products of input and output channels (more than one block pair) on.
+  one-group convolution (true), or none (false). Unset, measured as the layers run it
+  (bench_conv_kernels -dnnl 1: nChw16c halo windows, the weights reordered or transformed at every
+  call; 1 thread, AVX-512 EPYC, 2026-11-28; Winograd / direct): forward 0.47-0.82 and backward
+  weights 0.41-0.93 on every shape with whole 16-channel blocks (the U-Net's layers at batch 8 from
+  8x8 to 32x32, 8x64x56x56, 1x16x512x512); backward data 0.51-0.92 from 16 x 16 outputs up, but
+  1.05-1.28 on 8 x 8 ones (32 -> 64, 64 -> 64). So Winograd where both channel counts are whole
+  16-channel blocks, the backward data only where the local output has at least 256 positions per
+  image and channel. (At 2 threads 1x16x512x512 16 -> 16 took 1.19 / 1.14 of the direct forward /
+  backward data and 0.66 of its backward weights, 1.00 in all; -dd_conv_winograd 0 if a run is such.)
+  false: declined (groups over partitioned channels, as DnnlConvFormats() and DnnlConvCreate() do).
 */
 bool WinogradPasses(const ConvGeom &g, bool transposed, bool pass[3])
 {
   PetscBool force = PETSC_FALSE, set = PETSC_FALSE;
   pass[0] = pass[1] = pass[2] = false;
-  if (g.cig > 0) return false; /* declined, as DnnlConvFormats() and DnnlConvCreate() do: the chain's /cpu/blas decides */
+  if (g.cig > 0) return false; /* declined: the chain's /cpu/blas decides */
   /* oneDNN 2.6 has its Winograd kernel (jit_wino_4x3) for avx512_core and the ISAs above it only (its cpu_isa bits include avx512_core's) */
   static const bool avx512 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
   if (!avx512 || transposed || g.D != 2 || !ConvWinogradApplies(g)) return true;
@@ -56,8 +59,8 @@ bool WinogradPasses(const ConvGeom &g, bool transposed, bool pass[3])
     return true;
   }
   if (g.Ci % 16 || g.Co % 16) return true;
-  pass[2] = true;
-  pass[0] = pass[1] = g.Ci * g.Co >= 512;
+  pass[0] = pass[2] = true;
+  pass[1]           = g.out[1] * g.out[2] >= 256;
   return true;
 }
 

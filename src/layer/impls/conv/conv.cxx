@@ -986,9 +986,9 @@ static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
 
   Kernels: on /cpu/dnnl oneDNN (float32; activations in its preferred, usually blocked, format are
   written and read without reorders; on AVX-512 machines its Winograd F(4x4, 3x3) kernel for 2-D
-  3x3 unit-stride one-group convolutions over whole 16-channel blocks, the backward weights from
-  16 -> 16 channels and the forward and backward data from 512 products of input and output
-  channels on, -dd_conv_winograd <bool> for all passes or none), in float64 the Winograd or
+  3x3 unit-stride one-group convolutions over whole 16-channel blocks: forward, backward weights, and
+  backward data where the local output has at least 256 positions per image; -dd_conv_winograd
+  <bool> for all passes or none), in float64 the Winograd or
   im2col + GEMM kernels of /cpu/blas; the reference loops on /cpu/ref.
 
   Fused activation: in a network (`DDNetSetUp()`, -net_fuse, default on) a convolution whose only
