@@ -281,6 +281,21 @@ TEST(Backends, Registry)
 }
 
 #if DDNN_WITH_DNNL
+/* the -layer_view text of a layer `configure` set up on /cpu/dnnl on a float32 input of spec in (this rank's) */
+std::string DnnlLayerViewText(const InputSpec &in, const std::function<void(DDLayer)> &configure)
+{
+  DDTensor x = MakeInput(in, DD_FLOAT32, 1);
+  DDLayer  l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  configure(l);
+  DDT(DDLayerSetBackend(l, "/cpu/dnnl"));
+  DDT(DDLayerSetUp(l, x));
+  std::string text = LayerViewText(l);
+  DDT(DDLayerDestroy(&l));
+  DDT(DDTensorDestroy(&x));
+  return text;
+}
+
 /*
   Grouped and depthwise convolutions and transposed convolutions on /cpu/dnnl in float32 run
   oneDNN's kernels (not the fallback's GEMM or loops), and equal /cpu/ref in float32 and float64
@@ -313,21 +328,13 @@ TEST(Backends, ConvGroupsRunOnDnnl)
       DDT(DDLayerConvSetPadding(l, D, pd.data()));
     };
     /* the kernel that runs (rank 0's; every rank has a spatial piece of the same kind) */
-    InputSpec in = Input(c.shape);
-    DDTensor  x  = MakeInput(in, DD_FLOAT32, 1);
-    DDLayer   l;
-    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
-    configure(l);
-    DDT(DDLayerSetBackend(l, "/cpu/dnnl"));
-    DDT(DDLayerSetUp(l, x));
-    std::string text = LayerViewText(l);
+    InputSpec   in   = Input(c.shape);
+    std::string text = DnnlLayerViewText(in, configure);
     if (Rank() == 0) printf("[ %s on /cpu/dnnl, float32 ] %s", c.what, text.c_str());
     EXPECT_NE(text.find("kernels: "), std::string::npos) << c.what << ": " << text;
     EXPECT_EQ(text.find("OpenBLAS"), std::string::npos) << c.what << ": " << text;
     EXPECT_EQ(text.find("reference loops"), std::string::npos) << c.what << ": " << text;
     EXPECT_EQ(text.find("none (no local output)"), std::string::npos) << c.what << ": " << text;
-    DDT(DDLayerDestroy(&l));
-    DDT(DDTensorDestroy(&x));
     CheckBackends(configure, in, c.what);
   }
 }
@@ -393,18 +400,10 @@ TEST(Backends, ConvWinogradOnDnnl)
         in.lx[2][1] = 0;
         in.lx[2][0] = c.shape[2] - (in.pshape[2] - 2);
       }
-      DDTensor x = MakeInput(in, DD_FLOAT32, 1);
-      DDLayer  l;
-      DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
-      configure(l);
-      DDT(DDLayerSetBackend(l, "/cpu/dnnl"));
-      DDT(DDLayerSetUp(l, x));
-      const std::string text = LayerViewText(l);
+      const std::string text = DnnlLayerViewText(in, configure);
       const std::string what = std::string("conv ") + c.what + (fmt == DD_FORMAT_PLAIN ? ", plain input" : ", channels-last input");
       const std::vector<bool> want = avx512 ? c.wino : std::vector<bool>{false, false, false};
       EXPECT_EQ(WinogradPassesOf(text), want) << what << " on rank " << Rank() << ": " << text;
-      DDT(DDLayerDestroy(&l));
-      DDT(DDTensorDestroy(&x));
       CheckBackends(configure, in, what);
     }
     if (c.opt) DDT(PetscOptionsClearValue(NULL, "-dd_conv_winograd"));
