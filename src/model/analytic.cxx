@@ -548,7 +548,7 @@ DD_CXX_TRY
         in.gemm[b][1] = (double)es * (double)ybulk;
         in.gemm[b][2] = ddnn::ModelConvIdleFlops_Private((size_t)es, (double)L.out[1], (double)Cin, (double)pred->flops[0], b ? PETSC_TRUE : PETSC_FALSE);
         in.gemm[b][3] = ddnn::ModelConvColumnRows_Private((double)ybulk, (double)ylast, (double)L.out[1], (double)(nw / L.out[1]));
-        in.gemm[b][4] = ybulk > 0 ? ddnn::ModelConvDirectFlops_Private(wino, (double)pred->flops[0], b ? PETSC_TRUE : PETSC_FALSE) : 0;
+        in.gemm[b][4] = ddnn::ModelConvDirectFlops_Private(wino, (double)pred->flops[0], b ? PETSC_TRUE : PETSC_FALSE); /* 0 without a local output: no flops */
       }
     }
     in.colls = colls;
