@@ -1165,6 +1165,9 @@ TEST(PrimitiveBadInput, ScatterIndexMap)
 #include <primitive/exchange.hpp>
 #include <unistd.h>
 #include <sys/uio.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <csignal>
 
 /* whether every rank can read every other rank's memory (an independent probe of what the engine's set-up checks) */
 static bool CmaPossible()
@@ -1217,14 +1220,14 @@ static std::vector<char> Storage(DDTensor t)
 static void ExpectCmaEqualsMpi(const std::function<DDPrimitive()> &make, DDTensor x, DDTensor y, DDTensor x2, DDTensor y2, bool expectcma, const std::string &what, bool direct = false)
 {
   DDT(PetscOptionsSetValue(NULL, "-dd_exchange_cma", "1"));
-  if (direct) DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", "1"));
+  DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", direct ? "1" : "0")); /* explicit both ways: on by default at more than one rank */
   DDPrimitive A = make();
   DDT(DDPrimitiveSetUp(A, x, y));
   DDT(PetscOptionsSetValue(NULL, "-dd_exchange_cma", "0"));
   DDPrimitive B = make();
   DDT(DDPrimitiveSetUp(B, x2, y2));
   DDT(PetscOptionsClearValue(NULL, "-dd_exchange_cma"));
-  if (direct) DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
+  DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
   if (expectcma) EXPECT_GT(direct ? DirectPairsOf(A) : CmaPairsOf(A), 0) << what;
   if (!direct) EXPECT_EQ(DirectPairsOf(A), 0) << what;
   EXPECT_EQ(CmaPairsOf(B), 0) << what;
@@ -1336,7 +1339,7 @@ TEST(Exchange, DirectSharedStorageEqualsMpiOnEveryPath)
 {
   DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", "1"));
   CrossMemoryPathsEqualMpi(true);
-  DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
+  DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", "0")); /* the tensors below: outside the arena */
   const int W = Size();
   for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST}) { /* outside the arena */
     DDPartition           part  = MakePart({1, 1, (PetscInt)W, 1});
@@ -1349,11 +1352,14 @@ TEST(Exchange, DirectSharedStorageEqualsMpiOnEveryPath)
       DDT(DDPrimitiveHaloSetKernel(H, 3, 3, 1, 1, 1, PETSC_DECIDE));
       return H;
     };
+    EXPECT_FALSE(ddnn::ShmArenaOwns(x->array)) << "a tensor set up with -dd_exchange_direct 0";
     ExpectCmaEqualsMpi(make, x, NULL, x2, NULL, W > 1 && CmaPossible(), "halo outside the arena, format " + std::to_string((int)fmt), true);
+    DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", "0"));
     DDT(DDTensorDestroy(&x));
     DDT(DDTensorDestroy(&x2));
     DDT(DDPartitionDestroy(&part));
   }
+  DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
 }
 
 /*
@@ -1421,16 +1427,89 @@ TEST(SharedArena, BlocksAreZeroedOwnedAndReused)
   DDPartition part = MakePart({1, 1, (PetscInt)Size(), 1});
   DDTensor    x    = MakeTensor(part, DD_FLOAT64, {1, 2, 4 * (PetscInt)Size(), 5}, false, 1, DD_FORMAT_PLAIN);
   EXPECT_TRUE(ddnn::ShmArenaOwns(x->array)) << "a tensor set up with -dd_exchange_direct";
-  DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
+  DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", "0"));
   DDTensor y = MakeTensor(part, DD_FLOAT64, {1, 2, 4 * (PetscInt)Size(), 5}, false, 1, DD_FORMAT_PLAIN);
   EXPECT_FALSE(ddnn::ShmArenaOwns(y->array)) << "a tensor set up without it";
   void *p;
   DDT(ddnn::ShmArenaMalloc(64, &p));
   EXPECT_FALSE(ddnn::ShmArenaOwns(p));
   DDT(ddnn::ShmArenaFree(p));
+  DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
   DDT(DDTensorDestroy(&x));
   DDT(DDTensorDestroy(&y));
   DDT(DDPartitionDestroy(&part));
+}
+
+/*
+  -dd_exchange_direct is on by default where PETSC_COMM_WORLD has more than one rank (unless the
+  launcher says this rank is alone on its node) and off at one rank: tensors set up by default live
+  in the arena there, and on-node pairs of a halo exchange read each other's storage; `0` turns it
+  off. The arena is not inherited by a forked child (MADV_DONTFORK: the child faults on it instead
+  of sharing its parent's tensors).
+  (Not tested here: the refusal of a block larger than the memory available, which a test could
+  only check by asking for more than the machine has; PETSc's fallback would then touch it.)
+*/
+TEST(SharedArena, OnByDefaultWithPartnersOffAlone)
+{
+  DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
+  const char *local    = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const bool  expected = Size() > 1 && !(local && atoi(local) == 1);
+  DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", "1"));
+  const bool system = ddnn::ShmArenaEnabled();
+  DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
+  if (!system) GTEST_SKIP() << "this system gives no shared arena (no memfd_create, or an address-space limit)";
+  EXPECT_EQ(ddnn::ShmArenaEnabled(), expected) << Size() << " rank(s), OMPI_COMM_WORLD_LOCAL_SIZE " << (local ? local : "unset");
+  DDPartition part = MakePart({1, 1, (PetscInt)Size(), 1});
+  DDTensor    x    = MakeTensor(part, DD_FLOAT64, {1, 2, 4 * (PetscInt)Size(), 5}, false, 1, DD_FORMAT_PLAIN);
+  EXPECT_EQ(ddnn::ShmArenaOwns(x->array), expected) << "a tensor set up by default";
+  DDPrimitive H = MakePrim(DDPRIMITIVEHALO);
+  DDT(DDPrimitiveHaloSetKernel(H, 2, 3, 1, 1, 1, PETSC_DECIDE));
+  DDT(DDPrimitiveSetUp(H, x, NULL));
+  if (expected && CmaPossible()) EXPECT_GT(DirectPairsOf(H), 0) << "the halo exchange set up by default";
+  DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", "0"));
+  EXPECT_FALSE(ddnn::ShmArenaEnabled());
+  DDTensor y = MakeTensor(part, DD_FLOAT64, {1, 2, 4 * (PetscInt)Size(), 5}, false, 1, DD_FORMAT_PLAIN);
+  EXPECT_FALSE(ddnn::ShmArenaOwns(y->array)) << "a tensor set up with -dd_exchange_direct 0";
+  DDPrimitive H0 = MakePrim(DDPRIMITIVEHALO);
+  DDT(DDPrimitiveHaloSetKernel(H0, 2, 3, 1, 1, 1, PETSC_DECIDE));
+  DDT(DDPrimitiveSetUp(H0, x, NULL));
+  EXPECT_EQ(DirectPairsOf(H0), 0) << "the halo exchange set up with -dd_exchange_direct 0";
+  DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
+  DDT(DDPrimitiveDestroy(&H));
+  DDT(DDPrimitiveDestroy(&H0));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&y));
+  DDT(DDPartitionDestroy(&part));
+}
+
+TEST(SharedArena, NotInheritedByAForkedChild)
+{
+  DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", "1"));
+  if (!ddnn::ShmArenaEnabled()) {
+    DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
+    GTEST_SKIP() << "this system gives no shared arena (no memfd_create, or an address-space limit)";
+  }
+  void *p;
+  DDT(ddnn::ShmArenaMalloc(4096, &p));
+  ASSERT_TRUE(ddnn::ShmArenaOwns(p, 4096));
+  ((volatile char *)p)[100] = 7;
+#if defined(__linux__) && defined(MADV_DONTFORK)
+  if (!getenv("LD_PRELOAD") || !strstr(getenv("LD_PRELOAD"), "vgpreload")) { /* not under valgrind, whose view of the child's mappings is its parent's */
+    pid_t child = fork();
+    if (child == 0) {
+      signal(SIGSEGV, SIG_DFL); /* not PETSc's handler, which would abort the parent's MPI job */
+      signal(SIGBUS, SIG_DFL);
+      volatile char c = ((volatile char *)p)[100];
+      _exit(c == 7 ? 0 : 1); /* reached only if the child still had its parent's arena */
+    }
+    ASSERT_GT(child, 0);
+    int st = 0;
+    ASSERT_EQ(waitpid(child, &st, 0), child);
+    EXPECT_TRUE(WIFSIGNALED(st) && (WTERMSIG(st) == SIGSEGV || WTERMSIG(st) == SIGBUS)) << "the forked child read its parent's tensor storage (status " << st << ")";
+  }
+#endif
+  DDT(ddnn::ShmArenaFree(p));
+  DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
 }
 
 /* the fills of End that an exchange of p did in the pass of a received face (summed over ranks) */
@@ -1472,7 +1551,7 @@ TEST(Halo, ConstantPaddingFilledByTheExchangeOnEveryPath)
               std::string what = std::to_string(ps[0]) + "x" + std::to_string(ps[1]) + " format " + std::to_string((int)fmt) + " kernel dims " + std::to_string(kd) + " k" + std::to_string(k) + (unbal ? " unbalanced" : "") + " cma " + cma;
               const bool direct = !strcmp(cma, "direct");
               DDT(PetscOptionsSetValue(NULL, "-dd_exchange_cma", direct ? "1" : cma));
-              if (direct) DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", "1"));
+              DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", direct ? "1" : "0"));
               DDTensor ts[2][2]; /* [type][fused] */
               DDPrimitive hs[2][2];
               for (int t = 0; t < 2; t++)

@@ -336,7 +336,7 @@ PetscErrorCode Exchange::SetUpCma(PetscBool usecma)
   usecma = PETSC_FALSE;
 #endif
   /* stage 1: {use, pid, token address, token, name hash, arena fd + 1 (0: none), arena base, arena size} to and from every peer */
-  const ShmArenaInfo              arena = ShmArenaSelf(); /* fd < 0 where -dd_exchange_direct is unset */
+  const ShmArenaInfo              arena = ShmArenaSelf(); /* fd < 0 where -dd_exchange_direct is off */
   constexpr int                   NI    = 8;
   std::vector<unsigned long long> mine  = {(unsigned long long)usecma, (unsigned long long)getpid(), (unsigned long long)(size_t)&token, token, h, (unsigned long long)(arena.fd + 1), arena.base, arena.reserve}, theirs(NI * np);
   std::vector<MPI_Request>        rq(2 * np);

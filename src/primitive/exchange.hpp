@@ -20,8 +20,9 @@
   ready and done signals (see CmaLink). -dd_exchange_cma 0, device memory, or ranks on
   different nodes use the MPI messages below.
 
-  With -dd_exchange_direct the copy needs no system call: each process's host tensors live in its
-  shared arena (src/sys/shmarena.hpp), which its on-node partners map once at set-up, and the
+  With -dd_exchange_direct (the default with more than one rank) the copy needs no system call:
+  each process's host tensors live in its shared arena (src/sys/shmarena.hpp), which its on-node
+  partners map once at set-up, and the
   reader of a pair copies the writer's runs (or, for runs shorter than a cache line, the writer's
   packed buffer, itself in the arena) with plain loads into its own storage, adding where the
   adjoint adds; the same ready and done signals order it (issue 16, item 1).

@@ -8,6 +8,21 @@
   back (fallocate(PUNCH_HOLE)), and every block is handed out zeroed, as PetscCalloc's are. Where
   the arena cannot be made (no memfd_create, -dd_exchange_direct 0) or is full, memory comes from
   PetscCalloc as before.
+
+  The arena is on by default in a run of more than one rank (unless the MPI launcher says this rank
+  is alone on its node), and it must not make a program fail where private memory would not, nor
+  the other way round:
+  - under an address-space limit (RLIMIT_AS, `ulimit -v`) there is no arena: its reserve would count
+    against the limit; a limit set after the arena was made refuses every block that, counted as new
+    address space with the arena's live blocks, would exceed it;
+  - a block larger than the memory the system has available (MemAvailable and free swap) is refused
+    before fallocate() could call the out-of-memory killer: PetscCalloc then fails or succeeds as it
+    would have without the arena;
+  - the mappings are not inherited by a forked child (MADV_DONTFORK): a child that touched them
+    would otherwise share its parent's tensors instead of copying them; fork() then exec() is
+    unaffected;
+  - transparent huge pages are asked for (MADV_HUGEPAGE), which the system grants to shared memory
+    where /sys/kernel/mm/transparent_hugepage/shmem_enabled is advise, always or within_size.
 */
 #include <sys/shmarena.hpp>
 #include <algorithm>
@@ -17,14 +32,36 @@
 #include <new>
 #include <cstring>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <unistd.h>
 #if defined(__linux__)
   #include <sys/mman.h>
   #include <sys/stat.h>
+  #include <sys/resource.h>
+  #include <sys/sysinfo.h>
   #include <fcntl.h>
   #if defined(MFD_CLOEXEC)
     #define DD_HAVE_SHMARENA 1
   #endif
+#endif
+
+/* valgrind's memcheck told about the arena's blocks as about malloc's (leaks, use after free, double
+   free): the client requests cost a few instructions outside valgrind */
+#if defined(__has_include)
+  #if __has_include(<valgrind/memcheck.h>)
+    #include <valgrind/memcheck.h>
+    #define DD_VG_ALLOC(p, n)     VALGRIND_MALLOCLIKE_BLOCK(p, n, 0, 1)
+    #define DD_VG_FREE(p)         VALGRIND_FREELIKE_BLOCK(p, 0)
+    #define DD_VG_UNDEFINED(p, n) VALGRIND_MAKE_MEM_UNDEFINED(p, n)
+    #define DD_VG_NOACCESS(p, n)  VALGRIND_MAKE_MEM_NOACCESS(p, n)
+  #endif
+#endif
+#if !defined(DD_VG_ALLOC)
+  #define DD_VG_ALLOC(p, n)     ((void)0)
+  #define DD_VG_FREE(p)         ((void)0)
+  #define DD_VG_UNDEFINED(p, n) ((void)0)
+  #define DD_VG_NOACCESS(p, n)  ((void)0)
 #endif
 
 namespace ddnn
@@ -37,6 +74,7 @@ struct Arena {
   char                    *base  = nullptr;
   size_t                   reserve = 0, filesize = 0, top = 0; /* top: the end of the highest live or free range */
   size_t                   dirty = 0;                           /* from here up the file was never handed out: it reads as zeros */
+  size_t                   live = 0;                            /* bytes of the live blocks */
   std::map<size_t, size_t> freed;                            /* offset -> length of the free ranges below top */
   std::map<size_t, size_t> used;                             /* offset -> length of the live blocks */
   std::map<std::tuple<long, long, unsigned long long>, std::pair<char *, size_t>> peers; /* (pid, fd, base) -> its arena mapped here, and the mapping's length */
@@ -52,13 +90,94 @@ constexpr size_t kGrow = (size_t)64 << 20; /* the file's size grows in steps of 
 
 int forced = -1; /* ShmArenaForce() */
 
+/* the launcher's count of this job's ranks on this node, where it gives one (Open MPI, MPICH's
+   Hydra, PMI-based launchers, Slurm's srun); 0 where none is set */
+long LocalRanksFromLauncher()
+{
+  for (const char *v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE", "PALS_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"}) {
+    const char *e = getenv(v);
+    char       *end;
+    long        n = e ? strtol(e, &end, 10) : 0;
+    if (e && end != e && n > 0) return n;
+  }
+  return 0;
+}
+
+/* the default of -dd_exchange_direct: on where PETSC_COMM_WORLD has more than one rank, unless the
+   launcher says that this rank is alone on its node (decided once: it must not change between the
+   allocations of one run) */
+bool DefaultOn()
+{
+  static int on = -1;
+  if (on < 0) {
+    PetscMPIInt size = 1;
+    PetscBool   init = PETSC_FALSE;
+    if (PetscInitialized(&init) || !init || MPI_Comm_size(PETSC_COMM_WORLD, &size)) return false; /* not decided yet */
+    on = size > 1 && LocalRanksFromLauncher() != 1 ? 1 : 0;
+  }
+  return on == 1;
+}
+
 /* -dd_exchange_direct, read at every allocation (a tensor allocated while it is set lives in the arena) */
 bool Wanted()
 {
   if (forced >= 0) return forced == 1;
-  PetscBool on = PETSC_FALSE;
-  if (PetscOptionsGetBool(NULL, NULL, "-dd_exchange_direct", &on, NULL)) return false;
-  return on == PETSC_TRUE;
+  PetscBool on = PETSC_FALSE, set = PETSC_FALSE;
+  if (PetscOptionsGetBool(NULL, NULL, "-dd_exchange_direct", &on, &set)) return false;
+  return set ? on == PETSC_TRUE : DefaultOn();
+}
+
+/* a mapping of an arena (this process's or a partner's): not inherited by a forked child, huge pages
+   where the system gives them to shared memory (both advisory: failures are ignored) */
+void Inherit(void *b, size_t n)
+{
+#if defined(DD_HAVE_SHMARENA)
+  #if defined(MADV_DONTFORK)
+  (void)madvise(b, n, MADV_DONTFORK);
+  #endif
+  #if defined(MADV_HUGEPAGE)
+  (void)madvise(b, n, MADV_HUGEPAGE);
+  #endif
+#else
+  (void)b, (void)n;
+#endif
+}
+
+/* whether n more bytes of the arena are what private memory could have: within the address-space
+   limit, counting the arena's live blocks and the request as if they were mapped anew (an arena is
+   made only where no limit is set: this is a limit set since, and the count errs on the safe side)
+   and, for a large request, within the memory the system has available */
+bool Affordable(const Arena &a, size_t n)
+{
+#if defined(DD_HAVE_SHMARENA)
+  struct rlimit rl;
+  if (!getrlimit(RLIMIT_AS, &rl) && rl.rlim_cur != RLIM_INFINITY) {
+    unsigned long long vm = 0;
+    FILE              *f  = fopen("/proc/self/statm", "r");
+    if (!f) return false;
+    const bool ok = fscanf(f, "%llu", &vm) == 1;
+    fclose(f);
+    if (!ok || vm * (unsigned long long)sysconf(_SC_PAGESIZE) + a.live + n > (unsigned long long)rl.rlim_cur) return false;
+  }
+  struct sysinfo si;
+  if (n >= ((size_t)1 << 20) && !sysinfo(&si)) {
+    const unsigned long long u = si.mem_unit ? si.mem_unit : 1;
+    if (n <= (si.freeram + si.freeswap) * u) return true; /* plainly free: no need to read /proc/meminfo */
+    unsigned long long avail = 0, swapfree = 0, kb;
+    char               line[256];
+    FILE              *f = fopen("/proc/meminfo", "r");
+    if (!f) return true; /* nothing to go by: as private memory */
+    while (fgets(line, sizeof(line), f)) {
+      if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) avail = kb << 10;
+      else if (sscanf(line, "SwapFree: %llu kB", &kb) == 1) swapfree = kb << 10;
+    }
+    fclose(f);
+    if (avail && n > avail + swapfree) return false;
+  }
+#else
+  (void)a, (void)n;
+#endif
+  return true;
 }
 
 /* makes the arena at its first use (state 1), or remembers that this system cannot (state -1) */
@@ -67,6 +186,9 @@ void Make(Arena &a)
   if (a.state) return;
   a.state = -1;
 #if defined(DD_HAVE_SHMARENA)
+  struct rlimit rl;
+  /* an address-space limit (ulimit -v) would count the whole reserve: private memory then, as always */
+  if (getrlimit(RLIMIT_AS, &rl) || rl.rlim_cur != RLIM_INFINITY) return;
   long   pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
   size_t phys  = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz : ((size_t)16 << 30);
   /* as much address space as the machine has memory: one process's tensors cannot exceed it, and
@@ -79,13 +201,35 @@ void Make(Arena &a)
     close(fd);
     return;
   }
+  Inherit(b, a.reserve);
+  DD_VG_NOACCESS(b, a.reserve); /* memcheck: only the blocks handed out are addressable (and its leak scan skips the rest) */
   a.fd    = fd;
   a.base  = (char *)b;
+  a.top   = 64; /* no block at the base: the arena's own pointer would hide a leak of it from valgrind */
   a.state = 1;
 #endif
 }
 
 size_t AlignFor(size_t n) { return n >= ((size_t)64 << 10) ? 4096 : 64; }
+
+/* The bookkeeping must stay whole when a C++ allocation fails (std::bad_alloc is an out-of-memory error
+   of the entry point that catches it, src/sys/ddcxx.hpp): the map nodes an allocation may need are
+   made before anything changes (Spare(), which may throw), and the changes only move nodes (Put():
+   no allocation, nothing throws). A freed block's own node serves its free range. */
+using Ranges = std::map<size_t, size_t>;
+Ranges Spare(int k)
+{
+  Ranges s;
+  for (int i = 0; i < k; i++) s.emplace((size_t)i, 0);
+  return s;
+}
+void Put(Ranges &m, Ranges &spare, size_t key, size_t len)
+{
+  auto nh     = spare.extract(spare.begin());
+  nh.key()    = key;
+  nh.mapped() = len;
+  m.insert(std::move(nh));
+}
 
 /* the pages of [off, off + n) allocated now (a machine out of memory is an allocation error here, not
    a SIGBUS at the first touch of a page the memory file cannot get) */
@@ -100,7 +244,7 @@ bool Commit(Arena &a, size_t off, size_t n)
 }
 
 /* a block of n bytes (offset), or false where the arena is full or cannot grow */
-bool Take(Arena &a, size_t n, size_t *off)
+bool Take(Arena &a, size_t n, size_t *off, Ranges &spare)
 {
   const size_t al = AlignFor(n);
   auto         best = a.freed.end();
@@ -115,13 +259,15 @@ bool Take(Arena &a, size_t n, size_t *off)
       if (!waste) break;
     }
   }
+  if (!Affordable(a, n)) return false; /* private memory (PetscCalloc) then fails or succeeds as it would have */
   if (best != a.freed.end()) {
     size_t fo = best->first, fl = best->second, start = (fo + al - 1) / al * al;
     if (!Commit(a, start, n)) return false; /* no memory for it: the range stays free */
-    a.freed.erase(best);
-    if (start > fo) a.freed[fo] = start - fo;
-    if (fo + fl > start + n) a.freed[start + n] = fo + fl - start - n;
-    memset(a.base + start, 0, n); /* a reused range: zeroed, as PetscCalloc's memory is */
+    spare.insert(a.freed.extract(best)); /* its node serves again */
+    if (start > fo) Put(a.freed, spare, fo, start - fo);
+    if (fo + fl > start + n) Put(a.freed, spare, start + n, fo + fl - start - n);
+    DD_VG_UNDEFINED(a.base + start, n); /* a freed block's bytes are inaccessible to memcheck until handed out again */
+    memset(a.base + start, 0, n);       /* a reused range: zeroed, as PetscCalloc's memory is */
     *off = start;
     return true;
   }
@@ -134,15 +280,18 @@ bool Take(Arena &a, size_t n, size_t *off)
     a.filesize = want;
   }
   if (!Commit(a, start, n)) return false;
-  if (start < a.dirty) memset(a.base + start, 0, std::min(n, a.dirty - start)); /* below the mark: written before */
+  if (start < a.dirty) { /* below the mark: written before */
+    DD_VG_UNDEFINED(a.base + start, std::min(n, a.dirty - start));
+    memset(a.base + start, 0, std::min(n, a.dirty - start));
+  }
   a.dirty = std::max(a.dirty, start + n);
-  if (start > a.top) a.freed[a.top] = start - a.top;
+  if (start > a.top) Put(a.freed, spare, a.top, start - a.top);
   a.top = start + n;
   *off  = start;
   return true;
 }
 
-void Give(Arena &a, size_t off, size_t n)
+void Give(Arena &a, size_t off, size_t n, Ranges &spare)
 {
 #if defined(DD_HAVE_SHMARENA) && defined(FALLOC_FL_PUNCH_HOLE)
   /* a large block's pages go back to the system (the next block there is committed and zeroed again) */
@@ -164,7 +313,7 @@ void Give(Arena &a, size_t off, size_t n)
     }
   }
   if (off + n == a.top) a.top = off; /* the top range: lower the mark (what lies above it is handed out zeroed again) */
-  else a.freed[off] = n;
+  else Put(a.freed, spare, off, n);
 }
 } // namespace
 
@@ -192,9 +341,12 @@ PetscErrorCode ShmArenaMalloc(size_t n, void **p)
     std::lock_guard<std::mutex> g(a.mu);
     Make(a);
     size_t off;
-    if (a.state > 0 && Take(a, n ? n : 1, &off)) {
-      a.used[off] = n ? n : 1;
+    Ranges spare = Spare(3); /* at most two free ranges and the block (may throw std::bad_alloc: nothing changed yet) */
+    if (a.state > 0 && Take(a, n ? n : 1, &off, spare)) {
+      Put(a.used, spare, off, n ? n : 1);
+      a.live += n ? n : 1;
       *p          = a.base + off;
+      DD_VG_ALLOC(*p, n ? n : 1);
       PetscFunctionReturn(PETSC_SUCCESS);
     }
   }
@@ -222,8 +374,11 @@ PetscErrorCode ShmArenaFree(void *p)
     auto                        it  = a.used.find(off);
     PetscCheck(it != a.used.end(), PETSC_COMM_SELF, PETSC_ERR_PLIB, "ShmArenaFree(): %p is not a block of the shared arena (freed twice?)", p);
     size_t n = it->second;
-    a.used.erase(it);
-    Give(a, off, n);
+    Ranges spare;
+    spare.insert(a.used.extract(it)); /* the block's node serves its free range: no allocation here */
+    a.live -= n;
+    DD_VG_FREE(p);
+    Give(a, off, n, spare);
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscCall(PetscFree(p));
@@ -256,7 +411,10 @@ char *ShmArenaMapPeer(const ShmArenaInfo &peer)
        descriptor number names now */
     if (!fstat(fd, &st) && st.st_nlink == 0) {
       void *b = mmap(NULL, (size_t)peer.reserve, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-      if (b != MAP_FAILED) m = (char *)b;
+      if (b != MAP_FAILED) {
+        m = (char *)b;
+        Inherit(b, (size_t)peer.reserve);
+      }
     }
     close(fd);
   }
@@ -289,7 +447,7 @@ PetscErrorCode ShmArenaFinalize()
     (void)close(a.fd);
     a.fd       = -1;
     a.base     = nullptr;
-    a.reserve  = a.filesize = a.top = a.dirty = 0;
+    a.reserve  = a.filesize = a.top = a.dirty = a.live = 0;
     a.freed.clear();
     a.state = 0;
   }

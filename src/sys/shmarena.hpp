@@ -1,5 +1,6 @@
 /*
-  The shared host arena (issue 16, item 1): with -dd_exchange_direct, host tensor storage and the
+  The shared host arena (issue 16, item 1): with -dd_exchange_direct (on by default where
+  PETSC_COMM_WORLD has more than one rank, see shmarena.cxx), host tensor storage and the
   exchange engine's message buffers are carved from one memory file per process (memfd_create),
   mapped shared. A rank of the same node whose exchange partner allows it (the permissions of
   process_vm_readv: /proc/<pid>/fd/<fd> can be opened) maps the partner's arena once and then reads
@@ -11,11 +12,13 @@
 
 namespace ddnn
 {
-/* -dd_exchange_direct <bool> is set and this process has (or could now make) its arena */
+/* -dd_exchange_direct <bool> is on (set, or by default) and this process has (or could now make) its arena */
 bool ShmArenaEnabled();
 /* overrides -dd_exchange_direct: 1 on, 0 off, -1 the option again (DDModelCalibrate() times the halo both ways) */
 void ShmArenaForce(int mode);
-/* zeroed host memory: from the arena while -dd_exchange_direct is set and it has room, else from PetscCalloc; freed by ShmArenaFree() */
+/* zeroed host memory: from the arena while -dd_exchange_direct is on and it has room, else from PetscCalloc; freed by ShmArenaFree()
+   (throws std::bad_alloc, with the arena unchanged, where its own bookkeeping cannot allocate: the
+   entry point that catches it reports out of memory, as for any C++ allocation) */
 PetscErrorCode ShmArenaMalloc(size_t n, void **p);
 PetscErrorCode ShmArenaFree(void *p);
 /* whether p (and the n bytes from it) lie in this process's arena */

@@ -324,7 +324,7 @@ DD_CXX_CATCH
 
   Options Database Keys:
 + -dd_exchange_cma <bool>       - between ranks of one node, one copy by the kernel from process to process (`process_vm_readv`/`writev`) instead of MPI messages (default true where the system allows it)
-. -dd_exchange_direct <bool>    - host tensors (and message buffers) set up while this is true live in a memory file each process shares with its on-node partners, which read them with plain loads: no system call, no second copy (default false; needs what -dd_exchange_cma needs and `memfd_create()`)
+. -dd_exchange_direct <bool>    - host tensors (and message buffers) set up while this is true live in a memory file each process shares with its on-node partners, which read them with plain loads: no system call, no second copy (default true where `PETSC_COMM_WORLD` has more than one rank and the launcher does not say this rank is alone on its node, false at one rank; needs what -dd_exchange_cma needs, `memfd_create()` and no address-space limit)
 . -dd_exchange_fuse_fill <bool> - the halo's constant padding filled in the pass of a received face where they share rows (default true)
 - -dd_exchange_mpi_types <bool> - MPI derived datatypes instead of hand packing for long runs on the MPI path (default true)
 
@@ -334,15 +334,27 @@ DD_CXX_CATCH
   (`DDTensorEnsureHalo()`). Errors name the partition dimension, rank or shape at fault and
   are raised on every rank.
 
-  With -dd_exchange_direct, a pair of on-node ranks reads each other's storage in place where its
-  runs average a cache line or more (H-split faces, channels-last and blocked faces, repartitions)
-  and through the writer's packed buffer otherwise (plain W-split faces): results are the same bytes
-  as through MPI. Storage the arena did not allocate (a tensor set up without the option, an array
-  placed from outside) goes by system call. Trade-offs: the arena's pages are shared memory (no
-  transparent huge pages where the system gives them to private memory only; a forked child would
-  share them), its blocks are reported by -malloc_dump at `PetscFinalize()` rather than with
-  PETSc's own, and an address-space limit (`RLIMIT_AS`) does not bound them. Measured gains are in
-  `bench/README.md` (bench_primitives).
+  With -dd_exchange_direct (the default with more than one rank), a pair of on-node ranks reads
+  each other's storage in place where its runs average a cache line or more (H-split faces,
+  channels-last and blocked faces, repartitions) and through the writer's packed buffer otherwise
+  (plain W-split faces): results are the same bytes as through MPI. Storage the arena did not
+  allocate (a tensor set up with the option off, an array placed from outside) goes by system call.
+  What differs from private memory, and how it is kept from mattering:
+.vb
+  transparent huge pages  asked for (MADV_HUGEPAGE); the system grants them to shared memory only
+                          where /sys/kernel/mm/transparent_hugepage/shmem_enabled is not "never"
+  fork()                  a forked child does not inherit the arena (MADV_DONTFORK): a child that
+                          touches tensor storage faults instead of sharing its parent's; fork then
+                          exec is unaffected
+  address-space limit     under RLIMIT_AS (ulimit -v) there is no arena; a limit set later refuses
+                          the blocks that would exceed it: memory then comes from PetscCalloc,
+                          which fails or succeeds as it would have
+  memory exhausted        a block larger than the memory available (and free swap) is refused
+                          before the system could call its out-of-memory killer: PetscCalloc again
+  -malloc_dump            the arena's unfreed blocks are reported in a line of their own at
+                          PetscFinalize(); valgrind's memcheck sees them as heap blocks
+.ve
+  Measured gains are in `bench/README.md` (bench_primitives).
 
   Device tensors (`DDTensorSetMemType()`): the halo, repartition, scatter, broadcast, sum-reduce
   and all-sum-reduce primitives take them. Their messages are packed and unpacked by device
