@@ -296,6 +296,10 @@ TEST(ModelCache, NotCalibratedAndCorruptOrForeignCache)
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "newer version");
   WriteFile(bad, "ddnn-model-cache 5\nhost " + Host() + "\nkernel a float32 conv f 1 2 3\n"); /* three coefficients: neither form */
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "line 3 is malformed");
+  for (const char *nums : {"1 2 3 4", "1 2 3 4 5 6 7 8", "1 2 3 4 5 x", "1 2 -3 4 5", "1 nan"}) { /* four or eight coefficients, a stray word, a negative or non-finite one */
+    WriteFile(bad, "ddnn-model-cache 5\nhost " + Host() + "\nkernel a float32 conv f " + nums + "\n");
+    DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "line 3 is malformed");
+  }
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", foreign.c_str()));
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "foreign");
   /* set parameters by hand: the layer's communication time is alpha max(msgs) + beta max(bytes) */

@@ -308,6 +308,22 @@ DD_CXX_TRY
 }
 DD_CXX_CATCH
 
+/* a cache line "kernel <backend> <dtype> <kind> <f|b>" and its numbers c0 c1 [c2 c3 c4 [c5 [c6]]] (the
+   forms of cache versions 5 and before: 2, 5, 6 or 7 numbers, the line consumed whole): how many
+   numbers, 0 if it is no such line; e gets the further terms (the missing ones 0) */
+static int KernelLine(const std::string &s, char a[256], char b[64], char c[64], char d[8], double *x, double *y, double e[5])
+{
+  int    n = 0, k = 0, m;
+  double v[7];
+  if (sscanf(s.c_str(), "kernel %255s %63s %63s %7s%n", a, b, c, d, &n) != 4) return 0;
+  while (k < 7 && sscanf(s.c_str() + n, " %lg%n", &v[k], &m) == 1) n += m, k++;
+  if (n != (int)s.size() || (k != 2 && k != 5 && k != 6 && k != 7)) return 0;
+  *x = v[0];
+  *y = v[1];
+  for (int j = 0; j < 5; j++) e[j] = j + 2 < k ? v[j + 2] : 0;
+  return k;
+}
+
 /* reads the cache into M (entries of the file replace those in memory); a missing file is not an
    error; a file we cannot use leaves M alone and says why (the callers raise the error, on every
    rank where they are collective) */
@@ -350,7 +366,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
     if (s.empty() || s[0] == '#') continue;
     char   a[256], b[64], c[64], d[8];
     double x, y, e[5] = {0, 0, 0, 0, 0};
-    int    n = 0, nk = 0;
+    int    n = 0;
     if (!strncmp(s.c_str(), "host ", 5)) {
       if (s.substr(5) != HostName()) {
         why = "it was calibrated on host " + s.substr(5) + ", not on this one (" + HostName() + "): a foreign cache";
@@ -361,7 +377,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
       commok = true;
       alpha  = x;
       beta   = y;
-    } else if ((((nk = sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg %lg %lg %lg %lg %lg%n", a, b, c, d, &x, &y, &e[0], &e[1], &e[2], &e[3], &e[4], &n)) == 11 && n == (int)s.size()) || ((nk = sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg %lg %lg %lg %lg%n", a, b, c, d, &x, &y, &e[0], &e[1], &e[2], &e[3], &n)) == 10 && n == (int)s.size()) || ((nk = sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg %lg %lg %lg%n", a, b, c, d, &x, &y, &e[0], &e[1], &e[2], &n)) == 9 && n == (int)s.size()) || (sscanf(s.c_str(), "kernel %255s %63s %63s %7s %lg %lg%n", a, b, c, d, &x, &y, &n) == 6 && n == (int)s.size())) && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && y >= 0 && std::isfinite(x) && std::isfinite(y) && e[0] >= 0 && e[1] >= 0 && e[2] >= 0 && e[3] >= 0 && e[4] >= 0 && std::isfinite(e[0] + e[1] + e[2] + e[3] + e[4])) {
+    } else if (KernelLine(s, a, b, c, d, &x, &y, e) && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && y >= 0 && std::isfinite(x) && std::isfinite(y) && e[0] >= 0 && e[1] >= 0 && e[2] >= 0 && e[3] >= 0 && e[4] >= 0 && std::isfinite(e[0] + e[1] + e[2] + e[3] + e[4])) {
       PetscInt  dt;
       PetscBool ok;
       PetscCall(PetscEListFind(2, DDDataTypes, b, &dt, &ok)); /* float32, float64 */
@@ -373,8 +389,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
       Fit fit;
       fit.c0 = x;
       fit.c1 = y;
-      if (nk >= 9)
-        for (int j = 0; j < 5; j++) fit.cx[j] = e[j]; /* 9: the three terms of a cache without the column rows' (e[3] = 0); 10: without the direct passes' flops (e[4] = 0) */
+      for (int j = 0; j < 5; j++) fit.cx[j] = e[j]; /* 5 numbers: the three terms of a cache without the column rows' (e[3] = 0); 6: without the direct passes' flops (e[4] = 0); 2: none */
       kern[KernelKey(a, (DDDataType)dt, c, d[0] == 'b')] = fit;
     } else if (sscanf(s.c_str(), "runcost %255s %63s %63s %7s %lg%n", a, b, c, d, &x, &n) == 5 && n == (int)s.size() && (!strcmp(d, "f") || !strcmp(d, "b")) && x >= 0 && std::isfinite(x)) {
       PetscInt  dt;

@@ -22,10 +22,10 @@
 
   With -dd_exchange_direct (the default with more than one rank) the copy needs no system call:
   each process's host tensors live in its shared arena (src/sys/shmarena.hpp), which its on-node
-  partners map once at set-up, and the
-  reader of a pair copies the writer's runs (or, for runs shorter than a cache line, the writer's
-  packed buffer, itself in the arena) with plain loads into its own storage, adding where the
-  adjoint adds; the same ready and done signals order it (issue 16, item 1).
+  partners map once at set-up, and the reader of a pair copies the writer's runs (or, for runs
+  shorter than a cache line, the writer's packed buffer, itself in the arena) with plain loads
+  into its own storage, adding where the adjoint adds; the same ready and done signals order it
+  (issue 16, item 1).
 
   PetscSF describes the graphs of the repartition and halo primitives; this engine moves the
   data. It merges the graph's index lists into runs of consecutive offsets (memcpy-sized

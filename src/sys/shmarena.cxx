@@ -129,7 +129,7 @@ bool Wanted()
 
 /* a mapping of an arena (this process's or a partner's): not inherited by a forked child, huge pages
    where the system gives them to shared memory (both advisory: failures are ignored) */
-void Inherit(void *b, size_t n)
+void Advise(void *b, size_t n)
 {
 #if defined(DD_HAVE_SHMARENA)
   #if defined(MADV_DONTFORK)
@@ -201,7 +201,7 @@ void Make(Arena &a)
     close(fd);
     return;
   }
-  Inherit(b, a.reserve);
+  Advise(b, a.reserve);
   DD_VG_NOACCESS(b, a.reserve); /* memcheck: only the blocks handed out are addressable (and its leak scan skips the rest) */
   a.fd    = fd;
   a.base  = (char *)b;
@@ -413,7 +413,7 @@ char *ShmArenaMapPeer(const ShmArenaInfo &peer)
       void *b = mmap(NULL, (size_t)peer.reserve, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
       if (b != MAP_FAILED) {
         m = (char *)b;
-        Inherit(b, (size_t)peer.reserve);
+        Advise(b, (size_t)peer.reserve);
       }
     }
     close(fd);
