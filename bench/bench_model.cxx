@@ -6,14 +6,19 @@
     OPENBLAS_NUM_THREADS=1 mpiexec -n 2 ./bench_model
   The model's calibration is read from its cache (DDModelGetCachePath()); without one, this
   program runs DDModelCalibrate() first (15 s on 1 rank, minutes on 2 on a loaded machine) and says so.
-  Measured per layer: the layer alone (DDLayerForwardMulti / DDLayerBackwardMulti on the tensors
-  the network set it up with, after a network step filled them), ranks synchronised before each
-  call, the median over the steps of the slowest rank's time; per step: DDNetForward, then
-  DDNetZeroGradients + DDNetBackward, median of the slowest rank. Each call is timed as the smaller
-  of its wall time and the process's CPU time (on a shared machine other processes' time slices
-  are not ours; the wall-time step is printed too). Each step is followed by every
-  layer alone (interleaved: on a shared machine both see the same load). Predicted: DDLayerGetModelTime() as the network runs
-  the layer (no input gradient for a first layer), max over ranks; step: DDNetGetModelTime().
+  Measured per layer: the layer inside the network's step (DDNetSetLayerTiming(): its
+  DDLayerForwardMulti / DDLayerBackwardMulti as DDNetForward / DDNetBackward call it, in the cache
+  state the layers before it leave), the median over the steps of the slowest rank's wall time;
+  an activation fused with its producer (-net_fuse) runs its forward inside the producer's kernel,
+  so the producer's row gives the pair's forward ("c1+a1") and the activation's forward row none.
+  Also printed ("alone"): the layer called by itself after the step (on the tensors the network set
+  it up with, ranks synchronised before each call), whose tensors the other layers have pushed out
+  of the caches since they were written: a small layer takes up to 3x its in-step time there.
+  Per step: DDNetForward, then DDNetZeroGradients + DDNetBackward, median of the slowest rank; each
+  step and each call alone is timed as the smaller of its wall time and the process's CPU time (on
+  a shared machine other processes' time slices are not ours; the wall-time step is printed too).
+  Predicted: DDLayerGetModelTime() as the network runs the layer (no input gradient for a first
+  layer), max over ranks; step: DDNetGetModelTime().
 */
 #include <ddnn.h>
 #include <ddnn/private/ddnetimpl.h>
@@ -23,6 +28,7 @@
 #include <cstdio>
 #include <cmath>
 #include <ctime>
+#include <cstring>
 
 /* this process's CPU seconds (all threads): a call's wall time on a shared, overloaded machine
    includes the time slices other processes took, its CPU time does not (MPI waits spin, so they
@@ -115,7 +121,7 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
   /* measured, interleaved (the machine is shared: a step and the layers alone see the same load):
      per step DDNetForward, then DDNetZeroGradients + DDNetBackward; then every layer alone */
   ddnn::NetImpl                      *I = net->impl;
-  std::vector<std::vector<double>>    lf(n), lb(n);
+  std::vector<std::vector<double>>    lf(n), lb(n), nf(n), nb(n); /* alone; in the step */
   std::vector<std::vector<DDTensor>>  xs(n), dxs(n);
   std::vector<DDTensor>               dys(n, NULL);
   std::vector<double>                 tf, tb, wf, wb, tu;
@@ -148,6 +154,7 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
       PetscCall(DDTensorSetRandomGlobal(dys[i], 3, -1, 1));
     }
   }
+  PetscCall(DDNetSetLayerTiming(net, PETSC_TRUE));
   for (PetscInt s = 0; s < steps + 2; s++) {
     PetscLogDouble t0, t1, t2, t3;
     double         a, b;
@@ -172,6 +179,15 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
       wf.push_back(c[2]);
       wb.push_back(c[3]);
       tu.push_back(c[4]);
+      for (PetscInt i = 0; i < n; i++) { /* each layer's time in this step, the slowest rank's */
+        PetscReal ft, bt;
+        double    v[2];
+        PetscCall(DDNetGetLayerTimes(net, i, &ft, &bt));
+        v[0] = (double)ft, v[1] = (double)bt;
+        PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD));
+        nf[i].push_back(v[0]);
+        nb[i].push_back(v[1]);
+      }
     }
     for (PetscInt i = 0; i < n; i++) {
       DDLayer l = I->nodes[i].layer;
@@ -204,9 +220,13 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
   PetscMPIInt P;
   PetscCallMPI(MPI_Comm_size(PETSC_COMM_WORLD, &P));
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "\n%s, %d rank(s), %s, %" PetscInt_FMT " steps (medians, ms; ratio = predicted / measured)\n", title, P, DDDataTypes[dt], steps));
-  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-8s %-13s %9s %9s %6s %9s %9s %6s %9s %9s %8s\n", "layer", "type", "fwd pred", "fwd meas", "ratio", "bwd pred", "bwd meas", "ratio", "comm KiB", "mem KiB", "runs"));
-  double    sp[2] = {0, 0}, sm[2] = {0, 0};
-  PetscBool allok = PETSC_TRUE;
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-8s %-13s %9s %9s %6s %9s %9s %6s %9s %9s %9s %9s %8s\n", "layer", "type", "fwd pred", "fwd meas", "ratio", "bwd pred", "bwd meas", "ratio", "alone f", "alone b", "comm KiB", "mem KiB", "runs"));
+  double                   sp[2] = {0, 0}, sm[2] = {0, 0};
+  PetscBool                allok = PETSC_TRUE;
+  std::vector<double>      pr(2 * n), ms(2 * n), cm(n), mem(n);
+  std::vector<PetscInt64>  runs(n);
+  std::vector<int>         fusedinto(n, -1); /* an activation fused with its producer: the producer's index */
+  std::vector<std::string> names(n), types(n);
   for (PetscInt i = 0; i < n; i++) {
     DDLayer     l;
     const char *name;
@@ -216,24 +236,39 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
     PetscInt64  c[4], m[4];
     PetscCall(DDNetGetLayerByIndex(net, i, &l, &name));
     PetscCall(DDLayerGetType(l, &type));
+    names[i] = name, types[i] = type;
     PetscCall(DDNetGetLayerModelTime(net, i, &t[0], &t[1], &t[2], &t[3], &ok));
     PetscCall(DDNetGetLayerModelComm(net, i, PETSC_FALSE, &c[0], &c[1], &c[2], &c[3]));
     PetscCall(DDLayerGetModelMemory(l, &m[0], &m[1], &m[2], &m[3]));
-    PetscInt64 runs;
-    PetscCall(DDLayerGetModelRuns(l, &runs));
-    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &runs, 1, MPIU_INT64, MPI_MAX, PETSC_COMM_WORLD));
-    double pr[2] = {t[0] + t[1], t[2] + t[3]}, mem = (double)(m[0] + m[1] + m[2] + m[3]), cm = (double)PetscMax(c[1], c[3]);
-    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, pr, 2, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD));
-    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &mem, 1, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD));
-    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &cm, 1, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD));
+    PetscCall(DDLayerGetModelRuns(l, &runs[i]));
+    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &runs[i], 1, MPIU_INT64, MPI_MAX, PETSC_COMM_WORLD));
+    double p2[2] = {t[0] + t[1], t[2] + t[3]};
+    mem[i] = (double)(m[0] + m[1] + m[2] + m[3]), cm[i] = (double)PetscMax(c[1], c[3]);
+    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, p2, 2, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD));
+    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &mem[i], 1, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD));
+    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &cm[i], 1, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD));
     PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &ok, 1, MPIU_BOOL, MPI_LAND, PETSC_COMM_WORLD));
     if (!ok) allok = PETSC_FALSE;
-    double mf = Median(lf[i]), mb = Median(lb[i]);
-    sp[0] += pr[0];
-    sp[1] += pr[1];
-    sm[0] += mf;
-    sm[1] += mb;
-    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-8s %-13s %9.4f %9.4f %6.2f %9.4f %9.4f %6.2f %9.1f %9.1f %8" PetscInt64_FMT "\n", name, type, 1e3 * pr[0], 1e3 * mf, pr[0] / mf, 1e3 * pr[1], 1e3 * mb, pr[1] / mb, cm / 1024, mem / 1024, runs));
+    pr[2 * i] = p2[0], pr[2 * i + 1] = p2[1];
+    ms[2 * i] = Median(nf[i]), ms[2 * i + 1] = Median(nb[i]);
+    /* fused (the model's and DDNetSetUp's convention): the activation's output is its input's storage */
+    const int k = I->nodes[i].inputs.empty() ? -1 : I->nodes[i].inputs[0];
+    if (!strcmp(type, DDLAYERACTIVATION) && k >= 0 && l->output->array && l->output->array == l->setupin[0]->array) fusedinto[i] = k;
+    sp[0] += p2[0], sp[1] += p2[1];
+    sm[0] += ms[2 * i], sm[1] += ms[2 * i + 1];
+  }
+  for (PetscInt i = 0; i < n; i++) {
+    std::string row = names[i];
+    double      pf = pr[2 * i], mf = ms[2 * i];
+    for (PetscInt j = 0; j < n; j++) /* the producer of a fused activation: the pair's forward */
+      if (fusedinto[j] == (int)i) {
+        row += "+" + names[j];
+        pf += pr[2 * j], mf += ms[2 * j];
+      }
+    char fwd[64];
+    if (fusedinto[i] >= 0) PetscCall(PetscSNPrintf(fwd, sizeof(fwd), "%9s %9s %6s", "", "", "fused"));
+    else PetscCall(PetscSNPrintf(fwd, sizeof(fwd), "%9.4f %9.4f %6.2f", 1e3 * pf, 1e3 * mf, pf / mf));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-8s %-13s %s %9.4f %9.4f %6.2f %9.4f %9.4f %9.1f %9.1f %8" PetscInt64_FMT "\n", row.c_str(), types[i].c_str(), fwd, 1e3 * pr[2 * i + 1], 1e3 * ms[2 * i + 1], pr[2 * i + 1] / ms[2 * i + 1], 1e3 * Median(lf[i]), 1e3 * Median(lb[i]), cm[i] / 1024, mem[i] / 1024, runs[i]));
   }
   PetscReal pf, pb, pz, pu;
   PetscBool ok, okz;

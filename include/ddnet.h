@@ -39,6 +39,8 @@ PETSC_EXTERN PetscErrorCode DDNetInitializeParameters(DDNet, PetscInt64);
 PETSC_EXTERN PetscErrorCode DDNetSetTraining(DDNet, PetscBool);
 PETSC_EXTERN PetscErrorCode DDNetGetLoss(DDNet, PetscReal *);
 PETSC_EXTERN PetscErrorCode DDNetSetCheckFinite(DDNet, PetscBool);
+PETSC_EXTERN PetscErrorCode DDNetSetLayerTiming(DDNet, PetscBool);
+PETSC_EXTERN PetscErrorCode DDNetGetLayerTimes(DDNet, PetscInt, PetscReal *, PetscReal *);
 PETSC_EXTERN PetscErrorCode DDNetView(DDNet, PetscViewer);
 PETSC_EXTERN PetscErrorCode DDNetViewFromOptions(DDNet, PetscObject, const char[]);
 PETSC_EXTERN PetscErrorCode DDNetDestroy(DDNet *);

@@ -5,6 +5,8 @@
 */
 #include "layertest.hpp"
 #include <fstream>
+#include <sstream>
+#include <petsctime.h>
 #include <unistd.h>
 #include <hdf5.h>
 
@@ -556,6 +558,83 @@ TEST(NetNonFinite, CheckFiniteNamesStepLayerAndTensor)
   DDT(DDTensorDestroy(&t));
 }
 
+
+/* -net_layer_timing: each layer's forward and backward timed inside the network's sweeps (issue 16 item 4's measured side) */
+TEST(Net, LayerTimingInTheSweeps)
+{
+  int       W = Size();
+  InputSpec xs{{2, 1, 6, 4 * W}, {1, 1, 1, W}, {}, {}};
+  DDTensor  x = MakeInput(xs, DD_FLOAT64, 5), t = MakeInput(xs, DD_FLOAT64, 6), in[2] = {x, t};
+  DDNet     net = BuildNet(false);
+  PetscReal f, b;
+  DDT(DDNetSetUp(net, 2, in));
+  DD_EXPECT_ERROR(DDNetGetLayerTimes(net, 0, &f, &b), PETSC_ERR_ARG_WRONGSTATE, "layer timing is off");
+  DDT(DDNetSetLayerTiming(net, PETSC_TRUE));
+  DD_EXPECT_ERROR(DDNetGetLayerTimes(net, 3, &f, &b), PETSC_ERR_ARG_OUTOFRANGE, "layer 3 does not exist (the network has 3)");
+  DD_EXPECT_ERROR(DDNetGetLayerTimes(net, -1, &f, &b), PETSC_ERR_ARG_OUTOFRANGE, "layer -1 does not exist");
+  for (PetscInt i = 0; i < 3; i++) { /* nothing run since timing began */
+    DDT(DDNetGetLayerTimes(net, i, &f, &b));
+    EXPECT_EQ(f, -1);
+    EXPECT_EQ(b, -1);
+  }
+  for (int s = 0; s < 2; s++) {
+    PetscLogDouble t0, t1, t2;
+    DDT(PetscTime(&t0));
+    DDT(DDNetForward(net, 2, in));
+    DDT(PetscTime(&t1));
+    double sum = 0;
+    for (PetscInt i = 0; i < 3; i++) {
+      DDT(DDNetGetLayerTimes(net, i, &f, NULL));
+      EXPECT_GT(f, 0) << "layer " << i;
+      sum += f;
+      DDT(DDNetGetLayerTimes(net, i, NULL, &b));
+      if (s == 0) EXPECT_EQ(b, -1) << "layer " << i << ": no backward yet";
+    }
+    EXPECT_LE(sum, t1 - t0); /* the layers' times are parts of the sweep's */
+    DDT(DDNetZeroGradients(net));
+    DDT(DDNetBackward(net, NULL));
+    DDT(PetscTime(&t2));
+    sum = 0;
+    for (PetscInt i = 0; i < 3; i++) {
+      DDT(DDNetGetLayerTimes(net, i, NULL, &b));
+      EXPECT_GT(b, 0) << "layer " << i;
+      sum += b;
+    }
+    EXPECT_LE(sum, t2 - t1);
+  }
+  { /* DDNetView: the measured columns beside the model's */
+    std::string file = Tmp("view.txt");
+    PetscViewer v;
+    DDT(PetscViewerASCIIOpen(PETSC_COMM_WORLD, file.c_str(), &v));
+    DDT(DDNetView(net, v));
+    DDT(PetscViewerDestroy(&v));
+    std::ifstream     is(file);
+    std::stringstream ss;
+    ss << is.rdbuf();
+    EXPECT_NE(ss.str().find("meas fwd  meas bwd"), std::string::npos) << ss.str();
+    DDT(MPI_Barrier(PETSC_COMM_WORLD));
+    if (Rank() == 0) unlink(file.c_str());
+  }
+  /* off and on again: the times taken so far are forgotten */
+  DDT(DDNetSetLayerTiming(net, PETSC_FALSE));
+  DDT(DDNetSetLayerTiming(net, PETSC_TRUE));
+  DDT(DDNetGetLayerTimes(net, 1, &f, &b));
+  EXPECT_EQ(f, -1);
+  EXPECT_EQ(b, -1);
+  DDT(DDNetDestroy(&net));
+  /* the option, with the network's prefix */
+  DDT(PetscOptionsSetValue(NULL, "-tn_net_layer_timing", "1"));
+  net = BuildNet(true);
+  DDT(PetscOptionsClearValue(NULL, "-tn_net_layer_timing"));
+  DDT(DDNetSetUp(net, 2, in));
+  DDT(DDNetForward(net, 2, in));
+  DDT(DDNetGetLayerTimes(net, 0, &f, &b));
+  EXPECT_GT(f, 0);
+  EXPECT_EQ(b, -1);
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+}
 
 /*
   concat(c1, c1) -> 1x1 conv with weights [W1 W2] is c1 -> 1x1 conv with W1 + W2: the same output,

@@ -1795,7 +1795,9 @@ DD_CXX_CATCH
 
   Notes:
   Times and memory are the maximum over ranks, messages and bytes the maximum over ranks of
-  max(sent, received). Without calibration data the times print as "not calibrated"; so do those
+  max(sent, received). With `DDNetSetLayerTiming()` (-net_layer_timing) two more columns give each
+  layer's measured forward and backward in the last sweeps (`DDNetGetLayerTimes()`, the slowest
+  rank's; "-" before the layer has run). Without calibration data the times print as "not calibrated"; so do those
   of a network on a backend that computes in device memory (/gpu/cuda), which the model does not
   calibrate (-dd_model_calibrate does not calibrate it either).
 
@@ -1835,7 +1837,8 @@ DD_CXX_TRY
   }
   PetscCall(PetscViewerASCIIPrintf(viewer, "performance model (per rank, max over ranks; paper 003 sec. V):\n"));
   PetscCall(PetscViewerASCIIPushTab(viewer));
-  PetscCall(PetscViewerASCIIPrintf(viewer, "%-12s %-13s %10s %10s %9s %10s %9s %10s %10s %10s %10s %10s\n", "layer", "type", "fwd ms", "bwd ms", "fwd msgs", "fwd KiB", "bwd msgs", "bwd KiB", "act KiB", "halo KiB", "param KiB", "work KiB"));
+  const bool timed = net->impl->layertiming; /* -net_layer_timing: the last sweeps' measured times beside the predictions */
+  PetscCall(PetscViewerASCIIPrintf(viewer, "%-12s %-13s %10s %10s %9s %10s %9s %10s %10s %10s %10s %10s%s\n", "layer", "type", "fwd ms", "bwd ms", "fwd msgs", "fwd KiB", "bwd msgs", "bwd KiB", "act KiB", "halo KiB", "param KiB", "work KiB", timed ? "  meas fwd  meas bwd" : ""));
   PetscReal  tot[2] = {0, 0};
   PetscInt64 totc[4] = {0, 0, 0, 0}, totm[4] = {0, 0, 0, 0};
   double     cold;
@@ -1871,7 +1874,19 @@ DD_CXX_TRY
       PetscCall(PetscStrncpy(tf, "     n/c", sizeof(tf)));
       PetscCall(PetscStrncpy(tb, "     n/c", sizeof(tb)));
     }
-    PetscCall(PetscViewerASCIIPrintf(viewer, "%-12s %-13s %10s %10s %9" PetscInt64_FMT " %10.1f %9" PetscInt64_FMT " %10.1f %10.1f %10.1f %10.1f %10.1f\n", name, type, tf, tb, q[0], q[1] / 1024.0, q[2], q[3] / 1024.0, q[4] / 1024.0, q[5] / 1024.0, q[6] / 1024.0, q[7] / 1024.0));
+    char meas[64] = "";
+    if (timed) { /* the slowest rank's, "-" where the layer has not run since timing began */
+      PetscReal m[2];
+      char      a[2][16];
+      PetscCall(DDNetGetLayerTimes(net, i, &m[0], &m[1]));
+      PetscCall(MPIU_Allreduce(MPI_IN_PLACE, m, 2, MPIU_REAL, MPIU_MAX, comm));
+      for (int k = 0; k < 2; k++) {
+        if (m[k] >= 0) PetscCall(PetscSNPrintf(a[k], sizeof(a[k]), "%10.4f", (double)(1e3 * m[k])));
+        else PetscCall(PetscStrncpy(a[k], "         -", sizeof(a[k])));
+      }
+      PetscCall(PetscSNPrintf(meas, sizeof(meas), "%s%s", a[0], a[1]));
+    }
+    PetscCall(PetscViewerASCIIPrintf(viewer, "%-12s %-13s %10s %10s %9" PetscInt64_FMT " %10.1f %9" PetscInt64_FMT " %10.1f %10.1f %10.1f %10.1f %10.1f%s\n", name, type, tf, tb, q[0], q[1] / 1024.0, q[2], q[3] / 1024.0, q[4] / 1024.0, q[5] / 1024.0, q[6] / 1024.0, q[7] / 1024.0, meas));
     tot[0] += tt[0];
     tot[1] += tt[1];
     for (int k = 0; k < 4; k++) {

@@ -8,6 +8,7 @@
 #include <sys/ddsysimpl.h>
 #include <tensor/layout.hpp>
 #include <primitive/sfutil.hpp>
+#include <petsctime.h>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -287,6 +288,8 @@ DD_CXX_TRY
   if (flg) PetscCall(DDNetSetOutput(net, out));
   PetscCall(PetscOptionsBool("-dd_check_finite", "Check every layer's output and gradients for nan/inf", "DDNetSetCheckFinite", net->impl->checkfinite ? PETSC_TRUE : PETSC_FALSE, &flg, NULL));
   net->impl->checkfinite = flg ? true : false;
+  PetscCall(PetscOptionsBool("-net_layer_timing", "Time every layer's forward and backward as the network runs them (DDNetGetLayerTimes(), DDNetView())", "DDNetSetLayerTiming", net->impl->layertiming ? PETSC_TRUE : PETSC_FALSE, &flg, NULL));
+  PetscCall(DDNetSetLayerTiming(net, flg));
   {
     PetscEnum  d   = (PetscEnum)net->impl->distribution;
     PetscReal  lim = (PetscReal)net->impl->memlimit;
@@ -372,6 +375,85 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   net->impl->checkfinite = flg ? true : false;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+DD_CXX_CATCH
+
+/*@
+  DDNetSetLayerTiming - Times every layer's forward and backward as `DDNetForward()` and `DDNetBackward()` run them
+
+  Logically collective
+
+  Input Parameters:
++ net - the network
+- flg - `PETSC_TRUE` to time
+
+  Options Database Key:
+. -net_layer_timing - time (with the network's prefix, if any)
+
+  Notes:
+  Each layer's `DDLayerForwardMulti()` and `DDLayerBackwardMulti()` inside the network's sweeps is
+  timed by the wall clock on every rank: its kernels, its primitives' exchanges and the waits at
+  them, in the cache state the previous layers leave, as a step runs it. The network's own work
+  between layers (the sum of the gradients of a tensor with several consumers, the replicated
+  weights' collectives, the finite checks of `-dd_check_finite`) is in no layer's time.
+  `DDNetGetLayerTimes()` returns the last sweep's times and `DDNetView()` prints them beside the
+  performance model's predictions. A layer fused with its producer (`-net_fuse`) runs its forward
+  inside the producer's kernel: the producer's time holds both. Timing costs two clock readings
+  per layer and direction. Turning it off or on forgets the times taken so far.
+
+  Level: intermediate
+
+.seealso: `DDNetGetLayerTimes()`, `DDNetGetLayerModelTime()`, `DDNetView()`
+@*/
+PetscErrorCode DDNetSetLayerTiming(DDNet net, PetscBool flg)
+DD_CXX_TRY
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  if (net->impl->layertiming != (flg ? true : false))
+    for (auto &nd : net->impl->nodes) nd.tfwd = nd.tbwd = -1;
+  net->impl->layertiming = flg ? true : false;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+DD_CXX_CATCH
+
+/*@
+  DDNetGetLayerTimes - The wall times of a layer's last forward and backward as the network ran them, on this rank
+
+  Not collective
+
+  Input Parameters:
++ net - the network, with `DDNetSetLayerTiming()` on
+- i   - the layer's index (`DDNetGetLayerByIndex()`)
+
+  Output Parameters:
++ fwd - seconds of its forward in the last `DDNetForward()` (NULL if not wanted), -1 if it has
+        not run since timing began
+- bwd - seconds of its backward in the last `DDNetBackward()` that ran it (NULL if not wanted),
+        -1 if none has since timing began (a layer upstream of no parameter and no requested
+        input gradient is skipped by the backward)
+
+  Notes:
+  Errors if timing is off or the index is out of range. The times are this rank's; the slowest
+  rank's is an `MPI_Allreduce()` with `MPI_MAX` away.
+
+  Level: intermediate
+
+.seealso: `DDNetSetLayerTiming()`, `DDNetGetLayerModelTime()`
+@*/
+PetscErrorCode DDNetGetLayerTimes(DDNet net, PetscInt i, PetscReal *fwd, PetscReal *bwd)
+DD_CXX_TRY
+{
+  NetImpl *I;
+
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  I = net->impl;
+  PetscCheck(I->layertiming, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "DDNetGetLayerTimes(): layer timing is off; turn it on with DDNetSetLayerTiming() or -net_layer_timing before the steps");
+  PetscCheck(i >= 0 && i < (PetscInt)I->nodes.size(), PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "DDNetGetLayerTimes(): layer %" PetscInt_FMT " does not exist (the network has %zu)", i, I->nodes.size());
+  if (fwd) *fwd = (PetscReal)I->nodes[i].tfwd;
+  if (bwd) *bwd = (PetscReal)I->nodes[i].tbwd;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -771,7 +853,13 @@ DD_CXX_TRY
   for (auto &nd : I->nodes) {
     PetscCall(DDNetInputsOf(net, nd, xin, ins));
     ddnn::CxxErrorContext context(DescribeRun<true>, &nd); /* a C++ exception beneath names the layer */
+    PetscLogDouble t0 = 0, t1;
+    if (I->layertiming) PetscCall(PetscTime(&t0));
     PetscCall(DDLayerForwardMulti(nd.layer, (PetscInt)ins.size(), ins.data(), nd.layer->output));
+    if (I->layertiming) {
+      PetscCall(PetscTime(&t1));
+      nd.tfwd = t1 - t0;
+    }
     if (I->checkfinite) PetscCall(DDNetCheckFinite(net, nd, {nd.layer->output}, {"the output"}));
   }
   I->inputs      = xin;
@@ -909,7 +997,13 @@ DD_CXX_TRY
       }
     }
     ddnn::CxxErrorContext context(DescribeRun<false>, &nd);
+    PetscLogDouble t0 = 0, t1;
+    if (I->layertiming) PetscCall(PetscTime(&t0));
     PetscCall(DDLayerBackwardMulti(nd.layer, g, (PetscInt)dxs.size(), dxs.data()));
+    if (I->layertiming) {
+      PetscCall(PetscTime(&t1));
+      nd.tbwd = t1 - t0;
+    }
     if (I->checkfinite) {
       std::vector<DDTensor>    ts;
       std::vector<std::string> what;

@@ -17,6 +17,7 @@ struct NetNode {
   std::string      weightsname;            /* the module name in weights files (DDNetSetLayerWeightsName()) */
   bool             weightsnameset = false; /* else the layer's name */
   bool             autoinserted   = false; /* a repartition inserted by the automatic distribution (src/net/distribution.cxx) */
+  PetscLogDouble   tfwd = -1, tbwd = -1;    /* -net_layer_timing: the wall times of the layer's last forward and backward as the network ran them (-1: not run since timing began) */
   int              automatch      = -1;    /* >= 0: such a repartition onto the partition of input 0 of node automatch */
 };
 
@@ -55,6 +56,7 @@ struct NetImpl {
   std::vector<DDTensor>    scratch; /* per node: a buffer for one consumer's contribution */
   bool                     forwarddone = false;
   bool                     checkfinite = false; /* -dd_check_finite: every layer's output and gradients */
+  bool                     layertiming = false; /* -net_layer_timing: NetNode::tfwd, tbwd (DDNetSetLayerTiming()) */
   PetscInt64               step        = 0;     /* DDNetForward() calls since set-up, for messages */
   DDNetDistribution        distribution = DD_NET_DISTRIBUTION_GIVEN; /* -net_distribution */
   PetscInt64               memlimit     = 0;                         /* -net_memory_limit, bytes per rank; 0: none */
