@@ -284,20 +284,20 @@ TEST(ModelCache, NotCalibratedAndCorruptOrForeignCache)
   std::string text = ViewedText([&](PetscViewer v) { return DDNetView(net, v); });
   EXPECT_NE(text.find("not calibrated"), std::string::npos) << text;
   EXPECT_NE(text.find("performance model"), std::string::npos) << text;
-  WriteFile(bad, "ddnn-model-cache 5\nhost x\nkernel a b\n");
-  WriteFile(foreign, "ddnn-model-cache 5\nhost some-other-machine-1234\ncomm 1e-6 1e-9\n");
+  WriteFile(bad, "ddnn-model-cache 6\nhost x\nkernel a b\n");
+  WriteFile(foreign, "ddnn-model-cache 6\nhost some-other-machine-1234\ncomm 1e-6 1e-9\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", bad.c_str()));
   DDT(DDModelReset());
   PetscBool have;
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, bad);
   WriteFile(bad, "#!/bin/sh\n");
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "not a ddnn model cache");
-  WriteFile(bad, "ddnn-model-cache 6\nhost x\n"); /* a newer ddnn's */
+  WriteFile(bad, "ddnn-model-cache 7\nhost x\n"); /* a newer ddnn's */
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "newer version");
-  WriteFile(bad, "ddnn-model-cache 5\nhost " + Host() + "\nkernel a float32 conv f 1 2 3\n"); /* three coefficients: neither form */
+  WriteFile(bad, "ddnn-model-cache 6\nhost " + Host() + "\nkernel a float32 conv f 1 2 3\n"); /* three coefficients: neither form */
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "line 3 is malformed");
   for (const char *nums : {"1 2 3 4", "1 2 3 4 5 6 7 8", "1 2 3 4 5 x", "1 2 -3 4 5", "1 nan"}) { /* four or eight coefficients, a stray word, a negative or non-finite one */
-    WriteFile(bad, "ddnn-model-cache 5\nhost " + Host() + "\nkernel a float32 conv f " + nums + "\n");
+    WriteFile(bad, "ddnn-model-cache 6\nhost " + Host() + "\nkernel a float32 conv f " + nums + "\n");
     DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "line 3 is malformed");
   }
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", foreign.c_str()));
@@ -349,7 +349,24 @@ TEST(ModelCache, CalibrateWritesAndLoads)
     std::ifstream f(file);
     std::string   first;
     std::getline(f, first);
-    EXPECT_EQ(first, "ddnn-model-cache 5");
+    EXPECT_EQ(first, "ddnn-model-cache 6");
+  }
+  { /* the optimizers' updates are timed, warm and cold; Adam's arithmetic costs more per byte than plain SGD's */
+    const char *bn;
+    DDT(DDBackendGetDefault(&bn));
+    std::string bk = Size() > 1 ? std::string(bn) + "@" + std::to_string(Size()) : std::string(bn);
+    PetscReal   c[2][2];
+    PetscBool   okk;
+    for (int k = 0; k < 2; k++) {
+      DDT(DDModelGetKernelFit(bk.c_str(), DD_FLOAT32, k ? "update-adam" : "update-sgd", PETSC_FALSE, &c[k][0], &c[k][1], &okk));
+      EXPECT_TRUE(okk);
+      EXPECT_GT(c[k][1], 0);
+    }
+    EXPECT_GT(c[1][1], c[0][1]);
+    for (const char *kind : {"update-momentum", "update-adam:cold"}) {
+      DDT(DDModelGetKernelFit(bk.c_str(), DD_FLOAT32, kind, PETSC_FALSE, &c[0][0], &c[0][1], &okk));
+      EXPECT_TRUE(okk) << kind;
+    }
   }
   if (Size() > 1) { /* the kernels timed on P ranks at once are stored as such, and the collectives measured */
     const char *bn;
@@ -443,7 +460,7 @@ static std::string SyntheticCache(const char *name, const std::string &more = ""
   const char *bname;
   DDT(DDBackendGetDefault(&bname));
   std::string b = std::string(bname) + " float64 ", file = Tmp(name);
-  WriteFile(file, "ddnn-model-cache 5\nhost " + Host() + "\n" + more + "kernel " + b + "activation f 1e-06 2e-10\n" + "kernel " + b + "activation b 3e-06 4e-10\n" + "runcost " + b + "activation f 5e-09\n" + "runcost " + b + "activation b 7e-09\n" + "runcost " + b + "activation-rows f 1.1e-08\n" + "runcost " + b + "activation-rows b 1.3e-08\n" + "kernel " + b + "activation-tanh f 2e-06 8e-10\n" + "kernel " + b + "tensorzero f 1.5e-07 1e-11\n" + "kernel " + b + "tensoraxpy f 2.5e-07 3e-11\n");
+  WriteFile(file, "ddnn-model-cache 6\nhost " + Host() + "\n" + more + "kernel " + b + "activation f 1e-06 2e-10\n" + "kernel " + b + "activation b 3e-06 4e-10\n" + "runcost " + b + "activation f 5e-09\n" + "runcost " + b + "activation b 7e-09\n" + "runcost " + b + "activation-rows f 1.1e-08\n" + "runcost " + b + "activation-rows b 1.3e-08\n" + "kernel " + b + "activation-tanh f 2e-06 8e-10\n" + "kernel " + b + "tensorzero f 1.5e-07 1e-11\n" + "kernel " + b + "tensoraxpy f 2.5e-07 3e-11\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
   DDT(DDModelReset());
   return file;
@@ -509,7 +526,7 @@ TEST(ModelWork, PoolTypeAndColdShareExact)
   const char *bname;
   DDT(DDBackendGetDefault(&bname));
   std::string b = std::string(bname) + " float64 ", file = Tmp("pool.txt");
-  WriteFile(file, "ddnn-model-cache 5\nhost " + Host() + "\n" + "kernel " + b + "pool f 1e-06 2e-10\n" + "kernel " + b + "pool b 2e-06 3e-10\n" + "kernel " + b + "pool-avg f 4e-06 5e-10\n" + "kernel " + b + "pool-avg b 6e-06 7e-10\n" + "kernel " + b + "pool-avg-blocked f 1.5e-06 2.5e-10\n" + "kernel " + b + "pool-avg-blocked b 3.5e-06 4.5e-10\n" + "kernel " + b + "pool:cold f 1e-03 9e-10\n");
+  WriteFile(file, "ddnn-model-cache 6\nhost " + Host() + "\n" + "kernel " + b + "pool f 1e-06 2e-10\n" + "kernel " + b + "pool b 2e-06 3e-10\n" + "kernel " + b + "pool-avg f 4e-06 5e-10\n" + "kernel " + b + "pool-avg b 6e-06 7e-10\n" + "kernel " + b + "pool-avg-blocked f 1.5e-06 2.5e-10\n" + "kernel " + b + "pool-avg-blocked b 3.5e-06 4.5e-10\n" + "kernel " + b + "pool:cold f 1e-03 9e-10\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
   DDT(DDModelReset());
   long         l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
@@ -640,6 +657,54 @@ TEST(ModelWork, NetOwnWorkExact)
   DD_EXPECT_ERROR(DDNetGetModelUpdateTime(net, 0, &tz, &tu, &ok), PETSC_ERR_ARG_OUTOFRANGE, "streams");
   DestroyNet(&net, in);
   DropCache(file);
+}
+
+/* an optimizer's update of 3, 5 or 7 streams is priced by the calibrated DDOptimizerStep() of its
+   rule (one call: c0 + c1 parameter bytes), with the gradient norm's all-reduce on P > 1 ranks;
+   the share beyond L2 at the cold fit; another count of streams by the copies' fit as before */
+TEST(ModelWork, OptimizerUpdateFromItsOwnFit)
+{
+  const char *bname;
+  DDT(DDBackendGetDefault(&bname));
+  const std::string b = "kernel " + std::string(bname) + " float64 ", P = std::to_string(Size());
+  for (int withcold = 0; withcold < 2; withcold++) {
+    std::string file = SyntheticCache("upd.txt", "comm 1e-05 1e-09\n" + b + "update-momentum f 2e-06 3e-10\n" + (withcold ? b + "update-momentum:cold f 4e-06 5e-10\n" : std::string()) + b + "allsum-g" + P + " f 6e-06 1e-09\n");
+    DDTensor in[2];
+    DDNet    net = MainJobNet(in, DD_FLOAT64);
+    PetscInt n;
+    double   bytes = 0, axpy = 0; /* this rank's parameter bytes; the copies' price of 4 streams */
+    DDT(DDNetGetNumLayers(net, &n));
+    for (PetscInt i = 0; i < n; i++) {
+      DDLayer     l;
+      const char *name;
+      PetscInt    np, m;
+      DDTensor   *gs;
+      DDT(DDNetGetLayerByIndex(net, i, &l, &name));
+      DDT(DDLayerGetGradients(l, &np, &gs));
+      for (PetscInt q = 0; q < np; q++) {
+        DDT(DDTensorGetLocalStorageSize(gs[q], &m));
+        if (!m) continue;
+        bytes += 8.0 * (double)m;
+        axpy += 2.5e-7 + 3e-11 * 4 * 8.0 * (double)m;
+      }
+    }
+    double warm = bytes > 0 ? 2e-06 + 3e-10 * bytes : 0, cold = bytes > 0 ? 4e-06 + 5e-10 * bytes : 0, red = Size() > 1 ? 6e-06 + 1e-09 * 8 : 0;
+    double mx[3] = {warm, cold, axpy};
+    MPI_Allreduce(MPI_IN_PLACE, mx, 3, MPI_DOUBLE, MPI_MAX, PETSC_COMM_WORLD);
+    PetscReal tz, tu;
+    PetscBool ok;
+    DDT(DDNetGetModelUpdateTime(net, 5, &tz, &tu, &ok));
+    EXPECT_TRUE(ok);
+    if (!withcold) EXPECT_NEAR(tu, mx[0] + red, 1e-12 * tu) << "the warm fit alone";
+    else { /* the main job's parameters, gradients and momenta (2.5 MB at 1 rank) exceed L2 in part */
+      EXPECT_GT(tu, mx[0] + red + 1e-9);
+      EXPECT_LT(tu, mx[1] + red);
+    }
+    DDT(DDNetGetModelUpdateTime(net, 4, &tz, &tu, &ok)); /* no rule of 4 streams: the copies' fit per tensor */
+    EXPECT_NEAR(tu, mx[2], 1e-12 * tu);
+    DestroyNet(&net, in);
+    DropCache(file);
+  }
 }
 
 /* the replicated weight mode is priced as the network runs it: its layers count no weight
@@ -834,7 +899,7 @@ TEST(ModelWork, GemmTermsFirstLayerAndCollectivesExact)
     else snprintf(buf, sizeof(buf), "kernel %s %.9g %.9g %.9g %.9g %.9g\n", key.c_str(), k[0], k[1], k[2], k[3], k[4]); /* the three-term form: no column rows' term */
     return std::string(buf);
   };
-  WriteFile(file, "ddnn-model-cache 5\nhost " + Host() + "\ncomm 1e-05 1e-09\n" + line(b + "conv f", c) + line(b + "conv b", cb) + line(b + "conv-wgrad b", cw) + "kernel " + bp + g + " f 2e-06 1e-09\n" + "kernel " + bp + g + " b 3e-06 2e-09\n");
+  WriteFile(file, "ddnn-model-cache 6\nhost " + Host() + "\ncomm 1e-05 1e-09\n" + line(b + "conv f", c) + line(b + "conv b", cb) + line(b + "conv-wgrad b", cw) + "kernel " + bp + g + " f 2e-06 1e-09\n" + "kernel " + bp + g + " b 3e-06 2e-09\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
   DDT(DDModelReset());
   DDTensor in[2];

@@ -17,6 +17,8 @@
 */
 #include <sys/shmarena.hpp>
 #include <ddnn/private/ddlayerimpl.h>
+#include <ddnn/private/ddoptimizerimpl.h>
+#include <ddoptimizer.h>
 #include <ddmodel.h>
 #include <ddprimitive.h>
 #include "modelimpl.hpp"
@@ -648,6 +650,63 @@ static PetscErrorCode TimeAux(bool axpy, DDDataType dt, PetscInt n, double *work
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* DDOptimizerStep() of one parameter tensor of n entries (streams 3: plain SGD, 5: SGD with
+   momentum, 7: Adam; learning rate 1e-30, so that the values stay): its parameter bytes and
+   lower-quartile time, warm (out of L2) or cold (calflush: the parameter, its gradient and the
+   optimizer's state written back to memory first: a training step touches them once, its
+   backward long before). The time holds the whole call: the gradient norm's pass (the call's
+   all-reduce is on one rank here; the model adds it on P) and the update's arithmetic (Adam's
+   square root and division per entry, which the copy kernels' fits had priced 4-10x too low) */
+static PetscErrorCode TimeUpdate(PetscInt streams, DDDataType dt, PetscInt n, double *work, double *tm)
+{
+  DDPartition    part;
+  DDTensor       p, g;
+  DDOptimizer    opt;
+  const PetscInt p1 = 1;
+  size_t         es;
+
+  PetscFunctionBegin;
+  PetscCall(DDDataTypeGetSize(dt, &es));
+  PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, 1, &p1, PETSC_DECIDE, NULL, &part));
+  PetscCall(DDTensorCreateFromPartition(part, dt, 1, &n, &p));
+  PetscCall(DDTensorCreateFromPartition(part, dt, 1, &n, &g));
+  PetscCall(FillTensor(p, 0.1));
+  PetscCall(FillTensor(g, 0.2));
+  PetscCall(DDOptimizerCreate(PETSC_COMM_SELF, &opt));
+  PetscCall(DDOptimizerSetType(opt, streams == 7 ? DDOPTIMIZERADAM : DDOPTIMIZERSGD));
+  if (streams == 5) PetscCall(DDOptimizerSetMomentum(opt, 0.9, PETSC_FALSE));
+  PetscCall(DDOptimizerSetLearningRate(opt, 1e-30));
+  PetscCall(DDOptimizerSetUp(opt, 1, &p, &g));
+  std::vector<DDTensor> all = {p, g};
+  for (PetscInt k = 0; k < opt->nstate; k++) {
+    DDTensor t;
+    PetscCall(DDOptimizerGetParameterState_Private(opt, 0, k, &t));
+    all.push_back(t);
+  }
+  std::vector<double> ts;
+  PetscLogDouble      spent = 0;
+  const int           maxr  = calflush ? 40 : 200;
+  for (int r = 0; r < maxr && (r < 12 || spent < 0.03); r++) {
+    Stamp t0, t1;
+    EvictL2();
+    if (calflush) PetscCall(FlushTensors((PetscInt)all.size(), all.data()));
+    PetscCall(Now(&t0));
+    PetscCall(DDOptimizerStep(opt));
+    PetscCall(Now(&t1));
+    if (r >= 2) {
+      ts.push_back(Elapsed(t0, t1));
+      spent += ts.back();
+    }
+  }
+  *tm   = QuartileOf(ts);
+  *work = (double)es * (double)n;
+  PetscCall(DDOptimizerDestroy(&opt));
+  PetscCall(DDTensorDestroy(&p));
+  PetscCall(DDTensorDestroy(&g));
+  PetscCall(DDPartitionDestroy(&part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* the median time of a halo exchange of width 1 (and of its adjoint) on (4, 16, n, n P) split over W
    across comm, applied back to back as a network's layers apply it (packing, the messages, the
    wait for the neighbour and unpacking), and the bytes a rank sends or receives (the most) */
@@ -744,7 +803,8 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
   (`DDLayerGetModelRuns()`), one into a tensor with a halo the per-run cost of a row-by-row walk
   (both warm and cold),
   and `DDTensorZeroEntries()` and `DDTensorAXPY()` at 256 to 1M entries the network's own work
-  (`DDNetGetModelTime()`, `DDNetGetModelUpdateTime()`). On more than one rank, a halo exchange of
+  (`DDNetGetModelTime()`), and `DDOptimizerStep()` of plain SGD, SGD with momentum and Adam on one
+  parameter of 4K to 1M entries, warm and cold (the optimizer's update, `DDNetGetModelUpdateTime()`). On more than one rank, a halo exchange of
   width 1 along a W split, applied back to back as layers apply it (median: packing, waiting and
   unpacking included), is fitted as t = c0 + c1 bytes and prices the layers' halo exchanges in
   place of alpha-beta (twice where the system allows -dd_exchange_direct: with and without it, the
@@ -893,6 +953,22 @@ DD_CXX_TRY
     }
     PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, a ? "tensoraxpy" : "tensorzero", PETSC_FALSE, w, t));
   }
+  /* the optimizers' updates, warm and cold (DDNetGetModelUpdateTime()) */
+  for (int cold = 0; cold < 2; cold++) {
+    calflush = cold == 1;
+    for (PetscInt streams : {3, 5, 7}) {
+      std::vector<double> w, t;
+      for (PetscInt n : {4096, 32768, 262144, 1048576}) {
+        double wk, tm;
+        PetscCall(TimeUpdate(streams, dt, n, &wk, &tm));
+        PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &tm, 1, MPI_DOUBLE, MPI_MAX, comm));
+        w.push_back(wk);
+        t.push_back(tm);
+      }
+      PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, (std::string(ddnn::ModelKindUpdate(streams)) + (cold ? ":cold" : "")).c_str(), PETSC_FALSE, w, t));
+    }
+  }
+  calflush = false;
   calcomm = MPI_COMM_NULL;
   PetscCall(ddnn::ModelSave_Private(comm));
   PetscFunctionReturn(PETSC_SUCCESS);

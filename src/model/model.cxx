@@ -80,9 +80,10 @@ ModelState M;
    version 3: average pooling its own fit ("pool-avg"), the losses' backward timed as a network calls it (dy = NULL);
    version 4: max pooling timed after a convolution (its format) with the output halo of a 3 x 3 convolution consumer;
    version 5: /cpu/blas's 3 x 3 convolutions of >= 16 channels run Winograd F(4x4, 3x3) or F(2x2, 3x3) (0.5-0.9 of the GEMM
-   kernels' time), and average pooling on a blocked input its own fit ("pool-avg-blocked") */
-const int         cacheVersion = 5; /* bench/bench_paper_model.cxx writes caches of this version too (-machine v100, rates) */
-const char *const cacheMagic   = "ddnn-model-cache 5";
+   kernels' time), and average pooling on a blocked input its own fit ("pool-avg-blocked");
+   version 6: the optimizers' updates their own fits ("update-sgd", "update-momentum", "update-adam": DDOptimizerStep() timed) */
+const int         cacheVersion = 6; /* bench/bench_paper_model.cxx writes caches of this version too (-machine v100, rates) */
+const char *const cacheMagic   = "ddnn-model-cache 6";
 
 std::string HostName()
 {
@@ -1651,9 +1652,13 @@ static PetscErrorCode NetReplicaTime(DDNet net, const std::vector<ddnn::NetRepli
 - calibrated - whether the zeroing and axpy fits were in the calibration
 
   Notes:
-  Both are bandwidth-bound kernels over every parameter tensor, one call each: zeroing is priced
-  with the calibrated `DDTensorZeroEntries()` fit on the gradient's bytes, the update with the
-  calibrated `DDTensorAXPY()` fit (3 streams) scaled to the given streams.
+  Zeroing is priced with the calibrated `DDTensorZeroEntries()` fit on each gradient's bytes. The
+  update of 3, 5 or 7 streams is priced as the calibration timed `DDOptimizerStep()` of plain SGD,
+  SGD with momentum or Adam (`DDModelCalibrate()`: one call, c0 + c1 parameter bytes, the gradient
+  norm's pass and the update's arithmetic included; the share of the parameters, gradients and
+  state beyond the core's L2 cache priced with the cold fit), plus on P > 1 ranks the all-reduce of
+  the gradient norm; another count of streams, or a cache without those fits, with the
+  `DDTensorAXPY()` fit (3 streams) scaled to the given streams per parameter tensor.
 
   Level: intermediate
 
@@ -1674,6 +1679,9 @@ DD_CXX_TRY
   PetscMPIInt P;
   PetscCallMPI(MPI_Comm_size(PetscObjectComm((PetscObject)net), &P));
   PetscCall(DDNetGetNumLayers(net, &n));
+  const char                                          *uk = ddnn::ModelKindUpdate(streams);
+  std::map<std::pair<std::string, int>, PetscReal>     upd;  /* parameter bytes per backend and data type, priced by the update's fits */
+  bool                                                 norm = false;
   for (PetscInt i = 0; i < n; i++) {
     DDLayer     l;
     const char *name, *bname;
@@ -1682,14 +1690,32 @@ DD_CXX_TRY
     PetscCall(DDLayerGetBackend(l, &bname));
     for (PetscInt p = 0; p < l->nparams; p++) {
       DDTensor g = l->grads[p];
-      if (!g || !g->active) continue;
+      if (!g) continue;
+      norm = true; /* DDOptimizerStep()'s norm: an all-reduce on every rank */
+      if (!g->active) continue;
       PetscCall(DDDataTypeGetSize(g->dtype, &es));
       PetscReal by = (PetscReal)es * (PetscReal)Storage(g);
       t[0] += AuxTime(bname, P, g->dtype, kindZero, by, &ok);
+      if (uk && FindKern(bname, P, g->dtype, uk, false) != M.kern.end()) {
+        upd[{bname, (int)g->dtype}] += by;
+        continue;
+      }
       auto it = FindKern(bname, P, g->dtype, kindAxpy, false);
       if (it == M.kern.end()) ok = PETSC_FALSE;
       else t[1] += it->second.c0 + it->second.c1 * (PetscReal)streams * by;
     }
+  }
+  for (const auto &u : upd) { /* one call over the parameters; the share of its arrays (parameters, gradients, state) beyond L2 cold */
+    const DDDataType dt = (DDDataType)u.first.second;
+    auto             it = FindKern(u.first.first.c_str(), P, dt, uk, false), ic = FindKern(u.first.first.c_str(), P, dt, std::string(uk) + ":cold", false);
+    if (ic == M.kern.end()) ic = it;
+    const double cold = ddnn::ModelColdFraction_Private((double)(streams + 1) / 2 * (double)u.second);
+    t[1] += (1 - cold) * (it->second.c0 + it->second.c1 * u.second) + cold * (ic->second.c0 + ic->second.c1 * u.second);
+  }
+  if (uk && norm && P > 1 && !upd.empty()) {
+    const char *bname;
+    PetscCall(DDLayerGetBackend(net->impl->nodes[0].layer, &bname));
+    t[1] += CollectiveTime(bname, P, (DDDataType)upd.begin()->first.second, 2, false, P, (PetscInt64)sizeof(PetscReal));
   }
   PetscCall(MPIU_Allreduce(MPI_IN_PLACE, t, 2, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)net)));
   PetscCall(MPIU_Allreduce(MPI_IN_PLACE, &ok, 1, MPIU_BOOL, MPI_LAND, PetscObjectComm((PetscObject)net)));

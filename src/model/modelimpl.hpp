@@ -17,6 +17,13 @@ inline constexpr const char *ModelKindPoolAvg = "pool-avg";
 /* average pooling on a blocked input (after a convolution of /cpu/dnnl in float32): oneDNN's jit kernel, 3-8x faster than the loops that plain storage takes */
 inline constexpr const char *ModelKindPoolAvgBlocked = "pool-avg-blocked";
 
+/* the calibrated kind of an optimizer's update by the arrays it streams per parameter (3: plain SGD,
+   5: SGD with momentum, 7: Adam or AdamW), NULL for another count (priced as copies) */
+inline const char *ModelKindUpdate(PetscInt streams)
+{
+  return streams == 3 ? "update-sgd" : streams == 5 ? "update-momentum" : streams == 7 ? "update-adam" : nullptr;
+}
+
 /* a collective call of a layer spanning group > 1 ranks (model.cxx's CollectiveOf) */
 struct ModelCollective {
   int         kind     = 0;     /* 1: broadcast or sum-reduce, 2: all-sum-reduce */
