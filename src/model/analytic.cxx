@@ -635,7 +635,7 @@ DD_CXX_CATCH
 + tforward   - seconds of a forward on the slowest rank: a flag all-reduce (no broadcast after an update)
 . tbackward  - seconds of a backward and the replicas' update on the slowest rank (the parameters'
                root, which adds its gradient into the bucket and copies w into its own replica, or a
-               worker, which updates its copy with the optimizer, priced as Adam's 7 streams): the
+               worker, which updates its copy with the optimizer, priced as Adam's update): the
                copies of the replicas' gradients, one all-reduce, a flag all-reduce at the step,
                the copies and updates, zeroing the bucket
 - calibrated - whether the fits were there (NULL allowed)

@@ -1566,7 +1566,7 @@ static PetscErrorCode NetBackwardOverhead(DDNet net, PetscReal *t, PetscBool *ok
     backward  the root adds its gradient into the bucket, the all-reduce, the root sets its gradients
               (copies), the members that are not the root copy the sums aside; then, at the optimizer
               step, a flag all-reduce, and those members update their copies: packing, the update
-              (priced as Adam's, 7 streams: DDNetGetModelUpdateTime()), unpacking, and the root
+              (priced as Adam's: its calibrated fit, else 7 streams of copies), unpacking, and the root
               copies w into its own replica (counted with the backward).
   The collectives are priced as the layers' are (CollectiveTime()); the layers no longer count the
   broadcasts of the replicas the network keeps (CollectiveOf()). In the broadcast mode: 0.
@@ -1593,7 +1593,16 @@ PetscErrorCode ModelReplicaBucketTimes_Private(const std::string &bname, PetscMP
     }
     if (rootcount) t[1] += AuxTime(b, P, dt, kindAxpy, 5.0 * e * (PetscReal)rootcount, ok);
     if (membercount) t[1] += AuxTime(b, P, dt, kindAxpy, 2.0 * e * (PetscReal)membercount, ok);
-    if (mirrorcount) t[1] += AuxTime(b, P, dt, kindAxpy, 13.0 * e * (PetscReal)mirrorcount, ok); /* aside 2, pack 2, update 7, unpack 2 */
+    if (mirrorcount) { /* aside 2, pack 2, unpack 2 streams; the update as DDOptimizerStep() of Adam (its fit where the cache has it, else 7 streams of copies) */
+      const PetscReal by = e * (PetscReal)mirrorcount;
+      auto            it = FindKern(b, P, dt, ModelKindUpdate(7), false), ic = FindKern(b, P, dt, std::string(ModelKindUpdate(7)) + ":cold", false);
+      if (ic == M.kern.end()) ic = it;
+      if (it == M.kern.end()) t[1] += AuxTime(b, P, dt, kindAxpy, 13.0 * by, ok);
+      else {
+        const double cold = ModelColdFraction_Private(4.0 * (double)by);
+        t[1] += AuxTime(b, P, dt, kindAxpy, 6.0 * by, ok) + (1 - cold) * (it->second.c0 + it->second.c1 * by) + cold * (ic->second.c0 + ic->second.c1 * by);
+      }
+    }
     if (membercount > mirrorcount) t[1] += AuxTime(b, P, dt, kindAxpy, 4.0 * e * (PetscReal)(membercount - mirrorcount), ok);
     t[1] += AuxTime(b, P, dt, kindZero, (PetscReal)n, ok);
     PetscFunctionReturn(PETSC_SUCCESS);
