@@ -257,6 +257,13 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
     sp[0] += p2[0], sp[1] += p2[1];
     sm[0] += ms[2 * i], sm[1] += ms[2 * i + 1];
   }
+  int    within = 0, entries = 0; /* the table's forward and backward entries within 20 % (|pred / meas - 1| <= 0.2) */
+  double tin = 0, tall = 0;        /* and the measured time they hold, of all entries' */
+  auto   tally = [&](double p, double m) {
+    entries++;
+    tall += m;
+    if (std::fabs(p / m - 1) <= 0.2) within++, tin += m;
+  };
   for (PetscInt i = 0; i < n; i++) {
     std::string row = names[i];
     double      pf = pr[2 * i], mf = ms[2 * i];
@@ -265,11 +272,14 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
         row += "+" + names[j];
         pf += pr[2 * j], mf += ms[2 * j];
       }
+    if (fusedinto[i] < 0) tally(pf, mf);
+    tally(pr[2 * i + 1], ms[2 * i + 1]);
     char fwd[64];
     if (fusedinto[i] >= 0) PetscCall(PetscSNPrintf(fwd, sizeof(fwd), "%9s %9s %6s", "", "", "fused"));
     else PetscCall(PetscSNPrintf(fwd, sizeof(fwd), "%9.4f %9.4f %6.2f", 1e3 * pf, 1e3 * mf, pf / mf));
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-8s %-13s %s %9.4f %9.4f %6.2f %9.4f %9.4f %9.1f %9.1f %8" PetscInt64_FMT "\n", row.c_str(), types[i].c_str(), fwd, 1e3 * pr[2 * i + 1], 1e3 * ms[2 * i + 1], pr[2 * i + 1] / ms[2 * i + 1], 1e3 * Median(lf[i]), 1e3 * Median(lb[i]), cm[i] / 1024, mem[i] / 1024, runs[i]));
   }
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "per layer: %d of %d entries (forward, backward) within 20 %%, %.0f %% of the layers' measured time\n", within, entries, 100 * tin / tall));
   PetscReal pf, pb, pz, pu;
   PetscBool ok, okz;
   PetscCall(DDNetGetModelTime(net, &pf, &pb, &ok));
