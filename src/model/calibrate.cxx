@@ -24,6 +24,7 @@
 #include "modelimpl.hpp"
 #include <petsctime.h>
 #include <vector>
+#include <functional>
 #include <string>
 #include <algorithm>
 #include <cmath>
@@ -613,6 +614,31 @@ static PetscErrorCode TimeConversion(const char backend[], DDDataType dt, bool r
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* the lower-quartile time of call(): two warm-up calls, then at least 10 and at most maxreps - 2
+   timed ones, until they add up to 30 ms; before each, L2 evicted and the nflush tensors flush[]
+   written back to memory */
+static PetscErrorCode TimeCalls(int maxreps, PetscInt nflush, DDTensor flush[], const std::function<PetscErrorCode()> &call, double *tm)
+{
+  std::vector<double> ts;
+  PetscLogDouble      spent = 0;
+
+  PetscFunctionBegin;
+  for (int r = 0; r < maxreps && (r < 12 || spent < 0.03); r++) {
+    Stamp t0, t1;
+    EvictL2();
+    if (nflush) PetscCall(FlushTensors(nflush, flush));
+    PetscCall(Now(&t0));
+    PetscCall(call());
+    PetscCall(Now(&t1));
+    if (r >= 2) {
+      ts.push_back(Elapsed(t0, t1));
+      spent += ts.back();
+    }
+  }
+  *tm = QuartileOf(ts);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* DDTensorZeroEntries (axpy false) or DDTensorAXPY (true) of n entries: bytes (written; read and written) and lower-quartile time */
 static PetscErrorCode TimeAux(bool axpy, DDDataType dt, PetscInt n, double *work, double *tm)
 {
@@ -628,21 +654,7 @@ static PetscErrorCode TimeAux(bool axpy, DDDataType dt, PetscInt n, double *work
   PetscCall(DDTensorCreateFromPartition(part, dt, 1, &n, &y));
   PetscCall(FillTensor(x, 0.1));
   PetscCall(FillTensor(y, 0.2));
-  std::vector<double> ts;
-  PetscLogDouble      spent = 0;
-  for (int r = 0; r < 200 && (r < 12 || spent < 0.03); r++) {
-    Stamp t0, t1;
-    EvictL2();
-    PetscCall(Now(&t0));
-    if (axpy) PetscCall(DDTensorAXPY(y, 1e-3, x));
-    else PetscCall(DDTensorZeroEntries(y));
-    PetscCall(Now(&t1));
-    if (r >= 2) {
-      ts.push_back(Elapsed(t0, t1));
-      spent += ts.back();
-    }
-  }
-  *tm   = QuartileOf(ts);
+  PetscCall(TimeCalls(200, 0, NULL, [&]() { return axpy ? DDTensorAXPY(y, 1e-3, x) : DDTensorZeroEntries(y); }, tm));
   *work = (double)es * (double)n * (axpy ? 3 : 1);
   PetscCall(DDTensorDestroy(&x));
   PetscCall(DDTensorDestroy(&y));
@@ -683,22 +695,7 @@ static PetscErrorCode TimeUpdate(PetscInt streams, DDDataType dt, PetscInt n, do
     PetscCall(DDOptimizerGetParameterState_Private(opt, 0, k, &t));
     all.push_back(t);
   }
-  std::vector<double> ts;
-  PetscLogDouble      spent = 0;
-  const int           maxr  = calflush ? 40 : 200;
-  for (int r = 0; r < maxr && (r < 12 || spent < 0.03); r++) {
-    Stamp t0, t1;
-    EvictL2();
-    if (calflush) PetscCall(FlushTensors((PetscInt)all.size(), all.data()));
-    PetscCall(Now(&t0));
-    PetscCall(DDOptimizerStep(opt));
-    PetscCall(Now(&t1));
-    if (r >= 2) {
-      ts.push_back(Elapsed(t0, t1));
-      spent += ts.back();
-    }
-  }
-  *tm   = QuartileOf(ts);
+  PetscCall(TimeCalls(calflush ? 40 : 200, calflush ? (PetscInt)all.size() : 0, all.data(), [&]() { return DDOptimizerStep(opt); }, tm));
   *work = (double)es * (double)n;
   PetscCall(DDOptimizerDestroy(&opt));
   PetscCall(DDTensorDestroy(&p));
