@@ -639,21 +639,30 @@ static PetscErrorCode TimeCalls(int maxreps, PetscInt nflush, DDTensor flush[], 
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* two vectors of n entries on this rank, filled with 0.1 and 0.2 (their 1-D partition returned for its destruction) */
+static PetscErrorCode VectorPair(DDDataType dt, PetscInt n, DDPartition *part, DDTensor *x, DDTensor *y)
+{
+  const PetscInt p1 = 1;
+
+  PetscFunctionBegin;
+  PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, 1, &p1, PETSC_DECIDE, NULL, part));
+  PetscCall(DDTensorCreateFromPartition(*part, dt, 1, &n, x));
+  PetscCall(DDTensorCreateFromPartition(*part, dt, 1, &n, y));
+  PetscCall(FillTensor(*x, 0.1));
+  PetscCall(FillTensor(*y, 0.2));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* DDTensorZeroEntries (axpy false) or DDTensorAXPY (true) of n entries: bytes (written; read and written) and lower-quartile time */
 static PetscErrorCode TimeAux(bool axpy, DDDataType dt, PetscInt n, double *work, double *tm)
 {
-  DDPartition    part;
-  DDTensor       x, y;
-  const PetscInt p1 = 1;
-  size_t         es;
+  DDPartition part;
+  DDTensor    x, y;
+  size_t      es;
 
   PetscFunctionBegin;
   PetscCall(DDDataTypeGetSize(dt, &es));
-  PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, 1, &p1, PETSC_DECIDE, NULL, &part));
-  PetscCall(DDTensorCreateFromPartition(part, dt, 1, &n, &x));
-  PetscCall(DDTensorCreateFromPartition(part, dt, 1, &n, &y));
-  PetscCall(FillTensor(x, 0.1));
-  PetscCall(FillTensor(y, 0.2));
+  PetscCall(VectorPair(dt, n, &part, &x, &y));
   PetscCall(TimeCalls(200, 0, NULL, [&]() { return axpy ? DDTensorAXPY(y, 1e-3, x) : DDTensorZeroEntries(y); }, tm));
   *work = (double)es * (double)n * (axpy ? 3 : 1);
   PetscCall(DDTensorDestroy(&x));
@@ -671,19 +680,14 @@ static PetscErrorCode TimeAux(bool axpy, DDDataType dt, PetscInt n, double *work
    square root and division per entry, which the copy kernels' fits had priced 4-10x too low) */
 static PetscErrorCode TimeUpdate(PetscInt streams, DDDataType dt, PetscInt n, double *work, double *tm)
 {
-  DDPartition    part;
-  DDTensor       p, g;
-  DDOptimizer    opt;
-  const PetscInt p1 = 1;
-  size_t         es;
+  DDPartition part;
+  DDTensor    p, g;
+  DDOptimizer opt;
+  size_t      es;
 
   PetscFunctionBegin;
   PetscCall(DDDataTypeGetSize(dt, &es));
-  PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, 1, &p1, PETSC_DECIDE, NULL, &part));
-  PetscCall(DDTensorCreateFromPartition(part, dt, 1, &n, &p));
-  PetscCall(DDTensorCreateFromPartition(part, dt, 1, &n, &g));
-  PetscCall(FillTensor(p, 0.1));
-  PetscCall(FillTensor(g, 0.2));
+  PetscCall(VectorPair(dt, n, &part, &p, &g));
   PetscCall(DDOptimizerCreate(PETSC_COMM_SELF, &opt));
   PetscCall(DDOptimizerSetType(opt, streams == 7 ? DDOPTIMIZERADAM : DDOPTIMIZERSGD));
   if (streams == 5) PetscCall(DDOptimizerSetMomentum(opt, 0.9, PETSC_FALSE));
