@@ -351,7 +351,7 @@ TEST(ModelCache, CalibrateWritesAndLoads)
     std::getline(f, first);
     EXPECT_EQ(first, "ddnn-model-cache 6");
   }
-  { /* the optimizers' updates are timed, warm and cold; Adam's arithmetic costs more per byte than plain SGD's */
+  { /* the optimizers' updates are timed, warm and cold (Adam's arithmetic costs more per byte than plain SGD's), and a flatten of a blocked input */
     const char *bn;
     DDT(DDBackendGetDefault(&bn));
     std::string bk = Size() > 1 ? std::string(bn) + "@" + std::to_string(Size()) : std::string(bn);
@@ -363,7 +363,7 @@ TEST(ModelCache, CalibrateWritesAndLoads)
       EXPECT_GT(c[k][1], 0);
     }
     EXPECT_GT(c[1][1], c[0][1]);
-    for (const char *kind : {"update-momentum", "update-adam:cold"}) {
+    for (const char *kind : {"update-momentum", "update-adam:cold", "flatten-blocked", "flatten-blocked:cold"}) {
       DDT(DDModelGetKernelFit(bk.c_str(), DD_FLOAT32, kind, PETSC_FALSE, &c[0][0], &c[0][1], &okk));
       EXPECT_TRUE(okk) << kind;
     }
@@ -526,7 +526,7 @@ TEST(ModelWork, PoolTypeAndColdShareExact)
   const char *bname;
   DDT(DDBackendGetDefault(&bname));
   std::string b = std::string(bname) + " float64 ", file = Tmp("pool.txt");
-  WriteFile(file, "ddnn-model-cache 6\nhost " + Host() + "\n" + "kernel " + b + "pool f 1e-06 2e-10\n" + "kernel " + b + "pool b 2e-06 3e-10\n" + "kernel " + b + "pool-avg f 4e-06 5e-10\n" + "kernel " + b + "pool-avg b 6e-06 7e-10\n" + "kernel " + b + "pool-avg-blocked f 1.5e-06 2.5e-10\n" + "kernel " + b + "pool-avg-blocked b 3.5e-06 4.5e-10\n" + "kernel " + b + "pool:cold f 1e-03 9e-10\n");
+  WriteFile(file, "ddnn-model-cache 6\nhost " + Host() + "\n" + "kernel " + b + "pool f 1e-06 2e-10\n" + "kernel " + b + "pool b 2e-06 3e-10\n" + "kernel " + b + "pool-avg f 4e-06 5e-10\n" + "kernel " + b + "pool-avg b 6e-06 7e-10\n" + "kernel " + b + "pool-avg-blocked f 1.5e-06 2.5e-10\n" + "kernel " + b + "pool-avg-blocked b 3.5e-06 4.5e-10\n" + "kernel " + b + "pool:cold f 1e-03 9e-10\n" + "kernel " + b + "flatten f 2e-06 1e-11\n" + "kernel " + b + "flatten b 3e-06 2e-11\n" + "kernel " + b + "flatten-blocked f 5e-06 6e-10\n" + "kernel " + b + "flatten-blocked b 7e-06 8e-10\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
   DDT(DDModelReset());
   long         l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
@@ -581,6 +581,19 @@ TEST(ModelWork, PoolTypeAndColdShareExact)
     EXPECT_NEAR(t[0], 1.5e-6 + 2.5e-10 * by[0], 1e-12 * t[0]);
     EXPECT_NEAR(t[2], 3.5e-6 + 4.5e-10 * by[1], 1e-12 * t[2]);
     DDT(DDLayerDestroy(&l));
+    /* a flatten of a blocked input converts the format: its own fit ("flatten-blocked"), the plain one for a plain input */
+    for (int blocked = 0; blocked < 2; blocked++) {
+      DDT(DDTensorSetFormat(x, blocked ? DD_FORMAT_BLOCKED : DD_FORMAT_PLAIN));
+      DDT(DDLayerCreate(PETSC_COMM_SELF, &l));
+      DDT(DDLayerSetType(l, DDLAYERFLATTEN));
+      DDT(DDLayerSetUp(l, x));
+      for (int d = 0; d < 2; d++) DDT(DDLayerGetModelWork(l, d ? PETSC_TRUE : PETSC_FALSE, &f, &by[d]));
+      DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
+      EXPECT_TRUE(ok);
+      EXPECT_NEAR(t[0], blocked ? 5e-6 + 6e-10 * by[0] : 2e-6 + 1e-11 * by[0], 1e-12 * t[0]) << (blocked ? "blocked" : "plain");
+      EXPECT_NEAR(t[2], blocked ? 7e-6 + 8e-10 * by[1] : 3e-6 + 2e-11 * by[1], 1e-12 * t[2]) << (blocked ? "blocked" : "plain");
+      DDT(DDLayerDestroy(&l));
+    }
     DDT(DDTensorDestroy(&x));
     DDT(DDPartitionDestroy(&part));
   }

@@ -224,7 +224,7 @@ static PetscErrorCode MakeLayer(const std::string &kind, const char backend[], D
     PetscCall(DDLayerSetOutputHalo_Private(*l, lo, hi));
   }
   const bool pool = kind.rfind(DDLAYERPOOL, 0) == 0; /* "pool" (max) or "pool-avg" */
-  PetscCall(DDLayerSetType(*l, kind.rfind(DDLAYERACTIVATION, 0) == 0 ? DDLAYERACTIVATION : (pool ? DDLAYERPOOL : kind.c_str())));
+  PetscCall(DDLayerSetType(*l, kind.rfind(DDLAYERACTIVATION, 0) == 0 ? DDLAYERACTIVATION : (pool ? DDLAYERPOOL : (kind == ddnn::ModelKindFlattenBlocked ? DDLAYERFLATTEN : kind.c_str()))));
   if (backend) PetscCall(DDLayerSetBackend(*l, backend));
   const PetscInt k3[2] = {3, 3}, p1[2] = {1, 1}, k2[2] = {2, 2}, s2[2] = {2, 2};
   if (kind == DDLAYERCONV) {
@@ -380,7 +380,9 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
   /* and an average pool on a blocked input ("pool-avg-blocked": LeNet-5's s4 after c3's 16 channels takes
      oneDNN's jit kernel there, which the plain "pool-avg" fit, the loops of s2 after c1's 6 plain
      channels, had priced 2.6-5.4x too dear) */
-  const bool fromconv = kind == DDLAYERUPSAMPLE || kind == DDLAYERPOOL || kind == ddnn::ModelKindPoolAvgBlocked;
+  /* and a flatten after a convolution ("flatten-blocked": LeNet-5's flat after s4's blocked output
+     converts the format, which the plain fit had priced at 0.2-0.35 of the measured time) */
+  const bool fromconv = kind == DDLAYERUPSAMPLE || kind == DDLAYERPOOL || kind == ddnn::ModelKindPoolAvgBlocked || kind == ddnn::ModelKindFlattenBlocked;
   PetscCall(MakeLayer(fromconv ? std::string(DDLAYERCONV) : kind, backend, x0, ch, &A));
   DDTensor x;
   PetscCall(DDLayerGetOutput(A, &x));
@@ -794,7 +796,8 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
   backward without the input gradient (a network's first layer, "<kind>-wgrad"); at four sizes
   (4x4 to 64x64: the small ones fix the per-call cost) convtranspose (2x2 stride 2), ReLU, batch
   norm, max and average pool 2x2 ("pool", "pool-avg"; "pool-avg-blocked" after a convolution), bilinear upsampling x2, the other
-  activation functions (tanh, sigmoid, ...), concat, flatten, the mse loss and the cross-entropy
+  activation functions (tanh, sigmoid, ...), concat, flatten (and after a convolution, "flatten-blocked":
+  a format conversion from oneDNN's blocked storage), the mse loss and the cross-entropy
   loss against class indices (the losses' backward with dy = NULL, as `DDNetBackward()` calls a
   network's output layer), fitted as t = c0 + c1 work (`DDLayerGetModelWork()`).
   All ranks run at once on PETSC_COMM_SELF, start each call together, and a call takes the slowest
@@ -895,7 +898,7 @@ DD_CXX_TRY
       PetscFunctionReturn(PETSC_SUCCESS);
     };
     for (const std::string ok : {DDLAYERCONCAT, DDLAYERFLATTEN, DDLAYERLOSS, "loss-crossentropy"}) PetscCall(fit(ok, {1, 2, 4, 8}, TimeOther));
-    std::vector<std::string> kinds = {DDLAYERCONVTRANSPOSE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, ddnn::ModelKindPoolAvg, ddnn::ModelKindPoolAvgBlocked, DDLAYERUPSAMPLE};
+    std::vector<std::string> kinds = {DDLAYERCONVTRANSPOSE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, ddnn::ModelKindPoolAvg, ddnn::ModelKindPoolAvgBlocked, DDLAYERUPSAMPLE, ddnn::ModelKindFlattenBlocked};
     for (DDActivationType a : {DD_ACT_LEAKYRELU, DD_ACT_TANH, DD_ACT_SIGMOID, DD_ACT_GELU, DD_ACT_IDENTITY, DD_ACT_SILU, DD_ACT_ELU, DD_ACT_SOFTPLUS}) kinds.push_back(std::string(DDLAYERACTIVATION) + "-" + DDActivationTypes[a]); /* model.cxx's calibratedActs */
     for (const std::string &ks : kinds) PetscCall(fit(ks, {1, 4, 8, 16}, TimeKind)); /* 4x4 (the per-call cost: LeNet's small layers) to 64x64 */
   }

@@ -81,7 +81,8 @@ ModelState M;
    version 4: max pooling timed after a convolution (its format) with the output halo of a 3 x 3 convolution consumer;
    version 5: /cpu/blas's 3 x 3 convolutions of >= 16 channels run Winograd F(4x4, 3x3) or F(2x2, 3x3) (0.5-0.9 of the GEMM
    kernels' time), and average pooling on a blocked input its own fit ("pool-avg-blocked");
-   version 6: the optimizers' updates their own fits ("update-sgd", "update-momentum", "update-adam": DDOptimizerStep() timed) */
+   version 6: the optimizers' updates their own fits ("update-sgd", "update-momentum", "update-adam": DDOptimizerStep() timed),
+   and a flatten of a blocked input its own ("flatten-blocked") */
 const int         cacheVersion = 6; /* bench/bench_paper_model.cxx writes caches of this version too (-machine v100, rates) */
 const char *const cacheMagic   = "ddnn-model-cache 6";
 
@@ -1326,6 +1327,10 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
     DDPoolType pt;
     PetscCall(DDLayerPoolGetType(layer, &pt));
     if (pt == DD_POOL_AVG) kind = layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->layout.bdim >= 0 ? ddnn::ModelKindPoolAvgBlocked : ddnn::ModelKindPoolAvg;
+  } else if (kind == DDLAYERFLATTEN && layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->layout.bdim >= 0) {
+    /* a blocked input: the flatten converts the format (its own fit where the cache has one) */
+    PetscCall(ModelEnsureLoaded());
+    if (FindKern(bname, in.size, in.dtype, ddnn::ModelKindFlattenBlocked, false) != M.kern.end()) kind = ddnn::ModelKindFlattenBlocked;
   }
   in.kind = kind;
   if (!IsGemmKind(kind)) {

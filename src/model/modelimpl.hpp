@@ -17,6 +17,9 @@ inline constexpr const char *ModelKindPoolAvg = "pool-avg";
 /* average pooling on a blocked input (after a convolution of /cpu/dnnl in float32): oneDNN's jit kernel, 3-8x faster than the loops that plain storage takes */
 inline constexpr const char *ModelKindPoolAvgBlocked = "pool-avg-blocked";
 
+/* flatten of a blocked input (after a convolution of /cpu/dnnl in float32: LeNet-5's s4 -> flat): a format conversion, 4-5x the plain copy's time */
+inline constexpr const char *ModelKindFlattenBlocked = "flatten-blocked";
+
 /* the calibrated kind of an optimizer's update by the arrays it streams per parameter (3: plain SGD,
    5: SGD with momentum, 7: Adam or AdamW), NULL for another count (priced as copies) */
 inline const char *ModelKindUpdate(PetscInt streams)
