@@ -1576,6 +1576,21 @@ static PetscErrorCode NetBackwardOverhead(DDNet net, PetscReal *t, PetscBool *ok
   The collectives are priced as the layers' are (CollectiveTime()); the layers no longer count the
   broadcasts of the replicas the network keeps (CollectiveOf()). In the broadcast mode: 0.
 */
+/* an optimizer update of `streams` arrays on `bytes` parameter bytes priced by its calibrated
+   DDOptimizerStep() fit (ModelKindUpdate()), the share of its arrays ((streams + 1) / 2 of them:
+   parameters, gradients and state) beyond L2 at the cold fit; false when the cache has no such fit */
+static bool UpdateFitTime(const char *bname, PetscMPIInt P, DDDataType dt, PetscInt streams, PetscReal bytes, PetscReal *t)
+{
+  const char *uk = ddnn::ModelKindUpdate(streams);
+  if (!uk) return false;
+  auto it = FindKern(bname, P, dt, uk, false), ic = FindKern(bname, P, dt, std::string(uk) + ":cold", false);
+  if (it == M.kern.end()) return false;
+  if (ic == M.kern.end()) ic = it;
+  const double cold = ddnn::ModelColdFraction_Private((double)(streams + 1) / 2 * (double)bytes);
+  *t                = (1 - cold) * (it->second.c0 + it->second.c1 * bytes) + cold * (ic->second.c0 + ic->second.c1 * bytes);
+  return true;
+}
+
 namespace ddnn
 {
 PetscErrorCode ModelReplicaBucketTimes_Private(const std::string &bname, PetscMPIInt P, DDDataType dt, PetscMPIInt group, PetscInt64 count, PetscInt64 rootcount, PetscInt64 membercount, PetscInt64 mirrorcount, PetscBool dataparallel, PetscReal t[2], PetscBool *ok)
@@ -1600,13 +1615,9 @@ PetscErrorCode ModelReplicaBucketTimes_Private(const std::string &bname, PetscMP
     if (membercount) t[1] += AuxTime(b, P, dt, kindAxpy, 2.0 * e * (PetscReal)membercount, ok);
     if (mirrorcount) { /* aside 2, pack 2, unpack 2 streams; the update as DDOptimizerStep() of Adam (its fit where the cache has it, else 7 streams of copies) */
       const PetscReal by = e * (PetscReal)mirrorcount;
-      auto            it = FindKern(b, P, dt, ModelKindUpdate(7), false), ic = FindKern(b, P, dt, std::string(ModelKindUpdate(7)) + ":cold", false);
-      if (ic == M.kern.end()) ic = it;
-      if (it == M.kern.end()) t[1] += AuxTime(b, P, dt, kindAxpy, 13.0 * by, ok);
-      else {
-        const double cold = ModelColdFraction_Private(4.0 * (double)by);
-        t[1] += AuxTime(b, P, dt, kindAxpy, 6.0 * by, ok) + (1 - cold) * (it->second.c0 + it->second.c1 * by) + cold * (ic->second.c0 + ic->second.c1 * by);
-      }
+      PetscReal       tu;
+      if (UpdateFitTime(b, P, dt, 7, by, &tu)) t[1] += AuxTime(b, P, dt, kindAxpy, 6.0 * by, ok) + tu;
+      else t[1] += AuxTime(b, P, dt, kindAxpy, 13.0 * by, ok);
     }
     if (membercount > mirrorcount) t[1] += AuxTime(b, P, dt, kindAxpy, 4.0 * e * (PetscReal)(membercount - mirrorcount), ok);
     t[1] += AuxTime(b, P, dt, kindZero, (PetscReal)n, ok);
@@ -1693,9 +1704,7 @@ DD_CXX_TRY
   PetscMPIInt P;
   PetscCallMPI(MPI_Comm_size(PetscObjectComm((PetscObject)net), &P));
   PetscCall(DDNetGetNumLayers(net, &n));
-  const char                                          *uk = ddnn::ModelKindUpdate(streams);
-  std::map<std::pair<std::string, int>, PetscReal>     upd;  /* parameter bytes per backend and data type, priced by the update's fits */
-  bool                                                 norm = false;
+  std::map<std::pair<std::string, int>, PetscReal> upd; /* parameter bytes per backend and data type, priced by the update's fits */
   for (PetscInt i = 0; i < n; i++) {
     DDLayer     l;
     const char *name, *bname;
@@ -1704,13 +1713,11 @@ DD_CXX_TRY
     PetscCall(DDLayerGetBackend(l, &bname));
     for (PetscInt p = 0; p < l->nparams; p++) {
       DDTensor g = l->grads[p];
-      if (!g) continue;
-      norm = true; /* DDOptimizerStep()'s norm: an all-reduce on every rank */
-      if (!g->active) continue;
+      if (!g || !g->active) continue;
       PetscCall(DDDataTypeGetSize(g->dtype, &es));
-      PetscReal by = (PetscReal)es * (PetscReal)Storage(g);
+      PetscReal by = (PetscReal)es * (PetscReal)Storage(g), tu;
       t[0] += AuxTime(bname, P, g->dtype, kindZero, by, &ok);
-      if (uk && FindKern(bname, P, g->dtype, uk, false) != M.kern.end()) {
+      if (UpdateFitTime(bname, P, g->dtype, streams, 0, &tu)) { /* priced below, one call over all of them */
         upd[{bname, (int)g->dtype}] += by;
         continue;
       }
@@ -1719,14 +1726,12 @@ DD_CXX_TRY
       else t[1] += it->second.c0 + it->second.c1 * (PetscReal)streams * by;
     }
   }
-  for (const auto &u : upd) { /* one call over the parameters; the share of its arrays (parameters, gradients, state) beyond L2 cold */
-    const DDDataType dt = (DDDataType)u.first.second;
-    auto             it = FindKern(u.first.first.c_str(), P, dt, uk, false), ic = FindKern(u.first.first.c_str(), P, dt, std::string(uk) + ":cold", false);
-    if (ic == M.kern.end()) ic = it;
-    const double cold = ddnn::ModelColdFraction_Private((double)(streams + 1) / 2 * (double)u.second);
-    t[1] += (1 - cold) * (it->second.c0 + it->second.c1 * u.second) + cold * (ic->second.c0 + ic->second.c1 * u.second);
+  for (const auto &u : upd) { /* one call over the parameters of a backend and data type */
+    PetscReal tu;
+    (void)UpdateFitTime(u.first.first.c_str(), P, (DDDataType)u.first.second, streams, u.second, &tu);
+    t[1] += tu;
   }
-  if (uk && norm && P > 1 && !upd.empty()) {
+  if (P > 1 && !upd.empty()) { /* DDOptimizerStep()'s gradient norm: an all-reduce */
     const char *bname;
     PetscCall(DDLayerGetBackend(net->impl->nodes[0].layer, &bname));
     t[1] += CollectiveTime(bname, P, (DDDataType)upd.begin()->first.second, 2, false, P, (PetscInt64)sizeof(PetscReal));
@@ -1878,6 +1883,7 @@ DD_CXX_TRY
   PetscCall(PetscViewerASCIIPrintf(viewer, "performance model (per rank, max over ranks; paper 003 sec. V):\n"));
   PetscCall(PetscViewerASCIIPushTab(viewer));
   const bool timed = net->impl->layertiming; /* -net_layer_timing: the last sweeps' measured times beside the predictions */
+  PetscCall(DDCheckSameString(comm, "DDNetViewModel(): the layer timing (-net_layer_timing, DDNetSetLayerTiming())", timed ? "on" : "off")); /* its columns take an all-reduce per layer */
   PetscCall(PetscViewerASCIIPrintf(viewer, "%-12s %-13s %10s %10s %9s %10s %9s %10s %10s %10s %10s %10s%s\n", "layer", "type", "fwd ms", "bwd ms", "fwd msgs", "fwd KiB", "bwd msgs", "bwd KiB", "act KiB", "halo KiB", "param KiB", "work KiB", timed ? "  meas fwd  meas bwd" : ""));
   PetscReal  tot[2] = {0, 0};
   PetscInt64 totc[4] = {0, 0, 0, 0}, totm[4] = {0, 0, 0, 0};
