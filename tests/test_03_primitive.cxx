@@ -1362,20 +1362,12 @@ TEST(Exchange, DirectSharedStorageEqualsMpiOnEveryPath)
   DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
 }
 
-/*
-  The shared arena behind -dd_exchange_direct hands out zeroed memory as PetscCalloc does, whichever
-  way a block comes back: from the top of the file (also after the top was freed and lowered), from
-  a freed range in the middle (split and coalesced), after a large range went back to the system;
-  every block is its own and the live count returns to where it was. With the option unset, memory
-  comes from PetscCalloc (not the arena); a tensor set up with it set lives in the arena.
-*/
-TEST(SharedArena, BlocksAreZeroedOwnedAndReused)
+/* blocks from ShmArenaMalloc() in the arena that owns() tells: zeroed as PetscCalloc's memory, whichever
+   way a block comes back (the top, also after the top was freed and lowered; a freed range in the
+   middle, split and coalesced; after a large range went back to the system), each its own, aligned,
+   and the live count back where it was */
+static void ArenaBlocksAreZeroedOwnedAndReused(const std::function<bool(const void *, size_t)> &owns)
 {
-  DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", "1"));
-  if (!ddnn::ShmArenaEnabled()) {
-    DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
-    GTEST_SKIP() << "this system gives no shared arena (no memfd_create)";
-  }
   size_t nb0, by0;
   ddnn::ShmArenaLive(&nb0, &by0);
   const size_t sizes[] = {1, 100, 4096, 70000, (size_t)3 << 20, 5000};
@@ -1389,7 +1381,7 @@ TEST(SharedArena, BlocksAreZeroedOwnedAndReused)
     for (size_t n : sizes) {
       void *p;
       DDT(ddnn::ShmArenaMalloc(n, &p));
-      EXPECT_TRUE(ddnn::ShmArenaOwns(p, n)) << n << " bytes";
+      EXPECT_TRUE(owns(p, n)) << n << " bytes";
       EXPECT_TRUE(zero((const char *)p, n)) << n << " bytes, round " << round;
       EXPECT_EQ((size_t)p % (n >= 65536 ? 4096 : 64), 0u) << n << " bytes";
       memset(p, 0x5a, n); /* dirty it for the next round */
@@ -1424,6 +1416,23 @@ TEST(SharedArena, BlocksAreZeroedOwnedAndReused)
   ddnn::ShmArenaLive(&nb, &by);
   EXPECT_EQ(nb, nb0);
   EXPECT_EQ(by, by0);
+}
+
+/*
+  The shared arena behind -dd_exchange_direct hands out zeroed memory as PetscCalloc does, whichever
+  way a block comes back: from the top of the file (also after the top was freed and lowered), from
+  a freed range in the middle (split and coalesced), after a large range went back to the system;
+  every block is its own and the live count returns to where it was. With the option unset, memory
+  comes from PetscCalloc (not the arena); a tensor set up with it set lives in the arena.
+*/
+TEST(SharedArena, BlocksAreZeroedOwnedAndReused)
+{
+  DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", "1"));
+  if (!ddnn::ShmArenaEnabled()) {
+    DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
+    GTEST_SKIP() << "this system gives no shared arena (no memfd_create)";
+  }
+  ArenaBlocksAreZeroedOwnedAndReused([](const void *p, size_t n) { return ddnn::ShmArenaOwns(p, n); });
   DDPartition part = MakePart({1, 1, (PetscInt)Size(), 1});
   DDTensor    x    = MakeTensor(part, DD_FLOAT64, {1, 2, 4 * (PetscInt)Size(), 5}, false, 1, DD_FORMAT_PLAIN);
   EXPECT_TRUE(ddnn::ShmArenaOwns(x->array)) << "a tensor set up with -dd_exchange_direct";
@@ -1435,6 +1444,60 @@ TEST(SharedArena, BlocksAreZeroedOwnedAndReused)
   EXPECT_FALSE(ddnn::ShmArenaOwns(p));
   DDT(ddnn::ShmArenaFree(p));
   DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&y));
+  DDT(DDPartitionDestroy(&part));
+}
+
+/*
+  The private arena (-dd_host_hugepages): where the shared arena is not used, host memory comes
+  from one private mapping on 2 MiB boundaries with transparent huge pages asked for; its blocks
+  behave as the shared arena's (zeroed, owned, reused), they are not the shared arena's (no partner
+  reads them), a tensor set up with the option lives there, and `-dd_host_hugepages 0` gives
+  PetscCalloc's memory again. Whether the system granted huge pages (the smaps of a touched 8 MiB
+  block) is printed, not checked: it depends on the system's memory at the time.
+*/
+TEST(HostArena, PrivateHugePageBlocksAreZeroedOwnedAndReused)
+{
+  DDT(PetscOptionsSetValue(NULL, "-dd_exchange_direct", "0"));
+  DDT(PetscOptionsSetValue(NULL, "-dd_host_hugepages", "1"));
+  void *p;
+  DDT(ddnn::ShmArenaMalloc(64, &p));
+  const bool made = ddnn::HostArenaOwns(p, 64);
+  DDT(ddnn::ShmArenaFree(p));
+  if (!made) {
+    DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
+    DDT(PetscOptionsClearValue(NULL, "-dd_host_hugepages"));
+    GTEST_SKIP() << "this system gives no private arena (no mmap, or an address-space limit)";
+  }
+  ArenaBlocksAreZeroedOwnedAndReused([](const void *q, size_t n) { return ddnn::HostArenaOwns(q, n) && !ddnn::ShmArenaOwns(q, n); });
+  { /* a large block, its pages touched: are they huge pages? */
+    const size_t n = (size_t)8 << 20;
+    DDT(ddnn::ShmArenaMalloc(n, &p));
+    EXPECT_TRUE(ddnn::HostArenaOwns(p, n));
+    memset(p, 1, n);
+    long          huge = -1;
+    FILE         *f    = fopen("/proc/self/smaps", "r");
+    char          line[512];
+    unsigned long lo = 0, hi = 0;
+    bool          in = false;
+    while (f && fgets(line, sizeof(line), f)) {
+      if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && strchr(line, ' ') && strchr(line, '-') < strchr(line, ' ')) in = lo <= (unsigned long)p && (unsigned long)p < hi;
+      else if (in && !strncmp(line, "AnonHugePages:", 14)) huge = atol(line + 14);
+    }
+    if (f) fclose(f);
+    printf("[ HostArena ] an 8 MiB block's mapping has %ld KiB of transparent huge pages (system: %s)\n", huge, ddnn::HostHugePagesOffered() ? "offered" : "not offered");
+    DDT(ddnn::ShmArenaFree(p));
+  }
+  DDPartition part = MakePart({1, 1, (PetscInt)Size(), 1});
+  DDTensor    x    = MakeTensor(part, DD_FLOAT64, {1, 2, 4 * (PetscInt)Size(), 5}, false, 1, DD_FORMAT_PLAIN);
+  EXPECT_TRUE(ddnn::HostArenaOwns(x->array, 1)) << "a tensor set up with -dd_host_hugepages";
+  EXPECT_FALSE(ddnn::ShmArenaOwns(x->array)) << "the private arena is not the shared one";
+  DDT(PetscOptionsSetValue(NULL, "-dd_host_hugepages", "0"));
+  DDTensor y = MakeTensor(part, DD_FLOAT64, {1, 2, 4 * (PetscInt)Size(), 5}, false, 1, DD_FORMAT_PLAIN);
+  EXPECT_FALSE(ddnn::HostArenaOwns(y->array, 1)) << "a tensor set up with -dd_host_hugepages 0";
+  DDT(PetscOptionsClearValue(NULL, "-dd_exchange_direct"));
+  DDT(PetscOptionsClearValue(NULL, "-dd_host_hugepages"));
   DDT(DDTensorDestroy(&x));
   DDT(DDTensorDestroy(&y));
   DDT(DDPartitionDestroy(&part));

@@ -82,9 +82,11 @@ ModelState M;
    version 5: /cpu/blas's 3 x 3 convolutions of >= 16 channels run Winograd F(4x4, 3x3) or F(2x2, 3x3) (0.5-0.9 of the GEMM
    kernels' time), and average pooling on a blocked input its own fit ("pool-avg-blocked");
    version 6: the optimizers' updates their own fits ("update-sgd", "update-momentum", "update-adam": DDOptimizerStep() timed),
-   and a flatten of a blocked input its own ("flatten-blocked") */
-const int         cacheVersion = 6; /* bench/bench_paper_model.cxx writes caches of this version too (-machine v100, rates) */
-const char *const cacheMagic   = "ddnn-model-cache 6";
+   and a flatten of a blocked input its own ("flatten-blocked");
+   version 7: host tensors on transparent huge pages by default (-dd_host_hugepages, src/sys/shmarena.cxx): the memory-bound
+   kernels run 1.3-1.5x faster on tensors out of the caches, so a version 6 calibration (4 KiB pages) is stale */
+const int         cacheVersion = 7; /* bench/bench_paper_model.cxx writes caches of this version too (-machine v100, rates) */
+const char *const cacheMagic   = "ddnn-model-cache 7";
 
 std::string HostName()
 {

@@ -23,6 +23,19 @@
     unaffected;
   - transparent huge pages are asked for (MADV_HUGEPAGE), which the system grants to shared memory
     where /sys/kernel/mm/transparent_hugepage/shmem_enabled is advise, always or within_size.
+
+  The private arena (-dd_host_hugepages): where the shared arena is not used (one rank, or
+  -dd_exchange_direct 0), host tensors are carved the same way from one private anonymous mapping
+  (MAP_NORESERVE, 2 MiB aligned) with transparent huge pages asked for (MADV_HUGEPAGE; the system
+  grants them to private memory where /sys/kernel/mm/transparent_hugepage/enabled is madvise or
+  always, which is also the option's default). A network's tensors, a few hundred KiB each from
+  malloc, each lay on their own 4 KiB pages: a layer whose tensors had left the caches paid a
+  translation miss, and on a virtual machine a nested page walk, per 4 KiB page. On 2 MiB pages the
+  main job's U-Net trains a step 6-7 % faster in float32 on 1 rank (9.88-10.10 -> 9.25-9.29 ms),
+  and its ReLUs' backward 1.5x faster. Private memory keeps the semantics of malloc's: its pages
+  are allocated at the first touch (no fallocate), a forked child inherits them copy-on-write (no
+  MADV_DONTFORK), freed blocks of 2 MiB and more give their pages back (MADV_DONTNEED), and there
+  is no arena under an address-space limit.
 */
 #include <sys/shmarena.hpp>
 #include <algorithm>
@@ -34,6 +47,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstdint>
 #include <unistd.h>
 #if defined(__linux__)
   #include <sys/mman.h>
@@ -69,6 +83,7 @@ namespace ddnn
 namespace
 {
 struct Arena {
+  bool                     shared = true; /* the shared arena (a memory file), else the private one (anonymous memory) */
   int                      state = 0; /* 0: not made yet, 1: made, -1: this system cannot */
   int                      fd    = -1;
   char                    *base  = nullptr;
@@ -78,6 +93,8 @@ struct Arena {
   std::map<size_t, size_t> freed;                            /* offset -> length of the free ranges below top */
   std::map<size_t, size_t> used;                             /* offset -> length of the live blocks */
   std::map<std::tuple<long, long, unsigned long long>, std::pair<char *, size_t>> peers; /* (pid, fd, base) -> its arena mapped here, and the mapping's length */
+  char                    *map = nullptr;                      /* the private arena's mapping (base: its first 2 MiB boundary) */
+  size_t                   maplen = 0;
   std::mutex               mu;
 };
 Arena &A()
@@ -85,6 +102,14 @@ Arena &A()
   static Arena a;
   return a;
 }
+/* the private arena (-dd_host_hugepages) */
+Arena &H()
+{
+  static Arena a;
+  a.shared = false;
+  return a;
+}
+constexpr size_t kHuge = (size_t)2 << 20; /* a transparent huge page */
 
 constexpr size_t kGrow = (size_t)64 << 20; /* the file's size grows in steps of 64 MiB (sparse: pages only where blocks are) */
 
@@ -125,6 +150,32 @@ bool Wanted()
   PetscBool on = PETSC_FALSE, set = PETSC_FALSE;
   if (PetscOptionsGetBool(NULL, NULL, "-dd_exchange_direct", &on, &set)) return false;
   return set ? on == PETSC_TRUE : DefaultOn();
+}
+
+/* whether the system grants transparent huge pages to private memory that asks (enabled: [always] or [madvise]) */
+bool HugePagesOffered()
+{
+  static int offered = -1;
+  if (offered < 0) {
+    offered = 0;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    char  line[256] = "";
+    FILE *f         = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f) {
+      if (fgets(line, sizeof(line), f)) offered = strstr(line, "[always]") || strstr(line, "[madvise]") ? 1 : 0;
+      fclose(f);
+    }
+#endif
+  }
+  return offered == 1;
+}
+
+/* -dd_host_hugepages, read at every allocation the shared arena does not take (default: where the system offers them) */
+bool HugeWanted()
+{
+  PetscBool on = PETSC_FALSE, set = PETSC_FALSE;
+  if (PetscOptionsGetBool(NULL, NULL, "-dd_host_hugepages", &on, &set)) return false;
+  return set ? on == PETSC_TRUE : HugePagesOffered();
 }
 
 /* a mapping of an arena (this process's or a partner's): not inherited by a forked child, huge pages
@@ -194,6 +245,18 @@ void Make(Arena &a)
   /* as much address space as the machine has memory: one process's tensors cannot exceed it, and
      a partner maps it whole (a node's ranks together reserve ranks x memory of its 128 TiB) */
   a.reserve = ((phys + kGrow - 1) / kGrow) * kGrow;
+  if (!a.shared) { /* private: anonymous memory from a 2 MiB boundary, huge pages asked for */
+    void *m = mmap(NULL, a.reserve + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return;
+    a.map    = (char *)m;
+    a.maplen = a.reserve + kHuge;
+    a.base   = (char *)(((uintptr_t)m + kHuge - 1) / kHuge * kHuge);
+    (void)madvise(a.base, a.reserve, MADV_HUGEPAGE);
+    DD_VG_NOACCESS(a.base, a.reserve);
+    a.top   = 64; /* as the shared arena's: no block at the base */
+    a.state = 1;
+    return;
+  }
   int fd    = memfd_create("ddnn-tensors", MFD_CLOEXEC);
   if (fd < 0) return;
   void *b = mmap(NULL, a.reserve, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
@@ -236,6 +299,7 @@ void Put(Ranges &m, Ranges &spare, size_t key, size_t len)
 bool Commit(Arena &a, size_t off, size_t n)
 {
 #if defined(DD_HAVE_SHMARENA)
+  if (!a.shared) return true; /* private memory: its pages come at the first touch, as malloc's */
   return fallocate(a.fd, 0, (off_t)off, (off_t)n) == 0;
 #else
   (void)a, (void)off, (void)n;
@@ -273,7 +337,7 @@ bool Take(Arena &a, size_t n, size_t *off, Ranges &spare)
   }
   size_t start = (a.top + al - 1) / al * al;
   if (start + n > a.reserve || start + n < start) return false;
-  if (start + n > a.filesize) {
+  if (a.shared && start + n > a.filesize) {
     size_t want = (start + n + kGrow - 1) / kGrow * kGrow;
     if (want > a.reserve) want = a.reserve;
     if (ftruncate(a.fd, (off_t)want)) return false; /* new pages of the file read as zeros */
@@ -296,7 +360,10 @@ void Give(Arena &a, size_t off, size_t n, Ranges &spare)
 #if defined(DD_HAVE_SHMARENA) && defined(FALLOC_FL_PUNCH_HOLE)
   /* a large block's pages go back to the system (the next block there is committed and zeroed again) */
   const size_t lo = (off + 4095) / 4096 * 4096, hi = (off + n) / 4096 * 4096;
-  if (n >= ((size_t)2 << 20) && hi > lo) (void)fallocate(a.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)lo, (off_t)(hi - lo));
+  if (n >= ((size_t)2 << 20) && hi > lo) {
+    if (a.shared) (void)fallocate(a.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)lo, (off_t)(hi - lo));
+    else (void)madvise(a.base + lo, hi - lo, MADV_DONTNEED); /* private: reads as zeros again */
+  }
 #endif
   /* coalesce with the neighbours */
   auto next = a.freed.lower_bound(off);
@@ -331,48 +398,67 @@ void ShmArenaForce(int mode)
   forced = mode < 0 ? -1 : (mode ? 1 : 0);
 }
 
+namespace
+{
+/* a zeroed block of n bytes from arena a (made at its first use), or false where it cannot */
+bool TakeBlock(Arena &a, size_t n, void **p)
+{
+  std::lock_guard<std::mutex> g(a.mu);
+  Make(a);
+  size_t off;
+  Ranges spare = Spare(3); /* at most two free ranges and the block (may throw std::bad_alloc: nothing changed yet) */
+  if (a.state <= 0 || !Take(a, n ? n : 1, &off, spare)) return false;
+  Put(a.used, spare, off, n ? n : 1);
+  a.live += n ? n : 1;
+  *p = a.base + off;
+  DD_VG_ALLOC(*p, n ? n : 1);
+  return true;
+}
+
+bool Owns(const Arena &a, const void *p, size_t n)
+{
+  if (a.state <= 0 || !p) return false;
+  const char *c = (const char *)p;
+  return c >= a.base && c + n <= a.base + a.reserve;
+}
+} // namespace
+
 PetscErrorCode ShmArenaMalloc(size_t n, void **p)
 {
-  Arena &a = A();
-
   PetscFunctionBegin;
   *p = nullptr;
-  if (Wanted()) {
-    std::lock_guard<std::mutex> g(a.mu);
-    Make(a);
-    size_t off;
-    Ranges spare = Spare(3); /* at most two free ranges and the block (may throw std::bad_alloc: nothing changed yet) */
-    if (a.state > 0 && Take(a, n ? n : 1, &off, spare)) {
-      Put(a.used, spare, off, n ? n : 1);
-      a.live += n ? n : 1;
-      *p          = a.base + off;
-      DD_VG_ALLOC(*p, n ? n : 1);
-      PetscFunctionReturn(PETSC_SUCCESS);
-    }
-  }
+  const bool shared = Wanted();
+  if (shared && TakeBlock(A(), n, p)) PetscFunctionReturn(PETSC_SUCCESS);
+  if (!shared && HugeWanted() && TakeBlock(H(), n, p)) PetscFunctionReturn(PETSC_SUCCESS); /* the private arena: where the shared one is not used */
   PetscCall(PetscCalloc1(n + 1, (char **)p));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 bool ShmArenaOwns(const void *p, size_t n)
 {
-  Arena &a = A();
-  if (a.state <= 0 || !p) return false;
-  const char *c = (const char *)p;
-  return c >= a.base && c + n <= a.base + a.reserve;
+  return Owns(A(), p, n);
+}
+
+bool HostArenaOwns(const void *p, size_t n)
+{
+  return Owns(H(), p, n);
+}
+
+bool HostHugePagesOffered()
+{
+  return HugePagesOffered();
 }
 
 PetscErrorCode ShmArenaFree(void *p)
 {
-  Arena &a = A();
-
   PetscFunctionBegin;
   if (!p) PetscFunctionReturn(PETSC_SUCCESS);
-  if (ShmArenaOwns(p)) {
+  Arena &a = Owns(H(), p, 1) ? H() : A();
+  if (Owns(a, p, 1)) {
     std::lock_guard<std::mutex> g(a.mu);
     size_t                      off = (size_t)((char *)p - a.base);
     auto                        it  = a.used.find(off);
-    PetscCheck(it != a.used.end(), PETSC_COMM_SELF, PETSC_ERR_PLIB, "ShmArenaFree(): %p is not a block of the shared arena (freed twice?)", p);
+    PetscCheck(it != a.used.end(), PETSC_COMM_SELF, PETSC_ERR_PLIB, "ShmArenaFree(): %p is not a block of the %s arena (freed twice?)", p, a.shared ? "shared" : "private");
     size_t n = it->second;
     Ranges spare;
     spare.insert(a.used.extract(it)); /* the block's node serves its free range: no allocation here */
@@ -425,11 +511,12 @@ char *ShmArenaMapPeer(const ShmArenaInfo &peer)
 
 void ShmArenaLive(size_t *blocks, size_t *bytes)
 {
-  Arena                      &a = A();
-  std::lock_guard<std::mutex> g(a.mu);
-  *blocks = a.used.size();
-  *bytes  = 0;
-  for (auto &u : a.used) *bytes += u.second;
+  *blocks = *bytes = 0;
+  for (Arena *a : {&A(), &H()}) {
+    std::lock_guard<std::mutex> g(a->mu);
+    *blocks += a->used.size();
+    for (auto &u : a->used) *bytes += u.second;
+  }
 }
 
 PetscErrorCode ShmArenaFinalize()
@@ -450,6 +537,15 @@ PetscErrorCode ShmArenaFinalize()
     a.reserve  = a.filesize = a.top = a.dirty = a.live = 0;
     a.freed.clear();
     a.state = 0;
+  }
+  Arena                      &h = H();
+  std::lock_guard<std::mutex> gh(h.mu);
+  if (h.state > 0 && h.used.empty()) { /* the private arena likewise */
+    (void)munmap(h.map, h.maplen);
+    h.map = h.base = nullptr;
+    h.maplen = h.reserve = h.top = h.dirty = h.live = 0;
+    h.freed.clear();
+    h.state = 0;
   }
 #endif
   PetscFunctionReturn(PETSC_SUCCESS);

@@ -16,13 +16,19 @@ namespace ddnn
 bool ShmArenaEnabled();
 /* overrides -dd_exchange_direct: 1 on, 0 off, -1 the option again (DDModelCalibrate() times the halo both ways) */
 void ShmArenaForce(int mode);
-/* zeroed host memory: from the arena while -dd_exchange_direct is on and it has room, else from PetscCalloc; freed by ShmArenaFree()
+/* zeroed host memory: from the shared arena while -dd_exchange_direct is on and it has room, else from the private
+   arena while -dd_host_hugepages is on (by default where the system offers huge pages), else from PetscCalloc; freed by ShmArenaFree()
    (throws std::bad_alloc, with the arena unchanged, where its own bookkeeping cannot allocate: the
    entry point that catches it reports out of memory, as for any C++ allocation) */
 PetscErrorCode ShmArenaMalloc(size_t n, void **p);
 PetscErrorCode ShmArenaFree(void *p);
 /* whether p (and the n bytes from it) lie in this process's arena */
 bool ShmArenaOwns(const void *p, size_t n = 1);
+/* whether p (and the n bytes from it) lie in this process's private arena (-dd_host_hugepages: host
+   tensors on transparent huge pages where the shared arena is not used) */
+bool HostArenaOwns(const void *p, size_t n = 1);
+/* whether the system grants transparent huge pages to private memory that asks (the default of -dd_host_hugepages) */
+bool HostHugePagesOffered();
 /* this process's arena: file descriptor, base address and reserved size (fd < 0: none) */
 struct ShmArenaInfo {
   long               pid;
