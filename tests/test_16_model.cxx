@@ -8,6 +8,7 @@
 */
 #include "layertest.hpp"
 #include <ddmodel.h>
+#include <ddnn/private/ddimpl.h>
 #include <sys/shmarena.hpp>
 #include <fstream>
 #include <unistd.h>
@@ -350,6 +351,12 @@ TEST(ModelCache, CalibrateWritesAndLoads)
     std::string   first;
     std::getline(f, first);
     EXPECT_EQ(first, "ddnn-model-cache 7");
+    /* where the default backend hands over a blocked format (/cpu/dnnl in float32), the row walk between blocked tensors has its own run cost, warm and cold */
+    const std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const char       *bn;
+    DDT(DDBackendGetDefault(&bn));
+    if (!strcmp(bn, "/cpu/dnnl"))
+      for (const char *k : {"float32 activation-rows-blocked f ", "float32 activation-rows-blocked b ", "float32 activation-rows-blocked:cold f "}) EXPECT_NE(all.find(k), std::string::npos) << k;
   }
   { /* the optimizers' updates are timed, warm and cold (Adam's arithmetic costs more per byte than plain SGD's), and a flatten of a blocked input */
     const char *bn;
@@ -512,6 +519,38 @@ TEST(ModelWork, FormatConversionRunsAndTimeExact)
   DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
   EXPECT_NEAR(t[0], 2e-6 + 8e-10 * by + 5e-9 * 119, 1e-15);
   EXPECT_FALSE(ok); /* no backward fit of tanh in this cache */
+  { /* both blocked (16 channels: whole blocks), the output with the halo: rows of W x block entries,
+       priced with the blocked walk's run cost where the cache has one (cold, each such row restarts
+       the prefetcher's stream), else with the plain rows' */
+    const PetscInt bshape[4] = {2, 16, 4, 5};
+    DDTensor       xb, yb;
+    DDLayer        lb;
+    DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 4, bshape, &xb));
+    DDT(DDTensorSetFormat(xb, DD_FORMAT_BLOCKED));
+    DDT(DDLayerCreate(PETSC_COMM_SELF, &lb));
+    DDT(DDLayerSetType(lb, DDLAYERACTIVATION));
+    DDT(DDLayerSetUp(lb, xb));
+    DDT(DDLayerGetOutput(lb, &yb));
+    DDT(DDTensorSetFormat(yb, DD_FORMAT_BLOCKED));
+    DDT(DDTensorSetHalo(yb, lo, hi));
+    ASSERT_EQ(xb->layout.bs, yb->layout.bs);
+    DDT(DDLayerGetModelRuns(lb, &runs));
+    const PetscInt64 rows = 2 * (16 / xb->layout.bs) * 4; /* N x blocks x H */
+    EXPECT_EQ(runs, rows);
+    const double bz = 8.0 * 640 * 2, bzb = 8.0 * 640 * 3;
+    DDT(DDLayerGetModelTime(lb, &t[0], &t[1], &t[2], &t[3], &ok));
+    EXPECT_NEAR(t[0], 1e-6 + 2e-10 * bz + 1.1e-8 * (double)(rows - 1), 1e-15) << "no blocked run cost in the cache: the plain rows'";
+    const char *bn;
+    DDT(DDBackendGetDefault(&bn));
+    const std::string bb = std::string("runcost ") + bn + " float64 activation-rows-blocked ";
+    DropCache(file);
+    file = SyntheticCache("runs.txt", bb + "f 4.1e-08\n" + bb + "b 4.3e-08\n");
+    DDT(DDLayerGetModelTime(lb, &t[0], &t[1], &t[2], &t[3], &ok));
+    EXPECT_NEAR(t[0], 1e-6 + 2e-10 * bz + 4.1e-8 * (double)(rows - 1), 1e-15);
+    EXPECT_NEAR(t[2], 3e-6 + 4e-10 * bzb + 4.3e-8 * (double)(rows - 1), 1e-15);
+    DDT(DDLayerDestroy(&lb));
+    DDT(DDTensorDestroy(&xb));
+  }
   DDT(DDLayerDestroy(&l));
   DDT(DDTensorDestroy(&x));
   DDT(DDPartitionDestroy(&part));

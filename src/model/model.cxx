@@ -1141,7 +1141,8 @@ static PetscReal CeilLog2(PetscMPIInt p)
   point-to-point exchange costs max(messages sent, received) alpha + max(bytes sent, received)
   beta on a rank (full duplex), overlap is not subtracted. The memory-bound kinds add the
   calibrated per-run cost times the runs of their walk beyond the first (`DDLayerGetModelRuns()`:
-  a format conversion between input and output). conv and affine add the terms of their input and
+  a format conversion between input and output; a row-by-row walk between blocked tensors has its
+  own run cost where the cache has one). conv and affine add the terms of their input and
   output bytes, of idle vector lanes (conv) or weight bytes (affine), and of the rows of the column
   matrix and the flops of the passes that do not run Winograd (conv, as its backend chain chooses
   them per pass); a layer alone whose memory M on this rank exceeds the core's L2 cache is priced
@@ -1265,7 +1266,9 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[
     }
     if (!gemm) { /* the walk's runs: a format conversion between input and output costs per element */
       /* the same storage order with other halos: a row-by-row walk; otherwise element by element; warm and cold as the fits */
-      const std::string rk = in.rows ? "activation-rows" : DDLAYERACTIVATION;
+      /* between blocked tensors: that walk's own run cost where the cache has one (older caches: the plain rows') */
+      const bool        rb = in.rows && in.blocked && FindRunCost(bname, size, in.dtype, ddnn::ModelKindRowsBlocked, b) != M.runcost.end();
+      const std::string rk = rb ? ddnn::ModelKindRowsBlocked : in.rows ? "activation-rows" : DDLAYERACTIVATION;
       auto              rc = FindRunCost(bname, size, in.dtype, rk, b), rcc = in.cold > 0 ? FindRunCost(bname, size, in.dtype, rk + ":cold", b) : M.runcost.end();
       if (rcc == M.runcost.end()) rcc = rc; /* no cold run cost: the warm one */
       if (in.runs > 1) {
@@ -1341,6 +1344,7 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
       const DDLayout &A = layer->setupin[0]->layout, &B = layer->output->layout;
       in.rows = A.order == B.order && A.bdim == B.bdim && A.bs == B.bs;
       for (PetscInt k = 0; in.rows && k < A.order; k++) in.rows = A.perm[k] == B.perm[k];
+      in.blocked = in.rows && A.bdim >= 0;
     }
     PetscCall(DDLayerGetModelRuns(layer, &in.runs));
   }

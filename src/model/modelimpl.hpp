@@ -20,6 +20,11 @@ inline constexpr const char *ModelKindPoolAvgBlocked = "pool-avg-blocked";
 /* flatten of a blocked input (after a convolution of /cpu/dnnl in float32: LeNet-5's s4 -> flat): a format conversion, 4-5x the plain copy's time */
 inline constexpr const char *ModelKindFlattenBlocked = "flatten-blocked";
 
+/* the per-run cost of a row-by-row walk between blocked tensors whose halos differ (a ReLU into the halo a
+   consumer convolution grows, after a convolution of /cpu/dnnl in float32): cold, each row restarts the
+   prefetcher's stream, 3-4x a plain row's cost */
+inline constexpr const char *ModelKindRowsBlocked = "activation-rows-blocked";
+
 /* the calibrated kind of an optimizer's update by the arrays it streams per parameter (3: plain SGD,
    5: SGD with momentum, 7: Adam or AdamW), NULL for another count (priced as copies) */
 inline const char *ModelKindUpdate(PetscInt streams)
@@ -48,6 +53,7 @@ struct ModelCostInput {
   double      gemm[2][5] = {{0, 0, 0, 0, 0}, {0, 0, 0, 0, 0}}; /* the GEMM kinds' further terms (model.cxx's GemmBytes()) */
   PetscInt64  runs = 0;            /* the runs of the pointwise walk (DDLayerGetModelRuns()) */
   bool        rows = false;        /* the walk is row by row (same storage order), else element by element */
+  bool        blocked = false;     /* that row-by-row walk is between blocked tensors (its own run cost where the cache has one) */
   PetscInt64  p2p[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}; /* point-to-point {msgs sent, bytes sent, msgs received, bytes received} */
   std::vector<std::array<PetscInt64, 4>> halo[2]; /* each halo exchange's volume (part of p2p) */
   std::vector<ModelCollective> colls;            /* the collectives (group > 1 only) */
