@@ -34,7 +34,7 @@
   main job's U-Net trains a step 6-7 % faster in float32 on 1 rank (9.88-10.10 -> 9.25-9.29 ms),
   and its ReLUs' backward 1.5x faster. Private memory keeps the semantics of malloc's: its pages
   are allocated at the first touch (no fallocate), a forked child inherits them copy-on-write (no
-  MADV_DONTFORK), freed blocks of 2 MiB and more give their pages back (MADV_DONTNEED), and there
+  MADV_DONTFORK), freed blocks of 64 MiB and more give their pages back (MADV_DONTNEED), and there
   is no arena under an address-space limit.
 */
 #include <sys/shmarena.hpp>
@@ -360,10 +360,11 @@ void Give(Arena &a, size_t off, size_t n, Ranges &spare)
 #if defined(DD_HAVE_SHMARENA) && defined(FALLOC_FL_PUNCH_HOLE)
   /* a large block's pages go back to the system (the next block there is committed and zeroed again) */
   const size_t lo = (off + 4095) / 4096 * 4096, hi = (off + n) / 4096 * 4096;
-  if (n >= ((size_t)2 << 20) && hi > lo) {
-    if (a.shared) (void)fallocate(a.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)lo, (off_t)(hi - lo));
-    else (void)madvise(a.base + lo, hi - lo, MADV_DONTNEED); /* private: reads as zeros again */
-  }
+  /* private: only from 64 MiB up (it reads as zeros again): a block allocated and freed every step
+     (a network's temporaries) would otherwise fault its huge pages in again each time, the kernel
+     zeroing 2 MiB per fault (the U-Net's step in float32 paid ~5 such faults, about 1 ms) */
+  if (a.shared && n >= ((size_t)2 << 20) && hi > lo) (void)fallocate(a.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)lo, (off_t)(hi - lo));
+  if (!a.shared && n >= kGrow && hi > lo) (void)madvise(a.base + lo, hi - lo, MADV_DONTNEED);
 #endif
   /* coalesce with the neighbours */
   auto next = a.freed.lower_bound(off);
