@@ -217,7 +217,7 @@ DD_CXX_CATCH
 - help - help text printed with -help, or NULL
 
   Options Database Key:
-. -dd_host_hugepages <bool> - host tensors set up while this is true (and -dd_exchange_direct is off, as at one rank) are carved from one private mapping on transparent huge pages (2 MiB): a layer whose tensors left the caches pays one translation miss per 2 MiB instead of per 4 KiB page; the main job's U-Net trains 6-15 % faster per step on 1 rank in float32. Default: true where /sys/kernel/mm/transparent_hugepage/enabled is madvise or always; the memory keeps malloc's semantics (pages at the first touch, inherited copy-on-write by a forked child, large freed blocks given back); no arena under an address-space limit; `-malloc_dump` reports its blocks in a line of its own
+. -dd_host_hugepages <bool> - host tensors set up while this is true (and -dd_exchange_direct is off, as at one rank) are carved from one private mapping on transparent huge pages (2 MiB): a layer whose tensors left the caches pays one translation miss per 2 MiB instead of per 4 KiB page; the main job's U-Net trains a step 6-7 % faster on 1 rank (medians of interleaved runs, float32 and float64). Default: true where /sys/kernel/mm/transparent_hugepage/enabled is madvise or always; the memory keeps malloc's semantics (pages at the first touch, inherited copy-on-write by a forked child, large freed blocks given back); no arena under an address-space limit; `-malloc_dump` reports its blocks in a line of its own
 
   Notes:
   When it initializes PETSc, the files given with -options_file_yaml are parsed first, so that a
