@@ -84,7 +84,8 @@ namespace ddnn
 namespace
 {
 struct Arena {
-  bool                     shared = true; /* the shared arena (a memory file), else the private one (anonymous memory) */
+  explicit Arena(bool s) : shared(s) { }
+  const bool               shared; /* the shared arena (a memory file), else the private one (anonymous memory) */
   int                      state = 0; /* 0: not made yet, 1: made, -1: this system cannot */
   int                      fd    = -1;
   char                    *base  = nullptr;
@@ -100,14 +101,13 @@ struct Arena {
 };
 Arena &A()
 {
-  static Arena a;
+  static Arena a(true);
   return a;
 }
 /* the private arena (-dd_host_hugepages) */
 Arena &H()
 {
-  static Arena a;
-  a.shared = false;
+  static Arena a(false);
   return a;
 }
 constexpr size_t kHuge = (size_t)2 << 20; /* a transparent huge page */
