@@ -524,13 +524,31 @@ static PetscErrorCode TimeOther(const std::string &kind, const char backend[], D
     shape[0] = 16 * size;
     shape[1] = 10;
   }
+  /* a concatenation of two convolutions' outputs into the halo its consumer convolution grows
+     ("concat-blocked": a U-Net's decoder after /cpu/dnnl's convolutions in float32): its copies walk
+     the rows of blocked tensors with a halo, which the plain fit, timed on contiguous plain tensors,
+     priced at 0.5-0.56 of the U-Net's concatenations' backward */
+  const bool cb = kind == ddnn::ModelKindConcatBlocked;
+  DDLayer    A[2] = {NULL, NULL};
+  DDTensor   x0   = NULL;
   PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, order, pshape, PETSC_DECIDE, NULL, &part));
-  PetscCall(DDTensorCreateFromPartition(part, dt, order, shape, &xs[0]));
-  PetscCall(FillTensor(xs[0], 0.1));
+  PetscCall(DDTensorCreateFromPartition(part, dt, order, shape, cb ? &x0 : &xs[0]));
+  if (cb) {
+    PetscCall(FillTensor(x0, 0.1));
+    for (int i = 0; i < 2; i++) {
+      PetscCall(MakeLayer(DDLAYERCONV, backend, x0, 16, &A[i]));
+      PetscCall(DDLayerCreateOutput(A[i], &xs[i]));
+      PetscCall(DDLayerForward(A[i], x0, xs[i])); /* in the format a convolution hands over */
+    }
+  } else PetscCall(FillTensor(xs[0], 0.1));
   PetscCall(DDLayerCreate(PETSC_COMM_SELF, &B));
-  PetscCall(DDLayerSetType(B, kind.rfind(DDLAYERLOSS, 0) == 0 ? DDLAYERLOSS : kind.c_str()));
+  PetscCall(DDLayerSetType(B, kind.rfind(DDLAYERLOSS, 0) == 0 ? DDLAYERLOSS : cb ? DDLAYERCONCAT : kind.c_str()));
   if (backend) PetscCall(DDLayerSetBackend(B, backend));
-  if (kind == DDLAYERCONCAT || kind == DDLAYERLOSS) {
+  if (cb) {
+    const PetscInt lo[4] = {0, 0, 1, 1};
+    nin = 2;
+    PetscCall(DDLayerSetOutputHalo_Private(B, lo, lo));
+  } else if (kind == DDLAYERCONCAT || kind == DDLAYERLOSS) {
     nin = 2;
     PetscCall(DDTensorCreateFromPartition(part, dt, order, shape, &xs[1]));
     PetscCall(FillTensor(xs[1], 0.2));
@@ -547,14 +565,14 @@ static PetscErrorCode TimeOther(const std::string &kind, const char backend[], D
     }
     PetscCall(DDLayerLossSetType(B, DD_LOSS_CROSSENTROPY));
   }
-  if (kind == DDLAYERCONCAT) PetscCall(DDLayerConcatSetDimension(B, 1));
+  if (kind == DDLAYERCONCAT || cb) PetscCall(DDLayerConcatSetDimension(B, 1));
   PetscCall(DDLayerSetUpMulti(B, nin, xs));
   PetscCall(DDLayerSetTraining(B, PETSC_TRUE));
   PetscCall(DDLayerGetOutput(B, &y));
   PetscCall(DDTensorDuplicate(y, &dy));
   PetscCall(FillTensor(dy, 0.3));
   PetscCall(DDTensorDuplicate(xs[0], &dxs[0]));
-  if (kind == DDLAYERCONCAT) PetscCall(DDTensorDuplicate(xs[1], &dxs[1])); /* a loss's target has no gradient */
+  if (kind == DDLAYERCONCAT || cb) PetscCall(DDTensorDuplicate(xs[1], &dxs[1])); /* a loss's target has no gradient */
   for (int d = 0; d < 2; d++) {
     PetscReal f, b;
     PetscCall(DDLayerGetModelWork(B, d ? PETSC_TRUE : PETSC_FALSE, &f, &b));
@@ -569,6 +587,8 @@ static PetscErrorCode TimeOther(const std::string &kind, const char backend[], D
   }
   PetscCall(DDTensorDestroy(&dy));
   PetscCall(DDLayerDestroy(&B));
+  for (int i = 0; i < 2; i++) PetscCall(DDLayerDestroy(&A[i]));
+  PetscCall(DDTensorDestroy(&x0));
   PetscCall(DDPartitionDestroy(&pl));
   PetscCall(DDPartitionDestroy(&part));
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -816,8 +836,9 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
   backward without the input gradient (a network's first layer, "<kind>-wgrad"); at four sizes
   (4x4 to 64x64: the small ones fix the per-call cost) convtranspose (2x2 stride 2), ReLU, batch
   norm, max and average pool 2x2 ("pool", "pool-avg"; "pool-avg-blocked" after a convolution), bilinear upsampling x2, the other
-  activation functions (tanh, sigmoid, ...), concat, flatten (and after a convolution, "flatten-blocked":
-  a format conversion from oneDNN's blocked storage), the mse loss and the cross-entropy
+  activation functions (tanh, sigmoid, ...), concat (and of two convolutions' outputs into a
+  consumer convolution's halo, "concat-blocked": copies over blocked rows), flatten (and after a
+  convolution, "flatten-blocked": a format conversion from oneDNN's blocked storage), the mse loss and the cross-entropy
   loss against class indices (the losses' backward with dy = NULL, as `DDNetBackward()` calls a
   network's output layer), fitted as t = c0 + c1 work (`DDLayerGetModelWork()`).
   All ranks run at once on PETSC_COMM_SELF, start each call together, and a call takes the slowest
@@ -920,7 +941,7 @@ DD_CXX_TRY
       for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, (kind + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
       PetscFunctionReturn(PETSC_SUCCESS);
     };
-    for (const std::string ok : {DDLAYERCONCAT, DDLAYERFLATTEN, DDLAYERLOSS, "loss-crossentropy"}) PetscCall(fit(ok, {1, 2, 4, 8}, TimeOther));
+    for (const std::string ok : {DDLAYERCONCAT, DDLAYERFLATTEN, DDLAYERLOSS, "loss-crossentropy", ddnn::ModelKindConcatBlocked}) PetscCall(fit(ok, {1, 2, 4, 8}, TimeOther));
     std::vector<std::string> kinds = {DDLAYERCONVTRANSPOSE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, ddnn::ModelKindPoolAvg, ddnn::ModelKindPoolAvgBlocked, DDLAYERUPSAMPLE, ddnn::ModelKindFlattenBlocked};
     for (DDActivationType a : {DD_ACT_LEAKYRELU, DD_ACT_TANH, DD_ACT_SIGMOID, DD_ACT_GELU, DD_ACT_IDENTITY, DD_ACT_SILU, DD_ACT_ELU, DD_ACT_SOFTPLUS}) kinds.push_back(std::string(DDLAYERACTIVATION) + "-" + DDActivationTypes[a]); /* model.cxx's calibratedActs */
     for (const std::string &ks : kinds) PetscCall(fit(ks, {1, 4, 8, 16}, TimeKind)); /* 4x4 (the per-call cost: LeNet's small layers) to 64x64 */

@@ -84,7 +84,9 @@ ModelState M;
    version 6: the optimizers' updates their own fits ("update-sgd", "update-momentum", "update-adam": DDOptimizerStep() timed),
    and a flatten of a blocked input its own ("flatten-blocked");
    version 7: host tensors on transparent huge pages by default (-dd_host_hugepages, src/sys/shmarena.cxx): the memory-bound
-   kernels run 1.3-1.5x faster on tensors out of the caches, so a version 6 calibration (4 KiB pages) is stale */
+   kernels run 1.3-1.5x faster on tensors out of the caches, so a version 6 calibration (4 KiB pages) is stale; a
+   concatenation of blocked inputs ("concat-blocked") and a row walk between blocked tensors ("activation-rows-blocked")
+   have their own fits (a version 7 cache without them prices as before) */
 const int         cacheVersion = 7; /* bench/bench_paper_model.cxx writes caches of this version too (-machine v100, rates) */
 const char *const cacheMagic   = "ddnn-model-cache 7";
 
@@ -1336,6 +1338,10 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
     /* a blocked input: the flatten converts the format (its own fit where the cache has one) */
     PetscCall(ModelEnsureLoaded());
     if (FindKern(bname, in.size, in.dtype, ddnn::ModelKindFlattenBlocked, false) != M.kern.end()) kind = ddnn::ModelKindFlattenBlocked;
+  } else if (kind == DDLAYERCONCAT && layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->layout.bdim >= 0) {
+    /* blocked inputs: copies over blocked rows (its own fit where the cache has one) */
+    PetscCall(ModelEnsureLoaded());
+    if (FindKern(bname, in.size, in.dtype, ddnn::ModelKindConcatBlocked, false) != M.kern.end()) kind = ddnn::ModelKindConcatBlocked;
   }
   in.kind = kind;
   if (!IsGemmKind(kind)) {

@@ -20,6 +20,10 @@ inline constexpr const char *ModelKindPoolAvgBlocked = "pool-avg-blocked";
 /* flatten of a blocked input (after a convolution of /cpu/dnnl in float32: LeNet-5's s4 -> flat): a format conversion, 4-5x the plain copy's time */
 inline constexpr const char *ModelKindFlattenBlocked = "flatten-blocked";
 
+/* a concatenation of blocked inputs (convolutions' outputs of /cpu/dnnl in float32) into an output with a
+   consumer convolution's halo: its copies walk rows of blocked tensors (a U-Net's decoder) */
+inline constexpr const char *ModelKindConcatBlocked = "concat-blocked";
+
 /* the per-run cost of a row-by-row walk between blocked tensors whose halos differ (a ReLU into the halo a
    consumer convolution grows, after a convolution of /cpu/dnnl in float32): cold, each row restarts the
    prefetcher's stream, 3-4x a plain row's cost */
