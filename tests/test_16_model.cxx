@@ -620,36 +620,33 @@ TEST(ModelWork, PoolTypeAndColdShareExact)
     EXPECT_NEAR(t[0], 1.5e-6 + 2.5e-10 * by[0], 1e-12 * t[0]);
     EXPECT_NEAR(t[2], 3.5e-6 + 4.5e-10 * by[1], 1e-12 * t[2]);
     DDT(DDLayerDestroy(&l));
-    /* a flatten of a blocked input converts the format: its own fit ("flatten-blocked"), the plain one for a plain input */
-    for (int blocked = 0; blocked < 2; blocked++) {
-      DDT(DDTensorSetFormat(x, blocked ? DD_FORMAT_BLOCKED : DD_FORMAT_PLAIN));
-      DDT(DDLayerCreate(PETSC_COMM_SELF, &l));
-      DDT(DDLayerSetType(l, DDLAYERFLATTEN));
-      DDT(DDLayerSetUp(l, x));
-      for (int d = 0; d < 2; d++) DDT(DDLayerGetModelWork(l, d ? PETSC_TRUE : PETSC_FALSE, &f, &by[d]));
-      DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
-      EXPECT_TRUE(ok);
-      EXPECT_NEAR(t[0], blocked ? 5e-6 + 6e-10 * by[0] : 2e-6 + 1e-11 * by[0], 1e-12 * t[0]) << (blocked ? "blocked" : "plain");
-      EXPECT_NEAR(t[2], blocked ? 7e-6 + 8e-10 * by[1] : 3e-6 + 2e-11 * by[1], 1e-12 * t[2]) << (blocked ? "blocked" : "plain");
-      DDT(DDLayerDestroy(&l));
-    }
-    /* a concatenation of blocked inputs copies blocked rows: its own fit ("concat-blocked"), the plain one for plain inputs */
-    for (int blocked = 0; blocked < 2; blocked++) {
-      DDTensor x2;
-      DDT(DDTensorSetFormat(x, blocked ? DD_FORMAT_BLOCKED : DD_FORMAT_PLAIN));
-      DDT(DDTensorDuplicate(x, &x2));
-      DDTensor xs[2] = {x, x2};
-      DDT(DDLayerCreate(PETSC_COMM_SELF, &l));
-      DDT(DDLayerSetType(l, DDLAYERCONCAT));
-      DDT(DDLayerSetUpMulti(l, 2, xs));
-      for (int d = 0; d < 2; d++) DDT(DDLayerGetModelWork(l, d ? PETSC_TRUE : PETSC_FALSE, &f, &by[d]));
-      DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
-      EXPECT_TRUE(ok);
-      EXPECT_NEAR(t[0], blocked ? 9e-6 + 4e-10 * by[0] : 2.5e-6 + 3e-11 * by[0], 1e-12 * t[0]) << (blocked ? "blocked" : "plain");
-      EXPECT_NEAR(t[2], blocked ? 8e-6 + 5e-10 * by[1] : 3.5e-6 + 4e-11 * by[1], 1e-12 * t[2]) << (blocked ? "blocked" : "plain");
-      DDT(DDLayerDestroy(&l));
-      DDT(DDTensorDestroy(&x2));
-    }
+    /* a blocked input: a flatten converts the format ("flatten-blocked"), a concatenation copies
+       blocked rows ("concat-blocked"), each by its own fit; the plain ones for plain inputs. The
+       fits' coefficients {c0, c1} per kind: plain forward, plain backward, blocked forward, blocked backward */
+    struct {
+      DDLayerType type;
+      PetscInt    nin;
+      double      c[4][2];
+    } const cases[] = {{DDLAYERFLATTEN, 1, {{2e-6, 1e-11}, {3e-6, 2e-11}, {5e-6, 6e-10}, {7e-6, 8e-10}}}, {DDLAYERCONCAT, 2, {{2.5e-6, 3e-11}, {3.5e-6, 4e-11}, {9e-6, 4e-10}, {8e-6, 5e-10}}}};
+    for (const auto &cs : cases)
+      for (int blocked = 0; blocked < 2; blocked++) {
+        DDTensor x2 = NULL;
+        DDT(DDTensorSetFormat(x, blocked ? DD_FORMAT_BLOCKED : DD_FORMAT_PLAIN));
+        if (cs.nin > 1) DDT(DDTensorDuplicate(x, &x2));
+        DDTensor xs[2] = {x, x2};
+        DDT(DDLayerCreate(PETSC_COMM_SELF, &l));
+        DDT(DDLayerSetType(l, cs.type));
+        DDT(DDLayerSetUpMulti(l, cs.nin, xs));
+        for (int d = 0; d < 2; d++) DDT(DDLayerGetModelWork(l, d ? PETSC_TRUE : PETSC_FALSE, &f, &by[d]));
+        DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
+        EXPECT_TRUE(ok) << cs.type;
+        for (int d = 0; d < 2; d++) {
+          const double *c = cs.c[2 * blocked + d];
+          EXPECT_NEAR(t[2 * d], c[0] + c[1] * by[d], 1e-12 * t[2 * d]) << cs.type << (blocked ? " blocked" : " plain") << (d ? " backward" : " forward");
+        }
+        DDT(DDLayerDestroy(&l));
+        DDT(DDTensorDestroy(&x2));
+      }
     DDT(DDTensorDestroy(&x));
     DDT(DDPartitionDestroy(&part));
   }

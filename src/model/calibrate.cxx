@@ -528,7 +528,7 @@ static PetscErrorCode TimeOther(const std::string &kind, const char backend[], D
      ("concat-blocked": a U-Net's decoder after /cpu/dnnl's convolutions in float32): its copies walk
      the rows of blocked tensors with a halo, which the plain fit, timed on contiguous plain tensors,
      priced at 0.5-0.56 of the U-Net's concatenations' backward */
-  const bool cb = kind == ddnn::ModelKindConcatBlocked;
+  const bool cb = kind == ddnn::ModelKindConcatBlocked, concat = cb || kind == DDLAYERCONCAT;
   DDLayer    A[2] = {NULL, NULL};
   DDTensor   x0   = NULL;
   PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, order, pshape, PETSC_DECIDE, NULL, &part));
@@ -565,14 +565,14 @@ static PetscErrorCode TimeOther(const std::string &kind, const char backend[], D
     }
     PetscCall(DDLayerLossSetType(B, DD_LOSS_CROSSENTROPY));
   }
-  if (kind == DDLAYERCONCAT || cb) PetscCall(DDLayerConcatSetDimension(B, 1));
+  if (concat) PetscCall(DDLayerConcatSetDimension(B, 1));
   PetscCall(DDLayerSetUpMulti(B, nin, xs));
   PetscCall(DDLayerSetTraining(B, PETSC_TRUE));
   PetscCall(DDLayerGetOutput(B, &y));
   PetscCall(DDTensorDuplicate(y, &dy));
   PetscCall(FillTensor(dy, 0.3));
   PetscCall(DDTensorDuplicate(xs[0], &dxs[0]));
-  if (kind == DDLAYERCONCAT || cb) PetscCall(DDTensorDuplicate(xs[1], &dxs[1])); /* a loss's target has no gradient */
+  if (concat) PetscCall(DDTensorDuplicate(xs[1], &dxs[1])); /* a loss's target has no gradient */
   for (int d = 0; d < 2; d++) {
     PetscReal f, b;
     PetscCall(DDLayerGetModelWork(B, d ? PETSC_TRUE : PETSC_FALSE, &f, &b));
@@ -606,12 +606,13 @@ static PetscErrorCode TimeOther(const std::string &kind, const char backend[], D
 static PetscErrorCode TimeConversion(const char backend[], DDDataType dt, int mode, double work[2], double *runs, double tm[2])
 {
   DDPartition    part;
-  DDTensor       x0, x, y, dy, dx;
-  DDLayer        A = NULL, B;
+  DDTensor       x0, x, y, dy = NULL, dx = NULL;
+  DDLayer        A = NULL, B = NULL;
   const PetscInt shape[4] = {4, 16, 32, 32}, bshape[4] = {4, 32, 16, 16}, pshape[4] = {1, 1, 1, 1};
   PetscInt64     r;
 
   PetscFunctionBegin;
+  *runs = 0;
   PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, 4, pshape, PETSC_DECIDE, NULL, &part));
   PetscCall(DDTensorCreateFromPartition(part, dt, 4, mode == 2 ? bshape : shape, &x0));
   PetscCall(FillTensor(x0, 0.1));
@@ -620,33 +621,28 @@ static PetscErrorCode TimeConversion(const char backend[], DDDataType dt, int mo
     PetscCall(MakeLayer(DDLAYERCONV, backend, x0, 32, &A));
     PetscCall(DDLayerGetOutput(A, &x));
     PetscCall(DDLayerForward(A, x0, x));
-    if (x->layout.bdim < 0) {
-      *runs = 0;
-      PetscCall(DDLayerDestroy(&A));
-      PetscCall(DDTensorDestroy(&x0));
-      PetscCall(DDPartitionDestroy(&part));
-      PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  if (mode != 2 || x->layout.bdim >= 0) {
+    PetscCall(MakeLayer(DDLAYERACTIVATION, backend, x, 16, &B, mode == 2));
+    PetscCall(DDLayerGetOutput(B, &y));
+    if (mode == 1) {
+      const PetscInt lo[4] = {0, 0, 1, 1};
+      PetscCall(DDTensorSetHalo(y, lo, lo));
+    } else if (mode == 0) PetscCall(DDTensorSetFormat(y, DD_FORMAT_CHANNELS_LAST)); /* as a consumer may ask of it */
+    PetscCheck(mode != 2 || (y->layout.bdim == x->layout.bdim && y->layout.bs == x->layout.bs), PETSC_COMM_SELF, PETSC_ERR_PLIB, "The calibration's blocked walk has an output of another format");
+    PetscCall(DDLayerGetModelRuns(B, &r));
+    *runs = (double)r;
+    PetscCheck(r > 1, PETSC_COMM_SELF, PETSC_ERR_PLIB, "The calibration's format conversion walks %" PetscInt64_FMT " run(s)", r);
+    PetscCall(DDTensorDuplicate(y, &dy));
+    PetscCall(FillTensor(dy, 0.3));
+    PetscCall(DDTensorDuplicate(x, &dx));
+    for (int d = 0; d < 2; d++) {
+      PetscReal f, b;
+      PetscCall(DDLayerGetModelWork(B, d ? PETSC_TRUE : PETSC_FALSE, &f, &b));
+      work[d] = b;
     }
+    PetscCall(TimeForwardBackward(B, x, y, dy, dx, 20, 20, 0, tm));
   }
-  PetscCall(MakeLayer(DDLAYERACTIVATION, backend, x, 16, &B, mode == 2));
-  PetscCall(DDLayerGetOutput(B, &y));
-  if (mode == 1) {
-    const PetscInt lo[4] = {0, 0, 1, 1};
-    PetscCall(DDTensorSetHalo(y, lo, lo));
-  } else if (mode == 0) PetscCall(DDTensorSetFormat(y, DD_FORMAT_CHANNELS_LAST)); /* as a consumer may ask of it */
-  PetscCheck(mode != 2 || (y->layout.bdim == x->layout.bdim && y->layout.bs == x->layout.bs), PETSC_COMM_SELF, PETSC_ERR_PLIB, "The calibration's blocked walk has an output of another format");
-  PetscCall(DDLayerGetModelRuns(B, &r));
-  *runs = (double)r;
-  PetscCheck(r > 1, PETSC_COMM_SELF, PETSC_ERR_PLIB, "The calibration's format conversion walks %" PetscInt64_FMT " run(s)", r);
-  PetscCall(DDTensorDuplicate(y, &dy));
-  PetscCall(FillTensor(dy, 0.3));
-  PetscCall(DDTensorDuplicate(x, &dx));
-  for (int d = 0; d < 2; d++) {
-    PetscReal f, b;
-    PetscCall(DDLayerGetModelWork(B, d ? PETSC_TRUE : PETSC_FALSE, &f, &b));
-    work[d] = b;
-  }
-  PetscCall(TimeForwardBackward(B, x, y, dy, dx, 20, 20, 0, tm));
   PetscCall(DDTensorDestroy(&dx));
   PetscCall(DDTensorDestroy(&dy));
   PetscCall(DDLayerDestroy(&B));

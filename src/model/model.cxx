@@ -1334,14 +1334,11 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
     DDPoolType pt;
     PetscCall(DDLayerPoolGetType(layer, &pt));
     if (pt == DD_POOL_AVG) kind = layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->layout.bdim >= 0 ? ddnn::ModelKindPoolAvgBlocked : ddnn::ModelKindPoolAvg;
-  } else if (kind == DDLAYERFLATTEN && layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->layout.bdim >= 0) {
-    /* a blocked input: the flatten converts the format (its own fit where the cache has one) */
+  } else if ((kind == DDLAYERFLATTEN || kind == DDLAYERCONCAT) && layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->layout.bdim >= 0) {
+    /* a blocked input: a flatten converts the format, a concatenation copies blocked rows (their own fits where the cache has them) */
+    const char *bk = kind == DDLAYERFLATTEN ? ddnn::ModelKindFlattenBlocked : ddnn::ModelKindConcatBlocked;
     PetscCall(ModelEnsureLoaded());
-    if (FindKern(bname, in.size, in.dtype, ddnn::ModelKindFlattenBlocked, false) != M.kern.end()) kind = ddnn::ModelKindFlattenBlocked;
-  } else if (kind == DDLAYERCONCAT && layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->layout.bdim >= 0) {
-    /* blocked inputs: copies over blocked rows (its own fit where the cache has one) */
-    PetscCall(ModelEnsureLoaded());
-    if (FindKern(bname, in.size, in.dtype, ddnn::ModelKindConcatBlocked, false) != M.kern.end()) kind = ddnn::ModelKindConcatBlocked;
+    if (FindKern(bname, in.size, in.dtype, bk, false) != M.kern.end()) kind = bk;
   }
   in.kind = kind;
   if (!IsGemmKind(kind)) {
