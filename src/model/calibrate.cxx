@@ -952,7 +952,12 @@ DD_CXX_TRY
     for (int mode = 0; mode < 3; mode++) {
       double wk[2], tm[2], runs;
       PetscCall(TimeConversion(bname, dt, mode, wk, &runs, tm));
-      if (!runs) continue; /* the same on every rank: no blocked format on this backend */
+      { /* no blocked format on this backend: skipped on every rank together (a rank that skipped alone would leave the others in the all-reduce below) */
+        int have[2] = {runs > 0, -(runs > 0)};
+        PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, have, 2, MPI_INT, MPI_MIN, comm));
+        PetscCheck(have[0] == -have[1], comm, PETSC_ERR_ARG_INCOMP, "DDModelCalibrate(): backend %s hands a convolution's output over in a blocked format on some ranks and not on others (-dd_backend or the data type differ between ranks)", bname);
+        if (!have[0]) continue;
+      }
       PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
       for (int d = 0; d < 2; d++) {
         double base;
