@@ -661,6 +661,52 @@ TEST(ModelWork, PoolTypeAndColdShareExact)
   DropCache(file);
 }
 
+/* the window kinds' fits (pool, upsample) have a term in the output's rows: its local entries over the
+   extent of its innermost storage dimension (W plain, C channels-last, the channel block blocked);
+   a fit without the term (two numbers) prices bytes alone, as the pool fits of the test above */
+TEST(ModelWork, WindowKindsRowsTermExact)
+{
+  const char *bname;
+  DDT(DDBackendGetDefault(&bname));
+  std::string b = std::string(bname) + " float64 ", file = Tmp("window.txt");
+  WriteFile(file, "ddnn-model-cache 7\nhost " + Host() + "\n" + "kernel " + b + "pool f 1e-06 2e-10 3e-08 0 0 0\n" + "kernel " + b + "pool b 2e-06 3e-10 4e-08 0 0 0\n" + "kernel " + b + "upsample f 5e-06 1e-10 2e-08 0 0 0\n" + "kernel " + b + "upsample b 6e-06 4e-10 7e-09 0 0 0\n");
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
+  DDT(DDModelReset());
+  const PetscInt N = 2, C = 5, H = 8, W = 6, ps[4] = {1, 1, 1, 1}, shape[4] = {N, C, H, W}, k2[2] = {2, 2};
+  for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST, DD_FORMAT_BLOCKED})
+    for (int up = 0; up < 2; up++) {
+      DDPartition part;
+      DDTensor    x, y;
+      DDLayer     l;
+      DDT(DDPartitionCreateCartesian(PETSC_COMM_SELF, 4, ps, PETSC_DECIDE, NULL, &part));
+      DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 4, shape, &x));
+      DDT(DDTensorSetFormat(x, fmt));
+      DDT(DDLayerCreate(PETSC_COMM_SELF, &l));
+      DDT(DDLayerSetType(l, up ? DDLAYERUPSAMPLE : DDLAYERPOOL));
+      if (up) DDT(DDLayerUpsampleSetScale(l, 2, k2));
+      else DDT(DDLayerPoolSetKernel(l, 2, k2));
+      DDT(DDLayerSetUp(l, x));
+      DDT(DDLayerGetOutput(l, &y));
+      DDTensorFormat yf;
+      DDT(DDTensorGetFormat(y, &yf));
+      EXPECT_EQ(yf, fmt); /* the window kinds keep their input's format */
+      const PetscInt Ho = up ? 2 * H : H / 2, Wo = up ? 2 * W : W / 2;
+      /* the block (8 channels by default) is longer than C = 5: a run of C channels, as channels-last */
+      const double rows = fmt == DD_FORMAT_PLAIN ? (double)(N * C * Ho) : (double)(N * Ho * Wo);
+      const double c[2][3] = {{up ? 5e-6 : 1e-6, up ? 1e-10 : 2e-10, up ? 2e-8 : 3e-8}, {up ? 6e-6 : 2e-6, up ? 4e-10 : 3e-10, up ? 7e-9 : 4e-8}};
+      PetscReal f, by[2], t[4];
+      PetscBool ok;
+      for (int d = 0; d < 2; d++) DDT(DDLayerGetModelWork(l, d ? PETSC_TRUE : PETSC_FALSE, &f, &by[d]));
+      DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
+      EXPECT_TRUE(ok);
+      for (int d = 0; d < 2; d++) EXPECT_NEAR(t[2 * d], c[d][0] + c[d][1] * by[d] + c[d][2] * rows, 1e-12 * t[2 * d]) << (up ? "upsample" : "pool") << " format " << DDTensorFormats[fmt] << (d ? " backward" : " forward");
+      DDT(DDLayerDestroy(&l));
+      DDT(DDTensorDestroy(&x));
+      DDT(DDPartitionDestroy(&part));
+    }
+  DropCache(file);
+}
+
 /* the network's own work: DDNetBackward zeroes every output gradient but the loss's and adds the
    gradients of tensors with two consumers (the U-Net's skip connections); DDNetZeroGradients and
    an update are bandwidth-bound kernels over every parameter: exact under known fits */

@@ -50,6 +50,7 @@ static std::string  SyntheticCache(const char *bname, const char *dt = "float64"
       for (const char *d : {"f", "b"}) {
         f << "kernel " << b << k << " " << d << " " << 1e-6 * i << " " << 3e-11 * i;
         if (!strcmp(k, "conv")) f << " " << 1e-12 * i << " " << 2e-12 * i << " " << 5e-13 * i << " " << 2e-9 * i << " " << 1.5e-11 * i; /* + the column rows' and the direct passes' flops' terms */
+        if (!strncmp(k, "pool", 4) || !strcmp(k, "upsample")) f << " " << 4e-9 * i << " 0 0 0"; /* the window kinds' output rows */
         f << "\n";
         i++;
       }

@@ -538,6 +538,7 @@ DD_CXX_TRY
     in.cold = ddnn::ModelColdFraction_Private((double)(pred->memory[0] + pred->memory[1] + pred->memory[2] + pred->memory[3]));
     in.runs = pred->runs;
     in.rows = true; /* plain storage on both sides: the same storage order */
+    if ((L.kind == K_POOL || L.kind == K_UP) && ylast > 0) in.windowrows = (double)ybulk / (double)ylast; /* ModelWindowRows_Private() of plain storage */
     for (int b = 0; b < 2; b++) {
       in.flops[b] = pred->flops[b];
       in.bytes[b] = pred->bytes[b];

@@ -344,8 +344,9 @@ static PetscErrorCode TimeForwardBackward(DDLayer B, DDTensor x, DDTensor y, DDT
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* times one kind at one size; returns the timed layer's work and lower-quartile times */
-static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DDDataType dt, PetscInt size, double work[2], double tm[2])
+/* times one kind at one size (wsize > 0: the planes' width at that size, their height at size; rows, if
+   not NULL: the output's rows, ModelWindowRows_Private()); returns the timed layer's work and lower-quartile times */
+static PetscErrorCode TimeKindShape(const std::string &kind, const char backend[], DDDataType dt, PetscInt size, PetscInt wsize, double work[2], double tm[2], double *rows)
 {
   DDPartition part;
   DDTensor    x0, dx, dy;
@@ -364,6 +365,7 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
     shape[1] = 16;
     shape[2] = shape[3] = (kind.rfind(ddnn::ModelKindPoolAvg, 0) == 0 ? 8 : 4) * size; /* an average pool halves (pool-avg: A, itself one, halves them first) */
     if (kind == DDLAYERCONVTRANSPOSE) shape[2] = shape[3] = 2 * size; /* A doubles: B sees 4 ... 64 */
+    if (wsize > 0) shape[3] = shape[2] / size * wsize;
     ch = 16;
   }
   const PetscInt pshape[4] = {1, 1, 1, 1};
@@ -398,14 +400,22 @@ static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DD
     PetscCall(DDLayerGetModelWork(B, d ? PETSC_TRUE : PETSC_FALSE, &f, &b));
     work[d] = (kind == DDLAYERCONV || kind == DDLAYERCONVTRANSPOSE || kind == DDLAYERAFFINE) ? f : b;
   }
+  if (rows) *rows = ddnn::ModelWindowRows_Private(y);
   PetscCall(TimeForwardBackward(B, x, y, dy, dx, 5, 58, 0.08, tm));
-  PetscCall(PetscInfo(NULL, "calibration: %s %s size %" PetscInt_FMT ": work %g %g, forward %g s, backward %g s\n", kind.c_str(), DDDataTypes[dt], size, work[0], work[1], tm[0], tm[1]));
+  PetscCall(PetscInfo(NULL, "calibration: %s %s size %" PetscInt_FMT " x %" PetscInt_FMT ": work %g %g, forward %g s, backward %g s\n", kind.c_str(), DDDataTypes[dt], size, wsize > 0 ? wsize : size, work[0], work[1], tm[0], tm[1]));
   PetscCall(DDTensorDestroy(&dx));
   PetscCall(DDTensorDestroy(&dy));
   PetscCall(DDLayerDestroy(&B));
   PetscCall(DDLayerDestroy(&A));
   PetscCall(DDTensorDestroy(&x0));
   PetscCall(DDPartitionDestroy(&part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode TimeKind(const std::string &kind, const char backend[], DDDataType dt, PetscInt size, double work[2], double tm[2])
+{
+  PetscFunctionBegin;
+  PetscCall(TimeKindShape(kind, backend, dt, size, 0, work, tm, NULL));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -940,7 +950,28 @@ DD_CXX_TRY
     for (const std::string ok : {DDLAYERCONCAT, DDLAYERFLATTEN, DDLAYERLOSS, "loss-crossentropy", ddnn::ModelKindConcatBlocked}) PetscCall(fit(ok, {1, 2, 4, 8}, TimeOther));
     std::vector<std::string> kinds = {DDLAYERCONVTRANSPOSE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, ddnn::ModelKindPoolAvg, ddnn::ModelKindPoolAvgBlocked, DDLAYERUPSAMPLE, ddnn::ModelKindFlattenBlocked};
     for (DDActivationType a : {DD_ACT_LEAKYRELU, DD_ACT_TANH, DD_ACT_SIGMOID, DD_ACT_GELU, DD_ACT_IDENTITY, DD_ACT_SILU, DD_ACT_ELU, DD_ACT_SOFTPLUS}) kinds.push_back(std::string(DDLAYERACTIVATION) + "-" + DDActivationTypes[a]); /* model.cxx's calibratedActs */
-    for (const std::string &ks : kinds) PetscCall(fit(ks, {1, 4, 8, 16}, TimeKind)); /* 4x4 (the per-call cost: LeNet's small layers) to 64x64 */
+    for (const std::string &ks : kinds) {
+      if (!ddnn::ModelIsWindowKind_Private(ks)) {
+        PetscCall(fit(ks, {1, 4, 8, 16}, TimeKind)); /* 4x4 (the per-call cost: LeNet's small layers) to 64x64 */
+        continue;
+      }
+      /* the window kinds: t = c0 + c1 bytes + c2 output rows (ModelWindowRows_Private()), over the same square
+         planes and two oblong ones (tall and narrow: many short rows; short and wide: few long ones), so that
+         rows and bytes vary apart; on blocked storage the rows are proportional to the bytes and the fit drops the term */
+      const PetscInt                   hw[][2] = {{1, 1}, {4, 4}, {8, 8}, {16, 16}, {16, 2}, {2, 16}};
+      std::vector<std::vector<double>> X[2];
+      std::vector<double>              t[2];
+      for (const auto &s : hw) {
+        double wk[2], tm[2], rows;
+        PetscCall(TimeKindShape(ks, bname, dt, s[0], s[1], wk, tm, &rows));
+        PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
+        for (int d = 0; d < 2; d++) {
+          X[d].push_back({wk[d], rows});
+          t[d].push_back(tm[d]);
+        }
+      }
+      for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreGemmKernel_Private(bkey.c_str(), dt, (ks + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, X[d], t[d]));
+    }
   }
   /* the per-run cost of a walk over two layouts, warm and cold (":cold", each less the ReLU's fit
      of the same kind: a row-by-row walk into a tensor with a halo touches partial cache lines at

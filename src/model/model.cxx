@@ -269,6 +269,12 @@ bool IsGemmKind(const std::string &k)
 {
   return k == DDLAYERCONV || k == DDLAYERCONVTRANSPOSE || k == DDLAYERAFFINE;
 }
+
+/* the window kinds (pooling, upsampling): their fits have a term in the output's rows (ModelWindowRows_Private()) */
+bool IsWindowKind(const std::string &k)
+{
+  return k == DDLAYERPOOL || k == ddnn::ModelKindPoolAvg || k == ddnn::ModelKindPoolAvgBlocked || k == DDLAYERUPSAMPLE;
+}
 } // namespace
 
 static PetscErrorCode ModelCachePath(std::string &path)
@@ -457,7 +463,7 @@ static PetscErrorCode ModelWriteCache(const std::string &path)
   std::string tmp = path + ".tmp" + std::to_string((long)getpid());
   FILE       *f   = fopen(tmp.c_str(), "w");
   PetscCheck(f, PETSC_COMM_SELF, PETSC_ERR_FILE_OPEN, "Cannot write the model cache %s: %s", tmp.c_str(), strerror(errno));
-  fprintf(f, "%s\n# ddnn performance model calibration (DDModelCalibrate): t = c0 + c1 work [conv, affine: + c2 input bytes + c3 output bytes + c4 (conv: flops of idle vector lanes; affine: weight bytes) + c5 (conv: rows of the column matrix) + c6 (conv: flops of the passes not run by Winograd)] (+ runcost per run of a pointwise loop); comm: alpha [s] beta [s/byte]\nhost %s\n", cacheMagic, HostName().c_str());
+  fprintf(f, "%s\n# ddnn performance model calibration (DDModelCalibrate): t = c0 + c1 work [conv, affine: + c2 input bytes + c3 output bytes + c4 (conv: flops of idle vector lanes; affine: weight bytes) + c5 (conv: rows of the column matrix) + c6 (conv: flops of the passes not run by Winograd)] [pool, upsample: + c2 output rows] (+ runcost per run of a pointwise loop); comm: alpha [s] beta [s/byte]\nhost %s\n", cacheMagic, HostName().c_str());
   if (M.commok) fprintf(f, "comm %.9g %.9g\n", M.alpha, M.beta);
   for (auto &kv : M.kern) {
     const Fit &k = kv.second;
@@ -621,7 +627,7 @@ DD_CXX_CATCH
   Notes:
   The fits of conv and affine have more terms (input and output bytes, idle-lane flops or
   weight bytes; for conv the column matrix's rows and the flops of the passes not run by Winograd;
-  `DDModelCalibrate()`), not returned here. The kind may carry a suffix: "-wgrad"
+  `DDModelCalibrate()`), and those of pool and upsample a term in their output's rows, not returned here. The kind may carry a suffix: "-wgrad"
   (the backward of a first layer), ":cold" (tensors in memory); backend "<name>@P" names the fits
   measured on P ranks at once, and "bcast-g<g>", "allsum-g<g>" the collectives in groups of g ranks.
 
@@ -811,6 +817,24 @@ static void GemmBytes(DDLayer layer, PetscBool backward, double e[5])
     e[4] = ddnn::ModelConvDirectFlops_Private(wino, (double)f, backward);
   } else if (strcmp(type, DDLAYERCONV)) e[2] = (double)es * (double)Bulk(w);
 }
+
+namespace ddnn
+{
+/* The rows of a window kind's output (pooling, upsampling): its local entries over the extent of
+   its innermost storage dimension (W on plain storage, the block on blocked storage, C on
+   channels-last). The fast loops (src/backend/cpu/pool_fast.cxx, upsample_fast.cxx) run one inner
+   loop per such row, with a fixed cost on top of its entries: in float64 a 2 x 2 max pool of
+   16 x 16 planes took 0.37 us per plane (46 ns per output row of 8), of 32 x 32 planes 1.02 us
+   (64 ns per row of 16), where a rate in bytes alone had priced the U-Net's pools at 0.39-0.67 of
+   their time. DDModelCalibrate() fits its coefficient over planes of several aspect ratios */
+double ModelWindowRows_Private(DDTensor y)
+{
+  if (!y || !y->active || y->layout.order < 1) return 0;
+  const DDLayout &L   = y->layout;
+  const PetscInt  run = L.bdim >= 0 ? PetscMin(L.bs, L.n[L.bdim]) : L.n[L.perm[L.order - 1]];
+  return run > 0 ? (double)Bulk(y) / (double)run : 0;
+}
+} // namespace ddnn
 
 /* the runs of ForEachBulkRunPair(x, y) (src/tensor/layout.hpp): 1 for identical contiguous
    storage, rows when the halos differ, one per element when the storage orders differ (a format
@@ -1149,7 +1173,9 @@ static PetscReal CeilLog2(PetscMPIInt p)
   matrix and the flops of the passes that do not run Winograd (conv, as its backend chain chooses
   them per pass); a layer alone whose memory M on this rank exceeds the core's L2 cache is priced
   with the share 1 - L2 / M of the cold fits (tensors in memory) and the rest of the warm ones.
-  Average pooling has its own fit (`DDLayerPoolGetType()`).
+  Average pooling has its own fit (`DDLayerPoolGetType()`). Pooling and upsampling add a term in
+  their output's rows (its local entries over the extent of its innermost storage dimension: W on
+  plain storage, C channels-last, the channel block blocked), the fixed cost of their loops per row.
   A loss against class indices has the cross-entropy fit, the other losses the mse fit.
   Layer kinds that the calibration does not time (add, dropout, reshape, ...) are priced with the
   activation's fit (a memory-bound kernel) on their bytes.
@@ -1184,6 +1210,11 @@ double ModelColdFraction_Private(double bytes)
 bool ModelIsGemmKind_Private(const std::string &kind)
 {
   return IsGemmKind(kind);
+}
+
+bool ModelIsWindowKind_Private(const std::string &kind)
+{
+  return IsWindowKind(kind);
 }
 } // namespace ddnn
 
@@ -1261,6 +1292,7 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[
         double t = F.c0 + F.c1 * (gemm ? in.flops[b] : in.bytes[b]);
         if (gemm)
           for (int j = 0; j < 5; j++) t += F.cx[j] * in.gemm[b][j];
+        else t += F.cx[0] * in.windowrows; /* the window kinds' rows (0 for the other kinds, and in fits without the term) */
         return t;
       };
       /* the share in.cold of the tensors in memory, the rest in the caches below L2 (ModelColdFraction_Private()) */
@@ -1341,6 +1373,7 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
     if (FindKern(bname, in.size, in.dtype, bk, false) != M.kern.end()) kind = bk;
   }
   in.kind = kind;
+  if (IsWindowKind(kind)) in.windowrows = ddnn::ModelWindowRows_Private(layer->output);
   if (!IsGemmKind(kind)) {
     /* the same storage order with other halos: a row-by-row walk; otherwise element by element */
     if (layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->active && layer->output->active) {
@@ -2023,11 +2056,12 @@ PetscErrorCode ModelKernelTime_Private(const char backend[], DDDataType dt, cons
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* the GEMM kinds' fit over several shapes: rows (work, input bytes, output bytes, idle-lane flops or weight bytes, column rows, direct passes' flops) */
+/* a fit over several shapes with more terms: rows (work, further terms); the GEMM kinds' further terms are input bytes, output
+   bytes, idle-lane flops or weight bytes, column rows, direct passes' flops, the window kinds' their output rows */
 PetscErrorCode ModelStoreGemmKernel_Private(const char backend[], DDDataType dt, const char kind[], PetscBool bwd, const std::vector<std::vector<double>> &X, const std::vector<double> &t)
 {
   PetscFunctionBegin;
-  PetscCheck(!X.empty() && X.size() == t.size() && X[0].size() == 6, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Calibration of %s gave no work", kind);
+  PetscCheck(!X.empty() && X.size() == t.size() && X[0].size() >= 1 && X[0].size() <= 6, PETSC_COMM_SELF, PETSC_ERR_PLIB, "Calibration of %s gave no work", kind);
   M.kern[KernelKey(backend, dt, kind, bwd ? true : false)] = LeastSquaresMulti(X, t);
   PetscFunctionReturn(PETSC_SUCCESS);
 }

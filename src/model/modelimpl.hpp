@@ -58,6 +58,7 @@ struct ModelCostInput {
   PetscInt64  runs = 0;            /* the runs of the pointwise walk (DDLayerGetModelRuns()) */
   bool        rows = false;        /* the walk is row by row (same storage order), else element by element */
   bool        blocked = false;     /* that row-by-row walk is between blocked tensors (its own run cost where the cache has one) */
+  double      windowrows = 0;      /* the window kinds (pool, upsample): the output's rows (ModelWindowRows_Private()) */
   PetscInt64  p2p[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}; /* point-to-point {msgs sent, bytes sent, msgs received, bytes received} */
   std::vector<std::array<PetscInt64, 4>> halo[2]; /* each halo exchange's volume (part of p2p) */
   std::vector<ModelCollective> colls;            /* the collectives (group > 1 only) */
@@ -82,6 +83,10 @@ double ModelConvDirectFlops_Private(const bool wino[3], double f, PetscBool back
    backward, with the copies' update in the data-parallel mode (model.cxx: NetReplicaTime(),
    DDModelPredictReplicatedWeights()) */
 PetscErrorCode ModelReplicaBucketTimes_Private(const std::string &bname, PetscMPIInt P, DDDataType dt, PetscMPIInt group, PetscInt64 count, PetscInt64 rootcount, PetscInt64 membercount, PetscInt64 mirrorcount, PetscBool dataparallel, PetscReal t[2], PetscBool *ok);
+/* the rows of a window kind's output y on this rank: its local entries over its innermost storage extent */
+double ModelWindowRows_Private(DDTensor y);
 /* whether kind is a GEMM kind (conv, convtranspose, affine) */
 bool ModelIsGemmKind_Private(const std::string &kind);
+/* whether kind is a window kind (pool, pool-avg, pool-avg-blocked, upsample), whose fits have a term in the output's rows */
+bool ModelIsWindowKind_Private(const std::string &kind);
 } // namespace ddnn
