@@ -18,7 +18,8 @@
   step and each call alone is timed as the smaller of its wall time and the process's CPU time (on
   a shared machine other processes' time slices are not ours; the wall-time step is printed too).
   Predicted: DDLayerGetModelTime() as the network runs the layer (no input gradient for a first
-  layer), max over ranks; step: DDNetGetModelTime().
+  layer), max over ranks; step: DDNetGetModelTime(). With -dd_model_measure_convs the convolutions'
+  compute is their local kernels timed alone (paper 003 sec. V-A), the rest from the fits.
 */
 #include <ddnn.h>
 #include <ddnn/private/ddnetimpl.h>

@@ -18,12 +18,15 @@
 #include <sys/shmarena.hpp>
 #include <ddnn/private/ddlayerimpl.h>
 #include <ddnn/private/ddoptimizerimpl.h>
+#include <ddnn/private/ddbackendimpl.h>
 #include <ddoptimizer.h>
 #include <ddmodel.h>
 #include <ddprimitive.h>
 #include "modelimpl.hpp"
 #include <petsctime.h>
 #include <vector>
+#include <array>
+#include <map>
 #include <functional>
 #include <string>
 #include <algorithm>
@@ -686,6 +689,57 @@ static PetscErrorCode TimeCalls(int maxreps, PetscInt nflush, DDTensor flush[], 
   *tm = QuartileOf(ts);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+
+/* the per-configuration convolution times measured in this process (ModelMeasureConv_Private()):
+   "<backend> <configuration>" -> {forward, backward} warm, then cold */
+static std::map<std::string, std::array<double, 4>> convMeasured;
+
+namespace ddnn
+{
+/* Paper 003 sec. V-A's estimate of a convolution: "a simple benchmark that times the appropriate
+   function" for the configuration at hand. The local kernels of a set-up conv layer on this rank
+   (DDLayerConvKernelRun_Private(): forward with its fused activation, backward data and weights, on
+   copies of its tensors, without exchanges), each called with L2 evicted (warm) and with its tensors
+   flushed from every cache (cold), lower quartiles as the calibration's; remembered per
+   configuration for the process, so that layers of the same local shape are timed once.
+   t[0]: warm {forward, backward}, t[1]: cold; zeros where this rank has no local output */
+PetscErrorCode ModelMeasureConv_Private(DDLayer layer, PetscBool nodx, double t[2][2])
+{
+  ConvKernelRun run;
+  const char   *bname;
+
+  PetscFunctionBegin;
+  PetscCall(DDLayerGetBackend(layer, &bname));
+  PetscCall(DDLayerConvKernelRun_Private(layer, nodx ? true : false, &run));
+  const std::string key = std::string(bname) + " " + run.key;
+  auto              it  = convMeasured.find(key);
+  if (run.key.empty() || it != convMeasured.end()) {
+    for (int c = 0; c < 2; c++)
+      for (int b = 0; b < 2; b++) t[c][b] = run.key.empty() ? 0 : it->second[2 * c + b];
+    PetscCall(ConvKernelRunDestroy(&run));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscErrorCode ierr = PETSC_SUCCESS;
+  for (int c = 0; c < 2 && !ierr; c++) {
+    double tm[3] = {0, 0, 0};
+    for (int p = 0; p < 3 && !ierr; p++)
+      if (run.pass[p]) ierr = TimeCalls(30, c ? (PetscInt)run.tensors.size() : 0, run.tensors.data(), run.pass[p], &tm[p]);
+    t[c][0] = tm[0];
+    t[c][1] = tm[1] + tm[2];
+  }
+  PetscCall(ConvKernelRunDestroy(&run)); /* also after an error */
+  PetscCall(ierr);
+  convMeasured[key] = {t[0][0], t[0][1], t[1][0], t[1][1]};
+  PetscCall(PetscInfo(layer, "model: measured %s: forward %g s, backward %g s (warm), %g s, %g s (cold)\n", key.c_str(), t[0][0], t[0][1], t[1][0], t[1][1]));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* forgets the measured configurations (DDModelReset()) */
+void ModelForgetMeasured_Private(void)
+{
+  convMeasured.clear();
+}
+} // namespace ddnn
 
 /* two vectors of n entries on this rank, filled with 0.1 and 0.2 (their 1-D partition returned for its destruction) */
 static PetscErrorCode VectorPair(DDDataType dt, PetscInt n, DDPartition *part, DDTensor *x, DDTensor *y)

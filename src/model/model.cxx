@@ -666,6 +666,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   M = ModelState();
+  ddnn::ModelForgetMeasured_Private();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -1162,6 +1163,9 @@ static PetscReal CeilLog2(PetscMPIInt p)
 . commb      - backward communication seconds
 - calibrated - whether the kernel fits for the layer's backend and data type (and, on more than one rank, alpha and beta) are known; if not, the missing terms are 0
 
+  Options Database Key:
+. -dd_model_measure_convs <bool> - price a convolution's compute by timing its own local kernels on this rank (default false)
+
   Notes:
   Paper 003 sec. V-A: FP = C(local) + SR(halo), BP = Cx + Cw + SR(halo) + AR(weights); a
   point-to-point exchange costs max(messages sent, received) alpha + max(bytes sent, received)
@@ -1173,6 +1177,15 @@ static PetscReal CeilLog2(PetscMPIInt p)
   matrix and the flops of the passes that do not run Winograd (conv, as its backend chain chooses
   them per pass); a layer alone whose memory M on this rank exceeds the core's L2 cache is priced
   with the share 1 - L2 / M of the cold fits (tensors in memory) and the rest of the warm ones.
+  With -dd_model_measure_convs a convolution on a host backend is not priced by the conv fit: its
+  compute is paper 003 sec. V-A's per-configuration estimate, its local kernels (forward with the
+  activation its kernel fuses, backward data and weights, and the input's format conversion where
+  the layer converts it) timed alone on this rank on copies of its tensors (its output and
+  gradients are not written), warm and cold as the fits, once per configuration in the process
+  (`DDModelReset()` forgets them); its communication is still the model's. This times what the
+  fits approximate (the conv fit misses single shapes by up to 1.5x); it costs a few kernel calls
+  per configuration, on every model query of a new one (also the trial set-ups of
+  -net_distribution auto). A rank without local output has no compute.
   Average pooling has its own fit (`DDLayerPoolGetType()`). Pooling and upsampling add a term in
   their output's rows (its local entries over the extent of its innermost storage dimension: W on
   plain storage, C channels-last, the channel block blocked), the fixed cost of their loops per row.
@@ -1414,6 +1427,21 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
     in.colls.push_back(c);
   }
   PetscCall(ddnn::ModelLayerTimes_Private(in, comp, comm, NULL, &ok));
+  /* -dd_model_measure_convs: a convolution's compute as its own local kernels take on this rank (paper 003
+     sec. V-A), warm and cold as the fits are blended, in place of the fits' price; host backends only */
+  if (kind == DDLAYERCONV) {
+    PetscBool measure = PETSC_FALSE;
+    DDBackend be;
+    DDMemType mt;
+    PetscCall(PetscOptionsGetBool(NULL, NULL, "-dd_model_measure_convs", &measure, NULL));
+    PetscCall(DDBackendGet(bname, &be));
+    PetscCall(DDBackendGetMemType(be, &mt));
+    if (measure && mt == DD_MEMTYPE_HOST) {
+      double t[2][2];
+      PetscCall(ddnn::ModelMeasureConv_Private(layer, nodx, t));
+      for (int b = 0; b < 2; b++) comp[b] = (1 - cold) * t[0][b] + cold * t[1][b];
+    }
+  }
   /*
     an activation fused into its convolution or dense layer (-net_fuse, DDNetSetUp): its output is its
     input's storage and its forward does nothing. relu then costs nothing forward (a post-op, or an
@@ -1878,6 +1906,7 @@ DD_CXX_CATCH
   Options Database Keys:
 + -net_view             - `DDNetView()` prints this after the layers
 . -dd_model_calibrate   - calibrate (`DDModelCalibrate()`) first if the cache lacks the network's backend and data type
+. -dd_model_measure_convs <bool> - convolutions priced by timing their own local kernels (`DDLayerGetModelTime()`)
 - -dd_model_cache <path> - the cache file
 
   Notes:

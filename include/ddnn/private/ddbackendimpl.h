@@ -22,7 +22,9 @@
 #include <ddlayer.h>
 #if defined(__cplusplus)
   #include <cstdint>
+  #include <functional>
   #include <memory>
+  #include <string>
   #include <utility>
   #include <vector>
 
@@ -489,6 +491,24 @@ PetscErrorCode DDBackendConvCreate(DDBackend b, const ConvKernelSpec &spec, std:
 PetscErrorCode DDBackendConvWinograd(DDBackend b, DDDataType dt, const ConvGeom &q, bool transposed, bool passes[3]);
 /* the same for a set-up convolution layer's local geometry, on its backend and data type (all false for other layers) */
 PetscErrorCode DDLayerConvWinogradPasses_Private(DDLayer layer, bool passes[3]);
+/*
+  The local kernels of a set-up convolution layer on this rank, to be timed alone (the performance
+  model's per-configuration estimate, paper 003 sec. V-A): pass[0] the forward (with the input's
+  conversion to the kernel's format where the layer converts it, and a fused activation the kernel
+  applies; one it does not is the activation layer's), pass[1] the backward data (and the
+  conversion back), pass[2] the backward weights,
+  each on private copies of the layer's tensors (its output, input and gradients stay as they are),
+  without exchanges or collectives; an empty pass does not run on this rank (no local output, or
+  pass[1] with nodx). key names the configuration: backend and kernel, data type, geometry,
+  layouts, fusion and overlap regions. Destroy the copies with ConvKernelRunDestroy()
+*/
+struct ConvKernelRun {
+  std::string                     key;
+  std::vector<DDTensor>           tensors; /* the copies (to flush for a cold call) */
+  std::function<PetscErrorCode()> pass[3];
+};
+PetscErrorCode DDLayerConvKernelRun_Private(DDLayer layer, bool nodx, ConvKernelRun *run);
+PetscErrorCode ConvKernelRunDestroy(ConvKernelRun *run);
 /* A pooling kernel likewise */
 PetscErrorCode DDBackendPoolCreate(DDBackend b, const PoolKernelSpec &spec, std::unique_ptr<PoolKernel> *k);
 /*

@@ -1030,6 +1030,100 @@ PetscErrorCode ddnn::DDLayerConvWinogradPasses_Private(DDLayer l, bool passes[3]
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* a layout in a configuration's key: the local shape, the halos, the storage order and blocking */
+static std::string LayoutKey(DDTensor t)
+{
+  std::string     k;
+  const DDLayout &L = t->layout;
+  for (PetscInt j = 0; j < L.order; j++) k += (j ? "x" : "") + std::to_string(L.n[j]) + (L.lo[j] || L.hi[j] ? "(" + std::to_string(L.lo[j]) + "," + std::to_string(L.hi[j]) + ")" : "");
+  k += " p";
+  for (PetscInt j = 0; j < L.order; j++) k += std::to_string(L.perm[j]);
+  if (L.bdim >= 0) k += " b" + std::to_string(L.bdim) + ":" + std::to_string(L.bs);
+  return k;
+}
+
+/* the local kernels of this rank alone on copies of the layer's tensors (the performance model's per-configuration estimate) */
+PetscErrorCode ddnn::DDLayerConvKernelRun_Private(DDLayer l, bool nodx, ConvKernelRun *run)
+{
+  PetscBool isconv = PETSC_FALSE;
+
+  PetscFunctionBegin;
+  run->key.clear();
+  run->tensors.clear();
+  for (auto &p : run->pass) p = nullptr;
+  PetscCall(PetscObjectTypeCompare((PetscObject)l, DDLAYERCONV, &isconv));
+  PetscCheck(isconv && l->setupcalled, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_WRONGSTATE, "DDLayerConvKernelRun_Private() needs a set-up conv layer");
+  Conv *c = (Conv *)l->data;
+  if (!c->hasout || !c->kern) PetscFunctionReturn(PETSC_SUCCESS);
+  DDTensor yref = c->reduceY ? c->yh : l->output, xt, yt, dyt, dxt, dwt, dbt = NULL, xin = NULL;
+  PetscCall(DDTensorDuplicate(c->xh, &xt));
+  PetscCall(DDTensorDuplicate(yref, &yt));
+  PetscCall(DDTensorDuplicate(yref, &dyt));
+  PetscCall(DDTensorDuplicate(c->xh, &dxt));
+  PetscCall(DDTensorDuplicate(c->wh, &dwt));
+  if (c->bias && c->biasworker) PetscCall(DDTensorDuplicate(c->bh, &dbt));
+  run->tensors = {xt, yt, dyt, dxt, dwt};
+  if (dbt) run->tensors.push_back(dbt);
+  /* an input in another format than the kernel's: the forward converts it (ForwardInputs()), the backward converts dx back */
+  const bool convert = !c->bcastX && !c->xdirect;
+  if (convert) {
+    PetscCall(DDTensorDuplicate(l->setupin[0], &xin));
+    run->tensors.push_back(xin);
+  }
+  /* inputs of a network's magnitudes (zeros would be the cheapest case of some kernels) */
+  for (DDTensor t : {xt, dyt}) { /* local: other ranks may have no pass to time */
+    PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+      using T         = decltype(z);
+      T       *a      = HostArray<T>(t);
+      uint64_t st     = 0x9e3779b97f4a7c15ull;
+      PetscFunctionBegin;
+      for (PetscInt i = 0; i < t->layout.size; i++) {
+        st   = st * 6364136223846793005ull + 1442695040888963407ull;
+        a[i] = (T)((double)(st >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+      }
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }));
+  }
+  const ConvGeom &g = c->g;
+  run->key          = std::string(l->output->dtype == DD_FLOAT32 ? "float32 " : "float64 ") + c->kern->Name() + " N" + std::to_string(g.N) + " Ci" + std::to_string(g.Ci) + " Co" + std::to_string(g.Co) + " g" + std::to_string(g.groups);
+  for (int j = 0; j < 3; j++) run->key += " " + std::to_string(g.in[j]) + ">" + std::to_string(g.out[j]) + " k" + std::to_string(g.k[j]) + "s" + std::to_string(g.s[j]) + "d" + std::to_string(g.d[j]);
+  run->key += (convert ? " from[" + LayoutKey(l->setupin[0]) + "]" : std::string()) + " x[" + LayoutKey(c->xh) + "] y[" + LayoutKey(yref) + "] bias" + std::to_string(c->bias && c->biasworker ? 1 : 0) + (c->kernfused ? " act" + std::to_string((int)c->fuseact) : std::string()) + " regions" + std::to_string(c->overlapOn ? (int)c->regions.size() : 0) + (nodx ? " nodx" : "");
+  /* the forward's compute as Conv_HaloAndLocal() and Conv_Forward() run it, without the exchange; a fused
+     activation that the kernel does not apply is the activation layer's (the model prices it there) */
+  run->pass[0] = [c, xt, yt, xin]() -> PetscErrorCode {
+    PetscFunctionBegin;
+    if (xin) PetscCall(DDTensorCopy(xin, xt));
+    if (c->overlapOn)
+      for (auto &r : c->regions) PetscCall(Conv_Local(c, xt, yt, &r));
+    else PetscCall(Conv_Local(c, xt, yt));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  };
+  if (!nodx)
+    run->pass[1] = [c, dyt, dxt, xin]() -> PetscErrorCode {
+      PetscFunctionBegin;
+      PetscCall(Conv_BackwardData(c, dyt, dxt));
+      if (xin) PetscCall(DDTensorCopy(dxt, xin));
+      PetscFunctionReturn(PETSC_SUCCESS);
+    };
+  run->pass[2] = [c, xt, dyt, dwt, dbt]() -> PetscErrorCode {
+    PetscFunctionBegin;
+    PetscCall(DDTensorZeroEntries(dwt));
+    if (dbt) PetscCall(DDTensorZeroEntries(dbt));
+    PetscCall(c->kern->BackwardWeights(xt, dyt, dwt, dbt));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  };
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode ddnn::ConvKernelRunDestroy(ConvKernelRun *run)
+{
+  PetscFunctionBegin;
+  for (auto &p : run->pass) p = nullptr;
+  for (DDTensor &t : run->tensors) PetscCall(DDTensorDestroy(&t));
+  run->tensors.clear();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 PETSC_EXTERN PetscErrorCode DDLayerCreate_Conv(DDLayer l)
 {
   PetscFunctionBegin;
