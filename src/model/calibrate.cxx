@@ -702,8 +702,9 @@ namespace ddnn
    copies of its tensors, without exchanges), each called with L2 evicted (warm) and with its tensors
    flushed from every cache (cold), lower quartiles as the calibration's; remembered per
    configuration for the process, so that layers of the same local shape are timed once.
-   t[0]: warm {forward, backward}, t[1]: cold; zeros where this rank has no local output */
-PetscErrorCode ModelMeasureConv_Private(DDLayer layer, PetscBool nodx, double t[2][2])
+   t[0]: warm {forward, backward}, t[1]: cold; zeros where this rank has no local output; measured false
+   where copies on this rank alone cannot reproduce the layer's local storage (the fit prices it then) */
+PetscErrorCode ModelMeasureConv_Private(DDLayer layer, PetscBool nodx, double t[2][2], PetscBool *measured)
 {
   ConvKernelRun run;
   const char   *bname;
@@ -711,6 +712,8 @@ PetscErrorCode ModelMeasureConv_Private(DDLayer layer, PetscBool nodx, double t[
   PetscFunctionBegin;
   PetscCall(DDLayerGetBackend(layer, &bname));
   PetscCall(DDLayerConvKernelRun_Private(layer, nodx ? true : false, &run));
+  *measured = run.untimed ? PETSC_FALSE : PETSC_TRUE;
+  if (run.untimed) PetscFunctionReturn(PETSC_SUCCESS);
   const std::string key = std::string(bname) + " " + run.key;
   auto              it  = convMeasured.find(key);
   if (run.key.empty() || it != convMeasured.end()) {

@@ -1437,9 +1437,11 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
     PetscCall(DDBackendGet(bname, &be));
     PetscCall(DDBackendGetMemType(be, &mt));
     if (measure && mt == DD_MEMTYPE_HOST) {
-      double t[2][2];
-      PetscCall(ddnn::ModelMeasureConv_Private(layer, nodx, t));
-      for (int b = 0; b < 2; b++) comp[b] = (1 - cold) * t[0][b] + cold * t[1][b];
+      double    t[2][2];
+      PetscBool measured;
+      PetscCall(ddnn::ModelMeasureConv_Private(layer, nodx, t, &measured));
+      if (measured)
+        for (int b = 0; b < 2; b++) comp[b] = (1 - cold) * t[0][b] + cold * t[1][b];
     }
   }
   /*

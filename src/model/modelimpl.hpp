@@ -89,7 +89,7 @@ double ModelWindowRows_Private(DDTensor y);
 bool ModelIsGemmKind_Private(const std::string &kind);
 /* a set-up conv layer's local kernels timed alone on this rank (paper 003 sec. V-A), remembered per
    configuration: t[0] warm {forward, backward}, t[1] cold (calibrate.cxx) */
-PetscErrorCode ModelMeasureConv_Private(DDLayer layer, PetscBool nodx, double t[2][2]);
+PetscErrorCode ModelMeasureConv_Private(DDLayer layer, PetscBool nodx, double t[2][2], PetscBool *measured);
 /* forgets them (DDModelReset()) */
 void ModelForgetMeasured_Private(void);
 /* whether kind is a window kind (pool, pool-avg, pool-avg-blocked, upsample), whose fits have a term in the output's rows */

@@ -1042,6 +1042,42 @@ static std::string LayoutKey(DDTensor t)
   return k;
 }
 
+/* a tensor on this rank alone with t's local layout, filled with values in [-1, 1] (other ranks may time
+   other passes or none, so nothing here is collective); *same: its storage is laid out as t's */
+static PetscErrorCode LocalCopy(DDTensor t, DDTensor *c, bool *same)
+{
+  const DDLayout &L = t->layout;
+  DDPartition     part;
+  PetscInt        ones[DD_MAX_DIM], n[DD_MAX_DIM];
+  void           *a;
+
+  PetscFunctionBegin;
+  for (PetscInt k = 0; k < L.order; k++) ones[k] = 1, n[k] = L.n[k];
+  PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, L.order, ones, PETSC_DECIDE, NULL, &part));
+  PetscCall(DDTensorCreateFromPartition(part, t->dtype, L.order, n, c));
+  PetscCall(DDPartitionDestroy(&part));
+  if (L.bdim >= 0) PetscCall(DDTensorSetBlockSize(*c, L.bs));
+  PetscCall(DDTensorSetFormat(*c, t->format));
+  PetscCall(DDTensorSetHalo(*c, L.lo, L.hi));
+  const DDLayout &M = (*c)->layout;
+  *same             = M.order == L.order && M.size == L.size && M.bdim == L.bdim && (L.bdim < 0 || M.bs == L.bs);
+  for (PetscInt k = 0; *same && k < L.order; k++) *same = M.n[k] == L.n[k] && M.lo[k] == L.lo[k] && M.alloc[k] == L.alloc[k] && M.stride[k] == L.stride[k] && M.perm[k] == L.perm[k];
+  PetscCall(DDTensorGetArray(*c, &a));
+  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+    using T     = decltype(z);
+    T       *v  = (T *)a;
+    uint64_t st = 0x9e3779b97f4a7c15ull;
+    PetscFunctionBegin;
+    for (PetscInt i = 0; i < M.size; i++) {
+      st   = st * 6364136223846793005ull + 1442695040888963407ull;
+      v[i] = (T)((double)(st >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }));
+  PetscCall(DDTensorRestoreArray(*c, &a));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* the local kernels of this rank alone on copies of the layer's tensors (the performance model's per-configuration estimate) */
 PetscErrorCode ddnn::DDLayerConvKernelRun_Private(DDLayer l, bool nodx, ConvKernelRun *run)
 {
@@ -1049,41 +1085,29 @@ PetscErrorCode ddnn::DDLayerConvKernelRun_Private(DDLayer l, bool nodx, ConvKern
 
   PetscFunctionBegin;
   run->key.clear();
+  run->untimed = false;
   run->tensors.clear();
   for (auto &p : run->pass) p = nullptr;
   PetscCall(PetscObjectTypeCompare((PetscObject)l, DDLAYERCONV, &isconv));
   PetscCheck(isconv && l->setupcalled, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_WRONGSTATE, "DDLayerConvKernelRun_Private() needs a set-up conv layer");
   Conv *c = (Conv *)l->data;
   if (!c->hasout || !c->kern) PetscFunctionReturn(PETSC_SUCCESS);
-  DDTensor yref = c->reduceY ? c->yh : l->output, xt, yt, dyt, dxt, dwt, dbt = NULL, xin = NULL;
-  PetscCall(DDTensorDuplicate(c->xh, &xt));
-  PetscCall(DDTensorDuplicate(yref, &yt));
-  PetscCall(DDTensorDuplicate(yref, &dyt));
-  PetscCall(DDTensorDuplicate(c->xh, &dxt));
-  PetscCall(DDTensorDuplicate(c->wh, &dwt));
-  if (c->bias && c->biasworker) PetscCall(DDTensorDuplicate(c->bh, &dbt));
-  run->tensors = {xt, yt, dyt, dxt, dwt};
-  if (dbt) run->tensors.push_back(dbt);
-  /* an input in another format than the kernel's: the forward converts it (ForwardInputs()), the backward converts dx back */
-  const bool convert = !c->bcastX && !c->xdirect;
-  if (convert) {
-    PetscCall(DDTensorDuplicate(l->setupin[0], &xin));
-    run->tensors.push_back(xin);
+  DDTensor   yref = c->reduceY ? c->yh : l->output, xt, yt, dyt, dxt, dwt, dbt = NULL, xin = NULL;
+  const bool convert = !c->bcastX && !c->xdirect; /* an input in another format than the kernel's: the forward converts it (ForwardInputs()), the backward converts dx back */
+  bool       same = true, s1;
+  for (auto pr : {std::make_pair(c->xh, &xt), std::make_pair(yref, &yt), std::make_pair(yref, &dyt), std::make_pair(c->xh, &dxt), std::make_pair(c->wh, &dwt), std::make_pair(c->bias && c->biasworker ? c->bh : (DDTensor)NULL, &dbt), std::make_pair(convert ? l->setupin[0] : (DDTensor)NULL, &xin)}) {
+    if (!pr.first) continue;
+    PetscCall(LocalCopy(pr.first, pr.second, &s1));
+    run->tensors.push_back(*pr.second);
+    same = same && s1;
+  }
+  if (!same) { /* a local layout this rank cannot reproduce alone: not timed (the caller keeps the fit) */
+    PetscCall(ConvKernelRunDestroy(run));
+    run->key.clear();
+    run->untimed = true;
+    PetscFunctionReturn(PETSC_SUCCESS);
   }
   /* inputs of a network's magnitudes (zeros would be the cheapest case of some kernels) */
-  for (DDTensor t : {xt, dyt}) { /* local: other ranks may have no pass to time */
-    PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
-      using T         = decltype(z);
-      T       *a      = HostArray<T>(t);
-      uint64_t st     = 0x9e3779b97f4a7c15ull;
-      PetscFunctionBegin;
-      for (PetscInt i = 0; i < t->layout.size; i++) {
-        st   = st * 6364136223846793005ull + 1442695040888963407ull;
-        a[i] = (T)((double)(st >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-      }
-      PetscFunctionReturn(PETSC_SUCCESS);
-    }));
-  }
   const ConvGeom &g = c->g;
   run->key          = std::string(l->output->dtype == DD_FLOAT32 ? "float32 " : "float64 ") + c->kern->Name() + " N" + std::to_string(g.N) + " Ci" + std::to_string(g.Ci) + " Co" + std::to_string(g.Co) + " g" + std::to_string(g.groups);
   for (int j = 0; j < 3; j++) run->key += " " + std::to_string(g.in[j]) + ">" + std::to_string(g.out[j]) + " k" + std::to_string(g.k[j]) + "s" + std::to_string(g.s[j]) + "d" + std::to_string(g.d[j]);
