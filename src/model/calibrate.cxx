@@ -698,8 +698,8 @@ namespace ddnn
 {
 /* Paper 003 sec. V-A's estimate of a convolution: "a simple benchmark that times the appropriate
    function" for the configuration at hand. The local kernels of a set-up conv layer on this rank
-   (DDLayerConvKernelRun_Private(): forward with its fused activation, backward data and weights, on
-   copies of its tensors, without exchanges), each called with L2 evicted (warm) and with its tensors
+   (DDLayerConvKernelRun_Private(): forward with the activation its kernel fuses, backward data and
+   weights, on copies of its tensors, without exchanges), each called with L2 evicted (warm) and with its tensors
    flushed from every cache (cold), lower quartiles as the calibration's; remembered per
    configuration for the process, so that layers of the same local shape are timed once.
    t[0]: warm {forward, backward}, t[1]: cold; zeros where this rank has no local output; measured false

@@ -1042,8 +1042,9 @@ static std::string LayoutKey(DDTensor t)
   return k;
 }
 
-/* a tensor on this rank alone with t's local layout, filled with values in [-1, 1] (other ranks may time
-   other passes or none, so nothing here is collective); *same: its storage is laid out as t's */
+/* a tensor on this rank alone with t's local layout, filled with values in [-1, 1] as a network's (zeros
+   would be the cheapest case of some kernels; other ranks may time other passes or none, so nothing here
+   is collective); *same: its storage is laid out as t's */
 static PetscErrorCode LocalCopy(DDTensor t, DDTensor *c, bool *same)
 {
   const DDLayout &L = t->layout;
@@ -1107,7 +1108,6 @@ PetscErrorCode ddnn::DDLayerConvKernelRun_Private(DDLayer l, bool nodx, ConvKern
     run->untimed = true;
     PetscFunctionReturn(PETSC_SUCCESS);
   }
-  /* inputs of a network's magnitudes (zeros would be the cheapest case of some kernels) */
   const ConvGeom &g = c->g;
   run->key          = std::string(l->output->dtype == DD_FLOAT32 ? "float32 " : "float64 ") + c->kern->Name() + " N" + std::to_string(g.N) + " Ci" + std::to_string(g.Ci) + " Co" + std::to_string(g.Co) + " g" + std::to_string(g.groups);
   for (int j = 0; j < 3; j++) run->key += " " + std::to_string(g.in[j]) + ">" + std::to_string(g.out[j]) + " k" + std::to_string(g.k[j]) + "s" + std::to_string(g.s[j]) + "d" + std::to_string(g.d[j]);
