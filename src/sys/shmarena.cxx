@@ -521,6 +521,26 @@ void ShmArenaLive(size_t *blocks, size_t *bytes)
   }
 }
 
+#if defined(DD_HAVE_SHMARENA)
+namespace
+{
+/* an arena in which nothing lives is unmapped (the shared one's file closed), and decided again at its next use; the caller holds its lock */
+void Unmake(Arena &a)
+{
+  if (a.state <= 0 || !a.used.empty()) return;
+  if (a.shared) {
+    (void)munmap(a.base, a.reserve);
+    (void)close(a.fd);
+  } else (void)munmap(a.map, a.maplen);
+  a.fd   = -1;
+  a.base = a.map = nullptr;
+  a.reserve = a.maplen = a.filesize = a.top = a.dirty = a.live = 0;
+  a.freed.clear();
+  a.state = 0;
+}
+} // namespace
+#endif
+
 PetscErrorCode ShmArenaFinalize()
 {
   Arena &a = A();
@@ -531,24 +551,10 @@ PetscErrorCode ShmArenaFinalize()
   for (auto &pm : a.peers)
     if (pm.second.first) (void)munmap(pm.second.first, pm.second.second);
   a.peers.clear();
-  if (a.state > 0 && a.used.empty()) { /* nothing lives in it: gone, and decided again at the next use */
-    (void)munmap(a.base, a.reserve);
-    (void)close(a.fd);
-    a.fd       = -1;
-    a.base     = nullptr;
-    a.reserve  = a.filesize = a.top = a.dirty = a.live = 0;
-    a.freed.clear();
-    a.state = 0;
-  }
+  Unmake(a);
   Arena                      &h = H();
   std::lock_guard<std::mutex> gh(h.mu);
-  if (h.state > 0 && h.used.empty()) { /* the private arena likewise */
-    (void)munmap(h.map, h.maplen);
-    h.map = h.base = nullptr;
-    h.maplen = h.reserve = h.top = h.dirty = h.live = 0;
-    h.freed.clear();
-    h.state = 0;
-  }
+  Unmake(h); /* the private arena likewise */
 #endif
   PetscFunctionReturn(PETSC_SUCCESS);
 }
