@@ -25,7 +25,6 @@
 #include "modelimpl.hpp"
 #include <petsctime.h>
 #include <vector>
-#include <array>
 #include <map>
 #include <functional>
 #include <string>
@@ -691,8 +690,12 @@ static PetscErrorCode TimeCalls(int maxreps, PetscInt nflush, DDTensor flush[], 
 }
 
 /* the per-configuration convolution times measured in this process (ModelMeasureConv_Private()):
-   "<backend> <configuration>" -> {forward, backward} warm, then cold */
-static std::map<std::string, std::array<double, 4>> convMeasured;
+   "<backend> <configuration>" -> {forward, backward} warm, then cold, and whether they were measured */
+struct ConvMeasured {
+  double t[2][2];
+  bool   measured;
+};
+static std::map<std::string, ConvMeasured> convMeasured;
 
 namespace ddnn
 {
@@ -711,15 +714,21 @@ PetscErrorCode ModelMeasureConv_Private(DDLayer layer, PetscBool nodx, double t[
 
   PetscFunctionBegin;
   PetscCall(DDLayerGetBackend(layer, &bname));
-  PetscCall(DDLayerConvKernelRun_Private(layer, nodx ? true : false, &run));
-  *measured = run.untimed ? PETSC_FALSE : PETSC_TRUE;
-  if (run.untimed) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(DDLayerConvKernelRun_Private(layer, nodx ? true : false, false, &run)); /* the configuration's key alone: no copies where it is known */
   const std::string key = std::string(bname) + " " + run.key;
   auto              it  = convMeasured.find(key);
-  if (run.key.empty() || it != convMeasured.end()) {
-    for (int c = 0; c < 2; c++)
-      for (int b = 0; b < 2; b++) t[c][b] = run.key.empty() ? 0 : it->second[2 * c + b];
-    PetscCall(ConvKernelRunDestroy(&run));
+  *measured             = PETSC_TRUE;
+  for (int c = 0; c < 2; c++)
+    for (int b = 0; b < 2; b++) t[c][b] = it != convMeasured.end() ? it->second.t[c][b] : 0;
+  if (run.key.empty()) PetscFunctionReturn(PETSC_SUCCESS); /* no local output */
+  if (it != convMeasured.end()) {
+    *measured = it->second.measured ? PETSC_TRUE : PETSC_FALSE;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscCall(DDLayerConvKernelRun_Private(layer, nodx ? true : false, true, &run));
+  if (run.untimed) {
+    convMeasured[key] = {{{0, 0}, {0, 0}}, false};
+    *measured         = PETSC_FALSE;
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscErrorCode ierr = PETSC_SUCCESS;
@@ -732,7 +741,7 @@ PetscErrorCode ModelMeasureConv_Private(DDLayer layer, PetscBool nodx, double t[
   }
   PetscCall(ConvKernelRunDestroy(&run)); /* also after an error */
   PetscCall(ierr);
-  convMeasured[key] = {t[0][0], t[0][1], t[1][0], t[1][1]};
+  convMeasured[key] = {{{t[0][0], t[0][1]}, {t[1][0], t[1][1]}}, true};
   PetscCall(PetscInfo(layer, "model: measured %s: forward %g s, backward %g s (warm), %g s, %g s (cold)\n", key.c_str(), t[0][0], t[0][1], t[1][0], t[1][1]));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

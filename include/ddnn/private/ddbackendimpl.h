@@ -500,9 +500,9 @@ PetscErrorCode DDLayerConvWinogradPasses_Private(DDLayer layer, bool passes[3]);
   each on private copies of the layer's tensors (its output, input and gradients stay as they are),
   without exchanges or collectives; an empty pass does not run on this rank (no local output, or
   pass[1] with nodx). key names the configuration: kernel, data type, geometry, layouts, fusion
-  and overlap regions (empty: nothing to time). The copies are this rank's alone (nothing here is
-  collective); where they cannot reproduce the layer's local storage, untimed is set and nothing is
-  to be timed. Destroy the copies with ConvKernelRunDestroy()
+  and overlap regions (empty: nothing to time); with copies false only the key is made. The copies
+  are this rank's alone (nothing here is collective); where they cannot reproduce the layer's local
+  storage, untimed is set and nothing is to be timed. Destroy the copies with ConvKernelRunDestroy()
 */
 struct ConvKernelRun {
   std::string                     key;
@@ -510,7 +510,7 @@ struct ConvKernelRun {
   std::function<PetscErrorCode()> pass[3];
   bool                            untimed = false;
 };
-PetscErrorCode DDLayerConvKernelRun_Private(DDLayer layer, bool nodx, ConvKernelRun *run);
+PetscErrorCode DDLayerConvKernelRun_Private(DDLayer layer, bool nodx, bool copies, ConvKernelRun *run);
 PetscErrorCode ConvKernelRunDestroy(ConvKernelRun *run);
 /* A pooling kernel likewise */
 PetscErrorCode DDBackendPoolCreate(DDBackend b, const PoolKernelSpec &spec, std::unique_ptr<PoolKernel> *k);

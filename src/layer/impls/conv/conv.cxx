@@ -1080,7 +1080,7 @@ static PetscErrorCode LocalCopy(DDTensor t, DDTensor *c, bool *same)
 }
 
 /* the local kernels of this rank alone on copies of the layer's tensors (the performance model's per-configuration estimate) */
-PetscErrorCode ddnn::DDLayerConvKernelRun_Private(DDLayer l, bool nodx, ConvKernelRun *run)
+PetscErrorCode ddnn::DDLayerConvKernelRun_Private(DDLayer l, bool nodx, bool copies, ConvKernelRun *run)
 {
   PetscBool isconv = PETSC_FALSE;
 
@@ -1093,9 +1093,14 @@ PetscErrorCode ddnn::DDLayerConvKernelRun_Private(DDLayer l, bool nodx, ConvKern
   PetscCheck(isconv && l->setupcalled, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_WRONGSTATE, "DDLayerConvKernelRun_Private() needs a set-up conv layer");
   Conv *c = (Conv *)l->data;
   if (!c->hasout || !c->kern) PetscFunctionReturn(PETSC_SUCCESS);
-  DDTensor   yref = c->reduceY ? c->yh : l->output, xt, yt, dyt, dxt, dwt, dbt = NULL, xin = NULL;
-  const bool convert = !c->bcastX && !c->xdirect; /* an input in another format than the kernel's: the forward converts it (ForwardInputs()), the backward converts dx back */
-  bool       same = true, s1;
+  DDTensor        yref    = c->reduceY ? c->yh : l->output, xt, yt, dyt, dxt, dwt, dbt = NULL, xin = NULL;
+  const bool      convert = !c->bcastX && !c->xdirect; /* an input in another format than the kernel's: the forward converts it (ForwardInputs()), the backward converts dx back */
+  const ConvGeom &g       = c->g;
+  run->key                = std::string(l->output->dtype == DD_FLOAT32 ? "float32 " : "float64 ") + c->kern->Name() + " N" + std::to_string(g.N) + " Ci" + std::to_string(g.Ci) + " Co" + std::to_string(g.Co) + " g" + std::to_string(g.groups);
+  for (int j = 0; j < 3; j++) run->key += " " + std::to_string(g.in[j]) + ">" + std::to_string(g.out[j]) + " k" + std::to_string(g.k[j]) + "s" + std::to_string(g.s[j]) + "d" + std::to_string(g.d[j]);
+  run->key += (convert ? " from[" + LayoutKey(l->setupin[0]) + "]" : std::string()) + " x[" + LayoutKey(c->xh) + "] y[" + LayoutKey(yref) + "] bias" + std::to_string(c->bias && c->biasworker ? 1 : 0) + (c->kernfused ? " act" + std::to_string((int)c->fuseact) : std::string()) + " regions" + std::to_string(c->overlapOn ? (int)c->regions.size() : 0) + (nodx ? " nodx" : "");
+  if (!copies) PetscFunctionReturn(PETSC_SUCCESS);
+  bool same = true, s1;
   for (auto pr : {std::make_pair(c->xh, &xt), std::make_pair(yref, &yt), std::make_pair(yref, &dyt), std::make_pair(c->xh, &dxt), std::make_pair(c->wh, &dwt), std::make_pair(c->bias && c->biasworker ? c->bh : (DDTensor)NULL, &dbt), std::make_pair(convert ? l->setupin[0] : (DDTensor)NULL, &xin)}) {
     if (!pr.first) continue;
     PetscCall(LocalCopy(pr.first, pr.second, &s1));
@@ -1104,14 +1109,9 @@ PetscErrorCode ddnn::DDLayerConvKernelRun_Private(DDLayer l, bool nodx, ConvKern
   }
   if (!same) { /* a local layout this rank cannot reproduce alone: not timed (the caller keeps the fit) */
     PetscCall(ConvKernelRunDestroy(run));
-    run->key.clear();
     run->untimed = true;
     PetscFunctionReturn(PETSC_SUCCESS);
   }
-  const ConvGeom &g = c->g;
-  run->key          = std::string(l->output->dtype == DD_FLOAT32 ? "float32 " : "float64 ") + c->kern->Name() + " N" + std::to_string(g.N) + " Ci" + std::to_string(g.Ci) + " Co" + std::to_string(g.Co) + " g" + std::to_string(g.groups);
-  for (int j = 0; j < 3; j++) run->key += " " + std::to_string(g.in[j]) + ">" + std::to_string(g.out[j]) + " k" + std::to_string(g.k[j]) + "s" + std::to_string(g.s[j]) + "d" + std::to_string(g.d[j]);
-  run->key += (convert ? " from[" + LayoutKey(l->setupin[0]) + "]" : std::string()) + " x[" + LayoutKey(c->xh) + "] y[" + LayoutKey(yref) + "] bias" + std::to_string(c->bias && c->biasworker ? 1 : 0) + (c->kernfused ? " act" + std::to_string((int)c->fuseact) : std::string()) + " regions" + std::to_string(c->overlapOn ? (int)c->regions.size() : 0) + (nodx ? " nodx" : "");
   /* the forward's compute as Conv_HaloAndLocal() and Conv_Forward() run it, without the exchange; a fused
      activation that the kernel does not apply is the activation layer's (the model prices it there) */
   run->pass[0] = [c, xt, yt, xin]() -> PetscErrorCode {
