@@ -19,7 +19,8 @@
   a shared machine other processes' time slices are not ours; the wall-time step is printed too).
   Predicted: DDLayerGetModelTime() as the network runs the layer (no input gradient for a first
   layer), max over ranks; step: DDNetGetModelTime(). With -dd_model_measure_convs the convolutions'
-  compute is their local kernels timed alone (paper 003 sec. V-A), the rest from the fits.
+  compute is their local kernels timed alone (paper 003 sec. V-A), with -dd_model_measure_pools the
+  poolings' likewise, the rest from the fits.
 */
 #include <ddnn.h>
 #include <ddnn/private/ddnetimpl.h>

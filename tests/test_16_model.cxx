@@ -577,6 +577,117 @@ TEST(ModelWork, MeasuredConvolutionReplacesTheFit)
   DropCache(file);
 }
 
+/* -dd_model_measure_pools: a pooling's compute is its own local kernel timed on this rank in place of the
+   pool fits (here 1 s and 2 s per call), by a kernel of its own on copies of its tensors: asked between the
+   layer's forward and backward, it leaves the output and the max pool's workspace as they were (the
+   backward's dx is bitwise the one without the question); once per configuration; none on a rank without
+   local output (spatial splits with empty pieces on 8 ranks); the communication is the model's */
+TEST(ModelWork, MeasuredPoolingReplacesTheFit)
+{
+  std::string file = SyntheticCache("measurepool.txt", [] {
+    const char *bname;
+    DDT(DDBackendGetDefault(&bname));
+    const std::string b = std::string(bname) + " float64 ";
+    std::string       k;
+    for (const char *kind : {"pool", "pool-avg", "pool-avg-blocked"}) k += "kernel " + b + kind + " f 1 0\nkernel " + b + kind + " b 2 0\n";
+    return "comm 2.5e-06 3e-10\n" + k;
+  }());
+  const PetscMPIInt P = Size();
+  struct {
+    PetscInt H;
+    bool     avg; /* average, padding 1, count_include_pad false; else max 2 x 2 */
+  } const cases[] = {{16, false}, {4, false}, {16, true}};
+  for (const auto &cs : cases) {
+    SCOPED_TRACE("H " + std::to_string(cs.H) + (cs.avg ? ", average pool" : ", max pool"));
+    DDPartition    part;
+    DDTensor       x, y, dy, dx;
+    DDLayer        l[2];
+    const PetscInt ps[4] = {1, 1, P, 1}, shape[4] = {2, 3, cs.H, 12}, k2[2] = {2, 2}, k3[2] = {3, 3}, p1[2] = {1, 1};
+    DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 4, ps, PETSC_DECIDE, NULL, &part));
+    DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 4, shape, &x));
+    DDT(DDTensorSetRandomGlobal(x, 5, -1, 1));
+    for (DDLayer &c : l) {
+      DDT(DDLayerCreate(PETSC_COMM_WORLD, &c));
+      DDT(DDLayerSetType(c, DDLAYERPOOL));
+      if (cs.avg) {
+        DDT(DDLayerPoolSetType(c, DD_POOL_AVG));
+        DDT(DDLayerPoolSetKernel(c, 2, k3));
+        DDT(DDLayerPoolSetStride(c, 2, k2));
+        DDT(DDLayerPoolSetPadding(c, 2, p1));
+        DDT(DDLayerPoolSetCountIncludePad(c, PETSC_FALSE));
+      } else DDT(DDLayerPoolSetKernel(c, 2, k2));
+      DDT(DDLayerSetUp(c, x));
+      DDT(DDLayerSetTraining(c, PETSC_TRUE));
+    }
+    DDT(DDLayerGetOutput(l[0], &y));
+    DDT(DDTensorDuplicate(y, &dy));
+    DDT(DDTensorSetRandomGlobal(dy, 7, -1, 1));
+    DDT(DDTensorDuplicate(x, &dx));
+    auto local = [](DDTensor t) {
+      PetscInt    m;
+      const void *a;
+      DDT(DDTensorGetLocalStorageSize(t, &m));
+      std::vector<double> v(m);
+      DDT(DDTensorGetArrayRead(t, &a));
+      if (m) std::memcpy(v.data(), a, sizeof(double) * m);
+      DDT(DDTensorRestoreArrayRead(t, &a));
+      return v;
+    };
+    DDT(DDLayerForward(l[0], x, y));
+    DDT(DDLayerBackward(l[0], dy, dx));
+    const std::vector<double> dxref = local(dx);
+    DDT(DDLayerForward(l[0], x, y));
+    const std::vector<double> yref = local(y);
+    PetscInt                  nloc;
+    DDT(DDTensorGetLocalSize(y, &nloc));
+    PetscReal fit[4], t[4], t2[4];
+    PetscBool ok;
+    DDT(DDLayerGetModelTime(l[0], &fit[0], &fit[1], &fit[2], &fit[3], &ok));
+    if (nloc > 0) {
+      EXPECT_GE(fit[0], 1.0); /* the fit's price */
+      EXPECT_GE(fit[2], 2.0);
+    }
+    DDT(PetscOptionsSetValue(NULL, "-dd_model_measure_pools", "1"));
+    DDT(DDLayerGetModelTime(l[0], &t[0], &t[1], &t[2], &t[3], &ok));
+    DDT(DDLayerGetModelTime(l[1], &t2[0], &t2[1], &t2[2], &t2[3], &ok));
+    DDT(PetscOptionsClearValue(NULL, "-dd_model_measure_pools"));
+    EXPECT_TRUE(ok);
+    if (nloc > 0) { /* timed */
+      EXPECT_GT(t[0], 0);
+      EXPECT_GT(t[2], 0);
+      EXPECT_LT(t[0], 0.5);
+      EXPECT_LT(t[2], 0.5);
+    } else { /* no local output: no compute */
+      EXPECT_EQ(t[0], 0);
+      EXPECT_EQ(t[2], 0);
+    }
+    EXPECT_EQ(t[1], fit[1]); /* the communication is the model's */
+    EXPECT_EQ(t[3], fit[3]);
+    for (int k = 0; k < 4; k++) EXPECT_EQ(t2[k], t[k]) << "entry " << k << ": the same configuration is timed once";
+    EXPECT_TRUE(local(y) == yref) << "the measurement wrote the layer's output";
+    DDT(DDTensorZeroEntries(dx));
+    DDT(DDLayerBackward(l[0], dy, dx));
+    EXPECT_TRUE(local(dx) == dxref) << "the measurement between forward and backward changed the layer's backward";
+    if (P == 1 && cs.H == 16) { /* the local kernel alone against the whole layer's forward: the same order */
+      std::vector<double> ts;
+      for (int r = 0; r < 15; r++) {
+        PetscLogDouble t0, t1;
+        DDT(PetscTime(&t0));
+        DDT(DDLayerForward(l[0], x, y));
+        DDT(PetscTime(&t1));
+        ts.push_back(t1 - t0);
+      }
+      std::sort(ts.begin(), ts.end());
+      EXPECT_GT(t[0], 0.1 * ts[7]);
+      EXPECT_LT(t[0], 10 * ts[7]);
+    }
+    for (DDLayer &c : l) DDT(DDLayerDestroy(&c));
+    for (DDTensor *tp : {&x, &dy, &dx}) DDT(DDTensorDestroy(tp));
+    DDT(DDPartitionDestroy(&part));
+  }
+  DropCache(file);
+}
+
 /* a ReLU between a plain input and an output stored otherwise walks one run per row (other halo)
    or per entry (channels-last: a format conversion); the runs and their price are exact */
 TEST(ModelWork, FormatConversionRunsAndTimeExact)

@@ -277,12 +277,15 @@ TEST(Distribution, AutoEqualsOneRankUNet)
     UseSyntheticModel(alpha, alpha * 1e-3);
     ExpectAutoEqualsSerial(UNetText(), {2, 1, 16, 16}, {2, 1, 16, 16}, "out", "main job U-Net, alpha " + std::to_string(alpha));
   }
-  /* the convolutions' compute timed per configuration (-dd_model_measure_convs) in the trial set-ups: every
-     rank times its own pieces of each candidate, nothing collective (a candidate with empty pieces, or one
-     whose ranks hold different parts, used to leave the ranks' tensor creations disagreeing) */
+  /* the convolutions' and poolings' compute timed per configuration (-dd_model_measure_convs,
+     -dd_model_measure_pools) in the trial set-ups: every rank times its own pieces of each candidate, nothing
+     collective (a candidate with empty pieces, or one whose ranks hold different parts, used to leave the
+     ranks' tensor creations disagreeing) */
   UseSyntheticModel(1e-7, 1e-10);
   DDT(PetscOptionsSetValue(NULL, "-dd_model_measure_convs", "1"));
-  ExpectAutoEqualsSerial(UNetText(), {2, 1, 16, 16}, {2, 1, 16, 16}, "out", "main job U-Net, convolutions measured");
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_measure_pools", "1"));
+  ExpectAutoEqualsSerial(UNetText(), {2, 1, 16, 16}, {2, 1, 16, 16}, "out", "main job U-Net, convolutions and poolings measured");
+  DDT(PetscOptionsClearValue(NULL, "-dd_model_measure_pools"));
   DDT(PetscOptionsClearValue(NULL, "-dd_model_measure_convs"));
 }
 

@@ -689,46 +689,51 @@ static PetscErrorCode TimeCalls(int maxreps, PetscInt nflush, DDTensor flush[], 
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* the per-configuration convolution times measured in this process (ModelMeasureConv_Private()):
+/* the per-configuration kernel times measured in this process (ModelMeasureKernels_Private()):
    "<backend> <configuration>" -> {forward, backward} warm, then cold, and whether they were measured */
-struct ConvMeasured {
+struct KernelMeasured {
   double t[2][2];
   bool   measured;
 };
-static std::map<std::string, ConvMeasured> convMeasured;
+static std::map<std::string, KernelMeasured> kernelMeasured;
 
 namespace ddnn
 {
 /* Paper 003 sec. V-A's estimate of a convolution: "a simple benchmark that times the appropriate
-   function" for the configuration at hand. The local kernels of a set-up conv layer on this rank
-   (DDLayerConvKernelRun_Private(): forward with the activation its kernel fuses, backward data and
-   weights, on copies of its tensors, without exchanges), each called with L2 evicted (warm) and with its tensors
-   flushed from every cache (cold), lower quartiles as the calibration's; remembered per
+   function" for the configuration at hand; a pooling's likewise (its kernel's speed turns on more than its
+   bytes: oneDNN's plain average pool over LeNet-5's 6 channels takes 1.8x the time per byte of 16 channels).
+   The local kernels of a set-up conv layer (DDLayerConvKernelRun_Private(): forward with the activation its
+   kernel fuses, backward data and weights) or pool layer (DDLayerPoolKernelRun_Private(): forward, backward)
+   on this rank, on copies of its tensors, without exchanges, each called with L2 evicted (warm) and with
+   its tensors flushed from every cache (cold), lower quartiles as the calibration's; remembered per
    configuration for the process, so that layers of the same local shape are timed once.
    t[0]: warm {forward, backward}, t[1]: cold; zeros where this rank has no local output; measured false
    where copies on this rank alone cannot reproduce the layer's local storage (the fit prices it then) */
-PetscErrorCode ModelMeasureConv_Private(DDLayer layer, PetscBool nodx, double t[2][2], PetscBool *measured)
+PetscErrorCode ModelMeasureKernels_Private(DDLayer layer, PetscBool nodx, double t[2][2], PetscBool *measured)
 {
-  ConvKernelRun run;
-  const char   *bname;
+  LayerKernelRun run;
+  const char    *bname;
+  PetscBool      ispool;
 
   PetscFunctionBegin;
   PetscCall(DDLayerGetBackend(layer, &bname));
-  PetscCall(DDLayerConvKernelRun_Private(layer, nodx ? true : false, false, &run)); /* the configuration's key alone: no copies where it is known */
+  PetscCall(PetscObjectTypeCompare((PetscObject)layer, DDLAYERPOOL, &ispool));
+  auto make = [&](bool copies) { return ispool ? DDLayerPoolKernelRun_Private(layer, nodx ? true : false, copies, &run) : DDLayerConvKernelRun_Private(layer, nodx ? true : false, copies, &run); };
+  PetscCall(make(false)); /* the configuration's key alone: no copies where it is known */
   const std::string key = std::string(bname) + " " + run.key;
-  auto              it  = convMeasured.find(key);
-  *measured             = PETSC_TRUE;
+  auto              it  = kernelMeasured.find(key);
+  *measured             = run.untimed ? PETSC_FALSE : PETSC_TRUE;
   for (int c = 0; c < 2; c++)
-    for (int b = 0; b < 2; b++) t[c][b] = it != convMeasured.end() ? it->second.t[c][b] : 0;
-  if (run.key.empty()) PetscFunctionReturn(PETSC_SUCCESS); /* no local output */
-  if (it != convMeasured.end()) {
+    for (int b = 0; b < 2; b++) t[c][b] = it != kernelMeasured.end() ? it->second.t[c][b] : 0;
+  if (run.key.empty()) PetscFunctionReturn(PETSC_SUCCESS); /* no local output, or (untimed) nothing to reproduce */
+  if (it != kernelMeasured.end()) {
     *measured = it->second.measured ? PETSC_TRUE : PETSC_FALSE;
     PetscFunctionReturn(PETSC_SUCCESS);
   }
-  PetscCall(DDLayerConvKernelRun_Private(layer, nodx ? true : false, true, &run));
+  PetscCall(make(true));
   if (run.untimed) {
-    convMeasured[key] = {{{0, 0}, {0, 0}}, false};
-    *measured         = PETSC_FALSE;
+    kernelMeasured[key] = {{{0, 0}, {0, 0}}, false};
+    *measured           = PETSC_FALSE;
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscErrorCode ierr = PETSC_SUCCESS;
@@ -739,9 +744,9 @@ PetscErrorCode ModelMeasureConv_Private(DDLayer layer, PetscBool nodx, double t[
     t[c][0] = tm[0];
     t[c][1] = tm[1] + tm[2];
   }
-  PetscCall(ConvKernelRunDestroy(&run)); /* also after an error */
+  PetscCall(LayerKernelRunDestroy(&run)); /* also after an error */
   PetscCall(ierr);
-  convMeasured[key] = {{{t[0][0], t[0][1]}, {t[1][0], t[1][1]}}, true};
+  kernelMeasured[key] = {{{t[0][0], t[0][1]}, {t[1][0], t[1][1]}}, true};
   PetscCall(PetscInfo(layer, "model: measured %s: forward %g s, backward %g s (warm), %g s, %g s (cold)\n", key.c_str(), t[0][0], t[0][1], t[1][0], t[1][1]));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -749,7 +754,7 @@ PetscErrorCode ModelMeasureConv_Private(DDLayer layer, PetscBool nodx, double t[
 /* forgets the measured configurations (DDModelReset()) */
 void ModelForgetMeasured_Private(void)
 {
-  convMeasured.clear();
+  kernelMeasured.clear();
 }
 } // namespace ddnn
 

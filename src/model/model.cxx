@@ -1165,6 +1165,7 @@ static PetscReal CeilLog2(PetscMPIInt p)
 
   Options Database Key:
 . -dd_model_measure_convs <bool> - price a convolution's compute by timing its own local kernels on this rank (default false)
+. -dd_model_measure_pools <bool> - price a pooling's compute by timing its own local kernel on this rank (default false)
 
   Notes:
   Paper 003 sec. V-A: FP = C(local) + SR(halo), BP = Cx + Cw + SR(halo) + AR(weights); a
@@ -1186,6 +1187,12 @@ static PetscReal CeilLog2(PetscMPIInt p)
   fits approximate (the conv fit misses single shapes by up to 1.5x); it costs a few kernel calls
   per configuration, on every model query of a new one (also the trial set-ups of
   -net_distribution auto). A rank without local output has no compute.
+  With -dd_model_measure_pools a pooling on a host backend is priced the same way: a kernel of its
+  own, made from the layer's set-up (a max pool's workspace is its kernel's state: the layer's own
+  stays for its backward), timed forward (training mode) and backward on copies. A pooling kernel's
+  speed turns on more than its bytes (oneDNN's plain average pool over LeNet-5's 6 channels takes
+  1.8x the time per byte of 16 channels, which the fit, calibrated on 16, prices at 0.57 of it).
+  A layer laid out anew since its set-up is priced by the fits.
   Average pooling has its own fit (`DDLayerPoolGetType()`). Pooling and upsampling add a term in
   their output's rows (its local entries over the extent of its innermost storage dimension: W on
   plain storage, C channels-last, the channel block blocked), the fixed cost of their loops per row.
@@ -1427,19 +1434,20 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
     in.colls.push_back(c);
   }
   PetscCall(ddnn::ModelLayerTimes_Private(in, comp, comm, NULL, &ok));
-  /* -dd_model_measure_convs: a convolution's compute as its own local kernels take on this rank (paper 003
-     sec. V-A), warm and cold as the fits are blended, in place of the fits' price; host backends only */
-  if (kind == DDLAYERCONV) {
+  /* -dd_model_measure_convs, -dd_model_measure_pools: a convolution's or pooling's compute as its own local
+     kernels take on this rank (paper 003 sec. V-A), warm and cold as the fits are blended, in place of the
+     fits' price; host backends only */
+  if (kind == DDLAYERCONV || !strcmp(type, DDLAYERPOOL)) {
     PetscBool measure = PETSC_FALSE;
     DDBackend be;
     DDMemType mt;
-    PetscCall(PetscOptionsGetBool(NULL, NULL, "-dd_model_measure_convs", &measure, NULL));
+    PetscCall(PetscOptionsGetBool(NULL, NULL, kind == DDLAYERCONV ? "-dd_model_measure_convs" : "-dd_model_measure_pools", &measure, NULL));
     PetscCall(DDBackendGet(bname, &be));
     PetscCall(DDBackendGetMemType(be, &mt));
     if (measure && mt == DD_MEMTYPE_HOST) {
       double    t[2][2];
       PetscBool measured;
-      PetscCall(ddnn::ModelMeasureConv_Private(layer, nodx, t, &measured));
+      PetscCall(ddnn::ModelMeasureKernels_Private(layer, nodx, t, &measured));
       if (measured)
         for (int b = 0; b < 2; b++) comp[b] = (1 - cold) * t[0][b] + cold * t[1][b];
     }
@@ -1909,6 +1917,7 @@ DD_CXX_CATCH
 + -net_view             - `DDNetView()` prints this after the layers
 . -dd_model_calibrate   - calibrate (`DDModelCalibrate()`) first if the cache lacks the network's backend and data type
 . -dd_model_measure_convs <bool> - convolutions priced by timing their own local kernels (`DDLayerGetModelTime()`)
+. -dd_model_measure_pools <bool> - poolings likewise
 - -dd_model_cache <path> - the cache file
 
   Notes:

@@ -87,9 +87,9 @@ PetscErrorCode ModelReplicaBucketTimes_Private(const std::string &bname, PetscMP
 double ModelWindowRows_Private(DDTensor y);
 /* whether kind is a GEMM kind (conv, convtranspose, affine) */
 bool ModelIsGemmKind_Private(const std::string &kind);
-/* a set-up conv layer's local kernels timed alone on this rank (paper 003 sec. V-A), remembered per
+/* a set-up conv or pool layer's local kernels timed alone on this rank (paper 003 sec. V-A), remembered per
    configuration: t[0] warm {forward, backward}, t[1] cold (calibrate.cxx) */
-PetscErrorCode ModelMeasureConv_Private(DDLayer layer, PetscBool nodx, double t[2][2], PetscBool *measured);
+PetscErrorCode ModelMeasureKernels_Private(DDLayer layer, PetscBool nodx, double t[2][2], PetscBool *measured);
 /* forgets them (DDModelReset()) */
 void ModelForgetMeasured_Private(void);
 /* whether kind is a window kind (pool, pool-avg, pool-avg-blocked, upsample), whose fits have a term in the output's rows */

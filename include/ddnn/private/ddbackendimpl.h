@@ -492,26 +492,32 @@ PetscErrorCode DDBackendConvWinograd(DDBackend b, DDDataType dt, const ConvGeom 
 /* the same for a set-up convolution layer's local geometry, on its backend and data type (all false for other layers) */
 PetscErrorCode DDLayerConvWinogradPasses_Private(DDLayer layer, bool passes[3]);
 /*
-  The local kernels of a set-up convolution layer on this rank, to be timed alone (the performance
-  model's per-configuration estimate, paper 003 sec. V-A): pass[0] the forward (with the input's
-  conversion to the kernel's format where the layer converts it, and a fused activation the kernel
-  applies; one it does not is the activation layer's), pass[1] the backward data (and the
-  conversion back), pass[2] the backward weights,
-  each on private copies of the layer's tensors (its output, input and gradients stay as they are),
-  without exchanges or collectives; an empty pass does not run on this rank (no local output, or
-  pass[1] with nodx). key names the configuration: kernel, data type, geometry, layouts, fusion
-  and overlap regions (empty: nothing to time); with copies false only the key is made. The copies
-  are this rank's alone (nothing here is collective); where they cannot reproduce the layer's local
-  storage, untimed is set and nothing is to be timed. Destroy the copies with ConvKernelRunDestroy()
+  The local kernels of a set-up layer on this rank, to be timed alone (the performance model's
+  per-configuration estimate, paper 003 sec. V-A), each on private copies of the layer's tensors
+  (its output, input and gradients, and its kernel's own state, stay as they are), without
+  exchanges or collectives; an empty pass does not run on this rank (no local output, or the
+  backward data with nodx). key names the configuration: layer kind, kernel, data type, geometry,
+  layouts (empty: nothing to time); with copies false only the key is made. The copies are this
+  rank's alone (nothing here is collective); where they cannot reproduce the layer's local storage,
+  untimed is set and nothing is to be timed. Destroy the copies with LayerKernelRunDestroy().
+    convolution (DDLayerConvKernelRun_Private()): pass[0] the forward (with the input's conversion to
+      the kernel's format where the layer converts it, and a fused activation the kernel applies; one
+      it does not is the activation layer's), pass[1] the backward data (and the conversion back),
+      pass[2] the backward weights;
+    pooling (DDLayerPoolKernelRun_Private()): a kernel of its own made from the layer's set-up (a max
+      pool's workspace is the kernel's state: the layer's own stays for its backward), pass[0] the
+      forward in training mode, pass[1] the backward (zeroing dx where the kernel adds into it, and
+      dy's copy where the kernel rescales it, as the layer does)
 */
-struct ConvKernelRun {
+struct LayerKernelRun {
   std::string                     key;
   std::vector<DDTensor>           tensors; /* the copies (to flush for a cold call) */
   std::function<PetscErrorCode()> pass[3];
   bool                            untimed = false;
 };
-PetscErrorCode DDLayerConvKernelRun_Private(DDLayer layer, bool nodx, bool copies, ConvKernelRun *run);
-PetscErrorCode ConvKernelRunDestroy(ConvKernelRun *run);
+PetscErrorCode DDLayerConvKernelRun_Private(DDLayer layer, bool nodx, bool copies, LayerKernelRun *run);
+PetscErrorCode DDLayerPoolKernelRun_Private(DDLayer layer, bool nodx, bool copies, LayerKernelRun *run);
+PetscErrorCode LayerKernelRunDestroy(LayerKernelRun *run);
 /* A pooling kernel likewise */
 PetscErrorCode DDBackendPoolCreate(DDBackend b, const PoolKernelSpec &spec, std::unique_ptr<PoolKernel> *k);
 /*

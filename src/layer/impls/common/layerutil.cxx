@@ -1,4 +1,5 @@
 #include <layer/impls/common/layerutil.hpp>
+#include <ddnn/private/ddbackendimpl.h>
 
 namespace ddnn
 {
@@ -274,6 +275,60 @@ PetscErrorCode ViewLayer::Destroy()
   PetscFunctionBegin;
   PetscCall(Reset());
   PetscCall(DDPartitionDestroy(&part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+std::string KernelRunLayoutKey(DDTensor t)
+{
+  std::string     k;
+  const DDLayout &L = t->layout;
+  for (PetscInt j = 0; j < L.order; j++) k += (j ? "x" : "") + std::to_string(L.n[j]) + (L.lo[j] || L.hi[j] ? "(" + std::to_string(L.lo[j]) + "," + std::to_string(L.hi[j]) + ")" : "");
+  k += " p";
+  for (PetscInt j = 0; j < L.order; j++) k += std::to_string(L.perm[j]);
+  if (L.bdim >= 0) k += " b" + std::to_string(L.bdim) + ":" + std::to_string(L.bs);
+  return k;
+}
+
+PetscErrorCode KernelRunLocalCopy(DDTensor t, DDTensor *c, bool *same)
+{
+  const DDLayout &L = t->layout;
+  DDPartition     part;
+  PetscInt        ones[DD_MAX_DIM], n[DD_MAX_DIM];
+  void           *a;
+
+  PetscFunctionBegin;
+  for (PetscInt k = 0; k < L.order; k++) ones[k] = 1, n[k] = L.n[k];
+  PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, L.order, ones, PETSC_DECIDE, NULL, &part));
+  PetscCall(DDTensorCreateFromPartition(part, t->dtype, L.order, n, c));
+  PetscCall(DDPartitionDestroy(&part));
+  if (L.bdim >= 0) PetscCall(DDTensorSetBlockSize(*c, L.bs));
+  PetscCall(DDTensorSetFormat(*c, t->format));
+  PetscCall(DDTensorSetHalo(*c, L.lo, L.hi));
+  const DDLayout &M = (*c)->layout;
+  *same             = M.order == L.order && M.size == L.size && M.bdim == L.bdim && (L.bdim < 0 || M.bs == L.bs);
+  for (PetscInt k = 0; *same && k < L.order; k++) *same = M.n[k] == L.n[k] && M.lo[k] == L.lo[k] && M.alloc[k] == L.alloc[k] && M.stride[k] == L.stride[k] && M.perm[k] == L.perm[k];
+  PetscCall(DDTensorGetArray(*c, &a));
+  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+    using T     = decltype(z);
+    T       *v  = (T *)a;
+    uint64_t st = 0x9e3779b97f4a7c15ull;
+    PetscFunctionBegin;
+    for (PetscInt i = 0; i < M.size; i++) {
+      st   = st * 6364136223846793005ull + 1442695040888963407ull;
+      v[i] = (T)((double)(st >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }));
+  PetscCall(DDTensorRestoreArray(*c, &a));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode LayerKernelRunDestroy(LayerKernelRun *run)
+{
+  PetscFunctionBegin;
+  for (auto &p : run->pass) p = nullptr;
+  for (DDTensor &t : run->tensors) PetscCall(DDTensorDestroy(&t));
+  run->tensors.clear();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 } // namespace ddnn

@@ -9,6 +9,7 @@
 #include <tensor/layout.hpp>
 #include <sys/ddcollective.hpp>
 #include <vector>
+#include <string>
 
 namespace ddnn
 {
@@ -112,4 +113,10 @@ struct ViewLayer {
   PetscErrorCode Reset();   /* what set-up built */
   PetscErrorCode Destroy(); /* and the given partition */
 };
+/* a layout in a per-configuration key of the performance model (LayerKernelRun): the local shape, the halos, the storage order and blocking */
+std::string KernelRunLayoutKey(DDTensor t);
+/* a tensor on this rank alone with t's local layout, filled with values in [-1, 1] as a network's (zeros
+   would be the cheapest case of some kernels; other ranks may time other passes or none, so nothing here
+   is collective); *same: its storage is laid out as t's (LayerKernelRun's copies) */
+PetscErrorCode KernelRunLocalCopy(DDTensor t, DDTensor *c, bool *same);
 } // namespace ddnn

@@ -1030,57 +1030,8 @@ PetscErrorCode ddnn::DDLayerConvWinogradPasses_Private(DDLayer l, bool passes[3]
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* a layout in a configuration's key: the local shape, the halos, the storage order and blocking */
-static std::string LayoutKey(DDTensor t)
-{
-  std::string     k;
-  const DDLayout &L = t->layout;
-  for (PetscInt j = 0; j < L.order; j++) k += (j ? "x" : "") + std::to_string(L.n[j]) + (L.lo[j] || L.hi[j] ? "(" + std::to_string(L.lo[j]) + "," + std::to_string(L.hi[j]) + ")" : "");
-  k += " p";
-  for (PetscInt j = 0; j < L.order; j++) k += std::to_string(L.perm[j]);
-  if (L.bdim >= 0) k += " b" + std::to_string(L.bdim) + ":" + std::to_string(L.bs);
-  return k;
-}
-
-/* a tensor on this rank alone with t's local layout, filled with values in [-1, 1] as a network's (zeros
-   would be the cheapest case of some kernels; other ranks may time other passes or none, so nothing here
-   is collective); *same: its storage is laid out as t's */
-static PetscErrorCode LocalCopy(DDTensor t, DDTensor *c, bool *same)
-{
-  const DDLayout &L = t->layout;
-  DDPartition     part;
-  PetscInt        ones[DD_MAX_DIM], n[DD_MAX_DIM];
-  void           *a;
-
-  PetscFunctionBegin;
-  for (PetscInt k = 0; k < L.order; k++) ones[k] = 1, n[k] = L.n[k];
-  PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, L.order, ones, PETSC_DECIDE, NULL, &part));
-  PetscCall(DDTensorCreateFromPartition(part, t->dtype, L.order, n, c));
-  PetscCall(DDPartitionDestroy(&part));
-  if (L.bdim >= 0) PetscCall(DDTensorSetBlockSize(*c, L.bs));
-  PetscCall(DDTensorSetFormat(*c, t->format));
-  PetscCall(DDTensorSetHalo(*c, L.lo, L.hi));
-  const DDLayout &M = (*c)->layout;
-  *same             = M.order == L.order && M.size == L.size && M.bdim == L.bdim && (L.bdim < 0 || M.bs == L.bs);
-  for (PetscInt k = 0; *same && k < L.order; k++) *same = M.n[k] == L.n[k] && M.lo[k] == L.lo[k] && M.alloc[k] == L.alloc[k] && M.stride[k] == L.stride[k] && M.perm[k] == L.perm[k];
-  PetscCall(DDTensorGetArray(*c, &a));
-  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
-    using T     = decltype(z);
-    T       *v  = (T *)a;
-    uint64_t st = 0x9e3779b97f4a7c15ull;
-    PetscFunctionBegin;
-    for (PetscInt i = 0; i < M.size; i++) {
-      st   = st * 6364136223846793005ull + 1442695040888963407ull;
-      v[i] = (T)((double)(st >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-    }
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }));
-  PetscCall(DDTensorRestoreArray(*c, &a));
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
 /* the local kernels of this rank alone on copies of the layer's tensors (the performance model's per-configuration estimate) */
-PetscErrorCode ddnn::DDLayerConvKernelRun_Private(DDLayer l, bool nodx, bool copies, ConvKernelRun *run)
+PetscErrorCode ddnn::DDLayerConvKernelRun_Private(DDLayer l, bool nodx, bool copies, LayerKernelRun *run)
 {
   PetscBool isconv = PETSC_FALSE;
 
@@ -1096,19 +1047,19 @@ PetscErrorCode ddnn::DDLayerConvKernelRun_Private(DDLayer l, bool nodx, bool cop
   DDTensor        yref    = c->reduceY ? c->yh : l->output, xt, yt, dyt, dxt, dwt, dbt = NULL, xin = NULL;
   const bool      convert = !c->bcastX && !c->xdirect; /* an input in another format than the kernel's: the forward converts it (ForwardInputs()), the backward converts dx back */
   const ConvGeom &g       = c->g;
-  run->key                = std::string(l->output->dtype == DD_FLOAT32 ? "float32 " : "float64 ") + c->kern->Name() + " N" + std::to_string(g.N) + " Ci" + std::to_string(g.Ci) + " Co" + std::to_string(g.Co) + " g" + std::to_string(g.groups);
+  run->key                = std::string(l->output->dtype == DD_FLOAT32 ? "conv float32 " : "conv float64 ") + c->kern->Name() + " N" + std::to_string(g.N) + " Ci" + std::to_string(g.Ci) + " Co" + std::to_string(g.Co) + " g" + std::to_string(g.groups);
   for (int j = 0; j < 3; j++) run->key += " " + std::to_string(g.in[j]) + ">" + std::to_string(g.out[j]) + " k" + std::to_string(g.k[j]) + "s" + std::to_string(g.s[j]) + "d" + std::to_string(g.d[j]);
-  run->key += (convert ? " from[" + LayoutKey(l->setupin[0]) + "]" : std::string()) + " x[" + LayoutKey(c->xh) + "] y[" + LayoutKey(yref) + "] bias" + std::to_string(c->bias && c->biasworker ? 1 : 0) + (c->kernfused ? " act" + std::to_string((int)c->fuseact) : std::string()) + " regions" + std::to_string(c->overlapOn ? (int)c->regions.size() : 0) + (nodx ? " nodx" : "");
+  run->key += (convert ? " from[" + KernelRunLayoutKey(l->setupin[0]) + "]" : std::string()) + " x[" + KernelRunLayoutKey(c->xh) + "] y[" + KernelRunLayoutKey(yref) + "] bias" + std::to_string(c->bias && c->biasworker ? 1 : 0) + (c->kernfused ? " act" + std::to_string((int)c->fuseact) : std::string()) + " regions" + std::to_string(c->overlapOn ? (int)c->regions.size() : 0) + (nodx ? " nodx" : "");
   if (!copies) PetscFunctionReturn(PETSC_SUCCESS);
   bool same = true, s1;
   for (auto pr : {std::make_pair(c->xh, &xt), std::make_pair(yref, &yt), std::make_pair(yref, &dyt), std::make_pair(c->xh, &dxt), std::make_pair(c->wh, &dwt), std::make_pair(c->bias && c->biasworker ? c->bh : (DDTensor)NULL, &dbt), std::make_pair(convert ? l->setupin[0] : (DDTensor)NULL, &xin)}) {
     if (!pr.first) continue;
-    PetscCall(LocalCopy(pr.first, pr.second, &s1));
+    PetscCall(KernelRunLocalCopy(pr.first, pr.second, &s1));
     run->tensors.push_back(*pr.second);
     same = same && s1;
   }
   if (!same) { /* a local layout this rank cannot reproduce alone: not timed (the caller keeps the fit) */
-    PetscCall(ConvKernelRunDestroy(run));
+    PetscCall(LayerKernelRunDestroy(run));
     run->untimed = true;
     PetscFunctionReturn(PETSC_SUCCESS);
   }
@@ -1136,15 +1087,6 @@ PetscErrorCode ddnn::DDLayerConvKernelRun_Private(DDLayer l, bool nodx, bool cop
     PetscCall(c->kern->BackwardWeights(xt, dyt, dwt, dbt));
     PetscFunctionReturn(PETSC_SUCCESS);
   };
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
-PetscErrorCode ddnn::ConvKernelRunDestroy(ConvKernelRun *run)
-{
-  PetscFunctionBegin;
-  for (auto &p : run->pass) p = nullptr;
-  for (DDTensor &t : run->tensors) PetscCall(DDTensorDestroy(&t));
-  run->tensors.clear();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -48,6 +48,9 @@ struct Pool {
   PetscInt    xorg[5] = {0}, xn[5] = {0}, wa[3] = {0}, o0[3] = {0}, yorg[5] = {0};
   PoolGeom    g;
   std::unique_ptr<PoolKernel> kern; /* the local kernel (NULL: no local output) */
+  PoolKernelSpec              spec;  /* what it was made from (its tensors: the set-up's, not referenced), and by which backend (the model's measurement makes its own: DDLayerPoolKernelRun_Private()) */
+  DDBackend                   kbe = NULL;
+  PetscInt64                  yhash = 0; /* the output's layout at set-up */
   bool                        anymodify = false; /* some rank's kernel modifies dy in Backward */
   Pool()
   {
@@ -383,6 +386,8 @@ static PetscErrorCode Pool_Reset(DDLayer l)
   for (DDTensor *t : {&c->xc, &c->dxc, &c->dyc, &c->ysc}) PetscCall(DDTensorDestroy(t));
   c->xfwd = NULL;
   c->kern.reset();
+  c->spec = PoolKernelSpec();
+  c->kbe  = NULL;
   c->hasout = c->anymodify = false;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -459,6 +464,7 @@ static PetscErrorCode Pool_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
   /* H: the windows' halos from the neighbors (App. B); the output keeps x's partition */
   PetscCall(WindowHaloSetUp(l, x, D, a, b, needhalo, &c->H, &c->xhash, c->xlo, c->xhi));
   PetscCall(SpatialOutputSetUp(l, x, D, c->out, outlx));
+  c->yhash = l->output->layouthash;
   /* the local geometry */
   const DDLayout &L  = x->layout; /* after the halo grew */
   const DDLayout &Ly = l->output->layout;
@@ -538,7 +544,9 @@ static PetscErrorCode Pool_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
       spec.padl[jj]    = a[jj] - (oa[jj] * c->s[jj] - c->p[jj]);
       spec.padr[jj]    = (ob[jj] - 1) * c->s[jj] - c->p[jj] + ext - b[jj];
     }
-    kerr = DDBackendPoolCreate(be, spec, &c->kern); /* rank-local: checked on every rank below */
+    kerr    = DDBackendPoolCreate(be, spec, &c->kern); /* rank-local: checked on every rank below */
+    c->spec = spec;
+    c->kbe  = be;
   }
   {
     PetscMPIInt r;
@@ -671,6 +679,71 @@ static PetscErrorCode Pool_View(DDLayer l, PetscViewer viewer)
 
 .seealso: `DDLayerPoolSetType()`, `DDLayerPoolSetKernel()`, `DDLayerPoolSetCeilMode()`, `DDPRIMITIVEHALO`, `DDLAYERUPSAMPLE`
 M*/
+/* the local kernel of this rank alone on copies of the layer's tensors (the performance model's per-configuration
+   estimate, paper 003 sec. V-A): a kernel of its own from the set-up's spec (a max pool's workspace is its
+   kernel's state, which the layer's backward needs from the layer's own forward) */
+PetscErrorCode ddnn::DDLayerPoolKernelRun_Private(DDLayer l, bool nodx, bool copies, LayerKernelRun *run)
+{
+  PetscBool ispool = PETSC_FALSE;
+
+  PetscFunctionBegin;
+  run->key.clear();
+  run->untimed = false;
+  run->tensors.clear();
+  for (auto &p : run->pass) p = nullptr;
+  PetscCall(PetscObjectTypeCompare((PetscObject)l, DDLAYERPOOL, &ispool));
+  PetscCheck(ispool && l->setupcalled, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_WRONGSTATE, "DDLayerPoolKernelRun_Private() needs a set-up pool layer");
+  Pool *c = (Pool *)l->data;
+  if (!c->hasout || !c->kern) PetscFunctionReturn(PETSC_SUCCESS);
+  /* the input as the kernel gets it: the set-up input, or the copy with the set-up halos the layer made of another */
+  DDTensor xref = l->nin > 0 && l->setupin[0] && l->setupin[0]->layouthash == c->xhash ? l->setupin[0] : c->xc, xt, yt, dyt, dxt, dy0 = NULL;
+  if (!xref || l->output->layouthash != c->yhash) { /* laid out anew since set-up: nothing to reproduce */
+    run->untimed = true;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  const PoolKernelSpec &sp = c->spec;
+  run->key                 = std::string(l->output->dtype == DD_FLOAT32 ? "pool float32 " : "pool float64 ") + c->kern->Name() + (sp.type == DD_POOL_MAX ? " max" : " avg") + (sp.countpad ? " countpad" : "") + " div" + std::to_string(sp.divisor);
+  for (int j = 0; j < 3; j++) run->key += " k" + std::to_string(sp.k[j]) + "s" + std::to_string(sp.s[j]) + "d" + std::to_string(sp.d[j]) + "p" + std::to_string(sp.p[j]) + "n" + std::to_string(sp.n[j]) + "e" + std::to_string(sp.oend[j]) + "(" + std::to_string(sp.padl[j]) + "," + std::to_string(sp.padr[j]) + ")";
+  for (int q = 0; q < 5; q++) run->key += " " + std::to_string(sp.x.org[q]) + ":" + std::to_string(sp.xn[q]) + ">" + std::to_string(sp.y.org[q]) + ":" + std::to_string(sp.yn[q]);
+  run->key += " x[" + KernelRunLayoutKey(xref) + "] y[" + KernelRunLayoutKey(l->output) + "]" + (nodx ? " nodx" : "");
+  if (!copies) PetscFunctionReturn(PETSC_SUCCESS);
+  bool       same = true, s1;
+  const bool rescale = c->kern->ModifiesDy(), overwrites = c->kern->OverwritesDx();
+  for (auto pr : {std::make_pair(xref, &xt), std::make_pair(l->output, &yt), std::make_pair(l->output, &dyt), std::make_pair(xref, &dxt), std::make_pair(rescale ? l->output : (DDTensor)NULL, &dy0)}) {
+    if (!pr.first) continue;
+    PetscCall(KernelRunLocalCopy(pr.first, pr.second, &s1));
+    run->tensors.push_back(*pr.second);
+    same = same && s1;
+  }
+  std::shared_ptr<PoolKernel> k;
+  if (same) { /* the set-up's kernel, made again on the copies (their layouts are the set-up's) */
+    PoolKernelSpec              spec = sp;
+    std::unique_ptr<PoolKernel> made;
+    spec.x.t = xt;
+    spec.y.t = yt;
+    PetscErrorCode              ierr = DDBackendPoolCreate(c->kbe, spec, &made);
+    if (ierr) PetscCall(LayerKernelRunDestroy(run)); /* the copies, before the error goes up */
+    PetscCall(ierr);
+    k = std::move(made);
+  }
+  if (!same || !k) { /* a local layout this rank cannot reproduce alone: not timed (the caller keeps the fit) */
+    PetscCall(LayerKernelRunDestroy(run));
+    run->untimed = true;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  /* as Pool_Forward() and Pool_Backward() run it, without the exchanges and their conforming copies */
+  run->pass[0] = [k, xt, yt]() -> PetscErrorCode { return k->Forward(xt, yt, true); };
+  if (!nodx)
+    run->pass[1] = [k, dyt, dxt, dy0, overwrites]() -> PetscErrorCode {
+      PetscFunctionBegin;
+      if (dy0) PetscCall(DDTensorCopy(dy0, dyt)); /* the layer hands a rescaling kernel a copy of dy */
+      if (!overwrites) PetscCall(DDTensorZeroEntries(dxt));
+      PetscCall(k->Backward(dyt, dxt));
+      PetscFunctionReturn(PETSC_SUCCESS);
+    };
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 PETSC_EXTERN PetscErrorCode DDLayerCreate_Pool(DDLayer l)
 {
   PetscFunctionBegin;
