@@ -475,6 +475,56 @@ static std::string SyntheticCache(const char *name, const std::string &more = ""
   return file;
 }
 
+/* a measured layer's checks (-dd_model_measure_convs, -dd_model_measure_pools): the fit's price (1 s and 2 s
+   per call in the synthetic caches) without the option; with it, a time where this rank has local output and
+   none where it has not, the model's communication, and the same times for l1, a layer of the same
+   configuration (timed once); then, at 1 rank, the forward's compute within 0.1-10x of the whole layer's
+   forward on x (no exchange there). Returns the measured times */
+static std::array<PetscReal, 4> ExpectMeasuredReplacesFit(const char *option, DDLayer l0, DDLayer l1, DDTensor x, DDTensor y, bool againstforward)
+{
+  PetscInt                 nloc;
+  PetscReal                fit[4], t2[4];
+  std::array<PetscReal, 4> t;
+  PetscBool                ok;
+  DDT(DDTensorGetLocalSize(y, &nloc));
+  DDT(DDLayerGetModelTime(l0, &fit[0], &fit[1], &fit[2], &fit[3], &ok));
+  if (nloc > 0) {
+    EXPECT_GE(fit[0], 1.0); /* the fit's price */
+    EXPECT_GE(fit[2], 2.0);
+  }
+  DDT(PetscOptionsSetValue(NULL, option, "1"));
+  DDT(DDLayerGetModelTime(l0, &t[0], &t[1], &t[2], &t[3], &ok));
+  DDT(DDLayerGetModelTime(l1, &t2[0], &t2[1], &t2[2], &t2[3], &ok));
+  DDT(PetscOptionsClearValue(NULL, option));
+  EXPECT_TRUE(ok);
+  if (nloc > 0) { /* timed */
+    EXPECT_GT(t[0], 0);
+    EXPECT_GT(t[2], 0);
+    EXPECT_LT(t[0], 0.5);
+    EXPECT_LT(t[2], 0.5);
+  } else { /* no local output: no compute */
+    EXPECT_EQ(t[0], 0);
+    EXPECT_EQ(t[2], 0);
+  }
+  EXPECT_EQ(t[1], fit[1]); /* the communication is the model's */
+  EXPECT_EQ(t[3], fit[3]);
+  for (int k = 0; k < 4; k++) EXPECT_EQ(t2[k], t[k]) << "entry " << k << ": the same configuration is timed once";
+  if (againstforward) { /* the local kernels alone against the whole layer's forward: the same order */
+    std::vector<double> ts;
+    for (int r = 0; r < 15; r++) {
+      PetscLogDouble t0, t1;
+      DDT(PetscTime(&t0));
+      DDT(DDLayerForward(l0, x, y));
+      DDT(PetscTime(&t1));
+      ts.push_back(t1 - t0);
+    }
+    std::sort(ts.begin(), ts.end());
+    EXPECT_GT(t[0], 0.1 * ts[7]);
+    EXPECT_LT(t[0], 10 * ts[7]);
+  }
+  return t;
+}
+
 /* -dd_model_measure_convs: a convolution's compute is its own local kernels timed on this rank (paper 003
    sec. V-A) in place of the conv fit (here 1 s and 2 s per call: unmistakable), on copies of its tensors
    (the layer's output stays as it is), once per configuration (an identical layer gets the same times);
@@ -516,9 +566,8 @@ TEST(ModelWork, MeasuredConvolutionReplacesTheFit)
     }
     DDT(DDLayerGetOutput(l[0], &y));
     DDT(DDLayerForward(l[0], x, y));
-    PetscInt n, nloc;
+    PetscInt n;
     DDT(DDTensorGetLocalStorageSize(y, &n));
-    DDT(DDTensorGetLocalSize(y, &nloc));
     std::vector<double> before(n), after(n);
     {
       const void *a;
@@ -526,30 +575,7 @@ TEST(ModelWork, MeasuredConvolutionReplacesTheFit)
       if (n) std::memcpy(before.data(), a, sizeof(double) * n);
       DDT(DDTensorRestoreArrayRead(y, &a));
     }
-    PetscReal fit[4], t[4], t2[4];
-    PetscBool ok;
-    DDT(DDLayerGetModelTime(l[0], &fit[0], &fit[1], &fit[2], &fit[3], &ok));
-    if (nloc > 0) {
-      EXPECT_GE(fit[0], 1.0); /* the fit's price */
-      EXPECT_GE(fit[2], 2.0);
-    }
-    DDT(PetscOptionsSetValue(NULL, "-dd_model_measure_convs", "1"));
-    DDT(DDLayerGetModelTime(l[0], &t[0], &t[1], &t[2], &t[3], &ok));
-    DDT(DDLayerGetModelTime(l[1], &t2[0], &t2[1], &t2[2], &t2[3], &ok));
-    DDT(PetscOptionsClearValue(NULL, "-dd_model_measure_convs"));
-    EXPECT_TRUE(ok);
-    if (nloc > 0) { /* timed */
-      EXPECT_GT(t[0], 0);
-      EXPECT_GT(t[2], 0);
-      EXPECT_LT(t[0], 0.5);
-      EXPECT_LT(t[2], 0.5);
-    } else { /* no local output: no compute */
-      EXPECT_EQ(t[0], 0);
-      EXPECT_EQ(t[2], 0);
-    }
-    EXPECT_EQ(t[1], fit[1]); /* the communication is the model's */
-    EXPECT_EQ(t[3], fit[3]);
-    for (int k = 0; k < 4; k++) EXPECT_EQ(t2[k], t[k]) << "entry " << k << ": the same configuration is timed once";
+    ExpectMeasuredReplacesFit("-dd_model_measure_convs", l[0], l[1], x, y, false);
     {
       const void *a;
       DDT(DDTensorGetArrayRead(y, &a));
@@ -557,19 +583,7 @@ TEST(ModelWork, MeasuredConvolutionReplacesTheFit)
       DDT(DDTensorRestoreArrayRead(y, &a));
     }
     EXPECT_EQ(0, n ? std::memcmp(before.data(), after.data(), sizeof(double) * n) : 0) << "the measurement wrote the layer's output";
-    if (P == 1 && cs.H == 16) { /* the local kernels alone against the whole layer's forward (here no exchange): the same order */
-      std::vector<double> ts;
-      for (int r = 0; r < 15; r++) {
-        PetscLogDouble t0, t1;
-        DDT(PetscTime(&t0));
-        DDT(DDLayerForward(l[0], x, y));
-        DDT(PetscTime(&t1));
-        ts.push_back(t1 - t0);
-      }
-      std::sort(ts.begin(), ts.end());
-      EXPECT_GT(t[0], 0.1 * ts[7]);
-      EXPECT_LT(t[0], 10 * ts[7]);
-    }
+    if (P == 1 && cs.H == 16) ExpectMeasuredReplacesFit("-dd_model_measure_convs", l[0], l[1], x, y, true); /* no exchange here */
     for (DDLayer &c : l) DDT(DDLayerDestroy(&c));
     DDT(DDTensorDestroy(&x));
     DDT(DDPartitionDestroy(&part));
@@ -638,49 +652,12 @@ TEST(ModelWork, MeasuredPoolingReplacesTheFit)
     const std::vector<double> dxref = local(dx);
     DDT(DDLayerForward(l[0], x, y));
     const std::vector<double> yref = local(y);
-    PetscInt                  nloc;
-    DDT(DDTensorGetLocalSize(y, &nloc));
-    PetscReal fit[4], t[4], t2[4];
-    PetscBool ok;
-    DDT(DDLayerGetModelTime(l[0], &fit[0], &fit[1], &fit[2], &fit[3], &ok));
-    if (nloc > 0) {
-      EXPECT_GE(fit[0], 1.0); /* the fit's price */
-      EXPECT_GE(fit[2], 2.0);
-    }
-    DDT(PetscOptionsSetValue(NULL, "-dd_model_measure_pools", "1"));
-    DDT(DDLayerGetModelTime(l[0], &t[0], &t[1], &t[2], &t[3], &ok));
-    DDT(DDLayerGetModelTime(l[1], &t2[0], &t2[1], &t2[2], &t2[3], &ok));
-    DDT(PetscOptionsClearValue(NULL, "-dd_model_measure_pools"));
-    EXPECT_TRUE(ok);
-    if (nloc > 0) { /* timed */
-      EXPECT_GT(t[0], 0);
-      EXPECT_GT(t[2], 0);
-      EXPECT_LT(t[0], 0.5);
-      EXPECT_LT(t[2], 0.5);
-    } else { /* no local output: no compute */
-      EXPECT_EQ(t[0], 0);
-      EXPECT_EQ(t[2], 0);
-    }
-    EXPECT_EQ(t[1], fit[1]); /* the communication is the model's */
-    EXPECT_EQ(t[3], fit[3]);
-    for (int k = 0; k < 4; k++) EXPECT_EQ(t2[k], t[k]) << "entry " << k << ": the same configuration is timed once";
+    ExpectMeasuredReplacesFit("-dd_model_measure_pools", l[0], l[1], x, y, false);
     EXPECT_TRUE(local(y) == yref) << "the measurement wrote the layer's output";
     DDT(DDTensorZeroEntries(dx));
     DDT(DDLayerBackward(l[0], dy, dx));
     EXPECT_TRUE(local(dx) == dxref) << "the measurement between forward and backward changed the layer's backward";
-    if (P == 1 && cs.H == 16) { /* the local kernel alone against the whole layer's forward: the same order */
-      std::vector<double> ts;
-      for (int r = 0; r < 15; r++) {
-        PetscLogDouble t0, t1;
-        DDT(PetscTime(&t0));
-        DDT(DDLayerForward(l[0], x, y));
-        DDT(PetscTime(&t1));
-        ts.push_back(t1 - t0);
-      }
-      std::sort(ts.begin(), ts.end());
-      EXPECT_GT(t[0], 0.1 * ts[7]);
-      EXPECT_LT(t[0], 10 * ts[7]);
-    }
+    if (P == 1 && cs.H == 16) ExpectMeasuredReplacesFit("-dd_model_measure_pools", l[0], l[1], x, y, true);
     for (DDLayer &c : l) DDT(DDLayerDestroy(&c));
     for (DDTensor *tp : {&x, &dy, &dx}) DDT(DDTensorDestroy(tp));
     DDT(DDPartitionDestroy(&part));
