@@ -1,5 +1,7 @@
 /* DDTensor: ownership, orders 1-5, halos, formats, reductions, scatter/gather, DMDA/Vec interop, bad input. */
 #include "ddtest.hpp"
+#include <ddnn/private/ddimpl.h>
+#include <tensor/layout.hpp>
 #include <petscdmda.h>
 #include <cmath>
 #include <numeric>
@@ -728,4 +730,57 @@ TEST(TensorBadInput, DMDAVecThatCannotBeWrapped)
   DDT(DDTensorDestroy(&t32));
   DDT(VecDestroy(&g));
   DDT(DMDestroy(&da));
+}
+
+/* ForEachBulkRunPair's walks between two layouts of the same piece (plain, channels-last, blocked; every
+   halo of 0 or 1 on each side of H and W, and on C): the runs visit every bulk entry once, pairing the
+   offsets LayoutOffset() gives entry by entry; where both layouts hold the inner dimensions whole the rows
+   merge (a plain output with a halo along H alone: one run per plane) */
+TEST(Tensor, RunPairWalksEveryEntryOnce)
+{
+  const PetscInt shape[4] = {2, 16, 3, 5}, ps[4] = {1, 1, 1, 1};
+  DDPartition    p;
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_SELF, 4, ps, PETSC_DECIDE, NULL, &p));
+  int checked = 0;
+  for (DDTensorFormat f : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST, DD_FORMAT_BLOCKED})
+    for (int ha = 0; ha < 64; ha += 5)
+      for (int hb = 0; hb < 64; hb += 3) {
+        DDTensor a, b;
+        DDT(DDTensorCreateFromPartition(p, DD_FLOAT64, 4, shape, &a));
+        DDT(DDTensorCreateFromPartition(p, DD_FLOAT64, 4, shape, &b));
+        const PetscInt la[4] = {0, (ha >> 4) & 1, ha & 1, (ha >> 1) & 1}, ua[4] = {0, (ha >> 5) & 1, (ha >> 2) & 1, (ha >> 3) & 1};
+        const PetscInt lb[4] = {0, (hb >> 4) & 1, hb & 1, (hb >> 1) & 1}, ub[4] = {0, (hb >> 5) & 1, (hb >> 2) & 1, (hb >> 3) & 1};
+        for (DDTensor t : {a, b}) {
+          DDT(DDTensorSetBlockSize(t, 8));
+          DDT(DDTensorSetFormat(t, f));
+        }
+        DDT(DDTensorSetHalo(a, la, ua));
+        DDT(DDTensorSetHalo(b, lb, ub));
+        const DDLayout &A = a->layout, &B = b->layout;
+        std::vector<std::pair<PetscInt, PetscInt>> walk, ref;
+        PetscInt                                    runs = 0;
+        ddnn::ForEachBulkRunPair(A, B, [&](PetscInt oa, PetscInt ob, PetscInt len) {
+          runs++;
+          for (PetscInt i = 0; i < len; i++) walk.push_back({oa + i, ob + i});
+        });
+        PetscInt j[4], ja[4], jb[4];
+        for (j[0] = 0; j[0] < shape[0]; j[0]++)
+          for (j[1] = 0; j[1] < shape[1]; j[1]++)
+            for (j[2] = 0; j[2] < shape[2]; j[2]++)
+              for (j[3] = 0; j[3] < shape[3]; j[3]++) {
+                for (int k = 0; k < 4; k++) ja[k] = j[k] + A.lo[k], jb[k] = j[k] + B.lo[k];
+                ref.push_back({ddnn::LayoutOffset(A, ja), ddnn::LayoutOffset(B, jb)});
+              }
+        std::sort(walk.begin(), walk.end());
+        std::sort(ref.begin(), ref.end());
+        EXPECT_EQ(walk, ref) << DDTensorFormats[f] << " halos " << ha << " / " << hb;
+        if (f == DD_FORMAT_PLAIN && !la[1] && !ua[1] && !lb[1] && !ub[1] && !la[3] && !ua[3] && !lb[3] && !ub[3] && (la[2] || ua[2] || lb[2] || ub[2])) {
+          EXPECT_EQ(runs, shape[0] * shape[1]) << "halos along H alone: one run per plane"; /* W whole in both: H x W merged */
+          checked++;
+        }
+        DDT(DDTensorDestroy(&a));
+        DDT(DDTensorDestroy(&b));
+      }
+  EXPECT_GT(checked, 0);
+  DDT(DDPartitionDestroy(&p));
 }

@@ -461,8 +461,14 @@ DD_CXX_TRY
   bool sameshape = L.kind == K_BN || L.kind == K_ACT || ((L.kind == K_POOL || L.kind == K_UP) && xbulk == ybulk);
   if (L.kind == K_POOL || L.kind == K_UP)
     for (PetscInt k = 0; k < L.d; k++) sameshape = sameshape && PieceSize(L.in[k], L.P[k], me[k]) == PieceSize(L.out[k], L.P[k], me[k]);
-  bool outhalo = ystore != ybulk;
-  if (sameshape && ybulk > 0) pred->runs = outhalo ? ybulk / ylast : 1;
+  if (sameshape && ybulk > 0) { /* rows merged outward across the dimensions the output holds whole (ForEachBulkRunPair()): runs break
+                                   at the innermost dimension its halo pads */
+    PetscInt j = -1;
+    for (PetscInt k = 0; k < L.d; k++)
+      if (olo[k] || ohi[k]) j = k;
+    pred->runs = 1;
+    for (PetscInt k = 0; k < j; k++) pred->runs *= PieceSize(L.out[k], L.P[k], me[k]);
+  }
   if (L.kind == K_CONV && ybulk > 0) { /* a convolution keeping the local shape (C_out = C_in, stride 1, "same" padding): runs
                                           of the walk over its halo'd input and its output (not priced: a GEMM kind) */
     PetscInt lo[DD_MAX_DIM], hi[DD_MAX_DIM], b[DD_MAX_DIM], j = 0;

@@ -148,9 +148,40 @@ inline bool LayoutSameStorage(const DDLayout &A, const DDLayout &B)
 }
 
 /*
+  Calls f(oa, ob, len) for the runs of an odometer over nd outer dimensions (outermost first): cnt[i]
+  steps each, a step of dimension i moving the offsets by da[i] and db[i] (offsets kept by additions:
+  no per-run offset arithmetic over every dimension)
+*/
+template <class F>
+inline void ForEachRunOdometer(PetscInt nd, const PetscInt cnt[], const PetscInt da[], const PetscInt db[], PetscInt oa, PetscInt ob, PetscInt len, F &&f)
+{
+  PetscInt j[DD_MAX_DIM];
+  for (PetscInt i = 0; i < nd; i++) {
+    if (cnt[i] <= 0) return;
+    j[i] = 0;
+  }
+  while (true) {
+    f(oa, ob, len);
+    PetscInt p = nd - 1;
+    for (; p >= 0; p--) {
+      if (++j[p] < cnt[p]) {
+        oa += da[p];
+        ob += db[p];
+        break;
+      }
+      oa -= da[p] * (cnt[p] - 1);
+      ob -= db[p] * (cnt[p] - 1);
+      j[p] = 0;
+    }
+    if (p < 0) break;
+  }
+}
+
+/*
   Calls f(offA, offB, len) for matching runs of the bulks of two layouts of the same piece.
   Identical layouts use merged runs; otherwise the runs are as long as the common innermost
-  dimension allows (one element when the storage orders differ, walked in cache-sized tiles).
+  dimension allows, merged outward across the dimensions both hold whole (one element when the
+  storage orders differ, walked in cache-sized tiles).
 */
 template <class F>
 inline void ForEachBulkRunPair(const DDLayout &A, const DDLayout &B, F &&f)
@@ -184,32 +215,27 @@ inline void ForEachBulkRunPair(const DDLayout &A, const DDLayout &B, F &&f)
       q--;
       len *= ext(A.perm[q]);
     }
-    PetscInt j[DD_MAX_DIM];
-    for (PetscInt k = 0; k < d; k++) j[k] = 0;
-    while (true) {
-      for (PetscInt k = 0; k < d; k++) {
-        ja[k] = j[k] + A.lo[k];
-        jb[k] = j[k] + B.lo[k];
-      }
-      f(LayoutOffset(A, ja), LayoutOffset(B, jb), len);
-      PetscInt p = q - 1;
-      for (; p >= 0; p--) {
-        PetscInt k = A.perm[p];
-        if ((j[k] += (k == bd ? bs : 1)) < A.n[k]) break;
-        j[k] = 0;
-      }
-      if (p < 0) break;
+    PetscInt cnt[DD_MAX_DIM], da[DD_MAX_DIM], db[DD_MAX_DIM]; /* the outer dimensions perm[0 .. q-1]: a step is one block along bd */
+    for (PetscInt p = 0; p < q; p++) {
+      const PetscInt k = A.perm[p];
+      cnt[p] = ext(k), da[p] = A.stride[k], db[p] = B.stride[k];
     }
+    ForEachRunOdometer(q, cnt, da, db, LayoutOffset(A, A.lo), LayoutOffset(B, B.lo), len, f);
   } else if (A.bdim < 0 && B.bdim < 0 && inA == inB) {
-    PetscInt ob[DD_MAX_DIM];
-    for (PetscInt k = 0; k < d; k++) ob[k] = (k == inA) ? 1 : b[k];
-    ForEachIndex(d, a, ob, A.perm, [&](const PetscInt *j) {
-      for (PetscInt k = 0; k < d; k++) {
-        ja[k] = j[k] + A.lo[k];
-        jb[k] = j[k] + B.lo[k];
-      }
-      f(LayoutOffset(A, ja), LayoutOffset(B, jb), A.n[inA]);
-    });
+    /* the same innermost dimension: rows of it, merged outward across the dimensions that both storages
+       hold without halo at the same place in their orders (an output with a halo along H alone: whole planes) */
+    auto     full = [&](const DDLayout &L, PetscInt k) { return L.lo[k] == 0 && L.alloc[k] == L.n[k]; };
+    PetscInt q = d - 1, len = A.n[inA];
+    while (q > 0 && full(A, A.perm[q]) && full(B, A.perm[q]) && A.perm[q - 1] == B.perm[q - 1]) {
+      q--;
+      len *= A.n[A.perm[q]];
+    }
+    PetscInt cnt[DD_MAX_DIM], da[DD_MAX_DIM], db[DD_MAX_DIM]; /* the outer dimensions, in A's storage order */
+    for (PetscInt p = 0; p < q; p++) {
+      const PetscInt k = A.perm[p];
+      cnt[p] = A.n[k], da[p] = A.stride[k], db[p] = B.stride[k];
+    }
+    ForEachRunOdometer(q, cnt, da, db, LayoutOffset(A, A.lo), LayoutOffset(B, B.lo), len, f);
   } else {
     /*
       Different storage orders (a transpose, e.g. plain <-> channels-last or blocked): element by
