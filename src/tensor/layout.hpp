@@ -60,6 +60,36 @@ inline void ForEachIndex(PetscInt d, const PetscInt a[], const PetscInt b[], con
 }
 
 /*
+  Calls f(oa, ob, len) for the runs of an odometer over nd outer dimensions (outermost first): cnt[i]
+  steps each, a step of dimension i moving the offsets by da[i] and db[i] (offsets kept by additions:
+  no per-run offset arithmetic over every dimension)
+*/
+template <class F>
+inline void ForEachRunOdometer(PetscInt nd, const PetscInt cnt[], const PetscInt da[], const PetscInt db[], PetscInt oa, PetscInt ob, PetscInt len, F &&f)
+{
+  PetscInt j[DD_MAX_DIM];
+  for (PetscInt i = 0; i < nd; i++) {
+    if (cnt[i] <= 0) return;
+    j[i] = 0;
+  }
+  while (true) {
+    f(oa, ob, len);
+    PetscInt p = nd - 1;
+    for (; p >= 0; p--) {
+      if (++j[p] < cnt[p]) {
+        oa += da[p];
+        ob += db[p];
+        break;
+      }
+      oa -= da[p] * (cnt[p] - 1);
+      ob -= db[p] * (cnt[p] - 1);
+      j[p] = 0;
+    }
+    if (p < 0) break;
+  }
+}
+
+/*
   Calls f(offset, len) for the contiguous runs of the storage box [a, b) (storage coordinates),
   in storage order.  Runs merge across dimensions that the box covers fully.
 */
@@ -85,18 +115,9 @@ inline void ForEachRun(const DDLayout &L, const PetscInt a[], const PetscInt b[]
       q--;
       len *= ext(L.perm[q]);
     }
-    PetscInt j[DD_MAX_DIM];
-    for (PetscInt k = 0; k < d; k++) j[k] = a[k];
-    while (true) {
-      f(LayoutOffset(L, j), len);
-      PetscInt p = q - 1;
-      for (; p >= 0; p--) {
-        PetscInt k = L.perm[p];
-        if ((j[k] += (k == bd ? bs : 1)) < b[k]) break;
-        j[k] = a[k];
-      }
-      if (p < 0) break;
-    }
+    PetscInt cnt[DD_MAX_DIM], da[DD_MAX_DIM]; /* the outer dimensions perm[0 .. q-1]: a step is one block along bd */
+    for (PetscInt p = 0; p < q; p++) cnt[p] = ext(L.perm[p]), da[p] = L.stride[L.perm[p]];
+    ForEachRunOdometer(q, cnt, da, da, LayoutOffset(L, a), 0, len, [&](PetscInt o, PetscInt, PetscInt n) { f(o, n); });
   } else {
     /* blocked, partial blocks: contiguous runs are pieces of one channel block at one position */
     const PetscInt bd = L.bdim, bs = L.bs;
@@ -145,36 +166,6 @@ inline bool LayoutSameStorage(const DDLayout &A, const DDLayout &B)
   for (PetscInt k = 0; k < A.order; k++)
     if (A.n[k] != B.n[k] || A.lo[k] != B.lo[k] || A.alloc[k] != B.alloc[k] || A.perm[k] != B.perm[k]) return false;
   return true;
-}
-
-/*
-  Calls f(oa, ob, len) for the runs of an odometer over nd outer dimensions (outermost first): cnt[i]
-  steps each, a step of dimension i moving the offsets by da[i] and db[i] (offsets kept by additions:
-  no per-run offset arithmetic over every dimension)
-*/
-template <class F>
-inline void ForEachRunOdometer(PetscInt nd, const PetscInt cnt[], const PetscInt da[], const PetscInt db[], PetscInt oa, PetscInt ob, PetscInt len, F &&f)
-{
-  PetscInt j[DD_MAX_DIM];
-  for (PetscInt i = 0; i < nd; i++) {
-    if (cnt[i] <= 0) return;
-    j[i] = 0;
-  }
-  while (true) {
-    f(oa, ob, len);
-    PetscInt p = nd - 1;
-    for (; p >= 0; p--) {
-      if (++j[p] < cnt[p]) {
-        oa += da[p];
-        ob += db[p];
-        break;
-      }
-      oa -= da[p] * (cnt[p] - 1);
-      ob -= db[p] * (cnt[p] - 1);
-      j[p] = 0;
-    }
-    if (p < 0) break;
-  }
 }
 
 /*
