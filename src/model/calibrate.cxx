@@ -614,8 +614,11 @@ static PetscErrorCode TimeOther(const std::string &kind, const char backend[], D
    runs (DDLayerGetModelRuns()) and lower-quartile times, for the per-run cost. Cold, a blocked row
    costs about a memory latency (the gap stops the prefetcher's stream: the U-Net's unfused ReLUs in
    float32 took 0.032 ms cold against 0.0096 without the halo, 8x64x8x8), a plain row of the same
-   bytes far less (its 8-byte gaps do not) */
-static PetscErrorCode TimeConversion(const char backend[], DDDataType dt, int mode, double work[2], double *runs, double tm[2])
+   bytes far less (its 8-byte gaps do not). Modes 1 and 2 also time the same walk into an output without
+   the halo (tm0: one run, the same bytes), next to it, so that the rows' cost is a difference of two
+   times taken together rather than of one time and a fit taken minutes apart: since the walk keeps its
+   offsets by additions a row costs a few nanoseconds, and the fit's error over 2048 rows was as large */
+static PetscErrorCode TimeConversion(const char backend[], DDDataType dt, int mode, double work[2], double *runs, double tm[2], double tm0[2])
 {
   DDPartition    part;
   DDTensor       x0, x, y, dy = NULL, dx = NULL;
@@ -654,6 +657,18 @@ static PetscErrorCode TimeConversion(const char backend[], DDDataType dt, int mo
       work[d] = b;
     }
     PetscCall(TimeForwardBackward(B, x, y, dy, dx, 20, 20, 0, tm));
+    tm0[0] = tm0[1] = -1;
+    if (mode) { /* the same walk into an output without the halo (one run), timed next: the rows' cost is the difference */
+      DDLayer  B0;
+      DDTensor y0, dy0;
+      PetscCall(MakeLayer(DDLAYERACTIVATION, backend, x, 16, &B0));
+      PetscCall(DDLayerGetOutput(B0, &y0));
+      PetscCall(DDTensorDuplicate(y0, &dy0));
+      PetscCall(FillTensor(dy0, 0.3));
+      PetscCall(TimeForwardBackward(B0, x, y0, dy0, dx, 20, 20, 0, tm0));
+      PetscCall(DDTensorDestroy(&dy0));
+      PetscCall(DDLayerDestroy(&B0));
+    }
   }
   PetscCall(DDTensorDestroy(&dx));
   PetscCall(DDTensorDestroy(&dy));
@@ -1044,16 +1059,16 @@ DD_CXX_TRY
       for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreGemmKernel_Private(bkey.c_str(), dt, (ks + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, X[d], t[d]));
     }
   }
-  /* the per-run cost of a walk over two layouts, warm and cold (":cold", each less the ReLU's fit
-     of the same kind: a row-by-row walk into a tensor with a halo touches partial cache lines at
+  /* the per-run cost of a walk over two layouts, warm and cold (":cold", each less the same walk without
+     the halo for the row walks, the ReLU's fit of the same kind for a format conversion: a row-by-row walk into a tensor with a halo touches partial cache lines at
      every row, which costs more when they come from memory; the U-Net's ReLUs into a convolution's
      halo were 0.45-0.75 of the measured time with the warm per-run cost alone) */
   for (int cold = 0; cold < 2; cold++) {
     const std::string sfx = cold ? ":cold" : "";
     calflush              = cold == 1;
     for (int mode = 0; mode < 3; mode++) {
-      double wk[2], tm[2], runs;
-      PetscCall(TimeConversion(bname, dt, mode, wk, &runs, tm));
+      double wk[2], tm[2], tm0[2] = {-1, -1}, runs;
+      PetscCall(TimeConversion(bname, dt, mode, wk, &runs, tm, tm0));
       { /* no blocked format on this backend: skipped on every rank together (a rank that skipped alone would leave the others in the all-reduce below) */
         int have[2] = {runs > 0, -(runs > 0)};
         PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, have, 2, MPI_INT, MPI_MIN, comm));
@@ -1061,9 +1076,10 @@ DD_CXX_TRY
         if (!have[0]) continue;
       }
       PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
+      PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm0, 2, MPI_DOUBLE, MPI_MAX, comm));
       for (int d = 0; d < 2; d++) {
-        double base;
-        PetscCall(ddnn::ModelKernelTime_Private(bkey.c_str(), dt, (DDLAYERACTIVATION + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, wk[d], &base));
+        double base = tm0[d]; /* the row walks: the same walk into an output without halo, timed next to it */
+        if (base < 0) PetscCall(ddnn::ModelKernelTime_Private(bkey.c_str(), dt, (DDLAYERACTIVATION + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, wk[d], &base)); /* a format conversion: the ReLU's fit at its bytes */
         PetscCall(ddnn::ModelStoreRunCost_Private(bkey.c_str(), dt, (std::string(mode == 2 ? ddnn::ModelKindRowsBlocked : mode == 1 ? "activation-rows" : DDLAYERACTIVATION) + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, std::max(0.0, (tm[d] - base) / (runs - 1))));
       }
     }
