@@ -841,7 +841,7 @@ double ModelWindowRows_Private(DDTensor y)
 } // namespace ddnn
 
 /* the runs of ForEachBulkRunPair(x, y) (src/tensor/layout.hpp): 1 for identical contiguous
-   storage, rows when the halos differ, one per element when the storage orders differ (a format
+   storage, rows when the halos differ (merged across the dimensions both hold whole), one per element when the storage orders differ (a format
    conversion: plain <-> channels-last or blocked) */
 static PetscInt64 PairRuns(DDTensor x, DDTensor y)
 {
@@ -868,7 +868,9 @@ static PetscInt64 PairRuns(DDTensor x, DDTensor y)
   Notes:
   A pointwise layer (activation, dropout, add) walks its input and output in matching runs
   (src/tensor/layout.hpp, ForEachBulkRunPair): one run when both are stored alike and
-  contiguously, one per row when their halos differ, one per element when their storage orders
+  contiguously, one per row when their halos differ (rows merge across the inner dimensions that
+  both hold without halo: an output with a halo along H alone walks one run per plane), one per
+  element when their storage orders
   differ (a ReLU between a plain tensor and a channels-last or blocked one converts the format
   element by element). The model prices each run beyond the first with the calibrated per-run
   cost of a row-by-row walk (same storage order, other halos) or of an element-by-element one
