@@ -191,40 +191,27 @@ inline void ForEachBulkRunPair(const DDLayout &A, const DDLayout &B, F &&f)
   const PetscInt inA = A.perm[d - 1], inB = B.perm[d - 1];
   bool           sameorder = A.bdim == B.bdim && A.bs == B.bs;
   for (PetscInt k = 0; k < d; k++) sameorder = sameorder && A.perm[k] == B.perm[k];
-  if (sameorder && A.bdim >= 0 && A.lo[A.bdim] % A.bs == 0 && B.lo[A.bdim] % A.bs == 0 && A.n[A.bdim] % A.bs == 0) {
+  const bool wholeblocks = sameorder && A.bdim >= 0 && A.lo[A.bdim] % A.bs == 0 && B.lo[A.bdim] % A.bs == 0 && A.n[A.bdim] % A.bs == 0;
+  if (wholeblocks || (A.bdim < 0 && B.bdim < 0 && inA == inB)) {
     /*
-      Both blocked the same way, whole blocks, different halos (e.g. an activation's input
-      without halo and its output with the halo its consumer convolution grew): runs of a
-      block times the innermost dimension, merged outward across the dimensions that both
-      storages hold without halo. (Element-wise tiles before: the main job's activations.)
+      The same innermost dimension, plain or both blocked the same way in whole blocks, different halos
+      (e.g. an activation's input without halo and its output with the halo its consumer convolution
+      grew): runs of the innermost dimension (times a block), merged outward across the dimensions
+      that both storages hold without halo at the same place in their orders (a plain output with a
+      halo along H alone: whole planes). (Element-wise tiles before: the main job's activations.)
     */
-    const PetscInt bd = A.bdim, bs = A.bs, d1 = d - 1;
+    const PetscInt bd = A.bdim, bs = bd < 0 ? 1 : A.bs, d1 = d - 1; /* plain: bd = -1 matches no dimension */
     auto           ext  = [&](PetscInt k) { return k == bd ? A.n[k] / bs : A.n[k]; };
     auto           full = [&](const DDLayout &L, PetscInt k) { return L.lo[k] == 0 && L.alloc[k] == L.n[k]; };
     PetscInt       q    = d1, len = bs * ext(A.perm[d1]);
-    while (q > 0 && full(A, A.perm[q]) && full(B, A.perm[q])) {
+    while (q > 0 && full(A, A.perm[q]) && full(B, A.perm[q]) && A.perm[q - 1] == B.perm[q - 1]) {
       q--;
       len *= ext(A.perm[q]);
     }
-    PetscInt cnt[DD_MAX_DIM], da[DD_MAX_DIM], db[DD_MAX_DIM]; /* the outer dimensions perm[0 .. q-1]: a step is one block along bd */
+    PetscInt cnt[DD_MAX_DIM], da[DD_MAX_DIM], db[DD_MAX_DIM]; /* the outer dimensions perm[0 .. q-1], in A's order: a step is one block along bd */
     for (PetscInt p = 0; p < q; p++) {
       const PetscInt k = A.perm[p];
       cnt[p] = ext(k), da[p] = A.stride[k], db[p] = B.stride[k];
-    }
-    ForEachRunOdometer(q, cnt, da, db, LayoutOffset(A, A.lo), LayoutOffset(B, B.lo), len, f);
-  } else if (A.bdim < 0 && B.bdim < 0 && inA == inB) {
-    /* the same innermost dimension: rows of it, merged outward across the dimensions that both storages
-       hold without halo at the same place in their orders (an output with a halo along H alone: whole planes) */
-    auto     full = [&](const DDLayout &L, PetscInt k) { return L.lo[k] == 0 && L.alloc[k] == L.n[k]; };
-    PetscInt q = d - 1, len = A.n[inA];
-    while (q > 0 && full(A, A.perm[q]) && full(B, A.perm[q]) && A.perm[q - 1] == B.perm[q - 1]) {
-      q--;
-      len *= A.n[A.perm[q]];
-    }
-    PetscInt cnt[DD_MAX_DIM], da[DD_MAX_DIM], db[DD_MAX_DIM]; /* the outer dimensions, in A's storage order */
-    for (PetscInt p = 0; p < q; p++) {
-      const PetscInt k = A.perm[p];
-      cnt[p] = A.n[k], da[p] = A.stride[k], db[p] = B.stride[k];
     }
     ForEachRunOdometer(q, cnt, da, db, LayoutOffset(A, A.lo), LayoutOffset(B, B.lo), len, f);
   } else {
