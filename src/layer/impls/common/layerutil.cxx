@@ -323,6 +323,38 @@ PetscErrorCode KernelRunLocalCopy(DDTensor t, DDTensor *c, bool *same)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+PetscErrorCode KernelRunBegin(DDLayer l, DDLayerType type, LayerKernelRun *run)
+{
+  PetscBool is = PETSC_FALSE;
+
+  PetscFunctionBegin;
+  run->key.clear();
+  run->untimed = false;
+  run->tensors.clear();
+  for (auto &p : run->pass) p = nullptr;
+  PetscCall(PetscObjectTypeCompare((PetscObject)l, type, &is));
+  PetscCheck(is && l->setupcalled, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_WRONGSTATE, "A kernel run needs a set-up %s layer", type);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode KernelRunCopies(LayerKernelRun *run, std::initializer_list<std::pair<DDTensor, DDTensor *>> pairs)
+{
+  bool same = true, s1;
+
+  PetscFunctionBegin;
+  for (auto pr : pairs) {
+    if (!pr.first) continue;
+    PetscCall(KernelRunLocalCopy(pr.first, pr.second, &s1));
+    run->tensors.push_back(*pr.second);
+    same = same && s1;
+  }
+  if (!same) { /* a local layout this rank cannot reproduce alone: not timed (the caller keeps the fit) */
+    PetscCall(LayerKernelRunDestroy(run));
+    run->untimed = true;
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 PetscErrorCode LayerKernelRunDestroy(LayerKernelRun *run)
 {
   PetscFunctionBegin;

@@ -10,6 +10,8 @@
 #include <sys/ddcollective.hpp>
 #include <vector>
 #include <string>
+#include <utility>
+#include <initializer_list>
 
 namespace ddnn
 {
@@ -113,10 +115,16 @@ struct ViewLayer {
   PetscErrorCode Reset();   /* what set-up built */
   PetscErrorCode Destroy(); /* and the given partition */
 };
+struct LayerKernelRun; /* ddbackendimpl.h */
 /* a layout in a per-configuration key of the performance model (LayerKernelRun): the local shape, the halos, the storage order and blocking */
 std::string KernelRunLayoutKey(DDTensor t);
 /* a tensor on this rank alone with t's local layout, filled with values in [-1, 1] as a network's (zeros
    would be the cheapest case of some kernels; other ranks may time other passes or none, so nothing here
    is collective); *same: its storage is laid out as t's (LayerKernelRun's copies) */
 PetscErrorCode KernelRunLocalCopy(DDTensor t, DDTensor *c, bool *same);
+/* a kernel run of a set-up layer of the given type begun: run emptied (no key, no copies, no passes) */
+PetscErrorCode KernelRunBegin(DDLayer l, DDLayerType type, LayerKernelRun *run);
+/* the copies of a kernel run: *copy = KernelRunLocalCopy(t) for each pair {t, copy} with t not NULL, kept
+   in run->tensors; where one cannot reproduce its tensor's local storage, none is kept and run->untimed is set */
+PetscErrorCode KernelRunCopies(LayerKernelRun *run, std::initializer_list<std::pair<DDTensor, DDTensor *>> pairs);
 } // namespace ddnn

@@ -1033,15 +1033,8 @@ PetscErrorCode ddnn::DDLayerConvWinogradPasses_Private(DDLayer l, bool passes[3]
 /* the local kernels of this rank alone on copies of the layer's tensors (the performance model's per-configuration estimate) */
 PetscErrorCode ddnn::DDLayerConvKernelRun_Private(DDLayer l, bool nodx, bool copies, LayerKernelRun *run)
 {
-  PetscBool isconv = PETSC_FALSE;
-
   PetscFunctionBegin;
-  run->key.clear();
-  run->untimed = false;
-  run->tensors.clear();
-  for (auto &p : run->pass) p = nullptr;
-  PetscCall(PetscObjectTypeCompare((PetscObject)l, DDLAYERCONV, &isconv));
-  PetscCheck(isconv && l->setupcalled, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_WRONGSTATE, "DDLayerConvKernelRun_Private() needs a set-up conv layer");
+  PetscCall(KernelRunBegin(l, DDLAYERCONV, run));
   Conv *c = (Conv *)l->data;
   if (!c->hasout || !c->kern) PetscFunctionReturn(PETSC_SUCCESS);
   DDTensor        yref    = c->reduceY ? c->yh : l->output, xt, yt, dyt, dxt, dwt, dbt = NULL, xin = NULL;
@@ -1051,18 +1044,8 @@ PetscErrorCode ddnn::DDLayerConvKernelRun_Private(DDLayer l, bool nodx, bool cop
   for (int j = 0; j < 3; j++) run->key += " " + std::to_string(g.in[j]) + ">" + std::to_string(g.out[j]) + " k" + std::to_string(g.k[j]) + "s" + std::to_string(g.s[j]) + "d" + std::to_string(g.d[j]);
   run->key += (convert ? " from[" + KernelRunLayoutKey(l->setupin[0]) + "]" : std::string()) + " x[" + KernelRunLayoutKey(c->xh) + "] y[" + KernelRunLayoutKey(yref) + "] bias" + std::to_string(c->bias && c->biasworker ? 1 : 0) + (c->kernfused ? " act" + std::to_string((int)c->fuseact) : std::string()) + " regions" + std::to_string(c->overlapOn ? (int)c->regions.size() : 0) + (nodx ? " nodx" : "");
   if (!copies) PetscFunctionReturn(PETSC_SUCCESS);
-  bool same = true, s1;
-  for (auto pr : {std::make_pair(c->xh, &xt), std::make_pair(yref, &yt), std::make_pair(yref, &dyt), std::make_pair(c->xh, &dxt), std::make_pair(c->wh, &dwt), std::make_pair(c->bias && c->biasworker ? c->bh : (DDTensor)NULL, &dbt), std::make_pair(convert ? l->setupin[0] : (DDTensor)NULL, &xin)}) {
-    if (!pr.first) continue;
-    PetscCall(KernelRunLocalCopy(pr.first, pr.second, &s1));
-    run->tensors.push_back(*pr.second);
-    same = same && s1;
-  }
-  if (!same) { /* a local layout this rank cannot reproduce alone: not timed (the caller keeps the fit) */
-    PetscCall(LayerKernelRunDestroy(run));
-    run->untimed = true;
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
+  PetscCall(KernelRunCopies(run, {{c->xh, &xt}, {yref, &yt}, {yref, &dyt}, {c->xh, &dxt}, {c->wh, &dwt}, {c->bias && c->biasworker ? c->bh : (DDTensor)NULL, &dbt}, {convert ? l->setupin[0] : (DDTensor)NULL, &xin}}));
+  if (run->untimed) PetscFunctionReturn(PETSC_SUCCESS);
   /* the forward's compute as Conv_HaloAndLocal() and Conv_Forward() run it, without the exchange; a fused
      activation that the kernel does not apply is the activation layer's (the model prices it there) */
   run->pass[0] = [c, xt, yt, xin]() -> PetscErrorCode {

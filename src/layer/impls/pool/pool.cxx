@@ -684,15 +684,8 @@ M*/
    kernel's state, which the layer's backward needs from the layer's own forward) */
 PetscErrorCode ddnn::DDLayerPoolKernelRun_Private(DDLayer l, bool nodx, bool copies, LayerKernelRun *run)
 {
-  PetscBool ispool = PETSC_FALSE;
-
   PetscFunctionBegin;
-  run->key.clear();
-  run->untimed = false;
-  run->tensors.clear();
-  for (auto &p : run->pass) p = nullptr;
-  PetscCall(PetscObjectTypeCompare((PetscObject)l, DDLAYERPOOL, &ispool));
-  PetscCheck(ispool && l->setupcalled, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_WRONGSTATE, "DDLayerPoolKernelRun_Private() needs a set-up pool layer");
+  PetscCall(KernelRunBegin(l, DDLAYERPOOL, run));
   Pool *c = (Pool *)l->data;
   if (!c->hasout || !c->kern) PetscFunctionReturn(PETSC_SUCCESS);
   /* the input as the kernel gets it: the set-up input, or the copy with the set-up halos the layer made of another */
@@ -707,26 +700,19 @@ PetscErrorCode ddnn::DDLayerPoolKernelRun_Private(DDLayer l, bool nodx, bool cop
   for (int q = 0; q < 5; q++) run->key += " " + std::to_string(sp.x.org[q]) + ":" + std::to_string(sp.xn[q]) + ">" + std::to_string(sp.y.org[q]) + ":" + std::to_string(sp.yn[q]);
   run->key += " x[" + KernelRunLayoutKey(xref) + "] y[" + KernelRunLayoutKey(l->output) + "]" + (nodx ? " nodx" : "");
   if (!copies) PetscFunctionReturn(PETSC_SUCCESS);
-  bool       same = true, s1;
   const bool rescale = c->kern->ModifiesDy(), overwrites = c->kern->OverwritesDx();
-  for (auto pr : {std::make_pair(xref, &xt), std::make_pair(l->output, &yt), std::make_pair(l->output, &dyt), std::make_pair(xref, &dxt), std::make_pair(rescale ? l->output : (DDTensor)NULL, &dy0)}) {
-    if (!pr.first) continue;
-    PetscCall(KernelRunLocalCopy(pr.first, pr.second, &s1));
-    run->tensors.push_back(*pr.second);
-    same = same && s1;
-  }
-  std::shared_ptr<PoolKernel> k;
-  if (same) { /* the set-up's kernel, made again on the copies (their layouts are the set-up's) */
-    PoolKernelSpec              spec = sp;
-    std::unique_ptr<PoolKernel> made;
-    spec.x.t = xt;
-    spec.y.t = yt;
-    PetscErrorCode              ierr = DDBackendPoolCreate(c->kbe, spec, &made);
-    if (ierr) PetscCall(LayerKernelRunDestroy(run)); /* the copies, before the error goes up */
-    PetscCall(ierr);
-    k = std::move(made);
-  }
-  if (!same || !k) { /* a local layout this rank cannot reproduce alone: not timed (the caller keeps the fit) */
+  PetscCall(KernelRunCopies(run, {{xref, &xt}, {l->output, &yt}, {l->output, &dyt}, {xref, &dxt}, {rescale ? l->output : (DDTensor)NULL, &dy0}}));
+  if (run->untimed) PetscFunctionReturn(PETSC_SUCCESS);
+  /* the set-up's kernel, made again on the copies (their layouts are the set-up's) */
+  PoolKernelSpec              spec = sp;
+  std::unique_ptr<PoolKernel> made;
+  spec.x.t            = xt;
+  spec.y.t            = yt;
+  PetscErrorCode ierr = DDBackendPoolCreate(c->kbe, spec, &made);
+  if (ierr) PetscCall(LayerKernelRunDestroy(run)); /* the copies, before the error goes up */
+  PetscCall(ierr);
+  std::shared_ptr<PoolKernel> k = std::move(made);
+  if (!k) { /* no kernel for the copies: not timed (the caller keeps the fit) */
     PetscCall(LayerKernelRunDestroy(run));
     run->untimed = true;
     PetscFunctionReturn(PETSC_SUCCESS);
