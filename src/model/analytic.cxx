@@ -461,28 +461,27 @@ DD_CXX_TRY
   bool sameshape = L.kind == K_BN || L.kind == K_ACT || ((L.kind == K_POOL || L.kind == K_UP) && xbulk == ybulk);
   if (L.kind == K_POOL || L.kind == K_UP)
     for (PetscInt k = 0; k < L.d; k++) sameshape = sameshape && PieceSize(L.in[k], L.P[k], me[k]) == PieceSize(L.out[k], L.P[k], me[k]);
-  if (sameshape && ybulk > 0) { /* rows merged outward across the dimensions the output holds whole (ForEachBulkRunPair()): runs break
-                                   at the innermost dimension its halo pads */
-    PetscInt j = -1;
+  /* the runs of a walk over an input with halos lo, hi and the output (ForEachBulkRunPair(), plain storage): rows
+     merged outward across the dimensions both hold whole, so they break at the innermost dimension either pads */
+  auto walkruns = [&](const PetscInt lo[], const PetscInt hi[]) {
+    PetscInt   j    = 0;
+    PetscInt64 runs = 1;
     for (PetscInt k = 0; k < L.d; k++)
-      if (olo[k] || ohi[k]) j = k;
-    pred->runs = 1;
-    for (PetscInt k = 0; k < j; k++) pred->runs *= PieceSize(L.out[k], L.P[k], me[k]);
+      if (lo[k] || hi[k] || olo[k] || ohi[k]) j = k;
+    for (PetscInt k = 0; k < j; k++) runs *= PieceSize(L.out[k], L.P[k], me[k]);
+    return runs;
+  };
+  if (sameshape && ybulk > 0) { /* the pointwise layers' input has no halo */
+    const PetscInt none[DD_MAX_DIM] = {0};
+    pred->runs                      = walkruns(none, none);
   }
   if (L.kind == K_CONV && ybulk > 0) { /* a convolution keeping the local shape (C_out = C_in, stride 1, "same" padding): runs
                                           of the walk over its halo'd input and its output (not priced: a GEMM kind) */
-    PetscInt lo[DD_MAX_DIM], hi[DD_MAX_DIM], b[DD_MAX_DIM], j = 0;
+    PetscInt lo[DD_MAX_DIM], hi[DD_MAX_DIM];
     bool     same = true;
     InputHalo(L, *spec, me, lo, hi);
-    for (PetscInt k = 0; k < L.d; k++) {
-      b[k] = PieceSize(L.out[k], L.P[k], me[k]);
-      same = same && b[k] == PieceSize(L.in[k], L.P[k], me[k]);
-      if (lo[k] || hi[k] || olo[k] || ohi[k]) j = k; /* the innermost dimension either storage pads: runs break there */
-    }
-    if (same) {
-      pred->runs = 1;
-      for (PetscInt k = 0; k < j; k++) pred->runs *= b[k];
-    }
+    for (PetscInt k = 0; k < L.d; k++) same = same && PieceSize(L.out[k], L.P[k], me[k]) == PieceSize(L.in[k], L.P[k], me[k]);
+    if (same) pred->runs = walkruns(lo, hi);
   }
   /* this layer's halo exchange */
   PetscInt64 hv[4] = {0, 0, 0, 0}, hbuf = 0;
