@@ -89,9 +89,11 @@ ModelState M;
    have their own fits (a version 7 cache without them prices as before);
    version 8: the pointwise walks between layouts of different halos (ForEachBulkRunPair()) keep their offsets by
    additions and merge the dimensions both hold whole: a ReLU into a 3 x 3 convolution's halo runs 2-5x faster per row,
-   so a version 7 calibration's per-run costs are stale */
-const int         cacheVersion = 8; /* bench/bench_paper_model.cxx writes caches of this version too (-machine v100, rates) */
-const char *const cacheMagic   = "ddnn-model-cache 8";
+   so a version 7 calibration's per-run costs are stale;
+   version 9: every time is the median of its repetitions, not their lower quartile (calibrate.cxx, MedianOf()), so a
+   version 8 calibration prices the machine's quiet moments */
+const int         cacheVersion = 9; /* bench/bench_paper_model.cxx writes caches of this version too (-machine v100, rates) */
+const char *const cacheMagic   = "ddnn-model-cache 9";
 
 std::string HostName()
 {
