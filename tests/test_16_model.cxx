@@ -359,6 +359,8 @@ TEST(ModelCache, CalibrateWritesAndLoads)
     DDT(DDBackendGetDefault(&bn));
     if (!strcmp(bn, "/cpu/dnnl"))
       for (const char *k : {"float32 activation-rows-blocked f ", "float32 activation-rows-blocked b ", "float32 activation-rows-blocked:cold f "}) EXPECT_NE(all.find(k), std::string::npos) << k;
+    /* a plain row's cost: a constant and a term per entry of the row, warm and cold */
+    for (const char *k : {"float32 activation-rows f ", "float32 activation-rows-len f ", "float32 activation-rows-len b ", "float32 activation-rows-len:cold f ", "float32 activation-rows-len:cold b "}) EXPECT_NE(all.find(k), std::string::npos) << k;
   }
   { /* the optimizers' updates are timed, warm and cold (Adam's arithmetic costs more per byte than plain SGD's), and a flatten of a blocked input */
     const char *bn;
@@ -666,7 +668,8 @@ TEST(ModelWork, MeasuredPoolingReplacesTheFit)
 }
 
 /* a ReLU between a plain input and an output stored otherwise walks one run per row (other halo)
-   or per entry (channels-last: a format conversion); the runs and their price are exact */
+   or per entry (channels-last: a format conversion); the runs and their price (a row: a constant and,
+   where the cache has it, a term per entry) are exact */
 TEST(ModelWork, FormatConversionRunsAndTimeExact)
 {
   std::string    file = SyntheticCache("runs.txt");
@@ -696,6 +699,18 @@ TEST(ModelWork, FormatConversionRunsAndTimeExact)
   DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
   EXPECT_NEAR(t[0], 1e-6 + 2e-10 * by + 1.1e-8 * 23, 1e-15);
   EXPECT_NEAR(t[2], 3e-6 + 4e-10 * byb + 1.3e-8 * 23, 1e-15);
+  { /* with the rows' length term ("activation-rows-len", seconds per entry of a row): rows of 5 entries */
+    const char *bn;
+    DDT(DDBackendGetDefault(&bn));
+    const std::string bl = std::string("runcost ") + bn + " float64 activation-rows-len ";
+    DropCache(file);
+    file = SyntheticCache("runs.txt", bl + "f 2e-10\n" + bl + "b 3e-10\n");
+    DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
+    EXPECT_NEAR(t[0], 1e-6 + 2e-10 * by + (1.1e-8 + 2e-10 * 5) * 23, 1e-15);
+    EXPECT_NEAR(t[2], 3e-6 + 4e-10 * byb + (1.3e-8 + 3e-10 * 5) * 23, 1e-15);
+    DropCache(file);
+    file = SyntheticCache("runs.txt");
+  }
   DDT(DDTensorSetFormat(y, DD_FORMAT_CHANNELS_LAST));
   DDT(DDLayerGetModelRuns(l, &runs));
   EXPECT_EQ(runs, 120); /* one per entry */

@@ -63,6 +63,7 @@ static std::string  SyntheticCache(const char *bname, const char *dt = "float64"
       f << "kernel " << bname << " " << dt << " bcast-g" << Size() << " f 3e-05 2e-09\nkernel " << bname << " " << dt << " bcast-g" << Size() << " b 4e-05 3e-09\n";
     }
     f << "runcost " << b << "activation-rows f 1.1e-08\nruncost " << b << "activation-rows b 1.3e-08\n";
+    f << "runcost " << b << "activation-rows-len f 2e-10\nruncost " << b << "activation-rows-len b 3e-10\n"; /* the rows' length term: the entries per run as the set-up layer's */
     f << "runcost " << b << "activation f 5e-09\nruncost " << b << "activation b 7e-09\n";
   }
   MPI_Barrier(PETSC_COMM_WORLD);

@@ -542,6 +542,7 @@ DD_CXX_TRY
     /* LayerCold: the share of the layer's memory on this rank beyond the core's L2 cache */
     in.cold = ddnn::ModelColdFraction_Private((double)(pred->memory[0] + pred->memory[1] + pred->memory[2] + pred->memory[3]));
     in.runs = pred->runs;
+    if (pred->runs > 0) in.runlen = (double)ybulk / (double)pred->runs; /* LayerModelTime(): the output's bulk per run */
     in.rows = true; /* plain storage on both sides: the same storage order */
     if ((L.kind == K_POOL || L.kind == K_UP) && ylast > 0) in.windowrows = (double)ybulk / (double)ylast; /* ModelWindowRows_Private() of plain storage */
     for (int b = 0; b < 2; b++) {

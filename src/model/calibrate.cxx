@@ -618,26 +618,27 @@ static PetscErrorCode TimeOther(const std::string &kind, const char backend[], D
    element), to a plain output with a halo of 1 in H and W (mode 1: the walk goes row by row, as
    into the halo a consumer convolution grew), or from a convolution's blocked output to a blocked
    output with that halo (mode 2: rows of W x block entries, 1 KiB here, with the halo's gap between
-   them; where the backend hands over no blocked format, *runs = 0 and nothing is timed): its bytes,
-   runs (DDLayerGetModelRuns()) and median times, for the per-run cost. Cold, a blocked row
+   them; where the backend hands over no blocked format, *runs = 0 and nothing is timed), or as mode 1
+   on planes of 8 x 8 (mode 3: rows of 8 entries, for the plain rows' length term ModelKindRowsLen): its
+   bytes, runs (DDLayerGetModelRuns()), entries per run (*len) and median times, for the per-run cost. Cold, a blocked row
    costs about a memory latency (the gap stops the prefetcher's stream: the U-Net's unfused ReLUs in
    float32 took 0.032 ms cold against 0.0096 without the halo, 8x64x8x8), a plain row of the same
-   bytes far less (its 8-byte gaps do not). Modes 1 and 2 also time the same walk into an output without
+   bytes far less (its 8-byte gaps do not). Modes 1-3 also time the same walk into an output without
    the halo (tm0: one run, the same bytes), next to it, so that the rows' cost is a difference of two
    times taken together rather than of one time and a fit taken minutes apart: since the walk keeps its
    offsets by additions a row costs a few nanoseconds, and the fit's error over 2048 rows was as large */
-static PetscErrorCode TimeConversion(const char backend[], DDDataType dt, int mode, double work[2], double *runs, double tm[2], double tm0[2])
+static PetscErrorCode TimeConversion(const char backend[], DDDataType dt, int mode, double work[2], double *runs, double *len, double tm[2], double tm0[2])
 {
   DDPartition    part;
   DDTensor       x0, x, y, dy = NULL, dx = NULL;
   DDLayer        A = NULL, B = NULL;
-  const PetscInt shape[4] = {4, 16, 32, 32}, bshape[4] = {4, 32, 16, 16}, pshape[4] = {1, 1, 1, 1};
+  const PetscInt shape[4] = {4, 16, 32, 32}, bshape[4] = {4, 32, 16, 16}, sshape[4] = {16, 16, 8, 8}, pshape[4] = {1, 1, 1, 1};
   PetscInt64     r;
 
   PetscFunctionBegin;
-  *runs = 0;
+  *runs = *len = 0;
   PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, 4, pshape, PETSC_DECIDE, NULL, &part));
-  PetscCall(DDTensorCreateFromPartition(part, dt, 4, mode == 2 ? bshape : shape, &x0));
+  PetscCall(DDTensorCreateFromPartition(part, dt, 4, mode == 2 ? bshape : mode == 3 ? sshape : shape, &x0));
   PetscCall(FillTensor(x0, 0.1));
   x = x0;
   if (mode == 2) { /* the convolution's output: blocked where the backend blocks it */
@@ -648,13 +649,14 @@ static PetscErrorCode TimeConversion(const char backend[], DDDataType dt, int mo
   if (mode != 2 || x->layout.bdim >= 0) {
     PetscCall(MakeLayer(DDLAYERACTIVATION, backend, x, 16, &B, mode == 2));
     PetscCall(DDLayerGetOutput(B, &y));
-    if (mode == 1) {
+    if (mode == 1 || mode == 3) {
       const PetscInt lo[4] = {0, 0, 1, 1};
       PetscCall(DDTensorSetHalo(y, lo, lo));
     } else if (mode == 0) PetscCall(DDTensorSetFormat(y, DD_FORMAT_CHANNELS_LAST)); /* as a consumer may ask of it */
     PetscCheck(mode != 2 || (y->layout.bdim == x->layout.bdim && y->layout.bs == x->layout.bs), PETSC_COMM_SELF, PETSC_ERR_PLIB, "The calibration's blocked walk has an output of another format");
     PetscCall(DDLayerGetModelRuns(B, &r));
     *runs = (double)r;
+    *len  = (double)y->layout.bulksize / (double)r;
     PetscCheck(r > 1, PETSC_COMM_SELF, PETSC_ERR_PLIB, "The calibration's format conversion walks %" PetscInt64_FMT " run(s)", r);
     PetscCall(DDTensorDuplicate(y, &dy));
     PetscCall(FillTensor(dy, 0.3));
@@ -945,8 +947,9 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
   rank's time (the wait for it is part of a layer's time in a network); on P > 1 ranks the fits are
   stored as those of "<backend>@P", used for predictions on P ranks (else the one-rank fits).
   A ReLU from a plain to a channels-last tensor gives the per-run cost of a format conversion
-  (`DDLayerGetModelRuns()`), one into a tensor with a halo the per-run cost of a row-by-row walk,
-  and where the backend hands over a blocked format (/cpu/dnnl in float32), one from a
+  (`DDLayerGetModelRuns()`), two into a tensor with a halo (rows of 32 and of 8 entries) the cost of
+  a row of a row-by-row walk, a constant ("activation-rows") and a term per entry of the row
+  ("activation-rows-len"), and where the backend hands over a blocked format (/cpu/dnnl in float32), one from a
   convolution's blocked output into a blocked tensor with a halo that of a row-by-row walk between
   blocked tensors ("activation-rows-blocked": cold, each row restarts the prefetcher's stream)
   (all warm and cold),
@@ -1073,10 +1076,11 @@ DD_CXX_TRY
      halo were 0.45-0.75 of the measured time with the warm per-run cost alone) */
   for (int cold = 0; cold < 2; cold++) {
     const std::string sfx = cold ? ":cold" : "";
+    double            row32[2] = {0, 0}, len32 = 0; /* mode 1: the cost per row of 32 entries */
     calflush              = cold == 1;
-    for (int mode = 0; mode < 3; mode++) {
-      double wk[2], tm[2], tm0[2] = {-1, -1}, runs;
-      PetscCall(TimeConversion(bname, dt, mode, wk, &runs, tm, tm0));
+    for (int mode = 0; mode < 4; mode++) {
+      double wk[2], tm[2], tm0[2] = {-1, -1}, runs, len;
+      PetscCall(TimeConversion(bname, dt, mode, wk, &runs, &len, tm, tm0));
       { /* no blocked format on this backend: skipped on every rank together (a rank that skipped alone would leave the others in the all-reduce below) */
         int have[2] = {runs > 0, -(runs > 0)};
         PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, have, 2, MPI_INT, MPI_MIN, comm));
@@ -1088,7 +1092,19 @@ DD_CXX_TRY
       for (int d = 0; d < 2; d++) {
         double base = tm0[d]; /* the row walks: the same walk into an output without halo, timed next to it */
         if (base < 0) PetscCall(ddnn::ModelKernelTime_Private(bkey.c_str(), dt, (DDLAYERACTIVATION + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, wk[d], &base)); /* a format conversion: the ReLU's fit at its bytes */
-        PetscCall(ddnn::ModelStoreRunCost_Private(bkey.c_str(), dt, (std::string(mode == 2 ? ddnn::ModelKindRowsBlocked : mode == 1 ? "activation-rows" : DDLAYERACTIVATION) + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, std::max(0.0, (tm[d] - base) / (runs - 1))));
+        const double per = std::max(0.0, (tm[d] - base) / (runs - 1));
+        if (mode == 1) { /* stored with mode 3's rows of 8 */
+          row32[d] = per;
+          len32    = len;
+          continue;
+        }
+        if (mode == 3) { /* plain rows: per row c + l n over the rows of 32 and of 8 entries (l >= 0; c >= 0) */
+          const double l = len32 > len ? std::max(0.0, (row32[d] - per) / (len32 - len)) : 0;
+          PetscCall(ddnn::ModelStoreRunCost_Private(bkey.c_str(), dt, ("activation-rows" + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, std::max(0.0, row32[d] - l * len32)));
+          PetscCall(ddnn::ModelStoreRunCost_Private(bkey.c_str(), dt, (ddnn::ModelKindRowsLen + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, l));
+          continue;
+        }
+        PetscCall(ddnn::ModelStoreRunCost_Private(bkey.c_str(), dt, (std::string(mode == 2 ? ddnn::ModelKindRowsBlocked : DDLAYERACTIVATION) + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, per));
       }
     }
   }

@@ -91,7 +91,8 @@ ModelState M;
    additions and merge the dimensions both hold whole: a ReLU into a 3 x 3 convolution's halo runs 2-5x faster per row,
    so a version 7 calibration's per-run costs are stale;
    version 9: every time is the median of its repetitions, not their lower quartile (calibrate.cxx, MedianOf()), so a
-   version 8 calibration prices the machine's quiet moments */
+   version 8 calibration prices the machine's quiet moments; a plain row's cost has a term per entry of the row
+   ("activation-rows-len", ddnn::ModelKindRowsLen; a cache without it prices one cost per row) */
 const int         cacheVersion = 9; /* bench/bench_paper_model.cxx writes caches of this version too (-machine v100, rates) */
 const char *const cacheMagic   = "ddnn-model-cache 9";
 
@@ -875,8 +876,9 @@ static PetscInt64 PairRuns(DDTensor x, DDTensor y)
   element when their storage orders
   differ (a ReLU between a plain tensor and a channels-last or blocked one converts the format
   element by element). The model prices each run beyond the first with the calibrated per-run
-  cost of a row-by-row walk (same storage order, other halos) or of an element-by-element one
-  (another storage order) (`DDModelCalibrate()`), on top of t = c0 + c1 bytes.
+  cost of a row-by-row walk (same storage order, other halos; on plain storage a constant plus a
+  term per entry of the row, the row being the output's local entries / runs) or of an
+  element-by-element one (another storage order) (`DDModelCalibrate()`), on top of t = c0 + c1 bytes.
 
   Level: intermediate
 
@@ -1334,7 +1336,18 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[
       if (rcc == M.runcost.end()) rcc = rc; /* no cold run cost: the warm one */
       if (in.runs > 1) {
         if (rc == M.runcost.end()) *ok = PETSC_FALSE;
-        else comp[b] += ((1 - in.cold) * rc->second + in.cold * rcc->second) * (PetscReal)(in.runs - 1);
+        else {
+          double per[2] = {rc->second, rcc->second}; /* warm, cold */
+          if (!rb && in.rows) { /* a plain row: its length term where the cache has one (a cache without it: one cost per row) */
+            auto lc = FindRunCost(bname, size, in.dtype, ddnn::ModelKindRowsLen, b), lcc = in.cold > 0 ? FindRunCost(bname, size, in.dtype, std::string(ddnn::ModelKindRowsLen) + ":cold", b) : M.runcost.end();
+            if (lcc == M.runcost.end()) lcc = lc;
+            if (lc != M.runcost.end()) {
+              per[0] += lc->second * in.runlen;
+              per[1] += lcc->second * in.runlen;
+            }
+          }
+          comp[b] += ((1 - in.cold) * per[0] + in.cold * per[1]) * (PetscReal)(in.runs - 1);
+        }
       }
     }
     const PetscInt64 *v = in.p2p[b];
@@ -1410,6 +1423,7 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
       in.blocked = in.rows && A.bdim >= 0;
     }
     PetscCall(DDLayerGetModelRuns(layer, &in.runs));
+    if (in.runs > 0) in.runlen = (double)Bulk(layer->output) / (double)in.runs;
   }
   std::vector<DDPrimitive> prims = LayerPrimitives(layer);
   for (int b = 0; b < 2; b++) {

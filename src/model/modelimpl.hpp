@@ -29,6 +29,13 @@ inline constexpr const char *ModelKindConcatBlocked = "concat-blocked";
    prefetcher's stream, 3-4x a plain row's cost */
 inline constexpr const char *ModelKindRowsBlocked = "activation-rows-blocked";
 
+/* the part of a plain row's cost (the runcost "activation-rows") that grows with the row: seconds per
+   entry of a row; a row of n entries costs runcost + n times this. Interleaved, 396 calls each, float64,
+   a ReLU into a 3 x 3 consumer's halo cost per row beyond the same walk without it 6.1-6.3 ns warm and
+   9.3-10.1 cold in rows of 32 entries, 4.3 and 3.8 in rows of 16, 3.7 and 3.3 in rows of 8: one cost per
+   row, calibrated on rows of 32, priced the U-Net's ReLUs on 16 x 16 and 8 x 8 planes at 1.6-2.1x */
+inline constexpr const char *ModelKindRowsLen = "activation-rows-len";
+
 /* the calibrated kind of an optimizer's update by the arrays it streams per parameter (3: plain SGD,
    5: SGD with momentum, 7: Adam or AdamW), NULL for another count (priced as copies) */
 inline const char *ModelKindUpdate(PetscInt streams)
@@ -58,6 +65,7 @@ struct ModelCostInput {
   PetscInt64  runs = 0;            /* the runs of the pointwise walk (DDLayerGetModelRuns()) */
   bool        rows = false;        /* the walk is row by row (same storage order), else element by element */
   bool        blocked = false;     /* that row-by-row walk is between blocked tensors (its own run cost where the cache has one) */
+  double      runlen = 0;          /* the walk's entries per run: the output's local bulk / runs (the plain rows' length term, ModelKindRowsLen) */
   double      windowrows = 0;      /* the window kinds (pool, upsample): the output's rows (ModelWindowRows_Private()) */
   PetscInt64  p2p[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}; /* point-to-point {msgs sent, bytes sent, msgs received, bytes received} */
   std::vector<std::array<PetscInt64, 4>> halo[2]; /* each halo exchange's volume (part of p2p) */
