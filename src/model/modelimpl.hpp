@@ -30,7 +30,7 @@ inline constexpr const char *ModelKindConcatBlocked = "concat-blocked";
 inline constexpr const char *ModelKindRowsBlocked = "activation-rows-blocked";
 
 /* the part of a plain row's cost (the runcost "activation-rows") that grows with the row: seconds per
-   entry of a row; a row of n entries costs runcost + n times this. Interleaved, 396 calls each, float64,
+   entry of a row; a row of n entries costs runcost + n times this. Interleaved, 395 calls each, float64,
    a ReLU into a 3 x 3 consumer's halo cost per row beyond the same walk without it 6.1-6.3 ns warm and
    9.3-10.1 cold in rows of 32 entries, 4.3 and 3.8 in rows of 16, 3.7 and 3.3 in rows of 8: one cost per
    row, calibrated on rows of 32, priced the U-Net's ReLUs on 16 x 16 and 8 x 8 planes at 1.6-2.1x */
