@@ -699,12 +699,15 @@ TEST(ModelWork, FormatConversionRunsAndTimeExact)
   DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
   EXPECT_NEAR(t[0], 1e-6 + 2e-10 * by + 1.1e-8 * 23, 1e-15);
   EXPECT_NEAR(t[2], 3e-6 + 4e-10 * byb + 1.3e-8 * 23, 1e-15);
-  { /* with the rows' length term ("activation-rows-len", seconds per entry of a row): rows of 5 entries */
-    const char *bn;
-    DDT(DDBackendGetDefault(&bn));
-    const std::string bl = std::string("runcost ") + bn + " float64 activation-rows-len ";
+  const char *bn;
+  DDT(DDBackendGetDefault(&bn));
+  auto withRunCost = [&](const char *kind, const char *f, const char *b) { /* the synthetic cache again, with one more kind's run costs */
+    const std::string k = std::string("runcost ") + bn + " float64 " + kind + " ";
     DropCache(file);
-    file = SyntheticCache("runs.txt", bl + "f 2e-10\n" + bl + "b 3e-10\n");
+    file = SyntheticCache("runs.txt", k + "f " + f + "\n" + k + "b " + b + "\n");
+  };
+  { /* with the rows' length term ("activation-rows-len", seconds per entry of a row): rows of 5 entries */
+    withRunCost("activation-rows-len", "2e-10", "3e-10");
     DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
     EXPECT_NEAR(t[0], 1e-6 + 2e-10 * by + (1.1e-8 + 2e-10 * 5) * 23, 1e-15);
     EXPECT_NEAR(t[2], 3e-6 + 4e-10 * byb + (1.3e-8 + 3e-10 * 5) * 23, 1e-15);
@@ -747,11 +750,7 @@ TEST(ModelWork, FormatConversionRunsAndTimeExact)
     const double bz = 8.0 * 640 * 2, bzb = 8.0 * 640 * 3;
     DDT(DDLayerGetModelTime(lb, &t[0], &t[1], &t[2], &t[3], &ok));
     EXPECT_NEAR(t[0], 1e-6 + 2e-10 * bz + 1.1e-8 * (double)(rows - 1), 1e-15) << "no blocked run cost in the cache: the plain rows'";
-    const char *bn;
-    DDT(DDBackendGetDefault(&bn));
-    const std::string bb = std::string("runcost ") + bn + " float64 activation-rows-blocked ";
-    DropCache(file);
-    file = SyntheticCache("runs.txt", bb + "f 4.1e-08\n" + bb + "b 4.3e-08\n");
+    withRunCost("activation-rows-blocked", "4.1e-08", "4.3e-08");
     DDT(DDLayerGetModelTime(lb, &t[0], &t[1], &t[2], &t[3], &ok));
     EXPECT_NEAR(t[0], 1e-6 + 2e-10 * bz + 4.1e-8 * (double)(rows - 1), 1e-15);
     EXPECT_NEAR(t[2], 3e-6 + 4e-10 * bzb + 4.3e-8 * (double)(rows - 1), 1e-15);
