@@ -53,7 +53,7 @@ PetscErrorCode ModelGemmBytes_Private(DDLayer layer, PetscBool backward, double 
    machine), unlike the mean. Until cache version 8 the fits took the lower quartile, the machine's
    quiet moments: on 2 cores whose loops run 1-2x slower at times (a 2 x 2 max pool of 8x32x16x16,
    float64, hot: 0.093 ms in 1-2 of 6 processes and some calls of the others, 0.13-0.15 ms otherwise),
-   that priced the typical step low. Calibrated both ways in the same hour and run interleaved
+   that priced the typical step low. Calibrated both ways the same evening and run interleaved
    (bench_model, 1 rank 9 runs, 2 ranks 5 runs), the mean step ratio rose from 0.92-0.94 to 0.95-0.96
    at 1 rank and from 0.76-0.82 to 0.86-0.92 at 2 ranks, and the U-Net's entries within 20 % by
    1.5-4.8 on average (within their run-to-run spread; bench/README.md, "Medians, not lower quartiles") */
