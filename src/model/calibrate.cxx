@@ -1076,7 +1076,7 @@ DD_CXX_TRY
      halo were 0.45-0.75 of the measured time with the warm per-run cost alone) */
   for (int cold = 0; cold < 2; cold++) {
     const std::string sfx = cold ? ":cold" : "";
-    double            row32[2] = {0, 0}, len32 = 0; /* mode 1: the cost per row of 32 entries */
+    double            row[4][2] = {{0, 0}}, rowlen[4] = {0}; /* modes 1 and 3: the cost per row, and its entries */
     calflush              = cold == 1;
     for (int mode = 0; mode < 4; mode++) {
       double wk[2], tm[2], tm0[2] = {-1, -1}, runs, len;
@@ -1093,19 +1093,15 @@ DD_CXX_TRY
         double base = tm0[d]; /* the row walks: the same walk into an output without halo, timed next to it */
         if (base < 0) PetscCall(ddnn::ModelKernelTime_Private(bkey.c_str(), dt, (DDLAYERACTIVATION + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, wk[d], &base)); /* a format conversion: the ReLU's fit at its bytes */
         const double per = std::max(0.0, (tm[d] - base) / (runs - 1));
-        if (mode == 1) { /* stored with mode 3's rows of 8 */
-          row32[d] = per;
-          len32    = len;
-          continue;
-        }
-        if (mode == 3) { /* plain rows: per row c + l n over the rows of 32 and of 8 entries (l >= 0; c >= 0) */
-          const double l = len32 > len ? std::max(0.0, (row32[d] - per) / (len32 - len)) : 0;
-          PetscCall(ddnn::ModelStoreRunCost_Private(bkey.c_str(), dt, ("activation-rows" + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, std::max(0.0, row32[d] - l * len32)));
-          PetscCall(ddnn::ModelStoreRunCost_Private(bkey.c_str(), dt, (ddnn::ModelKindRowsLen + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, l));
-          continue;
-        }
-        PetscCall(ddnn::ModelStoreRunCost_Private(bkey.c_str(), dt, (std::string(mode == 2 ? ddnn::ModelKindRowsBlocked : DDLAYERACTIVATION) + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, per));
+        row[mode][d]     = per;
+        rowlen[mode]     = len;
+        if (mode == 0 || mode == 2) PetscCall(ddnn::ModelStoreRunCost_Private(bkey.c_str(), dt, (std::string(mode == 2 ? ddnn::ModelKindRowsBlocked : DDLAYERACTIVATION) + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, per));
       }
+    }
+    for (int d = 0; d < 2; d++) { /* plain rows: per row c + l n over mode 1's rows of 32 and mode 3's of 8 entries (l >= 0; c >= 0) */
+      const double l = rowlen[1] > rowlen[3] ? std::max(0.0, (row[1][d] - row[3][d]) / (rowlen[1] - rowlen[3])) : 0;
+      PetscCall(ddnn::ModelStoreRunCost_Private(bkey.c_str(), dt, ("activation-rows" + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, std::max(0.0, row[1][d] - l * rowlen[1])));
+      PetscCall(ddnn::ModelStoreRunCost_Private(bkey.c_str(), dt, (ddnn::ModelKindRowsLen + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, l));
     }
   }
   calflush = false;

@@ -1332,20 +1332,21 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[
       /* between blocked tensors: that walk's own run cost where the cache has one (older caches: the plain rows') */
       const bool        rb = in.rows && in.blocked && FindRunCost(bname, size, in.dtype, ddnn::ModelKindRowsBlocked, b) != M.runcost.end();
       const std::string rk = rb ? ddnn::ModelKindRowsBlocked : in.rows ? "activation-rows" : DDLAYERACTIVATION;
-      auto              rc = FindRunCost(bname, size, in.dtype, rk, b), rcc = in.cold > 0 ? FindRunCost(bname, size, in.dtype, rk + ":cold", b) : M.runcost.end();
-      if (rcc == M.runcost.end()) rcc = rc; /* no cold run cost: the warm one */
+      /* a run-cost entry, warm and cold (no cold entry: the warm one); found false where the cache has no warm one */
+      auto warmcold = [&](const std::string &k, double v[2]) {
+        auto w = FindRunCost(bname, size, in.dtype, k, b), c = in.cold > 0 ? FindRunCost(bname, size, in.dtype, k + ":cold", b) : M.runcost.end();
+        if (c == M.runcost.end()) c = w;
+        if (w == M.runcost.end()) return false;
+        v[0] = w->second;
+        v[1] = c->second;
+        return true;
+      };
+      double per[2], len[2];
       if (in.runs > 1) {
-        if (rc == M.runcost.end()) *ok = PETSC_FALSE;
+        if (!warmcold(rk, per)) *ok = PETSC_FALSE;
         else {
-          double per[2] = {rc->second, rcc->second}; /* warm, cold */
-          if (!rb && in.rows) { /* a plain row: its length term where the cache has one (a cache without it: one cost per row) */
-            auto lc = FindRunCost(bname, size, in.dtype, ddnn::ModelKindRowsLen, b), lcc = in.cold > 0 ? FindRunCost(bname, size, in.dtype, std::string(ddnn::ModelKindRowsLen) + ":cold", b) : M.runcost.end();
-            if (lcc == M.runcost.end()) lcc = lc;
-            if (lc != M.runcost.end()) {
-              per[0] += lc->second * in.runlen;
-              per[1] += lcc->second * in.runlen;
-            }
-          }
+          if (!rb && in.rows && warmcold(ddnn::ModelKindRowsLen, len)) /* a plain row: its length term where the cache has one (a cache without it: one cost per row) */
+            for (int c = 0; c < 2; c++) per[c] += len[c] * in.runlen;
           comp[b] += ((1 - in.cold) * per[0] + in.cold * per[1]) * (PetscReal)(in.runs - 1);
         }
       }
