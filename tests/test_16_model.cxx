@@ -9,6 +9,7 @@
 #include "layertest.hpp"
 #include <ddmodel.h>
 #include <ddnn/private/ddimpl.h>
+#include <ddnn/private/ddlayerimpl.h>
 #include <sys/shmarena.hpp>
 #include <fstream>
 #include <unistd.h>
@@ -374,7 +375,7 @@ TEST(ModelCache, CalibrateWritesAndLoads)
       EXPECT_GT(c[k][1], 0);
     }
     EXPECT_GT(c[1][1], c[0][1]);
-    for (const char *kind : {"update-momentum", "update-adam:cold", "flatten-blocked", "flatten-blocked:cold", "concat-blocked", "concat-blocked:cold"}) {
+    for (const char *kind : {"update-momentum", "update-adam:cold", "flatten-blocked", "flatten-blocked:cold", "concat-blocked", "concat-blocked:cold", "concat-halo", "concat-halo:cold"}) {
       DDT(DDModelGetKernelFit(bk.c_str(), DD_FLOAT32, kind, PETSC_FALSE, &c[0][0], &c[0][1], &okk));
       EXPECT_TRUE(okk) << kind;
     }
@@ -771,7 +772,7 @@ TEST(ModelWork, PoolTypeAndColdShareExact)
   const char *bname;
   DDT(DDBackendGetDefault(&bname));
   std::string b = std::string(bname) + " float64 ", file = Tmp("pool.txt");
-  WriteFile(file, "ddnn-model-cache 9\nhost " + Host() + "\n" + "kernel " + b + "pool f 1e-06 2e-10\n" + "kernel " + b + "pool b 2e-06 3e-10\n" + "kernel " + b + "pool-avg f 4e-06 5e-10\n" + "kernel " + b + "pool-avg b 6e-06 7e-10\n" + "kernel " + b + "pool-avg-blocked f 1.5e-06 2.5e-10\n" + "kernel " + b + "pool-avg-blocked b 3.5e-06 4.5e-10\n" + "kernel " + b + "pool:cold f 1e-03 9e-10\n" + "kernel " + b + "flatten f 2e-06 1e-11\n" + "kernel " + b + "flatten b 3e-06 2e-11\n" + "kernel " + b + "flatten-blocked f 5e-06 6e-10\n" + "kernel " + b + "flatten-blocked b 7e-06 8e-10\n" + "kernel " + b + "concat f 2.5e-06 3e-11\n" + "kernel " + b + "concat b 3.5e-06 4e-11\n" + "kernel " + b + "concat-blocked f 9e-06 4e-10\n" + "kernel " + b + "concat-blocked b 8e-06 5e-10\n");
+  WriteFile(file, "ddnn-model-cache 9\nhost " + Host() + "\n" + "kernel " + b + "pool f 1e-06 2e-10\n" + "kernel " + b + "pool b 2e-06 3e-10\n" + "kernel " + b + "pool-avg f 4e-06 5e-10\n" + "kernel " + b + "pool-avg b 6e-06 7e-10\n" + "kernel " + b + "pool-avg-blocked f 1.5e-06 2.5e-10\n" + "kernel " + b + "pool-avg-blocked b 3.5e-06 4.5e-10\n" + "kernel " + b + "pool:cold f 1e-03 9e-10\n" + "kernel " + b + "flatten f 2e-06 1e-11\n" + "kernel " + b + "flatten b 3e-06 2e-11\n" + "kernel " + b + "flatten-blocked f 5e-06 6e-10\n" + "kernel " + b + "flatten-blocked b 7e-06 8e-10\n" + "kernel " + b + "concat f 2.5e-06 3e-11\n" + "kernel " + b + "concat b 3.5e-06 4e-11\n" + "kernel " + b + "concat-blocked f 9e-06 4e-10\n" + "kernel " + b + "concat-blocked b 8e-06 5e-10\n" + "kernel " + b + "concat-halo f 6e-06 7e-11 3e-09 0 0 0\n" + "kernel " + b + "concat-halo b 5e-06 8e-11 4e-09 0 0 0\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
   DDT(DDModelReset());
   long         l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
@@ -853,6 +854,34 @@ TEST(ModelWork, PoolTypeAndColdShareExact)
         DDT(DDLayerDestroy(&l));
         DDT(DDTensorDestroy(&x2));
       }
+    { /* plain inputs into an output with a consumer convolution's halo ("concat-halo"): c0 + c1 bytes + c2 rows,
+         the rows the output's local entries over its innermost extent (W); a blocked input keeps "concat-blocked" */
+      for (int blocked = 0; blocked < 2; blocked++) {
+        DDTensor       x2, y;
+        const PetscInt lo[4] = {0, 0, 1, 1};
+        DDT(DDTensorSetFormat(x, blocked ? DD_FORMAT_BLOCKED : DD_FORMAT_PLAIN));
+        DDT(DDTensorDuplicate(x, &x2));
+        DDTensor xs[2] = {x, x2};
+        DDT(DDLayerCreate(PETSC_COMM_SELF, &l));
+        DDT(DDLayerSetType(l, DDLAYERCONCAT));
+        DDT(DDLayerSetOutputHalo_Private(l, lo, lo));
+        DDT(DDLayerSetUpMulti(l, 2, xs));
+        DDT(DDLayerGetOutput(l, &y));
+        const double rows = (double)(y->layout.bulksize / y->layout.n[3]);
+        for (int d = 0; d < 2; d++) DDT(DDLayerGetModelWork(l, d ? PETSC_TRUE : PETSC_FALSE, &f, &by[d]));
+        DDT(DDLayerGetModelTime(l, &t[0], &t[1], &t[2], &t[3], &ok));
+        EXPECT_TRUE(ok);
+        if (blocked) {
+          EXPECT_NEAR(t[0], 9e-6 + 4e-10 * by[0], 1e-12 * t[0]);
+          EXPECT_NEAR(t[2], 8e-6 + 5e-10 * by[1], 1e-12 * t[2]);
+        } else {
+          EXPECT_NEAR(t[0], 6e-6 + 7e-11 * by[0] + 3e-9 * rows, 1e-12 * t[0]);
+          EXPECT_NEAR(t[2], 5e-6 + 8e-11 * by[1] + 4e-9 * rows, 1e-12 * t[2]);
+        }
+        DDT(DDLayerDestroy(&l));
+        DDT(DDTensorDestroy(&x2));
+      }
+    }
     DDT(DDTensorDestroy(&x));
     DDT(DDPartitionDestroy(&part));
   }

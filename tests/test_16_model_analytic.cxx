@@ -44,13 +44,13 @@ static std::string  SyntheticCache(const char *bname, const char *dt = "float64"
     std::ofstream     f(file);
     const std::string b = std::string(bname) + " " + dt + " ", bp = std::string(bname) + "@" + std::to_string(Size()) + " " + dt + " ";
     f << "ddnn-model-cache 9\nhost " << Host() << "\ncomm 2.5e-06 3e-10\n";
-    const char *kinds[] = {"conv", "batchnorm", "activation", "pool", "pool-avg", "pool-avg-blocked", "upsample", "concat", "loss", "halo"};
+    const char *kinds[] = {"conv", "batchnorm", "activation", "pool", "pool-avg", "pool-avg-blocked", "upsample", "concat", "concat-halo", "loss", "halo"};
     int         i       = 1;
     for (const char *k : kinds)
       for (const char *d : {"f", "b"}) {
         f << "kernel " << b << k << " " << d << " " << 1e-6 * i << " " << 3e-11 * i;
         if (!strcmp(k, "conv")) f << " " << 1e-12 * i << " " << 2e-12 * i << " " << 5e-13 * i << " " << 2e-9 * i << " " << 1.5e-11 * i; /* + the column rows' and the direct passes' flops' terms */
-        if (!strncmp(k, "pool", 4) || !strcmp(k, "upsample")) f << " " << 4e-9 * i << " 0 0 0"; /* the window kinds' output rows */
+        if (!strncmp(k, "pool", 4) || !strcmp(k, "upsample") || !strcmp(k, "concat-halo")) f << " " << 4e-9 * i << " 0 0 0"; /* the window kinds' (and a concatenation into a halo's) output rows */
         f << "\n";
         i++;
       }

@@ -7,7 +7,8 @@
   It is the same model: both price their data with one formula, ddnn::ModelLayerTimes_Private()
   (model.cxx, src/model/modelimpl.hpp); this file computes that data from the description, the
   set-up model from the set-up layer (tests/test_16_model_analytic.cxx checks equality):
-  - compute: the calibrated fit of the layer's kind (concat and the loss their own), on the local
+  - compute: the calibrated fit of the layer's kind (concat and the loss their own; a concatenation
+    into its consumer's halo "concat-halo" where the cache has it), on the local
     work of DDLayerGetModelWork() (GEMM flops of the convolution, bytes of the others); for the
     convolution the further terms of its input and output bytes and of the flops its idle vector
     lanes waste and of the rows of its column matrix and the flops of its passes the backend chain
@@ -544,7 +545,8 @@ DD_CXX_TRY
     in.runs = pred->runs;
     if (pred->runs > 0) in.runlen = (double)ybulk / (double)pred->runs; /* LayerModelTime(): the output's bulk per run */
     in.rows = true; /* plain storage on both sides: the same storage order */
-    if ((L.kind == K_POOL || L.kind == K_UP) && ylast > 0) in.windowrows = (double)ybulk / (double)ylast; /* ModelWindowRows_Private() of plain storage */
+    for (PetscInt k = 0; k < L.d && L.kind == K_CONCAT; k++) in.outhalo = in.outhalo || olo[k] || ohi[k]; /* into the consumer's halo (the inputs have none) */
+    if ((L.kind == K_POOL || L.kind == K_UP || in.outhalo) && ylast > 0) in.windowrows = (double)ybulk / (double)ylast; /* ModelWindowRows_Private() of plain storage */
     for (int b = 0; b < 2; b++) {
       in.flops[b] = pred->flops[b];
       in.bytes[b] = pred->bytes[b];

@@ -525,7 +525,8 @@ static PetscErrorCode TimeGemm(const std::string &kind, const char backend[], DD
 /* times a layer kind whose inputs are not one layer's output: concat (two (4, 16, 4s, 4s) along
    C), flatten ((4, 16, 4s, 4s)), loss (mse of (4, 1, 8s, 8s) against a target of that shape) and
    loss-crossentropy ((16 s, 10) logits against class indices); the bytes of DDLayerGetModelWork() */
-static PetscErrorCode TimeOther(const std::string &kind, const char backend[], DDDataType dt, PetscInt size, double work[2], double tm[2])
+/* TimeOther() on inputs of H x W planes where hw is not NULL ("concat-halo"); *rows (not NULL): the output's rows (ModelWindowRows_Private()) */
+static PetscErrorCode TimeOtherShape(const std::string &kind, const char backend[], DDDataType dt, PetscInt size, const PetscInt hw[], double work[2], double tm[2], double *rows)
 {
   DDPartition part, pl = NULL;
   DDTensor    xs[2] = {NULL, NULL}, dxs[2] = {NULL, NULL}, y, dy;
@@ -540,6 +541,10 @@ static PetscErrorCode TimeOther(const std::string &kind, const char backend[], D
     shape[1] = 1;
     shape[2] = shape[3] = 8 * size;
   }
+  if (hw) {
+    shape[2] = hw[0];
+    shape[3] = hw[1];
+  }
   if (ce) {
     shape[0] = 16 * size;
     shape[1] = 10;
@@ -548,7 +553,7 @@ static PetscErrorCode TimeOther(const std::string &kind, const char backend[], D
      ("concat-blocked": a U-Net's decoder after /cpu/dnnl's convolutions in float32): its copies walk
      the rows of blocked tensors with a halo, which the plain fit, timed on contiguous plain tensors,
      priced at 0.5-0.56 of the U-Net's concatenations' backward */
-  const bool cb = kind == ddnn::ModelKindConcatBlocked, concat = cb || kind == DDLAYERCONCAT;
+  const bool cb = kind == ddnn::ModelKindConcatBlocked, ch = kind == ddnn::ModelKindConcatHalo, concat = cb || ch || kind == DDLAYERCONCAT;
   DDLayer    A[2] = {NULL, NULL};
   DDTensor   x0   = NULL;
   PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, order, pshape, PETSC_DECIDE, NULL, &part));
@@ -562,13 +567,14 @@ static PetscErrorCode TimeOther(const std::string &kind, const char backend[], D
     }
   } else PetscCall(FillTensor(xs[0], 0.1));
   PetscCall(DDLayerCreate(PETSC_COMM_SELF, &B));
-  PetscCall(DDLayerSetType(B, kind.rfind(DDLAYERLOSS, 0) == 0 ? DDLAYERLOSS : cb ? DDLAYERCONCAT : kind.c_str()));
+  PetscCall(DDLayerSetType(B, kind.rfind(DDLAYERLOSS, 0) == 0 ? DDLAYERLOSS : concat ? DDLAYERCONCAT : kind.c_str()));
   if (backend) PetscCall(DDLayerSetBackend(B, backend));
-  if (cb) {
+  if (cb || ch) { /* into the halo of a 3 x 3 consumer convolution ("concat-halo": plain inputs, as the loss's and the plain concatenation's) */
     const PetscInt lo[4] = {0, 0, 1, 1};
-    nin = 2;
     PetscCall(DDLayerSetOutputHalo_Private(B, lo, lo));
-  } else if (kind == DDLAYERCONCAT || kind == DDLAYERLOSS) {
+  }
+  if (cb) nin = 2;
+  else if (concat || kind == DDLAYERLOSS) {
     nin = 2;
     PetscCall(DDTensorCreateFromPartition(part, dt, order, shape, &xs[1]));
     PetscCall(FillTensor(xs[1], 0.2));
@@ -601,6 +607,7 @@ static PetscErrorCode TimeOther(const std::string &kind, const char backend[], D
   /* a loss's backward is called as DDNetBackward() calls a network's output layer: dy = NULL (dL = 1;
      the layer makes the ones itself: priced with dy given it was 2-3x under the network's) */
   PetscCall(TimeForwardBackwardMulti(B, nin, xs, y, kind.rfind(DDLAYERLOSS, 0) == 0 ? NULL : dy, dxs, 5, 58, 0.05, tm));
+  if (rows) *rows = ddnn::ModelWindowRows_Private(y);
   for (int i = 0; i < 2; i++) {
     PetscCall(DDTensorDestroy(&xs[i]));
     PetscCall(DDTensorDestroy(&dxs[i]));
@@ -611,6 +618,14 @@ static PetscErrorCode TimeOther(const std::string &kind, const char backend[], D
   PetscCall(DDTensorDestroy(&x0));
   PetscCall(DDPartitionDestroy(&pl));
   PetscCall(DDPartitionDestroy(&part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* concat, flatten and the losses at their calibration shapes */
+static PetscErrorCode TimeOther(const std::string &kind, const char backend[], DDDataType dt, PetscInt size, double work[2], double tm[2])
+{
+  PetscFunctionBegin;
+  PetscCall(TimeOtherShape(kind, backend, dt, size, NULL, work, tm, NULL));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -939,7 +954,9 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
   (4x4 to 64x64: the small ones fix the per-call cost) convtranspose (2x2 stride 2), ReLU, batch
   norm, max and average pool 2x2 ("pool", "pool-avg"; "pool-avg-blocked" after a convolution), bilinear upsampling x2, the other
   activation functions (tanh, sigmoid, ...), concat (and of two convolutions' outputs into a
-  consumer convolution's halo, "concat-blocked": copies over blocked rows), flatten (and after a
+  consumer convolution's halo, "concat-blocked": copies over blocked rows; of two plain tensors into
+  such a halo, "concat-halo", with a term in the output's rows as the window kinds, over six
+  planes up to 64 x 64), flatten (and after a
   convolution, "flatten-blocked": a format conversion from oneDNN's blocked storage), the mse loss and the cross-entropy
   loss against class indices (the losses' backward with dy = NULL, as `DDNetBackward()` calls a
   network's output layer), fitted as t = c0 + c1 work (`DDLayerGetModelWork()`).
@@ -1045,6 +1062,25 @@ DD_CXX_TRY
       PetscFunctionReturn(PETSC_SUCCESS);
     };
     for (const std::string ok : {DDLAYERCONCAT, DDLAYERFLATTEN, DDLAYERLOSS, "loss-crossentropy", ddnn::ModelKindConcatBlocked}) PetscCall(fit(ok, {1, 2, 4, 8}, TimeOther));
+    { /* plain inputs into a halo: t = c0 + c1 bytes + c2 output rows (each row of the output starts inside a
+         cache line), as the window kinds' fits, over 4 x 16 x H x W inputs: square planes up to 2 MiB per float64
+         input (past the core's L2, where the output's write-backs run during the copies) and two oblong ones of
+         the same bytes, so that rows and bytes vary apart. Cold, float64, the U-Net's k1 (8 x (32 + 16) x 32 x 32,
+         rows of 32) copied at 15 GB/s, concatenations of 64 x 64 planes at 17-25 GB/s */
+      const PetscInt                   hw[][2] = {{8, 8}, {16, 16}, {32, 32}, {64, 64}, {64, 16}, {16, 64}};
+      std::vector<std::vector<double>> X[2];
+      std::vector<double>              t[2];
+      for (const auto &s : hw) {
+        double wk[2], tm[2], rows;
+        PetscCall(TimeOtherShape(ddnn::ModelKindConcatHalo, bname, dt, 1, s, wk, tm, &rows));
+        PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
+        for (int d = 0; d < 2; d++) {
+          X[d].push_back({wk[d], rows});
+          t[d].push_back(tm[d]);
+        }
+      }
+      for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreGemmKernel_Private(bkey.c_str(), dt, (std::string(ddnn::ModelKindConcatHalo) + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, X[d], t[d]));
+    }
     std::vector<std::string> kinds = {DDLAYERCONVTRANSPOSE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, ddnn::ModelKindPoolAvg, ddnn::ModelKindPoolAvgBlocked, DDLAYERUPSAMPLE, ddnn::ModelKindFlattenBlocked};
     for (DDActivationType a : {DD_ACT_LEAKYRELU, DD_ACT_TANH, DD_ACT_SIGMOID, DD_ACT_GELU, DD_ACT_IDENTITY, DD_ACT_SILU, DD_ACT_ELU, DD_ACT_SOFTPLUS}) kinds.push_back(std::string(DDLAYERACTIVATION) + "-" + DDActivationTypes[a]); /* model.cxx's calibratedActs */
     for (const std::string &ks : kinds) {

@@ -1206,6 +1206,10 @@ static PetscReal CeilLog2(PetscMPIInt p)
   their output's rows (its local entries over the extent of its innermost storage dimension: W on
   plain storage, C channels-last, the channel block blocked), the fixed cost of their loops per row.
   A loss against class indices has the cross-entropy fit, the other losses the mse fit.
+  A concatenation has three fits: of plain inputs into a plain output, of blocked inputs (a
+  convolution's output format) into its consumer's halo, and of plain inputs into an output with a
+  halo its inputs lack (its consumer convolution's: every output row starts inside a cache line);
+  a cache without the last prices that case by the first.
   Layer kinds that the calibration does not time (add, dropout, reshape, ...) are priced with the
   activation's fit (a memory-bound kernel) on their bytes.
 
@@ -1298,13 +1302,15 @@ namespace ddnn
    layer, DDModelPredictLayer() (analytic.cxx) from a description. */
 PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[2], PetscReal comm[2], PetscReal tcoll[2], PetscBool *ok)
 {
-  const std::string &kind  = in.kind;
-  const char        *bname = in.backend.c_str();
-  const PetscMPIInt  size  = in.size;
-  const bool         gemm  = IsGemmKind(kind);
+  const char       *bname = in.backend.c_str();
+  const PetscMPIInt size  = in.size;
+  std::string       kind  = in.kind;
 
   PetscFunctionBegin;
   PetscCall(ModelEnsureLoaded());
+  /* a plain concatenation into its consumer's halo: its own fit where the cache has one (ModelKindConcatHalo) */
+  if (in.outhalo && kind == DDLAYERCONCAT && FindKern(bname, size, in.dtype, ddnn::ModelKindConcatHalo, false) != M.kern.end()) kind = ddnn::ModelKindConcatHalo;
+  const bool gemm = IsGemmKind(kind);
   *ok = PETSC_TRUE;
   for (int b = 0; b < 2; b++) {
     comp[b] = comm[b] = 0;
@@ -1321,7 +1327,7 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[
         double t = F.c0 + F.c1 * (gemm ? in.flops[b] : in.bytes[b]);
         if (gemm)
           for (int j = 0; j < 5; j++) t += F.cx[j] * in.gemm[b][j];
-        else t += F.cx[0] * in.windowrows; /* the window kinds' rows (0 for the other kinds, and in fits without the term) */
+        else t += F.cx[0] * in.windowrows; /* the window kinds' and "concat-halo"'s rows (0 for the other kinds, and in fits without the term) */
         return t;
       };
       /* the share in.cold of the tensors in memory, the rest in the caches below L2 (ModelColdFraction_Private()) */
@@ -1414,7 +1420,11 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
     if (FindKern(bname, in.size, in.dtype, bk, false) != M.kern.end()) kind = bk;
   }
   in.kind = kind;
-  if (IsWindowKind(kind)) in.windowrows = ddnn::ModelWindowRows_Private(layer->output);
+  if (kind == DDLAYERCONCAT && layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->active && layer->output->active) { /* plain inputs: into the consumer's halo? */
+    const DDLayout &A = layer->setupin[0]->layout, &B = layer->output->layout;
+    for (PetscInt k = 0; k < B.order; k++) in.outhalo = in.outhalo || B.lo[k] != A.lo[k] || B.hi[k] != A.hi[k];
+  }
+  if (IsWindowKind(kind) || in.outhalo) in.windowrows = ddnn::ModelWindowRows_Private(layer->output);
   if (!IsGemmKind(kind)) {
     /* the same storage order with other halos: a row-by-row walk; otherwise element by element */
     if (layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->active && layer->output->active) {
