@@ -26,8 +26,8 @@ inline constexpr const char *ModelKindConcatBlocked = "concat-blocked";
 
 /* a concatenation of plain inputs into an output with a consumer convolution's halo (a U-Net's decoder in
    float64): its copies walk the output's rows, each starting inside a cache line; cold, float64, 8 x 16 x 32 x 32
-   inputs, it took 0.24-0.28 ms into the halo against 0.14-0.17 without it, which the plain fit (timed
-   without a halo) priced (a version 9 cache without this fit prices such a concatenation by the plain one) */
+   inputs, it took 0.24-0.28 ms into the halo against 0.14-0.17 without it; the plain fit, timed without a
+   halo, sees only the latter (a version 9 cache without this fit prices such a concatenation by the plain one) */
 inline constexpr const char *ModelKindConcatHalo = "concat-halo";
 
 /* the per-run cost of a row-by-row walk between blocked tensors whose halos differ (a ReLU into the halo a
