@@ -27,6 +27,7 @@
 #include <vector>
 #include <map>
 #include <functional>
+#include <array>
 #include <string>
 #include <algorithm>
 #include <cmath>
@@ -1061,26 +1062,31 @@ DD_CXX_TRY
       for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, (kind + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
       PetscFunctionReturn(PETSC_SUCCESS);
     };
-    for (const std::string ok : {DDLAYERCONCAT, DDLAYERFLATTEN, DDLAYERLOSS, "loss-crossentropy", ddnn::ModelKindConcatBlocked}) PetscCall(fit(ok, {1, 2, 4, 8}, TimeOther));
-    { /* plain inputs into a halo: t = c0 + c1 bytes + c2 output rows (each row of the output starts inside a
-         cache line), as the window kinds' fits, over 4 x 16 x H x W inputs: square planes up to 2 MiB per float64
-         input (past the core's L2, where the output's write-backs run during the copies) and two oblong ones of
-         the same bytes, so that rows and bytes vary apart. Cold, float64, the U-Net's k1 (8 x (32 + 16) x 32 x 32,
-         rows of 32) copied at 15 GB/s, concatenations of 64 x 64 planes at 17-25 GB/s */
-      const PetscInt                   hw[][2] = {{8, 8}, {16, 16}, {32, 32}, {64, 64}, {64, 16}, {16, 64}};
+    /* a kind whose fit has a term in its output's rows: t = c0 + c1 bytes + c2 output rows (ModelWindowRows_Private()) over
+       planes hw, timed by time(hw, work, times, rows), each the slowest rank's */
+    using RowsTimer = std::function<PetscErrorCode(const PetscInt[2], double[2], double[2], double *)>;
+    auto fitrows    = [&](const std::string &kind, std::initializer_list<std::array<PetscInt, 2>> hw, const RowsTimer &time) -> PetscErrorCode {
       std::vector<std::vector<double>> X[2];
       std::vector<double>              t[2];
+      PetscFunctionBegin;
       for (const auto &s : hw) {
         double wk[2], tm[2], rows;
-        PetscCall(TimeOtherShape(ddnn::ModelKindConcatHalo, bname, dt, 1, s, wk, tm, &rows));
+        PetscCall(time(s.data(), wk, tm, &rows));
         PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
         for (int d = 0; d < 2; d++) {
           X[d].push_back({wk[d], rows});
           t[d].push_back(tm[d]);
         }
       }
-      for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreGemmKernel_Private(bkey.c_str(), dt, (std::string(ddnn::ModelKindConcatHalo) + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, X[d], t[d]));
-    }
+      for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreGemmKernel_Private(bkey.c_str(), dt, (kind + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, X[d], t[d]));
+      PetscFunctionReturn(PETSC_SUCCESS);
+    };
+    for (const std::string ok : {DDLAYERCONCAT, DDLAYERFLATTEN, DDLAYERLOSS, "loss-crossentropy", ddnn::ModelKindConcatBlocked}) PetscCall(fit(ok, {1, 2, 4, 8}, TimeOther));
+    /* plain inputs into a halo ("concat-halo"): each row of the output starts inside a cache line; over 4 x 16 x H x W
+       inputs, square planes up to 2 MiB per float64 input (past the core's L2, where the output's write-backs run
+       during the copies) and two oblong ones of the same bytes, so that rows and bytes vary apart. Cold, float64,
+       the U-Net's k1 (8 x (32 + 16) x 32 x 32, rows of 32) copied at 15 GB/s, concatenations of 64 x 64 planes at 17-25 GB/s */
+    PetscCall(fitrows(ddnn::ModelKindConcatHalo, {{8, 8}, {16, 16}, {32, 32}, {64, 64}, {64, 16}, {16, 64}}, [&](const PetscInt s[2], double wk[2], double tm[2], double *rows) { return TimeOtherShape(ddnn::ModelKindConcatHalo, bname, dt, 1, s, wk, tm, rows); }));
     std::vector<std::string> kinds = {DDLAYERCONVTRANSPOSE, DDLAYERACTIVATION, DDLAYERBATCHNORM, DDLAYERPOOL, ddnn::ModelKindPoolAvg, ddnn::ModelKindPoolAvgBlocked, DDLAYERUPSAMPLE, ddnn::ModelKindFlattenBlocked};
     for (DDActivationType a : {DD_ACT_LEAKYRELU, DD_ACT_TANH, DD_ACT_SIGMOID, DD_ACT_GELU, DD_ACT_IDENTITY, DD_ACT_SILU, DD_ACT_ELU, DD_ACT_SOFTPLUS}) kinds.push_back(std::string(DDLAYERACTIVATION) + "-" + DDActivationTypes[a]); /* model.cxx's calibratedActs */
     for (const std::string &ks : kinds) {
@@ -1088,22 +1094,10 @@ DD_CXX_TRY
         PetscCall(fit(ks, {1, 4, 8, 16}, TimeKind)); /* 4x4 (the per-call cost: LeNet's small layers) to 64x64 */
         continue;
       }
-      /* the window kinds: t = c0 + c1 bytes + c2 output rows (ModelWindowRows_Private()), over the same square
-         planes and two oblong ones (tall and narrow: many short rows; short and wide: few long ones), so that
-         rows and bytes vary apart; on blocked storage the rows are proportional to the bytes and the fit drops the term */
-      const PetscInt                   hw[][2] = {{1, 1}, {4, 4}, {8, 8}, {16, 16}, {16, 2}, {2, 16}};
-      std::vector<std::vector<double>> X[2];
-      std::vector<double>              t[2];
-      for (const auto &s : hw) {
-        double wk[2], tm[2], rows;
-        PetscCall(TimeKindShape(ks, bname, dt, s[0], s[1], wk, tm, &rows));
-        PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
-        for (int d = 0; d < 2; d++) {
-          X[d].push_back({wk[d], rows});
-          t[d].push_back(tm[d]);
-        }
-      }
-      for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreGemmKernel_Private(bkey.c_str(), dt, (ks + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, X[d], t[d]));
+      /* the window kinds: over the same square planes and two oblong ones (tall and narrow: many short rows; short and
+         wide: few long ones), so that rows and bytes vary apart; on blocked storage the rows are proportional to the bytes
+         and the fit drops the term */
+      PetscCall(fitrows(ks, {{1, 1}, {4, 4}, {8, 8}, {16, 16}, {16, 2}, {2, 16}}, [&](const PetscInt s[2], double wk[2], double tm[2], double *rows) { return TimeKindShape(ks, bname, dt, s[0], s[1], wk, tm, rows); }));
     }
   }
   /* the per-run cost of a walk over two layouts, warm and cold (":cold", each less the same walk without

@@ -1420,11 +1420,6 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
     if (FindKern(bname, in.size, in.dtype, bk, false) != M.kern.end()) kind = bk;
   }
   in.kind = kind;
-  if (kind == DDLAYERCONCAT && layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->active && layer->output->active) { /* plain inputs: into the consumer's halo? */
-    const DDLayout &A = layer->setupin[0]->layout, &B = layer->output->layout;
-    for (PetscInt k = 0; k < B.order; k++) in.outhalo = in.outhalo || B.lo[k] != A.lo[k] || B.hi[k] != A.hi[k];
-  }
-  if (IsWindowKind(kind) || in.outhalo) in.windowrows = ddnn::ModelWindowRows_Private(layer->output);
   if (!IsGemmKind(kind)) {
     /* the same storage order with other halos: a row-by-row walk; otherwise element by element */
     if (layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->active && layer->output->active) {
@@ -1432,10 +1427,12 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
       in.rows = A.order == B.order && A.bdim == B.bdim && A.bs == B.bs;
       for (PetscInt k = 0; in.rows && k < A.order; k++) in.rows = A.perm[k] == B.perm[k];
       in.blocked = in.rows && A.bdim >= 0;
+      for (PetscInt k = 0; kind == DDLAYERCONCAT && k < B.order; k++) in.outhalo = in.outhalo || B.lo[k] != A.lo[k] || B.hi[k] != A.hi[k]; /* plain inputs into the consumer's halo */
     }
     PetscCall(DDLayerGetModelRuns(layer, &in.runs));
     if (in.runs > 0) in.runlen = (double)Bulk(layer->output) / (double)in.runs;
   }
+  if (IsWindowKind(kind) || in.outhalo) in.windowrows = ddnn::ModelWindowRows_Private(layer->output);
   std::vector<DDPrimitive> prims = LayerPrimitives(layer);
   for (int b = 0; b < 2; b++) {
     PetscCall(DDLayerGetModelWork(layer, b ? PETSC_TRUE : PETSC_FALSE, &in.flops[b], &in.bytes[b]));
