@@ -144,7 +144,7 @@ static void Fill(std::vector<T> &v, unsigned seed)
 /* ------------------------------------------------------------------------------------------ */
 /* the cases                                                                                  */
 
-enum Kind { CONV, AFFINE, MAXPOOL, BATCHNORM, UPSAMPLE, RELU };
+enum Kind { CONV, AFFINE, MAXPOOL, BATCHNORM, UPSAMPLE, RELU, LEAKYRELU };
 
 struct Case {
   std::string           name, label;
@@ -169,6 +169,7 @@ static std::vector<Case> AllCases()
     {"upsample_16x256", "bilinear upsample x2 on 1x16x256x256", UPSAMPLE, {1, 16, 256, 256}, 0, {}, "<= 1.0x torch", 1.0},
     {"upsample_64x56", "bilinear upsample x2 on 8x64x56x56", UPSAMPLE, {8, 64, 56, 56}, 0, {}, "<= 1.0x torch", 1.0},
     {"relu_16x512", "relu on 1x16x512x512", RELU, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0},
+    {"leakyrelu_16x512", "leaky relu (0.01) on 1x16x512x512", LEAKYRELU, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0},
   };
 }
 
@@ -239,8 +240,9 @@ static PetscErrorCode MakeLayer(MPI_Comm comm, const Case &c, DDLayer *l)
     PetscCall(DDLayerUpsampleSetScale(*l, 1, &s));
   } break;
   case RELU:
+  case LEAKYRELU:
     PetscCall(DDLayerSetType(*l, DDLAYERACTIVATION));
-    PetscCall(DDLayerActivationSetType(*l, DD_ACT_RELU));
+    PetscCall(DDLayerActivationSetType(*l, c.kind == RELU ? DD_ACT_RELU : DD_ACT_LEAKYRELU)); /* slope 0.01, PyTorch's default */
     break;
   }
   PetscCall(DDLayerSetTraining(*l, PETSC_TRUE));
@@ -636,6 +638,7 @@ static PetscErrorCode RefTime(const Case &c, int reps, Tm *t, double *scale, std
       PetscCall(RefUpsample<T>(c, s, reps, &tr, fast));
       break;
     case RELU:
+    case LEAKYRELU:
       break;
     }
     PetscFunctionReturn(PETSC_SUCCESS);
@@ -754,7 +757,7 @@ static PetscErrorCode OneRank(int T, int reps, int refreps, const std::vector<st
     Tm          tref, tfast;
     double      scale = 1, fscale = 1;
     std::string note, fnote;
-    const bool  hasref = doref && c.kind != RELU, hasfast = c.kind == MAXPOOL || c.kind == UPSAMPLE;
+    const bool  hasref = doref && c.kind != RELU && c.kind != LEAKYRELU, hasfast = c.kind == MAXPOOL || c.kind == UPSAMPLE;
     if (hasref) PetscCall(RefTime(c, refreps, &tref, &scale, &note));
     /* the fast kernels of src/backend/cpu alone, on the same plain data (max pooling: the layer does not call them yet) */
     if (hasfast) PetscCall(RefTime(c, reps, &tfast, &fscale, &fnote, true));

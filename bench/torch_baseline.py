@@ -48,6 +48,7 @@ CASES = {
     "upsample_16x256": ("upsample", (1, 16, 256, 256), None),
     "upsample_64x56": ("upsample", (8, 64, 56, 56), None),
     "relu_16x512": ("relu", (1, 16, 512, 512), None),
+    "leakyrelu_16x512": ("leakyrelu", (1, 16, 512, 512), None),
 }
 
 
@@ -65,6 +66,8 @@ def make(kind, shape, extra):
         return nn.Upsample(scale_factor=2, mode="bilinear" if len(shape) == 4 else "trilinear", align_corners=False)
     if kind == "relu":
         return nn.ReLU()
+    if kind == "leakyrelu":
+        return nn.LeakyReLU(0.01)
     raise ValueError(kind)
 
 

@@ -518,6 +518,49 @@ TEST(FastActivation, TanhFloat64Vectorized)
   std::printf("float64 tanh: worst relative error %.3g (%.2f ulp of 1), backward worst absolute %.3g\n", worst, worst / DBL_EPSILON, worstb);
 }
 
+/* leaky ReLU's and PReLU's vectorized loops (v (v > 0 ? 1 : slope)) give the bits of "v > 0 ? v : slope v" and
+   "v > 0 ? dy : slope dy" for every kind of value (NaN, infinities, signed zeros, subnormals), in every lane and the tail */
+template <class T>
+void LeakyBitwise()
+{
+  std::mt19937_64                   g(3);
+  std::uniform_real_distribution<T> u(-2, 2);
+  const T                           nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity(), den = std::numeric_limits<T>::denorm_min();
+  std::vector<T>                    x(101), dy(101);
+  for (size_t i = 0; i < x.size(); i++) {
+    x[i]  = u(g);
+    dy[i] = u(g);
+  }
+  const T special[] = {nan, -nan, inf, -inf, (T)0, -(T)0, den, -den, std::numeric_limits<T>::max(), -std::numeric_limits<T>::max()};
+  for (size_t k = 0; k < sizeof(special) / sizeof(special[0]); k++) {
+    x[7 * k + 1]  = special[k];
+    dy[7 * k + 3] = special[k];
+  }
+  for (T slope : {(T)0.01, (T)-0.2, (T)3, (T)0}) {
+    std::vector<T> y(x.size()), dx(x.size()), yr(x.size()), dxr(x.size());
+    for (size_t i = 0; i < x.size(); i++) {
+      yr[i]  = x[i] > (T)0 ? x[i] : slope * x[i];
+      dxr[i] = x[i] > (T)0 ? dy[i] : slope * dy[i];
+    }
+    for (DDActivationType t : {DD_ACT_LEAKYRELU, DD_ACT_PRELU})
+      for (size_t n : {x.size(), (size_t)1, (size_t)2, (size_t)5}) {
+        std::vector<T> y0(yr.begin(), yr.begin() + n), d0(dxr.begin(), dxr.begin() + n);
+        y.assign(n, (T)7);
+        dx.assign(n, (T)7);
+        ActivationForward<T>(t, slope, x.data(), y.data(), (PetscInt)n);
+        ActivationBackward<T>(t, slope, x.data(), dy.data(), dx.data(), (PetscInt)n);
+        ExpectBitwise(y, y0, std::string(DDActivationTypes[t]) + " forward, slope " + std::to_string((double)slope) + ", n " + std::to_string(n));
+        ExpectBitwise(dx, d0, std::string(DDActivationTypes[t]) + " backward, slope " + std::to_string((double)slope) + ", n " + std::to_string(n));
+      }
+  }
+}
+
+TEST(FastActivation, LeakyBitwiseAsScalar)
+{
+  LeakyBitwise<float>();
+  LeakyBitwise<double>();
+}
+
 TEST(FastActivation, AsPyTorch)
 {
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();

@@ -123,6 +123,47 @@ void TanhBackwardD(const double *x, const double *dy, double *dx, PetscInt n)
     dx[i]          = (1.0 - t * t) * dy[i];
   }
 }
+
+/*
+  Leaky ReLU and PReLU: y = v (v > 0 ? 1 : slope), dx = dy (v > 0 ? 1 : slope). v 1 = v and dy 1 = dy,
+  so the values are those of "v > 0 ? v : slope v" (NaN and -0 included: slope v either way); the
+  select of two constants vectorizes here (no-trapping-math, as the tanh loops above; the multiply
+  is the same one per entry, nothing is evaluated speculatively). As a branch on the data's sign it
+  took 4.5 ns an entry on a network's activations (0.6 ms over 8 x 16 x 32 x 32, 16x ReLU's), and a
+  calibration on repeated data measures such a branch faster than a network sees it
+*/
+template <class T>
+static inline void LeakyForwardLoop(T slope, const T *x, T *y, PetscInt n)
+{
+  for (PetscInt i = 0; i < n; i++) {
+    const T v = x[i];
+    y[i]      = v * (v > (T)0 ? (T)1 : slope);
+  }
+}
+template <class T>
+static inline void LeakyBackwardLoop(T slope, const T *x, const T *dy, T *dx, PetscInt n)
+{
+  for (PetscInt i = 0; i < n; i++) {
+    const T v = x[i];
+    dx[i]     = dy[i] * (v > (T)0 ? (T)1 : slope);
+  }
+}
+void LeakyForward(float slope, const float *x, float *y, PetscInt n)
+{
+  LeakyForwardLoop(slope, x, y, n);
+}
+void LeakyForward(double slope, const double *x, double *y, PetscInt n)
+{
+  LeakyForwardLoop(slope, x, y, n);
+}
+void LeakyBackward(float slope, const float *x, const float *dy, float *dx, PetscInt n)
+{
+  LeakyBackwardLoop(slope, x, dy, dx, n);
+}
+void LeakyBackward(double slope, const double *x, const double *dy, double *dx, PetscInt n)
+{
+  LeakyBackwardLoop(slope, x, dy, dx, n);
+}
 #if defined(__GNUC__) && !defined(__clang__)
   #pragma GCC pop_options
 #endif
@@ -284,11 +325,7 @@ void ActivationForward(DDActivationType type, const ActParams<T> &p, const T *x,
     break;
   case DD_ACT_LEAKYRELU:
   case DD_ACT_PRELU: {
-    const T slope = p.slope;
-    for (PetscInt i = 0; i < n; i++) {
-      const T v = x[i];
-      y[i]      = v > (T)0 ? v : slope * v;
-    }
+    LeakyForward(p.slope, x, y, n);
   } break;
   case DD_ACT_TANH:
     TanhForward(x, y, n);
@@ -341,11 +378,7 @@ void ActivationBackward(DDActivationType type, const ActParams<T> &p, const T *x
     break;
   case DD_ACT_LEAKYRELU:
   case DD_ACT_PRELU: {
-    const T slope = p.slope;
-    for (PetscInt i = 0; i < n; i++) {
-      const T v = x[i], g = dy[i];
-      dx[i]     = v > (T)0 ? g : slope * g;
-    }
+    LeakyBackward(p.slope, x, dy, dx, n);
   } break;
   case DD_ACT_TANH:
     TanhBackward(x, dy, dx, n);
