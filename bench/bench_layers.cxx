@@ -144,7 +144,7 @@ static void Fill(std::vector<T> &v, unsigned seed)
 /* ------------------------------------------------------------------------------------------ */
 /* the cases                                                                                  */
 
-enum Kind { CONV, AFFINE, MAXPOOL, BATCHNORM, UPSAMPLE, RELU, LEAKYRELU };
+enum Kind { CONV, AFFINE, MAXPOOL, BATCHNORM, UPSAMPLE, ACT };
 
 struct Case {
   std::string           name, label;
@@ -154,6 +154,7 @@ struct Case {
   std::vector<PetscInt> refshape;/* reduced shape for the reference loops (empty: the same) */
   const char           *goal;
   double                goalratio; /* ddnn / torch must be <= this */
+  DDActivationType      act = DD_ACT_RELU; /* ACT: the function */
 };
 
 static std::vector<Case> AllCases()
@@ -168,8 +169,10 @@ static std::vector<Case> AllCases()
     {"batchnorm_16x512", "batchnorm on 1x16x512x512", BATCHNORM, {1, 16, 512, 512}, 0, {}, ">= 3x faster", 1.0 / 3},
     {"upsample_16x256", "bilinear upsample x2 on 1x16x256x256", UPSAMPLE, {1, 16, 256, 256}, 0, {}, "<= 1.0x torch", 1.0},
     {"upsample_64x56", "bilinear upsample x2 on 8x64x56x56", UPSAMPLE, {8, 64, 56, 56}, 0, {}, "<= 1.0x torch", 1.0},
-    {"relu_16x512", "relu on 1x16x512x512", RELU, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0},
-    {"leakyrelu_16x512", "leaky relu (0.01) on 1x16x512x512", LEAKYRELU, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0},
+    {"relu_16x512", "relu on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_RELU},
+    {"leakyrelu_16x512", "leaky relu (0.01) on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_LEAKYRELU},
+    {"sigmoid_16x512", "sigmoid on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_SIGMOID},
+    {"silu_16x512", "silu on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_SILU},
   };
 }
 
@@ -239,10 +242,9 @@ static PetscErrorCode MakeLayer(MPI_Comm comm, const Case &c, DDLayer *l)
     PetscCall(DDLayerUpsampleSetMode(*l, DD_UPSAMPLE_LINEAR));
     PetscCall(DDLayerUpsampleSetScale(*l, 1, &s));
   } break;
-  case RELU:
-  case LEAKYRELU:
+  case ACT:
     PetscCall(DDLayerSetType(*l, DDLAYERACTIVATION));
-    PetscCall(DDLayerActivationSetType(*l, c.kind == RELU ? DD_ACT_RELU : DD_ACT_LEAKYRELU)); /* slope 0.01, PyTorch's default */
+    PetscCall(DDLayerActivationSetType(*l, c.act)); /* leaky relu: slope 0.01, PyTorch's default */
     break;
   }
   PetscCall(DDLayerSetTraining(*l, PETSC_TRUE));
@@ -637,8 +639,7 @@ static PetscErrorCode RefTime(const Case &c, int reps, Tm *t, double *scale, std
     case UPSAMPLE:
       PetscCall(RefUpsample<T>(c, s, reps, &tr, fast));
       break;
-    case RELU:
-    case LEAKYRELU:
+    case ACT:
       break;
     }
     PetscFunctionReturn(PETSC_SUCCESS);
@@ -757,7 +758,7 @@ static PetscErrorCode OneRank(int T, int reps, int refreps, const std::vector<st
     Tm          tref, tfast;
     double      scale = 1, fscale = 1;
     std::string note, fnote;
-    const bool  hasref = doref && c.kind != RELU && c.kind != LEAKYRELU, hasfast = c.kind == MAXPOOL || c.kind == UPSAMPLE;
+    const bool  hasref = doref && c.kind != ACT, hasfast = c.kind == MAXPOOL || c.kind == UPSAMPLE;
     if (hasref) PetscCall(RefTime(c, refreps, &tref, &scale, &note));
     /* the fast kernels of src/backend/cpu alone, on the same plain data (max pooling: the layer does not call them yet) */
     if (hasfast) PetscCall(RefTime(c, reps, &tfast, &fscale, &fnote, true));

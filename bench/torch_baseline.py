@@ -49,6 +49,8 @@ CASES = {
     "upsample_64x56": ("upsample", (8, 64, 56, 56), None),
     "relu_16x512": ("relu", (1, 16, 512, 512), None),
     "leakyrelu_16x512": ("leakyrelu", (1, 16, 512, 512), None),
+    "sigmoid_16x512": ("sigmoid", (1, 16, 512, 512), None),
+    "silu_16x512": ("silu", (1, 16, 512, 512), None),
 }
 
 
@@ -68,6 +70,10 @@ def make(kind, shape, extra):
         return nn.ReLU()
     if kind == "leakyrelu":
         return nn.LeakyReLU(0.01)
+    if kind == "sigmoid":
+        return nn.Sigmoid()
+    if kind == "silu":
+        return nn.SiLU()
     raise ValueError(kind)
 
 
