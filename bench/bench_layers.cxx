@@ -173,6 +173,8 @@ static std::vector<Case> AllCases()
     {"leakyrelu_16x512", "leaky relu (0.01) on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_LEAKYRELU},
     {"sigmoid_16x512", "sigmoid on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_SIGMOID},
     {"silu_16x512", "silu on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_SILU},
+    {"elu_16x512", "elu on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_ELU},
+    {"gelu_16x512", "gelu (erf) on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_GELU},
   };
 }
 

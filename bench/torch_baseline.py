@@ -51,6 +51,8 @@ CASES = {
     "leakyrelu_16x512": ("leakyrelu", (1, 16, 512, 512), None),
     "sigmoid_16x512": ("sigmoid", (1, 16, 512, 512), None),
     "silu_16x512": ("silu", (1, 16, 512, 512), None),
+    "elu_16x512": ("elu", (1, 16, 512, 512), None),
+    "gelu_16x512": ("gelu", (1, 16, 512, 512), None),
 }
 
 
@@ -74,6 +76,10 @@ def make(kind, shape, extra):
         return nn.Sigmoid()
     if kind == "silu":
         return nn.SiLU()
+    if kind == "elu":
+        return nn.ELU()
+    if kind == "gelu":
+        return nn.GELU()
     raise ValueError(kind)
 
 

@@ -619,6 +619,103 @@ void SigmoidAccuracy(double tol)
   }
 }
 
+/* ELU on the branch-free expm1 and exp: against long double over the range, -0 kept, NaN out and dy passed for NaN
+   input (torch), the vectorized loops bitwise the scalar tail */
+template <class T>
+void EluAccuracy(T alpha, double tol)
+{
+  std::vector<T> x;
+  const double   lo = std::is_same<T, float>::value ? -110 : -750;
+  for (int i = 0; i <= 100000; i++) x.push_back((T)(lo + (10 - lo) * i / 100000.0));
+  for (int i = -20000; i <= 20000; i++) x.push_back((T)(1e-4 * i)); /* the two forms of expm1 meet at -0.5 */
+  for (T v : {(T)-0.5, std::nextafter((T)-0.5, (T)0), std::nextafter((T)-0.5, (T)-1), (T)0, std::numeric_limits<T>::denorm_min(), -std::numeric_limits<T>::denorm_min(), -std::numeric_limits<T>::min(), std::numeric_limits<T>::infinity(), -std::numeric_limits<T>::infinity()}) x.push_back(v);
+  x.push_back(-(T)0);
+  x.push_back(std::numeric_limits<T>::quiet_NaN());
+  const size_t   n = x.size();
+  std::vector<T> y(n), dx(n), dy(n, (T)1.5);
+  ActParams<T>   p;
+  p.alpha = alpha;
+  ActivationForward<T>(DD_ACT_ELU, p, x.data(), y.data(), (PetscInt)n);
+  ActivationBackward<T>(DD_ACT_ELU, p, x.data(), dy.data(), dx.data(), (PetscInt)n);
+  double worst = 0;
+  size_t bad   = 0;
+  for (size_t i = 0; i + 2 < n; i++) {
+    const long double v = x[i], a = alpha, f = v <= 0 ? a * std::expm1(v) : v, b = v <= 0 ? 1.5L * a * std::exp(v) : 1.5L;
+    auto              err = [&](long double got, long double want) { return got == want ? 0.0 : (double)(std::fabs(got - want) / std::max(std::fabs(want), (long double)std::numeric_limits<T>::min())); };
+    const double      e   = std::max(err(y[i], f), err(dx[i], b));
+    worst                 = std::max(worst, e);
+    if (!(e <= tol) && bad++ < 5) ADD_FAILURE() << "elu(" << (double)v << ") = " << (double)y[i] << " vs " << (double)f << ", backward " << (double)dx[i] << " vs " << (double)b;
+  }
+  EXPECT_EQ(bad, 0u) << "elu: entries beyond " << tol;
+  EXPECT_TRUE(std::signbit(y[n - 2]) && y[n - 2] == 0) << "elu(-0) = -0";
+  EXPECT_TRUE(std::isnan(y[n - 1]) && dx[n - 1] == (T)1.5) << "NaN: NaN out, dy passes";
+  PetscInt differ = 0;
+  for (size_t i = 0; i < n; i++) {
+    T y1, d1;
+    ActivationForward<T>(DD_ACT_ELU, p, &x[i], &y1, 1);
+    ActivationBackward<T>(DD_ACT_ELU, p, &x[i], &dy[i], &d1, 1);
+    if (std::memcmp(&y1, &y[i], sizeof(T)) || std::memcmp(&d1, &dx[i], sizeof(T))) differ++;
+  }
+  EXPECT_EQ(differ, 0) << "entries where the vectorized elu differs from the scalar tail";
+  std::printf("%s elu (alpha %g): worst relative error %.3g (%.2f ulp of 1)\n", std::is_same<T, float>::value ? "float32" : "float64", (double)alpha, worst, worst / std::numeric_limits<T>::epsilon());
+}
+
+TEST(FastActivation, EluVectorized)
+{
+  EluAccuracy<float>(1.0f, 4 * FLT_EPSILON);
+  EluAccuracy<float>(0.7f, 4 * FLT_EPSILON);
+  EluAccuracy<double>(1.0, 8 * DBL_EPSILON);
+  EluAccuracy<double>(0.7, 8 * DBL_EPSILON);
+}
+
+/* GELU (erf form): against long double's erf over the range; its formula
+   x/2 (1 + erf(x / sqrt 2)) loses relative accuracy for negative x in any implementation (PyTorch's
+   too), so the forward is measured against |x| / 2 (erf's absolute error) and the backward against dy;
+   NaN and PyTorch's infinities; a run bitwise its entries one by one */
+template <class T>
+void GeluAccuracy(double tol)
+{
+  std::vector<T> x;
+  for (int i = -100000; i <= 100000; i++) x.push_back((T)(12.0 * i / 100000.0));
+  for (T v : {(T)0, -(T)0, (T)1.4142135623730951, (T)-1.4142135623730951, (T)11.3137, (T)-11.3137, (T)40, (T)-40, std::numeric_limits<T>::denorm_min(), std::numeric_limits<T>::max(), -std::numeric_limits<T>::max()}) x.push_back(v);
+  x.push_back(std::numeric_limits<T>::infinity());
+  x.push_back(-std::numeric_limits<T>::infinity());
+  x.push_back(std::numeric_limits<T>::quiet_NaN());
+  const size_t   n = x.size();
+  std::vector<T> y(n), dx(n), dy(n, (T)1.5);
+  ActivationForward<T>(DD_ACT_GELU, (T)0.01, x.data(), y.data(), (PetscInt)n);
+  ActivationBackward<T>(DD_ACT_GELU, (T)0.01, x.data(), dy.data(), dx.data(), (PetscInt)n);
+  double worst = 0;
+  size_t bad   = 0;
+  for (size_t i = 0; i + 3 < n; i++) {
+    const long double v = x[i], ph = 0.5L * (1 + std::erf(v / std::sqrt(2.0L))), f = v * ph;
+    const long double b = 1.5L * (ph + v * std::exp(-0.5L * v * v) / std::sqrt(2 * 3.14159265358979323846264338327950288L));
+    auto              err = [&](long double got, long double want, long double floor) { return got == want ? 0.0 : (double)(std::fabs(got - want) / std::max(std::fabs(want), floor)); };
+    const double      e   = std::max(err(y[i], f, std::max((long double)std::numeric_limits<T>::min(), 0.5L * std::fabs(v))), err(dx[i], b, 1.5L));
+    worst                 = std::max(worst, e);
+    if (!(e <= tol) && bad++ < 5) ADD_FAILURE() << "gelu(" << (double)v << ") = " << (double)y[i] << " vs " << (double)f << ", backward " << (double)dx[i] << " vs " << (double)b;
+  }
+  EXPECT_EQ(bad, 0u) << "gelu: entries beyond " << tol;
+  /* PyTorch 1.13: gelu(inf) = inf, gelu(-inf) = nan (-inf 0), gelu'(+-inf) = nan */
+  EXPECT_TRUE(y[n - 3] == x[n - 3] && std::isnan(y[n - 2]) && std::isnan(dx[n - 3]) && std::isnan(dx[n - 2])) << "gelu at the infinities";
+  EXPECT_TRUE(std::isnan(y[n - 1]) && std::isnan(dx[n - 1])) << "NaN passes";
+  PetscInt differ = 0;
+  for (size_t i = 0; i < n; i++) {
+    T y1, d1;
+    ActivationForward<T>(DD_ACT_GELU, (T)0.01, &x[i], &y1, 1);
+    ActivationBackward<T>(DD_ACT_GELU, (T)0.01, &x[i], &dy[i], &d1, 1);
+    if (std::memcmp(&y1, &y[i], sizeof(T)) || std::memcmp(&d1, &dx[i], sizeof(T))) differ++;
+  }
+  EXPECT_EQ(differ, 0) << "entries where a run of gelu differs from its entries one by one";
+  std::printf("%s gelu: worst error %.3g (%.2f ulp of 1)\n", std::is_same<T, float>::value ? "float32" : "float64", worst, worst / std::numeric_limits<T>::epsilon());
+}
+
+TEST(FastActivation, GeluErfAccuracy)
+{
+  GeluAccuracy<float>(2 * FLT_EPSILON);
+  GeluAccuracy<double>(8 * DBL_EPSILON);
+}
+
 TEST(FastActivation, SigmoidSiluVectorized)
 {
   SigmoidAccuracy<float>(8 * FLT_EPSILON);
