@@ -93,9 +93,9 @@ ModelState M;
    version 9: every time is the median of its repetitions, not their lower quartile (calibrate.cxx, MedianOf()), so a
    version 8 calibration prices the machine's quiet moments; a plain row's cost has a term per entry of the row
    ("activation-rows-len", ddnn::ModelKindRowsLen; a cache without it prices one cost per row);
-   version 10: the float64 max pool's fast loops, leaky ReLU and PReLU, sigmoid, SiLU and ELU run without a branch on
-   their data (1.3x, 16x, 8x, 8x, 3.4x faster in float32 where they ran on those loops), so a version 9 calibration
-   prices them at their old speeds */
+   version 10: the float64 max pool's fast loops, leaky ReLU and PReLU, sigmoid, SiLU, ELU and float32 GELU run without
+   a branch on their data (1.3x, 16x, 8x, 8x, 3.4x, 2.4x faster in float32 where they ran on those loops), so a version
+   9 calibration prices them at their old speeds */
 const int         cacheVersion = 10; /* bench/bench_paper_model.cxx writes caches of this version too (-machine v100, rates) */
 const char *const cacheMagic   = "ddnn-model-cache 10";
 
