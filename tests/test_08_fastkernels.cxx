@@ -520,6 +520,21 @@ TEST(FastActivation, TanhFloat64Vectorized)
   std::printf("float64 tanh: worst relative error %.3g (%.2f ulp of 1), backward worst absolute %.3g\n", worst, worst / DBL_EPSILON, worstb);
 }
 
+/* the entries where a run of an activation differs from the same entries one by one (a run of 1 is the
+   scalar tail of the vectorized loops) */
+template <class T>
+PetscInt DifferOneByOne(DDActivationType t, const ActParams<T> &p, const std::vector<T> &x, const std::vector<T> &dy, const std::vector<T> &y, const std::vector<T> &dx)
+{
+  PetscInt differ = 0;
+  for (size_t i = 0; i < x.size(); i++) {
+    T y1, d1;
+    ActivationForward<T>(t, p, &x[i], &y1, 1);
+    ActivationBackward<T>(t, p, &x[i], &dy[i], &d1, 1);
+    if (std::memcmp(&y1, &y[i], sizeof(T)) || std::memcmp(&d1, &dx[i], sizeof(T))) differ++;
+  }
+  return differ;
+}
+
 /* leaky ReLU's and PReLU's vectorized loops (v (v > 0 ? 1 : slope)) give the bits of "v > 0 ? v : slope v" and
    "v > 0 ? dy : slope dy" for every kind of value (NaN, infinities, signed zeros, subnormals), in every lane and the tail */
 template <class T>
@@ -607,14 +622,7 @@ void SigmoidAccuracy(double tol)
     }
     EXPECT_EQ(bad, 0u) << DDActivationTypes[t] << ": entries beyond " << tol;
     EXPECT_TRUE(std::isnan(y[n - 1]) && std::isnan(dx[n - 1])) << "NaN passes";
-    PetscInt differ = 0;
-    for (size_t i = 0; i < n; i++) {
-      T y1, d1;
-      ActivationForward<T>(t, (T)0.01, &x[i], &y1, 1);
-      ActivationBackward<T>(t, (T)0.01, &x[i], &dy[i], &d1, 1);
-      if (std::memcmp(&y1, &y[i], sizeof(T)) || std::memcmp(&d1, &dx[i], sizeof(T))) differ++;
-    }
-    EXPECT_EQ(differ, 0) << "entries where the vectorized " << DDActivationTypes[t] << " differs from the scalar tail";
+    EXPECT_EQ(DifferOneByOne(t, ActParams<T>(), x, dy, y, dx), 0) << "entries where the vectorized " << DDActivationTypes[t] << " differs from the scalar tail";
     std::printf("%s %s: worst relative error %.3g (%.2f ulp of 1)\n", std::is_same<T, float>::value ? "float32" : "float64", DDActivationTypes[t], worst, worst / std::numeric_limits<T>::epsilon());
   }
 }
@@ -649,14 +657,7 @@ void EluAccuracy(T alpha, double tol)
   EXPECT_EQ(bad, 0u) << "elu: entries beyond " << tol;
   EXPECT_TRUE(std::signbit(y[n - 2]) && y[n - 2] == 0) << "elu(-0) = -0";
   EXPECT_TRUE(std::isnan(y[n - 1]) && dx[n - 1] == (T)1.5) << "NaN: NaN out, dy passes";
-  PetscInt differ = 0;
-  for (size_t i = 0; i < n; i++) {
-    T y1, d1;
-    ActivationForward<T>(DD_ACT_ELU, p, &x[i], &y1, 1);
-    ActivationBackward<T>(DD_ACT_ELU, p, &x[i], &dy[i], &d1, 1);
-    if (std::memcmp(&y1, &y[i], sizeof(T)) || std::memcmp(&d1, &dx[i], sizeof(T))) differ++;
-  }
-  EXPECT_EQ(differ, 0) << "entries where the vectorized elu differs from the scalar tail";
+  EXPECT_EQ(DifferOneByOne(DD_ACT_ELU, p, x, dy, y, dx), 0) << "entries where the vectorized elu differs from the scalar tail";
   std::printf("%s elu (alpha %g): worst relative error %.3g (%.2f ulp of 1)\n", std::is_same<T, float>::value ? "float32" : "float64", (double)alpha, worst, worst / std::numeric_limits<T>::epsilon());
 }
 
@@ -699,14 +700,7 @@ void GeluAccuracy(double tol)
   /* PyTorch 1.13: gelu(inf) = inf, gelu(-inf) = nan (-inf 0), gelu'(+-inf) = nan */
   EXPECT_TRUE(y[n - 3] == x[n - 3] && std::isnan(y[n - 2]) && std::isnan(dx[n - 3]) && std::isnan(dx[n - 2])) << "gelu at the infinities";
   EXPECT_TRUE(std::isnan(y[n - 1]) && std::isnan(dx[n - 1])) << "NaN passes";
-  PetscInt differ = 0;
-  for (size_t i = 0; i < n; i++) {
-    T y1, d1;
-    ActivationForward<T>(DD_ACT_GELU, (T)0.01, &x[i], &y1, 1);
-    ActivationBackward<T>(DD_ACT_GELU, (T)0.01, &x[i], &dy[i], &d1, 1);
-    if (std::memcmp(&y1, &y[i], sizeof(T)) || std::memcmp(&d1, &dx[i], sizeof(T))) differ++;
-  }
-  EXPECT_EQ(differ, 0) << "entries where a run of gelu differs from its entries one by one";
+  EXPECT_EQ(DifferOneByOne(DD_ACT_GELU, ActParams<T>(), x, dy, y, dx), 0) << "entries where a run of gelu differs from its entries one by one";
   std::printf("%s gelu: worst error %.3g (%.2f ulp of 1)\n", std::is_same<T, float>::value ? "float32" : "float64", worst, worst / std::numeric_limits<T>::epsilon());
 }
 

@@ -176,6 +176,19 @@ void LeakyBackward(double slope, const double *x, const double *dy, double *dx, 
   (float), within 1-2 ulp of exp; 2^n as two powers of two built in the exponent bits, so that the
   products down to the subnormals round once, and x clamped below where exp(x) rounds to 0.
 */
+/* 2^k for an integral k of T's normal exponent range: k + BIAS + 2^MANT holds k + BIAS in its low bits,
+   which the shift moves into the exponent field */
+template <class T, class U, int MANT, int BIAS>
+DDNN_AI inline T Pow2(T k)
+{
+  const T t = k + ((T)BIAS + (T)((U)1 << MANT));
+  U       b;
+  T       r;
+  std::memcpy(&b, &t, sizeof(b));
+  b <<= MANT;
+  std::memcpy(&r, &b, sizeof(r));
+  return r;
+}
 DDNN_AI inline double ExpNegD(double x)
 {
   const double   xc = x < -746.0 ? -746.0 : x;
@@ -186,17 +199,8 @@ DDNN_AI inline double ExpNegD(double x)
   const double   px = r * ((1.26177193074810590878e-4 * r2 + 3.02994407707441961300e-2) * r2 + 9.99999999999999999910e-1);
   const double   q  = ((3.00198505138664455042e-6 * r2 + 2.52448340349684104192e-3) * r2 + 2.27265548208155028766e-1) * r2 + 2.00000000000000000009e0;
   const double   e  = 1.0 + 2.0 * px / (q - px);
-  const double   n1 = (n * 0.5 + M) - M, n2 = n - n1; /* each >= -538: normal powers of two */
-  const double   t1 = n1 + (1023.0 + 4503599627370496.0), t2 = n2 + (1023.0 + 4503599627370496.0); /* 2^52 + 1023 + ni: its low bits */
-  unsigned long long b1, b2;
-  double             s1, s2;
-  std::memcpy(&b1, &t1, sizeof(b1));
-  std::memcpy(&b2, &t2, sizeof(b2));
-  b1 <<= 52;
-  b2 <<= 52;
-  std::memcpy(&s1, &b1, sizeof(s1));
-  std::memcpy(&s2, &b2, sizeof(s2));
-  return e * s1 * s2;
+  const double   n1 = (n * 0.5 + M) - M; /* n1 and n - n1 >= -538: normal powers of two */
+  return e * Pow2<double, unsigned long long, 52, 1023>(n1) * Pow2<double, unsigned long long, 52, 1023>(n - n1);
 }
 DDNN_AI inline float ExpNegF(float x)
 {
@@ -205,17 +209,8 @@ DDNN_AI inline float ExpNegF(float x)
   const float  n  = (xc * 1.44269504088896341f + M) - M;
   const float  r  = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
   const float  e  = (((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f) * r * r + r + 1.0f;
-  const float  n1 = (n * 0.5f + M) - M, n2 = n - n1; /* each >= -75 */
-  const float  t1 = n1 + (127.0f + 8388608.0f), t2 = n2 + (127.0f + 8388608.0f);
-  unsigned int b1, b2;
-  float        s1, s2;
-  std::memcpy(&b1, &t1, sizeof(b1));
-  std::memcpy(&b2, &t2, sizeof(b2));
-  b1 <<= 23;
-  b2 <<= 23;
-  std::memcpy(&s1, &b1, sizeof(s1));
-  std::memcpy(&s2, &b2, sizeof(s2));
-  return e * s1 * s2;
+  const float  n1 = (n * 0.5f + M) - M; /* n1 and n - n1 >= -75 */
+  return e * Pow2<float, unsigned int, 23, 127>(n1) * Pow2<float, unsigned int, 23, 127>(n - n1);
 }
 /* exp(-|x|) */
 DDNN_AI inline double ExpNegAbs(double x)
@@ -475,17 +470,18 @@ bool HaveAvx2()
 #endif
 }
 
-/* GELU (erf form): float32 on the branch-free erf (the AVX2 loops where the CPU has AVX2); float64 on libm's erf
-   (a branch-free Cephes erf in double, tried, ran no faster) */
+/* the AVX2 copy of a loop where the CPU has AVX2, else the SSE2 one */
+#if defined(DDNN_SIGMOID_AVX2)
+  #define DDNN_AVX2_OR(avx2call, basecall) (HaveAvx2() ? (avx2call) : (basecall))
+#else
+  #define DDNN_AVX2_OR(avx2call, basecall) (basecall)
+#endif
+
+/* GELU (erf form): float32 on the branch-free erf; float64 on libm's erf (a branch-free Cephes erf in
+   double, tried, ran no faster) */
 inline bool GeluErfLoop(bool backward, const float *x, const float *dy, float *out, PetscInt n)
 {
-#if defined(DDNN_SIGMOID_AVX2)
-  if (HaveAvx2()) {
-    GeluErfLoopFAvx2(backward, x, dy, out, n);
-    return true;
-  }
-#endif
-  GeluErfLoopFBase(backward, x, dy, out, n);
+  DDNN_AVX2_OR(GeluErfLoopFAvx2(backward, x, dy, out, n), GeluErfLoopFBase(backward, x, dy, out, n));
   return true;
 }
 inline bool GeluErfLoop(bool, const double *, const double *, double *, PetscInt)
@@ -493,24 +489,18 @@ inline bool GeluErfLoop(bool, const double *, const double *, double *, PetscInt
   return false;
 }
 
-/* the ELU loops: the AVX2 ones where the CPU has AVX2 */
+/* the ELU loops */
 template <class T>
 void EluLoop(bool backward, T a, const T *x, const T *dy, T *out, PetscInt n)
 {
-#if defined(DDNN_SIGMOID_AVX2)
-  if (HaveAvx2()) return EluLoopAvx2(backward, a, x, dy, out, n);
-#endif
-  EluLoopBase(backward, a, x, dy, out, n);
+  DDNN_AVX2_OR(EluLoopAvx2(backward, a, x, dy, out, n), EluLoopBase(backward, a, x, dy, out, n));
 }
 
-/* the sigmoid and SiLU loops: the AVX2 ones where the CPU has AVX2 */
+/* the sigmoid and SiLU loops */
 template <class T>
 void SigmoidLoop(bool backward, bool silu, const T *x, const T *dy, T *out, PetscInt n)
 {
-#if defined(DDNN_SIGMOID_AVX2)
-  if (HaveAvx2()) return SigmoidLoopAvx2(backward, silu, x, dy, out, n);
-#endif
-  SigmoidLoopBase(backward, silu, x, dy, out, n);
+  DDNN_AVX2_OR(SigmoidLoopAvx2(backward, silu, x, dy, out, n), SigmoidLoopBase(backward, silu, x, dy, out, n));
 }
 
 /* the tanh loops: the AVX2 ones where the CPU has AVX2 */
