@@ -21,6 +21,7 @@
 */
 #include <backend/cpu/fastkernels.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
   #include <immintrin.h>
@@ -460,10 +461,11 @@ __attribute__((target("avx2"))) void TanhBackwardDAvx2(const double *x, const do
 }
 #endif
 
+/* the CPU has AVX2 and DDNN_NO_AVX2 is not set in the environment (the tests run the SSE2 copies of the loops so) */
 bool HaveAvx2()
 {
 #if defined(DDNN_TANH_AVX2)
-  static const bool have = __builtin_cpu_supports("avx2");
+  static const bool have = __builtin_cpu_supports("avx2") && !std::getenv("DDNN_NO_AVX2");
   return have;
 #else
   return false;
