@@ -520,6 +520,12 @@ TEST(FastActivation, TanhFloat64Vectorized)
   std::printf("float64 tanh: worst relative error %.3g (%.2f ulp of 1), backward worst absolute %.3g\n", worst, worst / DBL_EPSILON, worstb);
 }
 
+/* |got - want| relative to |want|, or to floor where |want| is smaller (0 where they are equal: the infinities) */
+inline double ErrorAgainst(long double got, long double want, long double floor)
+{
+  return got == want ? 0.0 : (double)(std::fabs(got - want) / std::max(std::fabs(want), floor));
+}
+
 /* the entries where a run of an activation differs from the same entries one by one (a run of 1 is the
    scalar tail of the vectorized loops) */
 template <class T>
@@ -611,10 +617,9 @@ void SigmoidAccuracy(double tol)
       }
       const long double f = t == DD_ACT_SIGMOID ? sg : v * sgT;
       const long double b = 1.5L * (t == DD_ACT_SIGMOID ? sg * (1 - sg) : sg * (1 + v * (1 - sg)));
-      auto err = [&](long double got, long double want, long double floor) { return got == want ? 0.0 : (double)(std::fabs(got - want) / std::max(std::fabs(want), floor)); };
       /* where s(x) is subnormal it is known to its spacing only: SiLU's x s(x) to |x| times it */
       const long double fl = std::numeric_limits<T>::min() * (t == DD_ACT_SILU ? std::max(1.0L, std::fabs(v)) : 1.0L);
-      const double      e  = std::max(err(y[i], f, fl), err(dx[i], b, 1.5L * (t == DD_ACT_SIGMOID ? 0.25L : std::max(1.0L, std::fabs(v))))); /* SiLU's v (1 - s): |v| times s's error */
+      const double      e  = std::max(ErrorAgainst(y[i], f, fl), ErrorAgainst(dx[i], b, 1.5L * (t == DD_ACT_SIGMOID ? 0.25L : std::max(1.0L, std::fabs(v))))); /* SiLU's v (1 - s): |v| times s's error */
       worst          = std::max(worst, e);
       if (!(e <= tol)) {
         if (bad++ < 5) ADD_FAILURE() << DDActivationTypes[t] << "(" << (double)x[i] << ") = " << (double)y[i] << " vs " << (double)f << ", backward " << (double)dx[i] << " vs " << (double)b;
@@ -649,8 +654,7 @@ void EluAccuracy(T alpha, double tol)
   size_t bad   = 0;
   for (size_t i = 0; i + 2 < n; i++) {
     const long double v = x[i], a = alpha, f = v <= 0 ? a * std::expm1(v) : v, b = v <= 0 ? 1.5L * a * std::exp(v) : 1.5L;
-    auto              err = [&](long double got, long double want) { return got == want ? 0.0 : (double)(std::fabs(got - want) / std::max(std::fabs(want), (long double)std::numeric_limits<T>::min())); };
-    const double      e   = std::max(err(y[i], f), err(dx[i], b));
+    const double      e   = std::max(ErrorAgainst(y[i], f, std::numeric_limits<T>::min()), ErrorAgainst(dx[i], b, std::numeric_limits<T>::min()));
     worst                 = std::max(worst, e);
     if (!(e <= tol) && bad++ < 5) ADD_FAILURE() << "elu(" << (double)v << ") = " << (double)y[i] << " vs " << (double)f << ", backward " << (double)dx[i] << " vs " << (double)b;
   }
@@ -691,8 +695,7 @@ void GeluAccuracy(double tol)
   for (size_t i = 0; i + 3 < n; i++) {
     const long double v = x[i], ph = 0.5L * (1 + std::erf(v / std::sqrt(2.0L))), f = v * ph;
     const long double b = 1.5L * (ph + v * std::exp(-0.5L * v * v) / std::sqrt(2 * 3.14159265358979323846264338327950288L));
-    auto              err = [&](long double got, long double want, long double floor) { return got == want ? 0.0 : (double)(std::fabs(got - want) / std::max(std::fabs(want), floor)); };
-    const double      e   = std::max(err(y[i], f, std::max((long double)std::numeric_limits<T>::min(), 0.5L * std::fabs(v))), err(dx[i], b, 1.5L));
+    const double      e   = std::max(ErrorAgainst(y[i], f, std::max((long double)std::numeric_limits<T>::min(), 0.5L * std::fabs(v))), ErrorAgainst(dx[i], b, 1.5L));
     worst                 = std::max(worst, e);
     if (!(e <= tol) && bad++ < 5) ADD_FAILURE() << "gelu(" << (double)v << ") = " << (double)y[i] << " vs " << (double)f << ", backward " << (double)dx[i] << " vs " << (double)b;
   }

@@ -168,15 +168,6 @@ void LeakyBackward(double slope, const double *x, const double *dy, double *dx, 
 #else
   #define DDNN_AI
 #endif
-/*
-  exp(x) for x <= 0 (NaN: some value; the callers select NaN back), branch-free so that the sigmoid
-  and SiLU loops vectorize (libm's exp is a scalar call per entry: sigmoid took 14x PyTorch's time in
-  float32, 6x in float64). Cephes' exp and expf: n = x log2(e) rounded to the nearest integer (added
-  to and taken from 1.5 2^52, 1.5 2^23: no integer conversion), r = x - n ln 2 with ln 2 in two parts,
-  exp(r) by a Padé form (double: 1 + 2 r P(r^2) / (Q(r^2) - r P(r^2))) or a degree-6 polynomial
-  (float), within 1-2 ulp of exp; 2^n as two powers of two built in the exponent bits, so that the
-  products down to the subnormals round once, and x clamped below where exp(x) rounds to 0.
-*/
 /* 2^k for an integral k of T's normal exponent range: k + BIAS + 2^MANT holds k + BIAS in its low bits,
    which the shift moves into the exponent field */
 template <class T, class U, int MANT, int BIAS>
@@ -190,6 +181,15 @@ DDNN_AI inline T Pow2(T k)
   std::memcpy(&r, &b, sizeof(r));
   return r;
 }
+/*
+  exp(x) for x <= 0 (NaN: some value; the callers select NaN back), branch-free so that the sigmoid
+  and SiLU loops vectorize (libm's exp is a scalar call per entry: sigmoid took 14x PyTorch's time in
+  float32, 6x in float64). Cephes' exp and expf: n = x log2(e) rounded to the nearest integer (added
+  to and taken from 1.5 2^52, 1.5 2^23: no integer conversion), r = x - n ln 2 with ln 2 in two parts,
+  exp(r) by a Padé form (double: 1 + 2 r P(r^2) / (Q(r^2) - r P(r^2))) or a degree-6 polynomial
+  (float), within 1-2 ulp of exp; 2^n as two powers of two built in the exponent bits, so that the
+  products down to the subnormals round once, and x clamped below where exp(x) rounds to 0.
+*/
 DDNN_AI inline double ExpNegD(double x)
 {
   const double   xc = x < -746.0 ? -746.0 : x;
@@ -481,14 +481,9 @@ bool HaveAvx2()
 
 /* GELU (erf form): float32 on the branch-free erf; float64 on libm's erf (a branch-free Cephes erf in
    double, tried, ran no faster) */
-inline bool GeluErfLoop(bool backward, const float *x, const float *dy, float *out, PetscInt n)
+inline void GeluErfLoop(bool backward, const float *x, const float *dy, float *out, PetscInt n)
 {
   DDNN_AVX2_OR(GeluErfLoopFAvx2(backward, x, dy, out, n), GeluErfLoopFBase(backward, x, dy, out, n));
-  return true;
-}
-inline bool GeluErfLoop(bool, const double *, const double *, double *, PetscInt)
-{
-  return false;
 }
 
 /* the ELU loops */
@@ -562,7 +557,8 @@ void ActivationForward(DDActivationType type, const ActParams<T> &p, const T *x,
         const double v = (double)x[i];
         y[i]           = (T)(0.5 * v * (1.0 + std::tanh(kSqrt2OnPi * (v + kKappa * v * v * v))));
       }
-    else if (!GeluErfLoop(false, x, (const T *)nullptr, y, n))
+    else if constexpr (std::is_same<T, float>::value) GeluErfLoop(false, x, nullptr, y, n);
+    else
       for (PetscInt i = 0; i < n; i++) y[i] = (T)(0.5 * (double)x[i] * (1.0 + std::erf((double)x[i] * kInvSqrt2)));
     break;
   case DD_ACT_IDENTITY:
@@ -612,7 +608,8 @@ void ActivationBackward(DDActivationType type, const ActParams<T> &p, const T *x
         const double t = std::tanh(kSqrt2OnPi * (v + kKappa * v2 * v));
         dx[i]          = (T)((0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kSqrt2OnPi * (1.0 + 3.0 * kKappa * v2)) * (double)dy[i]);
       }
-    else if (!GeluErfLoop(true, x, dy, dx, n)) /* Phi(x) + x phi(x) */
+    else if constexpr (std::is_same<T, float>::value) GeluErfLoop(true, x, dy, dx, n); /* Phi(x) + x phi(x) */
+    else
       for (PetscInt i = 0; i < n; i++) {
         const double v = (double)x[i];
         dx[i]          = (T)((0.5 * (1.0 + std::erf(v * kInvSqrt2)) + v * kInvSqrt2Pi * std::exp(-0.5 * v * v)) * (double)dy[i]);

@@ -94,7 +94,7 @@ inline void PoolCell(const PoolGeom &g, const T *x, const BoxOffsets &xo, T *y, 
   One tap of a row of regular outputs: v = xr[S i] (S = SS when SS > 0), m[i], am[i] as the
   reference updates them; off0 is the storage offset of xr[0]. The selects are written so that
   the float32 loop vectorizes; GCC leaves the float64 one scalar with a branch per entry (a
-  compare of doubles selecting 64-bit offsets), whose time then depends on the data: p1 of the
+  compare of doubles selecting PetscInt offsets), whose time then depends on the data: p1 of the
   main job's U-Net took 0.22 ms on a network's activations and 0.13 ms on zeros or on the same
   values repeated call after call (the predictor learns them), so the float64 rows go through
   SSE2 (x86-64's baseline) two at a time, the same compares and selects without a branch.
