@@ -155,6 +155,7 @@ struct Case {
   const char           *goal;
   double                goalratio; /* ddnn / torch must be <= this */
   DDActivationType      act = DD_ACT_RELU; /* ACT: the function */
+  bool                  gelutanh = false; /* ACT, GELU: PyTorch's approximate = 'tanh' */
 };
 
 static std::vector<Case> AllCases()
@@ -175,6 +176,8 @@ static std::vector<Case> AllCases()
     {"silu_16x512", "silu on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_SILU},
     {"elu_16x512", "elu on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_ELU},
     {"gelu_16x512", "gelu (erf) on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_GELU},
+    {"gelutanh_16x512", "gelu (tanh) on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_GELU, true},
+    {"softplus_16x512", "softplus on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_SOFTPLUS},
   };
 }
 
@@ -247,6 +250,7 @@ static PetscErrorCode MakeLayer(MPI_Comm comm, const Case &c, DDLayer *l)
   case ACT:
     PetscCall(DDLayerSetType(*l, DDLAYERACTIVATION));
     PetscCall(DDLayerActivationSetType(*l, c.act)); /* leaky relu: slope 0.01, PyTorch's default */
+    if (c.gelutanh) PetscCall(DDLayerActivationSetGeluApproximate(*l, DD_GELU_APPROXIMATE_TANH));
     break;
   }
   PetscCall(DDLayerSetTraining(*l, PETSC_TRUE));

@@ -53,6 +53,8 @@ CASES = {
     "silu_16x512": ("silu", (1, 16, 512, 512), None),
     "elu_16x512": ("elu", (1, 16, 512, 512), None),
     "gelu_16x512": ("gelu", (1, 16, 512, 512), None),
+    "gelutanh_16x512": ("gelutanh", (1, 16, 512, 512), None),
+    "softplus_16x512": ("softplus", (1, 16, 512, 512), None),
 }
 
 
@@ -80,6 +82,10 @@ def make(kind, shape, extra):
         return nn.ELU()
     if kind == "gelu":
         return nn.GELU()
+    if kind == "gelutanh":
+        return nn.GELU(approximate="tanh")
+    if kind == "softplus":
+        return nn.Softplus()
     raise ValueError(kind)
 
 

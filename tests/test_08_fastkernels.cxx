@@ -713,6 +713,94 @@ TEST(FastActivation, GeluErfAccuracy)
   GeluAccuracy<double>(8 * DBL_EPSILON);
 }
 
+/* GELU (tanh form, written x s(2u)): against long double's 0.5 x (1 + tanh(u)) and its derivative, as the erf form
+   (forward to |x| / 2, backward to dy); NaN and PyTorch's infinities; a run bitwise its entries one by one */
+template <class T>
+void GeluTanhAccuracy(double tol)
+{
+  std::vector<T> x;
+  for (int i = -100000; i <= 100000; i++) x.push_back((T)(12.0 * i / 100000.0));
+  for (T v : {(T)0, -(T)0, (T)40, (T)-40, (T)1e30, (T)-1e30, std::numeric_limits<T>::denorm_min(), std::numeric_limits<T>::max(), -std::numeric_limits<T>::max()}) x.push_back(v);
+  x.push_back(std::numeric_limits<T>::infinity());
+  x.push_back(-std::numeric_limits<T>::infinity());
+  x.push_back(std::numeric_limits<T>::quiet_NaN());
+  const size_t   n = x.size();
+  std::vector<T> y(n), dx(n), dy(n, (T)1.5);
+  ActParams<T>   p;
+  p.gelutanh = true;
+  ActivationForward<T>(DD_ACT_GELU, p, x.data(), y.data(), (PetscInt)n);
+  ActivationBackward<T>(DD_ACT_GELU, p, x.data(), dy.data(), dx.data(), (PetscInt)n);
+  double worst = 0;
+  size_t bad   = 0;
+  for (size_t i = 0; i + 3 < n; i++) {
+    const long double v = x[i], c = std::sqrt(2.0L / 3.14159265358979323846264338327950288L), k = 0.044715L;
+    const long double u = c * (v + k * v * v * v), t = std::isinf(u) ? (u > 0 ? 1.0L : -1.0L) : std::tanh(u);
+    const long double f = 0.5L * v * (1 + t), b = 1.5L * (0.5L * (1 + t) + 0.5L * v * (1 - t * t) * c * (1 + 3 * k * v * v));
+    const double      e = std::max(ErrorAgainst(y[i], f, std::max((long double)std::numeric_limits<T>::min(), 0.5L * std::fabs(v))), std::isfinite((double)b) ? ErrorAgainst(dx[i], b, 1.5L) : 0.0);
+    worst               = std::max(worst, e);
+    if (!(e <= tol) && bad++ < 5) ADD_FAILURE() << "gelu tanh(" << (double)v << ") = " << (double)y[i] << " vs " << (double)f << ", backward " << (double)dx[i] << " vs " << (double)b;
+  }
+  EXPECT_EQ(bad, 0u) << "gelu tanh: entries beyond " << tol;
+  /* PyTorch 1.13 (tanh form): gelu(inf) = inf, gelu(-inf) = nan (-inf 0), gelu'(+-inf) = nan */
+  EXPECT_TRUE(y[n - 3] == x[n - 3] && std::isnan(y[n - 2]) && std::isnan(dx[n - 3]) && std::isnan(dx[n - 2])) << "gelu tanh at the infinities";
+  EXPECT_TRUE(std::isnan(y[n - 1]) && std::isnan(dx[n - 1])) << "NaN passes";
+  EXPECT_EQ(DifferOneByOne(DD_ACT_GELU, p, x, dy, y, dx), 0) << "entries where a run of gelu tanh differs from its entries one by one";
+  std::printf("%s gelu tanh: worst error %.3g (%.2f ulp of 1)\n", std::is_same<T, float>::value ? "float32" : "float64", worst, worst / std::numeric_limits<T>::epsilon());
+}
+
+TEST(FastActivation, GeluTanhAccuracy)
+{
+  GeluTanhAccuracy<float>(2 * FLT_EPSILON);
+  GeluTanhAccuracy<double>(8 * DBL_EPSILON);
+}
+
+/* softplus (log1p(exp(b x)) / b on the branch-free exp and log1p, x where b x > threshold, the test taken in T as
+   torch takes it): against long double over the range, beta and threshold varied, subnormal results included;
+   -0, NaN and the infinities; a run bitwise its entries one by one */
+template <class T>
+void SoftplusAccuracy(T beta, T threshold, double tol)
+{
+  std::vector<T> x;
+  const double   lo = std::is_same<T, float>::value ? -110 : -750;
+  for (int i = 0; i <= 200000; i++) x.push_back((T)((lo + (60 - lo) * i / 200000.0) / (double)beta));
+  for (int i = -20000; i <= 20000; i++) x.push_back((T)(1e-4 * i)); /* log1p's two forms meet at exp(-|bx|) = sqrt 2 - 1 */
+  for (T v : {(T)(0.8813735870195430 / (double)beta), (T)(-0.8813735870195430 / (double)beta), threshold / beta, std::nextafter(threshold / beta, (T)1e30), std::numeric_limits<T>::denorm_min(), std::numeric_limits<T>::min(), std::numeric_limits<T>::max(), -std::numeric_limits<T>::max(), std::numeric_limits<T>::infinity(), -std::numeric_limits<T>::infinity()}) x.push_back(v);
+  x.push_back(-(T)0);
+  x.push_back(std::numeric_limits<T>::quiet_NaN());
+  const size_t   n = x.size();
+  std::vector<T> y(n), dx(n), dy(n, (T)1.5);
+  ActParams<T>   p;
+  p.beta      = beta;
+  p.threshold = threshold;
+  ActivationForward<T>(DD_ACT_SOFTPLUS, p, x.data(), y.data(), (PetscInt)n);
+  ActivationBackward<T>(DD_ACT_SOFTPLUS, p, x.data(), dy.data(), dx.data(), (PetscInt)n);
+  double worst = 0;
+  size_t bad   = 0;
+  for (size_t i = 0; i + 1 < n; i++) {
+    const T           bvT = beta * x[i];
+    const long double v = x[i], bv = bvT, above = bvT > threshold;
+    /* log1p(exp(bv)) without exp's overflow (torch's formula gives inf where b x > 88.7 (float32) or 709.8 (float64) below a threshold above those) */
+    const long double f = above ? v : (std::max(bv, 0.0L) + std::log1p(std::exp(-std::fabs(bv)))) / (long double)beta, b = above ? 1.5L : 1.5L / (1 + std::exp(-bv));
+    const double      e = std::max(ErrorAgainst(y[i], f, std::numeric_limits<T>::min()), ErrorAgainst(dx[i], b, std::numeric_limits<T>::min()));
+    worst               = std::max(worst, e);
+    if (!(e <= tol) && bad++ < 5) ADD_FAILURE() << "softplus(" << (double)v << ", beta " << (double)beta << ") = " << (double)y[i] << " vs " << (double)f << ", backward " << (double)dx[i] << " vs " << (double)b;
+  }
+  EXPECT_EQ(bad, 0u) << "softplus: entries beyond " << tol;
+  EXPECT_TRUE(std::isnan(y[n - 1]) && std::isnan(dx[n - 1])) << "NaN passes";
+  EXPECT_EQ(DifferOneByOne(DD_ACT_SOFTPLUS, p, x, dy, y, dx), 0) << "entries where a run of softplus differs from its entries one by one";
+  std::printf("%s softplus (beta %g, threshold %g): worst relative error %.3g (%.2f ulp of 1)\n", std::is_same<T, float>::value ? "float32" : "float64", (double)beta, (double)threshold, worst, worst / std::numeric_limits<T>::epsilon());
+}
+
+TEST(FastActivation, SoftplusVectorized)
+{
+  SoftplusAccuracy<float>(1, 20, 2 * FLT_EPSILON);
+  SoftplusAccuracy<float>(0.5f, 5, 2 * FLT_EPSILON);
+  SoftplusAccuracy<float>(3, 1e30f, 2 * FLT_EPSILON);
+  SoftplusAccuracy<double>(1, 20, 8 * DBL_EPSILON);
+  SoftplusAccuracy<double>(0.5, 5, 8 * DBL_EPSILON);
+  SoftplusAccuracy<double>(3, 1e300, 8 * DBL_EPSILON);
+}
+
 TEST(FastActivation, SigmoidSiluVectorized)
 {
   SigmoidAccuracy<float>(8 * FLT_EPSILON);

@@ -309,22 +309,74 @@ DDNN_AI static inline void GeluErfLoopsF(bool backward, const float *x, const fl
       out[i]        = (0.5f * (1.0f + ErfF(v * (float)kInvSqrt2)) + v * (float)kInvSqrt2Pi * ExpNegF(-0.5f * v * v)) * dy[i];
     }
 }
+/*
+  GELU, tanh form (PyTorch's approximate = 'tanh'), in double for both types as its scalar loop was:
+  x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + kappa x^3), written x s(2u) (1 + tanh(u) = 2 s(2u), s the
+  sigmoid), and torch's GeluBackwardKernel's 1/2 (1 + t) + x/2 (1 - t^2) u' as s + 2 x s s' u' with
+  s' = 1 - s = s(-2u) (1 - t^2 = 4 s s'): both from one exp(-2|u|), branch-free (TanhD does not vectorize
+  in the AVX2 copy of a loop), and neither 1 + tanh(u) nor 1 - t^2 nor 1 - s formed by cancellation
+*/
+template <class T>
+DDNN_AI static inline void GeluTanhLoops(bool backward, const T *x, const T *dy, T *out, PetscInt n)
+{
+  if (!backward)
+    for (PetscInt i = 0; i < n; i++) {
+      const double v = (double)x[i];
+      out[i]         = (T)(v * SigmoidV(2.0 * kSqrt2OnPi * (v + kKappa * v * v * v)));
+    }
+  else
+    for (PetscInt i = 0; i < n; i++) {
+      const double v = (double)x[i], v2 = v * v, w = 2.0 * kSqrt2OnPi * (v + kKappa * v2 * v);
+      const double e = ExpNegAbs(w), d = 1.0 + e, s = (w >= 0.0 ? 1.0 : e) / d, sc = (w >= 0.0 ? e : 1.0) / d;
+      out[i]         = (T)((s + 2.0 * v * s * sc * kSqrt2OnPi * (1.0 + 3.0 * kKappa * v2)) * (double)dy[i]);
+    }
+}
+/*
+  log(1 + e) for 0 <= e <= 1, branch-free (softplus): Cephes' log on 1 + e without forming it, so that
+  no rounding of 1 + e is lost: f = e (k = 0) where e <= sqrt 2 - 1, else f = (1 + e) / 2 - 1 = (e - 1) / 2
+  (k = 1); then log(1 + f) = f - f^2 / 2 + f^3 P(f) / Q(f) on [sqrt(1/2) - 1, sqrt 2 - 1] (degrees 5 and 5)
+  and k ln 2 added in two parts, as Cephes' log adds its exponent
+*/
+DDNN_AI inline double Log1pUnitD(double e)
+{
+  const bool   big = e > 0.41421356237309504880;
+  const double f = big ? 0.5 * (e - 1.0) : e, k = big ? 1.0 : 0.0, z = f * f;
+  const double p = ((((1.01875663804580931796e-4 * f + 4.97494994976747001425e-1) * f + 4.70579119878881725854e0) * f + 1.44989225341610930846e1) * f + 1.79368678507819816313e1) * f + 7.70838733755885391666e0;
+  const double q = ((((f + 1.12873587189167450590e1) * f + 4.52279145837532221105e1) * f + 8.29875266912776603211e1) * f + 7.11544750618563894466e1) * f + 2.31251620126765340583e1;
+  const double y = (f * (z * p / q) - k * 2.121944400546905827679e-4) - 0.5 * z;
+  return (f + y) + k * 0.693359375;
+}
+/*
+  softplus as PyTorch writes it: b x > threshold ? x : log1p(exp(b x)) / b, and dy (b x > threshold ? 1 :
+  s(b x)) backward (torch: z / (z + 1), z = exp(b x)). The threshold's test in T as torch's; the log in
+  double for both types, log1p(exp(t)) = max(t, 0) + log1p(exp(-|t|)), rounded once; NaN passes
+*/
+template <class T>
+DDNN_AI static inline void SoftplusLoops(bool backward, T b, T th, const T *x, const T *dy, T *out, PetscInt n)
+{
+  if (!backward)
+    for (PetscInt i = 0; i < n; i++) {
+      const T      v = x[i], bv = b * v;
+      const double t = (double)bv, sp = (t > 0.0 ? t : 0.0) + Log1pUnitD(ExpNegD(-__builtin_fabs(t)));
+      const T      r = (T)(sp / (double)b);
+      out[i]         = bv > th ? v : (v != v ? v : r);
+    }
+  else
+    for (PetscInt i = 0; i < n; i++) {
+      const T v = x[i], g = dy[i], bv = b * v;
+      out[i] = bv > th ? g : g * SigmoidV(bv);
+    }
+}
 #if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
   #define DDNN_SIGMOID_AVX2 1
 /* the same loops compiled for AVX2 (8 floats, 4 doubles; no FMA, so the same bits), chosen at run time */
-__attribute__((target("avx2"))) void SigmoidLoopAvx2(bool backward, bool silu, const float *x, const float *dy, float *out, PetscInt n)
+template <class T>
+__attribute__((target("avx2"))) void SigmoidLoopAvx2(bool backward, bool silu, const T *x, const T *dy, T *out, PetscInt n)
 {
   SigmoidLoops(backward, silu, x, dy, out, n);
 }
-__attribute__((target("avx2"))) void SigmoidLoopAvx2(bool backward, bool silu, const double *x, const double *dy, double *out, PetscInt n)
-{
-  SigmoidLoops(backward, silu, x, dy, out, n);
-}
-__attribute__((target("avx2"))) void EluLoopAvx2(bool backward, float a, const float *x, const float *dy, float *out, PetscInt n)
-{
-  EluLoops(backward, a, x, dy, out, n);
-}
-__attribute__((target("avx2"))) void EluLoopAvx2(bool backward, double a, const double *x, const double *dy, double *out, PetscInt n)
+template <class T>
+__attribute__((target("avx2"))) void EluLoopAvx2(bool backward, T a, const T *x, const T *dy, T *out, PetscInt n)
 {
   EluLoops(backward, a, x, dy, out, n);
 }
@@ -332,26 +384,40 @@ __attribute__((target("avx2"))) void GeluErfLoopFAvx2(bool backward, const float
 {
   GeluErfLoopsF(backward, x, dy, out, n);
 }
+template <class T>
+__attribute__((target("avx2"))) void GeluTanhLoopAvx2(bool backward, const T *x, const T *dy, T *out, PetscInt n)
+{
+  GeluTanhLoops(backward, x, dy, out, n);
+}
+template <class T>
+__attribute__((target("avx2"))) void SoftplusLoopAvx2(bool backward, T b, T th, const T *x, const T *dy, T *out, PetscInt n)
+{
+  SoftplusLoops(backward, b, th, x, dy, out, n);
+}
 #endif
 void GeluErfLoopFBase(bool backward, const float *x, const float *dy, float *out, PetscInt n)
 {
   GeluErfLoopsF(backward, x, dy, out, n);
 }
-void EluLoopBase(bool backward, float a, const float *x, const float *dy, float *out, PetscInt n)
+template <class T>
+void EluLoopBase(bool backward, T a, const T *x, const T *dy, T *out, PetscInt n)
 {
   EluLoops(backward, a, x, dy, out, n);
 }
-void EluLoopBase(bool backward, double a, const double *x, const double *dy, double *out, PetscInt n)
-{
-  EluLoops(backward, a, x, dy, out, n);
-}
-void SigmoidLoopBase(bool backward, bool silu, const float *x, const float *dy, float *out, PetscInt n)
+template <class T>
+void SigmoidLoopBase(bool backward, bool silu, const T *x, const T *dy, T *out, PetscInt n)
 {
   SigmoidLoops(backward, silu, x, dy, out, n);
 }
-void SigmoidLoopBase(bool backward, bool silu, const double *x, const double *dy, double *out, PetscInt n)
+template <class T>
+void GeluTanhLoopBase(bool backward, const T *x, const T *dy, T *out, PetscInt n)
 {
-  SigmoidLoops(backward, silu, x, dy, out, n);
+  GeluTanhLoops(backward, x, dy, out, n);
+}
+template <class T>
+void SoftplusLoopBase(bool backward, T b, T th, const T *x, const T *dy, T *out, PetscInt n)
+{
+  SoftplusLoops(backward, b, th, x, dy, out, n);
 }
 #if defined(__GNUC__) && !defined(__clang__)
   #pragma GCC pop_options
@@ -500,6 +566,20 @@ void SigmoidLoop(bool backward, bool silu, const T *x, const T *dy, T *out, Pets
   DDNN_AVX2_OR(SigmoidLoopAvx2(backward, silu, x, dy, out, n), SigmoidLoopBase(backward, silu, x, dy, out, n));
 }
 
+/* the GELU loops, tanh form */
+template <class T>
+void GeluTanhLoop(bool backward, const T *x, const T *dy, T *out, PetscInt n)
+{
+  DDNN_AVX2_OR(GeluTanhLoopAvx2(backward, x, dy, out, n), GeluTanhLoopBase(backward, x, dy, out, n));
+}
+
+/* the softplus loops */
+template <class T>
+void SoftplusLoop(bool backward, T b, T th, const T *x, const T *dy, T *out, PetscInt n)
+{
+  DDNN_AVX2_OR(SoftplusLoopAvx2(backward, b, th, x, dy, out, n), SoftplusLoopBase(backward, b, th, x, dy, out, n));
+}
+
 /* the tanh loops: the AVX2 ones where the CPU has AVX2 */
 void TanhForward(const float *x, float *y, PetscInt n)
 {
@@ -552,11 +632,7 @@ void ActivationForward(DDActivationType type, const ActParams<T> &p, const T *x,
     SigmoidLoop(false, false, x, (const T *)nullptr, y, n);
     break;
   case DD_ACT_GELU:
-    if (p.gelutanh)
-      for (PetscInt i = 0; i < n; i++) {
-        const double v = (double)x[i];
-        y[i]           = (T)(0.5 * v * (1.0 + std::tanh(kSqrt2OnPi * (v + kKappa * v * v * v))));
-      }
+    if (p.gelutanh) GeluTanhLoop(false, x, (const T *)nullptr, y, n);
     else if constexpr (std::is_same<T, float>::value) GeluErfLoop(false, x, nullptr, y, n);
     else
       for (PetscInt i = 0; i < n; i++) y[i] = (T)(0.5 * (double)x[i] * (1.0 + std::erf((double)x[i] * kInvSqrt2)));
@@ -571,13 +647,9 @@ void ActivationForward(DDActivationType type, const ActParams<T> &p, const T *x,
   case DD_ACT_ELU:
     EluLoop(false, (T)p.alpha, x, (const T *)nullptr, y, n);
     break;
-  case DD_ACT_SOFTPLUS: {
-    const T b = p.beta, th = p.threshold;
-    for (PetscInt i = 0; i < n; i++) {
-      const T v = x[i], bv = b * v;
-      y[i]      = bv > th ? v : std::log1p(std::exp(bv)) / b;
-    }
-  } break;
+  case DD_ACT_SOFTPLUS:
+    SoftplusLoop(false, p.beta, p.threshold, x, (const T *)nullptr, y, n);
+    break;
   }
 }
 
@@ -602,12 +674,7 @@ void ActivationBackward(DDActivationType type, const ActParams<T> &p, const T *x
     SigmoidLoop(true, false, x, dy, dx, n);
     break;
   case DD_ACT_GELU:
-    if (p.gelutanh) /* torch's GeluBackwardKernel, approximate = 'tanh' */
-      for (PetscInt i = 0; i < n; i++) {
-        const double v = (double)x[i], v2 = v * v;
-        const double t = std::tanh(kSqrt2OnPi * (v + kKappa * v2 * v));
-        dx[i]          = (T)((0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kSqrt2OnPi * (1.0 + 3.0 * kKappa * v2)) * (double)dy[i]);
-      }
+    if (p.gelutanh) GeluTanhLoop(true, x, dy, dx, n);
     else if constexpr (std::is_same<T, float>::value) GeluErfLoop(true, x, dy, dx, n); /* Phi(x) + x phi(x) */
     else
       for (PetscInt i = 0; i < n; i++) {
@@ -625,13 +692,9 @@ void ActivationBackward(DDActivationType type, const ActParams<T> &p, const T *x
   case DD_ACT_ELU:
     EluLoop(true, (T)p.alpha, x, dy, dx, n);
     break;
-  case DD_ACT_SOFTPLUS: {
-    const T b = p.beta, th = p.threshold;
-    for (PetscInt i = 0; i < n; i++) {
-      const T v = x[i], g = dy[i], z = std::exp(b * v);
-      dx[i]     = b * v > th ? g : g * z / (z + (T)1);
-    }
-  } break;
+  case DD_ACT_SOFTPLUS:
+    SoftplusLoop(true, p.beta, p.threshold, x, dy, dx, n);
+    break;
   }
 }
 

@@ -257,6 +257,13 @@ DD_CXX_CATCH
 + -layer_activation_beta <b> - beta
 - -layer_activation_threshold <t> - the threshold
 
+  Notes:
+  Below the threshold the value is computed as (max(beta x, 0) + log1p(exp(-|beta x|))) / beta, which
+  does not overflow: with a threshold above 88.7 (float32) or 709.8 (float64), where PyTorch's
+  log1p(exp(beta x)) gives inf for larger beta x, this gives the finite value (x, to rounding).
+  Elsewhere the values are PyTorch's to a few ulp (the threshold's comparison is made in the
+  tensor's precision, as PyTorch makes it).
+
   Level: intermediate
 
 .seealso: `DDLayerActivationSetType()`
