@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <strings.h>
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
   #include <immintrin.h>
 #endif
@@ -527,11 +528,21 @@ __attribute__((target("avx2"))) void TanhBackwardDAvx2(const double *x, const do
 }
 #endif
 
-/* the CPU has AVX2 and DDNN_NO_AVX2 is not set in the environment (the tests run the SSE2 copies of the loops so) */
+/* DDNN_NO_AVX2 set in the environment to a value other than empty, 0, false or no (any case) */
+static bool NoAvx2FromEnv()
+{
+  const char *e = std::getenv("DDNN_NO_AVX2");
+  if (!e || !*e) return false;
+  for (const char *off : {"0", "false", "no"})
+    if (!strcasecmp(e, off)) return false;
+  return true;
+}
+
+/* the CPU has AVX2 and DDNN_NO_AVX2 does not ask for the SSE2 loops (the tests run the SSE2 copies of the loops so) */
 bool HaveAvx2()
 {
 #if defined(DDNN_TANH_AVX2)
-  static const bool have = __builtin_cpu_supports("avx2") && !std::getenv("DDNN_NO_AVX2");
+  static const bool have = __builtin_cpu_supports("avx2") && !NoAvx2FromEnv();
   return have;
 #else
   return false;
