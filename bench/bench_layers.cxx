@@ -172,6 +172,7 @@ static std::vector<Case> AllCases()
     {"upsample_64x56", "bilinear upsample x2 on 8x64x56x56", UPSAMPLE, {8, 64, 56, 56}, 0, {}, "<= 1.0x torch", 1.0},
     {"relu_16x512", "relu on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_RELU},
     {"leakyrelu_16x512", "leaky relu (0.01) on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_LEAKYRELU},
+    {"tanh_16x512", "tanh on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_TANH},
     {"sigmoid_16x512", "sigmoid on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_SIGMOID},
     {"silu_16x512", "silu on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_SILU},
     {"elu_16x512", "elu on 1x16x512x512", ACT, {1, 16, 512, 512}, 0, {}, "<= 1.0x torch", 1.0, DD_ACT_ELU},

@@ -49,6 +49,7 @@ CASES = {
     "upsample_64x56": ("upsample", (8, 64, 56, 56), None),
     "relu_16x512": ("relu", (1, 16, 512, 512), None),
     "leakyrelu_16x512": ("leakyrelu", (1, 16, 512, 512), None),
+    "tanh_16x512": ("tanh", (1, 16, 512, 512), None),
     "sigmoid_16x512": ("sigmoid", (1, 16, 512, 512), None),
     "silu_16x512": ("silu", (1, 16, 512, 512), None),
     "elu_16x512": ("elu", (1, 16, 512, 512), None),
@@ -74,6 +75,8 @@ def make(kind, shape, extra):
         return nn.ReLU()
     if kind == "leakyrelu":
         return nn.LeakyReLU(0.01)
+    if kind == "tanh":
+        return nn.Tanh()
     if kind == "sigmoid":
         return nn.Sigmoid()
     if kind == "silu":

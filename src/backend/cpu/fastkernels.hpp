@@ -30,6 +30,11 @@ void UpsampleForwardFast(const UpsampleGeom &g, const T *x, const BoxOffsets &xo
 template <class T>
 void UpsampleBackwardFast(const UpsampleGeom &g, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo);
 
+/* whether the loops compiled for AVX2 run: the CPU has AVX2, and DDNN_NO_AVX2 is not set in the environment
+   to a value other than empty, 0, false or no (the tests run the SSE2 copies so); false where no AVX2 copies
+   are compiled (src/backend/cpu/pointwise.cxx) */
+bool HaveAvx2();
+
 /*
   Pointwise activations over a contiguous run of n entries, PyTorch's semantics, NaN included
   (relu and leakyrelu let NaN through; relu's derivative is 0 for x <= 0 and 1 otherwise, so a

@@ -18,6 +18,7 @@
   Without AVX2, SGD takes the compiler's 128-bit loops and Adam the scalar loop (the reference's).
 */
 #include <backend/cpu/optimizer_kernels.hpp>
+#include <backend/cpu/fastkernels.hpp> /* HaveAvx2() */
 #include <cmath>
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
   #include <immintrin.h>
@@ -142,15 +143,6 @@ __attribute__((target("avx2"))) void AdamAvx2(PetscInt n, T *p, const T *g, T *m
 }
 #endif
 
-bool HaveAvx2()
-{
-#if defined(DDNN_OPT_AVX2)
-  static const bool have = __builtin_cpu_supports("avx2");
-  return have;
-#else
-  return false;
-#endif
-}
 } // namespace
 
 template <class T>

@@ -24,9 +24,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <strings.h>
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-  #include <immintrin.h>
-#endif
 #include <type_traits>
 
 namespace ddnn
@@ -39,89 +36,15 @@ constexpr double kSqrt2OnPi  = 0.79788456080286535588; /* torch's kBeta = M_SQRT
 constexpr double kKappa      = 0.044715;
 
 /*
-  tanh in float32, branch-free so that the loops over a run vectorize (libm's tanhf is a scalar
-  call per entry: 1.9 of LeNet-5's 3.3 s, bench/README.md). Cephes' tanhf: |x| < 0.625 the odd
-  polynomial x + x^3 P(x^2); otherwise 1 - 2 / (exp(2|x|) + 1) with the sign of x, the argument
-  clamped at 10 (tanh rounds to 1 in float32 beyond about 9.01), and exp from Cephes' expf (exponent by
-  rounding to the nearest integer through an int conversion, the remainder split over two parts
-  of ln 2, a degree-6 polynomial, the scale 2^n put into the exponent bits). Within a few ulp
-  of tanh (test FastActivation.TanhFloat32Vectorized); NaN passes. GCC if-converts the selects
-  (and so vectorizes the loops) only without -ftrapping-math, which these functions turn off (no
-  numerical change: it only concerns floating-point exception flags); the builtins, not <cmath>'s
-  std::fabs and std::copysign, which GCC does not inline across the differing options.
+  The loops below are branch-free so that they vectorize. GCC if-converts their selects only without
+  -ftrapping-math, which these functions turn off (no numerical change: it only concerns floating-point
+  exception flags); the builtins, not <cmath>'s std::fabs and std::copysign, which GCC does not inline
+  across the differing options.
 */
 #if defined(__GNUC__) && !defined(__clang__)
   #pragma GCC push_options
   #pragma GCC optimize("no-trapping-math")
 #endif
-inline float TanhF(float x)
-{
-  const float a = __builtin_fabsf(x), z = x * x;
-  const float p = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z + 1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
-  const float u = 2.0f * (a < 10.0f ? a : 10.0f); /* NaN -> 20 here; restored below */
-  const int   n = (int)(u * 1.44269504088896341f + 0.5f); /* u > 0: rounds to nearest */
-  const float r = u - (float)n * 0.693359375f + (float)n * 2.12194440e-4f;
-  const float e = (((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f) * r * r + r + 1.0f;
-  const int   bits = (n + 127) << 23;
-  float       scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  const float q = 1.0f - 2.0f / (e * scale + 1.0f);
-  const float t = __builtin_copysignf(a < 0.625f ? __builtin_fabsf(p) : q, x); /* keeps tanh(-0) = -0 */
-  return x != x ? x : t;
-}
-
-void TanhForwardF(const float *x, float *y, PetscInt n)
-{
-  for (PetscInt i = 0; i < n; i++) y[i] = TanhF(x[i]);
-}
-
-void TanhBackwardF(const float *x, const float *dy, float *dx, PetscInt n)
-{
-  for (PetscInt i = 0; i < n; i++) {
-    const float t = TanhF(x[i]);
-    dx[i]         = (1.0f - t * t) * dy[i];
-  }
-}
-
-/*
-  tanh in float64, the same scheme with Cephes' double-precision tanh and exp (libm's tanh per
-  entry was 1.2 of LeNet-5's 2.8 s in float64): |x| < 0.625 the odd rational x + x^3 P(x^2) / Q(x^2)
-  (degrees 2 and 3); otherwise 1 - 2 / (exp(2|x|) + 1) with the sign of x, the argument clamped at
-  40 (tanh rounds to 1 in float64 beyond about 19.1), and exp as Cephes' exp: n = round(u / ln 2)
-  (through an int conversion), the remainder r = u - n C1 - n C2 over two parts of ln 2, exp(r) =
-  1 + 2 r P(r^2) / (Q(r^2) - r P(r^2)), the scale 2^n put into the exponent bits. Within a few ulp
-  of tanh (test FastActivation.TanhFloat64Vectorized); NaN passes, tanh(-0) = -0.
-*/
-inline double TanhD(double x)
-{
-  const double a = __builtin_fabs(x), z = x * x;
-  const double p = x + x * z * (((-9.64399179425052238628e-1 * z - 9.92877231001918586564e1) * z - 1.61468768441708447952e3) / (((z + 1.12811678491632931402e2) * z + 2.23548839060100448583e3) * z + 4.84406305325125486048e3));
-  const double u = 2.0 * (a < 20.0 ? a : 20.0); /* NaN -> 40 here; restored below */
-  const int    n = (int)(u * 1.4426950408889634073599 + 0.5); /* u >= 0: rounds to nearest */
-  const double r = (u - (double)n * 6.93145751953125e-1) - (double)n * 1.42860682030941723212e-6, rr = r * r;
-  const double rp = r * ((1.26177193074810590878e-4 * rr + 3.02994407707441961300e-2) * rr + 9.99999999999999999910e-1);
-  const double e  = 1.0 + 2.0 * (rp / ((((3.00198505138664455042e-6 * rr + 2.52448340349684104192e-3) * rr + 2.27265548208155028766e-1) * rr + 2.00000000000000000009e0) - rp));
-  const long long bits = (long long)(n + 1023) << 52;
-  double          scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  const double q = 1.0 - 2.0 / (e * scale + 1.0);
-  const double t = __builtin_copysign(a < 0.625 ? __builtin_fabs(p) : q, x);
-  return x != x ? x : t;
-}
-
-void TanhForwardD(const double *x, double *y, PetscInt n)
-{
-  for (PetscInt i = 0; i < n; i++) y[i] = TanhD(x[i]);
-}
-
-void TanhBackwardD(const double *x, const double *dy, double *dx, PetscInt n)
-{
-  for (PetscInt i = 0; i < n; i++) {
-    const double t = TanhD(x[i]);
-    dx[i]          = (1.0 - t * t) * dy[i];
-  }
-}
-
 /*
   Leaky ReLU and PReLU: y = v (v > 0 ? 1 : slope), dx = dy (v > 0 ? 1 : slope). v 1 = v and dy 1 = dy,
   so the values are those of "v > 0 ? v : slope v" (NaN and -0 included: slope v either way); the
@@ -233,6 +156,41 @@ DDNN_AI inline T SigmoidV(T x)
   const T s = (x >= (T)0 ? (T)1 : e) / ((T)1 + e);
   return x != x ? x : s;
 }
+/*
+  tanh, branch-free (libm's tanh per entry was 1.9 of LeNet-5's 3.3 s in float32, 1.2 of 2.8 s in float64,
+  bench/README.md): Cephes' tanhf and tanh, |x| < 0.625 the odd polynomial x + x^3 P(x^2) (float) or
+  rational x + x^3 P(x^2) / Q(x^2) (double, degrees 2 and 3); otherwise (1 - e) / (1 + e), e = exp(-2|x|)
+  on ExpNegF and ExpNegD, with the sign of x (tanh(-0) = -0); NaN passes. Within 2 ulp of tanh (test
+  FastActivation.TanhFloat32Vectorized, TanhFloat64Vectorized)
+*/
+DDNN_AI inline float TanhV(float x)
+{
+  const float a = __builtin_fabsf(x), z = x * x;
+  const float p = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z + 1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
+  const float e = ExpNegF(-2.0f * a), q = (1.0f - e) / (1.0f + e);
+  const float t = __builtin_copysignf(a < 0.625f ? __builtin_fabsf(p) : q, x);
+  return x != x ? x : t;
+}
+DDNN_AI inline double TanhV(double x)
+{
+  const double a = __builtin_fabs(x), z = x * x;
+  const double p = x + x * z * (((-9.64399179425052238628e-1 * z - 9.92877231001918586564e1) * z - 1.61468768441708447952e3) / (((z + 1.12811678491632931402e2) * z + 2.23548839060100448583e3) * z + 4.84406305325125486048e3));
+  const double e = ExpNegD(-2.0 * a), q = (1.0 - e) / (1.0 + e);
+  const double t = __builtin_copysign(a < 0.625 ? __builtin_fabs(p) : q, x);
+  return x != x ? x : t;
+}
+/* tanh forward, and its backward (1 - t^2) dy */
+template <class T>
+DDNN_AI static inline void TanhLoops(bool backward, const T *x, const T *dy, T *out, PetscInt n)
+{
+  if (!backward)
+    for (PetscInt i = 0; i < n; i++) out[i] = TanhV(x[i]);
+  else
+    for (PetscInt i = 0; i < n; i++) {
+      const T t = TanhV(x[i]);
+      out[i]    = ((T)1 - t * t) * dy[i];
+    }
+}
 template <class T>
 DDNN_AI static inline void SigmoidLoops(bool backward, bool silu, const T *x, const T *dy, T *out, PetscInt n)
 {
@@ -314,8 +272,8 @@ DDNN_AI static inline void GeluErfLoopsF(bool backward, const float *x, const fl
   GELU, tanh form (PyTorch's approximate = 'tanh'), in double for both types as its scalar loop was:
   x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + kappa x^3), written x s(2u) (1 + tanh(u) = 2 s(2u), s the
   sigmoid), and torch's GeluBackwardKernel's 1/2 (1 + t) + x/2 (1 - t^2) u' as s + 2 x s s' u' with
-  s' = 1 - s = s(-2u) (1 - t^2 = 4 s s'): both from one exp(-2|u|), branch-free (TanhD does not vectorize
-  in the AVX2 copy of a loop), and neither 1 + tanh(u) nor 1 - t^2 nor 1 - s formed by cancellation
+  s' = 1 - s = s(-2u) (1 - t^2 = 4 s s'): both from one exp(-2|u|), so that neither 1 + tanh(u) nor
+  1 - t^2 nor 1 - s is formed by cancellation
 */
 template <class T>
 DDNN_AI static inline void GeluTanhLoops(bool backward, const T *x, const T *dy, T *out, PetscInt n)
@@ -369,8 +327,13 @@ DDNN_AI static inline void SoftplusLoops(bool backward, T b, T th, const T *x, c
     }
 }
 #if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
-  #define DDNN_SIGMOID_AVX2 1
+  #define DDNN_AVX2_COPIES 1
 /* the same loops compiled for AVX2 (8 floats, 4 doubles; no FMA, so the same bits), chosen at run time */
+template <class T>
+__attribute__((target("avx2"))) void TanhLoopAvx2(bool backward, const T *x, const T *dy, T *out, PetscInt n)
+{
+  TanhLoops(backward, x, dy, out, n);
+}
 template <class T>
 __attribute__((target("avx2"))) void SigmoidLoopAvx2(bool backward, bool silu, const T *x, const T *dy, T *out, PetscInt n)
 {
@@ -396,6 +359,11 @@ __attribute__((target("avx2"))) void SoftplusLoopAvx2(bool backward, T b, T th, 
   SoftplusLoops(backward, b, th, x, dy, out, n);
 }
 #endif
+template <class T>
+void TanhLoopBase(bool backward, const T *x, const T *dy, T *out, PetscInt n)
+{
+  TanhLoops(backward, x, dy, out, n);
+}
 void GeluErfLoopFBase(bool backward, const float *x, const float *dy, float *out, PetscInt n)
 {
   GeluErfLoopsF(backward, x, dy, out, n);
@@ -424,133 +392,8 @@ void SoftplusLoopBase(bool backward, T b, T th, const T *x, const T *dy, T *out,
   #pragma GCC pop_options
 #endif
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-/*
-  TanhF and TanhD 8 floats / 4 doubles at a time with AVX2 intrinsics, chosen at run time where the
-  CPU has AVX2 (GCC does not if-convert the scalar functions' selects for AVX2 targets, so the
-  compiled loops above stay 128-bit). Operation for operation the scalar expressions (no FMA: every
-  product and sum rounded as there), so both paths give the same bits; the selects are blends on
-  ordered compares (false for NaN, as the scalar comparisons), min(a, c) returns c for NaN as
-  "a < c ? a : c" does. The tails of fewer than 8 (4) entries run the scalar functions.
-*/
-  #define DDNN_TANH_AVX2 1
-__attribute__((target("avx2"))) inline __m256 TanhF8(__m256 x)
-{
-  const __m256 sign = _mm256_set1_ps(-0.0f), a = _mm256_andnot_ps(sign, x), z = _mm256_mul_ps(x, x);
-  __m256       p = _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(-5.70498872745e-3f), z), _mm256_set1_ps(2.06390887954e-2f));
-  p            = _mm256_sub_ps(_mm256_mul_ps(p, z), _mm256_set1_ps(5.37397155531e-2f));
-  p            = _mm256_add_ps(_mm256_mul_ps(p, z), _mm256_set1_ps(1.33314422036e-1f));
-  p            = _mm256_sub_ps(_mm256_mul_ps(p, z), _mm256_set1_ps(3.33332819422e-1f));
-  p            = _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(p, z), x), x);
-  const __m256  u  = _mm256_mul_ps(_mm256_set1_ps(2.0f), _mm256_min_ps(a, _mm256_set1_ps(10.0f)));
-  const __m256i n  = _mm256_cvttps_epi32(_mm256_add_ps(_mm256_mul_ps(u, _mm256_set1_ps(1.44269504088896341f)), _mm256_set1_ps(0.5f)));
-  const __m256  nf = _mm256_cvtepi32_ps(n);
-  const __m256  r  = _mm256_add_ps(_mm256_sub_ps(u, _mm256_mul_ps(nf, _mm256_set1_ps(0.693359375f))), _mm256_mul_ps(nf, _mm256_set1_ps(2.12194440e-4f)));
-  __m256        e  = _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(1.9875691500e-4f), r), _mm256_set1_ps(1.3981999507e-3f));
-  e                = _mm256_add_ps(_mm256_mul_ps(e, r), _mm256_set1_ps(8.3334519073e-3f));
-  e                = _mm256_add_ps(_mm256_mul_ps(e, r), _mm256_set1_ps(4.1665795894e-2f));
-  e                = _mm256_add_ps(_mm256_mul_ps(e, r), _mm256_set1_ps(1.6666665459e-1f));
-  e                = _mm256_add_ps(_mm256_mul_ps(e, r), _mm256_set1_ps(5.0000001201e-1f));
-  e                = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(e, r), r), r), _mm256_set1_ps(1.0f));
-  const __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
-  const __m256 one   = _mm256_set1_ps(1.0f);
-  const __m256 q     = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(_mm256_mul_ps(e, scale), one)));
-  const __m256 sel   = _mm256_blendv_ps(q, _mm256_andnot_ps(sign, p), _mm256_cmp_ps(a, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
-  const __m256 t     = _mm256_or_ps(_mm256_andnot_ps(sign, sel), _mm256_and_ps(sign, x));
-  return _mm256_blendv_ps(t, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
-
-__attribute__((target("avx2"))) inline __m256d TanhD4(__m256d x)
-{
-  const __m256d sign = _mm256_set1_pd(-0.0), a = _mm256_andnot_pd(sign, x), z = _mm256_mul_pd(x, x);
-  __m256d       num = _mm256_sub_pd(_mm256_mul_pd(_mm256_set1_pd(-9.64399179425052238628e-1), z), _mm256_set1_pd(9.92877231001918586564e1));
-  num               = _mm256_sub_pd(_mm256_mul_pd(num, z), _mm256_set1_pd(1.61468768441708447952e3));
-  __m256d den       = _mm256_add_pd(z, _mm256_set1_pd(1.12811678491632931402e2));
-  den               = _mm256_add_pd(_mm256_mul_pd(den, z), _mm256_set1_pd(2.23548839060100448583e3));
-  den               = _mm256_add_pd(_mm256_mul_pd(den, z), _mm256_set1_pd(4.84406305325125486048e3));
-  const __m256d p   = _mm256_add_pd(x, _mm256_mul_pd(_mm256_mul_pd(x, z), _mm256_div_pd(num, den)));
-  const __m256d u   = _mm256_mul_pd(_mm256_set1_pd(2.0), _mm256_min_pd(a, _mm256_set1_pd(20.0)));
-  const __m128i n   = _mm256_cvttpd_epi32(_mm256_add_pd(_mm256_mul_pd(u, _mm256_set1_pd(1.4426950408889634073599)), _mm256_set1_pd(0.5)));
-  const __m256d nd  = _mm256_cvtepi32_pd(n);
-  const __m256d r   = _mm256_sub_pd(_mm256_sub_pd(u, _mm256_mul_pd(nd, _mm256_set1_pd(6.93145751953125e-1))), _mm256_mul_pd(nd, _mm256_set1_pd(1.42860682030941723212e-6)));
-  const __m256d rr  = _mm256_mul_pd(r, r);
-  __m256d       rp  = _mm256_add_pd(_mm256_mul_pd(_mm256_set1_pd(1.26177193074810590878e-4), rr), _mm256_set1_pd(3.02994407707441961300e-2));
-  rp                = _mm256_mul_pd(r, _mm256_add_pd(_mm256_mul_pd(rp, rr), _mm256_set1_pd(9.99999999999999999910e-1)));
-  __m256d qq        = _mm256_add_pd(_mm256_mul_pd(_mm256_set1_pd(3.00198505138664455042e-6), rr), _mm256_set1_pd(2.52448340349684104192e-3));
-  qq                = _mm256_add_pd(_mm256_mul_pd(qq, rr), _mm256_set1_pd(2.27265548208155028766e-1));
-  qq                = _mm256_add_pd(_mm256_mul_pd(qq, rr), _mm256_set1_pd(2.00000000000000000009e0));
-  const __m256d one = _mm256_set1_pd(1.0);
-  const __m256d e   = _mm256_add_pd(one, _mm256_mul_pd(_mm256_set1_pd(2.0), _mm256_div_pd(rp, _mm256_sub_pd(qq, rp))));
-  const __m256d scale = _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_cvtepi32_epi64(_mm_add_epi32(n, _mm_set1_epi32(1023))), 52));
-  const __m256d q     = _mm256_sub_pd(one, _mm256_div_pd(_mm256_set1_pd(2.0), _mm256_add_pd(_mm256_mul_pd(e, scale), one)));
-  const __m256d sel   = _mm256_blendv_pd(q, _mm256_andnot_pd(sign, p), _mm256_cmp_pd(a, _mm256_set1_pd(0.625), _CMP_LT_OQ));
-  const __m256d t     = _mm256_or_pd(_mm256_andnot_pd(sign, sel), _mm256_and_pd(sign, x));
-  return _mm256_blendv_pd(t, x, _mm256_cmp_pd(x, x, _CMP_UNORD_Q));
-}
-
-__attribute__((target("avx2"))) void TanhForwardFAvx2(const float *x, float *y, PetscInt n)
-{
-  PetscInt i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, TanhF8(_mm256_loadu_ps(x + i)));
-  for (; i < n; i++) y[i] = TanhF(x[i]);
-}
-__attribute__((target("avx2"))) void TanhBackwardFAvx2(const float *x, const float *dy, float *dx, PetscInt n)
-{
-  PetscInt     i   = 0;
-  const __m256 one = _mm256_set1_ps(1.0f);
-  for (; i + 8 <= n; i += 8) {
-    const __m256 t = TanhF8(_mm256_loadu_ps(x + i));
-    _mm256_storeu_ps(dx + i, _mm256_mul_ps(_mm256_sub_ps(one, _mm256_mul_ps(t, t)), _mm256_loadu_ps(dy + i)));
-  }
-  for (; i < n; i++) {
-    const float t = TanhF(x[i]);
-    dx[i]         = (1.0f - t * t) * dy[i];
-  }
-}
-__attribute__((target("avx2"))) void TanhForwardDAvx2(const double *x, double *y, PetscInt n)
-{
-  PetscInt i = 0;
-  for (; i + 4 <= n; i += 4) _mm256_storeu_pd(y + i, TanhD4(_mm256_loadu_pd(x + i)));
-  for (; i < n; i++) y[i] = TanhD(x[i]);
-}
-__attribute__((target("avx2"))) void TanhBackwardDAvx2(const double *x, const double *dy, double *dx, PetscInt n)
-{
-  PetscInt      i   = 0;
-  const __m256d one = _mm256_set1_pd(1.0);
-  for (; i + 4 <= n; i += 4) {
-    const __m256d t = TanhD4(_mm256_loadu_pd(x + i));
-    _mm256_storeu_pd(dx + i, _mm256_mul_pd(_mm256_sub_pd(one, _mm256_mul_pd(t, t)), _mm256_loadu_pd(dy + i)));
-  }
-  for (; i < n; i++) {
-    const double t = TanhD(x[i]);
-    dx[i]          = (1.0 - t * t) * dy[i];
-  }
-}
-#endif
-
-/* DDNN_NO_AVX2 set in the environment to a value other than empty, 0, false or no (any case) */
-static bool NoAvx2FromEnv()
-{
-  const char *e = std::getenv("DDNN_NO_AVX2");
-  if (!e || !*e) return false;
-  for (const char *off : {"0", "false", "no"})
-    if (!strcasecmp(e, off)) return false;
-  return true;
-}
-
-/* the CPU has AVX2 and DDNN_NO_AVX2 does not ask for the SSE2 loops (the tests run the SSE2 copies of the loops so) */
-bool HaveAvx2()
-{
-#if defined(DDNN_TANH_AVX2)
-  static const bool have = __builtin_cpu_supports("avx2") && !NoAvx2FromEnv();
-  return have;
-#else
-  return false;
-#endif
-}
-
 /* the AVX2 copy of a loop where the CPU has AVX2, else the SSE2 one */
-#if defined(DDNN_SIGMOID_AVX2)
+#if defined(DDNN_AVX2_COPIES)
   #define DDNN_AVX2_OR(avx2call, basecall) (HaveAvx2() ? (avx2call) : (basecall))
 #else
   #define DDNN_AVX2_OR(avx2call, basecall) (basecall)
@@ -591,36 +434,34 @@ void SoftplusLoop(bool backward, T b, T th, const T *x, const T *dy, T *out, Pet
   DDNN_AVX2_OR(SoftplusLoopAvx2(backward, b, th, x, dy, out, n), SoftplusLoopBase(backward, b, th, x, dy, out, n));
 }
 
-/* the tanh loops: the AVX2 ones where the CPU has AVX2 */
-void TanhForward(const float *x, float *y, PetscInt n)
+/* the tanh loops */
+template <class T>
+void TanhLoop(bool backward, const T *x, const T *dy, T *out, PetscInt n)
 {
-#if defined(DDNN_TANH_AVX2)
-  if (HaveAvx2()) return TanhForwardFAvx2(x, y, n);
-#endif
-  TanhForwardF(x, y, n);
-}
-void TanhForward(const double *x, double *y, PetscInt n)
-{
-#if defined(DDNN_TANH_AVX2)
-  if (HaveAvx2()) return TanhForwardDAvx2(x, y, n);
-#endif
-  TanhForwardD(x, y, n);
-}
-void TanhBackward(const float *x, const float *dy, float *dx, PetscInt n)
-{
-#if defined(DDNN_TANH_AVX2)
-  if (HaveAvx2()) return TanhBackwardFAvx2(x, dy, dx, n);
-#endif
-  TanhBackwardF(x, dy, dx, n);
-}
-void TanhBackward(const double *x, const double *dy, double *dx, PetscInt n)
-{
-#if defined(DDNN_TANH_AVX2)
-  if (HaveAvx2()) return TanhBackwardDAvx2(x, dy, dx, n);
-#endif
-  TanhBackwardD(x, dy, dx, n);
+  DDNN_AVX2_OR(TanhLoopAvx2(backward, x, dy, out, n), TanhLoopBase(backward, x, dy, out, n));
 }
 } // namespace
+
+/* DDNN_NO_AVX2 set in the environment to a value other than empty, 0, false or no (any case) */
+static bool NoAvx2FromEnv()
+{
+  const char *e = std::getenv("DDNN_NO_AVX2");
+  if (!e || !*e) return false;
+  for (const char *off : {"0", "false", "no"})
+    if (!strcasecmp(e, off)) return false;
+  return true;
+}
+
+/* the CPU has AVX2 and DDNN_NO_AVX2 does not ask for the SSE2 loops (the tests run the SSE2 copies of the loops so) */
+bool HaveAvx2()
+{
+#if defined(DDNN_AVX2_COPIES)
+  static const bool have = __builtin_cpu_supports("avx2") && !NoAvx2FromEnv();
+  return have;
+#else
+  return false;
+#endif
+}
 
 template <class T>
 void ActivationForward(DDActivationType type, const ActParams<T> &p, const T *x, T *y, PetscInt n)
@@ -637,7 +478,7 @@ void ActivationForward(DDActivationType type, const ActParams<T> &p, const T *x,
     LeakyForward(p.slope, x, y, n);
   } break;
   case DD_ACT_TANH:
-    TanhForward(x, y, n);
+    TanhLoop(false, x, (const T *)nullptr, y, n);
     break;
   case DD_ACT_SIGMOID:
     SigmoidLoop(false, false, x, (const T *)nullptr, y, n);
@@ -679,7 +520,7 @@ void ActivationBackward(DDActivationType type, const ActParams<T> &p, const T *x
     LeakyBackward(p.slope, x, dy, dx, n);
   } break;
   case DD_ACT_TANH:
-    TanhBackward(x, dy, dx, n);
+    TanhLoop(true, x, dy, dx, n);
     break;
   case DD_ACT_SIGMOID:
     SigmoidLoop(true, false, x, dy, dx, n);
