@@ -1,9 +1,9 @@
 /*
   Pointwise activation kernels (the layer DDLAYERACTIVATION calls them on contiguous runs of its
   storage; paper 000 sec. 4: hyper-local, no data movement). One loop per function so that the
-  simple ones (relu, leakyrelu, identity) vectorize, and tanh, sigmoid, silu, elu and (float32)
-  gelu on branch-free exponentials and erf (below); softplus, gelu's tanh form and float64 gelu
-  call libm per entry. NaN semantics are PyTorch's 1.13
+  simple ones (relu, leakyrelu, identity) vectorize, and tanh, sigmoid, silu, elu, softplus, gelu's
+  tanh form and (float32) gelu's erf form on branch-free exp, log1p and erf (below); float64 gelu
+  (erf form) calls libm's erf per entry. NaN semantics are PyTorch's 1.13
   (aten/src/ATen/native/Activation.cpp, cpu/Activation.cpp):
     relu(x)       = x < 0 ? 0 : x              (clamp_min: NaN passes, relu(-0) = -0)
     relu'(x) dy   = x <= 0 ? 0 : dy            (threshold_backward: NaN input passes dy)
