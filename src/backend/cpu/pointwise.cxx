@@ -212,8 +212,7 @@ DDNN_AI static inline void SigmoidLoops(bool backward, bool silu, const T *x, co
 /*
   expm1(x) for x <= 0, branch-free (ELU): Cephes' expm1, the Pade form of exp on x itself where
   x >= -0.5 (no cancellation: r = x P(x^2), t = r / (Q(x^2) - r), 2t), exp(x) - 1 below (the result is
-  then in [-1, -0.39]), both computed and one selected; -0 stays -0. A float argument is taken in
-  double and rounded once.
+  then in [-1, -0.39]), both computed and one selected; -0 stays -0.
 */
 DDNN_AI inline double Expm1NegD(double x)
 {
@@ -223,18 +222,43 @@ DDNN_AI inline double Expm1NegD(double x)
   const double b  = ExpNegD(x) - 1.0;
   return x < -0.5 ? b : t + t;
 }
+/* the same in float32, 8 lanes to an AVX2 vector: expm1's Taylor series to x^9 / 9! where x >= -0.5 (the
+   next term is below 1e-9 of the result there), expf(x) - 1 below */
+DDNN_AI inline float Expm1NegF(float x)
+{
+  const float xs = x < -0.5f ? -0.5f : x;
+  const float p  = ((((((((2.7557319224e-6f * xs + 2.4801587302e-5f) * xs + 1.9841269841e-4f) * xs + 1.3888888889e-3f) * xs + 8.3333333333e-3f) * xs + 4.1666666667e-2f) * xs + 1.6666666667e-1f) * xs + 0.5f));
+  const float b  = ExpNegF(x) - 1.0f;
+  return x < -0.5f ? b : xs + xs * xs * p;
+}
+DDNN_AI inline double Expm1Neg(double x)
+{
+  return Expm1NegD(x);
+}
+DDNN_AI inline float Expm1Neg(float x)
+{
+  return Expm1NegF(x);
+}
+DDNN_AI inline double ExpNeg(double x)
+{
+  return ExpNegD(x);
+}
+DDNN_AI inline float ExpNeg(float x)
+{
+  return ExpNegF(x);
+}
 /* ELU as the scalar form writes it: x <= 0 ? a expm1(x) : x, and dy a exp(x) : dy; NaN x: NaN out, dy passes */
 template <class T>
 DDNN_AI static inline void EluLoops(bool backward, T a, const T *x, const T *dy, T *out, PetscInt n)
 {
   if (!backward)
     for (PetscInt i = 0; i < n; i++) {
-      const T v = x[i], m = (T)Expm1NegD(v < (T)0 ? (double)v : 0.0);
+      const T v = x[i], m = Expm1Neg(v < (T)0 ? v : (T)0);
       out[i]    = v <= (T)0 ? a * (v == (T)0 ? v : m) : v; /* expm1(+-0) = +-0 */
     }
   else
     for (PetscInt i = 0; i < n; i++) {
-      const T v = x[i], g = dy[i], e = (T)ExpNegD(v < (T)0 ? (double)v : 0.0);
+      const T v = x[i], g = dy[i], e = ExpNeg(v < (T)0 ? v : (T)0);
       out[i]    = v <= (T)0 ? g * a * e : g;
     }
 }
