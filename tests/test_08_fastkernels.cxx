@@ -584,6 +584,33 @@ TEST(FastActivation, LeakyBitwiseAsScalar)
   LeakyBitwise<double>();
 }
 
+/* one activation's forward and backward (dy = 1.5) over x, each entry but the last `skip` against the long double
+   reference ref(v) = {f, f's floor, b, b's floor} (ErrorAgainst()); the failures named, the worst error printed and
+   returned; y and dx returned for the callers' checks of the special values, and a run checked bitwise against its
+   entries one by one */
+template <class T, class Ref>
+double CheckAccuracy(const char *name, DDActivationType t, const ActParams<T> &p, const std::vector<T> &x, size_t skip, double tol, Ref ref, std::vector<T> &y, std::vector<T> &dx)
+{
+  const size_t   n = x.size();
+  std::vector<T> dy(n, (T)1.5);
+  y.assign(n, 0);
+  dx.assign(n, 0);
+  ActivationForward<T>(t, p, x.data(), y.data(), (PetscInt)n);
+  ActivationBackward<T>(t, p, x.data(), dy.data(), dx.data(), (PetscInt)n);
+  double worst = 0;
+  size_t bad   = 0;
+  for (size_t i = 0; i + skip < n; i++) {
+    const std::array<long double, 4> r = ref((long double)x[i], x[i]);
+    const double                     e = std::max(ErrorAgainst(y[i], r[0], r[1]), std::isfinite((double)r[2]) ? ErrorAgainst(dx[i], r[2], r[3]) : 0.0);
+    worst                              = std::max(worst, e);
+    if (!(e <= tol) && bad++ < 5) ADD_FAILURE() << name << "(" << (double)x[i] << ") = " << (double)y[i] << " vs " << (double)r[0] << ", backward " << (double)dx[i] << " vs " << (double)r[2];
+  }
+  EXPECT_EQ(bad, 0u) << name << ": entries beyond " << tol;
+  EXPECT_EQ(DifferOneByOne(t, p, x, dy, y, dx), 0) << "entries where a run of " << name << " differs from its entries one by one";
+  std::printf("%s %s: worst relative error %.3g (%.2f ulp of 1)\n", std::is_same<T, float>::value ? "float32" : "float64", name, worst, worst / std::numeric_limits<T>::epsilon());
+  return worst;
+}
+
 /* sigmoid and SiLU on the vectorized exp (Cephes' exp and expf, 2^n in two factors): against long double over
    the whole range, the subnormal results included; NaN and the infinities; the vectorized loops (AVX2 or SSE)
    bitwise the scalar tail (a run of 1) */
@@ -637,32 +664,24 @@ void SigmoidAccuracy(double tol)
 template <class T>
 void EluAccuracy(T alpha, double tol)
 {
-  std::vector<T> x;
+  std::vector<T> x, y, dx;
   const double   lo = std::is_same<T, float>::value ? -110 : -750;
   for (int i = 0; i <= 100000; i++) x.push_back((T)(lo + (10 - lo) * i / 100000.0));
   for (int i = -20000; i <= 20000; i++) x.push_back((T)(1e-4 * i)); /* the two forms of expm1 meet at -0.5 */
   for (T v : {(T)-0.5, std::nextafter((T)-0.5, (T)0), std::nextafter((T)-0.5, (T)-1), (T)0, std::numeric_limits<T>::denorm_min(), -std::numeric_limits<T>::denorm_min(), -std::numeric_limits<T>::min(), std::numeric_limits<T>::infinity(), -std::numeric_limits<T>::infinity()}) x.push_back(v);
   x.push_back(-(T)0);
   x.push_back(std::numeric_limits<T>::quiet_NaN());
-  const size_t   n = x.size();
-  std::vector<T> y(n), dx(n), dy(n, (T)1.5);
-  ActParams<T>   p;
+  const size_t n = x.size();
+  ActParams<T> p;
   p.alpha = alpha;
-  ActivationForward<T>(DD_ACT_ELU, p, x.data(), y.data(), (PetscInt)n);
-  ActivationBackward<T>(DD_ACT_ELU, p, x.data(), dy.data(), dx.data(), (PetscInt)n);
-  double worst = 0;
-  size_t bad   = 0;
-  for (size_t i = 0; i + 2 < n; i++) {
-    const long double v = x[i], a = alpha, f = v <= 0 ? a * std::expm1(v) : v, b = v <= 0 ? 1.5L * a * std::exp(v) : 1.5L;
-    const double      e   = std::max(ErrorAgainst(y[i], f, std::numeric_limits<T>::min()), ErrorAgainst(dx[i], b, std::numeric_limits<T>::min()));
-    worst                 = std::max(worst, e);
-    if (!(e <= tol) && bad++ < 5) ADD_FAILURE() << "elu(" << (double)v << ") = " << (double)y[i] << " vs " << (double)f << ", backward " << (double)dx[i] << " vs " << (double)b;
-  }
-  EXPECT_EQ(bad, 0u) << "elu: entries beyond " << tol;
+  char name[64];
+  std::snprintf(name, sizeof(name), "elu (alpha %g)", (double)alpha);
+  CheckAccuracy(name, DD_ACT_ELU, p, x, 2, tol, [&](long double v, T) -> std::array<long double, 4> {
+    const long double a = alpha, mn = std::numeric_limits<T>::min();
+    return {v <= 0 ? a * std::expm1(v) : v, mn, v <= 0 ? 1.5L * a * std::exp(v) : 1.5L, mn};
+  }, y, dx);
   EXPECT_TRUE(std::signbit(y[n - 2]) && y[n - 2] == 0) << "elu(-0) = -0";
   EXPECT_TRUE(std::isnan(y[n - 1]) && dx[n - 1] == (T)1.5) << "NaN: NaN out, dy passes";
-  EXPECT_EQ(DifferOneByOne(DD_ACT_ELU, p, x, dy, y, dx), 0) << "entries where the vectorized elu differs from the scalar tail";
-  std::printf("%s elu (alpha %g): worst relative error %.3g (%.2f ulp of 1)\n", std::is_same<T, float>::value ? "float32" : "float64", (double)alpha, worst, worst / std::numeric_limits<T>::epsilon());
 }
 
 TEST(FastActivation, EluVectorized)
@@ -680,31 +699,20 @@ TEST(FastActivation, EluVectorized)
 template <class T>
 void GeluAccuracy(double tol)
 {
-  std::vector<T> x;
+  std::vector<T> x, y, dx;
   for (int i = -100000; i <= 100000; i++) x.push_back((T)(12.0 * i / 100000.0));
   for (T v : {(T)0, -(T)0, (T)1.4142135623730951, (T)-1.4142135623730951, (T)11.3137, (T)-11.3137, (T)40, (T)-40, std::numeric_limits<T>::denorm_min(), std::numeric_limits<T>::max(), -std::numeric_limits<T>::max()}) x.push_back(v);
   x.push_back(std::numeric_limits<T>::infinity());
   x.push_back(-std::numeric_limits<T>::infinity());
   x.push_back(std::numeric_limits<T>::quiet_NaN());
-  const size_t   n = x.size();
-  std::vector<T> y(n), dx(n), dy(n, (T)1.5);
-  ActivationForward<T>(DD_ACT_GELU, (T)0.01, x.data(), y.data(), (PetscInt)n);
-  ActivationBackward<T>(DD_ACT_GELU, (T)0.01, x.data(), dy.data(), dx.data(), (PetscInt)n);
-  double worst = 0;
-  size_t bad   = 0;
-  for (size_t i = 0; i + 3 < n; i++) {
-    const long double v = x[i], ph = 0.5L * (1 + std::erf(v / std::sqrt(2.0L))), f = v * ph;
-    const long double b = 1.5L * (ph + v * std::exp(-0.5L * v * v) / std::sqrt(2 * 3.14159265358979323846264338327950288L));
-    const double      e   = std::max(ErrorAgainst(y[i], f, std::max((long double)std::numeric_limits<T>::min(), 0.5L * std::fabs(v))), ErrorAgainst(dx[i], b, 1.5L));
-    worst                 = std::max(worst, e);
-    if (!(e <= tol) && bad++ < 5) ADD_FAILURE() << "gelu(" << (double)v << ") = " << (double)y[i] << " vs " << (double)f << ", backward " << (double)dx[i] << " vs " << (double)b;
-  }
-  EXPECT_EQ(bad, 0u) << "gelu: entries beyond " << tol;
+  const size_t n = x.size();
+  CheckAccuracy("gelu", DD_ACT_GELU, ActParams<T>(), x, 3, tol, [](long double v, T) -> std::array<long double, 4> {
+    const long double ph = 0.5L * (1 + std::erf(v / std::sqrt(2.0L)));
+    return {v * ph, std::max((long double)std::numeric_limits<T>::min(), 0.5L * std::fabs(v)), 1.5L * (ph + v * std::exp(-0.5L * v * v) / std::sqrt(2 * 3.14159265358979323846264338327950288L)), 1.5L};
+  }, y, dx);
   /* PyTorch 1.13: gelu(inf) = inf, gelu(-inf) = nan (-inf 0), gelu'(+-inf) = nan */
   EXPECT_TRUE(y[n - 3] == x[n - 3] && std::isnan(y[n - 2]) && std::isnan(dx[n - 3]) && std::isnan(dx[n - 2])) << "gelu at the infinities";
   EXPECT_TRUE(std::isnan(y[n - 1]) && std::isnan(dx[n - 1])) << "NaN passes";
-  EXPECT_EQ(DifferOneByOne(DD_ACT_GELU, ActParams<T>(), x, dy, y, dx), 0) << "entries where a run of gelu differs from its entries one by one";
-  std::printf("%s gelu: worst error %.3g (%.2f ulp of 1)\n", std::is_same<T, float>::value ? "float32" : "float64", worst, worst / std::numeric_limits<T>::epsilon());
 }
 
 TEST(FastActivation, GeluErfAccuracy)
@@ -718,34 +726,23 @@ TEST(FastActivation, GeluErfAccuracy)
 template <class T>
 void GeluTanhAccuracy(double tol)
 {
-  std::vector<T> x;
+  std::vector<T> x, y, dx;
   for (int i = -100000; i <= 100000; i++) x.push_back((T)(12.0 * i / 100000.0));
   for (T v : {(T)0, -(T)0, (T)40, (T)-40, (T)1e30, (T)-1e30, std::numeric_limits<T>::denorm_min(), std::numeric_limits<T>::max(), -std::numeric_limits<T>::max()}) x.push_back(v);
   x.push_back(std::numeric_limits<T>::infinity());
   x.push_back(-std::numeric_limits<T>::infinity());
   x.push_back(std::numeric_limits<T>::quiet_NaN());
-  const size_t   n = x.size();
-  std::vector<T> y(n), dx(n), dy(n, (T)1.5);
-  ActParams<T>   p;
+  const size_t n = x.size();
+  ActParams<T> p;
   p.gelutanh = true;
-  ActivationForward<T>(DD_ACT_GELU, p, x.data(), y.data(), (PetscInt)n);
-  ActivationBackward<T>(DD_ACT_GELU, p, x.data(), dy.data(), dx.data(), (PetscInt)n);
-  double worst = 0;
-  size_t bad   = 0;
-  for (size_t i = 0; i + 3 < n; i++) {
-    const long double v = x[i], c = std::sqrt(2.0L / 3.14159265358979323846264338327950288L), k = 0.044715L;
+  CheckAccuracy("gelu tanh", DD_ACT_GELU, p, x, 3, tol, [](long double v, T) -> std::array<long double, 4> {
+    const long double c = std::sqrt(2.0L / 3.14159265358979323846264338327950288L), k = 0.044715L;
     const long double u = c * (v + k * v * v * v), t = std::isinf(u) ? (u > 0 ? 1.0L : -1.0L) : std::tanh(u);
-    const long double f = 0.5L * v * (1 + t), b = 1.5L * (0.5L * (1 + t) + 0.5L * v * (1 - t * t) * c * (1 + 3 * k * v * v));
-    const double      e = std::max(ErrorAgainst(y[i], f, std::max((long double)std::numeric_limits<T>::min(), 0.5L * std::fabs(v))), std::isfinite((double)b) ? ErrorAgainst(dx[i], b, 1.5L) : 0.0);
-    worst               = std::max(worst, e);
-    if (!(e <= tol) && bad++ < 5) ADD_FAILURE() << "gelu tanh(" << (double)v << ") = " << (double)y[i] << " vs " << (double)f << ", backward " << (double)dx[i] << " vs " << (double)b;
-  }
-  EXPECT_EQ(bad, 0u) << "gelu tanh: entries beyond " << tol;
+    return {0.5L * v * (1 + t), std::max((long double)std::numeric_limits<T>::min(), 0.5L * std::fabs(v)), 1.5L * (0.5L * (1 + t) + 0.5L * v * (1 - t * t) * c * (1 + 3 * k * v * v)), 1.5L};
+  }, y, dx);
   /* PyTorch 1.13 (tanh form): gelu(inf) = inf, gelu(-inf) = nan (-inf 0), gelu'(+-inf) = nan */
   EXPECT_TRUE(y[n - 3] == x[n - 3] && std::isnan(y[n - 2]) && std::isnan(dx[n - 3]) && std::isnan(dx[n - 2])) << "gelu tanh at the infinities";
   EXPECT_TRUE(std::isnan(y[n - 1]) && std::isnan(dx[n - 1])) << "NaN passes";
-  EXPECT_EQ(DifferOneByOne(DD_ACT_GELU, p, x, dy, y, dx), 0) << "entries where a run of gelu tanh differs from its entries one by one";
-  std::printf("%s gelu tanh: worst error %.3g (%.2f ulp of 1)\n", std::is_same<T, float>::value ? "float32" : "float64", worst, worst / std::numeric_limits<T>::epsilon());
 }
 
 TEST(FastActivation, GeluTanhAccuracy)
@@ -760,35 +757,27 @@ TEST(FastActivation, GeluTanhAccuracy)
 template <class T>
 void SoftplusAccuracy(T beta, T threshold, double tol)
 {
-  std::vector<T> x;
+  std::vector<T> x, y, dx;
   const double   lo = std::is_same<T, float>::value ? -110 : -750;
   for (int i = 0; i <= 200000; i++) x.push_back((T)((lo + (60 - lo) * i / 200000.0) / (double)beta));
   for (int i = -20000; i <= 20000; i++) x.push_back((T)(1e-4 * i)); /* log1p's two forms meet at exp(-|bx|) = sqrt 2 - 1 */
   for (T v : {(T)(0.8813735870195430 / (double)beta), (T)(-0.8813735870195430 / (double)beta), threshold / beta, std::nextafter(threshold / beta, (T)1e30), std::numeric_limits<T>::denorm_min(), std::numeric_limits<T>::min(), std::numeric_limits<T>::max(), -std::numeric_limits<T>::max(), std::numeric_limits<T>::infinity(), -std::numeric_limits<T>::infinity()}) x.push_back(v);
   x.push_back(-(T)0);
   x.push_back(std::numeric_limits<T>::quiet_NaN());
-  const size_t   n = x.size();
-  std::vector<T> y(n), dx(n), dy(n, (T)1.5);
-  ActParams<T>   p;
+  const size_t n = x.size();
+  ActParams<T> p;
   p.beta      = beta;
   p.threshold = threshold;
-  ActivationForward<T>(DD_ACT_SOFTPLUS, p, x.data(), y.data(), (PetscInt)n);
-  ActivationBackward<T>(DD_ACT_SOFTPLUS, p, x.data(), dy.data(), dx.data(), (PetscInt)n);
-  double worst = 0;
-  size_t bad   = 0;
-  for (size_t i = 0; i + 1 < n; i++) {
-    const T           bvT = beta * x[i];
-    const long double v = x[i], bv = bvT, above = bvT > threshold;
+  char name[64];
+  std::snprintf(name, sizeof(name), "softplus (beta %g, threshold %g)", (double)beta, (double)threshold);
+  CheckAccuracy(name, DD_ACT_SOFTPLUS, p, x, 1, tol, [&](long double v, T xt) -> std::array<long double, 4> {
+    const T           bvT = beta * xt; /* the threshold's test in T, as torch's */
+    const long double bv = bvT, mn = std::numeric_limits<T>::min();
+    if (bvT > threshold) return {v, mn, 1.5L, mn};
     /* log1p(exp(bv)) without exp's overflow (torch's formula gives inf where b x > 88.7 (float32) or 709.8 (float64) below a threshold above those) */
-    const long double f = above ? v : (std::max(bv, 0.0L) + std::log1p(std::exp(-std::fabs(bv)))) / (long double)beta, b = above ? 1.5L : 1.5L / (1 + std::exp(-bv));
-    const double      e = std::max(ErrorAgainst(y[i], f, std::numeric_limits<T>::min()), ErrorAgainst(dx[i], b, std::numeric_limits<T>::min()));
-    worst               = std::max(worst, e);
-    if (!(e <= tol) && bad++ < 5) ADD_FAILURE() << "softplus(" << (double)v << ", beta " << (double)beta << ") = " << (double)y[i] << " vs " << (double)f << ", backward " << (double)dx[i] << " vs " << (double)b;
-  }
-  EXPECT_EQ(bad, 0u) << "softplus: entries beyond " << tol;
+    return {(std::max(bv, 0.0L) + std::log1p(std::exp(-std::fabs(bv)))) / (long double)beta, mn, 1.5L / (1 + std::exp(-bv)), mn};
+  }, y, dx);
   EXPECT_TRUE(std::isnan(y[n - 1]) && std::isnan(dx[n - 1])) << "NaN passes";
-  EXPECT_EQ(DifferOneByOne(DD_ACT_SOFTPLUS, p, x, dy, y, dx), 0) << "entries where a run of softplus differs from its entries one by one";
-  std::printf("%s softplus (beta %g, threshold %g): worst relative error %.3g (%.2f ulp of 1)\n", std::is_same<T, float>::value ? "float32" : "float64", (double)beta, (double)threshold, worst, worst / std::numeric_limits<T>::epsilon());
 }
 
 TEST(FastActivation, SoftplusVectorized)
