@@ -4,6 +4,7 @@
   the input's distribution and format; the identity passes the adjoint test; options; bad input.
 */
 #include "layertest.hpp"
+#include <ddnn/private/ddbackendimpl.h> /* HostArray: the output changed behind its state */
 
 using namespace ddtest;
 
@@ -96,6 +97,70 @@ TEST(Activation, EveryTypeOnPRanksEqualsOneRank)
         ExpectSameRun(par, ser, 1e-15, std::string(DDActivationTypes[t]) + " in format " + DDTensorFormats[fmt]);
       }
     }
+}
+
+/* an unfused tanh's or sigmoid's backward reads f'(v) from its output while that is as the forward left it (the
+   same bits as from its input); once the output's state changes, from the input again */
+TEST(Activation, BackwardFromItsUnchangedOutput)
+{
+  for (DDActivationType t : {DD_ACT_TANH, DD_ACT_SIGMOID})
+    for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+      DDTensor x = MakeInput({{2, 3, 5, 7}}, dt, 7), y, dy, dx[3];
+      DDLayer  l;
+      DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+      Configure(t)(l);
+      DDT(DDLayerSetUp(l, x));
+      DDT(DDLayerGetOutput(l, &y));
+      DDT(DDLayerForward(l, x, y));
+      DDT(DDLayerCreateOutput(l, &dy));
+      DDT(DDTensorSetRandomGlobal(dy, 5, -1, 1));
+      for (DDTensor &d : dx) DDT(DDTensorDuplicate(x, &d));
+      DDT(DDLayerBackward(l, dy, dx[0]));
+      /* the output's storage halved without a change of its state: the backward reads it */
+      for (PetscInt i = 0; i < y->layout.bulksize; i++) {
+        if (dt == DD_FLOAT64) ddnn::HostArray<double>(y)[i] *= 0.5;
+        else ddnn::HostArray<float>(y)[i] *= 0.5f;
+      }
+      DDT(DDLayerBackward(l, dy, dx[1]));
+      /* its state changed: from the input, as before the output was touched */
+      DDT(PetscObjectStateIncrease((PetscObject)y));
+      DDT(DDLayerBackward(l, dy, dx[2]));
+      const std::vector<double> d0 = GatherAll(dx[0]), d1 = GatherAll(dx[1]), d2 = GatherAll(dx[2]);
+      EXPECT_NE(d1, d0) << DDActivationTypes[t] << ": the backward did not read the unchanged output";
+      EXPECT_EQ(d2, d0) << DDActivationTypes[t] << ": from the input, the bits differ from the output's";
+      for (DDTensor *p : {&x, &dy, &dx[0], &dx[1], &dx[2]}) DDT(DDTensorDestroy(p));
+      DDT(DDLayerDestroy(&l));
+    }
+}
+
+/* an output wrapping a PETSc Vec (DDTensorPlaceVec()) may be written through the Vec without the tensor's state
+   changing: the backward then takes the input */
+TEST(Activation, BackwardFromInputWhenOutputWrapsVec)
+{
+  for (DDActivationType t : {DD_ACT_TANH, DD_ACT_SIGMOID}) {
+    DDTensor x = MakeInput({{2, 1, 5, 7}}, DD_FLOAT64, 9), y, dy, dx[2];
+    DDLayer  l;
+    Vec      v;
+    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+    Configure(t)(l);
+    DDT(DDLayerSetUp(l, x));
+    DDT(DDLayerCreateOutput(l, &y));
+    DDT(VecCreateMPI(PETSC_COMM_WORLD, y->layout.size, PETSC_DETERMINE, &v));
+    DDT(DDLayerForward(l, x, y)); /* y's own storage */
+    DDT(DDLayerCreateOutput(l, &dy));
+    DDT(DDTensorSetRandomGlobal(dy, 5, -1, 1));
+    for (DDTensor &d : dx) DDT(DDTensorDuplicate(x, &d));
+    DDT(DDLayerBackward(l, dy, dx[0]));
+    DDT(DDTensorPlaceVec(y, v));
+    DDT(DDLayerForward(l, x, y)); /* into the Vec */
+    DDT(VecScale(v, 0.5));        /* through PETSc: the tensor's state does not change */
+    DDT(DDLayerBackward(l, dy, dx[1]));
+    EXPECT_EQ(GatherAll(dx[1]), GatherAll(dx[0])) << DDActivationTypes[t] << ": the backward read an output written through its Vec";
+    DDT(DDTensorResetVec(y, v));
+    DDT(VecDestroy(&v));
+    for (DDTensor *p : {&x, &y, &dy, &dx[0], &dx[1]}) DDT(DDTensorDestroy(p));
+    DDT(DDLayerDestroy(&l));
+  }
 }
 
 TEST(Activation, OutputKeepsDistributionAndFormat)

@@ -36,6 +36,9 @@ struct _p_DDLayer {
   /* the forward state kept for Backward */
   DDTensor        *saved;
   PetscObjectState *savedstate;
+  DDTensor         savedout;      /* the last forward's output (a reference), its state after that forward and its */
+  PetscObjectState savedoutstate; /* storage then: a backward may read f'(v) from it while both are unchanged */
+  const void      *savedoutarray; /* (tanh, sigmoid) */
   PetscBool        forwarddone;
   PetscBool        training;
   PetscBool        setupcalled;

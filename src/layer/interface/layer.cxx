@@ -237,6 +237,7 @@ static PetscErrorCode DDLayerReleaseSaved(DDLayer l)
 {
   PetscFunctionBegin;
   for (PetscInt i = 0; i < l->nincap; i++) PetscCall(DDTensorDestroy(&l->saved[i]));
+  PetscCall(DDTensorDestroy(&l->savedout));
   l->forwarddone = PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -746,7 +747,10 @@ static PetscErrorCode DDLayerCheckOutput(DDLayer l, DDTensor y, const char fn[])
 
   Notes:
   The inputs are kept (referenced) for `DDLayerBackwardMulti()`; they must not be modified
-  in between, or Backward raises an error.
+  in between, or Backward raises an error. The output is referenced too, with its state and storage
+  after the forward: a tanh or sigmoid layer's Backward reads f' from it while both are unchanged
+  (and it wraps no PETSc Vec, `DDTensorPlaceVec()`), and from the input otherwise (the same values). Both references are released by the next Forward,
+  a new type or set-up, and `DDLayerDestroy()`.
 
   Level: beginner
 
@@ -782,6 +786,10 @@ DD_CXX_TRY
   }
   layer->forwarddone = PETSC_TRUE;
   PetscCall(PetscObjectStateIncrease((PetscObject)y));
+  PetscCall(PetscObjectReference((PetscObject)y));
+  layer->savedout      = y;
+  layer->savedoutarray = y->array;
+  PetscCall(PetscObjectStateGet((PetscObject)y, &layer->savedoutstate));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH

@@ -618,6 +618,20 @@ static PetscErrorCode Activation_Backward(DDLayer l, DDTensor dy, PetscInt nin, 
   const bool fromy = s->viewof && s->fusedtype != DD_ACT_RELU;
   PetscCheck(!fromy || (s->type == s->fusedtype && x == s->viewof), PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "The %s fused with its convolution or dense layer (-net_fuse) was given another input, or a new type, since set-up: set the network up again", DDActivationTypes[s->fusedtype]);
   /*
+    an unfused tanh or sigmoid whose output is as its forward left it (its state and storage unchanged;
+    not a wrapped PETSc Vec, which PETSc may write without the tensor's state knowing) and stored as its
+    input is: f'(v) from y, 1 - y^2 and y (1 - y), as torch's backward reads it, without computing f(v)
+    again; the same bits as from x, since y holds exactly the forward's f(x) and the expressions are the
+    same (ActivationBackwardFromOutput()). Host loops only (the bulk kernels of a device backend take x)
+  */
+  DDTensor       yout = NULL;
+  const DDTensor yo   = l->savedout;
+  if (!fromy && (s->type == DD_ACT_TANH || s->type == DD_ACT_SIGMOID) && yo && yo->memtype == DD_MEMTYPE_HOST && !yo->placedvec && yo->array == l->savedoutarray && yo->dtype == x->dtype && LayoutSameStorage(yo->layout, x->layout)) {
+    PetscObjectState st;
+    PetscCall(PetscObjectStateGet((PetscObject)yo, &st));
+    if (st == l->savedoutstate) yout = yo;
+  }
+  /*
     dy walks with x when they share the storage layout, or with dx; when x and dx share theirs and
     dy differs (e.g. only in its halo: the output's halo grown by a consumer convolution), the
     pair walk of dy and dx reads dy in place; otherwise dy is copied into dx first
@@ -646,7 +660,7 @@ static PetscErrorCode Activation_Backward(DDLayer l, DDTensor dy, PetscInt nin, 
   if (!x->active) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(DispatchType(x->dtype, [&](auto z) -> PetscErrorCode {
     using T          = decltype(z);
-    const T     *xa  = HostArray<const T>(x), *ga = HostArray<const T>(dy);
+    const T     *xa  = HostArray<const T>(yout ? yout : x), *ga = HostArray<const T>(dy); /* walked with x's layout: yout's storage is the same */
     T           *da  = HostArray<T>(dx);
     ActParams<T> p   = s->Params<T>();
     DDBackend which;
@@ -654,7 +668,7 @@ static PetscErrorCode Activation_Backward(DDLayer l, DDTensor dy, PetscInt nin, 
     PetscCall(LayerKernel<T>(l, &KernelTable<T>::actbwd, DD_KERNEL_POINTWISE, &fn, &which));
     KernelEvent e(which, DD_KERNEL_POINTWISE);
     auto        run = [&](const T *xv, const T *gv, T *dv, PetscInt len) {
-      if (fromy) (void)ActivationBackwardFromOutput<T>(s->type, xv, gv, dv, len);
+      if (fromy || yout) (void)ActivationBackwardFromOutput<T>(s->type, xv, gv, dv, len);
       else fn(s->type, p, xv, gv, dv, len);
     };
     if (xdx) ForEachBulkRunPair(dy->layout, dx->layout, [&](PetscInt og, PetscInt od, PetscInt len) { run(xa + od, ga + og, da + od, len); });
@@ -701,7 +715,9 @@ static PetscErrorCode Activation_View(DDLayer l, PetscViewer viewer)
   initialized to 0.25). No communication for the others: the output has the input's partition,
   ownership and storage format (any order, any format). Backward computes dx = f'(x) dy from the
   input saved by Forward (f'(0) = 0 for relu, the slope for leakyrelu and prelu, alpha for elu, as
-  PyTorch). NaN propagates as in PyTorch: relu(NaN) = leakyrelu(NaN) = prelu(NaN) = elu(NaN) = NaN,
+  PyTorch); tanh and sigmoid read f'(x) from their output instead (1 - y^2, y (1 - y), as PyTorch's
+  backward does) while that output is as Forward left it (its state unchanged) and stored as the
+  input is, on host tensors: the same bits as from the input, without computing f again. NaN propagates as in PyTorch: relu(NaN) = leakyrelu(NaN) = prelu(NaN) = elu(NaN) = NaN,
   relu's and elu's backward pass dy where x is NaN, leakyrelu's and prelu's give slope dy.
 
   prelu: the weight "weight" has shape (1) or (C), C the size of dimension 1 (which must exist for
