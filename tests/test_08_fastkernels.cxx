@@ -14,9 +14,11 @@
 #include <backend/cpu/optimizer_kernels.hpp>
 #include <backend/interface/backends.hpp>
 #include <tensor/layout.hpp>
+#include <array>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -692,27 +694,32 @@ TEST(FastActivation, EluVectorized)
   EluAccuracy<double>(0.7, 8 * DBL_EPSILON);
 }
 
-/* GELU (erf form): against long double's erf over the range; its formula
-   x/2 (1 + erf(x / sqrt 2)) loses relative accuracy for negative x in any implementation (PyTorch's
-   too), so the forward is measured against |x| / 2 (erf's absolute error) and the backward against dy;
-   NaN and PyTorch's infinities; a run bitwise its entries one by one */
-template <class T>
-void GeluAccuracy(double tol)
+/* a GELU form against its long double reference ref (CheckAccuracy()) on [-12, 12] in steps of 1.2e-4, the
+   given values, 0, -0, +-40, the smallest subnormal and +-max; then PyTorch 1.13's values at the infinities
+   (gelu(inf) = inf, gelu(-inf) = nan (-inf 0), gelu'(+-inf) = nan, both forms) and NaN passing */
+template <class T, class Ref>
+void GeluCheck(const char *name, const ActParams<T> &p, std::initializer_list<T> more, double tol, Ref ref)
 {
   std::vector<T> x, y, dx;
   for (int i = -100000; i <= 100000; i++) x.push_back((T)(12.0 * i / 100000.0));
-  for (T v : {(T)0, -(T)0, (T)1.4142135623730951, (T)-1.4142135623730951, (T)11.3137, (T)-11.3137, (T)40, (T)-40, std::numeric_limits<T>::denorm_min(), std::numeric_limits<T>::max(), -std::numeric_limits<T>::max()}) x.push_back(v);
-  x.push_back(std::numeric_limits<T>::infinity());
-  x.push_back(-std::numeric_limits<T>::infinity());
-  x.push_back(std::numeric_limits<T>::quiet_NaN());
+  for (T v : more) x.push_back(v);
+  for (T v : {(T)0, -(T)0, (T)40, (T)-40, std::numeric_limits<T>::denorm_min(), std::numeric_limits<T>::max(), -std::numeric_limits<T>::max(), std::numeric_limits<T>::infinity(), -std::numeric_limits<T>::infinity(), std::numeric_limits<T>::quiet_NaN()}) x.push_back(v);
   const size_t n = x.size();
-  CheckAccuracy("gelu", DD_ACT_GELU, ActParams<T>(), x, 3, tol, [](long double v, T) -> std::array<long double, 4> {
+  CheckAccuracy(name, DD_ACT_GELU, p, x, 3, tol, ref, y, dx);
+  EXPECT_TRUE(y[n - 3] == x[n - 3] && std::isnan(y[n - 2]) && std::isnan(dx[n - 3]) && std::isnan(dx[n - 2])) << name << " at the infinities";
+  EXPECT_TRUE(std::isnan(y[n - 1]) && std::isnan(dx[n - 1])) << name << ": NaN passes";
+}
+
+/* GELU (erf form): against long double's erf; its formula x/2 (1 + erf(x / sqrt 2)) loses relative accuracy for
+   negative x in any implementation (PyTorch's too), so the forward is measured against |x| / 2 (erf's absolute
+   error) and the backward against dy; a run bitwise its entries one by one */
+template <class T>
+void GeluAccuracy(double tol)
+{
+  GeluCheck<T>("gelu", ActParams<T>(), {(T)1.4142135623730951, (T)-1.4142135623730951, (T)11.3137, (T)-11.3137}, tol, [](long double v, T) -> std::array<long double, 4> {
     const long double ph = 0.5L * (1 + std::erf(v / std::sqrt(2.0L)));
     return {v * ph, std::max((long double)std::numeric_limits<T>::min(), 0.5L * std::fabs(v)), 1.5L * (ph + v * std::exp(-0.5L * v * v) / std::sqrt(2 * 3.14159265358979323846264338327950288L)), 1.5L};
-  }, y, dx);
-  /* PyTorch 1.13: gelu(inf) = inf, gelu(-inf) = nan (-inf 0), gelu'(+-inf) = nan */
-  EXPECT_TRUE(y[n - 3] == x[n - 3] && std::isnan(y[n - 2]) && std::isnan(dx[n - 3]) && std::isnan(dx[n - 2])) << "gelu at the infinities";
-  EXPECT_TRUE(std::isnan(y[n - 1]) && std::isnan(dx[n - 1])) << "NaN passes";
+  });
 }
 
 TEST(FastActivation, GeluErfAccuracy)
@@ -722,27 +729,17 @@ TEST(FastActivation, GeluErfAccuracy)
 }
 
 /* GELU (tanh form, written x s(2u)): against long double's 0.5 x (1 + tanh(u)) and its derivative, as the erf form
-   (forward to |x| / 2, backward to dy); NaN and PyTorch's infinities; a run bitwise its entries one by one */
+   (forward to |x| / 2, backward to dy) */
 template <class T>
 void GeluTanhAccuracy(double tol)
 {
-  std::vector<T> x, y, dx;
-  for (int i = -100000; i <= 100000; i++) x.push_back((T)(12.0 * i / 100000.0));
-  for (T v : {(T)0, -(T)0, (T)40, (T)-40, (T)1e30, (T)-1e30, std::numeric_limits<T>::denorm_min(), std::numeric_limits<T>::max(), -std::numeric_limits<T>::max()}) x.push_back(v);
-  x.push_back(std::numeric_limits<T>::infinity());
-  x.push_back(-std::numeric_limits<T>::infinity());
-  x.push_back(std::numeric_limits<T>::quiet_NaN());
-  const size_t n = x.size();
   ActParams<T> p;
   p.gelutanh = true;
-  CheckAccuracy("gelu tanh", DD_ACT_GELU, p, x, 3, tol, [](long double v, T) -> std::array<long double, 4> {
+  GeluCheck<T>("gelu tanh", p, {(T)1e30, (T)-1e30}, tol, [](long double v, T) -> std::array<long double, 4> {
     const long double c = std::sqrt(2.0L / 3.14159265358979323846264338327950288L), k = 0.044715L;
     const long double u = c * (v + k * v * v * v), t = std::isinf(u) ? (u > 0 ? 1.0L : -1.0L) : std::tanh(u);
     return {0.5L * v * (1 + t), std::max((long double)std::numeric_limits<T>::min(), 0.5L * std::fabs(v)), 1.5L * (0.5L * (1 + t) + 0.5L * v * (1 - t * t) * c * (1 + 3 * k * v * v)), 1.5L};
-  }, y, dx);
-  /* PyTorch 1.13 (tanh form): gelu(inf) = inf, gelu(-inf) = nan (-inf 0), gelu'(+-inf) = nan */
-  EXPECT_TRUE(y[n - 3] == x[n - 3] && std::isnan(y[n - 2]) && std::isnan(dx[n - 3]) && std::isnan(dx[n - 2])) << "gelu tanh at the infinities";
-  EXPECT_TRUE(std::isnan(y[n - 1]) && std::isnan(dx[n - 1])) << "NaN passes";
+  });
 }
 
 TEST(FastActivation, GeluTanhAccuracy)

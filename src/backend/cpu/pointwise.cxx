@@ -48,7 +48,7 @@ constexpr double kKappa      = 0.044715;
 /*
   Leaky ReLU and PReLU: y = v (v > 0 ? 1 : slope), dx = dy (v > 0 ? 1 : slope). v 1 = v and dy 1 = dy,
   so the values are those of "v > 0 ? v : slope v" (NaN and -0 included: slope v either way); the
-  select of two constants vectorizes here (no-trapping-math, as the tanh loops above; the multiply
+  select of two constants vectorizes here (no-trapping-math, as the loops below; the multiply
   is the same one per entry, nothing is evaluated speculatively). As a branch on the data's sign it
   took 4.5 ns an entry on a network's activations (0.6 ms over 8 x 16 x 32 x 32, 16x ReLU's), and a
   calibration on repeated data measures such a branch faster than a network sees it
@@ -114,7 +114,7 @@ DDNN_AI inline T Pow2(T k)
   (float), within 1-2 ulp of exp; 2^n as two powers of two built in the exponent bits, so that the
   products down to the subnormals round once, and x clamped below where exp(x) rounds to 0.
 */
-DDNN_AI inline double ExpNegD(double x)
+DDNN_AI inline double ExpNeg(double x)
 {
   const double   xc = x < -746.0 ? -746.0 : x;
   const double   M  = 6755399441055744.0; /* 1.5 2^52 */
@@ -127,7 +127,7 @@ DDNN_AI inline double ExpNegD(double x)
   const double   n1 = (n * 0.5 + M) - M; /* n1 and n - n1 >= -538: normal powers of two */
   return e * Pow2<double, unsigned long long, 52, 1023>(n1) * Pow2<double, unsigned long long, 52, 1023>(n - n1);
 }
-DDNN_AI inline float ExpNegF(float x)
+DDNN_AI inline float ExpNeg(float x)
 {
   const float  xc = x < -104.0f ? -104.0f : x;
   const float  M  = 12582912.0f; /* 1.5 2^23 */
@@ -140,11 +140,11 @@ DDNN_AI inline float ExpNegF(float x)
 /* exp(-|x|) */
 DDNN_AI inline double ExpNegAbs(double x)
 {
-  return ExpNegD(-__builtin_fabs(x));
+  return ExpNeg(-__builtin_fabs(x));
 }
 DDNN_AI inline float ExpNegAbs(float x)
 {
-  return ExpNegF(-__builtin_fabsf(x));
+  return ExpNeg(-__builtin_fabsf(x));
 }
 
 /* sigmoid as the scalar form writes it (x >= 0: 1 / (1 + exp(-x)), else e / (1 + e), e = exp(x)), on
@@ -160,14 +160,14 @@ DDNN_AI inline T SigmoidV(T x)
   tanh, branch-free (libm's tanh per entry was 1.9 of LeNet-5's 3.3 s in float32, 1.2 of 2.8 s in float64,
   bench/README.md): Cephes' tanhf and tanh, |x| < 0.625 the odd polynomial x + x^3 P(x^2) (float) or
   rational x + x^3 P(x^2) / Q(x^2) (double, degrees 2 and 3); otherwise (1 - e) / (1 + e), e = exp(-2|x|)
-  on ExpNegF and ExpNegD, with the sign of x (tanh(-0) = -0); NaN passes. Within 2 ulp of tanh (test
+  on ExpNeg, with the sign of x (tanh(-0) = -0); NaN passes. Within 2 ulp of tanh (test
   FastActivation.TanhFloat32Vectorized, TanhFloat64Vectorized)
 */
 DDNN_AI inline float TanhV(float x)
 {
   const float a = __builtin_fabsf(x), z = x * x;
   const float p = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z + 1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
-  const float e = ExpNegF(-2.0f * a), q = (1.0f - e) / (1.0f + e);
+  const float e = ExpNegAbs(2.0f * x), q = (1.0f - e) / (1.0f + e);
   const float t = __builtin_copysignf(a < 0.625f ? __builtin_fabsf(p) : q, x);
   return x != x ? x : t;
 }
@@ -175,7 +175,7 @@ DDNN_AI inline double TanhV(double x)
 {
   const double a = __builtin_fabs(x), z = x * x;
   const double p = x + x * z * (((-9.64399179425052238628e-1 * z - 9.92877231001918586564e1) * z - 1.61468768441708447952e3) / (((z + 1.12811678491632931402e2) * z + 2.23548839060100448583e3) * z + 4.84406305325125486048e3));
-  const double e = ExpNegD(-2.0 * a), q = (1.0 - e) / (1.0 + e);
+  const double e = ExpNegAbs(2.0 * x), q = (1.0 - e) / (1.0 + e);
   const double t = __builtin_copysign(a < 0.625 ? __builtin_fabs(p) : q, x);
   return x != x ? x : t;
 }
@@ -214,38 +214,22 @@ DDNN_AI static inline void SigmoidLoops(bool backward, bool silu, const T *x, co
   x >= -0.5 (no cancellation: r = x P(x^2), t = r / (Q(x^2) - r), 2t), exp(x) - 1 below (the result is
   then in [-1, -0.39]), both computed and one selected; -0 stays -0.
 */
-DDNN_AI inline double Expm1NegD(double x)
+DDNN_AI inline double Expm1Neg(double x)
 {
   const double xs = x < -0.5 ? -0.5 : x, xx = xs * xs;
   const double r  = xs * ((1.2617719307481059087798e-4 * xx + 3.0299440770744196129956e-2) * xx + 9.9999999999999999991025e-1);
   const double t  = r / ((((3.0019850513866445504159e-6 * xx + 2.5244834034968410419224e-3) * xx + 2.2726554820815502876593e-1) * xx + 2.0000000000000000000897e0) - r);
-  const double b  = ExpNegD(x) - 1.0;
+  const double b  = ExpNeg(x) - 1.0;
   return x < -0.5 ? b : t + t;
 }
 /* the same in float32, 8 lanes to an AVX2 vector: expm1's Taylor series to x^9 / 9! where x >= -0.5 (the
    next term is below 1e-9 of the result there), expf(x) - 1 below */
-DDNN_AI inline float Expm1NegF(float x)
+DDNN_AI inline float Expm1Neg(float x)
 {
   const float xs = x < -0.5f ? -0.5f : x;
   const float p  = ((((((((2.7557319224e-6f * xs + 2.4801587302e-5f) * xs + 1.9841269841e-4f) * xs + 1.3888888889e-3f) * xs + 8.3333333333e-3f) * xs + 4.1666666667e-2f) * xs + 1.6666666667e-1f) * xs + 0.5f));
-  const float b  = ExpNegF(x) - 1.0f;
+  const float b  = ExpNeg(x) - 1.0f;
   return x < -0.5f ? b : xs + xs * xs * p;
-}
-DDNN_AI inline double Expm1Neg(double x)
-{
-  return Expm1NegD(x);
-}
-DDNN_AI inline float Expm1Neg(float x)
-{
-  return Expm1NegF(x);
-}
-DDNN_AI inline double ExpNeg(double x)
-{
-  return ExpNegD(x);
-}
-DDNN_AI inline float ExpNeg(float x)
-{
-  return ExpNegF(x);
 }
 /* ELU as the scalar form writes it: x <= 0 ? a expm1(x) : x, and dy a exp(x) : dy; NaN x: NaN out, dy passes */
 template <class T>
@@ -275,10 +259,10 @@ DDNN_AI inline float ErfF(float z)
   const float ab = a < 1.0f ? 1.0f : (a > 10.0f ? 10.0f : a), q = 1.0f / ab, w = q * q;
   const float pp = (((((((2.326819970068386e-2f * w - 1.387039388740657e-1f) * w + 3.687424674597105e-1f) * w - 5.824733027278666e-1f) * w + 6.210004621745983e-1f) * w - 4.944515323274145e-1f) * w + 3.404879937665872e-1f) * w - 2.741127028184656e-1f) * w + 5.638259427386472e-1f;
   const float pr = ((((((-1.047766399936249e+1f * w + 1.297719955372516e+1f) * w - 7.495518717768503e+0f) * w + 2.921019019210786e+0f) * w - 1.015265279202700e+0f) * w + 4.218463358204948e-1f) * w - 2.820767439740514e-1f) * w + 5.641895067754075e-1f;
-  const float bg = 1.0f - ExpNegF(-ab * ab) * q * (ab < 2.0f ? pp : pr);
+  const float bg = 1.0f - ExpNeg(-ab * ab) * q * (ab < 2.0f ? pp : pr);
   return __builtin_copysignf(a > 1.0f ? bg : sm, z);
 }
-/* GELU, erf form, in float32: x/2 (1 + erf(x / sqrt 2)), and dy (Phi(x) + x phi(x)), on ErfF and ExpNegF */
+/* GELU, erf form, in float32: x/2 (1 + erf(x / sqrt 2)), and dy (Phi(x) + x phi(x)), on ErfF and ExpNeg */
 DDNN_AI static inline void GeluErfLoopsF(bool backward, const float *x, const float *dy, float *out, PetscInt n)
 {
   if (!backward)
@@ -289,7 +273,7 @@ DDNN_AI static inline void GeluErfLoopsF(bool backward, const float *x, const fl
   else
     for (PetscInt i = 0; i < n; i++) {
       const float v = x[i];
-      out[i]        = (0.5f * (1.0f + ErfF(v * (float)kInvSqrt2)) + v * (float)kInvSqrt2Pi * ExpNegF(-0.5f * v * v)) * dy[i];
+      out[i]        = (0.5f * (1.0f + ErfF(v * (float)kInvSqrt2)) + v * (float)kInvSqrt2Pi * ExpNeg(-0.5f * v * v)) * dy[i];
     }
 }
 /*
@@ -340,7 +324,7 @@ DDNN_AI static inline void SoftplusLoops(bool backward, T b, T th, const T *x, c
   if (!backward)
     for (PetscInt i = 0; i < n; i++) {
       const T      v = x[i], bv = b * v;
-      const double t = (double)bv, sp = (t > 0.0 ? t : 0.0) + Log1pUnitD(ExpNegD(-__builtin_fabs(t)));
+      const double t = (double)bv, sp = (t > 0.0 ? t : 0.0) + Log1pUnitD(ExpNegAbs(t));
       const T      r = (T)(sp / (double)b);
       out[i]         = bv > th ? v : (v != v ? v : r);
     }
@@ -350,120 +334,49 @@ DDNN_AI static inline void SoftplusLoops(bool backward, T b, T th, const T *x, c
       out[i] = bv > th ? g : g * SigmoidV(bv);
     }
 }
+/*
+  Each loop compiled twice, for SSE2 (x86-64's baseline) and for AVX2 (8 floats, 4 doubles; no FMA, so the
+  same bits), and NAME(...) calling the AVX2 copy where the CPU has it (HaveAvx2()), else the SSE2 one
+*/
 #if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
   #define DDNN_AVX2_COPIES 1
-/* the same loops compiled for AVX2 (8 floats, 4 doubles; no FMA, so the same bits), chosen at run time */
-template <class T>
-__attribute__((target("avx2"))) void TanhLoopAvx2(bool backward, const T *x, const T *dy, T *out, PetscInt n)
-{
-  TanhLoops(backward, x, dy, out, n);
-}
-template <class T>
-__attribute__((target("avx2"))) void SigmoidLoopAvx2(bool backward, bool silu, const T *x, const T *dy, T *out, PetscInt n)
-{
-  SigmoidLoops(backward, silu, x, dy, out, n);
-}
-template <class T>
-__attribute__((target("avx2"))) void EluLoopAvx2(bool backward, T a, const T *x, const T *dy, T *out, PetscInt n)
-{
-  EluLoops(backward, a, x, dy, out, n);
-}
-__attribute__((target("avx2"))) void GeluErfLoopFAvx2(bool backward, const float *x, const float *dy, float *out, PetscInt n)
-{
-  GeluErfLoopsF(backward, x, dy, out, n);
-}
-template <class T>
-__attribute__((target("avx2"))) void GeluTanhLoopAvx2(bool backward, const T *x, const T *dy, T *out, PetscInt n)
-{
-  GeluTanhLoops(backward, x, dy, out, n);
-}
-template <class T>
-__attribute__((target("avx2"))) void SoftplusLoopAvx2(bool backward, T b, T th, const T *x, const T *dy, T *out, PetscInt n)
-{
-  SoftplusLoops(backward, b, th, x, dy, out, n);
-}
+  #define DDNN_LOOP_COPIES(NAME, LOOPS, PARAMS, ARGS) \
+    template <class T> \
+    __attribute__((target("avx2"))) void NAME##Avx2 PARAMS \
+    { \
+      LOOPS ARGS; \
+    } \
+    template <class T> \
+    void NAME##Base PARAMS \
+    { \
+      LOOPS ARGS; \
+    } \
+    template <class T> \
+    void NAME PARAMS \
+    { \
+      if (HaveAvx2()) NAME##Avx2 ARGS; \
+      else NAME##Base ARGS; \
+    }
+#else
+  #define DDNN_LOOP_COPIES(NAME, LOOPS, PARAMS, ARGS) \
+    template <class T> \
+    void NAME PARAMS \
+    { \
+      LOOPS ARGS; \
+    }
 #endif
-template <class T>
-void TanhLoopBase(bool backward, const T *x, const T *dy, T *out, PetscInt n)
-{
-  TanhLoops(backward, x, dy, out, n);
-}
-void GeluErfLoopFBase(bool backward, const float *x, const float *dy, float *out, PetscInt n)
-{
-  GeluErfLoopsF(backward, x, dy, out, n);
-}
-template <class T>
-void EluLoopBase(bool backward, T a, const T *x, const T *dy, T *out, PetscInt n)
-{
-  EluLoops(backward, a, x, dy, out, n);
-}
-template <class T>
-void SigmoidLoopBase(bool backward, bool silu, const T *x, const T *dy, T *out, PetscInt n)
-{
-  SigmoidLoops(backward, silu, x, dy, out, n);
-}
-template <class T>
-void GeluTanhLoopBase(bool backward, const T *x, const T *dy, T *out, PetscInt n)
-{
-  GeluTanhLoops(backward, x, dy, out, n);
-}
-template <class T>
-void SoftplusLoopBase(bool backward, T b, T th, const T *x, const T *dy, T *out, PetscInt n)
-{
-  SoftplusLoops(backward, b, th, x, dy, out, n);
-}
+DDNN_LOOP_COPIES(TanhLoop, TanhLoops, (bool backward, const T *x, const T *dy, T *out, PetscInt n), (backward, x, dy, out, n))
+DDNN_LOOP_COPIES(SigmoidLoop, SigmoidLoops, (bool backward, bool silu, const T *x, const T *dy, T *out, PetscInt n), (backward, silu, x, dy, out, n))
+DDNN_LOOP_COPIES(EluLoop, EluLoops, (bool backward, T a, const T *x, const T *dy, T *out, PetscInt n), (backward, a, x, dy, out, n))
+/* GELU (erf form): float32 on the branch-free erf (float64 calls libm's erf: a branch-free Cephes erf in
+   double, tried, ran no faster) */
+DDNN_LOOP_COPIES(GeluErfLoop, GeluErfLoopsF, (bool backward, const T *x, const T *dy, T *out, PetscInt n), (backward, x, dy, out, n))
+DDNN_LOOP_COPIES(GeluTanhLoop, GeluTanhLoops, (bool backward, const T *x, const T *dy, T *out, PetscInt n), (backward, x, dy, out, n))
+DDNN_LOOP_COPIES(SoftplusLoop, SoftplusLoops, (bool backward, T b, T th, const T *x, const T *dy, T *out, PetscInt n), (backward, b, th, x, dy, out, n))
+#undef DDNN_LOOP_COPIES
 #if defined(__GNUC__) && !defined(__clang__)
   #pragma GCC pop_options
 #endif
-
-/* the AVX2 copy of a loop where the CPU has AVX2, else the SSE2 one */
-#if defined(DDNN_AVX2_COPIES)
-  #define DDNN_AVX2_OR(avx2call, basecall) (HaveAvx2() ? (avx2call) : (basecall))
-#else
-  #define DDNN_AVX2_OR(avx2call, basecall) (basecall)
-#endif
-
-/* GELU (erf form): float32 on the branch-free erf; float64 on libm's erf (a branch-free Cephes erf in
-   double, tried, ran no faster) */
-inline void GeluErfLoop(bool backward, const float *x, const float *dy, float *out, PetscInt n)
-{
-  DDNN_AVX2_OR(GeluErfLoopFAvx2(backward, x, dy, out, n), GeluErfLoopFBase(backward, x, dy, out, n));
-}
-
-/* the ELU loops */
-template <class T>
-void EluLoop(bool backward, T a, const T *x, const T *dy, T *out, PetscInt n)
-{
-  DDNN_AVX2_OR(EluLoopAvx2(backward, a, x, dy, out, n), EluLoopBase(backward, a, x, dy, out, n));
-}
-
-/* the sigmoid and SiLU loops */
-template <class T>
-void SigmoidLoop(bool backward, bool silu, const T *x, const T *dy, T *out, PetscInt n)
-{
-  DDNN_AVX2_OR(SigmoidLoopAvx2(backward, silu, x, dy, out, n), SigmoidLoopBase(backward, silu, x, dy, out, n));
-}
-
-/* the GELU loops, tanh form */
-template <class T>
-void GeluTanhLoop(bool backward, const T *x, const T *dy, T *out, PetscInt n)
-{
-  DDNN_AVX2_OR(GeluTanhLoopAvx2(backward, x, dy, out, n), GeluTanhLoopBase(backward, x, dy, out, n));
-}
-
-/* the softplus loops */
-template <class T>
-void SoftplusLoop(bool backward, T b, T th, const T *x, const T *dy, T *out, PetscInt n)
-{
-  DDNN_AVX2_OR(SoftplusLoopAvx2(backward, b, th, x, dy, out, n), SoftplusLoopBase(backward, b, th, x, dy, out, n));
-}
-
-/* the tanh loops */
-template <class T>
-void TanhLoop(bool backward, const T *x, const T *dy, T *out, PetscInt n)
-{
-  DDNN_AVX2_OR(TanhLoopAvx2(backward, x, dy, out, n), TanhLoopBase(backward, x, dy, out, n));
-}
 } // namespace
 
 /* DDNN_NO_AVX2 set in the environment to a value other than empty, 0, false or no (any case) */
@@ -509,7 +422,7 @@ void ActivationForward(DDActivationType type, const ActParams<T> &p, const T *x,
     break;
   case DD_ACT_GELU:
     if (p.gelutanh) GeluTanhLoop(false, x, (const T *)nullptr, y, n);
-    else if constexpr (std::is_same<T, float>::value) GeluErfLoop(false, x, nullptr, y, n);
+    else if constexpr (std::is_same<T, float>::value) GeluErfLoop(false, x, (const T *)nullptr, y, n);
     else
       for (PetscInt i = 0; i < n; i++) y[i] = (T)(0.5 * (double)x[i] * (1.0 + std::erf((double)x[i] * kInvSqrt2)));
     break;
