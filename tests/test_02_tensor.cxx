@@ -608,6 +608,59 @@ TEST(Tensor, DMDAGlobalVecIsWrappedWithoutCopy)
   }
 }
 
+/* a Vec on a tensor's storage (placed or shared) and the tensor see each other's changes: PETSc does not
+   return a norm it cached before the tensor wrote, and the storage cannot move away from a shared Vec */
+TEST(Tensor, VecOnItsStorageSeesTheTensorsWrites)
+{
+  DM da;
+  DDT(DMDACreate2d(PETSC_COMM_WORLD, DM_BOUNDARY_NONE, DM_BOUNDARY_NONE, DMDA_STENCIL_BOX, 9, 7, PETSC_DECIDE, PETSC_DECIDE, 2, 1, NULL, NULL, &da));
+  DDT(DMSetUp(da));
+  Vec g;
+  DDT(DMCreateGlobalVector(da, &g));
+  PetscInt N;
+  DDT(VecGetSize(g, &N));
+  PetscReal nrm;
+  DDT(VecSet(g, 1.0));
+  DDT(VecNorm(g, NORM_2, &nrm)); /* cached with the Vec's state */
+  EXPECT_NEAR(nrm, std::sqrt((double)N), 1e-12);
+  DDTensor t;
+  DDT(DDTensorCreateFromDMDA(da, DD_FLOAT64, &t));
+  DDT(DDTensorPlaceVec(t, g));
+  DDT(DDTensorScale(t, 2.0));
+  DDT(VecNorm(g, NORM_2, &nrm));
+  EXPECT_NEAR(nrm, 2 * std::sqrt((double)N), 1e-12) << "a norm PETSc cached before the tensor wrote into the placed Vec";
+  DDT(DDTensorResetVec(t, g));
+  DDT(DDTensorSet(t, 1.0));
+  Vec tv;
+  DDT(DDTensorCreateVec(t, &tv));
+  DDT(VecNorm(tv, NORM_1, &nrm));
+  EXPECT_NEAR(nrm, (double)N, 1e-12);
+  DDT(DDTensorScale(t, 3.0));
+  DDT(VecNorm(tv, NORM_1, &nrm));
+  EXPECT_NEAR(nrm, 3.0 * N, 1e-12) << "a norm PETSc cached before the tensor wrote into the shared storage";
+  PetscInt lo[4] = {0, 0, 1, 1}, hi[4] = {0, 0, 1, 1};
+  DD_EXPECT_ERROR(DDTensorSetHalo(t, lo, hi), PETSC_ERR_ARG_WRONGSTATE, "DDTensorCreateVec() shares");
+  DD_EXPECT_ERROR(DDTensorSetFormat(t, DD_FORMAT_PLAIN), PETSC_ERR_ARG_WRONGSTATE, "destroy the Vec first");
+  Vec tv2; /* two Vecs on the storage: both see the writes; the storage moves once both are gone */
+  DDT(DDTensorCreateVec(t, &tv2));
+  DDT(VecNorm(tv2, NORM_1, &nrm));
+  DDT(DDTensorScale(t, 0.5));
+  DDT(VecNorm(tv, NORM_1, &nrm));
+  EXPECT_NEAR(nrm, 1.5 * N, 1e-12);
+  DDT(VecNorm(tv2, NORM_1, &nrm));
+  EXPECT_NEAR(nrm, 1.5 * N, 1e-12);
+  DDT(VecDestroy(&tv));
+  DD_EXPECT_ERROR(DDTensorSetHalo(t, lo, hi), PETSC_ERR_ARG_WRONGSTATE, "DDTensorCreateVec() shares");
+  DDT(VecDestroy(&tv2));
+  DDT(DDTensorSetHalo(t, lo, hi));
+  PetscReal sum;
+  DDT(DDTensorSum(t, &sum));
+  EXPECT_NEAR(sum, 1.5 * N, 1e-9); /* the values kept through the move */
+  DDT(DDTensorDestroy(&t));
+  DDT(VecDestroy(&g));
+  DDT(DMDestroy(&da));
+}
+
 /* ---------------------------------------------------------------------- */
 static DDPartition LinePartition()
 {

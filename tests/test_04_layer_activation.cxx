@@ -163,6 +163,48 @@ TEST(Activation, BackwardFromInputWhenOutputWrapsVec)
   }
 }
 
+/* an input changed through a PETSc Vec on its storage (DDTensorPlaceVec(), DDTensorCreateVec()) after the
+   forward read it: the backward fails as it does for a change through the tensor; reading the Vec does not */
+TEST(Activation, BackwardFailsAfterInputChangedThroughItsVec)
+{
+  for (int shared = 0; shared < 2; shared++) {
+    DDTensor x = MakeInput({{2, 1, 5, 7}}, DD_FLOAT64, 9), y, dy, dx;
+    DDLayer  l;
+    Vec      v;
+    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+    Configure(DD_ACT_TANH)(l);
+    DDT(DDLayerSetUp(l, x));
+    DDT(DDLayerCreateOutput(l, &y));
+    DDT(DDLayerCreateOutput(l, &dy));
+    DDT(DDTensorSetRandomGlobal(dy, 5, -1, 1));
+    DDT(DDTensorDuplicate(x, &dx));
+    if (shared) DDT(DDTensorCreateVec(x, &v));
+    else {
+      DDT(VecCreateMPI(PETSC_COMM_WORLD, x->layout.size, PETSC_DETERMINE, &v));
+      DDT(DDTensorPlaceVec(x, v));
+      DDT(DDTensorSetRandomGlobal(x, 3, -2, 2));
+    }
+    PetscReal nrm;
+    DDT(DDLayerForward(l, x, y));
+    DDT(VecNorm(v, NORM_2, &nrm)); /* a read */
+    DDT(DDLayerBackward(l, dy, dx));
+    DDT(DDLayerForward(l, x, y));
+    DDT(VecScale(v, 0.5));
+    DD_EXPECT_ERROR(DDLayerBackward(l, dy, dx), PETSC_ERR_ARG_WRONGSTATE, "was modified after DDLayerForward()");
+    DDT(DDLayerForward(l, x, y));
+    DDT(DDLayerBackward(l, dy, dx));
+    if (shared) DDT(VecDestroy(&v));
+    else {
+      DDT(DDLayerForward(l, x, y));
+      DDT(DDTensorResetVec(x, v)); /* the input's own storage again: other values */
+      DD_EXPECT_ERROR(DDLayerBackward(l, dy, dx), PETSC_ERR_ARG_WRONGSTATE, "was modified after DDLayerForward()");
+      DDT(VecDestroy(&v));
+    }
+    for (DDTensor *p : {&x, &y, &dy, &dx}) DDT(DDTensorDestroy(p));
+    DDT(DDLayerDestroy(&l));
+  }
+}
+
 TEST(Activation, OutputKeepsDistributionAndFormat)
 {
   int       W = Size();

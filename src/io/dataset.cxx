@@ -797,7 +797,7 @@ DD_CXX_TRY
     if (e >= 0) PetscCall(ServeFromCache(ds, I->cache->entries[e], field, start, t));
     else PetscCall(ReadBatchFromFile(ds, field, start, t));
   }
-  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscCall(DDTensorStateIncrease_Private(t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH

@@ -500,7 +500,7 @@ PetscErrorCode H5ReadTensor(hid_t fid, const char *file, const char *path, DDTen
       BulkCOrderCopy<T>(t->layout, (T *)t->array, (T *)src, 1);
       return PETSC_SUCCESS;
     }));
-  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscCall(DDTensorStateIncrease_Private(t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

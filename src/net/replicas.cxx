@@ -434,7 +434,7 @@ static PetscErrorCode ReplicaCurrent(const DDLayerReplica &r, bool *current)
   PetscObjectState st;
 
   PetscFunctionBegin;
-  PetscCall(PetscObjectStateGet((PetscObject)r.w, &st));
+  PetscCall(DDTensorContentState_Private(r.w, &st));
   *current = r.fresh && st == r.wstate;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -510,7 +510,7 @@ PetscErrorCode ddnn::NetReplicasRefresh_Private(DDNet net)
         if (!e.member) continue;
         DDTensor wh = e.l->replicas[e.k].wh;
         BulkCOrderCopy<T>(wh->layout, HostArray<T>(wh), (T *)b.wbuf.data() + e.off, 1);
-        PetscCall(PetscObjectStateIncrease((PetscObject)wh)); /* kernels' caches of w^ (reordered weights) see the change */
+        PetscCall(DDTensorStateIncrease_Private(wh)); /* kernels' caches of w^ (reordered weights) see the change */
       }
       PetscFunctionReturn(PETSC_SUCCESS);
     }));
@@ -521,7 +521,7 @@ PetscErrorCode ddnn::NetReplicasRefresh_Private(DDNet net)
     for (PetscInt k = 0; k < nd.layer->nreplicas; k++) {
       DDLayerReplica &r = nd.layer->replicas[k];
       if (!r.kept) continue;
-      PetscCall(PetscObjectStateGet((PetscObject)r.w, &r.wstate));
+      PetscCall(DDTensorContentState_Private(r.w, &r.wstate));
       r.fresh = PETSC_TRUE;
     }
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -578,8 +578,8 @@ static PetscErrorCode FinishSums(NetImpl *I)
         if (R->dataparallel && e.member && !e.root) std::copy((T *)b.gbuf.data() + e.off, (T *)b.gbuf.data() + e.off + e.count, (T *)b.mgbuf.data() + e.off);
         if (!e.root) continue;
         BulkCOrderCopy<T>(r.grad->layout, HostArray<T>(r.grad), (T *)b.gbuf.data() + e.off, R->dataparallel ? 1 : 2); /* dw += the sum (data-parallel: dw = the sum, which holds dw) */
-        PetscCall(PetscObjectStateIncrease((PetscObject)r.grad));
-        if (R->dataparallel) PetscCall(PetscObjectStateGet((PetscObject)r.grad, &e.gstate));
+        PetscCall(DDTensorStateIncrease_Private(r.grad));
+        if (R->dataparallel) PetscCall(DDTensorContentState_Private(r.grad, &e.gstate));
       }
       PetscFunctionReturn(PETSC_SUCCESS);
     }));
@@ -707,12 +707,12 @@ static PetscErrorCode MirrorBegin(void *ctx, DDOptimizer opt, PetscInt n, const 
       PetscCall(ReplicaCurrent(r, &current));
       ok = ok && current && e.gset && e.optid == ((PetscObject)opt)->id;
       if (ok && e.root) {
-        PetscCall(PetscObjectStateGet((PetscObject)r.grad, &st));
+        PetscCall(DDTensorContentState_Private(r.grad, &st));
         ok = st == e.gstate && e.sid.size() == (size_t)opt->nstate;
         for (PetscInt k = 0; ok && k < opt->nstate; k++) {
           DDTensor t;
           PetscCall(DDOptimizerGetParameterState_Private(opt, idx[j], k, &t));
-          PetscCall(PetscObjectStateGet((PetscObject)t, &st));
+          PetscCall(DDTensorContentState_Private(t, &st));
           ok = e.sid[k] == ((PetscObject)t)->id && e.sst[k] == st;
         }
       }
@@ -758,7 +758,7 @@ static PetscErrorCode RecordRootState(ReplicaEntry &e, DDOptimizer opt, PetscInt
     DDTensor t;
     PetscCall(DDOptimizerGetParameterState_Private(opt, i, k, &t));
     e.sid[k] = ((PetscObject)t)->id;
-    PetscCall(PetscObjectStateGet((PetscObject)t, &e.sst[k]));
+    PetscCall(DDTensorContentState_Private(t, &e.sst[k]));
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -812,9 +812,9 @@ static PetscErrorCode MirrorEnd(void *ctx, DDOptimizer opt, PetscReal lr, PetscR
         }
         if (e.member) {
           BulkCOrderCopy<T>(r.wh->layout, HostArray<T>(r.wh), wb, 1);
-          PetscCall(PetscObjectStateIncrease((PetscObject)r.wh));
+          PetscCall(DDTensorStateIncrease_Private(r.wh));
         }
-        PetscCall(PetscObjectStateGet((PetscObject)r.w, &r.wstate));
+        PetscCall(DDTensorContentState_Private(r.w, &r.wstate));
       }
       PetscFunctionReturn(PETSC_SUCCESS);
     }));
@@ -858,7 +858,7 @@ static PetscErrorCode MirrorEnd(void *ctx, DDOptimizer opt, PetscReal lr, PetscR
         const PetscInt  i = index(e);
         if (e.member) {
           BulkCOrderCopy<T>(r.wh->layout, HostArray<T>(r.wh), (T *)b.xbuf.data() + e.off, 1);
-          PetscCall(PetscObjectStateIncrease((PetscObject)r.wh));
+          PetscCall(DDTensorStateIncrease_Private(r.wh));
         }
         if (i >= 0 && e.member && !e.root) {
           e.mstate.resize(b.es * (size_t)e.count * (size_t)nst);
@@ -866,7 +866,7 @@ static PetscErrorCode MirrorEnd(void *ctx, DDOptimizer opt, PetscReal lr, PetscR
         }
         if (i >= 0 && e.root) PetscCall(RecordRootState(e, opt, i));
         if (i >= 0) e.optid = nst ? ((PetscObject)opt)->id : 0;
-        PetscCall(PetscObjectStateGet((PetscObject)r.w, &r.wstate));
+        PetscCall(DDTensorContentState_Private(r.w, &r.wstate));
         r.fresh = PETSC_TRUE;
       }
       PetscFunctionReturn(PETSC_SUCCESS);

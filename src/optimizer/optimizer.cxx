@@ -656,7 +656,7 @@ DD_CXX_TRY
   opt->step++;
   PetscCall(DDOptimizerGetLearningRate(opt, &lr));
   PetscCall((*opt->ops->step)(opt, lr));
-  for (auto p : *opt->params) PetscCall(PetscObjectStateIncrease((PetscObject)p));
+  for (auto p : *opt->params) PetscCall(DDTensorStateIncrease_Private(p));
   for (auto &m : mirrors) PetscCall(m.first->end(m.first->ctx, opt, lr, gscale, (PetscInt)m.second.size(), m.second.data()));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -815,7 +815,7 @@ DD_CXX_TRY
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
   PetscCheck(opt->setupcalled, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_WRONGSTATE, "Call DDOptimizerSetUp() first");
   if (opt->ops->checkstate) PetscCall((*opt->ops->checkstate)(opt));
-  for (auto s : *opt->state) PetscCall(PetscObjectStateIncrease((PetscObject)s));
+  for (auto s : *opt->state) PetscCall(DDTensorStateIncrease_Private(s));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH

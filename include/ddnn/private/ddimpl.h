@@ -76,6 +76,9 @@ struct _p_DDTensor {
   PetscBool      ownsarray;
   Vec            placedvec;
   void          *savedarray;
+  Vec           *sharedvecs;   /* the live Vecs of DDTensorCreateVec() on this storage (each holds a reference to the tensor, not the other way round) */
+  PetscInt       nsharedvecs;
+  PetscObjectState vecstatebase; /* the last states of the Vecs that wrapped or shared this storage and are gone (DDTensorContentState_Private()) */
   PetscInt64     layouthash; /* identical on every rank; changes with any rank's layout */
   PetscBool      setupcalled;
   PetscBool      retired; /* a layer's parameter or gradient that the layer let go when it was set up again: a holder's updates no longer reach the network */
@@ -98,5 +101,12 @@ PETSC_EXTERN PetscErrorCode DDTensorCheckHost_Private(DDTensor, const char[]);
 PETSC_EXTERN PetscErrorCode DDTensorGetHostArray_Private(DDTensor, void **);
 /* DDTensorDuplicateLayout() into the given memory (a device tensor's host twin) */
 PETSC_EXTERN PetscErrorCode DDTensorDuplicateLayoutIn_Private(DDTensor, DDDataType, DDMemType, DDTensor *);
+/* the state of the tensor's values: its own state plus those of the PETSc Vecs on its storage
+   (DDTensorPlaceVec(), DDTensorCreateVec()), so that an edit through either side is seen; compare it
+   for equality only */
+PETSC_EXTERN PetscErrorCode DDTensorContentState_Private(DDTensor, PetscObjectState *);
+/* marks the tensor's values changed: its state and those of the Vecs on its storage (whose cached
+   norms PETSc would otherwise return stale) */
+PETSC_EXTERN PetscErrorCode DDTensorStateIncrease_Private(DDTensor);
 /* ends DDTensorGetHostArray_Private(); written: copy a device tensor's mirror back (and bump the state) */
 PETSC_EXTERN PetscErrorCode DDTensorRestoreHostArray_Private(DDTensor, PetscBool, void **);

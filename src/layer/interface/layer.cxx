@@ -782,14 +782,14 @@ DD_CXX_TRY
   for (PetscInt i = 0; i < n; i++) {
     PetscCall(PetscObjectReference((PetscObject)xs[i]));
     layer->saved[i] = xs[i];
-    PetscCall(PetscObjectStateGet((PetscObject)xs[i], &layer->savedstate[i]));
+    PetscCall(DDTensorContentState_Private(xs[i], &layer->savedstate[i]));
   }
   layer->forwarddone = PETSC_TRUE;
-  PetscCall(PetscObjectStateIncrease((PetscObject)y));
+  PetscCall(DDTensorStateIncrease_Private(y));
   PetscCall(PetscObjectReference((PetscObject)y));
   layer->savedout      = y;
   layer->savedoutarray = y->array;
-  PetscCall(PetscObjectStateGet((PetscObject)y, &layer->savedoutstate));
+  PetscCall(DDTensorContentState_Private(y, &layer->savedoutstate));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -830,6 +830,12 @@ DD_CXX_CATCH
   layer's primitives compose with the adjoint of its local kernel. Parameter gradients are
   added to `DDLayerGetGradients()`; call `DDLayerZeroGradients()` between steps.
 
+  An input changed since the forward read it is an error (`PETSC_ERR_ARG_WRONGSTATE`, "Input i was
+  modified after DDLayerForward()"), on the ranks where it changed: a change through the tensor's
+  functions, or through a PETSc Vec on its storage (`DDTensorPlaceVec()`, `DDTensorCreateVec()`),
+  as well as placing or resetting such a Vec. A write through a pointer from
+  `DDTensorGetArray()` counts once `DDTensorRestoreArray()` is called.
+
   Level: beginner
 
 .seealso: `DDLayerForwardMulti()`, `DDLayerZeroGradients()`
@@ -847,7 +853,7 @@ DD_CXX_TRY
   PetscCheck(n == layer->nin, comm, PETSC_ERR_ARG_SIZ, "Layer has %" PetscInt_FMT " input(s), %" PetscInt_FMT " gradients given", layer->nin, n);
   for (PetscInt i = 0; i < n; i++) {
     PetscObjectState st;
-    PetscCall(PetscObjectStateGet((PetscObject)layer->saved[i], &st));
+    PetscCall(DDTensorContentState_Private(layer->saved[i], &st));
     PetscCheck(st == layer->savedstate[i], comm, PETSC_ERR_ARG_WRONGSTATE, "Input %" PetscInt_FMT " was modified after DDLayerForward(); its gradient would be wrong", i);
     if (dxs && dxs[i]) {
       PetscCall(DDTensorCheckSetUp_Private(dxs[i], "DDLayerBackward"));
@@ -873,9 +879,9 @@ DD_CXX_TRY
   PetscCall(DDLayerCheckKernels(layer));
   PetscCall(PetscLogEventEnd(layer->evbwd, layer, 0, 0, 0));
   for (PetscInt i = 0; i < n; i++) /* the primitives may touch the saved inputs' halos */
-    PetscCall(PetscObjectStateGet((PetscObject)layer->saved[i], &layer->savedstate[i]));
+    PetscCall(DDTensorContentState_Private(layer->saved[i], &layer->savedstate[i]));
   for (PetscInt i = 0; i < n && dxs; i++)
-    if (dxs[i]) PetscCall(PetscObjectStateIncrease((PetscObject)dxs[i]));
+    if (dxs[i]) PetscCall(DDTensorStateIncrease_Private(dxs[i]));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -982,7 +988,7 @@ DD_CXX_TRY
   *done = PETSC_FALSE;
   if (!r || !r->kept) PetscFunctionReturn(PETSC_SUCCESS);
   *done = PETSC_TRUE;
-  PetscCall(PetscObjectStateGet((PetscObject)r->w, &st));
+  PetscCall(DDTensorContentState_Private(r->w, &st));
   if (r->fresh && st == r->wstate) PetscFunctionReturn(PETSC_SUCCESS);
   /* w changed since the network's last refresh (a layer run on its own): the layer's broadcast */
   PetscCall(DDPrimitiveApply(r->B, r->w, r->wh));

@@ -462,7 +462,7 @@ DD_CXX_TRY
   PetscCall((*prim->ops->applybegin)(prim, x, y));
   PetscCall(PetscLogEventEnd(prim->evfwd, prim, x, y, 0));
   prim->inflight = 1;
-  if (!prim->inplace) PetscCall(PetscObjectStateIncrease((PetscObject)y)); /* a halo exchange leaves the bulk as it is */
+  if (!prim->inplace) PetscCall(DDTensorStateIncrease_Private(y)); /* a halo exchange leaves the bulk as it is */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -543,7 +543,7 @@ DD_CXX_TRY
   PetscCall((*prim->ops->adjointbegin)(prim, y, x));
   PetscCall(PetscLogEventEnd(prim->evadj, prim, y, x, 0));
   prim->inflight = 2;
-  PetscCall(PetscObjectStateIncrease((PetscObject)x));
+  PetscCall(DDTensorStateIncrease_Private(x));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH

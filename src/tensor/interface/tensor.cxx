@@ -547,6 +547,7 @@ static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const Pe
 
   PetscFunctionBegin;
   PetscCheck(!t->placedvec, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "Cannot change the halo or format of a tensor that wraps a Vec; call DDTensorResetVec() first");
+  PetscCheck(!t->nsharedvecs, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "Cannot change the halo or format of a tensor whose storage a Vec of DDTensorCreateVec() shares (the storage would move away from the Vec); destroy the Vec first");
   PetscCall(DDDataTypeGetSize(t->dtype, &es));
   PetscCall(TensorMem(t, &mem));
   PetscCall(DDVecOps_Private(t->memtype, &vec));
@@ -563,7 +564,7 @@ static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const Pe
   t->ownsarray = PETSC_TRUE;
   t->layout    = L;
   PetscCall(DDTensorComputeLayoutHash(t));
-  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscCall(DDTensorStateIncrease_Private(t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -814,6 +815,7 @@ DD_CXX_TRY
     PetscCall(mem->free((*t)->array));
   }
   PetscCall(PetscFree((*t)->hostmirror));
+  PetscCall(PetscFree((*t)->sharedvecs)); /* empty: each of its Vecs held the tensor */
   for (PetscInt k = 0; k < DD_MAX_DIM; k++) {
     PetscCall(PetscFree((*t)->ranges[k]));
     PetscCall(PetscFree((*t)->userlx[k]));
@@ -1066,7 +1068,7 @@ DD_CXX_TRY
     PetscCall(TensorMem(t, &mem));
     PetscCall(mem->copy(t->array, t->hostmirror, t->layout.size * es)); /* host to device */
   }
-  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscCall(DDTensorStateIncrease_Private(t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH

@@ -432,7 +432,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorRestoreArrayAndMemType");
-  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscCall(DDTensorStateIncrease_Private(t));
   if (a) *a = NULL;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -526,7 +526,7 @@ DD_CXX_TRY
   PetscCall(DDDataTypeGetSize(t->dtype, &es));
   PetscCall(DDMemOps_Private(t->memtype, &mem));
   PetscCall(mem->set(t->array, 0, es * t->layout.size));
-  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscCall(DDTensorStateIncrease_Private(t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -615,7 +615,7 @@ DD_CXX_TRY
   DDTensorCheck(t, "DDTensorSet");
   PetscCall(DDVecOps_Private(t->memtype, &ops));
   PetscCall(ops->set(t->dtype, &t->layout, t->array, v));
-  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscCall(DDTensorStateIncrease_Private(t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -638,7 +638,7 @@ DD_CXX_TRY
   DDTensorCheck(t, "DDTensorScale");
   PetscCall(DDVecOps_Private(t->memtype, &ops));
   PetscCall(ops->scale(t->dtype, &t->layout, t->array, a));
-  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscCall(DDTensorStateIncrease_Private(t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -694,12 +694,12 @@ DD_CXX_TRY
       PetscCall(mem->copy(y->array, tmp, es * (size_t)y->layout.size));
     }
     PetscCall(mem->free(tmp));
-    PetscCall(PetscObjectStateIncrease((PetscObject)y));
+    PetscCall(DDTensorStateIncrease_Private(y));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscCall(TensorPairOps(x, y, "DDTensorCopy", &ops));
   PetscCall(ops->copy(x->dtype, &x->layout, x->array, &y->layout, y->array));
-  PetscCall(PetscObjectStateIncrease((PetscObject)y));
+  PetscCall(DDTensorStateIncrease_Private(y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -724,7 +724,7 @@ DD_CXX_TRY
   PetscCall(DDTensorCheckCompatible_Private(x, y, "DDTensorAXPY"));
   PetscCall(TensorPairOps(x, y, "DDTensorAXPY", &ops));
   PetscCall(ops->axpby(x->dtype, alpha, &x->layout, x->array, 1.0, &y->layout, y->array));
-  PetscCall(PetscObjectStateIncrease((PetscObject)y));
+  PetscCall(DDTensorStateIncrease_Private(y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -749,7 +749,7 @@ DD_CXX_TRY
   PetscCall(DDTensorCheckCompatible_Private(x, y, "DDTensorAXPBY"));
   PetscCall(TensorPairOps(x, y, "DDTensorAXPBY", &ops));
   PetscCall(ops->axpby(x->dtype, alpha, &x->layout, x->array, beta, &y->layout, y->array));
-  PetscCall(PetscObjectStateIncrease((PetscObject)y));
+  PetscCall(DDTensorStateIncrease_Private(y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH

@@ -88,6 +88,33 @@ static PetscBool DDTensorStorageIsDofLast(DDTensor t)
   return PETSC_TRUE;
 }
 
+PetscErrorCode DDTensorContentState_Private(DDTensor t, PetscObjectState *st)
+{
+  PetscObjectState s;
+
+  PetscFunctionBegin;
+  PetscCall(PetscObjectStateGet((PetscObject)t, st));
+  *st += t->vecstatebase;
+  if (t->placedvec) {
+    PetscCall(PetscObjectStateGet((PetscObject)t->placedvec, &s));
+    *st += s;
+  }
+  for (PetscInt i = 0; i < t->nsharedvecs; i++) {
+    PetscCall(PetscObjectStateGet((PetscObject)t->sharedvecs[i], &s));
+    *st += s;
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode DDTensorStateIncrease_Private(DDTensor t)
+{
+  PetscFunctionBegin;
+  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  if (t->placedvec) PetscCall(PetscObjectStateIncrease((PetscObject)t->placedvec));
+  for (PetscInt i = 0; i < t->nsharedvecs; i++) PetscCall(PetscObjectStateIncrease((PetscObject)t->sharedvecs[i]));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@
   DDTensorPlaceVec - Makes the tensor use a Vec's local array as its storage, without a copy
 
@@ -100,7 +127,11 @@ static PetscBool DDTensorStorageIsDofLast(DDTensor t)
       when the tensor's halo widths equal the ghost widths (`DMDAGetGhostCorners()`)
 
   Notes:
-  The tensor reads and writes the Vec's memory until `DDTensorResetVec()`. Errors, on every
+  The tensor reads and writes the Vec's memory until `DDTensorResetVec()`. Both sides see the
+  other's changes: a write through the tensor (a layer's output, `DDTensorScale()`, ...) changes the
+  Vec's state, so that PETSc recomputes a norm it cached, and a change through the Vec (`VecScale()`,
+  `VecSet()`, ...) after `DDLayerForward()` read the tensor makes `DDLayerBackward()` fail, as a
+  change of the tensor itself does. Errors, on every
   rank, when the data type is not float64, when the local sizes differ, or when the storage
   order is not (N, spatial..., C) (plain format with several components, blocked format);
   use `DDTensorCopyFromVec()` for those.
@@ -131,6 +162,7 @@ DD_CXX_TRY
   t->array      = (void *)a;
   t->placedvec  = v;
   PetscCall(PetscObjectReference((PetscObject)v));
+  PetscCall(PetscObjectStateIncrease((PetscObject)t)); /* other values than the storage's before */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -155,7 +187,8 @@ DD_CXX_CATCH
 PetscErrorCode DDTensorResetVec(DDTensor t, Vec v)
 DD_CXX_TRY
 {
-  PetscScalar *a = (PetscScalar *)t->array;
+  PetscScalar     *a = (PetscScalar *)t->array;
+  PetscObjectState vs;
 
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorResetVec"));
@@ -163,7 +196,10 @@ DD_CXX_TRY
   PetscCall(VecRestoreArray(v, &a));
   t->array      = t->savedarray;
   t->savedarray = NULL;
+  PetscCall(PetscObjectStateGet((PetscObject)v, &vs));
+  t->vecstatebase += vs; /* the content state never goes back (DDTensorContentState_Private()) */
   PetscCall(VecDestroy(&t->placedvec));
+  PetscCall(PetscObjectStateIncrease((PetscObject)t)); /* its own storage's values again */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -220,7 +256,7 @@ DD_CXX_TRY
     return PETSC_SUCCESS;
   }));
   PetscCall(VecRestoreArrayRead(v, &va));
-  PetscCall(PetscObjectStateIncrease((PetscObject)t));
+  PetscCall(DDTensorStateIncrease_Private(t));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -254,6 +290,34 @@ DD_CXX_TRY
 }
 DD_CXX_CATCH
 
+/* a Vec of DDTensorCreateVec() and its tensor */
+struct SharedVec {
+  DDTensor t;
+  Vec      v;
+};
+
+/* the Vec is being destroyed (its header, state included, is still there): off the tensor's list, its
+   last state kept in the tensor's content state, and the tensor released */
+static PetscErrorCode UnshareVec(void *ctx)
+{
+  SharedVec       *sv = (SharedVec *)ctx;
+  DDTensor         t  = sv->t;
+  PetscObjectState vs;
+
+  PetscFunctionBegin;
+  for (PetscInt i = 0; i < t->nsharedvecs; i++)
+    if (t->sharedvecs[i] == sv->v) {
+      PetscCall(PetscObjectStateGet((PetscObject)sv->v, &vs));
+      t->vecstatebase += vs;
+      t->sharedvecs[i] = t->sharedvecs[--t->nsharedvecs];
+      break;
+    }
+  if (!t->nsharedvecs) PetscCall(PetscFree(t->sharedvecs));
+  PetscCall(DDTensorDestroy(&t));
+  PetscCall(PetscFree(sv));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@
   DDTensorCreateVec - Creates a PETSc Vec that shares the tensor's bulk storage (no copy)
 
@@ -268,8 +332,11 @@ DD_CXX_CATCH
       this is the DMDA's order). The Vec holds a reference to the tensor.
 
   Notes:
-  Changing the tensor's halo or format afterwards reallocates its storage and detaches it
-  from the Vec; destroy the Vec first.
+  The tensor's halo and format cannot change while the Vec exists (they would move the storage
+  away from it): `DDTensorSetHalo()` and `DDTensorSetFormat()` are errors until it is destroyed.
+  Both sides see the other's changes: a write through the tensor changes the Vec's state (PETSc
+  recomputes a norm it cached), and a change through the Vec after `DDLayerForward()` read the
+  tensor makes `DDLayerBackward()` fail, as a change of the tensor itself does.
 
   Level: intermediate
 
@@ -287,7 +354,21 @@ DD_CXX_TRY
   PetscCheck(t->dtype == DD_FLOAT64, comm, PETSC_ERR_ARG_WRONG, "Only a float64 tensor can share its storage with a PETSc Vec (this one is %s)", DDDataTypes[t->dtype]);
   DDCheckAll(comm, LayoutBulkIsContiguous(t->layout), PETSC_ERR_ARG_INCOMP, "The tensor's storage has a halo or block padding (%" PetscInt_FMT " entries for a bulk of %" PetscInt_FMT "); a Vec cannot share it", t->layout.size, t->layout.bulksize);
   PetscCall(VecCreateMPIWithArray(comm, 1, t->layout.bulksize, PETSC_DECIDE, (PetscScalar *)t->array, v));
-  PetscCall(PetscObjectCompose((PetscObject)*v, "DDTensor", (PetscObject)t));
+  { /* the Vec holds the tensor through a container that, when the Vec goes, takes the Vec off the tensor's list */
+    SharedVec     *sv;
+    PetscContainer c;
+    PetscCall(PetscNew(&sv));
+    sv->t = t;
+    sv->v = *v;
+    PetscCall(PetscObjectReference((PetscObject)t));
+    PetscCall(PetscRealloc((size_t)(t->nsharedvecs + 1) * sizeof(Vec), &t->sharedvecs));
+    t->sharedvecs[t->nsharedvecs++] = *v;
+    PetscCall(PetscContainerCreate(PETSC_COMM_SELF, &c));
+    PetscCall(PetscContainerSetPointer(c, sv));
+    PetscCall(PetscContainerSetUserDestroy(c, UnshareVec));
+    PetscCall(PetscObjectCompose((PetscObject)*v, "DDTensor", (PetscObject)c));
+    PetscCall(PetscContainerDestroy(&c));
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH

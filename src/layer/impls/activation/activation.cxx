@@ -628,7 +628,7 @@ static PetscErrorCode Activation_Backward(DDLayer l, DDTensor dy, PetscInt nin, 
   const DDTensor yo   = l->savedout;
   if (!fromy && (s->type == DD_ACT_TANH || s->type == DD_ACT_SIGMOID) && yo && yo->memtype == DD_MEMTYPE_HOST && !yo->placedvec && yo->array == l->savedoutarray && yo->dtype == x->dtype && LayoutSameStorage(yo->layout, x->layout)) {
     PetscObjectState st;
-    PetscCall(PetscObjectStateGet((PetscObject)yo, &st));
+    PetscCall(DDTensorContentState_Private(yo, &st));
     if (st == l->savedoutstate) yout = yo;
   }
   /*

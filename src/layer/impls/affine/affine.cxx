@@ -594,8 +594,8 @@ static PetscErrorCode Affine_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTe
       }
     }
   } else {
-    PetscCall(PetscObjectStateIncrease((PetscObject)l->grads[0]));
-    if (a->bias) PetscCall(PetscObjectStateIncrease((PetscObject)l->grads[1]));
+    PetscCall(DDTensorStateIncrease_Private(l->grads[0]));
+    if (a->bias) PetscCall(DDTensorStateIncrease_Private(l->grads[1]));
   }
   if (!dx) PetscFunctionReturn(PETSC_SUCCESS);
   /* dx^ = dy^ W^, then dx = B^* dx^ (a sum over fo) */

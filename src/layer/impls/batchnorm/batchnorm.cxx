@@ -483,8 +483,8 @@ static PetscErrorCode BatchNorm_Forward(DDLayer l, PetscInt nin, DDTensor xs[], 
         PetscCall(rm.Restore(true));
         PetscCall(rv.Restore(true));
       }
-      PetscCall(PetscObjectStateIncrease((PetscObject)s->rm));
-      PetscCall(PetscObjectStateIncrease((PetscObject)s->rv));
+      PetscCall(DDTensorStateIncrease_Private(s->rm));
+      PetscCall(DDTensorStateIncrease_Private(s->rv));
     } else {
       PetscCall(s->cp.ToWorkers(s->rm, s->rmh));
       PetscCall(s->cp.ToWorkers(s->rv, s->rvh));

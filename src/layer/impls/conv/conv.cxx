@@ -812,7 +812,7 @@ static PetscErrorCode Conv_Local(Conv *c, DDTensor xh, DDTensor yt, Conv::Region
   if (!c->hasout) PetscFunctionReturn(PETSC_SUCCESS);
   ConvKernel      *kern = r ? r->kern.get() : c->kern.get();
   PetscObjectState st;
-  PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
+  PetscCall(DDTensorContentState_Private(c->wh, &st));
   PetscCall(kern->Forward(xh, c->wh, st, (c->bias && c->biasworker) ? c->bh : NULL, yt));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -904,7 +904,7 @@ static PetscErrorCode Conv_BackwardData(Conv *c, DDTensor dyt, DDTensor dxh)
   if (!overwrites) PetscCall(DDTensorZeroEntries(dxh));
   if (!c->hasout) PetscFunctionReturn(PETSC_SUCCESS);
   PetscObjectState st;
-  PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
+  PetscCall(DDTensorContentState_Private(c->wh, &st));
   PetscCall(c->kern->BackwardData(dyt, c->wh, st, dxh));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -430,7 +430,7 @@ static PetscErrorCode ConvT_Local(ConvT *c, DDTensor xh, DDTensor yt)
   PetscFunctionBegin;
   if (!c->hasout) PetscFunctionReturn(PETSC_SUCCESS);
   PetscObjectState st;
-  PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
+  PetscCall(DDTensorContentState_Private(c->wh, &st));
   PetscCall(c->kern->Forward(xh, c->wh, st, (c->bias && c->biasworker) ? c->bh : NULL, yt));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -490,7 +490,7 @@ static PetscErrorCode ConvT_Backward(DDLayer l, DDTensor dy, PetscInt nin, DDTen
   PetscCall(DDTensorZeroEntries(dxh));
   if (c->hasout) {
     PetscObjectState st;
-    PetscCall(PetscObjectStateGet((PetscObject)c->wh, &st));
+    PetscCall(DDTensorContentState_Private(c->wh, &st));
     PetscCall(c->kern->BackwardData(dyt, c->wh, st, dxh));
   }
   PetscCall(DDPrimitiveApplyAdjoint(c->Hx, dxh, NULL));

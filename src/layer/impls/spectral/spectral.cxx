@@ -381,7 +381,7 @@ static PetscErrorCode Spectral_Backward(DDLayer l, DDTensor dy, PetscInt nin, DD
       ModeMixAdjoint<float>(N, Ci, Co, K, HostArray<const float>(a->X), HostArray<const float>(a->w), HostArray<const float>(a->dY), HostArray<float>(a->dX), HostArray<float>(l->grads[0]));
     }
   }
-  PetscCall(PetscObjectStateIncrease((PetscObject)l->grads[0]));
+  PetscCall(DDTensorStateIncrease_Private(l->grads[0]));
   if (dx) {
     PetscCall(ConformLayout(dx, l->setupin[0], &a->dxo, &dxt, false));
     PetscCall(DDPrimitiveApplyAdjoint(a->F1, a->dX, dxt));
