@@ -12,6 +12,7 @@
 #include "kernelcases.hpp"
 #include <backend/cpu/fastkernels.hpp>
 #include <backend/cpu/optimizer_kernels.hpp>
+#include <backend/cpu/pool_rows.hpp>
 #include <backend/interface/backends.hpp>
 #include <tensor/layout.hpp>
 #include <array>
@@ -295,6 +296,50 @@ TEST(FastPool, SubBoxAndEmpty)
       ExpectBitwise(dxf, dxr, std::string("sub-box backward ") + f.name);
     }
   }
+}
+
+/* the max pool's tap rows (pool_rows.hpp) with 32- and 64-bit indices (PETSc's PetscInt either way; the
+   suite's PETSc has one of them): the float64 SSE2 pairs and the float32 loop equal a scalar loop written
+   here, values bitwise and offsets, over strides 1, 2 and 3, odd and even lengths, ties (the first tap
+   kept) and NaN (taken, the last one's offset) */
+template <class T, int SS, class I>
+static void MaxTapRowCase(I S, std::mt19937 &gen)
+{
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  const T pick[] = {(T)-1, (T)0, (T)0.5, (T)2, nan, -std::numeric_limits<T>::infinity()};
+  for (I len = 0; len <= 19; len++) {
+    std::vector<T> x((size_t)(S * (len + 1) + 8));
+    for (T &v : x) v = pick[gen() % 6];
+    std::vector<T> m(len, -std::numeric_limits<T>::infinity()), mr(m);
+    std::vector<I> am(len), ar(len);
+    for (I i = 0; i < len; i++) am[i] = ar[i] = (I)3000000000LL * (sizeof(I) == 8) + 7 * i; /* beyond 32 bits where I has 64 */
+    for (I tap = 0; tap < 4; tap++) {
+      const I off0 = (I)(sizeof(I) == 8 ? 5000000000LL : 100000) + tap;
+      MaxTapRow<T, SS, I>(x.data() + tap, S, off0, len, m.data(), am.data());
+      for (I i = 0; i < len; i++) { /* the reference's rule: v > m || isnan(v) */
+        const T v = x[(size_t)(tap + S * i)];
+        if (v > mr[i] || std::isnan(v)) {
+          mr[i] = v;
+          ar[i] = off0 + S * i;
+        }
+      }
+    }
+    EXPECT_EQ(0, std::memcmp(m.data(), mr.data(), sizeof(T) * (size_t)len)) << sizeof(T) << "-byte values, " << sizeof(I) << "-byte offsets, stride " << S << ", length " << len;
+    EXPECT_EQ(am, ar) << sizeof(T) << "-byte values, " << sizeof(I) << "-byte offsets, stride " << S << ", length " << len;
+  }
+}
+
+TEST(FastPool, MaxTapRowBothIndexWidths)
+{
+  std::mt19937 gen(11);
+  MaxTapRowCase<double, 1, int32_t>(1, gen);
+  MaxTapRowCase<double, 2, int32_t>(2, gen);
+  MaxTapRowCase<double, 0, int32_t>(3, gen);
+  MaxTapRowCase<double, 1, int64_t>(1, gen);
+  MaxTapRowCase<double, 2, int64_t>(2, gen);
+  MaxTapRowCase<double, 0, int64_t>(3, gen);
+  MaxTapRowCase<float, 1, int32_t>(1, gen);
+  MaxTapRowCase<float, 0, int64_t>(3, gen);
 }
 
 /* NaN in a window propagates, with PyTorch's index: torch.nn.functional.max_pool2d(a, 2, return_indices=True) */
