@@ -627,6 +627,8 @@ TEST(Tensor, VecOnItsStorageSeesTheTensorsWrites)
   DDT(DDTensorCreateFromDMDA(da, DD_FLOAT64, &t));
   DDT(DDTensorPlaceVec(t, g));
   DDT(DDTensorScale(t, 2.0));
+  Vec tvp;
+  DD_EXPECT_ERROR(DDTensorCreateVec(t, &tvp), PETSC_ERR_ARG_WRONGSTATE, "wraps a Vec");
   DDT(VecNorm(g, NORM_2, &nrm));
   EXPECT_NEAR(nrm, 2 * std::sqrt((double)N), 1e-12) << "a norm PETSc cached before the tensor wrote into the placed Vec";
   DDT(DDTensorResetVec(t, g));
@@ -641,6 +643,7 @@ TEST(Tensor, VecOnItsStorageSeesTheTensorsWrites)
   PetscInt lo[4] = {0, 0, 1, 1}, hi[4] = {0, 0, 1, 1};
   DD_EXPECT_ERROR(DDTensorSetHalo(t, lo, hi), PETSC_ERR_ARG_WRONGSTATE, "DDTensorCreateVec() shares");
   DD_EXPECT_ERROR(DDTensorSetFormat(t, DD_FORMAT_PLAIN), PETSC_ERR_ARG_WRONGSTATE, "destroy the Vec first");
+  DD_EXPECT_ERROR(DDTensorPlaceVec(t, g), PETSC_ERR_ARG_WRONGSTATE, "shares the tensor's storage");
   Vec tv2; /* two Vecs on the storage: both see the writes; the storage moves once both are gone */
   DDT(DDTensorCreateVec(t, &tv2));
   DDT(VecNorm(tv2, NORM_1, &nrm));

@@ -131,7 +131,8 @@ PetscErrorCode DDTensorStateIncrease_Private(DDTensor t)
   other's changes: a write through the tensor (a layer's output, `DDTensorScale()`, ...) changes the
   Vec's state, so that PETSc recomputes a norm it cached, and a change through the Vec (`VecScale()`,
   `VecSet()`, ...) after `DDLayerForward()` read the tensor makes `DDLayerBackward()` fail, as a
-  change of the tensor itself does. Errors, on every
+  change of the tensor itself does. An error while a Vec of `DDTensorCreateVec()` shares the
+  tensor's storage. Errors, on every
   rank, when the data type is not float64, when the local sizes differ, or when the storage
   order is not (N, spatial..., C) (plain format with several components, blocked format);
   use `DDTensorCopyFromVec()` for those.
@@ -153,6 +154,7 @@ DD_CXX_TRY
   PetscValidHeaderSpecific(v, VEC_CLASSID, 2);
   comm = PetscObjectComm((PetscObject)t);
   PetscCheck(!t->placedvec, comm, PETSC_ERR_ARG_WRONGSTATE, "Tensor already wraps a Vec; call DDTensorResetVec() first");
+  PetscCheck(!t->nsharedvecs, comm, PETSC_ERR_ARG_WRONGSTATE, "A Vec of DDTensorCreateVec() shares the tensor's storage (placing another Vec would move the storage away from it); destroy that Vec first");
   PetscCheck(t->dtype == DD_FLOAT64, comm, PETSC_ERR_ARG_WRONG, "Only a float64 tensor can wrap a PETSc Vec (this one is %s); use DDTensorCopyFromVec()", DDDataTypes[t->dtype]);
   PetscCall(VecGetLocalSize(v, &nv));
   DDCheckAll(comm, nv == t->layout.size, PETSC_ERR_ARG_SIZ, "Vec local size %" PetscInt_FMT " differs from the tensor's local storage size %" PetscInt_FMT " (bulk %" PetscInt_FMT "): it cannot be wrapped", nv, t->layout.size, t->layout.bulksize);
@@ -333,7 +335,8 @@ static PetscErrorCode UnshareVec(void *ctx)
 
   Notes:
   The tensor's halo and format cannot change while the Vec exists (they would move the storage
-  away from it): `DDTensorSetHalo()` and `DDTensorSetFormat()` are errors until it is destroyed.
+  away from it): `DDTensorSetHalo()`, `DDTensorSetFormat()` and `DDTensorPlaceVec()` are errors until
+  it is destroyed; a tensor that wraps a Vec (`DDTensorPlaceVec()`) is an error here.
   Both sides see the other's changes: a write through the tensor changes the Vec's state (PETSc
   recomputes a norm it cached), and a change through the Vec after `DDLayerForward()` read the
   tensor makes `DDLayerBackward()` fail, as a change of the tensor itself does.
@@ -352,6 +355,7 @@ DD_CXX_TRY
   PetscCall(DDTensorCheckHost_Private(t, "DDTensorCreateVec"));
   comm = PetscObjectComm((PetscObject)t);
   PetscCheck(t->dtype == DD_FLOAT64, comm, PETSC_ERR_ARG_WRONG, "Only a float64 tensor can share its storage with a PETSc Vec (this one is %s)", DDDataTypes[t->dtype]);
+  PetscCheck(!t->placedvec, comm, PETSC_ERR_ARG_WRONGSTATE, "The tensor wraps a Vec (DDTensorPlaceVec()); a Vec sharing that storage would outlive DDTensorResetVec(): use the placed Vec itself");
   DDCheckAll(comm, LayoutBulkIsContiguous(t->layout), PETSC_ERR_ARG_INCOMP, "The tensor's storage has a halo or block padding (%" PetscInt_FMT " entries for a bulk of %" PetscInt_FMT "); a Vec cannot share it", t->layout.size, t->layout.bulksize);
   PetscCall(VecCreateMPIWithArray(comm, 1, t->layout.bulksize, PETSC_DECIDE, (PetscScalar *)t->array, v));
   { /* the Vec holds the tensor through a container that, when the Vec goes, takes the Vec off the tensor's list */
