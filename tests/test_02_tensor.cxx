@@ -652,10 +652,18 @@ TEST(Tensor, VecOnItsStorageSeesTheTensorsWrites)
   EXPECT_NEAR(nrm, 1.5 * N, 1e-12);
   DDT(VecNorm(tv2, NORM_1, &nrm));
   EXPECT_NEAR(nrm, 1.5 * N, 1e-12);
+  Vec dup; /* a duplicate has storage of its own (PETSc copies the composed objects to it): it outlives the Vecs on the tensor's storage without holding it */
+  DDT(VecDuplicate(tv, &dup));
   DDT(VecDestroy(&tv));
   DD_EXPECT_ERROR(DDTensorSetHalo(t, lo, hi), PETSC_ERR_ARG_WRONGSTATE, "DDTensorCreateVec() shares");
   DDT(VecDestroy(&tv2));
+  DDT(DDTensorScale(t, 1.0)); /* no Vec of the storage is left to mark */
   DDT(DDTensorSetHalo(t, lo, hi));
+  DDT(VecSet(dup, 1.0));
+  Vec dup2;
+  DDT(VecDuplicate(dup, &dup2));
+  DDT(VecDestroy(&dup));
+  DDT(VecDestroy(&dup2));
   PetscReal sum;
   DDT(DDTensorSum(t, &sum));
   EXPECT_NEAR(sum, 1.5 * N, 1e-9); /* the values kept through the move */

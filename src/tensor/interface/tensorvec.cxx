@@ -8,6 +8,7 @@
 */
 #include <sys/ddcxx.hpp>
 #include <tensor/layout.hpp>
+#include <petsc/private/vecimpl.h> /* a shared Vec's destroy (SharedVecDestroy()) */
 
 using namespace ddnn;
 
@@ -292,21 +293,24 @@ DD_CXX_TRY
 }
 DD_CXX_CATCH
 
-/* a Vec of DDTensorCreateVec() and its tensor */
+/* a Vec of DDTensorCreateVec() and its tensor, in a container composed with the Vec as "DDTensor" (which
+   holds the tensor); v is NULL once that Vec is gone. PETSc copies composed objects to a VecDuplicate(),
+   which has storage of its own and may outlive v: so v leaves the tensor's list in its own destroy
+   (SharedVecDestroy(), run by VecDestroy() before the composed objects go), not when the container goes */
 struct SharedVec {
   DDTensor t;
   Vec      v;
+  PetscErrorCode (*destroy)(Vec); /* v's type's destroy (VecCreateMPIWithArray(): VECMPI's) */
 };
 
-/* the Vec is being destroyed (its header, state included, is still there): off the tensor's list, its
-   last state kept in the tensor's content state, and the tensor released */
-static PetscErrorCode UnshareVec(void *ctx)
+/* the last state of the Vec kept in the tensor's content state, and the Vec off the tensor's list */
+static PetscErrorCode Unshare(SharedVec *sv)
 {
-  SharedVec       *sv = (SharedVec *)ctx;
-  DDTensor         t  = sv->t;
+  DDTensor         t = sv->t;
   PetscObjectState vs;
 
   PetscFunctionBegin;
+  if (!sv->v) PetscFunctionReturn(PETSC_SUCCESS);
   for (PetscInt i = 0; i < t->nsharedvecs; i++)
     if (t->sharedvecs[i] == sv->v) {
       PetscCall(PetscObjectStateGet((PetscObject)sv->v, &vs));
@@ -315,7 +319,35 @@ static PetscErrorCode UnshareVec(void *ctx)
       break;
     }
   if (!t->nsharedvecs) PetscCall(PetscFree(t->sharedvecs));
-  PetscCall(DDTensorDestroy(&t));
+  sv->v = NULL;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* VECMPI's destroy, for a duplicate that carries SharedVecDestroy() without the container */
+static PetscErrorCode (*mpiVecDestroy)(Vec) = NULL;
+
+/* the shared Vec's (and, where PETSc copied the operations, a duplicate's) destroy: off the list if it is the shared one */
+static PetscErrorCode SharedVecDestroy(Vec v)
+{
+  PetscContainer c  = NULL;
+  SharedVec     *sv = NULL;
+
+  PetscFunctionBegin;
+  PetscCall(PetscObjectQuery((PetscObject)v, "DDTensor", (PetscObject *)&c));
+  if (c) PetscCall(PetscContainerGetPointer(c, (void **)&sv));
+  if (sv && sv->v == v) PetscCall(Unshare(sv));
+  PetscCall((*(sv ? sv->destroy : mpiVecDestroy))(v));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* the container goes with the last Vec holding it: the tensor is released */
+static PetscErrorCode ReleaseSharedVec(void *ctx)
+{
+  SharedVec *sv = (SharedVec *)ctx;
+
+  PetscFunctionBegin;
+  PetscCall(Unshare(sv)); /* already done by SharedVecDestroy(); kept for a Vec whose destroy was replaced since */
+  PetscCall(DDTensorDestroy(&sv->t));
   PetscCall(PetscFree(sv));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -362,14 +394,17 @@ DD_CXX_TRY
     SharedVec     *sv;
     PetscContainer c;
     PetscCall(PetscNew(&sv));
-    sv->t = t;
-    sv->v = *v;
+    sv->t       = t;
+    sv->v       = *v;
+    sv->destroy        = (*v)->ops->destroy;
+    mpiVecDestroy      = sv->destroy;
+    (*v)->ops->destroy = SharedVecDestroy;
     PetscCall(PetscObjectReference((PetscObject)t));
     PetscCall(PetscRealloc((size_t)(t->nsharedvecs + 1) * sizeof(Vec), &t->sharedvecs));
     t->sharedvecs[t->nsharedvecs++] = *v;
     PetscCall(PetscContainerCreate(PETSC_COMM_SELF, &c));
     PetscCall(PetscContainerSetPointer(c, sv));
-    PetscCall(PetscContainerSetUserDestroy(c, UnshareVec));
+    PetscCall(PetscContainerSetUserDestroy(c, ReleaseSharedVec));
     PetscCall(PetscObjectCompose((PetscObject)*v, "DDTensor", (PetscObject)c));
     PetscCall(PetscContainerDestroy(&c));
   }
