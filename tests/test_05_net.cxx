@@ -559,6 +559,41 @@ TEST(NetNonFinite, CheckFiniteNamesStepLayerAndTensor)
 }
 
 
+/* an input changed after DDNetForward() read it, on one rank only (through the tensor, or through a PETSc Vec on
+   its storage): DDNetBackward() fails on every rank, naming the input and the layer, before any layer's backward
+   (none left waiting in an exchange); a forward again makes the backward run */
+TEST(NetBadInput, InputChangedOnOneRankAfterForward)
+{
+  int       W = Size();
+  InputSpec xs{{2, 1, 6, 4 * W}, {1, 1, 1, W}, {}, {}};
+  DDTensor  x = MakeInput(xs, DD_FLOAT64, 5), t = MakeInput(xs, DD_FLOAT64, 6), in[2] = {x, t};
+  DDNet     net = BuildNet(false);
+  DDT(DDNetSetUp(net, 2, in));
+  for (int how = 0; how < 3; how++) {
+    DDT(DDNetForward(net, 2, in));
+    if (Rank() == Size() - 1) {
+      if (how == 0) { /* through the tensor's array */
+        void *a;
+        DDT(DDTensorGetArray(x, &a));
+        ((double *)a)[0] += 1;
+        DDT(DDTensorRestoreArray(x, &a));
+      } else if (how == 1) DDT(DDTensorScale(t, 2.0)); /* the loss's second input */
+    }
+    if (how == 2) { /* through a Vec sharing the target's storage (x has the convolution's halo: no Vec can share it), on every rank */
+      Vec v;
+      DDT(DDTensorCreateVec(t, &v));
+      DDT(VecScale(v, 0.5));
+      DDT(VecDestroy(&v));
+    }
+    DD_EXPECT_ERROR(DDNetBackward(net, NULL), PETSC_ERR_ARG_WRONGSTATE, how ? "input 1 (the network's input \"target\") of layer \"loss\" was modified after DDNetForward()" : "input 0 (the network's input \"x\") of layer \"c1\" was modified after DDNetForward()");
+  }
+  DDT(DDNetForward(net, 2, in));
+  DDT(DDNetBackward(net, NULL));
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+}
+
 /* -net_layer_timing: each layer's forward and backward timed inside the network's sweeps (issue 16 item 4's measured side) */
 TEST(Net, LayerTimingInTheSweeps)
 {

@@ -917,6 +917,11 @@ DD_CXX_CATCH
   Layers run in reverse order; a tensor feeding several layers receives the sum of their
   input gradients. Parameter gradients accumulate: call `DDNetZeroGradients()` between steps.
 
+  A tensor a layer's forward read that changed since (a network input, or a layer's output; through
+  the tensor's functions or a PETSc Vec on its storage) is an error on every rank
+  (`PETSC_ERR_ARG_WRONGSTATE`, naming the input and the layer), raised before any layer's backward,
+  also when it changed on one rank only; run `DDNetForward()` again.
+
   Level: beginner
 
 .seealso: `DDNetForward()`, `DDNetZeroGradients()`, `DDNetGetInputGradient()`
@@ -932,7 +937,26 @@ DD_CXX_TRY
   PetscCheck(net->setupcalled, comm, PETSC_ERR_ARG_WRONGSTATE, "DDNetBackward(): the network changed since it was set up (a layer added, another output): call DDNetSetUp() and DDNetForward() again");
   PetscCheck(I->forwarddone, comm, PETSC_ERR_ARG_WRONGSTATE, "DDNetBackward() needs a DDNetForward() first");
   {
-    DDCheckAll(comm, dy || I->nodes[I->output].layer->nulldy, PETSC_ERR_ARG_NULL, "DDNetBackward: dy is NULL, and the network's output layer \"%s\" is a %s, not a loss (only a loss output takes NULL: dL = 1); pass the gradient of the output (distributed as DDNetGetOutput()'s tensor)", I->nodes[I->output].name.c_str(), ((PetscObject)I->nodes[I->output].layer)->type_name);
+    /* dy, and the inputs the layers' forwards read, unchanged since (through the tensors or a PETSc Vec on
+       their storage): one check on every rank before any layer's backward, where DDLayerBackwardMulti()
+       checks its layer's inputs on its own rank only (an input changed on one rank would leave the others
+       waiting in the backward's exchanges) */
+    char           msg[512] = "";
+    PetscErrorCode code     = PETSC_ERR_ARG_NULL;
+    if (!dy && !I->nodes[I->output].layer->nulldy) PetscCall(PetscSNPrintf(msg, sizeof(msg), "DDNetBackward: dy is NULL, and the network's output layer \"%s\" is a %s, not a loss (only a loss output takes NULL: dL = 1); pass the gradient of the output (distributed as DDNetGetOutput()'s tensor)", I->nodes[I->output].name.c_str(), ((PetscObject)I->nodes[I->output].layer)->type_name));
+    for (size_t i = 0; i < I->nodes.size() && !msg[0]; i++) {
+      DDLayer l = I->nodes[i].layer;
+      if (!l->forwarddone) continue;
+      for (PetscInt j = 0; j < l->nin && j < (PetscInt)I->nodes[i].inputs.size() && !msg[0]; j++) {
+        PetscObjectState st;
+        const int        k = I->nodes[i].inputs[j];
+        PetscCall(DDTensorContentState_Private(l->saved[j], &st));
+        if (st == l->savedstate[j]) continue;
+        code = PETSC_ERR_ARG_WRONGSTATE;
+        PetscCall(PetscSNPrintf(msg, sizeof(msg), "DDNetBackward: input %" PetscInt_FMT " (%s \"%s\") of layer \"%s\" was modified after DDNetForward() (through the tensor or a PETSc Vec on its storage); its gradient would be wrong: run DDNetForward() again", j, k < 0 ? "the network's input" : "the output of layer", k < 0 ? I->innames[-1 - k].c_str() : I->nodes[k].name.c_str(), I->nodes[i].name.c_str()));
+      }
+    }
+    PetscCall(DDCheckCollective(comm, msg[0] ? PETSC_FALSE : PETSC_TRUE, code, msg));
   }
   const int nn = (int)I->nodes.size();
   if (I->scratch.empty()) I->scratch.assign(nn, NULL);

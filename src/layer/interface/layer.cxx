@@ -831,7 +831,8 @@ DD_CXX_CATCH
   added to `DDLayerGetGradients()`; call `DDLayerZeroGradients()` between steps.
 
   An input changed since the forward read it is an error (`PETSC_ERR_ARG_WRONGSTATE`, "Input i was
-  modified after DDLayerForward()"), on the ranks where it changed: a change through the tensor's
+  modified after DDLayerForward()"), on the ranks where it changed (`DDNetBackward()` checks its
+  layers' inputs on every rank first): a change through the tensor's
   functions, or through a PETSc Vec on its storage (`DDTensorPlaceVec()`, `DDTensorCreateVec()`),
   as well as placing or resetting such a Vec. A write through a pointer from
   `DDTensorGetArray()` counts once `DDTensorRestoreArray()` is called.
