@@ -133,8 +133,8 @@ TEST(Activation, BackwardFromItsUnchangedOutput)
     }
 }
 
-/* an output wrapping a PETSc Vec (DDTensorPlaceVec()) may be written through the Vec without the tensor's state
-   changing: the backward then takes the input */
+/* an output wrapping a PETSc Vec (DDTensorPlaceVec()) written through the Vec after the forward: its content
+   state changes (the Vec's), and the backward takes the input */
 TEST(Activation, BackwardFromInputWhenOutputWrapsVec)
 {
   for (DDActivationType t : {DD_ACT_TANH, DD_ACT_SIGMOID}) {

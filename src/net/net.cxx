@@ -945,16 +945,12 @@ DD_CXX_TRY
     PetscErrorCode code     = PETSC_ERR_ARG_NULL;
     if (!dy && !I->nodes[I->output].layer->nulldy) PetscCall(PetscSNPrintf(msg, sizeof(msg), "DDNetBackward: dy is NULL, and the network's output layer \"%s\" is a %s, not a loss (only a loss output takes NULL: dL = 1); pass the gradient of the output (distributed as DDNetGetOutput()'s tensor)", I->nodes[I->output].name.c_str(), ((PetscObject)I->nodes[I->output].layer)->type_name));
     for (size_t i = 0; i < I->nodes.size() && !msg[0]; i++) {
-      DDLayer l = I->nodes[i].layer;
-      if (!l->forwarddone) continue;
-      for (PetscInt j = 0; j < l->nin && j < (PetscInt)I->nodes[i].inputs.size() && !msg[0]; j++) {
-        PetscObjectState st;
-        const int        k = I->nodes[i].inputs[j];
-        PetscCall(DDTensorContentState_Private(l->saved[j], &st));
-        if (st == l->savedstate[j]) continue;
-        code = PETSC_ERR_ARG_WRONGSTATE;
-        PetscCall(PetscSNPrintf(msg, sizeof(msg), "DDNetBackward: input %" PetscInt_FMT " (%s \"%s\") of layer \"%s\" was modified after DDNetForward() (through the tensor or a PETSc Vec on its storage); its gradient would be wrong: run DDNetForward() again", j, k < 0 ? "the network's input" : "the output of layer", k < 0 ? I->innames[-1 - k].c_str() : I->nodes[k].name.c_str(), I->nodes[i].name.c_str()));
-      }
+      PetscInt j;
+      PetscCall(DDLayerSavedInputChanged_Private(I->nodes[i].layer, &j));
+      if (j < 0 || j >= (PetscInt)I->nodes[i].inputs.size()) continue;
+      const int k = I->nodes[i].inputs[j];
+      code        = PETSC_ERR_ARG_WRONGSTATE;
+      PetscCall(PetscSNPrintf(msg, sizeof(msg), "DDNetBackward: input %" PetscInt_FMT " (%s \"%s\") of layer \"%s\" was modified after DDNetForward() (through the tensor or a PETSc Vec on its storage); its gradient would be wrong: run DDNetForward() again", j, k < 0 ? "the network's input" : "the output of layer", k < 0 ? I->innames[-1 - k].c_str() : I->nodes[k].name.c_str(), I->nodes[i].name.c_str()));
     }
     PetscCall(DDCheckCollective(comm, msg[0] ? PETSC_FALSE : PETSC_TRUE, code, msg));
   }

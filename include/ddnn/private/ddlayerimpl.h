@@ -36,9 +36,8 @@ struct _p_DDLayer {
   /* the forward state kept for Backward */
   DDTensor        *saved;
   PetscObjectState *savedstate;
-  DDTensor         savedout;      /* the last forward's output (a reference), its state after that forward and its */
-  PetscObjectState savedoutstate; /* storage then: a backward may read f'(v) from it while both are unchanged */
-  const void      *savedoutarray; /* (tanh, sigmoid) */
+  DDTensor         savedout;      /* the last forward's output (a reference) and its content state after that forward: */
+  PetscObjectState savedoutstate; /* a backward may read f'(v) from it while that is unchanged (tanh, sigmoid) */
   PetscBool        forwarddone;
   PetscBool        training;
   PetscBool        setupcalled;
@@ -82,6 +81,8 @@ struct _DDLayerReplica {
 typedef struct _DDLayerReplica DDLayerReplica;
 
 /* helpers for implementations */
+/* the first input the last forward read whose content changed since, or -1 (this rank; DDLayerBackwardMulti(), DDNetBackward()) */
+PETSC_EXTERN PetscErrorCode DDLayerSavedInputChanged_Private(DDLayer, PetscInt *);
 PETSC_EXTERN PetscErrorCode DDLayerAddParameter_Private(DDLayer, const char[], DDTensor);
 PETSC_EXTERN PetscErrorCode DDLayerClearParameters_Private(DDLayer);
 /* registers a buffer: a tensor (the layer takes a reference) or a counter (a pointer into the implementation's data), not both */

@@ -747,10 +747,11 @@ static PetscErrorCode DDLayerCheckOutput(DDLayer l, DDTensor y, const char fn[])
 
   Notes:
   The inputs are kept (referenced) for `DDLayerBackwardMulti()`; they must not be modified
-  in between, or Backward raises an error. The output is referenced too, with its state and storage
-  after the forward: a tanh or sigmoid layer's Backward reads f' from it while both are unchanged
-  (and it wraps no PETSc Vec, `DDTensorPlaceVec()`), and from the input otherwise (the same values). Both references are released by the next Forward,
-  a new type or set-up, and `DDLayerDestroy()`.
+  in between, or Backward raises an error. The output is referenced too, with its state after the
+  forward: a tanh or sigmoid layer's Backward reads f' from it while that is unchanged (a write
+  through the tensor or a PETSc Vec on its storage, or new storage, changes it), and from the input
+  otherwise (the same values). Both references are released by the next Forward, a new type or
+  set-up, and `DDLayerDestroy()`.
 
   Level: beginner
 
@@ -787,8 +788,7 @@ DD_CXX_TRY
   layer->forwarddone = PETSC_TRUE;
   PetscCall(DDTensorStateIncrease_Private(y));
   PetscCall(PetscObjectReference((PetscObject)y));
-  layer->savedout      = y;
-  layer->savedoutarray = y->array;
+  layer->savedout = y;
   PetscCall(DDTensorContentState_Private(y, &layer->savedoutstate));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -811,6 +811,20 @@ DD_CXX_TRY
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
+
+/* the first of the inputs the last forward read whose content (through the tensor or a PETSc Vec on its
+   storage) changed since, or -1 (on this rank) */
+PetscErrorCode DDLayerSavedInputChanged_Private(DDLayer layer, PetscInt *changed)
+{
+  PetscFunctionBegin;
+  *changed = -1;
+  for (PetscInt i = 0; layer->forwarddone && i < layer->nin && *changed < 0; i++) {
+    PetscObjectState st;
+    PetscCall(DDTensorContentState_Private(layer->saved[i], &st));
+    if (st != layer->savedstate[i]) *changed = i;
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
 
 /*@
   DDLayerBackwardMulti - dx_i = J_i^* dy at the state of the last Forward; parameter gradients accumulate
@@ -852,10 +866,12 @@ DD_CXX_TRY
   PetscCheck(layer->setupcalled, comm, PETSC_ERR_ARG_WRONGSTATE, "Call DDLayerSetUp() and DDLayerForward() before DDLayerBackward()");
   PetscCheck(layer->forwarddone, comm, PETSC_ERR_ARG_WRONGSTATE, "DDLayerBackward() needs the state of a DDLayerForward() first (layer %s%s)", ((PetscObject)layer)->prefix ? ((PetscObject)layer)->prefix : "", ((PetscObject)layer)->type_name);
   PetscCheck(n == layer->nin, comm, PETSC_ERR_ARG_SIZ, "Layer has %" PetscInt_FMT " input(s), %" PetscInt_FMT " gradients given", layer->nin, n);
+  {
+    PetscInt changed;
+    PetscCall(DDLayerSavedInputChanged_Private(layer, &changed));
+    PetscCheck(changed < 0, comm, PETSC_ERR_ARG_WRONGSTATE, "Input %" PetscInt_FMT " was modified after DDLayerForward(); its gradient would be wrong", changed);
+  }
   for (PetscInt i = 0; i < n; i++) {
-    PetscObjectState st;
-    PetscCall(DDTensorContentState_Private(layer->saved[i], &st));
-    PetscCheck(st == layer->savedstate[i], comm, PETSC_ERR_ARG_WRONGSTATE, "Input %" PetscInt_FMT " was modified after DDLayerForward(); its gradient would be wrong", i);
     if (dxs && dxs[i]) {
       PetscCall(DDTensorCheckSetUp_Private(dxs[i], "DDLayerBackward"));
       PetscCall(DDLayerCheckMemory(layer, dxs[i], "DDLayerBackward", "input gradient"));

@@ -300,7 +300,6 @@ DD_CXX_CATCH
 struct SharedVec {
   DDTensor t;
   Vec      v;
-  PetscErrorCode (*destroy)(Vec); /* v's type's destroy (VecCreateMPIWithArray(): VECMPI's) */
 };
 
 /* the last state of the Vec kept in the tensor's content state, and the Vec off the tensor's list */
@@ -323,7 +322,7 @@ static PetscErrorCode Unshare(SharedVec *sv)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* VECMPI's destroy, for a duplicate that carries SharedVecDestroy() without the container */
+/* VECMPI's destroy (every shared Vec is one: VecCreateMPIWithArray()), which SharedVecDestroy() replaces */
 static PetscErrorCode (*mpiVecDestroy)(Vec) = NULL;
 
 /* the shared Vec's (and, where PETSc copied the operations, a duplicate's) destroy: off the list if it is the shared one */
@@ -336,7 +335,7 @@ static PetscErrorCode SharedVecDestroy(Vec v)
   PetscCall(PetscObjectQuery((PetscObject)v, "DDTensor", (PetscObject *)&c));
   if (c) PetscCall(PetscContainerGetPointer(c, (void **)&sv));
   if (sv && sv->v == v) PetscCall(Unshare(sv));
-  PetscCall((*(sv ? sv->destroy : mpiVecDestroy))(v));
+  PetscCall((*mpiVecDestroy)(v));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -396,8 +395,7 @@ DD_CXX_TRY
     PetscCall(PetscNew(&sv));
     sv->t       = t;
     sv->v       = *v;
-    sv->destroy        = (*v)->ops->destroy;
-    mpiVecDestroy      = sv->destroy;
+    mpiVecDestroy      = (*v)->ops->destroy;
     (*v)->ops->destroy = SharedVecDestroy;
     PetscCall(PetscObjectReference((PetscObject)t));
     PetscCall(PetscRealloc((size_t)(t->nsharedvecs + 1) * sizeof(Vec), &t->sharedvecs));

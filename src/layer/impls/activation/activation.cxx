@@ -618,15 +618,15 @@ static PetscErrorCode Activation_Backward(DDLayer l, DDTensor dy, PetscInt nin, 
   const bool fromy = s->viewof && s->fusedtype != DD_ACT_RELU;
   PetscCheck(!fromy || (s->type == s->fusedtype && x == s->viewof), PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "The %s fused with its convolution or dense layer (-net_fuse) was given another input, or a new type, since set-up: set the network up again", DDActivationTypes[s->fusedtype]);
   /*
-    an unfused tanh or sigmoid whose output is as its forward left it (its state and storage unchanged;
-    not a wrapped PETSc Vec, which PETSc may write without the tensor's state knowing) and stored as its
+    an unfused tanh or sigmoid whose output is as its forward left it (its content state unchanged: a
+    write through the tensor or a PETSc Vec on its storage, or new storage, changes it) and stored as its
     input is: f'(v) from y, 1 - y^2 and y (1 - y), as torch's backward reads it, without computing f(v)
     again; the same bits as from x, since y holds exactly the forward's f(x) and the expressions are the
     same (ActivationBackwardFromOutput()). Host loops only (the bulk kernels of a device backend take x)
   */
   DDTensor       yout = NULL;
   const DDTensor yo   = l->savedout;
-  if (!fromy && (s->type == DD_ACT_TANH || s->type == DD_ACT_SIGMOID) && yo && yo->memtype == DD_MEMTYPE_HOST && !yo->placedvec && yo->array == l->savedoutarray && yo->dtype == x->dtype && LayoutSameStorage(yo->layout, x->layout)) {
+  if (!fromy && (s->type == DD_ACT_TANH || s->type == DD_ACT_SIGMOID) && yo && yo->memtype == DD_MEMTYPE_HOST && yo->dtype == x->dtype && LayoutSameStorage(yo->layout, x->layout)) {
     PetscObjectState st;
     PetscCall(DDTensorContentState_Private(yo, &st));
     if (st == l->savedoutstate) yout = yo;
@@ -716,8 +716,8 @@ static PetscErrorCode Activation_View(DDLayer l, PetscViewer viewer)
   ownership and storage format (any order, any format). Backward computes dx = f'(x) dy from the
   input saved by Forward (f'(0) = 0 for relu, the slope for leakyrelu and prelu, alpha for elu, as
   PyTorch); tanh and sigmoid read f'(x) from their output instead (1 - y^2, y (1 - y), as PyTorch's
-  backward does) while that output is as Forward left it (its state unchanged) and stored as the
-  input is, on host tensors: the same bits as from the input, without computing f again. NaN propagates as in PyTorch: relu(NaN) = leakyrelu(NaN) = prelu(NaN) = elu(NaN) = NaN,
+  backward does) while that output is as Forward left it (its state unchanged, also through a PETSc
+  Vec on its storage) and stored as the input is, on host tensors: the same bits as from the input, without computing f again. NaN propagates as in PyTorch: relu(NaN) = leakyrelu(NaN) = prelu(NaN) = elu(NaN) = NaN,
   relu's and elu's backward pass dy where x is NaN, leakyrelu's and prelu's give slope dy.
 
   prelu: the weight "weight" has shape (1) or (C), C the size of dimension 1 (which must exist for
