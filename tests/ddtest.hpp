@@ -81,6 +81,14 @@ inline void ExpectMatAdjoint(Mat A, Vec *uo = nullptr, Vec *zo = nullptr)
   else DDT(VecDestroy(&z));
 }
 
+/* Removes a test's file (rank 0 removes it, every rank waits): a test leaves nothing in /tmp */
+inline void RemoveTestFile(const std::string &f)
+{
+  MPI_Barrier(PETSC_COMM_WORLD);
+  if (Rank() == 0) unlink(f.c_str());
+  MPI_Barrier(PETSC_COMM_WORLD);
+}
+
 /* Every rank must agree that a condition holds (so a failure on one rank fails everywhere) */
 inline bool AllTrue(bool v, MPI_Comm comm = PETSC_COMM_WORLD)
 {

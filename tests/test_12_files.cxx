@@ -80,17 +80,11 @@ static PetscErrorCode OpenDataset(const std::string &file, DDDataset *ds)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static void Remove(const std::string &f)
-{
-  if (Rank() == 0) unlink(f.c_str());
-  MPI_Barrier(PETSC_COMM_WORLD);
-}
-
 TEST(DataFiles, InterruptedGenerationIsRefusedAsIncomplete)
 {
   std::string file = Tmp("partial.h5");
   DDDataset   ds   = NULL;
-  Remove(file);
+  RemoveTestFile(file);
   WriteSlices(file, 10, 6); /* a generator killed after 6 of 10 samples */
   std::string m;
   PetscErrorCode e = Catch([&]() { return OpenDataset(file, &ds); }, &m);
@@ -100,14 +94,14 @@ TEST(DataFiles, InterruptedGenerationIsRefusedAsIncomplete)
   EXPECT_NE(m.find("6 of its 10"), std::string::npos) << m;
   DDT(DDDatasetDestroy(&ds));
   /* the remaining slices complete it: then it is read, and its checksum verified */
-  Remove(file);
+  RemoveTestFile(file);
   WriteSlices(file, 10, 10);
   DDT(OpenDataset(file, &ds));
   PetscInt n;
   DDT(DDDatasetGetNumSamples(ds, &n));
   EXPECT_EQ(n, 10);
   DDT(DDDatasetDestroy(&ds));
-  Remove(file);
+  RemoveTestFile(file);
 }
 
 TEST(DataFiles, SliceCountThatDiffersBetweenRanksIsAnError)
@@ -115,18 +109,18 @@ TEST(DataFiles, SliceCountThatDiffersBetweenRanksIsAnError)
   /* -nsamples given differently on one rank: each rank would write other slices and hang */
   if (Size() < 2) GTEST_SKIP() << "needs 2 ranks";
   std::string file = Tmp("slices.h5");
-  Remove(file);
+  RemoveTestFile(file);
   DDTensor s = MakeInput({{1, 4, 6}, {1, 1, Size() <= 6 ? Size() : 1}, {}, {}}, DD_FLOAT64, 3);
   DD_EXPECT_ERROR(DDTensorWriteHDF5Slice(s, file.c_str(), "input", 0, Rank() == 1 ? 32 : 24), PETSC_ERR_ARG_INCOMP, "slice count differs between ranks");
   DDT(DDTensorDestroy(&s));
-  Remove(file);
+  RemoveTestFile(file);
 }
 
 TEST(DataFiles, FlippedDataByteIsAnErrorNamingFileAndDataset)
 {
   std::string file = Tmp("flip.h5");
   DDDataset   ds   = NULL;
-  Remove(file);
+  RemoveTestFile(file);
   WriteSlices(file, 8, 8);
   if (Rank() == 0) FlipByte(file, (size_t)DataOffset(file, "input") + 8 * 4 * 6 * 3 + 13);
   else FlipByte(file, 0); /* only rank 0 flips; the others wait in the barrier */
@@ -137,7 +131,7 @@ TEST(DataFiles, FlippedDataByteIsAnErrorNamingFileAndDataset)
   EXPECT_NE(m.find(file), std::string::npos) << m;
   EXPECT_NE(m.find("\"input\""), std::string::npos) << m;
   DDT(DDDatasetDestroy(&ds));
-  Remove(file);
+  RemoveTestFile(file);
 }
 
 TEST(TensorFiles, ChecksumIsPartitionIndependentAndCatchesFlippedBytes)
@@ -162,7 +156,7 @@ TEST(TensorFiles, ChecksumIsPartitionIndependentAndCatchesFlippedBytes)
   DDT(DDTensorDestroy(&x));
   DDT(DDTensorDestroy(&y));
   DDT(DDTensorDestroy(&z));
-  Remove(file);
+  RemoveTestFile(file);
 }
 
 /* a file or dataset name that differs between ranks (per-rank environments, MPMD launches) is an error, not a hang */
@@ -176,8 +170,8 @@ TEST(TensorFiles, NamesThatDifferBetweenRanksAreAnError)
   DD_EXPECT_ERROR(DDTensorWriteHDF5(x, file.c_str(), Rank() == 1 ? "y" : "x", PETSC_FALSE), PETSC_ERR_ARG_INCOMP, "HDF5 dataset name");
   DD_EXPECT_ERROR(DDFileCheckWritable(PETSC_COMM_WORLD, mine.c_str()), PETSC_ERR_ARG_INCOMP, "file name");
   DDT(DDTensorDestroy(&x));
-  Remove(file);
-  Remove(mine);
+  RemoveTestFile(file);
+  RemoveTestFile(mine);
 }
 
 TEST(TensorFiles, MetadataIsChecksummed)
@@ -211,7 +205,7 @@ TEST(TensorFiles, MetadataIsChecksummed)
   EXPECT_NE(Catch([&]() { return DDTensorReadHDF5(x, file.c_str(), "x"); }, &m), 0) << "a corrupted object header was read";
   EXPECT_NE(m.find(file), std::string::npos) << m;
   DDT(DDTensorDestroy(&x));
-  Remove(file);
+  RemoveTestFile(file);
 }
 
 /* x (N,2,H,W) -> conv -> batchnorm -> dropout -> conv -> mse */
@@ -331,7 +325,7 @@ TEST(Checkpoints, BuffersAndCountersMakeTheRestartExact)
   DDT(DDNetDestroy(&net));
   DDT(DDTensorDestroy(&x));
   DDT(DDTensorDestroy(&t));
-  Remove(file);
+  RemoveTestFile(file);
 }
 
 TEST(Checkpoints, CorruptedStaleAndForeignPaths)
@@ -399,7 +393,7 @@ TEST(Checkpoints, CorruptedStaleAndForeignPaths)
   DDT(DDNetDestroy(&net));
   DDT(DDTensorDestroy(&x));
   DDT(DDTensorDestroy(&t));
-  Remove(file);
+  RemoveTestFile(file);
 }
 
 /* six convolutions with 40-character names, the last one's width chosen: a signature of ~400 characters */
@@ -442,14 +436,14 @@ TEST(Checkpoints, AnotherNetworkNamesTheFirstParameterThatDiffers)
   DDT(DDNetDestroy(&a));
   DDT(DDNetDestroy(&b));
   DDT(DDTensorDestroy(&x));
-  Remove(file);
+  RemoveTestFile(file);
 }
 
 TEST(DataFiles, AnotherSampleShapeNamesBothShapes)
 {
   std::string file = Tmp("shape.h5");
   DDDataset   ds   = NULL;
-  Remove(file);
+  RemoveTestFile(file);
   WriteSlices(file, 4, 4);
   DDT(OpenDataset(file, &ds));
   PetscInt        order;
@@ -474,7 +468,7 @@ TEST(DataFiles, AnotherSampleShapeNamesBothShapes)
   EXPECT_NE(m.find(file), std::string::npos) << m;
   DDT(DDTensorDestroy(&t));
   DDT(DDDatasetDestroy(&ds));
-  Remove(file);
+  RemoveTestFile(file);
 }
 
 /* the values of every parameter, buffer, counter and optimizer state, and the step count: what a failed load must leave as it was */
@@ -669,8 +663,8 @@ TEST(Checkpoints, AFailedLoadChangesNothing)
   EXPECT_TRUE(AllTrue(Snap(net, NULL) == now)) << "a weights file that failed at its last tensor changed the network";
   EXPECT_EQ(OpenFiles(), 0);
 
-  Remove(file);
-  Remove(wfile);
+  RemoveTestFile(file);
+  RemoveTestFile(wfile);
 }
 
 TEST(Checkpoints, AFailedWriteLeavesNoFileOpenAndNoTemporary)
@@ -708,8 +702,8 @@ TEST(Checkpoints, AFailedWriteLeavesNoFileOpenAndNoTemporary)
   }
   DDT(DDCheckpointLoad(net, opt, file.c_str()));
   DDT(DDOptimizerDestroy(&other));
-  Remove(file);
-  Remove(dfile);
+  RemoveTestFile(file);
+  RemoveTestFile(dfile);
 }
 
 TEST(Checkpoints, AnOptimizerOfANetworkSetUpAgainIsAnError)
@@ -739,5 +733,5 @@ TEST(Checkpoints, AnOptimizerOfANetworkSetUpAgainIsAnError)
   DDT(DDCheckpointLoad(net, opt, file.c_str()));
   RunSteps(net, opt, in, 1, 1);
   DDT(DDCheckpointSave(net, opt, file.c_str()));
-  Remove(file);
+  RemoveTestFile(file);
 }

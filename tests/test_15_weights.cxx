@@ -127,6 +127,7 @@ TEST(Weights, SaveLoadRoundTrip)
   DDT(DDNetDestroy(&a));
   DDT(DDNetDestroy(&b));
   DDT(DDTensorDestroy(&x));
+  RemoveTestFile(file);
 }
 
 TEST(Weights, NamesAndOption)
@@ -172,6 +173,7 @@ TEST(Weights, NamesAndOption)
   DDT(DDNetDestroy(&b));
   DDT(DDNetDestroy(&c));
   DDT(DDTensorDestroy(&x));
+  RemoveTestFile(file);
 }
 
 /* the network's state_dict written tensor by tensor with DDTensorWriteHDF5(), less `skip`, plus `extra`,

@@ -29,6 +29,13 @@ static std::string Tmp(const char *name)
   return std::string("/tmp/ddnn_test17_") + std::to_string(getppid()) + "_" + name;
 }
 
+/* the synthetic model cache below is read by many tests: removed when they are done */
+class RemoveModelCache : public ::testing::Environment {
+public:
+  void TearDown() override { RemoveTestFile(Tmp("model.txt")); }
+};
+static ::testing::Environment *const removecache = ::testing::AddGlobalTestEnvironment(new RemoveModelCache);
+
 /* A model cache with synthetic parameters: alpha, beta; every kernel t = c0 + c1 work
    (GEMM kinds: c1 per flop; the others per byte), for both data types; then loaded */
 static void UseSyntheticModel(double alpha, double beta, double c0 = 1e-6, double gemm = 1e-10, double mem = 1e-10)
