@@ -34,6 +34,10 @@ void UpsampleBackwardFast(const UpsampleGeom &g, const T *dy, const BoxOffsets &
    to a value other than empty, 0, false or no (the tests run the SSE2 copies so); false where no AVX2 copies
    are compiled (src/backend/cpu/pointwise.cxx) */
 bool HaveAvx2();
+/* whether the pointwise loops' AVX-512 copies run: the CPU has AVX-512 F, DQ, VL and BW, HaveAvx2(), and
+   DDNN_NO_AVX512 is not set in the environment to a value other than empty, 0, false or no (the tests run
+   the AVX2 copies so); the same bits as the narrower copies */
+bool HaveAvx512();
 
 /*
   Pointwise activations over a contiguous run of n entries, PyTorch's semantics, NaN included
