@@ -4,7 +4,7 @@
   See bench/README.md for how to run it and the results.
 
     ./bench_layers [-threads T] [-reps 10] [-min_time 1] [-ref_reps 3] [-cases a,b,...]
-                   [-variants plain,kept] [-dtype float32|float64] [-torch 0|1] [-ref 0|1] [-copies 0|1] [-log_view]
+                   [-variants plain,kept,nhwc] [-dtype float32|float64] [-torch 0|1] [-ref 0|1] [-copies 0|1] [-log_view]
     OMP_NUM_THREADS=1 mpiexec -n 2 ./bench_layers [-reps 10]          (the 2-rank part)
 
   Times are medians of at least -reps repetitions of fwd+bwd (Forward, then Backward with the
@@ -13,7 +13,7 @@
   thread the CPU time leaves out the time spent waiting for a core on a shared machine).
 
   1 rank, per case:
-    ddnn   the layer, in two variants for the spatial cases:
+    ddnn   the layer, in up to three variants for the spatial cases:
              plain  x and dx plain NCHW, as a PyTorch user hands them over: the layer converts
                     x into its kernel's format and dx back on every call (y and dy are in the
                     layer's output format, the only one DDLayerForward accepts);
@@ -21,6 +21,9 @@
                     "activations kept in that layout between layers", as in a chain of ddnn
                     layers (x is laid out as the output of a layer of the same kind, dx is
                     duplicated from x after set-up, as DDNet does);
+             nhwc   (pooling, batch norm, upsampling, activations) x, dx in channels-last storage,
+                    the layout of a PETSc DMDA with the channels as its interlaced degrees of
+                    freedom, and of PyTorch's channels_last tensors;
     oneDNN alone (convolutions) the same convolution written directly against oneDNN with every
            format tag::any and no reorders in the loop: the bound of the kept variant;
     reference the loops of src/backend/reference, float32, on plain data (for the slow ones on
@@ -720,7 +723,7 @@ static bool TorchTimes(const std::string &cs, int T, int reps, std::map<std::str
 
 static PetscErrorCode Copies(int);
 
-static PetscErrorCode OneRank(int T, int reps, int refreps, const std::vector<std::string> &sel, PetscBool dotorch, PetscBool doref, PetscBool copies, bool doplain, bool dokept)
+static PetscErrorCode OneRank(int T, int reps, int refreps, const std::vector<std::string> &sel, PetscBool dotorch, PetscBool doref, PetscBool copies, bool doplain, bool dokept, bool donhwc)
 {
   bool        havetorch = dotorch && TorchAvailable();
   std::string version   = "?";
@@ -754,6 +757,11 @@ static PetscErrorCode OneRank(int T, int reps, int refreps, const std::vector<st
       LayerRun r;
       PetscCall(TimeLayer(PETSC_COMM_SELF, c, ones, c.shape, f, bs, reps, (c.name + ":kept").c_str(), &r));
       runs.push_back({"kept", r});
+    }
+    if (c.kind != AFFINE && c.kind != CONV && donhwc) {
+      LayerRun r;
+      PetscCall(TimeLayer(PETSC_COMM_SELF, c, ones, c.shape, DD_FORMAT_CHANNELS_LAST, 1, reps, (c.name + ":nhwc").c_str(), &r));
+      runs.push_back({"nhwc", r});
     }
     /* oneDNN alone */
     Tm          tdnnl;
@@ -952,16 +960,16 @@ int main(int argc, char **argv)
   }
   std::vector<std::string> sel;
   for (char *tok = strtok(cases, ","); tok; tok = strtok(NULL, ",")) sel.push_back(tok);
-  char variants[256] = "plain,kept";
+  char variants[256] = "plain,kept,nhwc";
   PetscCall(PetscOptionsGetString(NULL, NULL, "-variants", variants, sizeof(variants), NULL));
-  const bool doplain = strstr(variants, "plain") != NULL, dokept = strstr(variants, "kept") != NULL;
+  const bool doplain = strstr(variants, "plain") != NULL, dokept = strstr(variants, "kept") != NULL, donhwc = strstr(variants, "nhwc") != NULL;
   {
     PetscReal mt = g_mintime;
     PetscCall(PetscOptionsGetReal(NULL, NULL, "-min_time", &mt, NULL));
     g_mintime = mt;
   }
   SetThreads((int)T);
-  if (size == 1) PetscCall(OneRank((int)T, (int)reps, (int)refreps, sel, dotorch, doref, copies, doplain, dokept));
+  if (size == 1) PetscCall(OneRank((int)T, (int)reps, (int)refreps, sel, dotorch, doref, copies, doplain, dokept, donhwc));
   else if (size == 2) {
     PetscCheck(T == 1, PETSC_COMM_WORLD, PETSC_ERR_ARG_WRONG, "The 2-rank part runs one thread per rank (OMP_NUM_THREADS=1 or -threads 1)");
     PetscCall(TwoRanks((int)reps));

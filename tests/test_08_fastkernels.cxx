@@ -299,15 +299,16 @@ TEST(FastPool, SubBoxAndEmpty)
 }
 
 /* the max pool's tap rows (pool_rows.hpp) with 32- and 64-bit indices (PETSc's PetscInt either way; the
-   suite's PETSc has one of them): the float64 SSE2 pairs and the float32 loop equal a scalar loop written
-   here, values bitwise and offsets, over strides 1, 2 and 3, odd and even lengths, ties (the first tap
-   kept) and NaN (taken, the last one's offset) */
+   suite's PETSc has one of them): the float64 SSE2 pairs, the float32 loop and the AVX-512 rows of strides 1
+   and 2 (where the CPU has AVX-512; test_08_fastkernels_avx2 runs the others there) equal a scalar loop
+   written here, values bitwise and offsets, over strides 1, 2 and 3, lengths 0-40 (whole vectors and
+   tails), ties (the first tap kept) and NaN (taken, the last one's offset) */
 template <class T, int SS, class I>
 static void MaxTapRowCase(I S, std::mt19937 &gen)
 {
   const T nan = std::numeric_limits<T>::quiet_NaN();
   const T pick[] = {(T)-1, (T)0, (T)0.5, (T)2, nan, -std::numeric_limits<T>::infinity()};
-  for (I len = 0; len <= 19; len++) {
+  for (I len = 0; len <= 40; len++) {
     std::vector<T> x((size_t)(S * (len + 1) + 8));
     for (T &v : x) v = pick[gen() % 6];
     std::vector<T> m(len, -std::numeric_limits<T>::infinity()), mr(m);
@@ -339,6 +340,9 @@ TEST(FastPool, MaxTapRowBothIndexWidths)
   MaxTapRowCase<double, 2, int64_t>(2, gen);
   MaxTapRowCase<double, 0, int64_t>(3, gen);
   MaxTapRowCase<float, 1, int32_t>(1, gen);
+  MaxTapRowCase<float, 2, int32_t>(2, gen);
+  MaxTapRowCase<float, 1, int64_t>(1, gen);
+  MaxTapRowCase<float, 2, int64_t>(2, gen);
   MaxTapRowCase<float, 0, int64_t>(3, gen);
 }
 
