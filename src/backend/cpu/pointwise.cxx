@@ -341,8 +341,8 @@ DDNN_AI static inline void SoftplusLoops(bool backward, T b, T th, const T *x, c
 }
 /*
   Each loop compiled three times: for SSE2 (x86-64's baseline), for AVX2 (8 floats, 4 doubles) and for
-  AVX-512 (F, DQ, VL, BW: 16 floats, 8 doubles, and DQ's conversions between doubles and 64-bit integers,
-  which the float64 exp's scaling needs to vectorize), none with FMA, so all three give the same bits;
+  AVX-512 (F, DQ, VL, BW: 16 floats, 8 doubles, and mask registers for the selects), none contracting to
+  fused multiply-adds (AVX-512F has them; -ffp-contract=off above), so all three give the same bits;
   NAME(...) calls the widest copy the CPU has (HaveAvx512(), HaveAvx2()). On an AMD EPYC with AVX-512
   the AVX-512 copies ran bench_layers' activations 1.2-1.7x faster than the AVX2 ones (bench/README)
 */
