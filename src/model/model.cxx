@@ -104,9 +104,11 @@ ModelState M;
    CPU has AVX-512; float64 GELU, on libm's erf, unchanged), so a version 12 calibration's "activation-tanh", "-sigmoid", "-silu", "-elu", "-gelu" and
    "-softplus" are stale; version 14: the max pool's rows of stride 1 and 2 run on AVX-512 where the CPU has it
    (float64 1.4x faster on plain storage) and its channels-last and blocked loops write and read the argmax in
-   runs (2.2x faster in float64), so a version 13 calibration's "pool" is stale */
-const int         cacheVersion = 14; /* bench/bench_paper_model.cxx writes caches of this version too (-machine v100, rates) */
-const char *const cacheMagic   = "ddnn-model-cache 14";
+   runs (2.2x faster in float64), so a version 13 calibration's "pool" is stale; version 15: the bilinear upsampling's
+   backward on channels-innermost storage keeps two or three source rows instead of all of them (15-17 % faster on
+   1 x 16 x 256 x 256 float64), so a version 14 calibration's "upsample" is stale */
+const int         cacheVersion = 15; /* bench/bench_paper_model.cxx writes caches of this version too (-machine v100, rates) */
+const char *const cacheMagic   = "ddnn-model-cache 15";
 
 std::string HostName()
 {
