@@ -93,6 +93,9 @@ struct PoolGeom {
   PetscInt              d[3]   = {1, 1, 1};
   bool                  max    = true;
   std::vector<PetscInt> first[3], ntaps[3], div[3];
+  /* where the argmax of output (n, c, i0, i1, i2) is kept: (n, c, i0, i1, i2) order, whatever the tensors'
+     layout (the reference and fast loops read each other's) */
+  PetscInt ArgmaxIndex(PetscInt n, PetscInt c, PetscInt i0, PetscInt i1, PetscInt i2) const { return (((n * C + c) * out[0] + i0) * out[1] + i1) * out[2] + i2; }
 };
 
 /*

@@ -74,7 +74,7 @@ inline void PoolCell(const PoolGeom &g, const T *x, const BoxOffsets &xo, T *y, 
       }
     }
     y[yoff] = m;
-    if (argmax) argmax[(((n * g.C + c) * g.out[0] + i0) * g.out[1] + i1) * g.out[2] + i2] = am;
+    if (argmax) argmax[g.ArgmaxIndex(n, c, i0, i1, i2)] = am;
   } else {
     T sum = 0;
     for (PetscInt a = 0; a < n0; a++) {
@@ -159,7 +159,7 @@ void PoolForwardFast(const PoolGeom &g, const T *x, const BoxOffsets &xo, T *y, 
               }
             }
             if (g.max && argmax) {
-              PetscInt *ar = argmax + ((n * g.C) * g.out[0] + i0) * g.out[1] * g.out[2] + i1 * g.out[2] + i2s; /* channel c at ar[c O] */
+              PetscInt *ar = argmax + g.ArgmaxIndex(n, 0, i0, i1, i2s); /* channel c at ar[c O] */
               for (PetscInt c = 0; c < g.C; c++) std::copy_n(abuf.data() + c * kChunk, cnt, ar + c * O);
             }
           }
@@ -224,7 +224,7 @@ void PoolForwardFast(const PoolGeom &g, const T *x, const BoxOffsets &xo, T *y, 
               else
                 for (PetscInt j = 0; j < len; j++) yr[j * sy] = m[j];
               if (argmax) {
-                PetscInt *ar = argmax + (((n * g.C + c) * g.out[0] + i0) * g.out[1] + i1) * O2 + ia;
+                PetscInt *ar = argmax + g.ArgmaxIndex(n, c, i0, i1, ia);
                 for (PetscInt j = 0; j < len; j++) ar[j] = am[j];
               }
             } else {
@@ -267,7 +267,7 @@ void PoolBackwardFast(const PoolGeom &g, const T *dy, const BoxOffsets &yo, T *d
           for (PetscInt i1 = 0; i1 < g.out[1]; i1++)
             for (PetscInt i2s = 0; i2s < O2; i2s += kChunk) {
               const PetscInt  cnt = std::min(kChunk, O2 - i2s);
-              const PetscInt *ar  = argmax + (n * g.C * g.out[0] + i0) * g.out[1] * O2 + i1 * O2 + i2s; /* channel c at ar[c O] */
+              const PetscInt *ar  = argmax + g.ArgmaxIndex(n, 0, i0, i1, i2s); /* channel c at ar[c O] */
               for (PetscInt c = 0; c < g.C; c++) std::copy_n(ar + c * O, cnt, abuf.data() + c * kChunk);
               for (PetscInt p = 0; p < cnt; p++) {
                 const PetscInt yb = yo.t[0][n] + yo.t[2][i0] + yo.t[3][i1] + yo.t[4][i2s + p];
@@ -306,7 +306,7 @@ void PoolBackwardFast(const PoolGeom &g, const T *dy, const BoxOffsets &yo, T *d
         for (PetscInt i1 = 0; i1 < g.out[1]; i1++) {
           const PetscInt yb = yo.t[0][n] + yo.t[1][c] + yo.t[2][i0] + yo.t[3][i1];
           if (g.max) {
-            const PetscInt *ar = argmax + (((n * g.C + c) * g.out[0] + i0) * g.out[1] + i1) * O2;
+            const PetscInt *ar = argmax + g.ArgmaxIndex(n, c, i0, i1, 0);
             if (affy) {
               const T *dr = dy + yb + yo.t[4][0];
               for (PetscInt i2 = 0; i2 < O2; i2++) dx[ar[i2]] += dr[i2 * sy];

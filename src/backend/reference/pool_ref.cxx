@@ -53,7 +53,7 @@ void PoolForwardRef(const PoolGeom &g, const T *x, const BoxOffsets &xo, T *y, c
         }
       }
       y[yoff] = m;
-      if (argmax) argmax[(((n * g.C + c) * g.out[0] + i0) * g.out[1] + i1) * g.out[2] + i2] = am;
+      if (argmax) argmax[g.ArgmaxIndex(n, c, i0, i1, i2)] = am;
     } else {
       T sum = 0;
       for (PetscInt a = 0; a < n0; a++) {
@@ -91,7 +91,7 @@ void PoolBackwardRef(const PoolGeom &g, const T *dy, const BoxOffsets &yo, T *dx
           for (PetscInt i2 = 0; i2 < g.out[2]; i2++) {
             const T v = dy[yo.t[0][n] + yo.t[1][c] + yo.t[2][i0] + yo.t[3][i1] + yo.t[4][i2]];
             if (g.max) {
-              dx[argmax[(((n * g.C + c) * g.out[0] + i0) * g.out[1] + i1) * g.out[2] + i2]] += v;
+              dx[argmax[g.ArgmaxIndex(n, c, i0, i1, i2)]] += v;
               continue;
             }
             const T        w    = v / (T)(g.div[0][i0] * g.div[1][i1] * g.div[2][i2]);
