@@ -328,9 +328,11 @@ void UpsampleRowsBackward2D(const UpsampleGeom &g, const Tables<T> &tb, const T 
     for (size_t r = 0; r < cs.size(); r++) {
       if (!done[r]) continue;
       const PetscInt L = cl[r], R = O2 * L, xb = xo.t[0][n] + xo.t[1][cs[r]], yb = yo.t[0][n] + yo.t[1][cs[r]] + yo.t[4][0];
-      /* the horizontal adjoint of source row s's G into its window row, and its slot freed */
+      auto rowG = [&](PetscInt s) { return G.data() + slot[s] * O2 * Lmax; }; /* source row s's G */
+      /* the horizontal adjoint of source row s's G into its window row (window rows are disjoint: the
+         rows' order does not matter), and its slot freed */
       auto flush = [&](PetscInt s) {
-        const T *Gs = G.data() + slot[s] * O2 * Lmax;
+        const T *Gs = rowG(s);
         T       *xr = dx + xb + xo.t[3][s]; /* D = 2: dimension 0 is a unit one */
         for (PetscInt i2 = 0; i2 < O2; i2++) {
           const T  a0 = w0[i2], a1 = w1[i2], *q = Gs + i2 * L;
@@ -363,16 +365,15 @@ void UpsampleRowsBackward2D(const UpsampleGeom &g, const Tables<T> &tb, const T 
                 G.resize(G.size() + (size_t)(O2 * Lmax));
               }
               live.push_back(s);
-              T *Gs = G.data() + slot[s] * O2 * Lmax;
+              T *Gs = rowG(s);
               for (PetscInt k = 0; k < R; k++) Gs[k] = b * v[k];
             } else {
-              T *Gs = G.data() + slot[s] * O2 * Lmax;
+              T *Gs = rowG(s);
               for (PetscInt k = 0; k < R; k++) Gs[k] += b * v[k];
             }
           }
         }
-        std::sort(live.begin(), live.end()); /* the rest, in row order */
-        for (PetscInt s : live) flush(s);
+        for (PetscInt s : live) flush(s); /* the rest */
         live.clear();
       }
     }
