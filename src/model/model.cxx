@@ -1205,7 +1205,8 @@ static PetscReal CeilLog2(PetscMPIInt p)
   compute is paper 003 sec. V-A's per-configuration estimate, its local kernels (forward with the
   activation its kernel fuses, backward data and weights, and the input's format conversion where
   the layer converts it) timed alone on this rank on copies of its tensors (its output and
-  gradients are not written), warm and cold as the fits, once per configuration in the process
+  gradients are not written), with its weights taken as changed since the previous call (as after
+  an optimizer's update: oneDNN reorders them again), warm and cold as the fits, once per configuration in the process
   (`DDModelReset()` forgets them); its communication is still the model's. This times what the
   fits approximate (the conv fit misses single shapes by up to 1.5x); it costs a few kernel calls
   per configuration, on every model query of a new one (also the trial set-ups of
