@@ -342,6 +342,76 @@ TEST(Dataset, OptionsAndBadInput)
   Remove(d.file);
 }
 
+/* a nan or an inf in the data: an error on every rank naming the file, the dataset and the first such sample
+   (when the samples are read into memory, and per batch when they are read from the file); nothing is kept */
+TEST(Dataset, NonFiniteDataIsAnErrorNamingTheSample)
+{
+  Data        d    = WriteData("nonfinite.h5");
+  const char *nm[] = {"nanx", "infx"};
+  if (Rank() == 0) { /* "nanx" holds a nan in sample 9 (float64), "infx" a -inf in samples 4 and 11 (float32), written without checksum */
+    hid_t               f       = H5Fopen(d.file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    hsize_t             dims[4] = {(hsize_t)S, (hsize_t)C, (hsize_t)H, (hsize_t)W};
+    hid_t               sp      = H5Screate_simple(4, dims, NULL);
+    const size_t        per     = (size_t)(C * H * W);
+    std::vector<double> v((size_t)S * per, 0.5);
+    v[9 * per + per / 2] = NAN;
+    hid_t di             = H5Dcreate2(f, nm[0], H5T_NATIVE_DOUBLE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(di, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+    H5Dclose(di);
+    std::vector<float> w((size_t)S * per, 0.25f);
+    w[4 * per + per - 1] = w[11 * per] = -INFINITY;
+    di                   = H5Dcreate2(f, nm[1], H5T_NATIVE_FLOAT, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(di, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, w.data());
+    H5Dclose(di);
+    H5Sclose(sp);
+    H5Fclose(f);
+  }
+  MPI_Barrier(PETSC_COMM_WORLD);
+  for (auto &pp : Partitions())
+    for (PetscInt64 limit : {(PetscInt64)64 << 20, (PetscInt64)0}) {
+      for (DDDataType dt : {DD_FLOAT32, DD_FLOAT64}) {
+        DDDataset ds;
+        DDTensor  x = Batch(4, C, pp.second, dt);
+        DDT(DDDatasetCreate(PETSC_COMM_WORLD, &ds));
+        DDT(DDDatasetSetFile(ds, d.file.c_str()));
+        DDT(DDDatasetSetFields(ds, 2, nm));
+        DDT(DDDatasetSetCacheLimit(ds, limit));
+        DDT(DDDatasetSetUp(ds));
+        const std::string where = pp.first + (limit ? ", cached" : ", from the file") + (dt == DD_FLOAT32 ? ", float32" : ", float64");
+        for (int again = 0; again < 2; again++) {
+          std::string    m;
+          PetscErrorCode e = Catch([&]() { return DDDatasetReadBatch(ds, 0, limit ? 0 : 8, 4, x); }, &m);
+          EXPECT_EQ(e, PETSC_ERR_FP) << where << ": " << m;
+          EXPECT_NE(m.find("Dataset \"nanx\" of \"" + d.file + "\" holds a nan in sample 9"), std::string::npos) << where << ": " << m;
+          EXPECT_EQ(CacheSize(ds), 0) << where;
+          e = Catch([&]() { return DDDatasetReadBatch(ds, 1, 0, 4, x); }, &m);
+          EXPECT_EQ(e, limit ? PETSC_ERR_FP : 0) << where << ": " << m; /* from the file: samples 0-3 are finite */
+          if (limit) EXPECT_NE(m.find("Dataset \"infx\" of \"" + d.file + "\" holds an inf in sample 4"), std::string::npos) << where << ": " << m;
+        }
+        if (!limit) { /* the batches without the non-finite samples read; the one with sample 11 does not */
+          DDT(DDDatasetReadBatch(ds, 0, 0, 4, x));
+          std::string    m;
+          PetscErrorCode e = Catch([&]() { return DDDatasetReadBatch(ds, 1, 9, 4, x); }, &m);
+          EXPECT_EQ(e, PETSC_ERR_FP) << where << ": " << m;
+          EXPECT_NE(m.find("holds an inf in sample 11"), std::string::npos) << where << ": " << m;
+        }
+        DDT(DDDatasetDestroy(&ds));
+        /* a range without them is read */
+        DDT(DDDatasetCreate(PETSC_COMM_WORLD, &ds));
+        DDT(DDDatasetSetFile(ds, d.file.c_str()));
+        DDT(DDDatasetSetFields(ds, 2, nm));
+        DDT(DDDatasetSetRange(ds, 5, 4));
+        DDT(DDDatasetSetCacheLimit(ds, limit));
+        DDT(DDDatasetSetUp(ds));
+        DDT(DDDatasetReadBatch(ds, 0, 0, 4, x));
+        DDT(DDDatasetReadBatch(ds, 1, 0, 4, x));
+        DDT(DDDatasetDestroy(&ds));
+        DDT(DDTensorDestroy(&x));
+      }
+    }
+  Remove(d.file);
+}
+
 TEST(Dataset, FileTruncatedAfterSetUpIsAnErrorAtCacheFill)
 {
   /* MPI-IO reads the missing bytes as zeros: the fill checks that the data ends inside the file */

@@ -9,7 +9,9 @@
 #include <tensor/layout.hpp>
 #include <sys/ddsysimpl.h>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <new>
 #include <numeric>
@@ -498,6 +500,41 @@ DD_CXX_TRY
 }
 DD_CXX_CATCH
 
+/*
+  Non-finite data is the data file's fault: rows[i] (of `per` entries of type dt, at buf + i * per * size)
+  is sample file[i] of the file. The first such sample on any rank (its index in the file, and whether it
+  holds a nan or an inf) is an error on every rank naming the file, the dataset and the sample; collective
+*/
+static PetscErrorCode CheckFiniteRows(DDDataset ds, PetscInt field, DDDataType dt, const char *buf, size_t nrows, size_t per, const std::function<PetscInt64(size_t)> &file)
+{
+  DSImpl  *I    = ds->impl;
+  MPI_Comm comm = PetscObjectComm((PetscObject)ds);
+  /* {first bad sample, what: 1 nan, 2 inf}: MIN of the sample, then the kind of that sample */
+  PetscInt64 bad = INT64_MAX;
+  int        kind = 0;
+
+  PetscFunctionBegin;
+  PetscCall(DispatchType(dt, [&](auto z) -> PetscErrorCode {
+    using T    = decltype(z);
+    const T *a = (const T *)buf;
+    for (size_t r = 0; r < nrows; r++) {
+      int k = 0;
+      for (size_t i = 0; i < per && !k; i++) {
+        const T v = a[r * per + i];
+        if (v - v != 0) k = std::isnan(v) ? 1 : 2; /* v - v is nan for nan and inf */
+      }
+      if (k && file(r) < bad) bad = file(r), kind = k;
+    }
+    return PETSC_SUCCESS;
+  }));
+  PetscInt64 first;
+  PetscCallMPI(MPI_Allreduce(&bad, &first, 1, MPIU_INT64, MPI_MIN, comm));
+  if (first == INT64_MAX) PetscFunctionReturn(PETSC_SUCCESS);
+  int k = bad == first ? kind : 0;
+  PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &k, 1, MPI_INT, MPI_MAX, comm));
+  SETERRQ(comm, PETSC_ERR_FP, "Dataset \"%s\" of \"%s\" holds %s in sample %" PetscInt64_FMT " (its index in the file; the first such sample read): the data must be finite", I->fields[field].c_str(), I->file.c_str(), k == 1 ? "a nan" : "an inf", first);
+}
+
 /* opens a field, failing on every rank when it is not floating point */
 static PetscErrorCode OpenFloatField(DDDataset ds, PetscInt field, hid_t *dset)
 {
@@ -643,6 +680,7 @@ static PetscErrorCode CacheLookup(DDDataset ds, PetscInt field, DDTensor t, Pets
     n.n[k]     = L.n[k];
   }
   PetscCall(ReadPiece(ds, field, t, rowb, n.data.data())); /* errors on every rank; nothing is kept */
+  PetscCall(CheckFiniteRows(ds, field, t->dtype, n.data.data(), none ? 0 : (size_t)I->S, none ? 0 : rowb / es, [&](size_t r) { return (PetscInt64)(I->first + (PetscInt)r); }));
   C->entries.push_back(std::move(n));
   C->bytes += need;
   C->index[key] = *entry = nE;
@@ -719,6 +757,7 @@ static PetscErrorCode ReadBatchFromFile(DDDataset ds, PetscInt field, PetscInt s
   H5Sclose(fsp);
   H5Dclose(dset);
   DDCheckAll(comm, rst >= 0, PETSC_ERR_FILE_READ, "Reading a batch of \"%s\" from \"%s\" failed (truncated file?)", path, I->file.c_str());
+  PetscCall(CheckFiniteRows(ds, field, t->dtype, buf.data(), rows.size(), (size_t)per, [&](size_t r) { return (PetscInt64)rows[r].first; }));
   /* file order -> batch order, then into the tensor's storage */
   for (size_t i = 0; i < rows.size(); i++) std::copy(buf.begin() + i * per * es, buf.begin() + (i + 1) * per * es, perm.begin() + (size_t)rows[i].second * per * es);
   if (nmem)
@@ -747,7 +786,9 @@ static PetscErrorCode ReadBatchFromFile(DDDataset ds, PetscInt field, PetscInt s
   batch read into a tensor of a new layout reads the rank's box of every sample of the field into
   memory (collectively, once; see `DDDatasetSetCacheLimit()`); the batches are then copied from
   memory in the shuffled order, without file access or communication, and the file is not read
-  again (changes to it are not seen). When the cache is off (limit 0) or the piece does not fit,
+  again (changes to it are not seen). A field holding a nan or an inf is an error on every rank
+  naming the file, the dataset and the first such sample (checked when the samples are read into
+  memory, or per batch when they are read from the file). When the cache is off (limit 0) or the piece does not fit,
   every batch is one collective hyperslab read of the rank's rows; the rows arrive in file order
   and are put back in batch order. A tensor on another communicator than the dataset's is always
   read from the file. A device tensor (`DDTensorSetMemType()`) gets the batch through a host tensor

@@ -329,9 +329,9 @@ def cases(good, restarted):
     add("nonfinite", "-optimizer_lr nan", R + ["-optimizer_lr", "nan"], words=["learning rate nan", "-optimizer_lr", "finite"])
     add("nonfinite", "-optimizer_lr -1", R + ["-optimizer_lr", "-1"], words=["learning rate -1", "-optimizer_lr", "positive"])
     add("nonfinite", "-optimizer_lr 1e30 (diverges)", R + ["-optimizer_lr", "1e30"], np=2, words=["diverged", "step"])
-    add("nonfinite", "a NaN in the input data", BASE + ["-data", W("nan_input.h5")] + K(), words=["nan"], h5import=True)
-    add("nonfinite", "an inf in the target data", BASE + ["-data", W("inf_target.h5")] + K(), words=["inf"], h5import=True)
-    add("nonfinite", "a NaN in the input, -dd_check_finite", BASE + ["-data", W("nan_input.h5"), "-dd_check_finite"] + K(), words=["non-finite value (nan)", "layer \"c1\""], h5import=True)
+    add("nonfinite", "a NaN in the input data", BASE + ["-data", W("nan_input.h5")] + K(), words=["Dataset \"input\"", "nan_input.h5", "holds a nan in sample 3"], h5import=True)
+    add("nonfinite", "an inf in the target data", BASE + ["-data", W("inf_target.h5")] + K(), words=["Dataset \"target\"", "inf_target.h5", "holds an inf in sample"], h5import=True)
+    add("nonfinite", "a NaN in the input, -dd_check_finite", BASE + ["-data", W("nan_input.h5"), "-dd_check_finite"] + K(), words=["holds a nan in sample 3"], h5import=True)
     # huge sizes
     add("huge", "-grid 30000 (3.6 GB per vector)", R + ["-grid", "30000"], words=["out of memory", "bytes"], memlimit=3 << 30)
     add("huge", "-c1_layer_conv_out_channels 100000000", R + ["-c1_layer_conv_out_channels", "100000000"], words=["c1"], memlimit=3 << 30)
