@@ -364,3 +364,74 @@ TEST(OptimizerNormBadInput, GradientOutsideTheCommunicator)
   DDT(DDTensorDestroy(&p));
   DDT(DDTensorDestroy(&g));
 }
+
+/* a gradient holding a nan or an inf on one rank: an error on every rank naming the first such parameter, before
+   anything changes; a norm that overflows while every entry is finite is not one */
+TEST(OptimizerNormBadInput, NonFiniteGradientIsAnErrorNamingTheParameter)
+{
+  const PetscMPIInt W = Size();
+  std::vector<PetscMPIInt> all;
+  for (PetscMPIInt i = 0; i < W; i++) all.push_back(i);
+  for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+    SCOPED_TRACE(DDDataTypes[dt]);
+    std::vector<DDTensor> ps, gs;
+    ps.push_back(MakeParam(PETSC_COMM_WORLD, {4 * W + 1, 3}, {W, 1}, all, {}, dt, 1)); /* split over every rank */
+    gs.push_back(MakeParam(PETSC_COMM_WORLD, {4 * W + 1, 3}, {W, 1}, all, {}, dt, 2));
+    ps.push_back(MakeParam(PETSC_COMM_WORLD, {5, 2}, {1, 1}, {W - 1}, {}, dt, 3)); /* the last rank only */
+    gs.push_back(MakeParam(PETSC_COMM_WORLD, {5, 2}, {1, 1}, {W - 1}, {}, dt, 4));
+    ps.push_back(MakeParam(PETSC_COMM_WORLD, {3, 2}, {1, 1}, {0}, {}, dt, 5)); /* rank 0 only */
+    gs.push_back(MakeParam(PETSC_COMM_WORLD, {3, 2}, {1, 1}, {0}, {}, dt, 6));
+    DDOptimizer opt;
+    DDT(DDOptimizerCreate(PETSC_COMM_WORLD, &opt));
+    DDT(DDOptimizerSetType(opt, DDOPTIMIZERADAM));
+    DDT(DDOptimizerSetClipNorm(opt, 1.0));
+    DDT(DDOptimizerSetUp(opt, 3, ps.data(), gs.data()));
+    /* entry 0 of a gradient on the ranks that hold one: set to v (returns the old value) */
+    auto poke = [&](DDTensor g, double v) {
+      void    *a;
+      PetscInt m;
+      double   old = 0;
+      DDT(DDTensorGetLocalSize(g, &m));
+      DDT(DDTensorGetArray(g, &a));
+      if (m > 0) {
+        old = dt == DD_FLOAT64 ? ((double *)a)[0] : ((float *)a)[0];
+        if (dt == DD_FLOAT64) ((double *)a)[0] = v;
+        else ((float *)a)[0] = (float)v;
+      }
+      DDT(DDTensorRestoreArray(g, &a));
+      return old;
+    };
+    std::vector<std::vector<double>> p0;
+    for (auto p : ps) p0.push_back(GatherOn(p, PETSC_COMM_WORLD));
+    auto unchanged = [&]() {
+      PetscInt step, epoch;
+      DDT(DDOptimizerGetStepCount(opt, &step, &epoch));
+      EXPECT_EQ(step, 0) << "the step count";
+      for (size_t i = 0; i < ps.size(); i++) EXPECT_EQ(GatherOn(ps[i], PETSC_COMM_WORLD), p0[i]) << "parameter " << i << " changed";
+    };
+    double g1 = poke(gs[1], NAN);
+    DD_EXPECT_ERROR(DDOptimizerStep(opt), PETSC_ERR_FP, "the gradient of parameter 1 (of 3) holds a nan at optimizer step 1; the parameters are left as they were");
+    unchanged();
+    double g2 = poke(gs[2], -INFINITY);
+    DD_EXPECT_ERROR(DDOptimizerStep(opt), PETSC_ERR_FP, "the gradient of parameter 1 (of 3) holds a nan"); /* the first one */
+    poke(gs[1], g1);
+    DD_EXPECT_ERROR(DDOptimizerStep(opt), PETSC_ERR_FP, "the gradient of parameter 2 (of 3) holds an inf");
+    unchanged();
+    poke(gs[2], g2);
+    if (dt == DD_FLOAT64) { /* |g| = 1e200: its square overflows the norm, every entry is finite: the step runs (clipped to the bound) */
+      poke(gs[0], 1e200);
+      DDT(DDOptimizerStep(opt));
+      PetscReal nrm;
+      DDT(DDOptimizerGetLastGradientNorm(opt, &nrm));
+      EXPECT_TRUE(PetscIsInfReal(nrm));
+    } else DDT(DDOptimizerStep(opt));
+    for (auto p : ps) {
+      PetscReal n;
+      DDT(DDTensorNorm(p, NORM_2, &n));
+      EXPECT_FALSE(PetscIsInfOrNanReal(n));
+    }
+    DDT(DDOptimizerDestroy(&opt));
+    for (auto &t : ps) DDT(DDTensorDestroy(&t));
+    for (auto &t : gs) DDT(DDTensorDestroy(&t));
+  }
+}

@@ -599,12 +599,50 @@ PetscErrorCode DDOptimizerCheckParameters_Private(DDOptimizer opt, const char ca
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* the first parameter (on any rank, the same answer on all) whose gradient holds a nan or an inf, or -1;
+   kind: 1 nan, 2 inf. Collective; an element scan (a norm can overflow where every entry is finite) */
+static PetscErrorCode FirstNonFiniteGradient(DDOptimizer opt, PetscInt *first, int *kind)
+{
+  const PetscInt n   = (PetscInt)opt->grads->size();
+  PetscInt       bad = n;
+  int            k   = 0;
+
+  PetscFunctionBegin;
+  for (PetscInt i = 0; i < n && bad == n; i++) {
+    DDTensor g = (*opt->grads)[i];
+    void    *h;
+    if (!g->active || !g->layout.bulksize) continue;
+    PetscCall(DDTensorGetHostArray_Private(g, &h));
+    PetscCall(DispatchType(g->dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      ForEachBulkRun(g->layout, [&](PetscInt off, PetscInt len) {
+        for (PetscInt j = 0; j < len && !k; j++) {
+          const T v = ((const T *)h)[off + j];
+          if (v - v != 0) k = std::isnan(v) ? 1 : 2; /* nan for nan and inf */
+        }
+      });
+      return PETSC_SUCCESS;
+    }));
+    PetscCall(DDTensorRestoreHostArray_Private(g, PETSC_FALSE, &h));
+    if (k) bad = i;
+  }
+  MPI_Comm comm = PetscObjectComm((PetscObject)opt);
+  PetscCallMPI(MPI_Allreduce(&bad, first, 1, MPIU_INT, MPI_MIN, comm));
+  if (bad != *first) k = 0;
+  PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &k, 1, MPI_INT, MPI_MAX, comm));
+  *kind = k;
+  if (*first == n) *first = -1;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@
   DDOptimizerStep - One update of every parameter from its gradient (PyTorch's rules)
 
   Collective
 
   Notes:
+  A gradient that holds a nan or an inf is an error on every rank naming the parameter (its index
+  in the optimizer's list), before any parameter changes (`PETSC_ERR_FP`).
   With clipping, the gradients are first scaled to the global norm bound; then the type updates
   the parameters (`DDOPTIMIZERSGD`, `DDOPTIMIZERADAM`, `DDOPTIMIZERADAMW` give the rules). The
   global gradient norm (`DDOptimizerGetLastGradientNorm()`) takes one reduction over the
@@ -629,6 +667,22 @@ DD_CXX_TRY
   PetscValidHeaderSpecific(opt, DD_OPTIMIZER_CLASSID, 1);
   PetscCheck(opt->setupcalled, PetscObjectComm((PetscObject)opt), PETSC_ERR_ARG_WRONGSTATE, "Call DDOptimizerSetUp() first");
   PetscCall(DDOptimizerCheckParameters_Private(opt, "DDOptimizerStep"));
+  /* global gradient norm: each parameter lives once, so the sum over the optimizer's ranks of the
+     local sums of squares of all gradients is its square (DDTensorNorm()'s definition), in one
+     reduction per step instead of one per parameter (SetUp checked the gradients live on these ranks).
+     A gradient holding a nan or an inf would make every parameter it reaches nan: an error, before
+     anything changes */
+  {
+    PetscReal tot;
+    PetscCall(DDTensorNorm2SquaredSum_Private(PetscObjectComm((PetscObject)opt), (PetscInt)opt->grads->size(), opt->grads->data(), &tot));
+    opt->lastnorm = PetscSqrtReal(tot);
+    if (PetscIsInfOrNanReal(tot)) {
+      PetscInt bad;
+      int      kind;
+      PetscCall(FirstNonFiniteGradient(opt, &bad, &kind));
+      PetscCheck(bad < 0, PetscObjectComm((PetscObject)opt), PETSC_ERR_FP, "DDOptimizerStep: the gradient of parameter %" PetscInt_FMT " (of %" PetscInt_FMT ") holds %s at optimizer step %" PetscInt_FMT "; the parameters are left as they were. The data or the network made it (with a network, -dd_check_finite names the first layer and tensor)", bad, (PetscInt)opt->grads->size(), kind == 1 ? "a nan" : "an inf", opt->step + 1);
+    }
+  }
   for (PetscInt i = 0; i < (PetscInt)opt->params->size(); i++) {
     PetscObject c;
     void       *m;
@@ -641,17 +695,9 @@ DD_CXX_TRY
     mirrors[j].second.push_back(i);
   }
   for (auto &m : mirrors) PetscCall(m.first->begin(m.first->ctx, opt, (PetscInt)m.second.size(), m.second.data()));
-  /* global gradient norm: each parameter lives once, so the sum over the optimizer's ranks of the
-     local sums of squares of all gradients is its square (DDTensorNorm()'s definition), in one
-     reduction per step instead of one per parameter (SetUp checked the gradients live on these ranks) */
-  {
-    PetscReal tot;
-    PetscCall(DDTensorNorm2SquaredSum_Private(PetscObjectComm((PetscObject)opt), (PetscInt)opt->grads->size(), opt->grads->data(), &tot));
-    opt->lastnorm = PetscSqrtReal(tot);
-    if (opt->clip > 0 && opt->lastnorm > opt->clip) {
-      gscale = opt->clip / (opt->lastnorm + 1e-6);
-      for (auto g : *opt->grads) PetscCall(DDTensorScale(g, gscale));
-    }
+  if (opt->clip > 0 && opt->lastnorm > opt->clip) { /* after the mirrors' begin, which checks the gradients' states */
+    gscale = opt->clip / (opt->lastnorm + 1e-6);
+    for (auto g : *opt->grads) PetscCall(DDTensorScale(g, gscale));
   }
   opt->step++;
   PetscCall(DDOptimizerGetLearningRate(opt, &lr));
