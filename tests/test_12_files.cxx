@@ -611,6 +611,43 @@ TEST(Checkpoints, AFailedLoadChangesNothing)
   EXPECT_NE(Catch([&]() { return DDCheckpointLoad(net, opt, file.c_str()); }, &m), 0);
   EXPECT_TRUE(AllTrue(Snap(net, opt) == before)) << "a checkpoint with an unusable optimizer state changed the network or the optimizer: " << m;
 
+  /* a parameter holding a nan or an inf, checksum valid, in the checkpoint or the weights file: an error naming the file and dataset */
+  {
+    PetscInt    np;
+    DDTensor   *ps, bad;
+    const char *pname;
+    DDT(DDNetGetParameters(net, &np, &ps, NULL));
+    DDT(DDNetGetParameterName(net, np - 1, &pname));
+    DDT(DDTensorDuplicate(ps[np - 1], &bad));
+    for (double v : {(double)NAN, -(double)INFINITY}) {
+      const std::string what = std::isnan(v) ? "a nan" : "an inf";
+      DDT(DDTensorSet(bad, 0.5));
+      {
+        void    *a;
+        PetscInt ml;
+        int      holder;
+        DDT(DDTensorGetLocalSize(bad, &ml));
+        const int me = ml > 0 ? Rank() : -1;
+        MPI_Allreduce(&me, &holder, 1, MPI_INT, MPI_MAX, PETSC_COMM_WORLD);
+        DDT(DDTensorGetArray(bad, &a));
+        if (Rank() == holder) ((double *)a)[ml - 1] = v; /* on one rank: the last that holds entries */
+        DDT(DDTensorRestoreArray(bad, &a));
+      }
+      if (Rank() == 0) WriteBytes(file, good);
+      MPI_Barrier(PETSC_COMM_WORLD);
+      DDT(DDTensorWriteHDF5(bad, file.c_str(), (std::string("params/") + pname).c_str(), PETSC_TRUE));
+      EXPECT_EQ(Catch([&]() { return DDCheckpointLoad(net, opt, file.c_str()); }, &m), PETSC_ERR_FILE_UNEXPECTED);
+      EXPECT_NE(m.find(std::string("Dataset \"params/") + pname + "\" of \"" + file + "\" holds " + what), std::string::npos) << m;
+      EXPECT_TRUE(AllTrue(Snap(net, opt) == before)) << "a checkpoint with a non-finite parameter changed the network";
+      DDT(DDNetSaveWeights(net, wfile.c_str()));
+      DDT(DDTensorWriteHDF5(bad, wfile.c_str(), pname, PETSC_TRUE));
+      EXPECT_EQ(Catch([&]() { return DDNetLoadWeights(net, wfile.c_str()); }, &m), PETSC_ERR_FILE_UNEXPECTED);
+      EXPECT_NE(m.find(std::string("Dataset \"") + pname + "\" of \"" + wfile + "\" holds " + what), std::string::npos) << m;
+      EXPECT_TRUE(AllTrue(Snap(net, opt) == before)) << "a weights file with a non-finite parameter changed the network";
+    }
+    DDT(DDTensorDestroy(&bad));
+  }
+
   /* an attribute of the wrong type is an error naming it, not a 0 */
   if (Rank() == 0) WriteBytes(file, good);
   MPI_Barrier(PETSC_COMM_WORLD);

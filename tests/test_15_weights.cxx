@@ -325,6 +325,25 @@ TEST(Weights, MainJobUNetAcrossPartitions)
       DDT(DDTensorDestroy(&t));
     }
   }
+  /* a float64 value beyond float32's range (its own dataset, checksum valid) cannot go into a float32 network: an error naming it */
+  {
+    PetscInt  np;
+    DDTensor *ps, big;
+    DDT(DDNetGetParameters(a, &np, &ps, NULL));
+    DDT(DDTensorDuplicate(ps[0], &big));
+    DDT(DDTensorSet(big, 1e300));
+    DDT(DDTensorWriteHDF5(big, file.c_str(), "c1.weight", PETSC_TRUE));
+    DDT(DDTensorDestroy(&big));
+    InputSpec sp = s;
+    sp.pshape    = {1, 1, W, 1};
+    DDTensor x = MakeInput(sp, DD_FLOAT32, 7), t = MakeInput(sp, DD_FLOAT32, 8);
+    DDNet    b = MainJobUNet("t15ub_", x, t);
+    DD_EXPECT_ERROR(DDNetLoadWeights(b, file.c_str()), PETSC_ERR_FILE_UNEXPECTED, "Dataset \"c1.weight\" of \"" + file + "\" holds a float64 value beyond float32's range");
+    DDT(DDNetLoadWeights(a, file.c_str())); /* a float64 network holds it */
+    DDT(DDNetDestroy(&b));
+    DDT(DDTensorDestroy(&x));
+    DDT(DDTensorDestroy(&t));
+  }
   DDT(DDNetDestroy(&a));
   DDT(DDTensorDestroy(&x1));
   DDT(DDTensorDestroy(&t1));

@@ -18,10 +18,10 @@ PetscErrorCode H5RemoveTemporary(MPI_Comm comm, const char *tmp);
 
 /* Writes t as dataset `path` of the tensor's global shape (intermediate groups created, an existing dataset replaced) */
 PetscErrorCode H5WriteTensor(hid_t fid, const char *path, DDTensor t);
-/* Reads dataset `path` into t; the dataset must exist, be floating point and have t's global shape */
 /* Reads dataset `path` into t; the dataset must exist, be floating point and have t's global shape; its
-   checksum, when it has one, must match (requirechecksum: it must have one) */
-PetscErrorCode H5ReadTensor(hid_t fid, const char *file, const char *path, DDTensor t, bool requirechecksum);
+   checksum, when it has one, must match (requirechecksum: it must have one); requirefinite: a nan or an
+   inf, or a float64 value beyond float32's range read into a float32 tensor, is an error */
+PetscErrorCode H5ReadTensor(hid_t fid, const char *file, const char *path, DDTensor t, bool requirechecksum, bool requirefinite = false);
 /* errors naming `path` when it exists and is not a regular file (nolink: or is a symbolic link) */
 PetscErrorCode CheckRegularOrMissing(MPI_Comm comm, const char *path, bool nolink);
 /* fsync tmp, rename it to file, fsync the directory (rank 0); refuses non-regular paths */
@@ -94,12 +94,13 @@ struct Copies {
   {
     for (auto &x : t) (void)DDTensorDestroy(&x);
   }
-  /* dataset `path` (of u's shape) read into a new duplicate of u */
+  /* dataset `path` (of u's shape) read into a new duplicate of u; a network's parameters, buffers and
+     optimizer state: its values must be finite */
   PetscErrorCode ReadFrom(hid_t fid, const char *file, const char *path, DDTensor u, bool requirechecksum = true)
   {
     PetscFunctionBegin;
     PetscCall(Add(u));
-    PetscCall(H5ReadTensor(fid, file, path, t.back(), requirechecksum));
+    PetscCall(H5ReadTensor(fid, file, path, t.back(), requirechecksum, true));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   /* a copy of u's values */

@@ -10,6 +10,8 @@
   the entry's global C-order index g and the bits of its value in the file's type. A sum of
   per-entry hashes does not depend on how the entries are split over ranks or read in pieces.
 */
+#include <cfloat>
+#include <cmath>
 #include <io/h5util.hpp>
 #include <tensor/layout.hpp>
 #include <dddataset.h>
@@ -436,7 +438,7 @@ static std::string DimsString(const std::vector<PetscInt> &v)
   return s.empty() ? "()" : s;
 }
 
-PetscErrorCode H5ReadTensor(hid_t fid, const char *file, const char *path, DDTensor t, bool requirechecksum)
+PetscErrorCode H5ReadTensor(hid_t fid, const char *file, const char *path, DDTensor t, bool requirechecksum, bool requirefinite)
 {
   MPI_Comm              comm = PetscObjectComm((PetscObject)t);
   std::vector<PetscInt> fd, td(t->shape, t->shape + t->order);
@@ -444,7 +446,7 @@ PetscErrorCode H5ReadTensor(hid_t fid, const char *file, const char *path, DDTen
 
   PetscFunctionBegin;
   if (t->memtype != DD_MEMTYPE_HOST) { /* a device tensor: read into a host copy, then copied over (only when the read succeeded: a failed read changes nothing) */
-    PetscCall(ThroughHostCopy(t, false, true, [&](DDTensor h) { return H5ReadTensor(fid, file, path, h, requirechecksum); }));
+    PetscCall(ThroughHostCopy(t, false, true, [&](DDTensor h) { return H5ReadTensor(fid, file, path, h, requirechecksum, requirefinite); }));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscCall(H5DatasetShape(comm, fid, file, path, fd));
@@ -493,6 +495,23 @@ PetscErrorCode H5ReadTensor(hid_t fid, const char *file, const char *path, DDTen
       else ((float *)conv.data())[i] = (float)((const double *)buf.data())[i];
     }
     src = conv.data();
+  }
+  if (requirefinite) { /* flags: 1 a nan, 2 an inf in the file, 4 a finite float64 beyond float32's range */
+    int fl = 0;
+    PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+      using T    = decltype(z);
+      const T *a = (const T *)src;
+      for (hsize_t i = 0; i < nmem; i++)
+        if (a[i] - a[i] != 0) {
+          if (std::isnan(a[i])) fl |= 1;
+          else if (es == 8 && te == 4 && std::isfinite(((const double *)buf.data())[i])) fl |= 4;
+          else fl |= 2;
+        }
+      return PETSC_SUCCESS;
+    }));
+    PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &fl, 1, MPI_INT, MPI_BOR, comm));
+    PetscCheck(!(fl & 3), comm, PETSC_ERR_FILE_UNEXPECTED, "Dataset \"%s\" of \"%s\" holds %s: a network's parameters, buffers and optimizer state must be finite", path, file, (fl & 3) == 1 ? "a nan" : (fl & 3) == 2 ? "an inf" : "a nan and an inf");
+    PetscCheck(!fl, comm, PETSC_ERR_FILE_UNEXPECTED, "Dataset \"%s\" of \"%s\" holds a float64 value beyond float32's range (|v| > %g), which the float32 tensor cannot hold", path, file, (double)FLT_MAX);
   }
   if (mine)
     PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {

@@ -240,8 +240,9 @@ DD_CXX_CATCH
   dataset the network needs that the file lacks (with the layer and its weights name), a dataset
   of the file that no tensor of the network consumes (the file is another network's, or a
   weights name is wrong), a dataset of another shape (both shapes), two layers with one
-  weights name; and a corrupted dataset when it has a ddnn checksum (files written by torch have
-  none, and none is required). Everything is read and checked before any tensor of the network
+  weights name; a corrupted dataset when it has a ddnn checksum (files written by torch have
+  none, and none is required); a value that is nan or inf, or a float64 value beyond float32's
+  range read into a float32 network. Everything is read and checked before any tensor of the network
   changes (a copy of its parameters and buffers is held meanwhile): after an error the network
   is as it was.
 
