@@ -826,3 +826,34 @@ TEST(Net, DropoutLayersDrawIndependentMasks)
   EXPECT_NEAR(kept(s3), 0.25, 0.02);
   EXPECT_NEAR(kept(u), 0.5, 0.02) << "a seed given to both layers (the same) gives them the same mask";
 }
+
+/* settings that must agree across ranks, changed on one rank after set-up: an error on every rank, not a hang
+   (the input gradients wanted, the training mode, the finite checks) */
+TEST(NetBadInput, SettingsThatDifferAcrossRanksAfterSetUp)
+{
+  int       W = Size();
+  InputSpec xs{{2, 1, 6, 4 * W}, {1, 1, 1, W}, {}, {}};
+  DDTensor  x = MakeInput(xs, DD_FLOAT64, 5), t = MakeInput(xs, DD_FLOAT64, 6), in[2] = {x, t}, dx;
+  DDNet     net = BuildNet(false);
+  DDT(DDNetSetUp(net, 2, in));
+  /* DDNetGetInputGradient() on the last rank only: DDNetBackward() names it, on every rank */
+  DDT(DDNetForward(net, 2, in));
+  if (Rank() == W - 1) DDT(DDNetGetInputGradient(net, 0, &dx));
+  if (W > 1) DD_EXPECT_ERROR(DDNetBackward(net, NULL), PETSC_ERR_ARG_WRONG, "DDNetGetInputGradient() was called on some ranks only");
+  else DDT(DDNetBackward(net, NULL));
+  if (Rank() != W - 1) DDT(DDNetGetInputGradient(net, 0, &dx)); /* now on every rank: the backward runs */
+  DDT(DDNetForward(net, 2, in));
+  DDT(DDNetBackward(net, NULL));
+  /* a flag that differs: the setter fails on every rank */
+  const PetscBool mine = Rank() == W - 1 ? PETSC_FALSE : PETSC_TRUE;
+  if (W > 1) {
+    DD_EXPECT_ERROR(DDNetSetTraining(net, mine), PETSC_ERR_ARG_WRONG, "DDNetSetTraining() was given PETSC_TRUE on some ranks and PETSC_FALSE on others");
+    DD_EXPECT_ERROR(DDNetSetCheckFinite(net, mine), PETSC_ERR_ARG_WRONG, "DDNetSetCheckFinite() was given PETSC_TRUE on some ranks and PETSC_FALSE on others");
+  }
+  DDT(DDNetSetTraining(net, PETSC_FALSE));
+  DDT(DDNetSetCheckFinite(net, PETSC_TRUE));
+  DDT(DDNetForward(net, 2, in));
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+}

@@ -344,11 +344,23 @@ DD_CXX_TRY
 }
 DD_CXX_CATCH
 
+/* a logically collective flag given differently on some rank: an error on every rank naming the setter and the ranks' values (one all-reduce) */
+static PetscErrorCode NetCheckSameFlag(DDNet net, PetscBool flg, const char setter[])
+{
+  MPI_Comm comm = PetscObjectComm((PetscObject)net);
+  int      v[2] = {flg ? 1 : 0, flg ? -1 : 0}, w[2];
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Allreduce(v, w, 2, MPI_INT, MPI_MAX, comm));
+  PetscCheck(w[0] == -w[1], comm, PETSC_ERR_ARG_WRONG, "%s() was given PETSC_TRUE on some ranks and PETSC_FALSE on others (this rank: %s); it is logically collective: give every rank the same value (a difference would leave the ranks in different collectives)", setter, flg ? "PETSC_TRUE" : "PETSC_FALSE");
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@
   DDNetSetCheckFinite - Checks every layer's output (in `DDNetForward()`) and every input and
   parameter gradient (in `DDNetBackward()`) for nan and inf
 
-  Logically collective
+  Logically collective: a flag that differs between ranks is an error on every rank
 
   Input Parameters:
 + net - the network
@@ -374,6 +386,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCall(NetCheckSameFlag(net, flg, "DDNetSetCheckFinite"));
   net->impl->checkfinite = flg ? true : false;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -878,11 +891,12 @@ DD_CXX_CATCH
 - i   - the input
 
   Output Parameter:
-. dx - the gradient tensor (owned by the network), filled by `DDNetBackward()`
+. dx - the gradient tensor (owned by the network), set up and filled by `DDNetBackward()`
 
   Notes:
   Input gradients are not computed unless asked for, which saves the first layer's
-  backward-data pass in training.
+  backward-data pass in training. Call it on every rank: `DDNetBackward()` checks that the ranks
+  want the same input gradients (an error on every rank otherwise).
 
   Level: intermediate
 
@@ -897,7 +911,8 @@ DD_CXX_TRY
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   PetscCheck(net->setupcalled, PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_WRONGSTATE, "Call DDNetSetUp() first");
   PetscCheck(i >= 0 && i < (PetscInt)I->innames.size(), PetscObjectComm((PetscObject)net), PETSC_ERR_ARG_OUTOFRANGE, "Input %" PetscInt_FMT " does not exist", i);
-  if (!I->ingrads[i]) PetscCall(DDTensorDuplicate(I->inputs[i], &I->ingrads[i]));
+  /* not collective: the tensor gets its layout here and is set up (collectively) by DDNetBackward(), after its check that every rank wants it */
+  if (!I->ingrads[i]) PetscCall(DDTensorLayoutLike_Private(I->inputs[i], I->inputs[i]->dtype, I->inputs[i]->memtype, &I->ingrads[i]));
   I->wantgrad[i] = true;
   *dx            = I->ingrads[i];
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -952,7 +967,20 @@ DD_CXX_TRY
       code        = PETSC_ERR_ARG_WRONGSTATE;
       PetscCall(PetscSNPrintf(msg, sizeof(msg), "DDNetBackward: input %" PetscInt_FMT " (%s \"%s\") of layer \"%s\" was modified after DDNetForward() (through the tensor or a PETSc Vec on its storage); its gradient would be wrong: run DDNetForward() again", j, k < 0 ? "the network's input" : "the output of layer", k < 0 ? I->innames[-1 - k].c_str() : I->nodes[k].name.c_str(), I->nodes[i].name.c_str()));
     }
-    PetscCall(DDCheckCollective(comm, msg[0] ? PETSC_FALSE : PETSC_TRUE, code, msg));
+    /* in the same all-reduce: the input gradients wanted (DDNetGetInputGradient()) must be the same on every rank,
+       or the ranks run different backward passes (a layer's data pass and its exchanges on some ranks only) */
+    PetscMPIInt rank, size;
+    int         wg = 0, v[3], w[3];
+    PetscCallMPI(MPI_Comm_rank(comm, &rank));
+    PetscCallMPI(MPI_Comm_size(comm, &size));
+    for (size_t k = 0; k < I->wantgrad.size(); k++)
+      if (I->wantgrad[k]) wg |= 1 << (k % 30);
+    v[0] = msg[0] ? rank : size, v[1] = wg, v[2] = -wg;
+    PetscCallMPI(MPI_Allreduce(v, w, 3, MPI_INT, MPI_MIN, comm));
+    if (w[0] < size) PetscCall(DDCheckCollective(comm, msg[0] ? PETSC_FALSE : PETSC_TRUE, code, msg)); /* every rank: w is the same on all */
+    PetscCheck(w[1] == -w[2], comm, PETSC_ERR_ARG_WRONG, "DDNetBackward: DDNetGetInputGradient() was called on some ranks only (or for other inputs on different ranks): the input gradients wanted differ between ranks; it is collective, call it on every rank");
+    for (size_t k = 0; k < I->ingrads.size(); k++)
+      if (I->wantgrad[k] && !I->ingrads[k]->setupcalled) PetscCall(DDTensorSetUp(I->ingrads[k]));
   }
   const int nn = (int)I->nodes.size();
   if (I->scratch.empty()) I->scratch.assign(nn, NULL);
@@ -1290,7 +1318,11 @@ DD_CXX_CATCH
 /*@
   DDNetSetTraining - Training or evaluation mode for every layer
 
-  Logically collective
+  Logically collective: a flag that differs between ranks is an error on every rank
+
+  Notes:
+  The mode changes what the layers' forwards exchange (batch normalization's statistics are summed
+  over the ranks in training only), so every rank must be in the same mode.
 
   Level: beginner
 
@@ -1301,6 +1333,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
+  PetscCall(NetCheckSameFlag(net, flg, "DDNetSetTraining"));
   for (auto &nd : net->impl->nodes) PetscCall(DDLayerSetTraining(nd.layer, flg));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -101,6 +101,7 @@ PETSC_EXTERN PetscErrorCode DDTensorCheckHost_Private(DDTensor, const char[]);
 PETSC_EXTERN PetscErrorCode DDTensorGetHostArray_Private(DDTensor, void **);
 /* DDTensorDuplicateLayout() into the given memory (a device tensor's host twin) */
 PETSC_EXTERN PetscErrorCode DDTensorDuplicateLayoutIn_Private(DDTensor, DDDataType, DDMemType, DDTensor *);
+PETSC_EXTERN PetscErrorCode DDTensorLayoutLike_Private(DDTensor, DDDataType, DDMemType, DDTensor *);
 /* the state of the tensor's values: its own state plus those of the PETSc Vecs on its storage
    (DDTensorPlaceVec(), DDTensorCreateVec()), so that an edit through either side is seen; compare it
    for equality only */

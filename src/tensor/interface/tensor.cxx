@@ -742,6 +742,18 @@ DD_CXX_CATCH
 PetscErrorCode DDTensorDuplicateLayoutIn_Private(DDTensor t, DDDataType dt, DDMemType mt, DDTensor *y)
 DD_CXX_TRY
 {
+  PetscFunctionBegin;
+  PetscCall(DDTensorLayoutLike_Private(t, dt, mt, y));
+  PetscCall(DDTensorSetUp(*y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+DD_CXX_CATCH
+
+/* a tensor given t's layout in memory mt, not set up: no communication (on a communicator in use by PETSc
+   objects); DDTensorSetUp() (collective) makes it t's duplicate */
+PetscErrorCode DDTensorLayoutLike_Private(DDTensor t, DDDataType dt, DDMemType mt, DDTensor *y)
+DD_CXX_TRY
+{
   DDTensor x;
 
   PetscFunctionBegin;
@@ -764,8 +776,7 @@ DD_CXX_TRY
   x->format   = t->format;
   x->bs       = t->bs;
   x->blockdim = t->blockdim;
-  PetscCall(DDTensorSetUp(x));
-  *y = x;
+  *y          = x;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
