@@ -37,6 +37,9 @@ static const char help[] = "The main job: a PETSc solver makes Poisson data on a
 #include <ddnn.h>
 #include <petscksp.h>
 #include <unistd.h>
+#include <string.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 
 typedef struct {
@@ -150,14 +153,24 @@ static PetscErrorCode GenerateData(DM da, const char *file, PetscInt s0, PetscIn
   /* the solution and the coefficient as tensors on the DMDA's decomposition, without copies */
   PetscCall(DDTensorCreateFromDMDA(da, DD_FLOAT64, &tu));
   PetscCall(DDTensorCreateFromDMDA(da, DD_FLOAT64, &tk));
-  for (PetscInt s = 0; s < S; s++) {
-    PetscCall(SolveSample(da, ksp, A, b, u, lk, s0 + s)); /* sample s0 + s: its coefficient field's seed */
-    PetscCall(DDTensorPlaceVec(tu, u));
-    PetscCall(DDTensorPlaceVec(tk, lk));
-    PetscCall(DDTensorWriteHDF5Slice(tk, tmp, "input", s, S));
-    PetscCall(DDTensorWriteHDF5Slice(tu, tmp, "target", s, S));
-    PetscCall(DDTensorResetVec(tu, u));
-    PetscCall(DDTensorResetVec(tk, lk));
+  { /* a write that fails (a full disk) removes the temporary, which would otherwise stay and fill the disk */
+    PetscErrorCode ierr = PETSC_SUCCESS;
+    for (PetscInt s = 0; s < S && !ierr; s++) {
+      PetscCall(SolveSample(da, ksp, A, b, u, lk, s0 + s)); /* sample s0 + s: its coefficient field's seed */
+      PetscCall(DDTensorPlaceVec(tu, u));
+      PetscCall(DDTensorPlaceVec(tk, lk));
+      ierr = DDTensorWriteHDF5Slice(tk, tmp, "input", s, S);
+      if (!ierr) ierr = DDTensorWriteHDF5Slice(tu, tmp, "target", s, S);
+      PetscCall(DDTensorResetVec(tu, u));
+      PetscCall(DDTensorResetVec(tk, lk));
+    }
+    if (ierr) {
+      PetscMPIInt rank;
+      PetscCallMPI(MPI_Comm_rank(PETSC_COMM_WORLD, &rank));
+      if (!rank) unlink(tmp);
+      PetscCallMPI(MPI_Barrier(PETSC_COMM_WORLD));
+      PetscCall(ierr);
+    }
   }
   PetscCall(DDFileCommit(PETSC_COMM_WORLD, tmp, file));
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "data: %" PetscInt_FMT " Poisson solves with random coefficients written to %s in %.1f s\n", S, file, MPI_Wtime() - t0));
@@ -168,6 +181,40 @@ static PetscErrorCode GenerateData(DM da, const char *file, PetscInt s0, PetscIn
   PetscCall(VecDestroy(&b));
   PetscCall(VecDestroy(&lk));
   PetscCall(MatDestroy(&A));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  Two paths that name the same file (the same file when both exist; otherwise the same absolute path, the
+  directory resolved) are refused: -checkpoint equal to -data would replace the data with the checkpoint
+*/
+static PetscErrorCode CheckDistinctPaths(const char *na, const char *a, const char *nb, const char *b)
+{
+  PetscMPIInt rank;
+  int         same = 0;
+
+  PetscFunctionBeginUser;
+  PetscCallMPI(MPI_Comm_rank(PETSC_COMM_WORLD, &rank));
+  if (!rank) {
+    struct stat sa, sb;
+    if (!stat(a, &sa) && !stat(b, &sb)) same = sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    else {
+      char        ra[2 * PETSC_MAX_PATH_LEN], rb[2 * PETSC_MAX_PATH_LEN];
+      const char *p[2] = {a, b};
+      char       *r[2] = {ra, rb};
+      for (int i = 0; i < 2; i++) { /* the directory resolved, then the file's name */
+        char        dir[PETSC_MAX_PATH_LEN], real[PETSC_MAX_PATH_LEN];
+        const char *slash = strrchr(p[i], '/');
+        if (slash) PetscCall(PetscSNPrintf(dir, sizeof(dir), "%.*s", (int)(slash - p[i]) + (slash == p[i]), p[i]));
+        else PetscCall(PetscStrncpy(dir, ".", sizeof(dir)));
+        if (!realpath(dir, real)) PetscCall(PetscStrncpy(real, dir, sizeof(real)));
+        PetscCall(PetscSNPrintf(r[i], sizeof(ra), "%s/%s", real, slash ? slash + 1 : p[i]));
+      }
+      same = !strcmp(ra, rb);
+    }
+  }
+  PetscCallMPI(MPI_Bcast(&same, 1, MPI_INT, 0, PETSC_COMM_WORLD));
+  PetscCheck(!same, PETSC_COMM_WORLD, PETSC_ERR_ARG_WRONG, "%s \"%s\" and %s \"%s\" name the same file: give them different paths", na, a, nb, b);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -393,6 +440,12 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsInt("-eval_grid", "After training, evaluate on the held-out samples solved on this grid", NULL, egrid, &egrid, &eval));
   PetscCall(PetscOptionsString("-eval_data", "HDF5 file of the held-out samples on the -eval_grid grid", NULL, efile, efile, sizeof(efile), NULL));
   PetscOptionsEnd();
+  { /* the main job's own options decide which collectives every rank runs (-regenerate writes the data, -restart reads the checkpoint, ...): the same on every rank (an MPMD launch can give them differently), or an error on all */
+    char all[4 * PETSC_MAX_PATH_LEN + 512];
+    PetscCall(PetscSNPrintf(all, sizeof(all), "-nsamples %" PetscInt_FMT " -ntest %" PetscInt_FMT " -grid %" PetscInt_FMT " -epochs %" PetscInt_FMT " -batch %" PetscInt_FMT " -data %s -checkpoint %s -prediction_layer %s -regenerate %d -restart %d -float32 %d -require_progress %d -dataset_cache_limit %" PetscInt_FMT " -eval_grid %" PetscInt_FMT " -eval_data %s", S, ntest, n, epochs, B, file, ckpt, pred, (int)regenerate, (int)restart, (int)f32, (int)progress, cachemb, eval ? egrid : 0, efile));
+    PetscCall(DDCheckSameString(PETSC_COMM_WORLD, "the main job's options", all));
+  }
+  PetscCall(CheckDistinctPaths("-data", file, "-checkpoint", ckpt));
   PetscCheck(epochs >= 0, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-epochs %" PetscInt_FMT " must be >= 0", epochs);
   PetscCheck(cachemb >= 0, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-dataset_cache_limit %" PetscInt_FMT " MiB must be >= 0 (0: read every batch from the file)", cachemb);
   PetscCheck(!eval || egrid >= 3, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-eval_grid %" PetscInt_FMT ": the evaluation grid needs at least 3 points per side (one interior point)", egrid);
@@ -405,6 +458,10 @@ int main(int argc, char **argv)
       PetscCall(PetscSNPrintf(efile, sizeof(efile), "%.*s_grid%" PetscInt_FMT ".h5", (int)(h5 ? len - 3 : len), file, egrid));
     }
     PetscCall(PetscSNPrintf(wfile, sizeof(wfile), "%s.weights.h5", ckpt));
+    PetscCall(CheckDistinctPaths("-data", file, "-eval_data", efile));
+    PetscCall(CheckDistinctPaths("-checkpoint", ckpt, "-eval_data", efile));
+    PetscCall(CheckDistinctPaths("-data", file, "the weights file (the checkpoint's name + .weights.h5)", wfile));
+    PetscCall(CheckDistinctPaths("-eval_data", efile, "the weights file (the checkpoint's name + .weights.h5)", wfile));
     PetscCall(DDFileCheckWritable(PETSC_COMM_WORLD, efile));
     PetscCall(DDFileCheckWritable(PETSC_COMM_WORLD, wfile));
   }

@@ -285,7 +285,8 @@ def cases(good, restarted):
     add("per-rank", "a bad option on rank 1 only", mpmd=[R, R + ["-batch", "0"]], words=["-batch 0", "rank 1"])
     add("per-rank", "an unknown option on rank 1 only", mpmd=[R, R + ["-bogus", "1"]], words=["-bogus"])
     add("per-rank", "a YAML file on rank 1 only", mpmd=[R, R + ["-options_file_yaml", W("lr_rank1.yaml")]], words=["options files", "differ between ranks", "lr_rank1.yaml"])
-    add("per-rank", "-restart on rank 1 only", mpmd=[R, R + ["-restart"]], words=["different paths", "-restart"])
+    add("per-rank", "-restart on rank 1 only", mpmd=[R, R + ["-restart"]], words=["differs between ranks", "-restart 1"])
+    add("per-rank", "-regenerate on rank 1 only", mpmd=[R, R + ["-regenerate"]], words=["differs between ranks", "-regenerate 1"], guard=[DATAFILE])
     # YAML
     add("yaml", "syntax error", ["-options_file_yaml", os.path.join(DATA, "bad_syntax.yaml")], prog=EX6, words=["bad_syntax.yaml:4:9", "syntax"])
     add("yaml", "a tab for indentation", ["-options_file_yaml", W("tab.yaml")], prog=EX6, words=["tab.yaml:2"])
@@ -297,6 +298,7 @@ def cases(good, restarted):
     add("partition", "-data_batch 0", ["-options_file", os.path.join(SHARE, "lenet5.opts"), "-steps", "1", "-data_batch", "0"], prog=EX6, words=["-data_batch 0", "positive"])
     add("partition", "-data_partition with a zero", ["-options_file", os.path.join(SHARE, "lenet5.opts"), "-steps", "1", "-data_partition", "1,1,0,2"], prog=EX6, np=2, words=["partition"])
     # files
+    add("files", "-checkpoint the same file as -data", BASE + D + ["-checkpoint", DATAFILE], words=["name the same file", "-checkpoint"], guard=[DATAFILE])
     add("files", "truncated data file", BASE + ["-data", W("trunc_data.h5")] + K(), words=["trunc_data.h5"], guard=[W("trunc_data.h5")])
     add("files", "empty data file", BASE + ["-data", W("empty.h5")] + K(), words=["empty.h5"], guard=[W("empty.h5")])
     add("files", "text file as data", BASE + ["-data", W("text.h5")] + K(), words=["text.h5"], guard=[W("text.h5")])
