@@ -277,10 +277,15 @@ PetscErrorCode H5Open(MPI_Comm comm, const char *file, char mode, hid_t *fid)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* closes the file; a close whose flush the file system refuses (a full disk) is an error naming the file, and
+   HDF5 may keep the handle open (it retries the flush when the library shuts down) */
 PetscErrorCode H5Close(MPI_Comm comm, hid_t fid)
 {
+  char name[PETSC_MAX_PATH_LEN] = "";
+
   PetscFunctionBegin;
-  DDCheckAll(comm, H5Fclose(fid) >= 0, PETSC_ERR_FILE_WRITE, "Closing an HDF5 file failed");
+  H5Fget_name(fid, name, sizeof(name));
+  DDCheckAll(comm, H5Fclose(fid) >= 0, PETSC_ERR_FILE_WRITE, "Closing HDF5 file \"%s\" failed: its last writes were refused (a full disk, a quota?)", name);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -403,14 +408,20 @@ PetscErrorCode H5WriteTensor(hid_t fid, const char *path, DDTensor t)
   std::vector<char> buf;
   PetscCall(WritePiece(t, dset, type, fspace, mine, start, count, buf, &st));
   H5Sclose(fspace);
-  if (st < 0) H5Dclose(dset);
-  DDCheckAll(comm, st >= 0, PETSC_ERR_FILE_WRITE, "Writing HDF5 dataset \"%s\" failed", path);
   /* the content checksum, over the primary copies (each entry once) */
-  uint64_t hmine = mine ? HashBox(buf.data(), t->dtype == DD_FLOAT32 ? 4 : 8, dims, start, count) : 0, sum;
+  uint64_t hmine = mine && st >= 0 ? HashBox(buf.data(), t->dtype == DD_FLOAT32 ? 4 : 8, dims, start, count) : 0, sum;
+  int      ok    = st >= 0, allok;
   PetscCallMPI(MPI_Allreduce(&hmine, &sum, 1, MPI_UINT64_T, MPI_SUM, comm));
-  PetscErrorCode ierr = H5WriteChecksum(dset, sum);
+  PetscCallMPI(MPI_Allreduce(&ok, &allok, 1, MPI_INT, MPI_MIN, comm));
+  if (allok) allok = H5WriteChecksum(dset, sum) == PETSC_SUCCESS;
+  PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &allok, 1, MPI_INT, MPI_MIN, comm));
   H5Dclose(dset);
-  PetscCall(ierr);
+  if (!allok) { /* a dataset written in part (a full disk) would read back without complaint (it has no checksum): it goes (collectively) */
+    char   fname[PETSC_MAX_PATH_LEN] = "";
+    H5Fget_name(fid, fname, sizeof(fname));
+    H5Ldelete(fid, path, H5P_DEFAULT);
+    SETERRQ(comm, PETSC_ERR_FILE_WRITE, "Writing HDF5 dataset \"%s\" to \"%s\" failed (the file system refused the data: full, over quota or read-only?); the partial dataset was removed", path, fname);
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -630,6 +641,10 @@ PetscErrorCode H5ReadIntAttribute(MPI_Comm comm, hid_t fid, const char *file, co
   that `DDTensorReadHDF5()` verifies; the file has the HDF5 1.8 format or later, with checksummed
   metadata. A path that exists and is not a regular file (a device, a directory) is refused.
   A device tensor (`DDTensorSetMemType()`) is written from a host copy of its storage.
+  A new file (append `PETSC_FALSE`) is written as "<file>.tmp" and renamed at the end, so a write
+  that fails (a full disk) leaves an existing file as it was (a symbolic link is written through,
+  in place); a dataset whose write fails is removed from the file, not left half-written.
+  The error names the file and the dataset.
 
   Level: beginner
 
@@ -641,7 +656,17 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorWriteHDF5"));
   PetscCall(DDCheckSameString(PetscObjectComm((PetscObject)t), "the HDF5 dataset name", dataset));
-  PetscCall(H5WithFile(PetscObjectComm((PetscObject)t), file, append ? 'a' : 'w', [&](hid_t fid) { return H5WriteTensor(fid, dataset, t); }));
+  MPI_Comm comm = PetscObjectComm((PetscObject)t);
+  int      link = 0;
+  if (!append) { /* a new file goes through "<file>.tmp", renamed at the end: a failed write leaves the old file; a symbolic link is written through */
+    PetscMPIInt rank;
+    struct stat sb;
+    PetscCallMPI(MPI_Comm_rank(comm, &rank));
+    if (!rank) link = lstat(file, &sb) == 0 && S_ISLNK(sb.st_mode);
+    PetscCallMPI(MPI_Bcast(&link, 1, MPI_INT, 0, comm));
+  }
+  if (!append && !link) PetscCall(H5WriteAtomically(comm, file, [&](hid_t fid) { return H5WriteTensor(fid, dataset, t); }));
+  else PetscCall(H5WithFile(comm, file, append ? 'a' : 'w', [&](hid_t fid) { return H5WriteTensor(fid, dataset, t); }));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
