@@ -39,19 +39,43 @@ def rename(key, names):
     return new + ("." + rest if new and rest else rest)
 
 
+def _array(key, t):
+    """the tensor as a numpy array: bfloat16 (which numpy lacks) exactly as float32; other types numpy cannot hold are an error naming the key"""
+    import torch
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        t = t.float()
+    try:
+        return t.numpy()
+    except (TypeError, RuntimeError) as e:
+        raise SystemExit("torch_to_h5: tensor '%s' has dtype %s, which HDF5 (through numpy) cannot hold: %s" % (key, t.dtype, e))
+
+
 def save_state_dict(module, file, names=None):
-    """writes module's state_dict (or a state_dict) to file; returns the dataset names written"""
+    """writes module's state_dict (or a state_dict) to file; returns the dataset names written.
+    Every name and tensor is checked first, and the file is written as file + ".tmp" and renamed at
+    the end: an error leaves an existing file as it was"""
+    import os
     import h5py
     sd = module.state_dict() if hasattr(module, "state_dict") else module
     names = names or {}
-    written = {}
-    with h5py.File(file, "w") as f:
-        for key, t in sd.items():
-            name = rename(key, names)
-            if name in written:
-                raise SystemExit("torch_to_h5: '%s' and '%s' both map to dataset '%s'" % (written[name], key, name))
-            written[name] = key
-            f.create_dataset(name, data=t.detach().cpu().numpy())
+    written, arrays = {}, []
+    for key, t in sd.items():
+        name = rename(key, names)
+        if name in written:
+            raise SystemExit("torch_to_h5: '%s' and '%s' both map to dataset '%s'" % (written[name], key, name))
+        written[name] = key
+        arrays.append((name, _array(key, t)))
+    tmp = file + ".tmp"
+    try:
+        with h5py.File(tmp, "w") as f:
+            for name, a in arrays:
+                f.create_dataset(name, data=a)
+        os.replace(tmp, file)
+    except BaseException:
+        if os.path.isfile(tmp) and not os.path.islink(tmp):
+            os.unlink(tmp)
+        raise
     return list(written)
 
 

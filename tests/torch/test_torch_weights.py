@@ -143,5 +143,35 @@ ok &= compare("ddnn (2 more steps) -> torch, conv + batchnorm", yt, y, 1e-12)
 nbt = int(back.bn1.num_batches_tracked)
 print("num_batches_tracked: torch 3 steps + ddnn 2 steps = %d" % nbt)
 ok &= nbt == 5
+
+# 6. the scripts' checks: a ddnn file with a flipped data byte is refused by h5_to_torch naming the dataset; a
+#    torch_to_h5 that fails (two keys on one name) leaves an existing file as it was and no temporary; bfloat16
+#    tensors are written exactly, as float32
+import shutil  # noqa: E402
+shutil.copy(W("bn_from_ddnn.h5"), W("flipped.h5"))
+with h5py.File(W("flipped.h5"), "r+") as f:
+    d = f["c1.weight"]
+    v = d[()]
+    v.reshape(-1)[3] = np.nextafter(v.reshape(-1)[3], np.inf)
+    d[...] = v
+try:
+    h5_to_torch.read_state_dict(W("flipped.h5"))
+    print("FAIL: a flipped value was read without complaint")
+    ok = False
+except SystemExit as e:
+    print("flipped value refused: %s" % e)
+    ok &= "'c1.weight'" in str(e) and "corrupted" in str(e)
+before = open(W("bn_from_torch.h5"), "rb").read()
+try:
+    torch_to_h5.save_state_dict(bnet, W("bn_from_torch.h5"), {"conv1": "x", "bn1": "x"})
+    print("FAIL: two keys on one dataset name were written")
+    ok = False
+except SystemExit as e:
+    print("collision refused: %s" % e)
+ok &= open(W("bn_from_torch.h5"), "rb").read() == before and not os.path.exists(W("bn_from_torch.h5") + ".tmp")
+bf = {"w": torch.tensor([1.5, -2.25, 3.0e38], dtype=torch.bfloat16)}
+torch_to_h5.save_state_dict(bf, W("bf16.h5"))
+with h5py.File(W("bf16.h5"), "r") as f:
+    ok &= f["w"].dtype == np.float32 and np.array_equal(f["w"][()], bf["w"].float().numpy())
 print("PASS" if ok else "FAIL")
 sys.exit(0 if ok else 1)
