@@ -561,10 +561,11 @@ PetscErrorCode H5ReadStringAttribute(MPI_Comm comm, hid_t fid, const char *file,
   bool   isstr = type >= 0 && H5Tget_class(type) == H5T_STRING && sp >= 0 && H5Sget_simple_extent_npoints(sp) == 1;
   herr_t st    = -1;
   value.clear();
-  if (isstr && H5Tis_variable_str(type) > 0) { /* h5py's default for str */
+  if (isstr && H5Tis_variable_str(type) > 0) { /* h5py's default for str (UTF-8: the memory type takes the file's character set, HDF5 converts none) */
     hid_t mt = H5Tcopy(H5T_C_S1);
     char *p  = NULL;
     H5Tset_size(mt, H5T_VARIABLE);
+    H5Tset_cset(mt, H5Tget_cset(type));
     st = H5Aread(a, mt, &p);
     if (st >= 0 && p) value = p;
     if (p) H5free_memory(p);
@@ -574,6 +575,7 @@ PetscErrorCode H5ReadStringAttribute(MPI_Comm comm, hid_t fid, const char *file,
     std::vector<char> buf(n + 1, 0);
     hid_t             mt = H5Tcopy(H5T_C_S1);
     H5Tset_size(mt, n);
+    H5Tset_cset(mt, H5Tget_cset(type));
     st = H5Aread(a, mt, buf.data());
     H5Tclose(mt);
     value = buf.data();
