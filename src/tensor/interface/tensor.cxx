@@ -742,9 +742,16 @@ DD_CXX_CATCH
 PetscErrorCode DDTensorDuplicateLayoutIn_Private(DDTensor t, DDDataType dt, DDMemType mt, DDTensor *y)
 DD_CXX_TRY
 {
+  DDTensor x;
+
   PetscFunctionBegin;
-  PetscCall(DDTensorLayoutLike_Private(t, dt, mt, y));
-  PetscCall(DDTensorSetUp(*y));
+  PetscCall(DDTensorLayoutLike_Private(t, dt, mt, &x));
+  PetscErrorCode ierr = DDTensorSetUp(x);
+  if (ierr) { /* *y stays as it was (an allocation that failed): no tensor half made */
+    PetscCall(DDTensorDestroy(&x));
+    PetscCall(ierr);
+  }
+  *y = x;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
