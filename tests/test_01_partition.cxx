@@ -261,6 +261,40 @@ TEST(PartitionBadInput, ShapeDiffersBetweenRanks)
   DDT(DDPartitionDestroy(&p));
 }
 
+/* The tester's crash on DDPartitionSetShape(p, 2, NULL); the getters' NULL outputs; a rank without a shape */
+TEST(PartitionBadInput, NullArgumentsAndShapeMissingOnOneRank)
+{
+  DDPartition p;
+  PetscInt    s[2] = {1, Size()}, n;
+  PetscMPIInt r;
+  DD_EXPECT_ERROR(DDPartitionCreate(PETSC_COMM_WORLD, NULL), PETSC_ERR_ARG_NULL, "DDPartitionCreate(): argument 2 (part) is NULL");
+  DDT(DDPartitionCreate(PETSC_COMM_WORLD, &p));
+  DD_EXPECT_ERROR(DDPartitionSetShape(p, 2, NULL), PETSC_ERR_ARG_NULL, "DDPartitionSetShape(): argument 3 (shape) is NULL");
+  DD_EXPECT_ERROR(DDPartitionSetShape(NULL, 2, s), PETSC_ERR_ARG_NULL, "argument 1 (part) is NULL");
+  DDT(DDPartitionSetShape(p, 2, s));
+  DDT(DDPartitionSetUp(p));
+  DD_EXPECT_ERROR(DDPartitionGetOrder(p, NULL), PETSC_ERR_ARG_NULL, "DDPartitionGetOrder(): argument 2 (order) is NULL");
+  DD_EXPECT_ERROR(DDPartitionGetShape(p, NULL), PETSC_ERR_ARG_NULL, "argument 2 (shape) is NULL");
+  DD_EXPECT_ERROR(DDPartitionGetSize(p, NULL), PETSC_ERR_ARG_NULL, "argument 2 (size) is NULL");
+  DD_EXPECT_ERROR(DDPartitionGetIndex(p, NULL), PETSC_ERR_ARG_NULL, "argument 2 (index) is NULL");
+  DD_EXPECT_ERROR(DDPartitionGetCoordinates(p, NULL), PETSC_ERR_ARG_NULL, "argument 2 (coords) is NULL");
+  DD_EXPECT_ERROR(DDPartitionGetRankOfCoordinates(p, NULL, &r), PETSC_ERR_ARG_NULL, "argument 2 (coords) is NULL");
+  DD_EXPECT_ERROR(DDPartitionGetNeighbor(p, 1, 1, NULL), PETSC_ERR_ARG_NULL, "argument 4 (rank) is NULL");
+  DD_EXPECT_ERROR(DDPartitionGetNeighbor(p, 2, 1, &r), PETSC_ERR_ARG_OUTOFRANGE, "Dimension 2 is outside [0, 2)");
+  DD_EXPECT_ERROR(DDPartitionEqual(p, p, NULL), PETSC_ERR_ARG_NULL, "argument 3 (eq) is NULL");
+  DD_EXPECT_ERROR(DDPartitionCheckBroadcast(p, NULL, NULL, NULL), PETSC_ERR_ARG_NULL, "argument 2 (py) is NULL");
+  DDT(DDPartitionGetSize(p, &n));
+  EXPECT_EQ(n, Size());
+  DDT(DDPartitionDestroy(&p));
+  /* one rank gives no shape: every rank fails (it used to fail alone, the others waiting) */
+  if (Size() > 1) {
+    DDT(DDPartitionCreate(PETSC_COMM_WORLD, &p));
+    if (Rank() != 1) DDT(DDPartitionSetShape(p, 2, s));
+    DD_EXPECT_ERROR(DDPartitionSetUp(p), PETSC_ERR_ARG_INCOMP, "differs between ranks");
+    DDT(DDPartitionDestroy(&p));
+  }
+}
+
 TEST(Partition, FromOptions)
 {
   DDPartition p;

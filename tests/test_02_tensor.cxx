@@ -768,6 +768,133 @@ TEST(TensorBadInput, OrderDiffersFromPartition)
   DDT(DDPartitionDestroy(&p));
 }
 
+/* The tester's hang (issue: root that differs between ranks): every rank raises the error, naming the roots */
+TEST(TensorBadInput, ScatterGatherRootDiffersOrIsMissing)
+{
+  DDPartition         p = LinePartition();
+  DDTensor            t;
+  PetscInt            shape[2] = {2, 3 * Size()};
+  std::vector<double> g((size_t)shape[0] * shape[1], 1.0);
+  DDT(DDTensorCreateFromPartition(p, DD_FLOAT64, 2, shape, &t));
+  if (Size() > 1) {
+    DD_EXPECT_ERROR(DDTensorScatterFromRoot(t, Rank(), g.data()), PETSC_ERR_ARG_INCOMP, "DDTensorScatterFromRoot(): the root differs between ranks (roots from 0 to ");
+    DD_EXPECT_ERROR(DDTensorGatherToRoot(t, Rank(), g.data()), PETSC_ERR_ARG_INCOMP, "DDTensorGatherToRoot(): the root differs between ranks");
+    /* one rank out of range, the others fine: still every rank */
+    DD_EXPECT_ERROR(DDTensorGatherToRoot(t, Rank() == 1 ? -5 : 0, g.data()), PETSC_ERR_ARG_INCOMP, "roots from -5 to 0");
+  }
+  DD_EXPECT_ERROR(DDTensorScatterFromRoot(t, Size(), g.data()), PETSC_ERR_ARG_OUTOFRANGE, "root rank");
+  /* the root's array NULL: every rank raises it (the others would wait in the gather) */
+  const PetscMPIInt root = Size() - 1;
+  DD_EXPECT_ERROR(DDTensorGatherToRoot(t, root, Rank() == root ? NULL : g.data()), PETSC_ERR_ARG_NULL, "argument 3 (global) is NULL on the root rank");
+  DD_EXPECT_ERROR(DDTensorScatterFromRoot(t, root, Rank() == root ? NULL : g.data()), PETSC_ERR_ARG_NULL, "argument 3 (global) is NULL on the root rank");
+  /* NULL elsewhere than on root is fine (ignored there) */
+  DDT(DDTensorScatterFromRoot(t, root, Rank() == root ? g.data() : NULL));
+  DDT(DDTensorGatherToRoot(t, root, Rank() == root ? g.data() : NULL));
+  DDT(DDTensorDestroy(&t));
+  DDT(DDPartitionDestroy(&p));
+}
+
+/* The tester's crashes (SEGV) on NULL arguments and dimensions out of range: errors naming the function and argument */
+TEST(TensorBadInput, NullArgumentsAndDimensionsOutOfRange)
+{
+  DDPartition p = LinePartition(), q;
+  DDTensor    t, u;
+  PetscInt    shape[2] = {2, 4 * Size()};
+  PetscBool   flg;
+  PetscReal   r;
+  DDT(DDTensorCreateFromPartition(p, DD_FLOAT64, 2, shape, &t));
+  DD_EXPECT_ERROR(DDTensorGetReplicated(t, -1, &flg), PETSC_ERR_ARG_OUTOFRANGE, "DDTensorGetReplicated(): dimension -1 is outside [0, 2)");
+  DD_EXPECT_ERROR(DDTensorGetReplicated(t, 2, &flg), PETSC_ERR_ARG_OUTOFRANGE, "dimension 2 is outside [0, 2)");
+  DD_EXPECT_ERROR(DDTensorGetReplicated(t, 100000000, &flg), PETSC_ERR_ARG_OUTOFRANGE, "dimension 100000000");
+  DD_EXPECT_ERROR(DDTensorGetReplicated(t, 1, NULL), PETSC_ERR_ARG_NULL, "DDTensorGetReplicated(): argument 3 (flg) is NULL");
+  DDT(DDTensorGetReplicated(t, 1, &flg));
+  EXPECT_FALSE(flg);
+  DD_EXPECT_ERROR(DDTensorSetHalo(NULL, NULL, NULL), PETSC_ERR_ARG_NULL, "DDTensorSetHalo(): argument 1 (t) is NULL");
+  DD_EXPECT_ERROR(DDTensorDot(t, t, NULL), PETSC_ERR_ARG_NULL, "DDTensorDot(): argument 3 (d) is NULL");
+  DD_EXPECT_ERROR(DDTensorSum(t, NULL), PETSC_ERR_ARG_NULL, "DDTensorSum(): argument 2 (s) is NULL");
+  DD_EXPECT_ERROR(DDTensorNorm(t, NORM_2, NULL), PETSC_ERR_ARG_NULL, "DDTensorNorm(): argument 3 (nrm) is NULL");
+  DD_EXPECT_ERROR(DDTensorNorm(t, (NormType)100, &r), PETSC_ERR_SUP, "norm type (out of range) is not supported");
+  DD_EXPECT_ERROR(DDTensorMaxAbsDiff(t, t, NULL), PETSC_ERR_ARG_NULL, "DDTensorMaxAbsDiff(): argument 3 (diff) is NULL");
+  /* NULL on one rank only: that rank errors after the reduction, the others finish it (no hang) */
+  PetscErrorCode e = Catch([&]() { return DDTensorDot(t, t, Rank() == 0 ? NULL : &r); });
+  EXPECT_EQ((int)e, Rank() == 0 ? (int)PETSC_ERR_ARG_NULL : 0);
+  DD_EXPECT_ERROR(DDTensorSetValuesGlobal(t, NULL), PETSC_ERR_ARG_NULL, "DDTensorSetValuesGlobal(): argument 2 (global) is NULL");
+  DD_EXPECT_ERROR(DDTensorSetRandom(t, NULL), PETSC_ERR_ARG_NULL, "DDTensorSetRandom(): argument 2 (rnd) is NULL");
+  {
+    const void *a;
+    DDT(DDTensorGetArrayRead(t, &a));
+    DDT(DDTensorRestoreArrayRead(t, &a)); /* sets it to NULL */
+    EXPECT_EQ(a, nullptr);
+    DDT(DDTensorRestoreArrayRead(t, NULL)); /* allowed, as PETSc's VecRestoreArrayRead() */
+    DD_EXPECT_ERROR(DDTensorRestoreArrayRead(NULL, &a), PETSC_ERR_ARG_NULL, "DDTensorRestoreArrayRead(): argument 1 (t) is NULL");
+    DD_EXPECT_ERROR(DDTensorGetArrayRead(t, NULL), PETSC_ERR_ARG_NULL, "argument 2 (a) is NULL");
+  }
+  DD_EXPECT_ERROR(DDTensorGetOrder(t, NULL), PETSC_ERR_ARG_NULL, "DDTensorGetOrder(): argument 2 (order) is NULL");
+  DD_EXPECT_ERROR(DDTensorGetShape(t, NULL), PETSC_ERR_ARG_NULL, "argument 2 (shape) is NULL");
+  DD_EXPECT_ERROR(DDTensorGetSize(t, NULL), PETSC_ERR_ARG_NULL, "argument 2 (size) is NULL");
+  DD_EXPECT_ERROR(DDTensorGetLocalSize(t, NULL), PETSC_ERR_ARG_NULL, "argument 2 (n) is NULL");
+  DD_EXPECT_ERROR(DDTensorGetOwnershipRanges(t, 1, NULL), PETSC_ERR_ARG_NULL, "argument 3 (ranges) is NULL");
+  DD_EXPECT_ERROR(DDTensorGetLocalOffset(t, NULL, NULL), PETSC_ERR_ARG_NULL, "argument 2 (g) is NULL");
+  DD_EXPECT_ERROR(DDTensorIsActive(t, NULL), PETSC_ERR_ARG_NULL, "argument 2 (flg) is NULL");
+  DD_EXPECT_ERROR(DDTensorDuplicate(t, NULL), PETSC_ERR_ARG_NULL, "DDTensorDuplicate(): argument 2 (y) is NULL");
+  DD_EXPECT_ERROR(DDTensorCreateFromPartition(p, DD_FLOAT64, 2, NULL, &u), PETSC_ERR_ARG_NULL, "argument 4 (shape) is NULL");
+  DD_EXPECT_ERROR(DDTensorCreate(PETSC_COMM_WORLD, NULL), PETSC_ERR_ARG_NULL, "DDTensorCreate(): argument 2 (t) is NULL");
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &u));
+  DD_EXPECT_ERROR(DDTensorSetShape(u, 2, NULL), PETSC_ERR_ARG_NULL, "DDTensorSetShape(): argument 3 (shape) is NULL");
+  DD_EXPECT_ERROR(DDTensorSetPartition(u, NULL), PETSC_ERR_ARG_NULL, "DDTensorSetPartition(): argument 2 (part) is NULL");
+  DD_EXPECT_ERROR(DDTensorGetReplicated(u, DD_MAX_DIM, &flg), PETSC_ERR_ARG_OUTOFRANGE, "(the tensor has no shape yet)");
+  DDT(DDTensorDestroy(&u));
+  DDT(DDPartitionCreate(PETSC_COMM_WORLD, &q));
+  DD_EXPECT_ERROR(DDTensorSetPartition(t, q), PETSC_ERR_ARG_WRONGSTATE, "DDTensorSetUp"); /* not a crash on the set-up tensor either */
+  DDT(DDPartitionDestroy(&q));
+  DDT(DDTensorDestroy(&t));
+  DDT(DDPartitionDestroy(&p));
+}
+
+/* DDTensorSetReplicated() on a dimension beyond the order: an error, at the call or at set-up */
+TEST(TensorBadInput, ReplicatedDimensionBeyondTheOrder)
+{
+  DDPartition p = LinePartition();
+  DDTensor    t;
+  PetscInt    shape[2] = {2, 4 * Size()};
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &t));
+  DDT(DDTensorSetPartition(t, p));
+  DDT(DDTensorSetShape(t, 2, shape));
+  DD_EXPECT_ERROR(DDTensorSetReplicated(t, 5, PETSC_TRUE), PETSC_ERR_ARG_OUTOFRANGE, "DDTensorSetReplicated(): dimension 5 is outside the tensor's [0, 2)");
+  DD_EXPECT_ERROR(DDTensorSetReplicated(t, -1, PETSC_TRUE), PETSC_ERR_ARG_OUTOFRANGE, "dimension -1");
+  DDT(DDTensorDestroy(&t));
+  /* before the shape: raised by the set-up */
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &t));
+  DDT(DDTensorSetReplicated(t, 5, PETSC_TRUE));
+  DDT(DDTensorSetPartition(t, p));
+  DDT(DDTensorSetShape(t, 2, shape));
+  DD_EXPECT_ERROR(DDTensorSetUp(t), PETSC_ERR_ARG_OUTOFRANGE, "dimension 5 was made replicated (DDTensorSetReplicated()) but the tensor (shape 2x");
+  DDT(DDTensorDestroy(&t));
+  DDT(DDPartitionDestroy(&p));
+}
+
+/* The tester's t1 case 11: the order differs from the partition's on one rank only; every rank raises it */
+TEST(TensorBadInput, OrderDiffersFromPartitionOnOneRankOnly)
+{
+  if (Size() < 2) GTEST_SKIP() << "needs two ranks";
+  DDPartition p = LinePartition();
+  DDTensor    t;
+  PetscInt    s2[2] = {2, 6}, s3[3] = {1, 2, 6};
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &t));
+  DDT(DDTensorSetPartition(t, p));
+  if (Rank() == 1) DDT(DDTensorSetShape(t, 3, s3));
+  else DDT(DDTensorSetShape(t, 2, s2));
+  DD_EXPECT_ERROR(DDTensorSetUp(t), PETSC_ERR_ARG_INCOMP, "differs between ranks");
+  DDT(DDTensorDestroy(&t));
+  /* a rank without a partition, the same */
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &t));
+  if (Rank() != 1) DDT(DDTensorSetPartition(t, p));
+  DDT(DDTensorSetShape(t, 2, s2));
+  DD_EXPECT_ERROR(DDTensorSetUp(t), PETSC_ERR_ARG_INCOMP, "partition (none)");
+  DDT(DDTensorDestroy(&t));
+  DDT(DDPartitionDestroy(&p));
+}
+
 TEST(TensorBadInput, DMDAVecThatCannotBeWrapped)
 {
   DM da;

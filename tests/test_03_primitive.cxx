@@ -1108,6 +1108,160 @@ TEST(PrimitiveBadInput, AllSumReduceOverSplitDimensionAndUnknownType)
   DDT(DDPartitionDestroy(&part));
 }
 
+/* The tester's hang (r4): types that differ between ranks; and an unknown type on one rank (t2 case 31) */
+TEST(PrimitiveBadInput, TypeDiffersBetweenRanksOrUnknownOnOne)
+{
+  const int   W    = Size();
+  DDPartition part = MakePart({1, (PetscInt)W});
+  PetscInt    shape[2] = {2, 4 * W}, d0[1] = {0};
+  DDTensor    x, y;
+  DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 2, shape, &x));
+  DDT(DDTensorDuplicate(x, &y));
+  if (W > 1) {
+    DDPrimitive H = MakePrim(Rank() == 1 ? DDPRIMITIVEREPARTITION : DDPRIMITIVEALLSUMREDUCE);
+    if (Rank() != 1) DDT(DDPrimitiveAllSumReduceSetDimensions(H, 1, d0));
+    DD_EXPECT_ERROR(DDPrimitiveSetUp(H, x, y), PETSC_ERR_ARG_INCOMP, "type allsumreduce");
+    DD_EXPECT_ERROR(DDPrimitiveSetUp(H, x, y), PETSC_ERR_ARG_INCOMP, "type repartition");
+    DDT(DDPrimitiveDestroy(&H));
+    /* an unknown type on one rank: every rank raises it */
+    DDT(DDPrimitiveCreate(PETSC_COMM_WORLD, &H));
+    DD_EXPECT_ERROR(DDPrimitiveSetType(H, Rank() == 1 ? "nonsense" : DDPRIMITIVEHALO), PETSC_ERR_ARG_UNKNOWN_TYPE, "Unknown primitive type \"nonsense\"");
+    DDT(DDPrimitiveDestroy(&H));
+  }
+  DDPrimitive P;
+  DDT(DDPrimitiveCreate(PETSC_COMM_WORLD, &P));
+  DD_EXPECT_ERROR(DDPrimitiveSetType(P, NULL), PETSC_ERR_ARG_NULL, "DDPrimitiveSetType(): argument 2 (type) is NULL");
+  DDT(DDPrimitiveSetType(P, DDPRIMITIVEREPARTITION));
+  DDT(DDPrimitiveSetType(P, DDPRIMITIVEREPARTITION)); /* the same type again: nothing changes */
+  DDT(DDPrimitiveSetUp(P, x, y));
+  DDT(DDPrimitiveApply(P, x, y));
+  DD_EXPECT_ERROR(DDPrimitiveGetType(P, NULL), PETSC_ERR_ARG_NULL, "argument 2 (type) is NULL");
+  DD_EXPECT_ERROR(DDPrimitiveAdjointTest(P, NULL, NULL, 1, NULL), PETSC_ERR_ARG_NULL, "argument 5 (err) is NULL");
+  DDT(DDPrimitiveDestroy(&P));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&y));
+  DDT(DDPartitionDestroy(&part));
+}
+
+/* The tester's r5 and r8: all-sum-reduce dimensions that differ between ranks, or a negative count */
+TEST(PrimitiveBadInput, AllSumReduceDimensionsDifferOrNegative)
+{
+  const int   W    = Size();
+  DDPartition part = MakePart({(PetscInt)W, 1});
+  PetscInt    shape[2] = {3, 4}, d0[1] = {0}, d1[1] = {1};
+  DDTensor    x, y;
+  DDT(DDTensorCreate(PETSC_COMM_WORLD, &x));
+  DDT(DDTensorSetPartition(x, part));
+  DDT(DDTensorSetShape(x, 2, shape));
+  DDT(DDTensorSetReplicated(x, 0, PETSC_TRUE));
+  DDT(DDTensorSetUp(x));
+  DDT(DDTensorDuplicate(x, &y));
+  DDPrimitive A = MakePrim(DDPRIMITIVEALLSUMREDUCE);
+  DD_EXPECT_ERROR(DDPrimitiveAllSumReduceSetDimensions(A, -3, d0), PETSC_ERR_ARG_OUTOFRANGE, "DDPrimitiveAllSumReduceSetDimensions(): the number of dimensions n = -3 is negative");
+  DD_EXPECT_ERROR(DDPrimitiveAllSumReduceSetDimensions(A, DD_MAX_DIM + 1, d0), PETSC_ERR_ARG_OUTOFRANGE, "exceeds DD_MAX_DIM");
+  DD_EXPECT_ERROR(DDPrimitiveAllSumReduceSetDimensions(A, 1, NULL), PETSC_ERR_ARG_NULL, "argument 3 (dims) is NULL");
+  if (W > 1) {
+    DDT(DDPrimitiveAllSumReduceSetDimensions(A, 1, Rank() == 1 ? d1 : d0)); /* dim 1 has one worker: each rank alone would accept it */
+    DD_EXPECT_ERROR(DDPrimitiveSetUp(A, x, y), PETSC_ERR_ARG_INCOMP, "allsumreduce dimensions 0");
+    DD_EXPECT_ERROR(DDPrimitiveSetUp(A, x, y), PETSC_ERR_ARG_INCOMP, "allsumreduce dimensions 1");
+  }
+  /* the same on every rank: the sum of the W copies */
+  DDT(DDPrimitiveAllSumReduceSetDimensions(A, 1, d0));
+  DDT(DDTensorSet(x, 1.0));
+  DDT(DDPrimitiveSetUp(A, x, y));
+  DDT(DDPrimitiveApply(A, x, y));
+  PetscReal sum;
+  DDT(DDTensorSum(y, &sum));
+  EXPECT_EQ(sum, (PetscReal)(12 * W * W));
+  DDT(DDPrimitiveDestroy(&A));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&y));
+  DDT(DDPartitionDestroy(&part));
+}
+
+/* The tester's r6 and t2 case 27: halo settings that differ between ranks used to give overlapping outputs silently (or an error on one rank) */
+TEST(PrimitiveBadInput, HaloSettingsDifferBetweenRanks)
+{
+  const int   W    = Size();
+  DDPartition part = MakePart({1, (PetscInt)W});
+  PetscInt    shape[2] = {2, 8};
+  DDTensor    x;
+  const bool  one = Rank() == 1;
+  DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 2, shape, &x));
+  /* padding mode and value outside their range (any number of ranks) */
+  {
+    DDPrimitive H = MakePrim(DDPRIMITIVEHALO);
+    DD_EXPECT_ERROR(DDPrimitiveHaloSetPadding(H, 1, (DDPaddingMode)7), PETSC_ERR_ARG_OUTOFRANGE, "DDPrimitiveHaloSetPadding(): unknown padding mode 7");
+    DD_EXPECT_ERROR(DDPrimitiveHaloSetPadding(H, 1, (DDPaddingMode)-1), PETSC_ERR_ARG_OUTOFRANGE, "unknown padding mode -1");
+    DD_EXPECT_ERROR(DDPrimitiveHaloSetPadValue(H, NAN), PETSC_ERR_ARG_OUTOFRANGE, "DDPrimitiveHaloSetPadValue(): the padding value is NaN");
+    DDT(DDPrimitiveHaloSetPadValue(H, -INFINITY)); /* max pooling's padding */
+    DDT(DDPrimitiveHaloSetKernel(H, 1, 3, 1, 1, 1, PETSC_DECIDE));
+    DD_EXPECT_ERROR(DDPrimitiveHaloSetOutputRanges(H, 1, 0, shape), PETSC_ERR_ARG_OUTOFRANGE, "0 output ranges given along dimension 1");
+    DDT(DDPrimitiveSetUp(H, x, NULL));
+    DDT(DDPrimitiveApply(H, x, NULL));
+    DDT(DDPrimitiveDestroy(&H));
+  }
+  if (W < 2) {
+    DDT(DDTensorDestroy(&x));
+    DDT(DDPartitionDestroy(&part));
+    GTEST_SKIP() << "the rest needs two ranks";
+  }
+  struct Case {
+    const char                      *what;
+    std::function<void(DDPrimitive)> set;
+  };
+  std::vector<Case> cases = {
+    {"stride 1", [&](DDPrimitive H) { DDT(DDPrimitiveHaloSetKernel(H, 1, 3, one ? 2 : 1, 1, 1, PETSC_DECIDE)); }},
+    {"kernel size 3", [&](DDPrimitive H) { DDT(DDPrimitiveHaloSetKernel(H, 1, one ? 5 : 3, 1, 1, one ? 2 : 1, PETSC_DECIDE)); }},
+    {"kernel size 3", [&](DDPrimitive H) { DDT(DDPrimitiveHaloSetKernel(H, 1, one ? 20 : 3, 1, 1, 1, PETSC_DECIDE)); }}, /* t2 case 27: larger than the input on one rank */
+    {"output ranges", [&](DDPrimitive H) {
+       std::vector<PetscInt> lx(W, 0);
+       lx[0] = 8;
+       if (one) std::swap(lx[0], lx[W - 1]);
+       DDT(DDPrimitiveHaloSetKernel(H, 1, 3, 1, 1, 1, PETSC_DECIDE));
+       DDT(DDPrimitiveHaloSetOutputRanges(H, 1, W, lx.data()));
+     }},
+    {"halo padding modes", [&](DDPrimitive H) {
+       DDT(DDPrimitiveHaloSetKernel(H, 1, 3, 1, 1, 1, PETSC_DECIDE));
+       DDT(DDPrimitiveHaloSetPadding(H, 1, one ? DD_PADDING_CIRCULAR : DD_PADDING_ZEROS));
+     }},
+    {"halo padding value", [&](DDPrimitive H) {
+       DDT(DDPrimitiveHaloSetKernel(H, 1, 3, 1, 1, 1, PETSC_DECIDE));
+       DDT(DDPrimitiveHaloSetPadValue(H, one ? 1.0 : 0.0));
+     }},
+    {"halo neighbors only", [&](DDPrimitive H) {
+       DDT(DDPrimitiveHaloSetKernel(H, 1, 3, 1, 1, 1, PETSC_DECIDE));
+       DDT(DDPrimitiveHaloSetNeighborsOnly(H, one ? PETSC_TRUE : PETSC_FALSE));
+     }},
+  };
+  for (auto &c : cases) {
+    DDPrimitive H = MakePrim(DDPRIMITIVEHALO);
+    c.set(H);
+    std::string m;
+    PetscErrorCode e = Catch([&]() { return DDPrimitiveSetUp(H, x, NULL); }, &m);
+    EXPECT_EQ((int)e, (int)PETSC_ERR_ARG_INCOMP) << c.what << ": " << m;
+    EXPECT_NE(m.find("differs between ranks"), std::string::npos) << m;
+    EXPECT_NE(m.find(c.what), std::string::npos) << m;
+    DDT(DDPrimitiveDestroy(&H));
+  }
+  /* windows are each rank's own: they may differ (and be absent on some ranks) */
+  {
+    DDPrimitive H = MakePrim(DDPRIMITIVEHALO);
+    PetscInt    st[2], n[2];
+    DDT(DDTensorGetCorners(x, st, n));
+    if (!one) DDT(DDPrimitiveHaloSetWindow(H, 1, st[1] - 1, st[1] + n[1]));
+    DDT(DDPrimitiveSetUp(H, x, NULL));
+    DDT(DDPrimitiveDestroy(&H));
+    /* but a window beyond the tensor's order on one rank is an error on every rank */
+    H = MakePrim(DDPRIMITIVEHALO);
+    if (one) DDT(DDPrimitiveHaloSetWindow(H, 3, 0, 1));
+    DD_EXPECT_ERROR(DDPrimitiveSetUp(H, x, NULL), PETSC_ERR_ARG_INCOMP, "A window is set on dimension 3 (DDPrimitiveHaloSetWindow() on rank 1)");
+    DDT(DDPrimitiveDestroy(&H));
+  }
+  DDT(DDTensorDestroy(&x));
+  DDT(DDPartitionDestroy(&part));
+}
+
 TEST(PrimitiveBadInput, ScatterIndexMap)
 {
   const int   W  = Size();

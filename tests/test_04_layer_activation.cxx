@@ -591,6 +591,23 @@ TEST(ActivationTorch, OptionsDatabase)
   DDT(DDTensorDestroy(&x));
 }
 
+/* The tester's NaN outputs: non-finite parameters are errors; PyTorch's legal values (a negative leaky slope, tiny values) stay legal */
+TEST(ActivationTorchBadInput, NonFiniteParameters)
+{
+  DDLayer l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DDT(DDLayerSetType(l, DDLAYERACTIVATION));
+  DD_EXPECT_ERROR(DDLayerActivationSetNegativeSlope(l, NAN), PETSC_ERR_ARG_OUTOFRANGE, "DDLayerActivationSetNegativeSlope(): leakyrelu slope nan");
+  DD_EXPECT_ERROR(DDLayerActivationSetNegativeSlope(l, -INFINITY), PETSC_ERR_ARG_OUTOFRANGE, "-layer_activation_negative_slope");
+  DD_EXPECT_ERROR(DDLayerActivationSetAlpha(l, NAN), PETSC_ERR_ARG_OUTOFRANGE, "DDLayerActivationSetAlpha(): elu alpha nan");
+  DD_EXPECT_ERROR(DDLayerActivationSetSoftplus(l, INFINITY, 20), PETSC_ERR_ARG_OUTOFRANGE, "-layer_activation_beta");
+  DD_EXPECT_ERROR(DDLayerActivationSetPReLU(l, 1, NAN), PETSC_ERR_ARG_OUTOFRANGE, "-layer_activation_prelu_init");
+  DDT(DDLayerActivationSetNegativeSlope(l, -0.5)); /* legal in torch.nn.LeakyReLU */
+  DDT(DDLayerActivationSetAlpha(l, 1e-310));       /* subnormal but finite */
+  DDT(DDLayerActivationSetSoftplus(l, 1.0, INFINITY)); /* torch.nn.Softplus takes threshold=inf */
+  DDT(DDLayerDestroy(&l));
+}
+
 TEST(ActivationTorchBadInput, SettingsOutsideTheEnvelope)
 {
   DDLayer l;

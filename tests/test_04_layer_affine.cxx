@@ -422,6 +422,26 @@ TEST(Affine, OptionsDatabase)
   DDT(DDTensorDestroy(&x));
 }
 
+/* The tester's silent zero weights (init type 99) and NaN weights (init scale NaN): errors naming the setter */
+TEST(AffineBadInput, InitTypeAndScaleOutOfRange)
+{
+  DDLayer l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DDT(DDLayerSetType(l, DDLAYERAFFINE));
+  DD_EXPECT_ERROR(DDLayerSetInitType(l, (DDInitType)99), PETSC_ERR_ARG_OUTOFRANGE, "DDLayerSetInitType(): unknown initialization type 99");
+  DD_EXPECT_ERROR(DDLayerSetInitType(l, (DDInitType)-1), PETSC_ERR_ARG_OUTOFRANGE, "unknown initialization type -1");
+  DD_EXPECT_ERROR(DDLayerSetInitScale(l, NAN), PETSC_ERR_ARG_OUTOFRANGE, "DDLayerSetInitScale(): the scale nan");
+  DD_EXPECT_ERROR(DDLayerSetInitScale(l, INFINITY), PETSC_ERR_ARG_OUTOFRANGE, "DDLayerSetInitScale(): the scale inf");
+  DDT(DDLayerSetInitType(l, DD_INIT_ZEROS));
+  DDT(DDLayerSetInitScale(l, 0.5));
+  /* the option goes through the setter */
+  DDT(DDLayerSetOptionsPrefix(l, "badinit_"));
+  DDT(PetscOptionsSetValue(NULL, "-badinit_layer_init_scale", "inf"));
+  DD_EXPECT_ERROR(DDLayerSetFromOptions(l), PETSC_ERR_ARG_OUTOFRANGE, "-layer_init_scale");
+  DDT(PetscOptionsClearValue(NULL, "-badinit_layer_init_scale"));
+  DDT(DDLayerDestroy(&l));
+}
+
 TEST(AffineBadInput, Order1Input)
 {
   DDTensor x = MakeInput({{6}, {}, {}, {}}, DD_FLOAT64, 1);

@@ -492,6 +492,17 @@ TEST(BatchNormBadInput, EpsilonAndMomentumOutOfRange)
   DDT(DDLayerDestroy(&l));
 }
 
+TEST(BatchNormBadInput, NonFiniteEpsilonAndMomentum)
+{
+  DDLayer l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DDT(DDLayerSetType(l, DDLAYERBATCHNORM));
+  DD_EXPECT_ERROR(DDLayerBatchNormSetEpsilon(l, INFINITY), PETSC_ERR_ARG_OUTOFRANGE, "DDLayerBatchNormSetEpsilon(): Batch normalization eps inf");
+  DD_EXPECT_ERROR(DDLayerBatchNormSetEpsilon(l, NAN), PETSC_ERR_ARG_OUTOFRANGE, "-layer_batchnorm_eps");
+  DD_EXPECT_ERROR(DDLayerBatchNormSetMomentum(l, NAN), PETSC_ERR_ARG_OUTOFRANGE, "-layer_batchnorm_momentum");
+  DDT(DDLayerDestroy(&l));
+}
+
 TEST(BatchNormBadInput, OneValuePerChannelInTraining)
 {
   DDTensor x = MakeInput({{1, 4}, {}, {}, {}}, DD_FLOAT64, 1), y;

@@ -279,6 +279,19 @@ TEST(ConvBadInput, KernelLargerThanPaddedInputAndMissingChannels)
   DDT(DDTensorDestroy(&x));
 }
 
+/* The tester's crash (a huge mode) and silent zeros (mode 5, viewed as "DD_PADDING_"): the mode is range-checked */
+TEST(ConvBadInput, PaddingModeOutOfRange)
+{
+  DDLayer l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DDT(DDLayerSetType(l, DDLAYERCONV));
+  DD_EXPECT_ERROR(DDLayerConvSetPaddingMode(l, (DDPaddingMode)100000), PETSC_ERR_ARG_OUTOFRANGE, "DDLayerConvSetPaddingMode(): unknown padding mode 100000");
+  DD_EXPECT_ERROR(DDLayerConvSetPaddingMode(l, (DDPaddingMode)5), PETSC_ERR_ARG_OUTOFRANGE, "unknown padding mode 5");
+  DD_EXPECT_ERROR(DDLayerConvSetPaddingMode(l, (DDPaddingMode)-1), PETSC_ERR_ARG_OUTOFRANGE, "unknown padding mode -1");
+  DDT(DDLayerConvSetPaddingMode(l, DD_PADDING_CIRCULAR));
+  DDT(DDLayerDestroy(&l));
+}
+
 TEST(ConvBadInput, BackwardBeforeForwardAndWrongTensors)
 {
   DDTensor x = MakeInput({{1, 2, 6, 4 * Size()}, {1, 1, 1, Size()}, {}, {}}, DD_FLOAT64, 1);
@@ -576,6 +589,18 @@ TEST(ConvBadInput, GroupsAndPaddingRules)
     DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
     Configure(r)(l);
     DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_OUTOFRANGE, "Reflect padding (0 before, 6 after) must be smaller than the input (6) along spatial dimension 0 (-layer_conv_padding, -layer_conv_padding_after)");
+    DDT(DDLayerDestroy(&l));
+  }
+  /* circular padding wrapping around more than once (PyTorch: "Padding value causes wrapping around more than once"); as large as the input is fine */
+  for (PetscInt after : {7, 6}) {
+    ConvCfg r;
+    r.mode   = DD_PADDING_CIRCULAR;
+    r.p      = {0, 1};
+    r.pafter = {after, 1};
+    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+    Configure(r)(l);
+    if (after == 7) DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_OUTOFRANGE, "Circular padding (0 before, 7 after) must be at most the input (6) along spatial dimension 0: it would wrap around more than once");
+    else DDT(DDLayerSetUp(l, x));
     DDT(DDLayerDestroy(&l));
   }
   /* the setters of the padding rules are conv's only */

@@ -329,6 +329,15 @@ TEST(GroupNormBadInput, GroupStraddlesChannelSplit)
   DDT(DDTensorDestroy(&x));
 }
 
+TEST(GroupNormBadInput, NonFiniteEpsilon)
+{
+  DDLayer l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DDT(DDLayerSetType(l, DDLAYERGROUPNORM));
+  DD_EXPECT_ERROR(DDLayerGroupNormSetEpsilon(l, INFINITY), PETSC_ERR_ARG_OUTOFRANGE, "DDLayerGroupNormSetEpsilon(): Group normalization eps inf");
+  DDT(DDLayerDestroy(&l));
+}
+
 TEST(GroupNormBadInput, EpsilonAndOrder)
 {
   DDTensor x = MakeInput({{6}, {}, {}, {}}, DD_FLOAT64, 1);

@@ -236,6 +236,15 @@ TEST(LayerNorm, OptionsDatabase)
   DDT(DDTensorDestroy(&x));
 }
 
+TEST(LayerNormBadInput, NonFiniteEpsilon)
+{
+  DDLayer l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DDT(DDLayerSetType(l, DDLAYERLAYERNORM));
+  DD_EXPECT_ERROR(DDLayerLayerNormSetEpsilon(l, INFINITY), PETSC_ERR_ARG_OUTOFRANGE, "DDLayerLayerNormSetEpsilon(): Layer normalization eps inf");
+  DDT(DDLayerDestroy(&l));
+}
+
 TEST(LayerNormBadInput, Settings)
 {
   DDTensor x = MakeInput({{2, 6, 4}, {}, {}, {}}, DD_FLOAT64, 1);

@@ -441,7 +441,11 @@ DD_CXX_TRY
   it = (PetscEnum)layer->inittype;
   PetscCall(PetscOptionsEnum("-layer_init", "Parameter initialization", "DDLayerSetInitType", DDInitTypes, it, &it, &flg));
   if (flg) layer->inittype = (DDInitType)it;
-  PetscCall(PetscOptionsReal("-layer_init_scale", "Scale of the uniform initialization", "DDLayerSetInitScale", layer->initscale, &layer->initscale, NULL));
+  {
+    PetscReal s = layer->initscale;
+    PetscCall(PetscOptionsReal("-layer_init_scale", "Scale of the uniform initialization", "DDLayerSetInitScale", s, &s, &flg));
+    if (flg) PetscCall(DDLayerSetInitScale(layer, s)); /* its checks */
+  }
   {
     char      bname[64];
     PetscBool bset;
@@ -1221,6 +1225,10 @@ DD_CXX_CATCH
 
   Logically collective
 
+  Input Parameters:
++ layer - the layer
+- type  - a `DDInitType`; a value outside the enum is an error (`PETSC_ERR_ARG_OUTOFRANGE`)
+
   Options Database Key:
 . -layer_init <type> - the scheme
 
@@ -1233,6 +1241,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCheck((int)type >= (int)DD_INIT_DEFAULT && (int)type <= (int)DD_INIT_ZEROS, PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_OUTOFRANGE, "DDLayerSetInitType(): unknown initialization type %d (-layer_init: default, kaiming_uniform, kaiming_normal, xavier_uniform, xavier_normal, uniform or zeros)", (int)type);
   layer->inittype = type;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -1243,6 +1252,14 @@ DD_CXX_CATCH
 
   Logically collective
 
+  Input Parameters:
++ layer - the layer
+- s     - the scale: the parameters are drawn from U(-s, s); NaN and +-inf are errors
+          (`PETSC_ERR_ARG_OUTOFRANGE`: they would make every parameter NaN or inf)
+
+  Options Database Key:
+. -layer_init_scale <s> - the scale
+
   Level: intermediate
 
 .seealso: `DDLayerSetInitType()`
@@ -1252,6 +1269,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  PetscCheck(!PetscIsInfOrNanReal(s), PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_OUTOFRANGE, "DDLayerSetInitScale(): the scale %g is not finite (-layer_init_scale)", (double)s);
   layer->initscale = s;
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -3,6 +3,7 @@
 */
 #include <sys/ddcxx.hpp>
 #include <ddnn/private/ddimpl.h>
+#include <tensor/argcheck.hpp>
 #include <cstring>
 
 /*@
@@ -27,7 +28,7 @@ DD_CXX_TRY
   DDPartition p;
 
   PetscFunctionBegin;
-  PetscValidPointer(part, 2);
+  DDCheckPointer(part, 2);
   PetscCall(DDInitializePackage());
   PetscCall(PetscHeaderCreate(p, DD_PARTITION_CLASSID, "DDPartition", "Cartesian grid of ranks", "DDPartition", comm, DDPartitionDestroy, DDPartitionView));
   p->order     = 0;
@@ -48,7 +49,8 @@ DD_CXX_CATCH
   Input Parameters:
 + part  - the partition
 . order - the number of dimensions (1 to DD_MAX_DIM)
-- shape - workers along each dimension, C order (for a tensor N x C x H x W, the last entry partitions W)
+- shape - workers along each dimension, C order (for a tensor N x C x H x W, the last entry partitions W);
+          not NULL (`PETSC_ERR_ARG_NULL`)
 
   Options Database Key:
 . -partition_shape <p0,p1,...> - the shape
@@ -61,9 +63,10 @@ PetscErrorCode DDPartitionSetShape(DDPartition part, PetscInt order, const Petsc
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 1);
+  DDCheckHeader(part, DD_PARTITION_CLASSID, 1);
   PetscCheck(!part->setupcalled, PetscObjectComm((PetscObject)part), PETSC_ERR_ARG_WRONGSTATE, "Cannot change the shape of a partition after DDPartitionSetUp()");
   PetscCheck(order >= 1 && order <= DD_MAX_DIM, PetscObjectComm((PetscObject)part), PETSC_ERR_ARG_OUTOFRANGE, "Partition order %" PetscInt_FMT " must be between 1 and %d", order, DD_MAX_DIM);
+  DDCheckPointer(shape, 3);
   for (PetscInt k = 0; k < order; k++) PetscCheck(shape[k] >= 1, PetscObjectComm((PetscObject)part), PETSC_ERR_ARG_OUTOFRANGE, "Partition shape entry %" PetscInt_FMT " is %" PetscInt_FMT "; every dimension needs at least one worker", k, shape[k]);
   part->order = order;
   for (PetscInt k = 0; k < order; k++) part->shape[k] = shape[k];
@@ -95,7 +98,7 @@ PetscErrorCode DDPartitionSetRanks(DDPartition part, PetscInt n, const PetscMPII
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 1);
+  DDCheckHeader(part, DD_PARTITION_CLASSID, 1);
   PetscCheck(!part->setupcalled, PetscObjectComm((PetscObject)part), PETSC_ERR_ARG_WRONGSTATE, "Cannot change the ranks of a partition after DDPartitionSetUp()");
   PetscCheck(n >= 1, PetscObjectComm((PetscObject)part), PETSC_ERR_ARG_OUTOFRANGE, "Number of ranks %" PetscInt_FMT " must be positive", n);
   PetscCall(PetscFree(part->ranks));
@@ -126,7 +129,7 @@ DD_CXX_TRY
   PetscBool flg;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 1);
+  DDCheckHeader(part, DD_PARTITION_CLASSID, 1);
   PetscObjectOptionsBegin((PetscObject)part);
   for (PetscInt k = 0; k < part->order; k++) shape[k] = part->shape[k];
   PetscCall(PetscOptionsIntArray("-partition_shape", "Workers along each dimension", "DDPartitionSetShape", shape, &n, &flg));
@@ -159,12 +162,11 @@ DD_CXX_TRY
   char        sh[128];
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 1);
+  DDCheckHeader(part, DD_PARTITION_CLASSID, 1);
   if (part->setupcalled) PetscFunctionReturn(PETSC_SUCCESS);
   comm = PetscObjectComm((PetscObject)part);
   PetscCallMPI(MPI_Comm_size(comm, &size));
   PetscCallMPI(MPI_Comm_rank(comm, &rank));
-  PetscCheck(part->order > 0, comm, PETSC_ERR_ARG_WRONGSTATE, "Partition has no shape: call DDPartitionSetShape() or give -partition_shape");
   for (PetscInt k = 0; k < part->order; k++) P *= part->shape[k];
   PetscCall(DDShapeToString_Private(part->order, part->shape, sh, sizeof(sh)));
   { /* the ranks must agree on the shape: a mismatch would hang later collectives */
@@ -176,8 +178,10 @@ DD_CXX_TRY
     PetscCall(MPIU_Allreduce(mine, mn, DD_MAX_DIM + 1, MPIU_INT, MPI_MIN, comm));
     PetscBool same = PETSC_TRUE;
     for (PetscInt k = 0; k < DD_MAX_DIM + 1; k++) same = (PetscBool)(same && mx[k] == mn[k]);
-    PetscCheck(same, PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "Partition shape differs between ranks (rank %d has %s)", rank, sh);
+    PetscCheck(same, PETSC_COMM_SELF, PETSC_ERR_ARG_INCOMP, "Partition shape differs between ranks (rank %d has %s)", rank, part->order > 0 ? sh : "no shape");
   }
+  /* after the comparison: a rank without a shape fails with the others */
+  PetscCheck(part->order > 0, comm, PETSC_ERR_ARG_WRONGSTATE, "Partition has no shape: call DDPartitionSetShape() or give -partition_shape");
   { /* the ranks must agree on the workers' ranks too: a count that differed would leave some ranks in the collectives below, an order that differed would give two ranks one piece */
     std::string r = part->nranksset >= 0 ? std::to_string((long long)part->nranksset) + " ranks:" : std::string("the communicator's ranks");
     for (PetscInt i = 0; part->nranksset >= 0 && i < part->nranksset; i++) r += " " + std::to_string(part->ranks[i]);
@@ -271,7 +275,8 @@ DD_CXX_TRY
   PetscInt dim, m, n, p, shape[DD_MAX_DIM];
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(da, DM_CLASSID, 1);
+  DDCheckHeader(da, DM_CLASSID, 1);
+  DDCheckPointer(part, 3);
   PetscCall(DMDAGetInfo(da, &dim, NULL, NULL, NULL, &m, &n, &p, NULL, NULL, NULL, NULL, NULL, NULL));
   PetscCheck(lead >= 0 && lead + dim <= DD_MAX_DIM, PetscObjectComm((PetscObject)da), PETSC_ERR_ARG_OUTOFRANGE, "Number of leading dimensions %" PetscInt_FMT " is out of range", lead);
   for (PetscInt k = 0; k < lead; k++) shape[k] = 1;
@@ -302,8 +307,9 @@ PetscErrorCode DDPartitionDestroy(DDPartition *part)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
+  DDCheckPointer(part, 1);
   if (!*part) PetscFunctionReturn(PETSC_SUCCESS);
-  PetscValidHeaderSpecific(*part, DD_PARTITION_CLASSID, 1);
+  DDCheckHeader(*part, DD_PARTITION_CLASSID, 1);
   if (--((PetscObject)(*part))->refct > 0) {
     *part = NULL;
     PetscFunctionReturn(PETSC_SUCCESS);
@@ -331,7 +337,7 @@ DD_CXX_TRY
   char      sh[128];
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 1);
+  DDCheckHeader(part, DD_PARTITION_CLASSID, 1);
   if (!viewer) PetscCall(PetscViewerASCIIGetStdout(PetscObjectComm((PetscObject)part), &viewer));
   PetscCall(PetscObjectTypeCompare((PetscObject)viewer, PETSCVIEWERASCII, &iascii));
   if (!iascii) PetscFunctionReturn(PETSC_SUCCESS);
@@ -376,7 +382,7 @@ DD_CXX_CATCH
 static PetscErrorCode DDPartitionCheckSetUp(DDPartition part)
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 1);
+  DDCheckHeader(part, DD_PARTITION_CLASSID, 1);
   PetscCheck(part->setupcalled, PetscObjectComm((PetscObject)part), PETSC_ERR_ARG_WRONGSTATE, "Call DDPartitionSetUp() first");
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -394,7 +400,8 @@ PetscErrorCode DDPartitionGetOrder(DDPartition part, PetscInt *order)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 1);
+  DDCheckHeader(part, DD_PARTITION_CLASSID, 1);
+  DDCheckPointer(order, 2);
   *order = part->order;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -413,7 +420,8 @@ PetscErrorCode DDPartitionGetShape(DDPartition part, const PetscInt *shape[])
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 1);
+  DDCheckHeader(part, DD_PARTITION_CLASSID, 1);
+  DDCheckPointer(shape, 2);
   *shape = part->shape;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -433,6 +441,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPartitionCheckSetUp(part));
+  DDCheckPointer(size, 2);
   *size = part->size;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -452,6 +461,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPartitionCheckSetUp(part));
+  DDCheckPointer(ranks, 2);
   *ranks = part->ranks;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -471,6 +481,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPartitionCheckSetUp(part));
+  DDCheckPointer(active, 2);
   *active = part->index >= 0 ? PETSC_TRUE : PETSC_FALSE;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -490,6 +501,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPartitionCheckSetUp(part));
+  DDCheckPointer(index, 2);
   *index = part->index;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -509,6 +521,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPartitionCheckSetUp(part));
+  DDCheckPointer(coords, 2);
   for (PetscInt k = 0; k < part->order; k++) coords[k] = part->coords[k];
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -530,6 +543,8 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   PetscCall(DDPartitionCheckSetUp(part));
+  DDCheckPointer(coords, 2);
+  DDCheckPointer(rank, 3);
   for (PetscInt k = 0; k < part->order; k++) {
     PetscCheck(coords[k] >= 0 && coords[k] < part->shape[k], PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Coordinate %" PetscInt_FMT " in dimension %" PetscInt_FMT " is outside [0, %" PetscInt_FMT ")", coords[k], k, part->shape[k]);
     idx = idx * part->shape[k] + coords[k];
@@ -564,6 +579,7 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscCall(DDPartitionCheckSetUp(part));
   PetscCheck(dim >= 0 && dim < part->order, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Dimension %" PetscInt_FMT " is outside [0, %" PetscInt_FMT ")", dim, part->order);
+  DDCheckPointer(rank, 4);
   *rank = -1;
   if (part->index < 0) PetscFunctionReturn(PETSC_SUCCESS);
   for (PetscInt k = 0; k < part->order; k++) c[k] = part->coords[k];
@@ -591,6 +607,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDPartitionCheckSetUp(part));
+  DDCheckPointer(comm, 2);
   *comm = part->subcomm;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -630,6 +647,8 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   PetscCall(DDPartitionCheckSetUp(part));
+  DDCheckPointer(keep, 2);
+  DDCheckPointer(sub, 3);
   for (PetscInt k = 0; k < part->order; k++) {
     shape[k] = keep[k] ? part->shape[k] : 1;
     n *= shape[k];
@@ -709,6 +728,7 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscCall(DDPartitionCheckSetUp(a));
   PetscCall(DDPartitionCheckSetUp(b));
+  DDCheckPointer(eq, 3);
   *eq = PETSC_FALSE;
   if (a == b) {
     *eq = PETSC_TRUE;
@@ -765,6 +785,9 @@ PetscErrorCode DDPartitionCheckBroadcast(DDPartition px, DDPartition py, PetscBo
 DD_CXX_TRY
 {
   PetscFunctionBegin;
+  DDCheckHeader(px, DD_PARTITION_CLASSID, 1);
+  DDCheckHeader(py, DD_PARTITION_CLASSID, 2);
+  DDCheckPointer(ok, 3);
   PetscCall(DDPartitionCheckRule(px, py, PETSC_TRUE, ok, baddim));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -787,6 +810,9 @@ PetscErrorCode DDPartitionCheckReduce(DDPartition px, DDPartition py, PetscBool 
 DD_CXX_TRY
 {
   PetscFunctionBegin;
+  DDCheckHeader(px, DD_PARTITION_CLASSID, 1);
+  DDCheckHeader(py, DD_PARTITION_CLASSID, 2);
+  DDCheckPointer(ok, 3);
   PetscCall(DDPartitionCheckRule(px, py, PETSC_FALSE, ok, baddim));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -10,6 +10,9 @@
 #include <ddnn/private/ddbackendimpl.h>
 #include <backend/interface/backends.hpp>
 #include <primitive/splitguard.hpp>
+#include <primitive/sfutil.hpp>
+#include <primitive/settings.hpp>
+#include <tensor/argcheck.hpp>
 #include <ddmodel.h>
 #include <vector>
 #include <map>
@@ -156,7 +159,7 @@ DD_CXX_TRY
   DDPrimitive p;
 
   PetscFunctionBegin;
-  PetscValidPointer(prim, 2);
+  DDCheckPointer(prim, 2);
   PetscCall(DDInitializePackage());
   PetscCall(PetscHeaderCreate(p, DD_PRIMITIVE_CLASSID, "DDPrimitive", "Data movement primitive", "DDPrimitive", comm, DDPrimitiveDestroy, DDPrimitiveView));
   *prim = p;
@@ -190,6 +193,11 @@ static PetscErrorCode DDPrimitiveReset(DDPrimitive p)
   Options Database Key:
 . -primitive_type <type> - the type
 
+  Notes:
+  Every rank of the primitive's communicator must call it (one small all-reduce): a type that is
+  unknown on any rank is an error (`PETSC_ERR_ARG_UNKNOWN_TYPE`) on every rank. Types that differ
+  between ranks are caught by `DDPrimitiveSetUp()`.
+
   Level: beginner
 
 .seealso: `DDPrimitiveCreate()`, `DDPrimitiveRegister()`
@@ -201,18 +209,21 @@ DD_CXX_TRY
   PetscBool match;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  DDCheckHeader(prim, DD_PRIMITIVE_CLASSID, 1);
+  DDCheckPointer(type, 2);
   PetscCall(PetscObjectTypeCompare((PetscObject)prim, type, &match));
-  if (match) PetscFunctionReturn(PETSC_SUCCESS);
-  PetscCall(PetscFunctionListFind(DDPrimitiveList, type, &create));
-  if (!create) {
-    char known[1024];
-    PetscCall(DDFunctionListKnownTypes_Private(DDPrimitiveList, known, sizeof(known)));
-    SETERRQ(PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_UNKNOWN_TYPE, "Unknown primitive type \"%s\" (known types: %s)", type, known);
+  create = NULL;
+  if (!match) PetscCall(PetscFunctionListFind(DDPrimitiveList, type, &create));
+  { /* on every rank, before any returns: a type unknown on one rank must not leave the others in a later collective */
+    char known[1024] = "";
+    if (!match && !create) PetscCall(DDFunctionListKnownTypes_Private(DDPrimitiveList, known, sizeof(known)));
+    DDCheckAll(PetscObjectComm((PetscObject)prim), match || create, PETSC_ERR_ARG_UNKNOWN_TYPE, "Unknown primitive type \"%s\" (known types: %s)", type, known);
   }
+  if (match) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(DDPrimitiveReset(prim));
   if (prim->ops->destroy) PetscCall((*prim->ops->destroy)(prim));
   PetscCall(PetscMemzero(prim->ops, sizeof(struct _DDPrimitiveOps)));
+  PetscCall(PetscObjectComposeFunction((PetscObject)prim, DDPRIMITIVE_SETTINGS_C, NULL)); /* the new type composes its own */
   prim->data      = NULL;
   prim->inplace   = PETSC_FALSE;
   prim->allowsame = PETSC_FALSE;
@@ -237,7 +248,8 @@ PetscErrorCode DDPrimitiveGetType(DDPrimitive prim, DDPrimitiveType *type)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  DDCheckHeader(prim, DD_PRIMITIVE_CLASSID, 1);
+  DDCheckPointer(type, 2);
   *type = ((PetscObject)prim)->type_name;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -300,17 +312,47 @@ DD_CXX_TRY
   PetscBool flg;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  DDCheckHeader(prim, DD_PRIMITIVE_CLASSID, 1);
   PetscObjectOptionsBegin((PetscObject)prim);
   PetscCall(PetscOptionsFList("-primitive_type", "Primitive type", "DDPrimitiveSetType", DDPrimitiveList, ((PetscObject)prim)->type_name ? ((PetscObject)prim)->type_name : DDPRIMITIVEREPARTITION, type, sizeof(type), &flg));
-  if (flg) PetscCall(DDPrimitiveSetType(prim, type));
-  else if (!((PetscObject)prim)->type_name) PetscCall(DDPrimitiveSetType(prim, DDPRIMITIVEREPARTITION));
+  /* DDPrimitiveSetType() is collective: every rank calls it, whether the option was given to it or not */
+  PetscCall(DDPrimitiveSetType(prim, flg ? type : (((PetscObject)prim)->type_name ? ((PetscObject)prim)->type_name : DDPRIMITIVEREPARTITION)));
   if (prim->ops->setfromoptions) PetscCall((*prim->ops->setfromoptions)(prim, PetscOptionsObject));
   PetscCall(PetscObjectProcessOptionsHandlers((PetscObject)prim, PetscOptionsObject));
   PetscOptionsEnd();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
+
+/*
+  The primitive's type and settings must be the same on every rank of its communicator: a type
+  that differs leaves the ranks in different collectives (they wait forever), settings that differ
+  (all-sum-reduce dimensions, a halo's kernel, stride, padding, output ranges, padding mode or
+  value) give outputs that overlap or that nobody owns. One DDCheckSameString() per set-up: every
+  rank raises the error, which names the type and the first setting that differs. The types say
+  what must agree through the function composed as DDPRIMITIVE_SETTINGS_C (rank-local inputs such
+  as a halo's window or a scatter's index map are not part of it).
+*/
+static PetscErrorCode DDPrimitiveCheckSettings(DDPrimitive prim)
+{
+  MPI_Comm    comm = PetscObjectComm((PetscObject)prim);
+  PetscMPIInt size;
+  const char *tn  = ((PetscObject)prim)->type_name;
+  const char *pfx = ((PetscObject)prim)->prefix;
+  std::string d;
+  char        what[PETSC_MAX_OPTION_NAME + 160];
+  PetscErrorCode (*f)(DDPrimitive, std::string *) = NULL;
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  if (size == 1 || ddnn::PricingSkipChecks()) PetscFunctionReturn(PETSC_SUCCESS); /* a trial set-up of -net_distribution auto: checked at its first set-up */
+  d = std::string("type ") + (tn ? tn : "(none)") + "\n";
+  PetscCall(PetscObjectQueryFunction((PetscObject)prim, DDPRIMITIVE_SETTINGS_C, &f));
+  if (f) PetscCall((*f)(prim, &d));
+  PetscCall(PetscSNPrintf(what, sizeof(what), "The type or settings of a primitive%s%s (DDPrimitiveSetType(), the type's Set functions, -primitive_ options)", pfx ? " with prefix " : "", pfx ? pfx : ""));
+  PetscCall(DDCheckSameString(comm, what, d.c_str()));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
 
 /*@
   DDPrimitiveSetUp - Builds the communication pattern between the layouts of two tensors
@@ -333,6 +375,14 @@ DD_CXX_CATCH
   exchange grows x's halo if it is too narrow for the requested window
   (`DDTensorEnsureHalo()`). Errors name the partition dimension, rank or shape at fault and
   are raised on every rank.
+
+  The primitive's type and its settings must be the same on every rank (`DDCheckSameString()`,
+  one small all-reduce per set-up, none per application): a type, all-sum-reduce dimensions, a
+  halo's kernel size, stride, dilation, padding, output size or ranges
+  (`DDPrimitiveHaloSetOutputRanges()`), padding mode or value, neighbors-only flag, or a scatter's
+  zero-unmapped flag that differs between ranks is an error (`PETSC_ERR_ARG_INCOMP`) on every
+  rank naming the first setting that differs and the two ranks' values. Rank-local inputs (a
+  halo's `DDPrimitiveHaloSetWindow()`, a scatter's index map) may differ.
 
   With -dd_exchange_direct (the default with more than one rank), a pair of on-node ranks reads
   each other's storage in place where its runs average a cache line or more (H-split faces,
@@ -375,8 +425,9 @@ DD_CXX_TRY
   MPI_Comm comm;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  DDCheckHeader(prim, DD_PRIMITIVE_CLASSID, 1);
   comm = PetscObjectComm((PetscObject)prim);
+  PetscCall(DDPrimitiveCheckSettings(prim)); /* first: a rank with another type (or none) fails with the others */
   PetscCheck(((PetscObject)prim)->type_name, comm, PETSC_ERR_ARG_WRONGSTATE, "Set the primitive's type first (DDPrimitiveSetType() or -primitive_type)");
   PetscCall(DDTensorCheckSetUp_Private(x, "DDPrimitiveSetUp"));
   if (prim->inplace) {
@@ -420,10 +471,12 @@ DD_CXX_CATCH
 
 static PetscErrorCode DDPrimitiveCheckTensors(DDPrimitive prim, DDTensor in, DDTensor *out, PetscInt64 inhash, PetscInt64 outhash, const char fn[])
 {
-  MPI_Comm comm = PetscObjectComm((PetscObject)prim);
+  MPI_Comm comm;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  PetscCheck(prim, PETSC_COMM_SELF, PETSC_ERR_ARG_NULL, "%s(): argument 1 (prim) is NULL", fn);
+  PetscCheck(((PetscObject)prim)->classid == DD_PRIMITIVE_CLASSID, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONG, "%s(): argument 1 (prim) is not a DDPrimitive (destroyed, or another kind of object)", fn);
+  comm = PetscObjectComm((PetscObject)prim);
   PetscCheck(prim->setupcalled, comm, PETSC_ERR_ARG_WRONGSTATE, "%s: call DDPrimitiveSetUp() first", fn);
   PetscCall(DDTensorCheckSetUp_Private(in, fn));
   if (prim->inplace) {
@@ -713,7 +766,8 @@ DD_CXX_TRY
   MPI_Comm comm;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  DDCheckHeader(prim, DD_PRIMITIVE_CLASSID, 1);
+  DDCheckPointer(A, 2);
   comm = PetscObjectComm((PetscObject)prim);
   PetscCheck(prim->setupcalled, comm, PETSC_ERR_ARG_WRONGSTATE, "Call DDPrimitiveSetUp() first");
   PetscCall(DDPrimitiveGetWorkTensors(prim));
@@ -816,7 +870,8 @@ DD_CXX_TRY
   MPI_Comm    comm;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  DDCheckHeader(prim, DD_PRIMITIVE_CLASSID, 1);
+  DDCheckPointer(err, 5);
   comm = PetscObjectComm((PetscObject)prim);
   PetscCheck(prim->setupcalled, comm, PETSC_ERR_ARG_WRONGSTATE, "Call DDPrimitiveSetUp() first");
   PetscCall(DDPrimitiveGetWorkTensors(prim));
@@ -880,7 +935,7 @@ DD_CXX_TRY
   PetscBool iascii;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  DDCheckHeader(prim, DD_PRIMITIVE_CLASSID, 1);
   if (!viewer) PetscCall(PetscViewerASCIIGetStdout(PetscObjectComm((PetscObject)prim), &viewer));
   PetscCall(PetscObjectTypeCompare((PetscObject)viewer, PETSCVIEWERASCII, &iascii));
   if (!iascii) PetscFunctionReturn(PETSC_SUCCESS);
@@ -923,8 +978,9 @@ PetscErrorCode DDPrimitiveDestroy(DDPrimitive *prim)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
+  DDCheckPointer(prim, 1);
   if (!*prim) PetscFunctionReturn(PETSC_SUCCESS);
-  PetscValidHeaderSpecific(*prim, DD_PRIMITIVE_CLASSID, 1);
+  DDCheckHeader(*prim, DD_PRIMITIVE_CLASSID, 1);
   if (--((PetscObject)(*prim))->refct > 0) {
     *prim = NULL;
     PetscFunctionReturn(PETSC_SUCCESS);
@@ -979,7 +1035,7 @@ DD_CXX_TRY
   PetscInt64 t[4] = {0, 0, 0, 0};
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  DDCheckHeader(prim, DD_PRIMITIVE_CLASSID, 1);
   PetscCheck(prim->setupcalled, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_WRONGSTATE, "Call DDPrimitiveSetUp() before DDPrimitiveGetCommVolume()");
   size_t es;
   PetscCall(DDDataTypeGetSize(prim->xref->dtype, &es));
@@ -1022,7 +1078,7 @@ DD_CXX_TRY
   PetscInt64 t[4] = {0, 0, 0, 0};
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  DDCheckHeader(prim, DD_PRIMITIVE_CLASSID, 1);
   ForEachExchangeOf(prim, [&](const ddnn::Exchange &ex) {
     for (int k = 0; k < 4; k++) t[k] += ex.counted[adjoint ? 1 : 0][k];
   });
@@ -1047,7 +1103,7 @@ PetscErrorCode DDPrimitiveResetCommCounters(DDPrimitive prim)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  DDCheckHeader(prim, DD_PRIMITIVE_CLASSID, 1);
   ForEachExchangeOf(prim, [&](ddnn::Exchange &ex) {
     for (auto &d : ex.counted)
       for (auto &c : d) c = 0;

@@ -5,6 +5,7 @@
 #include <tensor/layout.hpp>
 #include <backend/interface/backends.hpp>
 #include <primitive/sfutil.hpp>
+#include <tensor/argcheck.hpp>
 #include <cstring>
 
 using namespace ddnn;
@@ -111,7 +112,7 @@ DD_CXX_TRY
   DDTensor x;
 
   PetscFunctionBegin;
-  PetscValidPointer(t, 2);
+  DDCheckPointer(t, 2);
   PetscCall(DDInitializePackage());
   PetscCall(PetscHeaderCreate(x, DD_TENSOR_CLASSID, "DDTensor", "Distributed tensor", "DDTensor", comm, DDTensorDestroy, DDTensorView));
   x->dtype   = DD_FLOAT64;
@@ -150,8 +151,8 @@ DD_CXX_TRY
   PetscMPIInt cmp;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
-  PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 2);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(part, DD_PARTITION_CLASSID, 2);
   PetscCall(DDTensorCheckNotSetUp(t, "partition"));
   PetscCheck(part->setupcalled, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "Call DDPartitionSetUp() before giving the partition to a tensor");
   PetscCallMPI(MPI_Comm_compare(PetscObjectComm((PetscObject)t), PetscObjectComm((PetscObject)part), &cmp));
@@ -172,7 +173,10 @@ DD_CXX_CATCH
   Input Parameters:
 + t     - the tensor
 . order - number of dimensions (1 to DD_MAX_DIM)
-- shape - global size of each dimension in C order, e.g. (N, C, H, W)
+- shape - global size of each dimension in C order, e.g. (N, C, H, W); not NULL
+
+  Notes:
+  Errors (`PETSC_ERR_ARG_NULL`) when shape is NULL, (`PETSC_ERR_ARG_OUTOFRANGE`) when order or a size is out of range.
 
   Level: beginner
 
@@ -182,9 +186,10 @@ PetscErrorCode DDTensorSetShape(DDTensor t, PetscInt order, const PetscInt shape
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
   PetscCall(DDTensorCheckNotSetUp(t, "shape"));
   PetscCheck(order >= 1 && order <= DD_MAX_DIM, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Tensor order %" PetscInt_FMT " must be between 1 and %d", order, DD_MAX_DIM);
+  DDCheckPointer(shape, 3);
   for (PetscInt k = 0; k < order; k++) PetscCheck(shape[k] >= 1, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Tensor shape entry %" PetscInt_FMT " is %" PetscInt_FMT "; sizes must be positive", k, shape[k]);
   t->order = order;
   for (PetscInt k = 0; k < order; k++) t->shape[k] = shape[k];
@@ -208,7 +213,7 @@ PetscErrorCode DDTensorSetDataType(DDTensor t, DDDataType dt)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
   PetscCall(DDTensorCheckNotSetUp(t, "data type"));
   PetscCheck(dt == DD_FLOAT32 || dt == DD_FLOAT64, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Unknown data type %d", (int)dt);
   t->dtype = dt;
@@ -237,7 +242,7 @@ PetscErrorCode DDTensorSetOwnershipRanges(DDTensor t, PetscInt dim, const PetscI
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
   PetscCall(DDTensorCheckNotSetUp(t, "ownership ranges"));
   PetscCheck(t->part, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "Set the partition before the ownership ranges");
   PetscCheck(dim >= 0 && dim < t->part->order, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Dimension %" PetscInt_FMT " is outside [0, %" PetscInt_FMT ")", dim, t->part->order);
@@ -266,6 +271,10 @@ DD_CXX_CATCH
   `DDTensorDot()` and `DDTensorNorm()` count every copy, as the inner product of the whole
   distributed memory must for the adjoint test.
 
+  dim must lie in [0, order): where the shape is set already (`DDTensorSetShape()`) a dimension
+  outside it is an error here; where it is not, `DDTensorSetUp()` raises it (on every rank) when
+  a replicated dimension lies beyond the tensor's order.
+
   Level: intermediate
 
 .seealso: `DDPrimitive`, `DDTensorSetOwnershipRanges()`
@@ -274,9 +283,10 @@ PetscErrorCode DDTensorSetReplicated(DDTensor t, PetscInt dim, PetscBool flg)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
   PetscCall(DDTensorCheckNotSetUp(t, "replication"));
-  PetscCheck(dim >= 0 && dim < DD_MAX_DIM, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Dimension %" PetscInt_FMT " out of range", dim);
+  PetscCheck(dim >= 0 && dim < DD_MAX_DIM, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "DDTensorSetReplicated(): dimension %" PetscInt_FMT " is outside [0, %d)", dim, DD_MAX_DIM);
+  PetscCheck(t->order == 0 || dim < t->order, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "DDTensorSetReplicated(): dimension %" PetscInt_FMT " is outside the tensor's [0, %" PetscInt_FMT ") (its order is %" PetscInt_FMT ")", dim, t->order, t->order);
   t->replicated[dim] = flg;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -300,7 +310,7 @@ PetscErrorCode DDTensorSetEmptyPiecesAllowed(DDTensor t, PetscBool flg)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
   t->emptyok = flg;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -334,7 +344,7 @@ PetscErrorCode DDTensorSetFormat(DDTensor t, DDTensorFormat fmt)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
   PetscCheck(fmt >= DD_FORMAT_PLAIN && fmt <= DD_FORMAT_BLOCKED, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Unknown tensor format %d", (int)fmt);
   if (t->setupcalled) { /* the layout hash is collective: every rank takes part, whether its own format changes or not (they may differ between ranks) */
     if (fmt != t->format) PetscCall(DDTensorRelayout(t, t->lo, t->hi, fmt, t->bs));
@@ -358,7 +368,7 @@ PetscErrorCode DDTensorSetBlockSize(DDTensor t, PetscInt bs)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
   PetscCheck(bs >= 1, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Block size %" PetscInt_FMT " must be positive", bs);
   if (t->setupcalled) { /* every rank takes part in the collective layout hash, as in DDTensorSetFormat() */
     if (t->format == DD_FORMAT_BLOCKED && bs != t->bs) PetscCall(DDTensorRelayout(t, t->lo, t->hi, t->format, bs));
@@ -403,10 +413,11 @@ PetscErrorCode DDTensorSetHalo(DDTensor t, const PetscInt lo[], const PetscInt h
 DD_CXX_TRY
 {
   PetscInt  nlo[DD_MAX_DIM] = {0}, nhi[DD_MAX_DIM] = {0};
-  PetscInt  d = t->order, bad = -1;
+  PetscInt  d, bad = -1;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
+  d = t->order;
   PetscCheck(d > 0, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "Set the tensor's shape before its halo");
   for (PetscInt k = 0; k < d; k++) {
     nlo[k] = lo ? lo[k] : 0;
@@ -450,7 +461,7 @@ DD_CXX_TRY
   PetscBool grow = PETSC_FALSE, any;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
   for (PetscInt k = 0; k < t->order; k++) {
     nlo[k] = PetscMax(t->lo[k], lo ? lo[k] : 0);
     nhi[k] = PetscMax(t->hi[k], hi ? hi[k] : 0);
@@ -484,7 +495,7 @@ DD_CXX_TRY
   PetscBool flg;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
   PetscObjectOptionsBegin((PetscObject)t);
   dt = (PetscEnum)t->dtype;
   PetscCall(PetscOptionsEnum("-tensor_dtype", "Element type", "DDTensorSetDataType", DDDataTypes, dt, &dt, &flg));
@@ -574,9 +585,11 @@ static PetscErrorCode DDTensorRelayout(DDTensor t, const PetscInt lo[], const Pe
   Collective
 
   Notes:
-  Errors, on every rank, when the global shape, data type, partition shape, replicated dimensions,
-  the empty-pieces setting or the given ownership sizes differ between ranks (`DDCheckSameString()`),
-  when a rank's piece does not fit PetscInt, when the tensor's order differs from its partition's, when given
+  Errors, on every rank, when the global shape (and so the order), data type, partition shape,
+  replicated dimensions, the empty-pieces setting or the given ownership sizes differ between ranks
+  (`DDCheckSameString()`; a rank without a partition or shape differs too), when a rank's piece
+  does not fit PetscInt, when the tensor's order differs from its partition's, when a dimension made
+  replicated (`DDTensorSetReplicated()`) lies beyond the tensor's order, when given
   ownership sizes do not sum to the global size or are negative, or when a dimension has
   fewer entries than workers while empty pieces are not allowed. The storage (bulk and
   halo) is zeroed. Storage that one rank cannot get (host memory exhausted, a device out of
@@ -598,31 +611,34 @@ DD_CXX_TRY
   const struct _DDBackendMemOps *mem;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
   if (t->setupcalled) PetscFunctionReturn(PETSC_SUCCESS);
   comm = PetscObjectComm((PetscObject)t);
-  PetscCheck(t->part, comm, PETSC_ERR_ARG_WRONGSTATE, "Tensor has no partition: call DDTensorSetPartition()");
-  PetscCheck(t->order > 0, comm, PETSC_ERR_ARG_WRONGSTATE, "Tensor has no shape: call DDTensorSetShape()");
-  PetscCheck(t->order == t->part->order, comm, PETSC_ERR_ARG_INCOMP, "Tensor of order %" PetscInt_FMT " cannot live on a partition of order %" PetscInt_FMT " (add size-1 dimensions to one of them)", t->order, t->part->order);
-  PetscCall(PetscLogEventBegin(DD_TensorSetUp, t, 0, 0, 0));
   PetscCall(DDShapeToString_Private(t->order, t->shape, sh, sizeof(sh)));
   if (!ddnn::PricingSkipChecks()) { /* the global shape, data type and partition must be the same on every rank (a trial set-up of -net_distribution auto makes its tensors alike on every rank) */
     char v[320], ps[128];
-    PetscCall(DDShapeToString_Private(t->part->order, t->part->shape, ps, sizeof(ps)));
-    PetscCall(PetscSNPrintf(v, sizeof(v), "shape %s, %s, partition %s", sh, DDDataTypes[t->dtype], ps));
+    if (t->part) PetscCall(DDShapeToString_Private(t->part->order, t->part->shape, ps, sizeof(ps)));
+    else PetscCall(PetscStrncpy(ps, "(none)", sizeof(ps)));
+    PetscCall(PetscSNPrintf(v, sizeof(v), "shape %s, %s, partition %s", t->order > 0 ? sh : "(none)", DDDataTypes[t->dtype], ps));
     /* and what decides the ownership: replicated dimensions, empty pieces, the sizes given (lx) -- each rank computes every rank's piece from them */
     std::string d = v;
-    for (PetscInt k = 0; k < t->order; k++)
+    for (PetscInt k = 0; k < DD_MAX_DIM; k++) /* those beyond the order too: every rank raises the error below, or none */
       if (t->replicated[k]) d += ", replicated along " + std::to_string((long long)k);
     d += t->emptyok ? ", empty pieces allowed" : ", empty pieces not allowed";
     d += std::string(", ") + DDMemTypes[t->memtype] + " memory"; /* primitives and layers plan alike on every rank from it */
-    for (PetscInt k = 0; k < t->order; k++)
+    for (PetscInt k = 0; k < t->order && t->part && k < t->part->order; k++)
       if (t->userlx[k]) {
         d += ", sizes along " + std::to_string((long long)k) + ":";
         for (PetscInt p = 0; p < t->part->shape[k]; p++) d += " " + std::to_string((long long)t->userlx[k][p]);
       }
+    /* before the checks below, so that a rank whose partition, order or shape differs fails with the others */
     PetscCall(DDCheckSameString(comm, "The global shape, data type, partition, memory type, replicated dimensions or ownership sizes of a tensor", d.c_str()));
   }
+  PetscCheck(t->part, comm, PETSC_ERR_ARG_WRONGSTATE, "Tensor has no partition: call DDTensorSetPartition()");
+  PetscCheck(t->order > 0, comm, PETSC_ERR_ARG_WRONGSTATE, "Tensor has no shape: call DDTensorSetShape()");
+  PetscCheck(t->order == t->part->order, comm, PETSC_ERR_ARG_INCOMP, "Tensor of order %" PetscInt_FMT " cannot live on a partition of order %" PetscInt_FMT " (add size-1 dimensions to one of them)", t->order, t->part->order);
+  for (PetscInt k = t->order; k < DD_MAX_DIM; k++) PetscCheck(!t->replicated[k], comm, PETSC_ERR_ARG_OUTOFRANGE, "DDTensorSetUp(): dimension %" PetscInt_FMT " was made replicated (DDTensorSetReplicated()) but the tensor (shape %s) has order %" PetscInt_FMT, k, sh, t->order);
+  PetscCall(PetscLogEventBegin(DD_TensorSetUp, t, 0, 0, 0));
   { /* device memory where a rank has none: an error on every rank before anything is done */
     PetscErrorCode merr = TensorMem(t, &mem);
     char          *why  = NULL;
@@ -702,7 +718,9 @@ PetscErrorCode DDTensorCreateFromPartition(DDPartition part, DDDataType dt, Pets
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(part, DD_PARTITION_CLASSID, 1);
+  DDCheckHeader(part, DD_PARTITION_CLASSID, 1);
+  DDCheckPointer(shape, 4);
+  DDCheckPointer(t, 5);
   PetscCall(DDTensorCreate(PetscObjectComm((PetscObject)part), t));
   PetscCall(DDTensorSetPartition(*t, part));
   PetscCall(DDTensorSetShape(*t, order, shape));
@@ -733,6 +751,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorDuplicateLayout"));
+  DDCheckPointer(y, 3);
   PetscCall(DDTensorDuplicateLayoutIn_Private(t, dt, t->memtype, y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -802,6 +821,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorDuplicate"));
+  DDCheckPointer(y, 2);
   PetscCall(DDTensorDuplicateLayout(t, t->dtype, y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -820,8 +840,9 @@ PetscErrorCode DDTensorDestroy(DDTensor *t)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
+  DDCheckPointer(t, 1);
   if (!*t) PetscFunctionReturn(PETSC_SUCCESS);
-  PetscValidHeaderSpecific(*t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(*t, DD_TENSOR_CLASSID, 1);
   if (--((PetscObject)(*t))->refct > 0) {
     *t = NULL;
     PetscFunctionReturn(PETSC_SUCCESS);
@@ -865,7 +886,7 @@ DD_CXX_TRY
   char              sh[128], ps[128];
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
   if (!viewer) PetscCall(PetscViewerASCIIGetStdout(PetscObjectComm((PetscObject)t), &viewer));
   PetscCall(PetscObjectTypeCompare((PetscObject)viewer, PETSCVIEWERASCII, &iascii));
   if (!iascii) PetscFunctionReturn(PETSC_SUCCESS);
@@ -934,6 +955,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscCheck(t, PETSC_COMM_SELF, PETSC_ERR_ARG_NULL, "%s: null tensor", fn);
+  PetscCheck(((PetscObject)t)->classid == DD_TENSOR_CLASSID, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONG, "%s: the tensor argument is not a DDTensor (destroyed, or another kind of object)", fn);
   PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
   PetscCheck(t->setupcalled, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "%s: call DDTensorSetUp() first", fn);
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -970,6 +992,7 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(x, "DDTensorCompatible"));
   PetscCall(DDTensorCheckSetUp_Private(y, "DDTensorCompatible"));
+  DDCheckPointer(flg, 3);
   *flg = PETSC_FALSE;
   if (x->order != y->order) PetscFunctionReturn(PETSC_SUCCESS);
   for (PetscInt k = 0; k < x->order; k++)
@@ -1033,7 +1056,7 @@ PetscErrorCode DDTensorSetMemType(DDTensor t, DDMemType mtype)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
   PetscValidLogicalCollectiveEnum(t, mtype, 2);
   PetscCheck(mtype == DD_MEMTYPE_HOST || mtype == DD_MEMTYPE_DEVICE, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_OUTOFRANGE, "Unknown memory type %d", (int)mtype);
   PetscCheck(!t->setupcalled || mtype == t->memtype, PetscObjectComm((PetscObject)t), PETSC_ERR_ARG_WRONGSTATE, "Set the memory type of a tensor before DDTensorSetUp() (it is set up in %s memory)", DDMemTypes[t->memtype]);

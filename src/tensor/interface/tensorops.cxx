@@ -4,6 +4,7 @@
 #include <sys/ddcxx.hpp>
 #include <tensor/layout.hpp>
 #include <backend/interface/backends.hpp>
+#include <tensor/argcheck.hpp>
 #include <vector>
 #include <cmath>
 #include <type_traits>
@@ -25,7 +26,8 @@ PetscErrorCode DDTensorGetOrder(DDTensor t, PetscInt *order)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
+  DDCheckPointer(order, 2);
   *order = t->order;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -44,7 +46,8 @@ PetscErrorCode DDTensorGetShape(DDTensor t, const PetscInt *shape[])
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
+  DDCheckPointer(shape, 2);
   *shape = t->shape;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -65,7 +68,8 @@ DD_CXX_TRY
   PetscInt64 s = 1;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
+  DDCheckPointer(size, 2);
   for (PetscInt k = 0; k < t->order; k++) s *= t->shape[k];
   PetscCheck(s <= PETSC_MAX_INT, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Global size %" PetscInt64_FMT " does not fit a PetscInt", s);
   *size = (PetscInt)s;
@@ -86,7 +90,8 @@ PetscErrorCode DDTensorGetDataType(DDTensor t, DDDataType *dt)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
+  DDCheckPointer(dt, 2);
   *dt = t->dtype;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -105,7 +110,8 @@ PetscErrorCode DDTensorGetPartition(DDTensor t, DDPartition *part)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
+  DDCheckPointer(part, 2);
   *part = t->part;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -124,7 +130,8 @@ PetscErrorCode DDTensorGetFormat(DDTensor t, DDTensorFormat *fmt)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
+  DDCheckPointer(fmt, 2);
   *fmt = t->format;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -148,7 +155,8 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetOwnershipRanges");
-  PetscCheck(dim >= 0 && dim < t->order, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Dimension %" PetscInt_FMT " outside [0, %" PetscInt_FMT ")", dim, t->order);
+  PetscCheck(dim >= 0 && dim < t->order, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "DDTensorGetOwnershipRanges(): dimension %" PetscInt_FMT " is outside the tensor's [0, %" PetscInt_FMT ")", dim, t->order);
+  DDCheckPointer(ranges, 3);
   *ranges = t->ranges[dim];
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -159,6 +167,16 @@ DD_CXX_CATCH
 
   Not collective
 
+  Input Parameters:
++ t   - the tensor
+- dim - the dimension, in [0, order) (in [0, DD_MAX_DIM) while the tensor has no shape yet)
+
+  Output Parameter:
+. flg - `PETSC_TRUE` when dim is replicated
+
+  Notes:
+  A dim outside the range is an error (`PETSC_ERR_ARG_OUTOFRANGE`), a NULL flg too (`PETSC_ERR_ARG_NULL`).
+
   Level: intermediate
 
 .seealso: `DDTensorSetReplicated()`
@@ -167,7 +185,12 @@ PetscErrorCode DDTensorGetReplicated(DDTensor t, PetscInt dim, PetscBool *flg)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
+  {
+    const PetscInt n = t->order > 0 ? t->order : DD_MAX_DIM;
+    PetscCheck(dim >= 0 && dim < n, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "DDTensorGetReplicated(): dimension %" PetscInt_FMT " is outside [0, %" PetscInt_FMT ")%s", dim, n, t->order > 0 ? " (the tensor's order)" : " (the tensor has no shape yet)");
+  }
+  DDCheckPointer(flg, 3);
   *flg = t->replicated[dim];
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -212,6 +235,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetLocalSize");
+  DDCheckPointer(n, 2);
   *n = t->layout.bulksize;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -230,7 +254,7 @@ PetscErrorCode DDTensorGetHalo(DDTensor t, PetscInt lo[], PetscInt hi[])
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
   for (PetscInt k = 0; k < t->order; k++) {
     if (lo) lo[k] = t->setupcalled ? t->layout.lo[k] : t->lo[k];
     if (hi) hi[k] = t->setupcalled ? t->layout.hi[k] : t->hi[k];
@@ -253,6 +277,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetLocalStorageSize");
+  DDCheckPointer(n, 2);
   *n = t->layout.size;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -278,6 +303,7 @@ DD_CXX_TRY
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetLocalStrides");
   PetscCheck(t->layout.bdim < 0, PETSC_COMM_SELF, PETSC_ERR_SUP, "The blocked format has no strides; use DDTensorGetLocalOffset()");
+  DDCheckPointer(strides, 2);
   for (PetscInt k = 0; k < t->order; k++) strides[k] = t->layout.stride[k];
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -304,6 +330,8 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetLocalOffset");
+  DDCheckPointer(g, 2);
+  DDCheckPointer(off, 3);
   for (PetscInt k = 0; k < t->order; k++) {
     PetscInt j = g[k] - t->layout.start[k] + t->layout.lo[k];
     PetscCheck(j >= 0 && j < t->layout.alloc[k], PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Global index %" PetscInt_FMT " in dimension %" PetscInt_FMT " is outside this rank's storage [%" PetscInt_FMT ", %" PetscInt_FMT ")", g[k], k, t->layout.start[k] - t->layout.lo[k], t->layout.start[k] + t->layout.n[k] + t->layout.hi[k]);
@@ -327,6 +355,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorIsActive");
+  DDCheckPointer(flg, 2);
   *flg = t->active;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -353,7 +382,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetArray");
-  PetscValidPointer(a, 2);
+  DDCheckPointer(a, 2);
   PetscCall(DDTensorGetHostArray_Private(t, a));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -379,7 +408,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetMemType");
-  PetscValidPointer(mtype, 2);
+  DDCheckPointer(mtype, 2);
   *mtype = t->memtype;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -411,7 +440,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetArrayAndMemType");
-  PetscValidPointer(a, 2);
+  DDCheckPointer(a, 2);
   *a = t->array;
   if (mtype) *mtype = t->memtype;
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -454,7 +483,7 @@ PetscErrorCode DDTensorRestoreArray(DDTensor t, void **a)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(t, DD_TENSOR_CLASSID, 1);
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
   PetscCall(DDTensorRestoreHostArray_Private(t, PETSC_TRUE, a)); /* a device tensor: its host copy goes back */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -479,7 +508,7 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGetArrayRead");
-  PetscValidPointer(a, 2);
+  DDCheckPointer(a, 2);
   PetscCall(DDTensorGetHostArray_Private(t, &h));
   *a = h;
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -491,6 +520,11 @@ DD_CXX_CATCH
 
   Not collective
 
+  Input Parameters:
++ t - the tensor
+- a - the address of the array pointer, set to NULL here; may be NULL (as for PETSc's
+      `VecRestoreArrayRead()`)
+
   Level: beginner
 
 .seealso: `DDTensorGetArrayRead()`
@@ -499,7 +533,8 @@ PetscErrorCode DDTensorRestoreArrayRead(DDTensor t, const void **a)
 DD_CXX_TRY
 {
   PetscFunctionBegin;
-  *a = NULL;
+  DDCheckHeader(t, DD_TENSOR_CLASSID, 1);
+  if (a) *a = NULL;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -770,6 +805,14 @@ static PetscErrorCode DeterministicSum(MPI_Comm comm, PetscReal local, PetscReal
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* The result r of a collective reduction, stored through the caller's pointer: a NULL pointer is an
+   error on the rank that passed it, raised after the collective so that no other rank waits in it */
+#define DDStoreResult(ptr, arg, r) \
+  do { \
+    DDCheckPointer(ptr, arg); \
+    *(ptr) = (r); \
+  } while (0)
+
 /*
   The device reductions of a tensor's memory (vec.dot, vec.norms of its backend): a device tensor's
   Dot/Sum/Norm reduce on the device instead of copying the whole storage to the host. NULL for host
@@ -793,7 +836,8 @@ static PetscErrorCode DeviceReductions(DDTensor t, const struct _DDBackendVecOps
 
   Output Parameter:
 . d - sum over all ranks of the bulk entries' products (paper 000, eq. 2); copies on
-      replicated dimensions each count
+      replicated dimensions each count. Not NULL: a NULL d is an error (`PETSC_ERR_ARG_NULL`) on
+      the rank that passes it, raised after the reduction (no rank waits)
 
   Notes:
   Accumulates in double precision; the per-rank sums are added in rank order so repeated
@@ -807,7 +851,7 @@ static PetscErrorCode DeviceReductions(DDTensor t, const struct _DDBackendVecOps
 PetscErrorCode DDTensorDot(DDTensor x, DDTensor y, PetscReal *d)
 DD_CXX_TRY
 {
-  PetscReal                      local = 0;
+  PetscReal                      local = 0, r;
   void                          *hx, *hy;
   const struct _DDBackendVecOps *dev;
 
@@ -818,7 +862,8 @@ DD_CXX_TRY
   PetscCall(DeviceReductions(x, &dev));
   if (dev && y->memtype == x->memtype) { /* both on the device: the sum in double there (another order than the host loop's) */
     PetscCall(dev->dot(x->dtype, &x->layout, x->array, &y->layout, y->array, &local));
-    PetscCall(DeterministicSum(PetscObjectComm((PetscObject)x), local, d));
+    PetscCall(DeterministicSum(PetscObjectComm((PetscObject)x), local, &r));
+    DDStoreResult(d, 3, r);
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscCall(DDTensorGetHostArray_Private(x, &hx));
@@ -831,7 +876,8 @@ DD_CXX_TRY
     });
     return PETSC_SUCCESS;
   }));
-  PetscCall(DeterministicSum(PetscObjectComm((PetscObject)x), local, d));
+  PetscCall(DeterministicSum(PetscObjectComm((PetscObject)x), local, &r));
+  DDStoreResult(d, 3, r);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -842,7 +888,8 @@ DD_CXX_CATCH
   Collective
 
   Notes:
-  Accumulates in double precision, as `DDTensorDot()` (device tensors: on the device).
+  Accumulates in double precision, as `DDTensorDot()` (device tensors: on the device). A NULL s
+  is an error on the rank that passes it, after the reduction.
 
   Level: beginner
 
@@ -851,7 +898,7 @@ DD_CXX_CATCH
 PetscErrorCode DDTensorSum(DDTensor x, PetscReal *s)
 DD_CXX_TRY
 {
-  PetscReal                      local = 0;
+  PetscReal                      local = 0, sum;
   void                          *hx;
   const struct _DDBackendVecOps *dev;
 
@@ -861,7 +908,8 @@ DD_CXX_TRY
   if (dev) {
     double r[4];
     PetscCall(dev->norms(x->dtype, &x->layout, x->array, r));
-    PetscCall(DeterministicSum(PetscObjectComm((PetscObject)x), (PetscReal)r[0], s));
+    PetscCall(DeterministicSum(PetscObjectComm((PetscObject)x), (PetscReal)r[0], &sum));
+    DDStoreResult(s, 2, sum);
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscCall(DDTensorGetHostArray_Private(x, &hx));
@@ -872,7 +920,8 @@ DD_CXX_TRY
     });
     return PETSC_SUCCESS;
   }));
-  PetscCall(DeterministicSum(PetscObjectComm((PetscObject)x), local, s));
+  PetscCall(DeterministicSum(PetscObjectComm((PetscObject)x), local, &sum));
+  DDStoreResult(s, 2, sum);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -889,7 +938,7 @@ DD_CXX_CATCH
   Notes:
   Sums accumulate in double precision, as `DDTensorDot()`. Device tensors are reduced on the
   device; there a NaN entry makes every norm NaN, `NORM_INFINITY` included (the host's maximum
-  skips NaN entries).
+  skips NaN entries). A NULL nrm is an error on the rank that passes it, after the reduction.
 
   Level: beginner
 
@@ -898,13 +947,13 @@ DD_CXX_CATCH
 PetscErrorCode DDTensorNorm(DDTensor x, NormType type, PetscReal *nrm)
 DD_CXX_TRY
 {
-  PetscReal                      local = 0;
+  PetscReal                      local = 0, r;
   void                          *hx;
   const struct _DDBackendVecOps *dev;
 
   PetscFunctionBegin;
   DDTensorCheck(x, "DDTensorNorm");
-  PetscCheck(type == NORM_1 || type == NORM_2 || type == NORM_INFINITY, PetscObjectComm((PetscObject)x), PETSC_ERR_SUP, "Norm type %s is not supported", NormTypes[type]);
+  PetscCheck(type == NORM_1 || type == NORM_2 || type == NORM_INFINITY, PetscObjectComm((PetscObject)x), PETSC_ERR_SUP, "DDTensorNorm(): norm type %s is not supported (NORM_1, NORM_2 or NORM_INFINITY)", ((int)type >= (int)NORM_1 && (int)type <= (int)NORM_1_AND_2) ? NormTypes[type] : "(out of range)");
   PetscCall(DeviceReductions(x, &dev));
   if (dev) { /* the device's sums (another order than the host loop's) and its maximum (NaN wins there) */
     double r[4];
@@ -925,9 +974,10 @@ DD_CXX_TRY
       return PETSC_SUCCESS;
     }));
   }
-  if (type == NORM_INFINITY) PetscCall(MPIU_Allreduce(&local, nrm, 1, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)x)));
-  else PetscCall(DeterministicSum(PetscObjectComm((PetscObject)x), local, nrm));
-  if (type == NORM_2) *nrm = PetscSqrtReal(*nrm);
+  if (type == NORM_INFINITY) PetscCall(MPIU_Allreduce(&local, &r, 1, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)x)));
+  else PetscCall(DeterministicSum(PetscObjectComm((PetscObject)x), local, &r));
+  if (type == NORM_2) r = PetscSqrtReal(r);
+  DDStoreResult(nrm, 3, r);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -992,6 +1042,9 @@ PETSC_EXTERN PetscErrorCode DDTensorNorm2SquaredSum_Private(MPI_Comm comm, Petsc
 
   Collective
 
+  Notes:
+  A NULL diff is an error on the rank that passes it, after the reduction.
+
   Level: intermediate
 
 .seealso: `DDTensorNorm()`
@@ -999,7 +1052,7 @@ PETSC_EXTERN PetscErrorCode DDTensorNorm2SquaredSum_Private(MPI_Comm comm, Petsc
 PetscErrorCode DDTensorMaxAbsDiff(DDTensor x, DDTensor y, PetscReal *diff)
 DD_CXX_TRY
 {
-  PetscReal local = 0;
+  PetscReal local = 0, r;
   void     *hx, *hy;
 
   PetscFunctionBegin;
@@ -1019,7 +1072,8 @@ DD_CXX_TRY
     });
     return PETSC_SUCCESS;
   }));
-  PetscCall(MPIU_Allreduce(&local, diff, 1, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)x)));
+  PetscCall(MPIU_Allreduce(&local, &r, 1, MPIU_REAL, MPIU_MAX, PetscObjectComm((PetscObject)x)));
+  DDStoreResult(diff, 3, r);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
@@ -1044,6 +1098,7 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorSetRandom");
+  DDCheckHeader(rnd, PETSC_RANDOM_CLASSID, 2);
   PetscCall(DDTensorGetHostArray_Private(t, &h)); /* a device tensor: through its host copy */
   PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
     using T = decltype(z);
@@ -1265,7 +1320,8 @@ DD_CXX_CATCH
 
   Input Parameters:
 + t      - the tensor
-- global - the whole tensor in C order, of the tensor's element type, on every rank
+- global - the whole tensor in C order, of the tensor's element type, on every rank (not NULL:
+           `PETSC_ERR_ARG_NULL` on a rank that passes NULL)
 
   Level: intermediate
 
@@ -1278,6 +1334,7 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorSetValuesGlobal");
+  DDCheckPointer(global, 2);
   PetscCall(DDTensorGetHostArray_Private(t, &h)); /* a device tensor: through its host copy */
   PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
     using T    = decltype(z);
@@ -1300,6 +1357,28 @@ static PetscBool DDTensorIsPrimaryCopy(DDTensor t)
   for (PetscInt k = 0; k < t->order; k++)
     if (t->replicated[k] && t->part->coords[k] != 0) return PETSC_FALSE;
   return PETSC_TRUE;
+}
+
+/* root must be the same on every rank, in range, and root's global array not NULL: one all-reduce, and
+   every rank raises the error (a root that differs between ranks would leave them in different
+   collectives, waiting forever) */
+static PetscErrorCode DDTensorCheckRoot(DDTensor t, PetscMPIInt root, const void *global, const char fn[])
+{
+  MPI_Comm    comm = PetscObjectComm((PetscObject)t);
+  PetscMPIInt size, rank;
+  PetscInt64  in[3], out[3];
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  PetscCallMPI(MPI_Comm_rank(comm, &rank));
+  in[0] = (PetscInt64)root;
+  in[1] = -(PetscInt64)root;
+  in[2] = (rank == root && !global) ? 1 : 0;
+  PetscCall(MPIU_Allreduce(in, out, 3, MPIU_INT64, MPI_MAX, comm));
+  PetscCheck(out[0] == -out[1], comm, PETSC_ERR_ARG_INCOMP, "%s(): the root differs between ranks (roots from %" PetscInt64_FMT " to %" PetscInt64_FMT " were given): pass the same root on every rank", fn, -out[1], out[0]);
+  PetscCheck(root >= 0 && root < size, comm, PETSC_ERR_ARG_OUTOFRANGE, "%s(): root rank %d is not in [0, %d)", fn, root, size);
+  PetscCheck(!out[2], comm, PETSC_ERR_ARG_NULL, "%s(): argument 3 (global) is NULL on the root rank %d", fn, root);
+  PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 /* piece of every rank (start, n per dim) on root */
@@ -1365,6 +1444,10 @@ static void GlobalPieceCopy(PetscInt d, const PetscInt shape[], const PetscInt s
   For tests and serial I/O; the memory of the whole tensor is needed on root. Replicated
   dimensions contribute the copy at coordinate 0.
 
+  root must be the same on every rank and global not NULL on root: otherwise every rank raises
+  the error (`PETSC_ERR_ARG_INCOMP` naming the roots given, `PETSC_ERR_ARG_OUTOFRANGE`,
+  `PETSC_ERR_ARG_NULL`), checked with one small all-reduce.
+
   Level: intermediate
 
 .seealso: `DDTensorScatterFromRoot()`
@@ -1380,11 +1463,11 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorGatherToRoot");
+  PetscCall(DDTensorCheckRoot(t, root, global, "DDTensorGatherToRoot"));
   PetscCall(DDTensorGetHostArray_Private(t, &h)); /* a device tensor: its host copy */
   comm = PetscObjectComm((PetscObject)t);
   PetscCallMPI(MPI_Comm_size(comm, &size));
   PetscCallMPI(MPI_Comm_rank(comm, &rank));
-  PetscCheck(root >= 0 && root < size, comm, PETSC_ERR_ARG_OUTOFRANGE, "Root rank %d is not in [0, %d)", root, size);
   PetscCall(PetscLogEventBegin(DD_TensorGather, t, 0, 0, 0));
   PetscCall(DDDataTypeGetMPIType(t->dtype, &mt));
   PetscCall(DDTensorGatherPieces(t, root, pieces, PETSC_FALSE));
@@ -1437,6 +1520,10 @@ DD_CXX_CATCH
   Every worker receives its piece; replicated dimensions get a copy on every worker.
   For tests and serial I/O; parallel HDF5 avoids the root bottleneck.
 
+  root must be the same on every rank and global not NULL on root: otherwise every rank raises
+  the error (`PETSC_ERR_ARG_INCOMP` naming the roots given, `PETSC_ERR_ARG_OUTOFRANGE`,
+  `PETSC_ERR_ARG_NULL`), checked with one small all-reduce.
+
   Level: intermediate
 
 .seealso: `DDTensorGatherToRoot()`
@@ -1452,11 +1539,11 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   DDTensorCheck(t, "DDTensorScatterFromRoot");
+  PetscCall(DDTensorCheckRoot(t, root, global, "DDTensorScatterFromRoot"));
   PetscCall(DDTensorGetHostArray_Private(t, &h)); /* a device tensor: through its host copy */
   comm = PetscObjectComm((PetscObject)t);
   PetscCallMPI(MPI_Comm_size(comm, &size));
   PetscCallMPI(MPI_Comm_rank(comm, &rank));
-  PetscCheck(root >= 0 && root < size, comm, PETSC_ERR_ARG_OUTOFRANGE, "Root rank %d is not in [0, %d)", root, size);
   PetscCall(PetscLogEventBegin(DD_TensorScatter, t, 0, 0, 0));
   PetscCall(DDDataTypeGetMPIType(t->dtype, &mt));
   PetscCall(DDTensorGatherPieces(t, root, pieces, PETSC_TRUE));

@@ -8,6 +8,7 @@
 */
 #include <sys/ddcxx.hpp>
 #include <tensor/layout.hpp>
+#include <tensor/argcheck.hpp>
 #include <petsc/private/vecimpl.h> /* a shared Vec's destroy (SharedVecDestroy()) */
 
 using namespace ddnn;
@@ -39,7 +40,8 @@ DD_CXX_TRY
   DDPartition     part;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(da, DM_CLASSID, 1);
+  DDCheckHeader(da, DM_CLASSID, 1);
+  DDCheckPointer(t, 3);
   PetscCall(DMDAGetInfo(da, &dim, &M, &N, &P, NULL, NULL, NULL, &dof, NULL, NULL, NULL, NULL, NULL));
   PetscCall(DMDAGetOwnershipRanges(da, &lx, &ly, &lz));
   PetscCall(DDPartitionCreateFromDMDA(da, 2, &part));
@@ -152,7 +154,7 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorPlaceVec"));
   PetscCall(DDTensorCheckHost_Private(t, "DDTensorPlaceVec")); /* PETSc 3.18 here has no CUDA Vecs */
-  PetscValidHeaderSpecific(v, VEC_CLASSID, 2);
+  DDCheckHeader(v, VEC_CLASSID, 2);
   comm = PetscObjectComm((PetscObject)t);
   PetscCheck(!t->placedvec, comm, PETSC_ERR_ARG_WRONGSTATE, "Tensor already wraps a Vec; call DDTensorResetVec() first");
   PetscCheck(!t->nsharedvecs, comm, PETSC_ERR_ARG_WRONGSTATE, "A Vec of DDTensorCreateVec() shares the tensor's storage (placing another Vec would move the storage away from it); destroy that Vec first");
@@ -216,7 +218,7 @@ static PetscErrorCode DDTensorVecCopy(DDTensor t, Vec v, const char fn[], PetscB
 
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, fn));
-  PetscValidHeaderSpecific(v, VEC_CLASSID, 2);
+  DDCheckHeader(v, VEC_CLASSID, 2);
   PetscCall(VecGetLocalSize(v, &nv));
   DDCheckAll(PetscObjectComm((PetscObject)t), nv == t->layout.bulksize, PETSC_ERR_ARG_SIZ, "%s: Vec local size %" PetscInt_FMT " differs from the tensor's local bulk size %" PetscInt_FMT, fn, nv, t->layout.bulksize);
   ChannelsLastOrder(t->order, perm);
@@ -252,6 +254,8 @@ DD_CXX_TRY
   const PetscScalar *va;
 
   PetscFunctionBegin;
+  PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorCopyFromVec"));
+  DDCheckHeader(v, VEC_CLASSID, 2);
   PetscCall(VecGetArrayRead(v, &va));
   PetscCall(DDTensorVecCopy(t, v, "DDTensorCopyFromVec", PETSC_TRUE, [&](auto *x, const PetscInt *perm, const PetscInt *a, const PetscInt *b, PetscInt &i) -> PetscErrorCode {
     using T = std::remove_pointer_t<decltype(x)>;
@@ -283,6 +287,8 @@ DD_CXX_TRY
   PetscScalar *va;
 
   PetscFunctionBegin;
+  PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorCopyToVec"));
+  DDCheckHeader(v, VEC_CLASSID, 2);
   PetscCall(VecGetArray(v, &va));
   PetscCall(DDTensorVecCopy(t, v, "DDTensorCopyToVec", PETSC_FALSE, [&](auto *x, const PetscInt *perm, const PetscInt *a, const PetscInt *b, PetscInt &i) -> PetscErrorCode {
     ForEachIndex(t->order, a, b, perm, [&](const PetscInt *j) { va[i++] = (PetscScalar)x[LayoutOffset(t->layout, j)]; });
@@ -384,6 +390,7 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(t, "DDTensorCreateVec"));
   PetscCall(DDTensorCheckHost_Private(t, "DDTensorCreateVec"));
+  DDCheckPointer(v, 2);
   comm = PetscObjectComm((PetscObject)t);
   PetscCheck(t->dtype == DD_FLOAT64, comm, PETSC_ERR_ARG_WRONG, "Only a float64 tensor can share its storage with a PETSc Vec (this one is %s)", DDDataTypes[t->dtype]);
   PetscCheck(!t->placedvec, comm, PETSC_ERR_ARG_WRONGSTATE, "The tensor wraps a Vec (DDTensorPlaceVec()); a Vec sharing that storage would outlive DDTensorResetVec(): use the placed Vec itself");

@@ -163,7 +163,8 @@ DD_CXX_CATCH
 
   Input Parameters:
 + l     - a `DDLAYERACTIVATION` layer
-- slope - the slope (torch.nn.LeakyReLU's negative_slope)
+- slope - the slope (torch.nn.LeakyReLU's negative_slope): any finite value, negative ones included
+          as in PyTorch; NaN and +-inf are errors (`PETSC_ERR_ARG_OUTOFRANGE`)
 
   Options Database Key:
 . -layer_activation_negative_slope <s> - the slope
@@ -179,6 +180,7 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   PetscCall(ActivationGet(l, &s, "DDLayerActivationSetNegativeSlope"));
+  PetscCheck(!PetscIsInfOrNanReal(slope), PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "DDLayerActivationSetNegativeSlope(): leakyrelu slope %g must be finite (-layer_activation_negative_slope)", (double)slope);
   s->slope = slope;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -237,7 +239,7 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   PetscCall(ActivationGet(l, &s, "DDLayerActivationSetAlpha"));
-  PetscCheck(PetscIsNormalReal(alpha) || alpha == 0, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "elu alpha %g must be finite (-layer_activation_alpha)", (double)alpha);
+  PetscCheck(!PetscIsInfOrNanReal(alpha), PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "DDLayerActivationSetAlpha(): elu alpha %g must be finite (-layer_activation_alpha)", (double)alpha);
   s->alpha = alpha;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -277,8 +279,8 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscCall(ActivationGet(l, &s, "DDLayerActivationSetSoftplus"));
   comm = PetscObjectComm((PetscObject)l);
-  PetscCheck(beta > 0 && PetscIsNormalReal(beta), comm, PETSC_ERR_ARG_OUTOFRANGE, "softplus beta %g must be positive and finite (-layer_activation_beta)", (double)beta);
-  PetscCheck(!PetscIsNanReal(threshold), comm, PETSC_ERR_ARG_OUTOFRANGE, "softplus threshold must not be NaN (-layer_activation_threshold)");
+  PetscCheck(beta > 0 && !PetscIsInfOrNanReal(beta), comm, PETSC_ERR_ARG_OUTOFRANGE, "DDLayerActivationSetSoftplus(): softplus beta %g must be positive and finite (-layer_activation_beta)", (double)beta);
+  PetscCheck(!PetscIsNanReal(threshold), comm, PETSC_ERR_ARG_OUTOFRANGE, "DDLayerActivationSetSoftplus(): softplus threshold must not be NaN (-layer_activation_threshold)");
   s->beta      = beta;
   s->threshold = threshold;
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -316,7 +318,7 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscCall(ActivationGet(l, &s, "DDLayerActivationSetPReLU"));
   PetscCheck(n >= 1 || n == PETSC_DETERMINE || n == 0, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "prelu num_parameters %" PetscInt_FMT " must be 1 or the number of channels (-layer_activation_prelu_num_parameters)", n);
-  PetscCheck(PetscIsNormalReal(init) || init == 0, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "prelu init %g must be finite (-layer_activation_prelu_init)", (double)init);
+  PetscCheck(!PetscIsInfOrNanReal(init), PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "DDLayerActivationSetPReLU(): prelu init %g must be finite (-layer_activation_prelu_init)", (double)init);
   s->nparam = n >= 1 ? n : PETSC_DETERMINE;
   s->init   = init;
   PetscFunctionReturn(PETSC_SUCCESS);

@@ -223,7 +223,7 @@ DD_CXX_CATCH
 
   Input Parameters:
 + l   - a `DDLAYERBATCHNORM` layer
-- eps - positive
+- eps - positive and finite (NaN and inf are errors, `PETSC_ERR_ARG_OUTOFRANGE`)
 
   Options Database Key:
 . -layer_batchnorm_eps <eps> - the value
@@ -239,7 +239,7 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   PetscCall(BatchNormGet(l, &s, "DDLayerBatchNormSetEpsilon"));
-  PetscCheck(eps > 0, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Batch normalization eps %g must be positive (-layer_batchnorm_eps)", (double)eps);
+  PetscCheck(eps > 0 && !PetscIsInfOrNanReal(eps), PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "DDLayerBatchNormSetEpsilon(): Batch normalization eps %g must be positive and finite (-layer_batchnorm_eps)", (double)eps);
   s->eps = eps;
   PetscFunctionReturn(PETSC_SUCCESS);
 }

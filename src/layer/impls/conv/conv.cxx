@@ -439,8 +439,16 @@ DD_CXX_CATCH
 
   Logically collective
 
+  Input Parameters:
++ l    - a `DDLAYERCONV` layer
+- mode - a `DDPaddingMode`; a value outside the enum is an error (`PETSC_ERR_ARG_OUTOFRANGE`)
+
   Options Database Key:
 . -layer_conv_padding_mode <zeros,reflect,replicate,circular> - the mode
+
+  Notes:
+  PyTorch's limits hold, checked at set-up: reflect padding smaller than the input, circular
+  padding at most the input (it wraps around once) along each padded dimension.
 
   Level: intermediate
 
@@ -453,6 +461,7 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   PetscCall(ConvGet(l, &c, "DDLayerConvSetPaddingMode"));
+  PetscCheck((int)mode >= (int)DD_PADDING_ZEROS && (int)mode <= (int)DD_PADDING_CIRCULAR, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "DDLayerConvSetPaddingMode(): unknown padding mode %d (-layer_conv_padding_mode: zeros, reflect, replicate or circular)", (int)mode);
   c->padmode = mode;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -652,6 +661,8 @@ static PetscErrorCode Conv_ResolveGeometry(DDLayer l, Conv *c, DDTensor x, Petsc
     c->So[j] = (n + p[j] + c->pa[j] - ext) / s[j] + 1;
     /* PyTorch's rule for reflect padding, on each side */
     PetscCheck(c->padmode != DD_PADDING_REFLECT || (p[j] < n && c->pa[j] < n), comm, PETSC_ERR_ARG_OUTOFRANGE, "Reflect padding (%" PetscInt_FMT " before, %" PetscInt_FMT " after) must be smaller than the input (%" PetscInt_FMT ") along spatial dimension %" PetscInt_FMT " (-%slayer_conv_padding, -%slayer_conv_padding_after)", p[j], c->pa[j], n, j - (3 - D), prefix ? prefix : "", prefix ? prefix : "");
+    /* and for circular padding: it wraps around at most once */
+    PetscCheck(c->padmode != DD_PADDING_CIRCULAR || (p[j] <= n && c->pa[j] <= n), comm, PETSC_ERR_ARG_OUTOFRANGE, "Circular padding (%" PetscInt_FMT " before, %" PetscInt_FMT " after) must be at most the input (%" PetscInt_FMT ") along spatial dimension %" PetscInt_FMT ": it would wrap around more than once (PyTorch's rule; -%slayer_conv_padding, -%slayer_conv_padding_after)", p[j], c->pa[j], n, j - (3 - D), prefix ? prefix : "", prefix ? prefix : "");
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -88,7 +88,7 @@ DD_CXX_CATCH
 
   Input Parameters:
 + l   - a `DDLAYERGROUPNORM` layer
-- eps - positive
+- eps - positive and finite (NaN and inf are errors, `PETSC_ERR_ARG_OUTOFRANGE`)
 
   Options Database Key:
 . -layer_groupnorm_eps <eps> - the value
@@ -104,7 +104,7 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   PetscCall(GroupNormGet(l, &s, "DDLayerGroupNormSetEpsilon"));
-  PetscCheck(eps > 0, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Group normalization eps %g must be positive (-layer_groupnorm_eps)", (double)eps);
+  PetscCheck(eps > 0 && !PetscIsInfOrNanReal(eps), PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "DDLayerGroupNormSetEpsilon(): Group normalization eps %g must be positive and finite (-layer_groupnorm_eps)", (double)eps);
   s->eps = eps;
   PetscFunctionReturn(PETSC_SUCCESS);
 }

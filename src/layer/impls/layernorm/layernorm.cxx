@@ -130,7 +130,7 @@ DD_CXX_CATCH
 
   Input Parameters:
 + l   - a `DDLAYERLAYERNORM` layer
-- eps - positive
+- eps - positive and finite (NaN and inf are errors, `PETSC_ERR_ARG_OUTOFRANGE`)
 
   Options Database Key:
 . -layer_layernorm_eps <eps> - the value
@@ -146,7 +146,7 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   PetscCall(LayerNormGet(l, &s, "DDLayerLayerNormSetEpsilon"));
-  PetscCheck(eps > 0, PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "Layer normalization eps %g must be positive (-layer_layernorm_eps)", (double)eps);
+  PetscCheck(eps > 0 && !PetscIsInfOrNanReal(eps), PetscObjectComm((PetscObject)l), PETSC_ERR_ARG_OUTOFRANGE, "DDLayerLayerNormSetEpsilon(): Layer normalization eps %g must be positive and finite (-layer_layernorm_eps)", (double)eps);
   s->eps = eps;
   PetscFunctionReturn(PETSC_SUCCESS);
 }

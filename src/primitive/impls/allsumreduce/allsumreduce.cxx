@@ -7,6 +7,8 @@
 #include <ddnn/private/ddprimitiveimpl.h>
 #include <tensor/layout.hpp>
 #include <primitive/staging.hpp>
+#include <primitive/settings.hpp>
+#include <tensor/argcheck.hpp>
 #include <vector>
 
 using namespace ddnn;
@@ -29,11 +31,16 @@ struct AllSum {
 
   Input Parameters:
 + prim - a `DDPRIMITIVEALLSUMREDUCE` primitive
-. n    - number of dimensions
+. n    - number of dimensions, 0 to DD_MAX_DIM
 - dims - the partition dimensions (e.g. {2, 3} for the spatial dimensions of N x C x H x W)
 
   Options Database Key:
 . -primitive_allsumreduce_dims <d0,d1,...> - the dimensions
+
+  Notes:
+  A negative n or one above DD_MAX_DIM is an error (`PETSC_ERR_ARG_OUTOFRANGE`), a NULL dims with n > 0
+  too (`PETSC_ERR_ARG_NULL`); `DDPrimitiveSetUp()` checks the dimensions against the partition, and
+  that every rank gave the same ones (an error on every rank otherwise).
 
   Level: intermediate
 
@@ -45,9 +52,12 @@ DD_CXX_TRY
   PetscBool match;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  DDCheckHeader(prim, DD_PRIMITIVE_CLASSID, 1);
   PetscCall(PetscObjectTypeCompare((PetscObject)prim, DDPRIMITIVEALLSUMREDUCE, &match));
-  PetscCheck(match, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_WRONG, "Not an allsumreduce primitive");
+  PetscCheck(match, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_WRONG, "DDPrimitiveAllSumReduceSetDimensions(): not an allsumreduce primitive (type %s)", ((PetscObject)prim)->type_name ? ((PetscObject)prim)->type_name : "(none)");
+  PetscCheck(n >= 0, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_OUTOFRANGE, "DDPrimitiveAllSumReduceSetDimensions(): the number of dimensions n = %" PetscInt_FMT " is negative", n);
+  PetscCheck(n <= DD_MAX_DIM, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_OUTOFRANGE, "DDPrimitiveAllSumReduceSetDimensions(): the number of dimensions n = %" PetscInt_FMT " exceeds DD_MAX_DIM = %d", n, DD_MAX_DIM);
+  if (n > 0) DDCheckPointer(dims, 3);
   auto *a = (AllSum *)prim->data;
   a->dims.assign(dims, dims + n);
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -155,6 +165,17 @@ static PetscErrorCode AS_Apply(DDPrimitive prim, DDTensor x, DDTensor y)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+static PetscErrorCode AS_Settings(DDPrimitive prim, std::string *d)
+{
+  auto *a = (AllSum *)prim->data;
+
+  PetscFunctionBegin;
+  *d += "allsumreduce dimensions";
+  for (PetscInt k : a->dims) *d += " " + std::to_string((long long)k);
+  *d += "\n";
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 static PetscErrorCode AS_View(DDPrimitive prim, PetscViewer viewer)
 {
   auto *a = (AllSum *)prim->data;
@@ -193,5 +214,6 @@ PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_AllSumReduce(DDPrimitive prim)
   prim->ops->view           = AS_View;
   prim->ops->reset          = AS_Reset;
   prim->ops->destroy        = AS_Destroy;
+  PetscCall(PetscObjectComposeFunction((PetscObject)prim, DDPRIMITIVE_SETTINGS_C, AS_Settings));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

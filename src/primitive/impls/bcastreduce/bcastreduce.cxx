@@ -18,6 +18,7 @@
 #include <tensor/layout.hpp>
 #include <primitive/bcastgroups.hpp>
 #include <primitive/staging.hpp>
+#include <tensor/argcheck.hpp>
 #include <cstring>
 #include <vector>
 #include <algorithm>
@@ -402,6 +403,8 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(x, "DDTensorCreateBroadcast"));
+  DDCheckHeader(part, DD_PARTITION_CLASSID, 2);
+  DDCheckPointer(y, 3);
   d = part->order;
   PetscCheck(x->order <= d, PetscObjectComm((PetscObject)x), PETSC_ERR_ARG_INCOMP, "The output partition has fewer dimensions (%" PetscInt_FMT ") than the tensor (%" PetscInt_FMT ")", d, x->order);
   PetscCall(DDPartitionCheckBroadcast(x->part, part, &ok, &bad));
@@ -462,6 +465,8 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   PetscCall(DDTensorCheckSetUp_Private(x, "DDTensorCreateSumReduce"));
+  DDCheckHeader(part, DD_PARTITION_CLASSID, 2);
+  DDCheckPointer(y, 3);
   d = part->order;
   PetscCheck(d <= x->order, PetscObjectComm((PetscObject)x), PETSC_ERR_ARG_INCOMP, "The output partition has more dimensions than the tensor");
   lead = x->order - d;

@@ -43,6 +43,7 @@
 #include <ddnn/private/ddbackendimpl.h>
 #include <tensor/layout.hpp>
 #include <backend/interface/backends.hpp>
+#include <tensor/argcheck.hpp>
 #include <memory>
 #include <vector>
 
@@ -518,6 +519,8 @@ DD_CXX_TRY
   PetscCheck(x->order >= 3 && x->order <= 5, comm, PETSC_ERR_ARG_WRONG, "DDTensorCreateFFT() needs an (N, C, spatial...) tensor with 1 to 3 spatial dimensions; x has shape %s", sx);
   const PetscInt d = x->order - 2;
   PetscCheck(nm == 1 || nm == d, comm, PETSC_ERR_ARG_SIZ, "Give 1 or %" PetscInt_FMT " modes for x of shape %s, not %" PetscInt_FMT, d, sx, nm);
+  DDCheckPointer(modes, 3);
+  DDCheckPointer(y, 4);
   PetscInt shape[DD_MAX_DIM], ps[DD_MAX_DIM];
   shape[0] = x->shape[0];
   shape[1] = x->shape[1];

@@ -25,6 +25,8 @@
 #include <tensor/layout.hpp>
 #include <primitive/sfutil.hpp>
 #include <primitive/exchange.hpp>
+#include <primitive/settings.hpp>
+#include <tensor/argcheck.hpp>
 #include <vector>
 #include <algorithm>
 
@@ -64,9 +66,9 @@ static PetscErrorCode HaloGet(DDPrimitive prim, Halo **h)
   PetscBool match;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  DDCheckHeader(prim, DD_PRIMITIVE_CLASSID, 1);
   PetscCall(PetscObjectTypeCompare((PetscObject)prim, DDPRIMITIVEHALO, &match));
-  PetscCheck(match, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_WRONG, "Not a halo primitive");
+  PetscCheck(match, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_WRONG, "Not a halo primitive (type %s)", ((PetscObject)prim)->type_name ? ((PetscObject)prim)->type_name : "(none)");
   *h = (Halo *)prim->data;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -126,6 +128,9 @@ DD_CXX_CATCH
 . n    - the number of workers of the partition along dim
 - lx   - output sizes per partition coordinate along dim (NULL: balanced)
 
+  Notes:
+  The same on every rank: `DDPrimitiveSetUp()` raises an error on every rank when they differ.
+
   Level: advanced
 
 .seealso: `DDPrimitiveHaloSetKernel()`
@@ -139,6 +144,7 @@ DD_CXX_TRY
   PetscCall(HaloGet(prim, &h));
   PetscCheck(dim >= 0 && dim < DD_MAX_DIM, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_OUTOFRANGE, "Dimension %" PetscInt_FMT " out of range", dim);
   PetscCheck(h->spec[dim].mode == SPEC_KERNEL, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_WRONGSTATE, "Set the kernel of dimension %" PetscInt_FMT " first", dim);
+  PetscCheck(!lx || n >= 1, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_OUTOFRANGE, "DDPrimitiveHaloSetOutputRanges(): %" PetscInt_FMT " output ranges given along dimension %" PetscInt_FMT ": give one per worker", n, dim);
   h->spec[dim].outlx.clear();
   if (lx) h->spec[dim].outlx.assign(lx, lx + n);
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -192,7 +198,9 @@ DD_CXX_CATCH
 
   Notes:
   All modes are distributed: a reflected or wrapped entry comes from whichever worker owns
-  it, and the adjoint adds the padding's gradient back into that owner.
+  it, and the adjoint adds the padding's gradient back into that owner. A value outside the
+  `DDPaddingMode` enum is an error (`PETSC_ERR_ARG_OUTOFRANGE`); so is a mode that differs
+  between ranks, at `DDPrimitiveSetUp()`.
 
   Options Database Key:
 . -primitive_halo_padding <zeros,reflect,replicate,circular> - the mode of every dimension
@@ -209,6 +217,7 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscCall(HaloGet(prim, &h));
   PetscCheck(dim >= 0 && dim < DD_MAX_DIM, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "Dimension %" PetscInt_FMT " out of range", dim);
+  PetscCheck((int)mode >= (int)DD_PADDING_ZEROS && (int)mode <= (int)DD_PADDING_CIRCULAR, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_OUTOFRANGE, "DDPrimitiveHaloSetPadding(): unknown padding mode %d (zeros, reflect, replicate or circular) along dimension %" PetscInt_FMT, (int)mode, dim);
   h->spec[dim].pad = mode;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -221,7 +230,9 @@ DD_CXX_CATCH
 
   Notes:
   A nonzero constant makes the forward operator affine; its adjoint (of the linear part)
-  still clears the padding.
+  still clears the padding. NaN is an error (`PETSC_ERR_ARG_OUTOFRANGE`); -inf and +inf are
+  allowed (the padding of max and min pooling). The value must be the same on every rank
+  (checked by `DDPrimitiveSetUp()`).
 
   Level: advanced
 
@@ -234,6 +245,7 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   PetscCall(HaloGet(prim, &h));
+  PetscCheck(!PetscIsNanReal(v), PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_OUTOFRANGE, "DDPrimitiveHaloSetPadValue(): the padding value is NaN");
   h->padvalue = v;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -451,7 +463,12 @@ static PetscErrorCode HA_SetUp(DDPrimitive prim, DDTensor x, DDTensor y)
   PetscCallMPI(MPI_Comm_rank(comm, &rank));
   h->order  = d;
   h->active = x->active;
-  for (PetscInt k = d; k < DD_MAX_DIM; k++) PetscCheck(h->spec[k].mode == SPEC_NONE, comm, PETSC_ERR_ARG_OUTOFRANGE, "A kernel or window is set on dimension %" PetscInt_FMT " but the tensor has only %" PetscInt_FMT " dimensions", k, d);
+  for (PetscInt k = d; k < DD_MAX_DIM; k++) PetscCheck(h->spec[k].mode != SPEC_KERNEL, comm, PETSC_ERR_ARG_OUTOFRANGE, "A kernel is set on dimension %" PetscInt_FMT " but the tensor has only %" PetscInt_FMT " dimensions", k, d);
+  for (PetscInt k = d; k < DD_MAX_DIM && ok; k++) /* a window is this rank's alone: raised with the rank-local errors below, on every rank */
+    if (h->spec[k].mode == SPEC_WINDOW) {
+      ok = PETSC_FALSE;
+      PetscCall(PetscSNPrintf(msg, sizeof(msg), "A window is set on dimension %" PetscInt_FMT " (DDPrimitiveHaloSetWindow() on rank %d) but the tensor has only %" PetscInt_FMT " dimensions", k, rank, d));
+    }
   /* collective checks on the kernel before anything rank-local */
   for (PetscInt k = 0; k < d; k++) {
     DimSpec &S = h->spec[k];
@@ -641,6 +658,35 @@ static PetscErrorCode HA_AdjointEnd(DDPrimitive prim, DDTensor y, DDTensor x)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* what must agree on every rank (src/primitive/settings.hpp): the kernels, output sizes and ranges,
+   padding modes and value, the neighbors-only flag; not the windows (DDPrimitiveHaloSetWindow() is
+   not collective: layers give each rank its own, and none on idle ranks) */
+static PetscErrorCode HA_Settings(DDPrimitive prim, std::string *d)
+{
+  auto *h = (Halo *)prim->data;
+  char  buf[256];
+
+  PetscFunctionBegin;
+  for (PetscInt k = 0; k < DD_MAX_DIM; k++) {
+    const DimSpec &S = h->spec[k];
+    if (S.mode != SPEC_KERNEL) continue;
+    PetscCall(PetscSNPrintf(buf, sizeof(buf), "halo dimension %" PetscInt_FMT ": kernel size %" PetscInt_FMT ", stride %" PetscInt_FMT ", dilation %" PetscInt_FMT ", padding %" PetscInt_FMT ", output size ", k, S.k, S.s, S.d, S.plo));
+    *d += buf;
+    *d += S.m == PETSC_DECIDE ? std::string("decided") : std::to_string((long long)S.m);
+    *d += "\n";
+    if (!S.outlx.empty()) { /* a line of its own: the error shows the line where the ranks differ */
+      *d += "halo dimension " + std::to_string((long long)k) + ": output ranges";
+      for (PetscInt v : S.outlx) *d += " " + std::to_string((long long)v);
+      *d += "\n";
+    }
+  }
+  *d += "halo padding modes";
+  for (PetscInt k = 0; k < DD_MAX_DIM; k++) *d += std::string(" ") + (((int)h->spec[k].pad >= 0 && h->spec[k].pad <= DD_PADDING_CIRCULAR) ? DDPaddingModes[h->spec[k].pad] : "?");
+  PetscCall(PetscSNPrintf(buf, sizeof(buf), "\nhalo padding value %.17g\nhalo neighbors only %s\n", (double)h->padvalue, h->neighborsonly ? "yes" : "no"));
+  *d += buf;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 static PetscErrorCode HA_View(DDPrimitive prim, PetscViewer viewer)
 {
   auto *h = (Halo *)prim->data;
@@ -699,5 +745,6 @@ PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_Halo(DDPrimitive prim)
   prim->ops->view           = HA_View;
   prim->ops->reset          = HA_Reset;
   prim->ops->destroy        = HA_Destroy;
+  PetscCall(PetscObjectComposeFunction((PetscObject)prim, DDPRIMITIVE_SETTINGS_C, HA_Settings));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -27,6 +27,8 @@
 #include <primitive/exchange.hpp>
 #include <ddnn/private/ddbackendimpl.h>
 #include <backend/interface/backends.hpp>
+#include <primitive/settings.hpp>
+#include <tensor/argcheck.hpp>
 #include <vector>
 #include <cstring>
 
@@ -78,7 +80,8 @@ static PetscErrorCode ScatterGet(DDPrimitive prim, Scatter **s, const char fn[])
   PetscBool match;
 
   PetscFunctionBegin;
-  PetscValidHeaderSpecific(prim, DD_PRIMITIVE_CLASSID, 1);
+  PetscCheck(prim, PETSC_COMM_SELF, PETSC_ERR_ARG_NULL, "%s(): argument 1 (prim) is NULL", fn);
+  PetscCheck(((PetscObject)prim)->classid == DD_PRIMITIVE_CLASSID, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONG, "%s(): argument 1 (prim) is not a DDPrimitive", fn);
   PetscCall(PetscObjectTypeCompare((PetscObject)prim, DDPRIMITIVESCATTER, &match));
   PetscCheck(match, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_WRONG, "%s() needs a primitive of type %s, not %s", fn, DDPRIMITIVESCATTER, ((PetscObject)prim)->type_name ? ((PetscObject)prim)->type_name : "(not set)");
   *s = (Scatter *)prim->data;
@@ -266,6 +269,15 @@ static PetscErrorCode SC_SetFromOptions(DDPrimitive prim, PetscOptionItems *Pets
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+static PetscErrorCode SC_Settings(DDPrimitive prim, std::string *d)
+{
+  auto *s = (Scatter *)prim->data;
+
+  PetscFunctionBegin;
+  *d += std::string("scatter unmapped output entries ") + (s->zero ? "zeroed" : "kept") + "\n";
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 static PetscErrorCode SC_View(DDPrimitive prim, PetscViewer viewer)
 {
   auto *s = (Scatter *)prim->data;
@@ -311,7 +323,7 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscCall(ScatterGet(prim, &s, "DDPrimitiveScatterSetIndexMap"));
   PetscCheck(n >= 0, PETSC_COMM_SELF, PETSC_ERR_ARG_OUTOFRANGE, "The scatter's index map cannot have %" PetscInt_FMT " entries", n);
-  if (n) PetscValidIntPointer(idx, 3);
+  if (n) DDCheckPointer(idx, 3);
   s->map.assign(idx, idx + n);
   s->mapset          = PETSC_TRUE;
   prim->setupcalled  = PETSC_FALSE; /* the pattern changed: set up again */
@@ -386,5 +398,6 @@ PETSC_EXTERN PetscErrorCode DDPrimitiveCreate_Scatter(DDPrimitive prim)
   prim->ops->view            = SC_View;
   prim->ops->reset           = SC_Reset;
   prim->ops->destroy         = SC_Destroy;
+  PetscCall(PetscObjectComposeFunction((PetscObject)prim, DDPRIMITIVE_SETTINGS_C, SC_Settings));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
