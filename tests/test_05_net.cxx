@@ -849,6 +849,10 @@ TEST(NetBadInput, SettingsThatDifferAcrossRanksAfterSetUp)
   if (W > 1) {
     DD_EXPECT_ERROR(DDNetSetTraining(net, mine), PETSC_ERR_ARG_WRONG, "DDNetSetTraining() was given PETSC_TRUE on some ranks and PETSC_FALSE on others");
     DD_EXPECT_ERROR(DDNetSetCheckFinite(net, mine), PETSC_ERR_ARG_WRONG, "DDNetSetCheckFinite() was given PETSC_TRUE on some ranks and PETSC_FALSE on others");
+    DDLayer     l;
+    const char *lname;
+    DDT(DDNetGetLayerByIndex(net, 0, &l, &lname));
+    DD_EXPECT_ERROR(DDLayerSetTraining(l, mine), PETSC_ERR_ARG_WRONG, "DDLayerSetTraining() was given PETSC_TRUE on some ranks and PETSC_FALSE on others");
   }
   DDT(DDNetSetTraining(net, PETSC_FALSE));
   DDT(DDNetSetCheckFinite(net, PETSC_TRUE));

@@ -1334,7 +1334,7 @@ DD_CXX_TRY
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
   PetscCall(NetCheckSameFlag(net, flg, "DDNetSetTraining"));
-  for (auto &nd : net->impl->nodes) PetscCall(DDLayerSetTraining(nd.layer, flg));
+  for (auto &nd : net->impl->nodes) nd.layer->training = flg; /* checked above, once for all layers (DDLayerSetTraining() would check each) */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
