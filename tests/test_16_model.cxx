@@ -304,6 +304,13 @@ TEST(ModelCache, NotCalibratedAndCorruptOrForeignCache)
     WriteFile(bad, "ddnn-model-cache 15\nhost " + Host() + "\nkernel a float32 conv f " + nums + "\n");
     DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "line 3 is malformed");
   }
+  /* a NUL byte (what follows it used to be ignored); a comment of 2000 characters (it used to be cut into a malformed line); a directory (it used to be "empty") */
+  WriteFile(bad, "ddnn-model-cache 15\nhost " + Host() + "\ncomm 1e-6 1e-9" + std::string(1, '\0') + "GARBAGE\n");
+  DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "line 3 holds a NUL byte");
+  WriteFile(bad, "ddnn-model-cache 15\nhost " + Host() + "\n#" + std::string(2000, 'a') + "\ncomm 1e-6 1e-9\n");
+  DDT(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have));
+  DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", "/tmp"));
+  DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "it is a directory");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", foreign.c_str()));
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "foreign");
   /* set parameters by hand: the layer's communication time is alpha max(msgs) + beta max(bytes) */

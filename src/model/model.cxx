@@ -361,9 +361,11 @@ static int KernelLine(const std::string &s, char a[256], char b[64], char c[64],
    rank where they are collective) */
 static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *found, std::string &why)
 {
-  FILE *f;
-  char  line[1024];
-  int   ln = 0;
+  FILE   *f;
+  char   *line = NULL; /* getline(): lines of any length, NUL bytes counted */
+  size_t  cap  = 0;
+  ssize_t len;
+  int     ln = 0;
 
   PetscFunctionBegin;
   *found = PETSC_FALSE;
@@ -374,18 +376,31 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
     if (errno != ENOENT) why = std::string("it cannot be read (") + strerror(errno) + ")";
     PetscFunctionReturn(PETSC_SUCCESS);
   }
+  {
+    struct stat sb;
+    if (!fstat(fileno(f), &sb) && !S_ISREG(sb.st_mode)) {
+      fclose(f);
+      why = S_ISDIR(sb.st_mode) ? "it is a directory" : "it is not a regular file";
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
+  }
   std::map<std::string, Fit> kern;
   std::map<std::string, double> runcost;
   bool                       commok = false, host = false;
   double                     alpha = 0, beta = 0;
-  while (fgets(line, sizeof(line), f)) {
+  while ((len = getline(&line, &cap, f)) >= 0) {
     ln++;
-    std::string s(line);
+    std::string s(line, (size_t)len);
     while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    if (s.find('\0') != std::string::npos) {
+      why = "line " + std::to_string(ln) + " holds a NUL byte (not a text file)";
+      break;
+    }
     if (ln == 1) {
       int v = 0, nv = 0;
       if (sscanf(s.c_str(), "ddnn-model-cache %d%n", &v, &nv) == 1 && nv == (int)s.size() && v >= 1 && v < cacheVersion) { /* an older ddnn's: stale, recalibrated */
         fclose(f);
+        free(line);
         M.stale = v;
         PetscFunctionReturn(PETSC_SUCCESS);
       }
@@ -415,6 +430,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
       PetscCall(PetscEListFind(2, DDDataTypes, b, &dt, &ok)); /* float32, float64 */
       if (!ok) {
         fclose(f);
+        free(line);
         why = "line " + std::to_string(ln) + " names an unknown data type " + b;
         PetscFunctionReturn(PETSC_SUCCESS);
       }
@@ -429,6 +445,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
       PetscCall(PetscEListFind(2, DDDataTypes, b, &dt, &ok));
       if (!ok) {
         fclose(f);
+        free(line);
         why = "line " + std::to_string(ln) + " names an unknown data type " + b;
         PetscFunctionReturn(PETSC_SUCCESS);
       }
@@ -439,6 +456,7 @@ static PetscErrorCode ModelReadCacheWhy(const std::string &path, PetscBool *foun
     }
   }
   fclose(f);
+  free(line);
   if (why.empty() && ln == 0) why = "it is empty";
   if (why.empty() && !host) why = "it names no host";
   if (!why.empty()) PetscFunctionReturn(PETSC_SUCCESS);
