@@ -763,6 +763,18 @@ TEST(Checkpoints, AFailedLoadChangesNothing)
   EXPECT_TRUE(AllTrue(Snap(net, NULL) == now)) << "a weights file that failed at its last tensor changed the network";
   EXPECT_EQ(OpenFiles(), 0);
 
+  /* a parameter's dataset replaced by a soft link to another one (whose checksum is the other's): refused, naming it */
+  const Snapshot then = Snap(net, opt);
+  if (Rank() == 0) WriteBytes(file, good);
+  MPI_Barrier(PETSC_COMM_WORLD);
+  EditFile(file, [](hid_t f) {
+    H5Ldelete(f, "params/c2.bias", H5P_DEFAULT);
+    H5Lcreate_soft("/params/c1.bias", f, "params/c2.bias", H5P_DEFAULT, H5P_DEFAULT);
+  });
+  EXPECT_EQ(Catch([&]() { return DDCheckpointLoad(net, opt, file.c_str()); }, &m), PETSC_ERR_FILE_UNEXPECTED);
+  EXPECT_NE(m.find("\"params/c2.bias\" in HDF5 file \"" + file + "\" is a soft or external link"), std::string::npos) << m;
+  EXPECT_TRUE(AllTrue(Snap(net, opt) == then));
+
   /* a string attribute rewritten the way h5py writes str (variable length, UTF-8) holds the same value: it loads (last: the network changes) */
   if (Rank() == 0) WriteBytes(file, good);
   MPI_Barrier(PETSC_COMM_WORLD);

@@ -460,6 +460,11 @@ PetscErrorCode H5ReadTensor(hid_t fid, const char *file, const char *path, DDTen
     PetscCall(ThroughHostCopy(t, false, true, [&](DDTensor h) { return H5ReadTensor(fid, file, path, h, requirechecksum, requirefinite); }));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
+  if (requirefinite) { /* a network's state: its dataset itself, not a soft or external link to another one (whose checksum is the other's) */
+    H5L_info_t li;
+    bool       hard = H5Lexists(fid, path, H5P_DEFAULT) <= 0 || (H5Lget_info(fid, path, &li, H5P_DEFAULT) >= 0 && li.type == H5L_TYPE_HARD);
+    DDCheckAll(comm, hard, PETSC_ERR_FILE_UNEXPECTED, "\"%s\" in HDF5 file \"%s\" is a soft or external link, not a dataset of its own: a network's state is read from its own datasets", path, file);
+  }
   PetscCall(H5DatasetShape(comm, fid, file, path, fd));
   DDCheckAll(comm, fd == td, PETSC_ERR_FILE_UNEXPECTED, "Dataset \"%s\" in \"%s\" has shape %s, the tensor %s", path, file, DimsString(fd).c_str(), DimsString(td).c_str());
   hid_t dset = H5Dopen2(fid, path, H5P_DEFAULT);
