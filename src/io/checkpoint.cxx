@@ -187,7 +187,8 @@ DD_CXX_CATCH
   checksum does not match), when it comes from another network (parameter names or shapes
   differ: the first parameter that differs is named, with its shape in the file and in the network)
   or another optimizer, when an attribute has the wrong type, when a parameter, buffer or optimizer
-  state holds a nan or an inf (or a float64 value beyond float32's range for a float32 network),
+  state holds a nan or an inf (or a float64 value beyond float32's range for a float32 network) or
+  is a soft or external link instead of a dataset of its own,
   or when the optimizer's state is unusable (`DDOptimizerCheckState()`). Everything is read and checked before anything changes
   (a copy of the parameters, buffers and optimizer state is held meanwhile): after an error the
   network and the optimizer are as they were.

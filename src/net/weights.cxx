@@ -242,7 +242,7 @@ DD_CXX_CATCH
   weights name is wrong), a dataset of another shape (both shapes), two layers with one
   weights name; a corrupted dataset when it has a ddnn checksum (files written by torch have
   none, and none is required); a value that is nan or inf, or a float64 value beyond float32's
-  range read into a float32 network. Everything is read and checked before any tensor of the network
+  range read into a float32 network; a dataset that is a soft or external link. Everything is read and checked before any tensor of the network
   changes (a copy of its parameters and buffers is held meanwhile): after an error the network
   is as it was.
 
