@@ -344,18 +344,6 @@ DD_CXX_TRY
 }
 DD_CXX_CATCH
 
-/* a logically collective flag given differently on some rank: an error on every rank naming the setter and the ranks' values (one all-reduce) */
-static PetscErrorCode NetCheckSameFlag(DDNet net, PetscBool flg, const char setter[])
-{
-  MPI_Comm comm = PetscObjectComm((PetscObject)net);
-  int      v[2] = {flg ? 1 : 0, flg ? -1 : 0}, w[2];
-
-  PetscFunctionBegin;
-  PetscCallMPI(MPI_Allreduce(v, w, 2, MPI_INT, MPI_MAX, comm));
-  PetscCheck(w[0] == -w[1], comm, PETSC_ERR_ARG_WRONG, "%s() was given PETSC_TRUE on some ranks and PETSC_FALSE on others (this rank: %s); it is logically collective: give every rank the same value (a difference would leave the ranks in different collectives)", setter, flg ? "PETSC_TRUE" : "PETSC_FALSE");
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
 /*@
   DDNetSetCheckFinite - Checks every layer's output (in `DDNetForward()`) and every input and
   parameter gradient (in `DDNetBackward()`) for nan and inf
@@ -386,7 +374,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
-  PetscCall(NetCheckSameFlag(net, flg, "DDNetSetCheckFinite"));
+  PetscCall(DDCheckSameFlag_Private(PetscObjectComm((PetscObject)net), flg, "DDNetSetCheckFinite"));
   net->impl->checkfinite = flg ? true : false;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -471,31 +459,6 @@ DD_CXX_TRY
 }
 DD_CXX_CATCH
 
-/* Local scan of the bulk of t: bit 1 if a nan, bit 2 if an inf */
-static PetscErrorCode DDTensorFiniteFlags(DDTensor t, int *flags)
-{
-  const void *arr;
-
-  PetscFunctionBegin;
-  *flags = 0;
-  if (!t || !t->active || !t->layout.bulksize) PetscFunctionReturn(PETSC_SUCCESS);
-  PetscCall(DDTensorGetArrayRead(t, &arr));
-  PetscCall(ddnn::DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
-    using T    = decltype(z);
-    const T *a = (const T *)arr;
-    ddnn::ForEachBulkRun(t->layout, [&](PetscInt off, PetscInt len) {
-      for (PetscInt i = 0; i < len; i++) {
-        const T v = a[off + i];
-        if (std::isnan(v)) *flags |= 1;
-        else if (std::isinf(v)) *flags |= 2;
-      }
-    });
-    return PETSC_SUCCESS;
-  }));
-  PetscCall(DDTensorRestoreArrayRead(t, &arr));
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
 /* Collective over the network: an error on every rank when one of ts holds a nan or inf on some rank */
 static PetscErrorCode DDNetCheckFinite(DDNet net, const Node &nd, const std::vector<DDTensor> &ts, const std::vector<std::string> &what)
 {
@@ -508,7 +471,7 @@ static PetscErrorCode DDNetCheckFinite(DDNet net, const Node &nd, const std::vec
   /* flags: bitwise or; the lowest rank that holds one: minimum */
   std::vector<int> fl(ts.size()), rk(ts.size()), flo(ts.size()), rko(ts.size());
   for (size_t i = 0; i < ts.size(); i++) {
-    PetscCall(DDTensorFiniteFlags(ts[i], &fl[i]));
+    PetscCall(DDTensorFiniteFlags_Private(ts[i], &fl[i]));
     rk[i] = fl[i] ? rank : size;
   }
   if (!ts.empty()) {
@@ -1333,7 +1296,7 @@ DD_CXX_TRY
 {
   PetscFunctionBegin;
   PetscValidHeaderSpecific(net, DD_NET_CLASSID, 1);
-  PetscCall(NetCheckSameFlag(net, flg, "DDNetSetTraining"));
+  PetscCall(DDCheckSameFlag_Private(PetscObjectComm((PetscObject)net), flg, "DDNetSetTraining"));
   for (auto &nd : net->impl->nodes) nd.layer->training = flg; /* checked above, once for all layers (DDLayerSetTraining() would check each) */
   PetscFunctionReturn(PETSC_SUCCESS);
 }

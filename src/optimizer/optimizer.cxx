@@ -600,7 +600,7 @@ PetscErrorCode DDOptimizerCheckParameters_Private(DDOptimizer opt, const char ca
 }
 
 /* the first parameter (on any rank, the same answer on all) whose gradient holds a nan or an inf, or -1;
-   kind: 1 nan, 2 inf. Collective; an element scan (a norm can overflow where every entry is finite) */
+   kind: 1 a nan (with or without an inf), 2 an inf only. Collective; an element scan (a norm can overflow where every entry is finite) */
 static PetscErrorCode FirstNonFiniteGradient(DDOptimizer opt, PetscInt *first, int *kind)
 {
   const PetscInt n   = (PetscInt)opt->grads->size();
@@ -609,28 +609,14 @@ static PetscErrorCode FirstNonFiniteGradient(DDOptimizer opt, PetscInt *first, i
 
   PetscFunctionBegin;
   for (PetscInt i = 0; i < n && bad == n; i++) {
-    DDTensor g = (*opt->grads)[i];
-    void    *h;
-    if (!g->active || !g->layout.bulksize) continue;
-    PetscCall(DDTensorGetHostArray_Private(g, &h));
-    PetscCall(DispatchType(g->dtype, [&](auto z) -> PetscErrorCode {
-      using T = decltype(z);
-      ForEachBulkRun(g->layout, [&](PetscInt off, PetscInt len) {
-        for (PetscInt j = 0; j < len && !k; j++) {
-          const T v = ((const T *)h)[off + j];
-          if (v - v != 0) k = std::isnan(v) ? 1 : 2; /* nan for nan and inf */
-        }
-      });
-      return PETSC_SUCCESS;
-    }));
-    PetscCall(DDTensorRestoreHostArray_Private(g, PETSC_FALSE, &h));
+    PetscCall(DDTensorFiniteFlags_Private((*opt->grads)[i], &k));
     if (k) bad = i;
   }
   MPI_Comm comm = PetscObjectComm((PetscObject)opt);
   PetscCallMPI(MPI_Allreduce(&bad, first, 1, MPIU_INT, MPI_MIN, comm));
-  if (bad != *first) k = 0;
-  PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &k, 1, MPI_INT, MPI_MAX, comm));
-  *kind = k;
+  if (bad != *first) k = 0; /* the flags of that parameter's pieces, on the ranks that hold them */
+  PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, &k, 1, MPI_INT, MPI_BOR, comm));
+  *kind = k & 1 ? 1 : 2;
   if (*first == n) *first = -1;
   PetscFunctionReturn(PETSC_SUCCESS);
 }

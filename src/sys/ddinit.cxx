@@ -694,6 +694,18 @@ DD_CXX_TRY
 }
 DD_CXX_CATCH
 
+/* a logically collective flag given differently on some rank: an error on every rank naming the setter and this
+   rank's value (one all-reduce of (flg, -flg), MAX: equal everywhere when the two agree) */
+PetscErrorCode DDCheckSameFlag_Private(MPI_Comm comm, PetscBool flg, const char setter[])
+{
+  int v[2] = {flg ? 1 : 0, flg ? -1 : 0}, w[2];
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Allreduce(v, w, 2, MPI_INT, MPI_MAX, comm));
+  PetscCheck(w[0] == -w[1], comm, PETSC_ERR_ARG_WRONG, "%s() was given PETSC_TRUE on some ranks and PETSC_FALSE on others (this rank: %s); it is logically collective: give every rank the same value (a difference would leave the ranks in different collectives)", setter, flg ? "PETSC_TRUE" : "PETSC_FALSE");
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@C
   DDCheckCollective - Raises an error on every rank of comm when any rank reports a failure
 

@@ -16,3 +16,5 @@ PETSC_INTERN PetscErrorCode DDDatasetInitializePackage(void);
 PETSC_INTERN PetscErrorCode DDNetTrainResetStages_Private(void);
 PETSC_INTERN PetscErrorCode DDFunctionListKnownTypes_Private(PetscFunctionList, char[], size_t);
 PETSC_INTERN PetscErrorCode DDOptionsGetPrefixed_Private(const char[], char **);
+/* a logically collective flag given differently on some rank of comm: an error on every rank naming the setter (one all-reduce) */
+PETSC_INTERN PetscErrorCode DDCheckSameFlag_Private(MPI_Comm, PetscBool, const char[]);

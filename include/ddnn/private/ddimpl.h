@@ -102,6 +102,8 @@ PETSC_EXTERN PetscErrorCode DDTensorGetHostArray_Private(DDTensor, void **);
 /* DDTensorDuplicateLayout() into the given memory (a device tensor's host twin) */
 PETSC_EXTERN PetscErrorCode DDTensorDuplicateLayoutIn_Private(DDTensor, DDDataType, DDMemType, DDTensor *);
 PETSC_EXTERN PetscErrorCode DDTensorLayoutLike_Private(DDTensor, DDDataType, DDMemType, DDTensor *);
+/* a local scan of the bulk of t (device tensors through their host copy): flags bit 1 if it holds a nan, bit 2 if an inf */
+PETSC_EXTERN PetscErrorCode DDTensorFiniteFlags_Private(DDTensor, int *);
 /* the state of the tensor's values: its own state plus those of the PETSc Vecs on its storage
    (DDTensorPlaceVec(), DDTensorCreateVec()), so that an edit through either side is seen; compare it
    for equality only */

@@ -1377,12 +1377,9 @@ DD_CXX_CATCH
 PetscErrorCode DDLayerSetTraining(DDLayer layer, PetscBool flg)
 DD_CXX_TRY
 {
-  int v[2] = {flg ? 1 : 0, flg ? -1 : 0}, w[2];
-
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
-  PetscCallMPI(MPI_Allreduce(v, w, 2, MPI_INT, MPI_MAX, PetscObjectComm((PetscObject)layer)));
-  PetscCheck(w[0] == -w[1], PetscObjectComm((PetscObject)layer), PETSC_ERR_ARG_WRONG, "DDLayerSetTraining() was given PETSC_TRUE on some ranks and PETSC_FALSE on others (this rank: %s); it is logically collective: give every rank the same value", flg ? "PETSC_TRUE" : "PETSC_FALSE");
+  PetscCall(DDCheckSameFlag_Private(PetscObjectComm((PetscObject)layer), flg, "DDLayerSetTraining"));
   layer->training = flg;
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -515,6 +515,31 @@ DD_CXX_TRY
 }
 DD_CXX_CATCH
 
+/* a local scan of the bulk of t: bit 1 of *flags if a nan, bit 2 if an inf (DDNetSetCheckFinite()'s checks, DDOptimizerStep()'s gradients) */
+PetscErrorCode DDTensorFiniteFlags_Private(DDTensor t, int *flags)
+{
+  const void *arr;
+
+  PetscFunctionBegin;
+  *flags = 0;
+  if (!t || !t->active || !t->layout.bulksize) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(DDTensorGetArrayRead(t, &arr));
+  PetscCall(DispatchType(t->dtype, [&](auto z) -> PetscErrorCode {
+    using T    = decltype(z);
+    const T *a = (const T *)arr;
+    ForEachBulkRun(t->layout, [&](PetscInt off, PetscInt len) {
+      for (PetscInt i = 0; i < len; i++) {
+        const T v = a[off + i];
+        if (std::isnan(v)) *flags |= 1;
+        else if (std::isinf(v)) *flags |= 2;
+      }
+    });
+    return PETSC_SUCCESS;
+  }));
+  PetscCall(DDTensorRestoreArrayRead(t, &arr));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@C
   DDTensorRestoreArrayRead - Returns the array of `DDTensorGetArrayRead()`
 
