@@ -933,13 +933,15 @@ DD_CXX_TRY
     /* in the same all-reduce: the input gradients wanted (DDNetGetInputGradient()) must be the same on every rank,
        or the ranks run different backward passes (a layer's data pass and its exchanges on some ranks only) */
     PetscMPIInt rank, size;
-    int         wg = 0, v[3], w[3];
+    uint64_t    h = 0; /* the inputs wanted, of any number: a sum of their indices' mixed bits, 62 bits */
+    long long   v[3], w[3];
     PetscCallMPI(MPI_Comm_rank(comm, &rank));
     PetscCallMPI(MPI_Comm_size(comm, &size));
     for (size_t k = 0; k < I->wantgrad.size(); k++)
-      if (I->wantgrad[k]) wg |= 1 << (k % 30);
+      if (I->wantgrad[k]) h += ddnn::SplitMix64(k + 1);
+    const long long wg = (long long)(h & 0x3FFFFFFFFFFFFFFFull);
     v[0] = msg[0] ? rank : size, v[1] = wg, v[2] = -wg;
-    PetscCallMPI(MPI_Allreduce(v, w, 3, MPI_INT, MPI_MIN, comm));
+    PetscCallMPI(MPI_Allreduce(v, w, 3, MPI_LONG_LONG, MPI_MIN, comm));
     if (w[0] < size) PetscCall(DDCheckCollective(comm, msg[0] ? PETSC_FALSE : PETSC_TRUE, code, msg)); /* every rank: w is the same on all */
     PetscCheck(w[1] == -w[2], comm, PETSC_ERR_ARG_WRONG, "DDNetBackward: DDNetGetInputGradient() was called on some ranks only (or for other inputs on different ranks): the input gradients wanted differ between ranks; it is collective, call it on every rank");
     for (size_t k = 0; k < I->ingrads.size(); k++)
