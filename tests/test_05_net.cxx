@@ -861,3 +861,33 @@ TEST(NetBadInput, SettingsThatDifferAcrossRanksAfterSetUp)
   DDT(DDTensorDestroy(&x));
   DDT(DDTensorDestroy(&t));
 }
+
+TEST(NetBadInput, LossFedOnlyByInputsIsNothingToDifferentiate)
+{
+  /* a loss of the network's inputs alone (a mistyped -<layer>_layer_inputs): the convolution's parameters
+     get no gradient and training would change nothing; DDNetBackward() says so on every rank, as PyTorch's
+     backward() of a loss that requires no gradient does. Wanting an input's gradient makes it differentiable. */
+  int       W = Size();
+  InputSpec xs{{2, 1, 6, 4 * W}, {1, 1, 1, W}, {}, {}};
+  DDTensor  x = MakeInput(xs, DD_FLOAT64, 5), t = MakeInput(xs, DD_FLOAT64, 6), in[2] = {x, t}, dx;
+  DDNet     net;
+  DDT(PetscOptionsInsertString(NULL, "-nd_net_inputs x,target -nd_net_layers c1,loss "
+                                     "-nd_c1_layer_type conv -nd_c1_layer_conv_out_channels 1 -nd_c1_layer_conv_kernel 3 -nd_c1_layer_conv_padding 1 "
+                                     "-nd_loss_layer_type loss -nd_loss_layer_inputs x,target"));
+  DDT(DDNetCreate(PETSC_COMM_WORLD, &net));
+  DDT(DDNetSetOptionsPrefix(net, "nd_"));
+  DDT(DDNetSetFromOptions(net));
+  DDT(DDNetSetUp(net, 2, in));
+  DDT(DDNetForward(net, 2, in));
+  DD_EXPECT_ERROR(DDNetBackward(net, NULL), PETSC_ERR_ARG_WRONGSTATE, "nothing to differentiate: the network's output (layer \"loss\") depends on no parameter (the first layer with parameters, \"c1\", does not feed it)");
+  DDT(DDNetGetInputGradient(net, 0, &dx));
+  DDT(DDNetForward(net, 2, in));
+  DDT(DDNetBackward(net, NULL));
+  PetscReal nrm;
+  DDT(DDTensorNorm(dx, NORM_2, &nrm));
+  EXPECT_GT(nrm, 0);
+  DDT(DDNetDestroy(&net));
+  DDT(DDTensorDestroy(&x));
+  DDT(DDTensorDestroy(&t));
+  for (auto o : {"-nd_net_inputs", "-nd_net_layers", "-nd_c1_layer_type", "-nd_c1_layer_conv_out_channels", "-nd_c1_layer_conv_kernel", "-nd_c1_layer_conv_padding", "-nd_loss_layer_type", "-nd_loss_layer_inputs"}) DDT(PetscOptionsClearValue(NULL, o));
+}

@@ -900,6 +900,13 @@ DD_CXX_CATCH
   (`PETSC_ERR_ARG_WRONGSTATE`, naming the input and the layer), raised before any layer's backward,
   also when it changed on one rank only; run `DDNetForward()` again.
 
+  A network whose output depends on no parameter and on no input whose gradient is wanted (a
+  loss fed only by the network's inputs: a layer's inputs mistyped) has nothing to differentiate:
+  an error on every rank (`PETSC_ERR_ARG_WRONGSTATE`, naming the output layer and the first layer
+  with parameters), as PyTorch's backward() of a loss that requires no gradient, instead of a
+  training that changes nothing. Parameters of layers the output does not depend on keep their
+  gradients (zero after `DDNetZeroGradients()`), as PyTorch's unused parameters do.
+
   Level: beginner
 
 .seealso: `DDNetForward()`, `DDNetZeroGradients()`, `DDNetGetInputGradient()`
@@ -956,6 +963,22 @@ DD_CXX_TRY
     if (live[i])
       for (int k : I->nodes[i].inputs)
         if (k >= 0) live[k] = true;
+  {
+    /* something to differentiate: a parameter upstream of the output, or a wanted input gradient (as PyTorch's
+       backward() of a loss that requires no gradient is an error); the same on every rank (the graph is, and the
+       wanted inputs were checked above) */
+    bool        any   = false;
+    const char *pname = NULL;
+    for (int i = 0; i < nn; i++) {
+      const Node &nd = I->nodes[i];
+      if (live[i] && nd.layer->nparams > 0) any = true;
+      if (!live[i] && nd.layer->nparams > 0 && !pname) pname = nd.name.c_str();
+      if (live[i])
+        for (int k : nd.inputs)
+          if (k < 0 && I->wantgrad[-1 - k]) any = true;
+    }
+    PetscCheck(any, comm, PETSC_ERR_ARG_WRONGSTATE, "DDNetBackward: nothing to differentiate: the network's output (layer \"%s\") depends on no parameter%s%s%s and on no input whose gradient is wanted (DDNetGetInputGradient()); a loss fed only by the network's inputs trains nothing: check the layers' inputs", I->nodes[I->output].name.c_str(), pname ? " (the first layer with parameters, \"" : "", pname ? pname : "", pname ? "\", does not feed it)" : "");
+  }
   for (int i = 0; i < nn; i++) {
     Node &nd = I->nodes[i];
     if (!live[i] || i == I->output) continue;

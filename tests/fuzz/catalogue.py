@@ -271,6 +271,7 @@ def cases(good, restarted):
     add("options", "-c1_layer_conv_padding -1", R + ["-c1_layer_conv_padding", "-1"], words=["padding", "-1"])
     add("options", "-nsamples 0", R + ["-nsamples", "0"], words=["-nsamples 0"])
     add("options", "-optimizer_type nosuch", R + ["-optimizer_type", "nosuch"], words=["nosuch"])
+    add("options", "a loss fed only by the inputs (trains nothing)", R + ["-loss_layer_inputs", "x,target"], words=["nothing to differentiate", "loss"])
     add("options", "-epochs 0 (evaluates only)", R + ["-epochs", "0"], expect="ok")
     add("options", "correct run", R, expect="ok", check=same_result(good))
     # options differing between ranks (MPMD)
