@@ -1516,14 +1516,14 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
   }
   /*
     an activation fused into its convolution or dense layer (-net_fuse, DDNetSetUp): its output is its
-    input's storage and its forward does nothing. relu then costs nothing forward (a post-op, or an
-    idempotent pass); a tanh's or sigmoid's forward runs in the producer with this layer's own kernel
-    (priced here, where it was), and its backward reads f'(v) from the output (1 - y^2, y (1 - y)):
-    a streaming pass priced as relu's
+    input's storage and its forward does nothing; the producer runs this layer's own kernel in place
+    after its own (relu too: oneDNN's relu post-op turns nan into 0, so it is only taken with
+    -dd_dnnl_eltwise_postop, where this prices a pass that the post-op saves), priced here, where it
+    was. A tanh's or sigmoid's backward reads f'(v) from the output (1 - y^2, y (1 - y)): a
+    streaming pass priced as relu's
   */
   if (type && !strcmp(type, DDLAYERACTIVATION) && layer->output->array && layer->output->array == layer->setupin[0]->array) {
-    if (kind == DDLAYERACTIVATION) comp[0] = 0;
-    else {
+    if (kind != DDLAYERACTIVATION) {
       PetscReal cr[2], mr[2];
       PetscBool okr;
       in.kind = DDLAYERACTIVATION;

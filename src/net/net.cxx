@@ -704,13 +704,13 @@ PetscErrorCode ddnn::NetSetUpLayers_Private(DDNet net, std::vector<DDTensor> &xi
   Conv/affine + activation fusion (-net_fuse, default on): a relu, tanh or sigmoid layer whose
   input is a convolution's or a dense (affine) layer's output that feeds nothing else (and is not
   the network's output), on the same backend and laid out alike (partition, format, halo), is fused
-  with it: the producer writes act(v) (relu after a convolution: oneDNN's post-op in float32 on
-  /cpu/dnnl; otherwise in place after its kernel with the activation layer's own kernel, or with
-  -dd_dnnl_eltwise_postop oneDNN's tanh and sigmoid post-ops) and the activation layer's
-  output views the producer's output, so that the activation costs nothing forward, and its
-  backward computes f'(v) from act(v) (tanh: 1 - y^2, no tanh evaluated). Outputs, loss and
-  gradients are those of the unfused network (up to the sign of zero, where relu's input is NaN,
-  which oneDNN's post-op need not pass, and the last bits of oneDNN's tanh and sigmoid post-ops).
+  with it: the producer writes act(v) (in place after its kernel, with the activation layer's own
+  kernel; with -dd_dnnl_eltwise_postop a convolution on /cpu/dnnl computes it in oneDNN's eltwise
+  post-op instead) and the activation layer's output views the producer's output, so that the
+  activation needs no output of its own and its forward does nothing, and its backward computes
+  f'(v) from act(v) (tanh: 1 - y^2, no tanh evaluated). Outputs, loss and gradients are those of
+  the unfused network, nan and inf included (with -dd_dnnl_eltwise_postop: oneDNN's relu turns a
+  nan into 0, and its tanh and sigmoid differ from ours in the last bits).
   `DDNetGetLayerOutput()` of such a producer then gives act(v), the activation layer's output.
 
   Options Database Keys:
@@ -718,7 +718,7 @@ PetscErrorCode ddnn::NetSetUpLayers_Private(DDNet net, std::vector<DDTensor> &xi
 . -net_load_weights <file.h5> - then load the parameters and buffers from a PyTorch state_dict in HDF5 (`DDNetLoadWeights()`)
 . -dd_check_finite - check outputs and gradients for nan/inf (`DDNetSetCheckFinite()`)
 . -net_fuse <bool> - fuse relu, tanh and sigmoid layers into the convolutions and dense layers that feed them (default true)
-. -dd_dnnl_eltwise_postop <bool> - a convolution on /cpu/dnnl computes a fused tanh or sigmoid in oneDNN's post-op (float32; default false)
+. -dd_dnnl_eltwise_postop <bool> - a convolution on /cpu/dnnl computes a fused relu, tanh or sigmoid in oneDNN's post-op (float32; default false: its relu turns nan into 0)
 - -net_view - view the network
 
   Level: beginner

@@ -22,7 +22,7 @@ namespace
 {
 DDBackend Self() { return DDBackendLookup_Private("/cpu/dnnl"); }
 
-/* -dd_dnnl_eltwise_postop: a convolution fused with tanh or sigmoid (-net_fuse) computes them in oneDNN's post-op (default: no, the layer applies ours) */
+/* -dd_dnnl_eltwise_postop: a convolution fused with relu, tanh or sigmoid (-net_fuse) computes them in oneDNN's post-op (default: no, the layer applies ours) */
 bool EltwisePostOp()
 {
   PetscBool flg = PETSC_FALSE;
@@ -163,18 +163,20 @@ public:
   const char    *Name() const override { return name.c_str(); }
   bool           OverwritesDx() const override { return !edge && k; }
   /*
-    conv + activation fusion: the forward primitive again, with the eltwise post-op of relu (bitwise
-    the activation layer's relu), and with -dd_dnnl_eltwise_postop of tanh or sigmoid too (oneDNN's
-    approximations: within a few ulp of ours, but not bitwise, and Adam's normalized steps amplify
-    such differences in near-zero gradients; by default the layer applies its own kernel after the
-    convolution instead); not the transposed convolution's edge rows, which get the bias directly.
+    conv + activation fusion, with -dd_dnnl_eltwise_postop only: the forward primitive again, with
+    oneDNN's eltwise post-op of relu, tanh or sigmoid. By default the layer applies its own kernel
+    in place after the convolution instead: oneDNN's relu post-op is max(v, 0) with the constant as
+    the instruction's second operand, which turns a nan into 0 where PyTorch's relu (and ours) keep
+    it, and its tanh and sigmoid are approximations within a few ulp of ours, not bitwise (Adam's
+    normalized steps amplify such differences in near-zero gradients). Not the transposed
+    convolution's edge rows, which get the bias directly.
     identity removes the post-op (the layer takes back a fusion that another of its kernels declined)
   */
   bool FuseActivation(DDActivationType act) override
   {
     if (act != DD_ACT_RELU && act != DD_ACT_TANH && act != DD_ACT_SIGMOID && act != DD_ACT_IDENTITY) return false;
     if (act == fuseact) return true; /* fused already (identity: nothing fused) */
-    if ((act == DD_ACT_TANH || act == DD_ACT_SIGMOID) && !EltwisePostOp()) return false; /* the layer applies our tanh, sigmoid after the kernel: bitwise the unfused values */
+    if (act != DD_ACT_IDENTITY && !EltwisePostOp()) return false; /* the layer applies our relu, tanh, sigmoid after the kernel: bitwise the unfused values, nan kept */
     if (spec.transposed || edge) return false;
     if (!k) { /* no box to write */
       fuseact = act;

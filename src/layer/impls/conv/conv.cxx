@@ -1015,11 +1015,11 @@ static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
   im2col + GEMM kernels of /cpu/blas; the reference loops on /cpu/ref.
 
   Fused activation: in a network (`DDNetSetUp()`, -net_fuse, default on) a convolution whose only
-  consumer is a relu, tanh or sigmoid layer laid out alike writes act(conv) into its output (relu:
-  oneDNN's eltwise post-op in float32; tanh and sigmoid: the activation layer's own kernel in place
-  after the local kernels and any sum over input-channel workers, bitwise the unfused values, or
-  with -dd_dnnl_eltwise_postop oneDNN's post-op, equal up to the last bits); the activation
-  layer's output views it. `DDNetGetLayerOutput()` of the convolution then gives act(conv).
+  consumer is a relu, tanh or sigmoid layer laid out alike writes act(conv) into its output: the
+  activation layer's own kernel in place after the local kernels and any sum over input-channel
+  workers, bitwise the unfused values (nan and inf included), or with -dd_dnnl_eltwise_postop
+  oneDNN's eltwise post-op in float32 (its relu turns a nan into 0; its tanh and sigmoid are equal
+  to ours up to the last bits); the activation layer's output views it. `DDNetGetLayerOutput()` of the convolution then gives act(conv).
 
   Options Database Keys:
 + -layer_conv_out_channels <n> - output channels
