@@ -973,3 +973,76 @@ TEST(PoolDivisorOverride, EveryBackendEqualsTheReferenceLoops)
     for (const char *b : {"/cpu/blas", "/cpu/dnnl"}) ExpectSameRun(RunLayer(on(b), {in}, dt, 6), ref, dt == DD_FLOAT64 ? 1e-15 : 1e-6, std::string("divisor_override on ") + b);
   }
 }
+
+/*
+  nan and inf as PyTorch's max pool takes them: a window holding a nan gives nan, and its gradient goes
+  to the nan ((v > m) || isnan(v) in the taps' C order: the last nan of the window); +-inf are values.
+  oneDNN's jit max pool (float32, /cpu/dnnl, outputs without a halo) dropped the nan, a finite maximum
+  of the others coming out instead: its kernel now checks the input and runs the loops where a nan is.
+  Every format and backend, windows without and with a halo (k3 s2 p1 across the ranks' boundaries),
+  against a scalar model of PyTorch's loop written here.
+*/
+TEST(Pool, NanAndInfAsPyTorch)
+{
+  const PetscInt P = Size(), N = 2, C = 16, H = 6, W = 8 * P;
+  std::vector<double> x((size_t)(N * C * H * W));
+  for (size_t i = 0; i < x.size(); i++) x[i] = std::sin(0.37 * (double)i + 0.1);
+  auto at = [&](PetscInt n, PetscInt c, PetscInt h, PetscInt w) -> double & { return x[(size_t)(((n * C + c) * H + h) * W + w)]; };
+  at(0, 1, 2, 3) = NAN;
+  at(0, 1, 2, 2) = NAN; /* two nans in one 2x2 window: the gradient goes to the later one */
+  at(1, 5, 4, W - 1) = NAN;
+  at(0, 7, 3, 8 % W) = NAN; /* on the second rank's first column: in the first rank's halo for k3 */
+  at(1, 0, 0, 0) = INFINITY;
+  at(0, 2, 5, 5) = -INFINITY;
+  for (PetscInt w = 0; w < 4; w++) at(1, 3, 1, w) = -INFINITY; /* a window of -inf alone */
+  at(1, 3, 0, 0) = at(1, 3, 0, 1) = -INFINITY;
+  for (const auto &kp : std::vector<std::array<PetscInt, 3>>{{2, 2, 0}, {3, 2, 1}}) {
+    const PetscInt k = kp[0], s = kp[1], p = kp[2], Ho = (H + 2 * p - k) / s + 1, Wo = (W + 2 * p - k) / s + 1;
+    std::vector<double> y((size_t)(N * C * Ho * Wo)), dy(y.size()), dx(x.size(), 0.0);
+    for (size_t i = 0; i < dy.size(); i++) dy[i] = 1 + (double)(i % 3);
+    for (PetscInt n = 0; n < N; n++) /* PyTorch's loop (aten max_pool2d): taps in C order, (v > m) || isnan(v) */
+      for (PetscInt c = 0; c < C; c++)
+        for (PetscInt i = 0; i < Ho; i++)
+          for (PetscInt j = 0; j < Wo; j++) {
+            double m = -INFINITY;
+            size_t am = 0;
+            bool   first = true;
+            for (PetscInt a = 0; a < k; a++)
+              for (PetscInt b = 0; b < k; b++) {
+                const PetscInt h = i * s - p + a, w = j * s - p + b;
+                if (h < 0 || h >= H || w < 0 || w >= W) continue;
+                const size_t q = (size_t)(((n * C + c) * H + h) * W + w);
+                if (first) am = q, first = false;
+                if (x[q] > m || std::isnan(x[q])) m = x[q], am = q;
+              }
+            const size_t o = (size_t)(((n * C + c) * Ho + i) * Wo + j);
+            y[o] = m;
+            dx[am] += dy[o];
+          }
+    PoolCfg c;
+    c.k = {k}, c.s = {s}, c.p = {p};
+    for (DDDataType dt : {DD_FLOAT32, DD_FLOAT64})
+      for (auto fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST, DD_FORMAT_BLOCKED})
+        for (const char *b : {"default", "/cpu/ref", "/cpu/blas", "/cpu/dnnl"}) {
+          InputSpec in = SplitLast({N, C, H, W}, P);
+          in.fmt       = fmt;
+          auto      cf = [c, b](DDLayer l) {
+            Configure(c)(l);
+            if (strcmp(b, "default")) DDT(DDLayerSetBackend(l, b));
+          };
+          const std::string what = std::string(DDDataTypes[dt]) + " " + DDTensorFormats[fmt] + " " + b + " " + Describe(c) + " at " + std::to_string(P) + " ranks";
+          RunResult         r    = RunValues(cf, in, x, dy, dt);
+          ASSERT_EQ(r.y.size(), y.size()) << what;
+          size_t bady = 0, baddx = 0, nans = 0;
+          for (size_t i = 0; i < y.size(); i++) {
+            nans += std::isnan(y[i]) ? 1 : 0;
+            if (std::isnan(y[i]) != std::isnan(r.y[i]) || (!std::isnan(y[i]) && r.y[i] != (dt == DD_FLOAT32 ? (double)(float)y[i] : y[i]))) bady++;
+          }
+          for (size_t i = 0; i < dx.size(); i++)
+            if (r.dx[0][i] != dx[i]) baddx++;
+          EXPECT_GE(nans, 3u) << what;
+          EXPECT_EQ(bady, 0u) << what << ": outputs other than PyTorch's (a nan dropped?)";
+          EXPECT_EQ(baddx, 0u) << what << ": input gradients other than PyTorch's";
+        }
+  }
+}

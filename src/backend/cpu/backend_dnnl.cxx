@@ -13,6 +13,12 @@
   #include <backend/common/affine_gemm.hpp>
   #include <backend/cpu/conv_dnnl.hpp>
   #include <backend/cpu/pool_dnnl.hpp>
+  #include <backend/cpu/fastkernels.hpp>
+  #include <algorithm>
+  #include <vector>
+  #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+    #include <immintrin.h>
+  #endif
   #include <backend/blas/conv_winograd.hpp>
   #include <oneapi/dnnl/dnnl.h>
 
@@ -313,7 +319,39 @@ PetscErrorCode DnnlConvCreate(const ConvKernelSpec &spec, std::unique_ptr<ConvKe
   Pooling: strided formats, or channel blocks of 4, 8, 16 starting a block. oneDNN's
   include-padding average divides by the kernel size; the ceil-mode overhang of the last output
   along a dimension is rescaled by k / (taps inside [-p, n + p)), in y and (on a copy) in dy.
+  oneDNN's jit max pool drops a nan in its window (a max with the running maximum as the second
+  operand), where PyTorch's max pool (and ours: (v > m) || isnan(v)) returns it and sends its
+  gradient there: after oneDNN's forward the input's storage is scanned for a nan, and where it holds
+  one the call runs /cpu/blas's loops instead (PoolForwardFast(), exact), whose argmax the next
+  backward then takes.
 */
+/* whether n floats hold a nan */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+__attribute__((target("avx512f"))) static bool AnyNanAvx512(const float *a, PetscInt n)
+{
+  PetscInt i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __mmask16 m = _mm512_cmp_ps_mask(_mm512_loadu_ps(a + i), _mm512_loadu_ps(a + i), _CMP_UNORD_Q) | _mm512_cmp_ps_mask(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(a + i + 16), _CMP_UNORD_Q) | _mm512_cmp_ps_mask(_mm512_loadu_ps(a + i + 32), _mm512_loadu_ps(a + i + 32), _CMP_UNORD_Q) | _mm512_cmp_ps_mask(_mm512_loadu_ps(a + i + 48), _mm512_loadu_ps(a + i + 48), _CMP_UNORD_Q);
+    if (m) return true;
+  }
+  for (; i < n; i++)
+    if (a[i] != a[i]) return true;
+  return false;
+}
+#endif
+static bool AnyNan(const float *a, PetscInt n)
+{
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+  if (HaveAvx512()) return AnyNanAvx512(a, n);
+#endif
+  for (PetscInt i = 0; i < n; i += 256) { /* blocks without an exit per entry, so that the compiler can vectorize them */
+    const PetscInt e   = std::min(n, i + 256);
+    int            bad = 0;
+    for (PetscInt j = i; j < e; j++) bad |= a[j] != a[j];
+    if (bad) return true;
+  }
+  return false;
+}
 class DnnlPoolKernel : public PoolKernel
 {
 public:
@@ -340,7 +378,8 @@ public:
         }
       }
     }
-    if (hascorr) BoxOffsetsBuild(s.y.t->layout, s.D, s.y.org, s.yn, &yo);
+    if (hascorr || s.type == DD_POOL_MAX) BoxOffsetsBuild(s.y.t->layout, s.D, s.y.org, s.yn, &yo);
+    if (s.type == DD_POOL_MAX) BoxOffsetsBuild(L, s.D, s.x.org, s.xn, &xo); /* the nan fallback's loops */
     dnnl::algorithm alg = s.type == DD_POOL_MAX ? dnnl::algorithm::pooling_max : (s.countpad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding);
     dnnl::memory::desc xm = WindowDesc(s.x.t, 0, s.D, s.x.org, s.xn, &h), ym = WindowDesc(s.y.t, 0, s.D, s.y.org, s.yn, &h);
     PetscCall(k.SetUp(s.D, s.k, s.s, s.d, s.padl, s.padr, alg, xm, dense, ym));
@@ -358,12 +397,23 @@ public:
     PetscFunctionBegin;
     PetscCall(k.Forward(WindowPtr(x, xorg), WindowPtr(y, yorg), training));
     if (hascorr) ApplyCorrection((float *)y->array);
+    fellback = false;
+    if (g.max && AnyNan((const float *)x->array, x->layout.size)) { /* the whole local storage: the window and more (a nan outside it costs the fallback, not a wrong value) */
+      if (training && argmax.empty()) PetscCallCXX(argmax.resize((size_t)(g.N * g.C * g.out[0] * g.out[1] * g.out[2])));
+      PoolForwardFast<float>(g, (const float *)x->array, xo, (float *)y->array, yo, training ? argmax.data() : nullptr);
+      fellback = training;
+    }
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscErrorCode Backward(DDTensor dy, DDTensor dx) override
   {
     KernelEvent e(self, DD_KERNEL_POOL);
     PetscFunctionBegin;
+    if (fellback) { /* the loops' argmax of the last forward; they add into dx, which the layer zeroed only where this kernel does not overwrite it */
+      if (dense) PetscCall(PetscArrayzero((float *)dx->array, dx->layout.size));
+      PoolBackwardFast<float>(g, (const float *)dy->array, yo, (float *)dx->array, xo, argmax.data());
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
     if (hascorr) ApplyCorrection((float *)dy->array);
     PetscCall(k.Backward(WindowPtr(dy, yorg), WindowPtr(dx, xorg)));
     PetscFunctionReturn(PETSC_SUCCESS);
@@ -374,10 +424,12 @@ private:
   DnnlPool    k;
   std::string name;
   PoolGeom    g;
-  BoxOffsets yo;
+  BoxOffsets yo, xo;
   PetscInt   xorg[5] = {0}, yorg[5] = {0};
   double     corr[3] = {1, 1, 1};
   bool       dense = false, hascorr = false;
+  bool       fellback = false;         /* the last forward (training) ran the loops: a nan in the input */
+  std::vector<PetscInt> argmax;        /* their argmax, made at the first such forward */
 
   /* multiplies the last local output along each dimension with an overhang by corr */
   void ApplyCorrection(float *y) const

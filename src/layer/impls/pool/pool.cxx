@@ -652,7 +652,8 @@ static PetscErrorCode Pool_View(DDLayer l, PetscViewer viewer)
   stride (default: the kernel), padding (at most half the kernel), dilation (max only),
   ceil_mode, count_include_pad (average only, default true), divisor_override (average only;
   also for 1-D, where PyTorch has none); max pooling's gradient goes to the first maximum of
-  each window.
+  each window, and a window holding a nan gives nan, its gradient going to the (last) nan, as
+  PyTorch's max pool does.
 
   Envelope: 1-3 spatial dimensions, any partition, float32 and float64. Rejected at set-up (an
   error naming the option): padding above half the kernel, an empty output, dilation or a
@@ -662,7 +663,9 @@ static PetscErrorCode Pool_View(DDLayer l, PetscViewer viewer)
   Kernels: oneDNN (float32; its jit kernels on the tensor's own format, the window read in
   place) or the loops (float64, float32 layouts oneDNN cannot take, divisor_override, which
   oneDNN cannot express, an output with a halo, which oneDNN would stage through a copy, and
-  layouts oneDNN has no jit kernel for: plain storage, and 16c blocks without AVX-512).
+  layouts oneDNN has no jit kernel for: plain storage, and 16c blocks without AVX-512). oneDNN's
+  max pool drops a nan from its window: its kernel scans the local input after each forward (a
+  read of it) and, where it holds a nan, runs the loops for that call.
 
   Options Database Keys:
 + -layer_pool_type <max,avg> - the type
