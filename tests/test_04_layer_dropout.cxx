@@ -201,3 +201,65 @@ TEST(DropoutBadInput, ProbabilityOutOfRange)
   DD_EXPECT_ERROR(DDLayerActivationSetType(l, DD_ACT_RELU), PETSC_ERR_ARG_WRONG, "needs a activation layer");
   DDT(DDLayerDestroy(&l));
 }
+
+/*
+  PyTorch's dropout is x * mask (mask 0 or 1/(1 - p)): a dropped nan or inf gives nan and a dropped
+  negative entry -0, and the gradient likewise dy * mask. The layer had selected 0 for a dropped
+  entry, so a nan vanished where it was dropped. Both types, three formats, P ranks.
+*/
+TEST(Dropout, DroppedNanAndInfGiveNanAsPyTorch)
+{
+  for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32})
+    for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST, DD_FORMAT_BLOCKED}) {
+      const std::string what = std::string(DDDataTypes[dt]) + " " + DDTensorFormats[fmt];
+      InputSpec         in;
+      in.shape  = {2, 5, 6 * Size()};
+      in.pshape = {1, 1, Size()};
+      in.fmt    = fmt;
+      DDTensor x = MakeInput(in, dt, 1), y, dy, dx;
+      std::vector<double> xv = GatherAll(x), ones(xv.size(), 1.0), dyv(xv.size());
+      for (size_t i = 0; i < xv.size(); i++) {
+        if (i % 3 == 0) xv[i] = NAN;
+        else if (i % 3 == 1) xv[i] = i % 2 ? INFINITY : -INFINITY;
+        else xv[i] = -0.25 - 0.01 * (double)(i % 7);
+        dyv[i] = i % 2 ? NAN : -INFINITY;
+      }
+      auto set = [&](DDTensor t, const std::vector<double> &v) {
+        if (dt == DD_FLOAT64) DDT(DDTensorSetValuesGlobal(t, v.data()));
+        else {
+          std::vector<float> f(v.begin(), v.end());
+          DDT(DDTensorSetValuesGlobal(t, f.data()));
+        }
+      };
+      DDLayer l;
+      DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+      Configure(0.5, 21)(l);
+      DDT(DDLayerSetUp(l, x));
+      DDT(DDLayerGetOutput(l, &y));
+      set(x, ones); /* the mask: y of x = 1 */
+      DDT(DDLayerForward(l, x, y));
+      std::vector<double> mask = GatherAll(y);
+      DDT(DDLayerDropoutSetSeed(l, 21)); /* the same mask again */
+      set(x, xv);
+      DDT(DDLayerForward(l, x, y));
+      DDT(DDLayerCreateOutput(l, &dy));
+      set(dy, dyv);
+      DDT(DDTensorDuplicate(x, &dx));
+      DDT(DDLayerBackward(l, dy, dx));
+      std::vector<double> yv = GatherAll(y), dxv = GatherAll(dx);
+      size_t dropped = 0, bad = 0;
+      for (size_t i = 0; i < xv.size(); i++) {
+        const bool drop = mask[i] == 0;
+        dropped += drop;
+        const double want = xv[i] * mask[i], wantdx = dyv[i] * mask[i]; /* PyTorch's products */
+        const bool   same = (std::isnan(want) ? std::isnan(yv[i]) : yv[i] == (dt == DD_FLOAT32 ? (double)(float)want : want) && std::signbit(yv[i]) == std::signbit(want)) && (std::isnan(wantdx) ? std::isnan(dxv[i]) : dxv[i] == wantdx);
+        if (!same) bad++;
+        EXPECT_TRUE(same) << what << ": entry " << i << (drop ? " (dropped)" : " (kept)") << " x " << xv[i] << " -> " << yv[i] << " (want " << want << "), dy " << dyv[i] << " -> " << dxv[i] << " (want " << wantdx << ")";
+        if (bad > 5) break;
+      }
+      EXPECT_GT(dropped, 0u) << what;
+      EXPECT_LT(dropped, xv.size()) << what;
+      for (DDTensor *t : {&x, &dy, &dx}) DDT(DDTensorDestroy(t));
+      DDT(DDLayerDestroy(&l));
+    }
+}

@@ -227,7 +227,7 @@ __global__ void DropoutKernel(uint64_t key, double p, Layout Lx, const T *x, Lay
     int64_t q[kMaxDim], g = 0;
     Coords(Lx, false, i, q);
     for (int k = 0; k < Lx.order; k++) g += (G.start[k] + q[k]) * G.gs[k];
-    y[At(Ly, q)] = UniformFromCounter(key, (uint64_t)g) >= p ? x[At(Lx, q)] * scale : (T)0;
+    y[At(Ly, q)] = x[At(Lx, q)] * (UniformFromCounter(key, (uint64_t)g) >= p ? scale : (T)0); /* x * mask, as PyTorch: a dropped nan or inf gives nan */
   }
 }
 } // namespace

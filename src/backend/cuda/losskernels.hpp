@@ -44,7 +44,7 @@ cudaError_t LossBackward(const LossArgs &a, const T *p, const T *t, const T *dy,
 
 /*
   Inverted dropout over the bulk of a piece: y = x / (1 - p) where UniformFromCounter(key, g) >= p,
-  else 0; g = sum_k (start[k] + j[k]) gs[k] is the entry's global C-order index (gs: the global
+  else x * 0 (nan for a nan or inf, as PyTorch's x * mask); g = sum_k (start[k] + j[k]) gs[k] is the entry's global C-order index (gs: the global
   shape's C-order strides), j its bulk coordinates
 */
 template <class T>

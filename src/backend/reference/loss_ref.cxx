@@ -15,7 +15,8 @@
   probabilities: dl/dx_c = p_c sum_k t'_k w_k - t'_c w_c, dl/dt_c = -(1 - eps) w_c logp_c.
 
   Dropout: entry g (global C-order index) is kept, scaled by 1/(1 - p), where
-  UniformFromCounter(key, g) >= p (partition-independent masks).
+  UniformFromCounter(key, g) >= p (partition-independent masks), else multiplied by 0 (PyTorch's
+  x * mask: a dropped nan or inf gives nan, a dropped negative -0).
 */
 #include <sys/ddcxx.hpp>
 #include <backend/kernels.hpp>
@@ -363,7 +364,7 @@ void DropoutRef(uint64_t key, double p, const DDLayout &Lx, const T *x, const DD
   ForEachGlobalRun<2>(Ls, shape, [&](const PetscInt *off, const PetscInt *st, PetscInt64 g, PetscInt64 gst, PetscInt n) {
     const T *in  = x + off[0];
     T       *out = y + off[1];
-    for (PetscInt i = 0; i < n; i++) out[i * st[1]] = UniformFromCounter(key, (uint64_t)(g + i * gst)) >= p ? in[i * st[0]] * scale : (T)0;
+    for (PetscInt i = 0; i < n; i++) out[i * st[1]] = in[i * st[0]] * (UniformFromCounter(key, (uint64_t)(g + i * gst)) >= p ? scale : (T)0); /* x * mask, as PyTorch: a dropped nan or inf gives nan */
   });
 }
 

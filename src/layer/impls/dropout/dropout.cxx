@@ -2,7 +2,7 @@
   DDLAYERDROPOUT: inverted dropout, hyper-local (paper 000 sec. 4): no data movement.
 
   In training, entry g (its global C-order index) is kept with probability 1 - p and scaled by
-  1/(1 - p), else zeroed. The mask is drawn from a counter-based generator keyed on (seed, call,
+  1/(1 - p), else multiplied by 0 (PyTorch's x * mask: nan for a nan or inf). The mask is drawn from a counter-based generator keyed on (seed, call,
   g), `UniformFromCounter()`, so it does not depend on the partition: the same seed gives the same
   mask on any number of ranks. `call` counts the Forwards in training mode; Backward recomputes
   the mask of the last Forward (nothing is stored). In evaluation mode the layer is the identity.
@@ -219,6 +219,8 @@ static PetscErrorCode Dropout_View(DDLayer l, PetscViewer viewer)
 
   In training mode each entry is zeroed with probability p (default 0.5) and the others are
   scaled by 1/(1 - p); in evaluation mode (`DDLayerSetTraining()`) the layer is the identity.
+  As PyTorch's (x * mask), a dropped entry is the input times 0: a nan or an inf gives nan, and
+  so does its gradient for a nan or inf output gradient.
   The output has the input's partition, ownership and format; no communication.
 
   Partition independence: the mask of entry g (global C-order index) in the k-th training Forward
