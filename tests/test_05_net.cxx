@@ -891,3 +891,19 @@ TEST(NetBadInput, LossFedOnlyByInputsIsNothingToDifferentiate)
   DDT(DDTensorDestroy(&t));
   for (auto o : {"-nd_net_inputs", "-nd_net_layers", "-nd_c1_layer_type", "-nd_c1_layer_conv_out_channels", "-nd_c1_layer_conv_kernel", "-nd_c1_layer_conv_padding", "-nd_loss_layer_type", "-nd_loss_layer_inputs"}) DDT(PetscOptionsClearValue(NULL, o));
 }
+
+TEST(NetBadInput, LayerTypeThatDiffersAcrossRanks)
+{
+  /* DDLayerSetType() with another type, or an unknown one, on the last rank: an error on every rank naming both
+     (the unknown type errored on its rank alone, leaving the others in their next collective) */
+  DDLayer l;
+  if (Size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  const bool last = Rank() == Size() - 1;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DD_EXPECT_ERROR(DDLayerSetType(l, last ? DDLAYERPOOL : DDLAYERCONV), PETSC_ERR_ARG_INCOMP, "DDLayerSetType() differs between ranks");
+  DD_EXPECT_ERROR(DDLayerSetType(l, last ? "convolution" : DDLAYERCONV), PETSC_ERR_ARG_INCOMP, "\"convolution\"");
+  DDT(DDLayerSetType(l, DDLAYERCONV)); /* the same everywhere: fine, and again (a no-op, still collective) */
+  DDT(DDLayerSetType(l, DDLAYERCONV));
+  DD_EXPECT_ERROR(DDLayerSetType(l, "convolution"), PETSC_ERR_ARG_UNKNOWN_TYPE, "Unknown layer type \"convolution\"");
+  DDT(DDLayerDestroy(&l));
+}

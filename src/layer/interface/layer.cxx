@@ -6,6 +6,7 @@
 #include <ddnn/private/ddbackendimpl.h>
 #include <tensor/layout.hpp>
 #include <sys/ddsysimpl.h>
+#include <tensor/argcheck.hpp>
 #include <primitive/exchange.hpp>
 #include <primitive/sfutil.hpp>
 #include <map>
@@ -302,6 +303,10 @@ static PetscErrorCode DDLayerReset(DDLayer l)
   Options Database Key:
 . -layer_type <type> - the type
 
+  Notes:
+  Call it with the same type on every rank: a type that differs between ranks is an error on
+  every rank naming both (one small all-reduce), and so is an unknown type (listing the known ones).
+
   Level: beginner
 
 .seealso: `DDLayerCreate()`, `DDLayerRegister()`
@@ -314,6 +319,10 @@ DD_CXX_TRY
 
   PetscFunctionBegin;
   PetscValidHeaderSpecific(layer, DD_LAYER_CLASSID, 1);
+  DDCheckPointer(type, 2);
+  /* on every rank, before any returns: a type that differs between ranks (or is unknown on some) must not
+     leave the others in a later collective */
+  PetscCall(DDCheckSameString(PetscObjectComm((PetscObject)layer), "DDLayerSetType()", type));
   PetscCall(PetscObjectTypeCompare((PetscObject)layer, type, &match));
   if (match) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(PetscFunctionListFind(DDLayerList, type, &create));
