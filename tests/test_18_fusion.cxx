@@ -350,7 +350,9 @@ TEST(Fusion, DenseAndLeNet5FusedEqualsUnfused)
         DenseTensors(c, dt, spatial, false, &x, &t);
         Trace tf = Train(f, x, t, c.outs, 3), tu = Train(u, x, t, c.outs, 3);
         for (const char *n : c.fused) {
-          EXPECT_TRUE(Fused(f, n)) << what << ": " << n << " should be fused";
+          /* at 3+ ranks a spatial split leaves some ranks an odd number of rows before a pooling, whose
+             windows then need a halo in the activation's output: such pairs rightly stay apart */
+          if (!spatial || Size() <= 2) EXPECT_TRUE(Fused(f, n)) << what << ": " << n << " should be fused";
           EXPECT_FALSE(Fused(u, n)) << what << ": " << n << " fused with -net_fuse 0";
         }
         for (const char *n : c.unfused) EXPECT_FALSE(Fused(f, n)) << what << ": " << n << " must not be fused";
