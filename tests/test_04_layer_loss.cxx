@@ -243,3 +243,72 @@ TEST(LossTorchBadInput, SettingsOutsideTheEnvelope)
   DDT(DDLayerDestroy(&l));
   for (DDTensor *p : {&x, &t3, &t}) DDT(DDTensorDestroy(p));
 }
+
+/*
+  Non-finite logits as PyTorch's cross_entropy takes them (torch 1.13, float64, the values below): a
+  class masked with a -inf logit (common practice) gives a finite loss and a zero gradient for it
+  (the loss was nan: 0 * inf in the label smoothing term, which is not there without smoothing); a
+  -inf logit at the target gives a loss of +inf; a nan logit at an ignored position leaves the loss
+  alone and gives nan in its gradient (PyTorch's 0 - softmax * 0). Every partition, both types.
+*/
+TEST(LossTorch, CrossEntropyNonFiniteLogitsAsPyTorch)
+{
+  const std::vector<double> ymean = { 2.02336742229798 }, dxmean = { -0.08751019481070384, 0.023052838226969567, 0.033527864982677326, 0.041987485026899536, NAN, 0.05287824167409532, 0.06143892986671815, -0.06809870148384027, 0.012490815273978953, 0.004813309531879292, NAN, -0.0984409011822001, 0.0, 0.0015281813677702144, -0.09853989886845925, 0.0018358259925682315, NAN, 0.007838682861927874, 0.026071264943985695, 0.043517681889100476, 0.05252121861180298, -0.04863662055134707, NAN, 0.03772397664617691, 0.03403681458469601, 0.01700989099748101, -0.09213615195331212, 0.0, 0.0, 0.0028009842040443225, 0.0016518256528003095, 0.00202770698381988, 0.0030707546185332908, 0.0, 0.017097864725745582, -0.05921021346004521, 0.047444755903926675, 0.07292033673114032, 0.08513966281484431, 0.0, -0.01950461985571568, 0.053765431597878034, -0.083133396141423, -0.09195793471244121, 0.003925734519934522, 0.0, 0.0024067551299701015, 0.0026437976581228425 };
+  const std::vector<double> ynone = { 2.080257459306419, 1.142523471190024, 4.226664484488177, 0.6662447295371635, 0.0, 4.161062212546037, 1.7798346221694963, 2.5204842592223113, 2.542894125978959, 0.0, 0.21697039272241073, INFINITY }, dxnone = { 0.2625305844321115, -0.04610567645393913, -0.03352786498267732, 2.3307736311483937e-17, NAN, 0.10575648334819064, -0.18431678960015443, 0.13619740296768051, -0.01249081527397895, 2.671923533470062e-18, NAN, -0.1968818023644002, 0.0, -0.0030563627355404284, 0.09853989886845922, 1.019088143077291e-18, NAN, 0.01567736572385575, -0.07821379483195708, -0.08703536377820094, -0.052521218611802964, -2.6998747988031294e-17, NAN, 0.07544795329235382, 0.10211044375408806, 0.06803956398992404, -0.4606807597665606, 0.0, 0.0, 0.03784460876412027, 0.00495547695840093, 0.00811082793527952, 0.015353773092666452, 0.0, 0.11968505308021907, -0.8, 0.14233426771178007, 0.2916813469245613, 0.4256983140742215, 0.0, -0.13653233899000972, 0.7264345585804546, -0.24940018842426903, -0.36783173884976483, 0.01962867259967261, 0.0, 0.016847285909790708, 0.03572083265542511 };
+  auto pos = [](PetscInt n, PetscInt c, PetscInt s) { return (size_t)((n * C + c) * H * Wd + s); };
+  auto same = [](double a, double b, double tol) { return std::isnan(b) ? std::isnan(a) : std::isinf(b) ? a == b : std::fabs(a - b) <= tol * (1 + std::fabs(b)); };
+  int                                W = Size();
+  std::vector<std::vector<PetscInt>> fs;
+  Factorizations(W, 3, fs);
+  for (auto &ps : fs) {
+    if (ps[0] > N || ps[1] > H || ps[2] > Wd) continue;
+    for (DDReduction red : {DD_REDUCTION_MEAN, DD_REDUCTION_NONE})
+      for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
+        std::vector<double> xv = Logits();
+        xv[pos(0, 2, 0)] = -INFINITY; /* non-target classes masked */
+        xv[pos(1, 0, 4)] = -INFINITY;
+        xv[pos(0, 1, 4)] = NAN; /* at an ignored position */
+        if (red == DD_REDUCTION_NONE) xv[pos(1, 1, 5)] = -INFINITY; /* at the target */
+        InputSpec xs, ts;
+        xs.shape  = {N, C, H, Wd};
+        xs.pshape = {ps[0], 1, ps[1], ps[2]};
+        ts.shape  = {N, H, Wd};
+        ts.pshape = {ps[0], ps[1], ps[2]};
+        DDTensor x = MakeInput(xs, dt, 1), t = MakeInput(ts, dt, 2), y, dy = NULL, dx;
+        SetGlobal(x, dt, xv);
+        SetGlobal(t, dt, kTarget);
+        DDLayer l;
+        DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+        ConfigureCE(false, red, PETSC_FALSE, 0.0)(l);
+        DDTensor in[2] = {x, t}, din[2] = {NULL, NULL};
+        DDT(DDLayerSetUpMulti(l, 2, in));
+        DDT(DDLayerGetOutput(l, &y));
+        DDT(DDLayerForwardMulti(l, 2, in, y));
+        const double      tol  = dt == DD_FLOAT64 ? 1e-13 : 2e-5;
+        const std::string what = std::string(red == DD_REDUCTION_MEAN ? "mean" : "none") + ", partition " + std::to_string(ps[0]) + "x" + std::to_string(ps[1]) + "x" + std::to_string(ps[2]) + (dt == DD_FLOAT64 ? " float64" : " float32");
+        std::vector<double> yv;
+        if (red == DD_REDUCTION_NONE) {
+          yv = GatherAll(y);
+          DDT(DDLayerCreateOutput(l, &dy));
+          std::vector<double> g(N * H * Wd);
+          for (size_t i = 0; i < g.size(); i++) g[i] = 0.1 * (double)i - 0.3;
+          SetGlobal(dy, dt, g);
+        } else {
+          PetscReal v;
+          DDT(DDLayerLossGetValue(l, &v));
+          yv = {(double)v};
+        }
+        const std::vector<double> &wy = red == DD_REDUCTION_MEAN ? ymean : ynone, &wdx = red == DD_REDUCTION_MEAN ? dxmean : dxnone;
+        ASSERT_EQ(yv.size(), wy.size()) << what;
+        for (size_t i = 0; i < wy.size(); i++) EXPECT_TRUE(same(yv[i], wy[i], tol)) << what << ": loss " << i << " is " << yv[i] << ", PyTorch " << wy[i];
+        DDT(DDTensorDuplicate(x, &dx));
+        DDT(DDTensorSet(dx, 777.0));
+        din[0] = dx;
+        DDT(DDLayerBackwardMulti(l, dy, 2, din));
+        const std::vector<double> dxv = GatherAll(dx);
+        for (size_t i = 0; i < wdx.size(); i++) EXPECT_TRUE(same(dxv[i], wdx[i], tol)) << what << ": d logit " << i << " is " << dxv[i] << ", PyTorch " << wdx[i];
+        for (DDTensor *p : {&x, &t, &dy, &dx}) DDT(DDTensorDestroy(p));
+        DDT(DDLayerDestroy(&l));
+      }
+  }
+}

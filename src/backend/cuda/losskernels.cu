@@ -103,7 +103,7 @@ __global__ void LossForwardKernel(LossArgs a, const T *p, const T *t, T *y, int6
         const double lse = LogSumExp(a, p, q, C), wy = Weight(a, yc);
         double       sm  = 0;
         for (int64_t c = 0; c < C; c++) sm += Weight(a, c) * (lse - (double)p[AtClass(a.p, d, q, c)]);
-        l  = (1 - a.eps) * wy * (lse - (double)p[AtClass(a.p, d, q, yc)]) + a.eps / C * sm;
+        l  = (1 - a.eps) * wy * (lse - (double)p[AtClass(a.p, d, q, yc)]) + (a.eps > 0 ? a.eps / C * sm : 0.0); /* without smoothing no 0 * sm: a -inf logit makes sm +inf */
         wd = wy;
       }
     } else {
@@ -175,8 +175,8 @@ __global__ void LossBackwardKernel(LossArgs a, const T *p, const T *t, const T *
     if (!a.prob) {
       const int64_t yc = (int64_t)llround((double)t[AtClass(a.t, d, q, 0)]);
       if (!a.hasdp) continue;
-      if (yc == a.ignore) {
-        for (int64_t c = 0; c < C; c++) dp[AtClass(a.dp, d, q, c)] = (T)0;
+      if (yc == a.ignore) { /* PyTorch's 0 - softmax * 0: 0, or nan where a logit is nan or +inf */
+        for (int64_t c = 0; c < C; c++) dp[AtClass(a.dp, d, q, c)] = (T)(0.0 - exp((double)p[AtClass(a.p, d, q, c)] - lse) * 0.0);
         continue;
       }
       const double wy = Weight(a, yc);

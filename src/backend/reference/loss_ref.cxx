@@ -9,7 +9,8 @@
   logp = log_softmax over the classes, eps the label smoothing, w the class weights (ones by
   default), W = sum_c w_c:
     class index y_i (not ignore_index): l_i = (1 - eps) w_y (-logp_y) + (eps / C) sum_c w_c (-logp_c)
-                                        (ignored positions: 0, weight 0)
+                                        (the second term only where eps > 0: a -inf logit makes its sum
+                                        +inf; ignored positions: 0, weight 0, gradient 0 - p_c 0)
     probabilities t_i (soft targets):   l_i = -sum_c t'_c w_c logp_c, t' = (1 - eps) t + eps / C
   Gradients: class index: dl/dx_c = (1 - eps) w_y (p_c - [c = y]) + (eps / C) (W p_c - w_c);
   probabilities: dl/dx_c = p_c sum_k t'_k w_k - t'_c w_c, dl/dt_c = -(1 - eps) w_c logp_c.
@@ -96,10 +97,10 @@ double CrossEntropyAt(const LossKernelSpec &s, PetscInt C, const double *v, cons
   double       l   = 0;
   if (!s.prob) {
     const PetscInt y = (PetscInt)std::llround(t[0]);
-    if (y == s.ignore) {
+    if (y == s.ignore) { /* no loss, and PyTorch's gradient 0 - softmax * 0: 0, or nan where a logit is nan or +inf */
       *wden = 0;
       if (dv)
-        for (PetscInt c = 0; c < C; c++) dv[c] = 0;
+        for (PetscInt c = 0; c < C; c++) dv[c] = 0.0 - std::exp(v[c] - lse) * 0.0;
       return 0;
     }
     const double wy = W(y);
@@ -108,7 +109,7 @@ double CrossEntropyAt(const LossKernelSpec &s, PetscInt C, const double *v, cons
       sm += W(c) * (lse - v[c]);
       Wt += W(c);
     }
-    l     = (1 - eps) * wy * (lse - v[y]) + eps / C * sm;
+    l     = (1 - eps) * wy * (lse - v[y]) + (eps > 0 ? eps / C * sm : 0.0); /* without smoothing no 0 * sm: a logit of -inf (a masked class) makes sm +inf */
     *wden = wy;
     if (dv)
       for (PetscInt c = 0; c < C; c++) {

@@ -612,7 +612,10 @@ static PetscErrorCode Loss_View(DDLayer l, PetscViewer viewer)
 
   Cross-entropy is torch.nn.CrossEntropyLoss (1.13): class weights, ignore_index (default -100),
   label_smoothing, probability targets; the weighted mean divides by the sum of the weights of the
-  targets that are not ignored (probability targets: by the number of positions).
+  targets that are not ignored (probability targets: by the number of positions). Non-finite
+  logits as PyTorch's: a class masked with a -inf logit gives a finite loss and no gradient, a -inf
+  logit at the target a loss of +inf, and a nan logit at an ignored position leaves the loss alone
+  and makes that position's gradient nan.
 
   Envelope: any partition that does not split the class dimension, float32 and float64. Rejected
   (errors naming the setting): an unknown type or reduction; class weights that are negative or
