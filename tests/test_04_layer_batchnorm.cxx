@@ -690,3 +690,53 @@ TEST(BatchNormTorch, OptionsAndBadSettings)
   for (auto o : {"-bt_layer_type", "-bt_layer_batchnorm_cumulative_average", "-bt_layer_batchnorm_track_running_stats"}) DDT(PetscOptionsClearValue(NULL, o));
   DDT(DDTensorDestroy(&x));
 }
+
+/*
+  Evaluation mode's backward with a nan and an inf in x: dx = w dy / sqrt(running_var + eps), which does not
+  read x (PyTorch's), so dx is finite there; it was nan (0 (x - mean) added). Both types, three formats, P ranks.
+*/
+TEST(BatchNormTorch, EvaluationBackwardDoesNotReadX)
+{
+  for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32})
+    for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST, DD_FORMAT_BLOCKED}) {
+      const std::string what = std::string(DDDataTypes[dt]) + " " + DDTensorFormats[fmt] + " at " + std::to_string(Size()) + " ranks";
+      InputSpec         in;
+      in.shape  = {2, 3, 4, 2 * Size()};
+      in.pshape = {1, 1, 1, Size()};
+      in.fmt    = fmt;
+      BNCfg c;
+      DDTensor x = MakeInput(in, dt, 3), y, dy, dx, rm, rv, w;
+      DDLayer  l;
+      DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+      Configure(c)(l);
+      DDT(DDLayerSetUp(l, x));
+      DDT(DDLayerInitializeParameters(l, 5));
+      DDT(DDLayerGetOutput(l, &y));
+      DDT(DDLayerForward(l, x, y)); /* training: running statistics from finite data */
+      DDT(DDLayerSetTraining(l, PETSC_FALSE));
+      std::vector<double> xv = GatherAll(x);
+      xv[5]                  = NAN;
+      xv[30]                 = INFINITY;
+      xv[xv.size() - 1]      = -INFINITY;
+      SetAll(x, dt, xv);
+      DDT(DDLayerForward(l, x, y));
+      DDT(DDLayerCreateOutput(l, &dy));
+      DDT(DDTensorSetRandomGlobal(dy, 7, -1, 1));
+      DDT(DDTensorDuplicate(x, &dx));
+      DDT(DDLayerBackward(l, dy, dx));
+      DDT(DDLayerBatchNormGetRunningStatistics(l, &rm, &rv));
+      PetscInt  np;
+      DDTensor *ps;
+      DDT(DDLayerGetParameters(l, &np, &ps));
+      w                          = ps[0];
+      const std::vector<double> g = GatherAll(dy), d = GatherAll(dx), var = GatherAll(rv), wv = GatherAll(w);
+      const PetscInt            S = in.shape[2] * in.shape[3];
+      for (size_t i = 0; i < d.size(); i++) {
+        const size_t ch   = (i / S) % 3;
+        const double want = g[i] * wv[ch] / std::sqrt(var[ch] + c.eps);
+        EXPECT_NEAR(d[i], want, (dt == DD_FLOAT64 ? 1e-13 : 1e-5) * (1 + std::fabs(want))) << what << ": dx entry " << i << (std::isfinite(xv[i]) ? "" : " (x non-finite)");
+      }
+      for (DDTensor *t : {&x, &dy, &dx}) DDT(DDTensorDestroy(t));
+      DDT(DDLayerDestroy(&l));
+    }
+}

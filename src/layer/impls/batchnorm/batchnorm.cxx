@@ -558,8 +558,11 @@ static PetscErrorCode BatchNorm_Backward(DDLayer l, DDTensor dy, PetscInt nin, D
           s->kb[c]       = -wr * r * r * st[Cl + c] / s->count;
           s->kc[c]       = -wr * st[c] / s->count;
         }
-    } else
+    } else { /* evaluation with the running statistics: dx = w rstd dy, which does not read x (as PyTorch's: an inf or nan in x leaves dx finite, where 0 (x - mean) would be nan) */
       for (PetscInt c = 0; c < Cl; c++) s->ka[c] = s->sc[c] * s->rstd[c];
+      if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normscaleshift, g->layout, HostArray<const T>(g), dxo->layout, HostArray<T>(dxo), false, s->kb.data(), s->ka.data(), s->kc.data()));
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
     if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normbwdapply, x->layout, HostArray<const T>(x), g->layout, HostArray<const T>(g), dxo->layout, HostArray<T>(dxo), false, s->mu.data(), s->ka.data(), s->kb.data(), s->kc.data()));
     PetscFunctionReturn(PETSC_SUCCESS);
   }));
@@ -591,8 +594,9 @@ static PetscErrorCode BatchNorm_View(DDLayer l, PetscViewer viewer)
   convolution). In training mode, every channel is normalized with the mean and biased variance
   over the batch and spatial dimensions, and the running mean and unbiased variance are updated
   with the momentum (or, momentum None, the cumulative average 1 / num_batches_tracked); in
-  evaluation mode (`DDLayerSetTraining()`) the running statistics are used, or, without
-  track_running_stats, the batch statistics as in training. num_batches_tracked counts the
+  evaluation mode (`DDLayerSetTraining()`) the running statistics are used (and Backward's dx =
+  weight dy / sqrt(running_var + eps) does not read x: a nan or inf in x leaves it finite, as in
+  PyTorch), or, without track_running_stats, the batch statistics as in training. num_batches_tracked counts the
   training Forwards (`DDLayerBatchNormGetNumBatchesTracked()`; reset with the running statistics).
   With affine (default) y = weight xhat + bias, weight initialized to ones and bias to zeros
   (-layer_init uniform draws both from U(-s, s) instead; zeros zeroes both).
