@@ -740,3 +740,46 @@ TEST(BatchNormTorch, EvaluationBackwardDoesNotReadX)
       DDT(DDLayerDestroy(&l));
     }
 }
+
+/*
+  A channel holding a -inf (or +inf, or nan) among finite entries: PyTorch's running mean becomes -inf (+inf,
+  nan), its running variance nan. The local moments merged blocks by Chan's update, m + (mb - m) f, which
+  turned -inf into nan (-inf + inf) on plain and blocked storage; an infinite difference now takes the
+  plain weighted mean. Three formats, both types, P ranks.
+*/
+TEST(BatchNormTorch, InfiniteEntryGivesAnInfiniteRunningMean)
+{
+  for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32})
+    for (DDTensorFormat fmt : {DD_FORMAT_PLAIN, DD_FORMAT_CHANNELS_LAST, DD_FORMAT_BLOCKED}) {
+      const std::string what = std::string(DDDataTypes[dt]) + " " + DDTensorFormats[fmt] + " at " + std::to_string(Size()) + " ranks";
+      InputSpec         in;
+      in.shape  = {2, 4, 4, 4 * Size()};
+      in.pshape = {1, 1, 1, Size()};
+      in.fmt    = fmt;
+      BNCfg c;
+      c.momentum = 0.5;
+      DDTensor x = MakeInput(in, dt, 3), y, rm, rv;
+      DDLayer  l;
+      DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+      Configure(c)(l);
+      DDT(DDLayerSetUp(l, x));
+      DDT(DDLayerGetOutput(l, &y));
+      std::vector<double> xv = GatherAll(x);
+      const PetscInt      S  = in.shape[2] * in.shape[3];
+      xv[0 * S + 1]          = -INFINITY; /* channel 0, an early entry: finite ones follow */
+      xv[1 * S + 2]          = INFINITY;  /* channel 1 */
+      xv[4 * S + 2 * S + 5]  = NAN;       /* sample 1, channel 2 */
+      SetAll(x, dt, xv);
+      DDT(DDLayerForward(l, x, y));
+      DDT(DDLayerBatchNormGetRunningStatistics(l, &rm, &rv));
+      const std::vector<double> m = GatherAll(rm), v = GatherAll(rv);
+      EXPECT_EQ(m[0], -INFINITY) << what;
+      EXPECT_EQ(m[1], INFINITY) << what;
+      EXPECT_TRUE(std::isnan(m[2])) << what;
+      EXPECT_TRUE(std::isfinite(m[3])) << what;
+      for (int k = 0; k < 3; k++) EXPECT_TRUE(std::isnan(v[k])) << what << ": running variance of channel " << k;
+      EXPECT_TRUE(std::isfinite(v[3])) << what;
+      DDT(DDTensorDestroy(&x));
+      DDT(DDLayerDestroy(&l));
+    }
+}

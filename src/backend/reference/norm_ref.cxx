@@ -18,6 +18,7 @@
   for its mean and then for its squared deviations, and chunks are merged with Chan's formula.
   No sum of squares is ever subtracted from a squared sum.
 */
+#include <cmath>
 #include <backend/kernels.hpp>
 #include <vector>
 #include <algorithm>
@@ -203,6 +204,12 @@ inline void ChanMerge(double &n, double &m, double &q, double nb, double mb, dou
 {
   if (nb <= 0) return;
   const double nt = n + nb, dlt = mb - m, f = nb / nt;
+  if (!std::isfinite(dlt)) { /* an inf (or nan) mean: the plain weighted mean keeps -inf + finite = -inf as PyTorch's sum does (m + inf f was nan); the variance is nan */
+    m = (n * m + nb * mb) / nt;
+    q = NAN;
+    n = nt;
+    return;
+  }
   m += dlt * f;
   q += qb + dlt * dlt * n * f;
   n = nt;
