@@ -43,6 +43,18 @@ inline std::vector<double> GatherAll(DDTensor t)
   return g;
 }
 
+/* sets a tensor's global values (C order) from doubles, in the tensor's own type (the inverse of GatherAll) */
+inline void SetValues(DDTensor t, const std::vector<double> &v)
+{
+  DDDataType dt;
+  DDT(DDTensorGetDataType(t, &dt));
+  if (dt == DD_FLOAT64) DDT(DDTensorSetValuesGlobal(t, v.data()));
+  else {
+    std::vector<float> f(v.begin(), v.end());
+    DDT(DDTensorSetValuesGlobal(t, f.data()));
+  }
+}
+
 inline DDTensor MakeInput(const InputSpec &s, DDDataType dt, PetscInt64 seed)
 {
   DDPartition p;
@@ -69,11 +81,7 @@ inline DDTensor MakeInput(const InputSpec &s, DDDataType dt, PetscInt64 seed)
     DDT(DDTensorGetSize(t, &N));
     std::vector<double> g = GatherAll(t);
     for (auto &v : g) v = std::floor(v);
-    if (dt == DD_FLOAT64) DDT(DDTensorSetValuesGlobal(t, g.data()));
-    else {
-      std::vector<float> f(g.begin(), g.end());
-      DDT(DDTensorSetValuesGlobal(t, f.data()));
-    }
+    SetValues(t, g);
   }
   return t;
 }

@@ -470,14 +470,7 @@ TEST(ActivationTorch, PReLUPerChannelOnEveryPartition)
         in.pshape = ps;
         in.fmt    = fmt;
         DDTensor x = MakeInput(in, dt, 1), y, dy, dx;
-        auto     set = [&](DDTensor t, const std::vector<double> &v) {
-          if (dt == DD_FLOAT64) DDT(DDTensorSetValuesGlobal(t, v.data()));
-          else {
-            std::vector<float> f(v.begin(), v.end());
-            DDT(DDTensorSetValuesGlobal(t, f.data()));
-          }
-        };
-        set(x, xv);
+        SetValues(x, xv);
         DDLayer l;
         DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
         ActCfg c{DD_ACT_PRELU};
@@ -489,12 +482,12 @@ TEST(ActivationTorch, PReLUPerChannelOnEveryPartition)
         DDT(DDLayerGetParameters(l, &np, &ps_));
         ASSERT_EQ(np, 1);
         EXPECT_EQ(GatherAll(ps_[0]), std::vector<double>(3, 0.25)) << "PyTorch's init";
-        set(ps_[0], w);
+        SetValues(ps_[0], w);
         DDT(DDLayerZeroGradients(l));
         DDT(DDLayerGetOutput(l, &y));
         DDT(DDLayerForward(l, x, y));
         DDT(DDLayerCreateOutput(l, &dy));
-        set(dy, gv);
+        SetValues(dy, gv);
         DDT(DDTensorDuplicate(x, &dx));
         DDT(DDLayerBackward(l, dy, dx));
         DDT(DDLayerGetGradients(l, &np, &gs));

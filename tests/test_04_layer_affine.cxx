@@ -490,17 +490,6 @@ static const double lin_dx[] = {0.3056672991789377, 0.19531687692775587, -0.1466
 static const double lin_dw[] = {-0.51196709619366965, -0.23985394900415161, 0.14506625822335575, 0.46175953748560633, -0.64847173336074848, -0.66940187072032342, -0.37550184858737146, 0.095002560314454504, -0.29422589100392771, -0.59235980223341644, -0.61189764259529889, -0.34365046048020481, 0.28268423981802987, -0.067031645021938355, -0.38522149980974452, -0.52223566398505294, 0.64566457369173458, 0.50902472476298088, 0.13298259404747026, -0.30560332855891503};
 static const double lin_db[] = {0.45345125205838632, 1.0089573013313586, 0.80090458007569409, -0.013256760113992461, -0.81738564854335494};
 
-static void SetGlobalT(DDTensor t, const std::vector<double> &v)
-{
-  DDDataType dt;
-  DDT(DDTensorGetDataType(t, &dt));
-  if (dt == DD_FLOAT64) DDT(DDTensorSetValuesGlobal(t, v.data()));
-  else {
-    std::vector<float> f(v.begin(), v.end());
-    DDT(DDTensorSetValuesGlobal(t, f.data()));
-  }
-}
-
 TEST(AffineLastDim, PyTorchLinearOnNTF)
 {
   const int                          W = Size();
@@ -524,21 +513,21 @@ TEST(AffineLastDim, PyTorchLinearOnNTF)
         for (int i = 0; i < 20; i++) wv[i] = 0.1 * std::cos(1.3 * i) - 0.05;
         for (int i = 0; i < 5; i++) bv[i] = 0.2 * i - 0.3;
         for (int i = 0; i < 30; i++) dv[i] = std::cos(0.9 * i + 0.2);
-        SetGlobalT(x, xv);
+        SetValues(x, xv);
         DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
         Configure(c)(l);
         DDT(DDLayerSetUp(l, x));
         DDT(DDLayerGetParameters(l, &np, &p));
         ASSERT_EQ(np, 2);
-        SetGlobalT(p[0], wv);
-        SetGlobalT(p[1], bv);
+        SetValues(p[0], wv);
+        SetValues(p[1], bv);
         DDT(DDLayerGetOutput(l, &y));
         const PetscInt *ys;
         DDT(DDTensorGetShape(y, &ys));
         EXPECT_EQ(std::vector<PetscInt>(ys, ys + 3), std::vector<PetscInt>({2, 3, 5}));
         DDT(DDLayerForward(l, x, y));
         DDT(DDLayerCreateOutput(l, &dy));
-        SetGlobalT(dy, dv);
+        SetValues(dy, dv);
         DDT(DDTensorDuplicate(x, &dx));
         DDT(DDLayerZeroGradients(l));
         DDT(DDLayerBackward(l, dy, dx));

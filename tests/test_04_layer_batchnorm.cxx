@@ -550,15 +550,6 @@ static std::vector<double> TorchBatch(int k)
   return x;
 }
 
-static void SetAll(DDTensor t, DDDataType dt, const std::vector<double> &v)
-{
-  if (dt == DD_FLOAT64) DDT(DDTensorSetValuesGlobal(t, v.data()));
-  else {
-    std::vector<float> f(v.begin(), v.end());
-    DDT(DDTensorSetValuesGlobal(t, f.data()));
-  }
-}
-
 TEST(BatchNormTorch, MomentumNoneAndNumBatchesTrackedOnEveryPartition)
 {
   int                                W = Size();
@@ -578,7 +569,7 @@ TEST(BatchNormTorch, MomentumNoneAndNumBatchesTrackedOnEveryPartition)
       DDT(DDLayerSetUp(l, x));
       DDT(DDLayerGetOutput(l, &y));
       for (int k = 0; k < 3; k++) {
-        SetAll(x, dt, TorchBatch(k));
+        SetValues(x, TorchBatch(k));
         DDT(DDLayerForward(l, x, y));
       }
       PetscInt64 nbt;
@@ -593,7 +584,7 @@ TEST(BatchNormTorch, MomentumNoneAndNumBatchesTrackedOnEveryPartition)
       near(GatherAll(rm), {1.0430183945873035, 0.8804996036716659, -0.21591900855548746}, "running mean");
       near(GatherAll(rv), {1.5136565305749334, 2.2150949517185716, 1.4288088104349268}, "running var");
       DDT(DDLayerSetTraining(l, PETSC_FALSE));
-      SetAll(x, dt, TorchBatch(3));
+      SetValues(x, TorchBatch(3));
       DDT(DDLayerForward(l, x, y));
       DDT(DDLayerBatchNormGetNumBatchesTracked(l, &nbt));
       EXPECT_EQ(nbt, 3) << "evaluation does not count";
@@ -634,13 +625,13 @@ TEST(BatchNormTorch, NoTrackingUsesBatchStatisticsInEvaluation)
       DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
       conf(l);
       DDT(DDLayerSetUp(l, x));
-      SetAll(x, dt, TorchBatch(1));
+      SetValues(x, TorchBatch(1));
       DDT(DDLayerGetOutput(l, &y));
       DDT(DDLayerForward(l, x, y));
       DDT(DDLayerCreateOutput(l, &dy));
       std::vector<double> g(72);
       for (int i = 0; i < 72; i++) g[i] = std::cos(0.05 * i);
-      SetAll(dy, dt, g);
+      SetValues(dy, g);
       DDT(DDTensorDuplicate(x, &dx));
       DDT(DDLayerBackward(l, dy, dx));
       const double        tol = dt == DD_FLOAT64 ? 1e-13 : 1e-5;
@@ -718,7 +709,7 @@ TEST(BatchNormTorch, EvaluationBackwardDoesNotReadX)
       xv[5]                  = NAN;
       xv[30]                 = INFINITY;
       xv[xv.size() - 1]      = -INFINITY;
-      SetAll(x, dt, xv);
+      SetValues(x, xv);
       DDT(DDLayerForward(l, x, y));
       DDT(DDLayerCreateOutput(l, &dy));
       DDT(DDTensorSetRandomGlobal(dy, 7, -1, 1));
@@ -769,7 +760,7 @@ TEST(BatchNormTorch, InfiniteEntryGivesAnInfiniteRunningMean)
       xv[0 * S + 1]          = -INFINITY; /* channel 0, an early entry: finite ones follow */
       xv[1 * S + 2]          = INFINITY;  /* channel 1 */
       xv[4 * S + 2 * S + 5]  = NAN;       /* sample 1, channel 2 */
-      SetAll(x, dt, xv);
+      SetValues(x, xv);
       DDT(DDLayerForward(l, x, y));
       DDT(DDLayerBatchNormGetRunningStatistics(l, &rm, &rv));
       const std::vector<double> m = GatherAll(rm), v = GatherAll(rv);

@@ -224,26 +224,19 @@ TEST(Dropout, DroppedNanAndInfGiveNanAsPyTorch)
         else xv[i] = -0.25 - 0.01 * (double)(i % 7);
         dyv[i] = i % 2 ? NAN : -INFINITY;
       }
-      auto set = [&](DDTensor t, const std::vector<double> &v) {
-        if (dt == DD_FLOAT64) DDT(DDTensorSetValuesGlobal(t, v.data()));
-        else {
-          std::vector<float> f(v.begin(), v.end());
-          DDT(DDTensorSetValuesGlobal(t, f.data()));
-        }
-      };
       DDLayer l;
       DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
       Configure(0.5, 21)(l);
       DDT(DDLayerSetUp(l, x));
       DDT(DDLayerGetOutput(l, &y));
-      set(x, ones); /* the mask: y of x = 1 */
+      SetValues(x, ones); /* the mask: y of x = 1 */
       DDT(DDLayerForward(l, x, y));
       std::vector<double> mask = GatherAll(y);
       DDT(DDLayerDropoutSetSeed(l, 21)); /* the same mask again */
-      set(x, xv);
+      SetValues(x, xv);
       DDT(DDLayerForward(l, x, y));
       DDT(DDLayerCreateOutput(l, &dy));
-      set(dy, dyv);
+      SetValues(dy, dyv);
       DDT(DDTensorDuplicate(x, &dx));
       DDT(DDLayerBackward(l, dy, dx));
       std::vector<double> yv = GatherAll(y), dxv = GatherAll(dx);

@@ -48,19 +48,6 @@ static std::vector<double> Seq(PetscInt n, const std::function<double(PetscInt)>
   return v;
 }
 
-/* global values in the tensor's own type */
-static void SetGlobal(DDTensor t, const std::vector<double> &v)
-{
-  DDDataType dt;
-  DDT(DDTensorGetDataType(t, &dt));
-  if (dt == DD_FLOAT64) {
-    DDT(DDTensorSetValuesGlobal(t, v.data()));
-    return;
-  }
-  std::vector<float> f(v.begin(), v.end());
-  DDT(DDTensorSetValuesGlobal(t, f.data()));
-}
-
 static double MaxDiff(const std::vector<double> &a, const double *b)
 {
   double e = 0;
@@ -89,7 +76,7 @@ TEST(LayerNorm, PyTorchValuesOnEveryPartition)
         PetscInt       np;
         auto           xv = Seq(36, [](PetscInt i) { return std::sin(0.37 * i + 0.1) * (1 + 0.3 * (i % 5)); });
         auto           dv = Seq(36, [](PetscInt i) { return std::cos(0.5 * i); });
-        SetGlobal(x, xv);
+        SetValues(x, xv);
         DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
         DDT(DDLayerSetType(l, DDLAYERLAYERNORM));
         DDT(DDLayerLayerNormSetNormalizedShape(l, k, shape.data() + 4 - k));
@@ -100,12 +87,12 @@ TEST(LayerNorm, PyTorchValuesOnEveryPartition)
         EXPECT_EQ(GatherAll(p[0]), std::vector<double>(m, 1.0)) << "torch's initial weight";
         EXPECT_EQ(GatherAll(p[1]), std::vector<double>(m, 0.0)) << "torch's initial bias";
         auto wv = Seq(m, [](PetscInt i) { return 1 + 0.1 * std::cos((double)i); }), bv = Seq(m, [](PetscInt i) { return 0.05 * i - 0.2; });
-        SetGlobal(p[0], wv);
-        SetGlobal(p[1], bv);
+        SetValues(p[0], wv);
+        SetValues(p[1], bv);
         DDT(DDLayerGetOutput(l, &y));
         DDT(DDLayerForward(l, x, y));
         DDT(DDLayerCreateOutput(l, &dy));
-        SetGlobal(dy, dv);
+        SetValues(dy, dv);
         DDT(DDTensorDuplicate(x, &dx));
         DDT(DDLayerZeroGradients(l));
         DDT(DDLayerBackward(l, dy, dx));

@@ -67,15 +67,6 @@ std::function<void(DDLayer)> ConfigureCE(bool weighted, DDReduction red, PetscBo
   };
 }
 
-void SetGlobal(DDTensor t, DDDataType dt, const std::vector<double> &v)
-{
-  if (dt == DD_FLOAT64) DDT(DDTensorSetValuesGlobal(t, v.data()));
-  else {
-    std::vector<float> f(v.begin(), v.end());
-    DDT(DDTensorSetValuesGlobal(t, f.data()));
-  }
-}
-
 void ExpectClose(const std::vector<double> &got, const std::vector<double> &ref, double tol, const std::string &what)
 {
   ASSERT_EQ(got.size(), ref.size()) << what;
@@ -101,8 +92,8 @@ TEST(LossTorch, CrossEntropyOnEveryPartition)
           ts.pshape = {ps[0], ps[1], ps[2]};
         }
         DDTensor x = MakeInput(xs, dt, 1), t = MakeInput(ts, dt, 2), y, dy = NULL, dx, dtt;
-        SetGlobal(x, dt, Logits());
-        SetGlobal(t, dt, tc.prob ? SoftTargets() : kTarget);
+        SetValues(x, Logits());
+        SetValues(t, tc.prob ? SoftTargets() : kTarget);
         DDLayer l;
         DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
         ConfigureCE(tc.weighted, tc.red, tc.prob, tc.eps)(l);
@@ -119,7 +110,7 @@ TEST(LossTorch, CrossEntropyOnEveryPartition)
           DDT(DDTensorGetSize(dy, &M));
           std::vector<double> g(M);
           for (PetscInt i = 0; i < M; i++) g[i] = 0.1 * i - 0.3;
-          SetGlobal(dy, dt, g);
+          SetValues(dy, g);
         } else {
           PetscReal v;
           DDT(DDLayerLossGetValue(l, &v));
@@ -275,8 +266,8 @@ TEST(LossTorch, CrossEntropyNonFiniteLogitsAsPyTorch)
         ts.shape  = {N, H, Wd};
         ts.pshape = {ps[0], ps[1], ps[2]};
         DDTensor x = MakeInput(xs, dt, 1), t = MakeInput(ts, dt, 2), y, dy = NULL, dx;
-        SetGlobal(x, dt, xv);
-        SetGlobal(t, dt, kTarget);
+        SetValues(x, xv);
+        SetValues(t, kTarget);
         DDLayer l;
         DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
         ConfigureCE(false, red, PETSC_FALSE, 0.0)(l);
@@ -292,7 +283,7 @@ TEST(LossTorch, CrossEntropyNonFiniteLogitsAsPyTorch)
           DDT(DDLayerCreateOutput(l, &dy));
           std::vector<double> g(N * H * Wd);
           for (size_t i = 0; i < g.size(); i++) g[i] = 0.1 * (double)i - 0.3;
-          SetGlobal(dy, dt, g);
+          SetValues(dy, g);
         } else {
           PetscReal v;
           DDT(DDLayerLossGetValue(l, &v));

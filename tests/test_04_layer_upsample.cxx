@@ -194,14 +194,7 @@ static RunResult RunValues(const std::function<void(DDLayer)> &configure, const 
 {
   RunResult R;
   DDTensor  x = MakeInput(spec, dt, 1), y, dy, dx;
-  auto      set = [&](DDTensor t, const std::vector<double> &v) {
-    if (dt == DD_FLOAT64) DDT(DDTensorSetValuesGlobal(t, v.data()));
-    else {
-      std::vector<float> f(v.begin(), v.end());
-      DDT(DDTensorSetValuesGlobal(t, f.data()));
-    }
-  };
-  set(x, xv);
+  SetValues(x, xv);
   DDLayer l;
   DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
   configure(l);
@@ -214,7 +207,7 @@ static RunResult RunValues(const std::function<void(DDLayer)> &configure, const 
     DDT(DDLayerCreateOutput(l, &dy));
     DDT(DDTensorGetSize(dy, &N));
     EXPECT_EQ((size_t)N, dyv.size());
-    if ((size_t)N == dyv.size()) set(dy, dyv);
+    if ((size_t)N == dyv.size()) SetValues(dy, dyv);
     DDT(DDTensorDuplicate(x, &dx));
     DDT(DDTensorSet(dx, 777.0));
     DDT(DDLayerBackward(l, dy, dx));

@@ -570,11 +570,7 @@ TEST(Fusion, FusedReluKeepsNan)
       std::vector<double> g = GatherAll(x);
       g[3 * 48 + 2 * 6 + 3] = NAN;      /* sample 1, channel 0, row 2, column 3 */
       g[4 * 48 + 5 * 6 + 1] = INFINITY; /* sample 1, channel 1, row 5, column 1 */
-      if (dt == DD_FLOAT64) DDT(DDTensorSetValuesGlobal(x, g.data()));
-      else {
-        std::vector<float> h(g.begin(), g.end());
-        DDT(DDTensorSetValuesGlobal(x, h.data()));
-      }
+      SetValues(x, g);
     }
     std::vector<std::vector<double>> out[2];
     for (int k = 0; k < 2; k++) {

@@ -240,11 +240,7 @@ static Trace Train(const char *opts, const char *outname, const InputSpec &xs, c
       DDT(DDTensorGetSize(ps[0], &N));
       std::vector<double> v(N);
       for (PetscInt i = 0; i < N; i++) v[i] = 0.1 * std::sin(1.0 + i);
-      if (dt == DD_FLOAT64) DDT(DDTensorSetValuesGlobal(ps[0], v.data()));
-      else {
-        std::vector<float> f(v.begin(), v.end());
-        DDT(DDTensorSetValuesGlobal(ps[0], f.data()));
-      }
+      SetValues(ps[0], v);
     }
     if (restart && (s + 1) % restart == 0 && s + 1 < steps) {
       T.fallbacks += Fallbacks(net);
