@@ -560,7 +560,7 @@ static PetscErrorCode BatchNorm_Backward(DDLayer l, DDTensor dy, PetscInt nin, D
         }
     } else { /* evaluation with the running statistics: dx = w rstd dy, which does not read x (as PyTorch's: an inf or nan in x leaves dx finite, where 0 (x - mean) would be nan) */
       for (PetscInt c = 0; c < Cl; c++) s->ka[c] = s->sc[c] * s->rstd[c];
-      if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normscaleshift, g->layout, HostArray<const T>(g), dxo->layout, HostArray<T>(dxo), false, s->kb.data(), s->ka.data(), s->kc.data()));
+      if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normscaleshift, g->layout, HostArray<const T>(g), dxo->layout, HostArray<T>(dxo), false, s->kb.data(), s->ka.data(), s->kc.data())); /* ka (dy - kb) + kc, kb = kc = 0 */
       PetscFunctionReturn(PETSC_SUCCESS);
     }
     if (act) PetscCall(NormKernel<T>(l, &KernelTable<T>::normbwdapply, x->layout, HostArray<const T>(x), g->layout, HostArray<const T>(g), dxo->layout, HostArray<T>(dxo), false, s->mu.data(), s->ka.data(), s->kb.data(), s->kc.data()));
