@@ -14,7 +14,9 @@
   -kernels 1 (1 rank) also times the local FFT kernels of the backend tier (FftKernel) for the two
   stages of each case at 1 rank, Forward + Adjoint: FFTW (/cpu/ref, the kernel every CPU backend
   reaches) and, in a CUDA build on a process with a device, cuFFT (/gpu/cuda; arrays in device
-  memory, the time taken after a synchronizing copy).
+  memory, the time taken after a synchronizing copy), and the mode mixing of each case (Forward +
+  Adjoint): the reference loops of /cpu/ref against the vectorized ones of /cpu/blas, in turn.
+  -dd_backend /cpu/ref runs the whole layer on the reference mode mixing (the FFTs are FFTW's either way).
 */
 #include <ddnn.h>
 #include <ddnn/private/ddbackendimpl.h>
@@ -24,6 +26,7 @@
 #include <string>
 #include <algorithm>
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
 #include <unistd.h>
 
@@ -171,6 +174,40 @@ static PetscErrorCode TimeFftKernel(DDBackend b, DDDataType dt, bool real, Petsc
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  median Forward + Adjoint times of the mode-mixing kernels (KernelTable<T>::spectralmix, spectralmixadjoint)
+  of /cpu/ref (the reference loops) and /cpu/blas (the vectorized loops, also /cpu/dnnl's) on one rank's
+  tensors of a case, the two called in turn in every repetition
+*/
+template <class T>
+static PetscErrorCode TimeModeMix(const ddnn::SpectralMixGeom &g, PetscInt reps, double *tref, double *tfast)
+{
+  DDBackend ref = ddnn::DDBackendLookup_Private("/cpu/ref"), fast = ddnn::DDBackendLookup_Private("/cpu/blas");
+  decltype(ddnn::KernelTable<T>::spectralmix)        mix[2];
+  decltype(ddnn::KernelTable<T>::spectralmixadjoint) adj[2];
+  std::vector<double>                                ts[2];
+
+  PetscFunctionBegin;
+  for (int b = 0; b < 2; b++) {
+    PetscCall(ddnn::DDBackendFind<T>(b ? fast : ref, &ddnn::KernelTable<T>::spectralmix, ddnn::DD_KERNEL_SPECTRAL, &mix[b]));
+    PetscCall(ddnn::DDBackendFind<T>(b ? fast : ref, &ddnn::KernelTable<T>::spectralmixadjoint, ddnn::DD_KERNEL_SPECTRAL, &adj[b]));
+  }
+  std::vector<T> X(2 * g.N * g.Ci * g.K), W(2 * g.Ci * g.Co * g.K), Y(2 * g.N * g.Co * g.K), dX(X.size()), dW(W.size());
+  for (size_t j = 0; j < X.size(); j++) X[j] = (T)std::sin(0.1 * (double)j);
+  for (size_t j = 0; j < W.size(); j++) W[j] = (T)std::cos(0.07 * (double)j);
+  for (PetscInt r = 0; r < reps + 2; r++)
+    for (int b = 0; b < 2; b++) {
+      double t0 = MPI_Wtime();
+      mix[b](g, X.data(), W.data(), Y.data());
+      adj[b](g, X.data(), W.data(), Y.data(), dX.data(), dW.data());
+      if (r >= 2) ts[b].push_back(MPI_Wtime() - t0);
+    }
+  for (int b = 0; b < 2; b++) std::sort(ts[b].begin(), ts[b].end());
+  *tref  = ts[0][ts[0].size() / 2];
+  *tfast = ts[1][ts[1].size() / 2];
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 int main(int argc, char **argv)
 {
   PetscInt    reps = 20;
@@ -224,6 +261,18 @@ int main(int argc, char **argv)
         PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%*s%-22s %10.3f %10s %10s\n", 48, "", name, 1e3 * th, havegpu ? std::to_string(1e3 * tg).substr(0, 8).c_str() : "-", havegpu ? std::to_string(th / tg).substr(0, 6).c_str() : "-"));
       }
     if (!havegpu) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "(no CUDA device%s: cuFFT not timed)\n", gpu ? "" : " backend in this build"));
+    /* the mode mixing of a 1-rank layer: X (N, C, 2m, m) complex, C -> C channels */
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "mode mixing (Forward + Adjoint), medians of %" PetscInt_FMT ":          %-22s %10s %10s %10s\n", reps, "case", "ref [ms]", "fast [ms]", "ratio"));
+    for (const auto &c : cases) {
+      ddnn::SpectralMixGeom g;
+      double                tr, tf;
+      char                  name[64];
+      g.N = c.N, g.Ci = c.C, g.Co = c.C, g.K = 2 * c.m * c.m, g.nl = c.m, g.lstart = 0, g.sd = c.W, g.invS = 1.0 / (double)(c.H * c.W);
+      if (dt == DD_FLOAT64) PetscCall(TimeModeMix<double>(g, reps, &tr, &tf));
+      else PetscCall(TimeModeMix<float>(g, reps, &tr, &tf));
+      snprintf(name, sizeof(name), "%d,%d,%d,%d m%d", (int)c.N, (int)c.C, (int)c.H, (int)c.W, (int)c.m);
+      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%*s%-22s %10.3f %10.3f %10.2f\n", 48, "", name, 1e3 * tr, 1e3 * tf, tf / tr));
+    }
   }
   PetscCall(DDFinalize());
   return 0;

@@ -5,7 +5,8 @@
   rounding) over plain, channels-last and blocked layouts built with LayoutBuild, 1-3-D, with
   halos around the storage, odd sizes, boxes that are a sub-window of the storage, empty
   boxes, partial (ceil-mode) windows, padding and dilation; NaN semantics against numbers
-  from PyTorch 1.13 (the activations forward and backward, max pooling); and the optimizers'
+  from PyTorch 1.13 (the activations forward and backward, max pooling); the spectral layer's
+  vectorized mode mixing against its reference loops (to rounding, nan and inf alike) and its adjoint; and the optimizers'
   vectorized updates of /cpu/blas bitwise equal to the reference loops.
 */
 #include "ddtest.hpp"
@@ -974,5 +975,124 @@ TEST(FastOptimizer, EqualsReference)
   DDT(DDBackendFind<double>(blas, &KernelTable<double>::sgdupdate, DD_KERNEL_OPTIMIZER, &fs));
   EXPECT_TRUE(fa == &AdamUpdateFast<float>);
   EXPECT_TRUE(fs == &SGDUpdateFast<double>);
+}
+/* ---------------------------------------------------------------------- */
+/* the spectral layer's mode mixing: the vectorized loops of /cpu/blas against the reference loops */
+
+template <class T>
+void SpectralFastEqualsReference()
+{
+  struct Case {
+    PetscInt N, Ci, Co, K, nl, lstart, sd;
+  };
+  /* tiles of 64 (float) or 32 (double) modes, tails shorter than a vector, odd sample and output counts,
+     one sample (the streamed rows), a last mode dimension not starting at 0 and holding the Nyquist
+     entry (2 f = sd), empty sizes */
+  const Case cases[] = {{8, 32, 32, 288, 12, 0, 64}, {1, 24, 40, 512, 16, 0, 30}, {3, 5, 7, 13, 13, 0, 24}, {2, 3, 2, 45, 5, 3, 10}, {4, 1, 1, 1, 1, 0, 1},
+                        {5, 2, 3, 67, 67, 0, 132}, {2, 6, 5, 97, 97, 1, 193}, {1, 3, 5, 37, 37, 2, 80}, {1, 2, 2, 5, 5, 0, 8}, {0, 3, 3, 16, 16, 0, 32}, {2, 3, 0, 16, 16, 0, 32}, {2, 0, 3, 16, 16, 0, 32}};
+  const double eps = std::numeric_limits<T>::epsilon();
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (const Case &c : cases) {
+    SpectralMixGeom g;
+    g.N = c.N, g.Ci = c.Ci, g.Co = c.Co, g.K = c.K, g.nl = c.nl, g.lstart = c.lstart, g.sd = c.sd, g.invS = 1.0 / (3.0 * c.sd);
+    const PetscInt nx = 2 * c.N * c.Ci * c.K, nw = 2 * c.Ci * c.Co * c.K, ny = 2 * c.N * c.Co * c.K;
+    std::vector<T> X(nx), W(nw), dY(ny), Yr(ny, (T)7), Yf(ny, (T)-7), dXr(nx, (T)7), dXf(nx, (T)-7), dW0(nw), dWr, dWf;
+    for (auto &v : X) v = (T)u(gen);
+    for (auto &v : W) v = (T)u(gen);
+    for (auto &v : dY) v = (T)u(gen);
+    for (auto &v : dW0) v = (T)u(gen);
+    dWr = dW0;
+    dWf = dW0;
+    SpectralMixRef<T>(g, X.data(), W.data(), Yr.data());
+    SpectralMixFast<T>(g, X.data(), W.data(), Yf.data());
+    SpectralMixAdjointRef<T>(g, X.data(), W.data(), dY.data(), dXr.data(), dWr.data());
+    SpectralMixAdjointFast<T>(g, X.data(), W.data(), dY.data(), dXf.data(), dWf.data());
+    /* per entry the bound of its rounding: eps times the sum of the magnitudes of its terms */
+    auto mag = [](const T *z, PetscInt j) { return std::fabs((double)z[2 * j]) + std::fabs((double)z[2 * j + 1]); };
+    std::ostringstream where;
+    where << (sizeof(T) == 4 ? "float32" : "float64") << " N " << c.N << " Ci " << c.Ci << " Co " << c.Co << " K " << c.K;
+    for (PetscInt n = 0; n < c.N; n++)
+      for (PetscInt o = 0; o < c.Co; o++)
+        for (PetscInt k = 0; k < c.K; k++) {
+          double b = 0;
+          for (PetscInt i = 0; i < c.Ci; i++) b += mag(X.data(), (n * c.Ci + i) * c.K + k) * mag(W.data(), (i * c.Co + o) * c.K + k);
+          b *= 4 * eps * (double)SpectralMixScale<T>(g, k);
+          const PetscInt j = 2 * ((n * c.Co + o) * c.K + k);
+          ASSERT_LE(std::fabs((double)Yf[j] - (double)Yr[j]), b) << where.str() << " Y re at " << j;
+          ASSERT_LE(std::fabs((double)Yf[j + 1] - (double)Yr[j + 1]), b) << where.str() << " Y im at " << j;
+        }
+    for (PetscInt n = 0; n < c.N; n++)
+      for (PetscInt i = 0; i < c.Ci; i++)
+        for (PetscInt k = 0; k < c.K; k++) {
+          double b = 0;
+          for (PetscInt o = 0; o < c.Co; o++) b += mag(dY.data(), (n * c.Co + o) * c.K + k) * mag(W.data(), (i * c.Co + o) * c.K + k);
+          b *= 4 * eps * (double)SpectralMixScale<T>(g, k);
+          const PetscInt j = 2 * ((n * c.Ci + i) * c.K + k);
+          ASSERT_LE(std::fabs((double)dXf[j] - (double)dXr[j]), b) << where.str() << " dX re at " << j;
+          ASSERT_LE(std::fabs((double)dXf[j + 1] - (double)dXr[j + 1]), b) << where.str() << " dX im at " << j;
+        }
+    for (PetscInt i = 0; i < c.Ci; i++)
+      for (PetscInt o = 0; o < c.Co; o++)
+        for (PetscInt k = 0; k < c.K; k++) {
+          double b = 0;
+          for (PetscInt n = 0; n < c.N; n++) b += mag(X.data(), (n * c.Ci + i) * c.K + k) * mag(dY.data(), (n * c.Co + o) * c.K + k);
+          const PetscInt j = 2 * ((i * c.Co + o) * c.K + k);
+          b = 4 * eps * (b * (double)SpectralMixScale<T>(g, k) + mag(dW0.data(), j / 2));
+          ASSERT_LE(std::fabs((double)dWf[j] - (double)dWr[j]), b) << where.str() << " dW re at " << j;
+          ASSERT_LE(std::fabs((double)dWf[j + 1] - (double)dWr[j + 1]), b) << where.str() << " dW im at " << j;
+        }
+    /* the adjoint test (paper 000, eq. 26) in float64: <Y(X, W), dY> = <X, dX> = <W, dW - dW0>, real inner products of the pairs */
+    if (sizeof(T) == 8)
+      for (int fast = 0; fast < 2; fast++) {
+        const std::vector<T> &Y = fast ? Yf : Yr, &dX = fast ? dXf : dXr, &dW = fast ? dWf : dWr;
+        double yy = 0, xx = 0, ww = 0, sc = 0;
+        for (PetscInt j = 0; j < ny; j++) yy += (double)Y[j] * (double)dY[j], sc += std::fabs((double)Y[j] * (double)dY[j]);
+        for (PetscInt j = 0; j < nx; j++) xx += (double)X[j] * (double)dX[j];
+        for (PetscInt j = 0; j < nw; j++) ww += (double)W[j] * ((double)dW[j] - (double)dW0[j]);
+        EXPECT_LE(std::fabs(yy - xx), 1e-13 * std::max(1.0, sc)) << where.str() << (fast ? " fast" : " reference") << ": <Y, dY> " << yy << " <X, dX> " << xx;
+        EXPECT_LE(std::fabs(yy - ww), 1e-13 * std::max(1.0, sc)) << where.str() << (fast ? " fast" : " reference") << ": <Y, dY> " << yy << " <W, dW> " << ww;
+      }
+    /* nan and inf reach the same entries: an inf in X, a nan in W, an inf in dY */
+    if (c.N > 0 && c.Ci > 0 && c.Co > 0) {
+      X[2 * (c.K - 1)]            = std::numeric_limits<T>::infinity();
+      W[nw - 1]                   = std::numeric_limits<T>::quiet_NaN();
+      dY[2 * ((c.N - 1) * c.Co * c.K) + 1] = -std::numeric_limits<T>::infinity();
+      dWr = dW0;
+      dWf = dW0;
+      SpectralMixRef<T>(g, X.data(), W.data(), Yr.data());
+      SpectralMixFast<T>(g, X.data(), W.data(), Yf.data());
+      SpectralMixAdjointRef<T>(g, X.data(), W.data(), dY.data(), dXr.data(), dWr.data());
+      SpectralMixAdjointFast<T>(g, X.data(), W.data(), dY.data(), dXf.data(), dWf.data());
+      auto same = [&](const std::vector<T> &a, const std::vector<T> &b, const char *what) {
+        for (size_t j = 0; j < a.size(); j++) {
+          ASSERT_EQ(std::isnan(a[j]), std::isnan(b[j])) << where.str() << " " << what << " nan at " << j << ": reference " << a[j] << ", fast " << b[j];
+          ASSERT_EQ(std::isinf(a[j]), std::isinf(b[j])) << where.str() << " " << what << " inf at " << j << ": reference " << a[j] << ", fast " << b[j];
+          if (std::isinf(a[j])) ASSERT_EQ(a[j] > 0, b[j] > 0) << where.str() << " " << what << " inf sign at " << j;
+        }
+      };
+      same(Yr, Yf, "Y");
+      same(dXr, dXf, "dX");
+      same(dWr, dWf, "dW");
+    }
+  }
+}
+
+TEST(FastSpectral, EqualsReferenceAndIsAdjoint)
+{
+  SpectralFastEqualsReference<float>();
+  SpectralFastEqualsReference<double>();
+  /* the CPU chains (/cpu/dnnl falls back to /cpu/blas) take the fast loops, /cpu/ref the reference */
+  for (const char *name : {"/cpu/blas", "/cpu/dnnl", "/cpu/ref"}) {
+    DDBackend b = DDBackendLookup_Private(name);
+    ASSERT_TRUE(b) << name;
+    decltype(KernelTable<float>::spectralmix)         f;
+    decltype(KernelTable<double>::spectralmixadjoint) d;
+    DDT(DDBackendFind<float>(b, &KernelTable<float>::spectralmix, DD_KERNEL_SPECTRAL, &f));
+    DDT(DDBackendFind<double>(b, &KernelTable<double>::spectralmixadjoint, DD_KERNEL_SPECTRAL, &d));
+    const bool ref = !std::strcmp(name, "/cpu/ref");
+    EXPECT_TRUE(f == (ref ? &SpectralMixRef<float> : &SpectralMixFast<float>)) << name;
+    EXPECT_TRUE(d == (ref ? &SpectralMixAdjointRef<double> : &SpectralMixAdjointFast<double>)) << name;
+  }
 }
 } // namespace

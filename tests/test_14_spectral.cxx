@@ -416,13 +416,20 @@ TEST(Spectral, ParallelEqualsSerial)
     s.shape  = c.shape;
     s.pshape = c.pshape;
     for (DDDataType dt : {DD_FLOAT64, DD_FLOAT32}) {
-      RunResult par = RunLayer(SpectralConfig(c.modes, c.cout), {s}, dt, 21);
       RunResult ser = RunLayer(SpectralConfig(c.modes, c.cout), {Serial(s)}, dt, 21);
-      ExpectSameRun(par, ser, dt == DD_FLOAT64 ? 1e-12 : 1e-5, std::string("spectral d = ") + std::to_string(c.shape.size() - 2) + " " + DDDataTypes[dt]);
-      ASSERT_EQ(par.params.size(), 1u);
-      double nrm = 0;
-      for (double v : par.y) nrm += v * v;
-      EXPECT_GT(nrm, 0) << "the output must not vanish";
+      /* the default chain's mode mixing (the vectorized loops of /cpu/blas) and the reference loops of /cpu/ref, on P ranks, against one rank */
+      for (const char *b : {"default", "/cpu/ref"}) {
+        auto      cfg = [&c, b](DDLayer l) {
+          SpectralConfig(c.modes, c.cout)(l);
+          if (strcmp(b, "default")) DDT(DDLayerSetBackend(l, b));
+        };
+        RunResult par = RunLayer(cfg, {s}, dt, 21);
+        ExpectSameRun(par, ser, dt == DD_FLOAT64 ? 1e-12 : 1e-5, std::string("spectral d = ") + std::to_string(c.shape.size() - 2) + " " + DDDataTypes[dt] + " " + b);
+        ASSERT_EQ(par.params.size(), 1u);
+        double nrm = 0;
+        for (double v : par.y) nrm += v * v;
+        EXPECT_GT(nrm, 0) << "the output must not vanish";
+      }
     }
   }
 }

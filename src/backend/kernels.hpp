@@ -153,4 +153,11 @@ template <class T> /* dx += J_x^* dy: a convolution of dy onto the window */
 void ConvTBackwardDataRef(const ConvTGeom &g, const View<const T> &dy, const T *w, const View<T> &dx);
 template <class T> /* dw += J_w^* dy, db += J_b^* dy (db may be NULL) */
 void ConvTBackwardWeightsRef(const ConvTGeom &g, const View<const T> &x, const View<const T> &dy, T *dw, T *db);
+/* The spectral layer's mode mixing (src/backend/reference/spectral_ref.cxx; KernelTable<T>::spectralmix) */
+template <class T> /* s_k of local mode k, as T */
+T SpectralMixScale(const SpectralMixGeom &g, PetscInt k);
+template <class T> /* Y = s_k sum_i X W */
+void SpectralMixRef(const SpectralMixGeom &g, const T *X, const T *W, T *Y);
+template <class T> /* dX = sum_o (s_k dY) conj(W); dW += sum_n conj(X) (s_k dY) */
+void SpectralMixAdjointRef(const SpectralMixGeom &g, const T *X, const T *W, const T *dY, T *dX, T *dW);
 } // namespace ddnn

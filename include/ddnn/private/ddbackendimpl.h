@@ -126,6 +126,20 @@ struct AffineGeom {
   PetscInt N = 0, Fi = 0, Fo = 0;
 };
 
+/*
+  The spectral layer's mode mixing (the weight tensor R of a Fourier layer, Li et al. 2021; the
+  layer's header gives its place between the transforms) on one rank's K modes: complex numbers stored
+  as (real, imag) pairs, the modes the fastest index, the last mode dimension fastest among them
+  (local entry k has local index k % nl in it, global index lstart + k % nl of the sd-point transform).
+  The scale of local entry k is s_k = D / S, D = 2 for 0 < f < sd / 2 (f = lstart + k % nl: the
+  half-spectrum's entries counted twice by the Hermitian adjoint) else 1, S = invS^-1 the transform's size.
+*/
+struct SpectralMixGeom {
+  PetscInt N = 0, Ci = 0, Co = 0, K = 0; /* samples, input and output channels, local modes */
+  PetscInt nl = 1, lstart = 0, sd = 1;  /* the last mode dimension: local entries, first global index, transform size */
+  double   invS = 1;                    /* 1 / (s_1 ... s_d) */
+};
+
 /* ------------------------------------------------------------------------------------------
    Stateful kernels, set up once per geometry and layout
 ------------------------------------------------------------------------------------------ */
@@ -378,6 +392,14 @@ struct KernelTable {
   void (*lnapply)(PetscInt R, PetscInt M, const T *x, const double *mean, const double *rstd, const T *w, const T *b, T *y)                                             = nullptr;
   void (*lnbwdsums)(PetscInt R, PetscInt M, const T *x, const T *dy, const double *mean, const double *rstd, const T *w, T *dw, T *db, double *g1, double *g2)           = nullptr;
   void (*lnbwdapply)(PetscInt R, PetscInt M, const T *x, const T *dy, const double *mean, const double *rstd, const T *w, const double *G1, const double *G2, T *dx) = nullptr;
+  /*
+    the spectral layer's mode mixing (SpectralMixGeom), X (N, Ci, K), W (Ci, Co, K), Y and dY (N, Co, K)
+    complex: spectralmix Y[n,o,k] = s_k sum_i X[n,i,k] W[i,o,k]; spectralmixadjoint, its adjoint in X
+    and in W with G = s_k dY: dX[n,i,k] = sum_o G[n,o,k] conj(W[i,o,k]) (set), dW[i,o,k] += sum_n
+    conj(X[n,i,k]) G[n,o,k] (accumulated); host or device pointers by the backend's memory
+  */
+  void (*spectralmix)(const SpectralMixGeom &, const T *X, const T *W, T *Y)                                   = nullptr;
+  void (*spectralmixadjoint)(const SpectralMixGeom &, const T *X, const T *W, const T *dY, T *dX, T *dW) = nullptr;
 };
 
 /* Names of the kernel kinds, for log events and messages */
@@ -392,6 +414,7 @@ typedef enum {
   DD_KERNEL_FFT,
   DD_KERNEL_LOSS,
   DD_KERNEL_DROPOUT,
+  DD_KERNEL_SPECTRAL,
   DD_KERNEL_NKINDS
 } DDKernelKind;
 } // namespace ddnn

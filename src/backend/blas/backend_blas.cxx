@@ -2,7 +2,8 @@
   /cpu/blas: the fast CPU kernels that need no oneDNN, in float32 and float64: convolution and
   transposed convolution as im2col/col2im + GEMM (src/backend/blas/conv_gemm.cxx), the dense layer's
   products (cblas_sgemm/dgemm), pooling, interpolation and pointwise loops written to vectorise
-  (src/backend/cpu: pool_fast, upsample_fast, pointwise) and the optimizers' updates (optimizer_fast). It falls back to /cpu/ref for the rest.
+  (src/backend/cpu: pool_fast, upsample_fast, pointwise), the optimizers' updates (optimizer_fast) and the
+  spectral layer's mode mixing (spectral_fast). It falls back to /cpu/ref for the rest.
 */
 #include <sys/ddcxx.hpp>
 #include <backend/common/loopkernels.hpp>
@@ -106,6 +107,8 @@ void FillBlas(KernelTable<T> &t)
   t.affinebwdweights = AffineBackwardWeightsGemm<T, CblasGemm>;
   t.sgdupdate        = SGDUpdateFast<T>;
   t.adamupdate       = AdamUpdateFast<T>;
+  t.spectralmix        = SpectralMixFast<T>;
+  t.spectralmixadjoint = SpectralMixAdjointFast<T>;
 }
 } // namespace
 

@@ -30,6 +30,12 @@ void UpsampleForwardFast(const UpsampleGeom &g, const T *x, const BoxOffsets &xo
 template <class T>
 void UpsampleBackwardFast(const UpsampleGeom &g, const T *dy, const BoxOffsets &yo, T *dx, const BoxOffsets &xo);
 
+/* the spectral layer's mode mixing, as SpectralMixRef and SpectralMixAdjointRef up to rounding (src/backend/cpu/spectral_fast.cxx) */
+template <class T>
+void SpectralMixFast(const SpectralMixGeom &g, const T *X, const T *W, T *Y);
+template <class T>
+void SpectralMixAdjointFast(const SpectralMixGeom &g, const T *X, const T *W, const T *dY, T *dX, T *dW);
+
 /* whether the loops compiled for AVX2 run: the CPU has AVX2, and DDNN_NO_AVX2 is not set in the environment
    to a value other than empty, 0, false or no (the tests run the SSE2 copies so); false where no AVX2 copies
    are compiled (src/backend/cpu/pointwise.cxx) */

@@ -28,7 +28,7 @@ static PetscBool    registered = PETSC_FALSE;
 static DDBackend    defaultbackend = nullptr; /* a registry entry: looked up once, not per kernel call */
 static PetscClassId DD_BACKEND_CLASSID;
 
-static const char *const KernelKindNames[] = {"Conv", "Pool", "Gemm", "Upsample", "Pointwise", "Norm", "Optimizer", "FFT", "Loss", "Dropout"};
+static const char *const KernelKindNames[] = {"Conv", "Pool", "Gemm", "Upsample", "Pointwise", "Norm", "Optimizer", "FFT", "Loss", "Dropout", "Spectral"};
 static_assert(sizeof(KernelKindNames) / sizeof(KernelKindNames[0]) == DD_KERNEL_NKINDS, "a name for every kernel kind");
 
 /* "cpu/dnnl" and "/cpu/dnnl" name the same backend */

@@ -141,6 +141,8 @@ void FillRef(KernelTable<T> &t)
   t.fftcreate        = FftwCreate<T>;
   t.losscreate       = RefLossCreate<T>;
   t.dropout          = DropoutRef<T>;
+  t.spectralmix        = SpectralMixRef<T>;
+  t.spectralmixadjoint = SpectralMixAdjointRef<T>;
 }
 } // namespace
 

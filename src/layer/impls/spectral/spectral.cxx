@@ -21,7 +21,9 @@
   the last dimension's modes 0 < k < s_d/2 (undoing the Hermitian weights of F2^*), else 1:
     forward   X = F1 x;  Y = X . W;  y = (1/S) F2^*(D Y)
     backward  dY = (1/S) D F2 dy;  dX = dY . conj(W);  dW += sum_n conj(X) dY;  dx = F1^* dX
-  Backward uses the X of the last Forward.
+  Backward uses the X of the last Forward. The mode mixing with its factor D / S (Y = (D/S) X . W and
+  its adjoint) is the backend's kernel (KernelTable<T>::spectralmix, spectralmixadjoint: the reference
+  loops of /cpu/ref, the vectorized ones of /cpu/blas and /cpu/dnnl).
 */
 #include <sys/ddcxx.hpp>
 #include <ddnn/private/ddlayerimpl.h>
@@ -44,7 +46,7 @@ struct Spectral {
   DDTensor    w = NULL;                                 /* owned by the parameter list */
   DDPrimitive F1 = NULL, F2 = NULL;
   DDTensor    xin = NULL, dyo = NULL, dxo = NULL; /* tensors whose layouts differ from set-up */
-  std::vector<PetscReal> dscale;                /* D / S per local entry of the last mode dimension */
+  SpectralMixGeom g;                            /* the local mode mixing (KernelTable<T>::spectralmix): sizes and the scale D / S */
 };
 } // namespace
 
@@ -241,17 +243,22 @@ static PetscErrorCode Spectral_SetUp(DDLayer l, PetscInt nin, DDTensor xs[])
     PetscCall(CreateOnPartitionOf(a->X, shape, 2, fr, &a->w));
     PetscCall(DDLayerAddParameter_Private(l, "weight", a->w));
   }
-  /* D / S on this rank's entries of the last mode dimension */
+  /* the local mode mixing: X (N, Cin, K), Y (N, Cout, K) complex, and D / S on this rank's entries of the last mode dimension */
   {
-    const DDLayout &L = a->Y->layout;
-    const PetscInt  k = d + 1, sd = a->s[d - 1];
-    PetscReal       S = 1;
+    const DDLayout &LX = a->X->layout, &LY = a->Y->layout;
+    const PetscInt  k  = d + 1;
+    PetscReal       S  = 1;
     for (PetscInt j = 0; j < d; j++) S *= a->s[j];
-    a->dscale.assign(L.n[k], 0);
-    for (PetscInt i = 0; i < L.n[k]; i++) {
-      const PetscInt f = L.start[k] + i;
-      a->dscale[i]     = ((f != 0 && 2 * f != sd) ? 2.0 : 1.0) / S;
-    }
+    a->g      = SpectralMixGeom();
+    a->g.N    = LX.n[0];
+    a->g.Ci   = LX.n[1];
+    a->g.Co   = LY.n[1];
+    a->g.K    = 1;
+    for (PetscInt j = 2; j < LX.order - 1; j++) a->g.K *= LX.n[j];
+    a->g.nl     = LY.n[k];
+    a->g.lstart = LY.start[k];
+    a->g.sd     = a->s[d - 1];
+    a->g.invS   = 1.0 / S;
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -267,76 +274,6 @@ static PetscErrorCode Spectral_InitParams(DDLayer l, PetscInt64 seed)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/*
-  Local kernels over this rank's modes. Local layouts (plain, contiguous): X, dX (N, Cin, K, 2),
-  Y, dY (N, Cout, K, 2), W (Cin, Cout, K, 2) with K this rank's number of modes. The last mode
-  dimension is the fastest of K: entry k has last-mode local index k % nl.
-*/
-template <class T>
-static void ModeMix(PetscInt N, PetscInt Ci, PetscInt Co, PetscInt K, const T *X, const T *W, T *Y)
-{
-  for (PetscInt n = 0; n < N; n++)
-    for (PetscInt o = 0; o < Co; o++) {
-      T *y = Y + 2 * (n * Co + o) * K;
-      for (PetscInt k = 0; k < 2 * K; k++) y[k] = 0;
-      for (PetscInt i = 0; i < Ci; i++) {
-        const T *x = X + 2 * (n * Ci + i) * K, *w = W + 2 * (i * Co + o) * K;
-        for (PetscInt k = 0; k < K; k++) {
-          y[2 * k] += x[2 * k] * w[2 * k] - x[2 * k + 1] * w[2 * k + 1];
-          y[2 * k + 1] += x[2 * k] * w[2 * k + 1] + x[2 * k + 1] * w[2 * k];
-        }
-      }
-    }
-}
-
-/* dX = dY . conj(W) summed over o; dW += conj(X) . dY summed over n */
-template <class T>
-static void ModeMixAdjoint(PetscInt N, PetscInt Ci, PetscInt Co, PetscInt K, const T *X, const T *W, const T *dY, T *dX, T *dW)
-{
-  for (PetscInt n = 0; n < N; n++)
-    for (PetscInt i = 0; i < Ci; i++) {
-      T       *dx = dX + 2 * (n * Ci + i) * K;
-      const T *x  = X + 2 * (n * Ci + i) * K;
-      for (PetscInt k = 0; k < 2 * K; k++) dx[k] = 0;
-      for (PetscInt o = 0; o < Co; o++) {
-        const T *w = W + 2 * (i * Co + o) * K, *dy = dY + 2 * (n * Co + o) * K;
-        T       *dw = dW + 2 * (i * Co + o) * K;
-        for (PetscInt k = 0; k < K; k++) {
-          dx[2 * k] += dy[2 * k] * w[2 * k] + dy[2 * k + 1] * w[2 * k + 1];
-          dx[2 * k + 1] += dy[2 * k + 1] * w[2 * k] - dy[2 * k] * w[2 * k + 1];
-          dw[2 * k] += x[2 * k] * dy[2 * k] + x[2 * k + 1] * dy[2 * k + 1];
-          dw[2 * k + 1] += x[2 * k] * dy[2 * k + 1] - x[2 * k + 1] * dy[2 * k];
-        }
-      }
-    }
-}
-
-/* Multiplies a spectral tensor's entries by D / S (its last mode dimension's local entries: nl fastest before the complex pair) */
-template <class T>
-static void ScaleD(DDTensor t, const std::vector<PetscReal> &ds)
-{
-  const DDLayout &L  = t->layout;
-  const PetscInt  nl = (PetscInt)ds.size();
-  if (!L.bulksize || !nl) return;
-  T             *v   = HostArray<T>(t);
-  const PetscInt cnt = L.bulksize / (2 * nl);
-  for (PetscInt r = 0; r < cnt; r++)
-    for (PetscInt i = 0; i < nl; i++) {
-      v[2 * (r * nl + i)] *= (T)ds[i];
-      v[2 * (r * nl + i) + 1] *= (T)ds[i];
-    }
-}
-
-static void LocalSizes(Spectral *a, PetscInt *N, PetscInt *Ci, PetscInt *Co, PetscInt *K)
-{
-  const DDLayout &LX = a->X->layout, &LY = a->Y->layout;
-  *N                 = LX.n[0];
-  *Ci                = LX.n[1];
-  *Co                = LY.n[1];
-  *K                 = 1;
-  for (PetscInt k = 2; k < LX.order - 1; k++) *K *= LX.n[k];
-}
-
 static PetscErrorCode Spectral_Forward(DDLayer l, PetscInt nin, DDTensor xs[], DDTensor y)
 {
   Spectral *a = (Spectral *)l->data;
@@ -345,17 +282,11 @@ static PetscErrorCode Spectral_Forward(DDLayer l, PetscInt nin, DDTensor xs[], D
   PetscFunctionBegin;
   PetscCall(ConformLayout(xs[0], l->setupin[0], &a->xin, &x, true));
   PetscCall(DDPrimitiveApply(a->F1, x, a->X));
-  if (a->X->layout.bulksize) {
-    PetscInt N, Ci, Co, K;
-    LocalSizes(a, &N, &Ci, &Co, &K);
-    if (a->X->dtype == DD_FLOAT64) {
-      ModeMix<double>(N, Ci, Co, K, HostArray<const double>(a->X), HostArray<const double>(a->w), HostArray<double>(a->Y));
-      ScaleD<double>(a->Y, a->dscale);
-    } else {
-      ModeMix<float>(N, Ci, Co, K, HostArray<const float>(a->X), HostArray<const float>(a->w), HostArray<float>(a->Y));
-      ScaleD<float>(a->Y, a->dscale);
-    }
-  }
+  if (a->X->layout.bulksize) /* Y = (D / S) X . W on this rank's modes: the backend's mode-mixing kernel */
+    PetscCall(DispatchType(a->X->dtype, [&](auto z) {
+      using T = decltype(z);
+      return CallKernel<T>(l, &KernelTable<T>::spectralmix, DD_KERNEL_SPECTRAL, a->g, HostArray<const T>(a->X), HostArray<const T>(a->w), HostArray<T>(a->Y));
+    }));
   PetscCall(ConformLayout(y, l->output, &a->dyo, &yt, false));
   PetscCall(DDPrimitiveApplyAdjoint(a->F2, a->Y, yt));
   if (yt != y) PetscCall(DDTensorCopy(yt, y));
@@ -370,17 +301,11 @@ static PetscErrorCode Spectral_Backward(DDLayer l, DDTensor dy, PetscInt nin, DD
   PetscFunctionBegin;
   PetscCall(ConformLayout(dy, l->output, &a->dyo, &dyt, true));
   PetscCall(DDPrimitiveApply(a->F2, dyt, a->dY));
-  if (a->X->layout.bulksize) {
-    PetscInt N, Ci, Co, K;
-    LocalSizes(a, &N, &Ci, &Co, &K);
-    if (a->X->dtype == DD_FLOAT64) {
-      ScaleD<double>(a->dY, a->dscale);
-      ModeMixAdjoint<double>(N, Ci, Co, K, HostArray<const double>(a->X), HostArray<const double>(a->w), HostArray<const double>(a->dY), HostArray<double>(a->dX), HostArray<double>(l->grads[0]));
-    } else {
-      ScaleD<float>(a->dY, a->dscale);
-      ModeMixAdjoint<float>(N, Ci, Co, K, HostArray<const float>(a->X), HostArray<const float>(a->w), HostArray<const float>(a->dY), HostArray<float>(a->dX), HostArray<float>(l->grads[0]));
-    }
-  }
+  if (a->X->layout.bulksize) /* dX = ((D / S) dY) . conj(W), dW += conj(X) . ((D / S) dY) */
+    PetscCall(DispatchType(a->X->dtype, [&](auto z) {
+      using T = decltype(z);
+      return CallKernel<T>(l, &KernelTable<T>::spectralmixadjoint, DD_KERNEL_SPECTRAL, a->g, HostArray<const T>(a->X), HostArray<const T>(a->w), HostArray<const T>(a->dY), HostArray<T>(a->dX), HostArray<T>(l->grads[0]));
+    }));
   PetscCall(DDTensorStateIncrease_Private(l->grads[0]));
   if (dx) {
     PetscCall(ConformLayout(dx, l->setupin[0], &a->dxo, &dxt, false));
