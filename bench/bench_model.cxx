@@ -1,8 +1,9 @@
 /*
   bench_model: the performance model (issue 16) against measurement, per layer and per step,
   for the main job's U-Net (share/ddnn/main_job.opts: 8 x 1 x 32 x 32, spatial partition) and
-  an example net (share/ddnn/lenet5.opts: 16 x 1 x 32 x 32, batch partition).
-    OPENBLAS_NUM_THREADS=1 ./bench_model [-steps 20] [-grid 32] [-dtype float32|float64] [-dd_model_cache <file>] [-recalibrate]
+  an example net (share/ddnn/lenet5.opts: 16 x 1 x 32 x 32, batch partition); -nets picks among
+  them and the FNO main job's network (share/ddnn/main_job_fno.opts: the U-Net's inputs and partition).
+    OPENBLAS_NUM_THREADS=1 ./bench_model [-steps 20] [-grid 32] [-dtype float32|float64] [-dd_model_cache <file>] [-recalibrate] [-nets unet,lenet,fno]
     OPENBLAS_NUM_THREADS=1 mpiexec -n 2 ./bench_model
   The model's calibration is read from its cache (DDModelGetCachePath()); without one, this
   program runs DDModelCalibrate() first (15 s on 1 rank, minutes on 2 on a loaded machine) and says so.
@@ -346,8 +347,14 @@ int main(int argc, char **argv)
     PetscCall(DDModelGetCommParameters(&a, &b, &commok));
   }
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "MPI: alpha %.2f us, beta %.3f ns/B (%.2f GB/s)%s\n", 1e6 * (double)a, 1e9 * (double)b, b > 0 ? 1e-9 / (double)b : 0.0, commok ? "" : " (not calibrated)"));
-  PetscCall(Run("main job U-Net (share/ddnn/main_job.opts), spatial partition", "main_job.opts", "unet_", true, grid, dt, steps));
-  PetscCall(Run("LeNet-5 (share/ddnn/lenet5.opts), batch partition", "lenet5.opts", "lenet_", false, grid, dt, steps));
+  {
+    char nets[64] = "unet,lenet";
+    PetscCall(PetscOptionsGetString(NULL, NULL, "-nets", nets, sizeof(nets), NULL));
+    const std::string ns = std::string(",") + nets + ",";
+    if (ns.find(",unet,") != std::string::npos) PetscCall(Run("main job U-Net (share/ddnn/main_job.opts), spatial partition", "main_job.opts", "unet_", true, grid, dt, steps));
+    if (ns.find(",lenet,") != std::string::npos) PetscCall(Run("LeNet-5 (share/ddnn/lenet5.opts), batch partition", "lenet5.opts", "lenet_", false, grid, dt, steps));
+    if (ns.find(",fno,") != std::string::npos) PetscCall(Run("FNO main job (share/ddnn/main_job_fno.opts), spatial partition", "main_job_fno.opts", "fno_", true, grid, dt, steps));
+  }
   PetscCall(DDFinalize());
   return 0;
 }
