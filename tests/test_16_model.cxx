@@ -675,6 +675,104 @@ TEST(ModelWork, MeasuredPoolingReplacesTheFit)
   DropCache(file);
 }
 
+/* a spectral layer has no fit: its compute is its own local work timed on this rank by default (its FFT
+   stages' kernels, the mode mixing, a copy per repartition between the stages), on copies of its tensors:
+   asked between the layer's forward and backward, it leaves the output, the saved spectrum and the
+   gradients as they were (the backward's dx and dW bitwise the ones without the question); once per
+   configuration; -dd_model_measure_spectral 0 prices it as an uncalibrated kind (a pass over its bytes);
+   the communication is the model's either way. Batch or spatial splits over P ranks: the ranks time
+   their own pieces, nothing in it is collective; at 1 rank the forward's compute is within 0.2-5x of the
+   whole layer's forward */
+TEST(ModelWork, MeasuredSpectralLayer)
+{
+  std::string       file = SyntheticCache("measurespectral.txt", "comm 2.5e-06 3e-10\n");
+  const PetscMPIInt P    = Size();
+  for (int split = 0; split < 2; split++) {
+    SCOPED_TRACE(split ? "spatial split" : "batch split");
+    DDPartition    part;
+    DDTensor       x, y, dy, dx;
+    DDLayer        l[2];
+    const PetscInt ps[4] = {split ? 1 : P, 1, split ? P : 1, 1}, shape[4] = {4, 6, 16, 12}, modes[2] = {4, 5};
+    DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 4, ps, PETSC_DECIDE, NULL, &part));
+    DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 4, shape, &x));
+    DDT(DDTensorSetRandomGlobal(x, 5, -1, 1));
+    for (DDLayer &c : l) {
+      DDT(DDLayerCreate(PETSC_COMM_WORLD, &c));
+      DDT(DDLayerSetType(c, DDLAYERSPECTRAL));
+      DDT(DDLayerSpectralSetModes(c, 2, modes));
+      DDT(DDLayerSetUp(c, x));
+      DDT(DDLayerInitializeParameters(c, 3));
+    }
+    DDT(DDLayerGetOutput(l[0], &y));
+    DDT(DDTensorDuplicate(y, &dy));
+    DDT(DDTensorSetRandomGlobal(dy, 7, -1, 1));
+    DDT(DDTensorDuplicate(x, &dx));
+    PetscInt  np;
+    DDTensor *ps0, *gs0;
+    DDT(DDLayerGetParameters(l[0], &np, &ps0));
+    DDT(DDLayerGetGradients(l[0], &np, &gs0));
+    auto local = [](DDTensor t) {
+      PetscInt    m;
+      const void *a;
+      DDT(DDTensorGetLocalStorageSize(t, &m));
+      std::vector<double> v(m);
+      DDT(DDTensorGetArrayRead(t, &a));
+      if (m) std::memcpy(v.data(), a, sizeof(double) * m);
+      DDT(DDTensorRestoreArrayRead(t, &a));
+      return v;
+    };
+    DDT(DDLayerZeroGradients(l[0]));
+    DDT(DDLayerForward(l[0], x, y));
+    DDT(DDLayerBackward(l[0], dy, dx));
+    const std::vector<double> dxref = local(dx), dwref = local(gs0[0]);
+    DDT(DDLayerZeroGradients(l[0]));
+    DDT(DDLayerForward(l[0], x, y));
+    const std::vector<double> yref = local(y);
+    PetscReal fit[4], t[4], t2[4];
+    PetscBool ok;
+    DDT(PetscOptionsSetValue(NULL, "-dd_model_measure_spectral", "0"));
+    DDT(DDLayerGetModelTime(l[0], &fit[0], &fit[1], &fit[2], &fit[3], &ok));
+    DDT(PetscOptionsClearValue(NULL, "-dd_model_measure_spectral"));
+    DDT(DDLayerGetModelTime(l[0], &t[0], &t[1], &t[2], &t[3], &ok));
+    DDT(DDLayerGetModelTime(l[1], &t2[0], &t2[1], &t2[2], &t2[3], &ok));
+    EXPECT_TRUE(ok);
+    PetscInt nloc;
+    DDT(DDTensorGetLocalSize(y, &nloc));
+    if (nloc > 0) { /* timed: not the pass over the bytes the fit prices */
+      EXPECT_GT(t[0], 0);
+      EXPECT_GT(t[2], 0);
+      EXPECT_LT(t[0], 0.5);
+      EXPECT_LT(t[2], 0.5);
+      EXPECT_NE(t[0], fit[0]);
+      EXPECT_NE(t[2], fit[2]);
+    }
+    EXPECT_EQ(t[1], fit[1]); /* the communication is the model's */
+    EXPECT_EQ(t[3], fit[3]);
+    for (int k = 0; k < 4; k++) EXPECT_EQ(t2[k], t[k]) << "entry " << k << ": the same configuration is timed once";
+    EXPECT_TRUE(local(y) == yref) << "the measurement wrote the layer's output";
+    DDT(DDLayerBackward(l[0], dy, dx));
+    EXPECT_TRUE(local(dx) == dxref) << "the measurement between forward and backward changed the layer's dx";
+    EXPECT_TRUE(local(gs0[0]) == dwref) << "the measurement between forward and backward changed the weight gradient";
+    if (P == 1) { /* the local work alone against the whole layer's forward: the same order */
+      std::vector<double> ts;
+      for (int r = 0; r < 15; r++) {
+        PetscLogDouble t0, t1;
+        DDT(PetscTime(&t0));
+        DDT(DDLayerForward(l[0], x, y));
+        DDT(PetscTime(&t1));
+        ts.push_back(t1 - t0);
+      }
+      std::sort(ts.begin(), ts.end());
+      EXPECT_GT(t[0], 0.2 * ts[7]);
+      EXPECT_LT(t[0], 5 * ts[7]);
+    }
+    for (DDLayer &c : l) DDT(DDLayerDestroy(&c));
+    for (DDTensor *tp : {&x, &dy, &dx}) DDT(DDTensorDestroy(tp));
+    DDT(DDPartitionDestroy(&part));
+  }
+  DropCache(file);
+}
+
 /* a ReLU between a plain input and an output stored otherwise walks one run per row (other halo)
    or per entry (channels-last: a format conversion); the runs and their price (a row: a constant and,
    where the cache has it, a term per entry) are exact */

@@ -744,8 +744,8 @@ namespace ddnn
    function" for the configuration at hand; a pooling's likewise (its kernel's speed turns on more than its
    bytes: oneDNN's plain average pool over LeNet-5's 6 channels takes 1.8x the time per byte of 16 channels).
    The local kernels of a set-up conv layer (DDLayerConvKernelRun_Private(): forward with the activation its
-   kernel fuses, backward data and weights) or pool layer (DDLayerPoolKernelRun_Private(): forward, backward)
-   on this rank, on copies of its tensors, without exchanges, each called with L2 evicted (warm) and with
+   kernel fuses, backward data and weights), pool layer (DDLayerPoolKernelRun_Private(): forward, backward)
+   or spectral layer (DDLayerSpectralKernelRun_Private(): the FFT stages and the mode mixing) on this rank, on copies of its tensors, without exchanges, each called with L2 evicted (warm) and with
    its tensors flushed from every cache (cold), medians as the calibration's; remembered per
    configuration for the process, so that layers of the same local shape are timed once.
    t[0]: warm {forward, backward}, t[1]: cold; zeros where this rank has no local output; measured false
@@ -758,8 +758,14 @@ PetscErrorCode ModelMeasureKernels_Private(DDLayer layer, PetscBool nodx, double
 
   PetscFunctionBegin;
   PetscCall(DDLayerGetBackend(layer, &bname));
+  PetscBool      isspectral;
   PetscCall(PetscObjectTypeCompare((PetscObject)layer, DDLAYERPOOL, &ispool));
-  auto make = [&](bool copies) { return ispool ? DDLayerPoolKernelRun_Private(layer, nodx ? true : false, copies, &run) : DDLayerConvKernelRun_Private(layer, nodx ? true : false, copies, &run); };
+  PetscCall(PetscObjectTypeCompare((PetscObject)layer, DDLAYERSPECTRAL, &isspectral));
+  auto make = [&](bool copies) {
+    if (ispool) return DDLayerPoolKernelRun_Private(layer, nodx ? true : false, copies, &run);
+    if (isspectral) return DDLayerSpectralKernelRun_Private(layer, nodx ? true : false, copies, &run);
+    return DDLayerConvKernelRun_Private(layer, nodx ? true : false, copies, &run);
+  };
   PetscCall(make(false)); /* the configuration's key alone: no copies where it is known */
   const std::string key = std::string(bname) + " " + run.key;
   auto              it  = kernelMeasured.find(key);

@@ -1207,6 +1207,7 @@ static PetscReal CeilLog2(PetscMPIInt p)
   Options Database Key:
 . -dd_model_measure_convs <bool> - price a convolution's compute by timing its own local kernels on this rank (default false)
 . -dd_model_measure_pools <bool> - price a pooling's compute by timing its own local kernel on this rank (default false)
+. -dd_model_measure_spectral <bool> - price a spectral layer's compute by timing its own local kernels on this rank (default true)
 
   Notes:
   Paper 003 sec. V-A: FP = C(local) + SR(halo), BP = Cx + Cw + SR(halo) + AR(weights); a
@@ -1235,6 +1236,11 @@ static PetscReal CeilLog2(PetscMPIInt p)
   speed turns on more than its bytes (oneDNN's plain average pool over LeNet-5's 6 channels takes
   1.8x the time per byte of 16 channels, which the fit, calibrated on 16, prices at 0.57 of it).
   A layer laid out anew since its set-up is priced by the fits.
+  A spectral layer (`DDLAYERSPECTRAL`) has no fit: its compute is measured as -dd_model_measure_convs
+  measures a convolution's, by default (-dd_model_measure_spectral 0: priced as an uncalibrated kind,
+  below), on host backends: its FFT stages' local kernels and its mode mixing, forward and backward,
+  each repartition between the stages as one local copy of its destination (its messages are the
+  communication the model prices).
   Average pooling has its own fit (`DDLayerPoolGetType()`). Pooling and upsampling add a term in
   their output's rows (its local entries over the extent of its innermost storage dimension: W on
   plain storage, C channels-last, the channel block blocked), the fixed cost of their loops per row.
@@ -1496,14 +1502,15 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
     in.colls.push_back(c);
   }
   PetscCall(ddnn::ModelLayerTimes_Private(in, comp, comm, NULL, &ok));
-  /* -dd_model_measure_convs, -dd_model_measure_pools: a convolution's or pooling's compute as its own local
-     kernels take on this rank (paper 003 sec. V-A), warm and cold as the fits are blended, in place of the
-     fits' price; host backends only */
-  if (kind == DDLAYERCONV || !strcmp(type, DDLAYERPOOL)) {
-    PetscBool measure = PETSC_FALSE;
-    DDBackend be;
-    DDMemType mt;
-    PetscCall(PetscOptionsGetBool(NULL, NULL, kind == DDLAYERCONV ? "-dd_model_measure_convs" : "-dd_model_measure_pools", &measure, NULL));
+  /* -dd_model_measure_convs, -dd_model_measure_pools, -dd_model_measure_spectral (on by default): a convolution's,
+     pooling's or spectral layer's compute as its own local kernels take on this rank (paper 003 sec. V-A), warm
+     and cold as the fits are blended, in place of the fits' price; host backends only */
+  if (kind == DDLAYERCONV || !strcmp(type, DDLAYERPOOL) || !strcmp(type, DDLAYERSPECTRAL)) {
+    const bool spectral = !strcmp(type, DDLAYERSPECTRAL);
+    PetscBool  measure  = spectral ? PETSC_TRUE : PETSC_FALSE; /* no fit prices a spectral layer: measured unless told not to */
+    DDBackend  be;
+    DDMemType  mt;
+    PetscCall(PetscOptionsGetBool(NULL, NULL, kind == DDLAYERCONV ? "-dd_model_measure_convs" : spectral ? "-dd_model_measure_spectral" : "-dd_model_measure_pools", &measure, NULL));
     PetscCall(DDBackendGet(bname, &be));
     PetscCall(DDBackendGetMemType(be, &mt));
     if (measure && mt == DD_MEMTYPE_HOST) {
@@ -1980,6 +1987,7 @@ DD_CXX_CATCH
 . -dd_model_calibrate   - calibrate (`DDModelCalibrate()`) first if the cache lacks the network's backend and data type
 . -dd_model_measure_convs <bool> - convolutions priced by timing their own local kernels (`DDLayerGetModelTime()`)
 . -dd_model_measure_pools <bool> - poolings likewise
+. -dd_model_measure_spectral <bool> - spectral layers likewise (default true: no fit prices them)
 - -dd_model_cache <path> - the cache file
 
   Notes:

@@ -543,6 +543,15 @@ struct LayerKernelRun {
 };
 PetscErrorCode DDLayerConvKernelRun_Private(DDLayer layer, bool nodx, bool copies, LayerKernelRun *run);
 PetscErrorCode DDLayerPoolKernelRun_Private(DDLayer layer, bool nodx, bool copies, LayerKernelRun *run);
+/*
+    spectral (DDLayerSpectralKernelRun_Private()): pass[0] the forward (the first transform's stages, the
+      mode mixing, the second transform's adjoint), pass[1] the backward (the second transform, the mode
+      mixing's adjoint, and the first transform's adjoint unless nodx); each stage's local FFT kernel, and
+      in place of each repartition between the stages one local copy of its destination's bulk (from its
+      source where the two hold the same local box, a format conversion there; else from a copy of the
+      destination): the repartitions' messages are the model's communication
+*/
+PetscErrorCode DDLayerSpectralKernelRun_Private(DDLayer layer, bool nodx, bool copies, LayerKernelRun *run);
 PetscErrorCode LayerKernelRunDestroy(LayerKernelRun *run);
 /* A pooling kernel likewise */
 PetscErrorCode DDBackendPoolCreate(DDBackend b, const PoolKernelSpec &spec, std::unique_ptr<PoolKernel> *k);
@@ -556,6 +565,13 @@ PetscErrorCode DDBackendFftCreate(DDBackend b, DDDataType dt, const FftKernelSpe
 PETSC_EXTERN PetscErrorCode DDPrimitiveFFTSetBackend_Private(DDPrimitive, DDBackend);
 namespace ddnn
 {
+/* one stage of a set-up DDPRIMITIVEFFT on this rank: x -> a by a repartition, b = T fft(a) by k (NULL: no pencils here) */
+struct FftStageView {
+  DDTensor   a = NULL, b = NULL;
+  FftKernel *k = nullptr;
+};
+/* the stages in the forward's order (the last b goes to y by a final repartition); the primitive keeps them */
+PetscErrorCode DDPrimitiveFFTGetStages_Private(DDPrimitive, std::vector<FftStageView> *);
 } // namespace ddnn
 
 /* Registration (backends register themselves in DDBackendRegisterAll()) */

@@ -30,6 +30,8 @@
 #include <ddnn/private/ddbackendimpl.h>
 #include <layer/impls/common/layerutil.hpp>
 #include <tensor/layout.hpp>
+#include <backend/interface/backends.hpp>
+#include <array>
 #include <vector>
 
 using namespace ddnn;
@@ -312,6 +314,152 @@ static PetscErrorCode Spectral_Backward(DDLayer l, DDTensor dy, PetscInt nin, DD
     PetscCall(DDPrimitiveApplyAdjoint(a->F1, a->dX, dxt));
     if (dxt != dx) PetscCall(DDTensorCopy(dxt, dx));
   }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*
+  The layer's local work on this rank for the performance model (paper 003 sec. V-A's per-configuration
+  estimate; LayerKernelRun in ddnn/private/ddbackendimpl.h): the FFT stages' kernels and the mode mixing,
+  as Spectral_Forward() and Spectral_Backward() run them, on copies of every tensor they touch (the
+  layer's X, its gradient and the primitives' stage tensors stay as they are), each repartition between
+  the stages replaced by one local copy of its destination's bulk. Nothing here is collective.
+*/
+PetscErrorCode ddnn::DDLayerSpectralKernelRun_Private(DDLayer l, bool nodx, bool copies, LayerKernelRun *run)
+{
+  PetscFunctionBegin;
+  PetscCall(KernelRunBegin(l, DDLAYERSPECTRAL, run));
+  Spectral *a = (Spectral *)l->data;
+  DDTensor  x = l->nin > 0 ? l->setupin[0] : NULL;
+  if (!a->F1 || !x) PetscFunctionReturn(PETSC_SUCCESS);
+  std::vector<FftStageView> s1, s2;
+  PetscCall(DDPrimitiveFFTGetStages_Private(a->F1, &s1));
+  PetscCall(DDPrimitiveFFTGetStages_Private(a->F2, &s2));
+  PetscMPIInt P;
+  PetscCallMPI(MPI_Comm_size(PetscObjectComm((PetscObject)l), &P));
+  run->key = std::string(x->dtype == DD_FLOAT32 ? "spectral float32" : "spectral float64") + " P" + std::to_string(P) + " x[" + KernelRunLayoutKey(x) + "] y[" + KernelRunLayoutKey(l->output) + "] X[" + KernelRunLayoutKey(a->X) + "] Y[" + KernelRunLayoutKey(a->Y) + "]";
+  for (auto *st : {&s1, &s2})
+    for (auto &v : *st) run->key += " a[" + KernelRunLayoutKey(v.a) + "] b[" + KernelRunLayoutKey(v.b) + "]" + (v.k ? "" : " none");
+  if (nodx) run->key += " nodx";
+  if (!copies) PetscFunctionReturn(PETSC_SUCCESS);
+  bool same = true;
+  auto copy = [&](DDTensor t, DDTensor *c) -> PetscErrorCode { /* NULL for an empty local piece */
+    bool s1;
+    PetscFunctionBegin;
+    *c = NULL;
+    if (!t->layout.bulksize) PetscFunctionReturn(PETSC_SUCCESS);
+    PetscCall(KernelRunLocalCopy(t, c, &s1));
+    run->tensors.push_back(*c);
+    same = same && s1;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  };
+  DDTensor                                  xc, yc, Xc, Wc, Yc, dYc, dXc, dWc;
+  std::vector<std::array<DDTensor, 2>>      c1(s1.size()), c2(s2.size());
+  for (auto pr : {std::make_pair(x, &xc), std::make_pair(l->output, &yc), std::make_pair(a->X, &Xc), std::make_pair(a->w, &Wc), std::make_pair(a->Y, &Yc), std::make_pair(a->dY, &dYc), std::make_pair(a->dX, &dXc), std::make_pair(l->grads[0], &dWc)}) PetscCall(copy(pr.first, pr.second));
+  for (size_t t = 0; t < s1.size(); t++) {
+    PetscCall(copy(s1[t].a, &c1[t][0]));
+    PetscCall(copy(s1[t].b, &c1[t][1]));
+  }
+  for (size_t t = 0; t < s2.size(); t++) {
+    PetscCall(copy(s2[t].a, &c2[t][0]));
+    PetscCall(copy(s2[t].b, &c2[t][1]));
+  }
+  /* a repartition's local pass into dst: from src where both hold the same local box, else from a twin of dst */
+  std::vector<std::pair<DDTensor, DDTensor>> moves;
+  auto move = [&](DDTensor src, DDTensor dst) -> PetscErrorCode {
+    bool sbox = src && dst && src->layout.order == dst->layout.order;
+    PetscFunctionBegin;
+    for (PetscInt k = 0; sbox && k < dst->layout.order; k++) sbox = src->layout.n[k] == dst->layout.n[k];
+    if (!sbox && dst) PetscCall(copy(dst, &src));
+    moves.push_back({src, dst});
+    PetscFunctionReturn(PETSC_SUCCESS);
+  };
+  /* the forward: F1 (x -> X), the mixing, F2^* (Y -> y); the backward: F2 (dy -> dY), the mixing's adjoint, F1^* (dX -> dx) */
+  struct Step {
+    int      what; /* 0: a move (moves[i]), 1: a kernel Forward, 2: a kernel Adjoint, 3: the mixing, 4: its adjoint */
+    size_t   i;
+    FftKernel *k;
+    DDTensor from, to;
+  };
+  std::vector<Step> fwd, bwd;
+  auto addmove = [&](std::vector<Step> &v, DDTensor src, DDTensor dst) -> PetscErrorCode {
+    PetscFunctionBegin;
+    PetscCall(move(src, dst));
+    v.push_back({0, moves.size() - 1, nullptr, NULL, NULL});
+    PetscFunctionReturn(PETSC_SUCCESS);
+  };
+  auto transform = [&](std::vector<Step> &v, const std::vector<FftStageView> &st, std::vector<std::array<DDTensor, 2>> &c, DDTensor in, DDTensor out) -> PetscErrorCode {
+    PetscFunctionBegin;
+    for (size_t t = 0; t < st.size(); t++) {
+      PetscCall(addmove(v, t ? c[t - 1][1] : in, c[t][0]));
+      if (st[t].k) v.push_back({1, 0, st[t].k, c[t][0], c[t][1]});
+    }
+    PetscCall(addmove(v, c.back()[1], out));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  };
+  auto adjoint = [&](std::vector<Step> &v, const std::vector<FftStageView> &st, std::vector<std::array<DDTensor, 2>> &c, DDTensor in, DDTensor out) -> PetscErrorCode {
+    PetscFunctionBegin;
+    PetscCall(addmove(v, in, c.back()[1]));
+    for (size_t t = st.size(); t-- > 0;) {
+      if (st[t].k) v.push_back({2, 0, st[t].k, c[t][1], c[t][0]});
+      PetscCall(addmove(v, c[t][0], t ? c[t - 1][1] : out));
+    }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  };
+  if (!s1.empty() && !s2.empty()) {
+    PetscCall(transform(fwd, s1, c1, xc, Xc));
+    fwd.push_back({3, 0, nullptr, NULL, NULL});
+    PetscCall(adjoint(fwd, s2, c2, Yc, yc));
+    PetscCall(transform(bwd, s2, c2, yc, dYc));
+    bwd.push_back({4, 0, nullptr, NULL, NULL});
+    if (!nodx) PetscCall(adjoint(bwd, s1, c1, dXc, xc));
+  }
+  if (!same) { /* a local layout this rank cannot reproduce alone: not timed (the caller keeps the fit) */
+    PetscCall(LayerKernelRunDestroy(run));
+    run->untimed = true;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  const SpectralMixGeom g   = a->g;
+  const bool            mix = Xc && Wc && Yc && dYc && dXc && dWc;
+  DDBackend             be;
+  PetscCall(DDLayerGetBackend_Private(l, &be));
+  auto exec = [=](const std::vector<Step> &steps) -> PetscErrorCode {
+    const struct _DDBackendVecOps *ops;
+    PetscFunctionBegin;
+    PetscCall(DDVecOps_Private(DD_MEMTYPE_HOST, &ops)); /* the copies are host tensors (host backends only: DDLayerGetModelTime()) */
+    for (const Step &st : steps) switch (st.what) {
+      case 0: {
+        DDTensor src = moves[st.i].first, dst = moves[st.i].second;
+        if (dst) PetscCall(ops->copy(dst->dtype, &src->layout, src->array, &dst->layout, dst->array));
+      } break;
+      case 1:
+        if (st.from && st.to) PetscCall(st.k->Forward(st.from->array, st.to->array));
+        break;
+      case 2:
+        if (st.from && st.to) PetscCall(st.k->Adjoint(st.from->array, st.to->array));
+        break;
+      case 3:
+      case 4:
+        if (mix)
+          PetscCall(DispatchType(Xc->dtype, [&](auto z) -> PetscErrorCode {
+            using T = decltype(z);
+            decltype(KernelTable<T>::spectralmix)        fm;
+            decltype(KernelTable<T>::spectralmixadjoint) fa;
+            PetscFunctionBegin;
+            if (st.what == 3) {
+              PetscCall(DDBackendFind<T>(be, &KernelTable<T>::spectralmix, DD_KERNEL_SPECTRAL, &fm));
+              fm(g, HostArray<const T>(Xc), HostArray<const T>(Wc), HostArray<T>(Yc));
+            } else {
+              PetscCall(DDBackendFind<T>(be, &KernelTable<T>::spectralmixadjoint, DD_KERNEL_SPECTRAL, &fa));
+              fa(g, HostArray<const T>(Xc), HostArray<const T>(Wc), HostArray<const T>(dYc), HostArray<T>(dXc), HostArray<T>(dWc));
+            }
+            PetscFunctionReturn(PETSC_SUCCESS);
+          }));
+        break;
+      }
+    PetscFunctionReturn(PETSC_SUCCESS);
+  };
+  run->pass[0] = [exec, fwd]() { return exec(fwd); };
+  run->pass[1] = [exec, bwd]() { return exec(bwd); };
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

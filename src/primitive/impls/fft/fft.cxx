@@ -360,6 +360,24 @@ static PetscErrorCode FFT_Adjoint(DDPrimitive prim, DDTensor y, DDTensor x)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+PetscErrorCode ddnn::DDPrimitiveFFTGetStages_Private(DDPrimitive prim, std::vector<FftStageView> *stages)
+{
+  PetscBool isfft;
+
+  PetscFunctionBegin;
+  PetscCall(PetscObjectTypeCompare((PetscObject)prim, DDPRIMITIVEFFT, &isfft));
+  PetscCheck(isfft && prim->setupcalled, PETSC_COMM_SELF, PETSC_ERR_ARG_WRONGSTATE, "DDPrimitiveFFTGetStages_Private() needs a set-up %s primitive", DDPRIMITIVEFFT);
+  stages->clear();
+  for (auto &S : ((FFT *)prim->data)->st) {
+    FftStageView v;
+    v.a = S.a;
+    v.b = S.b;
+    v.k = S.k.get();
+    stages->push_back(v);
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 static PetscErrorCode FFT_View(DDPrimitive prim, PetscViewer viewer)
 {
   auto     *f = (FFT *)prim->data;
