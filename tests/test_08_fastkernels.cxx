@@ -1008,40 +1008,27 @@ void SpectralFastEqualsReference()
     SpectralMixFast<T>(g, X.data(), W.data(), Yf.data());
     SpectralMixAdjointRef<T>(g, X.data(), W.data(), dY.data(), dXr.data(), dWr.data());
     SpectralMixAdjointFast<T>(g, X.data(), W.data(), dY.data(), dXf.data(), dWf.data());
-    /* per entry the bound of its rounding: eps times the sum of the magnitudes of its terms */
+    /* per entry the bound of its rounding: eps times the sum of the magnitudes of its terms. Entry (a, b, k)
+       of fast against ref, A x B x K, sums over c < C of the products of p's entry pi(a, b, c) and q's
+       qi(a, b, c) at mode k, scaled by s_k where scaled, plus add's own entry (the accumulated dW0) */
     auto mag = [](const T *z, PetscInt j) { return std::fabs((double)z[2 * j]) + std::fabs((double)z[2 * j + 1]); };
     std::ostringstream where;
     where << (sizeof(T) == 4 ? "float32" : "float64") << " N " << c.N << " Ci " << c.Ci << " Co " << c.Co << " K " << c.K;
-    for (PetscInt n = 0; n < c.N; n++)
-      for (PetscInt o = 0; o < c.Co; o++)
-        for (PetscInt k = 0; k < c.K; k++) {
-          double b = 0;
-          for (PetscInt i = 0; i < c.Ci; i++) b += mag(X.data(), (n * c.Ci + i) * c.K + k) * mag(W.data(), (i * c.Co + o) * c.K + k);
-          b *= 4 * eps * (double)SpectralMixScale<T>(g, k);
-          const PetscInt j = 2 * ((n * c.Co + o) * c.K + k);
-          ASSERT_LE(std::fabs((double)Yf[j] - (double)Yr[j]), b) << where.str() << " Y re at " << j;
-          ASSERT_LE(std::fabs((double)Yf[j + 1] - (double)Yr[j + 1]), b) << where.str() << " Y im at " << j;
-        }
-    for (PetscInt n = 0; n < c.N; n++)
-      for (PetscInt i = 0; i < c.Ci; i++)
-        for (PetscInt k = 0; k < c.K; k++) {
-          double b = 0;
-          for (PetscInt o = 0; o < c.Co; o++) b += mag(dY.data(), (n * c.Co + o) * c.K + k) * mag(W.data(), (i * c.Co + o) * c.K + k);
-          b *= 4 * eps * (double)SpectralMixScale<T>(g, k);
-          const PetscInt j = 2 * ((n * c.Ci + i) * c.K + k);
-          ASSERT_LE(std::fabs((double)dXf[j] - (double)dXr[j]), b) << where.str() << " dX re at " << j;
-          ASSERT_LE(std::fabs((double)dXf[j + 1] - (double)dXr[j + 1]), b) << where.str() << " dX im at " << j;
-        }
-    for (PetscInt i = 0; i < c.Ci; i++)
-      for (PetscInt o = 0; o < c.Co; o++)
-        for (PetscInt k = 0; k < c.K; k++) {
-          double b = 0;
-          for (PetscInt n = 0; n < c.N; n++) b += mag(X.data(), (n * c.Ci + i) * c.K + k) * mag(dY.data(), (n * c.Co + o) * c.K + k);
-          const PetscInt j = 2 * ((i * c.Co + o) * c.K + k);
-          b = 4 * eps * (b * (double)SpectralMixScale<T>(g, k) + mag(dW0.data(), j / 2));
-          ASSERT_LE(std::fabs((double)dWf[j] - (double)dWr[j]), b) << where.str() << " dW re at " << j;
-          ASSERT_LE(std::fabs((double)dWf[j + 1] - (double)dWr[j + 1]), b) << where.str() << " dW im at " << j;
-        }
+    auto expect = [&](const char *what, const std::vector<T> &fast, const std::vector<T> &ref, PetscInt A, PetscInt B, PetscInt C, const std::vector<T> &p, const std::vector<T> &q, auto pi, auto qi, bool scaled, const T *add) {
+      for (PetscInt a = 0; a < A; a++)
+        for (PetscInt b = 0; b < B; b++)
+          for (PetscInt k = 0; k < c.K; k++) {
+            double bound = 0;
+            for (PetscInt cc = 0; cc < C; cc++) bound += mag(p.data(), pi(a, b, cc) * c.K + k) * mag(q.data(), qi(a, b, cc) * c.K + k);
+            const PetscInt j = 2 * ((a * B + b) * c.K + k);
+            bound            = 4 * eps * (bound * (scaled ? (double)SpectralMixScale<T>(g, k) : 1.0) + (add ? mag(add, j / 2) : 0.0));
+            ASSERT_LE(std::fabs((double)fast[j] - (double)ref[j]), bound) << where.str() << " " << what << " re at " << j;
+            ASSERT_LE(std::fabs((double)fast[j + 1] - (double)ref[j + 1]), bound) << where.str() << " " << what << " im at " << j;
+          }
+    };
+    expect("Y", Yf, Yr, c.N, c.Co, c.Ci, X, W, [&](PetscInt n, PetscInt, PetscInt i) { return n * c.Ci + i; }, [&](PetscInt, PetscInt o, PetscInt i) { return i * c.Co + o; }, true, nullptr);
+    expect("dX", dXf, dXr, c.N, c.Ci, c.Co, dY, W, [&](PetscInt n, PetscInt, PetscInt o) { return n * c.Co + o; }, [&](PetscInt, PetscInt i, PetscInt o) { return i * c.Co + o; }, true, nullptr);
+    expect("dW", dWf, dWr, c.Ci, c.Co, c.N, X, dY, [&](PetscInt i, PetscInt, PetscInt n) { return n * c.Ci + i; }, [&](PetscInt, PetscInt o, PetscInt n) { return n * c.Co + o; }, true, dW0.data());
     /* the adjoint test (paper 000, eq. 26) in float64: <Y(X, W), dY> = <X, dX> = <W, dW - dW0>, real inner products of the pairs */
     if (sizeof(T) == 8)
       for (int fast = 0; fast < 2; fast++) {

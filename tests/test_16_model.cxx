@@ -485,6 +485,19 @@ static std::string SyntheticCache(const char *name, const std::string &more = ""
   return file;
 }
 
+/* a float64 tensor's local storage */
+static std::vector<double> LocalValues(DDTensor t)
+{
+  PetscInt    m;
+  const void *a;
+  DDT(DDTensorGetLocalStorageSize(t, &m));
+  std::vector<double> v(m);
+  DDT(DDTensorGetArrayRead(t, &a));
+  if (m) std::memcpy(v.data(), a, sizeof(double) * m);
+  DDT(DDTensorRestoreArrayRead(t, &a));
+  return v;
+}
+
 /* a measured layer's checks (-dd_model_measure_convs, -dd_model_measure_pools): the fit's price (1 s and 2 s
    per call in the synthetic caches) without the option; with it, a time where this rank has local output and
    none where it has not, the model's communication, and the same times for l1, a layer of the same
@@ -647,16 +660,7 @@ TEST(ModelWork, MeasuredPoolingReplacesTheFit)
     DDT(DDTensorDuplicate(y, &dy));
     DDT(DDTensorSetRandomGlobal(dy, 7, -1, 1));
     DDT(DDTensorDuplicate(x, &dx));
-    auto local = [](DDTensor t) {
-      PetscInt    m;
-      const void *a;
-      DDT(DDTensorGetLocalStorageSize(t, &m));
-      std::vector<double> v(m);
-      DDT(DDTensorGetArrayRead(t, &a));
-      if (m) std::memcpy(v.data(), a, sizeof(double) * m);
-      DDT(DDTensorRestoreArrayRead(t, &a));
-      return v;
-    };
+    auto local = LocalValues;
     DDT(DDLayerForward(l[0], x, y));
     DDT(DDLayerBackward(l[0], dy, dx));
     const std::vector<double> dxref = local(dx);
@@ -711,16 +715,7 @@ TEST(ModelWork, MeasuredSpectralLayer)
     DDTensor *ps0, *gs0;
     DDT(DDLayerGetParameters(l[0], &np, &ps0));
     DDT(DDLayerGetGradients(l[0], &np, &gs0));
-    auto local = [](DDTensor t) {
-      PetscInt    m;
-      const void *a;
-      DDT(DDTensorGetLocalStorageSize(t, &m));
-      std::vector<double> v(m);
-      DDT(DDTensorGetArrayRead(t, &a));
-      if (m) std::memcpy(v.data(), a, sizeof(double) * m);
-      DDT(DDTensorRestoreArrayRead(t, &a));
-      return v;
-    };
+    auto local = LocalValues;
     DDT(DDLayerZeroGradients(l[0]));
     DDT(DDLayerForward(l[0], x, y));
     DDT(DDLayerBackward(l[0], dy, dx));

@@ -36,6 +36,45 @@ void SpectralMixFast(const SpectralMixGeom &g, const T *X, const T *W, T *Y);
 template <class T>
 void SpectralMixAdjointFast(const SpectralMixGeom &g, const T *X, const T *W, const T *dY, T *dX, T *dW);
 
+/*
+  NAME PARAMS defined as LOOPS ARGS compiled three times: for AVX-512 (F, DQ, VL, BW), for AVX2 (the target
+  string AVX2TARGET: "avx2", or "avx2,fma" where the loops may contract to fused multiply-adds) and for
+  x86-64's SSE2 baseline; NAME(...) calls the widest copy the CPU has (HaveAvx512(), else the AVX2 copy
+  where AVX2OK holds, else the baseline). One copy on other compilers and CPUs.
+*/
+#if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
+  #define DDNN_ISA_COPIES(NAME, LOOPS, PARAMS, ARGS, AVX2TARGET, AVX2OK) \
+    template <class T> \
+    __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw"))) void NAME##Avx512 PARAMS \
+    { \
+      LOOPS ARGS; \
+    } \
+    template <class T> \
+    __attribute__((target(AVX2TARGET))) void NAME##Avx2 PARAMS \
+    { \
+      LOOPS ARGS; \
+    } \
+    template <class T> \
+    void NAME##Base PARAMS \
+    { \
+      LOOPS ARGS; \
+    } \
+    template <class T> \
+    void NAME PARAMS \
+    { \
+      if (HaveAvx512()) NAME##Avx512 ARGS; \
+      else if (AVX2OK) NAME##Avx2 ARGS; \
+      else NAME##Base ARGS; \
+    }
+#else
+  #define DDNN_ISA_COPIES(NAME, LOOPS, PARAMS, ARGS, AVX2TARGET, AVX2OK) \
+    template <class T> \
+    void NAME PARAMS \
+    { \
+      LOOPS ARGS; \
+    }
+#endif
+
 /* whether the loops compiled for AVX2 run: the CPU has AVX2, and DDNN_NO_AVX2 is not set in the environment
    to a value other than empty, 0, false or no (the tests run the SSE2 copies so); false where no AVX2 copies
    are compiled (src/backend/cpu/pointwise.cxx) */

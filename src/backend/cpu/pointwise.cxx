@@ -348,37 +348,8 @@ DDNN_AI static inline void SoftplusLoops(bool backward, T b, T th, const T *x, c
 */
 #if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
   #define DDNN_AVX2_COPIES 1
-  #define DDNN_LOOP_COPIES(NAME, LOOPS, PARAMS, ARGS) \
-    template <class T> \
-    __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw"))) void NAME##Avx512 PARAMS \
-    { \
-      LOOPS ARGS; \
-    } \
-    template <class T> \
-    __attribute__((target("avx2"))) void NAME##Avx2 PARAMS \
-    { \
-      LOOPS ARGS; \
-    } \
-    template <class T> \
-    void NAME##Base PARAMS \
-    { \
-      LOOPS ARGS; \
-    } \
-    template <class T> \
-    void NAME PARAMS \
-    { \
-      if (HaveAvx512()) NAME##Avx512 ARGS; \
-      else if (HaveAvx2()) NAME##Avx2 ARGS; \
-      else NAME##Base ARGS; \
-    }
-#else
-  #define DDNN_LOOP_COPIES(NAME, LOOPS, PARAMS, ARGS) \
-    template <class T> \
-    void NAME PARAMS \
-    { \
-      LOOPS ARGS; \
-    }
 #endif
+#define DDNN_LOOP_COPIES(NAME, LOOPS, PARAMS, ARGS) DDNN_ISA_COPIES(NAME, LOOPS, PARAMS, ARGS, "avx2", HaveAvx2())
 DDNN_LOOP_COPIES(TanhLoop, TanhLoops, (bool backward, const T *x, const T *dy, T *out, PetscInt n), (backward, x, dy, out, n))
 DDNN_LOOP_COPIES(SigmoidLoop, SigmoidLoops, (bool backward, bool silu, const T *x, const T *dy, T *out, PetscInt n), (backward, silu, x, dy, out, n))
 DDNN_LOOP_COPIES(EluLoop, EluLoops, (bool backward, T a, const T *x, const T *dy, T *out, PetscInt n), (backward, a, x, dy, out, n))

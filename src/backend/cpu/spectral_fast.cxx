@@ -382,39 +382,8 @@ size_t WorkVectors(const SpectralMixGeom &g, bool adjoint)
   return (size_t)(2 * kTileVectors * g.N * (adjoint ? g.Ci + g.Co : g.Ci));
 }
 
-  #if defined(__x86_64__) || defined(__i386__)
-    #define DD_SPECTRAL_COPIES(NAME, LOOPS, PARAMS, ARGS) \
-      template <class T> \
-      __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw"))) void NAME##Avx512 PARAMS \
-      { \
-        LOOPS ARGS; \
-      } \
-      template <class T> \
-      __attribute__((target("avx2,fma"))) void NAME##Avx2 PARAMS \
-      { \
-        LOOPS ARGS; \
-      } \
-      template <class T> \
-      void NAME##Base PARAMS \
-      { \
-        LOOPS ARGS; \
-      } \
-      template <class T> \
-      void NAME PARAMS \
-      { \
-        static const bool fma = __builtin_cpu_supports("fma"); \
-        if (HaveAvx512()) NAME##Avx512 ARGS; \
-        else if (HaveAvx2() && fma) NAME##Avx2 ARGS; \
-        else NAME##Base ARGS; \
-      }
-  #else
-    #define DD_SPECTRAL_COPIES(NAME, LOOPS, PARAMS, ARGS) \
-      template <class T> \
-      void NAME PARAMS \
-      { \
-        LOOPS ARGS; \
-      }
-  #endif
+  /* fused multiply-adds in the AVX2 copy: its CPUs have FMA (checked), and the loops need not match the other copies' bits */
+  #define DD_SPECTRAL_COPIES(NAME, LOOPS, PARAMS, ARGS) DDNN_ISA_COPIES(NAME, LOOPS, PARAMS, ARGS, "avx2,fma", HaveAvx2() && __builtin_cpu_supports("fma"))
 DD_SPECTRAL_COPIES(ForwardCopy, ForwardLoops<T>, (const SpectralMixGeom &g, const T *X, const T *W, T *Y, void *work), (g, X, W, Y, work))
 DD_SPECTRAL_COPIES(AdjointCopy, AdjointLoops<T>, (const SpectralMixGeom &g, const T *X, const T *W, const T *dY, T *dX, T *dW, void *work), (g, X, W, dY, dX, dW, work))
   #undef DD_SPECTRAL_COPIES
