@@ -1002,12 +1002,15 @@ void SpectralFastEqualsReference()
     for (auto &v : W) v = (T)u(gen);
     for (auto &v : dY) v = (T)u(gen);
     for (auto &v : dW0) v = (T)u(gen);
-    dWr = dW0;
-    dWf = dW0;
-    SpectralMixRef<T>(g, X.data(), W.data(), Yr.data());
-    SpectralMixFast<T>(g, X.data(), W.data(), Yf.data());
-    SpectralMixAdjointRef<T>(g, X.data(), W.data(), dY.data(), dXr.data(), dWr.data());
-    SpectralMixAdjointFast<T>(g, X.data(), W.data(), dY.data(), dXf.data(), dWf.data());
+    auto both = [&]() { /* the reference and the fast loops, forward and adjoint, dW from dW0 */
+      dWr = dW0;
+      dWf = dW0;
+      SpectralMixRef<T>(g, X.data(), W.data(), Yr.data());
+      SpectralMixFast<T>(g, X.data(), W.data(), Yf.data());
+      SpectralMixAdjointRef<T>(g, X.data(), W.data(), dY.data(), dXr.data(), dWr.data());
+      SpectralMixAdjointFast<T>(g, X.data(), W.data(), dY.data(), dXf.data(), dWf.data());
+    };
+    both();
     /* per entry the bound of its rounding: eps times the sum of the magnitudes of its terms. Entry (a, b, k)
        of fast against ref, A x B x K, sums over c < C of the products of p's entry pi(a, b, c) and q's
        qi(a, b, c) at mode k, scaled by s_k where scaled, plus add's own entry (the accumulated dW0) */
@@ -1045,12 +1048,7 @@ void SpectralFastEqualsReference()
       X[2 * (c.K - 1)]            = std::numeric_limits<T>::infinity();
       W[nw - 1]                   = std::numeric_limits<T>::quiet_NaN();
       dY[2 * ((c.N - 1) * c.Co * c.K) + 1] = -std::numeric_limits<T>::infinity();
-      dWr = dW0;
-      dWf = dW0;
-      SpectralMixRef<T>(g, X.data(), W.data(), Yr.data());
-      SpectralMixFast<T>(g, X.data(), W.data(), Yf.data());
-      SpectralMixAdjointRef<T>(g, X.data(), W.data(), dY.data(), dXr.data(), dWr.data());
-      SpectralMixAdjointFast<T>(g, X.data(), W.data(), dY.data(), dXf.data(), dWf.data());
+      both();
       auto same = [&](const std::vector<T> &a, const std::vector<T> &b, const char *what) {
         for (size_t j = 0; j < a.size(); j++) {
           ASSERT_EQ(std::isnan(a[j]), std::isnan(b[j])) << where.str() << " " << what << " nan at " << j << ": reference " << a[j] << ", fast " << b[j];
