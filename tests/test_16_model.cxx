@@ -864,6 +864,53 @@ TEST(ModelWork, FormatConversionRunsAndTimeExact)
   DropCache(file);
 }
 
+/* an add whose second input is stored in another order than its output (a convolution's blocked output added
+   to a plain tensor; here channels-last) converts it entry by entry: the cache's "add-convert" cost per entry
+   on top of the add of tensors stored alike, forward and backward, exactly; an add of inputs stored alike
+   gets nothing more, and a cache without the kind prices the conversion at nothing (older caches) */
+TEST(ModelWork, AddOfInputsStoredOtherwiseExact)
+{
+  std::string    file = SyntheticCache("addconvert.txt");
+  DDPartition    part;
+  DDTensor       x0, x1;
+  DDLayer        l[2];
+  const PetscInt shape[4] = {2, 3, 4, 5}, ps[4] = {1, 1, 1, 1};
+  DDT(DDPartitionCreateCartesian(PETSC_COMM_SELF, 4, ps, PETSC_DECIDE, NULL, &part));
+  DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 4, shape, &x0));
+  DDT(DDTensorCreate(PETSC_COMM_SELF, &x1));
+  DDT(DDTensorSetPartition(x1, part));
+  DDT(DDTensorSetShape(x1, 4, shape));
+  DDT(DDTensorSetDataType(x1, DD_FLOAT64));
+  DDT(DDTensorSetFormat(x1, DD_FORMAT_CHANNELS_LAST));
+  DDT(DDTensorSetUp(x1));
+  DDTensor mixed[2] = {x0, x1}, alike[2] = {x0, x0};
+  for (int k = 0; k < 2; k++) {
+    DDT(DDLayerCreate(PETSC_COMM_SELF, &l[k]));
+    DDT(DDLayerSetType(l[k], DDLAYERADD));
+    DDT(DDLayerSetUpMulti(l[k], 2, k ? alike : mixed));
+  }
+  PetscReal t0[2][4], t1[2][4];
+  PetscBool ok;
+  for (int k = 0; k < 2; k++) DDT(DDLayerGetModelTime(l[k], &t0[k][0], &t0[k][1], &t0[k][2], &t0[k][3], &ok));
+  EXPECT_EQ(t0[0][0], t0[1][0]) << "a cache without add-convert prices the conversion at nothing";
+  EXPECT_EQ(t0[0][2], t0[1][2]);
+  const char *bn;
+  DDT(DDBackendGetDefault(&bn));
+  const std::string k = std::string("runcost ") + bn + " float64 add-convert ";
+  DropCache(file);
+  file = SyntheticCache("addconvert.txt", k + "f 1e-3\n" + k + "b 2e-3\n");
+  for (int k2 = 0; k2 < 2; k2++) DDT(DDLayerGetModelTime(l[k2], &t1[k2][0], &t1[k2][1], &t1[k2][2], &t1[k2][3], &ok));
+  EXPECT_NEAR(t1[0][0], t0[0][0] + 120 * 1e-3, 1e-12) << "forward: 120 entries converted";
+  EXPECT_NEAR(t1[0][2], t0[0][2] + 120 * 2e-3, 1e-12) << "backward: 120 entries converted";
+  EXPECT_EQ(t1[1][0], t0[1][0]) << "inputs stored alike: nothing converted";
+  EXPECT_EQ(t1[1][2], t0[1][2]);
+  for (DDLayer &c : l) DDT(DDLayerDestroy(&c));
+  DDT(DDTensorDestroy(&x0));
+  DDT(DDTensorDestroy(&x1));
+  DDT(DDPartitionDestroy(&part));
+  DropCache(file);
+}
+
 /* average and max pooling have their own fits ("pool-avg", "pool"; DDLayerPoolGetType() tells them
    apart; an average pool on a blocked input "pool-avg-blocked", oneDNN's jit kernel there), and a layer whose memory M exceeds the core's L2 cache is priced with the share 1 - L2 / M
    of the cold fit and the rest of the warm one: exact under known fits */

@@ -705,6 +705,65 @@ static PetscErrorCode TimeConversion(const char backend[], DDDataType dt, int mo
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/*
+  An add of a plain tensor (4 x 16 x 32 x 32) and a convolution's output of the same shape, stored as the backend
+  stores it (blocked on /cpu/dnnl in float32), against the add of two plain tensors, forward and backward (tm,
+  tm0): the difference is the format conversion of the second input, entry by entry (ModelKindAddConvert);
+  *entries 0 where the convolution's output is plain (nothing to convert)
+*/
+static PetscErrorCode TimeAddConversion(const char backend[], DDDataType dt, double *entries, double tm[2], double tm0[2])
+{
+  DDPartition    part;
+  DDTensor       x0, x1, xb, y, y0, dy, dx[2], db;
+  DDLayer        A, C, C0;
+  const PetscInt shape[4] = {4, 16, 32, 32}, pshape[4] = {1, 1, 1, 1};
+
+  PetscFunctionBegin;
+  *entries = 0;
+  PetscCall(DDPartitionCreateCartesian(PETSC_COMM_SELF, 4, pshape, PETSC_DECIDE, NULL, &part));
+  PetscCall(DDTensorCreateFromPartition(part, dt, 4, shape, &x0));
+  PetscCall(DDTensorCreateFromPartition(part, dt, 4, shape, &x1));
+  PetscCall(FillTensor(x0, 0.1));
+  PetscCall(FillTensor(x1, 0.2));
+  PetscCall(MakeLayer(DDLAYERCONV, backend, x0, 16, &A));
+  PetscCall(DDLayerGetOutput(A, &xb));
+  PetscCall(DDLayerForward(A, x0, xb));
+  if (xb->format != x0->format || xb->layout.bdim >= 0) {
+    DDTensor xs[2] = {x0, xb}, ps[2] = {x0, x1};
+    for (int k = 0; k < 2; k++) {
+      DDLayer *l = k ? &C0 : &C;
+      PetscCall(DDLayerCreate(PETSC_COMM_SELF, l));
+      PetscCall(DDLayerSetType(*l, DDLAYERADD));
+      if (backend) PetscCall(DDLayerSetBackend(*l, backend));
+      PetscCall(DDLayerSetUpMulti(*l, 2, k ? ps : xs));
+    }
+    PetscCall(DDLayerGetOutput(C, &y));
+    PetscCall(DDLayerGetOutput(C0, &y0));
+    PetscCall(DDTensorDuplicate(y, &dy));
+    PetscCall(FillTensor(dy, 0.3));
+    PetscCall(DDTensorDuplicate(x0, &dx[0]));
+    PetscCall(DDTensorDuplicate(xb, &dx[1]));
+    PetscCall(DDTensorDuplicate(x1, &db));
+    PetscCall(TimeForwardBackwardMulti(C, 2, xs, y, dy, dx, 20, 20, 0, tm));
+    {
+      DDTensor dps[2] = {dx[0], db};
+      PetscCall(TimeForwardBackwardMulti(C0, 2, ps, y0, dy, dps, 20, 20, 0, tm0));
+    }
+    *entries = (double)xb->layout.bulksize;
+    PetscCall(DDTensorDestroy(&dy));
+    PetscCall(DDTensorDestroy(&dx[0]));
+    PetscCall(DDTensorDestroy(&dx[1]));
+    PetscCall(DDTensorDestroy(&db));
+    PetscCall(DDLayerDestroy(&C));
+    PetscCall(DDLayerDestroy(&C0));
+  }
+  PetscCall(DDLayerDestroy(&A));
+  PetscCall(DDTensorDestroy(&x0));
+  PetscCall(DDTensorDestroy(&x1));
+  PetscCall(DDPartitionDestroy(&part));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* the median time of call(): two warm-up calls, then at least 10 and at most maxreps - 2
    timed ones, until they add up to 30 ms; before each, L2 evicted and the nflush tensors flush[]
    written back to memory */
@@ -1132,6 +1191,18 @@ DD_CXX_TRY
         row[mode][d]     = per;
         rowlen[mode]     = len;
         if (mode == 0 || mode == 2) PetscCall(ddnn::ModelStoreRunCost_Private(bkey.c_str(), dt, (std::string(mode == 2 ? ddnn::ModelKindRowsBlocked : DDLAYERACTIVATION) + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, per));
+      }
+    }
+    { /* an add converting one input's format (ModelKindAddConvert): its cost per entry beyond the add of two tensors stored alike */
+      double entries, tm[2], tm0[2];
+      PetscCall(TimeAddConversion(bname, dt, &entries, tm, tm0));
+      int have[2] = {entries > 0, -(entries > 0)};
+      PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, have, 2, MPI_INT, MPI_MIN, comm));
+      PetscCheck(have[0] == -have[1], comm, PETSC_ERR_ARG_INCOMP, "DDModelCalibrate(): backend %s stores a convolution's output in another format than plain on some ranks and not on others (-dd_backend or the data type differ between ranks)", bname);
+      if (have[0]) {
+        PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, comm));
+        PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm0, 2, MPI_DOUBLE, MPI_MAX, comm));
+        for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreRunCost_Private(bkey.c_str(), dt, (std::string(ddnn::ModelKindAddConvert) + sfx).c_str(), d ? PETSC_TRUE : PETSC_FALSE, std::max(0.0, (tm[d] - tm0[d]) / entries)));
       }
     }
     for (int d = 0; d < 2; d++) { /* plain rows: per row c + l n over mode 1's rows of 32 and mode 3's of 8 entries (l >= 0; c >= 0) */

@@ -1250,7 +1250,9 @@ static PetscReal CeilLog2(PetscMPIInt p)
   halo its inputs lack (its consumer convolution's: every output row starts inside a cache line);
   a cache without the last prices that case by the first.
   Layer kinds that the calibration does not time (add, dropout, reshape, ...) are priced with the
-  activation's fit (a memory-bound kernel) on their bytes.
+  activation's fit (a memory-bound kernel) on their bytes; an add whose inputs are stored in another
+  order than its output (a convolution's blocked output added to a plain tensor) adds the calibrated
+  cost per converted entry ("add-convert", where the cache has it).
 
   Level: intermediate
 
@@ -1395,6 +1397,7 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[
           comp[b] += ((1 - in.cold) * per[0] + in.cold * per[1]) * (PetscReal)(in.runs - 1);
         }
       }
+      if (in.addconvert > 0 && warmcold(ddnn::ModelKindAddConvert, per)) comp[b] += ((1 - in.cold) * per[0] + in.cold * per[1]) * in.addconvert; /* an add's inputs in another storage order */
     }
     const PetscInt64 *v = in.p2p[b];
     if ((v[0] || v[2] || !in.colls.empty()) && !M.commok) *ok = PETSC_FALSE;
@@ -1470,6 +1473,13 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
     }
     PetscCall(DDLayerGetModelRuns(layer, &in.runs));
     if (in.runs > 0) in.runlen = (double)Bulk(layer->output) / (double)in.runs;
+    if (type && !strcmp(type, DDLAYERADD) && layer->output->active) /* the inputs stored in another order than the output: converted entry by entry (ModelKindAddConvert) */
+      for (PetscInt i = 0; i < layer->nin; i++) {
+        const DDLayout &C = layer->setupin[i]->layout, &B = layer->output->layout;
+        bool            same = C.order == B.order && C.bdim == B.bdim && C.bs == B.bs;
+        for (PetscInt k = 0; same && k < C.order; k++) same = C.perm[k] == B.perm[k];
+        if (!same) in.addconvert += (double)Bulk(layer->output);
+      }
   }
   if (IsWindowKind(kind) || in.outhalo) in.windowrows = ddnn::ModelWindowRows_Private(layer->output);
   std::vector<DDPrimitive> prims = LayerPrimitives(layer);

@@ -42,6 +42,13 @@ inline constexpr const char *ModelKindRowsBlocked = "activation-rows-blocked";
    row, calibrated on rows of 32, priced the U-Net's ReLUs on 16 x 16 and 8 x 8 planes at 1.6-2.1x */
 inline constexpr const char *ModelKindRowsLen = "activation-rows-len";
 
+/* the per-entry cost of an add's input stored in another order than its output (a convolution's blocked
+   output added to a plain tensor: the FNO's Fourier layers join a spectral layer's plain output and a
+   1 x 1 convolution's blocked one): its forward's DDTensorAXPY() and its backward's DDTensorCopy() convert
+   the format entry by entry, beyond the add of two tensors stored alike. A cache without it prices such an
+   add as one of tensors stored alike (0.19-0.26 of its time in the FNO) */
+inline constexpr const char *ModelKindAddConvert = "add-convert";
+
 /* the calibrated kind of an optimizer's update by the arrays it streams per parameter (3: plain SGD,
    5: SGD with momentum, 7: Adam or AdamW), NULL for another count (priced as copies) */
 inline const char *ModelKindUpdate(PetscInt streams)
@@ -72,6 +79,7 @@ struct ModelCostInput {
   bool        rows = false;        /* the walk is row by row (same storage order), else element by element */
   bool        blocked = false;     /* that row-by-row walk is between blocked tensors (its own run cost where the cache has one) */
   double      runlen = 0;          /* the walk's entries per run: the output's local bulk / runs (the plain rows' length term, ModelKindRowsLen) */
+  double      addconvert = 0;      /* an add: the entries of its inputs stored in another order than its output (ModelKindAddConvert) */
   bool        outhalo = false;     /* a concatenation whose output has a halo its first input lacks (ModelKindConcatHalo's fit where the cache has it) */
   double      windowrows = 0;      /* the window kinds (pool, upsample): the output's rows (ModelWindowRows_Private()) */
   PetscInt64  p2p[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}; /* point-to-point {msgs sent, bytes sent, msgs received, bytes received} */
