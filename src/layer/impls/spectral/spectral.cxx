@@ -352,9 +352,10 @@ PetscErrorCode ddnn::DDLayerSpectralKernelRun_Private(DDLayer l, bool nodx, bool
     same = same && s1;
     PetscFunctionReturn(PETSC_SUCCESS);
   };
-  DDTensor                                  xc, yc, Xc, Wc, Yc, dYc, dXc, dWc;
+  DDTensor                                  xc, yc, Xc, Wc, Yc, dYc, dXc, dWc, dxc = NULL;
   std::vector<std::array<DDTensor, 2>>      c1(s1.size()), c2(s2.size());
   for (auto pr : {std::make_pair(x, &xc), std::make_pair(l->output, &yc), std::make_pair(a->X, &Xc), std::make_pair(a->w, &Wc), std::make_pair(a->Y, &Yc), std::make_pair(a->dY, &dYc), std::make_pair(a->dX, &dXc), std::make_pair(l->grads[0], &dWc)}) PetscCall(copy(pr.first, pr.second));
+  if (!nodx) PetscCall(copy(x, &dxc)); /* the input gradient's own copy: the input's stays as it is from call to call */
   for (size_t t = 0; t < s1.size(); t++) {
     PetscCall(copy(s1[t].a, &c1[t][0]));
     PetscCall(copy(s1[t].b, &c1[t][1]));
@@ -411,7 +412,7 @@ PetscErrorCode ddnn::DDLayerSpectralKernelRun_Private(DDLayer l, bool nodx, bool
     PetscCall(adjoint(fwd, s2, c2, Yc, yc));
     PetscCall(transform(bwd, s2, c2, yc, dYc));
     bwd.push_back({4, 0, nullptr, NULL, NULL});
-    if (!nodx) PetscCall(adjoint(bwd, s1, c1, dXc, xc));
+    if (!nodx) PetscCall(adjoint(bwd, s1, c1, dXc, dxc));
   }
   if (!same) { /* a local layout this rank cannot reproduce alone: not timed (the caller keeps the fit) */
     PetscCall(LayerKernelRunDestroy(run));
