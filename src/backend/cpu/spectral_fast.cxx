@@ -11,9 +11,10 @@
   imaginary vectors, which the loops then read Co / NB or Ci times; W, read once per tile and sample
   block, is split in registers by two shuffles. Blocks of NB samples accumulate in registers over
   the sum's index (forward: i; dX: o; dW: n, blocks of two outputs) and are scaled and interleaved
-  back once. The sums run in the reference's order (src/backend/reference/spectral_ref.cxx) with
-  fused multiply-adds where the copy has them, so the results agree with the reference's up to
-  rounding (tests/test_08_fastkernels.cxx, FastSpectral).
+  back once; one sample (no block shares a W vector) streams W's rows whole instead. The sums run
+  over the reference's index order (src/backend/reference/spectral_ref.cxx), with fused multiply-adds
+  where the copy has them and dW's sum over n formed before it is added, so the results agree with
+  the reference's up to rounding (tests/test_08_fastkernels.cxx, FastSpectral).
 
   bench_spectral -kernels 1 (AMD EPYC, AVX-512, one core, Forward + Adjoint): 0.25-0.36x the reference
   loops' time with 4-8 samples, 0.51-0.66x with one (bench/README, bench_spectral).
