@@ -1466,20 +1466,15 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
     /* the same storage order with other halos: a row-by-row walk; otherwise element by element */
     if (layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->active && layer->output->active) {
       const DDLayout &A = layer->setupin[0]->layout, &B = layer->output->layout;
-      in.rows = A.order == B.order && A.bdim == B.bdim && A.bs == B.bs;
-      for (PetscInt k = 0; in.rows && k < A.order; k++) in.rows = A.perm[k] == B.perm[k];
+      in.rows    = ddnn::LayoutSameOrder(A, B);
       in.blocked = in.rows && A.bdim >= 0;
       for (PetscInt k = 0; kind == DDLAYERCONCAT && k < B.order; k++) in.outhalo = in.outhalo || B.lo[k] != A.lo[k] || B.hi[k] != A.hi[k]; /* plain inputs into the consumer's halo */
     }
     PetscCall(DDLayerGetModelRuns(layer, &in.runs));
     if (in.runs > 0) in.runlen = (double)Bulk(layer->output) / (double)in.runs;
     if (type && !strcmp(type, DDLAYERADD) && layer->output->active) /* the inputs stored in another order than the output: converted entry by entry (ModelKindAddConvert) */
-      for (PetscInt i = 0; i < layer->nin; i++) {
-        const DDLayout &C = layer->setupin[i]->layout, &B = layer->output->layout;
-        bool            same = C.order == B.order && C.bdim == B.bdim && C.bs == B.bs;
-        for (PetscInt k = 0; same && k < C.order; k++) same = C.perm[k] == B.perm[k];
-        if (!same) in.addconvert += (double)Bulk(layer->output);
-      }
+      for (PetscInt i = 0; i < layer->nin; i++)
+        if (!ddnn::LayoutSameOrder(layer->setupin[i]->layout, layer->output->layout)) in.addconvert += (double)Bulk(layer->output);
   }
   if (IsWindowKind(kind) || in.outhalo) in.windowrows = ddnn::ModelWindowRows_Private(layer->output);
   std::vector<DDPrimitive> prims = LayerPrimitives(layer);

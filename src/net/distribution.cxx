@@ -665,8 +665,7 @@ static PetscErrorCode ShuffleCostLocal(DDTensor x, DDPartition part, const std::
   if (x->active && act) {
     const DDLayout &A = x->layout;
     bool            same = A.order == Ly.order;
-    in.rows              = same && A.bdim == Ly.bdim && A.bs == Ly.bs;
-    for (PetscInt k = 0; in.rows && k < A.order; k++) in.rows = A.perm[k] == Ly.perm[k];
+    in.rows              = ddnn::LayoutSameOrder(A, Ly);
     for (PetscInt k = 0; same && k < A.order; k++) same = A.n[k] == Ly.n[k];
     if (same) ddnn::ForEachBulkRunPair(A, Ly, [&](PetscInt, PetscInt, PetscInt) { in.runs++; });
   }

@@ -159,6 +159,16 @@ inline void ForEachBulkRun(const DDLayout &L, F &&f)
   ForEachRun(L, a, b, f);
 }
 
+/* Whether two layouts store their entries in the same order (the same dimension order and blocking; halos may differ):
+   a walk between them goes row by row, else entry by entry (a format conversion) */
+inline bool LayoutSameOrder(const DDLayout &A, const DDLayout &B)
+{
+  if (A.order != B.order || A.bdim != B.bdim || A.bs != B.bs) return false;
+  for (PetscInt k = 0; k < A.order; k++)
+    if (A.perm[k] != B.perm[k]) return false;
+  return true;
+}
+
 /* Whether two layouts store their bulk at the same offsets */
 inline bool LayoutSameStorage(const DDLayout &A, const DDLayout &B)
 {
@@ -189,8 +199,7 @@ inline void ForEachBulkRunPair(const DDLayout &A, const DDLayout &B, F &&f)
     b[k] = A.n[k];
   }
   const PetscInt inA = A.perm[d - 1], inB = B.perm[d - 1];
-  bool           sameorder = A.bdim == B.bdim && A.bs == B.bs;
-  for (PetscInt k = 0; k < d; k++) sameorder = sameorder && A.perm[k] == B.perm[k];
+  const bool     sameorder = LayoutSameOrder(A, B);
   const bool wholeblocks = sameorder && A.bdim >= 0 && A.lo[A.bdim] % A.bs == 0 && B.lo[A.bdim] % A.bs == 0 && A.n[A.bdim] % A.bs == 0;
   if (wholeblocks || (A.bdim < 0 && B.bdim < 0 && inA == inB)) {
     /*
