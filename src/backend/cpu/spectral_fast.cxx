@@ -156,59 +156,45 @@ DD_AI void SplitRows(const T *A, PetscInt R, PetscInt K, PetscInt k0, const type
     }
 }
 
-/* forward, one tile: Y[n, o] for NB samples from n0, every o; xs the tile's split X */
-template <class T, int NB, int KV, bool TAIL>
-DD_AI void ForwardBlock(const SpectralMixGeom &g, PetscInt n0, PetscInt k0, const typename Vec<T>::V *xs, const typename Vec<T>::V *s, const T *W, T *Y)
+/*
+  One tile of a product with W for NB samples from n0, every output row j, summed over c (us: the tile's
+  split rows (N, Cs)):
+    forward (ADJ false):  Y[n, o]  = s_k sum_i X[n, i] W[i, o]        (j = o, c = i; us = xs)
+    dX      (ADJ true):   dX[n, i] =     sum_o G[n, o] conj(W[i, o])  (j = i, c = o; us = gs)
+*/
+template <class T, int NB, int KV, bool TAIL, bool ADJ>
+DD_AI void ProductBlock(const SpectralMixGeom &g, PetscInt n0, PetscInt k0, const typename Vec<T>::V *us, const typename Vec<T>::V *s, const T *W, T *out)
 {
   typedef typename Vec<T>::V V;
   constexpr int              L = 64 / sizeof(T);
-  const PetscInt             Ci = g.Ci, Co = g.Co, K = g.K;
-  for (PetscInt o = 0; o < Co; o++) {
+  const PetscInt             Co = g.Co, K = g.K, Cj = ADJ ? g.Ci : g.Co, Cs = ADJ ? g.Co : g.Ci;
+  for (PetscInt j = 0; j < Cj; j++) {
     V ar[NB][KV], ai[NB][KV];
     for (int a = 0; a < NB; a++)
       for (int v = 0; v < KV; v++) ar[a][v] = ai[a][v] = V{};
-    for (PetscInt i = 0; i < Ci; i++) {
-      const T *w = W + 2 * ((i * Co + o) * K + k0);
+    for (PetscInt c = 0; c < Cs; c++) {
+      const T *w = W + 2 * ((ADJ ? j * Co + c : c * Co + j) * K + k0);
       for (int v = 0; v < KV; v++) {
         V wr, wi;
         Deinterleave<T, TAIL>(w + 2 * v * L, K - k0 - v * L, wr, wi);
         for (int a = 0; a < NB; a++) {
-          const V xr = xs[2 * (((n0 + a) * Ci + i) * KV + v)], xi = xs[2 * (((n0 + a) * Ci + i) * KV + v) + 1];
-          ar[a][v] += xr * wr - xi * wi;
-          ai[a][v] += xr * wi + xi * wr;
+          const V ur = us[2 * (((n0 + a) * Cs + c) * KV + v)], ui = us[2 * (((n0 + a) * Cs + c) * KV + v) + 1];
+          if (ADJ) { /* u conj(w) */
+            ar[a][v] += ur * wr + ui * wi;
+            ai[a][v] += ui * wr - ur * wi;
+          } else { /* u w */
+            ar[a][v] += ur * wr - ui * wi;
+            ai[a][v] += ur * wi + ui * wr;
+          }
         }
       }
     }
     for (int a = 0; a < NB; a++)
-      for (int v = 0; v < KV; v++) Interleave<T, TAIL, false>(s[v] * ar[a][v], s[v] * ai[a][v], K - k0 - v * L, Y + 2 * (((n0 + a) * Co + o) * K + k0 + v * L));
-  }
-}
-
-/* dX, one tile: dX[n, i] for NB samples from n0, every i; gs the tile's split G */
-template <class T, int NB, int KV, bool TAIL>
-DD_AI void DataBlock(const SpectralMixGeom &g, PetscInt n0, PetscInt k0, const typename Vec<T>::V *gs, const T *W, T *dX)
-{
-  typedef typename Vec<T>::V V;
-  constexpr int              L = 64 / sizeof(T);
-  const PetscInt             Ci = g.Ci, Co = g.Co, K = g.K;
-  for (PetscInt i = 0; i < Ci; i++) {
-    V ar[NB][KV], ai[NB][KV];
-    for (int a = 0; a < NB; a++)
-      for (int v = 0; v < KV; v++) ar[a][v] = ai[a][v] = V{};
-    for (PetscInt o = 0; o < Co; o++) {
-      const T *w = W + 2 * ((i * Co + o) * K + k0);
       for (int v = 0; v < KV; v++) {
-        V wr, wi;
-        Deinterleave<T, TAIL>(w + 2 * v * L, K - k0 - v * L, wr, wi);
-        for (int a = 0; a < NB; a++) {
-          const V gr = gs[2 * (((n0 + a) * Co + o) * KV + v)], gi = gs[2 * (((n0 + a) * Co + o) * KV + v) + 1];
-          ar[a][v] += gr * wr + gi * wi;
-          ai[a][v] += gi * wr - gr * wi;
-        }
+        T *o = out + 2 * (((n0 + a) * Cj + j) * K + k0 + v * L);
+        if (ADJ) Interleave<T, TAIL, false>(ar[a][v], ai[a][v], K - k0 - v * L, o);
+        else Interleave<T, TAIL, false>(s[v] * ar[a][v], s[v] * ai[a][v], K - k0 - v * L, o);
       }
-    }
-    for (int a = 0; a < NB; a++)
-      for (int v = 0; v < KV; v++) Interleave<T, TAIL, false>(ar[a][v], ai[a][v], K - k0 - v * L, dX + 2 * (((n0 + a) * Ci + i) * K + k0 + v * L));
   }
 }
 
@@ -246,8 +232,8 @@ DD_AI void ForwardTile(const SpectralMixGeom &g, PetscInt k0, typename Vec<T>::V
   for (int v = 0; v < KV; v++) s[v] = ScaleLanes<T>(g, k0 + v * L);
   SplitRows<T, KV, TAIL, false>(X, g.N * g.Ci, g.K, k0, s, xs);
   PetscInt n0 = 0;
-  for (; n0 + 2 <= g.N; n0 += 2) ForwardBlock<T, 2, KV, TAIL>(g, n0, k0, xs, s, W, Y);
-  for (; n0 < g.N; n0++) ForwardBlock<T, 1, KV, TAIL>(g, n0, k0, xs, s, W, Y);
+  for (; n0 + 2 <= g.N; n0 += 2) ProductBlock<T, 2, KV, TAIL, false>(g, n0, k0, xs, s, W, Y);
+  for (; n0 < g.N; n0++) ProductBlock<T, 1, KV, TAIL, false>(g, n0, k0, xs, s, W, Y);
 }
 
 template <class T, bool TAIL>
@@ -260,8 +246,8 @@ DD_AI void AdjointTile(const SpectralMixGeom &g, PetscInt k0, typename Vec<T>::V
   SplitRows<T, KV, TAIL, false>(X, g.N * g.Ci, g.K, k0, s, xs);
   SplitRows<T, KV, TAIL, true>(dY, g.N * g.Co, g.K, k0, s, gs);
   PetscInt n0 = 0;
-  for (; n0 + 2 <= g.N; n0 += 2) DataBlock<T, 2, KV, TAIL>(g, n0, k0, gs, W, dX);
-  for (; n0 < g.N; n0++) DataBlock<T, 1, KV, TAIL>(g, n0, k0, gs, W, dX);
+  for (; n0 + 2 <= g.N; n0 += 2) ProductBlock<T, 2, KV, TAIL, true>(g, n0, k0, gs, s, W, dX);
+  for (; n0 < g.N; n0++) ProductBlock<T, 1, KV, TAIL, true>(g, n0, k0, gs, s, W, dX);
   for (PetscInt i = 0; i < g.Ci; i++) {
     PetscInt o0 = 0;
     for (; o0 + 2 <= g.Co; o0 += 2) WeightBlock<T, 2, KV, TAIL>(g, i, o0, k0, xs, gs, dW);
