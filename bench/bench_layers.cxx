@@ -159,6 +159,7 @@ struct Case {
   double                goalratio; /* ddnn / torch must be <= this */
   DDActivationType      act = DD_ACT_RELU; /* ACT: the function */
   bool                  gelutanh = false; /* ACT, GELU: PyTorch's approximate = 'tanh' */
+  PetscInt              k = 3;            /* CONV: the kernel's width (padding k / 2) */
 };
 
 static std::vector<Case> AllCases()
@@ -167,6 +168,9 @@ static std::vector<Case> AllCases()
     {"conv2d_16x512", "conv 1x16x512x512 k3 F16", CONV, {1, 16, 512, 512}, 16, {1, 16, 128, 128}, "<= 0.75x torch", 0.75},
     {"conv2d_64x56", "conv 8x64x56x56 k3 F64", CONV, {8, 64, 56, 56}, 64, {1, 64, 56, 56}, "<= 0.75x torch", 0.75},
     {"conv3d_8x64", "conv 1x8x64^3 k3 F8 (3-D)", CONV, {1, 8, 64, 64, 64}, 8, {1, 8, 32, 32, 32}, "<= 0.75x torch", 0.75},
+    {"conv1x1_24x32", "conv 8x24x32x32 k1 F24 (the FNO's pointwise path)", CONV, {8, 24, 32, 32}, 24, {}, "<= 1.0x torch", 1.0, DD_ACT_RELU, false, 1},
+    {"conv1x1_96x32", "conv 8x96x32x32 k1 F96", CONV, {8, 96, 32, 32}, 96, {2, 96, 32, 32}, "<= 1.0x torch", 1.0, DD_ACT_RELU, false, 1},
+    {"conv1x1_256x28", "conv 8x256x28x28 k1 F256", CONV, {8, 256, 28, 28}, 256, {2, 256, 28, 28}, "<= 1.0x torch", 1.0, DD_ACT_RELU, false, 1},
     {"affine_64x4096", "affine 64x4096 -> 4096", AFFINE, {64, 4096}, 4096, {8, 4096}, "<= 1.0x torch", 1.0},
     {"maxpool_16x512", "max-pool 2x2 on 1x16x512x512", MAXPOOL, {1, 16, 512, 512}, 0, {}, ">= 3x faster", 1.0 / 3},
     {"maxpool_64x56", "max-pool 2x2 on 8x64x56x56", MAXPOOL, {8, 64, 56, 56}, 0, {}, ">= 3x faster", 1.0 / 3},
@@ -226,7 +230,7 @@ static PetscErrorCode MakeLayer(MPI_Comm comm, const Case &c, DDLayer *l)
   PetscCall(DDLayerCreate(comm, l));
   switch (c.kind) {
   case CONV: {
-    PetscInt k = 3, p = 1;
+    PetscInt k = c.k, p = c.k / 2;
     PetscCall(DDLayerSetType(*l, DDLAYERCONV));
     PetscCall(DDLayerConvSetOutputChannels(*l, c.out));
     PetscCall(DDLayerConvSetKernel(*l, 1, &k));
@@ -379,13 +383,13 @@ static PetscErrorCode DnnlAlone(const Case &c, int reps, Tm *t, std::string *imp
   PetscFunctionBeginUser;
   dnnl::engine       eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream       str(eng);
-  dnnl::memory::dims xd(c.shape.begin(), c.shape.end()), yd = xd, wd = {c.out, c.shape[1]}, one(D, 1), zero(D, 0);
+  dnnl::memory::dims xd(c.shape.begin(), c.shape.end()), yd = xd, wd = {c.out, c.shape[1]}, one(D, 1), zero(D, 0), pad(D, c.k / 2);
   yd[1] = c.out;
-  for (PetscInt j = 0; j < D; j++) wd.push_back(3);
+  for (PetscInt j = 0; j < D; j++) wd.push_back(c.k);
   md xa(xd, dt::f32, tag::any), ya(yd, dt::f32, tag::any), wa(wd, dt::f32, tag::any), ba({c.out}, dt::f32, tag::x);
-  dnnl::convolution_forward::primitive_desc fpd(dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, xa, wa, ba, ya, one, zero, one, one), eng);
-  dnnl::convolution_backward_data::primitive_desc bdp(dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, xa, wa, ya, one, zero, one, one), eng, fpd);
-  dnnl::convolution_backward_weights::primitive_desc bwp(dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, xa, wa, ba, ya, one, zero, one, one), eng, fpd);
+  dnnl::convolution_forward::primitive_desc fpd(dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, xa, wa, ba, ya, one, zero, pad, pad), eng);
+  dnnl::convolution_backward_data::primitive_desc bdp(dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, xa, wa, ya, one, zero, pad, pad), eng, fpd);
+  dnnl::convolution_backward_weights::primitive_desc bwp(dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, xa, wa, ba, ya, one, zero, pad, pad), eng, fpd);
   *impl = fpd.impl_info_str();
   auto fill = [&](const md &m) {
     dnnl::memory mem(m, eng);
@@ -416,7 +420,7 @@ static PetscErrorCode DnnlAlone(const Case &c, int reps, Tm *t, std::string *imp
 /* ------------------------------------------------------------------------------------------ */
 /* the reference loops (src/backend/reference), in the benchmark's dtype, on plain data                 */
 
-/* fwd + bwd-weights + bwd-data of a 3-wide, pad-1 convolution on a zero-padded plain input */
+/* fwd + bwd-weights + bwd-data of a k-wide, pad-k/2 convolution on a zero-padded plain input */
 template <class T>
 static PetscErrorCode RefConv(const Case &c, const std::vector<PetscInt> &shape, int reps, Tm *t)
 {
@@ -430,9 +434,9 @@ static PetscErrorCode RefConv(const Case &c, const std::vector<PetscInt> &shape,
   g.Co = c.out;
   for (PetscInt j = 0; j < D; j++) {
     PetscInt jj = j + 3 - D;
-    g.k[jj]     = 3;
+    g.k[jj]     = c.k;
     g.out[jj]   = shape[2 + j];
-    g.in[jj]    = shape[2 + j] + 2;
+    g.in[jj]    = shape[2 + j] + c.k - 1;
   }
   const PetscInt     S_in = g.in[0] * g.in[1] * g.in[2], S_out = g.out[0] * g.out[1] * g.out[2];
   std::vector<T> x((size_t)(g.N * g.Ci * S_in), (T)0), dx(x.size()), y((size_t)(g.N * g.Co * S_out)), dy(y.size()), w((size_t)(g.Co * g.Ci * g.KK())), dw(w.size(), (T)0), b(g.Co), db(g.Co, (T)0);

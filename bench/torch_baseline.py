@@ -41,6 +41,9 @@ CASES = {
     "conv2d_16x512": ("conv", (1, 16, 512, 512), 16),
     "conv2d_64x56": ("conv", (8, 64, 56, 56), 64),
     "conv3d_8x64": ("conv", (1, 8, 64, 64, 64), 8),
+    "conv1x1_24x32": ("conv1x1", (8, 24, 32, 32), 24),
+    "conv1x1_96x32": ("conv1x1", (8, 96, 32, 32), 96),
+    "conv1x1_256x28": ("conv1x1", (8, 256, 28, 28), 256),
     "affine_64x4096": ("affine", (64, 4096), 4096),
     "maxpool_16x512": ("maxpool", (1, 16, 512, 512), None),
     "maxpool_64x56": ("maxpool", (8, 64, 56, 56), None),
@@ -63,6 +66,8 @@ def make(kind, shape, extra):
     if kind == "conv":
         conv = nn.Conv2d if len(shape) == 4 else nn.Conv3d
         return conv(shape[1], extra, kernel_size=3, padding=1, bias=True)
+    if kind == "conv1x1":
+        return nn.Conv2d(shape[1], extra, kernel_size=1, bias=True)
     if kind == "affine":
         return nn.Linear(shape[1], extra, bias=True)
     if kind == "maxpool":

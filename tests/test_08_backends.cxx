@@ -282,7 +282,7 @@ TEST(Backends, Registry)
 
 #if DDNN_WITH_DNNL
 /* the -layer_view text of a layer `configure` set up on /cpu/dnnl on a float32 input of spec in (this rank's) */
-std::string DnnlLayerViewText(const InputSpec &in, const std::function<void(DDLayer)> &configure)
+std::string DnnlLayerViewText(const InputSpec &in, const std::function<void(DDLayer)> &configure, DDTensorFormat *yformat = nullptr)
 {
   DDTensor x = MakeInput(in, DD_FLOAT32, 1);
   DDLayer  l;
@@ -291,6 +291,11 @@ std::string DnnlLayerViewText(const InputSpec &in, const std::function<void(DDLa
   DDT(DDLayerSetBackend(l, "/cpu/dnnl"));
   DDT(DDLayerSetUp(l, x));
   std::string text = LayerViewText(l);
+  if (yformat) {
+    DDTensor y;
+    DDT(DDLayerGetOutput(l, &y));
+    *yformat = y->format;
+  }
   DDT(DDLayerDestroy(&l));
   DDT(DDTensorDestroy(&x));
   return text;
@@ -407,6 +412,64 @@ TEST(Backends, ConvWinogradOnDnnl)
       CheckBackends(configure, in, what);
     }
     if (c.opt) DDT(PetscOptionsClearValue(NULL, "-dd_conv_winograd"));
+  }
+}
+#endif
+
+#if DDNN_WITH_DNNL
+/*
+  1x1 unit-stride convolutions on a plain input (an FNO's pointwise path) keep plain storage on
+  /cpu/dnnl: the output is plain, and the kernel runs on the tensors themselves, the chain's /cpu/blas
+  GEMM below 128 x 128 channels and oneDNN's GEMM convolution from there, without staging; a
+  channels-last input, a stride, or -dd_dnnl_plain_pointwise 0 keep oneDNN's blocked kernel. Each
+  equals /cpu/ref on one rank in float32 and float64, on unbalanced spatial pieces with an empty one.
+*/
+TEST(Backends, ConvPointwisePlainOnDnnl)
+{
+  struct Case {
+    std::vector<PetscInt> shape;
+    PetscInt              co, s;
+    DDTensorFormat        fmt;
+    const char           *opt;    /* -dd_dnnl_plain_pointwise (NULL: unset) */
+    bool                  plain;  /* the output stays plain */
+    const char           *kernel; /* in the kernel's name */
+    const char           *what;
+  };
+  for (const Case &c : std::vector<Case>{{{2, 24, 13, 11}, 24, 1, DD_FORMAT_PLAIN, nullptr, true, "OpenBLAS", "2-D 24 -> 24"},
+                                         {{2, 128, 5, 6}, 130, 1, DD_FORMAT_PLAIN, nullptr, true, "gemm", "2-D 128 -> 130"},
+                                         {{3, 5, 17}, 7, 1, DD_FORMAT_PLAIN, nullptr, true, "OpenBLAS", "1-D 5 -> 7"},
+                                         {{2, 4, 5, 6, 7}, 6, 1, DD_FORMAT_PLAIN, nullptr, true, "OpenBLAS", "3-D 4 -> 6"},
+                                         {{2, 24, 13, 11}, 24, 1, DD_FORMAT_CHANNELS_LAST, nullptr, false, "jit", "2-D 24 -> 24, channels-last input"},
+                                         {{2, 24, 13, 11}, 24, 2, DD_FORMAT_PLAIN, nullptr, false, "jit", "2-D 24 -> 24, stride 2"},
+                                         {{2, 24, 13, 11}, 24, 1, DD_FORMAT_PLAIN, "0", false, "jit", "2-D 24 -> 24, -dd_dnnl_plain_pointwise 0"}}) {
+    if (c.opt) DDT(PetscOptionsSetValue(NULL, "-dd_dnnl_plain_pointwise", c.opt));
+    const PetscInt D = (PetscInt)c.shape.size() - 2;
+    const std::vector<PetscInt> k(D, 1), st(D, c.s);
+    auto configure = [&](DDLayer l) {
+      DDT(DDLayerSetType(l, DDLAYERCONV));
+      DDT(DDLayerConvSetOutputChannels(l, c.co));
+      DDT(DDLayerConvSetKernel(l, D, k.data()));
+      DDT(DDLayerConvSetStride(l, D, st.data()));
+    };
+    DDTensorFormat    yf;
+    const std::string text = DnnlLayerViewText(Input(c.shape, c.fmt), configure, &yf);
+    if (Rank() == 0) printf("[ conv 1x1 %s on /cpu/dnnl, float32 ] output %s, %s", c.what, DDTensorFormats[yf], text.c_str());
+    EXPECT_EQ(yf == DD_FORMAT_PLAIN, c.plain) << c.what << ": output " << DDTensorFormats[yf];
+    const size_t kn = text.find("kernels: ");
+    ASSERT_NE(kn, std::string::npos) << c.what << ": " << text;
+    const std::string name = text.substr(kn, text.find('\n', kn) - kn);
+    EXPECT_NE(name.find(c.kernel), std::string::npos) << c.what << ": " << name;
+    if (c.plain) EXPECT_EQ(name.find("staging"), std::string::npos) << c.what << ": " << name; /* on the tensors themselves */
+    InputSpec in = Input(c.shape, c.fmt);
+    const PetscInt last = (PetscInt)c.shape.size() - 1;
+    if (in.pshape[last] > 1) { /* unbalanced along the last dimension: the first piece the largest, the second empty, the others one entry each */
+      in.lx.assign(c.shape.size(), {});
+      in.lx[last].assign(in.pshape[last], 1);
+      in.lx[last][1] = 0;
+      in.lx[last][0] = c.shape[last] - (in.pshape[last] - 2);
+    }
+    CheckBackends(configure, in, std::string("conv 1x1 ") + c.what);
+    if (c.opt) DDT(PetscOptionsClearValue(NULL, "-dd_dnnl_plain_pointwise"));
   }
 }
 #endif

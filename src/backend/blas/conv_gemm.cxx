@@ -328,7 +328,7 @@ void ConvForwardGemm1(const ConvGeom &g, const View<const T> &x, const T *w, con
   for (int j = 0; j < 3; j++) ident = ident && (g.out[j] == 1 || g.s[j] == 1);
   PetscInt         spx = 0, spy = 0;
   const bool       fx = ident && Flat(g.out, x.s0, x.s1, x.s2, &spx), fy = Flat(g.out, y.s0, y.s1, y.s2, &spy);
-  const PetscInt   pt = TileSize<T>(P, std::max(K, g.Co));
+  const PetscInt   pt = fx && fy ? P : TileSize<T>(P, std::max(K, g.Co)); /* no buffer to keep in cache: one GEMM per sample */
   std::vector<Seg> segs;
   Mat<const T>     W;
   W.p  = w;
@@ -383,7 +383,7 @@ void ConvBackwardDataGemm1(const ConvGeom &g, const View<const T> &dy, const T *
   for (int j = 0; j < 3; j++) ident = ident && (g.out[j] == 1 || g.s[j] == 1);
   PetscInt         spd = 0, spx = 0;
   const bool       fd = Flat(g.out, dy.s0, dy.s1, dy.s2, &spd), fx = ident && Flat(g.out, dx.s0, dx.s1, dx.s2, &spx);
-  const PetscInt   pt = TileSize<T>(P, std::max(K, g.Co));
+  const PetscInt   pt = fd && fx ? P : TileSize<T>(P, std::max(K, g.Co)); /* no buffer to keep in cache: one GEMM per sample */
   std::vector<Seg> segs;
   Mat<const T>     Wt; /* W^T, K x Co */
   Wt.p  = w;
@@ -434,7 +434,7 @@ void ConvBackwardWeightsGemm1(const ConvGeom &g, const View<const T> &x, const V
   for (int j = 0; j < 3; j++) ident = ident && (g.out[j] == 1 || g.s[j] == 1);
   PetscInt         spd = 0, spx = 0;
   const bool       fd = Flat(g.out, dy.s0, dy.s1, dy.s2, &spd), fx = ident && Flat(g.out, x.s0, x.s1, x.s2, &spx);
-  const PetscInt   pt = TileSize<T>(P, std::max(K, g.Co));
+  const PetscInt   pt = fd && fx ? P : TileSize<T>(P, std::max(K, g.Co)); /* no buffer to keep in cache: one GEMM per sample */
   std::vector<Seg> segs;
   Mat<T>           DW;
   DW.p  = dw;

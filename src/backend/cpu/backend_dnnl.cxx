@@ -87,6 +87,21 @@ struct DnnlGemm {
   }
 };
 
+/* input x output channels from which a plain 1x1 convolution runs oneDNN's GEMM convolution rather than /cpu/blas's GEMM (DnnlConvKernel::SetUp()) */
+const PetscInt kPlainGemmOneDnn = 128 * 128;
+
+/*
+  A convolution DnnlConvFormats() keeps in plain storage: 1x1, unit stride, one group, not transposed,
+  on a plain input; -dd_dnnl_plain_pointwise 0 hands it to oneDNN's blocked kernel as any other
+*/
+static bool PlainPointwise(const ConvGeom &q, bool transposed, DDTensorFormat xf)
+{
+  PetscBool on = PETSC_TRUE;
+  if (transposed || xf != DD_FORMAT_PLAIN || q.groups != 1 || q.cig != 0 || q.KK() != 1 || q.s[0] != 1 || q.s[1] != 1 || q.s[2] != 1) return false;
+  (void)PetscOptionsGetBool(NULL, NULL, "-dd_dnnl_plain_pointwise", &on, NULL);
+  return on ? true : false;
+}
+
 PetscErrorCode DnnlConvFormats(const ConvGeom &q, bool transposed, DDTensorFormat *xf, PetscInt *xbs, DDTensorFormat *yf, PetscInt *ybs, bool *ok)
 {
   PetscFunctionBegin;
@@ -94,7 +109,22 @@ PetscErrorCode DnnlConvFormats(const ConvGeom &q, bool transposed, DDTensorForma
     *ok = false;
     PetscFunctionReturn(PETSC_SUCCESS);
   }
+  const DDTensorFormat given = *xf; /* the input's own format (ConvKernelFormats() passes it in) */
   PetscCall(DnnlConv::Preferred(q, transposed, xf, xbs, yf, ybs));
+  /*
+    A 1x1 unit-stride ungrouped convolution whose input arrives in plain storage (an FNO's pointwise
+    path, whose spectral neighbour writes plain) keeps plain storage in and out: oneDNN runs it as its
+    GEMM convolution on the tensors themselves (DnnlConvCreate()), where the blocked kernel would take a
+    conversion of x, and the add that joins y with the plain branch another of y, forward and backward.
+    Measured on the FNO main job (float32, 1 rank, 3 epochs, -log_view, against -dd_dnnl_plain_pointwise
+    0 in turn): its convolutions' forward 0.26-0.30 s against 0.55-0.94 s, backward 0.69-0.74 s against
+    0.97-1.46 s, its adds' forward + backward 0.13-0.17 s against 0.56-0.90 s; epochs 0.82x at 1 and 2
+    ranks (bench/README.md, "1x1 convolutions on plain inputs").
+  */
+  if (PlainPointwise(q, transposed, given)) {
+    *xf = *yf = DD_FORMAT_PLAIN;
+    *xbs = *ybs = 1;
+  }
   /*
     Fewer output channels than one channel block (LeNet-5's conv c1: 6 channels in nChw16c blocks):
     the layers after the convolution (activation, pooling) would walk runs of Co entries with
@@ -153,8 +183,29 @@ public:
       corg[spec.y.lead + 2 + j] += cs[j + 3 - D];
     }
     dnnl::memory::desc xm = WindowDesc(s.x.t, s.x.lead, D, s.x.org, nx, &h), ym = WindowDesc(s.y.t, s.y.lead, D, corg, ny, &h), none;
-    k.reset(new DnnlConv);
-    k->SetDenseStaging(true); /* oneDNN 2.6 runs its jit kernels on dense buffers only: halo windows are staged */
+    /*
+      oneDNN 2.6 runs its jit kernels on dense buffers only: halo windows are staged. A 1x1 convolution
+      kept in plain storage (PlainPointwise()) whose windows are the dense tensors runs on them, without
+      the reorders into and out of oneDNN's blocked format: one GEMM per image, y = W x. Below
+      kPlainGemmOneDnn input x output channels the chain's /cpu/blas GEMM kernels take it (declined
+      here; with -dd_dnnl_eltwise_postop not, so that the fused activation is oneDNN's post-op as asked),
+      from there oneDNN's GEMM convolution. Fwd + bwd, float32, 1 thread (bench_layers, conv1x1_*),
+      OpenBLAS / oneDNN's GEMM convolution: 24 -> 24 channels 0.52-0.55 / 1.06-1.11 ms, 96 -> 96 7.1-7.8 /
+      7.2-8.4 ms, 256 -> 256 28.4-31.1 / 24.7-26.3 ms; the blocked kernel with the reorders 1.08, 12.9
+      and 34.4 ms.
+    */
+    {
+      using tag             = dnnl::memory::format_tag;
+      const tag  plain      = D == 1 ? tag::ncw : D == 2 ? tag::nchw : tag::ncdhw;
+      auto       densePlain = [&](const dnnl::memory::desc &m) { return m == dnnl::memory::desc(m.dims(), dnnl::memory::data_type::f32, plain); };
+      const bool onTensors  = !s.transposed && PlainPointwise(gc, false, DD_FORMAT_PLAIN) && densePlain(xm) && densePlain(ym);
+      if (onTensors && gc.Ci * gc.Co < kPlainGemmOneDnn && !EltwisePostOp()) { /* with -dd_dnnl_eltwise_postop oneDNN's, which can write a fused activation */
+        declined = true;
+        PetscFunctionReturn(PETSC_SUCCESS);
+      }
+      k.reset(new DnnlConv);
+      k->SetDenseStaging(!onTensors);
+    }
     k->SetPostOp(fuseact);
     {
       bool wino[3];
@@ -166,6 +217,7 @@ public:
     name = k->Impl();
     PetscFunctionReturn(PETSC_SUCCESS);
   }
+  bool           Declined() const { return declined; }
   const char    *Name() const override { return name.c_str(); }
   bool           OverwritesDx() const override { return !edge && k; }
   /*
@@ -259,6 +311,7 @@ private:
   std::unique_ptr<DnnlConv> k;
   std::string              name = "oneDNN (edge rows only)";
   bool                     edge = false;
+  bool                     declined = false; /* SetUp() left the convolution to the chain's next backend */
   DDActivationType         fuseact = DD_ACT_IDENTITY; /* the post-op of the forward primitive (identity: none) */
   PetscInt                 cs[3] = {0, 0, 0}, ce[3] = {1, 1, 1}, corg[DD_MAX_DIM] = {0};
   PetscObjectState         wfwd = -1, wbwd = -1;
@@ -311,6 +364,7 @@ PetscErrorCode DnnlConvCreate(const ConvKernelSpec &spec, std::unique_ptr<ConvKe
   if (spec.g.cig > 0) PetscFunctionReturn(PETSC_SUCCESS); /* groups over partitioned channels: declined (*k stays NULL), the chain falls back to /cpu/blas */
   std::unique_ptr<DnnlConvKernel> c(new DnnlConvKernel);
   PetscCall(c->SetUp(spec));
+  if (c->Declined()) PetscFunctionReturn(PETSC_SUCCESS); /* a plain 1x1 convolution of few channels: the chain's /cpu/blas GEMM */
   k->reset(c.release());
   PetscFunctionReturn(PETSC_SUCCESS);
 }

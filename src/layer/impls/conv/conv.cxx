@@ -1011,7 +1011,9 @@ static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
   written and read without reorders; on AVX-512 machines its Winograd F(4x4, 3x3) kernel for 2-D
   3x3 unit-stride one-group convolutions over whole 16-channel blocks: forward, backward weights, and
   backward data where the local output has at least 256 positions per image; -dd_conv_winograd
-  <bool> for all passes or none), in float64 the Winograd or
+  <bool> for all passes or none; a 1x1 unit-stride convolution on a plain input keeps plain storage
+  and runs one GEMM per image on the tensors, OpenBLAS's below 128 x 128 channels and oneDNN's GEMM
+  convolution from there, -dd_dnnl_plain_pointwise 0 for the blocked kernel), in float64 the Winograd or
   im2col + GEMM kernels of /cpu/blas; the reference loops on /cpu/ref.
 
   Fused activation: in a network (`DDNetSetUp()`, -net_fuse, default on) a convolution whose only
@@ -1033,6 +1035,7 @@ static PetscErrorCode Conv_View(DDLayer l, PetscViewer viewer)
 . -layer_conv_padding_mode <zeros,reflect,replicate,circular> - padding mode
 . -layer_conv_channel_workers <n> - Pco
 . -dd_conv_winograd <bool> - Winograd for every pass of every 3x3 unit-stride one-group convolution where the backend has it (true) or for none (false); default: per backend and pass, as above
+. -dd_dnnl_plain_pointwise <bool> - /cpu/dnnl keeps a 1x1 unit-stride convolution on a plain input in plain storage (default true) or hands it to oneDNN's blocked kernel (false)
 - -primitive_halo_neighbors_only <bool> - fail set-up when a halo would come from past the adjacent workers (paper 000's assumption; default: from any worker)
 
   Level: beginner
