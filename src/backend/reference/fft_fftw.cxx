@@ -27,6 +27,7 @@ struct FFTW<double> {
   static void ExecC2R(Plan p, C *in, double *out) { fftw_execute_dft_c2r(p, in, out); }
   static void ExecDFT(Plan p, C *in, C *out) { fftw_execute_dft(p, in, out); }
   static void Destroy(Plan p) { fftw_destroy_plan(p); }
+  static int  Alignment(const void *p) { return fftw_alignment_of((double *)p); }
 };
 template <>
 struct FFTW<float> {
@@ -40,6 +41,7 @@ struct FFTW<float> {
   static void ExecC2R(Plan p, C *in, float *out) { fftwf_execute_dft_c2r(p, in, out); }
   static void ExecDFT(Plan p, C *in, C *out) { fftwf_execute_dft(p, in, out); }
   static void Destroy(Plan p) { fftwf_destroy_plan(p); }
+  static int  Alignment(const void *p) { return fftwf_alignment_of((float *)p); }
 };
 
 template <class T>
@@ -52,39 +54,52 @@ class FftwKernel : public FftKernel
 public:
   FftKernelSpec s;
   PetscInt      Lc   = 0;       /* entries of the full transform along L: L/2 + 1 (real) or L */
-  Plan          fwd  = nullptr, adj = nullptr;
+  Plan          fwd[2] = {nullptr, nullptr}, adj[2] = {nullptr, nullptr}; /* [0]: for a aligned as at set-up (SIMD), [1]: any alignment */
+  int           align = 0;      /* FFTW's alignment class of the set-up array a */
   C            *work = nullptr; /* the full transform, (A, Lc, B) */
 
   ~FftwKernel() override
   {
-    if (fwd) FFTW<T>::Destroy(fwd);
-    if (adj) FFTW<T>::Destroy(adj);
+    for (int i = 0; i < 2; i++) {
+      if (fwd[i]) FFTW<T>::Destroy(fwd[i]);
+      if (adj[i]) FFTW<T>::Destroy(adj[i]);
+    }
     if (work) fftw_free(work);
   }
   const char *Name() const override { return "fftw"; }
 
-  /* plans on the set-up arrays (FFTW_ESTIMATE: they are not touched; FFTW_UNALIGNED: later arrays may be aligned differently) */
+  /*
+    Plans on the set-up arrays (FFTW_ESTIMATE: they are not touched), twice: for arrays a aligned as
+    the set-up one (FFTW's SIMD codelets; the stage's tensors keep their arrays, so every call) and with
+    FFTW_UNALIGNED for any other (no SIMD). work is FFTW's own, aligned. The first pair was missing until
+    2026-11-29: every transform ran FFTW's scalar code (bench/README.md, "FFTW's SIMD codelets").
+  */
   PetscErrorCode SetUp(const FftKernelSpec &spec)
   {
-    const unsigned flags = FFTW_ESTIMATE | FFTW_UNALIGNED;
-
     PetscFunctionBegin;
-    s    = spec;
-    Lc   = s.real ? s.L / 2 + 1 : s.L;
-    work = (C *)fftw_malloc(sizeof(C) * (size_t)(s.A * Lc * s.B));
+    s     = spec;
+    Lc    = s.real ? s.L / 2 + 1 : s.L;
+    align = FFTW<T>::Alignment(s.a);
+    work  = (C *)fftw_malloc(sizeof(C) * (size_t)(s.A * Lc * s.B));
     PetscCheck(work, PETSC_COMM_SELF, PETSC_ERR_MEM, "fftw_malloc of %" PetscInt_FMT " complex entries failed", s.A * Lc * s.B);
-    if (s.real) { /* (A, L) real <-> (A, Lc) complex */
-      Dim d = {(int)s.L, 1, 1}, hr[1] = {{(int)s.A, (int)s.L, (int)Lc}}, hc[1] = {{(int)s.A, (int)Lc, (int)s.L}};
-      fwd = FFTW<T>::R2C(1, &d, 1, hr, (T *)s.a, work, flags);
-      adj = FFTW<T>::C2R(1, &d, 1, hc, work, (T *)s.a, flags | FFTW_DESTROY_INPUT);
-    } else { /* length L, stride B; loops over A (stride L B) and B (stride 1) */
-      Dim d = {(int)s.L, (int)s.B, (int)s.B}, h[2] = {{(int)s.A, (int)(s.L * s.B), (int)(s.L * s.B)}, {(int)s.B, 1, 1}};
-      fwd = FFTW<T>::DFT(1, &d, 2, h, (C *)s.a, work, FFTW_FORWARD, flags);
-      adj = FFTW<T>::DFT(1, &d, 2, h, work, (C *)s.a, FFTW_BACKWARD, flags);
+    for (int i = 0; i < 2; i++) {
+      const unsigned flags = FFTW_ESTIMATE | (i ? FFTW_UNALIGNED : 0u);
+      if (s.real) { /* (A, L) real <-> (A, Lc) complex */
+        Dim d = {(int)s.L, 1, 1}, hr[1] = {{(int)s.A, (int)s.L, (int)Lc}}, hc[1] = {{(int)s.A, (int)Lc, (int)s.L}};
+        fwd[i] = FFTW<T>::R2C(1, &d, 1, hr, (T *)s.a, work, flags);
+        adj[i] = FFTW<T>::C2R(1, &d, 1, hc, work, (T *)s.a, flags | FFTW_DESTROY_INPUT);
+      } else { /* length L, stride B; loops over A (stride L B) and B (stride 1) */
+        Dim d = {(int)s.L, (int)s.B, (int)s.B}, h[2] = {{(int)s.A, (int)(s.L * s.B), (int)(s.L * s.B)}, {(int)s.B, 1, 1}};
+        fwd[i] = FFTW<T>::DFT(1, &d, 2, h, (C *)s.a, work, FFTW_FORWARD, flags);
+        adj[i] = FFTW<T>::DFT(1, &d, 2, h, work, (C *)s.a, FFTW_BACKWARD, flags);
+      }
+      PetscCheck(fwd[i] && adj[i], PETSC_COMM_SELF, PETSC_ERR_LIB, "FFTW could not plan a transform of length %" PetscInt_FMT, s.L);
     }
-    PetscCheck(fwd && adj, PETSC_COMM_SELF, PETSC_ERR_LIB, "FFTW could not plan a transform of length %" PetscInt_FMT, s.L);
     PetscFunctionReturn(PETSC_SUCCESS);
   }
+
+  /* the plan pair for array a: the SIMD one where a is aligned as the set-up array */
+  int Which(const void *a) const { return FFTW<T>::Alignment(a) == align ? 0 : 1; }
 
   /* kept entry q -> its frequency in the full transform */
   PetscInt Freq(PetscInt q) const { return s.real || q < s.m ? q : s.L - 2 * s.m + q; }
@@ -93,8 +108,9 @@ public:
   {
     PetscFunctionBegin;
     /* out of place, without FFTW_DESTROY_INPUT: a is read only */
-    if (s.real) FFTW<T>::ExecR2C(fwd, (T *)a, work);
-    else FFTW<T>::ExecDFT(fwd, (C *)a, work);
+    const int w = Which(a);
+    if (s.real) FFTW<T>::ExecR2C(fwd[w], (T *)a, work);
+    else FFTW<T>::ExecDFT(fwd[w], (C *)a, work);
     for (PetscInt i = 0; i < s.A; i++)
       for (PetscInt q = 0; q < s.K; q++) std::memcpy((T *)b + 2 * (i * s.K + q) * s.B, work + (i * Lc + Freq(q)) * s.B, sizeof(C) * (size_t)s.B);
     PetscFunctionReturn(PETSC_SUCCESS);
@@ -112,8 +128,9 @@ public:
         T             *dst = (T *)(work + (i * Lc + k) * s.B);
         for (PetscInt e = 0; e < 2 * s.B; e++) dst[e] = wk * src[e];
       }
-    if (s.real) FFTW<T>::ExecC2R(adj, work, (T *)a);
-    else FFTW<T>::ExecDFT(adj, work, (C *)a);
+    const int w = Which(a);
+    if (s.real) FFTW<T>::ExecC2R(adj[w], work, (T *)a);
+    else FFTW<T>::ExecDFT(adj[w], work, (C *)a);
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 };
