@@ -9,14 +9,16 @@
     OPENBLAS_NUM_THREADS=1 mpiexec -n 2 ./bench_spectral
 
   Times are medians of -reps repetitions of fwd+bwd (Forward, then Backward with the input
-  gradient), after two warm-up calls. Cases: (N, C, H, W) -> C channels, modes (m, m).
+  gradient), after two warm-up calls. Cases: (N, C, H, W) -> C channels, modes (m, m); the first, 8 x 24 x
+  32 x 32 with modes 8, is the FNO main job's.
 
   -kernels 1 (1 rank) also times the local FFT kernels of the backend tier (FftKernel) for the two
-  stages of each case at 1 rank, Forward + Adjoint: FFTW (/cpu/ref, the kernel every CPU backend
-  reaches) and, in a CUDA build on a process with a device, cuFFT (/gpu/cuda; arrays in device
+  stages of each case at 1 rank, Forward + Adjoint: FFTW (/cpu/ref), the CPU chain's kernel (/cpu/blas,
+  which /cpu/dnnl reaches: in float32 the truncated real DFT as a GEMM where it applies, else FFTW; its
+  name is printed) and, in a CUDA build on a process with a device, cuFFT (/gpu/cuda; arrays in device
   memory, the time taken after a synchronizing copy), and the mode mixing of each case (Forward +
   Adjoint): the reference loops of /cpu/ref against the vectorized ones of /cpu/blas, in turn.
-  -dd_backend /cpu/ref runs the whole layer on the reference mode mixing (the FFTs are FFTW's either way).
+  -dd_backend /cpu/ref runs the whole layer on the reference mode mixing and FFTW.
 */
 #include <ddnn.h>
 #include <ddnn/private/ddbackendimpl.h>
@@ -142,7 +144,7 @@ static PetscErrorCode RunDDNN(const Case &c, const std::vector<PetscInt> &ps, DD
 }
 
 /* median Forward + Adjoint time of the FFT kernel of backend b for one stage (arrays in b's memory) */
-static PetscErrorCode TimeFftKernel(DDBackend b, DDDataType dt, bool real, PetscInt A, PetscInt L, PetscInt m, PetscInt B, PetscInt reps, double *t)
+static PetscErrorCode TimeFftKernel(DDBackend b, DDDataType dt, bool real, PetscInt A, PetscInt L, PetscInt m, PetscInt B, PetscInt reps, double *t, std::string *kname = nullptr)
 {
   ddnn::FftKernelSpec              spec;
   std::unique_ptr<ddnn::FftKernel> k;
@@ -158,6 +160,7 @@ static PetscErrorCode TimeFftKernel(DDBackend b, DDDataType dt, bool real, Petsc
   PetscCall(b->mem.malloc(nb, &y));
   spec.a = a, spec.b = y;
   PetscCall(ddnn::DDBackendFftCreate(b, dt, spec, &k, &which));
+  if (kname) *kname = std::string(k->Name()) + " on " + which->name;
   std::vector<double> ts;
   for (PetscInt r = 0; r < reps + 2; r++) {
     double t0 = MPI_Wtime();
@@ -222,7 +225,7 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsGetBool(NULL, NULL, "-kernels", &kernels, NULL));
   PetscCallMPI(MPI_Comm_size(PETSC_COMM_WORLD, &size));
   const DDDataType  dt    = std::string(dts) == "float64" ? DD_FLOAT64 : DD_FLOAT32;
-  std::vector<Case> cases = {{8, 32, 64, 64, 12}, {4, 32, 128, 128, 16}, {1, 64, 256, 256, 16}};
+  std::vector<Case> cases = {{8, 24, 32, 32, 8}, {8, 32, 64, 64, 12}, {4, 32, 128, 128, 16}, {1, 64, 256, 256, 16}}; /* the first: the FNO main job's layers (share/ddnn/main_job_fno.opts) */
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "spectral convolution, %s, fwd+bwd medians of %" PetscInt_FMT ", %d rank(s)\n", dts, reps, size));
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-22s %6s %12s %12s %14s %14s %7s %10s %7s\n", "case (N,C,H,W) modes", "P", "ddnn [ms]", "torch [ms]", "bytes pruned", "bytes full", "ratio", "", "vs torch"));
   for (const auto &c : cases) {
@@ -239,7 +242,7 @@ int main(int argc, char **argv)
     if (have && c.N == cases.back().N && c.C == cases.back().C) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "(PyTorch %s, one thread)\n", ver.c_str()));
   }
   if (kernels && size == 1) { /* the local FFT kernels of the two stages: r2c along W (N C H rows, m kept), c2c along H (stride m) */
-    DDBackend ref = ddnn::DDBackendLookup_Private("/cpu/ref"), gpu = ddnn::DDBackendLookup_Private("/gpu/cuda");
+    DDBackend ref = ddnn::DDBackendLookup_Private("/cpu/ref"), blas = ddnn::DDBackendLookup_Private("/cpu/blas"), gpu = ddnn::DDBackendLookup_Private("/gpu/cuda");
     PetscBool havegpu = PETSC_FALSE;
     if (gpu) { /* a CUDA build: a device is there when its memory can be had */
       void *p;
@@ -248,17 +251,19 @@ int main(int argc, char **argv)
       PetscCall(PetscPopErrorHandler());
       if (havegpu) PetscCall(gpu->mem.free(p));
     }
-    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "local FFT kernels (Forward + Adjoint), medians of %" PetscInt_FMT ": %-22s %10s %10s %10s\n", reps, "stage", "fftw [ms]", "cufft [ms]", "ratio"));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "local FFT kernels (Forward + Adjoint), medians of %" PetscInt_FMT ": %-22s %10s %10s %10s %10s %10s  %s\n", reps, "stage", "fftw [ms]", "cufft [ms]", "ratio", "cpu [ms]", "cpu/fftw", "the CPU chain's kernel (/cpu/blas, also /cpu/dnnl's)"));
     for (const auto &c : cases)
       for (int st = 0; st < 2; st++) {
         const bool     real = st == 0;
         const PetscInt A = real ? c.N * c.C * c.H : c.N * c.C, L = real ? c.W : c.H, B = real ? 1 : c.m;
-        double         th, tg = 0;
+        double         th, tg = 0, tc;
         char           name[64];
+        std::string    kname;
         PetscCall(TimeFftKernel(ref, dt, real, A, L, c.m, B, reps, &th));
+        PetscCall(TimeFftKernel(blas, dt, real, A, L, c.m, B, reps, &tc, &kname)); /* the chain's choice, interleaved with FFTW's per stage */
         if (havegpu) PetscCall(TimeFftKernel(gpu, dt, real, A, L, c.m, B, reps, &tg));
         snprintf(name, sizeof(name), "%s %d,%d,%d,%d m%d", real ? "r2c" : "c2c", (int)c.N, (int)c.C, (int)c.H, (int)c.W, (int)c.m);
-        PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%*s%-22s %10.3f %10s %10s\n", 48, "", name, 1e3 * th, havegpu ? std::to_string(1e3 * tg).substr(0, 8).c_str() : "-", havegpu ? std::to_string(th / tg).substr(0, 6).c_str() : "-"));
+        PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%*s%-22s %10.3f %10s %10s %10.3f %10.2f  %s\n", 48, "", name, 1e3 * th, havegpu ? std::to_string(1e3 * tg).substr(0, 8).c_str() : "-", havegpu ? std::to_string(th / tg).substr(0, 6).c_str() : "-", 1e3 * tc, tc / th, kname.c_str()));
       }
     if (!havegpu) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "(no CUDA device%s: cuFFT not timed)\n", gpu ? "" : " backend in this build"));
     /* the mode mixing of a 1-rank layer: X (N, C, 2m, m) complex, C -> C channels */

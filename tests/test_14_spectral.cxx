@@ -140,11 +140,18 @@ struct FftCase {
   bool     real;
   PetscInt A, L, m, B;
 };
-/* real: L even and odd, Nyquist kept (L = 8, m = 5); complex: B = 1, A <= B, A > B */
-const FftCase kFftCases[] = {{true, 5, 12, 4, 1}, {true, 3, 9, 5, 1}, {true, 2, 8, 5, 1}, {false, 3, 10, 3, 1}, {false, 2, 8, 2, 5}, {false, 6, 8, 3, 2}};
+/*
+  real: L even and odd, Nyquist kept (L = 8, m = 5), and more kept entries than the float32 GEMM kernel
+  of /cpu/blas takes (L = 64, m = 20 > 2.5 log2 L); complex: B = 1, A <= B, A > B
+*/
+const FftCase kFftCases[] = {{true, 5, 12, 4, 1}, {true, 3, 9, 5, 1}, {true, 2, 8, 5, 1}, {true, 3, 64, 20, 1}, {false, 3, 10, 3, 1}, {false, 2, 8, 2, 5}, {false, 6, 8, 3, 2}};
 
+/*
+  The kernel of backend `bname`'s chain for one stage: /cpu/ref's is FFTW; /cpu/blas (and the default,
+  whose chain reaches it) computes a float32 real stage with K <= 2.5 log2 L as a GEMM, and leaves the rest to FFTW
+*/
 template <class T>
-void FftKernelCase(const FftCase &c)
+void FftKernelCase(const FftCase &c, const char *bname)
 {
   ddnn::FftKernelSpec spec;
   spec.real = c.real, spec.A = c.A, spec.L = c.L, spec.m = c.m, spec.B = c.B, spec.K = c.real ? c.m : 2 * c.m;
@@ -153,13 +160,18 @@ void FftKernelCase(const FftCase &c)
   for (PetscInt i = 0; i < na; i++) a[i] = (T)std::sin(0.37 * i + 0.1);
   for (PetscInt i = 0; i < nb; i++) b[i] = (T)std::cos(0.53 * i - 0.2);
   spec.a = a2.data(), spec.b = b2.data();
-  DDBackend                       def, which;
+  DDBackend                       bk, which;
   std::unique_ptr<ddnn::FftKernel> k;
-  DDT(ddnn::DDBackendDefault_Private(&def));
-  DDT(ddnn::DDBackendFftCreate(def, sizeof(T) == 4 ? DD_FLOAT32 : DD_FLOAT64, spec, &k, &which));
+  if (bname) bk = ddnn::DDBackendLookup_Private(bname);
+  else DDT(ddnn::DDBackendDefault_Private(&bk));
+  ASSERT_TRUE(bk) << bname;
+  bool chainHasBlas = false;
+  for (DDBackend w = bk; w; w = w->fallback[0] ? ddnn::DDBackendLookup_Private(w->fallback) : nullptr) chainHasBlas = chainHasBlas || std::string(w->name) == "/cpu/blas";
+  const bool gemm = chainHasBlas && sizeof(T) == 4 && c.real && (double)spec.K <= 2.5 * std::log2((double)c.L);
+  DDT(ddnn::DDBackendFftCreate(bk, sizeof(T) == 4 ? DD_FLOAT32 : DD_FLOAT64, spec, &k, &which));
   ASSERT_TRUE(k);
-  EXPECT_STREQ(which->name, "/cpu/ref");
-  EXPECT_STREQ(k->Name(), "fftw");
+  EXPECT_STREQ(which->name, gemm ? "/cpu/blas" : "/cpu/ref") << bk->name << ", L " << c.L << ", K " << spec.K;
+  EXPECT_STREQ(k->Name(), gemm ? "truncated DFT as GEMM (OpenBLAS)" : "fftw") << bk->name << ", L " << c.L << ", K " << spec.K;
   /* forward against the direct DFT (double), then the adjoint identity <F a, b> = <a, F^* b> */
   DDT(k->Forward(a.data(), b2.data()));
   const double tol = sizeof(T) == 4 ? 2e-5 : 1e-13;
@@ -189,10 +201,11 @@ void FftKernelCase(const FftCase &c)
 
 TEST(FFT, KernelEqualsDirectDFTAndIsAdjoint)
 {
-  for (const FftCase &c : kFftCases) {
-    FftKernelCase<double>(c);
-    FftKernelCase<float>(c);
-  }
+  for (const char *b : {"/cpu/ref", "/cpu/blas", (const char *)nullptr})
+    for (const FftCase &c : kFftCases) {
+      FftKernelCase<double>(c, b);
+      FftKernelCase<float>(c, b);
+    }
 }
 
 TEST(FFT, EqualsPlainDFTAndPassesAdjointTest)

@@ -1,0 +1,83 @@
+/*
+  The truncated real DFT of /cpu/blas (float32): the real-to-complex stage of the fft primitive (the
+  FNO's spectral convolution, Li et al. 2021; src/primitive/impls/fft/fft.cxx) keeps only the first
+  K = m entries of each row's half-spectrum, so instead of FFTW's whole transform and a truncation it
+  computes the kept entries directly, as one matrix product over all rows:
+
+    forward   b (A x 2K) = a (A x L) F,     F[l, 2q] = cos(2 pi q l / L), F[l, 2q + 1] = -sin(2 pi q l / L)
+    adjoint   a (A x L)  = b (A x 2K) F^T
+
+  b holds each kept entry as (real, imaginary), as FftKernelSpec lays it out. The adjoint is exactly
+  the adjoint of the forward for the real inner products: a_l = sum_q (Re b_q cos - Im b_q sin), which is
+  what the FFTW kernel's Hermitian weights and c2r compute (fft_fftw.cxx), the imaginary parts of the
+  q = 0 and q = L/2 entries included (their sine column is zero).
+
+  A GEMM costs 4 L K flops a row against the FFT's O(L log2 L), but runs at OpenBLAS's vector rate,
+  where FFTW runs these short real transforms with scalar code. Taken where K <= 2.5 log2 L (else
+  declined: the chain's FFTW kernel). Measured (1 thread, float32, forward + adjoint, GEMM / FFTW): L 32
+  K 8 0.38, L 64 K 12 0.47, L 128 K 16 0.60, L 256 K 16 0.89; declined at L 128 K 32 (0.93), L 64 K 32
+  (1.17), L 256 K 32 (1.45). In float64 OpenBLAS's dgemm on these thin products lost to FFTW but for L 32
+  K 8 (0.79; L 64 K 12 1.38), so float64 keeps FFTW (bench/README.md, "The spectral layer's transforms").
+  Rounding: each entry is a sum of L products (error O(L eps) against the FFT's O(log L eps)).
+*/
+#include <ddnn/private/ddbackendimpl.h>
+#include <backend/blas/blas_util.hpp>
+#include <cmath>
+#include <new>
+#include <vector>
+
+namespace ddnn
+{
+namespace
+{
+class GemmDftKernel : public FftKernel
+{
+public:
+  explicit GemmDftKernel(const FftKernelSpec &spec) : s(spec), F((size_t)(spec.L * 2 * spec.K))
+  {
+    for (PetscInt l = 0; l < s.L; l++)
+      for (PetscInt q = 0; q < s.K; q++) {
+        const double th = 2 * PETSC_PI * (double)((q * l) % s.L) / (double)s.L; /* the angle reduced exactly */
+        F[l * 2 * s.K + 2 * q]     = (float)std::cos(th);
+        F[l * 2 * s.K + 2 * q + 1] = (float)-std::sin(th);
+      }
+  }
+  const char    *Name() const override { return "truncated DFT as GEMM (OpenBLAS)"; }
+  PetscErrorCode Forward(const void *a, void *b) override
+  {
+    PetscFunctionBegin;
+    blas::Gemm(CblasNoTrans, CblasNoTrans, s.A, 2 * s.K, s.L, (const float *)a, s.L, F.data(), 2 * s.K, 0.0f, (float *)b, 2 * s.K);
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscErrorCode Adjoint(const void *b, void *a) override
+  {
+    PetscFunctionBegin;
+    blas::Gemm(CblasNoTrans, CblasTrans, s.A, s.L, 2 * s.K, (const float *)b, 2 * s.K, F.data(), 2 * s.K, 0.0f, (float *)a, s.L);
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+
+private:
+  FftKernelSpec      s;
+  std::vector<float> F; /* L x 2K, row-major */
+};
+} // namespace
+
+/* whether the GEMM kernel takes a stage: real, few kept entries for its length (K <= 2.5 log2 L) */
+bool GemmDftApplies(const FftKernelSpec &spec)
+{
+  return spec.real && spec.B == 1 && spec.L >= 2 && (double)spec.K <= 2.5 * std::log2((double)spec.L);
+}
+
+/* the float32 FFT kernel of /cpu/blas (NULL: declined, the chain's FFTW kernel takes the stage) */
+PetscErrorCode GemmDftCreate(const FftKernelSpec &spec, std::unique_ptr<FftKernel> *k)
+{
+  PetscFunctionBegin;
+  if (!GemmDftApplies(spec)) PetscFunctionReturn(PETSC_SUCCESS);
+  try {
+    k->reset(new GemmDftKernel(spec));
+  } catch (const std::bad_alloc &) {
+    SETERRQ(PETSC_COMM_SELF, PETSC_ERR_MEM, "Cannot allocate the %" PetscInt_FMT " x %" PetscInt_FMT " DFT matrix of an FFT stage", spec.L, 2 * spec.K);
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+} // namespace ddnn
