@@ -18,6 +18,7 @@
 #include <backend/interface/backends.hpp>
 #include <cmath>
 #include <complex>
+#include <limits>
 
 using namespace ddtest;
 
@@ -197,6 +198,13 @@ void FftKernelCase(const FftCase &c, const char *bname)
   for (PetscInt i = 0; i < nb; i++) fab += (double)b2[i] * (double)b[i];
   for (PetscInt i = 0; i < na; i++) afb += (double)a[i] * (double)a2[i];
   EXPECT_NEAR(fab, afb, (sizeof(T) == 4 ? 1e-5 : 1e-12) * (std::abs(fab) + 1)) << "adjoint test, " << (c.real ? "real" : "complex") << " L " << c.L;
+  if (c.real) { /* an inf in a row: the imaginary parts of its real entries (q = 0, and q = L/2 where kept) stay 0, as FFTW's r2c writes them */
+    a[0] = std::numeric_limits<T>::infinity();
+    DDT(k->Forward(a.data(), b2.data()));
+    EXPECT_EQ(b2[1], (T)0) << k->Name() << ", L " << c.L << ": Im of entry 0 with an inf in the row";
+    if (c.L % 2 == 0 && spec.K > c.L / 2) EXPECT_EQ(b2[2 * (c.L / 2) + 1], (T)0) << k->Name() << ", L " << c.L << ": Im of the Nyquist entry with an inf in the row";
+    EXPECT_FALSE(std::isfinite((double)b2[0])) << k->Name() << ", L " << c.L << ": Re of entry 0 with an inf in the row";
+  }
 }
 
 TEST(FFT, KernelEqualsDirectDFTAndIsAdjoint)
@@ -445,6 +453,64 @@ TEST(Spectral, ParallelEqualsSerial)
       }
     }
   }
+}
+
+/*
+  Non-finite values through the float32 layer: the default chain (its real-to-complex stages a truncated
+  DFT by GEMM, fft_gemm.cxx) makes the same output and input-gradient entries non-finite as /cpu/ref
+  (FFTW), for an inf or a nan in x at the first or a middle entry of a row, and for an inf in dy, on P ranks
+*/
+TEST(Spectral, NonFiniteAsFftw)
+{
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (const auto &c : SpecCases())
+    for (int where = 0; where < 4; where++) {
+      InputSpec s;
+      s.shape  = c.shape;
+      s.pshape = c.pshape;
+      std::vector<std::vector<double>> masks[2];
+      for (int bi = 0; bi < 2; bi++) {
+        DDTensor x = MakeInput(s, DD_FLOAT32, 31), y, dy, dx;
+        DDLayer  l;
+        std::vector<double> xv = GatherAll(x);
+        const size_t        row = (size_t)c.shape.back(), mid = xv.size() / 2 / row * row + row / 2;
+        if (where == 0) xv[0] = inf;
+        if (where == 1) xv[mid] = -inf;
+        if (where == 2) xv[row] = nan;
+        SetValues(x, xv);
+        DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+        SpectralConfig(c.modes, c.cout)(l);
+        if (bi == 1) DDT(DDLayerSetBackend(l, "/cpu/ref"));
+        DDT(DDLayerSetUp(l, x));
+        DDT(DDLayerInitializeParameters(l, 5));
+        DDT(DDLayerGetOutput(l, &y));
+        DDT(DDLayerCreateOutput(l, &dy));
+        DDT(DDTensorSetRandomGlobal(dy, 6, -1, 1));
+        if (where == 3) { /* an inf in dy, x finite */
+          std::vector<double> g = GatherAll(dy);
+          g[g.size() / 3] = inf;
+          SetValues(dy, g);
+        }
+        DDT(DDTensorDuplicate(x, &dx));
+        DDT(DDLayerForward(l, x, y));
+        DDT(DDLayerBackward(l, dy, dx));
+        for (DDTensor t : {y, dx}) {
+          std::vector<double> v = GatherAll(t), m(v.size());
+          for (size_t i = 0; i < v.size(); i++) m[i] = std::isfinite(v[i]) ? 0 : 1;
+          masks[bi].push_back(m);
+        }
+        DDT(DDTensorDestroy(&dx));
+        DDT(DDTensorDestroy(&dy));
+        DDT(DDLayerDestroy(&l));
+        DDT(DDTensorDestroy(&x));
+      }
+      for (size_t t = 0; t < 2; t++) {
+        EXPECT_EQ(masks[0][t], masks[1][t]) << (t ? "dx" : "y") << "'s non-finite entries, default chain against /cpu/ref, case d = " << c.shape.size() - 2 << ", where " << where;
+        double cnt = 0;
+        for (double v : masks[1][t]) cnt += v;
+        if ((t == 0) == (where < 3)) EXPECT_GT(cnt, 0) << (t ? "dx" : "y") << " non-finite somewhere, where " << where; /* the layer is linear: x reaches y only, dy dx only */
+      }
+    }
 }
 
 TEST(Spectral, FiniteDifferences)

@@ -18,7 +18,12 @@
   K 8 0.38, L 64 K 12 0.47, L 128 K 16 0.60, L 256 K 16 0.89; declined at L 128 K 32 (0.93), L 64 K 32
   (1.17), L 256 K 32 (1.45). In float64 OpenBLAS's dgemm on these thin products lost to FFTW but for L 32
   K 8 (0.79; L 64 K 12 1.38), so float64 keeps FFTW (bench/README.md, "The spectral layer's transforms").
-  Rounding: each entry is a sum of L products (error O(L eps) against the FFT's O(log L eps)).
+  Rounding: each entry is a sum of L products (error O(L eps) against the FFT's O(log L eps)); the
+  twiddles at quarter turns are exact, and the imaginary parts of the q = 0 and q = L/2 entries are
+  written 0, as FFTW's. Non-finite values: an inf or nan in a row makes every kept entry of the row
+  non-finite, as in FFTW's transform (some as nan where FFTW gives +-inf, or the reverse); in the adjoint
+  a non-finite imaginary part of those two entries reaches the row through a zero column (nan) where
+  c2r ignores it.
 */
 #include <ddnn/private/ddbackendimpl.h>
 #include <backend/blas/blas_util.hpp>
@@ -37,16 +42,31 @@ public:
   {
     for (PetscInt l = 0; l < s.L; l++)
       for (PetscInt q = 0; q < s.K; q++) {
-        const double th = 2 * PETSC_PI * (double)((q * l) % s.L) / (double)s.L; /* the angle reduced exactly */
-        F[l * 2 * s.K + 2 * q]     = (float)std::cos(th);
-        F[l * 2 * s.K + 2 * q + 1] = (float)-std::sin(th);
+        const PetscInt r = (q * l) % s.L; /* the angle 2 pi r / L, reduced exactly; the quarter turns exact (0, +-1) */
+        double         c, sn;
+        if (r == 0) c = 1, sn = 0;
+        else if (2 * r == s.L) c = -1, sn = 0;
+        else if (4 * r == s.L) c = 0, sn = 1;
+        else if (4 * r == 3 * s.L) c = 0, sn = -1;
+        else {
+          const double th = 2 * PETSC_PI * (double)r / (double)s.L;
+          c = std::cos(th), sn = std::sin(th);
+        }
+        F[l * 2 * s.K + 2 * q]     = (float)c;
+        F[l * 2 * s.K + 2 * q + 1] = (float)-sn;
       }
   }
   const char    *Name() const override { return "truncated DFT as GEMM (OpenBLAS)"; }
   PetscErrorCode Forward(const void *a, void *b) override
   {
     PetscFunctionBegin;
-    blas::Gemm(CblasNoTrans, CblasNoTrans, s.A, 2 * s.K, s.L, (const float *)a, s.L, F.data(), 2 * s.K, 0.0f, (float *)b, 2 * s.K);
+    float *bp = (float *)b;
+    blas::Gemm(CblasNoTrans, CblasNoTrans, s.A, 2 * s.K, s.L, (const float *)a, s.L, F.data(), 2 * s.K, 0.0f, bp, 2 * s.K);
+    /* the imaginary parts of the real entries (q = 0, and q = L/2 for even L) exactly 0, as FFTW's r2c writes them, an inf or nan in the row included */
+    for (PetscInt i = 0; i < s.A; i++) {
+      bp[i * 2 * s.K + 1] = 0;
+      if (s.L % 2 == 0 && s.K > s.L / 2) bp[i * 2 * s.K + 2 * (s.L / 2) + 1] = 0;
+    }
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   PetscErrorCode Adjoint(const void *b, void *a) override

@@ -113,9 +113,10 @@ PetscErrorCode DnnlConvFormats(const ConvGeom &q, bool transposed, DDTensorForma
   PetscCall(DnnlConv::Preferred(q, transposed, xf, xbs, yf, ybs));
   /*
     A 1x1 unit-stride ungrouped convolution whose input arrives in plain storage (an FNO's pointwise
-    path, whose spectral neighbour writes plain) keeps plain storage in and out: oneDNN runs it as its
-    GEMM convolution on the tensors themselves (DnnlConvCreate()), where the blocked kernel would take a
-    conversion of x, and the add that joins y with the plain branch another of y, forward and backward.
+    path, whose spectral neighbour writes plain) keeps plain storage in and out and runs one GEMM per
+    image on the tensors themselves (DnnlConvKernel::SetUp(): /cpu/blas's or oneDNN's GEMM), where the
+    blocked kernel would take a conversion of x, and the add that joins y with the plain branch another
+    of y, forward and backward.
     Measured on the FNO main job (float32, 1 rank, 3 epochs, -log_view, against -dd_dnnl_plain_pointwise
     0 in turn): its convolutions' forward 0.26-0.30 s against 0.55-0.94 s, backward 0.69-0.74 s against
     0.97-1.46 s, its adds' forward + backward 0.13-0.17 s against 0.56-0.90 s; epochs 0.82x at 1 and 2

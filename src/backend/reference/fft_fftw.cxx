@@ -72,7 +72,7 @@ public:
     Plans on the set-up arrays (FFTW_ESTIMATE: they are not touched), twice: for arrays a aligned as
     the set-up one (FFTW's SIMD codelets; the stage's tensors keep their arrays, so every call) and with
     FFTW_UNALIGNED for any other (no SIMD). work is FFTW's own, aligned. The first pair was missing until
-    2026-11-29: every transform ran FFTW's scalar code (bench/README.md, "FFTW's SIMD codelets").
+    2026-11-29: every transform ran FFTW's scalar code (bench/README.md, "The spectral layer's transforms").
   */
   PetscErrorCode SetUp(const FftKernelSpec &spec)
   {
