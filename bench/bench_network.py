@@ -3,7 +3,7 @@
 bench_network.py - whole networks, ddnn against the same network in PyTorch (issue 16, item 6).
 
     /usr/bin/python3 bench/bench_network.py [--build build] [--ranks 1,2] [--dtypes float32,float64]
-        [--nets unet,lenet5] [--rounds 3] [--epochs 3] [--steps 200] [--workdir DIR] [--ddnn-args "..."]
+        [--nets unet,fno,lenet5] [--rounds 3] [--epochs 3] [--steps 200] [--workdir DIR] [--ddnn-args "..."]
         [--before OTHER_BUILD] [--before-args "..."]
 
 Runs, interleaved (ddnn, PyTorch, ddnn, ... with the order flipped every round), for every net,
@@ -13,6 +13,9 @@ rank count P and data type:
           mpiexec -n P, OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=1, -epochs E+1 (the first epoch is
           a warm-up and is dropped), against bench/torch_network.py --net unet --threads P on
           the same HDF5 file (written by the first main_job run into --workdir);
+  fno:    the same main job with share/ddnn/main_job_fno.opts (a Fourier neural operator: four spectral
+          layers with 1x1 convolutions beside them, GELU; its own data file, of the same kind), against
+          torch_network.py --net fno (Li et al. 2021's SpectralConv2d with torch.fft);
   lenet5: build/tutorials/ex6_example_nets -options_file share/ddnn/lenet5.opts -steps S (batch
           16 of 1x32x32, 10 classes) against torch_network.py --net lenet5 --steps S. The two
           sides make their data differently (ex6_example_nets computes gratings + noise per
@@ -67,10 +70,17 @@ def mpi(P):
     return ["mpiexec", "--oversubscribe", "--bind-to", "none", "-n", str(P)]
 
 
-def ddnn_unet(a, P, dt):
-    cmd = mpi(P) + [os.path.join(a.build, "tutorials", "main_job"), "-options_file", os.path.join(ROOT, "share/ddnn/main_job.opts"),
+MAIN_JOB_OPTS = {"unet": "share/ddnn/main_job.opts", "fno": "share/ddnn/main_job_fno.opts"}
+
+
+def data_file(a, net):
+    return os.path.join(a.workdir, "main_job_data.h5" if net == "unet" else "main_job_%s_data.h5" % net)
+
+
+def ddnn_main_job(a, P, dt, net="unet"):
+    cmd = mpi(P) + [os.path.join(a.build, "tutorials", "main_job"), "-options_file", os.path.join(ROOT, MAIN_JOB_OPTS[net]),
                     "-epochs", str(a.epochs + 1), "-float32", "1" if dt == "float32" else "0",
-                    "-data", os.path.join(a.workdir, "main_job_data.h5"), "-checkpoint", os.path.join(a.workdir, "ckpt.h5")] + a.ddnn_args.split()
+                    "-data", data_file(a, net), "-checkpoint", os.path.join(a.workdir, "ckpt.h5")] + a.ddnn_args.split()
     out = run(cmd, env1(), a.workdir)
     t = [float(m.group(1)) for m in re.finditer(r"^epoch\s+\d+ .*\s([0-9.]+) s$", out, re.M)]
     if len(t) != a.epochs + 1:
@@ -150,13 +160,13 @@ def torch_net(a, net, P, dt):
     e = dict(os.environ)
     e.update(OMP_NUM_THREADS=str(P), OPENBLAS_NUM_THREADS=str(P))
     cmd = [a.python, os.path.join(HERE, "torch_network.py"), "--net", net, "--threads", str(P), "--dtype", dt]
-    if net == "unet":
-        cmd += ["--epochs", str(a.epochs), "--data", os.path.join(a.workdir, "main_job_data.h5")]
+    if net in MAIN_JOB_OPTS:
+        cmd += ["--epochs", str(a.epochs), "--data", data_file(a, net)]
     else:
         cmd += ["--steps", str(a.steps), "--runs", "1"]
     r = json.loads(run(cmd, e, a.workdir).strip().splitlines()[-1])
     t, d = r["times"], r.get("data") or [None] * len(r["times"])
-    if net == "unet":
+    if net in MAIN_JOB_OPTS:
         return statistics.median(t), None
     i = sorted(range(len(t)), key=lambda k: t[k])[len(t) // 2]  # the median run, with its own data time
     return t[i], d[i]
@@ -176,8 +186,8 @@ def check_params(a):
         sys.exit(77)
     ddnn = {}
     for net in a.nets.split(","):
-        if net == "unet":
-            cmd = mpi(1) + [os.path.join(a.build, "tutorials", "main_job"), "-options_file", os.path.join(ROOT, "share/ddnn/main_job.opts"), "-epochs", "0",
+        if net in MAIN_JOB_OPTS:
+            cmd = mpi(1) + [os.path.join(a.build, "tutorials", "main_job"), "-options_file", os.path.join(ROOT, MAIN_JOB_OPTS[net]), "-epochs", "0",
                             "-nsamples", "24", "-ntest", "8", "-data", os.path.join(a.workdir, "params.h5"), "-checkpoint", os.path.join(a.workdir, "params_ckpt.h5")]
         else:
             cmd = mpi(1) + [os.path.join(a.build, "tutorials", "ex6_example_nets"), "-options_file", os.path.join(ROOT, "share/ddnn/%s.opts" % net), "-steps", "1", "-eval_batches", "1"]
@@ -197,9 +207,9 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--ranks", default="1,2")
     ap.add_argument("--dtypes", default="float32,float64")
-    ap.add_argument("--nets", default="unet,lenet5")
+    ap.add_argument("--nets", default="unet,fno,lenet5")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--epochs", type=int, default=3, help="unet: timed epochs per run (plus one warm-up)")
+    ap.add_argument("--epochs", type=int, default=3, help="unet, fno: timed epochs per run (plus one warm-up)")
     ap.add_argument("--steps", type=int, default=200, help="lenet5: timed steps per run")
     ap.add_argument("--workdir", default="")
     ap.add_argument("--python", default="/usr/bin/python3")
@@ -235,15 +245,15 @@ def main():
             sides = list(range(nsides)) if r % 2 == 0 else list(reversed(range(nsides)))
             for s in sides:
                 if s == 0:
-                    t = ddnn_unet(a, P, dt) if net == "unet" else ddnn_lenet(a, P, dt)
+                    t = ddnn_main_job(a, P, dt, net) if net in MAIN_JOB_OPTS else ddnn_lenet(a, P, dt)
                 elif s == 1:
                     t = torch_net(a, net, P, dt)
                 else:
-                    t = ddnn_unet(b, P, dt) if net == "unet" else ddnn_lenet(b, P, dt)
+                    t = ddnn_main_job(b, P, dt, net) if net in MAIN_JOB_OPTS else ddnn_lenet(b, P, dt)
                 res[c][s].append(t if isinstance(t, tuple) else (t, None))
             show = lambda x: "%.3f s" % x[0] + (" (data %.3f s)" % x[1] if x[1] is not None else "")
             print("round %d  %-6s P=%d %-7s ddnn %s  torch %s%s" % (r + 1, net, P, dt, show(res[c][0][-1]), show(res[c][1][-1]), "  before %s" % show(res[c][2][-1]) if b else ""), flush=True)
-    unit = {"unet": "s/epoch", "lenet5": "s/%d steps" % a.steps}
+    unit = {"unet": "s/epoch", "fno": "s/epoch", "lenet5": "s/%d steps" % a.steps}
     extra = " ddnn before (median) | after / before |" if b else ""
     print("\n| net | ranks / threads | dtype | ddnn (median) | PyTorch (median) | ddnn / PyTorch | goal <= 0.75 |" + extra)
     print("|---|---|---|---:|---:|---:|---|" + ("---:|---:|" if b else ""))
@@ -263,7 +273,7 @@ def main():
 
     for c in cases:
         net, P, dt = c
-        if net == "unet":
+        if net in MAIN_JOB_OPTS:
             row(net, P, dt, unit[net], [[x[0] for x in res[c][s]] for s in range(nsides)])
             continue
         # lenet5: the training steps without the data generation (the figure of issue 16), then with it

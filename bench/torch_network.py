@@ -4,6 +4,7 @@ torch_network.py - the networks of bench_network.py written in PyTorch, timed pe
 
     OMP_NUM_THREADS=T /usr/bin/python3 bench/torch_network.py --net unet --threads T \
         [--dtype float32|float64] [--epochs E] [--data main_job_data.h5] [--ntest 64] [--batch 8] [--grid 32]
+    OMP_NUM_THREADS=T /usr/bin/python3 bench/torch_network.py --net fno --threads T [...as unet]
     OMP_NUM_THREADS=T /usr/bin/python3 bench/torch_network.py --net lenet5 --threads T [--steps 200] [--batch 16]
     /usr/bin/python3 bench/torch_network.py --net unet --count   # parameter count only
     python3 bench/torch_network.py --net unet --device cuda [--tf32]  # on a GPU (the main job's -dd_backend /gpu/cuda)
@@ -22,6 +23,12 @@ cuda the model lives on the GPU and every batch is copied there when fetched (as
 its host batches to device tensors), cuDNN picks its algorithms by timing them (cudnn.benchmark, as
 ddnn's set-up does), and float32 convolutions and matrix products are strict float32 unless --tf32
 (ddnn: -dd_cuda_tf32); the epoch's time ends with a device synchronization (loss.item() per step).
+
+fno: the main job's Fourier neural operator of share/ddnn/main_job_fno.opts (593,937 parameters), layer
+for layer: a 1x1 lifting convolution to 24 channels, four Fourier layers (Li et al. 2021's
+SpectralConv2d: torch.fft.rfft2, the modes [:8, :8] and [-8:, :8] mixed by complex weights (Ci, Co, 8, 8),
+irfft2; plus a 1x1 convolution of the same input; the sum, GELU (erf) after the first three), a 1x1
+projection to 64 channels, GELU, a 1x1 output convolution, MSE; data, optimizer and epochs as unet.
 
 lenet5: share/ddnn/lenet5.opts (conv 5x5 -> 6, tanh, avg-pool 2, conv 5x5 -> 16, tanh, avg-pool 2,
 flatten, affine 120/84/10 with tanh between, cross-entropy), Adam lr 2e-3, batch 16 of 1x32x32;
@@ -83,7 +90,48 @@ class LeNet5(nn.Module):
         return self.out(torch.tanh(self.f6(torch.tanh(self.f5(x)))))
 
 
+class SpectralConv2d(nn.Module):
+    """Li et al. 2021's Fourier layer: the kept modes of rfft2 (two corners along H, the first m2 along W) times complex weights"""
+
+    def __init__(self, ci, co, m1, m2, cdtype):
+        super().__init__()
+        self.m1, self.m2, self.co = m1, m2, co
+        scale = 1 / (ci * co)
+        self.w1 = nn.Parameter(scale * torch.rand(ci, co, m1, m2, dtype=cdtype))
+        self.w2 = nn.Parameter(scale * torch.rand(ci, co, m1, m2, dtype=cdtype))
+
+    def forward(self, x):
+        N, _, H, W = x.shape
+        xf = torch.fft.rfft2(x)
+        out = torch.zeros(N, self.co, H, W // 2 + 1, dtype=xf.dtype, device=x.device)
+        out[:, :, :self.m1, :self.m2] = torch.einsum("bixy,ioxy->boxy", xf[:, :, :self.m1, :self.m2], self.w1)
+        out[:, :, -self.m1:, :self.m2] = torch.einsum("bixy,ioxy->boxy", xf[:, :, -self.m1:, :self.m2], self.w2)
+        return torch.fft.irfft2(out, s=(H, W))
+
+
+class FNO(nn.Module):
+    """share/ddnn/main_job_fno.opts: lift, (s_i, w_i, add_i, g_i) x 4 (no GELU after the last), proj, gp, out"""
+
+    def __init__(self, dtype=torch.float32, width=24, modes=8):
+        super().__init__()
+        cdtype = torch.cfloat if dtype == torch.float32 else torch.cdouble
+        self.lift = nn.Conv2d(1, width, 1, dtype=dtype)
+        self.s = nn.ModuleList([SpectralConv2d(width, width, modes, modes, cdtype) for _ in range(4)])
+        self.w = nn.ModuleList([nn.Conv2d(width, width, 1, dtype=dtype) for _ in range(4)])
+        self.proj, self.out = nn.Conv2d(width, 64, 1, dtype=dtype), nn.Conv2d(64, 1, 1, dtype=dtype)
+
+    def forward(self, x):
+        x = self.lift(x)
+        for i in range(4):
+            x = self.s[i](x) + self.w[i](x)
+            if i < 3:
+                x = F.gelu(x)
+        return self.out(F.gelu(self.proj(x)))
+
+
 def nparams(m):
+    # a complex parameter counts its real and imaginary parts, as ddnn stores them
+    return sum(p.numel() * (2 if p.is_complex() else 1) for p in m.parameters())
     return sum(p.numel() for p in m.parameters())
 
 
@@ -103,10 +151,10 @@ def unet_data(args, dtype):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    ap.add_argument("--net", choices=["unet", "lenet5"], default="unet")
+    ap.add_argument("--net", choices=["unet", "fno", "lenet5"], default="unet")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    ap.add_argument("--epochs", type=int, default=3, help="unet: timed epochs (after one warm-up epoch)")
+    ap.add_argument("--epochs", type=int, default=3, help="unet, fno: timed epochs (after one warm-up epoch)")
     ap.add_argument("--steps", type=int, default=200, help="lenet5: steps per timed run")
     ap.add_argument("--runs", type=int, default=3, help="lenet5: timed runs of --steps steps (after a warm-up run)")
     ap.add_argument("--data", default="")
@@ -126,13 +174,16 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = args.tf32
     dtype = torch.float32 if args.dtype == "float32" else torch.float64
     torch.manual_seed(0)
-    model = (UNet() if args.net == "unet" else LeNet5()).to(dtype).to(dev).train()
+    if args.net == "fno":  # built in its type: Module.to(dtype) would cast the complex weights to real
+        model = FNO(dtype).to(dev).train()
+    else:
+        model = (UNet() if args.net == "unet" else LeNet5()).to(dtype).to(dev).train()
     if args.count:
         print(json.dumps({"net": args.net, "params": nparams(model)}))
         return
     opt = torch.optim.Adam(model.parameters(), lr=2e-3)
     times, data, losses = [], [], []
-    if args.net == "unet":
+    if args.net in ("unet", "fno"):
         B = args.batch or 8
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=40, eta_min=5e-5)
         X, Y = unet_data(args, dtype)
