@@ -74,7 +74,7 @@ MAIN_JOB_OPTS = {"unet": "share/ddnn/main_job.opts", "fno": "share/ddnn/main_job
 
 
 def data_file(a, net):
-    return os.path.join(a.workdir, "main_job_data.h5" if net == "unet" else "main_job_%s_data.h5" % net)
+    return os.path.join(a.workdir, "main_job_%s_data.h5" % net)
 
 
 def ddnn_main_job(a, P, dt, net="unet"):

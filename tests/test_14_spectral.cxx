@@ -167,7 +167,7 @@ void FftKernelCase(const FftCase &c, const char *bname)
   else DDT(ddnn::DDBackendDefault_Private(&bk));
   ASSERT_TRUE(bk) << bname;
   bool chainHasBlas = false;
-  for (DDBackend w = bk; w; w = w->fallback[0] ? ddnn::DDBackendLookup_Private(w->fallback) : nullptr) chainHasBlas = chainHasBlas || std::string(w->name) == "/cpu/blas";
+  for (DDBackend w = bk; w; w = ddnn::DDBackendNext_Private(w)) chainHasBlas = chainHasBlas || std::string(w->name) == "/cpu/blas";
   const bool gemm = chainHasBlas && sizeof(T) == 4 && c.real && (double)spec.K <= 2.5 * std::log2((double)c.L);
   DDT(ddnn::DDBackendFftCreate(bk, sizeof(T) == 4 ? DD_FLOAT32 : DD_FLOAT64, spec, &k, &which));
   ASSERT_TRUE(k);

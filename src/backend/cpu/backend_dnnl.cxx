@@ -199,7 +199,7 @@ public:
       using tag             = dnnl::memory::format_tag;
       const tag  plain      = D == 1 ? tag::ncw : D == 2 ? tag::nchw : tag::ncdhw;
       auto       densePlain = [&](const dnnl::memory::desc &m) { return m == dnnl::memory::desc(m.dims(), dnnl::memory::data_type::f32, plain); };
-      const bool onTensors  = !s.transposed && PlainPointwise(gc, false, DD_FORMAT_PLAIN) && densePlain(xm) && densePlain(ym);
+      const bool onTensors  = PlainPointwise(gc, s.transposed, DD_FORMAT_PLAIN) && densePlain(xm) && densePlain(ym); /* the windows' storage is checked, not assumed */
       if (onTensors && gc.Ci * gc.Co < kPlainGemmOneDnn && !EltwisePostOp()) { /* with -dd_dnnl_eltwise_postop oneDNN's, which can write a fused activation */
         declined = true;
         PetscFunctionReturn(PETSC_SUCCESS);

@@ -32,6 +32,7 @@
 #include <tensor/layout.hpp>
 #include <backend/interface/backends.hpp>
 #include <array>
+#include <functional>
 #include <vector>
 
 using namespace ddnn;
@@ -419,10 +420,24 @@ PetscErrorCode ddnn::DDLayerSpectralKernelRun_Private(DDLayer l, bool nodx, bool
     run->untimed = true;
     PetscFunctionReturn(PETSC_SUCCESS);
   }
-  const SpectralMixGeom g   = a->g;
-  const bool            mix = Xc && Wc && Yc && dYc && dXc && dWc;
-  DDBackend             be;
-  PetscCall(DDLayerGetBackend_Private(l, &be));
+  /* the mode mixing and its adjoint, found along the layer's backend chain once (not per timed pass) */
+  const SpectralMixGeom g = a->g;
+  std::function<void()> mixfwd, mixadj;
+  if (Xc && Wc && Yc && dYc && dXc && dWc) {
+    DDBackend be;
+    PetscCall(DDLayerGetBackend_Private(l, &be));
+    PetscCall(DispatchType(Xc->dtype, [&](auto z) -> PetscErrorCode {
+      using T = decltype(z);
+      decltype(KernelTable<T>::spectralmix)        fm;
+      decltype(KernelTable<T>::spectralmixadjoint) fa;
+      PetscFunctionBegin;
+      PetscCall(DDBackendFind<T>(be, &KernelTable<T>::spectralmix, DD_KERNEL_SPECTRAL, &fm));
+      PetscCall(DDBackendFind<T>(be, &KernelTable<T>::spectralmixadjoint, DD_KERNEL_SPECTRAL, &fa));
+      mixfwd = [=]() { fm(g, HostArray<const T>(Xc), HostArray<const T>(Wc), HostArray<T>(Yc)); };
+      mixadj = [=]() { fa(g, HostArray<const T>(Xc), HostArray<const T>(Wc), HostArray<const T>(dYc), HostArray<T>(dXc), HostArray<T>(dWc)); };
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }));
+  }
   auto exec = [=](const std::vector<Step> &steps) -> PetscErrorCode {
     const struct _DDBackendVecOps *ops;
     PetscFunctionBegin;
@@ -439,22 +454,10 @@ PetscErrorCode ddnn::DDLayerSpectralKernelRun_Private(DDLayer l, bool nodx, bool
         if (st.from && st.to) PetscCall(st.k->Adjoint(st.from->array, st.to->array));
         break;
       case 3:
+        if (mixfwd) mixfwd();
+        break;
       case 4:
-        if (mix)
-          PetscCall(DispatchType(Xc->dtype, [&](auto z) -> PetscErrorCode {
-            using T = decltype(z);
-            decltype(KernelTable<T>::spectralmix)        fm;
-            decltype(KernelTable<T>::spectralmixadjoint) fa;
-            PetscFunctionBegin;
-            if (st.what == 3) {
-              PetscCall(DDBackendFind<T>(be, &KernelTable<T>::spectralmix, DD_KERNEL_SPECTRAL, &fm));
-              fm(g, HostArray<const T>(Xc), HostArray<const T>(Wc), HostArray<T>(Yc));
-            } else {
-              PetscCall(DDBackendFind<T>(be, &KernelTable<T>::spectralmixadjoint, DD_KERNEL_SPECTRAL, &fa));
-              fa(g, HostArray<const T>(Xc), HostArray<const T>(Wc), HostArray<const T>(dYc), HostArray<T>(dXc), HostArray<T>(dWc));
-            }
-            PetscFunctionReturn(PETSC_SUCCESS);
-          }));
+        if (mixadj) mixadj();
         break;
       }
     PetscFunctionReturn(PETSC_SUCCESS);
