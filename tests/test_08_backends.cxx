@@ -472,6 +472,25 @@ TEST(Backends, ConvPointwisePlainOnDnnl)
     if (c.opt) DDT(PetscOptionsClearValue(NULL, "-dd_dnnl_plain_pointwise"));
   }
 }
+
+/* -dd_dnnl_plain_pointwise 0 on one rank only: set-up fails on every rank, naming the option and both ranks' formats */
+TEST(Backends, ConvPointwiseOptionDiffersBetweenRanks)
+{
+  if (Size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  if (Rank() == 1) DDT(PetscOptionsSetValue(NULL, "-dd_dnnl_plain_pointwise", "0"));
+  const PetscInt k[2] = {1, 1};
+  DDTensor       x = MakeInput(Input({2, 24, 13, 11}), DD_FLOAT32, 1);
+  DDLayer        l;
+  DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+  DDT(DDLayerSetType(l, DDLAYERCONV));
+  DDT(DDLayerConvSetOutputChannels(l, 24));
+  DDT(DDLayerConvSetKernel(l, 2, k));
+  DDT(DDLayerSetBackend(l, "/cpu/dnnl"));
+  DD_EXPECT_ERROR(DDLayerSetUp(l, x), PETSC_ERR_ARG_INCOMP, "-dd_dnnl_plain_pointwise) differs between ranks");
+  DDT(DDLayerDestroy(&l));
+  DDT(DDTensorDestroy(&x));
+  if (Rank() == 1) DDT(PetscOptionsClearValue(NULL, "-dd_dnnl_plain_pointwise"));
+}
 #endif
 
 /*

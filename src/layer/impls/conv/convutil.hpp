@@ -312,6 +312,10 @@ struct ConvDistribution {
     PetscInt       xbs;
     PetscFunctionBegin;
     PetscCall(ConvKernelFormats(l, x, D, k, s, d, x->shape[1] / Pci, co / Pco, groups, GroupSplit(), transposed, &xf, &xbs, &yformat, &ybs, &kb));
+    { /* the storage the kernels want must be every rank's (an option such as -dd_dnnl_plain_pointwise or -dd_backend given to some ranks only) */
+      const std::string v = std::string(kb ? kb->name : "none") + " x " + DDTensorFormats[xf] + "/" + std::to_string(xbs) + " y " + DDTensorFormats[yformat] + "/" + std::to_string(ybs);
+      PetscCall(DDCheckSameString(comm, "The convolution's kernel backend and storage formats (-dd_backend, -dd_dnnl_plain_pointwise)", v.c_str()));
+    }
     xdirect = false;
     if (bcastX) {
       PetscCall(MakePartition(comm, Cat({Pco, Pn, Pci}, SpatialShape()), wr, &Pwx));
