@@ -230,7 +230,7 @@ PetscErrorCode RatesCache(std::string &file)
   /* the model cache's current version (model.cxx's cacheVersion: an older one is stale, its fits
      ignored, and every time printed n/c): no cold fits (the warm ones serve), no measured collectives
      (Thakur et al.'s formulas on alpha and beta); a first layer's backward, the weight gradient alone, half the flops */
-  fprintf(f, "ddnn-model-cache 15\nhost %s\ncomm %.6g %.6g\n", host, (double)alpha, 1e-9 / (double)netgbs);
+  fprintf(f, "ddnn-model-cache 16\nhost %s\ncomm %.6g %.6g\n", host, (double)alpha, 1e-9 / (double)netgbs);
   for (const char *d : {"f", "b"}) {
     fprintf(f, "kernel %s float32 conv %s %.6g %.6g\n", bname, d, 1e-6 * (double)callus, 1e-9 / (double)gflops);
     for (const char *k : {"batchnorm", "activation", "pool", "pool-avg", "upsample", "concat", "loss"}) fprintf(f, "kernel %s float32 %s %s %.6g %.6g\n", bname, k, d, 1e-6 * (double)callus, 1e-9 / (double)gbs);

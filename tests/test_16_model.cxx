@@ -288,26 +288,26 @@ TEST(ModelCache, NotCalibratedAndCorruptOrForeignCache)
   std::string text = ViewedText([&](PetscViewer v) { return DDNetView(net, v); });
   EXPECT_NE(text.find("not calibrated"), std::string::npos) << text;
   EXPECT_NE(text.find("performance model"), std::string::npos) << text;
-  WriteFile(bad, "ddnn-model-cache 15\nhost x\nkernel a b\n");
-  WriteFile(foreign, "ddnn-model-cache 15\nhost some-other-machine-1234\ncomm 1e-6 1e-9\n");
+  WriteFile(bad, "ddnn-model-cache 16\nhost x\nkernel a b\n");
+  WriteFile(foreign, "ddnn-model-cache 16\nhost some-other-machine-1234\ncomm 1e-6 1e-9\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", bad.c_str()));
   DDT(DDModelReset());
   PetscBool have;
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, bad);
   WriteFile(bad, "#!/bin/sh\n");
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "not a ddnn model cache");
-  WriteFile(bad, "ddnn-model-cache 16\nhost x\n"); /* a newer ddnn's */
+  WriteFile(bad, "ddnn-model-cache 17\nhost x\n"); /* a newer ddnn's */
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "newer version");
-  WriteFile(bad, "ddnn-model-cache 15\nhost " + Host() + "\nkernel a float32 conv f 1 2 3\n"); /* three coefficients: neither form */
+  WriteFile(bad, "ddnn-model-cache 16\nhost " + Host() + "\nkernel a float32 conv f 1 2 3\n"); /* three coefficients: neither form */
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "line 3 is malformed");
   for (const char *nums : {"1 2 3 4", "1 2 3 4 5 6 7 8", "1 2 3 4 5 x", "1 2 -3 4 5", "1 nan"}) { /* four or eight coefficients, a stray word, a negative or non-finite one */
-    WriteFile(bad, "ddnn-model-cache 15\nhost " + Host() + "\nkernel a float32 conv f " + nums + "\n");
+    WriteFile(bad, "ddnn-model-cache 16\nhost " + Host() + "\nkernel a float32 conv f " + nums + "\n");
     DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "line 3 is malformed");
   }
   /* a NUL byte (what follows it used to be ignored); a comment of 2000 characters (it used to be cut into a malformed line); a directory (it used to be "empty") */
-  WriteFile(bad, "ddnn-model-cache 15\nhost " + Host() + "\ncomm 1e-6 1e-9" + std::string(1, '\0') + "GARBAGE\n");
+  WriteFile(bad, "ddnn-model-cache 16\nhost " + Host() + "\ncomm 1e-6 1e-9" + std::string(1, '\0') + "GARBAGE\n");
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "line 3 holds a NUL byte");
-  WriteFile(bad, "ddnn-model-cache 15\nhost " + Host() + "\n#" + std::string(2000, 'a') + "\ncomm 1e-6 1e-9\n");
+  WriteFile(bad, "ddnn-model-cache 16\nhost " + Host() + "\n#" + std::string(2000, 'a') + "\ncomm 1e-6 1e-9\n");
   DDT(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have));
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", "/tmp"));
   DD_EXPECT_ERROR(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT32, &have), PETSC_ERR_FILE_UNEXPECTED, "it is a directory");
@@ -360,7 +360,7 @@ TEST(ModelCache, CalibrateWritesAndLoads)
     std::ifstream f(file);
     std::string   first;
     std::getline(f, first);
-    EXPECT_EQ(first, "ddnn-model-cache 15");
+    EXPECT_EQ(first, "ddnn-model-cache 16");
     /* where the default backend hands over a blocked format (/cpu/dnnl in float32), the row walk between blocked tensors has its own run cost, warm and cold */
     const std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     const char       *bn;
@@ -479,7 +479,7 @@ static std::string SyntheticCache(const char *name, const std::string &more = ""
   const char *bname;
   DDT(DDBackendGetDefault(&bname));
   std::string b = std::string(bname) + " float64 ", file = Tmp(name);
-  WriteFile(file, "ddnn-model-cache 15\nhost " + Host() + "\n" + more + "kernel " + b + "activation f 1e-06 2e-10\n" + "kernel " + b + "activation b 3e-06 4e-10\n" + "runcost " + b + "activation f 5e-09\n" + "runcost " + b + "activation b 7e-09\n" + "runcost " + b + "activation-rows f 1.1e-08\n" + "runcost " + b + "activation-rows b 1.3e-08\n" + "kernel " + b + "activation-tanh f 2e-06 8e-10\n" + "kernel " + b + "tensorzero f 1.5e-07 1e-11\n" + "kernel " + b + "tensoraxpy f 2.5e-07 3e-11\n");
+  WriteFile(file, "ddnn-model-cache 16\nhost " + Host() + "\n" + more + "kernel " + b + "activation f 1e-06 2e-10\n" + "kernel " + b + "activation b 3e-06 4e-10\n" + "runcost " + b + "activation f 5e-09\n" + "runcost " + b + "activation b 7e-09\n" + "runcost " + b + "activation-rows f 1.1e-08\n" + "runcost " + b + "activation-rows b 1.3e-08\n" + "kernel " + b + "activation-tanh f 2e-06 8e-10\n" + "kernel " + b + "tensorzero f 1.5e-07 1e-11\n" + "kernel " + b + "tensoraxpy f 2.5e-07 3e-11\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
   DDT(DDModelReset());
   return file;
@@ -919,7 +919,7 @@ TEST(ModelWork, PoolTypeAndColdShareExact)
   const char *bname;
   DDT(DDBackendGetDefault(&bname));
   std::string b = std::string(bname) + " float64 ", file = Tmp("pool.txt");
-  WriteFile(file, "ddnn-model-cache 15\nhost " + Host() + "\n" + "kernel " + b + "pool f 1e-06 2e-10\n" + "kernel " + b + "pool b 2e-06 3e-10\n" + "kernel " + b + "pool-avg f 4e-06 5e-10\n" + "kernel " + b + "pool-avg b 6e-06 7e-10\n" + "kernel " + b + "pool-avg-blocked f 1.5e-06 2.5e-10\n" + "kernel " + b + "pool-avg-blocked b 3.5e-06 4.5e-10\n" + "kernel " + b + "pool:cold f 1e-03 9e-10\n" + "kernel " + b + "flatten f 2e-06 1e-11\n" + "kernel " + b + "flatten b 3e-06 2e-11\n" + "kernel " + b + "flatten-blocked f 5e-06 6e-10\n" + "kernel " + b + "flatten-blocked b 7e-06 8e-10\n" + "kernel " + b + "concat f 2.5e-06 3e-11\n" + "kernel " + b + "concat b 3.5e-06 4e-11\n" + "kernel " + b + "concat-blocked f 9e-06 4e-10\n" + "kernel " + b + "concat-blocked b 8e-06 5e-10\n" + "kernel " + b + "concat-halo f 6e-06 7e-11 3e-09 0 0 0\n" + "kernel " + b + "concat-halo b 5e-06 8e-11 4e-09 0 0 0\n");
+  WriteFile(file, "ddnn-model-cache 16\nhost " + Host() + "\n" + "kernel " + b + "pool f 1e-06 2e-10\n" + "kernel " + b + "pool b 2e-06 3e-10\n" + "kernel " + b + "pool-avg f 4e-06 5e-10\n" + "kernel " + b + "pool-avg b 6e-06 7e-10\n" + "kernel " + b + "pool-avg-blocked f 1.5e-06 2.5e-10\n" + "kernel " + b + "pool-avg-blocked b 3.5e-06 4.5e-10\n" + "kernel " + b + "pool:cold f 1e-03 9e-10\n" + "kernel " + b + "flatten f 2e-06 1e-11\n" + "kernel " + b + "flatten b 3e-06 2e-11\n" + "kernel " + b + "flatten-blocked f 5e-06 6e-10\n" + "kernel " + b + "flatten-blocked b 7e-06 8e-10\n" + "kernel " + b + "concat f 2.5e-06 3e-11\n" + "kernel " + b + "concat b 3.5e-06 4e-11\n" + "kernel " + b + "concat-blocked f 9e-06 4e-10\n" + "kernel " + b + "concat-blocked b 8e-06 5e-10\n" + "kernel " + b + "concat-halo f 6e-06 7e-11 3e-09 0 0 0\n" + "kernel " + b + "concat-halo b 5e-06 8e-11 4e-09 0 0 0\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
   DDT(DDModelReset());
   long         l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
@@ -1051,7 +1051,7 @@ TEST(ModelWork, WindowKindsRowsTermExact)
   const char *bname;
   DDT(DDBackendGetDefault(&bname));
   std::string b = std::string(bname) + " float64 ", file = Tmp("window.txt");
-  WriteFile(file, "ddnn-model-cache 15\nhost " + Host() + "\n" + "kernel " + b + "pool f 1e-06 2e-10 3e-08 0 0 0\n" + "kernel " + b + "pool b 2e-06 3e-10 4e-08 0 0 0\n" + "kernel " + b + "upsample f 5e-06 1e-10 2e-08 0 0 0\n" + "kernel " + b + "upsample b 6e-06 4e-10 7e-09 0 0 0\n");
+  WriteFile(file, "ddnn-model-cache 16\nhost " + Host() + "\n" + "kernel " + b + "pool f 1e-06 2e-10 3e-08 0 0 0\n" + "kernel " + b + "pool b 2e-06 3e-10 4e-08 0 0 0\n" + "kernel " + b + "upsample f 5e-06 1e-10 2e-08 0 0 0\n" + "kernel " + b + "upsample b 6e-06 4e-10 7e-09 0 0 0\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
   DDT(DDModelReset());
   const PetscInt N = 2, C = 5, H = 8, W = 6, ps[4] = {1, 1, 1, 1}, shape[4] = {N, C, H, W}, k2[2] = {2, 2};
@@ -1407,7 +1407,7 @@ TEST(ModelWork, GemmTermsFirstLayerAndCollectivesExact)
     else snprintf(buf, sizeof(buf), "kernel %s %.9g %.9g %.9g %.9g %.9g\n", key.c_str(), k[0], k[1], k[2], k[3], k[4]); /* the three-term form: no column rows' term */
     return std::string(buf);
   };
-  WriteFile(file, "ddnn-model-cache 15\nhost " + Host() + "\ncomm 1e-05 1e-09\n" + line(b + "conv f", c) + line(b + "conv b", cb) + line(b + "conv-wgrad b", cw) + "kernel " + bp + g + " f 2e-06 1e-09\n" + "kernel " + bp + g + " b 3e-06 2e-09\n");
+  WriteFile(file, "ddnn-model-cache 16\nhost " + Host() + "\ncomm 1e-05 1e-09\n" + line(b + "conv f", c) + line(b + "conv b", cb) + line(b + "conv-wgrad b", cw) + "kernel " + bp + g + " f 2e-06 1e-09\n" + "kernel " + bp + g + " b 3e-06 2e-09\n");
   DDT(PetscOptionsSetValue(NULL, "-dd_model_cache", file.c_str()));
   DDT(DDModelReset());
   DDTensor in[2];

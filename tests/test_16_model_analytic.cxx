@@ -43,7 +43,7 @@ static std::string  SyntheticCache(const char *bname, const char *dt = "float64"
   if (Rank() == 0) {
     std::ofstream     f(file);
     const std::string b = std::string(bname) + " " + dt + " ", bp = std::string(bname) + "@" + std::to_string(Size()) + " " + dt + " ";
-    f << "ddnn-model-cache 15\nhost " << Host() << "\ncomm 2.5e-06 3e-10\n";
+    f << "ddnn-model-cache 16\nhost " << Host() << "\ncomm 2.5e-06 3e-10\n";
     const char *kinds[] = {"conv", "batchnorm", "activation", "pool", "pool-avg", "pool-avg-blocked", "upsample", "concat", "concat-halo", "loss", "halo"};
     int         i       = 1;
     for (const char *k : kinds)

@@ -47,7 +47,7 @@ static void UseSyntheticModel(double alpha, double beta, double c0 = 1e-6, doubl
   for (char *c = host; *c; c++)
     if (*c == ' ' || *c == '/') *c = '_';
   std::ostringstream s;
-  s << "ddnn-model-cache 15\nhost " << host << "\ncomm " << alpha << " " << beta << "\n";
+  s << "ddnn-model-cache 16\nhost " << host << "\ncomm " << alpha << " " << beta << "\n";
   const char *kinds[] = {"activation", "activation-elu", "activation-gelu", "activation-identity", "activation-leakyrelu", "activation-sigmoid", "activation-silu", "activation-softplus", "activation-tanh", "affine", "batchnorm", "concat", "conv", "convtranspose", "flatten", "halo", "loss", "loss-crossentropy", "pool", "pool-avg", "pool-avg-blocked", "upsample"};
   for (const char *dt : {"float32", "float64"}) {
     for (const char *k : kinds)

@@ -479,7 +479,7 @@ TEST(Fusion, ModelPricesFusedActivations)
   for (char *c = host; *c; c++)
     if (*c == ' ' || *c == '/') *c = '_';
   std::ostringstream m;
-  m << "ddnn-model-cache 15\nhost " << host << "\ncomm 1e-6 1e-10\n";
+  m << "ddnn-model-cache 16\nhost " << host << "\ncomm 1e-6 1e-10\n";
   const char *kinds[] = {"activation", "activation-elu", "activation-gelu", "activation-identity", "activation-leakyrelu", "activation-sigmoid", "activation-silu", "activation-softplus", "activation-tanh", "affine", "batchnorm", "concat", "conv", "convtranspose", "flatten", "halo", "loss", "loss-crossentropy", "pool", "pool-avg", "pool-avg-blocked", "upsample"};
   for (const char *dt : {"float32", "float64"}) {
     for (const char *k : kinds)
