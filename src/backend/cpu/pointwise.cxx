@@ -3,7 +3,7 @@
   storage; paper 000 sec. 4: hyper-local, no data movement). One loop per function so that the
   simple ones (relu, leakyrelu, identity) vectorize, and tanh, sigmoid, silu, elu, softplus, gelu's
   tanh form and (float32) gelu's erf form on branch-free exp, log1p and erf (below); float64 gelu
-  (erf form) on glibc's vector erf and exp (libmvec) where the build found it, else libm's. NaN semantics are PyTorch's 1.13
+  (erf form) on glibc's vector erf and exp (libmvec) where the process can load them, else libm's. NaN semantics are PyTorch's 1.13
   (aten/src/ATen/native/Activation.cpp, cpu/Activation.cpp):
     relu(x)       = x < 0 ? 0 : x              (clamp_min: NaN passes, relu(-0) = -0)
     relu'(x) dy   = x <= 0 ? 0 : dy            (threshold_backward: NaN input passes dy)
@@ -363,56 +363,79 @@ DDNN_LOOP_COPIES(SoftplusLoop, SoftplusLoops, (bool backward, T b, T th, const T
   #pragma GCC pop_options
 #endif
 /*
-  erf or exp of t[0, n) in place, in double: on glibc's vector math library (libmvec, glibc >= 2.35: 8, 4 or 2
-  lanes a call, as HaveAvx512() and HaveAvx2() say, at most 4 ulp; erf 1.7 ns and exp 1.1 ns an entry with
-  AVX-512 on an AMD EPYC, against 8-9 ns for libm's erf), else libm per entry. A lane's result does not depend
+  erf or exp of t[0, n) in place, in double: on glibc's vector math library where the process can load it
+  (libmvec.so.1 of glibc >= 2.35, looked up once with dlopen, so that libddnn runs on an older glibc too): 8, 4 or
+  2 lanes a call, as HaveAvx512() and HaveAvx2() say, at most 4 ulp (erf 1.7 ns and exp 1.1 ns an entry with
+  AVX-512 on an AMD EPYC, against 8-9 ns for libm's erf); else libm's per entry. A lane's result does not depend
   on the other lanes (the tail runs in a zero-padded vector), so a run gives the bits of its entries one by one,
   wherever a partition cuts it
 */
-#if defined(DDNN_HAVE_LIBMVEC) && defined(DDNN_AVX2_COPIES)
+#if defined(DDNN_AVX2_COPIES)
 } // namespace
 } // namespace ddnn
+  #include <dlfcn.h>
   #include <immintrin.h>
-extern "C" {
-__m512d _ZGVeN8v_erf(__m512d);
-__m512d _ZGVeN8v_exp(__m512d);
-__m256d _ZGVdN4v_erf(__m256d);
-__m256d _ZGVdN4v_exp(__m256d);
-__m128d _ZGVbN2v_erf(__m128d);
-__m128d _ZGVbN2v_exp(__m128d);
-}
 namespace ddnn
 {
 namespace
 {
-  #define DDNN_MVEC_APPLY(NAME, TARGET, W, LOAD, STORE, ERF, EXP) \
-    __attribute__((target(TARGET))) void NAME(bool isexp, double *t, PetscInt n) \
+/* libmvec's erf and exp of 8, 4 and 2 lanes ([0]: erf, [1]: exp), all found or none */
+struct Mvec {
+  __m512d (*f8[2])(__m512d) = {nullptr, nullptr};
+  __m256d (*f4[2])(__m256d) = {nullptr, nullptr};
+  __m128d (*f2[2])(__m128d) = {nullptr, nullptr};
+  bool ok                   = false;
+  Mvec()
+  {
+    void *h = dlopen("libmvec.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return;
+    const char *n8[2] = {"_ZGVeN8v_erf", "_ZGVeN8v_exp"}, *n4[2] = {"_ZGVdN4v_erf", "_ZGVdN4v_exp"}, *n2[2] = {"_ZGVbN2v_erf", "_ZGVbN2v_exp"};
+    ok = true;
+    for (int k = 0; k < 2; k++) {
+      void *a = dlsym(h, n8[k]), *b = dlsym(h, n4[k]), *c = dlsym(h, n2[k]);
+      if (!a || !b || !c) ok = false;
+      std::memcpy(&f8[k], &a, sizeof(a));
+      std::memcpy(&f4[k], &b, sizeof(b));
+      std::memcpy(&f2[k], &c, sizeof(c));
+    }
+    if (!ok) dlclose(h); /* else kept open for the process's life */
+  }
+};
+const Mvec &TheMvec()
+{
+  static const Mvec m;
+  return m;
+}
+  #define DDNN_MVEC_APPLY(NAME, TARGET, W, LOAD, STORE, FN) \
+    __attribute__((target(TARGET))) void NAME(int k, double *t, PetscInt n) \
     { \
-      PetscInt i = 0; \
-      for (; i + W <= n; i += W) STORE(t + i, isexp ? EXP(LOAD(t + i)) : ERF(LOAD(t + i))); \
+      const auto f = TheMvec().FN[k]; \
+      PetscInt   i = 0; \
+      for (; i + W <= n; i += W) STORE(t + i, f(LOAD(t + i))); \
       if (i < n) { \
         double pad[W] = {0}; \
         for (PetscInt j = 0; j < n - i; j++) pad[j] = t[i + j]; \
-        STORE(pad, isexp ? EXP(LOAD(pad)) : ERF(LOAD(pad))); \
+        STORE(pad, f(LOAD(pad))); \
         for (PetscInt j = 0; j < n - i; j++) t[i + j] = pad[j]; \
       } \
     }
-DDNN_MVEC_APPLY(MvecApply8, "avx512f", 8, _mm512_loadu_pd, _mm512_storeu_pd, _ZGVeN8v_erf, _ZGVeN8v_exp)
-DDNN_MVEC_APPLY(MvecApply4, "avx2", 4, _mm256_loadu_pd, _mm256_storeu_pd, _ZGVdN4v_erf, _ZGVdN4v_exp)
-DDNN_MVEC_APPLY(MvecApply2, "sse2", 2, _mm_loadu_pd, _mm_storeu_pd, _ZGVbN2v_erf, _ZGVbN2v_exp)
+DDNN_MVEC_APPLY(MvecApply8, "avx512f", 8, _mm512_loadu_pd, _mm512_storeu_pd, f8)
+DDNN_MVEC_APPLY(MvecApply4, "avx2", 4, _mm256_loadu_pd, _mm256_storeu_pd, f4)
+DDNN_MVEC_APPLY(MvecApply2, "sse2", 2, _mm_loadu_pd, _mm_storeu_pd, f2)
   #undef DDNN_MVEC_APPLY
+#endif
 void ErfOrExpInPlace(bool isexp, double *t, PetscInt n)
 {
-  if (HaveAvx512()) MvecApply8(isexp, t, n);
-  else if (HaveAvx2()) MvecApply4(isexp, t, n);
-  else MvecApply2(isexp, t, n);
-}
-#else
-void ErfOrExpInPlace(bool isexp, double *t, PetscInt n)
-{
+#if defined(DDNN_AVX2_COPIES)
+  if (TheMvec().ok) {
+    if (HaveAvx512()) MvecApply8(isexp, t, n);
+    else if (HaveAvx2()) MvecApply4(isexp, t, n);
+    else MvecApply2(isexp, t, n);
+    return;
+  }
+#endif
   for (PetscInt i = 0; i < n; i++) t[i] = isexp ? std::exp(t[i]) : std::erf(t[i]);
 }
-#endif
 
 /* GELU (erf form) in float64: x/2 (1 + erf(x / sqrt 2)), and dy (Phi(x) + x phi(x)), PyTorch's formulas, in
    blocks of 256 entries, erf and exp vectorized (ErfOrExpInPlace()); out may be x (forward) or dy (backward) */
