@@ -108,7 +108,8 @@ ModelState M;
    backward on channels-innermost storage keeps two or three source rows instead of all of them (15-17 % faster on
    1 x 16 x 256 x 256 float64), so a version 14 calibration's "upsample" is stale; version 16: float64 GELU's erf and exp
    run on glibc's vector math library (2.5-3.8x faster fwd+bwd on 1 x 16 x 512 x 512), so a version 15 calibration's
-   float64 "activation-gelu" is stale */
+   float64 "activation-gelu" is stale, and so are its 1 x 1 convolutions on plain inputs on /cpu/dnnl, which keep plain
+   storage since late in version 15's life (a cache written before timed them blocked) */
 const int         cacheVersion = 16; /* bench/bench_paper_model.cxx writes caches of this version too (-machine v100, rates) */
 const char *const cacheMagic   = "ddnn-model-cache 16";
 
