@@ -10,6 +10,7 @@
 #include <ddmodel.h>
 #include <ddnn/private/ddimpl.h>
 #include <ddnn/private/ddlayerimpl.h>
+#include <ddnn/private/ddbackendimpl.h>
 #include <sys/shmarena.hpp>
 #include <fstream>
 #include <unistd.h>
@@ -426,7 +427,7 @@ TEST(ModelCache, CalibrateWritesAndLoads)
     EXPECT_TRUE(ok);
     EXPECT_GT(c1, 0);
     EXPECT_LT(c1, 1e-6); /* slower than 1 Mflop/s would be a broken fit */
-    for (const char *k : {"conv-wgrad", DDLAYERLOSS, "loss-crossentropy", DDLAYERCONCAT, DDLAYERFLATTEN}) {
+    for (const char *k : {"conv-wgrad", "conv-pointwise", "conv-pointwise-wgrad", DDLAYERLOSS, "loss-crossentropy", DDLAYERCONCAT, DDLAYERFLATTEN}) {
       DDT(DDModelGetKernelFit(bp.c_str(), DD_FLOAT32, k, PETSC_TRUE, &c0, &c1, &ok));
       EXPECT_TRUE(ok) << k;
     }
@@ -1464,6 +1465,46 @@ TEST(ModelWork, GemmTermsFirstLayerAndCollectivesExact)
     prev = l;
   }
   EXPECT_EQ(seen, 3);
+  /* the same cache with fits of the "conv-pointwise" kind: the 1 x 1 output layer, whose float64 kernel runs on plain
+     storage, takes them with the same terms; the 3 x 3 and first layers keep the conv fits */
+  PetscReal before[3][4];
+  const char *names[3] = {"c1", "c2", "out"};
+  PetscInt    idx[3]   = {-1, -1, -1};
+  for (PetscInt i = 0; i < n; i++) {
+    DDLayer     l;
+    const char *name;
+    PetscBool   ok;
+    DDT(DDNetGetLayerByIndex(net, i, &l, &name));
+    for (int k = 0; k < 3; k++)
+      if (!std::strcmp(name, names[k])) {
+        idx[k] = i;
+        DDT(DDNetGetLayerModelTime(net, i, &before[k][0], &before[k][1], &before[k][2], &before[k][3], &ok));
+      }
+  }
+  const double p[7] = {7e-6, 3e-11, 0, 0, 0, 0, 0}, pb[7] = {9e-6, 4e-11, 0, 0, 0, 0, 0}, pw[7] = {8e-6, 3.5e-11, 0, 0, 0, 0, 0};
+  WriteFile(file, "ddnn-model-cache 16\nhost " + Host() + "\ncomm 1e-05 1e-09\n" + line(b + "conv f", c) + line(b + "conv b", cb) + line(b + "conv-wgrad b", cw) + line(b + "conv-pointwise f", p) + line(b + "conv-pointwise b", pb) + line(b + "conv-pointwise-wgrad b", pw) + "kernel " + bp + g + " f 2e-06 1e-09\n" + "kernel " + bp + g + " b 3e-06 2e-09\n");
+  DDT(DDModelReset());
+  for (int k = 0; k < 3; k++) {
+    DDLayer   l;
+    PetscReal t[4], f, fb, by;
+    PetscBool ok;
+    bool      pointwise;
+    DDT(DDNetGetLayerByIndex(net, idx[k], &l, NULL));
+    DDT(ddnn::DDLayerConvPlainPointwise_Private(l, &pointwise));
+    EXPECT_EQ(pointwise, k == 2) << names[k];
+    DDT(DDNetGetLayerModelTime(net, idx[k], &t[0], &t[1], &t[2], &t[3], &ok));
+    EXPECT_TRUE(ok);
+    if (k < 2) {
+      for (int j = 0; j < 4; j++) EXPECT_EQ(t[j], before[k][j]) << names[k];
+      continue;
+    }
+    DDT(DDLayerGetModelWork(l, PETSC_FALSE, &f, &by));
+    DDT(DDLayerGetModelWork(l, PETSC_TRUE, &fb, &by));
+    EXPECT_NEAR(t[0], p[0] + p[1] * f, 1e-12 * t[0]);
+    EXPECT_NEAR(t[2], pb[0] + pb[1] * fb, 1e-12 * t[2]);
+    EXPECT_EQ(t[1], before[k][1]);
+    EXPECT_EQ(t[3], before[k][3]);
+  }
   DDT(DDNetDestroy(&net));
   DDT(DDTensorDestroy(&in[0]));
   DDT(DDTensorDestroy(&in[1]));

@@ -44,12 +44,12 @@ static std::string  SyntheticCache(const char *bname, const char *dt = "float64"
     std::ofstream     f(file);
     const std::string b = std::string(bname) + " " + dt + " ", bp = std::string(bname) + "@" + std::to_string(Size()) + " " + dt + " ";
     f << "ddnn-model-cache 16\nhost " << Host() << "\ncomm 2.5e-06 3e-10\n";
-    const char *kinds[] = {"conv", "batchnorm", "activation", "pool", "pool-avg", "pool-avg-blocked", "upsample", "concat", "concat-halo", "loss", "halo"};
+    const char *kinds[] = {"conv", "conv-pointwise", "batchnorm", "activation", "pool", "pool-avg", "pool-avg-blocked", "upsample", "concat", "concat-halo", "loss", "halo"};
     int         i       = 1;
     for (const char *k : kinds)
       for (const char *d : {"f", "b"}) {
         f << "kernel " << b << k << " " << d << " " << 1e-6 * i << " " << 3e-11 * i;
-        if (!strcmp(k, "conv")) f << " " << 1e-12 * i << " " << 2e-12 * i << " " << 5e-13 * i << " " << 2e-9 * i << " " << 1.5e-11 * i; /* + the column rows' and the direct passes' flops' terms */
+        if (!strncmp(k, "conv", 4)) f << " " << 1e-12 * i << " " << 2e-12 * i << " " << 5e-13 * i << " " << 2e-9 * i << " " << 1.5e-11 * i; /* + the column rows' and the direct passes' flops' terms */
         if (!strncmp(k, "pool", 4) || !strcmp(k, "upsample") || !strcmp(k, "concat-halo")) f << " " << 4e-9 * i << " 0 0 0"; /* the window kinds' (and a concatenation into a halo's) output rows */
         f << "\n";
         i++;
@@ -198,7 +198,7 @@ static std::vector<PetscInt> OutShape(DDLayer l)
 
 /*
   conv(k3, p1, bias) - batchnorm - relu --(skip)----------------------------------+
-                                       `- pool(2) - conv(k3, p1) - relu - up(x2, nearest or linear) - concat - conv(k3, s2, p1) - loss
+                                       `- pool(2) - conv(k3, p1) - relu - up(x2, nearest or linear) - concat - conv(k3, s2, p1) - conv(k1) - loss
 */
 static void UNetLike(PetscInt order, const PetscInt shape[], const PetscInt parts[], bool linear, const char *what, PetscInt wide = 1, bool plain = true)
 {
@@ -269,7 +269,7 @@ static void UNetLike(PetscInt order, const PetscInt shape[], const PetscInt part
     net.back().spec.channels = 4 * wide;
     DDT(DDLayerSetUpMulti(net.back().layer, 2, in));
   }
-  /* 8 conv (k3, s2, p1), 9 loss */
+  /* 8 conv (k3, s2, p1), 9 conv (k1: "conv-pointwise" where its kernel's storage is plain), 10 loss */
   {
     std::vector<PetscInt> s = OutShape(net[7].layer);
     DDTensor              in[2];
@@ -278,6 +278,10 @@ static void UNetLike(PetscInt order, const PetscInt shape[], const PetscInt part
     DDT(DDLayerSetUp(net.back().layer, in[0]));
     s = OutShape(net[8].layer);
     DDT(DDLayerGetOutput(net[8].layer, &in[0]));
+    net.push_back(Conv(s.data(), order, parts, 2, 1, 1, 0, PETSC_TRUE));
+    DDT(DDLayerSetUp(net.back().layer, in[0]));
+    s = OutShape(net[9].layer);
+    DDT(DDLayerGetOutput(net[9].layer, &in[0]));
     DDT(DDTensorDuplicate(in[0], &target));
     in[1] = target;
     net.push_back(Simple(DDLAYERLOSS, s.data(), order, parts));

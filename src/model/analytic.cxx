@@ -540,6 +540,10 @@ DD_CXX_TRY
     in.size    = (PetscMPIInt)L.ranks; /* the partition spans the communicator: the "<backend>@P" fits */
     in.kind    = L.kind == K_CONV ? DDLAYERCONV : L.kind == K_BN ? DDLAYERBATCHNORM : L.kind == K_POOL ? (spec->average ? ddnn::ModelKindPoolAvg : DDLAYERPOOL) : L.kind == K_UP ? DDLAYERUPSAMPLE : L.kind == K_CONCAT ? DDLAYERCONCAT : L.kind == K_LOSS ? DDLAYERLOSS : DDLAYERACTIVATION;
     in.nodx    = spec->noinputgradient ? true : false;
+    if (L.kind == K_CONV) { /* plain storage: a 1 x 1 unit-stride convolution runs as such (DDLayerConvPlainPointwise_Private()) */
+      in.pointwise = true;
+      for (PetscInt j = 0; j < L.D; j++) in.pointwise = in.pointwise && spec->kernel[j] == 1 && spec->stride[j] == 1;
+    }
     /* LayerCold: the share of the layer's memory on this rank beyond the core's L2 cache */
     in.cold = ddnn::ModelColdFraction_Private((double)(pred->memory[0] + pred->memory[1] + pred->memory[2] + pred->memory[3]));
     in.runs = pred->runs;

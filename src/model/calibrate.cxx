@@ -449,20 +449,33 @@ static const GemmShape convShapes[] = {
   /* narrow pieces (a W split, as on 2 ranks): as many column rows for half the flops */
   {8, 16, 32, 16, 3, 16}, {8, 96, 16, 32, 3, 8}, {8, 48, 32, 16, 3, 16},
 };
+/* conv-pointwise (ModelKindConvPointwise): 1 x 1 convolutions on plain inputs, the FNO main job's (its lift 3 -> 24,
+   pointwise paths 24 -> 24, projection 24 -> 128 and output 128 -> 1 at batch 8 on 32 x 32, and its 24 -> 24 on half
+   the width, as on 2 ranks), square ones from 16 to 256 channels (on /cpu/dnnl OpenBLAS's GEMM below 128 x 128
+   channels, oneDNN's from there) and a small one for the per-call cost */
+static const GemmShape pointwiseShapes[] = {
+  {8, 3, 32, 24, 1, 0}, {8, 24, 32, 24, 1, 0}, {8, 24, 32, 128, 1, 0}, {8, 128, 32, 1, 1, 0}, {8, 24, 32, 24, 1, 16}, {1, 16, 4, 16, 1, 0},
+  {4, 16, 16, 16, 1, 0}, {4, 32, 8, 32, 1, 0}, {4, 64, 16, 64, 1, 0}, {8, 96, 16, 96, 1, 0}, {4, 256, 8, 256, 1, 0},
+  {8, 16, 32, 1, 1, 0}, /* the U-Net's output layer where its input is plain (float64, /cpu/blas) */
+};
 /* affine: square layers at batch 32, and the GEMM shapes of a classifier head on small batches (LeNet's 400 -> 120 -> 84 -> 10) */
 static const GemmShape affineShapes[] = {
   {32, 16, 1, 16, 1, 0}, {32, 64, 1, 64, 1, 0}, {32, 256, 1, 256, 1, 0}, {16, 400, 1, 120, 1, 0}, {16, 120, 1, 84, 1, 0}, {16, 84, 1, 10, 1, 0}, {8, 400, 1, 120, 1, 0}, {4, 1024, 1, 64, 1, 0},
   {8, 120, 1, 84, 1, 0}, {8, 84, 1, 10, 1, 0}, /* the head at batch 8 (LeNet-5's 16 on two ranks) */
 };
 
-/* times a conv or affine layer of one shape; its input comes from a layer of the same kind (1 x 1
-   for conv: the same size), in the format that kind hands over. X: (flops, input, output, weight bytes) */
+/* times a conv or affine layer of one shape; its input comes from a layer of the same kind (for conv
+   a 3 x 3 one of the same size), in the format that kind hands over in a network. Not a 1 x 1 one: on
+   /cpu/dnnl a 1 x 1 convolution of a plain input keeps plain storage (DnnlConvFormats()), so every
+   timed convolution converted its plain input, and the float32 U-Net's 3 x 3 convolutions, which pass
+   blocked tensors along, were priced at 1.5-2.7x their time in the step (the step at 1.9-2.0x).
+   X: (flops, input, output, weight bytes) */
 static PetscErrorCode TimeGemm(const std::string &kind, const char backend[], DDDataType dt, const GemmShape &g, double X[2][6], double tm[3])
 {
   DDPartition part;
   DDTensor    x0, x, y, dx, dy, x1 = NULL;
   DDLayer     A, B;
-  const bool  conv = kind == DDLAYERCONV;
+  const bool  pointwise = kind == ddnn::ModelKindConvPointwise, conv = kind == DDLAYERCONV || pointwise;
   const PetscInt order = conv ? 4 : 2, shape[4] = {g.n, conv ? 2 : 16, g.h, g.w > 0 ? g.w : g.h}, pshape[4] = {1, 1, 1, 1};
 
   PetscFunctionBegin;
@@ -472,10 +485,10 @@ static PetscErrorCode TimeGemm(const std::string &kind, const char backend[], DD
   for (int l = 0; l < 2; l++) {
     DDLayer *L = l ? &B : &A;
     PetscCall(DDLayerCreate(PETSC_COMM_SELF, L));
-    PetscCall(DDLayerSetType(*L, kind.c_str()));
+    PetscCall(DDLayerSetType(*L, conv ? DDLAYERCONV : kind.c_str()));
     if (backend) PetscCall(DDLayerSetBackend(*L, backend));
     if (conv) {
-      const PetscInt k[2] = {l ? g.k : 1, l ? g.k : 1}, p[2] = {l && g.k == 3 ? 1 : 0, l && g.k == 3 ? 1 : 0};
+      const PetscInt k[2] = {l ? g.k : 3, l ? g.k : 3}, p[2] = {!l || g.k == 3 ? 1 : 0, !l || g.k == 3 ? 1 : 0};
       PetscCall(DDLayerConvSetOutputChannels(*L, l ? g.cout : g.c));
       PetscCall(DDLayerConvSetKernel(*L, 2, k));
       PetscCall(DDLayerConvSetPadding(*L, 2, p));
@@ -486,8 +499,8 @@ static PetscErrorCode TimeGemm(const std::string &kind, const char backend[], DD
     if (!l) {
       PetscCall(DDLayerGetOutput(A, &x));
       PetscCall(DDLayerForward(A, x0, x));
-      if (conv && g.c == 1) { /* one channel: a first layer, on the network's (plain) input */
-        const PetscInt s1[4] = {g.n, 1, g.h, g.w > 0 ? g.w : g.h};
+      if (conv && (g.c == 1 || pointwise)) { /* one channel: a first layer, on the network's (plain) input; a pointwise one on a plain input */
+        const PetscInt s1[4] = {g.n, g.c, g.h, g.w > 0 ? g.w : g.h};
         PetscCall(DDTensorCreateFromPartition(part, dt, 4, s1, &x1));
         PetscCall(FillTensor(x1, 0.15));
         x = x1;
@@ -1009,7 +1022,10 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
   needed there). Every rank then times, after warm-up, one forward and one backward of:
   conv over 18 shapes (3x3 with 16 channels at 4x4 to 32x32, 32 and 64 channels, 1 -> 16 and
   16 -> 1 channels, 1x1, LeNet's 5x5 1 -> 6 and 6 -> 16, a channel doubling 16 -> 32 and decoder
-  reductions 96 -> 32 and 48 -> 16 at batch 8, square and of half width) and affine over 10
+  reductions 96 -> 32 and 48 -> 16 at batch 8, square and of half width; each on the output of a 3 x 3
+  convolution, so in the storage a convolution hands on), 1 x 1 convolutions on plain inputs over 12
+  ("conv-pointwise": an FNO's lift, pointwise paths, projection and output, a U-Net's 16 -> 1 output, square ones of 16 to 256
+  channels; on `/cpu/dnnl` they keep plain storage and run as GEMMs) and affine over 10
   (square at batch 32, a classifier head 400 -> 120 -> 84 -> 10 at batch 4 to 16), fitted as
   t = c0 + c1 flops + c2 input bytes + c3 output bytes + c4 (conv: flops of idle vector lanes,
   affine: weight bytes) + c5 (conv: rows of the column matrix, N Hout Ci K^d: the GEMM kernels'
@@ -1092,13 +1108,13 @@ DD_CXX_TRY
   for (int cold = 0; cold < 2; cold++) {
     const std::string sfx = cold ? ":cold" : "";
     calflush              = cold == 1;
-    for (const std::string gk : {DDLAYERCONV, DDLAYERAFFINE}) { /* t = c0 + c1 flops + c2 input + c3 output bytes + c4 (idle-lane flops or weight bytes) + c5 column rows + c6 direct passes' flops over a design of shapes */
+    for (const std::string gk : {DDLAYERCONV, DDLAYERAFFINE, ddnn::ModelKindConvPointwise}) { /* t = c0 + c1 flops + c2 input + c3 output bytes + c4 (idle-lane flops or weight bytes) + c5 column rows + c6 direct passes' flops over a design of shapes */
       std::vector<std::vector<double>> X[3];
       std::vector<double>              t[3];
-      const bool                       conv = gk == DDLAYERCONV;
-      const size_t                     ns   = conv ? sizeof(convShapes) / sizeof(convShapes[0]) : sizeof(affineShapes) / sizeof(affineShapes[0]);
+      const bool                       pw = gk == ddnn::ModelKindConvPointwise, conv = gk == DDLAYERCONV || pw;
+      const size_t                     ns = pw ? sizeof(pointwiseShapes) / sizeof(pointwiseShapes[0]) : conv ? sizeof(convShapes) / sizeof(convShapes[0]) : sizeof(affineShapes) / sizeof(affineShapes[0]);
       for (size_t i = 0; i < ns; i++) {
-        const GemmShape &g = conv ? convShapes[i] : affineShapes[i];
+        const GemmShape &g = pw ? pointwiseShapes[i] : conv ? convShapes[i] : affineShapes[i];
         double           Xi[2][6], tm[3];
         PetscCall(TimeGemm(gk, bname, dt, g, Xi, tm));
         PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 3, MPI_DOUBLE, MPI_MAX, comm));

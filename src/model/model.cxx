@@ -290,7 +290,7 @@ std::string ActKind(DDActivationType t)
 
 bool IsGemmKind(const std::string &k)
 {
-  return k == DDLAYERCONV || k == DDLAYERCONVTRANSPOSE || k == DDLAYERAFFINE;
+  return k == DDLAYERCONV || k == DDLAYERCONVTRANSPOSE || k == DDLAYERAFFINE || k == ddnn::ModelKindConvPointwise;
 }
 
 /* the window kinds (pooling, upsampling): their fits have a term in the output's rows (ModelWindowRows_Private()) */
@@ -1354,6 +1354,8 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[
   PetscCall(ModelEnsureLoaded());
   /* a plain concatenation into its consumer's halo: its own fit where the cache has one (ModelKindConcatHalo) */
   if (in.outhalo && kind == DDLAYERCONCAT && FindKern(bname, size, in.dtype, ddnn::ModelKindConcatHalo, false) != M.kern.end()) kind = ddnn::ModelKindConcatHalo;
+  /* a 1 x 1 convolution whose kernel runs on plain storage: its own fit where the cache has one (ModelKindConvPointwise) */
+  if (in.pointwise && kind == DDLAYERCONV && FindKern(bname, size, in.dtype, ddnn::ModelKindConvPointwise, false) != M.kern.end()) kind = ddnn::ModelKindConvPointwise;
   const bool gemm = IsGemmKind(kind);
   *ok = PETSC_TRUE;
   for (int b = 0; b < 2; b++) {
@@ -1458,6 +1460,8 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
     DDPoolType pt;
     PetscCall(DDLayerPoolGetType(layer, &pt));
     if (pt == DD_POOL_AVG) kind = layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->layout.bdim >= 0 ? ddnn::ModelKindPoolAvgBlocked : ddnn::ModelKindPoolAvg;
+  } else if (kind == DDLAYERCONV) {
+    PetscCall(ddnn::DDLayerConvPlainPointwise_Private(layer, &in.pointwise));
   } else if ((kind == DDLAYERFLATTEN || kind == DDLAYERCONCAT) && layer->nin > 0 && layer->setupin[0] && layer->setupin[0]->layout.bdim >= 0) {
     /* a blocked input: a flatten converts the format, a concatenation copies blocked rows (their own fits where the cache has them) */
     const char *bk = kind == DDLAYERFLATTEN ? ddnn::ModelKindFlattenBlocked : ddnn::ModelKindConcatBlocked;

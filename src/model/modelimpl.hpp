@@ -20,6 +20,13 @@ inline constexpr const char *ModelKindPoolAvgBlocked = "pool-avg-blocked";
 /* flatten of a blocked input (after a convolution of /cpu/dnnl in float32: LeNet-5's s4 -> flat): a format conversion, 4-5x the plain copy's time */
 inline constexpr const char *ModelKindFlattenBlocked = "flatten-blocked";
 
+/* a 1 x 1 unit-stride ungrouped convolution whose kernel runs on plain storage (an FNO's pointwise path: on
+   /cpu/dnnl one GEMM per image on the tensors themselves, DnnlConvFormats()), with the conv terms (a GEMM
+   kind): the conv fit, timed on 3 x 3 chains whose kernels pass blocked tensors on in float32, priced the
+   FNO's 24 -> 24 1 x 1 convolutions' backward at 2x and its 128 -> 1 output layer's forward at 4x their time
+   in the step. A cache without it prices them with the conv fit */
+inline constexpr const char *ModelKindConvPointwise = "conv-pointwise";
+
 /* a concatenation of blocked inputs (convolutions' outputs of /cpu/dnnl in float32) into an output with a
    consumer convolution's halo: its copies walk rows of blocked tensors (a U-Net's decoder) */
 inline constexpr const char *ModelKindConcatBlocked = "concat-blocked";
@@ -81,6 +88,7 @@ struct ModelCostInput {
   double      runlen = 0;          /* the walk's entries per run: the output's local bulk / runs (the plain rows' length term, ModelKindRowsLen) */
   double      addconvert = 0;      /* an add: the entries of its inputs stored in another order than its output (ModelKindAddConvert) */
   bool        outhalo = false;     /* a concatenation whose output has a halo its first input lacks (ModelKindConcatHalo's fit where the cache has it) */
+  bool        pointwise = false;   /* a convolution whose kernel is 1 x 1, unit-stride, ungrouped, on plain storage (ModelKindConvPointwise's fit where the cache has it) */
   double      windowrows = 0;      /* the window kinds (pool, upsample): the output's rows (ModelWindowRows_Private()) */
   PetscInt64  p2p[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}; /* point-to-point {msgs sent, bytes sent, msgs received, bytes received} */
   std::vector<std::array<PetscInt64, 4>> halo[2]; /* each halo exchange's volume (part of p2p) */

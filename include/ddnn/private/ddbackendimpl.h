@@ -517,6 +517,9 @@ PetscErrorCode DDBackendConvCreate(DDBackend b, const ConvKernelSpec &spec, std:
 PetscErrorCode DDBackendConvWinograd(DDBackend b, DDDataType dt, const ConvGeom &q, bool transposed, bool passes[3]);
 /* the same for a set-up convolution layer's local geometry, on its backend and data type (all false for other layers) */
 PetscErrorCode DDLayerConvWinogradPasses_Private(DDLayer layer, bool passes[3]);
+/* whether a set-up convolution layer's local kernel is a 1 x 1 unit-stride ungrouped one on plain storage (the
+   performance model's "conv-pointwise" kind); false for other layers */
+PetscErrorCode DDLayerConvPlainPointwise_Private(DDLayer layer, bool *pointwise);
 /*
   The local kernels of a set-up layer on this rank, to be timed alone (the performance model's
   per-configuration estimate, paper 003 sec. V-A), each on private copies of the layer's tensors

@@ -1056,6 +1056,25 @@ PetscErrorCode ddnn::DDLayerConvWinogradPasses_Private(DDLayer l, bool passes[3]
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* whether this worker's local kernel is a 1 x 1 unit-stride ungrouped convolution on plain storage (the performance model's "conv-pointwise" kind) */
+PetscErrorCode ddnn::DDLayerConvPlainPointwise_Private(DDLayer l, bool *pointwise)
+{
+  PetscBool      isconv = PETSC_FALSE;
+  DDTensorFormat xf, yf;
+
+  PetscFunctionBegin;
+  *pointwise = false;
+  PetscCall(PetscObjectTypeCompare((PetscObject)l, DDLAYERCONV, &isconv));
+  if (!isconv || !l->setupcalled) PetscFunctionReturn(PETSC_SUCCESS);
+  Conv           *c = (Conv *)l->data;
+  const ConvGeom &g = c->g;
+  if (!c->kern || !c->xh || !c->hasout || g.groups != 1 || g.cig != 0 || g.KK() != 1 || g.s[0] != 1 || g.s[1] != 1 || g.s[2] != 1) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(DDTensorGetFormat(c->xh, &xf));
+  PetscCall(DDTensorGetFormat(c->reduceY ? c->yh : l->output, &yf));
+  *pointwise = xf == DD_FORMAT_PLAIN && yf == DD_FORMAT_PLAIN;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* the local kernels of this rank alone on copies of the layer's tensors (the performance model's per-configuration estimate) */
 PetscErrorCode ddnn::DDLayerConvKernelRun_Private(DDLayer l, bool nodx, bool copies, LayerKernelRun *run)
 {
