@@ -143,13 +143,15 @@ struct FftCase {
 };
 /*
   real: L even and odd, Nyquist kept (L = 8, m = 5), and more kept entries than the float32 GEMM kernel
-  of /cpu/blas takes (L = 64, m = 20 > 2.5 log2 L); complex: B = 1, A <= B, A > B
+  of /cpu/blas takes (L = 64, m = 20 > 2.5 log2 L); few enough for its float64 one too (L = 32, m = 8: the FNO
+  main job's; L = 64, m = 4), and (L = 64, m = 12) for the float32 one only; complex: B = 1, A <= B, A > B
 */
-const FftCase kFftCases[] = {{true, 5, 12, 4, 1}, {true, 3, 9, 5, 1}, {true, 2, 8, 5, 1}, {true, 3, 64, 20, 1}, {false, 3, 10, 3, 1}, {false, 2, 8, 2, 5}, {false, 6, 8, 3, 2}};
+const FftCase kFftCases[] = {{true, 5, 12, 4, 1}, {true, 3, 9, 5, 1}, {true, 2, 8, 5, 1}, {true, 3, 64, 20, 1}, {true, 7, 32, 8, 1}, {true, 2, 64, 4, 1}, {true, 3, 64, 12, 1}, {false, 3, 10, 3, 1}, {false, 2, 8, 2, 5}, {false, 6, 8, 3, 2}};
 
 /*
   The kernel of backend `bname`'s chain for one stage: /cpu/ref's is FFTW; /cpu/blas (and the default,
-  whose chain reaches it) computes a float32 real stage with K <= 2.5 log2 L as a GEMM, and leaves the rest to FFTW
+  whose chain reaches it) computes a real stage with K <= 2.5 log2 L as a GEMM (float64: also K <= 8 and
+  4 K <= L), and leaves the rest to FFTW
 */
 template <class T>
 void FftKernelCase(const FftCase &c, const char *bname)
@@ -168,7 +170,7 @@ void FftKernelCase(const FftCase &c, const char *bname)
   ASSERT_TRUE(bk) << bname;
   bool chainHasBlas = false;
   for (DDBackend w = bk; w; w = ddnn::DDBackendNext_Private(w)) chainHasBlas = chainHasBlas || std::string(w->name) == "/cpu/blas";
-  const bool gemm = chainHasBlas && sizeof(T) == 4 && c.real && (double)spec.K <= 2.5 * std::log2((double)c.L);
+  const bool gemm = chainHasBlas && c.real && (double)spec.K <= 2.5 * std::log2((double)c.L) && (sizeof(T) == 4 || (spec.K <= 8 && 4 * spec.K <= c.L));
   DDT(ddnn::DDBackendFftCreate(bk, sizeof(T) == 4 ? DD_FLOAT32 : DD_FLOAT64, spec, &k, &which));
   ASSERT_TRUE(k);
   EXPECT_STREQ(which->name, gemm ? "/cpu/blas" : "/cpu/ref") << bk->name << ", L " << c.L << ", K " << spec.K;
@@ -426,6 +428,7 @@ std::vector<SpecCase> SpecCases()
     {{2, 3, 8, 7}, {1, 1, 1, W}, {2, 3}, 2},
     {{2, 2, 6, 8}, {1, W > 1 ? 2 : 1, W > 1 ? W / 2 : 1, 1}, {3, 5}, 3}, /* channels split, all modes kept */
     {{1, 2, 6, 5, 8}, {1, 1, W, 1, 1}, {2, 2, 3}, 2},
+    {{2, 3, 4, 16}, {1, 1, 1, W}, {2, 4}, 2}, /* rows of 16 keeping 4: the truncated DFT by GEMM in float64 too */
   };
 }
 } // namespace
@@ -456,13 +459,15 @@ TEST(Spectral, ParallelEqualsSerial)
 }
 
 /*
-  Non-finite values through the float32 layer: the default chain (its real-to-complex stages a truncated
-  DFT by GEMM, fft_gemm.cxx) makes the same output and input-gradient entries non-finite as /cpu/ref
-  (FFTW), for an inf or a nan in x at the first or a middle entry of a row, and for an inf in dy, on P ranks
+  Non-finite values through the layer: the default chain (its real-to-complex stages a truncated DFT by GEMM
+  where fft_gemm.cxx takes them) makes the same output and input-gradient entries non-finite as /cpu/ref
+  (FFTW), for an inf or a nan in x at the first or a middle entry of a row, and for an inf in dy, on P ranks,
+  in float32 and float64
 */
 TEST(Spectral, NonFiniteAsFftw)
 {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (DDDataType dt : {DD_FLOAT32, DD_FLOAT64})
   for (const auto &c : SpecCases())
     for (int where = 0; where < 4; where++) {
       InputSpec s;
@@ -470,7 +475,7 @@ TEST(Spectral, NonFiniteAsFftw)
       s.pshape = c.pshape;
       std::vector<std::vector<double>> masks[2];
       for (int bi = 0; bi < 2; bi++) {
-        DDTensor x = MakeInput(s, DD_FLOAT32, 31), y, dy, dx;
+        DDTensor x = MakeInput(s, dt, 31), y, dy, dx;
         DDLayer  l;
         std::vector<double> xv = GatherAll(x);
         const size_t        row = (size_t)c.shape.back(), mid = xv.size() / 2 / row * row + row / 2;
@@ -505,7 +510,7 @@ TEST(Spectral, NonFiniteAsFftw)
         DDT(DDTensorDestroy(&x));
       }
       for (size_t t = 0; t < 2; t++) {
-        EXPECT_EQ(masks[0][t], masks[1][t]) << (t ? "dx" : "y") << "'s non-finite entries, default chain against /cpu/ref, case d = " << c.shape.size() - 2 << ", where " << where;
+        EXPECT_EQ(masks[0][t], masks[1][t]) << (t ? "dx" : "y") << "'s non-finite entries, default chain against /cpu/ref, " << DDDataTypes[dt] << ", case d = " << c.shape.size() - 2 << ", L " << c.shape.back() << ", where " << where;
         double cnt = 0;
         for (double v : masks[1][t]) cnt += v;
         if ((t == 0) == (where < 3)) EXPECT_GT(cnt, 0) << (t ? "dx" : "y") << " non-finite somewhere, where " << where; /* the layer is linear: x reaches y only, dy dx only */

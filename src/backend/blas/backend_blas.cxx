@@ -3,8 +3,8 @@
   transposed convolution as im2col/col2im + GEMM (src/backend/blas/conv_gemm.cxx), the dense layer's
   products (cblas_sgemm/dgemm), pooling, interpolation and pointwise loops written to vectorise
   (src/backend/cpu: pool_fast, upsample_fast, pointwise), the optimizers' updates (optimizer_fast) and the
-  spectral layer's mode mixing (spectral_fast), and in float32 the FFT primitive's truncated real DFT as
-  a GEMM (fft_gemm.cxx). It falls back to /cpu/ref for the rest.
+  spectral layer's mode mixing (spectral_fast), and the FFT primitive's truncated real DFT as a GEMM
+  where it beats FFTW (fft_gemm.cxx). It falls back to /cpu/ref for the rest.
 */
 #include <sys/ddcxx.hpp>
 #include <backend/common/loopkernels.hpp>
@@ -18,7 +18,8 @@ using namespace ddnn;
 
 namespace ddnn
 {
-PetscErrorCode GemmDftCreate(const FftKernelSpec &, std::unique_ptr<FftKernel> *); /* fft_gemm.cxx */
+PetscErrorCode GemmDftCreate(const FftKernelSpec &, std::unique_ptr<FftKernel> *);  /* fft_gemm.cxx, float32 */
+PetscErrorCode GemmDftCreateD(const FftKernelSpec &, std::unique_ptr<FftKernel> *); /* float64 */
 }
 
 namespace
@@ -132,7 +133,8 @@ DD_CXX_TRY
   b.vec = HostVecOps;
   FillBlas(b.f32);
   FillBlas(b.f64);
-  b.f32.fftcreate = GemmDftCreate; /* float32 only: the truncated real DFT as a GEMM (fft_gemm.cxx); the rest along the chain to FFTW */
+  b.f32.fftcreate = GemmDftCreate; /* the truncated real DFT as a GEMM where it is faster (fft_gemm.cxx); the rest along the chain to FFTW */
+  b.f64.fftcreate = GemmDftCreateD;
   PetscCall(DDBackendRegister_Private(&b));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

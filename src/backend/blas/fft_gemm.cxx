@@ -1,5 +1,5 @@
 /*
-  The truncated real DFT of /cpu/blas (float32): the real-to-complex stage of the fft primitive (the
+  The truncated real DFT of /cpu/blas: the real-to-complex stage of the fft primitive (the
   FNO's spectral convolution, Li et al. 2021; src/primitive/impls/fft/fft.cxx) keeps only the first
   K = m entries of each row's half-spectrum, so instead of FFTW's whole transform and a truncation it
   computes the kept entries directly, as one matrix product over all rows:
@@ -16,8 +16,13 @@
   where FFTW runs these short real transforms with scalar code. Taken where K <= 2.5 log2 L (else
   declined: the chain's FFTW kernel). Measured (1 thread, float32, forward + adjoint, GEMM / FFTW): L 32
   K 8 0.38, L 64 K 12 0.47, L 128 K 16 0.60, L 256 K 16 0.89; declined at L 128 K 32 (0.93), L 64 K 32
-  (1.17), L 256 K 32 (1.45). In float64 OpenBLAS's dgemm on these thin products lost to FFTW but for L 32
-  K 8 (0.79; L 64 K 12 1.38), so float64 keeps FFTW (bench/README.md, "The spectral layer's transforms").
+  (1.17), L 256 K 32 (1.45). In float64 OpenBLAS's dgemm runs these thin products at half float32's rate
+  and FFTW has SIMD code for its rows, so the GEMM wins only for fewer kept entries (a test program, 6144
+  rows, FFTW's r2c and c2r on aligned arrays against the two dgemms, medians of 15; runs on 2048 rows in
+  brackets): L 16 K 4 0.40, L 32 K 4 0.49, L 32 K 8 (the FNO main job's) 0.72, L 48 K 4 0.50, L 48 K 8 0.71,
+  L 64 K 4 0.52-0.60 (0.44), L 64 K 8 0.81-1.05 (0.65), L 128 K 4 0.72-0.75 (0.53), L 128 K 8 0.80-0.94 (0.75),
+  L 256 K 4 0.57 (0.53), L 256 K 8 0.77 (0.64); lost at L 16 K 8 (0.99), L 32 K 12 (1.06), L 48 K 12 (1.05),
+  L 128 K 12 (1.15), K 16 at L 64-256 (1.18-1.42; 1.09-1.25). So float64 takes it where K <= 8 and 4 K <= L.
   Rounding: each entry is a sum of L products (error O(L eps) against the FFT's O(log L eps)); the
   twiddles at quarter turns are exact, and the imaginary parts of the q = 0 and q = L/2 entries are
   written 0, as FFTW's. Non-finite values: an inf or nan in a row makes every kept entry of the row
@@ -33,8 +38,10 @@
 
 namespace ddnn
 {
+bool GemmDftApplies(const FftKernelSpec &spec, DDDataType dt);
 namespace
 {
+template <class T>
 class GemmDftKernel : public FftKernel
 {
 public:
@@ -52,16 +59,16 @@ public:
           const double th = 2 * PETSC_PI * (double)r / (double)s.L;
           c = std::cos(th), sn = std::sin(th);
         }
-        F[l * 2 * s.K + 2 * q]     = (float)c;
-        F[l * 2 * s.K + 2 * q + 1] = (float)-sn;
+        F[l * 2 * s.K + 2 * q]     = (T)c;
+        F[l * 2 * s.K + 2 * q + 1] = (T)-sn;
       }
   }
   const char    *Name() const override { return "truncated DFT as GEMM (OpenBLAS)"; }
   PetscErrorCode Forward(const void *a, void *b) override
   {
     PetscFunctionBegin;
-    float *bp = (float *)b;
-    blas::Gemm(CblasNoTrans, CblasNoTrans, s.A, 2 * s.K, s.L, (const float *)a, s.L, F.data(), 2 * s.K, 0.0f, bp, 2 * s.K);
+    T *bp = (T *)b;
+    blas::Gemm(CblasNoTrans, CblasNoTrans, s.A, 2 * s.K, s.L, (const T *)a, s.L, F.data(), 2 * s.K, (T)0, bp, 2 * s.K);
     /* the imaginary parts of the real entries (q = 0, and q = L/2 for even L) exactly 0, as FFTW's r2c writes them, an inf or nan in the row included */
     for (PetscInt i = 0; i < s.A; i++) {
       bp[i * 2 * s.K + 1] = 0;
@@ -72,32 +79,44 @@ public:
   PetscErrorCode Adjoint(const void *b, void *a) override
   {
     PetscFunctionBegin;
-    blas::Gemm(CblasNoTrans, CblasTrans, s.A, s.L, 2 * s.K, (const float *)b, 2 * s.K, F.data(), 2 * s.K, 0.0f, (float *)a, s.L);
+    blas::Gemm(CblasNoTrans, CblasTrans, s.A, s.L, 2 * s.K, (const T *)b, 2 * s.K, F.data(), 2 * s.K, (T)0, (T *)a, s.L);
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 
 private:
-  FftKernelSpec      s;
-  std::vector<float> F; /* L x 2K, row-major */
+  FftKernelSpec  s;
+  std::vector<T> F; /* L x 2K, row-major */
 };
-} // namespace
 
-/* whether the GEMM kernel takes a stage: real, few kept entries for its length (K <= 2.5 log2 L) */
-bool GemmDftApplies(const FftKernelSpec &spec)
-{
-  return spec.real && spec.B == 1 && spec.L >= 2 && (double)spec.K <= 2.5 * std::log2((double)spec.L);
-}
-
-/* the float32 FFT kernel of /cpu/blas (NULL: declined, the chain's FFTW kernel takes the stage) */
-PetscErrorCode GemmDftCreate(const FftKernelSpec &spec, std::unique_ptr<FftKernel> *k)
+/* the FFT kernel of /cpu/blas in type T (NULL: declined, the chain's FFTW kernel takes the stage) */
+template <class T>
+PetscErrorCode GemmDftCreateT(const FftKernelSpec &spec, std::unique_ptr<FftKernel> *k)
 {
   PetscFunctionBegin;
-  if (!GemmDftApplies(spec)) PetscFunctionReturn(PETSC_SUCCESS);
+  if (!GemmDftApplies(spec, sizeof(T) == 4 ? DD_FLOAT32 : DD_FLOAT64)) PetscFunctionReturn(PETSC_SUCCESS);
   try {
-    k->reset(new GemmDftKernel(spec));
+    k->reset(new GemmDftKernel<T>(spec));
   } catch (const std::bad_alloc &) {
     SETERRQ(PETSC_COMM_SELF, PETSC_ERR_MEM, "Cannot allocate the %" PetscInt_FMT " x %" PetscInt_FMT " DFT matrix of an FFT stage", spec.L, 2 * spec.K);
   }
   PetscFunctionReturn(PETSC_SUCCESS);
+}
+} // namespace
+
+/* whether the GEMM kernel takes a stage: real, few kept entries for its length (K <= 2.5 log2 L; float64
+   also K <= 8 and 4 K <= L) */
+bool GemmDftApplies(const FftKernelSpec &spec, DDDataType dt)
+{
+  if (!spec.real || spec.B != 1 || spec.L < 2 || (double)spec.K > 2.5 * std::log2((double)spec.L)) return false;
+  return dt == DD_FLOAT32 || (spec.K <= 8 && 4 * spec.K <= spec.L);
+}
+
+PetscErrorCode GemmDftCreate(const FftKernelSpec &spec, std::unique_ptr<FftKernel> *k)
+{
+  return GemmDftCreateT<float>(spec, k);
+}
+PetscErrorCode GemmDftCreateD(const FftKernelSpec &spec, std::unique_ptr<FftKernel> *k)
+{
+  return GemmDftCreateT<double>(spec, k);
 }
 } // namespace ddnn
