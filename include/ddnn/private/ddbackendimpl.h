@@ -50,6 +50,8 @@ struct ConvGeom {
   PetscInt KK() const { return k[0] * k[1] * k[2]; }
   PetscInt Cig() const { return cig > 0 ? cig : Ci / groups; }
   PetscInt Cog() const { return cog > 0 ? cog : Co / groups; }
+  /* a 1 x 1, unit-stride, ungrouped convolution over whole channels: one matrix product per image on plain storage */
+  bool UnitPointwise() const { return groups == 1 && cig == 0 && KK() == 1 && s[0] == 1 && s[1] == 1 && s[2] == 1; }
 };
 
 /*

@@ -38,9 +38,16 @@
 
 namespace ddnn
 {
-bool GemmDftApplies(const FftKernelSpec &spec, DDDataType dt);
 namespace
 {
+/* whether the GEMM kernel takes a stage: real, few kept entries for its length (K <= 2.5 log2 L; float64
+   also K <= 8 and 4 K <= L) */
+bool GemmDftApplies(const FftKernelSpec &spec, DDDataType dt)
+{
+  if (!spec.real || spec.B != 1 || spec.L < 2 || (double)spec.K > 2.5 * std::log2((double)spec.L)) return false;
+  return dt == DD_FLOAT32 || (spec.K <= 8 && 4 * spec.K <= spec.L);
+}
+
 template <class T>
 class GemmDftKernel : public FftKernel
 {
@@ -102,14 +109,6 @@ PetscErrorCode GemmDftCreateT(const FftKernelSpec &spec, std::unique_ptr<FftKern
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 } // namespace
-
-/* whether the GEMM kernel takes a stage: real, few kept entries for its length (K <= 2.5 log2 L; float64
-   also K <= 8 and 4 K <= L) */
-bool GemmDftApplies(const FftKernelSpec &spec, DDDataType dt)
-{
-  if (!spec.real || spec.B != 1 || spec.L < 2 || (double)spec.K > 2.5 * std::log2((double)spec.L)) return false;
-  return dt == DD_FLOAT32 || (spec.K <= 8 && 4 * spec.K <= spec.L);
-}
 
 PetscErrorCode GemmDftCreate(const FftKernelSpec &spec, std::unique_ptr<FftKernel> *k)
 {

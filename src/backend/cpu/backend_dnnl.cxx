@@ -97,7 +97,7 @@ const PetscInt kPlainGemmOneDnn = 128 * 128;
 static bool PlainPointwise(const ConvGeom &q, bool transposed, DDTensorFormat xf)
 {
   PetscBool on = PETSC_TRUE;
-  if (transposed || xf != DD_FORMAT_PLAIN || q.groups != 1 || q.cig != 0 || q.KK() != 1 || q.s[0] != 1 || q.s[1] != 1 || q.s[2] != 1) return false;
+  if (transposed || xf != DD_FORMAT_PLAIN || !q.UnitPointwise()) return false;
   (void)PetscOptionsGetBool(NULL, NULL, "-dd_dnnl_plain_pointwise", &on, NULL);
   return on ? true : false;
 }

@@ -1068,7 +1068,7 @@ PetscErrorCode ddnn::DDLayerConvPlainPointwise_Private(DDLayer l, bool *pointwis
   if (!isconv || !l->setupcalled) PetscFunctionReturn(PETSC_SUCCESS);
   Conv           *c = (Conv *)l->data;
   const ConvGeom &g = c->g;
-  if (!c->kern || !c->xh || !c->hasout || g.groups != 1 || g.cig != 0 || g.KK() != 1 || g.s[0] != 1 || g.s[1] != 1 || g.s[2] != 1) PetscFunctionReturn(PETSC_SUCCESS);
+  if (!c->kern || !c->xh || !c->hasout || !g.UnitPointwise()) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(DDTensorGetFormat(c->xh, &xf));
   PetscCall(DDTensorGetFormat(c->reduceY ? c->yh : l->output, &yf));
   *pointwise = xf == DD_FORMAT_PLAIN && yf == DD_FORMAT_PLAIN;
