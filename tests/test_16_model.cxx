@@ -12,6 +12,7 @@
 #include <ddnn/private/ddlayerimpl.h>
 #include <ddnn/private/ddbackendimpl.h>
 #include <sys/shmarena.hpp>
+#include <primitive/exchange.hpp>
 #include <fstream>
 #include <unistd.h>
 #include <cstdlib>
@@ -409,6 +410,13 @@ TEST(ModelCache, CalibrateWritesAndLoads)
     DDT(DDModelGetKernelFit(bp.c_str(), DD_FLOAT32, "halo-direct", PETSC_FALSE, &d0, &d1, &okp));
     EXPECT_EQ((bool)okp, arena);
     if (okp) EXPECT_GT(d0 + d1, 0);
+    /* repartitions as they are called, warm and cold, forward and adjoint, likewise */
+    for (const char *k : {"repartition", "repartition:cold", "repartition-direct", "repartition-direct:cold"})
+      for (int d = 0; d < 2; d++) {
+        DDT(DDModelGetKernelFit(bp.c_str(), DD_FLOAT32, k, d ? PETSC_TRUE : PETSC_FALSE, &d0, &d1, &okp));
+        EXPECT_EQ((bool)okp, strstr(k, "direct") ? arena : true) << k;
+        if (okp) EXPECT_GT(d0 + 1e5 * d1, 0) << k << ": a repartition moving 100 kB";
+      }
   }
   DDT(DDModelLoad(PETSC_COMM_WORLD, NULL, DD_FLOAT64, &have));
   EXPECT_FALSE(have);
@@ -767,6 +775,73 @@ TEST(ModelWork, MeasuredSpectralLayer)
     DDT(DDPartitionDestroy(&part));
   }
   DropCache(file);
+}
+
+/* each repartition a layer runs (here the six of a spectral layer's two FFTs, none on one rank but copies) is priced by
+   the "repartition" fit where the cache has one, in place of alpha-beta on its volume: c0 + c1 bytes sent or received
+   (the most) + c2 runs walked + c3 bytes of the rank's own part, from the exchanges' plans (Exchange::PlannedWork());
+   forward with the repartitions' forward volumes, backward with their adjoints' */
+TEST(ModelWork, RepartitionsPricedByTheirFit)
+{
+  const PetscMPIInt P = Size();
+  const char       *bname;
+  DDT(DDBackendGetDefault(&bname));
+  const double alpha = 2.5e-06, beta = 3e-10, c[2][4] = {{4e-06, 5e-10, 6e-09, 7e-11}, {5e-06, 4e-10, 8e-09, 9e-11}};
+  const char  *cs[2]  = {"4e-06 5e-10 6e-09 7e-11", "5e-06 4e-10 8e-09 9e-11"};
+  std::string  fits;
+  for (const char *k : {"repartition", "repartition:cold"})
+    for (int d = 0; d < 2; d++) fits += "kernel " + std::string(bname) + " float64 " + k + (d ? " b " : " f ") + cs[d] + " 0 0\n";
+  for (int split = 0; split < 2; split++) {
+    SCOPED_TRACE(split ? "W split" : "batch split");
+    DDPartition    part;
+    DDTensor       x;
+    DDLayer        l;
+    const PetscInt ps[4] = {split ? 1 : P, 1, 1, split ? P : 1}, shape[4] = {4, 6, 16, 12}, modes[2] = {4, 5};
+    DDT(DDPartitionCreateCartesian(PETSC_COMM_WORLD, 4, ps, PETSC_DECIDE, NULL, &part));
+    DDT(DDTensorCreateFromPartition(part, DD_FLOAT64, 4, shape, &x));
+    DDT(DDLayerCreate(PETSC_COMM_WORLD, &l));
+    DDT(DDLayerSetType(l, DDLAYERSPECTRAL));
+    DDT(DDLayerSpectralSetModes(l, 2, modes));
+    DDT(DDLayerSetUp(l, x));
+    /* the expected difference from the repartitions' exchange plans */
+    double   delta[2] = {0, 0};
+    PetscInt nrep     = 0;
+    for (auto *ex : ddnn::ExchangeRegistry()) {
+      if (!ddnn::ExchangeIsUnder(ex->owner, l)) continue;
+      PetscBool isrp;
+      DDT(PetscObjectTypeCompare((PetscObject)ex->owner, DDPRIMITIVEREPARTITION, &isrp));
+      ASSERT_TRUE(isrp) << "a spectral layer exchanges through its FFTs' repartitions only";
+      nrep++;
+      PetscInt64 runs, self;
+      ex->PlannedWork(&runs, &self);
+      for (int d = 0; d < 2; d++) {
+        PetscInt64 v[4];
+        ex->PlannedVolume(d, sizeof(double), v);
+        const double mb = (double)PetscMax(v[1], v[3]);
+        delta[d] += c[d][0] + c[d][1] * mb + c[d][2] * (double)runs + c[d][3] * 8.0 * (double)self - (alpha * (double)PetscMax(v[0], v[2]) + beta * mb);
+      }
+    }
+    EXPECT_EQ(nrep, 6) << "three repartitions in each of the layer's two FFTs";
+    PetscReal t[2][4];
+    PetscBool ok;
+    DDT(PetscOptionsSetValue(NULL, "-dd_model_measure_spectral", "0"));
+    for (int withfit = 0; withfit < 2; withfit++) {
+      std::string file = SyntheticCache("repartfit.txt", "comm 2.5e-06 3e-10\n" + (withfit ? fits : ""));
+      DDT(DDLayerGetModelTime(l, &t[withfit][0], &t[withfit][1], &t[withfit][2], &t[withfit][3], &ok));
+      DropCache(file);
+    }
+    DDT(PetscOptionsClearValue(NULL, "-dd_model_measure_spectral"));
+    EXPECT_EQ(t[1][0], t[0][0]) << "the compute is not the repartitions'";
+    EXPECT_EQ(t[1][2], t[0][2]);
+    for (int d = 0; d < 2; d++) {
+      const double want = std::max(0.0, t[0][2 * d + 1] + delta[d]);
+      EXPECT_NEAR(t[1][2 * d + 1], want, 1e-12 * want) << (d ? "backward" : "forward") << ": alpha-beta " << t[0][2 * d + 1];
+      EXPECT_GT(t[1][2 * d + 1], 0) << "even the copies of a repartition within a rank cost";
+    }
+    DDT(DDLayerDestroy(&l));
+    DDT(DDTensorDestroy(&x));
+    DDT(DDPartitionDestroy(&part));
+  }
 }
 
 /* a ReLU between a plain input and an output stored otherwise walks one run per row (other halo)

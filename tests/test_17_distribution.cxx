@@ -38,7 +38,9 @@ static ::testing::Environment *const removecache = ::testing::AddGlobalTestEnvir
 
 /* A model cache with synthetic parameters: alpha, beta; every kernel t = c0 + c1 work
    (GEMM kinds: c1 per flop; the others per byte), for both data types; then loaded */
-static void UseSyntheticModel(double alpha, double beta, double c0 = 1e-6, double gemm = 1e-10, double mem = 1e-10)
+/* repart: repartitions priced by their own fit (as a calibration on P > 1 ranks writes it): alpha-beta and terms in
+   the runs they walk and the bytes of the rank's own part (Exchange::PlannedWork(), which a pricing-only set-up answers too) */
+static void UseSyntheticModel(double alpha, double beta, double c0 = 1e-6, double gemm = 1e-10, double mem = 1e-10, bool repart = false)
 {
   const char *bname;
   char        host[256] = {0};
@@ -56,6 +58,9 @@ static void UseSyntheticModel(double alpha, double beta, double c0 = 1e-6, doubl
         if (!strcmp(k, "halo")) s << "kernel " << bname << " " << dt << " halo " << d << " " << alpha << " " << beta << "\n"; /* a halo exchange as called: alpha-beta too */
         else s << "kernel " << bname << " " << dt << " " << k << " " << d << " " << c0 << " " << (g ? gemm : mem) << "\n";
       }
+    if (repart)
+      for (const char *k : {"repartition", "repartition:cold", "repartition-direct", "repartition-direct:cold"})
+        for (const char *d : {"f", "b"}) s << "kernel " << bname << " " << dt << " " << k << " " << d << " " << alpha << " " << beta << " 3e-09 2e-11 0 0\n";
     for (const char *k : {"affine-wgrad", "conv-wgrad", "convtranspose-wgrad"}) s << "kernel " << bname << " " << dt << " " << k << " b " << c0 << " " << gemm << "\n"; /* first layers: the weight gradient alone */
     for (const char *k : {"tensoraxpy", "tensorzero"}) s << "kernel " << bname << " " << dt << " " << k << " f " << c0 << " " << mem << "\n";
     for (const char *k : {"activation", "activation-rows"})
@@ -496,7 +501,7 @@ TEST(Distribution, PricingOnlyTrialsEqualFullTrials)
   user.replace(user.find("c1,a1,c2"), 8, "c1,a1,rp,c2");
   user += "-rp_layer_type repartition\n-rp_layer_repartition_shape 1,1," + std::to_string(P) + ",1\n";
   for (double alpha : {1e-7, 1e-2}) {
-    UseSyntheticModel(alpha, alpha * 1e-3);
+    UseSyntheticModel(alpha, alpha * 1e-3, 1e-6, 1e-10, 1e-10, true);
     std::string a = ", alpha " + std::to_string(alpha);
     if (alpha < 1e-3) ExpectPricingOnlyEqualsFull(UNetText(), {{8, 1, 32, 32}, {8, 1, 32, 32}}, DD_FLOAT32, "main job U-Net (its shapes), float32" + a); /* once: 4 ranks take a while */
     ExpectPricingOnlyEqualsFull(UNetText(), {{2, 1, 16, 16}, {2, 1, 16, 16}}, DD_FLOAT64, "main job U-Net, float64" + a);

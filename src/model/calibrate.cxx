@@ -817,12 +817,13 @@ namespace ddnn
    bytes: oneDNN's plain average pool over LeNet-5's 6 channels takes 1.8x the time per byte of 16 channels).
    The local kernels of a set-up conv layer (DDLayerConvKernelRun_Private(): forward with the activation its
    kernel fuses, backward data and weights), pool layer (DDLayerPoolKernelRun_Private(): forward, backward)
-   or spectral layer (DDLayerSpectralKernelRun_Private(): the FFT stages and the mode mixing) on this rank, on copies of its tensors, without exchanges, each called with L2 evicted (warm) and with
+   or spectral layer (DDLayerSpectralKernelRun_Private(): the FFT stages and the mode mixing, with a local copy in place of
+   each repartition unless nomoves) on this rank, on copies of its tensors, without exchanges, each called with L2 evicted (warm) and with
    its tensors flushed from every cache (cold), medians as the calibration's; remembered per
    configuration for the process, so that layers of the same local shape are timed once.
    t[0]: warm {forward, backward}, t[1]: cold; zeros where this rank has no local output; measured false
    where copies on this rank alone cannot reproduce the layer's local storage (the fit prices it then) */
-PetscErrorCode ModelMeasureKernels_Private(DDLayer layer, PetscBool nodx, double t[2][2], PetscBool *measured)
+PetscErrorCode ModelMeasureKernels_Private(DDLayer layer, PetscBool nodx, PetscBool nomoves, double t[2][2], PetscBool *measured)
 {
   LayerKernelRun run;
   const char    *bname;
@@ -835,7 +836,7 @@ PetscErrorCode ModelMeasureKernels_Private(DDLayer layer, PetscBool nodx, double
   PetscCall(PetscObjectTypeCompare((PetscObject)layer, DDLAYERSPECTRAL, &isspectral));
   auto make = [&](bool copies) {
     if (ispool) return DDLayerPoolKernelRun_Private(layer, nodx ? true : false, copies, &run);
-    if (isspectral) return DDLayerSpectralKernelRun_Private(layer, nodx ? true : false, copies, &run);
+    if (isspectral) return DDLayerSpectralKernelRun_Private(layer, nodx ? true : false, nomoves ? false : true, copies, &run);
     return DDLayerConvKernelRun_Private(layer, nodx ? true : false, copies, &run);
   };
   PetscCall(make(false)); /* the configuration's key alone: no copies where it is known */
@@ -996,6 +997,65 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* the median time of a repartition (and of its adjoint) of sh, from a partition splitting dimension a over
+   the P ranks to one splitting dimension b, as a network's layers apply it (the copies of the rank's own
+   part, packing, the messages, the wait for the peers and unpacking), with every rank's L2 evicted first
+   (tm[0]: warm, as the kernels' fits) and with its tensors flushed from every cache (tm[1]: cold); each call
+   after a barrier, a fixed number of them (collective), the slowest rank's; and its terms on this rank: the
+   bytes it sends or receives (the most), the runs it walks, the bytes of its own part
+   (DDPrimitiveGetExchangeWork_Private()). tm[c][d]: d 0 forward, 1 adjoint */
+static PetscErrorCode TimeRepartition(MPI_Comm comm, DDDataType dt, PetscInt order, const PetscInt sh[], PetscInt a, PetscInt b, double work[2][3], double tm[2][2])
+{
+  PetscMPIInt P;
+  DDPartition pa, pb;
+  DDTensor    t[2];
+  DDPrimitive R;
+  PetscInt    psa[DD_MAX_DIM], psb[DD_MAX_DIM];
+
+  PetscFunctionBegin;
+  PetscCallMPI(MPI_Comm_size(comm, &P));
+  for (PetscInt k = 0; k < order; k++) psa[k] = psb[k] = 1;
+  psa[a] = psb[b] = P;
+  PetscCall(DDPartitionCreateCartesian(comm, order, psa, P, NULL, &pa));
+  PetscCall(DDPartitionCreateCartesian(comm, order, psb, P, NULL, &pb));
+  PetscCall(DDTensorCreateFromPartition(pa, dt, order, sh, &t[0]));
+  PetscCall(DDTensorCreateFromPartition(pb, dt, order, sh, &t[1]));
+  PetscCall(FillTensor(t[0], 0.2));
+  PetscCall(DDPrimitiveCreate(comm, &R));
+  PetscCall(DDPrimitiveSetType(R, DDPRIMITIVEREPARTITION));
+  PetscCall(DDPrimitiveSetUp(R, t[0], t[1]));
+  for (int d = 0; d < 2; d++) {
+    PetscInt64 v[4], runs, self;
+    PetscCall(DDPrimitiveGetCommVolume(R, d ? PETSC_TRUE : PETSC_FALSE, &v[0], &v[1], &v[2], &v[3]));
+    PetscCall(DDPrimitiveGetExchangeWork_Private(R, &runs, &self));
+    work[d][0] = (double)PetscMax(v[1], v[3]);
+    work[d][1] = (double)runs;
+    work[d][2] = (double)self;
+  }
+  for (int c = 0; c < 2; c++) {
+    std::vector<double> ts[2];
+    for (int r = 0; r < 42; r++)
+      for (int d = 0; d < 2; d++) {
+        Stamp t0, t1;
+        EvictL2();
+        if (c) PetscCall(FlushTensors(2, t));
+        PetscCallMPI(MPI_Barrier(comm));
+        PetscCall(Now(&t0));
+        if (d) PetscCall(DDPrimitiveApplyAdjoint(R, t[1], t[0]));
+        else PetscCall(DDPrimitiveApply(R, t[0], t[1]));
+        PetscCall(Now(&t1));
+        if (r >= 2) ts[d].push_back(Elapsed(t0, t1));
+      }
+    for (int d = 0; d < 2; d++) tm[c][d] = MedianOf(ts[d]);
+  }
+  PetscCall(DDPrimitiveDestroy(&R));
+  PetscCall(DDTensorDestroy(&t[0]));
+  PetscCall(DDTensorDestroy(&t[1]));
+  PetscCall(DDPartitionDestroy(&pa));
+  PetscCall(DDPartitionDestroy(&pb));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /*@C
   DDModelCalibrate - Measures this machine for the performance model and caches the result: an alpha-beta fit of MPI and the kernel times of each calibrated layer kind on a backend and data type
 
@@ -1058,7 +1118,14 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
   width 1 along a W split, applied back to back as layers apply it (median: packing, waiting and
   unpacking included), is fitted as t = c0 + c1 bytes and prices the layers' halo exchanges in
   place of alpha-beta (twice where the system allows -dd_exchange_direct: with and without it, the
-  fit of the mode a run uses pricing its halos), and MPI_Ibcast, MPI_Reduce and MPI_Allreduce of 256 B to 1 MiB in groups of
+  fit of the mode a run uses pricing its halos); repartitions ("repartition", "repartition-direct"),
+  forward and adjoint, over 11 transposes (batch, channel or spatial splits into spatial ones; runs of
+  a few complex entries, of a row, of whole planes; a partition onto itself), each call after a
+  barrier with L2 evicted and, stored as ":cold", with their tensors flushed, are fitted as t = c0 +
+  c1 bytes sent or received (the most) + c2 runs walked + c3 bytes of the rank's own part (the
+  exchange plan's runs of consecutive entries: packed, received into, copied within the rank) and
+  price every repartition a layer runs, those inside a spectral layer's FFTs included, in place of
+  alpha-beta; and MPI_Ibcast, MPI_Reduce and MPI_Allreduce of 256 B to 1 MiB in groups of
   2, 4, ... and P ranks (the slowest rank, median) the weight broadcasts, gradient
   reductions and all-reductions in place of Thakur's formulas.
   Rank 0 writes the merged cache. Measured on 2 cores shared with other work (load 10-15): about
@@ -1248,9 +1315,34 @@ DD_CXX_TRY
           t[d].push_back(tm[d]);
         }
       }
+      /* repartitions ("repartition", "repartition-direct"): t = c0 + c1 bytes moved + c2 runs walked + c3 bytes
+         of the own part, over transposes whose runs are long (a batch or channel split), a row (a spatial
+         split of plain tensors, the FFT stages' real transforms) or a few complex entries (the modes of
+         the FFT stages' later transforms), and the copy of a partition onto itself */
+      struct RCase {
+        PetscInt order, sh[5], a, b;
+      };
+      const RCase         rcases[] = {{4, {8, 16, 32, 32}, 3, 2}, {4, {2, 16, 32, 32}, 2, 3}, {4, {8, 24, 32, 32}, 2, 3}, {5, {8, 24, 32, 8, 2}, 2, 3}, {5, {2, 24, 32, 8, 2}, 3, 2}, {5, {8, 16, 64, 16, 2}, 3, 2}, {4, {4, 16, 128, 128}, 3, 2}, {4, {8, 16, 32, 32}, 0, 2}, {4, {8, 16, 64, 64}, 1, 3}, {4, {8, 16, 32, 32}, 2, 2}, {4, {1, 8, 16, 16}, 2, 3}};
+      std::vector<std::vector<double>> rw[2];
+      std::vector<double>              rt[2][2];
+      for (const RCase &c : rcases) {
+        double wk[2][3], tm[2][2];
+        if (ierr) break;
+        if (c.sh[c.a] < size || c.sh[c.b] < size) continue; /* no empty pieces */
+        if ((ierr = TimeRepartition(comm, dt, c.order, c.sh, c.a, c.b, wk, tm))) break;
+        PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 4, MPI_DOUBLE, MPI_MAX, comm));
+        for (int d = 0; d < 2; d++) {
+          PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, wk[d], 3, MPI_DOUBLE, MPI_MAX, comm));
+          rw[d].push_back({wk[d][0], wk[d][1], wk[d][2]});
+          for (int k = 0; k < 2; k++) rt[k][d].push_back(tm[k][d]);
+          PetscCall(PetscInfo(NULL, "model: repartition %s %" PetscInt_FMT " -> %" PetscInt_FMT " %s: bytes %g runs %g own %g: %g s warm, %g s cold\n", d ? "adjoint" : "forward", c.a, c.b, mode ? "direct" : "engine", wk[d][0], wk[d][1], wk[d][2], tm[0][d], tm[1][d]));
+        }
+      }
       ddnn::ShmArenaForce(-1); /* the option again, also after an error */
       PetscCall(ierr);
       for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreKernel_Private(bkey.c_str(), dt, mode ? "halo-direct" : "halo", d ? PETSC_TRUE : PETSC_FALSE, w[d], t[d]));
+      for (int k = 0; k < 2; k++)
+        for (int d = 0; d < 2; d++) PetscCall(ddnn::ModelStoreGemmKernel_Private(bkey.c_str(), dt, (std::string(mode ? ddnn::ModelKindRepartitionDirect : ddnn::ModelKindRepartition) + (k ? ":cold" : "")).c_str(), d ? PETSC_TRUE : PETSC_FALSE, rw[d], rt[k][d]));
     }
   }
   for (int a = 0; a < 2; a++) {

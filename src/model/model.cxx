@@ -1243,7 +1243,13 @@ static PetscReal CeilLog2(PetscMPIInt p)
   measures a convolution's, by default (-dd_model_measure_spectral 0: priced as an uncalibrated kind,
   below), on host backends: its FFT stages' local kernels and its mode mixing, forward and backward,
   each repartition between the stages as one local copy of its destination (its messages are the
-  communication the model prices).
+  communication the model prices); where the cache has the "repartition" fit (a calibration on P > 1
+  ranks), without those copies, since the fit prices each repartition whole.
+  A repartition (a layer's own, one inside a spectral layer's FFTs) is priced by the "repartition"
+  fit where the cache has one for the ranks (and the -dd_exchange_direct mode) of the run, in place
+  of alpha-beta on its volume: c0 + c1 bytes sent or received + c2 runs of consecutive entries its
+  plan walks + c3 bytes it copies within the rank, warm and cold as the kernels; alpha-beta priced
+  an FNO's stage transposes at 0.1-0.2 of their time on 2 ranks (their runs are 8 to 16 entries long).
   Average pooling has its own fit (`DDLayerPoolGetType()`). Pooling and upsampling add a term in
   their output's rows (its local entries over the extent of its innermost storage dimension: W on
   plain storage, C channels-last, the channel block blocked), the fixed cost of their loops per row.
@@ -1339,6 +1345,15 @@ static PetscReal CollectiveTime(const char *bname, PetscMPIInt P, DDDataType dt,
   return PetscMin(lg * (M.alpha + M.beta * (PetscReal)n), 2 * lg * M.alpha + 2.0 * (g - 1) / g * M.beta * (PetscReal)n);
 }
 
+/* the fit of a repartition as it is called (ModelKindRepartition; with -dd_exchange_direct its own where the cache has one), warm or
+   cold (its tensors out of every cache), or M.kern.end() */
+static std::map<std::string, Fit>::const_iterator RepartitionFit(const char *bname, PetscMPIInt size, DDDataType dt, bool bwd, bool cold)
+{
+  const std::string sfx = cold ? ":cold" : "";
+  auto              rf  = ddnn::ShmArenaEnabled() ? FindKern(bname, size, dt, ddnn::ModelKindRepartitionDirect + sfx, bwd) : M.kern.cend();
+  return rf != M.kern.cend() ? rf : FindKern(bname, size, dt, ddnn::ModelKindRepartition + sfx, bwd);
+}
+
 namespace ddnn
 {
 /* The time formula of a layer on one rank (paper 003 sec. V-A: FP = C(local) + SR(halo), BP = Cx +
@@ -1415,6 +1430,19 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[
       for (const auto &w : in.halo[b]) {
         if (!w[0] && !w[2]) continue;
         comm[b] += hf->second.c0 + hf->second.c1 * (PetscReal)PetscMax(w[1], w[3]) - (M.alpha * (PetscReal)PetscMax(w[0], w[2]) + M.beta * (PetscReal)PetscMax(w[1], w[3]));
+      }
+      comm[b] = PetscMax(comm[b], 0);
+    }
+    /* a repartition as it is called, likewise (the copy of the rank's own part, packing, waiting and
+       unpacking: alpha-beta priced the FNO's stage transposes at 0.1-0.2 of their time, their runs of 8
+       to 16 entries and the copies around the messages uncounted): c0 + c1 bytes moved + c2 runs +
+       c3 bytes of the own part, in place of alpha-beta on its volume */
+    auto rf = RepartitionFit(bname, size, in.dtype, b ? true : false, false), rc = RepartitionFit(bname, size, in.dtype, b ? true : false, true);
+    if (rc == M.kern.end()) rc = rf;
+    if (rf != M.kern.end() && !(b && in.nodx)) {
+      for (const auto &w : in.repart[b]) {
+        auto time = [&](const Fit &F) { return F.c0 + F.c1 * (PetscReal)PetscMax(w[1], w[3]) + F.cx[0] * (PetscReal)w[4] + F.cx[1] * (PetscReal)w[5]; };
+        comm[b] += (1 - in.cold) * time(rf->second) + in.cold * time(rc->second) - (M.alpha * (PetscReal)PetscMax(w[0], w[2]) + M.beta * (PetscReal)PetscMax(w[1], w[3]));
       }
       comm[b] = PetscMax(comm[b], 0);
     }
@@ -1503,6 +1531,16 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
       PetscCall(DDPrimitiveGetCommVolume(p, b ? PETSC_TRUE : PETSC_FALSE, &w[0], &w[1], &w[2], &w[3]));
       in.halo[b].push_back(w);
     }
+    for (DDPrimitive p : prims) { /* every repartition, also those an fft primitive set up (the fit is per repartition) */
+      PetscBool                 isrp;
+      std::array<PetscInt64, 6> w;
+      if (!p->setupcalled) continue;
+      PetscCall(PetscObjectTypeCompare((PetscObject)p, DDPRIMITIVEREPARTITION, &isrp));
+      if (!isrp) continue;
+      PetscCall(DDPrimitiveGetCommVolume(p, b ? PETSC_TRUE : PETSC_FALSE, &w[0], &w[1], &w[2], &w[3]));
+      PetscCall(DDPrimitiveGetExchangeWork_Private(p, &w[4], &w[5]));
+      in.repart[b].push_back(w);
+    }
   }
   for (DDPrimitive p : prims) {
     ddnn::ModelCollective c;
@@ -1528,7 +1566,10 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
     if (measure && mt == DD_MEMTYPE_HOST) {
       double    t[2][2];
       PetscBool measured;
-      PetscCall(ddnn::ModelMeasureKernels_Private(layer, nodx, t, &measured));
+      /* a spectral layer's repartitions priced whole by their fit (ModelLayerTimes_Private()): its timed kernels without their local copies */
+      bool nomoves = false;
+      for (int b = 0; b < 2; b++) nomoves = nomoves || (!in.repart[b].empty() && RepartitionFit(bname, in.size, in.dtype, b ? true : false, false) != M.kern.end());
+      PetscCall(ddnn::ModelMeasureKernels_Private(layer, nodx, nomoves ? PETSC_TRUE : PETSC_FALSE, t, &measured));
       if (measured)
         for (int b = 0; b < 2; b++) comp[b] = (1 - cold) * t[0][b] + cold * t[1][b];
     }

@@ -26,6 +26,11 @@ inline constexpr const char *ModelKindFlattenBlocked = "flatten-blocked";
    FNO's 24 -> 24 1 x 1 convolutions' backward at 2x and its 128 -> 1 output layer's forward at 4x their time
    in the step. A cache without it prices them with the conv fit */
 inline constexpr const char *ModelKindConvPointwise = "conv-pointwise";
+/* a repartition as it is applied (DDModelCalibrate() times DDPrimitiveApply() and its adjoint on P > 1 ranks):
+   t = c0 + c1 bytes sent or received (the most) + c2 runs walked + c3 bytes of the rank's own part; with on-node
+   pairs reading each other's storage (-dd_exchange_direct) its own fit */
+inline constexpr const char *ModelKindRepartition       = "repartition";
+inline constexpr const char *ModelKindRepartitionDirect = "repartition-direct";
 
 /* a concatenation of blocked inputs (convolutions' outputs of /cpu/dnnl in float32) into an output with a
    consumer convolution's halo: its copies walk rows of blocked tensors (a U-Net's decoder) */
@@ -92,6 +97,7 @@ struct ModelCostInput {
   double      windowrows = 0;      /* the window kinds (pool, upsample): the output's rows (ModelWindowRows_Private()) */
   PetscInt64  p2p[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}; /* point-to-point {msgs sent, bytes sent, msgs received, bytes received} */
   std::vector<std::array<PetscInt64, 4>> halo[2]; /* each halo exchange's volume (part of p2p) */
+  std::vector<std::array<PetscInt64, 6>> repart[2]; /* each repartition's volume (part of p2p), the runs it walks and the bytes of its own part */
   std::vector<ModelCollective> colls;            /* the collectives (group > 1 only) */
 };
 
@@ -120,7 +126,7 @@ double ModelWindowRows_Private(DDTensor y);
 bool ModelIsGemmKind_Private(const std::string &kind);
 /* a set-up conv or pool layer's local kernels timed alone on this rank (paper 003 sec. V-A), remembered per
    configuration: t[0] warm {forward, backward}, t[1] cold (calibrate.cxx) */
-PetscErrorCode ModelMeasureKernels_Private(DDLayer layer, PetscBool nodx, double t[2][2], PetscBool *measured);
+PetscErrorCode ModelMeasureKernels_Private(DDLayer layer, PetscBool nodx, PetscBool nomoves, double t[2][2], PetscBool *measured);
 /* forgets them (DDModelReset()) */
 void ModelForgetMeasured_Private(void);
 /* whether kind is a window kind (pool, pool-avg, pool-avg-blocked, upsample), whose fits have a term in the output's rows */

@@ -117,6 +117,15 @@ void Exchange::PlannedVolume(int dir, size_t es, PetscInt64 v[4]) const
   for (auto &p : from) v[3] += (PetscInt64)es * p.runs.total;
 }
 
+void Exchange::PlannedWork(PetscInt64 *runs, PetscInt64 *selfentries) const
+{
+  PetscInt64 r = priced ? pricedselfruns : (PetscInt64)self.len.size();
+  for (auto *v : {&sendTo, &recvFrom})
+    for (auto &p : *v) r += priced ? p.pricedruns : (PetscInt64)p.runs.off.size();
+  *runs        = r;
+  *selfentries = self.total;
+}
+
 PetscInt64 Exchange::BufferBytes() const
 {
   PetscInt64 b = priced ? pricedbuf : 0;
@@ -269,11 +278,13 @@ PetscErrorCode Exchange::SetUpStaging()
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-PetscErrorCode Exchange::SetUpPriced(MPI_Comm c, const std::vector<PricedPeer> &sendto, const std::vector<PricedPeer> &recvfrom, PetscBool usetypes)
+PetscErrorCode Exchange::SetUpPriced(MPI_Comm c, const std::vector<PricedPeer> &sendto, const std::vector<PricedPeer> &recvfrom, PricedPeer mine, PetscBool usetypes)
 {
   PetscFunctionBegin;
-  comm   = c;
-  priced = true;
+  comm           = c;
+  priced         = true;
+  self.total     = mine.total; /* what PlannedWork() reads (no runs: self.len stays empty) */
+  pricedselfruns = mine.nruns;
   if (std::find(registry.begin(), registry.end(), this) == registry.end()) registry.push_back(this);
   owner     = ownerstack.empty() ? nullptr : ownerstack.back();
   pricedbuf = 0;
@@ -282,6 +293,7 @@ PetscErrorCode Exchange::SetUpPriced(MPI_Comm c, const std::vector<PricedPeer> &
       Peer p;
       p.rank       = q.rank;
       p.runs.total = q.total; /* what PlannedVolume() reads */
+      p.pricedruns = q.nruns;
       /* SetUp()'s choice: MPI datatypes over long runs, else a buffer for the larger element size */
       p.pricedtyped = usetypes && q.nruns != 1 && q.total >= 64 * q.nruns;
       if (!p.pricedtyped) pricedbuf += (PetscInt64)(sizeof(double) * (size_t)q.total + 1);

@@ -103,6 +103,7 @@ struct Peer {
   unsigned long long pbase = 0, preserve = 0; /* direct: its base address in the peer's process, and its size */
   MPI_Request      *pending = nullptr; /* cma: the done signal of a read of our packed buffer that End did not wait for (before the buffer's next use) */
   bool              pricedtyped = false; /* Exchange::SetUpPriced(): SetUp() would send the runs with MPI datatypes (no buffer unless cma) */
+  PetscInt          pricedruns = 0;      /* Exchange::SetUpPriced(): the number of runs SetUp() would find (runs.off stays empty) */
   void             *dbuf = nullptr;      /* device memory: the message packed on the device */
   void             *hbuf = nullptr;      /* device memory: its host staging copy (page-locked), what MPI sends or receives */
   void             *druns = nullptr;     /* device memory: the runs prepared on the device (runsprepare) */
@@ -155,7 +156,8 @@ public:
     PetscMPIInt rank;
     PetscInt    total, nruns;
   };
-  PetscErrorCode SetUpPriced(MPI_Comm comm, const std::vector<PricedPeer> &sendto, const std::vector<PricedPeer> &recvfrom, PetscBool usetypes);
+  /* self: the rank's own part (total entries, nruns runs consecutive on both sides), for PlannedWork() */
+  PetscErrorCode SetUpPriced(MPI_Comm comm, const std::vector<PricedPeer> &sendto, const std::vector<PricedPeer> &recvfrom, PricedPeer self, PetscBool usetypes);
   /* how many pairs (of sendTo and recvFrom) move their data by cross-memory attach instead of MPI messages */
   PetscInt       CmaPairs() const;
   /* how many of those read each other's storage directly through the shared arenas (-dd_exchange_direct) */
@@ -177,6 +179,10 @@ public:
      and receives on this rank, from the plan: v = {messages sent, bytes sent, messages received,
      bytes received} for entries of es bytes; the rank's own part is a copy, not a message */
   void           PlannedVolume(int dir, size_t es, PetscInt64 v[4]) const;
+  /* performance model (issue 16): the runs of consecutive offsets one exchange walks on this rank (those it
+     packs or sends for its peers, those it receives into, those of its own part, copied from one storage to
+     the other) and the entries of its own part; the same in both directions */
+  void           PlannedWork(PetscInt64 *runs, PetscInt64 *selfentries) const;
   /* bytes of the message buffers the plan allocated */
   PetscInt64     BufferBytes() const;
   /* what was actually moved since the last reset, same order as PlannedVolume(); sends counted as
@@ -219,6 +225,7 @@ private:
   Plan              fwd, adj;
   bool              priced = false;      /* set up by SetUpPriced(): counts only */
   PetscInt64        pricedbuf = 0;       /* then the bytes of the buffers SetUp() would allocate */
+  PetscInt64        pricedselfruns = 0;  /* and the runs of the rank's own part (self stays empty) */
   std::vector<Peer> sendTo;   /* forward: roots of mine that leaf ranks need */
   std::vector<Peer> recvFrom; /* forward: leaves of mine whose roots live on root ranks */
   CopyRuns          self;

@@ -137,7 +137,11 @@ PetscErrorCode BuildStoragePlan(MPI_Comm comm, DDTensor owner, const std::vector
     degree->assign((size_t)L.size, 0);
     for (PetscInt i = 0; i < rdis[size]; i++) (*degree)[ridx[i]]++;
   }
-  PetscCall(ex->SetUpPriced(comm, to, from, DDExchangeUseTypes()));
+  /* the rank's own part: leaf and root offsets in the same order, a run where both go on consecutively (Exchange::SetUp()'s self runs) */
+  Exchange::PricedPeer mine = {me, cnt[me], 0};
+  for (PetscInt i = 0; i < cnt[me]; i++)
+    if (!i || sleaf[sdis[me] + i] != sleaf[sdis[me] + i - 1] + 1 || ridx[rdis[me] + i] != ridx[rdis[me] + i - 1] + 1) mine.nruns++;
+  PetscCall(ex->SetUpPriced(comm, to, from, mine, DDExchangeUseTypes()));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -33,3 +33,5 @@ struct _p_DDPrimitive {
 };
 
 PETSC_EXTERN PetscErrorCode DDPrimitiveGetEvents_Private(const char[], PetscLogEvent *, PetscLogEvent *);
+/* the runs one application walks on this rank and the bytes of its own part (the performance model's repartition fit) */
+PETSC_EXTERN PetscErrorCode DDPrimitiveGetExchangeWork_Private(DDPrimitive, PetscInt64 *, PetscInt64 *);

@@ -1049,6 +1049,30 @@ DD_CXX_TRY
 }
 DD_CXX_CATCH
 
+/* the performance model (issue 16): the runs one application (either direction) walks on this rank and the
+   bytes of its own part, copied locally, from the set-up plans of prim's exchanges (Exchange::PlannedWork()) */
+PetscErrorCode DDPrimitiveGetExchangeWork_Private(DDPrimitive prim, PetscInt64 *runs, PetscInt64 *selfbytes)
+DD_CXX_TRY
+{
+  PetscInt64 r = 0, e = 0;
+  size_t     es;
+
+  PetscFunctionBegin;
+  DDCheckHeader(prim, DD_PRIMITIVE_CLASSID, 1);
+  PetscCheck(prim->setupcalled, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_WRONGSTATE, "Call DDPrimitiveSetUp() before asking for its exchanges' work");
+  PetscCall(DDDataTypeGetSize(prim->xref->dtype, &es));
+  ForEachExchangeOf(prim, [&](const ddnn::Exchange &ex) {
+    PetscInt64 a, b;
+    ex.PlannedWork(&a, &b);
+    r += a;
+    e += b;
+  });
+  *runs      = r;
+  *selfbytes = e * (PetscInt64)es;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+DD_CXX_CATCH
+
 /*@
   DDPrimitiveGetCommCounters - The point-to-point messages and bytes a primitive actually sent and received on this rank since its set-up or the last `DDPrimitiveResetCommCounters()`
 

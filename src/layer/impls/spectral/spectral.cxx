@@ -323,9 +323,10 @@ static PetscErrorCode Spectral_Backward(DDLayer l, DDTensor dy, PetscInt nin, DD
   estimate; LayerKernelRun in ddnn/private/ddbackendimpl.h): the FFT stages' kernels and the mode mixing,
   as Spectral_Forward() and Spectral_Backward() run them, on copies of every tensor they touch (the
   layer's X, its gradient and the primitives' stage tensors stay as they are), each repartition between
-  the stages replaced by one local copy of its destination's bulk. Nothing here is collective.
+  the stages replaced by one local copy of its destination's bulk, or left out with withmoves false (where the
+  model prices every repartition whole by its calibrated fit). Nothing here is collective.
 */
-PetscErrorCode ddnn::DDLayerSpectralKernelRun_Private(DDLayer l, bool nodx, bool copies, LayerKernelRun *run)
+PetscErrorCode ddnn::DDLayerSpectralKernelRun_Private(DDLayer l, bool nodx, bool withmoves, bool copies, LayerKernelRun *run)
 {
   PetscFunctionBegin;
   PetscCall(KernelRunBegin(l, DDLAYERSPECTRAL, run));
@@ -341,6 +342,7 @@ PetscErrorCode ddnn::DDLayerSpectralKernelRun_Private(DDLayer l, bool nodx, bool
   for (auto *st : {&s1, &s2})
     for (auto &v : *st) run->key += " a[" + KernelRunLayoutKey(v.a) + "] b[" + KernelRunLayoutKey(v.b) + "]" + (v.k ? "" : " none");
   if (nodx) run->key += " nodx";
+  if (!withmoves) run->key += " nomoves";
   if (!copies) PetscFunctionReturn(PETSC_SUCCESS);
   bool same = true;
   auto copy = [&](DDTensor t, DDTensor *c) -> PetscErrorCode { /* NULL for an empty local piece */
@@ -385,6 +387,7 @@ PetscErrorCode ddnn::DDLayerSpectralKernelRun_Private(DDLayer l, bool nodx, bool
   std::vector<Step> fwd, bwd;
   auto addmove = [&](std::vector<Step> &v, DDTensor src, DDTensor dst) -> PetscErrorCode {
     PetscFunctionBegin;
+    if (!withmoves) PetscFunctionReturn(PETSC_SUCCESS); /* priced with the repartition */
     PetscCall(move(src, dst));
     v.push_back({0, moves.size() - 1, nullptr, NULL, NULL});
     PetscFunctionReturn(PETSC_SUCCESS);
