@@ -3,7 +3,7 @@
   for the main job's U-Net (share/ddnn/main_job.opts: 8 x 1 x 32 x 32, spatial partition) and
   an example net (share/ddnn/lenet5.opts: 16 x 1 x 32 x 32, batch partition); -nets picks among
   them and the FNO main job's network (share/ddnn/main_job_fno.opts: the U-Net's inputs and partition).
-    OPENBLAS_NUM_THREADS=1 ./bench_model [-steps 20] [-grid 32] [-dtype float32|float64] [-dd_model_cache <file>] [-recalibrate] [-nets unet,lenet,fno]
+    OPENBLAS_NUM_THREADS=1 ./bench_model [-steps 20] [-grid 32] [-dtype float32|float64] [-dd_model_cache <file>] [-recalibrate] [-nets unet,lenet,fno] [-match_state <seconds>]
     OPENBLAS_NUM_THREADS=1 mpiexec -n 2 ./bench_model
   The model's calibration is read from its cache (DDModelGetCachePath()); without one, this
   program runs DDModelCalibrate() first (15 s on 1 rank, minutes on 2 on a loaded machine) and says so.
@@ -22,6 +22,13 @@
   layer), max over ranks; step: DDNetGetModelTime(). With -dd_model_measure_convs the convolutions'
   compute is their local kernels timed alone (paper 003 sec. V-A), with -dd_model_measure_pools the
   poolings' likewise, the rest from the fits.
+  On 2 or more ranks of one node the machine's state is probed (LinkRoundTrip()): the round trip of
+  one cache line between the cores of ranks 0 and 1 (a flag in MPI shared memory, spun on). On this
+  project's 2-vCPU machine it alternates between about 100 ns and about 470 ns within seconds (the
+  virtual cores sharing a cache or not), and every exchange with it; the probe is printed before the
+  calibration this program runs and with each network's results, and -match_state <s> waits up to
+  s seconds before measuring a network until the round trip is within 1.5x of the calibration's
+  (measured and predicted then describe the same machine; "state differs" is printed otherwise).
 */
 #include <ddnn.h>
 #include <ddnn/private/ddnetimpl.h>
@@ -112,6 +119,71 @@ static PetscErrorCode Build(const char *file, const char *prefix, bool unet, Pet
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* the median round trip (ns) of one cache line between ranks 0 and 1 of the node (an int in MPI shared
+   memory: rank 0 writes 2i+1 and waits for 2i+2, rank 1 answers), over 20 ms of round trips, 3 times;
+   0 on one rank or where ranks 0 and 1 do not share a node. Every rank gets it */
+static PetscErrorCode LinkRoundTrip(MPI_Comm comm, double *ns)
+{
+  MPI_Comm    node;
+  PetscMPIInt size, nsize, nrank;
+  MPI_Win     win;
+  int        *flag = NULL;
+
+  PetscFunctionBeginUser;
+  *ns = 0;
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  if (size < 2) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCallMPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  PetscCallMPI(MPI_Comm_size(node, &nsize));
+  PetscCallMPI(MPI_Comm_rank(node, &nrank));
+  if (nsize >= 2) {
+    void    *base;
+    MPI_Aint sz;
+    int      du;
+    PetscCallMPI(MPI_Win_allocate_shared(nrank ? 0 : 128, 1, MPI_INFO_NULL, node, &base, &win));
+    PetscCallMPI(MPI_Win_shared_query(win, 0, &sz, &du, &base));
+    flag = (int *)base;
+    std::vector<double> rt;
+    for (int rep = 0; rep < 3; rep++) {
+      if (!nrank) __atomic_store_n(flag, 0, __ATOMIC_SEQ_CST);
+      PetscCallMPI(MPI_Win_sync(win));
+      PetscCallMPI(MPI_Barrier(node));
+      PetscCallMPI(MPI_Win_sync(win));
+      if (nrank == 0) {
+        double t0 = MPI_Wtime(), t1 = t0;
+        int    i  = 0;
+        for (; t1 - t0 < 0.02; i++, t1 = MPI_Wtime()) { /* a round trip waits for the other core (or, oversubscribed, for its time slice) */
+          __atomic_store_n(flag, 2 * i + 1, __ATOMIC_RELEASE);
+          while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != 2 * i + 2) {
+#if defined(__x86_64__)
+            __builtin_ia32_pause();
+#endif
+          }
+        }
+        __atomic_store_n(flag, -1, __ATOMIC_RELEASE);
+        rt.push_back(1e9 * (t1 - t0) / i);
+      } else if (nrank == 1) {
+        for (;;) {
+          int v = __atomic_load_n(flag, __ATOMIC_ACQUIRE);
+          if (v == -1) break;
+          if (v & 1) __atomic_store_n(flag, v + 1, __ATOMIC_RELEASE);
+#if defined(__x86_64__)
+          else __builtin_ia32_pause();
+#endif
+        }
+      }
+      PetscCallMPI(MPI_Barrier(node));
+    }
+    if (!nrank) *ns = Median(rt);
+    PetscCallMPI(MPI_Win_free(&win));
+  }
+  PetscCallMPI(MPI_Comm_free(&node));
+  PetscCallMPI(MPI_Bcast(ns, 1, MPI_DOUBLE, 0, comm)); /* world rank 0 is node rank 0 of its node */
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static double calState = 0; /* the round trip before the calibration this program ran (0: calibrated earlier, or one rank) */
+
 static PetscErrorCode Run(const char *title, const char *file, const char *prefix, bool unet, PetscInt grid, DDDataType dt, PetscInt steps)
 {
   DDNet    net;
@@ -121,6 +193,15 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
   PetscFunctionBeginUser;
   PetscCall(Build(file, prefix, unet, grid, dt, &net, in));
   PetscCall(DDNetGetNumLayers(net, &n));
+  double    state, waited = 0;
+  PetscReal matchwait = 0;
+  PetscCall(PetscOptionsGetReal(NULL, NULL, "-match_state", &matchwait, NULL));
+  PetscCall(LinkRoundTrip(PETSC_COMM_WORLD, &state));
+  while (calState > 0 && state > 0 && (state > 1.5 * calState || calState > 1.5 * state) && waited < (double)matchwait) { /* the same machine as the calibration's, or give up */
+    PetscCall(PetscSleep(1));
+    waited += 1;
+    PetscCall(LinkRoundTrip(PETSC_COMM_WORLD, &state));
+  }
   /* measured, interleaved (the machine is shared: a step and the layers alone see the same load):
      per step DDNetForward, then DDNetZeroGradients + DDNetBackward; then every layer alone */
   ddnn::NetImpl                      *I = net->impl;
@@ -224,6 +305,12 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
   PetscMPIInt P;
   PetscCallMPI(MPI_Comm_size(PETSC_COMM_WORLD, &P));
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "\n%s, %d rank(s), %s, %" PetscInt_FMT " steps (medians, ms; ratio = predicted / measured)\n", title, P, DDDataTypes[dt], steps));
+  if (state > 0) {
+    double after;
+    PetscCall(LinkRoundTrip(PETSC_COMM_WORLD, &after));
+    if (calState > 0) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "machine state: cache-line round trip between ranks 0 and 1 %.0f ns before and %.0f ns after the measurement, %.0f ns before the calibration: %s%s\n", state, after, calState, PetscMax(PetscMax(state, after) / calState, calState / PetscMin(state, after)) > 1.5 ? "state differs" : "same state", waited > 0 ? " (waited for it)" : ""));
+    else PetscCall(PetscPrintf(PETSC_COMM_WORLD, "machine state: cache-line round trip between ranks 0 and 1 %.0f ns before and %.0f ns after the measurement (the calibration's unknown: it was not run by this program)\n", state, after));
+  }
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-8s %-13s %9s %9s %6s %9s %9s %6s %9s %9s %9s %9s %8s\n", "layer", "type", "fwd pred", "fwd meas", "ratio", "bwd pred", "bwd meas", "ratio", "alone f", "alone b", "comm KiB", "mem KiB", "runs"));
   double                   sp[2] = {0, 0}, sm[2] = {0, 0};
   PetscBool                allok = PETSC_TRUE;
@@ -342,8 +429,15 @@ int main(int argc, char **argv)
   if (!have || (P > 1 && (!commok || !collok)) || recal) {
     const char *path;
     PetscCall(DDModelGetCachePath(&path));
+    PetscCall(LinkRoundTrip(PETSC_COMM_WORLD, &calState));
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "calibrating (%s%s in %s) ...\n", recal ? "-recalibrate" : (have ? "no" : "no kernel fits"), (P > 1 && (!commok || !collok)) ? " alpha-beta or collective fits" : "", path));
     PetscCall(DDModelCalibrate(PETSC_COMM_WORLD, NULL, dt));
+    if (calState > 0) {
+      double after;
+      PetscCall(LinkRoundTrip(PETSC_COMM_WORLD, &after));
+      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "machine state: cache-line round trip between ranks 0 and 1 %.0f ns before and %.0f ns after the calibration\n", calState, after));
+      if (PetscMax(after / calState, calState / after) > 1.5) calState = -1; /* it changed during the calibration: no state to match */
+    }
     PetscCall(DDModelGetCommParameters(&a, &b, &commok));
   }
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "MPI: alpha %.2f us, beta %.3f ns/B (%.2f GB/s)%s\n", 1e6 * (double)a, 1e9 * (double)b, b > 0 ? 1e-9 / (double)b : 0.0, commok ? "" : " (not calibrated)"));

@@ -39,7 +39,8 @@ static ::testing::Environment *const removecache = ::testing::AddGlobalTestEnvir
 /* A model cache with synthetic parameters: alpha, beta; every kernel t = c0 + c1 work
    (GEMM kinds: c1 per flop; the others per byte), for both data types; then loaded */
 /* repart: repartitions priced by their own fit (as a calibration on P > 1 ranks writes it): alpha-beta and terms in
-   the runs they walk and the bytes of the rank's own part (Exchange::PlannedWork(), which a pricing-only set-up answers too) */
+   the runs they send from, receive into and copy within the rank and the bytes they copy within the rank
+   (Exchange::PlannedWork(), which a pricing-only set-up answers too) */
 static void UseSyntheticModel(double alpha, double beta, double c0 = 1e-6, double gemm = 1e-10, double mem = 1e-10, bool repart = false)
 {
   const char *bname;
@@ -60,7 +61,7 @@ static void UseSyntheticModel(double alpha, double beta, double c0 = 1e-6, doubl
       }
     if (repart)
       for (const char *k : {"repartition", "repartition:cold", "repartition-direct", "repartition-direct:cold"})
-        for (const char *d : {"f", "b"}) s << "kernel " << bname << " " << dt << " " << k << " " << d << " " << alpha << " " << beta << " 3e-09 2e-11 0 0\n";
+        for (const char *d : {"f", "b"}) s << "kernel " << bname << " " << dt << " " << k << " " << d << " " << alpha << " " << beta << " 3e-09 2e-09 1e-09 2e-11\n";
     for (const char *k : {"affine-wgrad", "conv-wgrad", "convtranspose-wgrad"}) s << "kernel " << bname << " " << dt << " " << k << " b " << c0 << " " << gemm << "\n"; /* first layers: the weight gradient alone */
     for (const char *k : {"tensoraxpy", "tensorzero"}) s << "kernel " << bname << " " << dt << " " << k << " f " << c0 << " " << mem << "\n";
     for (const char *k : {"activation", "activation-rows"})

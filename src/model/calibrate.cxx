@@ -1002,9 +1002,9 @@ static PetscErrorCode TimeHalo(MPI_Comm comm, DDDataType dt, PetscInt n, double 
    part, packing, the messages, the wait for the peers and unpacking), with every rank's L2 evicted first
    (tm[0]: warm, as the kernels' fits) and with its tensors flushed from every cache (tm[1]: cold); each call
    after a barrier, a fixed number of them (collective), the slowest rank's; and its terms on this rank: the
-   bytes it sends or receives (the most), the runs it walks, the bytes of its own part
-   (DDPrimitiveGetExchangeWork_Private()). tm[c][d]: d 0 forward, 1 adjoint */
-static PetscErrorCode TimeRepartition(MPI_Comm comm, DDDataType dt, PetscInt order, const PetscInt sh[], PetscInt a, PetscInt b, double work[2][3], double tm[2][2])
+   bytes it sends or receives (the most), the runs it sends from, receives into and copies within the rank,
+   the bytes of its own part (DDPrimitiveGetExchangeWork_Private()). tm[c][d]: d 0 forward, 1 adjoint */
+static PetscErrorCode TimeRepartition(MPI_Comm comm, DDDataType dt, PetscInt order, const PetscInt sh[], PetscInt a, PetscInt b, double work[2][5], double tm[2][2])
 {
   PetscMPIInt P;
   DDPartition pa, pb;
@@ -1025,12 +1025,11 @@ static PetscErrorCode TimeRepartition(MPI_Comm comm, DDDataType dt, PetscInt ord
   PetscCall(DDPrimitiveSetType(R, DDPRIMITIVEREPARTITION));
   PetscCall(DDPrimitiveSetUp(R, t[0], t[1]));
   for (int d = 0; d < 2; d++) {
-    PetscInt64 v[4], runs, self;
+    PetscInt64 v[4], w[4];
     PetscCall(DDPrimitiveGetCommVolume(R, d ? PETSC_TRUE : PETSC_FALSE, &v[0], &v[1], &v[2], &v[3]));
-    PetscCall(DDPrimitiveGetExchangeWork_Private(R, &runs, &self));
+    PetscCall(DDPrimitiveGetExchangeWork_Private(R, d ? PETSC_TRUE : PETSC_FALSE, w));
     work[d][0] = (double)PetscMax(v[1], v[3]);
-    work[d][1] = (double)runs;
-    work[d][2] = (double)self;
+    for (int k = 0; k < 4; k++) work[d][1 + k] = (double)w[k];
   }
   for (int c = 0; c < 2; c++) {
     std::vector<double> ts[2];
@@ -1119,12 +1118,13 @@ static PetscErrorCode TimeRepartition(MPI_Comm comm, DDDataType dt, PetscInt ord
   unpacking included), is fitted as t = c0 + c1 bytes and prices the layers' halo exchanges in
   place of alpha-beta (twice where the system allows -dd_exchange_direct: with and without it, the
   fit of the mode a run uses pricing its halos); repartitions ("repartition", "repartition-direct"),
-  forward and adjoint, over 11 transposes (batch, channel or spatial splits into spatial ones; runs of
-  a few complex entries, of a row, of whole planes; a partition onto itself), each call after a
-  barrier with L2 evicted and, stored as ":cold", with their tensors flushed, are fitted as t = c0 +
-  c1 bytes sent or received (the most) + c2 runs walked + c3 bytes of the rank's own part (the
-  exchange plan's runs of consecutive entries: packed, received into, copied within the rank) and
-  price every repartition a layer runs, those inside a spectral layer's FFTs included, in place of
+  forward and adjoint, over 15 transposes (batch, channel or spatial splits into spatial ones, most
+  both ways; runs of a few complex entries, of a row, of whole planes; a partition onto itself), each
+  call after a barrier with L2 evicted and, stored as ":cold", with their tensors flushed, are
+  fitted as t = c0 + c1 bytes sent or received (the most) + c2 runs sent from + c3 runs received
+  into + c4 runs copied within the rank + c5 bytes copied within the rank (the exchange plan's runs
+  of consecutive entries) and price every repartition a layer runs, those inside a spectral layer's
+  FFTs included, in place of
   alpha-beta; and MPI_Ibcast, MPI_Reduce and MPI_Allreduce of 256 B to 1 MiB in groups of
   2, 4, ... and P ranks (the slowest rank, median) the weight broadcasts, gradient
   reductions and all-reductions in place of Thakur's formulas.
@@ -1315,27 +1315,29 @@ DD_CXX_TRY
           t[d].push_back(tm[d]);
         }
       }
-      /* repartitions ("repartition", "repartition-direct"): t = c0 + c1 bytes moved + c2 runs walked + c3 bytes
-         of the own part, over transposes whose runs are long (a batch or channel split), a row (a spatial
-         split of plain tensors, the FFT stages' real transforms) or a few complex entries (the modes of
-         the FFT stages' later transforms), and the copy of a partition onto itself */
+      /* repartitions ("repartition", "repartition-direct"): t = c0 + c1 bytes moved + c2 runs sent from + c3 runs
+         received into + c4 runs copied within the rank + c5 bytes copied within the rank (short runs cost
+         more on the sending side, where they are packed, than on the receiving one), over transposes
+         whose runs are long (a batch or channel split), a row (a spatial split of plain tensors, the FFT
+         stages' real transforms) or a few complex entries (the modes of the FFT stages' later
+         transforms), most both ways, and the copy of a partition onto itself */
       struct RCase {
         PetscInt order, sh[5], a, b;
       };
-      const RCase         rcases[] = {{4, {8, 16, 32, 32}, 3, 2}, {4, {2, 16, 32, 32}, 2, 3}, {4, {8, 24, 32, 32}, 2, 3}, {5, {8, 24, 32, 8, 2}, 2, 3}, {5, {2, 24, 32, 8, 2}, 3, 2}, {5, {8, 16, 64, 16, 2}, 3, 2}, {4, {4, 16, 128, 128}, 3, 2}, {4, {8, 16, 32, 32}, 0, 2}, {4, {8, 16, 64, 64}, 1, 3}, {4, {8, 16, 32, 32}, 2, 2}, {4, {1, 8, 16, 16}, 2, 3}};
+      const RCase         rcases[] = {{4, {8, 16, 32, 32}, 3, 2}, {4, {2, 16, 32, 32}, 2, 3}, {4, {8, 24, 32, 32}, 2, 3}, {4, {4, 24, 32, 32}, 3, 2}, {5, {8, 24, 32, 8, 2}, 2, 3}, {5, {8, 24, 32, 8, 2}, 3, 2}, {5, {2, 24, 32, 8, 2}, 3, 2}, {5, {8, 16, 64, 16, 2}, 3, 2}, {5, {4, 16, 64, 16, 2}, 2, 3}, {4, {4, 16, 128, 128}, 3, 2}, {4, {2, 16, 128, 128}, 2, 3}, {4, {8, 16, 32, 32}, 0, 2}, {4, {8, 16, 64, 64}, 1, 3}, {4, {8, 16, 32, 32}, 2, 2}, {4, {1, 8, 16, 16}, 2, 3}};
       std::vector<std::vector<double>> rw[2];
       std::vector<double>              rt[2][2];
       for (const RCase &c : rcases) {
-        double wk[2][3], tm[2][2];
+        double wk[2][5], tm[2][2];
         if (ierr) break;
         if (c.sh[c.a] < size || c.sh[c.b] < size) continue; /* no empty pieces */
         if ((ierr = TimeRepartition(comm, dt, c.order, c.sh, c.a, c.b, wk, tm))) break;
         PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, tm, 4, MPI_DOUBLE, MPI_MAX, comm));
         for (int d = 0; d < 2; d++) {
-          PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, wk[d], 3, MPI_DOUBLE, MPI_MAX, comm));
-          rw[d].push_back({wk[d][0], wk[d][1], wk[d][2]});
+          PetscCallMPI(MPI_Allreduce(MPI_IN_PLACE, wk[d], 5, MPI_DOUBLE, MPI_MAX, comm));
+          rw[d].push_back({wk[d][0], wk[d][1], wk[d][2], wk[d][3], wk[d][4]});
           for (int k = 0; k < 2; k++) rt[k][d].push_back(tm[k][d]);
-          PetscCall(PetscInfo(NULL, "model: repartition %s %" PetscInt_FMT " -> %" PetscInt_FMT " %s: bytes %g runs %g own %g: %g s warm, %g s cold\n", d ? "adjoint" : "forward", c.a, c.b, mode ? "direct" : "engine", wk[d][0], wk[d][1], wk[d][2], tm[0][d], tm[1][d]));
+          PetscCall(PetscInfo(NULL, "model: repartition %s %" PetscInt_FMT " -> %" PetscInt_FMT " %s: bytes %g runs sent from %g received into %g own %g, own bytes %g: %g s warm, %g s cold\n", d ? "adjoint" : "forward", c.a, c.b, mode ? "direct" : "engine", wk[d][0], wk[d][1], wk[d][2], wk[d][3], wk[d][4], tm[0][d], tm[1][d]));
         }
       }
       ddnn::ShmArenaForce(-1); /* the option again, also after an error */

@@ -1247,8 +1247,9 @@ static PetscReal CeilLog2(PetscMPIInt p)
   ranks), without those copies, since the fit prices each repartition whole.
   A repartition (a layer's own, one inside a spectral layer's FFTs) is priced by the "repartition"
   fit where the cache has one for the ranks (and the -dd_exchange_direct mode) of the run, in place
-  of alpha-beta on its volume: c0 + c1 bytes sent or received + c2 runs of consecutive entries its
-  plan walks + c3 bytes it copies within the rank, warm and cold as the kernels; alpha-beta priced
+  of alpha-beta on its volume: c0 + c1 bytes sent or received + the runs of consecutive entries its
+  plan sends from, receives into and copies within the rank (a term each) + the bytes it copies
+  within the rank, warm and cold as the kernels; alpha-beta priced
   an FNO's stage transposes at 0.1-0.2 of their time on 2 ranks (their runs are 8 to 16 entries long).
   Average pooling has its own fit (`DDLayerPoolGetType()`). Pooling and upsampling add a term in
   their output's rows (its local entries over the extent of its innermost storage dimension: W on
@@ -1435,13 +1436,18 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[
     }
     /* a repartition as it is called, likewise (the copy of the rank's own part, packing, waiting and
        unpacking: alpha-beta priced the FNO's stage transposes at 0.1-0.2 of their time, their runs of 8
-       to 16 entries and the copies around the messages uncounted): c0 + c1 bytes moved + c2 runs +
-       c3 bytes of the own part, in place of alpha-beta on its volume */
+       to 16 entries and the copies around the messages uncounted): c0 + c1 bytes moved + c2 runs sent
+       from + c3 runs received into + c4 runs copied within the rank + c5 bytes copied within the rank,
+       in place of alpha-beta on its volume */
     auto rf = RepartitionFit(bname, size, in.dtype, b ? true : false, false), rc = RepartitionFit(bname, size, in.dtype, b ? true : false, true);
     if (rc == M.kern.end()) rc = rf;
     if (rf != M.kern.end() && !(b && in.nodx)) {
       for (const auto &w : in.repart[b]) {
-        auto time = [&](const Fit &F) { return F.c0 + F.c1 * (PetscReal)PetscMax(w[1], w[3]) + F.cx[0] * (PetscReal)w[4] + F.cx[1] * (PetscReal)w[5]; };
+        auto time = [&](const Fit &F) {
+          double t = F.c0 + F.c1 * (double)PetscMax(w[1], w[3]);
+          for (int k = 0; k < 4; k++) t += F.cx[k] * (double)w[4 + k];
+          return t;
+        };
         comm[b] += (1 - in.cold) * time(rf->second) + in.cold * time(rc->second) - (M.alpha * (PetscReal)PetscMax(w[0], w[2]) + M.beta * (PetscReal)PetscMax(w[1], w[3]));
       }
       comm[b] = PetscMax(comm[b], 0);
@@ -1533,12 +1539,12 @@ static PetscErrorCode LayerModelTime(DDLayer layer, PetscBool nodx, double cold,
     }
     for (DDPrimitive p : prims) { /* every repartition, also those an fft primitive set up (the fit is per repartition) */
       PetscBool                 isrp;
-      std::array<PetscInt64, 6> w;
+      std::array<PetscInt64, 8> w;
       if (!p->setupcalled) continue;
       PetscCall(PetscObjectTypeCompare((PetscObject)p, DDPRIMITIVEREPARTITION, &isrp));
       if (!isrp) continue;
       PetscCall(DDPrimitiveGetCommVolume(p, b ? PETSC_TRUE : PETSC_FALSE, &w[0], &w[1], &w[2], &w[3]));
-      PetscCall(DDPrimitiveGetExchangeWork_Private(p, &w[4], &w[5]));
+      PetscCall(DDPrimitiveGetExchangeWork_Private(p, b ? PETSC_TRUE : PETSC_FALSE, &w[4]));
       in.repart[b].push_back(w);
     }
   }

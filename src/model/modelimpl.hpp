@@ -27,8 +27,9 @@ inline constexpr const char *ModelKindFlattenBlocked = "flatten-blocked";
    in the step. A cache without it prices them with the conv fit */
 inline constexpr const char *ModelKindConvPointwise = "conv-pointwise";
 /* a repartition as it is applied (DDModelCalibrate() times DDPrimitiveApply() and its adjoint on P > 1 ranks):
-   t = c0 + c1 bytes sent or received (the most) + c2 runs walked + c3 bytes of the rank's own part; with on-node
-   pairs reading each other's storage (-dd_exchange_direct) its own fit */
+   t = c0 + c1 bytes sent or received (the most) + c2 runs sent from + c3 runs received into + c4 runs copied within
+   the rank + c5 bytes copied within the rank; with on-node pairs reading each other's storage (-dd_exchange_direct)
+   its own fit */
 inline constexpr const char *ModelKindRepartition       = "repartition";
 inline constexpr const char *ModelKindRepartitionDirect = "repartition-direct";
 
@@ -97,7 +98,7 @@ struct ModelCostInput {
   double      windowrows = 0;      /* the window kinds (pool, upsample): the output's rows (ModelWindowRows_Private()) */
   PetscInt64  p2p[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}; /* point-to-point {msgs sent, bytes sent, msgs received, bytes received} */
   std::vector<std::array<PetscInt64, 4>> halo[2]; /* each halo exchange's volume (part of p2p) */
-  std::vector<std::array<PetscInt64, 6>> repart[2]; /* each repartition's volume (part of p2p), the runs it walks and the bytes of its own part */
+  std::vector<std::array<PetscInt64, 8>> repart[2]; /* each repartition's volume (part of p2p), the runs it sends from, receives into and copies within the rank, and the bytes it copies within the rank */
   std::vector<ModelCollective> colls;            /* the collectives (group > 1 only) */
 };
 

@@ -117,13 +117,14 @@ void Exchange::PlannedVolume(int dir, size_t es, PetscInt64 v[4]) const
   for (auto &p : from) v[3] += (PetscInt64)es * p.runs.total;
 }
 
-void Exchange::PlannedWork(PetscInt64 *runs, PetscInt64 *selfentries) const
+void Exchange::PlannedWork(int dir, PetscInt64 w[4]) const
 {
-  PetscInt64 r = priced ? pricedselfruns : (PetscInt64)self.len.size();
-  for (auto *v : {&sendTo, &recvFrom})
-    for (auto &p : *v) r += priced ? p.pricedruns : (PetscInt64)p.runs.off.size();
-  *runs        = r;
-  *selfentries = self.total;
+  const std::vector<Peer> &to = dir == 0 ? sendTo : recvFrom, &from = dir == 0 ? recvFrom : sendTo;
+  w[0] = w[1] = 0;
+  for (auto &p : to) w[0] += priced ? p.pricedruns : (PetscInt64)p.runs.off.size();
+  for (auto &p : from) w[1] += priced ? p.pricedruns : (PetscInt64)p.runs.off.size();
+  w[2] = priced ? pricedselfruns : (PetscInt64)self.len.size();
+  w[3] = self.total;
 }
 
 PetscInt64 Exchange::BufferBytes() const

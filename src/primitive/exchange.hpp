@@ -179,10 +179,11 @@ public:
      and receives on this rank, from the plan: v = {messages sent, bytes sent, messages received,
      bytes received} for entries of es bytes; the rank's own part is a copy, not a message */
   void           PlannedVolume(int dir, size_t es, PetscInt64 v[4]) const;
-  /* performance model (issue 16): the runs of consecutive offsets one exchange walks on this rank (those it
-     packs or sends for its peers, those it receives into, those of its own part, copied from one storage to
-     the other) and the entries of its own part; the same in both directions */
-  void           PlannedWork(PetscInt64 *runs, PetscInt64 *selfentries) const;
+  /* performance model (issue 16): the runs of consecutive offsets one exchange in direction dir (0 forward,
+     1 adjoint) walks on this rank: w[0] those it sends from (packs, or its peers read), w[1] those it
+     receives into, w[2] those of its own part (copied from one storage to the other); w[3] the entries of
+     its own part */
+  void           PlannedWork(int dir, PetscInt64 w[4]) const;
   /* bytes of the message buffers the plan allocated */
   PetscInt64     BufferBytes() const;
   /* what was actually moved since the last reset, same order as PlannedVolume(); sends counted as

@@ -33,5 +33,5 @@ struct _p_DDPrimitive {
 };
 
 PETSC_EXTERN PetscErrorCode DDPrimitiveGetEvents_Private(const char[], PetscLogEvent *, PetscLogEvent *);
-/* the runs one application walks on this rank and the bytes of its own part (the performance model's repartition fit) */
-PETSC_EXTERN PetscErrorCode DDPrimitiveGetExchangeWork_Private(DDPrimitive, PetscInt64 *, PetscInt64 *);
+/* the runs one application (or adjoint) sends from, receives into and copies within the rank, and the bytes it copies within the rank (the performance model's repartition fit) */
+PETSC_EXTERN PetscErrorCode DDPrimitiveGetExchangeWork_Private(DDPrimitive, PetscBool, PetscInt64[4]);

@@ -1049,26 +1049,25 @@ DD_CXX_TRY
 }
 DD_CXX_CATCH
 
-/* the performance model (issue 16): the runs one application (either direction) walks on this rank and the
-   bytes of its own part, copied locally, from the set-up plans of prim's exchanges (Exchange::PlannedWork()) */
-PetscErrorCode DDPrimitiveGetExchangeWork_Private(DDPrimitive prim, PetscInt64 *runs, PetscInt64 *selfbytes)
+/* the performance model (issue 16): what one application (adjoint: of the adjoint) walks on this rank, from the
+   set-up plans of prim's exchanges (Exchange::PlannedWork()): w[0] runs of consecutive entries it sends from,
+   w[1] runs it receives into, w[2] runs of its own part, w[3] the bytes of its own part (copied locally) */
+PetscErrorCode DDPrimitiveGetExchangeWork_Private(DDPrimitive prim, PetscBool adjoint, PetscInt64 w[4])
 DD_CXX_TRY
 {
-  PetscInt64 r = 0, e = 0;
-  size_t     es;
+  size_t es;
 
   PetscFunctionBegin;
   DDCheckHeader(prim, DD_PRIMITIVE_CLASSID, 1);
   PetscCheck(prim->setupcalled, PetscObjectComm((PetscObject)prim), PETSC_ERR_ARG_WRONGSTATE, "Call DDPrimitiveSetUp() before asking for its exchanges' work");
   PetscCall(DDDataTypeGetSize(prim->xref->dtype, &es));
+  for (int k = 0; k < 4; k++) w[k] = 0;
   ForEachExchangeOf(prim, [&](const ddnn::Exchange &ex) {
-    PetscInt64 a, b;
-    ex.PlannedWork(&a, &b);
-    r += a;
-    e += b;
+    PetscInt64 v[4];
+    ex.PlannedWork(adjoint ? 1 : 0, v);
+    for (int k = 0; k < 4; k++) w[k] += v[k];
   });
-  *runs      = r;
-  *selfbytes = e * (PetscInt64)es;
+  w[3] *= (PetscInt64)es;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 DD_CXX_CATCH
