@@ -1124,8 +1124,8 @@ static PetscErrorCode TimeRepartition(MPI_Comm comm, DDDataType dt, PetscInt ord
   fitted as t = c0 + c1 bytes sent or received (the most) + c2 runs sent from + c3 runs received
   into + c4 runs copied within the rank + c5 bytes copied within the rank (the exchange plan's runs
   of consecutive entries) and price every repartition a layer runs, those inside a spectral layer's
-  FFTs included, in place of
-  alpha-beta; and MPI_Ibcast, MPI_Reduce and MPI_Allreduce of 256 B to 1 MiB in groups of
+  FFTs included, in place of alpha-beta; and MPI_Ibcast, MPI_Reduce and MPI_Allreduce of 256 B to
+  1 MiB in groups of
   2, 4, ... and P ranks (the slowest rank, median) the weight broadcasts, gradient
   reductions and all-reductions in place of Thakur's formulas.
   Rank 0 writes the merged cache. Measured on 2 cores shared with other work (load 10-15): about

@@ -1249,8 +1249,8 @@ static PetscReal CeilLog2(PetscMPIInt p)
   fit where the cache has one for the ranks (and the -dd_exchange_direct mode) of the run, in place
   of alpha-beta on its volume: c0 + c1 bytes sent or received + the runs of consecutive entries its
   plan sends from, receives into and copies within the rank (a term each) + the bytes it copies
-  within the rank, warm and cold as the kernels; alpha-beta priced
-  an FNO's stage transposes at 0.1-0.2 of their time on 2 ranks (their runs are 8 to 16 entries long).
+  within the rank, warm and cold as the kernels (alpha-beta priced an FNO's stage transposes at 0.1-0.2
+  of their time on 2 ranks: their runs are 8 to 16 entries long).
   Average pooling has its own fit (`DDLayerPoolGetType()`). Pooling and upsampling add a term in
   their output's rows (its local entries over the extent of its innermost storage dimension: W on
   plain storage, C channels-last, the channel block blocked), the fixed cost of their loops per row.
