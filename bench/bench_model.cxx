@@ -184,6 +184,12 @@ static PetscErrorCode LinkRoundTrip(MPI_Comm comm, double *ns)
 
 static double calState = 0; /* the round trip before the calibration this program ran (0: calibrated earlier, or one rank) */
 
+/* two probes of the round trip more than 1.5x apart: another machine state */
+static bool StateDiffers(double a, double b)
+{
+  return a > 1.5 * b || b > 1.5 * a;
+}
+
 static PetscErrorCode Run(const char *title, const char *file, const char *prefix, bool unet, PetscInt grid, DDDataType dt, PetscInt steps)
 {
   DDNet    net;
@@ -197,7 +203,7 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
   PetscReal matchwait = 0;
   PetscCall(PetscOptionsGetReal(NULL, NULL, "-match_state", &matchwait, NULL));
   PetscCall(LinkRoundTrip(PETSC_COMM_WORLD, &state));
-  while (calState > 0 && state > 0 && (state > 1.5 * calState || calState > 1.5 * state) && waited < (double)matchwait) { /* the same machine as the calibration's, or give up */
+  while (calState > 0 && state > 0 && StateDiffers(state, calState) && waited < (double)matchwait) { /* the same machine as the calibration's, or give up */
     PetscCall(PetscSleep(1));
     waited += 1;
     PetscCall(LinkRoundTrip(PETSC_COMM_WORLD, &state));
@@ -308,7 +314,7 @@ static PetscErrorCode Run(const char *title, const char *file, const char *prefi
   if (state > 0) {
     double after;
     PetscCall(LinkRoundTrip(PETSC_COMM_WORLD, &after));
-    if (calState > 0) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "machine state: cache-line round trip between ranks 0 and 1 %.0f ns before and %.0f ns after the measurement, %.0f ns before the calibration: %s%s\n", state, after, calState, PetscMax(PetscMax(state, after) / calState, calState / PetscMin(state, after)) > 1.5 ? "state differs" : "same state", waited > 0 ? " (waited for it)" : ""));
+    if (calState > 0) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "machine state: cache-line round trip between ranks 0 and 1 %.0f ns before and %.0f ns after the measurement, %.0f ns before the calibration: %s%s\n", state, after, calState, StateDiffers(state, calState) || StateDiffers(after, calState) ? "state differs" : "same state", waited > 0 ? " (waited for it)" : ""));
     else PetscCall(PetscPrintf(PETSC_COMM_WORLD, "machine state: cache-line round trip between ranks 0 and 1 %.0f ns before and %.0f ns after the measurement (the calibration's unknown: it was not run by this program)\n", state, after));
   }
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-8s %-13s %9s %9s %6s %9s %9s %6s %9s %9s %9s %9s %8s\n", "layer", "type", "fwd pred", "fwd meas", "ratio", "bwd pred", "bwd meas", "ratio", "alone f", "alone b", "comm KiB", "mem KiB", "runs"));
@@ -436,7 +442,7 @@ int main(int argc, char **argv)
       double after;
       PetscCall(LinkRoundTrip(PETSC_COMM_WORLD, &after));
       PetscCall(PetscPrintf(PETSC_COMM_WORLD, "machine state: cache-line round trip between ranks 0 and 1 %.0f ns before and %.0f ns after the calibration\n", calState, after));
-      if (PetscMax(after / calState, calState / after) > 1.5) calState = -1; /* it changed during the calibration: no state to match */
+      if (StateDiffers(after, calState)) calState = -1; /* it changed during the calibration: no state to match */
     }
     PetscCall(DDModelGetCommParameters(&a, &b, &commok));
   }

@@ -1346,13 +1346,19 @@ static PetscReal CollectiveTime(const char *bname, PetscMPIInt P, DDDataType dt,
   return PetscMin(lg * (M.alpha + M.beta * (PetscReal)n), 2 * lg * M.alpha + 2.0 * (g - 1) / g * M.beta * (PetscReal)n);
 }
 
-/* the fit of a repartition as it is called (ModelKindRepartition; with -dd_exchange_direct its own where the cache has one), warm or
-   cold (its tensors out of every cache), or M.kern.end() */
+/* the fit of an exchange as it is called (kind: "halo" or ModelKindRepartition; with -dd_exchange_direct the mode's own,
+   direct, where the cache has one), or M.kern.end() */
+static std::map<std::string, Fit>::const_iterator ExchangeFit(const char *bname, PetscMPIInt size, DDDataType dt, const std::string &kind, const std::string &direct, bool bwd)
+{
+  auto f = ddnn::ShmArenaEnabled() ? FindKern(bname, size, dt, direct, bwd) : M.kern.cend();
+  return f != M.kern.cend() ? f : FindKern(bname, size, dt, kind, bwd);
+}
+
+/* a repartition's fit, warm or cold (its tensors out of every cache) */
 static std::map<std::string, Fit>::const_iterator RepartitionFit(const char *bname, PetscMPIInt size, DDDataType dt, bool bwd, bool cold)
 {
   const std::string sfx = cold ? ":cold" : "";
-  auto              rf  = ddnn::ShmArenaEnabled() ? FindKern(bname, size, dt, ddnn::ModelKindRepartitionDirect + sfx, bwd) : M.kern.cend();
-  return rf != M.kern.cend() ? rf : FindKern(bname, size, dt, ddnn::ModelKindRepartition + sfx, bwd);
+  return ExchangeFit(bname, size, dt, ddnn::ModelKindRepartition + sfx, ddnn::ModelKindRepartitionDirect + sfx, bwd);
 }
 
 namespace ddnn
@@ -1425,8 +1431,7 @@ PetscErrorCode ModelLayerTimes_Private(const ModelCostInput &in, PetscReal comp[
     comm[b] = M.alpha * (PetscReal)PetscMax(v[0], v[2]) + M.beta * (PetscReal)PetscMax(v[1], v[3]);
     /* a halo exchange as it is called (DDModelCalibrate() times DDPrimitiveApply() of a halo,
        packing, waiting and unpacking included): its fit replaces alpha-beta on its volume */
-    auto hf = ddnn::ShmArenaEnabled() ? FindKern(bname, size, in.dtype, kindHaloDirect, b) : M.kern.cend(); /* -dd_exchange_direct: its own fit, where the cache has one */
-    if (hf == M.kern.cend()) hf = FindKern(bname, size, in.dtype, kindHalo, b);
+    auto hf = ExchangeFit(bname, size, in.dtype, kindHalo, kindHaloDirect, b); /* -dd_exchange_direct: its own fit, where the cache has one */
     if (hf != M.kern.end() && !(b && in.nodx)) {
       for (const auto &w : in.halo[b]) {
         if (!w[0] && !w[2]) continue;

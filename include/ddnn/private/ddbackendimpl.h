@@ -554,10 +554,10 @@ PetscErrorCode DDLayerPoolKernelRun_Private(DDLayer layer, bool nodx, bool copie
       mixing's adjoint, and the first transform's adjoint unless nodx); each stage's local FFT kernel, and
       in place of each repartition between the stages one local copy of its destination's bulk (from its
       source where the two hold the same local box, a format conversion there; else from a copy of the
-      destination): the repartitions' messages are the model's communication; with moves false no such
-      copies (the model prices each repartition whole by its fit: copies, packing and messages)
+      destination): the repartitions' messages are the model's communication; with withmoves false no
+      such copies (the model prices each repartition whole by its fit: copies, packing and messages)
 */
-PetscErrorCode DDLayerSpectralKernelRun_Private(DDLayer layer, bool nodx, bool moves, bool copies, LayerKernelRun *run);
+PetscErrorCode DDLayerSpectralKernelRun_Private(DDLayer layer, bool nodx, bool withmoves, bool copies, LayerKernelRun *run);
 PetscErrorCode LayerKernelRunDestroy(LayerKernelRun *run);
 /* A pooling kernel likewise */
 PetscErrorCode DDBackendPoolCreate(DDBackend b, const PoolKernelSpec &spec, std::unique_ptr<PoolKernel> *k);
